@@ -1,0 +1,20 @@
+"""Error types. Every user-facing failure is a :class:`KernscopeError` with one clear message."""
+
+from __future__ import annotations
+
+
+class KernscopeError(Exception):
+    """Base class for errors shown to users as one line (the CLI exits with code 2)."""
+
+
+class TraceError(KernscopeError):
+    """A trace file could not be read. The message names the file and the problem."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class RulesError(KernscopeError):
+    """A categorization rule file is invalid."""

@@ -1,0 +1,67 @@
+"""GPU activity <-> runtime launch by ``correlation``; launch <-> CPU op by ``External id``.
+
+Graph launches (``cudaGraphLaunch``/``hipGraphLaunch``) share one correlation with every kernel of
+the graph, so the join is many-to-one and graph kernels attach to their launch naturally.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from .kinds import GPU_KINDS
+
+GRAPH_LAUNCH_PATTERN = r"(?i)graphlaunch"
+
+
+def launches(events: pl.DataFrame) -> pl.DataFrame:
+    """Runtime/driver events that carry a correlation id, one per correlation (earliest wins)."""
+    return (
+        events.filter(pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null())
+        .sort("ts")
+        .unique("correlation", keep="first", maintain_order=True)
+        .select(
+            pl.col("correlation"),
+            pl.col("idx").alias("launch_idx"),
+            pl.col("name").cast(pl.String).alias("launch_name"),
+            pl.col("ts").alias("launch_ts"),
+            pl.col("dur").alias("launch_dur"),
+            pl.col("pid").alias("launch_pid"),
+            pl.col("tid").alias("launch_tid"),
+            pl.col("external_id").alias("launch_external_id"),
+        )
+    )
+
+
+def launcher_ops(launch: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Innermost CPU op of each launch, by External id (same pid, op window contains the launch)."""
+    ops = events.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null()).select(
+        pl.col("external_id").alias("launch_external_id"),
+        pl.col("pid").alias("launch_pid"),
+        pl.col("idx").alias("op_idx"),
+        pl.col("ts").alias("_op_ts"),
+        pl.col("end").alias("_op_end"),
+    )
+    return (
+        launch.select("launch_idx", "launch_external_id", "launch_pid", "launch_ts")
+        .join(ops, on=["launch_external_id", "launch_pid"], how="inner")
+        .with_columns(
+            ((pl.col("_op_ts") <= pl.col("launch_ts")) & (pl.col("launch_ts") <= pl.col("_op_end"))).alias("_inside")
+        )
+        .sort(["_inside", "_op_ts"], descending=[True, True])
+        .unique("launch_idx", keep="first")
+        .select("launch_idx", "op_idx")
+    )
+
+
+def gpu_events(events: pl.DataFrame) -> pl.DataFrame:
+    """GPU activity rows (kernels, memcpy, memset)."""
+    return events.filter(pl.col("kind").is_in(GPU_KINDS))
+
+
+def link_gpu(events: pl.DataFrame) -> pl.DataFrame:
+    """GPU rows with their launch columns (null where the launch is not in the trace)."""
+    launch = launches(events)
+    g = gpu_events(events).join(launch, on="correlation", how="left")
+    return g.with_columns(
+        pl.col("launch_name").str.contains(GRAPH_LAUNCH_PATTERN).fill_null(False).alias("graph_launch")
+    )

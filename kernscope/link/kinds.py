@@ -1,0 +1,69 @@
+"""Classify events by ``ph``/``cat`` into a small fixed set of kinds (CUDA, ROCm, MTIA spellings)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+KINDS = (
+    "cpu_op",
+    "user_annotation",
+    "python_function",
+    "runtime",
+    "driver",
+    "kernel",
+    "memcpy",
+    "memset",
+    "gpu_user_annotation",
+    "sync",
+    "instant",
+    "flow",
+    "metadata",
+    "counter",
+    "other",
+)
+KindEnum = pl.Enum(KINDS)
+
+#: GPU-side activity that occupies an engine and is counted in GPU time.
+GPU_KINDS = ("kernel", "memcpy", "memset")
+#: Host-side events that form the per-thread call tree.
+CPU_TREE_KINDS = ("cpu_op", "user_annotation", "python_function", "runtime", "driver", "sync")
+
+_CAT_TO_KIND = {
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "user_annotation": "user_annotation",
+    "python_function": "python_function",
+    "cuda_runtime": "runtime",
+    "hip_runtime": "runtime",
+    "runtime": "runtime",
+    "mtia_runtime": "runtime",
+    "cuda_driver": "driver",
+    "hip_driver": "driver",
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "gpu_user_annotation": "gpu_user_annotation",
+    "cuda_sync": "sync",
+}
+
+
+def kind_expr() -> pl.Expr:
+    """Expression giving the ``kind`` column from ``ph`` and ``cat``."""
+    cat = pl.col("cat").cast(pl.String).str.to_lowercase()
+    ph = pl.col("ph").cast(pl.String)
+    mapped = cat.replace_strict(_CAT_TO_KIND, default="other", return_dtype=pl.String)
+    return (
+        pl.when(ph == "M")
+        .then(pl.lit("metadata"))
+        .when(ph.is_in(["s", "f", "t"]))
+        .then(pl.lit("flow"))
+        .when(ph == "C")
+        .then(pl.lit("counter"))
+        .when(ph.is_in(["i", "I", "n"]))
+        .then(pl.lit("instant"))
+        .otherwise(mapped)
+        .cast(KindEnum)
+        .alias("kind")
+    )

@@ -1,0 +1,288 @@
+"""Kineto / Chrome-trace JSON bytes -> columnar event table.
+
+Pipeline: the top-level object is scanned once with msgspec into ``{key: Raw}`` (metadata is
+decoded, ``traceEvents`` stays an undecoded slice); the event array is cut into chunks at event
+boundaries and each chunk is decoded by typed msgspec Structs that read only the needed fields,
+with the GC off, in parallel worker processes for large traces. Workers intern strings and return
+numpy arrays; the parent merges symbol tables into polars ``Enum`` columns.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import re
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from operator import attrgetter
+from typing import Any, Iterator, Union
+
+import msgspec
+import numpy as np
+import polars as pl
+
+from ..errors import TraceError
+from .argspec import ARG_FIELDS, EMPTY_ARGS, Args
+from .timestamps import float_us_to_ns, needs_text_parse, text_us_to_ns
+
+_NAN = float("nan")
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event; only these keys are read, everything else is skipped by the decoder."""
+
+    ph: str = ""
+    cat: Union[str, None] = None
+    name: Union[str, int, float, None] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: float = _NAN
+    dur: float = _NAN
+    id: Union[int, str, None] = None
+    args: Args = EMPTY_ARGS  # type: ignore[valid-type]
+
+
+class _TimesText(msgspec.Struct, gc=False):
+    ts: msgspec.Raw = msgspec.Raw(b"")
+    dur: msgspec.Raw = msgspec.Raw(b"")
+
+
+_EVENTS = msgspec.json.Decoder(list[Event])
+_TIMES = msgspec.json.Decoder(list[_TimesText])
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+
+#: Traces larger than this (bytes of JSON) are decoded by several processes.
+PARALLEL_MIN_BYTES = 24 << 20
+#: Target size of one decoded chunk; bounds the Python objects alive at once per worker.
+CHUNK_BYTES = 16 << 20
+
+STRING_COLUMNS = ("ph", "cat", "name", "pid", "tid")
+
+
+@dataclass
+class RawTrace:
+    """Decoded but unlinked trace: one row per event plus document metadata."""
+
+    events: pl.DataFrame
+    metadata: dict[str, Any] = field(default_factory=dict)
+    salvaged: int | None = None  #: events recovered by ``--salvage`` (None when not salvaged)
+
+
+@contextmanager
+def _gc_off() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _intern(values: list[Any]) -> tuple[list[Any], np.ndarray]:
+    """Symbol table + int32 codes for a column (C-level loops: dict.fromkeys and map)."""
+    table = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    codes = np.fromiter(map(table.__getitem__, values), dtype=np.int32, count=len(values))
+    return list(table), codes
+
+
+def _decode_chunk(buf: bytes) -> dict[str, Any]:
+    """Decode one JSON array of events into plain numpy/list columns (no polars: may run forked)."""
+    with _gc_off():
+        evs = _EVENTS.decode(buf)
+        n = len(evs)
+        out: dict[str, Any] = {"n": n}
+        for col in STRING_COLUMNS:
+            out[col] = _intern(list(map(attrgetter(col), evs)))
+        ts = np.fromiter(map(attrgetter("ts"), evs), dtype=np.float64, count=n)
+        dur = np.fromiter(map(attrgetter("dur"), evs), dtype=np.float64, count=n)
+        out["ts_missing"] = np.isnan(ts)
+        out["dur_missing"] = np.isnan(dur)
+        ts = np.where(out["ts_missing"], 0.0, ts)
+        dur = np.where(out["dur_missing"], 0.0, dur)
+        if not (np.isfinite(ts).all() and np.isfinite(dur).all()):
+            raise OverflowError("timestamp or duration is not a finite number")
+        if (np.abs(ts) > 9.2e15).any() or (np.abs(dur) > 9.2e15).any():
+            raise OverflowError("timestamp or duration does not fit in int64 nanoseconds")
+        if needs_text_parse(ts):
+            times = _TIMES.decode(buf)
+            out["ts"] = text_us_to_ns([bytes(t.ts) or b"0" for t in times])
+            out["dur"] = text_us_to_ns([bytes(t.dur) or b"0" for t in times])
+            out["dur"][out["dur_missing"]] = 0
+        else:
+            out["ts"] = float_us_to_ns(ts)
+            out["dur"] = float_us_to_ns(dur)
+        out["flow_id"] = list(map(attrgetter("id"), evs))
+        args = list(map(attrgetter("args"), evs))
+        for f in ARG_FIELDS:
+            out[f.column] = list(map(attrgetter(f.column), args))
+        del evs, args
+    return out
+
+
+_WORK_BUFFER: memoryview | None = None
+
+
+def _worker_init(buf: memoryview) -> None:  # runs in forked workers only
+    global _WORK_BUFFER
+    _WORK_BUFFER = buf
+
+
+def _worker_decode(span: tuple[int, int]) -> dict[str, Any]:
+    assert _WORK_BUFFER is not None
+    a, b = span
+    return _decode_chunk(b"[" + bytes(_WORK_BUFFER[a:b]) + b"]")
+
+
+def _split(body: memoryview, target: int) -> list[tuple[int, int]]:
+    """Cut the inside of the event array into spans that each hold whole events."""
+    n = len(body)
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while start < n:
+        cut = start + target
+        if cut >= n:
+            spans.append((start, n))
+            break
+        m = _BOUNDARY.search(body, cut)
+        if m is None:
+            spans.append((start, n))
+            break
+        spans.append((start, m.start() + 1))
+        start = m.end() - 1
+    return spans
+
+
+def _to_int64(values: list[Any], path: str, column: str, kind: str) -> pl.Series:
+    s = pl.Series(column, values, strict=False)
+    if s.dtype == pl.Null:
+        return s.cast(pl.Int64)
+    if s.dtype.is_integer():
+        return s.cast(pl.Int64)
+    if s.dtype == pl.String:
+        hexed = s.str.starts_with("0x")
+        as_hex = s.str.slice(2).str.to_integer(base=16, strict=False)
+        as_dec = s.str.to_integer(base=10, strict=False)
+        return pl.select(pl.when(hexed).then(as_hex).otherwise(as_dec)).to_series().rename(column).cast(pl.Int64)
+    if s.dtype.is_float():
+        return s.cast(pl.Int64, strict=False)
+    raise TraceError(path, f"args field for {column!r} has an unexpected type ({s.dtype})")
+
+
+def _assemble(parts: list[dict[str, Any]], path: str) -> pl.DataFrame:
+    """Merge chunk outputs: unify symbol tables, concatenate arrays, build typed columns."""
+    cols: dict[str, pl.Series] = {}
+    for col in STRING_COLUMNS:
+        merged: dict[str, int] = {}
+        remapped = []
+        for p in parts:
+            table, codes = p[col]
+            keys = ["" if v is None else str(v) for v in table]
+            lut = np.fromiter((merged.setdefault(k, len(merged)) for k in keys), dtype=np.uint32, count=len(keys))
+            remapped.append(lut[codes] if len(codes) else codes.astype(np.uint32))
+        codes_all = np.concatenate(remapped) if remapped else np.zeros(0, np.uint32)
+        dtype = pl.Enum(list(merged))
+        cols[col] = pl.Series(col, list(merged), dtype=dtype).gather(pl.Series(codes_all, dtype=pl.UInt32))
+    cols["ts"] = pl.Series("ts", np.concatenate([p["ts"] for p in parts]), dtype=pl.Int64)
+    cols["dur"] = pl.Series("dur", np.concatenate([p["dur"] for p in parts]), dtype=pl.Int64)
+    cols["ts_missing"] = pl.Series("ts_missing", np.concatenate([p["ts_missing"] for p in parts]))
+    cols["dur_missing"] = pl.Series("dur_missing", np.concatenate([p["dur_missing"] for p in parts]))
+    flow = [v for p in parts for v in p["flow_id"]]
+    cols["flow_id"] = pl.Series("flow_id", flow, strict=False).cast(pl.String)
+    for f in ARG_FIELDS:
+        values = [v for p in parts for v in p[f.column]]
+        if f.kind in ("int", "intstr"):  # both accept "0x1f"/"12" strings and integral floats
+            try:
+                cols[f.column] = _to_int64(values, path, f.column, f.kind)
+            except (OverflowError, pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as e:
+                raise TraceError(path, f"args field {f.raw!r} has a value that does not fit int64 ({e})") from None
+        elif f.kind == "str":
+            cols[f.column] = pl.Series(f.column, values, dtype=pl.String, strict=False).cast(pl.Categorical)
+        else:
+            cols[f.column] = pl.Series(
+                f.column, [None if v is None else str(v) for v in values], dtype=pl.String
+            )
+    return pl.DataFrame(cols)
+
+
+def _decode_error(path: str, e: Exception) -> TraceError:
+    msg = str(e)
+    if "truncated" in msg.lower():
+        return TraceError(path, f"truncated JSON ({msg}); the file may have been cut off mid-write, try --salvage")
+    if "utf-8" in msg.lower():
+        return TraceError(path, f"invalid UTF-8 in JSON ({msg})")
+    if isinstance(e, msgspec.ValidationError):
+        return TraceError(path, f"malformed event field: {msg.replace('$[', '$.traceEvents[')}")
+    return TraceError(path, f"not valid JSON ({msg})")
+
+
+def decode_events(body: memoryview, path: str, *, workers: int | None = None) -> pl.DataFrame:
+    """Decode the *inside* of a ``traceEvents`` array (without brackets) into an event table."""
+    size = len(body)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8)
+    parts: list[dict[str, Any]] | None = None
+    if workers > 1 and size >= PARALLEL_MIN_BYTES:
+        target = max(CHUNK_BYTES, math.ceil(size / (workers * 64)))
+        target = min(target, max(1 << 20, math.ceil(size / workers)))
+        spans = _split(body, target)
+        if len(spans) > 1:
+            try:
+                ctx = get_context("fork")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    with ProcessPoolExecutor(
+                        max_workers=min(workers, len(spans)), mp_context=ctx, initializer=_worker_init, initargs=(body,)
+                    ) as ex:
+                        parts = list(ex.map(_worker_decode, spans))
+            except (msgspec.DecodeError, msgspec.ValidationError, OverflowError):
+                parts = None  # a cut landed inside a string, or bad data: redo serially for an exact message
+    if parts is None:
+        try:
+            parts = [_decode_chunk(b"[" + bytes(body) + b"]")]
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise _decode_error(path, e) from None
+        except OverflowError as e:
+            raise TraceError(path, str(e)) from None
+    return _assemble(parts, path)
+
+
+def _strip(mv: memoryview) -> memoryview:
+    b = bytes(mv[:64]), bytes(mv[-64:])
+    lead = len(b[0]) - len(b[0].lstrip())
+    trail = len(b[1]) - len(b[1].rstrip())
+    return mv[lead : len(mv) - trail]
+
+
+def parse_document(data: bytes, path: str, *, workers: int | None = None) -> RawTrace:
+    """Parse a whole Kineto/Chrome JSON document (object with ``traceEvents``, or a bare array)."""
+    head = data.lstrip()[:1]
+    if head == b"[":
+        body = _strip(memoryview(data))
+        return RawTrace(decode_events(_strip(body[1:-1]), path, workers=workers), {})
+    if head != b"{":
+        raise TraceError(path, "not JSON: expected a JSON object with 'traceEvents' (or an event array)")
+    try:
+        with _gc_off():
+            top = _TOP.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise _decode_error(path, e) from None
+    if "traceEvents" not in top:
+        raise TraceError(path, "JSON object has no 'traceEvents' key: not a PyTorch/Kineto trace")
+    meta: dict[str, Any] = {}
+    for k, raw in top.items():
+        if k == "traceEvents":
+            continue
+        try:
+            meta[k] = msgspec.json.decode(raw)
+        except msgspec.DecodeError as e:
+            raise _decode_error(path, e) from None
+    ev = _strip(memoryview(top["traceEvents"]))
+    if bytes(ev[:1]) != b"[":
+        raise TraceError(path, "'traceEvents' is not an array")
+    return RawTrace(decode_events(_strip(ev[1:-1]), path, workers=workers), meta)

@@ -1,0 +1,86 @@
+"""Reading trace bytes from disk: plain or gzip (zlib-ng when available), with one clear error."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TraceError
+
+try:  # zlib-ng is ~2x faster than zlib for inflate
+    from zlib_ng import zlib_ng as _zlib
+except ImportError:  # pragma: no cover - zlib-ng is a declared dependency
+    import zlib as _zlib  # type: ignore[no-redef]
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """What makes a cached parse valid: same path, size and modification time."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> "FileIdentity":
+        p = Path(path)
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            raise TraceError(str(path), "file not found") from None
+        except OSError as e:
+            raise TraceError(str(path), f"cannot read file ({e.strerror})") from None
+        if not p.is_file():
+            raise TraceError(str(path), "not a regular file")
+        return cls(str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _gunzip(data: bytes, path: str, salvage: bool) -> bytes:
+    # wbits=31: gzip container; decompressobj tolerates concatenated members poorly, so loop.
+    out: list[bytes] = []
+    rest = data
+    while rest:
+        d = _zlib.decompressobj(31)
+        try:
+            out.append(d.decompress(rest))
+        except _zlib.error as e:
+            if salvage and out:
+                break
+            if salvage:
+                raise TraceError(path, f"corrupt gzip data, nothing recoverable ({e})") from None
+            raise TraceError(path, f"corrupt gzip data ({e}); try --salvage for a partial read") from None
+        if not d.eof:
+            if salvage:
+                try:
+                    out.append(d.flush())
+                except _zlib.error:
+                    pass
+                break
+            raise TraceError(path, "truncated gzip stream (file ends mid-member); try --salvage")
+        rest = d.unused_data
+        if rest[:2] != GZIP_MAGIC:
+            break
+    return b"".join(out)
+
+
+def read_bytes(path: str | os.PathLike[str], *, salvage: bool = False) -> bytes:
+    """Return the decompressed JSON bytes of ``path`` (gzip detected by magic, not by name)."""
+    p = str(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise TraceError(p, "file not found") from None
+    except IsADirectoryError:
+        raise TraceError(p, "is a directory, not a trace file") from None
+    except OSError as e:
+        raise TraceError(p, f"cannot read file ({e.strerror})") from None
+    if data[:2] == GZIP_MAGIC:
+        data = _gunzip(data, p, salvage)
+    if not data.strip():
+        raise TraceError(p, "file is empty")
+    return data
