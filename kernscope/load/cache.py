@@ -47,7 +47,7 @@ def read(ident: FileIdentity, salvage: bool) -> Trace | None:
     d = cache_dir() / cache_key(ident, salvage)
     try:
         info: dict[str, Any] = json.loads((d / "info.json").read_text())
-        tables = {t: pl.read_ipc(d / f"{t}.arrow", memory_map=False) for t in _TABLES}
+        tables = {t: pl.read_ipc(d / f"{t}.arrow") for t in _TABLES}
     except (OSError, ValueError, pl.exceptions.PolarsError):
         return None
     return Trace(path=info["path"], **tables, metadata=info["metadata"], process_names=info["process_names"],

@@ -1,0 +1,236 @@
+"""Kernel-name categories and libraries, driven by the rule table in ``rules.toml``.
+
+Each *distinct* (name, kind, launch call) is categorized once and the answer is joined back, so
+categorizing costs O(distinct names), not O(events).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import polars as pl
+
+from ..errors import RulesError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+OTHER = "Other"
+UNKNOWN_LIBRARY = "Unknown"
+#: Categories of the built-in taxonomy (user rules may add more).
+CATEGORIES = (
+    "GEMM",
+    "Attention Forward",
+    "Attention Backward",
+    "Convolution",
+    "Communication",
+    "Memory",
+    "Elementwise",
+    "Reduction",
+    "Normalization",
+    "Softmax",
+    "Embedding/Indexing",
+    "Optimizer",
+    "Sort/Scan",
+    "Loss",
+    "MoE",
+    "Quantization",
+    "Pooling",
+    OTHER,
+)
+_INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl)_(?:fused_)?(.*?)(?:_\d+)*$")
+_DEFAULT_USER_PRIORITY = 10_000
+
+
+def kernel_head(name: str) -> str:
+    """The part of a demangled kernel name that says what it does: no return type, no parameter list.
+
+    ``void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, ...>(int, ...)``
+    -> ``at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, ...>``. Matching the
+    head keeps argument types (``TensorIterator&``, lambdas) from triggering false categories.
+    """
+    n = name.replace("(anonymous namespace)", "anon").strip()
+    if n.startswith("void "):
+        n = n[5:]
+    if n.endswith(")"):  # strip the trailing parameter list: find its matching "("
+        depth = 0
+        for i in range(len(n) - 1, 0, -1):
+            ch = n[i]
+            if ch == ")":
+                depth += 1
+            elif ch == "(":
+                depth -= 1
+                if depth == 0:
+                    return n[:i] if n[:i].strip() else n
+    return n
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One pattern -> value rule. Higher ``priority`` wins; ties go to the earlier rule."""
+
+    value: str
+    pattern: re.Pattern[str]
+    priority: int
+    kinds: frozenset[str] | None = None
+    launch: re.Pattern[str] | None = None
+    order: int = 0
+    source: str = "builtin"
+
+    def matches(self, name: str, kind: str, launch: str) -> bool:
+        if self.kinds is not None and kind not in self.kinds:
+            return False
+        if self.launch is not None and not self.launch.search(launch):
+            return False
+        return self.pattern.search(name) is not None
+
+
+def _compile(d: dict[str, Any], where: str, order: int, source: str, default_priority: int) -> Rule:
+    for key in ("value", "pattern"):
+        if not isinstance(d.get(key), str) or not d[key]:
+            raise RulesError(f"{where}: rule needs a non-empty string '{key}'")
+    flags = 0 if d.get("case_sensitive") else re.IGNORECASE
+    try:
+        pat = re.compile(d["pattern"], flags)
+        launch = re.compile(d["launch"]) if d.get("launch") else None
+    except re.error as e:
+        raise RulesError(f"{where}: invalid regular expression {d.get('pattern')!r}: {e}") from None
+    prio = d.get("priority", default_priority)
+    if not isinstance(prio, int):
+        raise RulesError(f"{where}: 'priority' must be an integer")
+    kinds = d.get("kinds")
+    if kinds is not None and not (isinstance(kinds, list) and all(isinstance(k, str) for k in kinds)):
+        raise RulesError(f"{where}: 'kinds' must be a list of strings")
+    unknown = set(d) - {"value", "pattern", "priority", "kinds", "launch", "case_sensitive"}
+    if unknown:
+        raise RulesError(f"{where}: unknown key(s) {sorted(unknown)}")
+    return Rule(d["value"], pat, prio, frozenset(kinds) if kinds else None, launch, order, source)
+
+
+@dataclass
+class Categorizer:
+    """Maps kernel names to (category, library). Build with :meth:`builtin` and :meth:`with_rules`."""
+
+    categories: list[Rule] = field(default_factory=list)
+    libraries: list[Rule] = field(default_factory=list)
+    inductor_order: list[str] = field(default_factory=list)
+    inductor_tokens: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def builtin(cls) -> "Categorizer":
+        text = resources.files("kernscope.analyze").joinpath("rules.toml").read_text()
+        return cls().with_rules(tomllib.loads(text), source="builtin", default_priority=0)
+
+    def with_rules(
+        self, spec: dict[str, Any] | str | Path, *, source: str | None = None, default_priority: int = _DEFAULT_USER_PRIORITY
+    ) -> "Categorizer":
+        """Return a new categorizer with rules added from a TOML file path or a parsed dict.
+
+        User rules default to priority 10000, so they override built-ins unless given lower.
+        """
+        if isinstance(spec, (str, Path)):
+            where = str(spec)
+            try:
+                spec = tomllib.loads(Path(spec).read_text())
+            except OSError as e:
+                raise RulesError(f"{where}: cannot read rule file ({e.strerror})") from None
+            except tomllib.TOMLDecodeError as e:
+                raise RulesError(f"{where}: invalid TOML ({e})") from None
+        else:
+            where = source or "rules"
+        src = source or where
+        unknown = set(spec) - {"version", "category", "library", "inductor"}
+        if unknown:
+            raise RulesError(f"{where}: unknown top-level key(s) {sorted(unknown)}; expected [[category]] / [[library]]")
+        cats = list(self.categories)
+        libs = list(self.libraries)
+        for key, target in (("category", cats), ("library", libs)):
+            rules = spec.get(key, [])
+            if not isinstance(rules, list):
+                raise RulesError(f"{where}: '{key}' must be an array of tables ([[{key}]])")
+            for i, d in enumerate(rules):
+                if not isinstance(d, dict):
+                    raise RulesError(f"{where}: [[{key}]] #{i + 1} is not a table")
+                target.append(_compile(d, f"{where}: [[{key}]] #{i + 1}", len(target), src, default_priority))
+        ind = spec.get("inductor", {})
+        order = list(ind.get("order", self.inductor_order))
+        tokens = {**self.inductor_tokens, **ind.get("tokens", {})}
+        key_fn = lambda r: (-r.priority, r.order)  # noqa: E731
+        return Categorizer(sorted(cats, key=key_fn), sorted(libs, key=key_fn), order, tokens)
+
+    # -- single-name API -----------------------------------------------------------------------
+    def _inductor(self, name: str) -> str | None:
+        m = _INDUCTOR.match(name)
+        if not m:
+            return None
+        flavor, ops = m.group(1), m.group(2)
+        hit = lambda tok: re.search(rf"(^|_){re.escape(tok)}(_|$)", ops) is not None  # noqa: E731
+        for cat in self.inductor_order:
+            toks = self.inductor_tokens.get(cat, [])
+            if cat == "Memory":
+                rest = ops
+                for tok in sorted(toks, key=len, reverse=True):
+                    rest = re.sub(rf"(^|_){re.escape(tok)}(?=_|$)", "_", rest)
+                if toks and not re.sub(r"[_\d]", "", rest):
+                    return "Memory"
+                continue
+            if any(hit(t) for t in toks):
+                return cat
+        return {"poi": "Elementwise", "red": "Reduction", "per": "Reduction", "tem": "GEMM"}.get(flavor, "Elementwise")
+
+    def category(self, name: str, kind: str = "kernel", launch: str = "") -> str:
+        """Category of one kernel name (``kind``: kernel/memcpy/memset; ``launch``: runtime call name)."""
+        if kind == "kernel":
+            ind = self._inductor(name)
+            if ind is not None:
+                return ind
+        head = kernel_head(name)
+        for r in self.categories:
+            if r.matches(head, kind, launch):
+                return r.value
+        return OTHER
+
+    def library(self, name: str, kind: str = "kernel", launch: str = "") -> str:
+        """Library that wrote the kernel (cuBLAS, cuDNN, Triton, ATen, NCCL, ...)."""
+        head = kernel_head(name)
+        for r in self.libraries:
+            if r.matches(head, kind, launch):
+                return r.value
+        return UNKNOWN_LIBRARY
+
+    # -- table API -----------------------------------------------------------------------------
+    def lookup(self, keys: Iterable[tuple[str, str, str]]) -> pl.DataFrame:
+        """Categorize distinct (name, kind, launch_name) triples."""
+        rows = [(n, k, l, self.category(n, k, l), self.library(n, k, l)) for n, k, l in keys]
+        return pl.DataFrame(
+            rows,
+            schema={"name": pl.String, "kind": pl.String, "launch_name": pl.String, "category": pl.String, "library": pl.String},
+            orient="row",
+        )
+
+    def categorize(self, gpu: pl.DataFrame) -> pl.DataFrame:
+        """Add ``category`` and ``library`` columns to a GPU event table (one lookup per distinct name)."""
+        key = gpu.select(
+            pl.col("name").cast(pl.String),
+            pl.col("kind").cast(pl.String),
+            pl.col("launch_name").fill_null("").cast(pl.String),
+        )
+        distinct = key.unique()
+        table = self.lookup(distinct.iter_rows())
+        out = (
+            key.join(table, on=["name", "kind", "launch_name"], how="left", maintain_order="left", nulls_equal=True)
+            .select("category", "library")
+        )
+        return gpu.with_columns(out["category"], out["library"])
+
+
+def builtin_categorizer() -> Categorizer:
+    """The built-in taxonomy (cached per call site by the caller if needed)."""
+    return Categorizer.builtin()

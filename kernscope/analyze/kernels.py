@@ -1,0 +1,149 @@
+"""Kernel, category, op, launcher and step summaries: pure functions Trace -> DataFrame.
+
+Input times are int64 ns; every summary column ending in ``_us`` is float **microseconds**,
+``pct`` columns are percent of the summed GPU time of the rows summarized.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import polars as pl
+
+from ..model import Trace
+from .categories import Categorizer
+
+NS_PER_US = 1000.0
+
+
+def gpu_table(
+    trace: Trace,
+    categorizer: Categorizer | None = None,
+    *,
+    step: int | None = None,
+    kinds: Sequence[str] = ("kernel", "memcpy", "memset"),
+) -> pl.DataFrame:
+    """GPU activity rows (optionally one step, optionally categorized) with string columns.
+
+    Columns: name, kind, device, stream, ts, dur, end (ns), launcher, op_name, launch_name,
+    graph_launch, step, correlation, and category/library when a categorizer is given.
+    """
+    g = trace.gpu.filter(pl.col("kind").is_in(list(kinds)))
+    if step is not None:
+        g = g.filter(pl.col("step") == step)
+    if categorizer is not None:
+        g = categorizer.categorize(g)
+    cols = [
+        pl.col("name").cast(pl.String),
+        pl.col("kind").cast(pl.String),
+        "device",
+        "stream",
+        "ts",
+        "dur",
+        "end",
+        "launcher",
+        "op_name",
+        "launch_name",
+        "graph_launch",
+        "step",
+        "correlation",
+        "launch_ts",
+    ]
+    if categorizer is not None:
+        cols += ["category", "library"]
+    return g.select(cols)
+
+
+def summarize(
+    table: pl.DataFrame, by: Sequence[str], *, wall_ns: int | None = None, sort: bool = True
+) -> pl.DataFrame:
+    """Group GPU rows by ``by``: count, total/mean/min/max (µs), % of GPU time, % of wall time."""
+    total = table["dur"].sum() or 0
+    out = table.group_by(list(by)).agg(
+        pl.len().alias("count"),
+        (pl.col("dur").sum() / NS_PER_US).alias("total_us"),
+        (pl.col("dur").mean() / NS_PER_US).alias("mean_us"),
+        (pl.col("dur").min() / NS_PER_US).alias("min_us"),
+        (pl.col("dur").max() / NS_PER_US).alias("max_us"),
+    )
+    out = out.with_columns(
+        (pl.col("total_us") * NS_PER_US * 100.0 / (total if total else 1)).alias("pct"),
+    )
+    if wall_ns:
+        out = out.with_columns((pl.col("total_us") * NS_PER_US * 100.0 / wall_ns).alias("pct_wall"))
+    if sort:
+        out = out.sort(["total_us", *by], descending=[True] + [False] * len(by), nulls_last=True)
+    return out
+
+
+def wall_time_ns(table: pl.DataFrame) -> int:
+    """Span from the first GPU activity start to the last end (ns)."""
+    if table.height == 0:
+        return 0
+    return int(table["end"].max() - table["ts"].min())
+
+
+def kernel_summary(table: pl.DataFrame, by: Sequence[str] = ("name", "launcher")) -> pl.DataFrame:
+    """Kernels (kind == kernel) grouped by ``by`` (default: name and launching CPU op)."""
+    k = table.filter(pl.col("kind") == "kernel")
+    return summarize(k, by, wall_ns=wall_time_ns(table))
+
+
+def category_summary(table: pl.DataFrame) -> pl.DataFrame:
+    """All GPU activity grouped by category (needs a categorized table)."""
+    return summarize(table, ["category"], wall_ns=wall_time_ns(table))
+
+
+def op_summary(table: pl.DataFrame) -> pl.DataFrame:
+    """GPU time by launching CPU op (graph kernels count under their graph launch)."""
+    return summarize(table, ["launcher"], wall_ns=wall_time_ns(table))
+
+
+def op_category_summary(table: pl.DataFrame) -> pl.DataFrame:
+    """GPU time by category over all launchers (like TraceLens ``ops_summary_by_category``)."""
+    return summarize(table, ["category", "library"], wall_ns=wall_time_ns(table))
+
+
+def launcher_category_summary(table: pl.DataFrame) -> pl.DataFrame:
+    """Per launcher and category: count, total time, % of that launcher's GPU time.
+
+    This is the grouped view for graph launches: what dominates ``cudaGraphLaunch``.
+    """
+    per = summarize(table, ["launcher", "category"], sort=False)
+    launcher_total = pl.col("total_us").sum().over("launcher")
+    return (
+        per.with_columns((pl.col("total_us") * 100.0 / launcher_total).alias("pct_of_launcher"))
+        .with_columns(launcher_total.alias("_lt"))
+        .sort(["_lt", "launcher", "total_us"], descending=[True, False, True])
+        .drop("_lt")
+    )
+
+
+def step_summary(trace: Trace, table: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per ``ProfilerStep#N``: CPU window (µs from trace start) and the GPU work launched in it."""
+    g = table if table is not None else gpu_table(trace)
+    t0 = trace.t0
+    per = g.group_by("step").agg(
+        (pl.col("kind") == "kernel").sum().alias("kernel_count"),
+        (pl.when(pl.col("kind") == "kernel").then(pl.col("dur")).otherwise(0).sum() / NS_PER_US).alias("kernel_time_us"),
+        pl.len().alias("gpu_event_count"),
+        (pl.col("dur").sum() / NS_PER_US).alias("gpu_time_us"),
+        ((pl.col("end").max() - pl.col("ts").min()) / NS_PER_US).alias("gpu_span_us"),
+    )
+    s = trace.steps.join(per, on="step", how="left").with_columns(
+        ((pl.col("start") - t0) / NS_PER_US).alias("start_us"),
+        ((pl.col("end") - t0) / NS_PER_US).alias("end_us"),
+        ((pl.col("end") - pl.col("start")) / NS_PER_US).alias("cpu_duration_us"),
+    )
+    return s.select(
+        "step",
+        "name",
+        "start_us",
+        "end_us",
+        "cpu_duration_us",
+        pl.col("kernel_count").fill_null(0).cast(pl.Int64),
+        pl.col("kernel_time_us").fill_null(0.0),
+        pl.col("gpu_event_count").fill_null(0).cast(pl.Int64),
+        pl.col("gpu_time_us").fill_null(0.0),
+        "gpu_span_us",
+    ).sort("step")
