@@ -47,42 +47,62 @@ def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
 
 
 def clip_overruns(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Clip each event's end to the next start on the same (device, stream); return (table, n clipped)."""
+    """Clip each event's end to the next start on the same (device, stream).
+
+    Returns the table (with a boolean ``clipped`` column) and the number of clipped events.
+    """
     t = table.sort(["device", "stream", "ts"]).with_columns(
         pl.col("ts").shift(-1).over(["device", "stream"]).alias("_next")
     )
-    over = (pl.col("_next").is_not_null()) & (pl.col("end") > pl.col("_next"))
-    n = int(t.select(over.sum()).item())
-    t = t.with_columns(pl.when(over).then(pl.col("_next")).otherwise(pl.col("end")).alias("end")).drop("_next")
-    return t, n
+    over = ((pl.col("_next").is_not_null()) & (pl.col("end") > pl.col("_next"))).alias("clipped")
+    t = t.with_columns(over).with_columns(
+        pl.when(pl.col("clipped")).then(pl.col("_next")).otherwise(pl.col("end")).alias("end")
+    ).drop("_next")
+    return t, int(t["clipped"].sum())
 
 
-def _breakdown(t: pl.DataFrame) -> dict[str, float]:
-    if t.height == 0:
-        return {k: 0.0 for k in TIMELINE_ROWS}
+def _union_by(d: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per group: total length (ns) of the union of [ts, end) intervals, vectorized."""
+    if d.height == 0:
+        return pl.DataFrame(schema={**{k: d.schema[k] for k in keys}, "len": pl.Int64})
+    x = d.select(*keys, "ts", "end").sort([*keys, "ts"])
+    x = x.with_columns(pl.col("end").cum_max().over(keys).alias("_run"))
+    x = x.with_columns(pl.col("_run").shift(1).over(keys).alias("_prev"))
+    x = x.with_columns((pl.col("_prev").is_null() | (pl.col("ts") > pl.col("_prev"))).cum_sum().over(keys).alias("_seg"))
+    segs = x.group_by([*keys, "_seg"]).agg(pl.col("ts").min().alias("_s"), pl.col("_run").max().alias("_e"))
+    return segs.group_by(keys).agg((pl.col("_e") - pl.col("_s")).sum().cast(pl.Int64).alias("len"))
+
+
+def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """One row per group with every timeline quantity (ns)."""
     is_mem = pl.col("kind") == "memcpy"
     is_comm = (pl.col("category") == "Communication") & ~is_mem
-    comp = t.filter(~is_mem & ~is_comm)
-    comm = t.filter(is_comm)
-    mem = t.filter(is_mem)
-    arr = lambda d: (d["ts"].to_numpy(), d["end"].to_numpy())  # noqa: E731
-    cat = lambda *ds: tuple(np.concatenate(x) for x in zip(*(arr(d) for d in ds)))  # noqa: E731
-    u_comp = union_ns(*arr(comp))
-    u_comm = union_ns(*arr(comm))
-    u_mem = union_ns(*arr(mem))
-    u_comp_comm = union_ns(*cat(comp, comm))
-    u_all = union_ns(*cat(comp, comm, mem))
-    total = int(t["end"].max() - t["ts"].min())
-    return {
-        "computation_time": u_comp,
-        "exposed_comm_time": u_comp_comm - u_comp,
-        "exposed_memcpy_time": u_all - u_comp_comm,
-        "busy_time": u_all,
-        "idle_time": total - u_all,
-        "total_time": total,
-        "total_comm_time": u_comm,
-        "total_memcpy_time": u_mem,
+    parts = {
+        "u_comp": t.filter(~is_mem & ~is_comm),
+        "u_comm": t.filter(is_comm),
+        "u_mem": t.filter(is_mem),
+        "u_comp_comm": t.filter(~is_mem),
+        "u_all": t,
     }
+    out = t.group_by(keys).agg(
+        (pl.col("end").max() - pl.col("ts").min()).alias("total_time"),
+        pl.col("clipped").sum().cast(pl.Int64).alias("clipped_kernels"),
+    )
+    for name, d in parts.items():
+        out = out.join(_union_by(d, keys).rename({"len": name}), on=keys, how="left")
+    out = out.fill_null(0)
+    return out.select(
+        *keys,
+        pl.col("u_comp").alias("computation_time"),
+        (pl.col("u_comp_comm") - pl.col("u_comp")).alias("exposed_comm_time"),
+        (pl.col("u_all") - pl.col("u_comp_comm")).alias("exposed_memcpy_time"),
+        pl.col("u_all").alias("busy_time"),
+        (pl.col("total_time") - pl.col("u_all")).alias("idle_time"),
+        "total_time",
+        pl.col("u_comm").alias("total_comm_time"),
+        pl.col("u_mem").alias("total_memcpy_time"),
+        "clipped_kernels",
+    )
 
 
 def gpu_timeline(
@@ -98,26 +118,26 @@ def gpu_timeline(
             profiling window). TraceLens does this implicitly; kernscope counts it by default.
 
     Returns:
-        Long table: ``<by>, type, time_us, percent, clipped_kernels`` (percent of total_time).
+        Long table: ``[<by>,] type, time_us, percent, clipped_kernels`` (percent of total_time).
     """
     if linked_only:
         table = table.filter(pl.col("launch_ts").is_not_null())
-    groups = [(None, table)] if by is None else [(k[0], d) for k, d in table.group_by([by], maintain_order=True)]
-    rows = []
-    for key, d in sorted(groups, key=lambda x: (x[0] is None, x[0] if x[0] is not None else 0)):
-        n_clip = 0
-        if clip and d.height:
-            d, n_clip = clip_overruns(d)
-        b = _breakdown(d)
-        for typ in TIMELINE_ROWS:
-            rows.append(
-                {
-                    "group": key,
-                    "type": typ,
-                    "time_us": b[typ] / 1000.0,
-                    "percent": (100.0 * b[typ] / b["total_time"]) if b["total_time"] else 0.0,
-                    "clipped_kernels": n_clip,
-                }
-            )
-    df = pl.DataFrame(rows, schema={"group": pl.Int64, "type": pl.String, "time_us": pl.Float64, "percent": pl.Float64, "clipped_kernels": pl.Int64})
-    return df.rename({"group": by}) if by else df.drop("group")
+    if clip and table.height:
+        table, _ = clip_overruns(table)
+    else:
+        table = table.with_columns(pl.lit(False).alias("clipped"))
+    keys = [by] if by else ["_all"]
+    if not by:
+        table = table.with_columns(pl.lit(0).alias("_all"))
+    wide = _breakdown(table, keys)
+    if wide.height == 0 and not by:
+        wide = pl.DataFrame({"_all": [0], **{k: [0] for k in TIMELINE_ROWS}, "clipped_kernels": [0]})
+    long = wide.unpivot(index=[*keys, "clipped_kernels"], on=list(TIMELINE_ROWS), variable_name="type", value_name="ns")
+    order = {t: i for i, t in enumerate(TIMELINE_ROWS)}
+    long = long.join(wide.select(*keys, pl.col("total_time").alias("_tot")), on=keys).with_columns(
+        (pl.col("ns") / 1000.0).alias("time_us"),
+        pl.when(pl.col("_tot") > 0).then(100.0 * pl.col("ns") / pl.col("_tot")).otherwise(0.0).alias("percent"),
+        pl.col("type").replace_strict(order, return_dtype=pl.Int32).alias("_o"),
+    )
+    long = long.sort([*keys, "_o"]).select(*keys, "type", "time_us", "percent", "clipped_kernels")
+    return long.drop("_all") if not by else long

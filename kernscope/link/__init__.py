@@ -49,28 +49,34 @@ def _names(meta: pl.DataFrame, which: str, keys: list[str]) -> dict[str, str]:
 
 
 def _fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
-    """For launches with no External-id match: nearest enclosing ``cpu_op`` in the call tree."""
+    """For launches with no External-id match: the innermost ``cpu_op`` enclosing it on its thread.
+
+    A range join (polars ``join_where``) of just those launches against the ops of their threads;
+    the latest-starting enclosing op is the innermost one.
+    """
     need = gpu.filter(pl.col("launch_idx").is_not_null() & pl.col("op_idx").is_null())
     if need.height == 0:
         return gpu
-    tree = call_tree(events)
-    parent = tree.select("idx", "parent_idx")
-    is_op = events.filter(pl.col("kind") == "cpu_op").select("idx").with_columns(pl.lit(True).alias("_is_op"))
-    cur = need.select("launch_idx").unique().with_columns(pl.col("launch_idx").alias("_at"))
-    found = []
-    for _ in range(256):  # walk up one level per iteration (bounded by tree depth)
-        cur = cur.join(parent, left_on="_at", right_on="idx", how="left").with_columns(pl.col("parent_idx").alias("_at"))
-        cur = cur.drop("parent_idx").filter(pl.col("_at").is_not_null())
-        if cur.height == 0:
-            break
-        cur = cur.join(is_op, left_on="_at", right_on="idx", how="left")
-        found.append(cur.filter(pl.col("_is_op").fill_null(False)).select("launch_idx", pl.col("_at").alias("_fb")))
-        cur = cur.filter(~pl.col("_is_op").fill_null(False)).drop("_is_op")
-    if not found:
+    launches = (
+        need.select("launch_idx").unique()
+        .join(events.select(pl.col("idx").alias("launch_idx"), pl.col("pid").alias("_lp"), pl.col("tid").alias("_lt"),
+                            pl.col("ts").alias("_ls"), pl.col("end").alias("_le")), on="launch_idx")
+    )
+    threads = launches.select("_lp", "_lt").unique()
+    ops = events.filter(pl.col("kind") == "cpu_op").select(
+        pl.col("idx").alias("_fb"), pl.col("pid").alias("_lp"), pl.col("tid").alias("_lt"),
+        pl.col("ts").alias("_os"), pl.col("end").alias("_oe"),
+    ).join(threads, on=["_lp", "_lt"], how="semi")
+    if ops.height == 0:
         return gpu
-    fb = pl.concat(found)
+    pairs = launches.join_where(
+        ops.rename({"_lp": "_op_pid", "_lt": "_op_tid"}),
+        pl.col("_os") <= pl.col("_ls"),
+        pl.col("_oe") >= pl.col("_ls"),
+    ).filter((pl.col("_lp") == pl.col("_op_pid")) & (pl.col("_lt") == pl.col("_op_tid")))
+    fb = pairs.sort("_os", descending=True).unique("launch_idx", keep="first").select("launch_idx", "_fb")
     return (
-        gpu.join(fb, on="launch_idx", how="left")
+        gpu.join(fb, on="launch_idx", how="left", maintain_order="left")
         .with_columns(pl.coalesce("op_idx", "_fb").alias("op_idx"))
         .drop("_fb")
     )

@@ -27,9 +27,8 @@ import polars as pl
 
 from ..errors import TraceError
 from .argspec import ARG_FIELDS, EMPTY_ARGS, Args
-from .timestamps import float_us_to_ns, needs_text_parse, text_us_to_ns
+from .timestamps import parse_us_joined
 
-_NAN = float("nan")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -40,19 +39,13 @@ class Event(msgspec.Struct, gc=False):
     name: Union[str, int, float, None] = None
     pid: Union[int, str, None] = None
     tid: Union[int, str, None] = None
-    ts: float = _NAN
-    dur: float = _NAN
+    ts: msgspec.Raw = msgspec.Raw(b"")  # raw JSON text, parsed exactly to ns in bulk
+    dur: msgspec.Raw = msgspec.Raw(b"")
     id: Union[int, str, None] = None
     args: Args = EMPTY_ARGS  # type: ignore[valid-type]
 
 
-class _TimesText(msgspec.Struct, gc=False):
-    ts: msgspec.Raw = msgspec.Raw(b"")
-    dur: msgspec.Raw = msgspec.Raw(b"")
-
-
 _EVENTS = msgspec.json.Decoder(list[Event])
-_TIMES = msgspec.json.Decoder(list[_TimesText])
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
@@ -99,30 +92,44 @@ def _decode_chunk(buf: bytes) -> dict[str, Any]:
         out: dict[str, Any] = {"n": n}
         for col in STRING_COLUMNS:
             out[col] = _intern(list(map(attrgetter(col), evs)))
-        ts = np.fromiter(map(attrgetter("ts"), evs), dtype=np.float64, count=n)
-        dur = np.fromiter(map(attrgetter("dur"), evs), dtype=np.float64, count=n)
-        out["ts_missing"] = np.isnan(ts)
-        out["dur_missing"] = np.isnan(dur)
-        ts = np.where(out["ts_missing"], 0.0, ts)
-        dur = np.where(out["dur_missing"], 0.0, dur)
-        if not (np.isfinite(ts).all() and np.isfinite(dur).all()):
-            raise OverflowError("timestamp or duration is not a finite number")
-        if (np.abs(ts) > 9.2e15).any() or (np.abs(dur) > 9.2e15).any():
-            raise OverflowError("timestamp or duration does not fit in int64 nanoseconds")
-        if needs_text_parse(ts):
-            times = _TIMES.decode(buf)
-            out["ts"] = text_us_to_ns([bytes(t.ts) or b"0" for t in times])
-            out["dur"] = text_us_to_ns([bytes(t.dur) or b"0" for t in times])
-            out["dur"][out["dur_missing"]] = 0
-        else:
-            out["ts"] = float_us_to_ns(ts)
-            out["dur"] = float_us_to_ns(dur)
-        out["flow_id"] = list(map(attrgetter("id"), evs))
+        for col in ("ts", "dur"):
+            try:
+                ns, missing = parse_us_joined(b"\n".join(map(attrgetter(col), evs)), n)
+            except ValueError:
+                raise msgspec.ValidationError(f"'{col}' must be a number") from None
+            out[col] = ns
+            out[f"{col}_missing"] = missing
+        out["flow_id"] = _pack(list(map(attrgetter("id"), evs)))
         args = list(map(attrgetter("args"), evs))
         for f in ARG_FIELDS:
-            out[f.column] = list(map(attrgetter(f.column), args))
+            out[f.column] = _pack(list(map(attrgetter(f.column), args)))
         del evs, args
     return out
+
+
+def _pack(values: list[Any]) -> tuple[str, Any, Any]:
+    """Int columns travel as (int64 array, null mask) instead of a list of Python objects."""
+    arr = np.array(values, dtype=object)
+    mask = arr == None  # noqa: E711 - elementwise comparison
+    if mask.all():
+        return ("null", len(values), None)
+    filled = np.where(mask, 0, arr)
+    try:
+        ints = filled.astype(np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return ("list", values, None)
+    if not (ints == filled).all():  # floats that were truncated
+        return ("list", values, None)
+    return ("int", ints, mask)
+
+
+def _unpack(packed: tuple[str, Any, Any]) -> pl.Series:
+    tag, a, mask = packed
+    if tag == "null":
+        return pl.Series(values=[None] * a)
+    if tag == "int":
+        return pl.Series(values=a, dtype=pl.Int64).scatter(np.flatnonzero(mask), None) if mask.any() else pl.Series(values=a, dtype=pl.Int64)
+    return pl.Series(values=a, strict=False)
 
 
 _WORK_BUFFER: memoryview | None = None
@@ -136,7 +143,10 @@ def _worker_init(buf: memoryview) -> None:  # runs in forked workers only
 def _worker_decode(span: tuple[int, int]) -> dict[str, Any]:
     assert _WORK_BUFFER is not None
     a, b = span
-    return _decode_chunk(b"[" + bytes(_WORK_BUFFER[a:b]) + b"]")
+    buf = bytearray(b"[")
+    buf += _WORK_BUFFER[a:b]
+    buf += b"]"
+    return _decode_chunk(buf)
 
 
 def _split(body: memoryview, target: int) -> list[tuple[int, int]]:
@@ -158,8 +168,8 @@ def _split(body: memoryview, target: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _to_int64(values: list[Any], path: str, column: str, kind: str) -> pl.Series:
-    s = pl.Series(column, values, strict=False)
+def _to_int64(s: pl.Series, path: str, column: str, kind: str) -> pl.Series:
+    s = s.rename(column)
     if s.dtype == pl.Null:
         return s.cast(pl.Int64)
     if s.dtype.is_integer():
@@ -172,6 +182,24 @@ def _to_int64(values: list[Any], path: str, column: str, kind: str) -> pl.Series
     if s.dtype.is_float():
         return s.cast(pl.Int64, strict=False)
     raise TraceError(path, f"args field for {column!r} has an unexpected type ({s.dtype})")
+
+
+def _concat(series: list[pl.Series]) -> pl.Series:
+    """Concatenate per-chunk columns whose inferred types may differ (int in one, str in another)."""
+    if len(series) == 1:
+        return series[0]
+    dtypes = {s.dtype for s in series} - {pl.Null}
+    if len(dtypes) > 1:
+        series = [_stringify(s) for s in series]
+        dtypes = {pl.String}
+    target = dtypes.pop() if dtypes else pl.Null
+    return pl.concat([s.cast(target) for s in series])
+
+
+def _stringify(s: pl.Series) -> pl.Series:
+    if s.dtype in (pl.String, pl.Null) or s.dtype.is_numeric() or s.dtype == pl.Boolean:
+        return s.cast(pl.String)
+    return pl.Series(s.name, [None if v is None else str(v) for v in s.to_list()], dtype=pl.String)
 
 
 def _assemble(parts: list[dict[str, Any]], path: str) -> pl.DataFrame:
@@ -192,21 +220,18 @@ def _assemble(parts: list[dict[str, Any]], path: str) -> pl.DataFrame:
     cols["dur"] = pl.Series("dur", np.concatenate([p["dur"] for p in parts]), dtype=pl.Int64)
     cols["ts_missing"] = pl.Series("ts_missing", np.concatenate([p["ts_missing"] for p in parts]))
     cols["dur_missing"] = pl.Series("dur_missing", np.concatenate([p["dur_missing"] for p in parts]))
-    flow = [v for p in parts for v in p["flow_id"]]
-    cols["flow_id"] = pl.Series("flow_id", flow, strict=False).cast(pl.String)
+    cols["flow_id"] = _concat([_unpack(p["flow_id"]) for p in parts]).cast(pl.String).rename("flow_id")
     for f in ARG_FIELDS:
-        values = [v for p in parts for v in p[f.column]]
+        series = _concat([_unpack(p[f.column]) for p in parts])
         if f.kind in ("int", "intstr"):  # both accept "0x1f"/"12" strings and integral floats
             try:
-                cols[f.column] = _to_int64(values, path, f.column, f.kind)
+                cols[f.column] = _to_int64(series, path, f.column, f.kind)
             except (OverflowError, pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as e:
                 raise TraceError(path, f"args field {f.raw!r} has a value that does not fit int64 ({e})") from None
         elif f.kind == "str":
-            cols[f.column] = pl.Series(f.column, values, dtype=pl.String, strict=False).cast(pl.Categorical)
+            cols[f.column] = series.cast(pl.String, strict=False).cast(pl.Categorical).rename(f.column)
         else:
-            cols[f.column] = pl.Series(
-                f.column, [None if v is None else str(v) for v in values], dtype=pl.String
-            )
+            cols[f.column] = _stringify(series).rename(f.column)
     return pl.DataFrame(cols)
 
 

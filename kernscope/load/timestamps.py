@@ -1,68 +1,76 @@
-"""Exact microsecond-text -> int64 nanosecond conversion.
+"""Exact microsecond-text -> int64 nanosecond conversion, vectorized over a whole chunk.
 
-Kineto writes times in microseconds with up to three decimals. A float64 holds those exactly
-enough (error < 0.5 ns) while ``|ts| < 2**43`` µs (~100 days); absolute epoch timestamps with
-decimals (~1.7e15 µs) do not fit, so those are parsed from their JSON text, vectorized.
+Kineto writes times as JSON numbers in µs with up to three decimals. Absolute epoch times with
+decimals (``1712195495519689.047``) do not survive a float64, so ``ts``/``dur`` are kept as their raw
+JSON text and parsed here: all numbers of a chunk are joined with newlines and converted with numpy
+operations over the bytes (no Python work per number).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Largest |ts| in µs whose float64 value still rounds to the exact nanosecond.
-FLOAT_EXACT_LIMIT_US = float(2**43)
 _POW10 = np.array([10**k for k in range(19)], dtype=np.int64)
-_INT64_MAX_US = 9.2e15
+_SEP = ord("\n")
+#: Integer µs digits that still fit int64 ns (9.2e15 µs).
+_INT_DIGITS = 16
 
 
-def float_us_to_ns(us: np.ndarray) -> np.ndarray:
-    """Convert float µs to int64 ns, rounding to the nearest ns (exact for |us| < 2**43)."""
-    ip = np.floor(us)
-    frac = us - ip
-    return ip.astype(np.int64) * 1000 + np.rint(frac * 1000.0).astype(np.int64)
+def parse_us_joined(buf: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parse ``n`` newline-separated decimal µs numbers to exact int64 ns.
 
+    Empty entries are reported in the ``missing`` mask (value 0). Digits past the third decimal
+    round half up. Exponent notation is converted through float (exact for realistic values).
 
-def needs_text_parse(us: np.ndarray) -> bool:
-    """True when some value is too large for float64 to keep its nanosecond digits."""
-    big = np.abs(us) >= FLOAT_EXACT_LIMIT_US
-    if not big.any():
-        return False
-    v = us[big]
-    return bool((v != np.floor(v)).any() or (np.abs(v) > 2**53).any())
+    Returns:
+        (ns, missing)
 
-
-def text_us_to_ns(texts: list[bytes]) -> np.ndarray:
-    """Parse decimal µs strings (``b"1712195495519689.047"``) to exact int64 ns, vectorized.
-
-    Rounds half up at the 4th decimal. Exponent notation falls back to float. Raises
-    ``OverflowError`` if a value does not fit int64 nanoseconds.
+    Raises:
+        OverflowError: a value does not fit int64 nanoseconds.
+        ValueError: an entry is not a number.
     """
-    n = len(texts)
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    width = max(1, max(map(len, texts)))
-    a = np.array(texts, dtype=f"S{width}")
-    m = a.view(np.uint8).reshape(n, width)
-    neg = m[:, 0] == ord("-")
-    expo = ((m == ord("e")) | (m == ord("E"))).any(axis=1)
-    isdot = m == ord(".")
-    length = (m != 0).sum(axis=1)
-    dotpos = np.where(isdot.any(axis=1), isdot.argmax(axis=1), length)
-    digit = m.astype(np.int64) - 48
-    valid = (m >= 48) & (m <= 57)
-    j = np.arange(width)[None, :]
-    dp = dotpos[:, None]
-    power = np.where(j < dp, dp - 1 - j + 3, 3 - (j - dp))
-    if ((valid & (power > 18)).any()):
-        raise OverflowError("timestamp does not fit in int64 nanoseconds")
-    use = valid & (power >= 0)
-    ns = (np.where(use, digit, 0) * _POW10[np.clip(power, 0, 18)]).sum(axis=1)
-    ns += (valid & (power == -1) & (digit >= 5)).any(axis=1)
+        return np.zeros(0, np.int64), np.zeros(0, bool)
+    a = np.frombuffer(buf + b"\n", dtype=np.uint8)
+    seps = np.flatnonzero(a == _SEP)
+    if len(seps) != n:
+        raise ValueError("number count mismatch")
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = seps[:-1] + 1
+    ends = seps
+    missing = ends == starts
+    # first '.' of each number (or its end)
+    dots = np.flatnonzero(a == ord("."))
+    k = np.searchsorted(dots, starts)
+    cand = dots[np.minimum(k, len(dots) - 1)] if len(dots) else np.full(n, len(a))
+    dot = np.where((k < len(dots)) & (cand < ends), cand, ends)
+    neg = (a[starts] == ord("-")) & ~missing
+    istart = starts + neg
+    if (dot - istart > _INT_DIGITS).any():
+        raise OverflowError("a timestamp does not fit in int64 nanoseconds")
+    # integer part: right-aligned digit matrix times powers of ten
+    src = dot[:, None] - _INT_DIGITS + np.arange(_INT_DIGITS)[None, :]
+    m = np.where(src >= istart[:, None], a[np.clip(src, 0, None)], 48).astype(np.int64) - 48
+    ip = m @ _POW10[_INT_DIGITS - 1 :: -1]
+    # three decimals plus a rounding digit
+    fsrc = dot[:, None] + 1 + np.arange(4)[None, :]
+    fm = np.where(fsrc < ends[:, None], a[np.minimum(fsrc, len(a) - 1)], 48).astype(np.int64) - 48
+    ns = ip * 1000 + fm[:, 0] * 100 + fm[:, 1] * 10 + fm[:, 2] + (fm[:, 3] >= 5)
     ns = np.where(neg, -ns, ns)
-    if expo.any():
-        for i in np.flatnonzero(expo):
-            v = float(texts[i])
-            if abs(v) > _INT64_MAX_US:
-                raise OverflowError("timestamp does not fit in int64 nanoseconds")
+    ns[missing] = 0
+    # anything that is not a plain decimal (exponent, garbage): exact float fallback, per row
+    other = np.flatnonzero(~(((a >= 48) & (a <= 57)) | (a == ord(".")) | (a == _SEP) | (a == ord("-"))))
+    fallback = np.unique(np.searchsorted(ends, other)) if len(other) else np.zeros(0, np.int64)
+    bad_digits = ((m < 0) | (m > 9)).any(axis=1)
+    bad_digits[fallback] = False
+    if bad_digits.any():
+        raise ValueError("not a number")
+    if len(fallback):
+        lines = buf.split(b"\n")
+        for i in fallback:
+            v = float(lines[i])  # ValueError for garbage
+            if not np.isfinite(v) or abs(v) > 9.2e15:
+                raise OverflowError("a timestamp does not fit in int64 nanoseconds")
             ns[i] = round(v * 1000.0)
-    return ns.astype(np.int64)
+    return ns.astype(np.int64), missing

@@ -1,0 +1,114 @@
+"""The benchmark-trace view: one profiled iteration, its L2 flush, its compute kernels.
+
+Benchmark traces (kernscope's harness, TritonBench ``--metrics kineto_trace``) record warm-up
+iterations and one profiled ``ProfilerStep#N``. Kernels are attributed to that step by *launch*
+correlation (warm-up kernels still queued on the GPU overlap the step in time). The L2 flush is
+recognized structurally: the GPU work launched at the start of the step by a fill/zero op (or
+inside a ``kernscope::l2_flush`` annotation), before the first launch of anything else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from ..model import Trace
+from .categories import Categorizer
+from .kernels import gpu_table
+
+#: CPU ops whose GPU work at the start of a step is an L2-cache flush.
+FLUSH_OPS = ("aten::zero_", "aten::fill_", "aten::zeros", "aten::ones", "aten::full", "aten::random_", "aten::normal_", "aten::copy_")
+FLUSH_ANNOTATION = "kernscope::l2_flush"
+
+
+def _flush_launch_ids(trace: Trace, step_start: int, step_end: int) -> set[int]:
+    """Launch rows inside a ``kernscope::l2_flush`` annotation of the step window."""
+    ann = trace.events.filter(
+        (pl.col("name").cast(pl.String) == FLUSH_ANNOTATION) & (pl.col("ts") >= step_start) & (pl.col("ts") < step_end)
+    )
+    if ann.height == 0:
+        return set()
+    ids: set[int] = set()
+    rt = trace.events.filter(pl.col("kind").is_in(["runtime", "driver"]))
+    for s, e, pid, tid in ann.select("ts", "end", "pid", "tid").iter_rows():
+        ids.update(rt.filter((pl.col("ts") >= s) & (pl.col("ts") <= e) & (pl.col("pid") == pid) & (pl.col("tid") == tid))["idx"].to_list())
+    return ids
+
+
+def benchmark_step(trace: Trace) -> int | None:
+    """The profiled step: the last ``ProfilerStep#N`` that launched GPU work."""
+    launched = trace.gpu.filter(pl.col("step").is_not_null())["step"].unique()
+    s = trace.steps.filter(pl.col("step").is_in(launched.implode()))
+    return int(s["step"].max()) if s.height else None
+
+
+def _split_flush(trace: Trace, g: pl.DataFrame, step_row: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    g = g.sort(["launch_ts", "ts"])
+    annotated = _flush_launch_ids(trace, step_row["start"], step_row["end"])
+    launch_idx = trace.gpu.select("correlation", "launch_idx").unique("correlation")
+    g = g.join(launch_idx, on="correlation", how="left", maintain_order="left")
+    is_flush_op = pl.col("op_name").is_in(list(FLUSH_OPS)) | pl.col("launch_idx").is_in(list(annotated))
+    g = g.with_columns(is_flush_op.fill_null(False).alias("_flushy"))
+    # flush = the leading run of flush-op launches (before the first launch of anything else)
+    first_other = g.filter(~pl.col("_flushy"))["launch_ts"].min()
+    if first_other is None:
+        flush = g.filter(pl.col("_flushy") & pl.col("launch_idx").is_in(list(annotated))) if annotated else g.head(0)
+    else:
+        flush = g.filter(pl.col("_flushy") & (pl.col("launch_ts") < first_other))
+    compute = g.join(flush.select("correlation", "ts"), on=["correlation", "ts"], how="anti")
+    return flush.drop("_flushy", "launch_idx"), compute.drop("_flushy", "launch_idx")
+
+
+def looks_like_benchmark(trace: Trace) -> bool:
+    """A small trace whose profiled step starts with a flush-op launch followed by other work."""
+    if trace.steps.height == 0 or trace.gpu.height == 0 or trace.gpu.height > 20000:
+        return False
+    step = benchmark_step(trace)
+    if step is None:
+        return False
+    g = trace.gpu.filter(pl.col("step") == step).sort("launch_ts")
+    if g.height < 2:
+        return False
+    first = g.row(0, named=True)
+    annotated = trace.events.filter(pl.col("name").cast(pl.String) == FLUSH_ANNOTATION).height > 0
+    return annotated or first["op_name"] in FLUSH_OPS
+
+
+def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step: int | None = None) -> dict[str, Any]:
+    """The ``benchmark`` object of ``kernscope analyze --bench --format json``.
+
+    Returns: ``step`` (e.g. "ProfilerStep#5"), ``flush_kernels`` and ``compute_kernels`` (each: name,
+    dur_us, category, launcher), ``kernel_time_us`` (compute only), ``gpu_span_us`` (first compute
+    start to last compute end), ``cpu_step_us`` (the step's CPU window), ``warmup_kernels_in_window``
+    (kernels of earlier iterations that ran during the step).
+    """
+    cat = categorizer or Categorizer.builtin()
+    s = step if step is not None else benchmark_step(trace)
+    if s is None:
+        return {"step": None, "flush_kernels": [], "compute_kernels": [], "kernel_time_us": 0.0, "note": "no profiled step with GPU work"}
+    row = trace.steps.filter(pl.col("step") == s).row(0, named=True)
+    g = gpu_table(trace, cat, step=s)
+    flush, compute = _split_flush(trace, g, row)
+    allg = gpu_table(trace, cat)
+    overlap = allg.filter(
+        (pl.col("step") != s).fill_null(True) & (pl.col("end") > row["start"]) & (pl.col("ts") < row["end"])
+    ).height
+
+    def rows(d: pl.DataFrame) -> list[dict[str, Any]]:
+        return [
+            {"name": r["name"], "dur_us": r["dur"] / 1000.0, "category": r["category"], "library": r["library"],
+             "launcher": r["launcher"], "kind": r["kind"]}
+            for r in d.sort("ts").iter_rows(named=True)
+        ]
+
+    span = (compute["end"].max() - compute["ts"].min()) / 1000.0 if compute.height else 0.0
+    return {
+        "step": row["name"],
+        "flush_kernels": rows(flush),
+        "compute_kernels": rows(compute),
+        "kernel_time_us": float((compute["dur"].sum() or 0) / 1000.0),
+        "gpu_span_us": float(span),
+        "cpu_step_us": (row["end"] - row["start"]) / 1000.0,
+        "warmup_kernels_in_window": int(overlap),
+    }

@@ -1,0 +1,59 @@
+"""Excel (xlsxwriter) and CSV-directory report renderers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from ..analyze.summary import Analysis
+from ..errors import KernscopeError
+from .io import atomic_path
+
+
+def report_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
+    """Sheet name -> table, in report order."""
+    return {
+        "gpu_timeline": a.timeline,
+        "gpu_timeline_by_device": a.timeline_by_device,
+        "gpu_timeline_by_step": a.timeline_by_step,
+        "kernel_summary": a.kernels_by_stream,
+        "category_summary": a.categories,
+        "ops_summary": a.ops,
+        "ops_summary_by_category": a.ops_by_category,
+        "launcher_categories": a.launcher_categories,
+        "steps": a.steps,
+    }
+
+
+def write_xlsx(a: Analysis, path: str | os.PathLike[str]) -> None:
+    sheets = report_sheets(a)
+    with atomic_path(path) as tmp:
+        import xlsxwriter
+
+        wb = xlsxwriter.Workbook(str(tmp))
+        try:
+            for name, df in sheets.items():
+                df.write_excel(wb, worksheet=name[:31], autofit=True)
+        finally:
+            wb.close()
+
+
+def write_csv_dir(a: Analysis, directory: str | os.PathLike[str]) -> None:
+    """One CSV per sheet in ``directory`` (written to a temp dir, then moved in)."""
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".kernscope-", dir=d))
+    except OSError as e:
+        raise KernscopeError(f"{d}: cannot write report ({e.strerror})") from None
+    try:
+        for name, df in report_sheets(a).items():
+            df.write_csv(tmp / f"{name}.csv")
+        for f in tmp.iterdir():
+            os.replace(f, d / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

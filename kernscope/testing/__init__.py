@@ -1,0 +1,1 @@
+"""Helpers to generate Kineto traces for tests and benchmarks (no GPU needed)."""
