@@ -97,7 +97,7 @@ def analyze(
     by_stream = kernel_summary(g, by=("launcher", "category", "name", "device", "stream"))
     tl_src = g
     timeline = gpu_timeline(tl_src, by=None, linked_only=linked_only)
-    by_dev = gpu_timeline(tl_src, by="device", linked_only=linked_only)
+    by_dev = gpu_timeline(tl_src, by="device", linked_only=linked_only)  # cheap: one sort per quantity
     by_step = gpu_timeline(all_gpu.filter(pl.col("step").is_not_null()), by="step", linked_only=linked_only)
     return Analysis(
         trace=trace,

@@ -62,15 +62,39 @@ def clip_overruns(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 
 
 def _union_by(d: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Per group: total length (ns) of the union of [ts, end) intervals, vectorized."""
+    """Per group: total length (ns) of the union of [ts, end) intervals (numpy, one sort).
+
+    Groups are laid end to end on one axis (offset by group code), so a single running maximum
+    over the sorted starts finds every merged segment of every group at once.
+    """
+    schema = {**{k: d.schema[k] for k in keys}, "len": pl.Int64}
     if d.height == 0:
-        return pl.DataFrame(schema={**{k: d.schema[k] for k in keys}, "len": pl.Int64})
-    x = d.select(*keys, "ts", "end").sort([*keys, "ts"])
-    x = x.with_columns(pl.col("end").cum_max().over(keys).alias("_run"))
-    x = x.with_columns(pl.col("_run").shift(1).over(keys).alias("_prev"))
-    x = x.with_columns((pl.col("_prev").is_null() | (pl.col("ts") > pl.col("_prev"))).cum_sum().over(keys).alias("_seg"))
-    segs = x.group_by([*keys, "_seg"]).agg(pl.col("ts").min().alias("_s"), pl.col("_run").max().alias("_e"))
-    return segs.group_by(keys).agg((pl.col("_e") - pl.col("_s")).sum().cast(pl.Int64).alias("len"))
+        return pl.DataFrame(schema=schema)
+    codes = d.select(pl.struct(keys).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+    ts = d["ts"].to_numpy()
+    end = d["end"].to_numpy()
+    t0 = int(ts.min())
+    span = int(max(end.max(), ts.max()) - t0) + 1
+    s = (ts - t0) + codes * span
+    e = np.maximum(end - t0, ts - t0) + codes * span
+    o = np.argsort(s, kind="stable")
+    s, e, g = s[o], e[o], codes[o]
+    run = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run[:-1]
+    seg = np.cumsum(new) - 1
+    seg_start = s[new]
+    seg_end = np.zeros(len(seg_start), dtype=np.int64)
+    np.maximum.at(seg_end, seg, run)
+    seg_group = g[new]
+    n_groups = int(codes.max()) + 1
+    lengths = np.zeros(n_groups, dtype=np.int64)
+    np.add.at(lengths, seg_group, seg_end - seg_start)
+    first = np.zeros(n_groups, dtype=np.int64)
+    first[codes] = np.arange(len(codes))
+    out = d[first.tolist()].select(keys).with_columns(pl.Series("len", lengths, dtype=pl.Int64))
+    return out
 
 
 def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -278,20 +278,88 @@ def decode_events(body: memoryview, path: str, *, workers: int | None = None) ->
 
 
 def _strip(mv: memoryview) -> memoryview:
-    b = bytes(mv[:64]), bytes(mv[-64:])
-    lead = len(b[0]) - len(b[0].lstrip())
-    trail = len(b[1]) - len(b[1].rstrip())
-    return mv[lead : len(mv) - trail]
+    """Strip JSON whitespace from both ends of a memoryview without copying it."""
+    lead = 0
+    n = len(mv)
+    while lead < n:
+        chunk = bytes(mv[lead : lead + 4096])
+        k = len(chunk) - len(chunk.lstrip())
+        lead += k
+        if k < len(chunk):
+            break
+    trail = n
+    while trail > lead:
+        chunk = bytes(mv[max(lead, trail - 4096) : trail])
+        k = len(chunk) - len(chunk.rstrip())
+        trail -= k
+        if k < len(chunk):
+            break
+    return mv[lead:trail]
 
 
-def parse_document(data: bytes, path: str, *, workers: int | None = None) -> RawTrace:
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def _fast_split(data: Any) -> tuple[memoryview, dict[str, Any]] | None:
+    """Locate the event array and decode the metadata around it without scanning the events.
+
+    Works for the usual layout (``traceEvents`` followed by scalar/array/object keys). Returns None
+    when unsure; the caller then scans the whole document. The events themselves are validated by
+    the chunk decoders.
+    """
+    mv = memoryview(data)
+    head_probe = bytes(mv[: 1 << 22])
+    m = _EVENTS_KEY.search(head_probe)
+    if m is None:
+        return None
+    head = head_probe[: m.start()].rstrip()
+    try:
+        meta = _TOP.decode(head.rstrip(b",") + b"}") if head.startswith(b"{") else None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if meta is None:
+        return None
+    tail_start = max(m.end(), len(mv) - (1 << 20))
+    tail = bytes(mv[tail_start:])
+    pos = len(tail)
+    for _ in range(64):  # try closing brackets from the end
+        pos = tail.rfind(b"]", 0, pos)
+        if pos < 0:
+            return None
+        rest = tail[pos + 1 :].strip()
+        if rest == b"}":
+            extra: dict[str, Any] = {}
+        elif rest.startswith(b","):
+            try:
+                extra = _TOP.decode(b"{" + rest[1:])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+        else:
+            continue
+        out = {}
+        for k, raw in {**meta, **extra}.items():
+            try:
+                out[k] = msgspec.json.decode(raw)
+            except msgspec.DecodeError:
+                return None
+        return _strip(mv[m.end() : tail_start + pos]), out
+    return None
+
+
+def parse_document(data: Any, path: str, *, workers: int | None = None) -> RawTrace:
     """Parse a whole Kineto/Chrome JSON document (object with ``traceEvents``, or a bare array)."""
-    head = data.lstrip()[:1]
+    head = bytes(memoryview(data)[:4096]).lstrip()[:1]
     if head == b"[":
         body = _strip(memoryview(data))
         return RawTrace(decode_events(_strip(body[1:-1]), path, workers=workers), {})
     if head != b"{":
         raise TraceError(path, "not JSON: expected a JSON object with 'traceEvents' (or an event array)")
+    fast = _fast_split(data) if len(data) >= PARALLEL_MIN_BYTES else None
+    if fast is not None:
+        try:
+            return RawTrace(decode_events(fast[0], path, workers=workers), fast[1])
+        except TraceError:
+            pass  # let the full scan produce the precise message
     try:
         with _gc_off():
             top = _TOP.decode(data)

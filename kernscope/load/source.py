@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,11 +68,22 @@ def _gunzip(data: bytes, path: str, salvage: bool) -> bytes:
     return b"".join(out)
 
 
-def read_bytes(path: str | os.PathLike[str], *, salvage: bool = False) -> bytes:
-    """Return the decompressed JSON bytes of ``path`` (gzip detected by magic, not by name)."""
+def read_bytes(path: str | os.PathLike[str], *, salvage: bool = False) -> bytes | mmap.mmap:
+    """Return the JSON bytes of ``path`` (gzip detected by magic, not by name).
+
+    A plain JSON file is memory-mapped (read-only, no copy): decoder workers page in their own
+    chunks in parallel. A gzip file is inflated into one bytes object.
+    """
     p = str(path)
     try:
         with open(p, "rb") as f:
+            magic = f.read(2)
+            if magic != GZIP_MAGIC and os.fstat(f.fileno()).st_size > (1 << 20):
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                if not mm[: 1 << 16].strip() and not bytes(mm).strip():
+                    raise TraceError(p, "file is empty")
+                return mm
+            f.seek(0)
             data = f.read()
     except FileNotFoundError:
         raise TraceError(p, "file not found") from None
