@@ -95,8 +95,9 @@ def _decode_chunk(buf: bytes) -> dict[str, Any]:
         for col in ("ts", "dur"):
             try:
                 ns, missing = parse_us_joined(b"\n".join(map(attrgetter(col), evs)), n)
-            except ValueError:
-                raise msgspec.ValidationError(f"'{col}' must be a number") from None
+            except ValueError as e:
+                where = str(e).split()[1] if str(e).startswith("entry ") else "?"
+                raise msgspec.ValidationError(f"'{col}' must be a number - at `$[{where}].{col}`") from None
             out[col] = ns
             out[f"{col}_missing"] = missing
         out["flow_id"] = _pack(list(map(attrgetter("id"), evs)))
@@ -239,7 +240,7 @@ def _decode_error(path: str, e: Exception) -> TraceError:
     msg = str(e)
     if "truncated" in msg.lower():
         return TraceError(path, f"truncated JSON ({msg}); the file may have been cut off mid-write, try --salvage")
-    if "utf-8" in msg.lower():
+    if "utf-8" in msg.lower() or isinstance(e, UnicodeDecodeError):
         return TraceError(path, f"invalid UTF-8 in JSON ({msg})")
     if isinstance(e, msgspec.ValidationError):
         return TraceError(path, f"malformed event field: {msg.replace('$[', '$.traceEvents[')}")
@@ -265,12 +266,12 @@ def decode_events(body: memoryview, path: str, *, workers: int | None = None) ->
                         max_workers=min(workers, len(spans)), mp_context=ctx, initializer=_worker_init, initargs=(body,)
                     ) as ex:
                         parts = list(ex.map(_worker_decode, spans))
-            except (msgspec.DecodeError, msgspec.ValidationError, OverflowError):
+            except (msgspec.DecodeError, msgspec.ValidationError, OverflowError, UnicodeDecodeError):
                 parts = None  # a cut landed inside a string, or bad data: redo serially for an exact message
     if parts is None:
         try:
             parts = [_decode_chunk(b"[" + bytes(body) + b"]")]
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
             raise _decode_error(path, e) from None
         except OverflowError as e:
             raise TraceError(path, str(e)) from None
@@ -363,7 +364,7 @@ def parse_document(data: Any, path: str, *, workers: int | None = None) -> RawTr
     try:
         with _gc_off():
             top = _TOP.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
         raise _decode_error(path, e) from None
     if "traceEvents" not in top:
         raise TraceError(path, "JSON object has no 'traceEvents' key: not a PyTorch/Kineto trace")

@@ -65,11 +65,14 @@ def parse_us_joined(buf: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
     bad_digits = ((m < 0) | (m > 9)).any(axis=1)
     bad_digits[fallback] = False
     if bad_digits.any():
-        raise ValueError("not a number")
+        raise ValueError(f"entry {int(np.flatnonzero(bad_digits)[0])} is not a number")
     if len(fallback):
         lines = buf.split(b"\n")
         for i in fallback:
-            v = float(lines[i])  # ValueError for garbage
+            try:
+                v = float(lines[i])
+            except ValueError:
+                raise ValueError(f"entry {int(i)} is not a number") from None
             if not np.isfinite(v) or abs(v) > 9.2e15:
                 raise OverflowError("a timestamp does not fit in int64 nanoseconds")
             ns[i] = round(v * 1000.0)

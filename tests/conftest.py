@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = Path(os.environ.get("KERNSCOPE_TRACES", ROOT.parent / "shared" / "traces"))
+
+
+def real_traces() -> list[Path]:
+    if not TRACES.is_dir():
+        return []
+    return sorted(TRACES.rglob("*.json.gz"))
+
+
+def trace_id(p: Path) -> str:
+    return p.name.replace(".json.gz", "")[:40]
+
+
+needs_traces = pytest.mark.skipif(not real_traces(), reason="../shared/traces not present")
+
+
+def raw_events(path: Path) -> list[dict]:
+    """The events of a trace as the standard library reads them (exact decimals)."""
+    data = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+    return json.loads(data, parse_float=Decimal)["traceEvents"]
+
+
+def us_to_ns(v) -> int:
+    return int((Decimal(str(v)) * 1000).to_integral_value(rounding="ROUND_HALF_UP"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kcache"))
+
+
+def write_trace(path: Path, events: list[dict], **meta) -> Path:
+    doc = {"schemaVersion": 1, **meta, "traceEvents": events}
+    text = json.dumps(doc)
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path

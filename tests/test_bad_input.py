@@ -1,0 +1,93 @@
+"""Every class of bad input: one clear line naming the file, exit code 2, no traceback, no output file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from kernscope.cli import main
+from kernscope.testing.synth import make_trace
+
+EV = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": {"correlation": 1}}'
+GOOD = b'{"traceEvents": [' + EV.encode() + b"]}"
+
+CASES = {
+    "not_json.json": (b"hello world", "not JSON"),
+    "truncated.json": (GOOD[:-10], "truncated JSON"),
+    "no_trace_events.json": (b'{"foo": 1}', "no 'traceEvents'"),
+    "empty_trace.json": (b'{"traceEvents": []}', "no events"),
+    "zero_bytes.json": (b"", "file is empty"),
+    "events_not_array.json": (b'{"traceEvents": {"a": 1}}', "not an array"),
+    "missing_ts.json": (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "dur": 2}]}', "has no 'ts'"),
+    "missing_dur.json": (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 2}]}', "has no 'dur'"),
+    "malformed_dur.json": (b'{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": "abc"}]}', "$.traceEvents[0].dur"),
+    "malformed_args.json": (b'{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 1, "args": 5}]}', "malformed event field"),
+    "malformed_pid.json": (b'{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 1, "pid": [1]}]}', "malformed event field"),
+    "negative_dur.json": (b'{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": -5}]}', "negative duration"),
+    "huge_ts.json": (b'{"traceEvents": [{"ph": "X", "name": "k", "ts": 123456789012345678901234567890, "dur": 1}]}', "does not fit"),
+    "huge_arg.json": (b'{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 1, "args": {"correlation": 123456789012345678901234567890}}]}', "does not fit int64"),
+    "bad_utf8.json": (b'{"traceEvents": [{"ph": "X", "name": "k\xff\xfe", "ts": 1, "dur": 1}]}', "invalid UTF-8"),
+    "corrupt.json.gz": (None, "corrupt gzip"),
+    "truncated.json.gz": (None, "truncated gzip"),
+}
+
+
+def _bytes(name: str, data: bytes | None) -> bytes:
+    if data is not None:
+        return data
+    z = gzip.compress(GOOD * 50)
+    return z[:10] + b"\x00" * 12 + z[22:] if name.startswith("corrupt") else z[: len(z) // 2]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_one_line_exit_2(tmp_path, capsys, name):
+    data, needle = CASES[name]
+    p = tmp_path / name
+    p.write_bytes(_bytes(name, data))
+    out = tmp_path / "out.json"
+    rc = main(["analyze", str(p), "--no-cache", "--format", "json", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert str(p) in lines[0] and needle in lines[0]
+    assert not out.exists()
+    assert not [f for f in tmp_path.iterdir() if f.name.startswith(".out.json")]
+
+
+def test_missing_file(tmp_path, capsys):
+    assert main(["analyze", str(tmp_path / "nope.json"), "--no-cache"]) == 2
+    assert "file not found" in capsys.readouterr().err
+
+
+def test_salvage_truncated_trace(tmp_path, capsys):
+    full = tmp_path / "full.json"
+    st = make_trace(full, 200_000)
+    data = full.read_bytes()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(data[: int(len(data) * 0.6)])
+    assert main(["analyze", str(cut), "--no-cache"]) == 2
+    assert "--salvage" in capsys.readouterr().err
+    out = tmp_path / "s.json"
+    assert main(["analyze", str(cut), "--no-cache", "--salvage", "--format", "json", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    n = doc["trace"]["salvaged_events"]
+    assert 0.5 * st.events < n < 0.7 * st.events
+    assert f"salvaged {n:,} complete events" in err
+    # every recovered event is a whole one: the kernels are a prefix of the full trace's kernels
+    assert doc["trace"]["kernels"] > 0
+
+
+def test_salvage_truncated_gzip(tmp_path):
+    full = tmp_path / "full.json.gz"
+    make_trace(full, 200_000)
+    z = full.read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(z[: len(z) // 2])
+    assert main(["analyze", str(cut), "--no-cache", "--salvage", "--format", "json", "-o", str(tmp_path / "o.json")]) == 0
+    assert json.loads((tmp_path / "o.json").read_text())["trace"]["salvaged_events"] > 100

@@ -1,0 +1,151 @@
+"""Kernel-name categories and libraries: real names pinned per category, coverage goal, user rules."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import kernscope
+from conftest import needs_traces, real_traces, trace_id
+from kernscope.analyze.categories import CATEGORIES, Categorizer, kernel_head
+from kernscope.errors import RulesError
+
+C = Categorizer.builtin()
+
+# (name, kind, launch, category, library): names taken from the real traces in ../shared/traces
+# (and, for categories those traces lack, from PyTorch / cuDNN / FlashAttention kernel names).
+PINNED = [
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", "kernel", "", "GEMM", "cuBLAS"),
+    ("nvjet_tst_320x128_64x3_1x2_h_bz_coopB_TNT", "kernel", "", "GEMM", "cuBLAS"),
+    ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT320x224x64_MI16x16x1_SN_LDSB0_AFC1", "kernel", "", "GEMM", "hipBLASLt/Tensile"),
+    ("void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_tn_align1>(cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_tn_align1::Params)", "kernel", "", "GEMM", "CUTLASS"),
+    ("ampere_sgemm_32x32_sliced1x4_tn", "kernel", "", "GEMM", "cuBLAS"),
+    ("_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", "kernel", "hipModuleLaunchKernel", "GEMM", "Triton"),
+    ("attn_fwd", "kernel", "hipModuleLaunchKernel", "Attention Forward", "Triton"),
+    ("kernel_unified_attention_2d", "kernel", "cuLaunchKernel", "Attention Forward", "Triton"),
+    ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)", "kernel", "", "Attention Forward", "FlashAttention"),
+    ("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", "kernel", "cuLaunchKernel", "Attention Forward", "TensorRT-LLM"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1_cga1x1x1_kernel0_0", "kernel", "", "Attention Forward", "cuDNN"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x64x64_4x1x1_cga1x1x1_kernel0_0", "kernel", "", "Attention Backward", "cuDNN"),
+    ("fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::half_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", "kernel", "", "Attention Forward", "xFormers/PyTorch mem-efficient"),
+    ("fmha_cutlassB_f16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<cutlass::arch::Sm80, cutlass::half_t, true, false, true, 64, 64, 64, false>::Params)", "kernel", "", "Attention Backward", "xFormers/PyTorch mem-efficient"),
+    ("void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::half_t>, true, false, false, false, false, true>(Flash_bwd_params)", "kernel", "", "Attention Backward", "FlashAttention"),
+    ("void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int, int, int, float const*, int, float const*, int, float*, kernel_grad_params, unsigned long long, int, float, int, int, int)", "kernel", "", "Convolution", "cuDNN"),
+    ("cudnn_infer_volta_scudnn_128x64_relu_medium_nn_v1", "kernel", "", "Convolution", "cuDNN"),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel", "", "Communication", "NCCL"),
+    ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "kernel", "", "Communication", "NCCL"),
+    ("Memcpy DtoD (Device -> Device)", "memcpy", "cudaMemcpyAsync", "Memory", "CUDA Runtime"),
+    ("Memset (Device)", "memset", "cudaMemsetAsync", "Memory", "CUDA Runtime"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", "kernel", "", "Memory", "ATen"),
+    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 2, 128, 1>(float*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<float, unsigned int, 128, 1>, at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)", "kernel", "", "Memory", "ATen"),
+    ("void tensorrt_llm::common::scaleMatrix<__nv_bfloat16>(__nv_bfloat16*, float const*, long, long)", "kernel", "", "Memory", "TensorRT-LLM"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)", "kernel", "", "Elementwise", "ATen"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)", "kernel", "", "Elementwise", "ATen"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)", "kernel", "", "Reduction", "ATen"),
+    ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(float, float, float, float, cudnnTensorStruct, float const*, cudnnTensorStruct, float const*, cudnnTensorStruct, float*, float const*, float*, float*, float const*, float const*, float)", "kernel", "", "Normalization", "cuDNN"),
+    ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>(int, float, float const*, float const*, float const*, float*, float*, float*)", "kernel", "", "Normalization", "ATen"),
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(c10::BFloat16*, c10::BFloat16 const*, int)", "kernel", "", "Softmax", "ATen"),
+    ("void split_embedding_codegen_forward_unweighted_kernel<c10::Half, c10::Half, float, false, long, 2ul, 32ul>(at::GenericPackedTensorAccessor<c10::Half, 1ul, at::RestrictPtrTraits, long>)", "kernel", "", "Embedding/Indexing", "FBGEMM"),
+    ("void at::native::(anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo<float, unsigned int>)", "kernel", "", "Embedding/Indexing", "ATen"),
+    ("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float, float, float, float, float, float, float, float, adamMode_t, float, int>(long, int volatile*, TensorListMetadata<4>, AdamFunctor<float>, float, float)", "kernel", "", "Optimizer", "Unknown"),
+    ("void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int, int, int>(int*, int*, int*, int const*, long*, long const*, int*, int const*, int, int, int)", "kernel", "", "Sort/Scan", "cub"),
+    ("void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*, float*, float const*, long const*, float const*, bool, long, long, long, long)", "kernel", "", "Loss", "ATen"),
+    ("void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true> >(moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true>)", "kernel", "", "MoE", "Unknown"),
+    ("void vllm::scaled_fp8_quant_kernel_strided<c10::BFloat16, c10::Float8_e4m3fn>(c10::Float8_e4m3fn*, c10::BFloat16 const*, float const*, int, long, long)", "kernel", "", "Quantization", "vLLM"),
+    ("void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>(int, float const*, long, long, long, int, int, int, int, int, int, int, int, int, int, float*, long*)", "kernel", "", "Pooling", "ATen"),
+    # Inductor-generated Triton kernels: decided from the fused op names
+    ("triton_red_fused_native_layer_norm_0", "kernel", "cuLaunchKernel", "Normalization", "Triton"),
+    ("triton_per_fused__softmax_1", "kernel", "cuLaunchKernel", "Softmax", "Triton"),
+    ("triton_poi_fused__to_copy_0", "kernel", "cuLaunchKernel", "Memory", "Triton"),
+    ("triton_poi_fused__to_copy_add_mul_3", "kernel", "cuLaunchKernel", "Elementwise", "Triton"),
+    ("triton_poi_fused_cat_clone_view_2", "kernel", "cuLaunchKernel", "Memory", "Triton"),
+    ("triton_red_fused_sum_4", "kernel", "cuLaunchKernel", "Reduction", "Triton"),
+    ("triton_tem_fused_mm_0", "kernel", "cuLaunchKernel", "GEMM", "Triton"),
+    ("triton_per_fused_nll_loss_forward_5", "kernel", "cuLaunchKernel", "Loss", "Triton"),
+    ("triton_poi_fused_embedding_0", "kernel", "cuLaunchKernel", "Embedding/Indexing", "Triton"),
+]
+
+
+@pytest.mark.parametrize("name,kind,launch,category,library", PINNED, ids=[p[3] + ":" + p[0][:30] for p in PINNED])
+def test_pinned_names(name, kind, launch, category, library):
+    assert C.category(name, kind, launch) == category
+    assert C.library(name, kind, launch) == library
+
+
+def test_every_builtin_category_is_pinned():
+    assert {p[3] for p in PINNED} == set(CATEGORIES) - {"Other"}
+
+
+def test_kernel_head_strips_signature_noise():
+    assert kernel_head("void at::native::foo<int>(at::TensorIteratorBase&)") == "at::native::foo<int>"
+    assert kernel_head("std::enable_if<(((8)>(0))), void>::type vllm::rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*)").endswith("rms_norm_kernel<c10::BFloat16, 8>")
+
+
+@needs_traces
+@pytest.mark.parametrize("path", [p for p in real_traces()], ids=trace_id)
+def test_coverage_goal_on_real_traces(path):
+    t = kernscope.load(path)
+    if t.gpu.height == 0:
+        pytest.skip("no GPU activity")
+    g = C.categorize(t.gpu)
+    total = g["dur"].sum()
+    other = g.filter(pl.col("category") == "Other")["dur"].sum()
+    assert other <= 0.03 * total, f"{other / total:.1%} of GPU time is Other"
+
+
+def test_user_rules_override_and_priority(tmp_path):
+    f = tmp_path / "r.toml"
+    f.write_text('[[category]]\nvalue = "MyAttention"\npattern = "attn_fwd"\n\n[[category]]\nvalue = "Low"\npattern = "gemm"\npriority = -5\n'
+                 '[[library]]\nvalue = "MyLib"\npattern = "^attn_"\n')
+    c = C.with_rules(f)
+    assert c.category("attn_fwd") == "MyAttention"
+    assert c.library("attn_fwd") == "MyLib"
+    assert c.category("ampere_sgemm_32x32_sliced1x4_tn") == "GEMM"  # low-priority user rule loses
+    c2 = C.with_rules({"category": [{"value": "X", "pattern": "foo"}]})
+    assert c2.category("foo_kernel") == "X" and C.category("foo_kernel") == "Other"
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ('[[category]]\nvalue = "X"\npattern = "(unclosed"\n', "invalid regular expression"),
+        ('[[category]]\nvalue = "X"\n', "non-empty string 'pattern'"),
+        ('[[category]]\nvalue = "X"\npattern = "a"\npriority = "high"\n', "'priority' must be an integer"),
+        ('[[category]]\nvalue = "X"\npattern = "a"\ncolour = 1\n', "unknown key"),
+        ("[[category]\n", "invalid TOML"),
+        ('[[cat]]\nvalue = "X"\n', "unknown top-level"),
+    ],
+)
+def test_bad_rule_files(tmp_path, text, needle):
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    with pytest.raises(RulesError, match="bad.toml") as e:
+        C.with_rules(f)
+    assert needle in str(e.value)
+
+
+def test_cli_bad_rules_exit_2(tmp_path, capsys):
+    from kernscope.cli import main
+    from kernscope.testing.synth import make_trace
+
+    make_trace(tmp_path / "t.json", 50_000)
+    (tmp_path / "bad.toml").write_text('[[category]]\nvalue = "X"\npattern = "(("\n')
+    assert main(["analyze", str(tmp_path / "t.json"), "--rules", str(tmp_path / "bad.toml")]) == 2
+    assert "invalid regular expression" in capsys.readouterr().err
+
+
+def test_categorize_cost_is_per_distinct_name():
+    names = [p[0] for p in PINNED]
+    df = pl.DataFrame({"name": names * 2000, "kind": ["kernel"] * (len(names) * 2000), "launch_name": [""] * (len(names) * 2000)})
+    calls = []
+    orig = Categorizer.category
+
+    class Counting(Categorizer):
+        def category(self, *a, **k):
+            calls.append(a)
+            return orig(self, *a, **k)
+
+    cc = Counting(C.categories, C.libraries, C.inductor_order, C.inductor_tokens)
+    out = cc.categorize(df)
+    assert out.height == df.height
+    assert len(calls) == len(set(names))

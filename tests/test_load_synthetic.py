@@ -1,0 +1,191 @@
+"""Format variants, parallel decode, cache, steps-by-launch and the call tree on generated traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+import kernscope
+from conftest import write_trace
+from kernscope.load import kineto
+from kernscope.load.timestamps import parse_us_joined
+from kernscope.testing.synth import make_trace
+
+
+def _kernel(ts, dur, corr, name="k", stream=7, device=0, **extra):
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"correlation": corr, "stream": stream, "device": device, **extra}}
+
+
+def _launch(ts, dur, corr, ext, name="cudaLaunchKernel", pid=1, tid=1):
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"correlation": corr, "External id": ext}}
+
+
+def _op(ts, dur, ext, name="aten::mm", pid=1, tid=1):
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": {"External id": ext}}
+
+
+def _step(n, ts, dur, pid=1, tid=1):
+    return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+
+
+def test_parse_us_joined_exact():
+    ns, miss = parse_us_joined(b"1712195495519689.047\n-1.5\n\n12\n0.0005\n1e3\n7", 7)
+    assert ns.tolist() == [1712195495519689047, -1500, 0, 12000, 1, 1000000, 7000]
+    assert miss.tolist() == [False, False, True, False, False, False, False]
+
+
+def test_absolute_fractional_timestamps_are_exact(tmp_path):
+    # written as text: a Python float could not even hold these values
+    text = """{"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1712195495519689.047, "dur": 10.001,
+       "args": {"External id": 1}},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1712195495519690.001,
+       "dur": 2.5, "args": {"External id": 1, "correlation": 5}},
+      {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1712195495519699.999, "dur": 3.333,
+       "args": {"correlation": 5, "stream": 7, "device": 0}}]}"""
+    p = tmp_path / "a.json"
+    p.write_text(text)
+    t = kernscope.load(p, cache=False)
+    assert t.kernels["ts"].item() == 1712195495519699999
+    assert t.kernels["dur"].item() == 3333
+    assert t.kernels["op_name"].item() == "aten::mm"
+
+
+def test_rocm_string_streams_and_string_pids(tmp_path):
+    ev = [
+        {"ph": "X", "cat": "kernel", "name": "Cijk_Alik_Bljk_HHS_BH_MT128x128x32", "pid": 2, "tid": "stream 0x1",
+         "ts": 10, "dur": 5, "args": {"correlation": 9, "stream": "0x1", "device": 2, "kind": "Dispatch Kernel"}},
+        _launch(1, 2, 9, 3, name="hipExtModuleLaunchKernel"),
+        {"ph": "i", "s": "g", "name": "Iteration Start", "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": 1},
+        {"ph": "M", "name": "process_name", "pid": "Spans", "tid": "", "args": {"name": "Spans"}},
+    ]
+    t = kernscope.load(write_trace(tmp_path / "r.json", ev), cache=False)
+    k = t.kernels.row(0, named=True)
+    assert (k["stream"], k["device"], k["launch_name"]) == (1, 2, "hipExtModuleLaunchKernel")
+    assert t.process_names == {"Spans": "Spans"}
+    assert t.platform == "rocm"
+
+
+def test_bare_event_array_and_any_key_order(tmp_path):
+    ev = [_launch(1, 1, 3, 1), _kernel(5, 2, 3)]
+    p = tmp_path / "arr.json"
+    p.write_text(json.dumps(ev))
+    assert kernscope.load(p, cache=False).kernels.height == 1
+    p2 = tmp_path / "order.json"
+    p2.write_text(json.dumps({"traceEvents": ev, "baseTimeNanoseconds": 1700000000000000000,
+                              "distributedInfo": {"rank": 3, "world_size": 4}}))
+    t = kernscope.load(p2, cache=False)
+    assert (t.rank, t.world_size, t.base_time_ns) == (3, 4, 1700000000000000000)
+
+
+def test_kernel_belongs_to_the_step_of_its_launch(tmp_path):
+    ev = [
+        _step(1, 0, 100), _step(2, 100, 100),
+        _op(10, 80, 1), _launch(90, 5, 11, 1), _kernel(150, 30, 11),  # launched in 1, runs in 2
+        _op(120, 50, 2), _launch(130, 5, 12, 2), _kernel(185, 10, 12),
+    ]
+    t = kernscope.load(write_trace(tmp_path / "s.json", ev), cache=False)
+    steps = dict(zip(t.kernels["correlation"].to_list(), t.kernels["step"].to_list()))
+    assert steps == {11: 1, 12: 2}
+
+
+def test_graph_launch_many_kernels(tmp_path):
+    ev = [_op(0, 50, 1, name="CUDAGraph::replay"), _launch(5, 10, 77, 1, name="cudaGraphLaunch")]
+    ev += [_kernel(20 + 10 * i, 5, 77, name=f"k{i}") for i in range(5)]
+    t = kernscope.load(write_trace(tmp_path / "g.json", ev), cache=False)
+    assert t.kernels.height == 5 and t.kernels["graph_launch"].all()
+    assert set(t.kernels["launcher"].to_list()) == {"cudaGraphLaunch"}
+    assert set(t.kernels["op_name"].to_list()) == {"CUDAGraph::replay"}
+
+
+def test_unlinked_are_counted_not_dropped(tmp_path):
+    ev = [_launch(50, 1, 5, 1), _kernel(60, 1, 5), _kernel(0, 1, 2), _launch(70, 1, 6, 9),
+          {"ph": "s", "id": 6, "pid": 1, "tid": 1, "ts": 70, "cat": "ac2g", "name": "ac2g"}]
+    t = kernscope.load(write_trace(tmp_path / "u.json", ev), cache=False)
+    assert t.kernels.height == 2
+    assert t.unlinked["gpu_without_launch"] == 1
+    assert t.unlinked["gpu_launched_before_window"] == 1
+    assert t.unlinked["launches_without_gpu"] == 1
+    assert t.unlinked["launches_without_op"] == 1
+    assert t.unlinked["flows_without_end"] == 1
+
+
+def test_launcher_falls_back_to_nesting_without_external_id(tmp_path):
+    ev = [_op(0, 100, 1, name="aten::linear"), _op(10, 50, 2, name="aten::addmm"),
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
+           "args": {"correlation": 3}}, _kernel(40, 5, 3)]
+    t = kernscope.load(write_trace(tmp_path / "n.json", ev), cache=False)
+    assert t.kernels["op_name"].item() == "aten::addmm"
+
+
+def test_call_tree_tolerates_boundary_bleed(tmp_path):
+    ev = [_op(0, 100, 1, name="parent"), _op(50, 50.4, 2, name="child_bleeds"), _op(100.2, 10, 3, name="sibling"),
+          _op(99.5, 0.3, 4, name="short_last_child")]
+    t = kernscope.load(write_trace(tmp_path / "t.json", ev), cache=False)
+    tree = t.call_tree.join(t.events.select("idx", pl.col("name").cast(pl.String)), on="idx")
+    parents = {r["name"]: r["parent_idx"] for r in tree.iter_rows(named=True)}
+    idx = {r["name"]: r["idx"] for r in tree.iter_rows(named=True)}
+    assert parents["parent"] is None
+    assert parents["child_bleeds"] == idx["parent"]
+    assert parents["sibling"] is None
+    assert parents["short_last_child"] == idx["child_bleeds"]
+
+
+def test_python_function_tree_by_python_ids(tmp_path):
+    ev = [{"ph": "X", "cat": "python_function", "name": "train.py(10): step", "pid": 1, "tid": 1, "ts": 0, "dur": 100,
+           "args": {"Python id": 1, "Python parent id": 0}},
+          {"ph": "X", "cat": "python_function", "name": "nn.Module: Linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50,
+           "args": {"Python id": 2, "Python parent id": 1}}]
+    t = kernscope.load(write_trace(tmp_path / "py.json", ev), cache=False)
+    child = t.events.filter(pl.col("name").cast(pl.String) == "nn.Module: Linear").row(0, named=True)
+    parent = t.events.filter(pl.col("name").cast(pl.String) == "train.py(10): step").row(0, named=True)
+    assert child["py_parent_idx"] == parent["idx"]
+
+
+def test_parallel_decode_equals_serial(tmp_path, monkeypatch):
+    p = tmp_path / "big.json"
+    st = make_trace(p, 3_000_000)
+    monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 1 << 16)
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 1 << 18)
+    par = kernscope.load(p, cache=False, workers=2)
+    ser = kernscope.load(p, cache=False, workers=1)
+    assert par.events.height == ser.events.height
+    assert par.events.height + par.flows.height == st.events
+    assert par.kernels.height == ser.kernels.height == st.kernels
+    assert int(par.kernels["dur"].sum()) == st.kernel_ns
+    assert par.events.select("ts", "dur", pl.col("name").cast(pl.String)).equals(
+        ser.events.select("ts", "dur", pl.col("name").cast(pl.String)))
+    assert par.gpu["graph_launch"].sum() == 4 * st.graph_launches
+
+
+def test_gzip_and_plain_are_identical(tmp_path):
+    make_trace(tmp_path / "x.json", 400_000, seed=3)
+    make_trace(tmp_path / "x.json.gz", 400_000, seed=3)
+    a = kernscope.load(tmp_path / "x.json", cache=False)
+    b = kernscope.load(tmp_path / "x.json.gz", cache=False)
+    assert a.gpu.select("ts", "dur", "correlation").equals(b.gpu.select("ts", "dur", "correlation"))
+
+
+def test_cache_roundtrip_and_invalidation(tmp_path):
+    p = tmp_path / "c.json"
+    make_trace(p, 300_000)
+    a = kernscope.load(p)
+    assert not a.from_cache
+    b = kernscope.load(p)
+    assert b.from_cache
+    assert a.gpu.equals(b.gpu) and a.steps.equals(b.steps) and a.unlinked == b.unlinked
+    make_trace(p, 200_000, seed=9)  # rewritten: new size/mtime -> new key
+    c = kernscope.load(p)
+    assert not c.from_cache and c.gpu.height != a.gpu.height
+
+
+def test_cache_dir_unwritable_is_not_fatal(tmp_path, monkeypatch):
+    p = write_trace(tmp_path / "w.json", [_launch(1, 1, 3, 1), _kernel(5, 2, 3)])
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", "/proc/kernscope-no-such-dir")
+    assert kernscope.load(p).kernels.height == 1
