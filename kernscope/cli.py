@@ -135,12 +135,8 @@ def report(trace: str, output: str, step: str | None, linked_only: bool, salvage
 
 
 def _register_optional() -> None:
-    try:
-        from .bench.cli import bench
-        from .intra.cli import intra
-    except ImportError:  # TEMPORARY until bench/intra CLIs land
-        return
-    cli.add_command(bench)
+    from .intra.cli import intra
+
     cli.add_command(intra)
 
 

@@ -1,0 +1,164 @@
+"""Profiler buffer (numpy int64 array) -> task DataFrame. CPU only: no torch, no GPU.
+
+Output columns: block, group, sm, task_type, task, start_ns, end_ns, duration_ns (int64 ns on the
+GPU's %globaltimer clock). Records are paired per (block, group, task): the i-th start with the i-th
+end. Records lost to a full region (``dropped``), cut by ring wrap-around, or unpaired are counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+
+from ..errors import KernscopeError
+from .layout import (
+    DELTA_SHIFT,
+    FLAG_CYCLES,
+    FLAG_RING,
+    GLOBAL_HEADER_WORDS,
+    H_FLAGS,
+    H_GROUPS,
+    H_MAGIC,
+    H_REGIONS,
+    H_TOTAL,
+    H_VERSION,
+    MAGIC,
+    R_C0,
+    R_CLAST,
+    R_COUNT,
+    R_SMID,
+    R_T0,
+    R_TLAST,
+    REGION_HEADER_WORDS,
+    START_BIT,
+    TASK_MASK,
+    VERSION,
+)
+
+SCHEMA = {
+    "block": pl.Int64,
+    "group": pl.Int64,
+    "sm": pl.Int64,
+    "task_type": pl.Int64,
+    "task": pl.String,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "duration_ns": pl.Int64,
+}
+
+
+@dataclass
+class Decoded:
+    """A decoded profiler buffer."""
+
+    tasks: pl.DataFrame  #: one row per paired task interval
+    regions: int = 0  #: (program, group) regions that recorded anything
+    records: int = 0  #: records read from the buffer
+    dropped: int = 0  #: records that did not fit their region (never written out of bounds)
+    ring_overwritten: int = 0  #: records overwritten in ring mode (oldest first)
+    unpaired: int = 0  #: starts without an end or ends without a start
+    capacity_per_region: int = 0
+    ring: bool = False
+    cycles: bool = False
+    task_names: list[str] = field(default_factory=list)
+
+
+def task_name(names: Sequence[str], t: int) -> str:
+    return names[t] if 0 <= t < len(names) else f"task_{t}"
+
+
+def _freq_ghz(t0: np.ndarray, c0: np.ndarray, tl: np.ndarray, cl: np.ndarray) -> np.ndarray:
+    """SM clock (cycles per ns) per region from its two (globaltimer, clock64) anchors."""
+    dt = (tl - t0).astype(np.float64)
+    dc = (cl - c0).astype(np.float64)
+    good = dt > 20_000  # anchors at least 20 µs apart give a stable rate
+    f = np.where(good, dc / np.where(good, dt, 1), np.nan)
+    med = np.nanmedian(f) if np.isfinite(f).any() else 1.0
+    return np.where(np.isfinite(f), f, med)
+
+
+def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
+    """Decode a profiler buffer. ``buf`` is the int64 buffer (``tensor.cpu().numpy()``)."""
+    b = np.asarray(buf).view(np.int64).ravel()
+    names = list(task_names)
+    if b.size < GLOBAL_HEADER_WORDS:
+        raise KernscopeError("profiler buffer is smaller than its header")
+    if int(b[H_MAGIC]) != MAGIC:
+        raise KernscopeError("not a kernscope profiler buffer (bad magic): was it allocated with alloc_profiler_buffer?")
+    if int(b[H_VERSION]) != VERSION:
+        raise KernscopeError(f"profiler buffer version {int(b[H_VERSION])} is not supported (expected {VERSION})")
+    total = int(b[H_TOTAL])
+    n_regions = int(b[H_REGIONS])
+    flags = int(b[H_FLAGS])
+    empty = Decoded(pl.DataFrame(schema=SCHEMA), task_names=names, ring=bool(flags & FLAG_RING), cycles=bool(flags & FLAG_CYCLES))
+    if n_regions <= 0:
+        return empty  # no kernel wrote to it
+    if total > b.size:
+        raise KernscopeError(f"profiler buffer header says {total} words but the buffer has {b.size}")
+    per = (total - GLOBAL_HEADER_WORDS) // n_regions
+    cap = per - REGION_HEADER_WORDS
+    if cap <= 0:
+        raise KernscopeError(f"profiler buffer too small: {n_regions} regions leave no room for records")
+    groups = max(1, int(b[H_GROUPS]))
+    regions = b[GLOBAL_HEADER_WORDS : GLOBAL_HEADER_WORDS + per * n_regions].reshape(n_regions, per)
+    count = regions[:, R_COUNT]
+    ring = bool(flags & FLAG_RING)
+    cycles = bool(flags & FLAG_CYCLES)
+    kept = np.minimum(count, cap)
+    dropped = 0 if ring else int(np.maximum(count - cap, 0).sum())
+    overwritten = int(np.maximum(count - cap, 0).sum()) if ring else 0
+    active = np.flatnonzero(count > 0)
+    out = Decoded(empty.tasks, regions=len(active), dropped=dropped, ring_overwritten=overwritten,
+                  capacity_per_region=cap, ring=ring, cycles=cycles, task_names=names)
+    if len(active) == 0:
+        return out
+    # gather kept records in write order (ring: oldest first = position count % cap)
+    k = kept[active]
+    reg = np.repeat(active, k)
+    j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)  # 0..k-1 within region
+    if ring:
+        first = np.where(count[active] > cap, count[active] % cap, 0)
+        slot = (np.repeat(first, k) + j) % cap
+    else:
+        slot = j
+    words = regions[reg, REGION_HEADER_WORDS + slot]
+    out.records = int(words.size)
+    delta = words >> DELTA_SHIFT
+    is_start = ((words >> START_BIT) & 1).astype(bool)
+    task = words & TASK_MASK
+    t0 = regions[reg, R_T0]
+    if cycles:
+        f = _freq_ghz(regions[:, R_T0], regions[:, R_C0], regions[:, R_TLAST], regions[:, R_CLAST])
+        t = t0 + np.rint(delta / f[reg]).astype(np.int64)
+    else:
+        t = t0 + delta
+    rec = pl.DataFrame({"region": reg, "seq": j, "task_type": task, "is_start": is_start, "t": t})
+    rec = rec.with_columns(pl.int_range(pl.len()).over(["region", "task_type", "is_start"]).alias("nth"))
+    starts = rec.filter(pl.col("is_start")).select("region", "task_type", "nth", pl.col("t").alias("start_ns"))
+    ends = rec.filter(~pl.col("is_start")).select("region", "task_type", "nth", pl.col("t").alias("end_ns"))
+    if ring:
+        # the oldest kept record of a wrapped region may be an end whose start was overwritten:
+        # align by dropping leading ends that precede the first start of that task
+        first_start = starts.group_by("region", "task_type").agg(pl.col("start_ns").min().alias("_fs"))
+        ends = (ends.join(first_start, on=["region", "task_type"], how="left")
+                .filter(pl.col("_fs").is_not_null() & (pl.col("end_ns") >= pl.col("_fs"))).drop("_fs")
+                .with_columns(pl.int_range(pl.len()).over(["region", "task_type"]).alias("nth")))
+    pairs = starts.join(ends, on=["region", "task_type", "nth"], how="full", coalesce=True)
+    complete = pairs.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
+    out.unpaired = int(pairs.height - complete.height)
+    smid = pl.Series("sm", regions[:, R_SMID])
+    n_types = int(task.max()) + 1 if task.size else 0
+    lut = pl.Series("task", [task_name(names, t) for t in range(n_types)], dtype=pl.String)
+    region_idx = complete["region"]
+    tasks = complete.with_columns(
+        (pl.col("region") // groups).alias("block"),
+        (pl.col("region") % groups).alias("group"),
+        smid.gather(region_idx).alias("sm"),
+        lut.gather(complete["task_type"]).alias("task"),
+        (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
+    )
+    out.tasks = tasks.select(list(SCHEMA)).sort(["start_ns", "block"])
+    return out

@@ -1,0 +1,212 @@
+"""Export decoded intra-kernel tasks to Perfetto (protobuf, own encoder) and Chrome JSON.
+
+Layout: one track group per SM; under it, the blocks that ran on that SM packed onto the fewest
+non-overlapping lanes (sub-tracks); one slice per task, named by task, with block/group/SM args.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ..render.io import atomic_path
+from . import protobuf as pb
+
+SEQ_ID = 0x4B53  # trusted_packet_sequence_id of every packet we write
+SM_UUID_BASE = 1 << 40
+LANE_UUID_BASE = 1 << 41
+# field numbers (perfetto/protos/perfetto/trace/...)
+TRACE_PACKET = 1
+P_TIMESTAMP, P_SEQ_ID, P_TRACK_EVENT, P_INTERNED, P_SEQ_FLAGS, P_TRACK_DESC = 8, 10, 11, 12, 13, 60
+TD_UUID, TD_NAME, TD_PARENT = 1, 2, 5
+TE_TYPE, TE_TRACK, TE_NAME_IID, TE_DEBUG = 9, 11, 10, 4
+DA_NAME_IID, DA_INT = 1, 4
+ID_EVENT_NAMES, ID_DEBUG_NAMES = 2, 3
+SLICE_BEGIN, SLICE_END = 1, 2
+SEQ_CLEARED, SEQ_NEEDS_STATE = 1, 2
+ARG_NAMES = ("block", "group", "sm")
+
+
+@dataclass
+class Lanes:
+    """Lane (sub-track) of each (block, group) unit within its SM."""
+
+    units: pl.DataFrame  # block, group, sm, lane
+    lanes_per_sm: dict[int, int]
+
+
+def assign_lanes(tasks: pl.DataFrame) -> Lanes:
+    """Pack the blocks of each SM onto the fewest lanes with no overlap (greedy interval partitioning)."""
+    units = (
+        tasks.group_by("block", "group", "sm")
+        .agg(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
+        .sort(["sm", "s", "block", "group"])
+    )
+    lane = np.zeros(units.height, dtype=np.int64)
+    per_sm: dict[int, int] = {}
+    sms = units["sm"].to_numpy()
+    ss = units["s"].to_numpy()
+    es = units["e"].to_numpy()
+    i = 0
+    n = units.height
+    while i < n:
+        sm = int(sms[i])
+        free: list[tuple[int, int]] = []  # (end, lane) heap of busy lanes
+        next_lane = 0
+        spare: list[int] = []
+        while i < n and sms[i] == sm:
+            while free and free[0][0] <= ss[i]:
+                heapq.heappush(spare, heapq.heappop(free)[1])
+            ln = heapq.heappop(spare) if spare else next_lane
+            if ln == next_lane:
+                next_lane += 1
+            lane[i] = ln
+            heapq.heappush(free, (int(es[i]), ln))
+            i += 1
+        per_sm[sm] = next_lane
+    return Lanes(units.select("block", "group", "sm").with_columns(pl.Series("lane", lane)), per_sm)
+
+
+def _mask(rows: pb.Rows, keep: np.ndarray) -> pb.Rows:
+    byte_keep = np.repeat(keep, rows.lengths)
+    return pb.Rows(rows.data[byte_keep], np.where(keep, rows.lengths, 0))
+
+
+def perfetto_bytes(tasks: pl.DataFrame, task_names: list[str] | None = None, *, title: str = "kernscope intra-kernel") -> bytes:
+    """Encode tasks as a Perfetto trace (``Trace`` protobuf)."""
+    lanes = assign_lanes(tasks) if tasks.height else Lanes(pl.DataFrame(schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "lane": pl.Int64}), {})
+    t = tasks.join(lanes.units, on=["block", "group", "sm"], how="left") if tasks.height else tasks.with_columns(pl.lit(0).alias("lane"))
+    names = sorted(set(t["task"].to_list())) if t.height else []
+    name_iid = {n: i + 1 for i, n in enumerate(names)}
+    head = bytearray()
+    # interned names + incremental state
+    interned = b"".join(
+        pb.field_bytes(ID_EVENT_NAMES, pb.field_varint(1, iid) + pb.field_string(2, n)) for n, iid in name_iid.items()
+    ) + b"".join(pb.field_bytes(ID_DEBUG_NAMES, pb.field_varint(1, i + 1) + pb.field_string(2, a)) for i, a in enumerate(ARG_NAMES))
+    first = pb.field_varint(P_SEQ_ID, SEQ_ID) + pb.field_varint(P_SEQ_FLAGS, SEQ_CLEARED) + pb.field_bytes(P_INTERNED, interned)
+    head += pb.field_bytes(TRACE_PACKET, first)
+    root_uuid = SM_UUID_BASE - 1
+    head += pb.field_bytes(TRACE_PACKET, pb.field_bytes(P_TRACK_DESC, pb.field_varint(TD_UUID, root_uuid) + pb.field_string(TD_NAME, title)))
+    for sm in sorted(lanes.lanes_per_sm):
+        sm_uuid = SM_UUID_BASE + sm
+        head += pb.field_bytes(TRACE_PACKET, pb.field_bytes(P_TRACK_DESC, pb.field_varint(TD_UUID, sm_uuid)
+                                                            + pb.field_varint(TD_PARENT, root_uuid) + pb.field_string(TD_NAME, f"SM {sm}")))
+        for ln in range(lanes.lanes_per_sm[sm]):
+            head += pb.field_bytes(TRACE_PACKET, pb.field_bytes(P_TRACK_DESC, pb.field_varint(TD_UUID, LANE_UUID_BASE + (sm << 16) + ln)
+                                                                + pb.field_varint(TD_PARENT, sm_uuid) + pb.field_string(TD_NAME, f"SM {sm} lane {ln}")))
+    if t.height == 0:
+        return bytes(head)
+    n = t.height
+    track = LANE_UUID_BASE + (t["sm"].to_numpy() << 16) + t["lane"].to_numpy()
+    # begin and end rows, sorted by time (ends first at equal times so back-to-back slices nest right)
+    ts = np.concatenate([t["start_ns"].to_numpy(), t["end_ns"].to_numpy()])
+    is_begin = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
+    order = np.lexsort((is_begin, ts))
+    ts, is_begin = ts[order], is_begin[order]
+    src = np.concatenate([np.arange(n), np.arange(n)])[order]
+    trk = track[src]
+    iid = np.array([name_iid[x] for x in t["task"].to_list()], dtype=np.int64)[src]
+    m = 2 * n
+    ev_type = pb.varint_field(TE_TYPE, np.where(is_begin, SLICE_BEGIN, SLICE_END))
+    ev_track = pb.varint_field(TE_TRACK, trk)
+    ev_name = _mask(pb.varint_field(TE_NAME_IID, iid), is_begin)
+    anns = []
+    for k, col in enumerate(ARG_NAMES):
+        body = pb.concat_rows(m, [pb.field_varint(DA_NAME_IID, k + 1), pb.varint_field(DA_INT, t[col].to_numpy()[src])])
+        anns.append(_mask(pb.message_field(TE_DEBUG, body), is_begin))
+    track_event = pb.concat_rows(m, [ev_type, ev_track, ev_name, *anns])
+    packet = pb.concat_rows(m, [pb.varint_field(P_TIMESTAMP, ts), pb.field_varint(P_SEQ_ID, SEQ_ID),
+                                pb.field_varint(P_SEQ_FLAGS, SEQ_NEEDS_STATE), pb.message_field(P_TRACK_EVENT, track_event)])
+    packets = pb.message_field(TRACE_PACKET, packet)
+    return bytes(head) + packets.tobytes()
+
+
+def chrome_trace(tasks: pl.DataFrame) -> dict:
+    """Chrome trace-event JSON (µs): pid = SM, tid = lane, one ``X`` event per task."""
+    if tasks.height == 0:
+        return {"traceEvents": [], "displayTimeUnit": "ns"}
+    lanes = assign_lanes(tasks)
+    t = tasks.join(lanes.units, on=["block", "group", "sm"], how="left")
+    t0 = int(t["start_ns"].min())
+    ev = t.select(
+        pl.lit("X").alias("ph"), pl.col("task").alias("name"), pl.lit("intra").alias("cat"),
+        pl.col("sm").alias("pid"), pl.col("lane").alias("tid"),
+        ((pl.col("start_ns") - t0) / 1000.0).alias("ts"), (pl.col("duration_ns") / 1000.0).alias("dur"),
+        pl.struct("block", "group", "sm", "task_type").alias("args"),
+    ).to_dicts()
+    meta = [{"ph": "M", "name": "process_name", "pid": sm, "tid": 0, "args": {"name": f"SM {sm}"}} for sm in lanes.lanes_per_sm]
+    return {"traceEvents": meta + ev, "displayTimeUnit": "ns", "otherData": {"t0_ns": t0, "clock": "globaltimer"}}
+
+
+def _target(file_name: str | os.PathLike[str], ext: str) -> str:
+    f = str(file_name)
+    return f if os.path.splitext(f)[1] else f + ext
+
+
+def write_perfetto(tasks: pl.DataFrame, file_name: str | os.PathLike[str], task_names: list[str] | None = None) -> str:
+    """Write a ``.perfetto-trace`` file (extension added when the name has none); returns the path."""
+    path = _target(file_name, ".perfetto-trace")
+    data = perfetto_bytes(tasks, task_names)
+    with atomic_path(path) as p:
+        p.write_bytes(data)
+    return path
+
+
+def write_chrome(tasks: pl.DataFrame, file_name: str | os.PathLike[str]) -> str:
+    path = _target(file_name, ".json")
+    with atomic_path(path) as p:
+        p.write_text(json.dumps(chrome_trace(tasks)))
+    return path
+
+
+def read_perfetto(data: bytes) -> pl.DataFrame:
+    """Decode a Perfetto trace written by :func:`perfetto_bytes` back into a task table."""
+    names: dict[int, str] = {}
+    tracks: dict[int, tuple[str, int | None]] = {}
+    begins: dict[int, list[tuple[int, int, dict[int, int]]]] = {}
+    rows = []
+    for f, _, pkt in pb.iter_fields(data):
+        if f != TRACE_PACKET:
+            continue
+        ts = None
+        te = None
+        for pf, _, v in pb.iter_fields(pkt):
+            if pf == P_TIMESTAMP:
+                ts = v
+            elif pf == P_INTERNED:
+                for idf, _, entry in pb.iter_fields(v):
+                    if idf == ID_EVENT_NAMES:
+                        d = {k: val for k, _, val in pb.iter_fields(entry)}
+                        names[d[1]] = d[2].decode()
+            elif pf == P_TRACK_DESC:
+                d = {k: val for k, _, val in pb.iter_fields(v)}
+                tracks[d[TD_UUID]] = (d.get(TD_NAME, b"").decode(), d.get(TD_PARENT))
+            elif pf == P_TRACK_EVENT:
+                te = v
+        if te is None:
+            continue
+        typ = trk = iid = None
+        args: dict[int, int] = {}
+        for ef, _, v in pb.iter_fields(te):
+            if ef == TE_TYPE:
+                typ = v
+            elif ef == TE_TRACK:
+                trk = v
+            elif ef == TE_NAME_IID:
+                iid = v
+            elif ef == TE_DEBUG:
+                d = {k: val for k, _, val in pb.iter_fields(v)}
+                args[d[DA_NAME_IID]] = d[DA_INT]
+        if typ == SLICE_BEGIN:
+            begins.setdefault(trk, []).append((ts, iid, args))
+        elif typ == SLICE_END:
+            s, iid0, a = begins[trk].pop()
+            rows.append({"block": a.get(1), "group": a.get(2), "sm": a.get(3), "task": names.get(iid0, str(iid0)),
+                         "start_ns": s, "end_ns": ts, "duration_ns": ts - s})
+    return pl.DataFrame(rows, schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "task": pl.String,
+                                      "start_ns": pl.Int64, "end_ns": pl.Int64, "duration_ns": pl.Int64})

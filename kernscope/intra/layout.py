@@ -1,0 +1,42 @@
+"""Profiler buffer layout, shared by the device side (Triton) and the CPU decoder.
+
+The buffer is one int64 tensor:
+
+- words 0..7, the global header: ``MAGIC``, ``VERSION``, total words, number of regions,
+  ``num_groups``, mode flags, grid size, reserved;
+- then one fixed-size *region* per (program, group): ``per_region = (total - 8) // n_regions`` words:
+
+  - 6 header words: records attempted, ``t0`` (%globaltimer ns at ``Profiler.create``), ``c0``
+    (%clock64 at create), SM id, last %globaltimer and last %clock64 (cycle mode);
+  - ``cap = per_region - 6`` record words.
+
+A record is one int64: ``(t - t0) << 17 | is_start << 16 | task_type`` where ``t`` is %globaltimer
+(ns) or, in cycle mode, %clock64 (cycles). Full 64-bit timers are read, so the 32-bit wrap of the
+timer's low word every ~4.3 s cannot corrupt a record; 47 bits of delta cover 39 hours.
+"""
+
+from __future__ import annotations
+
+MAGIC = 0x4B53_5052_4F46  # "KSPROF"
+VERSION = 1
+GLOBAL_HEADER_WORDS = 8
+REGION_HEADER_WORDS = 6
+#: Words of buffer per requested record slot: one record word plus room for region headers
+#: (a program records at least two records, so n_regions <= slots / 2).
+WORDS_PER_SLOT = 4
+
+H_MAGIC, H_VERSION, H_TOTAL, H_REGIONS, H_GROUPS, H_FLAGS, H_GRID = range(7)
+R_COUNT, R_T0, R_C0, R_SMID, R_TLAST, R_CLAST = range(6)
+
+FLAG_RING = 1
+FLAG_CYCLES = 2
+
+TASK_BITS = 16
+START_BIT = 16
+DELTA_SHIFT = 17
+TASK_MASK = (1 << TASK_BITS) - 1
+
+
+def buffer_words(max_num_profile_slots: int) -> int:
+    """Total int64 words for a buffer that holds ``max_num_profile_slots`` records."""
+    return GLOBAL_HEADER_WORDS + WORDS_PER_SLOT * max(1, int(max_num_profile_slots))
