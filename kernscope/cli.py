@@ -135,8 +135,10 @@ def report(trace: str, output: str, step: str | None, linked_only: bool, salvage
 
 
 def _register_optional() -> None:
+    from .bench.cli import bench
     from .intra.cli import intra
 
+    cli.add_command(bench)
     cli.add_command(intra)
 
 

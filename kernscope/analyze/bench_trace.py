@@ -37,10 +37,32 @@ def _flush_launch_ids(trace: Trace, step_start: int, step_end: int) -> set[int]:
 
 
 def benchmark_step(trace: Trace) -> int | None:
-    """The profiled step: the last ``ProfilerStep#N`` that launched GPU work."""
+    """The profiled step: the last ``ProfilerStep#N`` that launched GPU work (any step for CPU-only traces)."""
+    if trace.gpu.height == 0:
+        return int(trace.steps["step"].max()) if trace.steps.height else None
     launched = trace.gpu.filter(pl.col("step").is_not_null())["step"].unique()
     s = trace.steps.filter(pl.col("step").is_in(launched.implode()))
     return int(s["step"].max()) if s.height else None
+
+
+def _cpu_view(trace: Trace, row: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """CPU-device benchmarks: the step's top-level ops; those under the flush annotation are the flush."""
+    tree = trace.call_tree
+    ev = trace.events.join(tree, on="idx", how="left")
+    step_idx = ev.filter((pl.col("name").cast(pl.String) == row["name"]) & (pl.col("ts") == row["start"]))["idx"]
+    if step_idx.len() == 0:
+        return [], []
+    children = ev.filter(pl.col("parent_idx") == step_idx[0]).sort("ts")
+    flush, compute = [], []
+    for r in children.iter_rows(named=True):
+        name = str(r["name"])
+        if name == FLUSH_ANNOTATION:
+            inner = ev.filter(pl.col("parent_idx") == r["idx"])
+            for q in (inner.iter_rows(named=True) if inner.height else [r]):
+                flush.append({"name": str(q["name"]), "dur_us": q["dur"] / 1000.0, "category": "Memory", "library": "ATen", "launcher": FLUSH_ANNOTATION, "kind": "cpu_op"})
+        elif r["kind"] in ("cpu_op", "user_annotation"):
+            compute.append({"name": name, "dur_us": r["dur"] / 1000.0, "category": "CPU op", "library": "ATen", "launcher": name, "kind": "cpu_op"})
+    return flush, compute
 
 
 def _split_flush(trace: Trace, g: pl.DataFrame, step_row: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -62,8 +84,11 @@ def _split_flush(trace: Trace, g: pl.DataFrame, step_row: dict[str, Any]) -> tup
 
 def looks_like_benchmark(trace: Trace) -> bool:
     """A small trace whose profiled step starts with a flush-op launch followed by other work."""
-    if trace.steps.height == 0 or trace.gpu.height == 0 or trace.gpu.height > 20000:
+    if trace.steps.height == 0 or trace.gpu.height > 20000:
         return False
+    annotated = trace.events.filter(pl.col("name").cast(pl.String) == FLUSH_ANNOTATION).height > 0
+    if trace.gpu.height == 0:
+        return annotated
     step = benchmark_step(trace)
     if step is None:
         return False
@@ -71,7 +96,6 @@ def looks_like_benchmark(trace: Trace) -> bool:
     if g.height < 2:
         return False
     first = g.row(0, named=True)
-    annotated = trace.events.filter(pl.col("name").cast(pl.String) == FLUSH_ANNOTATION).height > 0
     return annotated or first["op_name"] in FLUSH_OPS
 
 
@@ -88,6 +112,13 @@ def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step
     if s is None:
         return {"step": None, "flush_kernels": [], "compute_kernels": [], "kernel_time_us": 0.0, "note": "no profiled step with GPU work"}
     row = trace.steps.filter(pl.col("step") == s).row(0, named=True)
+    if trace.gpu.height == 0:
+        flush_c, compute_c = _cpu_view(trace, row)
+        return {
+            "step": row["name"], "device": "cpu", "flush_kernels": flush_c, "compute_kernels": compute_c,
+            "kernel_time_us": float(sum(k["dur_us"] for k in compute_c)),
+            "gpu_span_us": 0.0, "cpu_step_us": (row["end"] - row["start"]) / 1000.0, "warmup_kernels_in_window": 0,
+        }
     g = gpu_table(trace, cat, step=s)
     flush, compute = _split_flush(trace, g, row)
     allg = gpu_table(trace, cat)
@@ -105,6 +136,7 @@ def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step
     span = (compute["end"].max() - compute["ts"].min()) / 1000.0 if compute.height else 0.0
     return {
         "step": row["name"],
+        "device": "gpu",
         "flush_kernels": rows(flush),
         "compute_kernels": rows(compute),
         "kernel_time_us": float((compute["dur"].sum() or 0) / 1000.0),

@@ -1,0 +1,41 @@
+# Two commands do all set-up on a fresh machine with Python >= 3.10:
+#   make demo   installs kernscope and analyzes the bundled example trace
+#   make test   installs kernscope (+ test deps, CPU torch) and runs the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PIP     = $(VENV)/bin/pip
+EXAMPLE = kernscope/examples/h100_gpt_train_step.pt.trace.json.gz
+TORCH_CPU ?= torch==2.13.0
+
+.PHONY: install install-test demo test bench-load clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) install -q -e ".[test]"
+	$(PIP) install -q "$(TORCH_CPU)"
+	touch $@
+
+install-test: $(VENV)/.installed-test
+
+demo: install
+	$(VENV)/bin/kernscope analyze $(EXAMPLE) --top 12
+	$(VENV)/bin/kernscope report $(EXAMPLE) -o out/report.xlsx
+	@echo "Excel report: out/report.xlsx"
+
+test: install-test
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench-load: install
+	$(PIP) install -q holistictraceanalysis
+	$(PY) benchmarks/bench_load.py --size-mb 1000
+
+clean:
+	rm -rf $(VENV) out build *.egg-info

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One device-machine session: record the example trace, run GPU tests, intra-kernel overhead benchmark,
+# and the benchmark harness on every built-in operator. Writes everything under $OUT.
+# Usage (on the device machine, from the repo root): bash benchmarks/gpu_session.sh [part]
+set -uo pipefail
+OUT=${OUT:-/tmp/kernscope-out}
+mkdir -p "$OUT"
+PART=${1:-all}
+export PYTHONPATH=$PWD KERNSCOPE_CACHE_DIR=/tmp/kcache
+if [ -d .carry/wheels ]; then python3 -m pip install -q --no-deps --no-index .carry/wheels/*.whl >"$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"; fi
+ks() { python3 -m kernscope "$@"; }
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch, triton, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, "python", sys.version.split()[0])'
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+if [ "$PART" = all ] || [ "$PART" = 1 ]; then
+  echo "== example trace"
+  timeout 300 python3 examples/record_example_trace.py "$OUT/h100_gpt_train_step.pt.trace.json.gz" 2>&1 | tail -3
+  ks analyze "$OUT/h100_gpt_train_step.pt.trace.json.gz" --top 8 > "$OUT/example_analyze.txt" 2>&1; tail -30 "$OUT/example_analyze.txt"
+  echo "== GPU tests"
+  timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
+  echo "== intra overhead"
+  timeout 500 python3 benchmarks/bench_intra.py --out "$OUT/bench_intra.json" > "$OUT/bench_intra.log" 2>&1; tail -12 "$OUT/bench_intra.log"
+fi
+if [ "$PART" = all ] || [ "$PART" = 2 ]; then
+  echo "== seed example"
+  timeout 300 ks bench --op flash_attention --num-inputs 2 --metrics latency,tflops,kineto_trace --only sdpa_flash,sdpa_cudnn,triton_flash \
+     --output-dir "$OUT/traces" --json "$OUT/bench_seed.json" > "$OUT/bench_seed.txt" 2>"$OUT/bench_seed.err"; cat "$OUT/bench_seed.txt"; tail -3 "$OUT/bench_seed.err"
+  for op in vector_add softmax layer_norm rms_norm cross_entropy gemm; do
+    m=latency,gbps,speedup,accuracy,kineto_trace; [ $op = gemm ] && m=latency,tflops,speedup,accuracy,kineto_trace
+    timeout 240 ks bench --op $op --metrics $m --keep-going --output-dir "$OUT/traces" --json "$OUT/bench_$op.json" > "$OUT/bench_$op.txt" 2>"$OUT/bench_$op.err"
+    echo "-- $op rc=$?"; head -30 "$OUT/bench_$op.txt"
+  done
+fi
+if [ "$PART" = all ] || [ "$PART" = 3 ]; then
+  timeout 200 ks bench --op gemm --dtype float8_e4m3fn --metrics latency,tflops,speedup,accuracy --keep-going --num-inputs 6 --json "$OUT/bench_gemm_fp8.json" > "$OUT/bench_gemm_fp8.txt" 2>&1; echo "-- gemm fp8"; head -12 "$OUT/bench_gemm_fp8.txt"
+  for mode in fwd bwd; do
+    timeout 280 ks bench --op flash_attention --mode $mode --metrics latency,tflops,speedup,accuracy,kineto_trace --keep-going --output-dir "$OUT/traces_$mode" --json "$OUT/bench_fa_$mode.json" > "$OUT/bench_fa_$mode.txt" 2>"$OUT/bench_fa_$mode.err"
+    echo "-- flash_attention $mode rc=$?"; head -30 "$OUT/bench_fa_$mode.txt"; tail -3 "$OUT/bench_fa_$mode.err"
+  done
+  echo "== run-to-run spread"
+  for i in 1 2 3; do timeout 120 ks bench --op gemm --num-inputs 6 --only torch_matmul --metrics latency --json "$OUT/repeat_gemm_$i.json" > /dev/null 2>&1; done
+  for i in 1 2 3; do timeout 120 ks bench --op softmax --only torch_softmax,triton_softmax --metrics latency --json "$OUT/repeat_softmax_$i.json" > /dev/null 2>&1; done
+  ls "$OUT"
+fi

@@ -1,0 +1,83 @@
+"""``kernscope bench``: operators x implementations x inputs, measured properly."""
+
+from __future__ import annotations
+
+import click
+
+
+def _split(v: str | None) -> list[str]:
+    return [x.strip() for x in v.split(",") if x.strip()] if v else []
+
+
+@click.command()
+@click.option("--op", "op_name", help="Operator to run (see --list-ops).")
+@click.option("--op-module", multiple=True, help="Python file or module defining extra Operator classes.")
+@click.option("--list-ops", is_flag=True, help="List operators and exit.")
+@click.option("--list-impls", is_flag=True, help="List the implementations of --op and exit.")
+@click.option("--only", help="Comma-separated implementations to run.")
+@click.option("--skip", help="Comma-separated implementations to skip.")
+@click.option("--num-inputs", type=click.IntRange(min=1), help="Run the first N inputs.")
+@click.option("--input-id", type=click.IntRange(min=0), help="Run only this input.")
+@click.option("--metrics", default="latency", show_default=True,
+              help="Comma-separated: latency,tflops,gbps,speedup,accuracy,gpu_peak_mem,kineto_trace")
+@click.option("--mode", type=click.Choice(["fwd", "bwd", "fwd_bwd"]), default="fwd", show_default=True)
+@click.option("--dtype", help="torch dtype name (default: the operator's).")
+@click.option("--warmup", type=float, default=25.0, show_default=True, help="Warm-up time in milliseconds.")
+@click.option("--rep", type=float, default=100.0, show_default=True, help="Measurement time in milliseconds.")
+@click.option("--cudagraph", is_flag=True, help="Time CUDA-graph replays (flush inside the graph, subtracted).")
+@click.option("--device", default="cuda", show_default=True, help="cuda, cuda:N or cpu.")
+@click.option("--output-dir", default="kernscope-bench", show_default=True, help="Where Kineto traces go.")
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False), help="Write the long result table as CSV.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write all results (raw samples too) as JSON.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--keep-going", is_flag=True, help="Show a failing implementation's error in the table and continue.")
+def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, input_id, metrics, mode, dtype, warmup, rep,
+          cudagraph, device, output_dir, csv_out, json_out, fmt, keep_going) -> None:
+    """Benchmark an operator's implementations; with kineto_trace, analyze every trace too."""
+    from ..errors import KernscopeError
+    from ..render.io import write_text
+    from . import report
+    from .operators import builtin_registry
+
+    reg = builtin_registry()
+    for m in op_module:
+        reg.load_module(m)
+    if list_ops:
+        for n in reg.names():
+            cls = reg.get(n)
+            click.echo(f"{n:18s} {', '.join(s.name + ('*' if s.baseline else '') for s in cls.impls())}")
+        return
+    if not op_name:
+        raise KernscopeError("--op is required (see --list-ops)")
+    cls = reg.get(op_name)
+    if list_impls:
+        for s in cls.impls():
+            flags = [f for f, on in (("baseline", s.baseline), ("needs CUDA", s.needs_cuda)) if on]
+            click.echo(f"{s.name:22s} modes={','.join(s.modes)} {' '.join(flags)}  {s.doc}")
+        return
+    from .runner import run
+
+    def progress(msg: str) -> None:
+        click.echo(f"… {msg}", err=True)
+
+    r = run(cls, device=device, dtype=dtype, mode=mode, only=_split(only) or None, skip=_split(skip), num_inputs=num_inputs,
+            input_id=input_id, metrics=_split(metrics), warmup=warmup, rep=rep, cudagraph=cudagraph, output_dir=output_dir,
+            keep_going=keep_going, progress=progress)
+    if csv_out:
+        import io
+
+        buf = io.StringIO()
+        report.results_frame(r).write_csv(buf)
+        write_text(csv_out, buf.getvalue())
+    if json_out:
+        write_text(json_out, report.to_json(r))
+    if fmt == "json":
+        click.echo(report.to_json(r))
+        return
+    for name, why in r.skipped.items():
+        click.echo(f"skipped {name}: {why}", err=True)
+    click.echo(report.plain(*report.wide_table(r)))
+    cols, rows = report.trace_table(r)
+    if rows:
+        click.echo("\nKineto traces analyzed by kernscope (kernels attributed to the profiled step by launch correlation):")
+        click.echo(report.plain(cols, rows))

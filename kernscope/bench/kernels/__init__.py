@@ -1,0 +1,1 @@
+"""Triton kernels written for kernscope's built-in benchmark operators (imported only on GPU)."""

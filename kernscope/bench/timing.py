@@ -1,0 +1,201 @@
+"""Honest timing: L2 flushed before every timed call, CUDA events, robust statistics, raw samples kept.
+
+``warmup`` and ``rep`` are **milliseconds** of GPU time (like ``triton.testing.do_bench``), turned into
+call counts from a first estimate of one call's duration.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+FLUSH_ANNOTATION = "kernscope::l2_flush"
+MIN_REPS = 5
+MAX_REPS = 10_000
+CPU_FLUSH_CAP = 64 << 20
+
+
+@dataclass
+class Timing:
+    """Per-call times in **milliseconds**. ``samples_ms`` are the raw measurements, in order."""
+
+    samples_ms: list[float] = field(default_factory=list)
+    median_ms: float = math.nan
+    mean_ms: float = math.nan
+    min_ms: float = math.nan
+    max_ms: float = math.nan
+    iqr_ms: float = math.nan
+    mad_ms: float = math.nan
+    outliers: int = 0
+    method: str = "cuda_events"
+
+    @property
+    def spread(self) -> float:
+        """Robust relative spread: 1.4826 * MAD / median (≈ the coefficient of variation for normal data)."""
+        return 1.4826 * self.mad_ms / self.median_ms if self.median_ms else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "median_ms": self.median_ms, "mean_ms": self.mean_ms, "min_ms": self.min_ms, "max_ms": self.max_ms,
+            "iqr_ms": self.iqr_ms, "mad_ms": self.mad_ms, "spread": self.spread, "outliers": self.outliers,
+            "n": len(self.samples_ms), "method": self.method, "samples_ms": self.samples_ms,
+        }
+
+
+def summarize(samples: list[float], method: str = "cuda_events") -> Timing:
+    """Median and robust spread; outliers (beyond 5 scaled MADs) are counted, not removed from ``samples``."""
+    if not samples:
+        return Timing(method=method)
+    s = sorted(samples)
+    med = statistics.median(s)
+    mad = statistics.median([abs(x - med) for x in s])
+    q1, q3 = (statistics.quantiles(s, n=4)[0], statistics.quantiles(s, n=4)[2]) if len(s) >= 4 else (s[0], s[-1])
+    limit = 5 * 1.4826 * mad
+    kept = [x for x in s if abs(x - med) <= limit] if mad > 0 else s
+    return Timing(list(samples), med, statistics.fmean(kept), s[0], s[-1], q3 - q1, mad, len(s) - len(kept), method)
+
+
+class L2Flusher:
+    """Writes a buffer larger than the last-level cache before each timed call.
+
+    GPU: 2x the device's L2 (``torch.cuda.get_device_properties().L2_cache_size``). CPU: 2x the L3,
+    at most 64 MB.
+    The write runs under the ``kernscope::l2_flush`` profiler annotation, so traces show it as such.
+    """
+
+    def __init__(self, device: str) -> None:
+        import torch
+
+        self.device = device
+        if device.startswith("cuda"):
+            l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (50 << 20))
+            self.bytes = 2 * l2
+        else:  # capped: a CPU flush of several hundred MB would dominate every sample
+            self.bytes = min(2 * _cpu_llc_bytes(), CPU_FLUSH_CAP)
+        self.buffer = torch.empty(self.bytes // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        import torch
+
+        with torch.profiler.record_function(FLUSH_ANNOTATION):
+            self.buffer.zero_()
+
+
+def _cpu_llc_bytes() -> int:
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            txt = f.read().strip().upper()
+        mult = {"K": 1 << 10, "M": 1 << 20}.get(txt[-1], 1)
+        return int(txt.rstrip("KM")) * mult
+    except (OSError, ValueError):
+        return 32 << 20
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def estimate_ms(fn: Callable[[], Any], device: str, flusher: L2Flusher | None, n: int = 5) -> float:
+    """Median of a few flushed calls (ms), after one untimed call."""
+    fn()
+    _sync(device)
+    return bench(fn, device=device, flusher=flusher, reps=n).median_ms
+
+
+def bench(fn: Callable[[], Any], *, device: str, flusher: L2Flusher | None, reps: int,
+          before: Callable[[], None] | None = None) -> Timing:
+    """Time ``reps`` calls, each after a flush (and ``before``, e.g. clearing grads), one sample per call."""
+    if device.startswith("cuda"):
+        import torch
+
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
+            if before is not None:
+                before()
+            if flusher is not None:
+                flusher()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize(device)
+        return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda_events")
+    samples = []
+    for _ in range(reps):
+        if before is not None:
+            before()
+        if flusher is not None:
+            flusher()
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - t0) / 1e6)
+    return summarize(samples, "perf_counter")
+
+
+def do_bench(fn: Callable[[], Any], *, device: str, warmup: float = 25.0, rep: float = 100.0,
+             flusher: L2Flusher | None = None, before: Callable[[], None] | None = None) -> Timing:
+    """Warm up for ``warmup`` ms, then time for about ``rep`` ms of calls (each flushed)."""
+    est = max(estimate_ms(fn, device, flusher), 1e-4)
+    n_warm = max(1, int(warmup / est))
+    n_rep = min(MAX_REPS, max(MIN_REPS, int(rep / est)))
+    for _ in range(n_warm):
+        if before is not None:
+            before()
+        fn()
+    _sync(device)
+    return bench(fn, device=device, flusher=flusher, reps=n_rep, before=before)
+
+
+def do_bench_cudagraph(fn: Callable[[], Any], *, device: str, rep: float = 100.0, flusher: L2Flusher | None = None,
+                       replays: int = 10) -> Timing:
+    """CUDA-graph timing: ``k`` (flush, call) pairs captured in one graph, minus a graph of ``k`` flushes.
+
+    The flush happens inside the graph (as it does in the eager path) and its cost is subtracted.
+    Each sample is one replay's per-call average.
+    """
+    import torch
+
+    if not device.startswith("cuda"):
+        raise RuntimeError("--cudagraph needs a CUDA device")
+    est = max(estimate_ms(fn, device, flusher), 1e-4)
+    k = min(1000, max(1, int(rep / replays / est)))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up on a side stream before capture (required by CUDA graphs)
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g_work, g_flush = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g_work):
+        for _ in range(k):
+            if flusher is not None:
+                flusher.buffer.zero_()
+            fn()
+    with torch.cuda.graph(g_flush):
+        for _ in range(k):
+            if flusher is not None:
+                flusher.buffer.zero_()
+
+    def time_graph(g: Any) -> list[float]:
+        out = []
+        for _ in range(replays):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            torch.cuda.synchronize(device)
+            out.append(a.elapsed_time(b))
+        return out
+
+    g_work.replay()
+    g_flush.replay()
+    torch.cuda.synchronize(device)
+    work = time_graph(g_work)
+    flush = statistics.median(time_graph(g_flush))
+    return summarize([(w - flush) / k for w in work], "cudagraph")

@@ -1,0 +1,165 @@
+"""Benchmark harness on the CPU: bookkeeping, tables, CSV/JSON, traces and their analysis (no GPU)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernscope.bench.api import Input, Operator, OperatorRegistry, impl  # noqa: E402
+from kernscope.bench.operators import builtin_registry  # noqa: E402
+from kernscope.bench.runner import run, trace_path  # noqa: E402
+from kernscope.bench.timing import summarize  # noqa: E402
+from kernscope.cli import main  # noqa: E402
+from kernscope.errors import KernscopeError  # noqa: E402
+
+FAST = ["--warmup", "2", "--rep", "5", "--device", "cpu"]
+
+USER_OPS = '''
+import torch
+from kernscope.bench.api import Input, Operator, impl
+
+class MyScale(Operator):
+    name = "my_scale"
+    x_label = ("N",)
+    default_dtype = "float32"
+
+    def inputs(self):
+        for n in (1024, 4096):
+            yield Input((n,), (torch.randn(n),))
+
+    @impl(baseline=True)
+    def eager(self, x):
+        return lambda: x * 2
+
+    @impl
+    def broken(self, x):
+        def f():
+            raise RuntimeError("kaboom")
+        return f
+
+    @impl
+    def wrong(self, x):
+        return lambda: x * 3
+'''
+
+
+def test_registry_is_an_object_and_validates():
+    a, b = builtin_registry(), builtin_registry()
+    assert a is not b and a.names() == b.names()
+    assert {"vector_add", "softmax", "layer_norm", "rms_norm", "gemm", "cross_entropy", "flash_attention"} <= set(a.names())
+    reg = OperatorRegistry()
+
+    class Two(Operator):
+        name = "two"
+
+        @impl(baseline=True)
+        def a(self):
+            return lambda: None
+
+        @impl(baseline=True)
+        def b(self):
+            return lambda: None
+
+    with pytest.raises(KernscopeError, match="more than one baseline"):
+        reg.operator(Two)
+    with pytest.raises(KernscopeError, match="unknown operator"):
+        reg.get("nope")
+
+
+def test_robust_statistics_keep_raw_samples():
+    t = summarize([1.0, 1.01, 0.99, 1.0, 1.02, 9.0])
+    assert t.median_ms == pytest.approx(1.005)
+    assert t.outliers == 1 and len(t.samples_ms) == 6 and t.max_ms == 9.0
+    assert t.mean_ms < 1.1  # the outlier does not drag the robust mean
+    assert t.spread < 0.05
+
+
+def test_vector_add_table_csv_json_and_traces(tmp_path, capsys):
+    out = tmp_path / "traces"
+    args = ["bench", "--op", "vector_add", "--num-inputs", "2", "--metrics", "latency,gbps,speedup,accuracy,kineto_trace",
+            "--output-dir", str(out), "--csv", str(tmp_path / "r.csv"), "--json", str(tmp_path / "r.json"), *FAST]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "torch_add-latency" in text and "torch_add-kineto_trace" in text
+    assert "Kineto traces analyzed by kernscope" in text and "ProfilerStep#5" in text
+    p0 = trace_path(out, "vector_add", "torch_add", 0)
+    assert str(p0) in text and p0.exists()
+    df = pl.read_csv(tmp_path / "r.csv")
+    assert df.height == 2 and set(df["impl"]) == {"torch_add"}
+    assert (df["speedup"] == 1.0).all() and df["accuracy"].all()
+    doc = json.loads((tmp_path / "r.json").read_text())
+    r0 = doc["results"][0]
+    assert r0["timing"]["n"] >= 5 and len(r0["timing"]["samples_ms"]) == r0["timing"]["n"]
+    assert r0["analysis"]["step"] == "ProfilerStep#5"
+    assert [k["name"] for k in r0["analysis"]["flush_kernels"]] == ["aten::zero_"]
+    assert [k["name"] for k in r0["analysis"]["compute_kernels"]] == ["aten::add"]
+    assert doc["skipped"] == {"triton_add": "needs a CUDA device"}
+    # same paths on a rerun: no files pile up
+    assert main(args) == 0
+    assert sorted(p.name for p in (out / "vector_add" / "torch_add").iterdir()) == ["input_0.json.gz", "input_1.json.gz"]
+
+
+def test_input_id_only_skip_and_modes(tmp_path):
+    reg = builtin_registry()
+    r = run(reg.get("flash_attention"), device="cpu", mode="bwd", input_id=1, metrics=["latency", "accuracy"],
+            warmup=1, rep=3, output_dir=tmp_path)
+    assert [c.input_id for c in r.cells] == [1]
+    assert r.cells[0].metrics["accuracy"] is True and r.cells[0].metrics["latency"] > 0
+    r = run(reg.get("rms_norm"), device="cpu", only=["torch_rms_norm", "torch_fused_rms_norm"], skip=["torch_fused_rms_norm"],
+            metrics=["latency"], warmup=1, rep=3, num_inputs=1)
+    assert r.impls == ["torch_rms_norm"]
+    with pytest.raises(KernscopeError, match="unknown impl"):
+        run(reg.get("gemm"), device="cpu", only=["nope"])
+    with pytest.raises(KernscopeError, match="unknown metric"):
+        run(reg.get("gemm"), device="cpu", metrics=["latency", "vibes"])
+
+
+def test_all_builtin_operators_run_on_cpu():
+    reg = builtin_registry()
+    for name in reg.names():
+        r = run(reg.get(name), device="cpu", num_inputs=1, metrics=["latency", "accuracy"], warmup=1, rep=3)
+        cpu_impls = [c for c in r.cells]
+        assert cpu_impls, name
+        for c in cpu_impls:
+            assert c.error is None, (name, c.impl, c.error)
+            assert c.metrics["accuracy"] is True, (name, c.impl)
+            assert c.metrics["latency"] > 0
+
+
+def test_user_operator_module_keep_going_and_failure(tmp_path, capsys):
+    mod = tmp_path / "my_ops.py"
+    mod.write_text(USER_OPS)
+    base = ["bench", "--op-module", str(mod), "--op", "my_scale", "--metrics", "latency,accuracy", *FAST]
+    assert main(base + ["--keep-going"]) == 0
+    out = capsys.readouterr().out
+    assert "error: RuntimeError: kaboom" in out
+    assert "wrong-accuracy" in out and "✗" in out
+    assert main(base) == 2
+    assert "my_scale.broken failed on input 0" in capsys.readouterr().err
+    assert main(["bench", "--op-module", str(mod), "--list-ops"]) == 0
+    assert "my_scale" in capsys.readouterr().out
+
+
+def test_analyze_bench_trace_json(tmp_path, capsys):
+    r = run(builtin_registry().get("softmax"), device="cpu", num_inputs=1, metrics=["latency", "kineto_trace"],
+            warmup=1, rep=3, output_dir=tmp_path)
+    p = r.cells[0].trace
+    assert main(["analyze", p, "--format", "json", "--no-cache"]) == 0  # auto-detected as a benchmark trace
+    b = json.loads(capsys.readouterr().out)["benchmark"]
+    assert b["step"] == "ProfilerStep#5"
+    assert b["flush_kernels"][0]["name"] == "aten::zero_"
+    assert b["compute_kernels"][0]["name"] == "aten::softmax"
+    assert b["kernel_time_us"] == pytest.approx(b["compute_kernels"][0]["dur_us"])
+    assert main(["analyze", p, "--format", "json", "--no-bench", "--no-cache"]) == 0
+    assert "benchmark" not in json.loads(capsys.readouterr().out)
+
+
+def test_cudagraph_needs_cuda():
+    with pytest.raises(KernscopeError, match="vector_add.torch_add failed"):
+        run(builtin_registry().get("vector_add"), device="cpu", num_inputs=1, cudagraph=True, warmup=1, rep=3)

@@ -1,0 +1,150 @@
+"""GPU tests (H100): run on the device machine with ``pytest -m gpu tests/test_gpu.py``."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+if not torch.cuda.is_available():  # pragma: no cover - CI has no GPU
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+import polars as pl  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+# The seed's example, with only the import line changed:
+from kernscope.intra import (  # noqa: E402
+    Profiler,
+    ProfilerBuffer,
+    alloc_profiler_buffer,
+    export_to_perfetto_trace,
+    reset_profiler_buffer,
+    set_export_trace_off,
+    set_export_trace_on,
+    tid,
+)
+
+pytestmark = pytest.mark.gpu
+
+
+@triton.jit
+def copy_1d_tilewise_kernel(profiler_buf, src_ptr, dst_ptr, grid_barrier, N, BLOCK_SIZE: tl.constexpr = 1024,
+                            ENABLE_PROFILING: tl.constexpr = True, RING: tl.constexpr = False):
+    pid = tl.program_id(0)
+    num_pids = tl.num_programs(0)
+    profiler = Profiler.create(profiler_buffer=profiler_buf, group_id=0, num_groups=1, is_leader=(tid(0) == 0),
+                               ENABLE_PROFILING=ENABLE_PROFILING, RING=RING)
+    num_tiles = tl.cdiv(N, BLOCK_SIZE)
+    for tile in range(pid, num_tiles, num_pids):
+        offs = tile * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        task = tl.where((tile + 1) * BLOCK_SIZE <= N, 0, 1)  # 0: perfect tile, 1: partial tile
+        profiler = profiler.record(is_start=True, task_type=task)
+        x = tl.load(src_ptr + offs, mask=offs < N)
+        tl.store(dst_ptr + offs, x, mask=offs < N)
+        profiler = profiler.record(is_start=False, task_type=task)
+
+
+def _run(buf, n=1_000_003, grid=264, **kw):
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    barrier = torch.zeros(1, dtype=torch.int32, device="cuda")
+    copy_1d_tilewise_kernel[(grid,)](buf, src, dst, barrier, n, **kw)
+    torch.cuda.synchronize()
+    assert torch.equal(src, dst)
+    return n, grid
+
+
+def test_seed_example_end_to_end(tmp_path):
+    n_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    with ProfilerBuffer(max_num_profile_slots=1_000_000, trace_file=str(tmp_path / "copy"),
+                        task_names=["perfect", "non-perfect"]) as profile_buf:
+        n, grid = _run(profile_buf)
+    from kernscope.intra.host import decode_profiler_buffer
+
+    d = decode_profiler_buffer(profile_buf, ["perfect", "non-perfect"])
+    tiles = -(-n // 1024)
+    assert d.dropped == 0 and d.unpaired == 0
+    assert d.tasks.height == tiles  # every tile's start and end paired
+    assert (d.tasks["duration_ns"] > 0).all()
+    assert d.tasks.filter(pl.col("task") == "non-perfect").height == 1
+    assert d.tasks["sm"].min() >= 0 and d.tasks["sm"].max() < n_sms
+    assert d.tasks["block"].n_unique() == grid
+    assert (tmp_path / "copy.perfetto-trace").stat().st_size > 1000
+    # the Perfetto file decodes back to the same slices
+    from kernscope.intra.export import read_perfetto
+
+    back = read_perfetto((tmp_path / "copy.perfetto-trace").read_bytes())
+    assert back.height == tiles
+
+
+def test_separate_interfaces_and_export_switch(tmp_path):
+    buf = alloc_profiler_buffer(max_num_profile_slots=100_000)
+    reset_profiler_buffer(buf)
+    _run(buf)
+    p = export_to_perfetto_trace(profiler_buffer=buf, task_names=["perfect", "non-perfect"], file_name=str(tmp_path / "sep"))
+    assert p.endswith(".perfetto-trace")
+    set_export_trace_off()
+    try:
+        with ProfilerBuffer(1000, str(tmp_path / "off"), ["a", "b"]) as b2:
+            _run(b2, n=4096, grid=4)
+        assert not (tmp_path / "off.perfetto-trace").exists()
+    finally:
+        set_export_trace_on()
+
+
+def test_overflow_is_counted_and_bounded():
+    from kernscope.intra.layout import buffer_words
+
+    words = buffer_words(264 * 4)  # room for ~2 tiles per block; each block runs ~4
+    big = torch.full((words + 4096,), 7, dtype=torch.int64, device="cuda")
+    buf = big[:words]
+    reset_profiler_buffer(buf)
+    _run(buf)
+    from kernscope.intra.host import decode_profiler_buffer
+
+    d = decode_profiler_buffer(buf, ["perfect", "non-perfect"])
+    assert d.dropped > 0
+    assert (big[words:] == 7).all()  # nothing written past the buffer
+    with pytest.warns(UserWarning, match="dropped"):
+        export_to_perfetto_trace(buf, ["perfect", "non-perfect"], "/tmp/kernscope_overflow")
+
+
+def test_ring_mode_keeps_latest():
+    buf = alloc_profiler_buffer(max_num_profile_slots=264 * 4)
+    _run(buf, RING=True)
+    from kernscope.intra.host import decode_profiler_buffer
+
+    d = decode_profiler_buffer(buf, ["perfect", "non-perfect"])
+    assert d.ring and d.ring_overwritten > 0 and d.dropped == 0
+    assert (d.tasks["duration_ns"] > 0).all()
+    # the partial tile is the very last one: ring mode keeps it
+    assert d.tasks.filter(pl.col("task") == "non-perfect").height == 1
+
+
+def test_disabled_profiling_compiles_away():
+    src = torch.randn(4096, device="cuda")
+    dst = torch.empty_like(src)
+    buf = alloc_profiler_buffer(1000)
+    k_off = copy_1d_tilewise_kernel[(4,)](buf, src, dst, buf, 4096, ENABLE_PROFILING=False)
+    k_on = copy_1d_tilewise_kernel[(4,)](buf, src, dst, buf, 4096, ENABLE_PROFILING=True)
+    ptx_off, ptx_on = k_off.asm["ptx"], k_on.asm["ptx"]
+    assert "globaltimer" not in ptx_off and "globaltimer" in ptx_on
+    assert "bar.sync" not in ptx_off.split(".entry")[1] or ptx_off.count("bar.sync") < ptx_on.count("bar.sync")
+
+
+def test_bench_vector_add_trace_analysis(tmp_path):
+    from kernscope.bench.operators import builtin_registry
+    from kernscope.bench.runner import run
+
+    r = run(builtin_registry().get("vector_add"), device="cuda", only=["torch_add", "triton_add"], num_inputs=1,
+            metrics=["latency", "gbps", "speedup", "accuracy", "kineto_trace"], output_dir=str(tmp_path), warmup=5, rep=20)
+    for c in r.cells:
+        assert c.error is None and c.metrics["accuracy"] is True
+        a = c.analysis
+        assert a["step"].startswith("ProfilerStep#")
+        assert len(a["flush_kernels"]) == 1 and len(a["compute_kernels"]) == 1
+        assert a["kernel_time_us"] > 0
+    names = {c.impl: c.analysis["compute_kernels"][0]["name"] for c in r.cells}
+    assert "_add_kernel" in names["triton_add"]
