@@ -14,7 +14,7 @@ counted but not written (or, with ``RING=True``, overwrite the oldest ones). ``E
 compiles every call away.
 """
 
-from __future__ import annotations
+# no "from __future__ import annotations": Triton aggregates check field types at runtime
 
 import triton
 import triton.language as tl
@@ -23,6 +23,9 @@ try:  # Triton >= 3.4
     from triton.language.core import _aggregate as aggregate
 except ImportError:  # pragma: no cover
     aggregate = tl.core._aggregate  # type: ignore[attr-defined]
+
+# Triton >= 3.5 wants the aggregate constructor marked as a constexpr function
+_constexpr_function = getattr(triton, "constexpr_function", lambda f: f)
 
 from .layout import DELTA_SHIFT, GLOBAL_HEADER_WORDS, REGION_HEADER_WORDS, START_BIT
 
@@ -74,6 +77,7 @@ class Profiler:
     RING: tl.constexpr
     CYCLES: tl.constexpr
 
+    @_constexpr_function
     def __init__(self, base, idx, cap, t0, is_leader, ENABLE_PROFILING, RING, CYCLES):
         self.base = base
         self.idx = idx
