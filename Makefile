@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PIP     = $(VENV)/bin/pip
-EXAMPLE = kernscope/examples/h100_gpt_train_step.pt.trace.json.gz
+EXAMPLE = kernscope/examples/h200_gpt_train_step.pt.trace.json.gz
 TORCH_CPU ?= torch==2.13.0
 
 .PHONY: install install-test demo test bench-load clean

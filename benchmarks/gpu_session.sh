@@ -16,21 +16,26 @@ cat "$OUT/env.txt"
 
 if [ "$PART" = all ] || [ "$PART" = 1 ]; then
   echo "== example trace"
-  timeout 300 python3 examples/record_example_trace.py "$OUT/h100_gpt_train_step.pt.trace.json.gz" 2>&1 | tail -3
-  ks analyze "$OUT/h100_gpt_train_step.pt.trace.json.gz" --top 8 > "$OUT/example_analyze.txt" 2>&1; tail -30 "$OUT/example_analyze.txt"
+  timeout 300 python3 examples/record_example_trace.py "$OUT/h200_gpt_train_step.pt.trace.json.gz" 2>&1 | tail -3
+  ks analyze "$OUT/h200_gpt_train_step.pt.trace.json.gz" --top 8 > "$OUT/example_analyze.txt" 2>&1; tail -30 "$OUT/example_analyze.txt"
   echo "== GPU tests"
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
   echo "== intra overhead"
   timeout 500 python3 benchmarks/bench_intra.py --out "$OUT/bench_intra.json" > "$OUT/bench_intra.log" 2>&1; tail -12 "$OUT/bench_intra.log"
 fi
-if [ "$PART" = all ] || [ "$PART" = 2 ]; then
+if [ "$PART" = tests ]; then
+  timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
+fi
+if [ "$PART" = seed ]; then
   echo "== seed example"
-  timeout 300 ks bench --op flash_attention --num-inputs 2 --metrics latency,tflops,kineto_trace --only sdpa_flash,sdpa_cudnn,triton_flash \
+  timeout 200 ks bench --op flash_attention --num-inputs 2 --metrics latency,tflops,kineto_trace --only sdpa_flash,sdpa_cudnn,triton_flash \
      --output-dir "$OUT/traces" --json "$OUT/bench_seed.json" > "$OUT/bench_seed.txt" 2>"$OUT/bench_seed.err"; cat "$OUT/bench_seed.txt"; tail -3 "$OUT/bench_seed.err"
-  for op in vector_add softmax layer_norm rms_norm cross_entropy gemm; do
+fi
+if [ "$PART" = ops ]; then
+  for op in $2; do
     m=latency,gbps,speedup,accuracy,kineto_trace; [ $op = gemm ] && m=latency,tflops,speedup,accuracy,kineto_trace
-    timeout 240 ks bench --op $op --metrics $m --keep-going --output-dir "$OUT/traces" --json "$OUT/bench_$op.json" > "$OUT/bench_$op.txt" 2>"$OUT/bench_$op.err"
-    echo "-- $op rc=$?"; head -30 "$OUT/bench_$op.txt"
+    timeout ${3:-150} ks bench --op $op --metrics $m --keep-going --output-dir "$OUT/traces" --json "$OUT/bench_$op.json" > "$OUT/bench_$op.txt" 2>"$OUT/bench_$op.err"
+    echo "-- $op rc=$?"; cat "$OUT/bench_$op.txt"; grep -v "^…" "$OUT/bench_$op.err" | tail -3
   done
 fi
 if [ "$PART" = all ] || [ "$PART" = 3 ]; then

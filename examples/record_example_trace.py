@@ -1,8 +1,8 @@
 """Record the bundled example trace: a small GPT training step plus a CUDA-graph inference replay.
 
-Run on a GPU machine (it was recorded on an H100):
+Run on a GPU machine (the bundled one was recorded on an NVIDIA H200):
 
-    python examples/record_example_trace.py kernscope/examples/h100_gpt_train_step.pt.trace.json.gz
+    python examples/record_example_trace.py kernscope/examples/h200_gpt_train_step.pt.trace.json.gz
 
 The trace has ProfilerStep#N windows, SDPA attention, GEMMs, LayerNorm, AdamW (fused multi-tensor),
 cross entropy, memcpy/memset, and a cudaGraphLaunch replaying the model's forward pass.
@@ -108,4 +108,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "h100_gpt_train_step.pt.trace.json.gz")
+    main(sys.argv[1] if len(sys.argv) > 1 else "h200_gpt_train_step.pt.trace.json.gz")

@@ -97,7 +97,7 @@ def test_separate_interfaces_and_export_switch(tmp_path):
 def test_overflow_is_counted_and_bounded():
     from kernscope.intra.layout import buffer_words
 
-    words = buffer_words(264 * 4)  # room for ~2 tiles per block; each block runs ~4
+    words = buffer_words(264 * 2)  # regions of 8 words: 2 records each, and each block runs ~4 tiles
     big = torch.full((words + 4096,), 7, dtype=torch.int64, device="cuda")
     buf = big[:words]
     reset_profiler_buffer(buf)
@@ -112,7 +112,7 @@ def test_overflow_is_counted_and_bounded():
 
 
 def test_ring_mode_keeps_latest():
-    buf = alloc_profiler_buffer(max_num_profile_slots=264 * 4)
+    buf = alloc_profiler_buffer(max_num_profile_slots=264 * 2)
     _run(buf, RING=True)
     from kernscope.intra.host import decode_profiler_buffer
 

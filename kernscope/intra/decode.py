@@ -135,30 +135,55 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
         t = t0 + np.rint(delta / f[reg]).astype(np.int64)
     else:
         t = t0 + delta
-    rec = pl.DataFrame({"region": reg, "seq": j, "task_type": task, "is_start": is_start, "t": t})
-    rec = rec.with_columns(pl.int_range(pl.len()).over(["region", "task_type", "is_start"]).alias("nth"))
-    starts = rec.filter(pl.col("is_start")).select("region", "task_type", "nth", pl.col("t").alias("start_ns"))
-    ends = rec.filter(~pl.col("is_start")).select("region", "task_type", "nth", pl.col("t").alias("end_ns"))
-    if ring:
-        # the oldest kept record of a wrapped region may be an end whose start was overwritten:
-        # align by dropping leading ends that precede the first start of that task
-        first_start = starts.group_by("region", "task_type").agg(pl.col("start_ns").min().alias("_fs"))
-        ends = (ends.join(first_start, on=["region", "task_type"], how="left")
-                .filter(pl.col("_fs").is_not_null() & (pl.col("end_ns") >= pl.col("_fs"))).drop("_fs")
-                .with_columns(pl.int_range(pl.len()).over(["region", "task_type"]).alias("nth")))
-    pairs = starts.join(ends, on=["region", "task_type", "nth"], how="full", coalesce=True)
-    complete = pairs.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
-    out.unpaired = int(pairs.height - complete.height)
-    smid = pl.Series("sm", regions[:, R_SMID])
-    n_types = int(task.max()) + 1 if task.size else 0
-    lut = pl.Series("task", [task_name(names, t) for t in range(n_types)], dtype=pl.String)
-    region_idx = complete["region"]
-    tasks = complete.with_columns(
-        (pl.col("region") // groups).alias("block"),
-        (pl.col("region") % groups).alias("group"),
-        smid.gather(region_idx).alias("sm"),
-        lut.gather(complete["task_type"]).alias("task"),
-        (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
+    starts_m = is_start
+    n_types = int(task.max()) + 1 if task.size else 1
+    key = reg.astype(np.int64) * n_types + task  # (region, task) group, records already in write order
+
+    def ranked(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows of ``mask`` sorted by (key, write order) and their rank within their key."""
+        rows = np.flatnonzero(mask)
+        rows = rows[np.argsort(key[rows], kind="stable")]
+        k = key[rows]
+        first = np.searchsorted(k, k, side="left")
+        return rows, k, np.arange(len(rows)) - first
+
+    s_rows, s_key, s_nth = ranked(starts_m)
+    e_rows, e_key, e_nth = ranked(~starts_m)
+    if ring and len(e_rows):
+        # the oldest kept record of a wrapped region may be an end whose start was overwritten
+        if len(s_rows):
+            first_t = np.full(int(key.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+            np.minimum.at(first_t, s_key, t[s_rows])
+            keep = t[e_rows] >= first_t[e_key]
+        else:
+            keep = np.zeros(len(e_rows), bool)
+        e_rows = e_rows[keep]
+        e_key = e_key[keep]
+        e_nth = np.arange(len(e_rows)) - np.searchsorted(e_key, e_key, side="left")
+    n_keys = int(key.max()) + 1 if key.size else 1
+    cnt_s = np.bincount(s_key, minlength=n_keys)
+    cnt_e = np.bincount(e_key, minlength=n_keys)
+    ps = s_rows[s_nth < cnt_e[s_key]]
+    pe = e_rows[e_nth < cnt_s[e_key]]
+    out.unpaired = int(len(s_rows) + len(e_rows) - 2 * len(ps))
+    smid = regions[:, R_SMID]
+    lut = np.array([task_name(names, i) for i in range(n_types)], dtype=object)
+    r = reg[ps]
+    start_ns, end_ns = t[ps], t[pe]
+    order = np.lexsort((r, start_ns))
+    r, start_ns, end_ns = r[order], start_ns[order], end_ns[order]
+    tt = task[ps][order]
+    out.tasks = pl.DataFrame(
+        {
+            "block": r // groups,
+            "group": r % groups,
+            "sm": smid[r],
+            "task_type": tt,
+            "task": pl.Series(lut[tt], dtype=pl.String),
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "duration_ns": end_ns - start_ns,
+        },
+        schema=SCHEMA,
     )
-    out.tasks = tasks.select(list(SCHEMA)).sort(["start_ns", "block"])
     return out
