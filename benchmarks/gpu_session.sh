@@ -28,24 +28,24 @@ if [ "$PART" = tests ]; then
 fi
 if [ "$PART" = seed ]; then
   echo "== seed example"
-  timeout 200 ks bench --op flash_attention --num-inputs 2 --metrics latency,tflops,kineto_trace --only sdpa_flash,sdpa_cudnn,triton_flash \
+  timeout 200 python3 -m kernscope bench --op flash_attention --num-inputs 2 --metrics latency,tflops,kineto_trace --only sdpa_flash,sdpa_cudnn,triton_flash \
      --output-dir "$OUT/traces" --json "$OUT/bench_seed.json" > "$OUT/bench_seed.txt" 2>"$OUT/bench_seed.err"; cat "$OUT/bench_seed.txt"; tail -3 "$OUT/bench_seed.err"
 fi
 if [ "$PART" = ops ]; then
   for op in $2; do
     m=latency,gbps,speedup,accuracy,kineto_trace; [ $op = gemm ] && m=latency,tflops,speedup,accuracy,kineto_trace
-    timeout ${3:-150} ks bench --op $op --metrics $m --keep-going --output-dir "$OUT/traces" --json "$OUT/bench_$op.json" > "$OUT/bench_$op.txt" 2>"$OUT/bench_$op.err"
+    timeout ${3:-150} python3 -m kernscope bench --op $op --metrics $m --keep-going --output-dir "$OUT/traces" --json "$OUT/bench_$op.json" > "$OUT/bench_$op.txt" 2>"$OUT/bench_$op.err"
     echo "-- $op rc=$?"; cat "$OUT/bench_$op.txt"; grep -v "^…" "$OUT/bench_$op.err" | tail -3
   done
 fi
 if [ "$PART" = all ] || [ "$PART" = 3 ]; then
-  timeout 200 ks bench --op gemm --dtype float8_e4m3fn --metrics latency,tflops,speedup,accuracy --keep-going --num-inputs 6 --json "$OUT/bench_gemm_fp8.json" > "$OUT/bench_gemm_fp8.txt" 2>&1; echo "-- gemm fp8"; head -12 "$OUT/bench_gemm_fp8.txt"
+  timeout 200 python3 -m kernscope bench --op gemm --dtype float8_e4m3fn --metrics latency,tflops,speedup,accuracy --keep-going --num-inputs 6 --json "$OUT/bench_gemm_fp8.json" > "$OUT/bench_gemm_fp8.txt" 2>&1; echo "-- gemm fp8"; head -12 "$OUT/bench_gemm_fp8.txt"
   for mode in fwd bwd; do
-    timeout 280 ks bench --op flash_attention --mode $mode --metrics latency,tflops,speedup,accuracy,kineto_trace --keep-going --output-dir "$OUT/traces_$mode" --json "$OUT/bench_fa_$mode.json" > "$OUT/bench_fa_$mode.txt" 2>"$OUT/bench_fa_$mode.err"
+    timeout 280 python3 -m kernscope bench --op flash_attention --mode $mode --metrics latency,tflops,speedup,accuracy,kineto_trace --keep-going --output-dir "$OUT/traces_$mode" --json "$OUT/bench_fa_$mode.json" > "$OUT/bench_fa_$mode.txt" 2>"$OUT/bench_fa_$mode.err"
     echo "-- flash_attention $mode rc=$?"; head -30 "$OUT/bench_fa_$mode.txt"; tail -3 "$OUT/bench_fa_$mode.err"
   done
   echo "== run-to-run spread"
-  for i in 1 2 3; do timeout 120 ks bench --op gemm --num-inputs 6 --only torch_matmul --metrics latency --json "$OUT/repeat_gemm_$i.json" > /dev/null 2>&1; done
-  for i in 1 2 3; do timeout 120 ks bench --op softmax --only torch_softmax,triton_softmax --metrics latency --json "$OUT/repeat_softmax_$i.json" > /dev/null 2>&1; done
+  for i in 1 2 3; do timeout 120 python3 -m kernscope bench --op gemm --num-inputs 6 --only torch_matmul --metrics latency --json "$OUT/repeat_gemm_$i.json" > /dev/null 2>&1; done
+  for i in 1 2 3; do timeout 120 python3 -m kernscope bench --op softmax --only torch_softmax,triton_softmax --metrics latency --json "$OUT/repeat_softmax_$i.json" > /dev/null 2>&1; done
   ls "$OUT"
 fi
