@@ -108,17 +108,45 @@ def estimate_ms(fn: Callable[[], Any], device: str, flusher: L2Flusher | None, n
     return bench(fn, device=device, flusher=flusher, reps=n).median_ms
 
 
+def launch_shield_cycles(fn: Callable[[], Any], device: str) -> int:
+    """GPU cycles to spin before each timed call so the CPU has queued flush + call before the GPU gets there.
+
+    Without it a call whose host-side launch takes longer than the flush (Python dispatch, Triton's
+    launcher: tens of µs) is timed with the GPU idling for its launch: latency = launch overhead, not
+    GPU time. The spin is not inside the timed region.
+    """
+    import torch
+
+    if not hasattr(torch.cuda, "_sleep"):
+        return 0
+    t0 = time.perf_counter()
+    fn()
+    host_us = (time.perf_counter() - t0) * 1e6
+    torch.cuda.synchronize(device)
+    props = torch.cuda.get_device_properties(device)
+    khz = getattr(props, "clock_rate", 0) or 2_000_000  # kHz
+    return int((2 * host_us + 50) * khz / 1000)
+
+
 def bench(fn: Callable[[], Any], *, device: str, flusher: L2Flusher | None, reps: int,
-          before: Callable[[], None] | None = None) -> Timing:
-    """Time ``reps`` calls, each after a flush (and ``before``, e.g. clearing grads), one sample per call."""
+          before: Callable[[], None] | None = None, shield: int | None = None) -> Timing:
+    """Time ``reps`` calls, each after a flush (and ``before``, e.g. clearing grads), one sample per call.
+
+    On CUDA each call is preceded by a GPU spin of ``shield`` cycles (default: sized from the call's
+    host launch time) so the measured interval holds GPU work only, not launch latency.
+    """
     if device.startswith("cuda"):
         import torch
 
+        if shield is None:
+            shield = launch_shield_cycles(fn, device)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for i in range(reps):
             if before is not None:
                 before()
+            if shield:
+                torch.cuda._sleep(shield)
             if flusher is not None:
                 flusher()
             starts[i].record()
@@ -149,7 +177,8 @@ def do_bench(fn: Callable[[], Any], *, device: str, warmup: float = 25.0, rep: f
             before()
         fn()
     _sync(device)
-    return bench(fn, device=device, flusher=flusher, reps=n_rep, before=before)
+    shield = launch_shield_cycles(fn, device) if device.startswith("cuda") else 0
+    return bench(fn, device=device, flusher=flusher, reps=n_rep, before=before, shield=shield)
 
 
 def do_bench_cudagraph(fn: Callable[[], Any], *, device: str, rep: float = 100.0, flusher: L2Flusher | None = None,

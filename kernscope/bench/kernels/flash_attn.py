@@ -18,7 +18,7 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _fwd(Q, K, V, O, L, qk_scale, sz, sh, sm, sd, H, N_CTX,
+def _attn_fwd(Q, K, V, O, L, qk_scale, sz, sh, sm, sd, H, N_CTX,
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -56,7 +56,7 @@ def _fwd(Q, K, V, O, L, qk_scale, sz, sh, sm, sd, H, N_CTX,
 
 
 @triton.jit
-def _bwd_dkdv(Q, K, V, DO, L, D, DK, DV, qk_scale, sm_scale, sz, sh, sm, sd, H, N_CTX,
+def _attn_bwd_dkdv(Q, K, V, DO, L, D, DK, DV, qk_scale, sm_scale, sz, sh, sm, sd, H, N_CTX,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
     start_n = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -94,7 +94,7 @@ def _bwd_dkdv(Q, K, V, DO, L, D, DK, DV, qk_scale, sm_scale, sz, sh, sm, sd, H, 
 
 
 @triton.jit
-def _bwd_dq(Q, K, V, DO, L, D, DQ, qk_scale, sm_scale, sz, sh, sm, sd, H, N_CTX,
+def _attn_bwd_dq(Q, K, V, DO, L, D, DQ, qk_scale, sm_scale, sz, sh, sm, sd, H, N_CTX,
             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr):
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -146,7 +146,7 @@ class _FlashAttention(torch.autograd.Function):
         lse = torch.empty((b * h, n), device=q.device, dtype=torch.float32)
         bm, bn = 128, 64
         grid = (triton.cdiv(n, bm), b * h)
-        _fwd[grid](q, k, v, o, lse, sm_scale * LOG2E, q.stride(0), q.stride(1), q.stride(2), q.stride(3), h, n,
+        _attn_fwd[grid](q, k, v, o, lse, sm_scale * LOG2E, q.stride(0), q.stride(1), q.stride(2), q.stride(3), h, n,
                    BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=d, CAUSAL=causal, num_warps=4 if d <= 64 else 8,
                    num_stages=3 if d <= 64 else 2)
         ctx.save_for_backward(q, k, v, o, lse)
@@ -162,9 +162,9 @@ class _FlashAttention(torch.autograd.Function):
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         args = (ctx.sm_scale * LOG2E, ctx.sm_scale, q.stride(0), q.stride(1), q.stride(2), q.stride(3), h, n)
         warps = 4 if d <= 64 else 8
-        _bwd_dkdv[(triton.cdiv(n, 64), b * h)](q, k, v, do, lse, delta, dk, dv, *args, BLOCK_M=64, BLOCK_N=64,
+        _attn_bwd_dkdv[(triton.cdiv(n, 64), b * h)](q, k, v, do, lse, delta, dk, dv, *args, BLOCK_M=64, BLOCK_N=64,
                                                HEAD_DIM=d, CAUSAL=ctx.causal, num_warps=warps, num_stages=2)
-        _bwd_dq[(triton.cdiv(n, 64), b * h)](q, k, v, do, lse, delta, dq, *args, BLOCK_M=64, BLOCK_N=64,
+        _attn_bwd_dq[(triton.cdiv(n, 64), b * h)](q, k, v, do, lse, delta, dq, *args, BLOCK_M=64, BLOCK_N=64,
                                              HEAD_DIM=d, CAUSAL=ctx.causal, num_warps=warps, num_stages=2)
         return dq, dk, dv, None, None
 

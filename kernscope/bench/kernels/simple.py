@@ -87,7 +87,7 @@ def rms_norm(x, w, eps=1e-6):
 
 
 @triton.jit
-def _ce_kernel(logits_ptr, target_ptr, loss_ptr, stride, n_cols, BLOCK: tl.constexpr):
+def _cross_entropy_kernel(logits_ptr, target_ptr, loss_ptr, stride, n_cols, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     base = logits_ptr + row * stride
     m = -float("inf")
@@ -106,5 +106,5 @@ def _ce_kernel(logits_ptr, target_ptr, loss_ptr, stride, n_cols, BLOCK: tl.const
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     m, n = logits.shape
     loss = torch.empty(m, dtype=torch.float32, device=logits.device)
-    _ce_kernel[(m,)](logits, target, loss, logits.stride(0), n, BLOCK=4096, num_warps=8)
+    _cross_entropy_kernel[(m,)](logits, target, loss, logits.stride(0), n, BLOCK=4096, num_warps=8)
     return loss.mean()
