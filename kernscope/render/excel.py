@@ -29,8 +29,8 @@ def report_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
     }
 
 
-def write_xlsx(a: Analysis, path: str | os.PathLike[str]) -> None:
-    sheets = report_sheets(a)
+def write_xlsx(a: Analysis, path: str | os.PathLike[str], sheets: dict[str, pl.DataFrame] | None = None) -> None:
+    sheets = sheets if sheets is not None else report_sheets(a)
     with atomic_path(path) as tmp:
         import xlsxwriter
 
@@ -42,7 +42,7 @@ def write_xlsx(a: Analysis, path: str | os.PathLike[str]) -> None:
             wb.close()
 
 
-def write_csv_dir(a: Analysis, directory: str | os.PathLike[str]) -> None:
+def write_csv_dir(a: Analysis, directory: str | os.PathLike[str], sheets: dict[str, pl.DataFrame] | None = None) -> None:
     """One CSV per sheet in ``directory`` (written to a temp dir, then moved in)."""
     d = Path(directory)
     try:
@@ -51,7 +51,7 @@ def write_csv_dir(a: Analysis, directory: str | os.PathLike[str]) -> None:
     except OSError as e:
         raise KernscopeError(f"{d}: cannot write report ({e.strerror})") from None
     try:
-        for name, df in report_sheets(a).items():
+        for name, df in (sheets if sheets is not None else report_sheets(a)).items():
             df.write_csv(tmp / f"{name}.csv")
         for f in tmp.iterdir():
             os.replace(f, d / f.name)
