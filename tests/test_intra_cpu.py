@@ -184,10 +184,9 @@ def test_perfetto_structure_and_roundtrip(tmp_path):
 def test_protobuf_varints_match_reference_encoding():
     vals = np.array([0, 1, 127, 128, 300, 2**32, 2**63 - 1], dtype=np.int64)
     rows = pb.varints(vals)
-    off = 0
-    for v, ln in zip(vals, rows.lengths):
-        assert rows.data[off:off + ln].tobytes() == pb.varint_bytes(int(v))
-        off += ln
+    for i, v in enumerate(vals):
+        assert rows.mat[i][rows.mask[i]].tobytes() == pb.varint_bytes(int(v))
+    assert rows.tobytes() == b"".join(pb.varint_bytes(int(v)) for v in vals)
 
 
 def test_chrome_export_and_cli(tmp_path, capsys):

@@ -29,7 +29,7 @@ DA_NAME_IID, DA_INT = 1, 4
 ID_EVENT_NAMES, ID_DEBUG_NAMES = 2, 3
 SLICE_BEGIN, SLICE_END = 1, 2
 SEQ_CLEARED, SEQ_NEEDS_STATE = 1, 2
-ARG_NAMES = ("block", "group", "sm")
+ARG_NAMES = ("block", "group")  # the SM is the track
 
 
 @dataclass
@@ -72,11 +72,6 @@ def assign_lanes(tasks: pl.DataFrame) -> Lanes:
     return Lanes(units.select("block", "group", "sm").with_columns(pl.Series("lane", lane)), per_sm)
 
 
-def _mask(rows: pb.Rows, keep: np.ndarray) -> pb.Rows:
-    byte_keep = np.repeat(keep, rows.lengths)
-    return pb.Rows(rows.data[byte_keep], np.where(keep, rows.lengths, 0))
-
-
 def perfetto_bytes(tasks: pl.DataFrame, task_names: list[str] | None = None, *, title: str = "kernscope intra-kernel") -> bytes:
     """Encode tasks as a Perfetto trace (``Trace`` protobuf)."""
     lanes = assign_lanes(tasks) if tasks.height else Lanes(pl.DataFrame(schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "lane": pl.Int64}), {})
@@ -110,20 +105,43 @@ def perfetto_bytes(tasks: pl.DataFrame, task_names: list[str] | None = None, *, 
     ts, is_begin = ts[order], is_begin[order]
     src = np.concatenate([np.arange(n), np.arange(n)])[order]
     trk = track[src]
-    iid = np.array([name_iid[x] for x in t["task"].to_list()], dtype=np.int64)[src]
-    m = 2 * n
-    ev_type = pb.varint_field(TE_TYPE, np.where(is_begin, SLICE_BEGIN, SLICE_END))
-    ev_track = pb.varint_field(TE_TRACK, trk)
-    ev_name = _mask(pb.varint_field(TE_NAME_IID, iid), is_begin)
-    anns = []
-    for k, col in enumerate(ARG_NAMES):
-        body = pb.concat_rows(m, [pb.field_varint(DA_NAME_IID, k + 1), pb.varint_field(DA_INT, t[col].to_numpy()[src])])
-        anns.append(_mask(pb.message_field(TE_DEBUG, body), is_begin))
-    track_event = pb.concat_rows(m, [ev_type, ev_track, ev_name, *anns])
-    packet = pb.concat_rows(m, [pb.varint_field(P_TIMESTAMP, ts), pb.field_varint(P_SEQ_ID, SEQ_ID),
-                                pb.field_varint(P_SEQ_FLAGS, SEQ_NEEDS_STATE), pb.message_field(P_TRACK_EVENT, track_event)])
-    packets = pb.message_field(TRACE_PACKET, packet)
-    return bytes(head) + packets.tobytes()
+    iid = t["task"].replace_strict(name_iid, return_dtype=pl.Int64).to_numpy()[src]
+    block = t["block"].to_numpy()[src]
+    group = t["group"].to_numpy()[src]
+    chunks = [bytes(head)]
+    step = 1 << 16  # encode in chunks that stay cache-resident
+    for a in range(0, 2 * n, step):
+        b = min(2 * n, a + step)
+        chunks.append(_encode_slices(ts[a:b], is_begin[a:b], trk[a:b], iid[a:b], block[a:b], group[a:b]))
+    return b"".join(chunks)
+
+
+def _encode_slices(ts: np.ndarray, is_begin: np.ndarray, trk: np.ndarray, iid: np.ndarray, block: np.ndarray,
+                   group: np.ndarray) -> bytes:
+    """Slice begin/end TracePackets, vectorized. Begin packets carry the interned name and args."""
+    m = len(ts)
+    # One flat list of columns for the whole packet, nested lengths computed arithmetically, so
+    # the bytes are assembled by a single horizontal stack and one boolean gather.
+    te_cols: list[pb.Column] = [
+        pb.tag(TE_TYPE, pb.WT_VARINT), pb.varints(np.where(is_begin, SLICE_BEGIN, SLICE_END)),
+        pb.tag(TE_TRACK, pb.WT_VARINT), pb.varints(trk),
+        pb.const_rows(pb.tag(TE_NAME_IID, pb.WT_VARINT), is_begin), pb.varints(iid).keep(is_begin),
+    ]
+    for k, values in enumerate((block, group)):
+        val = pb.varints(values).keep(is_begin)
+        body_len = 1 + 1 + 1 + val.lengths  # name_iid tag+value, int_value tag, value
+        te_cols += [
+            pb.const_rows(pb.tag(TE_DEBUG, pb.WT_LEN), is_begin), pb.varints(body_len).keep(is_begin),
+            pb.const_rows(pb.field_varint(DA_NAME_IID, k + 1) + pb.tag(DA_INT, pb.WT_VARINT), is_begin), val,
+        ]
+    te_len = pb.column_lengths(te_cols, m)
+    pk_cols: list[pb.Column] = [
+        pb.tag(P_TIMESTAMP, pb.WT_VARINT), pb.varints(ts), pb.field_varint(P_SEQ_ID, SEQ_ID),
+        pb.const_rows(pb.field_varint(P_SEQ_FLAGS, SEQ_NEEDS_STATE), is_begin),
+        pb.tag(P_TRACK_EVENT, pb.WT_LEN), pb.varints(te_len), *te_cols,
+    ]
+    pk_len = pb.column_lengths(pk_cols, m)
+    return pb.concat_rows(m, [pb.tag(TRACE_PACKET, pb.WT_LEN), pb.varints(pk_len), *pk_cols]).tobytes()
 
 
 def chrome_trace(tasks: pl.DataFrame) -> dict:
@@ -206,7 +224,8 @@ def read_perfetto(data: bytes) -> pl.DataFrame:
             begins.setdefault(trk, []).append((ts, iid, args))
         elif typ == SLICE_END:
             s, iid0, a = begins[trk].pop()
-            rows.append({"block": a.get(1), "group": a.get(2), "sm": a.get(3), "task": names.get(iid0, str(iid0)),
+            sm = (trk - LANE_UUID_BASE) >> 16 if trk >= LANE_UUID_BASE else None  # the SM is the track
+            rows.append({"block": a.get(1), "group": a.get(2), "sm": sm, "task": names.get(iid0, str(iid0)),
                          "start_ns": s, "end_ns": ts, "duration_ns": ts - s})
     return pl.DataFrame(rows, schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "task": pl.String,
                                       "start_ns": pl.Int64, "end_ns": pl.Int64, "duration_ns": pl.Int64})

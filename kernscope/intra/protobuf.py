@@ -51,17 +51,32 @@ def field_string(field: int, s: str) -> bytes:
 # -- vectorized rows ------------------------------------------------------------------------------
 @dataclass
 class Rows:
-    """``n`` encoded byte strings stored flat: ``data[offsets[i]:offsets[i+1]]`` is row i."""
+    """``n`` encoded byte strings as a padded matrix: row i is ``mat[i][mask[i]]``.
 
-    data: np.ndarray  # uint8
-    lengths: np.ndarray  # int64
+    Keeping rows padded makes concatenation a horizontal stack; one boolean gather at the end
+    (``tobytes``) lays every row out back to back, in order.
+    """
+
+    mat: np.ndarray  # uint8 (n, w)
+    mask: np.ndarray  # bool (n, w)
+    lens: np.ndarray | None = None  # per-row byte counts, when known
 
     @property
     def n(self) -> int:
-        return len(self.lengths)
+        return self.mat.shape[0]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        if self.lens is None:
+            self.lens = self.mask.sum(axis=1, dtype=np.int64)
+        return self.lens
 
     def tobytes(self) -> bytes:
-        return self.data.tobytes()
+        return self.mat[self.mask].tobytes()
+
+    def keep(self, rows: np.ndarray) -> "Rows":
+        """Empty the rows where ``rows`` is False."""
+        return Rows(self.mat, self.mask & rows[:, None], np.where(rows, self.lengths, 0))
 
 
 Column = Union[bytes, Rows]
@@ -74,43 +89,51 @@ def varints(values: np.ndarray) -> Rows:
     nbytes = np.ones(n, dtype=np.int64)
     x = v >> np.uint64(7)
     while x.any():
-        nz = x != 0
-        nbytes += nz
+        nbytes += x != 0
         x = x >> np.uint64(7)
     width = int(nbytes.max()) if n else 1
     shifts = (np.arange(width, dtype=np.uint64) * np.uint64(7))[None, :]
     groups = ((v[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
     cont = np.arange(width)[None, :] < (nbytes[:, None] - 1)
-    groups = groups | (cont.astype(np.uint8) << np.uint8(7))
-    keep = np.arange(width)[None, :] < nbytes[:, None]
-    return Rows(groups[keep], nbytes)
+    groups |= cont.astype(np.uint8) << np.uint8(7)
+    return Rows(groups, np.arange(width)[None, :] < nbytes[:, None], nbytes)
+
+
+def const_rows(data: bytes, keep: np.ndarray) -> Rows:
+    """The constant ``data`` on rows where ``keep`` is True, nothing elsewhere."""
+    n, k = len(keep), len(data)
+    mat = np.broadcast_to(np.frombuffer(data, dtype=np.uint8), (n, k))
+    return Rows(mat, np.broadcast_to(keep[:, None], (n, k)), np.where(keep, k, 0))
 
 
 def concat_rows(n: int, columns: list[Column]) -> Rows:
     """Row-wise concatenation of columns (constants repeat on every row)."""
-    lengths = np.zeros(n, dtype=np.int64)
-    for c in columns:
-        lengths += len(c) if isinstance(c, bytes) else c.lengths
-    total = int(lengths.sum())
-    out = np.empty(total, dtype=np.uint8)
-    row_start = np.cumsum(lengths) - lengths
-    pos = row_start.copy()
+    mats, masks = [], []
     for c in columns:
         if isinstance(c, bytes):
             if not c:
                 continue
-            k = len(c)
-            idx = pos[:, None] + np.arange(k)[None, :]
-            out[idx.ravel()] = np.tile(np.frombuffer(c, dtype=np.uint8), n)
-            pos += k
+            mats.append(np.broadcast_to(np.frombuffer(c, dtype=np.uint8), (n, len(c))))
+            masks.append(np.ones((n, len(c)), dtype=bool))
         else:
             if c.n != n:
                 raise ValueError("column length mismatch")
-            if len(c.data):
-                within = np.arange(len(c.data)) - np.repeat(np.cumsum(c.lengths) - c.lengths, c.lengths)
-                out[np.repeat(pos, c.lengths) + within] = c.data
-            pos += c.lengths
-    return Rows(out, lengths)
+            mats.append(c.mat)
+            masks.append(c.mask)
+    if not mats:
+        return Rows(np.zeros((n, 0), np.uint8), np.zeros((n, 0), bool), np.zeros(n, np.int64))
+    lens = np.zeros(n, dtype=np.int64)
+    for c in columns:
+        lens += len(c) if isinstance(c, bytes) else c.lengths
+    return Rows(np.hstack(mats), np.hstack(masks), lens)
+
+
+def column_lengths(columns: list[Column], n: int) -> np.ndarray:
+    """Per-row byte count of the concatenation of ``columns`` (without building it)."""
+    lens = np.zeros(n, dtype=np.int64)
+    for c in columns:
+        lens += len(c) if isinstance(c, bytes) else c.lengths
+    return lens
 
 
 def message_field(field: int, body: Rows) -> Rows:
