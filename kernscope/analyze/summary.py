@@ -96,8 +96,13 @@ def analyze(
     kern = kern.join(name_cat, on="name", how="left", maintain_order="left")
     by_stream = kernel_summary(g, by=("launcher", "category", "name", "device", "stream"))
     tl_src = g
-    timeline = gpu_timeline(tl_src, by=None, linked_only=linked_only)
-    by_dev = gpu_timeline(tl_src, by="device", linked_only=linked_only)  # cheap: one sort per quantity
+    by_dev = gpu_timeline(tl_src, by="device", linked_only=linked_only)
+    if tl_src["device"].n_unique() <= 1:  # one device: the overall view is that device's
+        timeline = by_dev.drop("device") if "device" in by_dev.columns else by_dev
+        if timeline.height == 0:
+            timeline = gpu_timeline(tl_src, by=None, linked_only=linked_only)
+    else:
+        timeline = gpu_timeline(tl_src, by=None, linked_only=linked_only)
     by_step = gpu_timeline(all_gpu.filter(pl.col("step").is_not_null()), by="step", linked_only=linked_only)
     return Analysis(
         trace=trace,

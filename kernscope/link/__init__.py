@@ -8,7 +8,7 @@ from ..errors import TraceError
 from ..load.kineto import RawTrace
 from ..model import Trace
 from .correlation import launcher_ops, launches, link_gpu
-from .kinds import kind_expr
+from .kinds import classify
 from .steps import assign_steps, steps
 from .tree import call_tree
 
@@ -84,7 +84,7 @@ def _fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 def link(raw: RawTrace, path: str) -> Trace:
     """Link a decoded trace: GPU <-> launch <-> CPU op, python tree, steps, unlinked counts."""
-    ev = raw.events.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64), kind_expr())
+    ev = raw.events.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64), classify(raw.events["ph"], raw.events["cat"]))
     if ev.height == 0:
         raise TraceError(path, "trace has no events ('traceEvents' is empty)")
     _validate(ev, path)
@@ -106,11 +106,17 @@ def link(raw: RawTrace, path: str) -> Trace:
     else:
         events = events.with_columns(pl.lit(None, dtype=pl.Int64).alias("py_parent_idx"))
 
-    gpu = link_gpu(events)
-    ops = launcher_ops(launches(events).filter(pl.col("launch_idx").is_in(gpu["launch_idx"].drop_nulls().implode())), events)
+    launch = launches(events)
+    gpu = link_gpu(events, launch)
+    ops = launcher_ops(launch.filter(pl.col("launch_idx").is_in(gpu["launch_idx"].drop_nulls().implode())), events)
     gpu = gpu.join(ops, on="launch_idx", how="left", maintain_order="left")
     gpu = _fallback_ops(gpu, events)
-    op_names = events.select(pl.col("idx").alias("op_idx"), pl.col("name").cast(pl.String).alias("op_name"))
+    op_names = (
+        events.select(pl.col("idx").alias("op_idx"), "name")
+        .join(gpu.select("op_idx").drop_nulls().unique(), on="op_idx", how="semi")
+        .with_columns(pl.col("name").cast(pl.String).alias("op_name"))
+        .drop("name")
+    )
     gpu = gpu.join(op_names, on="op_idx", how="left", maintain_order="left")
     pid_int = pl.col("pid").cast(pl.String).cast(pl.Int64, strict=False)
     tid_int = pl.col("tid").cast(pl.String).cast(pl.Int64, strict=False)

@@ -58,9 +58,9 @@ def gpu_events(events: pl.DataFrame) -> pl.DataFrame:
     return events.filter(pl.col("kind").is_in(GPU_KINDS))
 
 
-def link_gpu(events: pl.DataFrame) -> pl.DataFrame:
+def link_gpu(events: pl.DataFrame, launch: pl.DataFrame | None = None) -> pl.DataFrame:
     """GPU rows with their launch columns (null where the launch is not in the trace)."""
-    launch = launches(events)
+    launch = launches(events) if launch is None else launch
     g = gpu_events(events).join(launch, on="correlation", how="left")
     return g.with_columns(
         pl.col("launch_name").str.contains(GRAPH_LAUNCH_PATTERN).fill_null(False).alias("graph_launch")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 KINDS = (
@@ -67,3 +68,31 @@ def kind_expr() -> pl.Expr:
         .cast(KindEnum)
         .alias("kind")
     )
+
+
+def _kind_of(ph: str, cat: str) -> str:
+    if ph == "M":
+        return "metadata"
+    if ph in ("s", "f", "t"):
+        return "flow"
+    if ph == "C":
+        return "counter"
+    if ph in ("i", "I", "n"):
+        return "instant"
+    return _CAT_TO_KIND.get(cat.lower(), "other")
+
+
+def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
+    """``kind`` for every row from its interned ``ph``/``cat`` codes: one lookup per distinct pair.
+
+    Works on the physical codes of Enum columns (no per-row string work); falls back to
+    :func:`kind_expr` for plain string columns.
+    """
+    if not (isinstance(ph.dtype, pl.Enum) and isinstance(cat.dtype, pl.Enum)):
+        return pl.DataFrame({"ph": ph, "cat": cat}).select(kind_expr()).to_series()
+    ph_cats = ph.dtype.categories.to_list()
+    cat_cats = cat.dtype.categories.to_list()
+    kind_code = {k: i for i, k in enumerate(KINDS)}
+    lut = np.array([[kind_code[_kind_of(p, c)] for c in cat_cats] for p in ph_cats], dtype=np.uint32).reshape(-1)
+    idx = ph.to_physical().to_numpy().astype(np.int64) * max(len(cat_cats), 1) + cat.to_physical().to_numpy().astype(np.int64)
+    return pl.Series("kind", list(KINDS), dtype=KindEnum).gather(pl.Series(lut[idx], dtype=pl.UInt32))

@@ -40,17 +40,21 @@ ARG_FIELDS: tuple[ArgField, ...] = (
     ArgField("sort_index", "sort_index", "any", since=2),
 )
 
+#: Default of absent integer args: lets a column of plain ints go straight into an int64 array.
+MISSING_INT = -(2**63)
+
 _PY_TYPES: dict[str, Any] = {
-    "int": Union[int, float, str, None],
+    "int": Union[int, str, None],  # some tracers write numbers as strings ("0x1f", "12") or null
     "str": Union[str, None],
-    "intstr": Union[int, float, str, None],
+    "intstr": Union[int, str, None],
     "any": Any,
 }
+_DEFAULTS: dict[str, Any] = {"int": MISSING_INT, "intstr": MISSING_INT, "str": None, "any": None}
 
 #: msgspec struct for ``args``: reads only the keys above, skips the rest without building objects.
 Args = msgspec.defstruct(
     "Args",
-    [(f.column, _PY_TYPES[f.kind], msgspec.field(default=None, name=f.raw)) for f in ARG_FIELDS],
+    [(f.column, _PY_TYPES[f.kind], msgspec.field(default=_DEFAULTS[f.kind], name=f.raw)) for f in ARG_FIELDS],
     frozen=True,
     gc=False,
 )

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import TraceError
-from .argspec import ARG_FIELDS, EMPTY_ARGS, Args
+from .argspec import ARG_FIELDS, EMPTY_ARGS, MISSING_INT, Args
 from .timestamps import parse_us_joined
 
 
@@ -41,7 +41,7 @@ class Event(msgspec.Struct, gc=False):
     tid: Union[int, str, None] = None
     ts: msgspec.Raw = msgspec.Raw(b"")  # raw JSON text, parsed exactly to ns in bulk
     dur: msgspec.Raw = msgspec.Raw(b"")
-    id: Union[int, str, None] = None
+    id: Union[int, str, None] = MISSING_INT
     args: Args = EMPTY_ARGS  # type: ignore[valid-type]
 
 
@@ -100,36 +100,51 @@ def _decode_chunk(buf: bytes) -> dict[str, Any]:
                 raise msgspec.ValidationError(f"'{col}' must be a number - at `$[{where}].{col}`") from None
             out[col] = ns
             out[f"{col}_missing"] = missing
-        out["flow_id"] = _pack(list(map(attrgetter("id"), evs)))
+        out["flow_id"] = _pack_ints(evs, "id")
         args = list(map(attrgetter("args"), evs))
+        meta_rows = None
         for f in ARG_FIELDS:
-            out[f.column] = _pack(list(map(attrgetter(f.column), args)))
+            if f.kind in ("int", "intstr"):
+                out[f.column] = _pack_ints(args, f.column)
+            elif f.kind == "any":  # only metadata events carry these: extract for those rows alone
+                if meta_rows is None:
+                    m_code = out["ph"][0].index("M") if "M" in out["ph"][0] else -1
+                    meta_rows = np.flatnonzero(out["ph"][1] == m_code)
+                get = attrgetter(f.column)
+                out[f.column] = ("sparse", (meta_rows, [get(args[i]) for i in meta_rows.tolist()]), n)
+            else:  # short strings from a small vocabulary: intern (cheap to send back from a worker)
+                table, codes = _intern(list(map(attrgetter(f.column), args)))
+                out[f.column] = ("intern", table, codes)
         del evs, args
     return out
 
 
-def _pack(values: list[Any]) -> tuple[str, Any, Any]:
-    """Int columns travel as (int64 array, null mask) instead of a list of Python objects."""
-    arr = np.array(values, dtype=object)
-    mask = arr == None  # noqa: E711 - elementwise comparison
-    if mask.all():
-        return ("null", len(values), None)
-    filled = np.where(mask, 0, arr)
+def _pack_ints(args: list[Any], column: str) -> tuple[str, Any, Any]:
+    """An integer args column as an int64 array (C loop); absent values are ``MISSING_INT``.
+
+    Falls back to a list when some value is not an int (e.g. "0x1f" strings, or ints beyond int64).
+    """
+    get = attrgetter(column)
     try:
-        ints = filled.astype(np.int64)
+        return ("int", np.fromiter(map(get, args), dtype=np.int64, count=len(args)), None)
     except (TypeError, ValueError, OverflowError):
-        return ("list", values, None)
-    if not (ints == filled).all():  # floats that were truncated
-        return ("list", values, None)
-    return ("int", ints, mask)
+        return ("list", [None if v is None or v == MISSING_INT else v for v in map(get, args)], None)
 
 
 def _unpack(packed: tuple[str, Any, Any]) -> pl.Series:
-    tag, a, mask = packed
-    if tag == "null":
-        return pl.Series(values=[None] * a)
+    tag, a, extra = packed
     if tag == "int":
-        return pl.Series(values=a, dtype=pl.Int64).scatter(np.flatnonzero(mask), None) if mask.any() else pl.Series(values=a, dtype=pl.Int64)
+        s = pl.Series(values=a, dtype=pl.Int64)
+        missing = np.flatnonzero(a == MISSING_INT)
+        return s.scatter(missing, None) if len(missing) else s
+    if tag == "intern":
+        return pl.Series(values=a, dtype=pl.String).gather(pl.Series(extra, dtype=pl.UInt32))
+    if tag == "sparse":
+        rows, vals = a
+        full: list[Any] = [None] * extra
+        for r, v in zip(rows.tolist(), vals):
+            full[r] = v
+        return pl.Series(values=full, strict=False)
     return pl.Series(values=a, strict=False)
 
 
@@ -253,21 +268,28 @@ def decode_events(body: memoryview, path: str, *, workers: int | None = None) ->
     if workers is None:
         workers = min(os.cpu_count() or 1, 8)
     parts: list[dict[str, Any]] | None = None
-    if workers > 1 and size >= PARALLEL_MIN_BYTES:
-        target = max(CHUNK_BYTES, math.ceil(size / (workers * 64)))
-        target = min(target, max(1 << 20, math.ceil(size / workers)))
-        spans = _split(body, target)
-        if len(spans) > 1:
-            try:
-                ctx = get_context("fork")
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    with ProcessPoolExecutor(
-                        max_workers=min(workers, len(spans)), mp_context=ctx, initializer=_worker_init, initargs=(body,)
-                    ) as ex:
-                        parts = list(ex.map(_worker_decode, spans))
-            except (msgspec.DecodeError, msgspec.ValidationError, OverflowError, UnicodeDecodeError):
-                parts = None  # a cut landed inside a string, or bad data: redo serially for an exact message
+    spans = _split(body, max(CHUNK_BYTES, math.ceil(size / (max(workers, 1) * 64)))) if size >= PARALLEL_MIN_BYTES else [(0, size)]
+    if workers > 1 and len(spans) > 1:
+        try:
+            ctx = get_context("fork")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                with ProcessPoolExecutor(
+                    max_workers=min(workers, len(spans)), mp_context=ctx, initializer=_worker_init, initargs=(body,)
+                ) as ex:
+                    parts = list(ex.map(_worker_decode, spans))
+        except (msgspec.DecodeError, msgspec.ValidationError, OverflowError, UnicodeDecodeError):
+            parts = None  # a cut landed inside a string, or bad data: redo serially for an exact message
+    elif len(spans) > 1:  # one process, still chunk by chunk: bounded memory, cache-friendly
+        try:
+            parts = []
+            for a, b in spans:
+                buf = bytearray(b"[")
+                buf += body[a:b]
+                buf += b"]"
+                parts.append(_decode_chunk(buf))
+        except (msgspec.DecodeError, msgspec.ValidationError, OverflowError, UnicodeDecodeError):
+            parts = None
     if parts is None:
         try:
             parts = [_decode_chunk(b"[" + bytes(body) + b"]")]
