@@ -1,7 +1,7 @@
 """Profiler buffer (numpy int64 array) -> task DataFrame. CPU only: no torch, no GPU.
 
 Output columns: block, group, sm, task_type, task, start_ns, end_ns, duration_ns (int64 ns on the
-GPU's %globaltimer clock). Records are paired per (block, group, task): the i-th start with the i-th
+GPU's %globaltimer clock); rows ordered by (block, group), then by record order within the block. Records are paired per (block, group, task): the i-th start with the i-th
 end. Records lost to a full region (``dropped``), cut by ring wrap-around, or unpaired are counted.
 """
 
@@ -142,7 +142,9 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
     def ranked(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rows of ``mask`` sorted by (key, write order) and their rank within their key."""
         rows = np.flatnonzero(mask)
-        rows = rows[np.argsort(key[rows], kind="stable")]
+        k0 = key[rows]
+        if len(k0) > 1 and (k0[1:] < k0[:-1]).any():  # already sorted when each region has one task type
+            rows = rows[np.argsort(k0, kind="stable")]
         k = key[rows]
         first = np.searchsorted(k, k, side="left")
         return rows, k, np.arange(len(rows)) - first
@@ -167,19 +169,17 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
     pe = e_rows[e_nth < cnt_s[e_key]]
     out.unpaired = int(len(s_rows) + len(e_rows) - 2 * len(ps))
     smid = regions[:, R_SMID]
-    lut = np.array([task_name(names, i) for i in range(n_types)], dtype=object)
-    r = reg[ps]
+    lut = pl.Series("task", [task_name(names, i) for i in range(n_types)], dtype=pl.String)
+    r = reg[ps]  # rows come out by region (block, group), then in each region's record order
     start_ns, end_ns = t[ps], t[pe]
-    order = np.lexsort((r, start_ns))
-    r, start_ns, end_ns = r[order], start_ns[order], end_ns[order]
-    tt = task[ps][order]
+    tt = task[ps]
     out.tasks = pl.DataFrame(
         {
             "block": r // groups,
             "group": r % groups,
             "sm": smid[r],
             "task_type": tt,
-            "task": pl.Series(lut[tt], dtype=pl.String),
+            "task": lut.gather(tt),
             "start_ns": start_ns,
             "end_ns": end_ns,
             "duration_ns": end_ns - start_ns,

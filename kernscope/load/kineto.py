@@ -248,7 +248,7 @@ def _assemble(parts: list[dict[str, Any]], path: str) -> pl.DataFrame:
             cols[f.column] = series.cast(pl.String, strict=False).cast(pl.Categorical).rename(f.column)
         else:
             cols[f.column] = _stringify(series).rename(f.column)
-    return pl.DataFrame(cols)
+    return pl.DataFrame(cols).rechunk()  # contiguous columns: later filters, joins and sorts are much faster
 
 
 def _decode_error(path: str, e: Exception) -> TraceError:
