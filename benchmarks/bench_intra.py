@@ -46,10 +46,10 @@ except Exception:  # noqa: BLE001
 
 
 @triton.jit
-def copy_tiles(src, dst, buf, TILE: tl.constexpr, BLOCK: tl.constexpr, MODE: tl.constexpr):
+def copy_tiles(src, dst, buf, TILE: tl.constexpr, BLOCK: tl.constexpr, MODE: tl.constexpr, SYNC: tl.constexpr = True):
     """MODE 0: uninstrumented, 1: kernscope records, 2: Proton scope (same place in the code)."""
     pid = tl.program_id(0)
-    prof = Profiler.create(buf, 0, 1, tid(0) == 0, ENABLE_PROFILING=MODE == 1)
+    prof = Profiler.create(buf, 0, 1, tid(0) == 0, ENABLE_PROFILING=MODE == 1, SYNC=SYNC)
     if MODE == 1:
         prof = prof.record(True, 0)
     if MODE == 2:
@@ -112,7 +112,7 @@ def med(x: list[float]) -> float:
     return statistics.median(x) if x else float("nan")
 
 
-def bench_case(name: str, launch_for_mode, n_programs: int, reps: int, tmp: str, results: dict) -> None:
+def bench_case(name: str, launch_for_mode, n_programs: int, reps: int, tmp: str, results: dict, nosync_launch=None) -> None:
     row: dict = {"case": name, "programs": n_programs, "records": 2 * n_programs}
     buf = alloc_profiler_buffer(max(2 * n_programs, 16))
     for mode, label in ((0, "none"), (1, "kernscope")):
@@ -138,6 +138,13 @@ def bench_case(name: str, launch_for_mode, n_programs: int, reps: int, tmp: str,
         e2e.append((t3 - t0) * 1e3)
         parts.append(((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3))
     row["kernscope_e2e_ms"] = med(e2e)
+    row["tile_p50_us"] = float(d.tasks["duration_ns"].median()) / 1000 if d.tasks.height else None
+    if nosync_launch is not None:  # the same records without the block-wide barrier
+        fn_ns = nosync_launch(buf)
+        fn_ns()
+        torch.cuda.synchronize()
+        row["kernscope_nosync_us"] = med(kernel_times_us(fn_ns, reps, tmp, f"{name}_nosync"))
+        row["kernscope_nosync_overhead_pct"] = 100 * (row["kernscope_nosync_us"] / row["none_us"] - 1)
     row["kernscope_e2e_parts_ms"] = {k: med([p[i] for p in parts]) for i, k in enumerate(("reset_launch", "wait_readback", "decode"))}
     row["kernscope_decoded_tasks"] = d.tasks.height
     row["kernscope_dropped"] = d.dropped
@@ -217,7 +224,10 @@ def main() -> int:
         def launch_for_mode(mode, buf, programs=programs, tile=tile, block=block):
             return lambda: copy_tiles[(programs,)](src, dst, buf, TILE=tile, BLOCK=block, MODE=mode)
 
-        bench_case(f"copy_256MB_{programs}_programs", launch_for_mode, programs, args.reps, tmp, results)
+        def nosync(buf, programs=programs, tile=tile, block=block):
+            return lambda: copy_tiles[(programs,)](src, dst, buf, TILE=tile, BLOCK=block, MODE=1, SYNC=False)
+
+        bench_case(f"copy_256MB_{programs}_programs", launch_for_mode, programs, args.reps, tmp, results, nosync)
     m = nn = kk = 4096
     a = torch.randn(m, kk, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(kk, nn, device="cuda", dtype=torch.bfloat16)

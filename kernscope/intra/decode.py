@@ -35,6 +35,7 @@ from .layout import (
     REGION_HEADER_WORDS,
     START_BIT,
     TASK_MASK,
+    VALID,
     VERSION,
 )
 
@@ -104,9 +105,10 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
         raise KernscopeError(f"profiler buffer too small: {n_regions} regions leave no room for records")
     groups = max(1, int(b[H_GROUPS]))
     regions = b[GLOBAL_HEADER_WORDS : GLOBAL_HEADER_WORDS + per * n_regions].reshape(n_regions, per)
-    count = regions[:, R_COUNT]
     ring = bool(flags & FLAG_RING)
     cycles = bool(flags & FLAG_CYCLES)
+    written = ((regions[:, REGION_HEADER_WORDS:] & VALID) != 0).sum(axis=1)  # slots hold records from 0 up
+    count = np.maximum(regions[:, R_COUNT], written)  # the counter is stored only on drops / in ring mode
     kept = np.minimum(count, cap)
     dropped = 0 if ring else int(np.maximum(count - cap, 0).sum())
     overwritten = int(np.maximum(count - cap, 0).sum()) if ring else 0
@@ -117,16 +119,21 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
         return out
     # gather kept records in write order (ring: oldest first = position count % cap)
     k = kept[active]
-    reg = np.repeat(active, k)
-    j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)  # 0..k-1 within region
-    if ring:
-        first = np.where(count[active] > cap, count[active] % cap, 0)
-        slot = (np.repeat(first, k) + j) % cap
+    k0 = int(k[0])
+    if not ring and (k == k0).all():  # every region recorded the same number: plain 2-D slice
+        reg = np.repeat(active, k0)
+        words = regions[active, REGION_HEADER_WORDS : REGION_HEADER_WORDS + k0].reshape(-1)
     else:
-        slot = j
-    words = regions[reg, REGION_HEADER_WORDS + slot]
+        reg = np.repeat(active, k)
+        j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)  # 0..k-1 within region
+        if ring:
+            first = np.where(count[active] > cap, count[active] % cap, 0)
+            slot = (np.repeat(first, k) + j) % cap
+        else:
+            slot = j
+        words = regions[reg, REGION_HEADER_WORDS + slot]
     out.records = int(words.size)
-    delta = words >> DELTA_SHIFT
+    delta = (words & ~VALID) >> DELTA_SHIFT
     is_start = ((words >> START_BIT) & 1).astype(bool)
     task = words & TASK_MASK
     t0 = regions[reg, R_T0]
@@ -135,8 +142,17 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
         t = t0 + np.rint(delta / f[reg]).astype(np.int64)
     else:
         t = t0 + delta
-    starts_m = is_start
     n_types = int(task.max()) + 1 if task.size else 1
+    lut = pl.Series("task", [task_name(names, i) for i in range(n_types)], dtype=pl.String)
+    smid = regions[:, R_SMID]
+    if not ring and len(words) % 2 == 0:
+        # Fast path, the common shape: every region holds start, end, start, end, ... of one task at a
+        # time (no nesting, nothing unpaired). Pairs are then simply (even, odd) record positions.
+        ev, od = slice(0, None, 2), slice(1, None, 2)
+        if (k % 2 == 0).all() and is_start[ev].all() and not is_start[od].any() and (task[ev] == task[od]).all():
+            out.unpaired = 0
+            return _finish(out, reg[ev], t[ev], t[od], task[ev], groups, smid, lut)
+    starts_m = is_start
     key = reg.astype(np.int64) * n_types + task  # (region, task) group, records already in write order
 
     def ranked(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -168,11 +184,12 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
     ps = s_rows[s_nth < cnt_e[s_key]]
     pe = e_rows[e_nth < cnt_s[e_key]]
     out.unpaired = int(len(s_rows) + len(e_rows) - 2 * len(ps))
-    smid = regions[:, R_SMID]
-    lut = pl.Series("task", [task_name(names, i) for i in range(n_types)], dtype=pl.String)
-    r = reg[ps]  # rows come out by region (block, group), then in each region's record order
-    start_ns, end_ns = t[ps], t[pe]
-    tt = task[ps]
+    return _finish(out, reg[ps], t[ps], t[pe], task[ps], groups, smid, lut)
+
+
+def _finish(out: Decoded, r: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, tt: np.ndarray, groups: int,
+            smid: np.ndarray, lut: pl.Series) -> Decoded:
+    """Build the task table; rows come out by region (block, group), then in record order."""
     out.tasks = pl.DataFrame(
         {
             "block": r // groups,

@@ -27,12 +27,13 @@ except ImportError:  # pragma: no cover
 # Triton >= 3.5 wants the aggregate constructor marked as a constexpr function
 _constexpr_function = getattr(triton, "constexpr_function", lambda f: f)
 
-from .layout import DELTA_SHIFT, GLOBAL_HEADER_WORDS, REGION_HEADER_WORDS, START_BIT
+from .layout import DELTA_SHIFT, GLOBAL_HEADER_WORDS, REGION_HEADER_WORDS, START_BIT, VALID
 
 _GH: tl.constexpr = tl.constexpr(GLOBAL_HEADER_WORDS)
 _RH: tl.constexpr = tl.constexpr(REGION_HEADER_WORDS)
 _SHIFT: tl.constexpr = tl.constexpr(DELTA_SHIFT)
 _SBIT: tl.constexpr = tl.constexpr(START_BIT)
+_VALID: tl.constexpr = tl.constexpr(VALID)
 
 
 @triton.jit
@@ -76,9 +77,10 @@ class Profiler:
     ENABLE_PROFILING: tl.constexpr
     RING: tl.constexpr
     CYCLES: tl.constexpr
+    SYNC: tl.constexpr
 
     @_constexpr_function
-    def __init__(self, base, idx, cap, t0, is_leader, ENABLE_PROFILING, RING, CYCLES):
+    def __init__(self, base, idx, cap, t0, is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC):
         self.base = base
         self.idx = idx
         self.cap = cap
@@ -87,12 +89,15 @@ class Profiler:
         self.ENABLE_PROFILING = tl.constexpr(ENABLE_PROFILING)
         self.RING = tl.constexpr(RING)
         self.CYCLES = tl.constexpr(CYCLES)
+        self.SYNC = tl.constexpr(SYNC)
 
     @triton.jit
     def create(profiler_buffer, group_id, num_groups, is_leader, ENABLE_PROFILING: tl.constexpr = True,
-               RING: tl.constexpr = False, CYCLES: tl.constexpr = False):
-        """Claim this program's region. Extra options beyond the seed API: ``RING`` keeps the newest
-        records when the region fills; ``CYCLES`` records %clock64 (anchored to %globaltimer)."""
+               RING: tl.constexpr = False, CYCLES: tl.constexpr = False, SYNC: tl.constexpr = True):
+        """Claim this program's region. Options beyond the seed API: ``RING`` keeps the newest records
+        when the region fills; ``CYCLES`` records %clock64 (anchored to %globaltimer); ``SYNC=False``
+        skips the block-wide barrier at each record (cheaper; an end record then marks when the
+        leader's warp got there, not the whole block)."""
         nx = tl.num_programs(0)
         ny = tl.num_programs(1)
         nz = tl.num_programs(2)
@@ -123,32 +128,33 @@ class Profiler:
             tl.store(buf + 4, gt * 0 + num_groups, mask=first)
             tl.store(buf + 5, gt * 0 + flags, mask=first)
             tl.store(buf + 6, (nx * ny * nz).to(tl.int64), mask=first)
-            return Profiler(base, pid * 0, cap, t0, lead, ENABLE_PROFILING, RING, CYCLES)
+            return Profiler(base, pid * 0, cap, t0, lead, ENABLE_PROFILING, RING, CYCLES, SYNC)
         else:
-            return Profiler(profiler_buffer, pid * 0, pid * 0, pid * 0, is_leader, ENABLE_PROFILING, RING, CYCLES)
+            return Profiler(profiler_buffer, pid * 0, pid * 0, pid * 0, is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC)
 
     @triton.jit
     def record(self, is_start, task_type):
         """Record the start (``is_start=True``) or end of task ``task_type`` (0..65535)."""
         if self.ENABLE_PROFILING:
-            tl.debug_barrier()  # the task boundary is after every thread of the block got here
+            if self.SYNC:
+                tl.debug_barrier()  # the task boundary is after every thread of the block got here
             if self.CYCLES:
                 t = clock64()
             else:
                 t = globaltimer()
-            word = ((t - self.t0) << _SHIFT) | ((is_start * 1) << _SBIT) | task_type
+            word = _VALID | ((t - self.t0) << _SHIFT) | ((is_start * 1) << _SBIT) | task_type
             if self.RING:
-                slot = self.idx % self.cap
-                ok = self.is_leader
+                tl.store(self.base + _RH + self.idx % self.cap, word, mask=self.is_leader)
+                tl.store(self.base + 0, (self.idx + 1).to(tl.int64), mask=self.is_leader)
             else:
-                slot = self.idx
-                ok = self.is_leader & (self.idx < self.cap)
-            tl.store(self.base + _RH + slot, word, mask=ok)
-            tl.store(self.base + 0, (self.idx + 1).to(tl.int64), mask=self.is_leader)
+                fits = self.idx < self.cap
+                tl.store(self.base + _RH + self.idx, word, mask=self.is_leader & fits)
+                # the counter is written only when a record is dropped (so the count of drops is known)
+                tl.store(self.base + 0, (self.idx + 1).to(tl.int64), mask=self.is_leader & (self.idx >= self.cap))
             if self.CYCLES:
                 tl.store(self.base + 4, globaltimer(), mask=self.is_leader)
                 tl.store(self.base + 5, t, mask=self.is_leader)
             return Profiler(self.base, self.idx + 1, self.cap, self.t0, self.is_leader, self.ENABLE_PROFILING,
-                            self.RING, self.CYCLES)
+                            self.RING, self.CYCLES, self.SYNC)
         else:
             return self

@@ -10,9 +10,14 @@ The buffer is one int64 tensor:
     (%clock64 at create), SM id, last %globaltimer and last %clock64 (cycle mode);
   - ``cap = per_region - 6`` record words.
 
-A record is one int64: ``(t - t0) << 17 | is_start << 16 | task_type`` where ``t`` is %globaltimer
-(ns) or, in cycle mode, %clock64 (cycles). Full 64-bit timers are read, so the 32-bit wrap of the
-timer's low word every ~4.3 s cannot corrupt a record; 47 bits of delta cover 39 hours.
+A record is one int64: ``VALID | (t - t0) << 17 | is_start << 16 | task_type`` where ``t`` is
+%globaltimer (ns) or, in cycle mode, %clock64 (cycles), and ``VALID`` (bit 62) marks a written slot.
+Full 64-bit timers are read, so the 32-bit wrap of the timer's low word every ~4.3 s cannot corrupt a
+record; 45 bits of delta cover 9.7 hours.
+
+The region's record counter (header word 0) is written only when it matters: on a record that does not
+fit (so the decoder knows how many were dropped), and on every record in ring mode (to find the oldest).
+Otherwise a record costs one store.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ R_COUNT, R_T0, R_C0, R_SMID, R_TLAST, R_CLAST = range(6)
 FLAG_RING = 1
 FLAG_CYCLES = 2
 
+VALID_BIT = 62
+VALID = 1 << VALID_BIT
 TASK_BITS = 16
 START_BIT = 16
 DELTA_SHIFT = 17

@@ -32,6 +32,7 @@ from .layout import (
     R_TLAST,
     REGION_HEADER_WORDS,
     START_BIT,
+    VALID,
     VERSION,
     buffer_words,
 )
@@ -71,13 +72,14 @@ def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int =
         for t, is_start, task in reg.records:
             if cycles:
                 c = reg.c0 + int(round((t - reg.t0) * reg.cycles_per_ns))
-                word = ((c - reg.c0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
+                word = VALID | ((c - reg.c0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
                 buf[base + R_TLAST], buf[base + R_CLAST] = t, c
             else:
-                word = ((t - reg.t0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
+                word = VALID | ((t - reg.t0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
             slot = count % cap if ring else count
             if ring or count < cap:
                 buf[base + REGION_HEADER_WORDS + slot] = word
             count += 1
-            buf[base + R_COUNT] = count
+            if ring or count > cap:  # as on the device: the counter is stored on drops (and always in ring mode)
+                buf[base + R_COUNT] = count
     return buf
