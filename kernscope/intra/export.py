@@ -76,7 +76,7 @@ def perfetto_bytes(tasks: pl.DataFrame, task_names: list[str] | None = None, *, 
     """Encode tasks as a Perfetto trace (``Trace`` protobuf)."""
     lanes = assign_lanes(tasks) if tasks.height else Lanes(pl.DataFrame(schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "lane": pl.Int64}), {})
     t = tasks.join(lanes.units, on=["block", "group", "sm"], how="left") if tasks.height else tasks.with_columns(pl.lit(0).alias("lane"))
-    names = sorted(set(t["task"].to_list())) if t.height else []
+    names = sorted(set(t["task"].cast(pl.String).to_list())) if t.height else []
     name_iid = {n: i + 1 for i, n in enumerate(names)}
     head = bytearray()
     # interned names + incremental state
@@ -105,7 +105,7 @@ def perfetto_bytes(tasks: pl.DataFrame, task_names: list[str] | None = None, *, 
     ts, is_begin = ts[order], is_begin[order]
     src = np.concatenate([np.arange(n), np.arange(n)])[order]
     trk = track[src]
-    iid = t["task"].replace_strict(name_iid, return_dtype=pl.Int64).to_numpy()[src]
+    iid = t["task"].cast(pl.String).replace_strict(name_iid, return_dtype=pl.Int64).to_numpy()[src]
     block = t["block"].to_numpy()[src]
     group = t["group"].to_numpy()[src]
     chunks = [bytes(head)]
@@ -227,5 +227,5 @@ def read_perfetto(data: bytes) -> pl.DataFrame:
             sm = (trk - LANE_UUID_BASE) >> 16 if trk >= LANE_UUID_BASE else None  # the SM is the track
             rows.append({"block": a.get(1), "group": a.get(2), "sm": sm, "task": names.get(iid0, str(iid0)),
                          "start_ns": s, "end_ns": ts, "duration_ns": ts - s})
-    return pl.DataFrame(rows, schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "task": pl.String,
+    return pl.DataFrame(rows, schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "task": pl.Categorical,
                                       "start_ns": pl.Int64, "end_ns": pl.Int64, "duration_ns": pl.Int64})
