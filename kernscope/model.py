@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -29,9 +29,9 @@ class Trace:
     """
 
     path: str
-    events: pl.DataFrame
+    events_source: pl.DataFrame | Callable[[], pl.DataFrame]
     gpu: pl.DataFrame
-    flows: pl.DataFrame
+    flows_source: pl.DataFrame | Callable[[], pl.DataFrame]
     steps: pl.DataFrame
     metadata: dict[str, Any] = field(default_factory=dict)
     process_names: dict[str, str] = field(default_factory=dict)
@@ -39,6 +39,22 @@ class Trace:
     unlinked: dict[str, int] = field(default_factory=dict)
     salvaged: int | None = None
     from_cache: bool = False
+    #: facts computed once at link time (event counts, platform, t0), so a cached trace can be
+    #: summarized without reading its full event table
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """Every non-metadata, non-flow event (read from the cache on first use when cached)."""
+        if callable(self.events_source):
+            self.events_source = self.events_source()
+        return self.events_source
+
+    @property
+    def flows(self) -> pl.DataFrame:
+        if callable(self.flows_source):
+            self.flows_source = self.flows_source()
+        return self.flows_source
 
     # -- metadata ---------------------------------------------------------------------------
     @property
@@ -69,6 +85,8 @@ class Trace:
     @property
     def platform(self) -> str:
         """``"rocm"``, ``"cuda"`` or ``"unknown"``, from metadata and runtime names."""
+        if "platform" in self.stats:
+            return str(self.stats["platform"])
         if any(k.startswith(("roctracer", "hip_")) for k in self.metadata):
             return "rocm"
         names = self.events.filter(pl.col("kind") == "runtime")["name"].cast(pl.String)
@@ -88,6 +106,8 @@ class Trace:
     @property
     def t0(self) -> int:
         """Earliest event start (ns): the origin for relative times in reports."""
+        if "t0" in self.stats:
+            return int(self.stats["t0"])
         t = self.events.filter(pl.col("kind") != "instant")["ts"].min()
         return int(t) if t is not None else 0
 
@@ -116,6 +136,18 @@ class Trace:
 
     def __repr__(self) -> str:
         return (
-            f"Trace({self.path!r}, events={self.events.height}, gpu={self.gpu.height}, "
+            f"Trace({self.path!r}, events={self.stats.get('events', '?')}, gpu={self.gpu.height}, "
             f"steps={self.steps.height}, unlinked={self.unlinked})"
         )
+
+
+def compute_stats(trace: Trace) -> dict[str, Any]:
+    """The facts kept in ``Trace.stats`` (computed from the full tables once)."""
+    counts = {str(k): int(n) for k, n in trace.events.group_by("kind").len().iter_rows()}
+    trace.stats = {}
+    return {
+        "events": int(trace.events.height + trace.flows.height),
+        "event_counts": counts,
+        "platform": trace.platform,
+        "t0": trace.t0,
+    }

@@ -216,18 +216,28 @@ class Categorizer:
         )
 
     def categorize(self, gpu: pl.DataFrame) -> pl.DataFrame:
-        """Add ``category`` and ``library`` columns to a GPU event table (one lookup per distinct name)."""
-        key = gpu.select(
-            pl.col("name").cast(pl.String),
-            pl.col("kind").cast(pl.String),
-            pl.col("launch_name").fill_null("").cast(pl.String),
+        """Add ``category`` and ``library`` columns to a GPU event table (one lookup per distinct name).
+
+        The distinct keys are found and joined back on the interned (physical) codes of the name and
+        launch columns, so no per-row string work is done.
+        """
+        def code(c: str) -> pl.Expr:
+            col = pl.col(c)
+            return col.to_physical().cast(pl.Int64) if isinstance(gpu.schema[c], (pl.Enum, pl.Categorical)) else col.hash().reinterpret(signed=True)
+
+        launch = "launch_name" if "launch_name" in gpu.columns else None
+        keyed = gpu.select(
+            code("name").alias("_n"), code("kind").alias("_k"),
+            (code(launch).fill_null(-1) if launch else pl.lit(-1, dtype=pl.Int64)).alias("_l"),
         )
-        distinct = key.unique()
-        table = self.lookup(distinct.iter_rows())
-        out = (
-            key.join(table, on=["name", "kind", "launch_name"], how="left", maintain_order="left", nulls_equal=True)
-            .select("category", "library")
-        )
+        first = keyed.with_row_index("_r").unique(["_n", "_k", "_l"], keep="first").sort("_r")
+        rows = gpu[first["_r"].to_list()]
+        names = rows["name"].cast(pl.String).to_list()
+        kinds = rows["kind"].cast(pl.String).to_list()
+        launches = rows[launch].cast(pl.String).fill_null("").to_list() if launch else [""] * rows.height
+        table = self.lookup(zip(names, kinds, launches)).select("category", "library")
+        table = pl.concat([first.select("_n", "_k", "_l"), table], how="horizontal")
+        out = keyed.join(table, on=["_n", "_k", "_l"], how="left", maintain_order="left").select("category", "library")
         return gpu.with_columns(out["category"], out["library"])
 
 

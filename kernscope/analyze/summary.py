@@ -48,12 +48,11 @@ class Analysis:
 
 def facts(trace: Trace) -> dict[str, Any]:
     """Trace-level facts: path, counts, devices, rank and world size, platform."""
-    ev_kinds = trace.events.group_by("kind").len()
-    counts = {str(k): int(n) for k, n in ev_kinds.iter_rows()}
+    counts = trace.stats.get("event_counts") or {str(k): int(n) for k, n in trace.events.group_by("kind").len().iter_rows()}
     names = [d.get("name") for d in trace.device_properties if d.get("name")]
     return {
         "path": trace.path,
-        "events": int(trace.events.height + trace.flows.height),
+        "events": int(trace.stats["events"]) if "events" in trace.stats else int(trace.events.height + trace.flows.height),
         "event_counts": counts,
         "gpu_events": int(trace.gpu.height),
         "kernels": int(trace.kernels.height),

@@ -6,7 +6,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..load.kineto import RawTrace
-from ..model import Trace
+from ..model import Trace, compute_stats
 from .correlation import launcher_ops, launches, link_gpu
 from .kinds import classify
 from .steps import assign_steps, steps
@@ -159,11 +159,11 @@ def link(raw: RawTrace, path: str) -> Trace:
         "gpu_outside_steps": int(gpu["step"].null_count()) if step_table.height else 0,
         "flows_without_end": int(flow_ends.filter(pl.col("_s") & ~pl.col("_f")).height),
     }
-    return Trace(
+    trace = Trace(
         path=path,
-        events=events,
+        events_source=events,
         gpu=gpu,
-        flows=flows,
+        flows_source=flows,
         steps=step_table,
         metadata=raw.metadata,
         process_names=process_names,
@@ -171,3 +171,5 @@ def link(raw: RawTrace, path: str) -> Trace:
         unlinked=unlinked,
         salvaged=raw.salvaged,
     )
+    trace.stats = compute_stats(trace)
+    return trace

@@ -21,8 +21,10 @@ from .argspec import ARG_SPEC_VERSION
 from .source import FileIdentity
 
 #: Bump whenever decoding or linking changes what is stored.
-CACHE_FORMAT_VERSION = 4
+CACHE_FORMAT_VERSION = 5
 _TABLES = ("events", "gpu", "flows", "steps")
+#: Read eagerly on a cache hit; the others are read on first use (the default summary needs neither).
+_EAGER = ("gpu", "steps")
 
 
 def cache_dir() -> Path:
@@ -47,12 +49,18 @@ def read(ident: FileIdentity, salvage: bool) -> Trace | None:
     d = cache_dir() / cache_key(ident, salvage)
     try:
         info: dict[str, Any] = json.loads((d / "info.json").read_text())
-        tables = {t: pl.read_ipc(d / f"{t}.arrow") for t in _TABLES}
+        tables = {t: pl.read_ipc(d / f"{t}.arrow") for t in _EAGER}
+        if not all((d / f"{t}.arrow").is_file() for t in _TABLES):
+            return None
     except (OSError, ValueError, pl.exceptions.PolarsError):
         return None
-    return Trace(path=info["path"], **tables, metadata=info["metadata"], process_names=info["process_names"],
-                 thread_names=info["thread_names"], unlinked=info["unlinked"], salvaged=info["salvaged"],
-                 from_cache=True)
+
+    def lazy(name: str) -> Any:
+        return lambda: pl.read_ipc(d / f"{name}.arrow")
+
+    return Trace(path=info["path"], events_source=lazy("events"), flows_source=lazy("flows"), **tables,
+                 metadata=info["metadata"], process_names=info["process_names"], thread_names=info["thread_names"],
+                 unlinked=info["unlinked"], salvaged=info["salvaged"], from_cache=True, stats=info["stats"])
 
 
 def write(trace: Trace, ident: FileIdentity, salvage: bool) -> Path | None:
@@ -66,7 +74,8 @@ def write(trace: Trace, ident: FileIdentity, salvage: bool) -> Path | None:
         return None
     try:
         for t in _TABLES:
-            getattr(trace, t).write_ipc(tmp / f"{t}.arrow", compression="lz4")
+            # uncompressed: a cached reload is then a plain read of Arrow buffers
+            getattr(trace, t).write_ipc(tmp / f"{t}.arrow", compression="uncompressed")
         info = {
             "path": trace.path,
             "metadata": trace.metadata,
@@ -74,6 +83,7 @@ def write(trace: Trace, ident: FileIdentity, salvage: bool) -> Path | None:
             "thread_names": trace.thread_names,
             "unlinked": trace.unlinked,
             "salvaged": trace.salvaged,
+            "stats": trace.stats,
         }
         (tmp / "info.json").write_text(json.dumps(info, default=str))
         if final.exists():
