@@ -84,7 +84,9 @@ def _fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 def link(raw: RawTrace, path: str) -> Trace:
     """Link a decoded trace: GPU <-> launch <-> CPU op, python tree, steps, unlinked counts."""
-    ev = raw.events.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64), classify(raw.events["ph"], raw.events["cat"]))
+    decoded, raw.events = raw.events, pl.DataFrame()  # do not keep the unlinked table alive while linking
+    ev = decoded.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64), classify(decoded["ph"], decoded["cat"]))
+    del decoded
     if ev.height == 0:
         raise TraceError(path, "trace has no events ('traceEvents' is empty)")
     _validate(ev, path)
@@ -94,6 +96,7 @@ def link(raw: RawTrace, path: str) -> Trace:
     thread_names = _names(meta, "thread_name", ["pid", "tid"])
     flows = ev.filter(pl.col("kind") == "flow").select("idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id")
     events = ev.filter(~pl.col("kind").is_in(["metadata", "flow", "counter"])).drop(_DROP)
+    del ev
     if events.height == 0:
         raise TraceError(path, "trace has only metadata events, nothing to analyze")
 

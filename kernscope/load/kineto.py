@@ -209,7 +209,7 @@ def _concat(series: list[pl.Series]) -> pl.Series:
         series = [_stringify(s) for s in series]
         dtypes = {pl.String}
     target = dtypes.pop() if dtypes else pl.Null
-    return pl.concat([s.cast(target) for s in series])
+    return pl.concat([s.cast(target) for s in series], rechunk=True)
 
 
 def _stringify(s: pl.Series) -> pl.Series:
@@ -230,6 +230,9 @@ def _assemble(parts: list[dict[str, Any]], path: str) -> pl.DataFrame:
             lut = np.fromiter((merged.setdefault(k, len(merged)) for k in keys), dtype=np.uint32, count=len(keys))
             remapped.append(lut[codes] if len(codes) else codes.astype(np.uint32))
         codes_all = np.concatenate(remapped) if remapped else np.zeros(0, np.uint32)
+        del remapped
+        for p in parts:
+            p[col] = None
         dtype = pl.Enum(list(merged))
         cols[col] = pl.Series(col, list(merged), dtype=dtype).gather(pl.Series(codes_all, dtype=pl.UInt32))
     cols["ts"] = pl.Series("ts", np.concatenate([p["ts"] for p in parts]), dtype=pl.Int64)
@@ -239,6 +242,8 @@ def _assemble(parts: list[dict[str, Any]], path: str) -> pl.DataFrame:
     cols["flow_id"] = _concat([_unpack(p["flow_id"]) for p in parts]).cast(pl.String).rename("flow_id")
     for f in ARG_FIELDS:
         series = _concat([_unpack(p[f.column]) for p in parts])
+        for p in parts:
+            p[f.column] = None
         if f.kind in ("int", "intstr"):  # both accept "0x1f"/"12" strings and integral floats
             try:
                 cols[f.column] = _to_int64(series, path, f.column, f.kind)
@@ -248,7 +253,8 @@ def _assemble(parts: list[dict[str, Any]], path: str) -> pl.DataFrame:
             cols[f.column] = series.cast(pl.String, strict=False).cast(pl.Categorical).rename(f.column)
         else:
             cols[f.column] = _stringify(series).rename(f.column)
-    return pl.DataFrame(cols).rechunk()  # contiguous columns: later filters, joins and sorts are much faster
+    parts.clear()  # the chunk outputs are no longer needed: free them before linking
+    return pl.DataFrame(cols)  # every column is contiguous (one chunk): filters, joins and sorts stay fast
 
 
 def _decode_error(path: str, e: Exception) -> TraceError:
