@@ -135,6 +135,9 @@ def link(raw: RawTrace, path: str) -> Trace:
     )
     step_table = steps(events)
     gpu = assign_steps(gpu, step_table)
+    # compact: drop columns that only mean something for host events; low-cardinality names as Categorical
+    gpu = gpu.drop([c for c in ("flow_id", "python_id", "python_parent_id", "py_parent_idx", "ph") if c in gpu.columns])
+    gpu = gpu.with_columns(pl.col("launch_name", "op_name", "launcher").cast(pl.Categorical))
 
     gpu_corr = gpu["correlation"].drop_nulls().unique().implode()
     first_corr = events.filter(pl.col("kind").is_in(["runtime", "driver"]))["correlation"].min()

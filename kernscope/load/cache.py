@@ -21,7 +21,7 @@ from .argspec import ARG_SPEC_VERSION
 from .source import FileIdentity
 
 #: Bump whenever decoding or linking changes what is stored.
-CACHE_FORMAT_VERSION = 5
+CACHE_FORMAT_VERSION = 6
 _TABLES = ("events", "gpu", "flows", "steps")
 #: Read eagerly on a cache hit; the others are read on first use (the default summary needs neither).
 _EAGER = ("gpu", "steps")

@@ -84,7 +84,7 @@ def render(a: Analysis, console: Console, top: int = 15) -> None:
         rows = [[_short(r["launcher"], 60), str(r["count"]), _us(r["total_us"]), f"{r['pct']:.1f}%"] for r in a.ops.head(top).iter_rows(named=True)]
         console.print(_table("GPU time by launching CPU op", ["launcher", "GPU events", "total", "%"], rows, {1, 2, 3}))
         console.print()
-    graph = a.launcher_categories.filter(pl.col("launcher").str.contains("(?i)graphlaunch"))
+    graph = a.launcher_categories.filter(pl.col("launcher").cast(pl.String).str.contains("(?i)graphlaunch"))
     if graph.height:
         rows = [[r["launcher"], r["category"], str(r["count"]), _us(r["total_us"]), f"{r['pct_of_launcher']:.1f}%"] for r in graph.iter_rows(named=True)]
         console.print(_table("Graph launches by category", ["launcher", "category", "count", "total", "% of launcher"], rows, {2, 3, 4}))
