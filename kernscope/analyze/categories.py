@@ -6,6 +6,7 @@ categorizing costs O(distinct names), not O(events).
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from dataclasses import dataclass, field
@@ -47,6 +48,23 @@ CATEGORIES = (
 )
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl)_(?:fused_)?(.*?)(?:_\d+)*$")
 _DEFAULT_USER_PRIORITY = 10_000
+#: Rules look at this many leading characters of a kernel's head (keywords sit at the front; long
+#: template argument lists only slow the regexes down).
+MATCH_CHARS = 512
+
+
+def _lower_pattern(pattern: str) -> str:
+    """Lowercase a regex's literal characters, leaving escapes (``\\D``, ``\\W``, ...) intact.
+
+    Case-insensitive rules are matched as ``lowered pattern`` on ``lowered text``: ~4x faster than
+    ``re.IGNORECASE`` on long alternations.
+    """
+    out = []
+    escaped = False
+    for ch in pattern:
+        out.append(ch if escaped else ch.lower())
+        escaped = (ch == "\\") and not escaped
+    return "".join(out)
 
 
 def kernel_head(name: str) -> str:
@@ -83,22 +101,25 @@ class Rule:
     launch: re.Pattern[str] | None = None
     order: int = 0
     source: str = "builtin"
+    case_sensitive: bool = False
 
-    def matches(self, name: str, kind: str, launch: str) -> bool:
+    def matches(self, name: str, kind: str, launch: str, lowered: str | None = None) -> bool:
         if self.kinds is not None and kind not in self.kinds:
             return False
         if self.launch is not None and not self.launch.search(launch):
             return False
-        return self.pattern.search(name) is not None
+        text = name if self.case_sensitive or lowered is None else lowered
+        return self.pattern.search(text) is not None
 
 
 def _compile(d: dict[str, Any], where: str, order: int, source: str, default_priority: int) -> Rule:
     for key in ("value", "pattern"):
         if not isinstance(d.get(key), str) or not d[key]:
             raise RulesError(f"{where}: rule needs a non-empty string '{key}'")
-    flags = 0 if d.get("case_sensitive") else re.IGNORECASE
+    cs = bool(d.get("case_sensitive"))
     try:
-        pat = re.compile(d["pattern"], flags)
+        re.compile(d["pattern"])  # report errors against the pattern as written
+        pat = re.compile(d["pattern"] if cs else _lower_pattern(d["pattern"]))
         launch = re.compile(d["launch"]) if d.get("launch") else None
     except re.error as e:
         raise RulesError(f"{where}: invalid regular expression {d.get('pattern')!r}: {e}") from None
@@ -111,7 +132,7 @@ def _compile(d: dict[str, Any], where: str, order: int, source: str, default_pri
     unknown = set(d) - {"value", "pattern", "priority", "kinds", "launch", "case_sensitive"}
     if unknown:
         raise RulesError(f"{where}: unknown key(s) {sorted(unknown)}")
-    return Rule(d["value"], pat, prio, frozenset(kinds) if kinds else None, launch, order, source)
+    return Rule(d["value"], pat, prio, frozenset(kinds) if kinds else None, launch, order, source, cs)
 
 
 @dataclass
@@ -122,11 +143,12 @@ class Categorizer:
     libraries: list[Rule] = field(default_factory=list)
     inductor_order: list[str] = field(default_factory=list)
     inductor_tokens: dict[str, list[str]] = field(default_factory=dict)
+    _memo: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def builtin(cls) -> "Categorizer":
-        text = resources.files("kernscope.analyze").joinpath("rules.toml").read_text()
-        return cls().with_rules(tomllib.loads(text), source="builtin", default_priority=0)
+        """The built-in taxonomy (parsed and compiled once per process; rules are immutable)."""
+        return _builtin()
 
     def with_rules(
         self, spec: dict[str, Any] | str | Path, *, source: str | None = None, default_priority: int = _DEFAULT_USER_PRIORITY
@@ -191,24 +213,32 @@ class Categorizer:
             ind = self._inductor(name)
             if ind is not None:
                 return ind
-        head = kernel_head(name)
+        head = kernel_head(name)[:MATCH_CHARS]
+        low = head.lower()
         for r in self.categories:
-            if r.matches(head, kind, launch):
+            if r.matches(head, kind, launch, low):
                 return r.value
         return OTHER
 
     def library(self, name: str, kind: str = "kernel", launch: str = "") -> str:
         """Library that wrote the kernel (cuBLAS, cuDNN, Triton, ATen, NCCL, ...)."""
-        head = kernel_head(name)
+        head = kernel_head(name)[:MATCH_CHARS]
+        low = head.lower()
         for r in self.libraries:
-            if r.matches(head, kind, launch):
+            if r.matches(head, kind, launch, low):
                 return r.value
         return UNKNOWN_LIBRARY
 
     # -- table API -----------------------------------------------------------------------------
     def lookup(self, keys: Iterable[tuple[str, str, str]]) -> pl.DataFrame:
-        """Categorize distinct (name, kind, launch_name) triples."""
-        rows = [(n, k, l, self.category(n, k, l), self.library(n, k, l)) for n, k, l in keys]
+        """Categorize distinct (name, kind, launch_name) triples (answers are memoized per categorizer)."""
+        memo = self._memo
+        rows = []
+        for n, k, l in keys:
+            hit = memo.get((n, k, l))
+            if hit is None:
+                hit = memo[(n, k, l)] = (self.category(n, k, l), self.library(n, k, l))
+            rows.append((n, k, l, *hit))
         return pl.DataFrame(
             rows,
             schema={"name": pl.String, "kind": pl.String, "launch_name": pl.String, "category": pl.String, "library": pl.String},
@@ -239,6 +269,12 @@ class Categorizer:
         table = pl.concat([first.select("_n", "_k", "_l"), table], how="horizontal")
         out = keyed.join(table, on=["_n", "_k", "_l"], how="left", maintain_order="left").select("category", "library")
         return gpu.with_columns(out["category"], out["library"])
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> Categorizer:
+    text = resources.files("kernscope.analyze").joinpath("rules.toml").read_text()
+    return Categorizer().with_rules(tomllib.loads(text), source="builtin", default_priority=0)
 
 
 def builtin_categorizer() -> Categorizer:
