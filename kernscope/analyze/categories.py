@@ -213,21 +213,11 @@ class Categorizer:
             ind = self._inductor(name)
             if ind is not None:
                 return ind
-        head = kernel_head(name)[:MATCH_CHARS]
-        low = head.lower()
-        for r in self.categories:
-            if r.matches(head, kind, launch, low):
-                return r.value
-        return OTHER
+        return _first_match(self.categories, name, kind, launch, OTHER)
 
     def library(self, name: str, kind: str = "kernel", launch: str = "") -> str:
         """Library that wrote the kernel (cuBLAS, cuDNN, Triton, ATen, NCCL, ...)."""
-        head = kernel_head(name)[:MATCH_CHARS]
-        low = head.lower()
-        for r in self.libraries:
-            if r.matches(head, kind, launch, low):
-                return r.value
-        return UNKNOWN_LIBRARY
+        return _first_match(self.libraries, name, kind, launch, UNKNOWN_LIBRARY)
 
     # -- table API -----------------------------------------------------------------------------
     def lookup(self, keys: Iterable[tuple[str, str, str]]) -> pl.DataFrame:
@@ -269,6 +259,16 @@ class Categorizer:
         table = pl.concat([first.select("_n", "_k", "_l"), table], how="horizontal")
         out = keyed.join(table, on=["_n", "_k", "_l"], how="left", maintain_order="left").select("category", "library")
         return gpu.with_columns(out["category"], out["library"])
+
+
+def _first_match(rules: list[Rule], name: str, kind: str, launch: str, default: str) -> str:
+    """Value of the highest-priority rule matching the kernel's head (rules are pre-sorted)."""
+    head = kernel_head(name)[:MATCH_CHARS]
+    low = head.lower()
+    for r in rules:
+        if r.matches(head, kind, launch, low):
+            return r.value
+    return default
 
 
 @functools.lru_cache(maxsize=1)

@@ -32,18 +32,8 @@ def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     """Total length (ns) of the union of half-open intervals [start, end)."""
     if len(starts) == 0:
         return 0
-    o = np.argsort(starts, kind="stable")
-    s = starts[o]
-    e = ends[o]
-    run_end = np.maximum.accumulate(e)
-    new_seg = np.empty(len(s), dtype=bool)
-    new_seg[0] = True
-    new_seg[1:] = s[1:] > run_end[:-1]
-    seg_id = np.cumsum(new_seg) - 1
-    seg_start = s[new_seg]
-    seg_end = np.zeros(len(seg_start), dtype=np.int64)
-    np.maximum.at(seg_end, seg_id, run_end)
-    return int((seg_end - seg_start).sum())
+    d = pl.DataFrame({"g": np.zeros(len(starts), dtype=np.int64), "ts": starts, "end": ends})
+    return int(_union_by(d, ["g"])["len"][0])
 
 
 def clip_overruns(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
