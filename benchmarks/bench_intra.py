@@ -108,6 +108,9 @@ def kernel_times_us(launch, reps: int, tmp: str, tag: str) -> list[float]:
     return [d / 1000 for d in k["dur"].to_list()]
 
 
+ROUNDS = 4
+
+
 def med(x: list[float]) -> float:
     return statistics.median(x) if x else float("nan")
 
@@ -115,11 +118,16 @@ def med(x: list[float]) -> float:
 def bench_case(name: str, launch_for_mode, n_programs: int, reps: int, tmp: str, results: dict, nosync_launch=None) -> None:
     row: dict = {"case": name, "programs": n_programs, "records": 2 * n_programs}
     buf = alloc_profiler_buffer(max(2 * n_programs, 16))
-    for mode, label in ((0, "none"), (1, "kernscope")):
-        fn = launch_for_mode(mode, buf)
-        fn()
-        torch.cuda.synchronize()
-        row[f"{label}_us"] = med(kernel_times_us(fn, reps, tmp, f"{name}_{label}"))
+    # alternate the variants over several rounds so clock/thermal drift does not favour either
+    samples: dict[str, list[float]] = {"none": [], "kernscope": []}
+    for rnd in range(ROUNDS):
+        for mode, label in ((0, "none"), (1, "kernscope")) if rnd % 2 == 0 else ((1, "kernscope"), (0, "none")):
+            fn = launch_for_mode(mode, buf)
+            fn()
+            torch.cuda.synchronize()
+            samples[label] += kernel_times_us(fn, reps, tmp, f"{name}_{label}_{rnd}")
+    for label, xs in samples.items():
+        row[f"{label}_us"] = med(xs)
     # kernscope end to end: reset + launch + readback + decode
     fn = launch_for_mode(1, buf)
     e2e, parts = [], []
