@@ -65,14 +65,32 @@ def tid(axis: tl.constexpr):
         return tl.inline_asm_elementwise("mov.u32 $0, %tid.z;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
 
 
+@triton.jit
+def _region_base(buf, total, region, nreg):
+    """(base pointer, capacity) of a region. Kept out of the hot start path: ``total`` comes from a
+    global load issued in ``create``, and using it early would stall the warp on that load."""
+    per = (total - _GH) // nreg
+    return buf + _GH + region * per, per - _RH
+
+
 @aggregate
 class Profiler:
-    """Per-(program, group) recorder. ``record`` returns a new Profiler (Triton values are immutable)."""
+    """Per-(program, group) recorder. ``record`` returns a new Profiler (Triton values are immutable).
 
-    base: tl.tensor
+    A start record is held in a register (``pending``) and written when the next record comes, so the
+    start of a task never waits for memory; an end record writes the held start and itself.
+    """
+
+    buf: tl.tensor
+    total: tl.tensor
+    region: tl.tensor
+    nreg: tl.tensor
     idx: tl.tensor
-    cap: tl.tensor
     t0: tl.tensor
+    c0: tl.tensor
+    sm: tl.tensor
+    pending: tl.tensor
+    hdr: tl.tensor
     is_leader: tl.tensor
     ENABLE_PROFILING: tl.constexpr
     RING: tl.constexpr
@@ -80,11 +98,18 @@ class Profiler:
     SYNC: tl.constexpr
 
     @_constexpr_function
-    def __init__(self, base, idx, cap, t0, is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC):
-        self.base = base
+    def __init__(self, buf, total, region, nreg, idx, t0, c0, sm, pending, hdr, is_leader, ENABLE_PROFILING, RING,
+                 CYCLES, SYNC):
+        self.buf = buf
+        self.total = total
+        self.region = region
+        self.nreg = nreg
         self.idx = idx
-        self.cap = cap
         self.t0 = t0
+        self.c0 = c0
+        self.sm = sm
+        self.pending = pending
+        self.hdr = hdr
         self.is_leader = is_leader
         self.ENABLE_PROFILING = tl.constexpr(ENABLE_PROFILING)
         self.RING = tl.constexpr(RING)
@@ -104,12 +129,9 @@ class Profiler:
         pid = tl.program_id(0) + tl.program_id(1) * nx + tl.program_id(2) * nx * ny
         if ENABLE_PROFILING:
             buf = profiler_buffer.to(tl.pointer_type(tl.int64))
-            n_regions = (nx * ny * nz * num_groups).to(tl.int64)
+            nreg = (nx * ny * nz * num_groups).to(tl.int64)
             region = (pid * num_groups + group_id).to(tl.int64)
-            total = tl.load(buf + 2)
-            per = (total - _GH) // n_regions
-            cap = per - _RH
-            base = buf + _GH + region * per
+            total = tl.load(buf + 2)  # consumed only when a record is written (see _region_base)
             gt = globaltimer()
             if CYCLES:
                 c0 = clock64()
@@ -117,20 +139,27 @@ class Profiler:
             else:
                 c0 = gt * 0
                 t0 = gt
-            lead = is_leader & (cap > 0)
-            tl.store(base + 0, gt * 0, mask=lead)
-            tl.store(base + 1, gt, mask=lead)
-            tl.store(base + 2, c0, mask=lead)
-            tl.store(base + 3, smid().to(tl.int64), mask=lead)
-            first = lead & (region == 0)
+            first = is_leader & (region == 0)
             flags = (1 if RING else 0) | (2 if CYCLES else 0)
-            tl.store(buf + 3, n_regions, mask=first)
+            tl.store(buf + 3, nreg, mask=first)
             tl.store(buf + 4, gt * 0 + num_groups, mask=first)
             tl.store(buf + 5, gt * 0 + flags, mask=first)
             tl.store(buf + 6, (nx * ny * nz).to(tl.int64), mask=first)
-            return Profiler(base, pid * 0, cap, t0, lead, ENABLE_PROFILING, RING, CYCLES, SYNC)
+            return Profiler(buf, total, region, nreg, pid * 0, t0, gt, smid().to(tl.int64), gt * 0, pid * 0, is_leader,
+                            ENABLE_PROFILING, RING, CYCLES, SYNC)
         else:
-            return Profiler(profiler_buffer, pid * 0, pid * 0, pid * 0, is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC)
+            z = pid * 0
+            return Profiler(profiler_buffer, z, z, z, z, z, z, z, z, z, is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC)
+
+    @triton.jit
+    def _header(self, base, cap, t):
+        lead = self.is_leader & (cap > 0)
+        tl.store(base + 1, self.c0, mask=lead)  # R_T0: %globaltimer at create
+        if self.CYCLES:
+            tl.store(base + 2, self.t0, mask=lead)  # R_C0: %clock64 at create
+            tl.store(base + 4, globaltimer(), mask=lead)  # latest (globaltimer, clock64) anchor
+            tl.store(base + 5, t, mask=lead)
+        tl.store(base + 3, self.sm, mask=lead)
 
     @triton.jit
     def record(self, is_start, task_type):
@@ -143,18 +172,31 @@ class Profiler:
             else:
                 t = globaltimer()
             word = _VALID | ((t - self.t0) << _SHIFT) | ((is_start * 1) << _SBIT) | task_type
+            hdr = self.hdr
             if self.RING:
-                tl.store(self.base + _RH + self.idx % self.cap, word, mask=self.is_leader)
-                tl.store(self.base + 0, (self.idx + 1).to(tl.int64), mask=self.is_leader)
+                base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
+                lead = self.is_leader & (cap > 0)
+                tl.store(base + _RH + self.idx % tl.maximum(cap, 1), word, mask=lead)
+                tl.store(base + 0, (self.idx + 1).to(tl.int64), mask=lead)
+                self._header(base, cap, t)
+                pending = self.pending
             else:
-                fits = self.idx < self.cap
-                tl.store(self.base + _RH + self.idx, word, mask=self.is_leader & fits)
-                # the counter is written only when a record is dropped (so the count of drops is known)
-                tl.store(self.base + 0, (self.idx + 1).to(tl.int64), mask=self.is_leader & (self.idx >= self.cap))
-            if self.CYCLES:
-                tl.store(self.base + 4, globaltimer(), mask=self.is_leader)
-                tl.store(self.base + 5, t, mask=self.is_leader)
-            return Profiler(self.base, self.idx + 1, self.cap, self.t0, self.is_leader, self.ENABLE_PROFILING,
-                            self.RING, self.CYCLES, self.SYNC)
+                if self.pending != 0:  # a held start (nested tasks): write it now
+                    base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
+                    prev = self.idx - 1
+                    tl.store(base + _RH + prev, self.pending, mask=self.is_leader & (prev < cap))
+                if is_start * 1 == 0:  # an end: write it (and the header, once)
+                    base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
+                    tl.store(base + _RH + self.idx, word, mask=self.is_leader & (self.idx < cap))
+                    # the counter is written only when a record is dropped (so the count of drops is known)
+                    tl.store(base + 0, (self.idx + 1).to(tl.int64), mask=self.is_leader & (self.idx >= cap))
+                    if self.CYCLES:
+                        self._header(base, cap, t)
+                    elif self.hdr == 0:
+                        self._header(base, cap, t)
+                    hdr = self.hdr * 0 + 1
+                pending = word * (is_start * 1)
+            return Profiler(self.buf, self.total, self.region, self.nreg, self.idx + 1, self.t0, self.c0, self.sm,
+                            pending, hdr, self.is_leader, self.ENABLE_PROFILING, self.RING, self.CYCLES, self.SYNC)
         else:
             return self
