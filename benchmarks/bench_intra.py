@@ -29,7 +29,7 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kernscope  # noqa: E402
 from kernscope.intra import Profiler, tid  # noqa: E402
-from kernscope.intra.host import alloc_profiler_buffer, decode_profiler_buffer, reset_profiler_buffer  # noqa: E402
+from kernscope.intra.host import alloc_profiler_buffer, reset_profiler_buffer  # noqa: E402
 
 try:
     import triton.profiler as proton

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernscope.bench.api import Input, Operator, OperatorRegistry, impl  # noqa: E402
+from kernscope.bench.api import Operator, OperatorRegistry, impl  # noqa: E402
 from kernscope.bench.operators import builtin_registry  # noqa: E402
 from kernscope.bench.runner import run, trace_path  # noqa: E402
 from kernscope.bench.timing import summarize  # noqa: E402

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import polars as pl
@@ -14,7 +13,7 @@ from kernscope.errors import KernscopeError
 from kernscope.intra import decode_buffer
 from kernscope.intra import protobuf as pb
 from kernscope.intra.export import (
-    LANE_UUID_BASE, P_TRACK_DESC, P_TRACK_EVENT, SM_UUID_BASE, TRACE_PACKET, assign_lanes, chrome_trace, perfetto_bytes,
+    LANE_UUID_BASE, P_TRACK_DESC, P_TRACK_EVENT, SM_UUID_BASE, TRACE_PACKET, assign_lanes, perfetto_bytes,
     read_perfetto, write_perfetto,
 )
 from kernscope.intra.layout import MAGIC

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 
-import numpy as np
 import polars as pl
-import pytest
 
 import kernscope
 from conftest import write_trace

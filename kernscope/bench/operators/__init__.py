@@ -260,7 +260,6 @@ class FlashAttention(Operator):
         return f / 2 if causal else f
 
     def _sdpa(self, backend_name: str, q, k, v, causal):
-        import torch
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
