@@ -161,3 +161,40 @@ def test_analyze_bench_trace_json(tmp_path, capsys):
 def test_cudagraph_needs_cuda():
     with pytest.raises(KernscopeError, match="vector_add.torch_add failed"):
         run(builtin_registry().get("vector_add"), device="cpu", num_inputs=1, cudagraph=True, warmup=1, rep=3)
+
+
+def test_tritonbench_style_trace_without_annotation(tmp_path, capsys):
+    """A TritonBench-like trace (no kernscope annotation): the flush is the leading fill launched by
+    ``aten::zero_`` in the profiled step; a warm-up kernel still running in the step is not counted."""
+    from conftest import write_trace
+
+    def op(name, ts, dur, ext):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {"External id": ext}}
+
+    def launch(ts, corr, ext):
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": 2,
+                "args": {"correlation": corr, "External id": ext}}
+
+    def kern(name, ts, dur, corr):
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                "args": {"correlation": corr, "stream": 7, "device": 0}}
+
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<int>, at::detail::Array<char*, 1>)"
+    ev = [
+        # warm-up iteration 4 (its compute kernel is still running when step 5 starts)
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        op("aten::zero_", 5, 10, 1), launch(6, 101, 1), kern(fill, 10, 20, 101),
+        op("aten::mm", 20, 10, 2), launch(21, 102, 2), kern("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 40, 90, 102),
+        # profiled iteration
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#5", "pid": 1, "tid": 1, "ts": 100, "dur": 100},
+        op("aten::zero_", 105, 10, 3), launch(106, 103, 3), kern(fill, 131, 20, 103),
+        op("aten::mm", 120, 10, 4), launch(121, 104, 4), kern("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 152, 90, 104),
+    ]
+    p = write_trace(tmp_path / "tritonbench_like.json", ev)
+    assert main(["analyze", str(p), "--format", "json", "--no-cache"]) == 0
+    b = json.loads(capsys.readouterr().out)["benchmark"]
+    assert b["step"] == "ProfilerStep#5"
+    assert [k["category"] for k in b["flush_kernels"]] == ["Memory"] and "FillFunctor" in b["flush_kernels"][0]["name"]
+    assert [k["category"] for k in b["compute_kernels"]] == ["GEMM"]
+    assert b["kernel_time_us"] == pytest.approx(90.0)
+    assert b["warmup_kernels_in_window"] == 1  # step 4's GEMM ran 40..130 µs, into step 5's window
