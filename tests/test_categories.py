@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 import kernscope
+import kernscope.analyze.categories
 from conftest import needs_traces, real_traces, trace_id
 from kernscope.analyze.categories import CATEGORIES, Categorizer, kernel_head
 from kernscope.errors import RulesError
@@ -138,14 +139,18 @@ def test_categorize_cost_is_per_distinct_name():
     names = [p[0] for p in PINNED]
     df = pl.DataFrame({"name": names * 2000, "kind": ["kernel"] * (len(names) * 2000), "launch_name": [""] * (len(names) * 2000)})
     calls = []
-    orig = Categorizer.category
+    orig = kernscope.analyze.categories.kernel_head
 
-    class Counting(Categorizer):
-        def category(self, *a, **k):
-            calls.append(a)
-            return orig(self, *a, **k)
+    def counting_head(name):
+        calls.append(name)
+        return orig(name)
 
-    cc = Counting(C.categories, C.libraries, C.inductor_order, C.inductor_tokens)
-    out = cc.categorize(df)
-    assert out.height == df.height
-    assert len(calls) == len(set(names))
+    cc = Categorizer(C.categories, C.libraries, C.inductor_order, C.inductor_tokens)  # fresh memo
+    import unittest.mock
+
+    with unittest.mock.patch("kernscope.analyze.categories.kernel_head", counting_head):
+        out = cc.categorize(df)
+        assert out.height == df.height
+        assert len(calls) == len(set(names))  # one classification per distinct name
+        cc.categorize(df)
+        assert len(calls) == len(set(names))  # and memoized across calls

@@ -77,22 +77,26 @@ def kernel_head(name: str) -> str:
     n = name.replace("(anonymous namespace)", "anon").strip()
     if n.startswith("void "):
         n = n[5:]
-    if n.endswith(")"):  # strip the trailing parameter list: find its matching "("
+    if n.endswith(")"):  # strip the trailing parameter list: find its matching "(" (jumping paren to paren)
         depth = 0
-        for i in range(len(n) - 1, 0, -1):
-            ch = n[i]
-            if ch == ")":
-                depth += 1
-            elif ch == "(":
-                depth -= 1
-                if depth == 0:
-                    return n[:i] if n[:i].strip() else n
+        i = len(n)
+        while True:
+            i = max(n.rfind("(", 0, i), n.rfind(")", 0, i))
+            if i <= 0:
+                break
+            depth += 1 if n[i] == ")" else -1
+            if depth == 0:
+                return n[:i] if n[:i].strip() else n
     return n
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One pattern -> value rule. Higher ``priority`` wins; ties go to the earlier rule."""
+    """One pattern -> value rule. Higher ``priority`` wins; ties go to the earlier rule.
+
+    The pattern's top-level alternatives that are plain words are tested as substrings (``in``, C
+    speed); only the others go through the regex engine (``residual``).
+    """
 
     value: str
     pattern: re.Pattern[str]
@@ -102,6 +106,8 @@ class Rule:
     order: int = 0
     source: str = "builtin"
     case_sensitive: bool = False
+    words: tuple[str, ...] = ()
+    residual: re.Pattern[str] | None = None
 
     def matches(self, name: str, kind: str, launch: str, lowered: str | None = None) -> bool:
         if self.kinds is not None and kind not in self.kinds:
@@ -109,7 +115,49 @@ class Rule:
         if self.launch is not None and not self.launch.search(launch):
             return False
         text = name if self.case_sensitive or lowered is None else lowered
-        return self.pattern.search(text) is not None
+        for w in self.words:
+            if w in text:
+                return True
+        return self.residual is not None and self.residual.search(text) is not None
+
+
+_META = set(".^$*+?{}[]()|\\")
+
+
+def _split_alternatives(pattern: str) -> list[str]:
+    """Top-level ``|`` alternatives of a regex (respecting groups, classes and escapes)."""
+    parts, cur, depth, in_class, escaped = [], [], 0, False, False
+    for ch in pattern:
+        if escaped:
+            cur.append(ch)
+            escaped = False
+            continue
+        if ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def _words_and_residual(pattern: str) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
+    if pattern.startswith("(?"):  # global inline flags: keep the regex whole
+        return (), re.compile(pattern)
+    alts = _split_alternatives(pattern)
+    words = tuple(a for a in alts if a and not (_META & set(a)))
+    rest = [a for a in alts if not a or (_META & set(a))]
+    return words, (re.compile("|".join(rest)) if rest else None)
 
 
 def _compile(d: dict[str, Any], where: str, order: int, source: str, default_priority: int) -> Rule:
@@ -132,7 +180,8 @@ def _compile(d: dict[str, Any], where: str, order: int, source: str, default_pri
     unknown = set(d) - {"value", "pattern", "priority", "kinds", "launch", "case_sensitive"}
     if unknown:
         raise RulesError(f"{where}: unknown key(s) {sorted(unknown)}")
-    return Rule(d["value"], pat, prio, frozenset(kinds) if kinds else None, launch, order, source, cs)
+    words, residual = _words_and_residual(pat.pattern)
+    return Rule(d["value"], pat, prio, frozenset(kinds) if kinds else None, launch, order, source, cs, words, residual)
 
 
 @dataclass
@@ -209,26 +258,29 @@ class Categorizer:
 
     def category(self, name: str, kind: str = "kernel", launch: str = "") -> str:
         """Category of one kernel name (``kind``: kernel/memcpy/memset; ``launch``: runtime call name)."""
-        if kind == "kernel":
-            ind = self._inductor(name)
-            if ind is not None:
-                return ind
-        return _first_match(self.categories, name, kind, launch, OTHER)
+        return self._classify(name, kind, launch)[0]
 
     def library(self, name: str, kind: str = "kernel", launch: str = "") -> str:
         """Library that wrote the kernel (cuBLAS, cuDNN, Triton, ATen, NCCL, ...)."""
-        return _first_match(self.libraries, name, kind, launch, UNKNOWN_LIBRARY)
+        return self._classify(name, kind, launch)[1]
+
+    def _classify(self, name: str, kind: str, launch: str) -> tuple[str, str]:
+        hit = self._memo.get((name, kind, launch))
+        if hit is not None:
+            return hit
+        head = kernel_head(name)[:MATCH_CHARS]
+        low = head.lower()
+        cat = self._inductor(name) if kind == "kernel" else None
+        if cat is None:
+            cat = _first_match(self.categories, head, low, kind, launch, OTHER)
+        lib = _first_match(self.libraries, head, low, kind, launch, UNKNOWN_LIBRARY)
+        self._memo[(name, kind, launch)] = (cat, lib)
+        return cat, lib
 
     # -- table API -----------------------------------------------------------------------------
     def lookup(self, keys: Iterable[tuple[str, str, str]]) -> pl.DataFrame:
         """Categorize distinct (name, kind, launch_name) triples (answers are memoized per categorizer)."""
-        memo = self._memo
-        rows = []
-        for n, k, l in keys:
-            hit = memo.get((n, k, l))
-            if hit is None:
-                hit = memo[(n, k, l)] = (self.category(n, k, l), self.library(n, k, l))
-            rows.append((n, k, l, *hit))
+        rows = [(n, k, l, *self._classify(n, k, l)) for n, k, l in keys]
         return pl.DataFrame(
             rows,
             schema={"name": pl.String, "kind": pl.String, "launch_name": pl.String, "category": pl.String, "library": pl.String},
@@ -261,12 +313,15 @@ class Categorizer:
         return gpu.with_columns(out["category"], out["library"])
 
 
-def _first_match(rules: list[Rule], name: str, kind: str, launch: str, default: str) -> str:
-    """Value of the highest-priority rule matching the kernel's head (rules are pre-sorted)."""
-    head = kernel_head(name)[:MATCH_CHARS]
-    low = head.lower()
+def _first_match(rules: list[Rule], head: str, low: str, kind: str, launch: str, default: str) -> str:
+    """Value of the highest-priority rule matching a kernel head (rules are pre-sorted)."""
     for r in rules:
-        if r.matches(head, kind, launch, low):
+        if r.kinds is not None and kind not in r.kinds:
+            continue
+        if r.launch is not None and not r.launch.search(launch):
+            continue
+        text = head if r.case_sensitive else low
+        if any(w in text for w in r.words) or (r.residual is not None and r.residual.search(text) is not None):
             return r.value
     return default
 
