@@ -87,14 +87,7 @@ class Trace:
         """``"rocm"``, ``"cuda"`` or ``"unknown"``, from metadata and runtime names."""
         if "platform" in self.stats:
             return str(self.stats["platform"])
-        if any(k.startswith(("roctracer", "hip_")) for k in self.metadata):
-            return "rocm"
-        names = self.events.filter(pl.col("kind") == "runtime")["name"].cast(pl.String)
-        if names.str.starts_with("hip").any():
-            return "rocm"
-        if names.str.starts_with("cu").any() or "cuda_runtime_version" in self.metadata:
-            return "cuda"
-        return "unknown"
+        return _platform(self.metadata, self.events)
 
     @cached_property
     def devices(self) -> list[int]:
@@ -108,8 +101,7 @@ class Trace:
         """Earliest event start (ns): the origin for relative times in reports."""
         if "t0" in self.stats:
             return int(self.stats["t0"])
-        t = self.events.filter(pl.col("kind") != "instant")["ts"].min()
-        return int(t) if t is not None else 0
+        return _t0(self.events)
 
     # -- tables ------------------------------------------------------------------------------
     @property
@@ -141,13 +133,28 @@ class Trace:
         )
 
 
+def _platform(metadata: dict[str, Any], events: pl.DataFrame) -> str:
+    if any(k.startswith(("roctracer", "hip_")) for k in metadata):
+        return "rocm"
+    names = events.filter(pl.col("kind") == "runtime")["name"].cast(pl.String)
+    if names.str.starts_with("hip").any():
+        return "rocm"
+    if names.str.starts_with("cu").any() or "cuda_runtime_version" in metadata:
+        return "cuda"
+    return "unknown"
+
+
+def _t0(events: pl.DataFrame) -> int:
+    t = events.filter(pl.col("kind") != "instant")["ts"].min()
+    return int(t) if t is not None else 0
+
+
 def compute_stats(trace: Trace) -> dict[str, Any]:
-    """The facts kept in ``Trace.stats`` (computed from the full tables once)."""
-    counts = {str(k): int(n) for k, n in trace.events.group_by("kind").len().iter_rows()}
-    trace.stats = {}
+    """The facts kept in ``Trace.stats``, computed from the full tables."""
+    ev = trace.events
     return {
-        "events": int(trace.events.height + trace.flows.height),
-        "event_counts": counts,
-        "platform": trace.platform,
-        "t0": trace.t0,
+        "events": int(ev.height + trace.flows.height),
+        "event_counts": {str(k): int(n) for k, n in ev.group_by("kind").len().iter_rows()},
+        "platform": _platform(trace.metadata, ev),
+        "t0": _t0(ev),
     }

@@ -316,12 +316,7 @@ class Categorizer:
 def _first_match(rules: list[Rule], head: str, low: str, kind: str, launch: str, default: str) -> str:
     """Value of the highest-priority rule matching a kernel head (rules are pre-sorted)."""
     for r in rules:
-        if r.kinds is not None and kind not in r.kinds:
-            continue
-        if r.launch is not None and not r.launch.search(launch):
-            continue
-        text = head if r.case_sensitive else low
-        if any(w in text for w in r.words) or (r.residual is not None and r.residual.search(text) is not None):
+        if r.matches(head, kind, launch, low):
             return r.value
     return default
 

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from ..analyze.categories import Categorizer
-from ..analyze.kernels import gpu_table, summarize, wall_time_ns
+from ..analyze.kernels import gpu_table, launcher_category_summary, summarize, wall_time_ns
 from ..analyze.summary import Analysis, analyze
 from ..load import load
 from ..model import Trace
@@ -68,18 +68,13 @@ class TreePerfAnalyzer:
         """The seed's grouped view: per cpu_op and kernel_category, count, total time, % of the op's time."""
         if not self.use_kernel_name_categories:
             raise ValueError("construct with use_kernel_name_categories=True for the category view")
-        s = summarize(self._gpu.filter(pl.col("kind") == "kernel"), ["launcher", "category"], sort=False)
-        tot = pl.col("total_us").sum().over("launcher")
-        return (
-            s.with_columns((100 * pl.col("total_us") / tot).alias("pct"), tot.alias("_t"))
-            .sort(["_t", "launcher", "total_us"], descending=[True, False, True])
-            .select(
-                pl.col("launcher").alias("cpu_op"),
-                pl.col("category").alias("kernel_category"),
-                pl.col("count"),
-                (pl.col("total_us") / 1000).alias("total_time_ms"),
-                pl.col("pct").alias("% of cpu_op time"),
-            )
+        s = launcher_category_summary(self._gpu.filter(pl.col("kind") == "kernel"))
+        return s.select(
+            pl.col("launcher").alias("cpu_op"),
+            pl.col("category").alias("kernel_category"),
+            pl.col("count"),
+            (pl.col("total_us") / 1000).alias("total_time_ms"),
+            pl.col("pct_of_launcher").alias("% of cpu_op time"),
         )
 
     def get_df_gpu_timeline(self) -> pl.DataFrame:

@@ -50,26 +50,6 @@ _CAT_TO_KIND = {
 }
 
 
-def kind_expr() -> pl.Expr:
-    """Expression giving the ``kind`` column from ``ph`` and ``cat``."""
-    cat = pl.col("cat").cast(pl.String).str.to_lowercase()
-    ph = pl.col("ph").cast(pl.String)
-    mapped = cat.replace_strict(_CAT_TO_KIND, default="other", return_dtype=pl.String)
-    return (
-        pl.when(ph == "M")
-        .then(pl.lit("metadata"))
-        .when(ph.is_in(["s", "f", "t"]))
-        .then(pl.lit("flow"))
-        .when(ph == "C")
-        .then(pl.lit("counter"))
-        .when(ph.is_in(["i", "I", "n"]))
-        .then(pl.lit("instant"))
-        .otherwise(mapped)
-        .cast(KindEnum)
-        .alias("kind")
-    )
-
-
 def _kind_of(ph: str, cat: str) -> str:
     if ph == "M":
         return "metadata"
@@ -85,11 +65,17 @@ def _kind_of(ph: str, cat: str) -> str:
 def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
     """``kind`` for every row from its interned ``ph``/``cat`` codes: one lookup per distinct pair.
 
-    Works on the physical codes of Enum columns (no per-row string work); falls back to
-    :func:`kind_expr` for plain string columns.
+    Works on the physical codes of Enum columns (no per-row string work); other columns are cast to
+    an Enum of their distinct values first.
     """
-    if not (isinstance(ph.dtype, pl.Enum) and isinstance(cat.dtype, pl.Enum)):
-        return pl.DataFrame({"ph": ph, "cat": cat}).select(kind_expr()).to_series()
+
+    def as_enum(s: pl.Series) -> pl.Series:
+        if isinstance(s.dtype, pl.Enum):
+            return s
+        s = s.cast(pl.String).fill_null("")
+        return s.cast(pl.Enum(s.unique().sort().to_list()))
+
+    ph, cat = as_enum(ph), as_enum(cat)
     ph_cats = ph.dtype.categories.to_list()
     cat_cats = cat.dtype.categories.to_list()
     kind_code = {k: i for i, k in enumerate(KINDS)}
