@@ -8,7 +8,7 @@ PIP     = $(VENV)/bin/pip
 EXAMPLE = kernscope/examples/h200_gpt_train_step.pt.trace.json.gz
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: install install-test demo test bench-load clean
+.PHONY: install install-test demo test lint bench-load clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,11 @@ demo: install
 	$(VENV)/bin/kernscope report $(EXAMPLE) -o out/report.xlsx
 	@echo "Excel report: out/report.xlsx"
 
-test: install-test
+lint: install-test
+	$(VENV)/bin/ruff check kernscope tests benchmarks examples
+	$(VENV)/bin/mypy kernscope
+
+test: lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench-load: install

@@ -15,7 +15,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _load(path: str, *, salvage: bool, no_cache: bool) -> Any:
-    from .load import load
+    from .pipeline import load
 
     return load(path, cache=not no_cache, salvage=salvage)
 
@@ -38,7 +38,7 @@ def _parse_step(step: str | None) -> int | None:
 
 
 def _emit(text: str, output: str | None) -> None:
-    from .render.io import write_text
+    from .files import write_text
 
     if output:
         write_text(output, text)
@@ -78,15 +78,11 @@ def trace_options(f: Any) -> Any:
 def analyze(trace: str, step: str | None, top: int, fmt: str, output: str | None, no_categories: bool,
             linked_only: bool, bench: bool | None, salvage: bool, no_cache: bool, rules: str | None) -> None:
     """Summarize a PyTorch profiler (Kineto) trace: steps, kernels, launching ops, categories."""
-    from .analyze.bench_trace import analyze_benchmark, looks_like_benchmark
     from .analyze.summary import analyze as run
 
     t = _load(trace, salvage=salvage, no_cache=no_cache)
-    cat = _categorizer(rules)
-    a = run(t, step=_parse_step(step), categorizer=cat, use_kernel_name_categories=not no_categories,
-            linked_only=linked_only)
-    if bench or (bench is None and looks_like_benchmark(t)):
-        a.benchmark = analyze_benchmark(t, cat)
+    a = run(t, step=_parse_step(step), categorizer=_categorizer(rules), use_kernel_name_categories=not no_categories,
+            linked_only=linked_only, benchmark=bench)
     if t.salvaged is not None:
         click.echo(f"kernscope: salvaged {t.salvaged:,} complete events from truncated {trace}", err=True)
     if fmt == "json":

@@ -8,14 +8,15 @@ import zipfile
 import numpy as np
 import polars as pl
 import pytest
+from conftest import TRACES, needs_traces, write_trace
 
 import kernscope
-from conftest import TRACES, needs_traces, write_trace
 from kernscope.analyze.categories import Categorizer
 from kernscope.analyze.kernels import gpu_table
 from kernscope.analyze.summary import analyze
-from kernscope.analyze.timeline import gpu_timeline, union_ns
+from kernscope.analyze.timeline import gpu_timeline
 from kernscope.cli import main
+from kernscope.intervals import union_ns
 from kernscope.testing.synth import make_trace
 
 C = Categorizer.builtin()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from conftest import needs_traces, real_traces, trace_id
 
 import kernscope
 import kernscope.analyze.categories
-from conftest import needs_traces, real_traces, trace_id
 from kernscope.analyze.categories import CATEGORIES, Categorizer, kernel_head
 from kernscope.errors import RulesError
 

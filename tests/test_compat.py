@@ -6,8 +6,8 @@ import zipfile
 
 import polars as pl
 import pytest
-
 from conftest import TRACES, needs_traces, write_trace
+
 from kernscope.compat import TreePerfAnalyzer, generate_perf_report_pytorch
 
 

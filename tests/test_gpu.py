@@ -140,9 +140,9 @@ def test_bench_vector_add_trace_analysis(tmp_path):
             metrics=["latency", "gbps", "speedup", "accuracy", "kineto_trace"], output_dir=str(tmp_path), warmup=5, rep=20)
     for c in r.cells:
         assert c.error is None and c.metrics["accuracy"] is True
-        a = c.analysis
-        assert a["step"].startswith("ProfilerStep#")
-        assert len(a["flush_kernels"]) == 1 and len(a["compute_kernels"]) == 1
-        assert a["kernel_time_us"] > 0
-    names = {c.impl: c.analysis["compute_kernels"][0]["name"] for c in r.cells}
+        v = c.analysis.view
+        assert v.step.startswith("ProfilerStep#")
+        assert len(v.flush_kernels) == 1 and len(v.compute_kernels) == 1
+        assert v.kernel_time_us > 0
+    names = {c.impl: c.analysis.view.compute_kernels[0].name for c in r.cells}
     assert "_add_kernel" in names["triton_add"]

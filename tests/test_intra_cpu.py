@@ -13,8 +13,15 @@ from kernscope.errors import KernscopeError
 from kernscope.intra import decode_buffer
 from kernscope.intra import protobuf as pb
 from kernscope.intra.export import (
-    LANE_UUID_BASE, P_TRACK_DESC, P_TRACK_EVENT, SM_UUID_BASE, TRACE_PACKET, assign_lanes, perfetto_bytes,
-    read_perfetto, write_perfetto,
+    LANE_UUID_BASE,
+    P_TRACK_DESC,
+    P_TRACK_EVENT,
+    SM_UUID_BASE,
+    TRACE_PACKET,
+    assign_lanes,
+    perfetto_bytes,
+    read_perfetto,
+    write_perfetto,
 )
 from kernscope.intra.layout import MAGIC
 from kernscope.intra.simulate import Region, empty_buffer, fill_buffer

@@ -6,9 +6,9 @@ from collections import Counter
 
 import polars as pl
 import pytest
+from conftest import needs_traces, raw_events, real_traces, trace_id, us_to_ns
 
 import kernscope
-from conftest import needs_traces, raw_events, real_traces, trace_id, us_to_ns
 
 pytestmark = needs_traces
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import polars as pl
+from conftest import write_trace
 
 import kernscope
-from conftest import write_trace
 from kernscope.load import kineto
 from kernscope.load.timestamps import parse_us_joined
 from kernscope.testing.synth import make_trace

@@ -9,17 +9,61 @@ inside a ``kernscope::l2_flush`` annotation), before the first launch of anythin
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import polars as pl
 
 from ..model import Trace
+from ..scalars import as_int
 from .categories import Categorizer
 from .kernels import gpu_table
 
 #: CPU ops whose GPU work at the start of a step is an L2-cache flush.
 FLUSH_OPS = ("aten::zero_", "aten::fill_", "aten::zeros", "aten::ones", "aten::full", "aten::random_", "aten::normal_")
 FLUSH_ANNOTATION = "kernscope::l2_flush"
+
+
+@dataclass(frozen=True)
+class BenchKernel:
+    """One GPU kernel (or CPU op, for CPU benchmarks) of the profiled step. Times in µs."""
+
+    name: str
+    dur_us: float
+    category: str
+    library: str
+    launcher: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class BenchmarkView:
+    """The benchmark view of a trace: profiled step, its flush and its compute kernels. Times in µs.
+
+    Attributes:
+        step: the profiled step's name (e.g. "ProfilerStep#5"), None if there is none.
+        device: "gpu" or "cpu".
+        kernel_time_us: summed compute-kernel time.
+        gpu_span_us: first compute start to last compute end.
+        cpu_step_us: the step's CPU window.
+        warmup_kernels_in_window: kernels of earlier iterations that ran during the step.
+    """
+
+    step: str | None
+    device: str = "gpu"
+    flush_kernels: list[BenchKernel] = field(default_factory=list)
+    compute_kernels: list[BenchKernel] = field(default_factory=list)
+    kernel_time_us: float = 0.0
+    gpu_span_us: float = 0.0
+    cpu_step_us: float = 0.0
+    warmup_kernels_in_window: int = 0
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["note"] is None:
+            del d["note"]
+        return d
 
 
 def _flush_launch_ids(trace: Trace, step_start: int, step_end: int) -> set[int]:
@@ -39,13 +83,13 @@ def _flush_launch_ids(trace: Trace, step_start: int, step_end: int) -> set[int]:
 def benchmark_step(trace: Trace) -> int | None:
     """The profiled step: the last ``ProfilerStep#N`` that launched GPU work (any step for CPU-only traces)."""
     if trace.gpu.height == 0:
-        return int(trace.steps["step"].max()) if trace.steps.height else None
+        return as_int(trace.steps["step"].max()) if trace.steps.height else None
     launched = trace.gpu.filter(pl.col("step").is_not_null())["step"].unique()
     s = trace.steps.filter(pl.col("step").is_in(launched.implode()))
-    return int(s["step"].max()) if s.height else None
+    return as_int(s["step"].max()) if s.height else None
 
 
-def _cpu_view(trace: Trace, row: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _cpu_view(trace: Trace, row: dict[str, Any]) -> tuple[list[BenchKernel], list[BenchKernel]]:
     """CPU-device benchmarks: the step's top-level ops; those under the flush annotation are the flush."""
     tree = trace.call_tree
     ev = trace.events.join(tree, on="idx", how="left")
@@ -53,15 +97,16 @@ def _cpu_view(trace: Trace, row: dict[str, Any]) -> tuple[list[dict[str, Any]], 
     if step_idx.len() == 0:
         return [], []
     children = ev.filter(pl.col("parent_idx") == step_idx[0]).sort("ts")
-    flush, compute = [], []
+    flush: list[BenchKernel] = []
+    compute: list[BenchKernel] = []
     for r in children.iter_rows(named=True):
         name = str(r["name"])
         if name == FLUSH_ANNOTATION:
             inner = ev.filter(pl.col("parent_idx") == r["idx"])
             for q in (inner.iter_rows(named=True) if inner.height else [r]):
-                flush.append({"name": str(q["name"]), "dur_us": q["dur"] / 1000.0, "category": "Memory", "library": "ATen", "launcher": FLUSH_ANNOTATION, "kind": "cpu_op"})
+                flush.append(BenchKernel(str(q["name"]), q["dur"] / 1000.0, "Memory", "ATen", FLUSH_ANNOTATION, "cpu_op"))
         elif r["kind"] in ("cpu_op", "user_annotation"):
-            compute.append({"name": name, "dur_us": r["dur"] / 1000.0, "category": "CPU op", "library": "ATen", "launcher": name, "kind": "cpu_op"})
+            compute.append(BenchKernel(name, r["dur"] / 1000.0, "CPU op", "ATen", name, "cpu_op"))
     return flush, compute
 
 
@@ -102,26 +147,19 @@ def looks_like_benchmark(trace: Trace) -> bool:
     return annotated or first["op_name"] in FLUSH_OPS
 
 
-def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step: int | None = None) -> dict[str, Any]:
-    """The ``benchmark`` object of ``kernscope analyze --bench --format json``.
-
-    Returns: ``step`` (e.g. "ProfilerStep#5"), ``flush_kernels`` and ``compute_kernels`` (each: name,
-    dur_us, category, launcher), ``kernel_time_us`` (compute only), ``gpu_span_us`` (first compute
-    start to last compute end), ``cpu_step_us`` (the step's CPU window), ``warmup_kernels_in_window``
-    (kernels of earlier iterations that ran during the step).
-    """
+def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step: int | None = None) -> BenchmarkView:
+    """The ``benchmark`` object of ``kernscope analyze --bench --format json`` (see :class:`BenchmarkView`)."""
     cat = categorizer or Categorizer.builtin()
     s = step if step is not None else benchmark_step(trace)
     if s is None:
-        return {"step": None, "flush_kernels": [], "compute_kernels": [], "kernel_time_us": 0.0, "note": "no profiled step with GPU work"}
+        return BenchmarkView(step=None, note="no profiled step with GPU work")
     row = trace.steps.filter(pl.col("step") == s).row(0, named=True)
     if trace.gpu.height == 0:
         flush_c, compute_c = _cpu_view(trace, row)
-        return {
-            "step": row["name"], "device": "cpu", "flush_kernels": flush_c, "compute_kernels": compute_c,
-            "kernel_time_us": float(sum(k["dur_us"] for k in compute_c)),
-            "gpu_span_us": 0.0, "cpu_step_us": (row["end"] - row["start"]) / 1000.0, "warmup_kernels_in_window": 0,
-        }
+        return BenchmarkView(
+            step=row["name"], device="cpu", flush_kernels=flush_c, compute_kernels=compute_c,
+            kernel_time_us=float(sum(k.dur_us for k in compute_c)), cpu_step_us=(row["end"] - row["start"]) / 1000.0,
+        )
     g = gpu_table(trace, cat, step=s)
     flush, compute = _split_flush(trace, g, row)
     allg = gpu_table(trace, cat)
@@ -129,21 +167,21 @@ def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step
         (pl.col("step") != s).fill_null(True) & (pl.col("end") > row["start"]) & (pl.col("ts") < row["end"])
     ).height
 
-    def rows(d: pl.DataFrame) -> list[dict[str, Any]]:
+    def rows(d: pl.DataFrame) -> list[BenchKernel]:
         return [
-            {"name": r["name"], "dur_us": r["dur"] / 1000.0, "category": r["category"], "library": r["library"],
-             "launcher": r["launcher"], "kind": r["kind"]}
+            BenchKernel(str(r["name"]), r["dur"] / 1000.0, str(r["category"]), str(r["library"]), str(r["launcher"]),
+                        str(r["kind"]))
             for r in d.sort("ts").iter_rows(named=True)
         ]
 
-    span = (compute["end"].max() - compute["ts"].min()) / 1000.0 if compute.height else 0.0
-    return {
-        "step": row["name"],
-        "device": "gpu",
-        "flush_kernels": rows(flush),
-        "compute_kernels": rows(compute),
-        "kernel_time_us": float((compute["dur"].sum() or 0) / 1000.0),
-        "gpu_span_us": float(span),
-        "cpu_step_us": (row["end"] - row["start"]) / 1000.0,
-        "warmup_kernels_in_window": int(overlap),
-    }
+    span = (int(compute["end"].max()) - int(compute["ts"].min())) / 1000.0 if compute.height else 0.0  # type: ignore[arg-type]
+    return BenchmarkView(
+        step=row["name"],
+        device="gpu",
+        flush_kernels=rows(flush),
+        compute_kernels=rows(compute),
+        kernel_time_us=float(int(compute["dur"].sum() or 0) / 1000.0),
+        gpu_span_us=float(span),
+        cpu_step_us=(row["end"] - row["start"]) / 1000.0,
+        warmup_kernels_in_window=int(overlap),
+    )

@@ -7,12 +7,14 @@ categorizing costs O(distinct names), not O(events).
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import polars as pl
 
@@ -51,6 +53,8 @@ _DEFAULT_USER_PRIORITY = 10_000
 #: Rules look at this many leading characters of a kernel's head (keywords sit at the front; long
 #: template argument lists only slow the regexes down).
 MATCH_CHARS = 512
+#: Most answers a categorizer remembers (distinct (name, kind, launch) keys).
+MEMO_MAX = 200_000
 
 
 def _lower_pattern(pattern: str) -> str:
@@ -209,7 +213,7 @@ class Categorizer:
         if isinstance(spec, (str, Path)):
             where = str(spec)
             try:
-                spec = tomllib.loads(Path(spec).read_text())
+                spec = dict(tomllib.loads(Path(spec).read_text()))
             except OSError as e:
                 raise RulesError(f"{where}: cannot read rule file ({e.strerror})") from None
             except tomllib.TOMLDecodeError as e:
@@ -217,6 +221,7 @@ class Categorizer:
         else:
             where = source or "rules"
         src = source or where
+        assert isinstance(spec, dict)
         unknown = set(spec) - {"version", "category", "library", "inductor"}
         if unknown:
             raise RulesError(f"{where}: unknown top-level key(s) {sorted(unknown)}; expected [[category]] / [[library]]")
@@ -242,7 +247,9 @@ class Categorizer:
         if not m:
             return None
         flavor, ops = m.group(1), m.group(2)
-        hit = lambda tok: re.search(rf"(^|_){re.escape(tok)}(_|$)", ops) is not None  # noqa: E731
+        def hit(tok: str) -> bool:
+            return re.search(rf"(^|_){re.escape(tok)}(_|$)", ops) is not None
+
         for cat in self.inductor_order:
             toks = self.inductor_tokens.get(cat, [])
             if cat == "Memory":
@@ -274,13 +281,16 @@ class Categorizer:
         if cat is None:
             cat = _first_match(self.categories, head, low, kind, launch, OTHER)
         lib = _first_match(self.libraries, head, low, kind, launch, UNKNOWN_LIBRARY)
+        if len(self._memo) >= MEMO_MAX:  # bounded: drop the oldest half (dicts keep insertion order)
+            for k in list(itertools.islice(self._memo, MEMO_MAX // 2)):
+                del self._memo[k]
         self._memo[(name, kind, launch)] = (cat, lib)
         return cat, lib
 
     # -- table API -----------------------------------------------------------------------------
     def lookup(self, keys: Iterable[tuple[str, str, str]]) -> pl.DataFrame:
         """Categorize distinct (name, kind, launch_name) triples (answers are memoized per categorizer)."""
-        rows = [(n, k, l, *self._classify(n, k, l)) for n, k, l in keys]
+        rows = [(n, k, ln, *self._classify(n, k, ln)) for n, k, ln in keys]
         return pl.DataFrame(
             rows,
             schema={"name": pl.String, "kind": pl.String, "launch_name": pl.String, "category": pl.String, "library": pl.String},
@@ -295,7 +305,9 @@ class Categorizer:
         """
         def code(c: str) -> pl.Expr:
             col = pl.col(c)
-            return col.to_physical().cast(pl.Int64) if isinstance(gpu.schema[c], (pl.Enum, pl.Categorical)) else col.hash().reinterpret(signed=True)
+            if isinstance(gpu.schema[c], (pl.Enum, pl.Categorical)):
+                return col.to_physical().cast(pl.Int64)
+            return col.hash().reinterpret(signed=True)
 
         launch = "launch_name" if "launch_name" in gpu.columns else None
         keyed = gpu.select(
@@ -326,7 +338,3 @@ def _builtin() -> Categorizer:
     text = resources.files("kernscope.analyze").joinpath("rules.toml").read_text()
     return Categorizer().with_rules(tomllib.loads(text), source="builtin", default_priority=0)
 
-
-def builtin_categorizer() -> Categorizer:
-    """The built-in taxonomy (cached per call site by the caller if needed)."""
-    return Categorizer.builtin()

@@ -6,11 +6,12 @@ Input times are int64 ns; every summary column ending in ``_us`` is float **micr
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import polars as pl
 
 from ..model import Trace
+from ..scalars import as_int
 from .categories import Categorizer
 
 NS_PER_US = 1000.0
@@ -54,6 +55,22 @@ def gpu_table(
     return g.select(cols)
 
 
+#: Collective-communication kernels (NCCL, RCCL, NVSHMEM, custom all-reduce): the timeline needs them
+#: even when categories are off.
+COMM_PATTERN = r"(?i)nccl|rccl|nvshmem|all_?reduce|allgather|all_gather|reduce_?scatter|alltoall|sendrecv|custom_?ar"
+
+
+def mark_communication(table: pl.DataFrame, otherwise: str) -> pl.DataFrame:
+    """Add ``category``: "Communication" for collective kernels, ``otherwise`` for the rest (one regex
+    test per distinct name)."""
+    names = table.select(pl.col("name").unique())
+    names = names.with_columns(
+        pl.when(pl.col("name").str.contains(COMM_PATTERN)).then(pl.lit("Communication")).otherwise(pl.lit(otherwise))
+        .alias("category")
+    )
+    return table.join(names, on="name", how="left", maintain_order="left")
+
+
 def summarize(
     table: pl.DataFrame, by: Sequence[str], *, wall_ns: int | None = None, sort: bool = True
 ) -> pl.DataFrame:
@@ -80,7 +97,7 @@ def wall_time_ns(table: pl.DataFrame) -> int:
     """Span from the first GPU activity start to the last end (ns)."""
     if table.height == 0:
         return 0
-    return int(table["end"].max() - table["ts"].min())
+    return as_int(table["end"].max()) - as_int(table["ts"].min())
 
 
 def kernel_summary(table: pl.DataFrame, by: Sequence[str] = ("name", "launcher")) -> pl.DataFrame:
@@ -138,6 +155,7 @@ def step_summary(trace: Trace, table: pl.DataFrame | None = None) -> pl.DataFram
     return s.select(
         "step",
         "name",
+        "kind",
         "start_us",
         "end_us",
         "cpu_duration_us",

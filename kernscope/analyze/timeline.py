@@ -13,8 +13,9 @@ to it (a ROCm timestamp artifact) and counted in ``clipped_kernels``.
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
+
+from ..intervals import union_by
 
 TIMELINE_ROWS = (
     "computation_time",
@@ -26,14 +27,6 @@ TIMELINE_ROWS = (
     "total_comm_time",
     "total_memcpy_time",
 )
-
-
-def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Total length (ns) of the union of half-open intervals [start, end)."""
-    if len(starts) == 0:
-        return 0
-    d = pl.DataFrame({"g": np.zeros(len(starts), dtype=np.int64), "ts": starts, "end": ends})
-    return int(_union_by(d, ["g"])["len"][0])
 
 
 def clip_overruns(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -49,42 +42,6 @@ def clip_overruns(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         pl.when(pl.col("clipped")).then(pl.col("_next")).otherwise(pl.col("end")).alias("end")
     ).drop("_next")
     return t, int(t["clipped"].sum())
-
-
-def _union_by(d: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Per group: total length (ns) of the union of [ts, end) intervals (numpy, one sort).
-
-    Groups are laid end to end on one axis (offset by group code), so a single running maximum
-    over the sorted starts finds every merged segment of every group at once.
-    """
-    schema = {**{k: d.schema[k] for k in keys}, "len": pl.Int64}
-    if d.height == 0:
-        return pl.DataFrame(schema=schema)
-    codes = d.select(pl.struct(keys).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
-    ts = d["ts"].to_numpy()
-    end = d["end"].to_numpy()
-    t0 = int(ts.min())
-    span = int(max(end.max(), ts.max()) - t0) + 1
-    s = (ts - t0) + codes * span
-    e = np.maximum(end - t0, ts - t0) + codes * span
-    o = np.argsort(s, kind="stable")
-    s, e, g = s[o], e[o], codes[o]
-    run = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run[:-1]
-    seg = np.cumsum(new) - 1
-    seg_start = s[new]
-    seg_end = np.zeros(len(seg_start), dtype=np.int64)
-    np.maximum.at(seg_end, seg, run)
-    seg_group = g[new]
-    n_groups = int(codes.max()) + 1
-    lengths = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(lengths, seg_group, seg_end - seg_start)
-    first = np.zeros(n_groups, dtype=np.int64)
-    first[codes] = np.arange(len(codes))
-    out = d[first.tolist()].select(keys).with_columns(pl.Series("len", lengths, dtype=pl.Int64))
-    return out
 
 
 def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -103,7 +60,7 @@ def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         pl.col("clipped").sum().cast(pl.Int64).alias("clipped_kernels"),
     )
     for name, d in parts.items():
-        out = out.join(_union_by(d, keys).rename({"len": name}), on=keys, how="left")
+        out = out.join(union_by(d, keys).rename({"len": name}), on=keys, how="left")
     out = out.fill_null(0)
     return out.select(
         *keys,

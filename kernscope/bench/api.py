@@ -30,8 +30,9 @@ import importlib.util
 import inspect
 import os
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..errors import KernscopeError
 

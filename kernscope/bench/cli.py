@@ -35,7 +35,7 @@ def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, inpu
           cudagraph, device, output_dir, csv_out, json_out, fmt, keep_going) -> None:
     """Benchmark an operator's implementations; with kineto_trace, analyze every trace too."""
     from ..errors import KernscopeError
-    from ..render.io import write_text
+    from ..files import write_text
     from . import report
     from .operators import builtin_registry
 

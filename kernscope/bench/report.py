@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from .runner import BenchRun
+from .results import BenchRun
 
 
 def _fmt(metric: str, v: Any) -> str:
@@ -73,18 +73,19 @@ def trace_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
     cols = ["input", "impl", "step", "flush", "compute kernels", "kernel µs", "latency µs", "overhead µs"]
     rows = []
     for c in run.cells:
-        a = c.analysis
-        if not a:
+        if c.analysis is None:
             continue
-        comp = a.get("compute_kernels", [])
-        names = "; ".join(f"{k['name'][:60]} [{k['category']}] {k['dur_us']:.1f}µs" for k in comp[:4])
+        a = c.analysis
+        v = a.view
+        comp = v.compute_kernels
+        names = "; ".join(f"{k.name[:60]} [{k.category}] {k.dur_us:.1f}µs" for k in comp[:4])
         if len(comp) > 4:
             names += f"; +{len(comp) - 4} more"
-        flush = "; ".join(f"{k['name'][:40]} {k['dur_us']:.1f}µs" for k in a.get("flush_kernels", [])) or "-"
+        flush = "; ".join(f"{k.name[:40]} {k.dur_us:.1f}µs" for k in v.flush_kernels) or "-"
         rows.append([
-            str(c.input_id), c.impl, str(a.get("step")), flush, names or "-", f"{a.get('kernel_time_us', 0):.2f}",
-            f"{a['latency_us']:.2f}" if a.get("latency_us") is not None else "-",
-            f"{a['overhead_us']:.2f}" if a.get("overhead_us") is not None else "-",
+            str(c.input_id), c.impl, str(v.step), flush, names or "-", f"{v.kernel_time_us:.2f}",
+            f"{a.latency_us:.2f}" if a.latency_us is not None else "-",
+            f"{a.overhead_us:.2f}" if a.overhead_us is not None else "-",
         ])
     return cols, rows
 
@@ -96,13 +97,4 @@ def plain(cols: list[str], rows: list[list[str]]) -> str:
 
 
 def to_json(run: BenchRun) -> str:
-    doc = {
-        "op": run.op, "x_label": list(run.x_label), "mode": run.mode, "dtype": run.dtype, "device": run.device,
-        "impls": run.impls, "metrics": run.metrics, "skipped": run.skipped, "env": run.env,
-        "results": [
-            {"input_id": c.input_id, "x": list(c.x), "impl": c.impl, "metrics": c.metrics, "error": c.error,
-             "timing": c.timing.to_dict() if c.timing else None, "trace": c.trace, "analysis": c.analysis}
-            for c in run.cells
-        ],
-    }
-    return json.dumps(doc, indent=2, default=str)
+    return json.dumps(run.to_dict(), indent=2, default=str)

@@ -2,82 +2,26 @@
 
 from __future__ import annotations
 
-import gzip
+import logging
 import math
 import os
-import shutil
-import tempfile
-import traceback
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import KernscopeError
 from .api import ImplSpec, Input, Operator
+from .env import probe_env
+from .results import BenchRun, Cell
 from .timing import L2Flusher, Timing, do_bench, do_bench_cudagraph
+from .traces import analyze_cells, record_trace, trace_path
 
 METRICS = ("latency", "tflops", "gbps", "speedup", "accuracy", "gpu_peak_mem", "kineto_trace")
 DEFAULT_METRICS = ("latency",)
-KINETO_WARMUP_STEPS = 5
+#: FLOPs of a mode relative to the forward pass (backward ≈ 2.5x, forward + backward ≈ 3.5x)
+MODE_FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
 
-
-@dataclass
-class Cell:
-    """One (input, impl) result."""
-
-    input_id: int
-    x: tuple[Any, ...]
-    impl: str
-    metrics: dict[str, Any] = field(default_factory=dict)
-    timing: Timing | None = None
-    error: str | None = None
-    trace: str | None = None
-    analysis: dict[str, Any] | None = None
-
-
-@dataclass
-class BenchRun:
-    op: str
-    x_label: tuple[str, ...]
-    impls: list[str]
-    metrics: list[str]
-    mode: str
-    dtype: str
-    device: str
-    cells: list[Cell] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-    env: dict[str, Any] = field(default_factory=dict)
-
-
-def trace_path(output_dir: str | os.PathLike[str], op: str, impl: str, input_id: int) -> Path:
-    """Deterministic trace location: ``<output-dir>/<op>/<impl>/input_<id>.json.gz``."""
-    return Path(output_dir) / op / impl / f"input_{input_id}.json.gz"
-
-
-def _env(device: str) -> dict[str, Any]:
-    import platform
-
-    import torch
-
-    e: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(), "device": device}
-    try:
-        import triton
-
-        e["triton"] = triton.__version__
-    except ImportError:
-        e["triton"] = None
-    if device.startswith("cuda") and torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(device)
-        e.update(gpu=p.name, sms=p.multi_processor_count, l2_bytes=getattr(p, "L2_cache_size", None),
-                 cuda=torch.version.cuda)
-        try:
-            import subprocess
-
-            e["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                         capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.SubprocessError):
-            e["driver"] = None
-    return e
+__all__ = ["run", "trace_path", "METRICS", "Cell", "BenchRun"]
 
 
 def _tensors(obj: Any) -> list[Any]:
@@ -102,13 +46,12 @@ class _Callable:
         self.leaves = [t for t in _tensors(inp.args) + _tensors(inp.kwargs) if t.requires_grad]
         if op.mode == "fwd":
             self.fn: Callable[[], Any] = fwd
-            self.before = None
-            self.outputs = lambda: _tensors(fwd())
+            self.before: Callable[[], None] | None = None
+            self.outputs: Callable[[], list[Any]] = lambda: _tensors(fwd())
             return
         if not self.leaves:
             raise KernscopeError(f"{op.name}: mode {op.mode} needs inputs with requires_grad")
-        out = fwd()
-        outs = _tensors(out)
+        outs = _tensors(fwd())
         gen = torch.Generator(device=outs[0].device).manual_seed(1234)  # same upstream grads for every impl
         grads = [torch.randn(o.shape, generator=gen, device=o.device, dtype=o.dtype) for o in outs]
 
@@ -147,37 +90,127 @@ def _accuracy(op: Operator, got: list[Any], ref: list[Any]) -> tuple[bool, float
     return ok, worst
 
 
-def record_trace(fn: Callable[[], Any], *, device: str, flusher: L2Flusher | None, path: Path,
-                 before: Callable[[], None] | None = None, warmup_steps: int = KINETO_WARMUP_STEPS) -> Path:
-    """Profile ``warmup_steps`` + 1 iterations (flush, call) with a schedule; the last is ``ProfilerStep#N``."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile, schedule
+# -- selection ------------------------------------------------------------------------------------
+def select_impls(op: Operator, device: str, only: Sequence[str] | None, skip: Sequence[str]) -> tuple[list[ImplSpec], dict[str, str]]:
+    """The implementations to run, and why the others are skipped."""
+    specs = op.impls()
+    names = [s.name for s in specs]
+    if only:
+        missing = [o for o in only if o not in names]
+        if missing:
+            raise KernscopeError(f"{op.name}: unknown impl(s) {', '.join(missing)}; available: {', '.join(names)}")
+        specs = [s for s in specs if s.name in only]
+    usable: list[ImplSpec] = []
+    skipped: dict[str, str] = {}
+    for s in specs:
+        if s.name in skip:
+            continue
+        if s.needs_cuda and not device.startswith("cuda"):
+            skipped[s.name] = "needs a CUDA device"
+        elif op.mode not in s.modes:
+            skipped[s.name] = f"no {op.mode} mode"
+        elif s.dtypes is not None and op.dtype_name not in s.dtypes:
+            skipped[s.name] = f"dtype {op.dtype_name} not supported"
+        else:
+            usable.append(s)
+    return usable, skipped
 
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with profile(activities=acts, schedule=schedule(wait=0, warmup=warmup_steps, active=1, repeat=1)) as prof:
-        for _ in range(warmup_steps + 1):
-            if before is not None:
-                before()
-            if flusher is not None:
-                flusher()
-            fn()
-            if device.startswith("cuda"):
-                torch.cuda.synchronize(device)
-            prof.step()
-    fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
-    os.close(fd)
+
+def _inputs(op: Operator, num_inputs: int | None, input_id: int | None) -> list[tuple[int, Input]]:
+    out = []
+    for i, inp in enumerate(op.inputs()):
+        if input_id is not None and i != input_id:
+            continue
+        if num_inputs is not None and input_id is None and i >= num_inputs:
+            break
+        out.append((i, inp))
+    return out
+
+
+# -- measuring ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Settings:
+    device: str
+    metrics: tuple[str, ...]
+    warmup: float  #: ms
+    rep: float  #: ms
+    cudagraph: bool
+    output_dir: str
+
+
+def _time(c: _Callable, s: Settings, flusher: L2Flusher) -> Timing:
+    if s.cudagraph:
+        return do_bench_cudagraph(c.fn, device=s.device, rep=s.rep, flusher=flusher)
+    return do_bench(c.fn, device=s.device, warmup=s.warmup, rep=s.rep, flusher=flusher, before=c.before)
+
+
+def _peak_mem_mib(c: _Callable, device: str) -> float:
+    import torch
+
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before_mem = torch.cuda.memory_allocated(device)
+    if c.before:
+        c.before()
+    c.fn()
+    torch.cuda.synchronize(device)
+    return (torch.cuda.max_memory_allocated(device) - before_mem) / 2**20
+
+
+def measure_cell(op: Operator, spec: ImplSpec, i: int, inp: Input, s: Settings, flusher: L2Flusher,
+                 ref_out: list[Any] | None) -> Cell:
+    """Every requested metric of one (input, impl); raises on failure (the caller decides to go on)."""
+    cell = Cell(i, inp.x, spec.name)
+    c = _Callable(op, spec, inp)
+    t = _time(c, s, flusher)
+    cell.timing = t
+    sec = t.median_ms / 1e3
+    m = s.metrics
+    if "latency" in m:
+        cell.metrics["latency"] = t.median_ms
+    if "tflops" in m:
+        f = op.flops(inp)
+        cell.metrics["tflops"] = f * MODE_FLOP_FACTOR[op.mode] / sec / 1e12 if f else None
+    if "gbps" in m:
+        b = op.bytes(inp)
+        cell.metrics["gbps"] = b / sec / 1e9 if b else None
+    if "accuracy" in m:
+        if ref_out is None:
+            cell.metrics["accuracy"] = None
+        else:
+            ok, err = _accuracy(op, [x.detach() for x in c.outputs()], ref_out)
+            cell.metrics["accuracy"] = ok
+            cell.metrics["max_abs_err"] = err
+    if "gpu_peak_mem" in m and s.device.startswith("cuda"):
+        cell.metrics["gpu_peak_mem"] = _peak_mem_mib(c, s.device)
+    if "kineto_trace" in m:
+        p = trace_path(s.output_dir, op.name, spec.name, i)
+        record_trace(c.fn, device=s.device, flusher=flusher, path=p, before=c.before)
+        cell.trace = cell.metrics["kineto_trace"] = str(p)
+    return cell
+
+
+def _reference(op: Operator, base: ImplSpec | None, usable: list[ImplSpec], i: int, inp: Input, s: Settings,
+               flusher: L2Flusher, keep_going: bool) -> tuple[list[Any] | None, float | None]:
+    """Baseline outputs (for accuracy) and, when the baseline is not among the impls run, its latency."""
+    if base is None or not ({"accuracy", "speedup"} & set(s.metrics)):
+        return None, None
     try:
-        prof.export_chrome_trace(tmp)
-        gz_tmp = tmp + ".gz"
-        with open(tmp, "rb") as src, gzip.open(gz_tmp, "wb", compresslevel=6) as dst:
-            shutil.copyfileobj(src, dst)
-        os.replace(gz_tmp, path)
-    finally:
-        for f in (tmp, tmp + ".gz"):
-            if os.path.exists(f):
-                os.unlink(f)
-    return path
+        c = _Callable(op, base, inp)
+        ref = [t.detach().clone() for t in c.outputs()] if "accuracy" in s.metrics else None
+        ms = _time(c, s, flusher).median_ms if "speedup" in s.metrics and base not in usable else None
+        return ref, ms
+    except Exception as e:  # noqa: BLE001 - the baseline failing is reported per cell
+        if not keep_going:
+            raise KernscopeError(f"{op.name} baseline {base.name} failed on input {i}: {type(e).__name__}: {e}") from None
+        return None, None
+
+
+def _speedups(cells: list[Cell], base: ImplSpec | None, base_ms: float | None) -> None:
+    base_cell = next((c for c in cells if base and c.impl == base.name and c.timing), None)
+    ref_ms = base_cell.timing.median_ms if base_cell and base_cell.timing else base_ms
+    for c in cells:
+        c.metrics["speedup"] = (ref_ms / c.timing.median_ms) if (ref_ms and c.timing) else None
 
 
 def run(
@@ -208,121 +241,31 @@ def run(
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise KernscopeError("CUDA is not available: use --device cpu")
     op = op_cls(device=device, dtype=dtype, mode=mode)
-    specs = op.impls()
-    names = [s.name for s in specs]
-    if only:
-        missing = [o for o in only if o not in names]
-        if missing:
-            raise KernscopeError(f"{op.name}: unknown impl(s) {', '.join(missing)}; available: {', '.join(names)}")
-        specs = [s for s in specs if s.name in only]
-    specs = [s for s in specs if s.name not in skip]
-    run_ = BenchRun(op.name, tuple(op.x_label), [], list(metrics), mode, op.dtype_name, device, env=_env(device))
-    usable = []
-    for s in specs:
-        if s.needs_cuda and not device.startswith("cuda"):
-            run_.skipped[s.name] = "needs a CUDA device"
-        elif mode not in s.modes:
-            run_.skipped[s.name] = f"no {mode} mode"
-        elif s.dtypes is not None and op.dtype_name not in s.dtypes:
-            run_.skipped[s.name] = f"dtype {op.dtype_name} not supported"
-        else:
-            usable.append(s)
-    run_.impls = [s.name for s in usable]
-    base_spec = op.baseline()
+    usable, skipped = select_impls(op, device, only, skip)
+    settings = Settings(device, tuple(metrics), warmup, rep, cudagraph, str(output_dir))
+    result = BenchRun(op.name, tuple(op.x_label), [s.name for s in usable], list(metrics), mode, op.dtype_name, device,
+                      skipped=skipped, env=probe_env(device))
+    base = op.baseline()
     flusher = L2Flusher(device)
-    need_ref = "accuracy" in metrics or "speedup" in metrics
-    for i, inp in enumerate(op.inputs()):
-        if input_id is not None and i != input_id:
-            continue
-        if num_inputs is not None and input_id is None and i >= num_inputs:
-            break
-        ref_out = None
-        base_ms = None
-        if need_ref and base_spec is not None:
-            try:
-                c = _Callable(op, base_spec, inp)
-                ref_out = [t.detach().clone() for t in c.outputs()] if "accuracy" in metrics else None
-                if "speedup" in metrics and base_spec not in usable:
-                    base_ms = do_bench(c.fn, device=device, warmup=warmup, rep=rep, flusher=flusher, before=c.before).median_ms
-            except Exception as e:  # noqa: BLE001 - the baseline failing is reported per cell
-                ref_out = None
-                if not keep_going:
-                    raise KernscopeError(f"{op.name} baseline {base_spec.name} failed on input {i}: {type(e).__name__}: {e}") from None
-        cells_this_input = []
+    for i, inp in _inputs(op, num_inputs, input_id):
+        ref_out, base_ms = _reference(op, base, usable, i, inp, settings, flusher, keep_going)
+        cells = []
         for spec in usable:
-            cell = Cell(i, inp.x, spec.name)
             if progress:
                 progress(f"{op.name} input {i} {inp.label()} {spec.name}")
             try:
-                c = _Callable(op, spec, inp)
-                if cudagraph:
-                    t = do_bench_cudagraph(c.fn, device=device, rep=rep, flusher=flusher)
-                else:
-                    t = do_bench(c.fn, device=device, warmup=warmup, rep=rep, flusher=flusher, before=c.before)
-                cell.timing = t
-                sec = t.median_ms / 1e3
-                if "latency" in metrics:
-                    cell.metrics["latency"] = t.median_ms
-                if "tflops" in metrics:
-                    f = op.flops(inp)
-                    cell.metrics["tflops"] = (f * (2.5 if mode == "bwd" else 3.5 if mode == "fwd_bwd" else 1.0) / sec / 1e12) if f else None
-                if "gbps" in metrics:
-                    b = op.bytes(inp)
-                    cell.metrics["gbps"] = b / sec / 1e9 if b else None
-                if "accuracy" in metrics:
-                    if ref_out is None:
-                        cell.metrics["accuracy"] = None
-                    else:
-                        ok, err = _accuracy(op, [x.detach() for x in c.outputs()], ref_out)
-                        cell.metrics["accuracy"] = ok
-                        cell.metrics["max_abs_err"] = err
-                if "gpu_peak_mem" in metrics and device.startswith("cuda"):
-                    torch.cuda.synchronize(device)
-                    torch.cuda.reset_peak_memory_stats(device)
-                    before_mem = torch.cuda.memory_allocated(device)
-                    if c.before:
-                        c.before()
-                    c.fn()
-                    torch.cuda.synchronize(device)
-                    cell.metrics["gpu_peak_mem"] = (torch.cuda.max_memory_allocated(device) - before_mem) / 2**20
-                if "kineto_trace" in metrics:
-                    p = trace_path(output_dir, op.name, spec.name, i)
-                    record_trace(c.fn, device=device, flusher=flusher, path=p, before=c.before)
-                    cell.trace = str(p)
-                    cell.metrics["kineto_trace"] = str(p)
+                cells.append(measure_cell(op, spec, i, inp, settings, flusher, ref_out))
             except KernscopeError:
                 raise
             except Exception as e:  # noqa: BLE001 - keep_going shows the error in the table
                 if not keep_going:
                     raise KernscopeError(f"{op.name}.{spec.name} failed on input {i} {inp.label()}: {type(e).__name__}: {e}") from None
-                cell.error = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-                cell.metrics.clear()
-                if os.environ.get("KERNSCOPE_DEBUG"):
-                    traceback.print_exc()
-            cells_this_input.append(cell)
+                msg = str(e).splitlines()[0][:200] if str(e) else ""
+                cells.append(Cell(i, inp.x, spec.name, error=f"{type(e).__name__}: {msg}"))
+                logging.getLogger("kernscope.bench").debug("%s.%s failed", op.name, spec.name, exc_info=True)
         if "speedup" in metrics:
-            base_cell = next((c for c in cells_this_input if base_spec and c.impl == base_spec.name and c.timing), None)
-            ref_ms = base_cell.timing.median_ms if base_cell else base_ms
-            for c in cells_this_input:
-                c.metrics["speedup"] = (ref_ms / c.timing.median_ms) if (ref_ms and c.timing) else None
-        run_.cells.extend(cells_this_input)
+            _speedups(cells, base, base_ms)
+        result.cells.extend(cells)
     if analyze_traces:
-        analyze_cells(run_)
-    return run_
-
-
-def analyze_cells(run_: BenchRun) -> None:
-    """Analyze every recorded trace with kernscope's benchmark view (by launch correlation)."""
-    from .. import load
-    from ..analyze.bench_trace import analyze_benchmark
-
-    for c in run_.cells:
-        if not c.trace:
-            continue
-        a = analyze_benchmark(load(c.trace, cache=False))
-        if c.timing is not None:
-            lat_us = c.timing.median_ms * 1e3
-            a["latency_us"] = lat_us
-            a["overhead_us"] = lat_us - a["kernel_time_us"]
-            a["kernel_vs_latency"] = a["kernel_time_us"] / lat_us if lat_us else None
-        c.analysis = a
+        analyze_cells(result)
+    return result

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 FLUSH_ANNOTATION = "kernscope::l2_flush"
 MIN_REPS = 5
@@ -128,6 +129,74 @@ def launch_shield_cycles(fn: Callable[[], Any], device: str) -> int:
     return int((2 * host_us + 50) * khz / 1000)
 
 
+class _CudaTimer:
+    """CUDA events around each call: GPU time of the call alone."""
+
+    method = "cuda_events"
+
+    def __init__(self, n: int) -> None:
+        import torch
+
+        self.starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        self.ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+
+    def start(self, i: int) -> None:
+        self.starts[i].record()
+
+    def stop(self, i: int) -> None:
+        self.ends[i].record()
+
+    def samples_ms(self, device: str) -> list[float]:
+        _sync(device)
+        return [s.elapsed_time(e) for s, e in zip(self.starts, self.ends)]
+
+
+class _WallTimer:
+    """Host clock around each call (CPU devices)."""
+
+    method = "perf_counter"
+
+    def __init__(self, n: int) -> None:
+        self.t = [0] * (2 * n)
+
+    def start(self, i: int) -> None:
+        self.t[2 * i] = time.perf_counter_ns()
+
+    def stop(self, i: int) -> None:
+        self.t[2 * i + 1] = time.perf_counter_ns()
+
+    def samples_ms(self, device: str) -> list[float]:
+        return [(self.t[2 * i + 1] - self.t[2 * i]) / 1e6 for i in range(len(self.t) // 2)]
+
+
+def call_loop(fn: Callable[[], Any], n: int, *, flusher: L2Flusher | None = None,
+              before: Callable[[], None] | None = None, shield: int = 0, timer: Any = None,
+              after: Callable[[], None] | None = None) -> None:
+    """The one flush-then-call loop: ``n`` times ``before``, GPU spin, flush, [timer start], call, [timer stop], ``after``.
+
+    Warm-up, timed repetitions and profiled iterations all run through it, so they do the same work.
+    """
+    spin = None
+    if shield:
+        import torch
+
+        spin = torch.cuda._sleep
+    for i in range(n):
+        if before is not None:
+            before()
+        if spin is not None:
+            spin(shield)
+        if flusher is not None:
+            flusher()
+        if timer is not None:
+            timer.start(i)
+        fn()
+        if timer is not None:
+            timer.stop(i)
+        if after is not None:
+            after()
+
+
 def bench(fn: Callable[[], Any], *, device: str, flusher: L2Flusher | None, reps: int,
           before: Callable[[], None] | None = None, shield: int | None = None) -> Timing:
     """Time ``reps`` calls, each after a flush (and ``before``, e.g. clearing grads), one sample per call.
@@ -135,35 +204,12 @@ def bench(fn: Callable[[], Any], *, device: str, flusher: L2Flusher | None, reps
     On CUDA each call is preceded by a GPU spin of ``shield`` cycles (default: sized from the call's
     host launch time) so the measured interval holds GPU work only, not launch latency.
     """
-    if device.startswith("cuda"):
-        import torch
-
-        if shield is None:
-            shield = launch_shield_cycles(fn, device)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            if before is not None:
-                before()
-            if shield:
-                torch.cuda._sleep(shield)
-            if flusher is not None:
-                flusher()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize(device)
-        return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda_events")
-    samples = []
-    for _ in range(reps):
-        if before is not None:
-            before()
-        if flusher is not None:
-            flusher()
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - t0) / 1e6)
-    return summarize(samples, "perf_counter")
+    cuda = device.startswith("cuda")
+    if cuda and shield is None:
+        shield = launch_shield_cycles(fn, device)
+    timer = _CudaTimer(reps) if cuda else _WallTimer(reps)
+    call_loop(fn, reps, flusher=flusher, before=before, shield=(shield or 0) if cuda else 0, timer=timer)
+    return summarize(timer.samples_ms(device), timer.method)
 
 
 def do_bench(fn: Callable[[], Any], *, device: str, warmup: float = 25.0, rep: float = 100.0,
@@ -172,10 +218,7 @@ def do_bench(fn: Callable[[], Any], *, device: str, warmup: float = 25.0, rep: f
     est = max(estimate_ms(fn, device, flusher), 1e-4)
     n_warm = max(1, int(warmup / est))
     n_rep = min(MAX_REPS, max(MIN_REPS, int(rep / est)))
-    for _ in range(n_warm):
-        if before is not None:
-            before()
-        fn()
+    call_loop(fn, n_warm, flusher=flusher, before=before)
     _sync(device)
     shield = launch_shield_cycles(fn, device) if device.startswith("cuda") else 0
     return bench(fn, device=device, flusher=flusher, reps=n_rep, before=before, shield=shield)

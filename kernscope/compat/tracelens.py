@@ -15,6 +15,7 @@ Tables are polars DataFrames (``.to_pandas()`` for pandas) with TraceLens's colu
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -22,8 +23,8 @@ import polars as pl
 from ..analyze.categories import Categorizer
 from ..analyze.kernels import gpu_table, launcher_category_summary, summarize, wall_time_ns
 from ..analyze.summary import Analysis, analyze
-from ..load import load
 from ..model import Trace
+from ..pipeline import load
 
 
 class TreePerfAnalyzer:
@@ -34,7 +35,7 @@ class TreePerfAnalyzer:
         self.trace = trace_file if isinstance(trace_file, Trace) else load(trace_file, **load_kwargs)
         self.use_kernel_name_categories = use_kernel_name_categories
         cat = Categorizer.builtin()
-        self.categorizer = cat.with_rules(rules) if rules is not None else cat
+        self.categorizer = cat.with_rules(rules if isinstance(rules, (dict, Path)) else Path(rules)) if rules is not None else cat
         self._gpu = gpu_table(self.trace, self.categorizer)
 
     @classmethod

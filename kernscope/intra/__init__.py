@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .decode import Decoded, decode_buffer
+from .decode import Decoded, decode_buffer  # noqa: F401 - re-exported
 
 _DEVICE = {"Profiler", "tid", "smid", "globaltimer", "clock64"}
 _HOST = {

@@ -1,14 +1,15 @@
 """Profiler buffer (numpy int64 array) -> task DataFrame. CPU only: no torch, no GPU.
 
 Output columns: block, group, sm, task_type, task, start_ns, end_ns, duration_ns (int64 ns on the
-GPU's %globaltimer clock); rows ordered by (block, group), then by record order within the block. Records are paired per (block, group, task): the i-th start with the i-th
-end. Records lost to a full region (``dropped``), cut by ring wrap-around, or unpaired are counted.
+GPU's %globaltimer clock); rows ordered by (block, group), then by record order within the block.
+Records are paired per (block, group, task): the i-th start with the i-th end. Records lost to a full
+region (``dropped``), cut by ring wrap-around, or unpaired are counted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import polars as pl
@@ -81,10 +82,19 @@ def _freq_ghz(t0: np.ndarray, c0: np.ndarray, tl: np.ndarray, cl: np.ndarray) ->
     return np.where(np.isfinite(f), f, med)
 
 
-def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
-    """Decode a profiler buffer. ``buf`` is the int64 buffer (``tensor.cpu().numpy()``)."""
-    b = np.asarray(buf).view(np.int64).ravel()
-    names = list(task_names)
+@dataclass(frozen=True)
+class _Header:
+    """The global header of a buffer, and its regions as a (n_regions, words per region) view."""
+
+    regions: np.ndarray
+    cap: int
+    groups: int
+    ring: bool
+    cycles: bool
+
+
+def _read_header(b: np.ndarray) -> _Header | None:
+    """Check the global header; None when no kernel wrote to the buffer."""
     if b.size < GLOBAL_HEADER_WORDS:
         raise KernscopeError("profiler buffer is smaller than its header")
     if int(b[H_MAGIC]) != MAGIC:
@@ -94,91 +104,84 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
     total = int(b[H_TOTAL])
     n_regions = int(b[H_REGIONS])
     flags = int(b[H_FLAGS])
-    empty = Decoded(pl.DataFrame(schema=SCHEMA), task_names=names, ring=bool(flags & FLAG_RING), cycles=bool(flags & FLAG_CYCLES))
     if n_regions <= 0:
-        return empty  # no kernel wrote to it
-    if total > b.size:
+        return None
+    if total > b.size or total < GLOBAL_HEADER_WORDS:
         raise KernscopeError(f"profiler buffer header says {total} words but the buffer has {b.size}")
     per = (total - GLOBAL_HEADER_WORDS) // n_regions
     cap = per - REGION_HEADER_WORDS
     if cap <= 0:
         raise KernscopeError(f"profiler buffer too small: {n_regions} regions leave no room for records")
-    groups = max(1, int(b[H_GROUPS]))
     regions = b[GLOBAL_HEADER_WORDS : GLOBAL_HEADER_WORDS + per * n_regions].reshape(n_regions, per)
-    ring = bool(flags & FLAG_RING)
-    cycles = bool(flags & FLAG_CYCLES)
-    recs = regions[:, REGION_HEADER_WORDS:]  # a written record is never 0 (valid bit); slots fill from 0 up
+    return _Header(regions, cap, max(1, int(b[H_GROUPS])), bool(flags & FLAG_RING), bool(flags & FLAG_CYCLES))
+
+
+def _written(recs: np.ndarray, cap: int) -> np.ndarray:
+    """Records written per region (a written record is never 0: it carries the valid bit)."""
     if cap <= 32:  # many small regions: column-wise is far faster than a per-row reduction
-        written = np.zeros(n_regions, dtype=np.int64)
+        written = np.zeros(recs.shape[0], dtype=np.int64)
         for j in range(cap):
             written += recs[:, j] != 0
-    else:
-        written = np.count_nonzero(recs, axis=1)
-    count = np.maximum(regions[:, R_COUNT], written)  # the counter is stored only on drops / in ring mode
-    kept = np.minimum(count, cap)
-    dropped = 0 if ring else int(np.maximum(count - cap, 0).sum())
-    overwritten = int(np.maximum(count - cap, 0).sum()) if ring else 0
-    active = np.flatnonzero(count > 0)
-    out = Decoded(empty.tasks, regions=len(active), dropped=dropped, ring_overwritten=overwritten,
-                  capacity_per_region=cap, ring=ring, cycles=cycles, task_names=names)
-    if len(active) == 0:
-        return out
-    # gather kept records in write order (ring: oldest first = position count % cap)
+        return written
+    return np.count_nonzero(recs, axis=1)
+
+
+def _names_lut(names: list[str], n_types: int) -> pl.Series:
+    return pl.Series("task", [task_name(names, i) for i in range(n_types)], dtype=pl.Categorical)
+
+
+def _fast_uniform(h: _Header, out: Decoded, active: np.ndarray, k0: int) -> Decoded | None:
+    """The common shape: every region recorded ``k0`` records, alternating start, end of one task at a
+    time, in globaltimer mode. Works on (regions, k0) columns directly; None when the shape differs."""
+    regions = h.regions
+    sel = slice(None) if len(active) == regions.shape[0] else active  # a slice avoids a gather copy
+    block = regions[sel, REGION_HEADER_WORDS : REGION_HEADER_WORDS + k0]
+    sw, ew = block[:, 0::2], block[:, 1::2]
+    bit = 1 << START_BIT
+    if not (int(np.bitwise_and.reduce(sw, axis=None)) & bit and not int(np.bitwise_or.reduce(ew, axis=None)) & bit
+            and not int(np.bitwise_or.reduce(sw ^ ew, axis=None)) & TASK_MASK):
+        return None
+    out.records = int(block.size)
+    t0r = regions[sel, R_T0][:, None]
+    s_ns = (t0r + ((sw & ~VALID) >> DELTA_SHIFT)).reshape(-1)
+    e_ns = (t0r + ((ew & ~VALID) >> DELTA_SHIFT)).reshape(-1)
+    tt = (sw & TASK_MASK).reshape(-1)
+    lut = _names_lut(out.task_names, int(tt.max()) + 1)
+    return _finish(out, np.repeat(active, k0 // 2), s_ns, e_ns, tt, h.groups, regions[:, R_SMID], lut)
+
+
+def _gather(h: _Header, active: np.ndarray, kept: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(region of each record, record words) in write order; ring regions start at their oldest record."""
     k = kept[active]
-    k0 = int(k[0])
-    uniform = not ring and bool((k == k0).all())
-    if uniform and k0 % 2 == 0 and k0 > 0:
-        # Fast path, the common shape: every region recorded the same number of records, alternating
-        # start, end, start, end of one task at a time. Work on (regions, k0) columns directly.
-        sel = slice(None) if len(active) == n_regions else active  # a slice avoids a gather copy
-        block = regions[sel, REGION_HEADER_WORDS : REGION_HEADER_WORDS + k0]
-        sw, ew = block[:, 0::2], block[:, 1::2]
-        s_bit, e_bit = 1 << START_BIT, 1 << START_BIT
-        if (int(np.bitwise_and.reduce(sw, axis=None)) & s_bit and not int(np.bitwise_or.reduce(ew, axis=None)) & e_bit
-                and not int(np.bitwise_or.reduce(sw ^ ew, axis=None)) & TASK_MASK):
-            out.records = int(block.size)
-            if not cycles:
-                t0r = regions[sel, R_T0][:, None]
-                s_ns = (t0r + ((sw & ~VALID) >> DELTA_SHIFT)).reshape(-1)
-                e_ns = (t0r + ((ew & ~VALID) >> DELTA_SHIFT)).reshape(-1)
-                n_types = int((sw & TASK_MASK).max()) + 1
-                lut = pl.Series("task", [task_name(names, i) for i in range(n_types)], dtype=pl.Categorical)
-                r = np.repeat(active, k0 // 2)
-                return _finish(out, r, s_ns, e_ns, (sw & TASK_MASK).reshape(-1), groups, regions[:, R_SMID], lut)
-    if uniform:  # plain 2-D slice
-        reg = np.repeat(active, k0)
-        words = regions[active, REGION_HEADER_WORDS : REGION_HEADER_WORDS + k0].reshape(-1)
+    if not h.ring and bool((k == k[0]).all()):  # plain 2-D slice
+        k0 = int(k[0])
+        return np.repeat(active, k0), h.regions[active, REGION_HEADER_WORDS : REGION_HEADER_WORDS + k0].reshape(-1)
+    reg = np.repeat(active, k)
+    j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)  # 0..k-1 within region
+    if h.ring:
+        first = np.where(count[active] > h.cap, count[active] % h.cap, 0)
+        slot = (np.repeat(first, k) + j) % h.cap
     else:
-        reg = np.repeat(active, k)
-        j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)  # 0..k-1 within region
-        if ring:
-            first = np.where(count[active] > cap, count[active] % cap, 0)
-            slot = (np.repeat(first, k) + j) % cap
-        else:
-            slot = j
-        words = regions[reg, REGION_HEADER_WORDS + slot]
-    out.records = int(words.size)
+        slot = j
+    return reg, h.regions[reg, REGION_HEADER_WORDS + slot]
+
+
+def _times(h: _Header, reg: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """Record times (ns, %globaltimer clock); cycle records are converted with each region's clock rate."""
     delta = (words & ~VALID) >> DELTA_SHIFT
-    is_start = ((words >> START_BIT) & 1).astype(bool)
-    task = words & TASK_MASK
-    t0 = regions[reg, R_T0]
-    if cycles:
-        f = _freq_ghz(regions[:, R_T0], regions[:, R_C0], regions[:, R_TLAST], regions[:, R_CLAST])
-        t = t0 + np.rint(delta / f[reg]).astype(np.int64)
-    else:
-        t = t0 + delta
-    n_types = int(task.max()) + 1 if task.size else 1
-    lut = pl.Series("task", [task_name(names, i) for i in range(n_types)], dtype=pl.Categorical)
-    smid = regions[:, R_SMID]
-    if not ring and len(words) % 2 == 0:
-        # Fast path, the common shape: every region holds start, end, start, end, ... of one task at a
-        # time (no nesting, nothing unpaired). Pairs are then simply (even, odd) record positions.
-        ev, od = slice(0, None, 2), slice(1, None, 2)
-        if (k % 2 == 0).all() and is_start[ev].all() and not is_start[od].any() and (task[ev] == task[od]).all():
-            out.unpaired = 0
-            return _finish(out, reg[ev], t[ev], t[od], task[ev], groups, smid, lut)
-    starts_m = is_start
-    key = reg.astype(np.int64) * n_types + task  # (region, task) group, records already in write order
+    t0 = h.regions[reg, R_T0]
+    if not h.cycles:
+        return t0 + delta
+    r = h.regions
+    f = _freq_ghz(r[:, R_T0], r[:, R_C0], r[:, R_TLAST], r[:, R_CLAST])
+    return t0 + np.rint(delta / f[reg]).astype(np.int64)
+
+
+def _pair(out: Decoded, h: _Header, reg: np.ndarray, t: np.ndarray, is_start: np.ndarray, task: np.ndarray,
+          lut: pl.Series) -> Decoded:
+    """General pairing per (region, task): the i-th start with the i-th end, in write order."""
+    n_types = len(lut)
+    key = reg.astype(np.int64) * n_types + task  # records already in write order
 
     def ranked(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rows of ``mask`` sorted by (key, write order) and their rank within their key."""
@@ -187,12 +190,11 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
         if len(k0) > 1 and (k0[1:] < k0[:-1]).any():  # already sorted when each region has one task type
             rows = rows[np.argsort(k0, kind="stable")]
         k = key[rows]
-        first = np.searchsorted(k, k, side="left")
-        return rows, k, np.arange(len(rows)) - first
+        return rows, k, np.arange(len(rows)) - np.searchsorted(k, k, side="left")
 
-    s_rows, s_key, s_nth = ranked(starts_m)
-    e_rows, e_key, e_nth = ranked(~starts_m)
-    if ring and len(e_rows):
+    s_rows, s_key, s_nth = ranked(is_start)
+    e_rows, e_key, e_nth = ranked(~is_start)
+    if h.ring and len(e_rows):
         # the oldest kept record of a wrapped region may be an end whose start was overwritten
         if len(s_rows):
             first_t = np.full(int(key.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
@@ -200,8 +202,7 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
             keep = t[e_rows] >= first_t[e_key]
         else:
             keep = np.zeros(len(e_rows), bool)
-        e_rows = e_rows[keep]
-        e_key = e_key[keep]
+        e_rows, e_key = e_rows[keep], e_key[keep]
         e_nth = np.arange(len(e_rows)) - np.searchsorted(e_key, e_key, side="left")
     n_keys = int(key.max()) + 1 if key.size else 1
     cnt_s = np.bincount(s_key, minlength=n_keys)
@@ -209,7 +210,47 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
     ps = s_rows[s_nth < cnt_e[s_key]]
     pe = e_rows[e_nth < cnt_s[e_key]]
     out.unpaired = int(len(s_rows) + len(e_rows) - 2 * len(ps))
-    return _finish(out, reg[ps], t[ps], t[pe], task[ps], groups, smid, lut)
+    return _finish(out, reg[ps], t[ps], t[pe], task[ps], h.groups, h.regions[:, R_SMID], lut)
+
+
+def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
+    """Decode a profiler buffer. ``buf`` is the int64 buffer (``tensor.cpu().numpy()``)."""
+    b = np.asarray(buf).view(np.int64).ravel()
+    names = list(task_names)
+    h = _read_header(b)
+    if h is None:
+        flags = int(b[H_FLAGS])
+        return Decoded(pl.DataFrame(schema=SCHEMA), task_names=names, ring=bool(flags & FLAG_RING),
+                       cycles=bool(flags & FLAG_CYCLES))
+    written = _written(h.regions[:, REGION_HEADER_WORDS:], h.cap)
+    count = np.maximum(h.regions[:, R_COUNT], written)  # the counter is stored only on drops / in ring mode
+    kept = np.minimum(count, h.cap)
+    over = int(np.maximum(count - h.cap, 0).sum())
+    active = np.flatnonzero(count > 0)
+    out = Decoded(pl.DataFrame(schema=SCHEMA), regions=len(active), dropped=0 if h.ring else over,
+                  ring_overwritten=over if h.ring else 0, capacity_per_region=h.cap, ring=h.ring, cycles=h.cycles,
+                  task_names=names)
+    if len(active) == 0:
+        return out
+    k0 = int(kept[active[0]])
+    if not h.ring and not h.cycles and k0 > 0 and k0 % 2 == 0 and bool((kept[active] == k0).all()):
+        fast = _fast_uniform(h, out, active, k0)
+        if fast is not None:
+            return fast
+    reg, words = _gather(h, active, kept, count)
+    out.records = int(words.size)
+    is_start = ((words >> START_BIT) & 1).astype(bool)
+    task = words & TASK_MASK
+    t = _times(h, reg, words)
+    lut = _names_lut(names, int(task.max()) + 1 if task.size else 1)
+    if not h.ring and len(words) % 2 == 0:
+        # every region holds start, end, start, end, ... of one task at a time: pairs are (even, odd) positions
+        ev, od = slice(0, None, 2), slice(1, None, 2)
+        k = kept[active]
+        if (k % 2 == 0).all() and is_start[ev].all() and not is_start[od].any() and (task[ev] == task[od]).all():
+            out.unpaired = 0
+            return _finish(out, reg[ev], t[ev], t[od], task[ev], h.groups, h.regions[:, R_SMID], lut)
+    return _pair(out, h, reg, t, is_start, task, lut)
 
 
 def _finish(out: Decoded, r: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, tt: np.ndarray, groups: int,

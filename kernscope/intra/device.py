@@ -27,13 +27,27 @@ except ImportError:  # pragma: no cover
 # Triton >= 3.5 wants the aggregate constructor marked as a constexpr function
 _constexpr_function = getattr(triton, "constexpr_function", lambda f: f)
 
-from .layout import DELTA_SHIFT, GLOBAL_HEADER_WORDS, REGION_HEADER_WORDS, START_BIT, VALID
+from . import layout as L
 
-_GH: tl.constexpr = tl.constexpr(GLOBAL_HEADER_WORDS)
-_RH: tl.constexpr = tl.constexpr(REGION_HEADER_WORDS)
-_SHIFT: tl.constexpr = tl.constexpr(DELTA_SHIFT)
-_SBIT: tl.constexpr = tl.constexpr(START_BIT)
-_VALID: tl.constexpr = tl.constexpr(VALID)
+# Every offset and flag bit comes from layout.py (the decoder and the CPU model use the same names).
+_GH: tl.constexpr = tl.constexpr(L.GLOBAL_HEADER_WORDS)
+_RH: tl.constexpr = tl.constexpr(L.REGION_HEADER_WORDS)
+_H_TOTAL: tl.constexpr = tl.constexpr(L.H_TOTAL)
+_H_REGIONS: tl.constexpr = tl.constexpr(L.H_REGIONS)
+_H_GROUPS: tl.constexpr = tl.constexpr(L.H_GROUPS)
+_H_FLAGS: tl.constexpr = tl.constexpr(L.H_FLAGS)
+_H_GRID: tl.constexpr = tl.constexpr(L.H_GRID)
+_R_COUNT: tl.constexpr = tl.constexpr(L.R_COUNT)
+_R_T0: tl.constexpr = tl.constexpr(L.R_T0)
+_R_C0: tl.constexpr = tl.constexpr(L.R_C0)
+_R_SMID: tl.constexpr = tl.constexpr(L.R_SMID)
+_R_TLAST: tl.constexpr = tl.constexpr(L.R_TLAST)
+_R_CLAST: tl.constexpr = tl.constexpr(L.R_CLAST)
+_FLAG_RING: tl.constexpr = tl.constexpr(L.FLAG_RING)
+_FLAG_CYCLES: tl.constexpr = tl.constexpr(L.FLAG_CYCLES)
+_SHIFT: tl.constexpr = tl.constexpr(L.DELTA_SHIFT)
+_SBIT: tl.constexpr = tl.constexpr(L.START_BIT)
+_VALID: tl.constexpr = tl.constexpr(L.VALID)
 
 
 @triton.jit
@@ -86,8 +100,8 @@ class Profiler:
     region: tl.tensor
     nreg: tl.tensor
     idx: tl.tensor
-    t0: tl.tensor
-    c0: tl.tensor
+    origin: tl.tensor  # record-clock value at create (%globaltimer ns, or %clock64 in cycle mode): deltas start here
+    gt_start: tl.tensor  # %globaltimer at create (ns): the region's R_T0
     sm: tl.tensor
     pending: tl.tensor
     hdr: tl.tensor
@@ -98,15 +112,15 @@ class Profiler:
     SYNC: tl.constexpr
 
     @_constexpr_function
-    def __init__(self, buf, total, region, nreg, idx, t0, c0, sm, pending, hdr, is_leader, ENABLE_PROFILING, RING,
-                 CYCLES, SYNC):
+    def __init__(self, buf, total, region, nreg, idx, origin, gt_start, sm, pending, hdr, is_leader, ENABLE_PROFILING,
+                 RING, CYCLES, SYNC):
         self.buf = buf
         self.total = total
         self.region = region
         self.nreg = nreg
         self.idx = idx
-        self.t0 = t0
-        self.c0 = c0
+        self.origin = origin
+        self.gt_start = gt_start
         self.sm = sm
         self.pending = pending
         self.hdr = hdr
@@ -131,22 +145,20 @@ class Profiler:
             buf = profiler_buffer.to(tl.pointer_type(tl.int64))
             nreg = (nx * ny * nz * num_groups).to(tl.int64)
             region = (pid * num_groups + group_id).to(tl.int64)
-            total = tl.load(buf + 2)  # consumed only when a record is written (see _region_base)
+            total = tl.load(buf + _H_TOTAL)  # consumed only when a record is written (see _region_base)
             gt = globaltimer()
             if CYCLES:
-                c0 = clock64()
-                t0 = c0
+                origin = clock64()
             else:
-                c0 = gt * 0
-                t0 = gt
+                origin = gt
             first = is_leader & (region == 0)
-            flags = (1 if RING else 0) | (2 if CYCLES else 0)
-            tl.store(buf + 3, nreg, mask=first)
-            tl.store(buf + 4, gt * 0 + num_groups, mask=first)
-            tl.store(buf + 5, gt * 0 + flags, mask=first)
-            tl.store(buf + 6, (nx * ny * nz).to(tl.int64), mask=first)
-            return Profiler(buf, total, region, nreg, pid * 0, t0, gt, smid().to(tl.int64), gt * 0, pid * 0, is_leader,
-                            ENABLE_PROFILING, RING, CYCLES, SYNC)
+            flags = (_FLAG_RING if RING else 0) | (_FLAG_CYCLES if CYCLES else 0)
+            tl.store(buf + _H_REGIONS, nreg, mask=first)
+            tl.store(buf + _H_GROUPS, gt * 0 + num_groups, mask=first)
+            tl.store(buf + _H_FLAGS, gt * 0 + flags, mask=first)
+            tl.store(buf + _H_GRID, (nx * ny * nz).to(tl.int64), mask=first)
+            return Profiler(buf, total, region, nreg, pid * 0, origin, gt, smid().to(tl.int64), gt * 0, pid * 0,
+                            is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC)
         else:
             z = pid * 0
             return Profiler(profiler_buffer, z, z, z, z, z, z, z, z, z, is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC)
@@ -154,12 +166,12 @@ class Profiler:
     @triton.jit
     def _header(self, base, cap, t):
         lead = self.is_leader & (cap > 0)
-        tl.store(base + 1, self.c0, mask=lead)  # R_T0: %globaltimer at create
+        tl.store(base + _R_T0, self.gt_start, mask=lead)
         if self.CYCLES:
-            tl.store(base + 2, self.t0, mask=lead)  # R_C0: %clock64 at create
-            tl.store(base + 4, globaltimer(), mask=lead)  # latest (globaltimer, clock64) anchor
-            tl.store(base + 5, t, mask=lead)
-        tl.store(base + 3, self.sm, mask=lead)
+            tl.store(base + _R_C0, self.origin, mask=lead)  # %clock64 at create
+            tl.store(base + _R_TLAST, globaltimer(), mask=lead)  # latest (globaltimer, clock64) anchor
+            tl.store(base + _R_CLAST, t, mask=lead)
+        tl.store(base + _R_SMID, self.sm, mask=lead)
 
     @triton.jit
     def record(self, is_start, task_type):
@@ -171,13 +183,13 @@ class Profiler:
                 t = clock64()
             else:
                 t = globaltimer()
-            word = _VALID | ((t - self.t0) << _SHIFT) | ((is_start * 1) << _SBIT) | task_type
+            word = _VALID | ((t - self.origin) << _SHIFT) | ((is_start * 1) << _SBIT) | task_type
             hdr = self.hdr
             if self.RING:
                 base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
                 lead = self.is_leader & (cap > 0)
                 tl.store(base + _RH + self.idx % tl.maximum(cap, 1), word, mask=lead)
-                tl.store(base + 0, (self.idx + 1).to(tl.int64), mask=lead)
+                tl.store(base + _R_COUNT, (self.idx + 1).to(tl.int64), mask=lead)
                 self._header(base, cap, t)
                 pending = self.pending
             else:
@@ -189,14 +201,12 @@ class Profiler:
                     base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
                     tl.store(base + _RH + self.idx, word, mask=self.is_leader & (self.idx < cap))
                     # the counter is written only when a record is dropped (so the count of drops is known)
-                    tl.store(base + 0, (self.idx + 1).to(tl.int64), mask=self.is_leader & (self.idx >= cap))
-                    if self.CYCLES:
-                        self._header(base, cap, t)
-                    elif self.hdr == 0:
+                    tl.store(base + _R_COUNT, (self.idx + 1).to(tl.int64), mask=self.is_leader & (self.idx >= cap))
+                    if self.CYCLES or self.hdr == 0:
                         self._header(base, cap, t)
                     hdr = self.hdr * 0 + 1
                 pending = word * (is_start * 1)
-            return Profiler(self.buf, self.total, self.region, self.nreg, self.idx + 1, self.t0, self.c0, self.sm,
+            return Profiler(self.buf, self.total, self.region, self.nreg, self.idx + 1, self.origin, self.gt_start, self.sm,
                             pending, hdr, self.is_leader, self.ENABLE_PROFILING, self.RING, self.CYCLES, self.SYNC)
         else:
             return self

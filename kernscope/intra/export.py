@@ -10,11 +10,13 @@ import heapq
 import json
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from ..render.io import atomic_path
+from ..files import atomic_path
+from ..scalars import as_int
 from . import protobuf as pb
 
 SEQ_ID = 0x4B53  # trusted_packet_sequence_id of every packet we write
@@ -72,28 +74,38 @@ def assign_lanes(tasks: pl.DataFrame) -> Lanes:
     return Lanes(units.select("block", "group", "sm").with_columns(pl.Series("lane", lane)), per_sm)
 
 
+def _track(uuid: int, parent: int | None, name: str) -> bytes:
+    """A TrackDescriptor packet."""
+    body = pb.field_varint(TD_UUID, uuid) + (pb.field_varint(TD_PARENT, parent) if parent is not None else b"")
+    return pb.field_bytes(TRACE_PACKET, pb.field_bytes(P_TRACK_DESC, body + pb.field_string(TD_NAME, name)))
+
+
 def perfetto_bytes(tasks: pl.DataFrame, task_names: list[str] | None = None, *, title: str = "kernscope intra-kernel") -> bytes:
     """Encode tasks as a Perfetto trace (``Trace`` protobuf)."""
-    lanes = assign_lanes(tasks) if tasks.height else Lanes(pl.DataFrame(schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "lane": pl.Int64}), {})
-    t = tasks.join(lanes.units, on=["block", "group", "sm"], how="left") if tasks.height else tasks.with_columns(pl.lit(0).alias("lane"))
+    if tasks.height:
+        lanes = assign_lanes(tasks)
+        t = tasks.join(lanes.units, on=["block", "group", "sm"], how="left")
+    else:
+        lanes = Lanes(pl.DataFrame(schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "lane": pl.Int64}), {})
+        t = tasks.with_columns(pl.lit(0).alias("lane"))
     names = sorted(set(t["task"].cast(pl.String).to_list())) if t.height else []
     name_iid = {n: i + 1 for i, n in enumerate(names)}
     head = bytearray()
     # interned names + incremental state
     interned = b"".join(
         pb.field_bytes(ID_EVENT_NAMES, pb.field_varint(1, iid) + pb.field_string(2, n)) for n, iid in name_iid.items()
-    ) + b"".join(pb.field_bytes(ID_DEBUG_NAMES, pb.field_varint(1, i + 1) + pb.field_string(2, a)) for i, a in enumerate(ARG_NAMES))
+    ) + b"".join(
+        pb.field_bytes(ID_DEBUG_NAMES, pb.field_varint(1, i + 1) + pb.field_string(2, a)) for i, a in enumerate(ARG_NAMES)
+    )
     first = pb.field_varint(P_SEQ_ID, SEQ_ID) + pb.field_varint(P_SEQ_FLAGS, SEQ_CLEARED) + pb.field_bytes(P_INTERNED, interned)
     head += pb.field_bytes(TRACE_PACKET, first)
     root_uuid = SM_UUID_BASE - 1
-    head += pb.field_bytes(TRACE_PACKET, pb.field_bytes(P_TRACK_DESC, pb.field_varint(TD_UUID, root_uuid) + pb.field_string(TD_NAME, title)))
+    head += _track(root_uuid, None, title)
     for sm in sorted(lanes.lanes_per_sm):
         sm_uuid = SM_UUID_BASE + sm
-        head += pb.field_bytes(TRACE_PACKET, pb.field_bytes(P_TRACK_DESC, pb.field_varint(TD_UUID, sm_uuid)
-                                                            + pb.field_varint(TD_PARENT, root_uuid) + pb.field_string(TD_NAME, f"SM {sm}")))
+        head += _track(sm_uuid, root_uuid, f"SM {sm}")
         for ln in range(lanes.lanes_per_sm[sm]):
-            head += pb.field_bytes(TRACE_PACKET, pb.field_bytes(P_TRACK_DESC, pb.field_varint(TD_UUID, LANE_UUID_BASE + (sm << 16) + ln)
-                                                                + pb.field_varint(TD_PARENT, sm_uuid) + pb.field_string(TD_NAME, f"SM {sm} lane {ln}")))
+            head += _track(LANE_UUID_BASE + (sm << 16) + ln, sm_uuid, f"SM {sm} lane {ln}")
     if t.height == 0:
         return bytes(head)
     n = t.height
@@ -144,13 +156,13 @@ def _encode_slices(ts: np.ndarray, is_begin: np.ndarray, trk: np.ndarray, iid: n
     return pb.concat_rows(m, [pb.tag(TRACE_PACKET, pb.WT_LEN), pb.varints(pk_len), *pk_cols]).tobytes()
 
 
-def chrome_trace(tasks: pl.DataFrame) -> dict:
+def chrome_trace(tasks: pl.DataFrame) -> dict[str, Any]:
     """Chrome trace-event JSON (µs): pid = SM, tid = lane, one ``X`` event per task."""
     if tasks.height == 0:
         return {"traceEvents": [], "displayTimeUnit": "ns"}
     lanes = assign_lanes(tasks)
     t = tasks.join(lanes.units, on=["block", "group", "sm"], how="left")
-    t0 = int(t["start_ns"].min())
+    t0 = as_int(t["start_ns"].min())
     ev = t.select(
         pl.lit("X").alias("ph"), pl.col("task").alias("name"), pl.lit("intra").alias("cat"),
         pl.col("sm").alias("pid"), pl.col("lane").alias("tid"),
@@ -186,7 +198,7 @@ def read_perfetto(data: bytes) -> pl.DataFrame:
     """Decode a Perfetto trace written by :func:`perfetto_bytes` back into a task table."""
     names: dict[int, str] = {}
     tracks: dict[int, tuple[str, int | None]] = {}
-    begins: dict[int, list[tuple[int, int, dict[int, int]]]] = {}
+    begins: dict[Any, list[tuple[Any, Any, dict[int, int]]]] = {}
     rows = []
     for f, _, pkt in pb.iter_fields(data):
         if f != TRACE_PACKET:
@@ -222,7 +234,7 @@ def read_perfetto(data: bytes) -> pl.DataFrame:
                 args[d[DA_NAME_IID]] = d[DA_INT]
         if typ == SLICE_BEGIN:
             begins.setdefault(trk, []).append((ts, iid, args))
-        elif typ == SLICE_END:
+        elif typ == SLICE_END and ts is not None and trk is not None:
             s, iid0, a = begins[trk].pop()
             sm = (trk - LANE_UUID_BASE) >> 16 if trk >= LANE_UUID_BASE else None  # the SM is the track
             rows.append({"block": a.get(1), "group": a.get(2), "sm": sm, "task": names.get(iid0, str(iid0)),

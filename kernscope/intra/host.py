@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextvars
 import os
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .decode import Decoded, decode_buffer
 from .export import write_perfetto
-from .layout import H_MAGIC, H_TOTAL, H_VERSION, MAGIC, VERSION, buffer_words
+from .layout import MAGIC, VERSION, buffer_words
 
 _EXPORT_ON: contextvars.ContextVar[bool] = contextvars.ContextVar("kernscope_intra_export", default=True)
 
@@ -58,7 +59,8 @@ def reset_profiler_buffer(profiler_buffer) -> None:
     profiler_buffer[: len(header)].copy_(header)
 
 
-_PINNED: "dict[tuple[int, int], object]" = {}
+#: pinned host staging buffers by (device, words), reused across reads (at most 8 kept)
+_PINNED: "dict[tuple[int, int], Any]" = {}
 
 
 def read_profiler_buffer(profiler_buffer, copy: bool = True) -> np.ndarray:
@@ -121,7 +123,6 @@ class ProfilerBuffer:
         self.device = device
         self.buffer = None
         self.last_trace: str | None = None
-        self.decoded: Decoded | None = None
 
     def __enter__(self):
         self.buffer = alloc_profiler_buffer(self.max_num_profile_slots, self.device)
@@ -129,21 +130,17 @@ class ProfilerBuffer:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None or self.buffer is None:
-            return None
+            return
         if export_enabled():
             self.last_trace = export_to_perfetto_trace(self.buffer, self.task_names, self.trace_file)
-        return None
+        return
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Save the raw buffer and task names (``.npz``) for ``kernscope intra stats`` later."""
-        from ..render.io import atomic_path
+        from ..files import atomic_path
 
         p = str(path) if str(path).endswith(".npz") else str(path) + ".npz"
-        with atomic_path(p) as tmp:
-            with open(tmp, "wb") as f:
-                np.savez(f, buffer=read_profiler_buffer(self.buffer), task_names=np.array(self.task_names, dtype=str))
+        with atomic_path(p) as tmp, open(tmp, "wb") as f:
+            np.savez(f, buffer=read_profiler_buffer(self.buffer), task_names=np.array(self.task_names, dtype=str))
         return p
 
-
-def check_header(buf: np.ndarray) -> bool:
-    return int(buf[H_MAGIC]) == MAGIC and int(buf[H_VERSION]) == VERSION and int(buf[H_TOTAL]) == len(buf)

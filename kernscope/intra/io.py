@@ -39,7 +39,8 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | None = None
         with open(p, "rb") as f:
             head = f.read(1)
         if head in (b"{", b"["):
-            doc = json.loads(open(p, "rb").read())
+            with open(p, "rb") as f:
+                doc = json.loads(f.read())
             ev = [e for e in (doc["traceEvents"] if isinstance(doc, dict) else doc) if e.get("ph") == "X"]
             t0 = int(doc.get("otherData", {}).get("t0_ns", 0)) if isinstance(doc, dict) else 0
             rows = [
@@ -50,7 +51,8 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | None = None
                 for e in ev
             ]
             return Loaded(pl.DataFrame(rows, schema=SCHEMA), None, "chrome")
-        data = open(p, "rb").read()
+        with open(p, "rb") as f:
+            data = f.read()
         t = read_perfetto(data).with_columns(pl.lit(-1).cast(pl.Int64).alias("task_type")).select(list(SCHEMA))
         return Loaded(t, None, "perfetto")
     except KernscopeError as e:

@@ -7,8 +7,9 @@ string or an array of varints / nested messages), so a million packets cost a fe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Union
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ class Rows:
         return Rows(self.mat, self.mask & rows[:, None], np.where(rows, self.lengths, 0))
 
 
-Column = Union[bytes, Rows]
+Column = bytes | Rows
 
 
 def varints(values: np.ndarray) -> Rows:
@@ -136,16 +137,6 @@ def column_lengths(columns: list[Column], n: int) -> np.ndarray:
     return lens
 
 
-def message_field(field: int, body: Rows) -> Rows:
-    """Wrap each row as a length-delimited field ``field``."""
-    return concat_rows(body.n, [tag(field, WT_LEN), varints(body.lengths), body])
-
-
-def varint_field(field: int, values: np.ndarray) -> Rows:
-    n = len(values)
-    return concat_rows(n, [tag(field, WT_VARINT), varints(values)])
-
-
 # -- decoder --------------------------------------------------------------------------------------
 def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = 0
@@ -167,6 +158,7 @@ def iter_fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     """Yield (field number, wire type, value) of one message; LEN values are bytes."""
     pos = 0
     n = len(buf)
+    v: Any
     while pos < n:
         key, pos = read_varint(buf, pos)
         field, wt = key >> 3, key & 7

@@ -6,8 +6,8 @@ check, drop counting, ring mode, cycle anchors) to records given on the host.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int =
             slot = count % cap if ring else count
             if ring or count < cap:
                 buf[base + REGION_HEADER_WORDS + slot] = word
-            count += 1
+            count += 1  # noqa: SIM113 - the device's counter, not a loop index
             if ring or count > cap:  # as on the device: the counter is stored on drops (and always in ring mode)
                 buf[base + R_COUNT] = count
     return buf

@@ -69,15 +69,16 @@ def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
     an Enum of their distinct values first.
     """
 
-    def as_enum(s: pl.Series) -> pl.Series:
-        if isinstance(s.dtype, pl.Enum):
-            return s
-        s = s.cast(pl.String).fill_null("")
-        return s.cast(pl.Enum(s.unique().sort().to_list()))
+    def as_enum(s: pl.Series) -> tuple[pl.Series, list[str]]:
+        if not isinstance(s.dtype, pl.Enum):
+            s = s.cast(pl.String).fill_null("")
+            s = s.cast(pl.Enum(s.unique().sort().to_list()))
+        dtype = s.dtype
+        assert isinstance(dtype, pl.Enum)
+        return s, [str(c) for c in dtype.categories.to_list()]
 
-    ph, cat = as_enum(ph), as_enum(cat)
-    ph_cats = ph.dtype.categories.to_list()
-    cat_cats = cat.dtype.categories.to_list()
+    ph, ph_cats = as_enum(ph)
+    cat, cat_cats = as_enum(cat)
     kind_code = {k: i for i, k in enumerate(KINDS)}
     lut = np.array([[kind_code[_kind_of(p, c)] for c in cat_cats] for p in ph_cats], dtype=np.uint32).reshape(-1)
     idx = ph.to_physical().to_numpy().astype(np.int64) * max(len(cat_cats), 1) + cat.to_physical().to_numpy().astype(np.int64)

@@ -1,24 +1,55 @@
-"""Profiler steps (``ProfilerStep#N``) and the step of each GPU event, chosen by its *launch* time."""
+"""Step windows and the step of each GPU event, chosen by its *launch* time.
+
+Windows come from ``ProfilerStep#N`` annotations by default. Step tables have the columns
+``step`` (Int64), ``name`` (String), ``start``, ``end`` (ns) and ``kind`` (String: e.g. "train",
+"decode", "prefill"; null when the marker says nothing about it).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import polars as pl
 
 STEP_PATTERN = r"^ProfilerStep#(\d+)$"
+STEP_SCHEMA = {"step": pl.Int64, "name": pl.String, "start": pl.Int64, "end": pl.Int64, "kind": pl.String}
 
 
-def steps(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per CPU-side ``ProfilerStep#N``: step, name, start, end (ns)."""
+@dataclass(frozen=True)
+class StepSpec:
+    """How to find steps: ``marker=None`` uses ``ProfilerStep#N``."""
+
+    marker: str | None = None
+
+
+@dataclass(frozen=True)
+class FoundSteps:
+    table: pl.DataFrame
+    source: str  #: "ProfilerStep", "marker:<pattern>", "auto" or "none"
+
+
+def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per CPU-side ``ProfilerStep#N``: step, name, start, end (ns), kind (null)."""
     s = events.filter(
         pl.col("kind").is_in(["user_annotation", "cpu_op"]) & pl.col("name").cast(pl.String).str.contains(STEP_PATTERN)
     )
     return (
         s.group_by(pl.col("name").cast(pl.String))
         .agg(pl.col("ts").min().alias("start"), pl.col("end").max().alias("end"))
-        .with_columns(pl.col("name").str.extract(STEP_PATTERN, 1).cast(pl.Int64).alias("step"))
-        .select("step", "name", "start", "end")
+        .with_columns(
+            pl.col("name").str.extract(STEP_PATTERN, 1).cast(pl.Int64, strict=False).alias("step"),
+            pl.lit(None, dtype=pl.String).alias("kind"),
+        )
+        .filter(pl.col("step").is_not_null())
+        .select(list(STEP_SCHEMA))
         .sort("start")
     )
+
+
+def find_steps(events: pl.DataFrame, gpu: pl.DataFrame, spec: StepSpec) -> FoundSteps:
+    """Step windows per ``spec``."""
+    t = profiler_steps(events)
+    return FoundSteps(t, "ProfilerStep" if t.height else "none")
 
 
 def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame) -> pl.DataFrame:

@@ -39,9 +39,7 @@ def _nest(order_idx: np.ndarray, starts: np.ndarray, ends: np.ndarray, groups: n
         while stack:
             top = stack[-1]
             te = e_l[top]
-            if te <= s:  # ended before we start
-                stack.pop()
-            elif e > te + bleed:  # overlaps but is not contained: partial overlap, close the top
+            if te <= s or e > te + bleed:  # ended before we start
                 stack.pop()
             else:
                 break

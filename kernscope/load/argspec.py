@@ -8,7 +8,7 @@ column is one line here and nowhere else.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 
@@ -44,9 +44,9 @@ ARG_FIELDS: tuple[ArgField, ...] = (
 MISSING_INT = -(2**63)
 
 _PY_TYPES: dict[str, Any] = {
-    "int": Union[int, str, None],  # some tracers write numbers as strings ("0x1f", "12") or null
-    "str": Union[str, None],
-    "intstr": Union[int, str, None],
+    "int": int | str | None,  # some tracers write numbers as strings ("0x1f", "12") or null
+    "str": str | None,
+    "intstr": int | str | None,
     "any": Any,
 }
 _DEFAULTS: dict[str, Any] = {"int": MISSING_INT, "intstr": MISSING_INT, "str": None, "any": None}

@@ -11,20 +11,20 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from ..model import Trace
+from ..model import Lazy, Trace, TraceStats
+from ..version import __version__
 from .argspec import ARG_SPEC_VERSION
 from .source import FileIdentity
 
 #: Bump whenever decoding or linking changes what is stored.
-CACHE_FORMAT_VERSION = 6
+CACHE_FORMAT_VERSION = 7
 _TABLES = ("events", "gpu", "flows", "steps")
-#: Read eagerly on a cache hit; the others are read on first use (the default summary needs neither).
-_EAGER = ("gpu", "steps")
 
 
 def cache_dir() -> Path:
@@ -35,47 +35,50 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "kernscope"
 
 
-def cache_key(ident: FileIdentity, salvage: bool) -> str:
-    from .. import __version__
-
-    raw = json.dumps(
-        [ident.path, ident.size, ident.mtime_ns, ident.inode, CACHE_FORMAT_VERSION, ARG_SPEC_VERSION, __version__, salvage]
-    )
+def cache_key(ident: FileIdentity, options: dict[str, Any]) -> str:
+    """Key of one (input, options) entry; ``options`` are the JSON-able parse and link options."""
+    raw = json.dumps([ident.path, ident.size, ident.mtime_ns, ident.inode, CACHE_FORMAT_VERSION, ARG_SPEC_VERSION,
+                      __version__, sorted(options.items())], default=str)
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
-def read(ident: FileIdentity, salvage: bool) -> Trace | None:
+def read(ident: FileIdentity, options: dict[str, Any], *, path: str,
+         make_tree: Callable[[pl.DataFrame], pl.DataFrame]) -> Trace | None:
     """Return the cached trace, or None if absent or unreadable (never raises for a bad cache)."""
-    d = cache_dir() / cache_key(ident, salvage)
+    d = cache_dir() / cache_key(ident, options)
     try:
         info: dict[str, Any] = json.loads((d / "info.json").read_text())
-        tables = {t: pl.read_ipc(d / f"{t}.arrow") for t in _EAGER}
         if not all((d / f"{t}.arrow").is_file() for t in _TABLES):
             return None
-    except (OSError, ValueError, pl.exceptions.PolarsError):
+        gpu = pl.read_ipc(d / "gpu.arrow")
+        step_table = pl.read_ipc(d / "steps.arrow")
+        events = Lazy(lambda: pl.read_ipc(d / "events.arrow"))
+        return Trace(
+            path=path, events_table=events, gpu=gpu, flows_table=Lazy(lambda: pl.read_ipc(d / "flows.arrow")),
+            steps=step_table, tree_table=Lazy(lambda: make_tree(events.get())),
+            stats=TraceStats.from_dict(info["stats"]), metadata=info["metadata"],
+            process_names=info["process_names"], thread_names=info["thread_names"], unlinked=info["unlinked"],
+            salvaged=info["salvaged"], salvage_skipped=tuple(info["salvage_skipped"]), from_cache=True,
+            step_source=info["step_source"],
+        )
+    except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
         return None
 
-    def lazy(name: str) -> Any:
-        return lambda: pl.read_ipc(d / f"{name}.arrow")
 
-    return Trace(path=info["path"], events_source=lazy("events"), flows_source=lazy("flows"), **tables,
-                 metadata=info["metadata"], process_names=info["process_names"], thread_names=info["thread_names"],
-                 unlinked=info["unlinked"], salvaged=info["salvaged"], from_cache=True, stats=info["stats"])
-
-
-def write(trace: Trace, ident: FileIdentity, salvage: bool) -> Path | None:
+def write(trace: Trace, ident: FileIdentity, options: dict[str, Any]) -> Path | None:
     """Store ``trace`` atomically; returns the cache path, or None if the cache dir is not writable."""
     root = cache_dir()
-    final = root / cache_key(ident, salvage)
+    final = root / cache_key(ident, options)
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     except OSError:
         return None
     try:
-        for t in _TABLES:
+        tables = {"events": trace.events, "gpu": trace.gpu, "flows": trace.flows, "steps": trace.steps}
+        for name, df in tables.items():
             # uncompressed: a cached reload is then a plain read of Arrow buffers
-            getattr(trace, t).write_ipc(tmp / f"{t}.arrow", compression="uncompressed")
+            df.write_ipc(tmp / f"{name}.arrow", compression="uncompressed")
         info = {
             "path": trace.path,
             "metadata": trace.metadata,
@@ -83,7 +86,9 @@ def write(trace: Trace, ident: FileIdentity, salvage: bool) -> Path | None:
             "thread_names": trace.thread_names,
             "unlinked": trace.unlinked,
             "salvaged": trace.salvaged,
-            "stats": trace.stats,
+            "salvage_skipped": list(trace.salvage_skipped),
+            "stats": trace.stats.to_dict(),
+            "step_source": trace.step_source,
         }
         (tmp / "info.json").write_text(json.dumps(info, default=str))
         if final.exists():

@@ -14,34 +14,34 @@ import math
 import os
 import re
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from multiprocessing import get_context
 from operator import attrgetter
-from typing import Any, Iterator, Union
+from typing import Any
 
 import msgspec
 import numpy as np
 import polars as pl
 
 from ..errors import TraceError
+from ..model import RawTrace
 from .argspec import ARG_FIELDS, EMPTY_ARGS, MISSING_INT, Args
 from .timestamps import parse_us_joined
-
 
 
 class Event(msgspec.Struct, gc=False):
     """One trace event; only these keys are read, everything else is skipped by the decoder."""
 
     ph: str = ""
-    cat: Union[str, None] = None
-    name: Union[str, int, float, None] = None
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
+    cat: str | None = None
+    name: str | int | float | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
     ts: msgspec.Raw = msgspec.Raw(b"")  # raw JSON text, parsed exactly to ns in bulk
     dur: msgspec.Raw = msgspec.Raw(b"")
-    id: Union[int, str, None] = MISSING_INT
+    id: int | str | None = MISSING_INT
     args: Args = EMPTY_ARGS  # type: ignore[valid-type]
 
 
@@ -55,15 +55,6 @@ PARALLEL_MIN_BYTES = 24 << 20
 CHUNK_BYTES = 16 << 20
 
 STRING_COLUMNS = ("ph", "cat", "name", "pid", "tid")
-
-
-@dataclass
-class RawTrace:
-    """Decoded but unlinked trace: one row per event plus document metadata."""
-
-    events: pl.DataFrame
-    metadata: dict[str, Any] = field(default_factory=dict)
-    salvaged: int | None = None  #: events recovered by ``--salvage`` (None when not salvaged)
 
 
 @contextmanager
@@ -84,7 +75,7 @@ def _intern(values: list[Any]) -> tuple[list[Any], np.ndarray]:
     return list(table), codes
 
 
-def _decode_chunk(buf: bytes) -> dict[str, Any]:
+def _decode_chunk(buf: bytes | bytearray) -> dict[str, Any]:
     """Decode one JSON array of events into plain numpy/list columns (no polars: may run forked)."""
     with _gc_off():
         evs = _EVENTS.decode(buf)
@@ -136,9 +127,11 @@ def _unpack(packed: tuple[str, Any, Any]) -> pl.Series:
     if tag == "int":
         s = pl.Series(values=a, dtype=pl.Int64)
         missing = np.flatnonzero(a == MISSING_INT)
-        return s.scatter(missing, None) if len(missing) else s
+        out: pl.Series = s.scatter(missing, None) if len(missing) else s
+        return out
     if tag == "intern":
-        return pl.Series(values=a, dtype=pl.String).gather(pl.Series(extra, dtype=pl.UInt32))
+        out = pl.Series(values=a, dtype=pl.String).gather(pl.Series(extra, dtype=pl.UInt32))
+        return out
     if tag == "sparse":
         rows, vals = a
         full: list[Any] = [None] * extra
@@ -186,17 +179,19 @@ def _split(body: memoryview, target: int) -> list[tuple[int, int]]:
 
 def _to_int64(s: pl.Series, path: str, column: str, kind: str) -> pl.Series:
     s = s.rename(column)
-    if s.dtype == pl.Null:
-        return s.cast(pl.Int64)
-    if s.dtype.is_integer():
-        return s.cast(pl.Int64)
+    out: pl.Series
+    if s.dtype == pl.Null or s.dtype.is_integer():
+        out = s.cast(pl.Int64)
+        return out
     if s.dtype == pl.String:
         hexed = s.str.starts_with("0x")
         as_hex = s.str.slice(2).str.to_integer(base=16, strict=False)
         as_dec = s.str.to_integer(base=10, strict=False)
-        return pl.select(pl.when(hexed).then(as_hex).otherwise(as_dec)).to_series().rename(column).cast(pl.Int64)
+        out = pl.select(pl.when(hexed).then(as_hex).otherwise(as_dec)).to_series().rename(column).cast(pl.Int64)
+        return out
     if s.dtype.is_float():
-        return s.cast(pl.Int64, strict=False)
+        out = s.cast(pl.Int64, strict=False)
+        return out
     raise TraceError(path, f"args field for {column!r} has an unexpected type ({s.dtype})")
 
 
@@ -204,17 +199,19 @@ def _concat(series: list[pl.Series]) -> pl.Series:
     """Concatenate per-chunk columns whose inferred types may differ (int in one, str in another)."""
     if len(series) == 1:
         return series[0]
-    dtypes = {s.dtype for s in series} - {pl.Null}
+    dtypes: set[pl.DataType] = {s.dtype for s in series} - {pl.Null()}
     if len(dtypes) > 1:
         series = [_stringify(s) for s in series]
-        dtypes = {pl.String}
-    target = dtypes.pop() if dtypes else pl.Null
-    return pl.concat([s.cast(target) for s in series], rechunk=True)
+        dtypes = {pl.String()}
+    target = dtypes.pop() if dtypes else pl.Null()
+    out: pl.Series = pl.concat([s.cast(target) for s in series], rechunk=True)
+    return out
 
 
 def _stringify(s: pl.Series) -> pl.Series:
     if s.dtype in (pl.String, pl.Null) or s.dtype.is_numeric() or s.dtype == pl.Boolean:
-        return s.cast(pl.String)
+        out: pl.Series = s.cast(pl.String)
+        return out
     return pl.Series(s.name, [None if v is None else str(v) for v in s.to_list()], dtype=pl.String)
 
 

@@ -8,14 +8,15 @@ from typing import Any
 import msgspec
 
 from ..errors import TraceError
-from .kineto import RawTrace, decode_events
+from ..model import RawTrace
+from .kineto import decode_events
 
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _MAX_TRIES = 20
 
 
-def salvage_document(data: bytes, path: str, *, workers: int | None = None) -> RawTrace:
+def salvage_document(data: Any, path: str, *, workers: int | None = None) -> RawTrace:
     """Decode as many whole events as possible from a truncated Kineto document.
 
     Metadata written before ``traceEvents`` is kept; keys after it are lost with the tail.

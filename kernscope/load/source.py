@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from zlib_ng import zlib_ng as _zlib  # ~2x faster than zlib for inflate
+
 from ..errors import TraceError
 
-try:  # zlib-ng is ~2x faster than zlib for inflate
-    from zlib_ng import zlib_ng as _zlib
-except ImportError:  # pragma: no cover - zlib-ng is a declared dependency
-    import zlib as _zlib  # type: ignore[no-redef]
+_ZError: type[Exception] = _zlib.error  # type: ignore[assignment]  # the stub types it as an instance
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -48,7 +48,7 @@ def _gunzip(data: bytes, path: str, salvage: bool) -> bytes:
         d = _zlib.decompressobj(31)
         try:
             out.append(d.decompress(rest))
-        except _zlib.error as e:
+        except _ZError as e:
             if salvage and out:
                 break
             if salvage:
@@ -56,10 +56,8 @@ def _gunzip(data: bytes, path: str, salvage: bool) -> bytes:
             raise TraceError(path, f"corrupt gzip data ({e}); try --salvage for a partial read") from None
         if not d.eof:
             if salvage:
-                try:
+                with contextlib.suppress(_ZError):
                     out.append(d.flush())
-                except _zlib.error:
-                    pass
                 break
             raise TraceError(path, "truncated gzip stream (file ends mid-member); try --salvage")
         rest = d.unused_data

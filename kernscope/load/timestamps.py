@@ -39,7 +39,7 @@ def parse_us_joined(buf: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
     starts[0] = 0
     starts[1:] = seps[:-1] + 1
     ends = seps
-    missing = ends == starts
+    missing: np.ndarray = np.asarray(ends == starts)
     # first '.' of each number (or its end)
     dots = np.flatnonzero(a == ord("."))
     k = np.searchsorted(dots, starts)
@@ -62,7 +62,7 @@ def parse_us_joined(buf: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
     # anything that is not a plain decimal (exponent, garbage): exact float fallback, per row
     other = np.flatnonzero(~(((a >= 48) & (a <= 57)) | (a == ord(".")) | (a == _SEP) | (a == ord("-"))))
     fallback = np.unique(np.searchsorted(ends, other)) if len(other) else np.zeros(0, np.int64)
-    bad_digits = ((m < 0) | (m > 9)).any(axis=1)
+    bad_digits: np.ndarray = np.asarray(((m < 0) | (m > 9)).any(axis=1))
     bad_digits[fallback] = False
     if bad_digits.any():
         raise ValueError(f"entry {int(np.flatnonzero(bad_digits)[0])} is not a number")

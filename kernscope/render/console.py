@@ -39,14 +39,14 @@ def _table(title: str, cols: list[str], rows: list[list[str]], right: set[int] |
 
 def render(a: Analysis, console: Console, top: int = 15) -> None:
     f = a.facts
-    dev = ", ".join(f["device_names"]) or "-"
-    rank = f"{f['rank']}/{f['world_size']}" if f["rank"] is not None else "-"
-    console.print(f"[bold]{f['path']}[/bold]")
+    dev = ", ".join(f.device_names) or "-"
+    rank = f"{f.rank}/{f.world_size}" if f.rank is not None else "-"
+    console.print(f"[bold]{f.path}[/bold]")
     console.print(
-        f"  {f['events']:,} events · {f['gpu_events']:,} GPU events ({f['kernels']:,} kernels, "
-        f"{_us(f['kernel_time_us'])}) · devices {f['devices'] or '-'} ({dev}) · rank {rank} · "
-        f"platform {f['platform']} · {f['steps']} steps · {f['graph_launches']} graph launches"
-        + (f" · [yellow]salvaged {f['salvaged_events']:,} events from a truncated file[/yellow]" if f["salvaged_events"] is not None else "")
+        f"  {f.events:,} events · {f.gpu_events:,} GPU events ({f.kernels:,} kernels, "
+        f"{_us(f.kernel_time_us)}) · devices {f.devices or '-'} ({dev}) · rank {rank} · "
+        f"platform {f.platform} · {f.steps} steps · {f.graph_launches} graph launches"
+        + (f" · [yellow]salvaged {f.salvaged_events:,} events from a truncated file[/yellow]" if f.salvaged_events is not None else "")
     )
     if a.step is not None:
         console.print(f"  [bold]showing ProfilerStep#{a.step}[/bold] (GPU work launched in that step)")
@@ -72,7 +72,8 @@ def render(a: Analysis, console: Console, top: int = 15) -> None:
         console.print()
     if a.kernels.height:
         rows = [
-            [_short(r["name"]), _short(r["launcher"], 28), r["category"], str(r["count"]), _us(r["total_us"]), _us(r["mean_us"]), f"{r['pct']:.1f}%"]
+            [_short(r["name"]), _short(r["launcher"], 28), r["category"], str(r["count"]), _us(r["total_us"]),
+             _us(r["mean_us"]), f"{r['pct']:.1f}%"]
             for r in a.kernels.head(top).iter_rows(named=True)
         ]
         console.print(
@@ -81,21 +82,24 @@ def render(a: Analysis, console: Console, top: int = 15) -> None:
         )
         console.print()
     if a.ops.height:
-        rows = [[_short(r["launcher"], 60), str(r["count"]), _us(r["total_us"]), f"{r['pct']:.1f}%"] for r in a.ops.head(top).iter_rows(named=True)]
+        rows = [[_short(r["launcher"], 60), str(r["count"]), _us(r["total_us"]), f"{r['pct']:.1f}%"]
+                for r in a.ops.head(top).iter_rows(named=True)]
         console.print(_table("GPU time by launching CPU op", ["launcher", "GPU events", "total", "%"], rows, {1, 2, 3}))
         console.print()
     graph = a.launcher_categories.filter(pl.col("launcher").cast(pl.String).str.contains("(?i)graphlaunch"))
     if graph.height:
-        rows = [[r["launcher"], r["category"], str(r["count"]), _us(r["total_us"]), f"{r['pct_of_launcher']:.1f}%"] for r in graph.iter_rows(named=True)]
-        console.print(_table("Graph launches by category", ["launcher", "category", "count", "total", "% of launcher"], rows, {2, 3, 4}))
+        rows = [[r["launcher"], r["category"], str(r["count"]), _us(r["total_us"]), f"{r['pct_of_launcher']:.1f}%"]
+                for r in graph.iter_rows(named=True)]
+        console.print(_table("Graph launches by category", ["launcher", "category", "count", "total", "% of launcher"], rows,
+                             {2, 3, 4}))
         console.print()
     if a.benchmark:
         b = a.benchmark
-        console.print(f"[bold]Benchmark step[/bold] {b.get('step')}: compute kernel time {_us(b.get('kernel_time_us'))}")
-        for k in b.get("flush_kernels", []):
-            console.print(f"  flush    {_short(k['name'])}  {_us(k['dur_us'])}")
-        for k in b.get("compute_kernels", []):
-            console.print(f"  compute  {_short(k['name'])}  {_us(k['dur_us'])}  [{k['category']}]")
+        console.print(f"[bold]Benchmark step[/bold] {b.step}: compute kernel time {_us(b.kernel_time_us)}")
+        for k in b.flush_kernels:
+            console.print(f"  flush    {_short(k.name)}  {_us(k.dur_us)}")
+        for k in b.compute_kernels:
+            console.print(f"  compute  {_short(k.name)}  {_us(k.dur_us)}  [{k.category}]")
         console.print()
     nonzero = {k: v for k, v in a.unlinked.items() if v}
     console.print("Unlinked: " + (", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in nonzero.items()) if nonzero else "none"))

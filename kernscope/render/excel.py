@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import polars as pl
 
 from ..analyze.summary import Analysis
-from ..errors import KernscopeError
-from .io import atomic_path
+from ..files import atomic_dir, atomic_path
 
 
 def report_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
@@ -44,16 +40,6 @@ def write_xlsx(a: Analysis, path: str | os.PathLike[str], sheets: dict[str, pl.D
 
 def write_csv_dir(a: Analysis, directory: str | os.PathLike[str], sheets: dict[str, pl.DataFrame] | None = None) -> None:
     """One CSV per sheet in ``directory`` (written to a temp dir, then moved in)."""
-    d = Path(directory)
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".kernscope-", dir=d))
-    except OSError as e:
-        raise KernscopeError(f"{d}: cannot write report ({e.strerror})") from None
-    try:
+    with atomic_dir(directory) as tmp:
         for name, df in (sheets if sheets is not None else report_sheets(a)).items():
             df.write_csv(tmp / f"{name}.csv")
-        for f in tmp.iterdir():
-            os.replace(f, d / f.name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

@@ -8,6 +8,8 @@ from typing import Any
 
 import polars as pl
 
+from ..scalars import as_int
+
 MAX_SLICES = 300_000
 
 _PAGE = """<!doctype html>
@@ -62,8 +64,8 @@ def render_html(tasks: pl.DataFrame, lanes: pl.DataFrame, summary: dict[str, Any
     names = sorted(set(t["task"].to_list()))
     idx = {n: i for i, n in enumerate(names)}
     data = {
-        "t0": int(t["start_ns"].min()) if t.height else 0,
-        "t1": int(t["end_ns"].max()) if t.height else 1,
+        "t0": as_int(t["start_ns"].min()),
+        "t1": as_int(t["end_ns"].max(), 1),
         "rows": [f"SM {sm} / {ln}" for sm, ln in keys.select("sm", "lane").iter_rows()],
         "tasks": names,
         "s": t["start_ns"].to_list(),

@@ -24,21 +24,9 @@ def _records(df: pl.DataFrame, top: int | None = None) -> list[dict[str, Any]]:
 
 def to_dict(a: Analysis, top: int | None = None) -> dict[str, Any]:
     """The ``--format json`` object. Times are microseconds (floats)."""
-    f = a.facts
-    trace = {
-        "path": f["path"],
-        "events": f["events"],
-        "gpu_events": f["gpu_events"],
-        "kernels": f["kernels"],
-        "kernel_time_us": f["kernel_time_us"],
-        "devices": f["devices"],
-        "device_names": f["device_names"],
-        "rank": f["rank"],
-        "world_size": f["world_size"],
-        "platform": f["platform"],
-        "graph_launches": f["graph_launches"],
-        "salvaged_events": f["salvaged_events"],
-    }
+    f = a.facts.to_dict()
+    trace = {k: f[k] for k in ("path", "events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names",
+                               "rank", "world_size", "platform", "graph_launches", "salvaged_events", "step_source")}
     kernels = a.kernels.select(
         "name", "launcher", "category", "library", "count", "total_us", "mean_us", "min_us", "max_us", "pct"
     )
@@ -58,7 +46,7 @@ def to_dict(a: Analysis, top: int | None = None) -> dict[str, Any]:
         "unlinked": a.unlinked,
     }
     if a.benchmark is not None:
-        out["benchmark"] = a.benchmark
+        out["benchmark"] = a.benchmark.to_dict()
     return out
 
 

@@ -121,6 +121,5 @@ def write_trace(out: IO[str], target_bytes: int, *, seed: int = 0, pid: int = 42
 def make_trace(path: str | os.PathLike[str], target_bytes: int, *, seed: int = 0) -> SynthStats:
     """Write a synthetic trace file (gzip if the name ends in .gz) of about ``target_bytes`` JSON."""
     p = str(path)
-    opener = (lambda: gzip.open(p, "wt", compresslevel=1)) if p.endswith(".gz") else (lambda: open(p, "w"))
-    with opener() as f:
+    with (gzip.open(p, "wt", compresslevel=1) if p.endswith(".gz") else open(p, "w")) as f:  # noqa: SIM115
         return write_trace(f, target_bytes, seed=seed)

@@ -34,7 +34,7 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
     a = a_ptr + rm[:, None] * sam + rk[None, :] * sak
     b = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BK)):
+    for k in range(tl.cdiv(K, BK)):
         kk = k * BK + rk
         x = tl.load(a, mask=kk[None, :] < K, other=0.0)
         y = tl.load(b, mask=kk[:, None] < K, other=0.0)

@@ -7,7 +7,8 @@ Triton implementations import their kernels lazily, so the CPU path needs no tri
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..api import Input, Operator, OperatorRegistry, impl
 

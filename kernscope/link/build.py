@@ -1,0 +1,127 @@
+"""``link``: decoded event table -> :class:`~kernscope.model.Trace` (launch, op, step and tree links)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..errors import TraceError
+from ..model import Lazy, RawTrace, Trace, TraceStats
+from .correlation import launcher_ops, launches, link_gpu
+from .kinds import classify
+from .ops import fallback_ops, op_names, python_parents
+from .steps import StepSpec, assign_steps, find_steps
+from .tree import call_tree
+from .unlinked import unlinked_counts
+
+_DROP = ["ts_missing", "dur_missing", "meta_name", "sort_index"]
+#: host-only columns dropped from the GPU table (it is kept compact: it is what summaries read)
+_HOST_ONLY = ("flow_id", "python_id", "python_parent_id", "py_parent_idx", "ph")
+
+
+def _validate(ev: pl.DataFrame, path: str) -> None:
+    ph = pl.col("ph").cast(pl.String)
+    checks = (
+        (ph.is_in(["X", "i", "I", "B", "E"]) & pl.col("ts_missing"), "has no 'ts'"),
+        ((ph == "X") & pl.col("dur_missing"), "is a complete event ('X') but has no 'dur'"),
+        (pl.col("dur") < 0, "has a negative duration"),
+    )
+    for cond, problem in checks:
+        bad = ev.filter(cond)
+        if bad.height:
+            r = bad.row(0, named=True)
+            raise TraceError(path, f"event #{r['idx']} ({str(r['name'])[:60]!r}) {problem} ({bad.height:,} such events)")
+
+
+def _names(meta: pl.DataFrame, which: str, keys: list[str]) -> dict[str, str]:
+    rows = meta.filter((pl.col("name").cast(pl.String) == which) & pl.col("meta_name").is_not_null())
+    return {":".join(str(k) for k in r[:-1]): str(r[-1]) for r in rows.select(*keys, "meta_name").iter_rows()}
+
+
+def platform_of(metadata: dict[str, object], events: pl.DataFrame) -> str:
+    """``"rocm"``, ``"cuda"`` or ``"unknown"``, from metadata keys and runtime call names."""
+    if any(k.startswith(("roctracer", "hip_")) for k in metadata):
+        return "rocm"
+    names = events.filter(pl.col("kind") == "runtime")["name"].cast(pl.String)
+    if names.str.starts_with("hip").any():
+        return "rocm"
+    if names.str.starts_with("cu").any() or "cuda_runtime_version" in metadata:
+        return "cuda"
+    return "unknown"
+
+
+def _stats(events: pl.DataFrame, n_flows: int, metadata: dict[str, object]) -> TraceStats:
+    t = events.filter(pl.col("kind") != "instant")["ts"].min()
+    return TraceStats(
+        events=int(events.height + n_flows),
+        event_counts={str(k): int(n) for k, n in events.group_by("kind").len().iter_rows()},
+        platform=platform_of(metadata, events),
+        t0=int(t) if isinstance(t, int) else 0,
+    )
+
+
+def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
+    """GPU rows with launch, CPU op, launcher, device and stream columns."""
+    launch = launches(events)
+    gpu = link_gpu(events, launch)
+    ops = launcher_ops(launch.filter(pl.col("launch_idx").is_in(gpu["launch_idx"].drop_nulls().implode())), events)
+    gpu = gpu.join(ops, on="launch_idx", how="left", maintain_order="left")
+    gpu = op_names(fallback_ops(gpu, events), events)
+    pid_int = pl.col("pid").cast(pl.String).cast(pl.Int64, strict=False)
+    tid_int = pl.col("tid").cast(pl.String).cast(pl.Int64, strict=False)
+    return gpu.with_columns(
+        pl.coalesce("device", pid_int).alias("device"),
+        pl.coalesce("stream", tid_int).alias("stream"),
+        pl.when(pl.col("launch_idx").is_null())
+        .then(pl.lit("<no launch in trace>"))
+        .when(pl.col("graph_launch"))
+        .then(pl.col("launch_name"))
+        .otherwise(pl.coalesce("op_name", pl.col("launch_name")))
+        .alias("launcher"),
+    )
+
+
+def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
+    """Link a decoded trace: GPU <-> launch <-> CPU op, python parents, steps, unlinked counts.
+
+    Args:
+        raw: the decoded trace (its event table is consumed: not kept alive while linking).
+        steps: how to find step windows (default: ``ProfilerStep#N``, else automatic windows).
+    """
+    decoded, raw.events = raw.events, pl.DataFrame()
+    ev = decoded.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64), classify(decoded["ph"], decoded["cat"]))
+    del decoded
+    if ev.height == 0:
+        raise TraceError(path, "trace has no events ('traceEvents' is empty)")
+    _validate(ev, path)
+    ev = ev.with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
+    meta = ev.filter(pl.col("kind") == "metadata")
+    process_names = _names(meta, "process_name", ["pid"])
+    thread_names = _names(meta, "thread_name", ["pid", "tid"])
+    flows = ev.filter(pl.col("kind") == "flow").select("idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id")
+    events = ev.filter(~pl.col("kind").is_in(["metadata", "flow", "counter"])).drop(_DROP)
+    del ev
+    if events.height == 0:
+        raise TraceError(path, "trace has only metadata events, nothing to analyze")
+    events = python_parents(events)
+    gpu = link_gpu_table(events)
+    found = find_steps(events, gpu, steps or StepSpec())
+    gpu = assign_steps(gpu, found.table)
+    gpu = gpu.drop([c for c in _HOST_ONLY if c in gpu.columns]).with_columns(
+        pl.col("launch_name", "op_name", "launcher").cast(pl.Categorical)
+    )
+    return Trace(
+        path=path,
+        events_table=Lazy.of(events),
+        gpu=gpu,
+        flows_table=Lazy.of(flows),
+        steps=found.table,
+        tree_table=Lazy(lambda: call_tree(events)),
+        stats=_stats(events, flows.height, raw.metadata),
+        metadata=raw.metadata,
+        process_names=process_names,
+        thread_names=thread_names,
+        unlinked=unlinked_counts(events, gpu, flows, found.table.height > 0),
+        salvaged=raw.salvaged,
+        salvage_skipped=tuple(raw.skipped),
+        step_source=found.source,
+    )

@@ -1,0 +1,63 @@
+"""Host-side links: the CPU op of each launch without an External-id match, and python_function parents."""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """For launches with no External-id match: the innermost ``cpu_op`` enclosing it on its thread.
+
+    A range join (polars ``join_where``) of just those launches against the ops of their threads;
+    the latest-starting enclosing op is the innermost one.
+    """
+    need = gpu.filter(pl.col("launch_idx").is_not_null() & pl.col("op_idx").is_null())
+    if need.height == 0:
+        return gpu
+    launches = need.select("launch_idx").unique().join(
+        events.select(pl.col("idx").alias("launch_idx"), pl.col("pid").alias("_lp"), pl.col("tid").alias("_lt"),
+                      pl.col("ts").alias("_ls")),
+        on="launch_idx",
+    )
+    threads = launches.select("_lp", "_lt").unique()
+    ops = events.filter(pl.col("kind") == "cpu_op").select(
+        pl.col("idx").alias("_fb"), pl.col("pid").alias("_lp"), pl.col("tid").alias("_lt"),
+        pl.col("ts").alias("_os"), pl.col("end").alias("_oe"),
+    ).join(threads, on=["_lp", "_lt"], how="semi")
+    if ops.height == 0:
+        return gpu
+    pairs = launches.join_where(
+        ops.rename({"_lp": "_op_pid", "_lt": "_op_tid"}),
+        pl.col("_os") <= pl.col("_ls"),
+        pl.col("_oe") >= pl.col("_ls"),
+    ).filter((pl.col("_lp") == pl.col("_op_pid")) & (pl.col("_lt") == pl.col("_op_tid")))
+    fb = pairs.sort("_os", descending=True).unique("launch_idx", keep="first").select("launch_idx", "_fb")
+    return (
+        gpu.join(fb, on="launch_idx", how="left", maintain_order="left")
+        .with_columns(pl.coalesce("op_idx", "_fb").alias("op_idx"))
+        .drop("_fb")
+    )
+
+
+def python_parents(events: pl.DataFrame) -> pl.DataFrame:
+    """Add ``py_parent_idx``: the row of each python_function's parent (by Python id / parent id)."""
+    py = events.filter(pl.col("kind") == "python_function")
+    if py.height == 0:
+        return events.with_columns(pl.lit(None, dtype=pl.Int64).alias("py_parent_idx"))
+    parents = (
+        py.select(pl.col("pid"), pl.col("python_id").alias("python_parent_id"), pl.col("idx").alias("py_parent_idx"))
+        .filter(pl.col("python_parent_id").is_not_null())
+        .unique(["pid", "python_parent_id"], keep="first")
+    )
+    return events.join(parents, on=["pid", "python_parent_id"], how="left", maintain_order="left")
+
+
+def op_names(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Add ``op_name`` (the launching CPU op's name) from ``op_idx``."""
+    names = (
+        events.select(pl.col("idx").alias("op_idx"), "name")
+        .join(gpu.select("op_idx").drop_nulls().unique(), on="op_idx", how="semi")
+        .with_columns(pl.col("name").cast(pl.String).alias("op_name"))
+        .drop("name")
+    )
+    return gpu.join(names, on="op_idx", how="left", maintain_order="left")

@@ -1,0 +1,39 @@
+"""Counts of what could not be linked, by kind: nothing is dropped silently."""
+
+from __future__ import annotations
+
+import polars as pl
+
+#: Runtime/driver calls that queue GPU work (their correlation should find a GPU event).
+LAUNCH_LIKE = r"(?i)(launchkernel|graphlaunch|modulelaunchkernel|extlaunchkernel|launchcooperativekernel|memcpy|memset)"
+
+
+def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame, has_steps: bool) -> dict[str, int]:
+    """``gpu_without_launch``, ``gpu_without_correlation``, ``gpu_launched_before_window``,
+    ``launches_without_gpu``, ``launches_without_op``, ``gpu_outside_steps``, ``flows_without_end``."""
+    runtime = events.filter(pl.col("kind").is_in(["runtime", "driver"]))
+    first_corr = runtime["correlation"].min()
+    gpu_corr = gpu["correlation"].drop_nulls().unique().implode()
+    launch_like = runtime.filter(
+        pl.col("correlation").is_not_null() & pl.col("name").cast(pl.String).str.contains(LAUNCH_LIKE)
+    )
+    flow_ends = flows.group_by("cat", "flow_id").agg(
+        (pl.col("ph").cast(pl.String) == "s").any().alias("_s"),
+        (pl.col("ph").cast(pl.String).is_in(["f", "t"])).any().alias("_f"),
+    )
+    before = (
+        gpu.filter(pl.col("launch_idx").is_null() & (pl.col("correlation") < first_corr)).height
+        if first_corr is not None
+        else 0
+    )
+    return {
+        "gpu_without_launch": int(gpu["launch_idx"].null_count()),
+        "gpu_without_correlation": int(gpu["correlation"].null_count()),
+        "gpu_launched_before_window": int(before),
+        "launches_without_gpu": int(launch_like.filter(~pl.col("correlation").is_in(gpu_corr)).height),
+        "launches_without_op": int(
+            gpu.filter(pl.col("launch_idx").is_not_null() & pl.col("op_idx").is_null())["launch_idx"].n_unique()
+        ),
+        "gpu_outside_steps": int(gpu["step"].null_count()) if has_steps else 0,
+        "flows_without_end": int(flow_ends.filter(pl.col("_s") & ~pl.col("_f")).height),
+    }

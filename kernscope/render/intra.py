@@ -1,0 +1,35 @@
+"""Intra-kernel statistics: terminal tables and the JSON document. Formatting only."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+
+def stats_document(summary: dict[str, Any], per_task: pl.DataFrame, per_sm: pl.DataFrame) -> str:
+    """The ``kernscope intra stats --format json`` document."""
+    return json.dumps({"summary": summary, "tasks": per_task.to_dicts(), "sms": per_sm.to_dicts()}, indent=2)
+
+
+def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl.DataFrame) -> None:
+    """Per-task table (µs) and the kernel-level line (span, tail, SM balance, drops)."""
+    tt = Table(title=f"{title}: {summary.get('tasks', 0):,} tasks, {summary.get('blocks', 0):,} blocks on "
+                     f"{summary.get('sms', 0)} SMs", title_justify="left", show_edge=False)
+    for c in ("task", "count", "mean µs", "p50 µs", "p95 µs", "max µs", "total µs"):
+        tt.add_column(c, justify="left" if c == "task" else "right")
+    for r in per_task.iter_rows(named=True):
+        tt.add_row(str(r["task"]), f"{r['count']:,}",
+                   *(f"{r[k] / 1000:,.3f}" for k in ("mean_ns", "p50_ns", "p95_ns", "max_ns", "total_ns")))
+    con.print(tt)
+    if summary.get("tasks"):
+        con.print(
+            f"span {summary['span_ns'] / 1000:,.3f} µs · last block end {summary['last_block_end_ns'] / 1000:,.3f} µs vs "
+            f"median {summary['median_block_end_ns'] / 1000:,.3f} µs (tail x{summary['tail_ratio']:.2f}) · SM busy mean "
+            f"{summary['sm_busy_fraction_mean']:.1%} · SM imbalance max/mean x{summary['sm_imbalance']:.2f}"
+        )
+    if summary.get("dropped") or summary.get("unpaired"):
+        con.print(f"[yellow]dropped {summary.get('dropped', 0):,} records, {summary.get('unpaired', 0):,} unpaired[/yellow]")
