@@ -1,17 +1,27 @@
-"""Trace-load benchmark: kernscope vs json.loads vs HTA on one synthetic Kineto trace, side by side.
+"""Trace-load benchmark: kernscope vs json.load vs HTA, side by side, on real traces replicated to size.
 
-Each measurement runs in a fresh Python process so that peak RSS (ru_maxrss of the process and
-of its worker children) and cold timings are honest. Usage:
+Every contender runs in a fresh process on the same file in the same run; wall time is the whole
+process (interpreter start, imports, load, analysis, output) and peak RSS is the process's (threads
+and worker processes included, via wait4). Usage:
 
-    python benchmarks/bench_load.py [--size-mb 1000] [--gz] [--skip-hta] [--out results.json]
+    python benchmarks/bench_load.py --from ../shared/traces/hta/v100_2rank_nccl_rank1.json.gz --size-mb 200
+    python benchmarks/bench_load.py --synthetic --size-mb 1000 --skip-hta
+    python benchmarks/bench_load.py --trace my.json --out results.json
+
+Contenders: ``kernscope_cold`` (``kernscope analyze FILE --format json -o OUT`` with an empty cache),
+``kernscope_cached`` (the same command again), ``kernscope_api_cold`` (``kernscope.load`` +
+``analyze`` in Python, no cache), ``json_load`` (stdlib, GC off) and ``hta`` (``TraceAnalysis`` +
+``get_gpu_kernel_breakdown``, HTA from PyPI).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,49 +31,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TASKS = {
-    "kernscope_cold": """
+PY_TASKS = {
+    "kernscope_api_cold": """
         import kernscope
         from kernscope.analyze.summary import analyze
         t = kernscope.load(PATH, cache=False)
         a = analyze(t)
         n = int(t.kernels.height)
     """,
-    "kernscope_cold_write_cache": """
-        import kernscope
-        from kernscope.analyze.summary import analyze
-        t = kernscope.load(PATH, cache=True)
-        a = analyze(t)
-        n = int(t.kernels.height)
-    """,
-    "kernscope_cached": """
-        import kernscope
-        from kernscope.analyze.summary import analyze
-        t = kernscope.load(PATH, cache=True)
-        assert t.from_cache
-        a = analyze(t)
-        n = int(t.kernels.height)
-    """,
-    "kernscope_load_only_cold": """
-        import kernscope
-        t = kernscope.load(PATH, cache=False)
-        n = int(t.kernels.height)
-    """,
-    "kernscope_load_only_cached": """
-        import kernscope
-        t = kernscope.load(PATH, cache=True)
-        assert t.from_cache
-        n = int(t.kernels.height)
-    """,
-    "json_loads": """
-        import json, gzip
+    "json_load": """
+        import json, gzip, gc
+        gc.disable()
         raw = open(PATH, 'rb').read()
         if raw[:2] == b'\\x1f\\x8b': raw = gzip.decompress(raw)
         d = json.loads(raw)
         n = sum(1 for e in d['traceEvents'] if e.get('cat') == 'kernel')
     """,
     "hta": """
-        import os, shutil, logging
+        import os, logging
         logging.disable(logging.CRITICAL)
         from hta.trace_analysis import TraceAnalysis
         d = os.path.join(TMP, 'hta_trace')
@@ -77,83 +62,121 @@ TASKS = {
 }
 
 RUNNER = """
-import os, sys, time, resource, json, gc
+import os, sys, json
 PATH = {path!r}; TMP = {tmp!r}
-t0 = time.perf_counter()
 {body}
-dt = time.perf_counter() - t0
-self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(json.dumps({{"seconds": dt, "rss": self_rss, "child_rss": child_rss, "n": n}}))
+print(json.dumps({{"n": n}}))
 """
 
 
-def run_task(name: str, path: str, tmp: str, env: dict[str, str]) -> dict:
-    code = RUNNER.format(path=path, tmp=tmp, body=textwrap.indent(textwrap.dedent(TASKS[name]), ""))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=3600)
-    if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
+def timed(cmd: list[str], env: dict[str, str]) -> dict:
+    """Wall time and peak RSS (ru_maxrss via wait4) of one process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t0
+    out = p.stdout.read().decode() if p.stdout else ""
+    err = p.stderr.read().decode() if p.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        return {"error": (err.strip().splitlines() or ["failed"])[-1]}
+    return {"seconds": dt, "rss": ru.ru_maxrss * 1024, "stdout": out[-2000:]}
+
+
+def run_contender(name: str, path: str, tmp: str, env: dict[str, str]) -> dict:
+    if name in ("kernscope_cold", "kernscope_cached"):
+        out = os.path.join(tmp, "analyze.json")
+        r = timed([sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out], env)
+        if "error" not in r:
+            r["n"] = json.loads(Path(out).read_text())["trace"]["kernels"]
+        return r
+    code = RUNNER.format(path=path, tmp=tmp, body=textwrap.dedent(PY_TASKS[name]))
+    r = timed([sys.executable, "-c", code], env)
+    if "error" not in r:
+        r["n"] = json.loads(r["stdout"].strip().splitlines()[-1])["n"]
+    return r
+
+
+def json_size(path: str) -> int:
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    if not gz:
+        return os.path.getsize(path)
+    with gzip.open(path, "rb") as f:
+        return sum(len(b) for b in iter(lambda: f.read(1 << 24), b""))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mb", type=float, default=1000.0, help="JSON size of the synthetic trace (MB)")
-    ap.add_argument("--gz", action="store_true", help="write the trace gzip-compressed")
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--from", dest="src", help="replicate this real trace to --size-mb of JSON")
+    src.add_argument("--synthetic", action="store_true", help="synthesize a trace of --size-mb (kernscope.testing.synth)")
+    src.add_argument("--trace", help="benchmark this trace file as it is")
+    ap.add_argument("--size-mb", type=float, default=200.0, help="JSON size to build (MB)")
+    ap.add_argument("--gz", action="store_true", help="write the built trace gzip-compressed")
     ap.add_argument("--skip-hta", action="store_true")
-    ap.add_argument("--trace", help="benchmark this trace instead of a synthetic one")
+    ap.add_argument("--only", help="comma-separated contenders to run")
+    ap.add_argument("--keep", help="keep the built trace at this path")
     ap.add_argument("--out", help="write results as JSON")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from kernscope.testing.synth import make_trace
-
     tmp = tempfile.mkdtemp(prefix="kernscope-bench-")
-    env = dict(os.environ, KERNSCOPE_CACHE_DIR=os.path.join(tmp, "cache"), PYTHONPATH=str(ROOT))
+    cache = os.path.join(tmp, "cache")
+    env = dict(os.environ, KERNSCOPE_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+    suffix = ".json.gz" if args.gz else ".json"
     if args.trace:
         path = os.path.abspath(args.trace)
+        origin = f"as given: {path}"
     else:
-        path = os.path.join(tmp, "trace.json" + (".gz" if args.gz else ""))
+        path = args.keep or os.path.join(tmp, "trace" + suffix)
         t0 = time.perf_counter()
-        st = make_trace(path, int(args.size_mb * 1e6))
-        print(f"synthesized {path}: {st.events:,} events, {st.kernels:,} kernels in {time.perf_counter() - t0:.1f}s")
-    json_bytes = int(args.size_mb * 1e6) if not args.trace else None
-    if json_bytes is None or args.gz:
-        import gzip
+        if args.synthetic:
+            from kernscope.testing.synth import make_trace
 
-        with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
-            json_bytes = sum(len(b) for b in iter(lambda: f.read(1 << 24), b""))
-    else:
-        json_bytes = os.path.getsize(path)
-    mb = json_bytes / 1e6
-    print(f"JSON size: {mb:,.1f} MB  file: {os.path.getsize(path) / 1e6:,.1f} MB  machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    order = ["kernscope_cold", "kernscope_cold_write_cache", "kernscope_cached", "kernscope_load_only_cold",
-             "kernscope_load_only_cached", "json_loads"] + ([] if args.skip_hta else ["hta"])
-    res = {}
+            st = make_trace(path, int(args.size_mb * 1e6))
+            origin = f"synthetic ({st.events:,} events)"
+        else:
+            from kernscope.testing.replicate import replicate
+
+            src_path = args.src or str(ROOT.parent / "shared/traces/hta/v100_2rank_nccl_rank1.json.gz")
+            rs = replicate(src_path, path, target_bytes=int(args.size_mb * 1e6))
+            origin = f"{Path(src_path).name} x{rs.replicas} ({rs.events:,} events)"
+        print(f"built {path} in {time.perf_counter() - t0:.1f}s: {origin}")
+    jb = json_size(path)
+    mb = jb / 1e6
+    print(f"JSON {mb:,.1f} MB, file {os.path.getsize(path) / 1e6:,.1f} MB; machine {platform.machine()}, "
+          f"{os.cpu_count()} cores, Python {platform.python_version()}")
+    order = ["kernscope_cold", "kernscope_cached", "kernscope_api_cold", "json_load"] + ([] if args.skip_hta else ["hta"])
+    if args.only:
+        order = [o for o in order if o in args.only.split(",")]
+    res: dict[str, dict] = {}
     for name in order:
-        r = run_task(name, path, tmp, env)
+        if name == "kernscope_cold":
+            shutil.rmtree(cache, ignore_errors=True)
+        r = run_contender(name, path, tmp, env)
+        r.pop("stdout", None)
         res[name] = r
         if "error" in r:
-            print(f"{name:28s} ERROR {r['error']}")
+            print(f"{name:20s} ERROR {r['error']}")
             continue
-        print(f"{name:28s} {r['seconds']:8.2f} s  {mb / r['seconds']:8.1f} MB/s  peak RSS {r['rss'] / 1e9:6.2f} GB "
-              f"({r['rss'] / json_bytes:4.2f}x JSON; workers {r['child_rss'] / 1e9:5.2f} GB)  n={r['n']:,}")
-    cold = res["kernscope_cold"].get("seconds")
+        print(f"{name:20s} {r['seconds']:8.2f} s  {mb / r['seconds']:8.1f} MB/s  peak RSS {r['rss'] / 1e9:6.2f} GB "
+              f"({r['rss'] / jb:4.2f}x JSON)  kernels={r['n']:,}")
     print()
     ratios = {}
+    cold = res.get("kernscope_cold", {}).get("seconds")
     if cold:
-        lo, lc = res.get("kernscope_load_only_cold", {}).get("seconds"), res.get("kernscope_load_only_cached", {}).get("seconds")
-        if lo and lc:
-            ratios["cold load / cached reload (load only)"] = lo / lc
-        if res.get("kernscope_cached", {}).get("seconds"):
-            ratios["cold / cached (load + summary)"] = cold / res["kernscope_cached"]["seconds"]
-        for other, label in (("json_loads", "json.loads / kernscope cold"), ("hta", "HTA / kernscope cold (load + kernel breakdown)")):
-            if res.get(other, {}).get("seconds"):
-                ratios[label] = res[other]["seconds"] / cold
+        for other, label in (("kernscope_cached", "cold / cached analyze"),
+                             ("json_load", "json.load / kernscope cold analyze"),
+                             ("hta", "HTA / kernscope cold analyze")):
+            s = res.get(other, {}).get("seconds")
+            if s:
+                ratios[label] = (cold / s) if other == "kernscope_cached" else (s / cold)
         for label, r in ratios.items():
-            print(f"{label:48s} {r:6.1f}x")
+            print(f"{label:40s} {r:6.1f}x")
     if args.out:
-        Path(args.out).write_text(json.dumps({"json_mb": mb, "results": res, "ratios": ratios,
+        Path(args.out).write_text(json.dumps({"origin": origin, "json_mb": mb, "file_mb": os.path.getsize(path) / 1e6,
+                                              "results": res, "ratios": ratios,
                                               "machine": f"{platform.machine()} {os.cpu_count()} cores"}, indent=2))
+    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

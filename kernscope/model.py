@@ -52,10 +52,13 @@ class Lazy(Generic[T]):
 
 @dataclass
 class RawTrace:
-    """A decoded, unlinked trace: one row per event plus the document's metadata (output of ``load``)."""
+    """A decoded, unlinked trace (output of ``load``): one row per event, ``idx`` its position in the
+    file's event array; flow (``ph`` s/f/t) and metadata (``M``) rows in their own tables, counters dropped."""
 
     events: pl.DataFrame
     metadata: dict[str, Any] = field(default_factory=dict)
+    flows: pl.DataFrame = field(default_factory=pl.DataFrame)
+    meta_events: pl.DataFrame = field(default_factory=pl.DataFrame)
     salvaged: int | None = None  #: events recovered by ``--salvage`` (None when not salvaged)
     #: what salvage skipped, one line per reason (empty when nothing was skipped)
     skipped: list[str] = field(default_factory=list)

@@ -3,15 +3,72 @@
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
+import polars as pl
+
+from .errors import TraceError
 from .link import StepSpec, link
 from .link.tree import call_tree
 from .load import cache as _cache
-from .load import parse
-from .load.source import FileIdentity
-from .model import Trace
+from .load.kineto import parse_source
+from .load.source import FileIdentity, Limits, open_trace
+from .model import Lazy, Trace, TraceStats
 
-__all__ = ["load"]
+__all__ = ["load", "LoadOptions"]
+
+Notify = Callable[[str], None]
+
+
+def _warn(msg: str) -> None:
+    warnings.warn(msg, _cache.CacheNotice, stacklevel=3)
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What changes the loaded trace (and so is part of its cache key)."""
+
+    salvage: bool = False
+    steps: StepSpec = StepSpec()
+
+    def key(self) -> dict[str, Any]:
+        return {"salvage": self.salvage, "step_marker": self.steps.marker}
+
+
+def _info(trace: Trace) -> dict[str, Any]:
+    return {
+        "metadata": trace.metadata, "process_names": trace.process_names, "thread_names": trace.thread_names,
+        "unlinked": trace.unlinked, "salvaged": trace.salvaged, "salvage_skipped": list(trace.salvage_skipped),
+        "stats": trace.stats.to_dict(), "step_source": trace.step_source,
+    }
+
+
+def _from_entry(entry: _cache.Entry, path: str, reload: Callable[[], Trace]) -> Trace:
+    """A Trace over a verified cache entry: GPU and step tables now, events and flows on first use."""
+    info = entry.info
+
+    def table(name: str) -> Callable[[], pl.DataFrame]:
+        def read() -> pl.DataFrame:
+            try:
+                return entry.table(name)
+            except (OSError, ValueError, pl.exceptions.PolarsError) as e:  # evicted or damaged since: parse again
+                warnings.warn(f"kernscope: cache entry lost its {name} table ({e}); re-reading {path}",
+                              _cache.CacheNotice, stacklevel=2)
+                fresh = reload()
+                return fresh.events if name == "events" else fresh.flows
+        return read
+
+    events = Lazy(table("events"))
+    return Trace(
+        path=path, events_table=events, gpu=entry.table("gpu"), flows_table=Lazy(table("flows")),
+        steps=entry.table("steps"), tree_table=Lazy(lambda: call_tree(events.get())),
+        stats=TraceStats.from_dict(info["stats"]), metadata=info["metadata"], process_names=info["process_names"],
+        thread_names=info["thread_names"], unlinked=info["unlinked"], salvaged=info["salvaged"],
+        salvage_skipped=tuple(info["salvage_skipped"]), from_cache=True, step_source=info["step_source"],
+    )
 
 
 def load(
@@ -21,28 +78,47 @@ def load(
     salvage: bool = False,
     workers: int | None = None,
     steps: StepSpec | None = None,
+    limits: Limits | None = None,
+    notify: Notify | None = None,
 ) -> Trace:
     """Load and link a PyTorch profiler (Kineto) trace: ``.json``, ``.json.gz``, ``*.pt.trace.json(.gz)``.
 
     Args:
         path: trace file; gzip is detected from the bytes.
-        cache: read/write the Arrow parse cache.
-        salvage: recover the complete events of a truncated file instead of failing.
-        workers: decoding processes (default: CPU count; large traces only).
-        steps: how step windows are found (default: ``ProfilerStep#N``).
+        cache: read/write the parse cache (keyed by a hash of the file's content, checked on read).
+        salvage: recover every complete, valid event of a truncated or partly corrupt file.
+        workers: parsing threads (default: the CPU count).
+        steps: how step windows are found (default: ``ProfilerStep#N``, else automatic windows).
+        limits: memory bounds (default: 80% of available memory for the decoded tables).
+        notify: receives one-line notices (cache rebuilt, ...); default: ``warnings.warn``.
 
     Raises:
         kernscope.errors.TraceError: with one message naming the file and the problem.
     """
     p = str(path)
-    spec = steps or StepSpec()
-    ident = FileIdentity.of(p)
-    options = {"salvage": salvage, "step_marker": spec.marker}
-    if cache:
-        hit = _cache.read(ident, options, path=p, make_tree=call_tree)
-        if hit is not None:
-            return hit
-    trace = link(parse(p, salvage=salvage, workers=workers), p, steps=spec)
-    if cache:
-        _cache.write(trace, ident, options)
+    opts = LoadOptions(salvage, steps or StepSpec())
+    source = open_trace(p)
+    before = FileIdentity.of(p)
+    try:
+        digest = _cache.file_digest(p) if cache else ""
+        if cache:
+            entry = _cache.open_entry(digest, opts.key(), notify=notify)
+            if entry is not None:
+                try:
+                    return _from_entry(entry, p, lambda: load(p, cache=False, salvage=salvage, workers=workers,
+                                                              steps=steps, limits=limits))
+                except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError) as e:
+                    _cache._discard(entry.path, str(e) or type(e).__name__, notify)
+        raw = parse_source(source, salvage=salvage, limits=limits, workers=workers)
+    except MemoryError:
+        raise TraceError(p, "out of memory while reading this trace; try --max-memory to bound it, or a machine "
+                            "with more memory") from None
+    finally:
+        source.close()
+    trace = link(raw, p, steps=opts.steps)
+    if cache and FileIdentity.of(p) != before:
+        (notify or _warn)(f"kernscope: {p} changed while it was read; not caching it")
+    elif cache:
+        tables = {"events": trace.events, "gpu": trace.gpu, "flows": trace.flows, "steps": trace.steps}
+        _cache.write_entry(digest, opts.key(), tables, _info(trace), notify=notify)
     return trace

@@ -37,7 +37,8 @@ def us_to_ns(v) -> int:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kcache"))
+    """Each test gets its own cache directory (entries are content-addressed: tests must not share them)."""
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path_factory.mktemp("kcache")))
 
 
 def write_trace(path: Path, events: list[dict], **meta) -> Path:

@@ -8,8 +8,8 @@ import polars as pl
 from conftest import write_trace
 
 import kernscope
-from kernscope.load import kineto
-from kernscope.load.timestamps import parse_us_joined
+from kernscope.load import document
+from kernscope.load.chunk import _float_us_to_ns, us_text_to_ns
 from kernscope.testing.synth import make_trace
 
 
@@ -31,10 +31,23 @@ def _step(n, ts, dur, pid=1, tid=1):
     return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": pid, "tid": tid, "ts": ts, "dur": dur}
 
 
-def test_parse_us_joined_exact():
-    ns, miss = parse_us_joined(b"1712195495519689.047\n-1.5\n\n12\n0.0005\n1e3\n7", 7)
-    assert ns.tolist() == [1712195495519689047, -1500, 0, 12000, 1, 1000000, 7000]
-    assert miss.tolist() == [False, False, True, False, False, False, False]
+def test_exact_us_text_to_ns():
+    texts = ["1712195495519689.047", "-1.5", "", "12", "0.0005", "1e3", "7", "9999999999999999", "abc", "null"]
+    ns, miss, bad = us_text_to_ns(pl.Series(texts))
+    assert ns.to_list()[:7] == [1712195495519689047, -1500, 0, 12000, 1, 1000000, 7000]
+    assert miss.to_list() == [False, False, True, False, False, False, False, False, False, True]
+    assert bad.to_list() == [False] * 7 + [True, True, False]  # 1e16 µs does not fit int64 ns
+
+
+def test_float_path_equals_exact_text_below_2_pow_43():
+    """The fast path reads µs as float64; below 2^43 µs it must give exactly the text's ns."""
+    import random
+
+    rnd = random.Random(7)
+    vals = [rnd.randrange(0, 2**43 * 1000) for _ in range(200_000)] + [2**43 * 1000 - 1, 0, 1, 999, 4_398_046_511_103_999]
+    texts = [f"{v // 1000}.{v % 1000:03d}" for v in vals]
+    got = _float_us_to_ns(pl.Series(texts).cast(pl.Float64))
+    assert got.to_list() == vals
 
 
 def test_absolute_fractional_timestamps_are_exact(tmp_path):
@@ -139,17 +152,19 @@ def test_python_function_tree_by_python_ids(tmp_path):
            "args": {"Python id": 1, "Python parent id": 0}},
           {"ph": "X", "cat": "python_function", "name": "nn.Module: Linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50,
            "args": {"Python id": 2, "Python parent id": 1}}]
+    from kernscope.link.ops import python_parents
+
     t = kernscope.load(write_trace(tmp_path / "py.json", ev), cache=False)
-    child = t.events.filter(pl.col("name").cast(pl.String) == "nn.Module: Linear").row(0, named=True)
-    parent = t.events.filter(pl.col("name").cast(pl.String) == "train.py(10): step").row(0, named=True)
+    ev = python_parents(t.events)  # computed on demand, not while linking
+    child = ev.filter(pl.col("name").cast(pl.String) == "nn.Module: Linear").row(0, named=True)
+    parent = ev.filter(pl.col("name").cast(pl.String) == "train.py(10): step").row(0, named=True)
     assert child["py_parent_idx"] == parent["idx"]
 
 
 def test_parallel_decode_equals_serial(tmp_path, monkeypatch):
     p = tmp_path / "big.json"
     st = make_trace(p, 3_000_000)
-    monkeypatch.setattr(kineto, "PARALLEL_MIN_BYTES", 1 << 16)
-    monkeypatch.setattr(kineto, "CHUNK_BYTES", 1 << 18)
+    monkeypatch.setattr(document, "CHUNK_BYTES", 1 << 18)
     par = kernscope.load(p, cache=False, workers=2)
     ser = kernscope.load(p, cache=False, workers=1)
     assert par.events.height == ser.events.height

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .decode import Decoded, decode_buffer  # noqa: F401 - re-exported
-
+_DECODE = {"Decoded", "decode_buffer"}
 _DEVICE = {"Profiler", "tid", "smid", "globaltimer", "clock64"}
 _HOST = {
     "ProfilerBuffer",
@@ -37,4 +36,8 @@ def __getattr__(name: str) -> Any:
         from . import host
 
         return getattr(host, name)
+    if name in _DECODE:
+        from . import decode
+
+        return getattr(decode, name)
     raise AttributeError(f"module 'kernscope.intra' has no attribute {name!r}")

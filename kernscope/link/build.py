@@ -8,12 +8,11 @@ from ..errors import TraceError
 from ..model import Lazy, RawTrace, Trace, TraceStats
 from .correlation import launcher_ops, launches, link_gpu
 from .kinds import classify
-from .ops import fallback_ops, op_names, python_parents
+from .ops import fallback_ops, op_names
 from .steps import StepSpec, assign_steps, find_steps
 from .tree import call_tree
 from .unlinked import unlinked_counts
 
-_DROP = ["ts_missing", "dur_missing", "meta_name", "sort_index"]
 #: host-only columns dropped from the GPU table (it is kept compact: it is what summaries read)
 _HOST_ONLY = ("flow_id", "python_id", "python_parent_id", "py_parent_idx", "ph")
 
@@ -87,22 +86,19 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
         raw: the decoded trace (its event table is consumed: not kept alive while linking).
         steps: how to find step windows (default: ``ProfilerStep#N``, else automatic windows).
     """
-    decoded, raw.events = raw.events, pl.DataFrame()
-    ev = decoded.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64), classify(decoded["ph"], decoded["cat"]))
-    del decoded
-    if ev.height == 0:
+    decoded, raw.events = raw.events, pl.DataFrame()  # do not keep the decoded table alive while linking
+    if decoded.height == 0 and raw.meta_events.height == 0 and raw.flows.height == 0:
         raise TraceError(path, "trace has no events ('traceEvents' is empty)")
-    _validate(ev, path)
-    ev = ev.with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
-    meta = ev.filter(pl.col("kind") == "metadata")
-    process_names = _names(meta, "process_name", ["pid"])
-    thread_names = _names(meta, "thread_name", ["pid", "tid"])
-    flows = ev.filter(pl.col("kind") == "flow").select("idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id")
-    events = ev.filter(~pl.col("kind").is_in(["metadata", "flow", "counter"])).drop(_DROP)
-    del ev
+    events = decoded.with_columns(classify(decoded["ph"], decoded["cat"]))
+    del decoded
+    _validate(events, path)
+    events = events.with_columns((pl.col("ts") + pl.col("dur")).alias("end")).drop("ts_missing", "dur_missing")
+    meta = raw.meta_events
+    process_names = _names(meta, "process_name", ["pid"]) if meta.height else {}
+    thread_names = _names(meta, "thread_name", ["pid", "tid"]) if meta.height else {}
+    flows = raw.flows
     if events.height == 0:
         raise TraceError(path, "trace has only metadata events, nothing to analyze")
-    events = python_parents(events)
     gpu = link_gpu_table(events)
     found = find_steps(events, gpu, steps or StepSpec())
     gpu = assign_steps(gpu, found.table)

@@ -49,7 +49,11 @@ def python_parents(events: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("python_parent_id").is_not_null())
         .unique(["pid", "python_parent_id"], keep="first")
     )
-    return events.join(parents, on=["pid", "python_parent_id"], how="left", maintain_order="left")
+    col = (
+        events.select("pid", "python_parent_id")
+        .join(parents, on=["pid", "python_parent_id"], how="left", maintain_order="left")["py_parent_idx"]
+    )
+    return events.with_columns(col)
 
 
 def op_names(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:

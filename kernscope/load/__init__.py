@@ -1,31 +1,37 @@
 """``load``: trace file bytes -> decoded, unlinked event table (:class:`~kernscope.model.RawTrace`).
 
-Modules: ``source`` (reading, gzip, file identity), ``kineto`` (JSON decoding), ``timestamps`` (exact
-µs text -> ns), ``argspec`` (which args become columns), ``salvage`` (truncated files), ``cache``
-(the linked trace stored as Arrow). The whole pipeline (parse -> link -> cache) is
-:func:`kernscope.pipeline.load`.
+Modules: ``source`` (opening, gzip streaming, content digest, memory limits), ``document`` (metadata
+and event-aligned pieces), ``chunk`` (one piece -> typed columns), ``kineto`` (parallel parsing,
+repair, salvage), ``argspec`` (which args become columns), ``cache`` (the linked trace stored as
+Arrow, checked on read). The whole pipeline (parse -> link -> cache) is :func:`kernscope.pipeline.load`.
+
+The names below are imported on first use, so ``kernscope.load.cache`` can be used without polars.
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
-from ..errors import TraceError
-from ..model import RawTrace
-from .kineto import parse_document
-from .salvage import salvage_document
-from .source import read_bytes
+if TYPE_CHECKING:
+    from ..model import RawTrace
+    from .source import Limits
 
 __all__ = ["parse"]
 
 
-def parse(path: str | os.PathLike[str], *, salvage: bool = False, workers: int | None = None) -> RawTrace:
+def parse(path: str | os.PathLike[str], *, salvage: bool = False, workers: int | None = None,
+          limits: Limits | None = None) -> RawTrace:
     """Decode a trace file into an unlinked event table (no cache, no linking)."""
-    p = str(path)
-    data = read_bytes(p, salvage=salvage)
-    if salvage:
-        try:
-            return parse_document(data, p, workers=workers)
-        except TraceError:
-            return salvage_document(data, p, workers=workers)
-    return parse_document(data, p, workers=workers)
+    from .kineto import parse_source
+    from .source import open_trace
+
+    source = open_trace(path)
+    try:
+        return parse_source(source, salvage=salvage, limits=limits, workers=workers)
+    finally:
+        source.close()
+
+
+def __getattr__(name: str) -> Any:
+    raise AttributeError(f"module 'kernscope.load' has no attribute {name!r}")

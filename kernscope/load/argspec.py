@@ -1,62 +1,52 @@
 """Versioned, declarative spec of the Kineto ``args`` keys that become columns.
 
-Like HTA's arg spec: one table says which raw key becomes which column, of which type,
-since which spec version. The decoder struct is generated from this table, so adding a
-column is one line here and nowhere else.
+Like HTA's arg spec: one table says which raw key becomes which column, of which type, since which
+spec version. Both decoders (polars' JSON reader and the msgspec fallback) are generated from this
+table, so adding a column is one line here and nowhere else. Args not listed here (shapes, strides,
+concrete inputs, stacks) cost nothing at load time; :mod:`kernscope.load.opargs` reads them on demand.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import msgspec
 
 #: Bump when the table below changes; it is part of the parse-cache key.
-ARG_SPEC_VERSION = 2
+ARG_SPEC_VERSION = 3
 
 
 @dataclass(frozen=True)
 class ArgField:
     raw: str  #: key inside the event's ``args`` object
     column: str  #: column name in the event table
-    kind: str  #: "int" (-> Int64), "str" (-> categorical string), "intstr" (int or "0x.." string -> Int64), "any"
+    #: "int" (-> Int64; integral floats and "0x.."/"12" strings accepted), "str" (-> categorical string),
+    #: "text" (-> string, any JSON scalar)
+    kind: str
     since: int = 1  #: spec version that introduced it
 
 
 ARG_FIELDS: tuple[ArgField, ...] = (
     ArgField("correlation", "correlation", "int"),
     ArgField("External id", "external_id", "int"),
-    ArgField("device", "device", "intstr"),
-    ArgField("stream", "stream", "intstr"),
+    ArgField("device", "device", "int"),
+    ArgField("stream", "stream", "int"),
     ArgField("Python id", "python_id", "int"),
     ArgField("Python parent id", "python_parent_id", "int"),
     ArgField("bytes", "bytes", "int"),
     ArgField("Collective name", "collective", "str", since=2),
     ArgField("In msg nelems", "in_msg_nelems", "int", since=2),
+    ArgField("Out msg nelems", "out_msg_nelems", "int", since=3),
     ArgField("Group size", "group_size", "int", since=2),
+    ArgField("dtype", "comm_dtype", "str", since=3),
+    ArgField("Process Group Name", "pg_name", "str", since=3),
+    ArgField("Process Group Description", "pg_desc", "str", since=3),
+    ArgField("Process Group Ranks", "pg_ranks", "str", since=3),
+    ArgField("Rank", "comm_rank", "int", since=3),
+    ArgField("Seq", "comm_seq", "int", since=3),
     ArgField("kind", "gpu_kind", "str", since=2),
-    ArgField("name", "meta_name", "any"),
-    ArgField("sort_index", "sort_index", "any", since=2),
+    ArgField("name", "meta_name", "text"),
+    ArgField("sort_index", "sort_index", "text", since=2),
 )
 
-#: Default of absent integer args: lets a column of plain ints go straight into an int64 array.
-MISSING_INT = -(2**63)
-
-_PY_TYPES: dict[str, Any] = {
-    "int": int | str | None,  # some tracers write numbers as strings ("0x1f", "12") or null
-    "str": str | None,
-    "intstr": int | str | None,
-    "any": Any,
-}
-_DEFAULTS: dict[str, Any] = {"int": MISSING_INT, "intstr": MISSING_INT, "str": None, "any": None}
-
-#: msgspec struct for ``args``: reads only the keys above, skips the rest without building objects.
-Args = msgspec.defstruct(
-    "Args",
-    [(f.column, _PY_TYPES[f.kind], msgspec.field(default=_DEFAULTS[f.kind], name=f.raw)) for f in ARG_FIELDS],
-    frozen=True,
-    gc=False,
-)
-
-EMPTY_ARGS = Args()
+INT_COLUMNS = tuple(f.column for f in ARG_FIELDS if f.kind == "int")
+STR_COLUMNS = tuple(f.column for f in ARG_FIELDS if f.kind == "str")
+TEXT_COLUMNS = tuple(f.column for f in ARG_FIELDS if f.kind == "text")

@@ -1,100 +1,353 @@
-"""Parse cache: a linked trace saved as Arrow IPC, keyed by file identity and format version.
+"""Parse cache that cannot lie: entries keyed by a hash of the input's content, checked on every read.
 
-Written to a temporary directory and renamed into place, so a crash never leaves a half cache.
-Location: ``$KERNSCOPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kernscope``, else ``~/.cache/kernscope``.
+An entry is ``<cache dir>/v<format>/<key>/``: the linked tables as uncompressed Arrow IPC, a
+``manifest.json`` with the xxh3-128 checksum of every file (and of itself), and ``results/``, rendered
+outputs keyed by the options that made them (so an unchanged ``analyze`` is not recomputed).
+
+- **Same input**: the key is derived from the xxh3-128 of the trace file's bytes (about 30 GB/s), the
+  parse/link options and the format version; it is computed on every load, so an edited file — same
+  size and mtime or not — never meets an old entry.
+- **Intact entry**: every file is checked against the manifest before use; a damaged, truncated or
+  foreign entry is discarded and rebuilt, with a one-line notice (``CacheNotice``).
+- **Races**: an entry is built in a temporary directory and renamed into place whole; a second writer
+  of the same key keeps the first. Readers never see a partial entry.
+- **Size**: at most ``KERNSCOPE_CACHE_MAX_BYTES`` (default 2 GB); least recently used entries go first.
+
+Location: ``$KERNSCOPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kernscope``, else ``~/.cache/kernscope``;
+without a usable home directory, a per-user directory under the system temp dir (with a notice).
+This module imports polars only where it reads or writes tables, so a cached ``analyze`` that only
+prints a stored result starts fast.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import os
 import shutil
 import tempfile
+import time
+import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+import xxhash
 
-from ..model import Lazy, Trace, TraceStats
 from ..version import __version__
 from .argspec import ARG_SPEC_VERSION
-from .source import FileIdentity
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: Bump whenever decoding or linking changes what is stored.
-CACHE_FORMAT_VERSION = 7
-_TABLES = ("events", "gpu", "flows", "steps")
+CACHE_FORMAT_VERSION = 8
+TABLES = ("events", "gpu", "flows", "steps")
+DEFAULT_MAX_BYTES = 2 << 30
+_READ = 16 << 20
 
 
-def cache_dir() -> Path:
+class CacheNotice(UserWarning):
+    """The cache could not be used as is (damaged entry rebuilt, fallback location, ...)."""
+
+
+Notify = Callable[[str], None]
+
+
+def _warn(msg: str) -> None:
+    warnings.warn(msg, CacheNotice, stacklevel=3)
+
+
+# -- location ---------------------------------------------------------------------------------------
+def _usable(d: Path) -> bool:
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return True
+    except OSError:
+        return False
+
+
+def cache_root(notify: Notify | None = None) -> Path | None:
+    """The cache directory, or None when no writable place exists (the cache is then off)."""
     env = os.environ.get("KERNSCOPE_CACHE_DIR")
     if env:
-        return Path(env)
+        d = Path(env)
+        if _usable(d):
+            return d
+        (notify or _warn)(f"kernscope: cache directory {d} is not writable; running without a cache")
+        return None
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "kernscope"
-
-
-def cache_key(ident: FileIdentity, options: dict[str, Any]) -> str:
-    """Key of one (input, options) entry; ``options`` are the JSON-able parse and link options."""
-    raw = json.dumps([ident.path, ident.size, ident.mtime_ns, ident.inode, CACHE_FORMAT_VERSION, ARG_SPEC_VERSION,
-                      __version__, sorted(options.items())], default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()[:32]
-
-
-def read(ident: FileIdentity, options: dict[str, Any], *, path: str,
-         make_tree: Callable[[pl.DataFrame], pl.DataFrame]) -> Trace | None:
-    """Return the cached trace, or None if absent or unreadable (never raises for a bad cache)."""
-    d = cache_dir() / cache_key(ident, options)
     try:
-        info: dict[str, Any] = json.loads((d / "info.json").read_text())
-        if not all((d / f"{t}.arrow").is_file() for t in _TABLES):
-            return None
-        gpu = pl.read_ipc(d / "gpu.arrow")
-        step_table = pl.read_ipc(d / "steps.arrow")
-        events = Lazy(lambda: pl.read_ipc(d / "events.arrow"))
-        return Trace(
-            path=path, events_table=events, gpu=gpu, flows_table=Lazy(lambda: pl.read_ipc(d / "flows.arrow")),
-            steps=step_table, tree_table=Lazy(lambda: make_tree(events.get())),
-            stats=TraceStats.from_dict(info["stats"]), metadata=info["metadata"],
-            process_names=info["process_names"], thread_names=info["thread_names"], unlinked=info["unlinked"],
-            salvaged=info["salvaged"], salvage_skipped=tuple(info["salvage_skipped"]), from_cache=True,
-            step_source=info["step_source"],
-        )
-    except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
+        base = Path(xdg) if xdg else Path.home() / ".cache"
+    except (RuntimeError, KeyError):
+        base = None
+    if base is not None and _usable(base / "kernscope"):
+        return base / "kernscope"
+    fallback = Path(tempfile.gettempdir()) / f"kernscope-cache-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    if _usable(fallback):
+        (notify or _warn)(f"kernscope: no usable home cache directory; caching in {fallback}")
+        return fallback
+    (notify or _warn)("kernscope: no writable cache directory; running without a cache")
+    return None
+
+
+def max_bytes() -> int:
+    v = os.environ.get("KERNSCOPE_CACHE_MAX_BYTES")
+    try:
+        return int(v) if v else DEFAULT_MAX_BYTES
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+# -- hashing ----------------------------------------------------------------------------------------
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """xxh3-128 of a file's bytes (as stored: compressed bytes for gzip)."""
+    h = xxhash.xxh3_128()
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(_READ)
+        view = memoryview(buf)
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+def entry_key(digest: str, options: dict[str, Any]) -> str:
+    raw = json.dumps([digest, CACHE_FORMAT_VERSION, ARG_SPEC_VERSION, __version__, sorted(options.items())], default=str)
+    return xxhash.xxh3_128(raw.encode()).hexdigest()
+
+
+def _version_dir(root: Path) -> Path:
+    return root / f"v{CACHE_FORMAT_VERSION}"
+
+
+def _checksum_file(p: Path) -> str:
+    h = xxhash.xxh3_128()
+    with open(p, "rb", buffering=0) as f:
+        buf = bytearray(_READ)
+        view = memoryview(buf)
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+# -- manifest ---------------------------------------------------------------------------------------
+def _seal(doc: dict[str, Any]) -> bytes:
+    body = json.dumps(doc, sort_keys=True, default=str)
+    return json.dumps({"body": body, "check": xxhash.xxh3_128(body.encode()).hexdigest()}).encode()
+
+
+def _unseal(data: bytes) -> dict[str, Any]:
+    outer = json.loads(data)
+    body = outer["body"]
+    if xxhash.xxh3_128(body.encode()).hexdigest() != outer["check"]:
+        raise ValueError("manifest checksum mismatch")
+    doc = json.loads(body)
+    if not isinstance(doc, dict):
+        raise ValueError("manifest is not an object")
+    return doc
+
+
+@dataclass
+class Entry:
+    """A verified cache entry."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    def table(self, name: str) -> pl.DataFrame:
+        """Read one table, checking its checksum first (raises ``ValueError`` when damaged)."""
+        import polars as pl
+
+        p = self.path / f"{name}.arrow"
+        want = self.manifest["files"][f"{name}.arrow"]
+        if p.stat().st_size != want["size"] or _checksum_file(p) != want["xxh3"]:
+            raise ValueError(f"{name}.arrow does not match its checksum")
+        return pl.read_ipc(p)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        info: dict[str, Any] = self.manifest["info"]
+        return info
+
+
+def _discard(d: Path, why: str, notify: Notify | None) -> None:
+    (notify or _warn)(f"kernscope: discarded a damaged cache entry ({why}); rebuilding it")
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def open_entry(digest: str, options: dict[str, Any], *, notify: Notify | None = None) -> Entry | None:
+    """The verified entry for (input digest, options), or None (absent, or damaged and discarded)."""
+    root = cache_root(notify)
+    if root is None:
         return None
-
-
-def write(trace: Trace, ident: FileIdentity, options: dict[str, Any]) -> Path | None:
-    """Store ``trace`` atomically; returns the cache path, or None if the cache dir is not writable."""
-    root = cache_dir()
-    final = root / cache_key(ident, options)
+    d = _version_dir(root) / entry_key(digest, options)
+    if not d.is_dir():
+        return None
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        manifest = _unseal((d / "manifest.json").read_bytes())
+        if manifest.get("digest") != digest or manifest.get("format") != CACHE_FORMAT_VERSION:
+            raise ValueError("manifest is for another input")
+        files = manifest["files"]
+        for name in TABLES:
+            p = d / f"{name}.arrow"
+            if p.stat().st_size != files[f"{name}.arrow"]["size"]:
+                raise ValueError(f"{name}.arrow has the wrong size")
+    except FileNotFoundError:
+        if d.exists():
+            _discard(d, "files missing", notify)
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        _discard(d, str(e) or type(e).__name__, notify)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(d / "manifest.json")  # last use, for LRU eviction
+    return Entry(d, manifest)
+
+
+def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataFrame], info: dict[str, Any],
+                *, notify: Notify | None = None) -> Path | None:
+    """Store tables and info atomically; returns the entry path, or None when the cache is unwritable."""
+    root = cache_root(notify)
+    if root is None:
+        return None
+    vdir = _version_dir(root)
+    final = vdir / entry_key(digest, options)
+    try:
+        vdir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=vdir))
     except OSError:
         return None
     try:
-        tables = {"events": trace.events, "gpu": trace.gpu, "flows": trace.flows, "steps": trace.steps}
+        files = {}
         for name, df in tables.items():
-            # uncompressed: a cached reload is then a plain read of Arrow buffers
-            df.write_ipc(tmp / f"{name}.arrow", compression="uncompressed")
-        info = {
-            "path": trace.path,
-            "metadata": trace.metadata,
-            "process_names": trace.process_names,
-            "thread_names": trace.thread_names,
-            "unlinked": trace.unlinked,
-            "salvaged": trace.salvaged,
-            "salvage_skipped": list(trace.salvage_skipped),
-            "stats": trace.stats.to_dict(),
-            "step_source": trace.step_source,
-        }
-        (tmp / "info.json").write_text(json.dumps(info, default=str))
-        if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+            p = tmp / f"{name}.arrow"
+            df.write_ipc(p, compression="uncompressed")  # a cached reload is a plain read of Arrow buffers
+            files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p)}
+        (tmp / "results").mkdir()
+        manifest = {"format": CACHE_FORMAT_VERSION, "digest": digest, "options": options, "files": files,
+                    "info": info, "created": time.time()}
+        (tmp / "manifest.json").write_bytes(_seal(manifest))
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process stored the same entry first: keep it (identical content)
+            if open_entry(digest, options, notify=notify) is None:
+                shutil.rmtree(final, ignore_errors=True)
+                os.rename(tmp, final)
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
+        evict(root)
         return final
-    except OSError:
+    except (OSError, ValueError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        (notify or _warn)(f"kernscope: could not write the cache ({e}); continuing without it")
         return None
+
+
+# -- results (rendered outputs) -------------------------------------------------------------------
+def _result_path(entry: Entry, key: dict[str, Any]) -> Path:
+    k = xxhash.xxh3_128(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+    return entry.path / "results" / k
+
+
+def read_result(entry: Entry, key: dict[str, Any]) -> bytes | None:
+    """A stored output for ``key`` (options, format, width...), checked; None if absent or damaged."""
+    p = _result_path(entry, key)
+    try:
+        data = p.read_bytes()
+    except OSError:
+        return None
+    check, _, body = data.partition(b"\n")
+    if xxhash.xxh3_128(body).hexdigest().encode() != check:
+        p.unlink(missing_ok=True)
+        return None
+    return body
+
+
+def write_result(entry: Entry, key: dict[str, Any], body: bytes) -> None:
+    p = _result_path(entry, key)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(xxhash.xxh3_128(body).hexdigest().encode() + b"\n" + body)
+        os.replace(tmp, p)
+    except OSError:
+        pass
+    evict(entry.path.parent.parent)
+
+
+# -- size cap -------------------------------------------------------------------------------------
+def _size(d: Path) -> int:
+    total = 0
+    for p in d.rglob("*"):
+        try:
+            if p.is_file():
+                total += p.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def entries(root: Path | None = None) -> list[tuple[Path, int, float]]:
+    """(entry, bytes, last use) of every entry, all format versions."""
+    root = root or cache_root()
+    if root is None or not root.is_dir():
+        return []
+    out = []
+    for vdir in root.glob("v*"):
+        for d in vdir.iterdir():
+            if not d.is_dir() or d.name.startswith(".tmp-"):
+                continue
+            try:
+                used = (d / "manifest.json").stat().st_mtime
+            except OSError:
+                used = 0.0
+            out.append((d, _size(d), used))
+    return out
+
+
+def evict(root: Path, limit: int | None = None) -> int:
+    """Remove least recently used entries (and old format versions) until the cache fits ``limit``."""
+    limit = max_bytes() if limit is None else limit
+    removed = 0
+    for vdir in root.glob("v*"):
+        if vdir.name != f"v{CACHE_FORMAT_VERSION}":
+            shutil.rmtree(vdir, ignore_errors=True)
+    # stale temporaries of crashed writers (older than an hour)
+    vdir = _version_dir(root)
+    if vdir.is_dir():
+        for t in vdir.glob(".tmp-*"):
+            try:
+                if time.time() - t.stat().st_mtime > 3600:
+                    shutil.rmtree(t, ignore_errors=True)
+            except OSError:
+                continue
+    found = sorted(entries(root), key=lambda e: e[2])
+    total = sum(e[1] for e in found)
+    for d, size, _ in found:
+        if total <= limit:
+            break
+        shutil.rmtree(d, ignore_errors=True)
+        total -= size
+        removed += 1
+    return removed
+
+
+def clear(root: Path | None = None) -> int:
+    """Remove every entry; returns the bytes freed."""
+    root = root or cache_root()
+    if root is None:
+        return 0
+    freed = sum(e[1] for e in entries(root))
+    for vdir in root.glob("v*"):
+        shutil.rmtree(vdir, ignore_errors=True)
+    return freed

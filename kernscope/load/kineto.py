@@ -1,24 +1,20 @@
-"""Kineto / Chrome-trace JSON bytes -> columnar event table.
+"""Kineto / Chrome-trace JSON -> columnar event table (:class:`~kernscope.model.RawTrace`).
 
-Pipeline: the top-level object is scanned once with msgspec into ``{key: Raw}`` (metadata is
-decoded, ``traceEvents`` stays an undecoded slice); the event array is cut into chunks at event
-boundaries and each chunk is decoded by typed msgspec Structs that read only the needed fields,
-with the GC off, in parallel worker processes for large traces. Workers intern strings and return
-numpy arrays; the parent merges symbol tables into polars ``Enum`` columns.
+The document is split into event-aligned chunks (:mod:`.document`) and the chunks are parsed on a
+thread pool (:mod:`.chunk`: polars' JSON reader releases the GIL, so both cores work through the whole
+file). A chunk that is not valid JSON is merged with the next one and parsed again (its cut was inside
+a string, or it holds the end of the array); one that is still invalid gives a precise error, or with
+``salvage`` is recovered event by event by bisection. The tables built are bounded by
+``Limits.max_memory``.
 """
 
 from __future__ import annotations
 
-import gc
-import math
 import os
-import re
-import warnings
+from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
-from multiprocessing import get_context
-from operator import attrgetter
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -27,381 +23,389 @@ import polars as pl
 
 from ..errors import TraceError
 from ..model import RawTrace
-from .argspec import ARG_FIELDS, EMPTY_ARGS, MISSING_INT, Args
-from .timestamps import parse_us_joined
+from .chunk import EVENT_SCHEMA, Bad, ChunkError, empty_table, parse_chunk
+from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
+from .source import Limits, TraceSource
+
+#: merges of a chunk with the ones after it before the error is final
+MAX_MERGES = 16
+#: skipped-event descriptions kept for the report (the count is always exact)
+MAX_SKIP_LINES = 20
+_I64_MAX = 2**63 - 1
 
 
-class Event(msgspec.Struct, gc=False):
-    """One trace event; only these keys are read, everything else is skipped by the decoder."""
-
-    ph: str = ""
-    cat: str | None = None
-    name: str | int | float | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = msgspec.Raw(b"")  # raw JSON text, parsed exactly to ns in bulk
-    dur: msgspec.Raw = msgspec.Raw(b"")
-    id: int | str | None = MISSING_INT
-    args: Args = EMPTY_ARGS  # type: ignore[valid-type]
+@dataclass
+class Parsed:
+    table: pl.DataFrame
+    bad: list[Bad]
+    tail: dict[str, Any] | None = None  #: metadata after the array (final piece only)
+    #: salvage: what was dropped in this piece, as (event index within the piece, description)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    skipped_count: int = 0
 
 
-_EVENTS = msgspec.json.Decoder(list[Event])
-_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-
-#: Traces larger than this (bytes of JSON) are decoded by several processes.
-PARALLEL_MIN_BYTES = 24 << 20
-#: Target size of one decoded chunk; bounds the Python objects alive at once per worker.
-CHUNK_BYTES = 16 << 20
-
-STRING_COLUMNS = ("ph", "cat", "name", "pid", "tid")
+def _bracket(text: bytes | memoryview) -> bytes:
+    return b"".join((b"[", text, b"]"))
 
 
-@contextmanager
-def _gc_off() -> Iterator[None]:
-    was = gc.isenabled()
-    gc.disable()
+def _locate(e: ChunkError, piece: Piece, first_event: int) -> str:
+    if e.event is not None:
+        return f"$.traceEvents[{first_event + e.event}]"
+    if e.byte is not None:
+        return f"byte {piece.offset + max(e.byte - 1, 0):,}"
+    return f"the events after byte {piece.offset:,}"
+
+
+def _split_events(text: bytes) -> list[bytes]:
+    """Candidate event texts of a run of events (cut at every ``},{``; a cut inside a string makes two
+    invalid halves, which salvage rejoins)."""
+    from .document import _BOUNDARY
+
+    out: list[bytes] = []
+    pos = 0
+    for m in _BOUNDARY.finditer(text):
+        out.append(text[pos : m.start() + 1])
+        pos = m.end() - 1
+    out.append(text[pos:])
+    return [t for t in out if t.strip()]
+
+
+def _bisect(events: list[bytes], lo: int, hi: int, good: list[pl.DataFrame], bad: list[int]) -> None:
+    """Parse events[lo:hi]; on failure split in halves (a bad event costs O(log n) extra parses)."""
+    if lo >= hi:
+        return
     try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+        df, problems = parse_chunk(_bracket(b",".join(events[lo:hi])))
+        if not problems:
+            good.append(df)
+            return
+        if hi - lo == 1:
+            bad.append(lo)
+            return
+    except ChunkError:
+        if hi - lo == 1:
+            bad.append(lo)
+            return
+    mid = (lo + hi) // 2
+    _bisect(events, lo, mid, good, bad)
+    _bisect(events, mid, hi, good, bad)
 
 
-def _intern(values: list[Any]) -> tuple[list[Any], np.ndarray]:
-    """Symbol table + int32 codes for a column (C-level loops: dict.fromkeys and map)."""
-    table = {v: i for i, v in enumerate(dict.fromkeys(values))}
-    codes = np.fromiter(map(table.__getitem__, values), dtype=np.int32, count=len(values))
-    return list(table), codes
+def salvage_text(text: bytes) -> Parsed:
+    """Every complete, valid event of ``text``; the rest are counted and described."""
+    events = _split_events(text)
+    # rejoin halves of an event that a ``},{`` inside one of its strings cut apart
+    good: list[pl.DataFrame] = []
+    bad: list[int] = []
+    _bisect(events, 0, len(events), good, bad)
+    if bad:
+        rescued: list[int] = []
+        i = 0
+        bad_set = sorted(bad)
+        while i < len(bad_set) - 1:
+            a, b = bad_set[i], bad_set[i + 1]
+            if b == a + 1:
+                try:
+                    df, problems = parse_chunk(_bracket(events[a] + b"," + events[b]))
+                    if not problems:
+                        good.append(df)
+                        rescued += [a, b]
+                        i += 2
+                        continue
+                except ChunkError:
+                    pass
+            i += 1
+        bad = [b for b in bad if b not in set(rescued)]
+    lines = []
+    for b in sorted(bad)[:MAX_SKIP_LINES]:
+        snippet = events[b][:60].decode("utf-8", "replace").replace("\n", " ")
+        lines.append((b, f"not a complete, valid event: {snippet!r}"))
+    table = pl.concat(good) if good else empty_table()
+    return Parsed(table, [], skipped=lines, skipped_count=len(bad))
 
 
-def _decode_chunk(buf: bytes | bytearray) -> dict[str, Any]:
-    """Decode one JSON array of events into plain numpy/list columns (no polars: may run forked)."""
-    with _gc_off():
-        evs = _EVENTS.decode(buf)
-        n = len(evs)
-        out: dict[str, Any] = {"n": n}
-        for col in STRING_COLUMNS:
-            out[col] = _intern(list(map(attrgetter(col), evs)))
-        for col in ("ts", "dur"):
+class _Pipeline:
+    """Parses the pieces of one document in order, in parallel, merging pieces whose cut was wrong."""
+
+    def __init__(self, splitter: Splitter, *, salvage: bool, limits: Limits, workers: int) -> None:
+        self.splitter = splitter
+        self.path = splitter.path
+        self.salvage = salvage
+        self.limits = limits
+        self.workers = max(1, workers)
+        self.tables: list[pl.DataFrame] = []
+        self.flows: list[pl.DataFrame] = []
+        self.metas: list[pl.DataFrame] = []
+        self.counters = 0
+        self.events_before = 0
+        self.skipped: list[str] = []
+        self.skipped_count = 0
+        self.tail: dict[str, Any] = {}
+        self.memory = 0.0
+        self.budget = limits.memory()
+
+    # -- parsing one piece ------------------------------------------------------------------
+    def _parse(self, piece: Piece) -> Parsed:
+        if not piece.final:
+            df, bad = parse_chunk(_bracket(piece.text))
+            return Parsed(df, bad)
+        last: ChunkError | None = None
+        for pos, tail in tail_candidates(piece.text, self.splitter.doc.bare_array, self.path):
+            head = bytes(piece.text[:pos]).rstrip()
+            if not head.strip():
+                return Parsed(empty_table(), [], tail)
             try:
-                ns, missing = parse_us_joined(b"\n".join(map(attrgetter(col), evs)), n)
-            except ValueError as e:
-                where = str(e).split()[1] if str(e).startswith("entry ") else "?"
-                raise msgspec.ValidationError(f"'{col}' must be a number - at `$[{where}].{col}`") from None
-            out[col] = ns
-            out[f"{col}_missing"] = missing
-        out["flow_id"] = _pack_ints(evs, "id")
-        args = list(map(attrgetter("args"), evs))
-        meta_rows = None
-        for f in ARG_FIELDS:
-            if f.kind in ("int", "intstr"):
-                out[f.column] = _pack_ints(args, f.column)
-            elif f.kind == "any":  # only metadata events carry these: extract for those rows alone
-                if meta_rows is None:
-                    m_code = out["ph"][0].index("M") if "M" in out["ph"][0] else -1
-                    meta_rows = np.flatnonzero(out["ph"][1] == m_code)
-                get = attrgetter(f.column)
-                out[f.column] = ("sparse", (meta_rows, [get(args[i]) for i in meta_rows.tolist()]), n)
-            else:  # short strings from a small vocabulary: intern (cheap to send back from a worker)
-                table, codes = _intern(list(map(attrgetter(f.column), args)))
-                out[f.column] = ("intern", table, codes)
-        del evs, args
-    return out
+                df, bad = parse_chunk(_bracket(head))
+                return Parsed(df, bad, tail)
+            except ChunkError as e:
+                last = e
+        if self.salvage:
+            return self._salvage_final(piece)
+        if last is not None and not last.syntax:
+            raise last
+        raise ChunkError("the event array does not end properly", syntax=True)
 
-
-def _pack_ints(args: list[Any], column: str) -> tuple[str, Any, Any]:
-    """An integer args column as an int64 array (C loop); absent values are ``MISSING_INT``.
-
-    Falls back to a list when some value is not an int (e.g. "0x1f" strings, or ints beyond int64).
-    """
-    get = attrgetter(column)
-    try:
-        return ("int", np.fromiter(map(get, args), dtype=np.int64, count=len(args)), None)
-    except (TypeError, ValueError, OverflowError):
-        return ("list", [None if v is None or v == MISSING_INT else v for v in map(get, args)], None)
-
-
-def _unpack(packed: tuple[str, Any, Any]) -> pl.Series:
-    tag, a, extra = packed
-    if tag == "int":
-        s = pl.Series(values=a, dtype=pl.Int64)
-        missing = np.flatnonzero(a == MISSING_INT)
-        out: pl.Series = s.scatter(missing, None) if len(missing) else s
+    def _salvage_final(self, piece: Piece) -> Parsed:
+        text = bytes(piece.text)
+        for pos, tail in tail_candidates(text, self.splitter.doc.bare_array, self.path):
+            out = salvage_text(text[:pos])
+            out.tail = tail
+            return out
+        out = salvage_text(text)  # truncated: no end of the array at all
+        out.tail = {}
         return out
-    if tag == "intern":
-        out = pl.Series(values=a, dtype=pl.String).gather(pl.Series(extra, dtype=pl.UInt32))
-        return out
-    if tag == "sparse":
-        rows, vals = a
-        full: list[Any] = [None] * extra
-        for r, v in zip(rows.tolist(), vals):
-            full[r] = v
-        return pl.Series(values=full, strict=False)
-    return pl.Series(values=a, strict=False)
 
+    # -- driving the pool ---------------------------------------------------------------------
+    def run(self, pieces: Iterator[Piece]) -> None:
+        with ThreadPoolExecutor(self.workers) as pool:
+            window: deque[tuple[Piece, Future[Parsed]]] = deque()
 
-_WORK_BUFFER: memoryview | None = None
+            def fill() -> None:
+                while len(window) < self.workers + 1:
+                    piece = next(pieces, None)
+                    if piece is None:
+                        return
+                    window.append((piece, pool.submit(self._parse, piece)))
 
+            fill()
+            while window:
+                piece, fut = window.popleft()
+                merges = 0
+                while True:
+                    try:
+                        parsed = fut.result()
+                        break
+                    except ChunkError as e:
+                        if piece.final or merges >= MAX_MERGES:
+                            parsed = self._give_up(piece, e)
+                            break
+                        nxt_piece = window.popleft()[0] if window else next(pieces, None)
+                        if nxt_piece is None:
+                            parsed = self._give_up(piece, e)
+                            break
+                        piece = Piece(bytes(piece.text) + piece.sep + bytes(nxt_piece.text), piece.offset,
+                                      nxt_piece.sep, nxt_piece.final)
+                        fut = pool.submit(self._parse, piece)
+                        merges += 1
+                self._accept(parsed)
+                self.splitter.source.release(piece.offset + len(piece.text))
+                fill()
 
-def _worker_init(buf: memoryview) -> None:  # runs in forked workers only
-    global _WORK_BUFFER
-    _WORK_BUFFER = buf
+    def _give_up(self, piece: Piece, e: ChunkError) -> Parsed:
+        if self.salvage:
+            if piece.final:
+                return self._salvage_final(piece)
+            return salvage_text(bytes(piece.text))
+        raise _trace_error(self.path, e, _locate(e, piece, self.events_before))
 
-
-def _worker_decode(span: tuple[int, int]) -> dict[str, Any]:
-    assert _WORK_BUFFER is not None
-    a, b = span
-    buf = bytearray(b"[")
-    buf += _WORK_BUFFER[a:b]
-    buf += b"]"
-    return _decode_chunk(buf)
-
-
-def _split(body: memoryview, target: int) -> list[tuple[int, int]]:
-    """Cut the inside of the event array into spans that each hold whole events."""
-    n = len(body)
-    spans: list[tuple[int, int]] = []
-    start = 0
-    while start < n:
-        cut = start + target
-        if cut >= n:
-            spans.append((start, n))
-            break
-        m = _BOUNDARY.search(body, cut)
-        if m is None:
-            spans.append((start, n))
-            break
-        spans.append((start, m.start() + 1))
-        start = m.end() - 1
-    return spans
-
-
-def _to_int64(s: pl.Series, path: str, column: str, kind: str) -> pl.Series:
-    s = s.rename(column)
-    out: pl.Series
-    if s.dtype == pl.Null or s.dtype.is_integer():
-        out = s.cast(pl.Int64)
-        return out
-    if s.dtype == pl.String:
-        hexed = s.str.starts_with("0x")
-        as_hex = s.str.slice(2).str.to_integer(base=16, strict=False)
-        as_dec = s.str.to_integer(base=10, strict=False)
-        out = pl.select(pl.when(hexed).then(as_hex).otherwise(as_dec)).to_series().rename(column).cast(pl.Int64)
-        return out
-    if s.dtype.is_float():
-        out = s.cast(pl.Int64, strict=False)
-        return out
-    raise TraceError(path, f"args field for {column!r} has an unexpected type ({s.dtype})")
-
-
-def _concat(series: list[pl.Series]) -> pl.Series:
-    """Concatenate per-chunk columns whose inferred types may differ (int in one, str in another)."""
-    if len(series) == 1:
-        return series[0]
-    dtypes: set[pl.DataType] = {s.dtype for s in series} - {pl.Null()}
-    if len(dtypes) > 1:
-        series = [_stringify(s) for s in series]
-        dtypes = {pl.String()}
-    target = dtypes.pop() if dtypes else pl.Null()
-    out: pl.Series = pl.concat([s.cast(target) for s in series], rechunk=True)
-    return out
-
-
-def _stringify(s: pl.Series) -> pl.Series:
-    if s.dtype in (pl.String, pl.Null) or s.dtype.is_numeric() or s.dtype == pl.Boolean:
-        out: pl.Series = s.cast(pl.String)
-        return out
-    return pl.Series(s.name, [None if v is None else str(v) for v in s.to_list()], dtype=pl.String)
-
-
-def _assemble(parts: list[dict[str, Any]], path: str) -> pl.DataFrame:
-    """Merge chunk outputs: unify symbol tables, concatenate arrays, build typed columns."""
-    cols: dict[str, pl.Series] = {}
-    for col in STRING_COLUMNS:
-        merged: dict[str, int] = {}
-        remapped = []
-        for p in parts:
-            table, codes = p[col]
-            keys = ["" if v is None else str(v) for v in table]
-            lut = np.fromiter((merged.setdefault(k, len(merged)) for k in keys), dtype=np.uint32, count=len(keys))
-            remapped.append(lut[codes] if len(codes) else codes.astype(np.uint32))
-        codes_all = np.concatenate(remapped) if remapped else np.zeros(0, np.uint32)
-        del remapped
-        for p in parts:
-            p[col] = None
-        dtype = pl.Enum(list(merged))
-        cols[col] = pl.Series(col, list(merged), dtype=dtype).gather(pl.Series(codes_all, dtype=pl.UInt32))
-    cols["ts"] = pl.Series("ts", np.concatenate([p["ts"] for p in parts]), dtype=pl.Int64)
-    cols["dur"] = pl.Series("dur", np.concatenate([p["dur"] for p in parts]), dtype=pl.Int64)
-    cols["ts_missing"] = pl.Series("ts_missing", np.concatenate([p["ts_missing"] for p in parts]))
-    cols["dur_missing"] = pl.Series("dur_missing", np.concatenate([p["dur_missing"] for p in parts]))
-    cols["flow_id"] = _concat([_unpack(p["flow_id"]) for p in parts]).cast(pl.String).rename("flow_id")
-    for f in ARG_FIELDS:
-        series = _concat([_unpack(p[f.column]) for p in parts])
-        for p in parts:
-            p[f.column] = None
-        if f.kind in ("int", "intstr"):  # both accept "0x1f"/"12" strings and integral floats
-            try:
-                cols[f.column] = _to_int64(series, path, f.column, f.kind)
-            except (OverflowError, pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as e:
-                raise TraceError(path, f"args field {f.raw!r} has a value that does not fit int64 ({e})") from None
-        elif f.kind == "str":
-            cols[f.column] = series.cast(pl.String, strict=False).cast(pl.Categorical).rename(f.column)
+    def _accept(self, parsed: Parsed) -> None:
+        table = parsed.table
+        if parsed.bad:
+            rows = np.unique(np.concatenate([b.rows for b in parsed.bad]))
+            if not self.salvage:
+                b = parsed.bad[0]
+                raise TraceError(self.path, f"$.traceEvents[{self.events_before + int(b.rows[0])}].{b.field} {b.reason} "
+                                            f"({len(b.rows):,} such events)")
+            for b in parsed.bad:
+                for r in b.rows[: max(0, MAX_SKIP_LINES - len(self.skipped))]:
+                    self.skipped.append(f"skipped $.traceEvents[{self.events_before + int(r)}]: .{b.field} {b.reason}")
+            self.skipped_count += len(rows)
+            keep = np.ones(table.height, dtype=bool)
+            keep[rows] = False
+            table = table.filter(pl.Series(keep))
+        for rel, why in parsed.skipped[: max(0, MAX_SKIP_LINES - len(self.skipped))]:
+            self.skipped.append(f"skipped $.traceEvents[{self.events_before + rel}] (about): {why}")
+        self.skipped_count += parsed.skipped_count
+        if parsed.tail is not None:
+            self.tail = parsed.tail
+        table = _with_idx(table, parsed, self.events_before)
+        self.events_before += parsed.table.height + parsed.skipped_count
+        self.memory += table.estimated_size()
+        if self.memory > self.budget:
+            raise TraceError(
+                self.path,
+                f"the decoded events outgrow the memory budget ({self.memory / 1e9:.1f} GB of tables after "
+                f"{self.splitter.source.json_bytes / 1e9:.1f} GB of JSON from a {self.splitter.source.stored_bytes / 1e6:,.0f} MB "
+                f"file; budget {self.budget / 1e9:.1f} GB): raise it with --max-memory, or this may be a decompression bomb",
+            )
+        ph = table["ph"].cast(pl.String)
+        is_flow = ph.is_in(["s", "f", "t"])
+        is_meta = ph == "M"
+        is_counter = ph == "C"
+        if is_flow.any() or is_meta.any() or is_counter.any():
+            self.flows.append(table.filter(is_flow).select(FLOW_COLUMNS))
+            self.metas.append(table.filter(is_meta).select(META_COLUMNS))
+            self.counters += int(is_counter.sum())
+            table = table.filter(~(is_flow | is_meta | is_counter)).drop("meta_name", "sort_index")
         else:
-            cols[f.column] = _stringify(series).rename(f.column)
-    parts.clear()  # the chunk outputs are no longer needed: free them before linking
-    return pl.DataFrame(cols)  # every column is contiguous (one chunk): filters, joins and sorts stay fast
+            table = table.drop("meta_name", "sort_index")
+        self.tables.append(table)
 
 
-def _decode_error(path: str, e: Exception) -> TraceError:
+FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
+META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
+
+
+def _with_idx(table: pl.DataFrame, parsed: Parsed, first: int) -> pl.DataFrame:
+    """Add ``idx``: each row's position in the file's event array (rows dropped by salvage keep their gaps)."""
+    idx = np.arange(first, first + parsed.table.height, dtype=np.int64)
+    if table.height != parsed.table.height:  # bad rows were filtered out above
+        keep = np.ones(parsed.table.height, dtype=bool)
+        keep[np.unique(np.concatenate([b.rows for b in parsed.bad]))] = False
+        idx = idx[keep]
+    return table.with_columns(pl.Series("idx", idx))
+
+
+def _concat_compact(tables: list[pl.DataFrame], columns: list[str]) -> pl.DataFrame:
+    """One contiguous table from per-piece tables, column by column (the pieces' buffers are freed as
+    each column is built, so this never holds two copies of the table). Contiguous columns keep the
+    joins and ``with_columns`` of linking from copying the whole table again."""
+    per_piece = [dict(zip(t.columns, t.get_columns())) for t in tables]
+    tables.clear()
+    out: dict[str, pl.Series] = {}
+    for c in columns:
+        out[c] = pl.concat([d.pop(c) for d in per_piece], rechunk=True)
+    return pl.DataFrame(out)
+
+
+def _trace_error(path: str, e: ChunkError, where: str) -> TraceError:
     msg = str(e)
-    if "truncated" in msg.lower():
+    low = msg.lower()
+    if "truncated" in low or "does not end" in low:
         return TraceError(path, f"truncated JSON ({msg}); the file may have been cut off mid-write, try --salvage")
-    if "utf-8" in msg.lower() or isinstance(e, UnicodeDecodeError):
-        return TraceError(path, f"invalid UTF-8 in JSON ({msg})")
-    if isinstance(e, msgspec.ValidationError):
-        return TraceError(path, f"malformed event field: {msg.replace('$[', '$.traceEvents[')}")
-    return TraceError(path, f"not valid JSON ({msg})")
+    if "utf-8" in low:
+        return TraceError(path, f"invalid UTF-8 in JSON ({msg}) at {where}")
+    if "nested too deeply" in low:
+        return TraceError(path, f"{msg} at {where}")
+    if e.event is not None or "expected" in low:
+        detail = msg.split(" - at `", 1)[0]
+        return TraceError(path, f"malformed event field: {detail} at {where}")
+    return TraceError(path, f"not valid JSON ({msg}) at {where}")
 
 
-def decode_events(body: memoryview, path: str, *, workers: int | None = None) -> pl.DataFrame:
-    """Decode the *inside* of a ``traceEvents`` array (without brackets) into an event table."""
-    size = len(body)
-    if workers is None:
-        workers = min(os.cpu_count() or 1, 8)
-    parts: list[dict[str, Any]] | None = None
-    spans = _split(body, max(CHUNK_BYTES, math.ceil(size / (max(workers, 1) * 64)))) if size >= PARALLEL_MIN_BYTES else [(0, size)]
-    if workers > 1 and len(spans) > 1:
-        try:
-            ctx = get_context("fork")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                with ProcessPoolExecutor(
-                    max_workers=min(workers, len(spans)), mp_context=ctx, initializer=_worker_init, initargs=(body,)
-                ) as ex:
-                    parts = list(ex.map(_worker_decode, spans))
-        except (msgspec.DecodeError, msgspec.ValidationError, OverflowError, UnicodeDecodeError):
-            parts = None  # a cut landed inside a string, or bad data: redo serially for an exact message
-    elif len(spans) > 1:  # one process, still chunk by chunk: bounded memory, cache-friendly
-        try:
-            parts = []
-            for a, b in spans:
-                buf = bytearray(b"[")
-                buf += body[a:b]
-                buf += b"]"
-                parts.append(_decode_chunk(buf))
-        except (msgspec.DecodeError, msgspec.ValidationError, OverflowError, UnicodeDecodeError):
-            parts = None
-    if parts is None:
-        try:
-            parts = [_decode_chunk(b"[" + bytes(body) + b"]")]
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
-            raise _decode_error(path, e) from None
-        except OverflowError as e:
-            raise TraceError(path, str(e)) from None
-    return _assemble(parts, path)
+def _check_ranges(table: pl.DataFrame, path: str, salvage: bool) -> tuple[pl.DataFrame, list[str], int]:
+    """``ts + dur`` must fit int64 ns (each alone was checked while parsing)."""
+    over = table.select(((pl.col("dur") > 0) & (pl.col("ts") > _I64_MAX - pl.col("dur"))).alias("o"))["o"]
+    n = int(over.sum())
+    if not n:
+        return table, [], 0
+    first = int(np.flatnonzero(over.to_numpy())[0])
+    reason = "'ts' + 'dur' does not fit int64 nanoseconds"
+    if not salvage:
+        raise TraceError(path, f"$.traceEvents[{first}] (counting decoded events): {reason} ({n:,} such events)")
+    return table.filter(~over), [f"skipped $.traceEvents[{first}]: {reason}"], n
 
 
-def _strip(mv: memoryview) -> memoryview:
-    """Strip JSON whitespace from both ends of a memoryview without copying it."""
-    lead = 0
-    n = len(mv)
-    while lead < n:
-        chunk = bytes(mv[lead : lead + 4096])
-        k = len(chunk) - len(chunk.lstrip())
-        lead += k
-        if k < len(chunk):
-            break
-    trail = n
-    while trail > lead:
-        chunk = bytes(mv[max(lead, trail - 4096) : trail])
-        k = len(chunk) - len(chunk.rstrip())
-        trail -= k
-        if k < len(chunk):
-            break
-    return mv[lead:trail]
-
-
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-
-
-def _fast_split(data: Any) -> tuple[memoryview, dict[str, Any]] | None:
-    """Locate the event array and decode the metadata around it without scanning the events.
-
-    Works for the usual layout (``traceEvents`` followed by scalar/array/object keys). Returns None
-    when unsure; the caller then scans the whole document. The events themselves are validated by
-    the chunk decoders.
-    """
-    mv = memoryview(data)
-    head_probe = bytes(mv[: 1 << 22])
-    m = _EVENTS_KEY.search(head_probe)
-    if m is None:
-        return None
-    head = head_probe[: m.start()].rstrip()
-    try:
-        meta = _TOP.decode(head.rstrip(b",") + b"}") if head.startswith(b"{") else None
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    if meta is None:
-        return None
-    tail_start = max(m.end(), len(mv) - (1 << 20))
-    tail = bytes(mv[tail_start:])
-    pos = len(tail)
-    for _ in range(64):  # try closing brackets from the end
-        pos = tail.rfind(b"]", 0, pos)
-        if pos < 0:
-            return None
-        rest = tail[pos + 1 :].strip()
-        if rest == b"}":
-            extra: dict[str, Any] = {}
-        elif rest.startswith(b","):
-            try:
-                extra = _TOP.decode(b"{" + rest[1:])
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                continue
-        else:
-            continue
-        out = {}
-        for k, raw in {**meta, **extra}.items():
-            try:
-                out[k] = msgspec.json.decode(raw)
-            except msgspec.DecodeError:
-                return None
-        return _strip(mv[m.end() : tail_start + pos]), out
-    return None
-
-
-def parse_document(data: Any, path: str, *, workers: int | None = None) -> RawTrace:
-    """Parse a whole Kineto/Chrome JSON document (object with ``traceEvents``, or a bare array)."""
+def _whole_document(source: TraceSource, limits: Limits) -> tuple[dict[str, Any], bytes]:
+    """Decode the top-level object in one piece (odd layouts): (metadata, the event array's inner text)."""
+    path = source.path
+    data = source.plain
+    if data is None:
+        chunks = []
+        total = 0
+        for b in source.blocks():
+            total += len(b)
+            if total > limits.memory():
+                raise TraceError(path, f"decompressed size exceeds the memory budget ({limits.memory() / 1e9:.1f} GB); "
+                                       "raise it with --max-memory")
+            chunks.append(bytes(b))
+        data = b"".join(chunks)
     head = bytes(memoryview(data)[:4096]).lstrip()[:1]
-    if head == b"[":
-        body = _strip(memoryview(data))
-        return RawTrace(decode_events(_strip(body[1:-1]), path, workers=workers), {})
-    if head != b"{":
+    if not head:
+        raise TraceError(path, "file is empty")
+    if head not in (b"{", b"["):
         raise TraceError(path, "not JSON: expected a JSON object with 'traceEvents' (or an event array)")
-    fast = _fast_split(data) if len(data) >= PARALLEL_MIN_BYTES else None
-    if fast is not None:
-        try:
-            return RawTrace(decode_events(fast[0], path, workers=workers), fast[1])
-        except TraceError:
-            pass  # let the full scan produce the precise message
     try:
-        with _gc_off():
-            top = _TOP.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
-        raise _decode_error(path, e) from None
-    if "traceEvents" not in top:
-        raise TraceError(path, "JSON object has no 'traceEvents' key: not a PyTorch/Kineto trace")
-    meta: dict[str, Any] = {}
-    for k, raw in top.items():
-        if k == "traceEvents":
-            continue
-        try:
-            meta[k] = msgspec.json.decode(raw)
-        except msgspec.DecodeError as e:
-            raise _decode_error(path, e) from None
-    ev = _strip(memoryview(top["traceEvents"]))
-    if bytes(ev[:1]) != b"[":
+        if head == b"[":
+            raw_events = msgspec.json.decode(data, type=msgspec.Raw)
+            meta: dict[str, Any] = {}
+        else:
+            top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+            if "traceEvents" not in top:
+                raise TraceError(path, "JSON object has no 'traceEvents' key: not a PyTorch/Kineto trace")
+            raw_events = top["traceEvents"]
+            meta = decode_metadata(top, path)
+    except msgspec.DecodeError as e:
+        msg = str(e)
+        if "truncated" in msg.lower():
+            raise TraceError(path, f"truncated JSON ({msg}); the file may have been cut off mid-write, try --salvage") from None
+        if "utf-8" in msg.lower():
+            raise TraceError(path, f"invalid UTF-8 in JSON ({msg})") from None
+        raise TraceError(path, f"not valid JSON ({msg})") from None
+    except msgspec.ValidationError as e:
+        raise TraceError(path, f"not a JSON object of trace events ({e})") from None
+    except RecursionError:
+        raise TraceError(path, "JSON is nested too deeply (over 1000 levels)") from None
+    ev = bytes(raw_events).strip()
+    if not ev.startswith(b"["):
         raise TraceError(path, "'traceEvents' is not an array")
-    return RawTrace(decode_events(_strip(ev[1:-1]), path, workers=workers), meta)
+    return meta, ev
+
+
+def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits | None = None,
+                 workers: int | None = None) -> RawTrace:
+    """Decode an opened trace into an unlinked event table."""
+    limits = limits or Limits()
+    workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    splitter = Splitter(source, limits, salvage=salvage)
+    pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers)
+    try:
+        pipe.run(splitter.pieces())
+        meta = {**splitter.doc.metadata, **pipe.tail}
+    except NeedsWholeDocument:
+        meta, events_text = _whole_document(source, limits)
+        inner = events_text[1:-1] if events_text.endswith(b"]") else events_text[1:]
+        whole = TraceSource(source.path, inner, gz=False)
+        sub = Splitter(whole, limits, salvage=salvage)
+        sub.doc.bare_array = True
+        pipe = _Pipeline(sub, salvage=salvage, limits=limits, workers=workers)
+        pipe.run(_bare_pieces(sub, inner))
+    event_cols = ["idx", *(c for c in EVENT_SCHEMA if c not in ("meta_name", "sort_index"))]
+    empty = empty_table().with_columns(pl.lit(0, dtype=pl.Int64).alias("idx"))
+    table = _concat_compact(pipe.tables, event_cols) if pipe.tables else empty.select(event_cols)
+    flows = pl.concat(pipe.flows, rechunk=False) if pipe.flows else empty.select(FLOW_COLUMNS)
+    metas = pl.concat(pipe.metas, rechunk=False) if pipe.metas else empty.select(META_COLUMNS)
+    table, more, n_over = _check_ranges(table, source.path, salvage)
+    skipped = pipe.skipped + more
+    skipped_count = pipe.skipped_count + n_over
+    if skipped_count > len(skipped):
+        skipped.append(f"... {skipped_count:,} events skipped in all")
+    salvaged = table.height + flows.height + metas.height + pipe.counters if salvage else None
+    return RawTrace(table.select(event_cols), meta, flows=flows, meta_events=metas, salvaged=salvaged,
+                    skipped=skipped if salvage else [])
+
+
+def _bare_pieces(splitter: Splitter, inner: bytes) -> Iterator[Piece]:
+    """Pieces of an array's inner text that is known to be whole (whole-document path)."""
+    from .document import _BOUNDARY
+
+    n = len(inner)
+    pos = 0
+    while pos < n:
+        cut = pos + splitter.chunk_bytes
+        m = _BOUNDARY.search(inner, cut) if cut < n else None
+        if m is None:
+            break
+        yield Piece(inner[pos : m.start() + 1], pos, inner[m.start() + 1 : m.end() - 1])
+        pos = m.end() - 1
+    yield Piece(inner[pos:] + b"]", pos, final=True)

@@ -1,10 +1,16 @@
-"""Reading trace bytes from disk: plain or gzip (zlib-ng when available), with one clear error."""
+"""Reading trace bytes: plain files memory-mapped, gzip streamed in blocks, with memory bounds.
+
+A gzip file is never inflated whole: blocks are decompressed as the parser consumes them, so a
+"decompression bomb" costs time, not memory; the parser bounds the tables it builds (see ``Limits``).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import mmap
 import os
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,19 +21,64 @@ from ..errors import TraceError
 _ZError: type[Exception] = _zlib.error  # type: ignore[assignment]  # the stub types it as an instance
 
 GZIP_MAGIC = b"\x1f\x8b"
+#: decompressed bytes handed to the parser at a time
+BLOCK_BYTES = 8 << 20
+
+
+def available_memory() -> int:
+    """Bytes of memory available to this process now (MemAvailable, capped by a cgroup limit)."""
+    avail = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if not avail:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            avail = 8 << 30
+    for p in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            txt = Path(p).read_text().strip()
+            if txt.isdigit():
+                avail = min(avail, int(txt))
+        except OSError:
+            continue
+    return avail
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one trace may cost.
+
+    Attributes:
+        max_memory: bytes the decoded tables may grow to (default: 80% of available memory).
+        max_event_bytes: the largest single event (JSON text) accepted.
+    """
+
+    max_memory: int = 0
+    max_event_bytes: int = 256 << 20
+
+    def memory(self) -> int:
+        return self.max_memory or int(available_memory() * 0.8)
 
 
 @dataclass(frozen=True)
 class FileIdentity:
-    """What makes a cached parse valid: same path, size and modification time."""
+    """Where a trace is and what it was when opened (the digest proves the content)."""
 
     path: str
     size: int
     mtime_ns: int
+    ctime_ns: int
     inode: int
 
     @classmethod
-    def of(cls, path: str | os.PathLike[str]) -> "FileIdentity":
+    def of(cls, path: str | os.PathLike[str]) -> FileIdentity:
         p = Path(path)
         try:
             st = p.stat()
@@ -35,62 +86,119 @@ class FileIdentity:
             raise TraceError(str(path), "file not found") from None
         except OSError as e:
             raise TraceError(str(path), f"cannot read file ({e.strerror})") from None
-        if not p.is_file():
-            raise TraceError(str(path), "not a regular file")
-        return cls(str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        if stat.S_ISDIR(st.st_mode):
+            raise TraceError(str(path), "is a directory, not a trace file")
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(str(path), "not a regular file (a FIFO, device or socket cannot be read as a trace)")
+        return cls(str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def _gunzip(data: bytes, path: str, salvage: bool) -> bytes:
-    # wbits=31: gzip container; decompressobj tolerates concatenated members poorly, so loop.
-    out: list[bytes] = []
-    rest = data
-    while rest:
-        d = _zlib.decompressobj(31)
-        try:
-            out.append(d.decompress(rest))
-        except _ZError as e:
-            if salvage and out:
-                break
-            if salvage:
-                raise TraceError(path, f"corrupt gzip data, nothing recoverable ({e})") from None
-            raise TraceError(path, f"corrupt gzip data ({e}); try --salvage for a partial read") from None
-        if not d.eof:
-            if salvage:
-                with contextlib.suppress(_ZError):
-                    out.append(d.flush())
-                break
-            raise TraceError(path, "truncated gzip stream (file ends mid-member); try --salvage")
-        rest = d.unused_data
-        if rest[:2] != GZIP_MAGIC:
-            break
-    return b"".join(out)
+class TraceSource:
+    """An opened trace file: its (decompressed) JSON as blocks."""
+
+    def __init__(self, path: str, data: mmap.mmap | bytes, gz: bool) -> None:
+        self.path = path
+        self._data = data
+        self.gz = gz
+        self.stored_bytes = len(data)
+        self.json_bytes = 0 if gz else len(data)  #: decompressed bytes seen so far (gzip: grows while read)
+        self._released = 0
+
+    @property
+    def plain(self) -> mmap.mmap | bytes | None:
+        """The whole JSON document when it is a plain file (memory-mapped), else None."""
+        return None if self.gz else self._data
+
+    def blocks(self, *, salvage: bool = False) -> Iterator[bytes | memoryview]:
+        """The JSON document in order, in blocks of about ``BLOCK_BYTES``."""
+        if not self.gz:
+            mv = memoryview(self._data)
+            for i in range(0, len(mv), BLOCK_BYTES):
+                yield mv[i : i + BLOCK_BYTES]
+            return
+        yield from self._inflate(salvage)
+
+    def _inflate(self, salvage: bool) -> Iterator[bytes]:
+        """Stream-decompress every gzip member; output comes in blocks of at most ``BLOCK_BYTES``."""
+        data = memoryview(self._data)
+        n = len(data)
+        pos = 0
+        while pos < n:
+            if bytes(data[pos : pos + 2]) != GZIP_MAGIC:
+                break  # trailing bytes after the last member are ignored, as gzip(1) does
+            d = _zlib.decompressobj(31)
+            while not d.eof:
+                if d.unconsumed_tail:
+                    inp: bytes | memoryview = d.unconsumed_tail
+                elif pos < n:
+                    inp = data[pos : pos + (1 << 20)]
+                    pos += len(inp)
+                else:
+                    break
+                try:
+                    out = d.decompress(inp, BLOCK_BYTES)
+                except _ZError as e:
+                    if salvage:
+                        return
+                    raise TraceError(self.path, f"corrupt gzip data ({e}); try --salvage for a partial read") from None
+                if out:
+                    self.json_bytes += len(out)
+                    yield out
+            if not d.eof:
+                if salvage:
+                    try:
+                        rest = d.flush()
+                    except _ZError:
+                        rest = b""
+                    if rest:
+                        self.json_bytes += len(rest)
+                        yield rest
+                    return
+                raise TraceError(self.path, "truncated gzip stream (file ends mid-member); try --salvage")
+            pos -= len(d.unused_data)
+
+    def release(self, upto: int) -> None:
+        """Drop the mapped pages before byte ``upto`` from this process (they were parsed; the page cache
+        keeps them), so a large plain trace does not count twice in memory."""
+        if not isinstance(self._data, mmap.mmap) or self.gz:
+            return
+        end = min((upto // mmap.PAGESIZE) * mmap.PAGESIZE, (len(self._data) // mmap.PAGESIZE) * mmap.PAGESIZE)
+        if end > self._released:
+            try:
+                self._data.madvise(mmap.MADV_DONTNEED, self._released, end - self._released)
+                self._released = end
+            except (OSError, ValueError, AttributeError):
+                pass
+
+    def close(self) -> None:
+        if isinstance(self._data, mmap.mmap):
+            with contextlib.suppress(BufferError):  # a view is still alive: the mapping goes with it
+                self._data.close()
 
 
-def read_bytes(path: str | os.PathLike[str], *, salvage: bool = False) -> bytes | mmap.mmap:
-    """Return the JSON bytes of ``path`` (gzip detected by magic, not by name).
-
-    A plain JSON file is memory-mapped (read-only, no copy): decoder workers page in their own
-    chunks in parallel. A gzip file is inflated into one bytes object.
-    """
+def open_trace(path: str | os.PathLike[str]) -> TraceSource:
+    """Open a trace file (gzip detected from its bytes, not its name)."""
     p = str(path)
     try:
         with open(p, "rb") as f:
-            magic = f.read(2)
-            if magic != GZIP_MAGIC and os.fstat(f.fileno()).st_size > (1 << 20):
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                if not mm[: 1 << 16].strip() and not bytes(mm).strip():
-                    raise TraceError(p, "file is empty")
-                return mm
-            f.seek(0)
-            data = f.read()
+            st = os.fstat(f.fileno())
+            if stat.S_ISDIR(st.st_mode):
+                raise TraceError(p, "is a directory, not a trace file")
+            if not stat.S_ISREG(st.st_mode):
+                raise TraceError(p, "not a regular file (a FIFO, device or socket cannot be read as a trace)")
+            if st.st_size == 0:
+                raise TraceError(p, "file is empty")
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except FileNotFoundError:
         raise TraceError(p, "file not found") from None
     except IsADirectoryError:
         raise TraceError(p, "is a directory, not a trace file") from None
+    except PermissionError:
+        raise TraceError(p, "permission denied") from None
     except OSError as e:
-        raise TraceError(p, f"cannot read file ({e.strerror})") from None
-    if data[:2] == GZIP_MAGIC:
-        data = _gunzip(data, p, salvage)
-    if not data.strip():
-        raise TraceError(p, "file is empty")
-    return data
+        raise TraceError(p, f"cannot read file ({e.strerror or e})") from None
+    gz = mm[:2] == GZIP_MAGIC
+    if not gz and not mm[: 1 << 16].strip() and not bytes(mm).strip():
+        mm.close()
+        raise TraceError(p, "file is empty (only whitespace)")
+    return TraceSource(p, mm, gz)

@@ -1,0 +1,211 @@
+"""Split a Kineto/Chrome JSON document into metadata and event-aligned chunks, without parsing events.
+
+A document is ``{...metadata..., "traceEvents": [ev, ev, ...], ...metadata...}`` (or a bare array of
+events). The text before the array is decoded as metadata; the array is cut at event boundaries
+(``}`` ``,`` ``{``) into chunks of about ``chunk_bytes``; the text after it is decoded when the stream
+ends. A boundary found inside a string makes the chunk before it invalid JSON, which the parser sees
+and repairs by merging the chunk with the next one (see :mod:`kernscope.load.kineto`).
+
+Plain files are memory-mapped: chunks are zero-copy views joined once with their brackets. Gzip
+files arrive as decompressed blocks and are cut as they stream, holding at most two chunks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..errors import TraceError
+from .source import Limits, TraceSource
+
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+#: the array must start within this many bytes of the document start
+HEAD_LIMIT = 64 << 20
+#: target size of one chunk of events (JSON text)
+CHUNK_BYTES = 4 << 20
+
+
+@dataclass
+class Piece:
+    """A run of whole events: ``text`` (no brackets), its byte offset in the document, and the text that
+    separated it from the next piece (to rejoin them when the cut proves to be inside a string)."""
+
+    text: bytes | memoryview
+    offset: int
+    sep: bytes = b","
+    final: bool = False  #: the last piece: it also holds the array's end and what follows it
+
+
+@dataclass
+class Document:
+    """Metadata found so far (head, then tail once the last piece is split) and the pieces."""
+
+    path: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    bare_array: bool = False
+
+
+def decode_metadata(raw: dict[str, msgspec.Raw], path: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        if k == "traceEvents":
+            continue
+        try:
+            out[k] = msgspec.json.decode(v)
+        except msgspec.DecodeError as e:
+            raise TraceError(path, f"metadata key {k!r} is not valid JSON ({e})") from None
+        except RecursionError:
+            raise TraceError(path, f"metadata key {k!r} is nested too deeply") from None
+    return out
+
+
+def _head(text: bytes, path: str) -> tuple[dict[str, Any], bool, int] | None:
+    """(metadata before the events, bare array?, offset where the events begin) or None if not found yet."""
+    start = text.lstrip()[:1]
+    if not start:
+        return None
+    lead = len(text) - len(text.lstrip())
+    if start == b"[":
+        return {}, True, lead + 1
+    if start != b"{":
+        raise TraceError(path, "not JSON: expected a JSON object with 'traceEvents' (or an event array)")
+    m = _EVENTS_KEY.search(text)
+    if m is None:
+        return None
+    head = text[: m.start()].rstrip().rstrip(b",")
+    try:
+        raw = _TOP.decode(head + b"}")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # "traceEvents" inside a string, or an odd layout: the caller falls back
+    except RecursionError:
+        raise TraceError(path, "metadata before 'traceEvents' is nested too deeply") from None
+    return decode_metadata(raw, path), False, m.end()
+
+
+def tail_candidates(text: bytes | memoryview, bare: bool, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Possible ends of the event array in the last piece, latest first: (position of its ``]``, metadata after it).
+
+    A candidate must be a ``]`` after an event's ``}`` (or at the array start), followed by the end of
+    the document (``}``) or by more keys that decode as the rest of an object. The caller confirms a
+    candidate by parsing the events before it.
+    """
+    b = bytes(text) if isinstance(text, memoryview) else text
+    pos = len(b)
+    tries = 0
+    while tries < 100_000:
+        pos = b.rfind(b"]", 0, pos)
+        if pos < 0:
+            return
+        tries += 1
+        before = b[:pos].rstrip()
+        if before and not before.endswith(b"}"):
+            continue
+        rest = b[pos + 1 :].strip()
+        if bare:
+            if rest == b"":
+                yield pos, {}
+            continue
+        if rest == b"}":
+            yield pos, {}
+            continue
+        if not rest.startswith(b",") or not rest.endswith(b"}"):
+            continue
+        try:
+            raw = _TOP.decode(b"{" + rest[1:])
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+        yield pos, decode_metadata(raw, path)
+
+
+class Splitter:
+    """Cuts the event array of a source into pieces."""
+
+    def __init__(self, source: TraceSource, limits: Limits, *, chunk_bytes: int | None = None, salvage: bool = False) -> None:
+        self.source = source
+        self.path = source.path
+        self.limits = limits
+        self.chunk_bytes = chunk_bytes or CHUNK_BYTES
+        self.salvage = salvage
+        self.doc = Document(self.path)
+
+    def pieces(self) -> Iterator[Piece]:
+        plain = self.source.plain
+        if plain is not None:
+            yield from self._plain(plain)
+        else:
+            yield from self._stream()
+
+    # -- memory-mapped files ---------------------------------------------------------------------
+    def _plain(self, data: Any) -> Iterator[Piece]:
+        mv = memoryview(data)
+        found = None
+        window = 1 << 16
+        while found is None:  # the array starts within the first kilobytes in Kineto's layout
+            found = _head(bytes(mv[:window]), self.path)
+            if found is None and (window >= HEAD_LIMIT or window >= len(mv)):
+                raise NeedsWholeDocument("no 'traceEvents' array found near the start")
+            window *= 8
+        self.doc.metadata, self.doc.bare_array, start = found
+        n = len(mv)
+        pos = start
+        while pos < n:
+            cut = pos + self.chunk_bytes
+            if cut >= n:
+                break
+            m = _BOUNDARY.search(data, cut)
+            if m is None:
+                break
+            if m.start() - pos > self.chunk_bytes + self.limits.max_event_bytes:
+                raise TraceError(self.path, f"an event is larger than {self.limits.max_event_bytes >> 20} MB "
+                                            f"(near byte {cut:,}); this is not a Kineto trace or it is corrupt")
+            yield Piece(mv[pos : m.start() + 1], pos, bytes(mv[m.start() + 1 : m.end() - 1]))
+            pos = m.end() - 1
+        yield Piece(mv[pos:n], pos, final=True)
+
+    # -- streamed (gzip) ------------------------------------------------------------------------
+    def _stream(self) -> Iterator[Piece]:
+        blocks = self.source.blocks(salvage=self.salvage)
+        buf = bytearray()
+        offset = 0  # document offset of buf[0]
+        start = None
+        for block in blocks:
+            buf += block
+            found = _head(bytes(buf[:HEAD_LIMIT]), self.path)
+            if found is not None:
+                self.doc.metadata, self.doc.bare_array, start = found
+                break
+            if len(buf) > HEAD_LIMIT:
+                raise NeedsWholeDocument("no 'traceEvents' array found near the start")
+        if start is None:
+            if not bytes(buf).strip():
+                raise TraceError(self.path, "file is empty")
+            raise NeedsWholeDocument("no 'traceEvents' array found")
+        del buf[:start]
+        offset = start
+        nxt = next(blocks, None)
+        while nxt is not None:
+            buf += nxt
+            nxt = next(blocks, None)
+            if nxt is None:
+                break
+            while len(buf) > self.chunk_bytes:
+                m = _BOUNDARY.search(buf, self.chunk_bytes)
+                if m is None:
+                    if len(buf) > self.chunk_bytes + self.limits.max_event_bytes:
+                        raise TraceError(self.path, f"an event is larger than {self.limits.max_event_bytes >> 20} MB "
+                                                    f"(near byte {offset:,}); this is not a Kineto trace or it is corrupt")
+                    break
+                yield Piece(bytes(buf[: m.start() + 1]), offset, bytes(buf[m.start() + 1 : m.end() - 1]))
+                del buf[: m.end() - 1]
+                offset += m.end() - 1
+        yield Piece(bytes(buf), offset, final=True)
+
+
+class NeedsWholeDocument(Exception):
+    """The fast split cannot handle this layout: decode the document in one piece instead."""

@@ -1,0 +1,43 @@
+"""Rendered outputs kept in the parse cache: a second ``analyze`` of an unchanged file with the same
+options prints the stored output without loading a table (not even importing polars).
+
+The key is the trace's content hash (through its cache entry) plus everything that shapes the output:
+command, format, options, terminal width, rule file content, kernscope version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .load import cache as _cache
+from .load.source import open_trace
+
+Notify = Callable[[str], None]
+
+
+def _rules_digest(rules: str | None) -> str | None:
+    if not rules:
+        return None
+    try:
+        return _cache.file_digest(rules)
+    except OSError:
+        return "unreadable"
+
+
+def result_key(command: str, options: dict[str, Any], rules: str | None = None) -> dict[str, Any]:
+    return {"command": command, **options, "rules": _rules_digest(rules)}
+
+
+def lookup(path: str, load_key: dict[str, Any], key: dict[str, Any], notify: Notify | None) -> tuple[str, bytes | None]:
+    """(content digest of ``path``, stored output or None)."""
+    open_trace(path).close()  # the same checks and messages as a load (missing file, directory, empty)
+    digest = _cache.file_digest(path)
+    entry = _cache.open_entry(digest, load_key, notify=notify)
+    return digest, (_cache.read_result(entry, key) if entry is not None else None)
+
+
+def store(digest: str, load_key: dict[str, Any], key: dict[str, Any], body: bytes, notify: Notify | None) -> None:
+    entry = _cache.open_entry(digest, load_key, notify=notify)
+    if entry is not None:
+        _cache.write_result(entry, key, body)

@@ -1,0 +1,226 @@
+"""The parse cache cannot lie, and the piecewise parser survives cuts in strings, tails and gzip streams."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import ROOT, write_trace
+
+import kernscope
+from kernscope.cli import main
+from kernscope.load import cache as kcache
+from kernscope.load import document
+from kernscope.testing.synth import make_trace
+
+
+def _kernel(ts, dur, corr, name="k", stream=7):
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"correlation": corr, "device": 0, "stream": stream}}
+
+
+def _entry_dir() -> Path:
+    found = kcache.entries()
+    assert len(found) == 1, found
+    return found[0][0]
+
+
+# -- cache integrity ---------------------------------------------------------------------------------
+def test_same_size_edit_with_mtime_restored_is_not_served_stale(tmp_path):
+    p = write_trace(tmp_path / "t.json", [_kernel(1, 2, 1), _kernel(10, 3, 2)])
+    a = kernscope.load(p)
+    assert int(a.kernels["dur"].sum()) == 5000
+    st = os.stat(p)
+    data = p.read_bytes().replace(b'"dur": 3', b'"dur": 7')  # same size
+    p.write_bytes(data)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(p).st_size == st.st_size and os.stat(p).st_mtime_ns == st.st_mtime_ns
+    b = kernscope.load(p)
+    assert not b.from_cache and int(b.kernels["dur"].sum()) == 9000
+
+
+@pytest.mark.parametrize("damage", ["flip_bit", "truncate", "empty", "manifest_empty_object", "manifest_garbage",
+                                    "missing_table"])
+def test_damaged_entry_is_discarded_and_rebuilt(tmp_path, damage):
+    p = tmp_path / "t.json"
+    make_trace(p, 200_000)
+    want = kernscope.load(p, cache=False)
+    kernscope.load(p)  # writes the entry
+    d = _entry_dir()
+    target = d / "gpu.arrow"
+    if damage == "flip_bit":
+        b = bytearray(target.read_bytes())
+        b[len(b) // 2] ^= 0x10
+        target.write_bytes(bytes(b))
+    elif damage == "truncate":
+        target.write_bytes(target.read_bytes()[: 100])
+    elif damage == "empty":
+        target.write_bytes(b"")
+    elif damage == "manifest_empty_object":
+        (d / "manifest.json").write_text("{}")
+    elif damage == "manifest_garbage":
+        (d / "manifest.json").write_bytes(b"\x00\xff garbage")
+    else:
+        target.unlink()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        t = kernscope.load(p)
+    assert not t.from_cache
+    assert any("damaged cache entry" in str(x.message) for x in w)
+    assert t.gpu.select("ts", "dur").equals(want.gpu.select("ts", "dur"))
+    again = kernscope.load(p)  # rebuilt: the next load is a clean hit
+    assert again.from_cache and again.gpu.select("ts", "dur").equals(want.gpu.select("ts", "dur"))
+
+
+def test_flipped_bit_in_lazy_events_table_reparses(tmp_path):
+    p = tmp_path / "t.json"
+    make_trace(p, 200_000)
+    kernscope.load(p)
+    d = _entry_dir()
+    b = bytearray((d / "events.arrow").read_bytes())
+    b[len(b) // 3] ^= 0x01
+    (d / "events.arrow").write_bytes(bytes(b))
+    t = kernscope.load(p)
+    assert t.from_cache
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        ev = t.events
+    assert any("lost its events table" in str(x.message) for x in w)
+    assert ev.height == kernscope.load(p, cache=False).events.height
+
+
+def test_entry_checksums_cover_every_file(tmp_path):
+    p = tmp_path / "t.json"
+    make_trace(p, 100_000)
+    kernscope.load(p)
+    d = _entry_dir()
+    manifest = kcache._unseal((d / "manifest.json").read_bytes())
+    assert set(manifest["files"]) == {f"{t}.arrow" for t in kcache.TABLES}
+    for name, f in manifest["files"].items():
+        assert kcache._checksum_file(d / name) == f["xxh3"]
+
+
+def test_concurrent_cold_loads_leave_one_clean_entry(tmp_path):
+    p = tmp_path / "t.json"
+    make_trace(p, 1_500_000)
+    code = ("import kernscope, sys; t = kernscope.load(sys.argv[1]); "
+            "print(t.kernels.height, int(t.kernels['dur'].sum()))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=env) for _ in range(4)]
+    outs = [pr.communicate(timeout=120) for pr in procs]
+    assert all(pr.returncode == 0 for pr in procs), [o[1][-300:] for o in outs]
+    assert len({o[0] for o in outs}) == 1
+    assert len(kcache.entries()) == 1
+    assert not list(_entry_dir().parent.glob(".tmp-*"))
+    assert kernscope.load(p).from_cache
+
+
+def test_lru_eviction_keeps_the_cache_under_its_cap(tmp_path, monkeypatch):
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"t{i}.json"
+        make_trace(p, 300_000, seed=i)
+        paths.append(p)
+    kernscope.load(paths[0])
+    one = kcache.entries()[0][1]
+    monkeypatch.setenv("KERNSCOPE_CACHE_MAX_BYTES", str(int(one * 2.5)))
+    kernscope.load(paths[1])
+    kernscope.load(paths[0])  # touch: paths[1] is now the least recently used
+    kernscope.load(paths[2])
+    assert len(kcache.entries()) == 2
+    assert kernscope.load(paths[0]).from_cache and kernscope.load(paths[2]).from_cache
+    assert not kernscope.load(paths[1]).from_cache
+
+
+def test_cache_cli_info_and_clear(tmp_path, capsys):
+    p = tmp_path / "t.json"
+    make_trace(p, 100_000)
+    kernscope.load(p)
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert "entries: 1" in out and "cap:" in out
+    assert main(["cache", "clear"]) == 0
+    assert kcache.entries() == []
+
+
+def test_no_usable_home_falls_back_to_a_temp_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("KERNSCOPE_CACHE_DIR")
+    monkeypatch.setenv("HOME", "/proc/no-home-here")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/proc/no-home-here")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    p = write_trace(tmp_path / "t.json", [_kernel(1, 2, 1)])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        kernscope.load(p)
+    assert any("no usable home cache directory" in str(x.message) for x in w)
+    assert kernscope.load(p).from_cache
+
+
+# -- stored outputs ------------------------------------------------------------------------------------
+def test_second_analyze_prints_the_stored_output(tmp_path, capsys, monkeypatch):
+    p = tmp_path / "t.json"
+    make_trace(p, 300_000)
+    assert main(["analyze", str(p), "--format", "json"]) == 0
+    first = capsys.readouterr().out
+    import kernscope.pipeline as pipeline
+
+    def boom(*a, **k):
+        raise AssertionError("the trace was loaded again")
+
+    with monkeypatch.context() as m:
+        m.setattr(pipeline, "load", boom)
+        assert main(["analyze", str(p), "--format", "json"]) == 0
+        assert capsys.readouterr().out == first
+    # other options: a different output, computed (and the trace comes from the parse cache)
+    assert main(["analyze", str(p), "--format", "json", "--top", "3"]) == 0
+    third = json.loads(capsys.readouterr().out)
+    assert len(third["kernels"]) <= 3 and third["trace"]["kernels"] == json.loads(first)["trace"]["kernels"]
+
+
+# -- pieces ---------------------------------------------------------------------------------------------
+def test_cut_inside_a_string_is_repaired(tmp_path, monkeypatch):
+    """Names that contain the boundary pattern ``},{``: pieces cut there are merged and parsed again."""
+    monkeypatch.setattr(document, "CHUNK_BYTES", 200)
+    evil = 'x}, {"ph": "X", "cat": "kernel", "name": "fake", "ts": 1, "dur": 1} ,{y' * 5
+    ev = [_kernel(10 * i, 2, i + 1, name=evil if i % 3 == 0 else f"k{i}") for i in range(60)]
+    p = write_trace(tmp_path / "evil.json", ev)
+    t = kernscope.load(p, cache=False)
+    assert t.kernels.height == 60
+    assert t.kernels.filter(pl.col("name").cast(pl.String) == evil).height == 20
+    assert "fake" not in set(t.kernels["name"].cast(pl.String).to_list())
+
+
+def test_metadata_arrays_after_the_events_in_a_gzip_stream(tmp_path, monkeypatch):
+    """Kineto writes deviceProperties (an array of objects) after traceEvents; a streamed cut may land there."""
+    monkeypatch.setattr(document, "CHUNK_BYTES", 300)
+    from kernscope.load import source
+
+    monkeypatch.setattr(source, "BLOCK_BYTES", 512)
+    ev = [_kernel(10 * i, 2, i + 1) for i in range(80)]
+    props = [{"id": i, "name": "NVIDIA H100", "numSms": 132, "nested": [{"a": [1, 2]}, {"b": {}}]} for i in range(30)]
+    doc = {"schemaVersion": 1, "traceEvents": ev, "deviceProperties": props, "traceName": "x"}
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(doc, indent=2).encode()))
+    t = kernscope.load(p, cache=False)
+    assert t.kernels.height == 80
+    assert len(t.device_properties) == 30 and t.metadata["traceName"] == "x"
+
+
+def test_parallel_pieces_equal_one_piece(tmp_path, monkeypatch):
+    p = tmp_path / "t.json"
+    st = make_trace(p, 2_000_000)
+    whole = kernscope.load(p, cache=False, workers=1)
+    monkeypatch.setattr(document, "CHUNK_BYTES", 1 << 16)
+    pieces = kernscope.load(p, cache=False, workers=2)
+    assert pieces.kernels.height == whole.kernels.height == st.kernels
+    cols = ["idx", "ts", "dur", "correlation", "external_id"]
+    assert pieces.events.select(cols).equals(whole.events.select(cols))
+    assert pieces.flows.height == whole.flows.height
