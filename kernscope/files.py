@@ -28,18 +28,19 @@ def default_mode() -> int:
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; on success it replaces ``target``, on error it is removed.
 
-    The result gets the umask's default mode. A symlink at ``target`` is replaced by the file (the
-    link's destination is never written). A directory at ``target`` is an error.
+    The result gets the umask's default mode. A symlink at ``target`` is followed (its destination is
+    replaced, the link stays), as a shell redirection would. A directory at ``target`` is an error.
     """
-    t = Path(target)
-    if t.is_dir() and not t.is_symlink():
-        raise KernscopeError(f"{t}: is a directory; give a file name")
+    given = Path(target)
+    t = Path(os.path.realpath(given)) if given.is_symlink() else given
+    if t.is_dir():
+        raise KernscopeError(f"{given}: is a directory; give a file name")
     parent = t.parent if str(t.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{t.name}.", suffix=".tmp", dir=parent)
     except OSError as e:
-        raise KernscopeError(f"{t}: cannot write output ({e.strerror})") from None
+        raise KernscopeError(f"{given}: cannot write output ({e.strerror})") from None
     os.close(fd)
     tmp_p = Path(tmp)
     try:

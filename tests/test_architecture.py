@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, int]] = [
     ("kernscope.files", 0),
     ("kernscope.scalars", 0),
     ("kernscope.testing", 0),
+    ("kernscope.testing.fuzz", 7),  # drives the whole pipeline
     ("kernscope.load", 1),
     ("kernscope.link", 2),
     ("kernscope.pipeline", 3),

@@ -48,6 +48,7 @@ CATEGORIES = (
     "Pooling",
     OTHER,
 )
+_DIGITS_UNDERSCORES = re.compile(r"[_\d]")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl)_(?:fused_)?(.*?)(?:_\d+)*$")
 _DEFAULT_USER_PRIORITY = 10_000
 #: Rules look at this many leading characters of a kernel's head (keywords sit at the front; long
@@ -242,24 +243,29 @@ class Categorizer:
         return Categorizer(sorted(cats, key=key_fn), sorted(libs, key=key_fn), order, tokens)
 
     # -- single-name API -----------------------------------------------------------------------
+    @functools.cached_property
+    def _inductor_patterns(self) -> list[tuple[str, re.Pattern[str]]]:
+        """Per Inductor category, one compiled alternation of its tokens (Memory: the tokens to strip)."""
+        out = []
+        for cat in self.inductor_order:
+            toks = sorted(self.inductor_tokens.get(cat, []), key=len, reverse=True)
+            if not toks:
+                continue
+            alt = "|".join(re.escape(t) for t in toks)
+            out.append((cat, re.compile(rf"(^|_)(?:{alt})(?=_|$)")))
+        return out
+
     def _inductor(self, name: str) -> str | None:
         m = _INDUCTOR.match(name)
         if not m:
             return None
         flavor, ops = m.group(1), m.group(2)
-        def hit(tok: str) -> bool:
-            return re.search(rf"(^|_){re.escape(tok)}(_|$)", ops) is not None
-
-        for cat in self.inductor_order:
-            toks = self.inductor_tokens.get(cat, [])
+        for cat, pat in self._inductor_patterns:
             if cat == "Memory":
-                rest = ops
-                for tok in sorted(toks, key=len, reverse=True):
-                    rest = re.sub(rf"(^|_){re.escape(tok)}(?=_|$)", "_", rest)
-                if toks and not re.sub(r"[_\d]", "", rest):
+                if not _DIGITS_UNDERSCORES.sub("", pat.sub("_", ops)):
                     return "Memory"
                 continue
-            if any(hit(t) for t in toks):
+            if pat.search(ops):
                 return cat
         return {"poi": "Elementwise", "red": "Reduction", "per": "Reduction", "tem": "GEMM"}.get(flavor, "Elementwise")
 
@@ -281,21 +287,57 @@ class Categorizer:
         if cat is None:
             cat = _first_match(self.categories, head, low, kind, launch, OTHER)
         lib = _first_match(self.libraries, head, low, kind, launch, UNKNOWN_LIBRARY)
-        if len(self._memo) >= MEMO_MAX:  # bounded: drop the oldest half (dicts keep insertion order)
-            for k in list(itertools.islice(self._memo, MEMO_MAX // 2)):
-                del self._memo[k]
-        self._memo[(name, kind, launch)] = (cat, lib)
+        self._remember({(name, kind, launch): (cat, lib)})
         return cat, lib
 
     # -- table API -----------------------------------------------------------------------------
     def lookup(self, keys: Iterable[tuple[str, str, str]]) -> pl.DataFrame:
-        """Categorize distinct (name, kind, launch_name) triples (answers are memoized per categorizer)."""
-        rows = [(n, k, ln, *self._classify(n, k, ln)) for n, k, ln in keys]
+        """Categorize distinct (name, kind, launch_name) triples, all rules at once over the column.
+
+        Each rule is one vectorized test over all names (Aho-Corasick for its plain words, the Rust
+        regex engine for the rest), so the cost grows with distinct names at a few µs each, not with
+        rules times names in Python. Rules whose regex the Rust engine does not accept run in Python.
+        """
+        rows = list(keys)
+        schema = {"name": pl.String, "kind": pl.String, "launch_name": pl.String, "category": pl.String,
+                  "library": pl.String}
+        known = [self._memo.get(r) for r in rows]
+        todo = [r for r, v in zip(rows, known) if v is None]
+        if todo:
+            fresh = self._lookup_fresh(todo)
+            answers = dict(zip(todo, zip(fresh["category"].to_list(), fresh["library"].to_list())))
+            self._remember(answers)
+            known = [v if v is not None else answers[r] for r, v in zip(rows, known)]
+        done = [v for v in known if v is not None]
         return pl.DataFrame(
-            rows,
-            schema={"name": pl.String, "kind": pl.String, "launch_name": pl.String, "category": pl.String, "library": pl.String},
-            orient="row",
+            [(n, k, ln, c, lib) for (n, k, ln), (c, lib) in zip(rows, done)], schema=schema, orient="row"
         )
+
+    def _remember(self, answers: dict[tuple[str, str, str], tuple[str, str]]) -> None:
+        if len(self._memo) + len(answers) > MEMO_MAX:  # bounded: drop the oldest entries (insertion order)
+            drop = len(self._memo) + len(answers) - MEMO_MAX
+            for k in list(itertools.islice(self._memo, max(drop, MEMO_MAX // 2))):
+                del self._memo[k]
+        self._memo.update(itertools.islice(answers.items(), MEMO_MAX))
+
+    def _lookup_fresh(self, rows: list[tuple[str, str, str]]) -> pl.DataFrame:
+        names = [r[0] for r in rows]
+        heads = [kernel_head(n)[:MATCH_CHARS] for n in names]
+        df = pl.DataFrame({"name": names, "kind": [r[1] for r in rows], "launch_name": [r[2] for r in rows],
+                           "head": heads}, schema={"name": pl.String, "kind": pl.String, "launch_name": pl.String,
+                                                   "head": pl.String})
+        df = df.with_columns(pl.col("head").str.to_lowercase().alias("low"))
+        inductor = [self._inductor(n) if k == "kernel" and n.startswith("triton_") else None
+                    for n, k, _ in rows]
+        df = df.with_columns(pl.Series("_ind", inductor, dtype=pl.String))
+        cat = pl.coalesce(pl.col("_ind"), self._first_expr(self.categories, df), pl.lit(OTHER))
+        lib = pl.coalesce(self._first_expr(self.libraries, df), pl.lit(UNKNOWN_LIBRARY))
+        return df.select("name", "kind", "launch_name", cat.alias("category"), lib.alias("library"))
+
+    def _first_expr(self, rules: list[Rule], df: pl.DataFrame) -> pl.Expr:
+        """The value of the first (highest-priority) matching rule, or null."""
+        exprs = [pl.when(_match_expr(r, df)).then(pl.lit(r.value)) for r in rules]
+        return pl.coalesce(exprs) if exprs else pl.lit(None, dtype=pl.String)
 
     def categorize(self, gpu: pl.DataFrame) -> pl.DataFrame:
         """Add ``category`` and ``library`` columns to a GPU event table (one lookup per distinct name).
@@ -316,13 +358,43 @@ class Categorizer:
         )
         first = keyed.with_row_index("_r").unique(["_n", "_k", "_l"], keep="first").sort("_r")
         rows = gpu[first["_r"].to_list()]
-        names = rows["name"].cast(pl.String).to_list()
-        kinds = rows["kind"].cast(pl.String).to_list()
+        names = rows["name"].cast(pl.String).fill_null("").to_list()
+        kinds = rows["kind"].cast(pl.String).fill_null("").to_list()
         launches = rows[launch].cast(pl.String).fill_null("").to_list() if launch else [""] * rows.height
         table = self.lookup(zip(names, kinds, launches)).select("category", "library")
         table = pl.concat([first.select("_n", "_k", "_l"), table], how="horizontal")
         out = keyed.join(table, on=["_n", "_k", "_l"], how="left", maintain_order="left").select("category", "library")
         return gpu.with_columns(out["category"], out["library"])
+
+
+def _rust_ok(pattern: str) -> bool:
+    try:
+        pl.Series([""]).str.contains(pattern)
+        return True
+    except pl.exceptions.PolarsError:
+        return False
+
+
+def _match_expr(r: Rule, df: pl.DataFrame) -> pl.Expr | pl.Series:
+    """Boolean: does rule ``r`` match each row (columns head, low, kind, launch_name)?"""
+    text = "head" if r.case_sensitive else "low"
+    m: pl.Expr | pl.Series = pl.lit(False)
+    if r.words:
+        m = pl.col(text).str.contains_any(list(r.words))
+    if r.residual is not None:
+        if _rust_ok(r.residual.pattern):
+            m = m | pl.col(text).str.contains(r.residual.pattern)
+        else:  # a Python-only regex (lookaround, backreference): test it row by row
+            py = pl.Series([r.residual.search(t) is not None for t in df[text].to_list()])
+            m = m | py
+    if r.kinds is not None:
+        m = m & pl.col("kind").is_in(sorted(r.kinds))
+    if r.launch is not None:
+        if _rust_ok(r.launch.pattern):
+            m = m & pl.col("launch_name").str.contains(r.launch.pattern)
+        else:
+            m = m & pl.Series([r.launch.search(t) is not None for t in df["launch_name"].to_list()])
+    return m
 
 
 def _first_match(rules: list[Rule], head: str, low: str, kind: str, launch: str, default: str) -> str:

@@ -7,9 +7,9 @@ import polars as pl
 from ..errors import TraceError
 from ..model import Lazy, RawTrace, Trace, TraceStats
 from .correlation import launcher_ops, launches, link_gpu
-from .kinds import classify
+from .kinds import GPU_KINDS, classify
 from .ops import fallback_ops, op_names
-from .steps import StepSpec, assign_steps, find_steps
+from .steps import StepNumberError, StepSpec, assign_steps, find_steps
 from .tree import call_tree
 from .unlinked import unlinked_counts
 
@@ -18,10 +18,11 @@ _HOST_ONLY = ("flow_id", "python_id", "python_parent_id", "py_parent_idx", "ph")
 
 
 def _validate(ev: pl.DataFrame, path: str) -> None:
-    ph = pl.col("ph").cast(pl.String)
+    ph = pl.col("ph").cast(pl.String).fill_null("")
+    gpu = pl.col("kind").is_in(list(GPU_KINDS))
     checks = (
-        (ph.is_in(["X", "i", "I", "B", "E"]) & pl.col("ts_missing"), "has no 'ts'"),
-        ((ph == "X") & pl.col("dur_missing"), "is a complete event ('X') but has no 'dur'"),
+        (pl.col("ts_missing"), "has no 'ts'"),
+        (((ph == "X") | gpu) & pl.col("dur_missing"), "is a complete event ('X') but has no 'dur'"),
         (pl.col("dur") < 0, "has a negative duration"),
     )
     for cond, problem in checks:
@@ -100,7 +101,15 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
     if events.height == 0:
         raise TraceError(path, "trace has only metadata events, nothing to analyze")
     gpu = link_gpu_table(events)
-    found = find_steps(events, gpu, steps or StepSpec())
+    while True:
+        try:
+            found = find_steps(events, gpu, steps or StepSpec())
+            break
+        except StepNumberError as e:
+            if raw.salvaged is None:
+                raise TraceError(path, str(e)) from None
+            events = events.filter(pl.col("name").cast(pl.String) != e.name)
+            raw.skipped.append(f"skipped {e.count} step annotation(s) {e.name[:60]!r}: number does not fit int64")
     gpu = assign_steps(gpu, found.table)
     gpu = gpu.drop([c for c in _HOST_ONLY if c in gpu.columns]).with_columns(
         pl.col("launch_name", "op_name", "launcher").cast(pl.Categorical)

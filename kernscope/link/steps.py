@@ -33,17 +33,27 @@ def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
     s = events.filter(
         pl.col("kind").is_in(["user_annotation", "cpu_op"]) & pl.col("name").cast(pl.String).str.contains(STEP_PATTERN)
     )
-    return (
+    t = (
         s.group_by(pl.col("name").cast(pl.String))
         .agg(pl.col("ts").min().alias("start"), pl.col("end").max().alias("end"))
         .with_columns(
             pl.col("name").str.extract(STEP_PATTERN, 1).cast(pl.Int64, strict=False).alias("step"),
             pl.lit(None, dtype=pl.String).alias("kind"),
         )
-        .filter(pl.col("step").is_not_null())
-        .select(list(STEP_SCHEMA))
-        .sort("start")
     )
+    bad = t.filter(pl.col("step").is_null())
+    if bad.height:
+        raise StepNumberError(str(bad["name"][0]), bad.height)
+    return t.select(list(STEP_SCHEMA)).sort("start")
+
+
+class StepNumberError(ValueError):
+    """A ``ProfilerStep#N`` whose N does not fit int64."""
+
+    def __init__(self, name: str, count: int) -> None:
+        super().__init__(f"step {name[:60]!r} has a number that does not fit int64 ({count:,} such steps)")
+        self.name = name
+        self.count = count
 
 
 def find_steps(events: pl.DataFrame, gpu: pl.DataFrame, spec: StepSpec) -> FoundSteps:

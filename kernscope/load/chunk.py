@@ -40,6 +40,8 @@ EXACT_FLOAT_US = float(2**43)
 #: the largest µs value whose ns fit int64
 MAX_US = (2**63 - 1) // 1000
 STRING_COLUMNS = ("ph", "cat", "name", "pid", "tid")
+#: longest name (or other string) kept whole; longer ones keep their head and a hash of the whole
+MAX_NAME_BYTES = 4096
 
 _ARGS_SCHEMA = pl.Struct({f.raw: pl.String for f in ARG_FIELDS})
 POLARS_SCHEMA: dict[str, Any] = {
@@ -87,9 +89,27 @@ class _IntTimes(msgspec.Struct, gc=False):
     ts: int | None = None
 
 
+class _NumTimes(msgspec.Struct, gc=False):
+    ts: int | float | None = None
+    dur: int | float | None = None
+
+
 _DEC_EVENTS = msgspec.json.Decoder(list[Event])
 _DEC_TIMES = msgspec.json.Decoder(list[_Times])
 _DEC_INT_TIMES = msgspec.json.Decoder(list[_IntTimes])
+_DEC_NUM_TIMES = msgspec.json.Decoder(list[_NumTimes])
+
+
+def _numbers_only(text: bytes) -> bool:
+    """False when some ``ts``/``dur`` may be a JSON boolean (polars reads ``true`` as 1.0 into a float
+    column). A chunk without the words "true"/"false" anywhere needs no check (a byte search)."""
+    if b"true" not in text and b"false" not in text:
+        return True
+    try:
+        _DEC_NUM_TIMES.decode(text)
+        return True
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return False
 
 
 @dataclass
@@ -136,14 +156,39 @@ def _float_us_to_ns(v: pl.Series) -> pl.Series:
     return out
 
 
+def _raw_times(text: bytes) -> list[Any]:
+    """Each event's ``ts``/``dur`` as their JSON text."""
+    try:
+        out: list[Any] = _DEC_TIMES.decode(text)
+        return out
+    except msgspec.DecodeError:
+        # text polars accepted but msgspec does not (a lone UTF-16 surrogate in a name): the stdlib keeps
+        # number texts exactly with parse_float/parse_int
+        import json
+        from types import SimpleNamespace
+
+        def num(s: str) -> bytes:
+            return s.encode()
+
+        try:
+            evs = json.loads(text, parse_float=num, parse_int=num)
+        except (ValueError, RecursionError) as e:
+            raise ChunkError(f"not valid JSON ({e})", syntax=True) from None
+        def raw(v: Any) -> bytes:
+            return v if isinstance(v, bytes) else (b"" if v is None else b"invalid")
+        return [SimpleNamespace(ts=raw(e.get("ts")), dur=raw(e.get("dur"))) if isinstance(e, dict)
+                else SimpleNamespace(ts=b"", dur=b"") for e in evs]
+
+
 def _times_from_text(text: bytes, n: int, which: tuple[str, ...]) -> dict[str, tuple[pl.Series, pl.Series, pl.Series]]:
-    evs = _DEC_TIMES.decode(text)
+    evs = _raw_times(text)
     if len(evs) != n:
         raise ChunkError(f"event count mismatch ({len(evs)} vs {n})")
     out = {}
     for col in which:
-        joined = b"\n".join(map(attrgetter(col), evs)).decode()
-        s = pl.Series([joined]).str.split("\n").explode() if n else pl.Series([], dtype=pl.String)
+        # NUL cannot occur in JSON text (raw values may span lines: an object where a number belongs)
+        joined = b"\x00".join(map(attrgetter(col), evs)).decode()
+        s = pl.Series([joined]).str.split("\x00").explode() if n else pl.Series([], dtype=pl.String)
         out[col] = us_text_to_ns(s)
     return out
 
@@ -153,10 +198,11 @@ def _times(df: pl.DataFrame, text: bytes) -> tuple[pl.DataFrame, list[Bad]]:
     bad: list[Bad] = []
     exact_text: list[str] = []
     cols: dict[str, pl.Series] = {}
+    numbers = _numbers_only(text)
     for col in ("ts", "dur"):
         v = df[col]
         big = v.abs().max()
-        if big is not None and float(big) >= EXACT_FLOAT_US:  # type: ignore[arg-type]
+        if not numbers or (big is not None and float(big) >= EXACT_FLOAT_US):  # type: ignore[arg-type]
             exact_text.append(col)
         else:
             cols[col] = _float_us_to_ns(v.fill_null(0.0))
@@ -170,7 +216,7 @@ def _times(df: pl.DataFrame, text: bytes) -> tuple[pl.DataFrame, list[Bad]]:
                 cols["ts"] = v.fill_null(0.0).cast(pl.Int64) * 1000
                 cols["ts_missing"] = v.is_null()
                 exact_text = []
-        except msgspec.ValidationError:
+        except (msgspec.ValidationError, msgspec.DecodeError):
             pass
     if exact_text:
         parsed = _times_from_text(text, df.height, tuple(exact_text))
@@ -222,10 +268,26 @@ def _ints(df: pl.DataFrame) -> tuple[pl.DataFrame, list[Bad]]:
     return typed, bad
 
 
+def cap_names(df: pl.DataFrame, columns: tuple[str, ...] = STRING_COLUMNS + STR_COLUMNS + TEXT_COLUMNS) -> pl.DataFrame:
+    """Strings longer than ``MAX_NAME_BYTES`` keep their head plus a hash of the whole (names come from
+    whoever wrote the trace: a 64 MB "kernel name" must not cost gigabytes in every table)."""
+    long = df.select(pl.any_horizontal(pl.col(c).str.len_bytes() > MAX_NAME_BYTES for c in columns)).to_series()
+    if not long.any():
+        return df
+    return df.with_columns(
+        pl.when(pl.col(c).str.len_bytes() > MAX_NAME_BYTES)
+        .then(pl.concat_str(pl.col(c).str.slice(0, MAX_NAME_BYTES // 2), pl.lit("…#"),
+                            pl.col(c).hash().cast(pl.String)))
+        .otherwise(pl.col(c)).alias(c)
+        for c in columns
+    )
+
+
 def finish(df: pl.DataFrame, text: bytes) -> tuple[pl.DataFrame, list[Bad]]:
     """From the reader's columns (strings, float times) to the event table schema."""
     df, bad_t = _times(df, text)
     df, bad_i = _ints(df)
+    df = cap_names(df)
     df = df.with_columns(
         *(pl.col(c).cast(pl.Categorical) for c in STRING_COLUMNS + STR_COLUMNS),
         pl.col("id").alias("flow_id"),
@@ -289,6 +351,10 @@ def _fallback(text: bytes) -> pl.DataFrame:
 
 def parse_chunk(text: bytes) -> tuple[pl.DataFrame, list[Bad]]:
     """Parse ``[ev, ev, ...]`` text. Raises :class:`ChunkError` when it is not a valid event array."""
+    try:
+        text.decode("utf-8")  # polars does not check the strings it skips; JSON must be UTF-8 throughout
+    except UnicodeDecodeError as e:
+        raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start, syntax=False) from None
     try:
         raw = _polars(text)
     except (pl.exceptions.PolarsError, OverflowError, ValueError):

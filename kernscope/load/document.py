@@ -62,6 +62,8 @@ def decode_metadata(raw: dict[str, msgspec.Raw], path: str) -> dict[str, Any]:
             raise TraceError(path, f"metadata key {k!r} is not valid JSON ({e})") from None
         except RecursionError:
             raise TraceError(path, f"metadata key {k!r} is nested too deeply") from None
+        except UnicodeDecodeError as e:
+            raise TraceError(path, f"metadata key {k!r} has invalid UTF-8 ({e.reason})") from None
     return out
 
 
@@ -81,7 +83,7 @@ def _head(text: bytes, path: str) -> tuple[dict[str, Any], bool, int] | None:
     head = text[: m.start()].rstrip().rstrip(b",")
     try:
         raw = _TOP.decode(head + b"}")
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         return None  # "traceEvents" inside a string, or an odd layout: the caller falls back
     except RecursionError:
         raise TraceError(path, "metadata before 'traceEvents' is nested too deeply") from None
@@ -118,7 +120,7 @@ def tail_candidates(text: bytes | memoryview, bare: bool, path: str) -> Iterator
             continue
         try:
             raw = _TOP.decode(b"{" + rest[1:])
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
             continue
         yield pos, decode_metadata(raw, path)
 

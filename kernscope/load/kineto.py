@@ -248,7 +248,7 @@ class _Pipeline:
                 f"{self.splitter.source.json_bytes / 1e9:.1f} GB of JSON from a {self.splitter.source.stored_bytes / 1e6:,.0f} MB "
                 f"file; budget {self.budget / 1e9:.1f} GB): raise it with --max-memory, or this may be a decompression bomb",
             )
-        ph = table["ph"].cast(pl.String)
+        ph = table["ph"].cast(pl.String).fill_null("")
         is_flow = ph.is_in(["s", "f", "t"])
         is_meta = ph == "M"
         is_counter = ph == "C"
@@ -356,6 +356,8 @@ def _whole_document(source: TraceSource, limits: Limits) -> tuple[dict[str, Any]
         raise TraceError(path, f"not a JSON object of trace events ({e})") from None
     except RecursionError:
         raise TraceError(path, "JSON is nested too deeply (over 1000 levels)") from None
+    except UnicodeDecodeError as e:
+        raise TraceError(path, f"invalid UTF-8 in JSON ({e.reason} at byte {e.start})") from None
     ev = bytes(raw_events).strip()
     if not ev.startswith(b"["):
         raise TraceError(path, "'traceEvents' is not an array")
