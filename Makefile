@@ -21,6 +21,11 @@ install: $(VENV)/.installed
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install -q -e ".[test]"
 	$(PIP) install -q "$(TORCH_CPU)"
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  (echo "installing Debian's chromium for the browser tests"; \
+	   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 || \
+	   (sudo -n apt-get update -qq && sudo -n DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 || \
+	   echo "could not install chromium: the browser tests will fail")
 	touch $@
 
 install-test: $(VENV)/.installed-test
@@ -28,14 +33,15 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(VENV)/bin/kernscope analyze $(EXAMPLE) --top 12
 	$(VENV)/bin/kernscope report $(EXAMPLE) -o out/report.xlsx
-	@echo "Excel report: out/report.xlsx"
+	$(VENV)/bin/kernscope report $(EXAMPLE) -o out/report.html
+	@echo "Reports: out/report.html (open it in a browser) and out/report.xlsx"
 
 lint: install-test
 	$(VENV)/bin/ruff check kernscope tests benchmarks examples
 	$(VENV)/bin/mypy kernscope
 
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider
+	KERNSCOPE_REQUIRE_BROWSER=1 $(PY) -m pytest -q -p no:cacheprovider
 
 bench-load: install
 	$(PIP) install -q holistictraceanalysis

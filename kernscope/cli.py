@@ -6,12 +6,14 @@ import io
 import os
 import shutil
 import sys
-from pathlib import Path
+import time
 from typing import Any
 
 import click
 
 from .errors import KernscopeError
+
+EXIT_BAD_INPUT = 2
 
 
 def _tune_allocators() -> None:
@@ -32,20 +34,52 @@ def _tune_allocators() -> None:
     except (OSError, AttributeError):
         pass
 
-EXIT_BAD_INPUT = 2
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _notice(msg: str) -> None:
+    click.echo(msg, err=True)
 
 
-def _load(path: str, *, salvage: bool, no_cache: bool) -> Any:
-    from .pipeline import load
+class Progress:
+    """A progress bar on stderr for loads that take more than a second (terminal only, not with --quiet)."""
 
-    return load(path, cache=not no_cache, salvage=salvage, notify=_notice)
+    def __init__(self, label: str, quiet: bool) -> None:
+        self.label = label
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.t0 = time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if time.monotonic() - self.t0 < 1.0:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
+
+            self.bar = RichProgress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                                    TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
-def _categorizer(rules: str | None) -> Any:
-    from .analyze.categories import Categorizer
-
-    c = Categorizer.builtin()
-    return c.with_rules(rules) if rules else c
+def _parse_size(text: str | None) -> int:
+    if not text:
+        return 0
+    t = text.strip().upper().removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
+    try:
+        return int(float(t.rstrip("KMGT")) * mult)
+    except ValueError:
+        raise click.BadParameter(f"expected a size like 8G or 500M, got {text!r}", param_hint="--max-memory") from None
 
 
 def _parse_step(step: str | None) -> int | None:
@@ -58,15 +92,57 @@ def _parse_step(step: str | None) -> int | None:
         raise click.BadParameter(f"expected a step number or 'all', got {step!r}", param_hint="--step") from None
 
 
-def _emit(text: str, output: str | None) -> None:
-    from .files import write_text
+def _categorizer(rules: str | None) -> Any:
+    from .analyze.categories import Categorizer
+
+    c = Categorizer.builtin()
+    return c.with_rules(rules) if rules else c
+
+
+def _console_width() -> int:
+    """The terminal's width (``COLUMNS`` when set); 120 when piped to a file or another program."""
+    return max(40, shutil.get_terminal_size((120, 24)).columns)
+
+
+def _emit_bytes(body: bytes, output: str | None) -> None:
+    from .files import write_bytes
 
     if output:
-        write_text(output, text)
+        write_bytes(output, body)
     else:
-        click.echo(text, nl=not text.endswith("\n"))
+        body = body if body.endswith(b"\n") else body + b"\n"
+        out = getattr(sys.stdout, "buffer", None)
+        if out is not None:
+            out.write(body)
+        else:  # a text stream (tests, notebooks)
+            sys.stdout.write(body.decode("utf-8", "replace"))
+        sys.stdout.flush()
 
 
+def _load(path: str, *, salvage: bool, no_cache: bool, quiet: bool, max_memory: str | None,
+          step_marker: str | None = None) -> Any:
+    from .link import StepSpec
+    from .load.source import Limits
+    from .pipeline import load
+
+    progress = Progress(f"reading {os.path.basename(path)}", quiet)
+    try:
+        return load(path, cache=not no_cache, salvage=salvage, notify=_notice, progress=progress,
+                    limits=Limits(max_memory=_parse_size(max_memory)), steps=StepSpec(step_marker))
+    finally:
+        progress.close()
+
+
+def _check_step(trace: Any, step: int | None) -> None:
+    if step is None:
+        return
+    have = trace.steps["step"].to_list()
+    if step not in have:
+        listed = ", ".join(str(s) for s in have[:20]) + (f", ... ({len(have)} in all)" if len(have) > 20 else "")
+        raise KernscopeError(f"{trace.path}: no step {step}; available: {listed or 'none (the trace has no steps)'}")
+
+
+# -- commands -----------------------------------------------------------------------------------------
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="kernscope")
 def cli() -> None:
@@ -74,9 +150,13 @@ def cli() -> None:
 
 
 _trace_opts = [
-    click.option("--salvage", is_flag=True, help="Read a truncated trace: keep every complete event."),
+    click.option("--salvage", is_flag=True, help="Read a truncated or partly corrupt trace: keep every complete, valid event."),
     click.option("--no-cache", is_flag=True, help="Do not read or write the parse cache."),
     click.option("--rules", type=click.Path(dir_okay=False), help="TOML file of extra/overriding category rules."),
+    click.option("--quiet", "-q", is_flag=True, help="No progress bar or notices on stderr."),
+    click.option("--max-memory", metavar="SIZE", help="Memory the decoded tables may use (e.g. 8G; default 80% of free memory)."),
+    click.option("--step-marker", metavar="REGEX|PRESET|auto",
+                 help="Steps from annotations matching REGEX, a preset (vllm, sglang, megatron) or 'auto'."),
 ]
 
 
@@ -87,102 +167,123 @@ def trace_options(f: Any) -> Any:
 
 
 @cli.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("--step", default=None, help="ProfilerStep number to analyze, or 'all' (default).")
-@click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Rows per table.")
+@click.argument("traces", nargs=-1, required=True)
+@click.option("--step", default=None, help="Step number to analyze, or 'all' (default).")
+@click.option("--top", default=None, type=click.IntRange(min=1),
+              help="Rows per table [default: 15 in the terminal; every row in JSON/CSV].")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@click.option("-o", "--output", help="Write to FILE instead of stdout.")
 @click.option("--no-categories", is_flag=True, help="Skip kernel-name categories.")
 @click.option("--linked-only", is_flag=True, help="Timeline over GPU work launched inside the trace window only.")
 @click.option("--bench/--no-bench", "bench", default=None, help="Benchmark-trace view (default: auto-detect).")
 @trace_options
-def analyze(trace: str, step: str | None, top: int, fmt: str, output: str | None, no_categories: bool,
-            linked_only: bool, bench: bool | None, salvage: bool, no_cache: bool, rules: str | None) -> None:
-    """Summarize a PyTorch profiler (Kineto) trace: steps, kernels, launching ops, categories."""
+def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
+            no_categories: bool, linked_only: bool, bench: bool | None, salvage: bool, no_cache: bool, rules: str | None,
+            quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
+    """Summarize PyTorch profiler (Kineto) traces: steps, kernels, launching ops, categories, GPU timeline."""
     from . import outputs
 
+    if len(traces) != 1:
+        raise KernscopeError("give one trace file")
+    trace = traces[0]
+    if top is None and fmt == "table":
+        top = 15
     width = 160 if output or fmt != "table" else _console_width()
-    load_key = {"salvage": salvage, "step_marker": None}
-    key = outputs.result_key("analyze", {"fmt": fmt, "top": None if output and fmt == "json" else top, "step": step,
-                                         "categories": not no_categories, "linked_only": linked_only, "bench": bench,
-                                         "width": width, "color": fmt == "table" and not output and sys.stdout.isatty()},
+    color = fmt == "table" and not output and sys.stdout.isatty()
+    load_key = {"salvage": salvage, "step_marker": step_marker}
+    key = outputs.result_key("analyze", {"fmt": fmt, "top": top, "step": step, "categories": not no_categories,
+                                         "linked_only": linked_only, "bench": bench, "width": width, "color": color},
                              rules)
     digest = None
     if not no_cache:
-        digest, stored = outputs.lookup(trace, load_key, key, _notice)
+        digest, stored = outputs.lookup(trace, load_key, key, None if quiet else _notice)
         if stored is not None:
             _emit_bytes(stored, output)
             return
     from .analyze.summary import analyze as run
 
-    t = _load(trace, salvage=salvage, no_cache=no_cache)
-    a = run(t, step=_parse_step(step), categorizer=_categorizer(rules), use_kernel_name_categories=not no_categories,
+    t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
+    step_n = _parse_step(step)
+    _check_step(t, step_n)
+    a = run(t, step=step_n, categorizer=_categorizer(rules), use_kernel_name_categories=not no_categories,
             linked_only=linked_only, benchmark=bench)
-    if t.salvaged is not None:
-        click.echo(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}", err=True)
+    if t.salvaged is not None and not quiet:
+        _notice(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}")
         for line in t.salvage_skipped:
-            click.echo(f"kernscope: {line}", err=True)
+            _notice(f"kernscope: {line}")
     if fmt == "json":
         from .render.tables import to_json
 
-        text = to_json(a, top=None if output else top)
+        text = to_json(a, top=top)
     elif fmt == "csv":
         from .render.tables import to_csv
 
-        text = to_csv(a, top=None)
+        text = to_csv(a, top=top)
     else:
         from rich.console import Console
 
         from .render import console
 
         buf = io.StringIO()
-        tty = not output and sys.stdout.isatty()
-        console.render(a, Console(file=buf, width=width, force_terminal=tty, no_color=not tty), top=top)
+        console.render(a, Console(file=buf, width=width, force_terminal=color, no_color=not color,
+                                  highlight=False, emoji=False), top=top, width=width)
         text = buf.getvalue()
     body = text.encode()
     _emit_bytes(body, output)
     if digest is not None:
-        outputs.store(digest, load_key, key, body, _notice)
+        outputs.store(digest, load_key, key, body, None)
 
 
-def _console_width() -> int:
-    return shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
-
-
-def _notice(msg: str) -> None:
-    click.echo(msg, err=True)
-
-
-def _emit_bytes(body: bytes, output: str | None) -> None:
-    from .files import write_bytes
-
-    if output:
-        write_bytes(output, body)
-    else:
-        sys.stdout.buffer.write(body if body.endswith(b"\n") else body + b"\n")
-        sys.stdout.flush()
+def _report_target(output: str) -> str:
+    """'xlsx', 'html' or 'dir' for ``-o``; a directory is recognised with or without a trailing slash."""
+    low = output.lower()
+    if low.endswith(".xlsx"):
+        if os.path.isdir(output):
+            raise KernscopeError(f"{output}: is a directory; give a file name ending in .xlsx")
+        return "xlsx"
+    if low.endswith((".html", ".htm")):
+        if os.path.isdir(output):
+            raise KernscopeError(f"{output}: is a directory; give a file name ending in .html")
+        return "html"
+    if output.endswith(("/", os.sep)) or os.path.isdir(output) or not os.path.splitext(output)[1]:
+        return "dir"
+    raise KernscopeError(f"{output}: use a .xlsx or .html file, or a directory (for CSVs)")
 
 
 @cli.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, help="out.xlsx for Excel, or a directory (ending in /) for CSVs.")
-@click.option("--step", default=None, help="ProfilerStep number, or 'all' (default).")
+@click.argument("traces", nargs=-1, required=True)
+@click.option("-o", "--output", required=True, help="report.xlsx (Excel), report.html (self-contained page) or a directory (CSVs).")
+@click.option("--step", default=None, help="Step number, or 'all' (default).")
 @click.option("--linked-only", is_flag=True, help="Timeline over GPU work launched inside the trace window only.")
+@click.option("--bench/--no-bench", "bench", default=None, help="Benchmark-trace view (default: auto-detect).")
 @trace_options
-def report(trace: str, output: str, step: str | None, linked_only: bool, salvage: bool, no_cache: bool, rules: str | None) -> None:
-    """Write the perf report: gpu_timeline, kernel_summary, category_summary, ops_summary(_by_category), steps."""
+def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None, salvage: bool,
+           no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
+    """Write the perf report: Excel workbook, self-contained HTML page, or a directory of CSVs."""
     from .analyze.summary import analyze as run
-    from .render.excel import write_csv_dir, write_xlsx
 
-    t = _load(trace, salvage=salvage, no_cache=no_cache)
-    a = run(t, step=_parse_step(step), categorizer=_categorizer(rules), linked_only=linked_only)
-    if output.endswith(("/", os.sep)) or Path(output).is_dir():
-        write_csv_dir(a, output)
-    elif output.endswith(".xlsx"):
+    target = _report_target(output)
+    if len(traces) != 1:
+        raise KernscopeError("give one trace file")
+    t = _load(traces[0], salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
+    step_n = _parse_step(step)
+    _check_step(t, step_n)
+    a = run(t, step=step_n, categorizer=_categorizer(rules), linked_only=linked_only, benchmark=bench)
+    if target == "xlsx":
+        from .render.excel import write_xlsx
+
         write_xlsx(a, output)
+    elif target == "html":
+        from .files import write_text
+        from .render.html.analysis import render_analysis
+
+        write_text(output, render_analysis(a))
     else:
-        raise click.BadParameter("use a .xlsx file or a directory ending in '/'", param_hint="-o")
-    click.echo(f"wrote {output}", err=True)
+        from .render.excel import write_csv_dir
+
+        write_csv_dir(a, output)
+    if not quiet:
+        _notice(f"wrote {output}")
 
 
 @cli.group("cache")
@@ -239,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         e.show()
         return EXIT_BAD_INPUT
     except MemoryError:
-        click.echo("kernscope: error: out of memory", err=True)
+        click.echo("kernscope: error: out of memory (try --max-memory, or fewer/smaller traces)", err=True)
         return 1
     except BrokenPipeError:
         return 0

@@ -80,6 +80,7 @@ def load(
     steps: StepSpec | None = None,
     limits: Limits | None = None,
     notify: Notify | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Trace:
     """Load and link a PyTorch profiler (Kineto) trace: ``.json``, ``.json.gz``, ``*.pt.trace.json(.gz)``.
 
@@ -91,6 +92,7 @@ def load(
         steps: how step windows are found (default: ``ProfilerStep#N``, else automatic windows).
         limits: memory bounds (default: 80% of available memory for the decoded tables).
         notify: receives one-line notices (cache rebuilt, ...); default: ``warnings.warn``.
+        progress: called with (bytes read, file size) while parsing.
 
     Raises:
         kernscope.errors.TraceError: with one message naming the file and the problem.
@@ -109,7 +111,7 @@ def load(
                                                               steps=steps, limits=limits))
                 except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError) as e:
                     _cache._discard(entry.path, str(e) or type(e).__name__, notify)
-        raw = parse_source(source, salvage=salvage, limits=limits, workers=workers)
+        raw = parse_source(source, salvage=salvage, limits=limits, workers=workers, progress=progress)
     except MemoryError:
         raise TraceError(p, "out of memory while reading this trace; try --max-memory to bound it, or a machine "
                             "with more memory") from None

@@ -203,7 +203,10 @@ def test_chrome_export_and_cli(tmp_path, capsys):
     assert doc["summary"]["blocks"] == 256 and doc["summary"]["dropped"] == 0
     assert {r["task"] for r in doc["tasks"]} == set(NAMES)
     html = (tmp_path / "t.html").read_text()
-    assert "<canvas" in html and "SM 0 / 0" in html
+    data = json.loads(html.split('id="ks-data">', 1)[1].split("</script>", 1)[0])
+    assert data["timeline"]["categories"] == sorted(NAMES) and data["timeline"]["lanes"][0]["label"].startswith("SM ")
+    assert data["timeline"]["lane_first"][-1] == 512  # every task is on the page (no cap)
+    assert "Content-Security-Policy" in html
     assert main(["intra", "export", str(tmp_path / "b.npz"), "-o", str(tmp_path / "t.json")]) == 0
     ch = json.loads((tmp_path / "t.json").read_text())
     assert sum(1 for e in ch["traceEvents"] if e["ph"] == "X") == 512

@@ -34,6 +34,7 @@ class BenchKernel:
     library: str
     launcher: str
     kind: str
+    ts_ns: int | None = None  #: start on the trace's clock (ns)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step
     def rows(d: pl.DataFrame) -> list[BenchKernel]:
         return [
             BenchKernel(str(r["name"]), r["dur"] / 1000.0, str(r["category"]), str(r["library"]), str(r["launcher"]),
-                        str(r["kind"]))
+                        str(r["kind"]), int(r["ts"]))
             for r in d.sort("ts").iter_rows(named=True)
         ]
 

@@ -136,6 +136,14 @@ def launcher_category_summary(table: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def step_category_summary(trace: Trace, table: pl.DataFrame) -> pl.DataFrame:
+    """GPU time (µs) per step and category, steps in time order (for per-step stacked bars)."""
+    per = (table.filter(pl.col("step").is_not_null()).group_by("step", "category")
+           .agg((pl.col("dur").sum() / NS_PER_US).alias("total_us")))
+    return (trace.steps.select("step", "name", "start").join(per, on="step", how="inner")
+            .sort(["start", "category"]).select("step", "name", "category", "total_us"))
+
+
 def step_summary(trace: Trace, table: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per ``ProfilerStep#N``: CPU window (µs from trace start) and the GPU work launched in it."""
     g = table if table is not None else gpu_table(trace)

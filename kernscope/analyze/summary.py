@@ -18,6 +18,7 @@ from .kernels import (
     mark_communication,
     op_category_summary,
     op_summary,
+    step_category_summary,
     step_summary,
 )
 from .timeline import gpu_timeline
@@ -44,6 +45,7 @@ class Analysis:
     timeline: pl.DataFrame
     timeline_by_device: pl.DataFrame
     timeline_by_step: pl.DataFrame
+    step_categories: pl.DataFrame  #: step, name, category, total_us: GPU time per step and category
     unlinked: dict[str, int]
     benchmark: BenchmarkView | None = None
 
@@ -102,6 +104,7 @@ def analyze(
         timeline=timeline,
         timeline_by_device=by_dev,
         timeline_by_step=by_step,
+        step_categories=step_category_summary(trace, all_gpu),
         unlinked=dict(trace.unlinked),
         benchmark=analyze_benchmark(trace, cat) if want_bench else None,
     )

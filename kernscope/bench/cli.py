@@ -34,6 +34,8 @@ def _split(v: str | None) -> list[str]:
 def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, input_id, metrics, mode, dtype, warmup, rep,
           cudagraph, device, output_dir, csv_out, json_out, fmt, keep_going) -> None:
     """Benchmark an operator's implementations; with kineto_trace, analyze every trace too."""
+    import importlib.util
+
     from ..errors import KernscopeError
     from ..files import write_text
     from . import report
@@ -50,6 +52,9 @@ def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, inpu
     if not op_name:
         raise KernscopeError("--op is required (see --list-ops)")
     cls = reg.get(op_name)
+    if importlib.util.find_spec("torch") is None:
+        raise KernscopeError('the benchmark harness needs torch (and triton for the Triton implementations): '
+                             'pip install "kernscope[gpu]"')
     if list_impls:
         for s in cls.impls():
             flags = [f for f, on in (("baseline", s.baseline), ("needs CUDA", s.needs_cuda)) if on]

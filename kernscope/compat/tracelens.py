@@ -105,6 +105,7 @@ def generate_perf_report_pytorch(
     pa = TreePerfAnalyzer(profile_json_path, use_kernel_name_categories=use_kernel_name_categories, rules=rules, **load_kwargs)
     a = pa.analysis()
     sheets = dict(report_sheets(a))
+    sheets["gpu_timeline"] = pa.get_df_gpu_timeline()  # TraceLens's columns and linked-only semantics
     sheets["kernel_summary"] = pa.get_df_kernel_summary()
     if use_kernel_name_categories:
         sheets["kernel_category_summary"] = pa.get_df_kernel_category_summary()

@@ -36,7 +36,7 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None) -> 
     if html_out:
         from ..render.intra_html import render_html
 
-        write_text(html_out, render_html(t, assign_lanes(t).units, summary))
+        write_text(html_out, render_html(t, assign_lanes(t).units, summary, per_task, st.sm_stats(t), title=path))
     if fmt == "json":
         click.echo(stats_document(summary, per_task, st.sm_stats(t)))
     else:

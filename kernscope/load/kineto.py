@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,7 @@ from ..model import RawTrace
 from .chunk import EVENT_SCHEMA, Bad, ChunkError, empty_table, parse_chunk
 from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
 from .source import Limits, TraceSource
+from .structure import top_level_objects
 
 #: merges of a chunk with the ones after it before the error is final
 MAX_MERGES = 16
@@ -56,20 +57,6 @@ def _locate(e: ChunkError, piece: Piece, first_event: int) -> str:
     return f"the events after byte {piece.offset:,}"
 
 
-def _split_events(text: bytes) -> list[bytes]:
-    """Candidate event texts of a run of events (cut at every ``},{``; a cut inside a string makes two
-    invalid halves, which salvage rejoins)."""
-    from .document import _BOUNDARY
-
-    out: list[bytes] = []
-    pos = 0
-    for m in _BOUNDARY.finditer(text):
-        out.append(text[pos : m.start() + 1])
-        pos = m.end() - 1
-    out.append(text[pos:])
-    return [t for t in out if t.strip()]
-
-
 def _bisect(events: list[bytes], lo: int, hi: int, good: list[pl.DataFrame], bad: list[int]) -> None:
     """Parse events[lo:hi]; on failure split in halves (a bad event costs O(log n) extra parses)."""
     if lo >= hi:
@@ -92,42 +79,34 @@ def _bisect(events: list[bytes], lo: int, hi: int, good: list[pl.DataFrame], bad
 
 
 def salvage_text(text: bytes) -> Parsed:
-    """Every complete, valid event of ``text``; the rest are counted and described."""
-    events = _split_events(text)
-    # rejoin halves of an event that a ``},{`` inside one of its strings cut apart
+    """Every complete, valid event of ``text`` (a run of events, possibly cut off or damaged).
+
+    The complete top-level objects are found by structure (strings and brackets, see ``structure``), so
+    nested objects inside an event never pass for events; they are parsed in bulk, and a bad one is
+    isolated by bisection. What is skipped is counted and described.
+    """
+    spans, junk = top_level_objects(text)
+    events = [text[a:b] for a, b in spans]
     good: list[pl.DataFrame] = []
     bad: list[int] = []
     _bisect(events, 0, len(events), good, bad)
-    if bad:
-        rescued: list[int] = []
-        i = 0
-        bad_set = sorted(bad)
-        while i < len(bad_set) - 1:
-            a, b = bad_set[i], bad_set[i + 1]
-            if b == a + 1:
-                try:
-                    df, problems = parse_chunk(_bracket(events[a] + b"," + events[b]))
-                    if not problems:
-                        good.append(df)
-                        rescued += [a, b]
-                        i += 2
-                        continue
-                except ChunkError:
-                    pass
-            i += 1
-        bad = [b for b in bad if b not in set(rescued)]
-    lines = []
-    for b in sorted(bad)[:MAX_SKIP_LINES]:
-        snippet = events[b][:60].decode("utf-8", "replace").replace("\n", " ")
-        lines.append((b, f"not a complete, valid event: {snippet!r}"))
+    lines: list[tuple[int, str]] = []
+    for i in sorted(bad)[:MAX_SKIP_LINES]:
+        snippet = events[i][:60].decode("utf-8", "replace").replace("\n", " ")
+        lines.append((i, f"not a valid event: {snippet!r}"))
+    for a, b in junk[: max(0, MAX_SKIP_LINES - len(lines))]:
+        before = sum(1 for s, _ in spans if s < a)
+        what = "an event cut off" if b == len(text.rstrip()) or text[a:b].lstrip()[:1] == b"{" else "bytes that are not an event"
+        lines.append((before, f"{what} ({b - a:,} bytes at offset {a:,} of the piece)"))
     table = pl.concat(good) if good else empty_table()
-    return Parsed(table, [], skipped=lines, skipped_count=len(bad))
+    return Parsed(table, [], skipped=lines, skipped_count=len(bad) + len(junk))
 
 
 class _Pipeline:
     """Parses the pieces of one document in order, in parallel, merging pieces whose cut was wrong."""
 
-    def __init__(self, splitter: Splitter, *, salvage: bool, limits: Limits, workers: int) -> None:
+    def __init__(self, splitter: Splitter, *, salvage: bool, limits: Limits, workers: int,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.splitter = splitter
         self.path = splitter.path
         self.salvage = salvage
@@ -143,6 +122,7 @@ class _Pipeline:
         self.tail: dict[str, Any] = {}
         self.memory = 0.0
         self.budget = limits.memory()
+        self.progress = progress
 
     # -- parsing one piece ------------------------------------------------------------------
     def _parse(self, piece: Piece) -> Parsed:
@@ -208,7 +188,11 @@ class _Pipeline:
                         fut = pool.submit(self._parse, piece)
                         merges += 1
                 self._accept(parsed)
-                self.splitter.source.release(piece.offset + len(piece.text))
+                src = self.splitter.source
+                src.release(piece.offset + len(piece.text))
+                if self.progress is not None:
+                    done = src.consumed if src.gz else piece.offset + len(piece.text)
+                    self.progress(done, src.stored_bytes)
                 fill()
 
     def _give_up(self, piece: Piece, e: ChunkError) -> Parsed:
@@ -234,7 +218,7 @@ class _Pipeline:
             keep[rows] = False
             table = table.filter(pl.Series(keep))
         for rel, why in parsed.skipped[: max(0, MAX_SKIP_LINES - len(self.skipped))]:
-            self.skipped.append(f"skipped $.traceEvents[{self.events_before + rel}] (about): {why}")
+            self.skipped.append(f"skipped $.traceEvents[{self.events_before + rel}]: {why}")
         self.skipped_count += parsed.skipped_count
         if parsed.tail is not None:
             self.tail = parsed.tail
@@ -365,12 +349,12 @@ def _whole_document(source: TraceSource, limits: Limits) -> tuple[dict[str, Any]
 
 
 def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits | None = None,
-                 workers: int | None = None) -> RawTrace:
+                 workers: int | None = None, progress: Callable[[int, int], None] | None = None) -> RawTrace:
     """Decode an opened trace into an unlinked event table."""
     limits = limits or Limits()
     workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
     splitter = Splitter(source, limits, salvage=salvage)
-    pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers)
+    pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress)
     try:
         pipe.run(splitter.pieces())
         meta = {**splitter.doc.metadata, **pipe.tail}

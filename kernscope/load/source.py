@@ -102,6 +102,7 @@ class TraceSource:
         self.gz = gz
         self.stored_bytes = len(data)
         self.json_bytes = 0 if gz else len(data)  #: decompressed bytes seen so far (gzip: grows while read)
+        self.consumed = 0  #: stored bytes read so far (for progress)
         self._released = 0
 
     @property
@@ -133,6 +134,7 @@ class TraceSource:
                 elif pos < n:
                     inp = data[pos : pos + (1 << 20)]
                     pos += len(inp)
+                    self.consumed = pos
                 else:
                     break
                 try:
@@ -179,11 +181,10 @@ class TraceSource:
 def open_trace(path: str | os.PathLike[str]) -> TraceSource:
     """Open a trace file (gzip detected from its bytes, not its name)."""
     p = str(path)
+    FileIdentity.of(p)  # stat before open: opening a FIFO would block
     try:
         with open(p, "rb") as f:
             st = os.fstat(f.fileno())
-            if stat.S_ISDIR(st.st_mode):
-                raise TraceError(p, "is a directory, not a trace file")
             if not stat.S_ISREG(st.st_mode):
                 raise TraceError(p, "not a regular file (a FIFO, device or socket cannot be read as a trace)")
             if st.st_size == 0:

@@ -1,105 +1,92 @@
-"""Terminal renderer (rich). Formats an :class:`Analysis`; computes nothing."""
+"""Terminal renderer for one trace's :class:`~kernscope.analyze.summary.Analysis`. Formats; computes nothing."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from ..analyze.summary import Analysis
+from .names import term
+from .terminal import Col, count, fit_table, pct, us
 
 
-def _short(s: Any, n: int = 70) -> str:
-    s = "" if s is None else str(s)
-    return s if len(s) <= n else s[: n - 1] + "…"
+def _limited(df: pl.DataFrame, top: int | None) -> tuple[pl.DataFrame, int]:
+    if top is None or df.height <= top:
+        return df, 0
+    return df.head(top), df.height - top
 
 
-def _us(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if v >= 1e6:
-        return f"{v / 1e6:,.3f} s"
-    if v >= 1e3:
-        return f"{v / 1e3:,.3f} ms"
-    return f"{v:,.2f} µs"
-
-
-def _table(title: str, cols: list[str], rows: list[list[str]], right: set[int] | None = None) -> Table:
-    t = Table(title=title, title_justify="left", header_style="bold", show_edge=False, pad_edge=False)
-    for i, c in enumerate(cols):
-        num = bool(right and i in right)
-        t.add_column(c, justify="right" if num else "left", overflow="ellipsis", no_wrap=True,
-                     min_width=8 if not num else None, ratio=None if num else 1)
-    for r in rows:
-        t.add_row(*r)
-    return t
-
-
-def render(a: Analysis, console: Console, top: int = 15) -> None:
+def render(a: Analysis, console: Console, top: int | None = 15, width: int | None = None) -> None:
+    """Every table of the analysis, each no wider than ``width`` (default: the console's)."""
+    w = width or console.width
     f = a.facts
     dev = ", ".join(f.device_names) or "-"
     rank = f"{f.rank}/{f.world_size}" if f.rank is not None else "-"
-    console.print(f"[bold]{f.path}[/bold]")
-    console.print(
-        f"  {f.events:,} events · {f.gpu_events:,} GPU events ({f.kernels:,} kernels, "
-        f"{_us(f.kernel_time_us)}) · devices {f.devices or '-'} ({dev}) · rank {rank} · "
-        f"platform {f.platform} · {f.steps} steps · {f.graph_launches} graph launches"
-        + (f" · [yellow]salvaged {f.salvaged_events:,} events from a truncated file[/yellow]" if f.salvaged_events is not None else "")
-    )
+    console.print(term(f.path, "bold"), overflow="fold")
+    line = (f"{f.events:,} events · {f.gpu_events:,} GPU events ({f.kernels:,} kernels, {us(f.kernel_time_us)}) · "
+            f"devices {f.devices or '-'} ({dev}) · rank {rank} · platform {f.platform} · "
+            f"{f.steps} steps ({f.step_source}) · {f.graph_launches} graph launches")
+    console.print(term(line), overflow="fold")
+    if f.salvaged_events is not None:
+        console.print(Text(f"salvaged {f.salvaged_events:,} events", style="yellow"))
     if a.step is not None:
-        console.print(f"  [bold]showing ProfilerStep#{a.step}[/bold] (GPU work launched in that step)")
+        console.print(Text(f"showing step {a.step} (GPU work launched in that step)", style="bold"))
     console.print()
     if a.steps.height:
-        rows = [
-            [r["name"], _us(r["cpu_duration_us"]), str(r["kernel_count"]), _us(r["kernel_time_us"]), _us(r["gpu_time_us"])]
-            for r in a.steps.iter_rows(named=True)
-        ]
-        console.print(_table("Steps", ["step", "CPU time", "kernels", "kernel time", "GPU time"], rows, {1, 2, 3, 4}))
+        d, more = _limited(a.steps, top)
+        rows = [[r["name"], r["kind"] or "", us(r["cpu_duration_us"]), count(r["kernel_count"]), us(r["kernel_time_us"]),
+                 us(r["gpu_time_us"])] for r in d.iter_rows(named=True)]
+        cols = [Col("step", weight=2), Col("kind", min_width=4), Col("CPU time", True), Col("kernels", True),
+                Col("kernel time", True), Col("GPU time", True)]
+        if not any(r[1] for r in rows):
+            cols.pop(1)
+            rows = [[r[0], *r[2:]] for r in rows]
+        console.print(fit_table("Steps", cols, rows, w, more=more))
         console.print()
     tl = {r["type"]: r for r in a.timeline.iter_rows(named=True)}
     if tl and tl["total_time"]["time_us"] > 0:
-        rows = [[k.replace("_", " "), _us(v["time_us"]), f"{v['percent']:.1f}%"] for k, v in tl.items()]
-        console.print(_table("GPU timeline", ["", "time", "% of span"], rows, {1, 2}))
+        rows = [[k.replace("_", " "), us(v["time_us"]), pct(v["percent"])] for k, v in tl.items()]
+        console.print(fit_table("GPU timeline", [Col(""), Col("time", True), Col("% of span", True)], rows, w))
         console.print()
     if a.categories.height:
-        rows = [
-            [r["category"], str(r["count"]), _us(r["total_us"]), f"{r['pct']:.1f}%"]
-            for r in a.categories.head(top).iter_rows(named=True)
-        ]
-        console.print(_table("GPU time by category", ["category", "count", "total", "%"], rows, {1, 2, 3}))
+        d, more = _limited(a.categories, top)
+        rows = [[r["category"], count(r["count"]), us(r["total_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
+        console.print(fit_table("GPU time by category", [Col("category", min_width=18), Col("count", True), Col("total", True),
+                                                         Col("%", True)], rows, w, more=more))
         console.print()
     if a.kernels.height:
-        rows = [
-            [_short(r["name"]), _short(r["launcher"], 28), r["category"], str(r["count"]), _us(r["total_us"]),
-             _us(r["mean_us"]), f"{r['pct']:.1f}%"]
-            for r in a.kernels.head(top).iter_rows(named=True)
-        ]
-        console.print(
-            _table(f"Top {min(top, a.kernels.height)} of {a.kernels.height} kernels (by name and launching op)",
-                   ["kernel", "launcher", "category", "count", "total", "mean", "%"], rows, {3, 4, 5, 6})
-        )
+        d, more = _limited(a.kernels, top)
+        rows = [[r["name"], r["launcher"], r["category"], count(r["count"]), us(r["total_us"]), us(r["mean_us"]),
+                 pct(r["pct"])] for r in d.iter_rows(named=True)]
+        cols = [Col("kernel", weight=5, min_width=14), Col("launcher", weight=2, min_width=10),
+                Col("category", min_width=14),
+                Col("count", True), Col("total", True), Col("mean", True), Col("%", True)]
+        console.print(fit_table(f"Kernels by name and launching op ({a.kernels.height:,})", cols, rows, w, more=more))
         console.print()
     if a.ops.height:
-        rows = [[_short(r["launcher"], 60), str(r["count"]), _us(r["total_us"]), f"{r['pct']:.1f}%"]
-                for r in a.ops.head(top).iter_rows(named=True)]
-        console.print(_table("GPU time by launching CPU op", ["launcher", "GPU events", "total", "%"], rows, {1, 2, 3}))
+        d, more = _limited(a.ops, top)
+        rows = [[r["launcher"], count(r["count"]), us(r["total_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
+        console.print(fit_table("GPU time by launching CPU op", [Col("launcher"), Col("GPU events", True),
+                                                                 Col("total", True), Col("%", True)], rows, w, more=more))
         console.print()
     graph = a.launcher_categories.filter(pl.col("launcher").cast(pl.String).str.contains("(?i)graphlaunch"))
     if graph.height:
-        rows = [[r["launcher"], r["category"], str(r["count"]), _us(r["total_us"]), f"{r['pct_of_launcher']:.1f}%"]
-                for r in graph.iter_rows(named=True)]
-        console.print(_table("Graph launches by category", ["launcher", "category", "count", "total", "% of launcher"], rows,
-                             {2, 3, 4}))
+        d, more = _limited(graph, top)
+        rows = [[r["launcher"], r["category"], count(r["count"]), us(r["total_us"]), pct(r["pct_of_launcher"])]
+                for r in d.iter_rows(named=True)]
+        console.print(fit_table("Graph launches by category", [Col("launcher"), Col("category"), Col("count", True),
+                                                               Col("total", True), Col("% of launcher", True)],
+                                rows, w, more=more))
         console.print()
     if a.benchmark:
         b = a.benchmark
-        console.print(f"[bold]Benchmark step[/bold] {b.step}: compute kernel time {_us(b.kernel_time_us)}")
-        for k in b.flush_kernels:
-            console.print(f"  flush    {_short(k.name)}  {_us(k.dur_us)}")
-        for k in b.compute_kernels:
-            console.print(f"  compute  {_short(k.name)}  {_us(k.dur_us)}  [{k.category}]")
+        rows = [["flush", k.name, k.category, us(k.dur_us)] for k in b.flush_kernels]
+        rows += [["compute", k.name, k.category, us(k.dur_us)] for k in b.compute_kernels]
+        console.print(fit_table(f"Benchmark step {b.step}: compute kernel time {us(b.kernel_time_us)}",
+                                [Col("", min_width=7), Col("kernel", weight=4), Col("category"), Col("time", True)],
+                                rows, w))
         console.print()
     nonzero = {k: v for k, v in a.unlinked.items() if v}
-    console.print("Unlinked: " + (", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in nonzero.items()) if nonzero else "none"))
+    console.print(term("Unlinked: " + (", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in nonzero.items())
+                                       if nonzero else "none")), overflow="fold")

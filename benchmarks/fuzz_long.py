@@ -1,0 +1,52 @@
+"""Long mutation-fuzzing run for before releases: many mutants of every small real trace, per-class figures.
+
+    python benchmarks/fuzz_long.py [--n 20000] [--seed 1] [--out docs/results/fuzz_long.json]
+
+Failing mutants are kept in the work directory and listed. Record the figures in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernscope.testing import fuzz  # noqa: E402
+
+TRACES = ROOT.parent / "shared" / "traces"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-mb", type=float, default=2.0, help="use real traces up to this size (gz)")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    sources = [p for p in sorted(TRACES.rglob("*.json.gz")) if p.stat().st_size <= args.max_mb * 1e6]
+    work = Path(tempfile.mkdtemp(prefix="ks-fuzz-"))
+    t0 = time.perf_counter()
+    rep = fuzz.run(sources, work, args.n, seed=args.seed)
+    dt = time.perf_counter() - t0
+    by = {k: dict(v) for k, v in rep.by_class().items()}
+    print(f"{args.n:,} mutants of {len(sources)} real traces in {dt:.0f} s; failures: {len(rep.failures)}")
+    for k, v in sorted(by.items()):
+        print(f"  {k:16s} tried {v.get('tried', 0):6,}  accepted {v.get('accepted', 0):6,}  rejected {v.get('rejected', 0):6,}"
+              f"  failures {v.get('failures', 0)}")
+    for f in rep.failures[:50]:
+        print(f"FAIL {f.mutator}: {f.problem}: {f.message}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"n": args.n, "seed": args.seed, "seconds": dt,
+                                              "sources": [str(p.relative_to(TRACES)) for p in sources],
+                                              "by_class": by, "failures": len(rep.failures)}, indent=2))
+    return 1 if rep.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""What every column and metric means: one table, used by the terminal, the HTML report (header tooltips),
+the xlsx ``definitions`` sheet and ``docs/glossary.md`` (generated: ``python -m kernscope.render.glossary``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    unit: str
+    meaning: str
+    group: str = "general"
+
+
+_T = [
+    # -- trace facts
+    Term("events", "count", "Events in the file's traceEvents array (metadata and flow events included, counters excluded).", "trace"),
+    Term("gpu_events", "count", "GPU activity records: kernels + memcpy + memset.", "trace"),
+    Term("kernels", "count", "GPU kernel records (cat 'kernel'); memcpy and memset excluded.", "trace"),
+    Term("kernel_time_us", "µs", "Sum of kernel durations (not a union: concurrent kernels on several streams add up).", "trace"),
+    Term("devices", "ids", "GPU device ids that ran activity.", "trace"),
+    Term("rank", "id", "distributedInfo.rank of the trace, else the rank in the file name (rank-3, rank3, _rank3).", "trace"),
+    Term("world_size", "count", "distributedInfo.world_size.", "trace"),
+    Term("platform", "", "cuda or rocm, from metadata keys and runtime call names.", "trace"),
+    Term("graph_launches", "count", "Distinct cudaGraphLaunch/hipGraphLaunch calls that launched kernels in the trace.", "trace"),
+    Term("step_source", "", "How steps were found: ProfilerStep (ProfilerStep#N annotations), marker:<regex> (--step-marker), auto (the repeating kernel sequence) or none.", "trace"),
+    Term("salvaged_events", "count", "With --salvage: events recovered from a truncated or partly corrupt file (null otherwise).", "trace"),
+    # -- steps
+    Term("step", "number", "Step number (N of ProfilerStep#N, or the window's index for markers and automatic windows).", "steps"),
+    Term("kind", "", "Kind of step from its marker (decode, prefill, extend, train...); null for ProfilerStep.", "steps"),
+    Term("start_us", "µs", "Start of the step's CPU window, from the first event of the trace.", "steps"),
+    Term("end_us", "µs", "End of the step's CPU window, from the first event of the trace.", "steps"),
+    Term("cpu_duration_us", "µs", "Length of the step's CPU window (end − start).", "steps"),
+    Term("kernel_count", "count", "Kernels launched inside the step's CPU window (by launch time, not by when they ran).", "steps"),
+    Term("gpu_event_count", "count", "GPU records (kernels, memcpy, memset) launched inside the step.", "steps"),
+    Term("gpu_time_us", "µs", "Sum of durations of the GPU records launched in the step.", "steps"),
+    Term("gpu_span_us", "µs", "First start to last end of the GPU records launched in the step.", "steps"),
+    # -- summaries
+    Term("name", "", "Kernel name as recorded (names longer than 4096 bytes keep their head and a hash of the whole).", "summaries"),
+    Term("launcher", "", "What launched the kernel: the innermost CPU op around its runtime launch (by External id, else by nesting on the launching thread); for graph launches, the graph launch call; '<no launch in trace>' when the launch is outside the trace.", "summaries"),
+    Term("category", "", "What the kernel does (GEMM, Attention Forward, Communication, ...), from its name by the rules in analyze/rules.toml, or from its launching op when the name says nothing (see decided_by).", "summaries"),
+    Term("decided_by", "", "Which signal gave the category: name (the kernel name rules), op (the launching CPU op), or graph (the graph launch's op).", "summaries"),
+    Term("library", "", "Who wrote the kernel (cuBLAS, cuDNN, NCCL, Triton, ATen, ...), from its name.", "summaries"),
+    Term("count", "count", "Records in the group.", "summaries"),
+    Term("total_us", "µs", "Sum of durations in the group.", "summaries"),
+    Term("mean_us", "µs", "Mean duration in the group.", "summaries"),
+    Term("min_us", "µs", "Shortest duration in the group.", "summaries"),
+    Term("max_us", "µs", "Longest duration in the group.", "summaries"),
+    Term("pct", "%", "Share of the summed GPU time of the rows summarized (so rows add up to 100%).", "summaries"),
+    Term("pct_wall", "%", "Group time as a share of the GPU wall span (first GPU start to last GPU end).", "summaries"),
+    Term("pct_of_launcher", "%", "Share of the launcher's GPU time (what dominates a graph launch).", "summaries"),
+    # -- timeline
+    Term("computation_time", "µs", "Union of kernels that are neither communication nor memcpy (memsets count here: they run as kernels).", "timeline"),
+    Term("exposed_comm_time", "µs", "Communication kernels not overlapped by any computation.", "timeline"),
+    Term("exposed_memcpy_time", "µs", "Memcpy not overlapped by computation or communication.", "timeline"),
+    Term("busy_time", "µs", "Union of all GPU activity.", "timeline"),
+    Term("idle_time", "µs", "total_time − busy_time.", "timeline"),
+    Term("total_time", "µs", "First GPU start to last GPU end. By default all GPU work is counted, also work queued before the profiling window (its launch is not in the trace); --linked-only counts only work launched inside the trace, as TraceLens does.", "timeline"),
+    Term("total_comm_time", "µs", "Union of communication kernels.", "timeline"),
+    Term("total_memcpy_time", "µs", "Union of memcpy activity.", "timeline"),
+    Term("percent", "%", "Share of total_time.", "timeline"),
+    Term("clipped_kernels", "count", "Kernels whose reported end ran past the start of the next kernel on the same stream (a ROCm timestamp artifact); they are clipped to it.", "timeline"),
+    Term("time_us", "µs", "Length of the timeline quantity.", "timeline"),
+    # -- unlinked
+    Term("gpu_without_launch", "count", "GPU records whose runtime launch is not in the trace.", "unlinked"),
+    Term("gpu_without_correlation", "count", "GPU records with no correlation id.", "unlinked"),
+    Term("gpu_launched_before_window", "count", "GPU records launched before the first runtime call of the trace (queued before profiling started).", "unlinked"),
+    Term("launches_without_gpu", "count", "Launch/memcpy/memset runtime calls whose GPU record is missing.", "unlinked"),
+    Term("launches_without_op", "count", "Launches that no CPU op encloses.", "unlinked"),
+    Term("gpu_outside_steps", "count", "GPU records launched outside every step window.", "unlinked"),
+    Term("flows_without_end", "count", "Flow starts (ph s) with no finish.", "unlinked"),
+    # -- bench view
+    Term("flush_kernels", "", "Kernels of the L2 flush at the start of the profiled step (kernscope::l2_flush annotation, or the leading fill/zero op).", "bench"),
+    Term("compute_kernels", "", "Kernels of the profiled step after the flush.", "bench"),
+    Term("cpu_step_us", "µs", "The profiled step's CPU window.", "bench"),
+    Term("warmup_kernels_in_window", "count", "Kernels of earlier iterations that ran during the profiled step.", "bench"),
+    Term("latency_ms", "ms", "Median of the timed calls (CUDA events around each call, L2 flushed before each).", "bench"),
+    Term("ci_low_ms", "ms", "Lower end of the 95% bootstrap confidence interval of the median latency.", "bench"),
+    Term("ci_high_ms", "ms", "Upper end of the 95% bootstrap confidence interval of the median latency.", "bench"),
+]
+
+TERMS: dict[str, Term] = {t.name: t for t in _T}
+
+
+def define(name: str) -> str:
+    """One line: meaning and unit (for tooltips); empty when the term is unknown."""
+    t = TERMS.get(name)
+    if t is None:
+        return ""
+    return f"{t.meaning} ({t.unit})" if t.unit else t.meaning
+
+
+def markdown() -> str:
+    groups: dict[str, list[Term]] = {}
+    for t in TERMS.values():
+        groups.setdefault(t.group, []).append(t)
+    out = ["# Glossary: every column and metric kernscope prints", "",
+           "Generated from `kernscope/render/glossary.py` (`python -m kernscope.render.glossary > docs/glossary.md`);",
+           "the HTML report shows the same text on hover over a column header, and the xlsx report has it as its",
+           "`definitions` sheet. Times in tables are µs unless the name says otherwise (`_ns`, `_ms`).", ""]
+    for g, terms in groups.items():
+        out += [f"## {g}", "", "| name | unit | meaning |", "|---|---|---|"]
+        out += [f"| `{t.name}` | {t.unit} | {t.meaning.replace('|', '/')} |" for t in terms]
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.stdout.write(markdown())

@@ -1,0 +1,344 @@
+// kernscope HTML report: a canvas timeline with level of detail, charts and sortable tables.
+// Self-contained (no network). All text from the trace goes through textContent, never markup.
+(function () {
+  "use strict";
+  const DATA = JSON.parse(document.getElementById("ks-data").textContent);
+  const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"];
+  const ks = (window.kernscope = { errors: [], views: {} });
+
+  // ---------------------------------------------------------------- helpers
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "text") e.textContent = v;
+      else if (k === "cls") e.className = v;
+      else e.setAttribute(k, v);
+    }
+    for (const k of kids) if (k != null) e.appendChild(typeof k === "string" ? document.createTextNode(k) : k);
+    return e;
+  }
+  function decode(b64, Type) {
+    const bin = atob(b64);
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return new Type(bytes.buffer);
+  }
+  function fmtUs(us) {
+    if (us == null || isNaN(us)) return "-";
+    const a = Math.abs(us);
+    if (a >= 1e6) return (us / 1e6).toFixed(3) + " s";
+    if (a >= 1e3) return (us / 1e3).toFixed(3) + " ms";
+    if (a >= 1) return us.toFixed(2) + " µs";
+    return (us * 1e3).toFixed(0) + " ns";
+  }
+  function fmtNum(v, col) {
+    if (v == null) return "";
+    if (typeof v !== "number") return String(v);
+    if (col.endsWith("_us")) return fmtUs(v);
+    if (col === "pct" || col === "percent" || col.endsWith("_pct") || col.startsWith("pct_")) return v.toFixed(1) + "%";
+    return Number.isInteger(v) ? v.toLocaleString("en-US") : v.toPrecision(4);
+  }
+  function color(i) { return PALETTE[i % PALETTE.length]; }
+  const defs = DATA.glossary || {};
+
+  // ---------------------------------------------------------------- timeline (canvas, level of detail)
+  class Timeline {
+    constructor(root, tl) {
+      this.tl = tl;
+      this.lanes = tl.lanes;
+      this.start = decode(tl.events.start, Float64Array);
+      this.dur = decode(tl.events.dur, Float64Array);
+      this.cat = decode(tl.events.cat, Uint16Array);
+      this.name = decode(tl.events.name, Uint32Array);
+      this.flag = tl.events.flag ? decode(tl.events.flag, Uint8Array) : null;
+      this.laneFirst = tl.lane_first;
+      this.laneMaxDur = tl.lane_max_dur;
+      this.span = Math.max(tl.span_ns, 1);
+      this.t0 = 0; this.t1 = this.span;
+      this.rowH = 16; this.label = 180; this.axisH = 22;
+      this.wrap = el("div", { cls: "tl-wrap" });
+      this.canvas = el("canvas", { cls: "tl", "aria-label": "timeline" });
+      this.tip = el("div", { cls: "tip" });
+      this.range = el("div", { cls: "tl-range" });
+      const bar = el("div", { cls: "tl-bar" },
+        el("button", { text: "−", title: "zoom out", "data-act": "out" }),
+        el("button", { text: "+", title: "zoom in", "data-act": "in" }),
+        el("button", { text: "reset", title: "whole trace (double-click the timeline)", "data-act": "reset" }),
+        this.range);
+      bar.addEventListener("click", (e) => {
+        const a = e.target.getAttribute && e.target.getAttribute("data-act");
+        if (a === "in") this.zoom(0.5, 0.5); else if (a === "out") this.zoom(2, 0.5); else if (a === "reset") this.zoomTo(0, this.span);
+      });
+      this.wrap.appendChild(bar);
+      this.wrap.appendChild(this.canvas);
+      root.appendChild(this.wrap);
+      document.body.appendChild(this.tip);
+      this.bind();
+      this.resize();
+      window.addEventListener("resize", () => this.resize());
+    }
+    resize() {
+      const w = Math.max(600, this.wrap.clientWidth || 1000);
+      const h = this.axisH + this.lanes.length * this.rowH + 4;
+      const dpr = window.devicePixelRatio || 1;
+      this.W = w; this.H = h;
+      this.canvas.width = w * dpr; this.canvas.height = h * dpr;
+      this.canvas.style.width = w + "px"; this.canvas.style.height = h + "px";
+      this.ctx = this.canvas.getContext("2d");
+      this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      this.draw();
+    }
+    x(t) { return this.label + (t - this.t0) / (this.t1 - this.t0) * (this.W - this.label); }
+    tAt(px) { return this.t0 + (px - this.label) / (this.W - this.label) * (this.t1 - this.t0); }
+    zoomTo(a, b) {
+      const minSpan = 100;
+      if (b - a < minSpan) { const m = (a + b) / 2; a = m - minSpan / 2; b = m + minSpan / 2; }
+      this.t0 = Math.max(0, a); this.t1 = Math.min(this.span, Math.max(b, this.t0 + minSpan));
+      this.schedule();
+    }
+    zoom(f, frac) {
+      const c = this.t0 + (this.t1 - this.t0) * frac;
+      this.zoomTo(c - (c - this.t0) * f, c + (this.t1 - c) * f);
+    }
+    schedule() {
+      if (this.pending) return;
+      this.pending = true;
+      requestAnimationFrame(() => { this.pending = false; this.draw(); });
+    }
+    first(lane, t) {  // first event of the lane that may end after t
+      let lo = this.laneFirst[lane], hi = this.laneFirst[lane + 1];
+      const target = t - this.laneMaxDur[lane];
+      while (lo < hi) { const m = (lo + hi) >> 1; if (this.start[m] < target) lo = m + 1; else hi = m; }
+      return lo;
+    }
+    draw() {
+      const ctx = this.ctx, W = this.W, H = this.H;
+      ctx.clearRect(0, 0, W, H);
+      ctx.font = "11px system-ui, sans-serif";
+      // axis
+      const span = this.t1 - this.t0;
+      const step = Math.pow(10, Math.floor(Math.log10(span / 8)));
+      const mult = span / step > 40 ? 5 : span / step > 20 ? 2 : 1;
+      const tick = step * mult;
+      ctx.fillStyle = "#555"; ctx.strokeStyle = "#ddd";
+      for (let t = Math.ceil(this.t0 / tick) * tick; t <= this.t1; t += tick) {
+        const x = this.x(t);
+        ctx.beginPath(); ctx.moveTo(x, this.axisH - 4); ctx.lineTo(x, H); ctx.stroke();
+        ctx.fillText(fmtUs(t / 1000), x + 2, 12);
+      }
+      // steps
+      for (const s of this.tl.steps || []) {
+        const a = this.x(s.start_ns), b = this.x(s.end_ns);
+        if (b < this.label || a > W) continue;
+        ctx.fillStyle = "rgba(80,110,180,0.06)";
+        ctx.fillRect(Math.max(a, this.label), this.axisH, Math.min(b, W) - Math.max(a, this.label), H - this.axisH);
+        ctx.fillStyle = "#3a5aa0";
+        ctx.fillRect(Math.max(a, this.label), this.axisH - 3, 1, H - this.axisH + 3);
+        if (b - a > 40) ctx.fillText(s.name, Math.max(a, this.label) + 3, this.axisH - 6);
+      }
+      // lanes
+      let drawn = 0;
+      for (let l = 0; l < this.lanes.length; l++) {
+        const y = this.axisH + l * this.rowH;
+        ctx.fillStyle = l % 2 ? "#fafafa" : "#f2f4f7";
+        ctx.fillRect(0, y, W, this.rowH);
+        ctx.fillStyle = "#333";
+        ctx.fillText(this.lanes[l].label, 4, y + 12);
+        let i = this.first(l, this.t0);
+        const end = this.laneFirst[l + 1];
+        let lastPx = -1;
+        for (; i < end; i++) {
+          const s = this.start[i];
+          if (s > this.t1) break;
+          const e = s + this.dur[i];
+          if (e < this.t0) continue;
+          const x0 = Math.max(this.x(s), this.label), x1 = this.x(e);
+          const px = x0 | 0;
+          if (x1 - x0 < 1 && px === lastPx) continue;  // level of detail: one mark per pixel per lane
+          lastPx = px;
+          ctx.fillStyle = color(this.cat[i]);
+          ctx.fillRect(x0, y + 2, Math.max(1, x1 - x0), this.rowH - 4);
+          if (this.flag && this.flag[i] === 1) { ctx.strokeStyle = "#000"; ctx.strokeRect(x0, y + 2, Math.max(1, x1 - x0), this.rowH - 4); }
+          drawn++;
+        }
+      }
+      this.drawn = drawn;
+      this.range.textContent = "view " + fmtUs(this.t0 / 1000) + " – " + fmtUs(this.t1 / 1000) + " (" + fmtUs(span / 1000) + ")";
+    }
+    hit(mx, my) {
+      const l = Math.floor((my - this.axisH) / this.rowH);
+      if (l < 0 || l >= this.lanes.length || mx < this.label) return -1;
+      const t = this.tAt(mx), tol = (this.t1 - this.t0) / (this.W - this.label) * 2;
+      let best = -1;
+      for (let i = this.first(l, t - tol), end = this.laneFirst[l + 1]; i < end && this.start[i] <= t + tol; i++) {
+        if (this.start[i] + this.dur[i] >= t - tol) best = i;
+      }
+      return best;
+    }
+    bind() {
+      const c = this.canvas;
+      c.addEventListener("wheel", (e) => {
+        e.preventDefault();
+        const r = c.getBoundingClientRect();
+        const frac = Math.min(1, Math.max(0, (e.clientX - r.left - this.label) / (this.W - this.label)));
+        this.zoom(e.deltaY > 0 ? 1.25 : 0.8, frac);
+      }, { passive: false });
+      let drag = null;
+      c.addEventListener("mousedown", (e) => { drag = { x: e.clientX, t0: this.t0, t1: this.t1 }; });
+      window.addEventListener("mouseup", () => { drag = null; });
+      c.addEventListener("dblclick", () => this.zoomTo(0, this.span));
+      c.addEventListener("mousemove", (e) => {
+        const r = c.getBoundingClientRect();
+        if (drag) {
+          const dt = (e.clientX - drag.x) / (this.W - this.label) * (drag.t1 - drag.t0);
+          const a = Math.max(0, Math.min(this.span - (drag.t1 - drag.t0), drag.t0 - dt));
+          this.t0 = a; this.t1 = a + (drag.t1 - drag.t0); this.schedule();
+          return;
+        }
+        const i = this.hit(e.clientX - r.left, e.clientY - r.top);
+        if (i < 0) { this.tip.style.display = "none"; return; }
+        this.tip.textContent = "";
+        this.tip.appendChild(el("b", { text: this.tl.names[this.name[i]] }));
+        this.tip.appendChild(el("div", { text: this.tl.categories[this.cat[i]] + " · " + fmtUs(this.dur[i] / 1000) +
+          " · starts at " + fmtUs(this.start[i] / 1000) + (this.flag && this.flag[i] === 1 ? " · L2 flush" : "") }));
+        this.tip.style.display = "block";
+        this.tip.style.left = Math.min(window.innerWidth - 420, e.clientX + 12) + "px";
+        this.tip.style.top = (e.clientY + 14) + "px";
+      });
+      c.addEventListener("mouseleave", () => { this.tip.style.display = "none"; });
+    }
+  }
+
+  // ---------------------------------------------------------------- charts
+  function legend(names) {
+    const d = el("div", { cls: "legend" });
+    names.forEach((n) => d.appendChild(el("span", {}, el("i"), n)));
+    d.querySelectorAll("i").forEach((e, i) => { e.style.background = color(i); });
+    return d;
+  }
+  function stackedSteps(root, sc) {
+    const c = el("canvas", { cls: "bars", "aria-label": "per-step categories" });
+    root.appendChild(legend(sc.categories));
+    root.appendChild(c);
+    const n = sc.steps.length, W = Math.max(600, root.clientWidth || 900), H = 220, pad = 40;
+    const dpr = window.devicePixelRatio || 1;
+    c.width = W * dpr; c.height = H * dpr; c.style.width = W + "px"; c.style.height = H + "px";
+    const ctx = c.getContext("2d"); ctx.setTransform(dpr, 0, 0, dpr, 0, 0); ctx.font = "11px system-ui";
+    let max = 0;
+    for (const row of sc.values) max = Math.max(max, row.reduce((a, b) => a + b, 0));
+    const bw = Math.max(2, Math.min(60, (W - pad) / Math.max(n, 1) - 4));
+    sc.values.forEach((row, i) => {
+      let y = H - 20;
+      const x = pad + i * (bw + 4);
+      row.forEach((v, k) => {
+        const h = max ? v / max * (H - 40) : 0;
+        ctx.fillStyle = color(k); ctx.fillRect(x, y - h, bw, h); y -= h;
+      });
+      if (bw > 24 || i % Math.ceil(n / 20) === 0) { ctx.fillStyle = "#333"; ctx.fillText(sc.steps[i], x, H - 6); }
+    });
+    ctx.fillStyle = "#555"; ctx.fillText(fmtUs(max), 2, 14);
+  }
+  function breakdown(root, rows) {
+    const t = el("div", { cls: "breakdown" });
+    for (const r of rows) {
+      const bar = el("div", { cls: "bd-bar" }); bar.style.width = Math.min(100, r.percent).toFixed(2) + "%";
+      t.appendChild(el("div", { cls: "bd-row", title: defs[r.type] || "" }, el("span", { cls: "bd-label", text: r.type.replace(/_/g, " ") }),
+        el("span", { cls: "bd-track" }, bar), el("span", { cls: "bd-val", text: fmtUs(r.time_us) + " · " + r.percent.toFixed(1) + "%" })));
+    }
+    root.appendChild(t);
+  }
+
+  // ---------------------------------------------------------------- tables
+  class SortTable {
+    constructor(root, name, spec) {
+      this.name = name; this.cols = spec.columns; this.rows = spec.rows; this.view = this.rows.slice();
+      this.limit = 200; this.sortCol = -1; this.desc = true;
+      this.filter = el("input", { type: "search", placeholder: "filter " + name + "…", cls: "filter" });
+      this.info = el("span", { cls: "info" });
+      this.table = el("table", { cls: "grid", "data-table": name });
+      root.appendChild(el("div", { cls: "tbar" }, this.filter, this.info));
+      root.appendChild(this.table);
+      this.more = el("button", { text: "show more", cls: "more" });
+      root.appendChild(this.more);
+      this.more.addEventListener("click", () => { this.limit += 500; this.render(); });
+      this.filter.addEventListener("input", () => this.apply());
+      this.render();
+      ks.views[name] = this;
+    }
+    apply() {
+      const q = this.filter.value.toLowerCase();
+      this.view = q ? this.rows.filter((r) => r.some((v) => typeof v === "string" && v.toLowerCase().includes(q))) : this.rows.slice();
+      if (this.sortCol >= 0) this.sort(this.sortCol, this.desc, false);
+      this.render();
+    }
+    sort(j, desc, rerender = true) {
+      this.sortCol = j; this.desc = desc;
+      this.view.sort((a, b) => {
+        const x = a[j], y = b[j];
+        if (x == null) return 1; if (y == null) return -1;
+        const r = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+        return desc ? -r : r;
+      });
+      if (rerender) this.render();
+    }
+    render() {
+      this.table.textContent = "";
+      const head = el("tr");
+      this.cols.forEach((c, j) => {
+        const th = el("th", { text: c + (this.sortCol === j ? (this.desc ? " ▼" : " ▲") : ""), title: defs[c] || "" });
+        th.addEventListener("click", () => this.sort(j, this.sortCol === j ? !this.desc : true));
+        head.appendChild(th);
+      });
+      this.table.appendChild(el("thead", {}, head));
+      const body = el("tbody");
+      for (const r of this.view.slice(0, this.limit)) {
+        const tr = el("tr");
+        r.forEach((v, j) => tr.appendChild(el("td", { text: fmtNum(v, this.cols[j]), cls: typeof v === "number" ? "num" : "" })));
+        body.appendChild(tr);
+      }
+      this.table.appendChild(body);
+      this.info.textContent = this.view.length.toLocaleString("en-US") + " of " + this.rows.length.toLocaleString("en-US") + " rows";
+      this.more.style.display = this.view.length > this.limit ? "" : "none";
+    }
+  }
+
+  // ---------------------------------------------------------------- page
+  function section(title, id) {
+    const s = el("section", { id: id }, el("h2", { text: title }));
+    document.getElementById("main").appendChild(s);
+    return s;
+  }
+  function facts(f) {
+    const dl = el("dl", { cls: "facts" });
+    for (const [k, v] of Object.entries(f)) {
+      if (v == null || (Array.isArray(v) && !v.length)) continue;
+      dl.appendChild(el("dt", { text: k.replace(/_/g, " "), title: defs[k] || "" }));
+      dl.appendChild(el("dd", { text: typeof v === "number" ? fmtNum(v, k) : Array.isArray(v) ? v.join(", ") : String(v) }));
+    }
+    return dl;
+  }
+  try {
+    document.getElementById("title").textContent = DATA.title;
+    if (DATA.facts) section("Trace", "facts").appendChild(facts(DATA.facts));
+    if (DATA.timeline && DATA.timeline.lanes.length) {
+      const s = section("Timeline (wheel: zoom, drag: pan, double-click: reset)", "timeline");
+      s.appendChild(legend(DATA.timeline.categories));
+      ks.timeline = new Timeline(s, DATA.timeline);
+      if (DATA.timeline.note) s.appendChild(el("p", { cls: "note", text: DATA.timeline.note }));
+    }
+    if (DATA.breakdown) breakdown(section("GPU timeline breakdown", "breakdown"), DATA.breakdown);
+    if (DATA.step_categories && DATA.step_categories.steps.length) stackedSteps(section("GPU time per step by category", "steps"), DATA.step_categories);
+    for (const v of DATA.views || []) {
+      const s = section(v.title, "view-" + v.name);
+      if (v.note) s.appendChild(el("p", { cls: "note", text: v.note }));
+      new SortTable(s, v.name, v.table);
+    }
+    for (const [name, spec] of Object.entries(DATA.tables || {})) new SortTable(section(spec.title, "table-" + name), name, spec);
+  } catch (err) {
+    ks.errors.push(String(err));
+    document.getElementById("main").appendChild(el("pre", { cls: "error", text: "report error: " + err }));
+    throw err;
+  }
+  ks.ready = true;
+})();

@@ -1,0 +1,105 @@
+"""Terminal tables that fit: numbers are never cut; name columns share what is left and are shortened in
+the middle. Cells are literal text (names cannot inject markup or escape sequences). Formatting only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .glossary import define
+from .names import shorten_middle, term, visible
+
+#: space rich puts between two columns (padding (0, 1), no edge padding)
+GAP = 2
+
+
+@dataclass(frozen=True)
+class Col:
+    header: str
+    numeric: bool = False
+    weight: int = 1  #: share of the free width among name columns
+    min_width: int = 8
+    key: str | None = None  #: glossary key (for the header's meaning in docs/HTML; terminal shows header only)
+
+
+def us(v: float | None) -> str:
+    """A µs value in the unit that reads best (µs, ms, s)."""
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:,.3f} s"
+    if a >= 1e3:
+        return f"{v / 1e3:,.3f} ms"
+    return f"{v:,.2f} µs"
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"
+
+
+def count(v: int | None) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
+def _allocate(cols: Sequence[Col], nat: list[int], width: int) -> list[int]:
+    """Widths: numeric columns natural; name columns from their minimum up, sharing the rest by weight."""
+    widths = list(nat)
+    names = [i for i, c in enumerate(cols) if not c.numeric]
+    if not names:
+        return widths
+    free = width - sum(nat[i] for i, c in enumerate(cols) if c.numeric) - GAP * (len(cols) - 1)
+    if sum(nat[i] for i in names) <= free:
+        return widths
+    for i in names:
+        widths[i] = min(nat[i], cols[i].min_width)
+    spare = free - sum(widths[i] for i in names)
+    while spare > 0:
+        open_ = [i for i in names if widths[i] < nat[i]]
+        if not open_:
+            break
+        total_w = sum(cols[i].weight for i in open_)
+        given = 0
+        for i in open_:
+            add = min(nat[i] - widths[i], max(1, spare * cols[i].weight // total_w))
+            add = min(add, spare - given)
+            widths[i] += add
+            given += add
+            if given >= spare:
+                break
+        if given == 0:
+            break
+        spare -= given
+    return widths
+
+
+def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int, *, more: int = 0) -> Table:
+    """A table no wider than ``width``: numeric columns at their natural width, name columns shortened."""
+    cells = [[visible(v) for v in r] for r in rows]
+    nat = [max([len(c.header)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+    widths = _allocate(cols, nat, width)
+    t = Table(title=shorten_middle(title, width), title_justify="left", title_style="bold", header_style="bold",
+              box=None, pad_edge=False, padding=(0, 1), show_edge=False, expand=False, collapse_padding=False)
+    for i, c in enumerate(cols):
+        t.add_column(shorten_middle(c.header, widths[i]), justify="right" if c.numeric else "left", width=widths[i],
+                     no_wrap=True, overflow="crop", min_width=widths[i], max_width=widths[i])
+    for r in cells:
+        t.add_row(*(Text(v if cols[i].numeric else shorten_middle(v, widths[i])) for i, v in enumerate(r)))
+    if more > 0:
+        t.add_row(Text(shorten_middle(f"… {more:,} more", widths[0]), style="dim"), *([Text("")] * (len(cols) - 1)))
+    return t
+
+
+def header_lines(console: Console, lines: Sequence[str | Text]) -> None:
+    for line in lines:
+        console.print(line if isinstance(line, Text) else term(line), overflow="fold")
+
+
+def meaning(key: str) -> str:
+    return define(key)

@@ -1,0 +1,161 @@
+"""The HTML pages in a real browser (headless Chromium through the DevTools protocol): they load with no
+console error or CSP violation, hold the same numbers as ``--format json``, draw the expected lanes, zoom
+and pan, show hover details, and stay safe with hostile names."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import write_trace
+
+from kernscope.cli import main
+from kernscope.testing.browser import Browser, find_chromium
+
+pytestmark = pytest.mark.skipif(
+    find_chromium() is None and os.environ.get("KERNSCOPE_REQUIRE_BROWSER") != "1",
+    reason="no chromium (make test installs Debian's chromium package)",
+)
+EXAMPLE = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser() as b:
+        yield b
+
+
+def _fresh(b: Browser) -> None:
+    b.events.clear()
+
+
+def test_report_loads_and_matches_json(browser, tmp_path, capsys):
+    html = tmp_path / "r.html"
+    assert main(["report", str(EXAMPLE), "-o", str(html), "--no-cache"]) == 0
+    assert main(["analyze", str(EXAMPLE), "--format", "json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    # tables: every kernel row of the JSON, with the same count and total
+    rows = browser.eval("kernscope.views.kernels.rows")
+    cols = browser.eval("kernscope.views.kernels.cols")
+    page = {(r[cols.index("name")], r[cols.index("launcher")]): (r[cols.index("count")], r[cols.index("total_us")]) for r in rows}
+    want = {(k["name"], k["launcher"]): (k["count"], k["total_us"]) for k in doc["kernels"]}
+    assert page == want
+    cats = browser.eval("kernscope.views.categories.rows")
+    assert {r[0]: r[2] for r in cats} == {c["category"]: c["total_us"] for c in doc["categories"]}
+    # the rendered table cells hold the numbers too
+    first_cell = browser.eval("document.querySelector('table[data-table=kernels] tbody tr td:nth-child(5)').textContent")
+    assert first_cell == f"{doc['kernels'][0]['count']:,}"
+    # timeline: one lane per (device, stream), events drawn
+    lanes = browser.eval("kernscope.timeline.lanes.map(l => l.label)")
+    t = pl.read_ipc  # noqa: F841 - (readability: the lanes come from the trace's streams)
+    import kernscope
+
+    gpu = kernscope.load(EXAMPLE, cache=False).gpu
+    streams = gpu.select("device", "stream").unique().height
+    assert len(lanes) == streams and all(label.startswith("GPU ") for label in lanes)
+    assert browser.eval("kernscope.timeline.drawn") > 0
+    assert browser.eval("kernscope.timeline.tl.steps.length") == len(doc["steps"])
+
+
+def test_zoom_pan_and_hover(browser, tmp_path):
+    html = tmp_path / "r.html"
+    assert main(["report", str(EXAMPLE), "-o", str(html), "--no-cache", "--quiet"]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    box = browser.eval("(() => { const r = kernscope.timeline.canvas.getBoundingClientRect(); "
+                       "window.scrollTo(0, r.top + window.scrollY - 100); const q = kernscope.timeline.canvas.getBoundingClientRect();"
+                       "return [q.left, q.top, q.width, q.height]; })()")
+    span0 = browser.eval("kernscope.timeline.t1 - kernscope.timeline.t0")
+    x, y = box[0] + box[2] * 0.6, box[1] + 30
+    for _ in range(6):
+        browser.mouse("mouseWheel", x, y, deltaX=0, deltaY=-120)
+    browser.eval("new Promise(r => requestAnimationFrame(() => r(1)))")
+    span1 = browser.eval("kernscope.timeline.t1 - kernscope.timeline.t0")
+    assert span1 < span0 * 0.5
+    t0 = browser.eval("kernscope.timeline.t0")
+    browser.mouse("mousePressed", x, y, button="left", clickCount=1)
+    browser.mouse("mouseMoved", x - 200, y, button="left")
+    browser.mouse("mouseReleased", x - 200, y, button="left", clickCount=1)
+    browser.eval("new Promise(r => requestAnimationFrame(() => r(1)))")
+    assert browser.eval("kernscope.timeline.t0") > t0  # dragged left: later times come into view
+    assert "view" in browser.eval("kernscope.timeline.range.textContent")
+    # hover over a drawn kernel: the tooltip names it
+    browser.eval("kernscope.timeline.zoomTo(0, kernscope.timeline.span)")
+    pos = browser.eval("""(() => { const T = kernscope.timeline; const r = T.canvas.getBoundingClientRect();
+        let best = 0; for (let i = 1; i < T.dur.length; i++) if (T.dur[i] > T.dur[best]) best = i;
+        const x = T.x(T.start[best] + T.dur[best] / 2), lane = T.laneFirst.findIndex((f, l) => best < T.laneFirst[l + 1]);
+        return [r.left + x, r.top + T.axisH + lane * T.rowH + 8, T.tl.names[T.name[best]]]; })()""")
+    browser.mouse("mouseMoved", pos[0], pos[1])
+    assert browser.eval("kernscope.timeline.tip.style.display") == "block"
+    assert pos[2] in browser.eval("kernscope.timeline.tip.textContent")
+    browser.eval("kernscope.timeline.zoomTo(0, kernscope.timeline.span)")
+    assert browser.errors() == []
+
+
+def test_table_sort_and_filter(browser, tmp_path):
+    html = tmp_path / "r.html"
+    assert main(["report", str(EXAMPLE), "-o", str(html), "--no-cache", "--quiet"]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    n = browser.eval("kernscope.views.kernels.view.length")
+    browser.eval("(() => { const t = kernscope.views.kernels; t.filter.value = 'gemm'; t.apply(); })()")
+    m = browser.eval("kernscope.views.kernels.view.length")
+    assert 0 < m < n
+    assert all("gemm" in " ".join(map(str, r)).lower() for r in browser.eval("kernscope.views.kernels.view"))
+    browser.eval("document.querySelectorAll('table[data-table=kernels] th')[4].click()")  # count
+    counts = browser.eval("kernscope.views.kernels.view.map(r => r[4])")
+    assert counts == sorted(counts, reverse=True)
+
+
+def test_hostile_names_stay_text(browser, tmp_path):
+    evil = ['</script><img src=x onerror="window.pwned=1">', "<b onmouseover=alert(1)>x</b>", "=cmd|' /C calc'!A0",
+            "\u001b]8;;http://x\u0007link\u001b]8;;\u0007", "[link=https://evil]click[/link]"]
+    ev = []
+    for i, name in enumerate(evil):
+        ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 10 * i, "dur": 5,
+                   "args": {"correlation": i + 1, "device": 0, "stream": 7}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10 * i - 2,
+                   "dur": 1, "args": {"correlation": i + 1}})
+    p = write_trace(tmp_path / "evil.json", ev)
+    html = tmp_path / "evil.html"
+    assert main(["report", str(p), "-o", str(html), "--no-cache", "--quiet"]) == 0
+    text = html.read_text()
+    assert "</script><img" not in text and "<b onmouseover" not in text
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    assert browser.eval("document.querySelectorAll('img').length") == 0
+    assert browser.eval("window.pwned === undefined")
+    names = browser.eval("Array.from(document.querySelectorAll('table[data-table=kernels] tbody td:first-child')).map(t => t.textContent)")
+    assert set(names) == set(evil)
+
+
+def test_intra_timeline_page(browser, tmp_path):
+    from kernscope.intra.simulate import Region, empty_buffer, fill_buffer
+
+    regions = [Region([(1000 + b * 50 + k * 200, s, k % 3) for k in range(40) for s in (True, False)], t0=0, sm=b % 16)
+               for b in range(2000)]
+    # starts and ends alternate per task: fix end times after their starts
+    for r in regions:
+        r.records = [(t + (0 if s else 150), s, k) for (t, s, k) in r.records]
+    buf = fill_buffer(empty_buffer(2000 * 80 + 64), regions)
+    np.savez(tmp_path / "b.npz", buffer=buf, task_names=np.array(["load", "mma", "store"]))
+    html = tmp_path / "t.html"
+    assert main(["intra", "stats", str(tmp_path / "b.npz"), "--html", str(html)]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    assert browser.eval("kernscope.timeline.dur.length") == 2000 * 40
+    assert browser.eval("kernscope.timeline.lanes[0].label").startswith("SM 0")
+    assert browser.eval("kernscope.timeline.tl.categories") == ["load", "mma", "store"]
+    before = browser.eval("kernscope.timeline.t1 - kernscope.timeline.t0")
+    browser.eval("kernscope.timeline.zoom(0.1, 0.5)")
+    assert browser.eval("kernscope.timeline.t1 - kernscope.timeline.t0") < before
+    assert set(browser.eval("Object.keys(kernscope.views)")) >= {"tasks", "sms"}

@@ -1,0 +1,52 @@
+"""Seeded mutation fuzzing of real traces (a few hundred mutants, bounded time): kernscope rejects a mutant
+with one line naming the file, or reports exactly what the raw JSON says. A longer run before releases:
+``python benchmarks/fuzz_long.py``."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import random
+from contextlib import redirect_stderr, redirect_stdout
+
+from conftest import TRACES, needs_traces
+
+from kernscope.cli import main
+from kernscope.testing import fuzz
+
+SMALL = ["hta/triton_example.json.gz", "hta/a100_alexnet_cuda_sync.json.gz", "hta/mi250_rocm62_minitoy_train.json.gz",
+         "tracelens/torch_compile_triton.json.gz", "tracelens/rocm_vllm_decode_full_hipgraph.json.gz",
+         "hta/event_sync_multi_stream.json.gz", "hta/cpu_only.pt.trace.json.gz"]
+N = int(os.environ.get("KERNSCOPE_FUZZ_N", "360"))
+
+
+@needs_traces
+def test_mutants_of_real_traces_keep_the_promise(tmp_path):
+    sources = [TRACES / s for s in SMALL if (TRACES / s).exists()]
+    rep = fuzz.run(sources, tmp_path, N, seed=int(os.environ.get("KERNSCOPE_FUZZ_SEED", "20261126")))
+    assert not rep.failures, "\n".join(f"{f.mutator}: {f.problem}: {f.message}" for f in rep.failures[:10])
+    by = rep.by_class()
+    assert set(by) == set(fuzz.MUTATORS)
+    assert all(c["tried"] >= N // len(fuzz.MUTATORS) for c in by.values())
+    assert sum(c["accepted"] for c in by.values()) > 0 and sum(c["rejected"] for c in by.values()) > 0
+
+
+@needs_traces
+def test_cli_on_mutants_exits_0_or_2_with_one_line(tmp_path):
+    src = (TRACES / SMALL[2]).read_bytes()
+    data = gzip.decompress(src)
+    r = random.Random(5)
+    names = sorted(fuzz.MUTATORS)
+    for i in range(60):
+        m = fuzz.MUTATORS[names[i % len(names)]](r, data)
+        p = tmp_path / f"m{i}.json"
+        p.write_bytes(m)
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            rc = main(["analyze", str(p), "--no-cache", "--format", "json", *(["--salvage"] if i % 5 == 0 else [])])
+        e = err.getvalue()
+        assert rc in (0, 2), e
+        assert "Traceback" not in e and "internal error" not in e, e
+        if rc == 2:
+            assert len([x for x in e.splitlines() if x.strip()]) == 1 and str(p) in e, e

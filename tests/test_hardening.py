@@ -1,0 +1,237 @@
+"""One regression test per class of hostile or unlucky input (the hardening issue): numbers that do not fit,
+decompression bombs, injection through names, deep nesting, salvage, paths and files, pathological sizes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import stat
+import zipfile
+
+import polars as pl
+import pytest
+from conftest import write_trace
+
+import kernscope
+from kernscope.cli import main
+from kernscope.testing.synth import make_trace
+
+
+def _k(ts, dur, corr, name="k", **args):
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"correlation": corr, "device": 0, "stream": 7, **args}}
+
+
+def _launch(ts, corr):
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": 1,
+            "args": {"correlation": corr}}
+
+
+def _one_error(capsys, rc, *needles):
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert rc == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+# -- 2. numbers that do not fit ------------------------------------------------------------------------------
+@pytest.mark.parametrize("ts,dur,needle", [
+    (9_300_000_000_000_000, 1, "$.traceEvents[0].ts"),  # 9.3e18 ns > 2^63
+    (9_223_372_036_854_775, 5_000_000, "'ts' + 'dur' does not fit"),  # each fits, the sum does not
+    ("1e400", 1, "$.traceEvents[0]"),
+])
+def test_numbers_out_of_range(tmp_path, capsys, ts, dur, needle):
+    raw = json.dumps({"traceEvents": [_k(0, 1, 1), _k(0, 1, 2)]}).replace('"ts": 0, "dur": 1, "args": {"correlation": 1',
+                                                                           f'"ts": {ts}, "dur": {dur}, "args": {{"correlation": 1', 1)
+    p = tmp_path / "t.json"
+    p.write_text(raw)
+    _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p), needle)
+
+
+def test_step_number_overflow_is_an_error_and_salvage_skips_it(tmp_path, capsys):
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99999999999999999999", "pid": 1, "tid": 1,
+           "ts": 0, "dur": 100}, _launch(5, 1), _k(10, 2, 1)]
+    p = write_trace(tmp_path / "t.json", ev)
+    _one_error(capsys, main(["analyze", str(p), "--no-cache"]), "does not fit int64")
+    out = tmp_path / "o.json"
+    assert main(["analyze", str(p), "--no-cache", "--salvage", "--format", "json", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["trace"]["kernels"] == 1 and any("does not fit int64" in s for s in doc["salvage_skipped"])
+
+
+def test_integer_arg_beyond_int64_is_rejected_not_nulled(tmp_path, capsys):
+    p = write_trace(tmp_path / "t.json", [_k(0, 1, 1, **{"External id": 18446744073709551615})])
+    _one_error(capsys, main(["analyze", str(p), "--no-cache"]), "External id", "does not fit int64")
+
+
+# -- 3. decompression bombs ----------------------------------------------------------------------------------
+def test_event_bomb_is_bounded_by_the_memory_budget(tmp_path, capsys):
+    ev = json.dumps(_k(1, 2, 1, name="x" * 200))
+    body = ("," .join([ev] * 20000)).encode()
+    p = tmp_path / "bomb.json.gz"
+    with gzip.open(p, "wb") as f:
+        f.write(b'{"traceEvents": [')
+        for _ in range(40):  # 200 MB of JSON from a small file
+            f.write(body + b",")
+        f.write(ev.encode() + b"]}")
+    assert p.stat().st_size < 2_000_000
+    _one_error(capsys, main(["analyze", str(p), "--no-cache", "--max-memory", "20M"]), str(p), "memory budget",
+               "--max-memory")
+
+
+def test_whitespace_bomb_is_refused(tmp_path, capsys):
+    p = tmp_path / "ws.json.gz"
+    with gzip.open(p, "wb", compresslevel=1) as f:
+        f.write(b'{"traceEvents": [' + json.dumps(_k(1, 2, 1)).encode())
+        chunk = b" " * (64 << 20)
+        for _ in range(5):  # 320 MB of blanks where the next event should be
+            f.write(chunk)
+        f.write(b"," + json.dumps(_k(5, 2, 2)).encode() + b"]}")
+    _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p), "larger than")
+
+
+# -- 4. injection through names ------------------------------------------------------------------------------
+EVIL = ["[/]", "[link=https://evil.example]click[/link]", "\x1b]8;;http://x\x07osc\x1b]8;;\x07", "\x1b[2Jclear",
+        "=cmd|' /C calc'!A0", "+SUM(1;2)", "@import", "-2+3"]
+
+
+def _evil_trace(tmp_path):
+    ev = []
+    for i, n in enumerate(EVIL):
+        ev += [_launch(10 * i - 2, i + 1), _k(10 * i, 5 + i, i + 1, name=n)]
+    return write_trace(tmp_path / "evil.json", ev)
+
+
+def test_terminal_shows_names_as_text(tmp_path, capsys):
+    p = _evil_trace(tmp_path)
+    assert main(["analyze", str(p), "--no-cache", "--top", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out  # no escape sequence reaches the terminal
+    assert "[/]" in out and "[link=https://evil.example]" in out
+    assert "\\x1b]8;;" in out  # shown, escaped
+
+
+def test_csv_and_xlsx_do_not_run_formulas(tmp_path, capsys):
+    p = _evil_trace(tmp_path)
+    assert main(["analyze", str(p), "--no-cache", "--format", "csv"]) == 0
+    csv = capsys.readouterr().out
+    assert "'=cmd|" in csv and "'+SUM(1;2)" in csv and "'@import" in csv and "'-2+3" in csv
+    assert "\n=cmd" not in csv and ",=cmd" not in csv
+    out = tmp_path / "r.xlsx"
+    assert main(["report", str(p), "--no-cache", "-o", str(out), "--quiet"]) == 0
+    with zipfile.ZipFile(out) as z:
+        sheets = [n for n in z.namelist() if n.startswith("xl/worksheets/sheet")]
+        assert not any("<f>" in z.read(n).decode() for n in sheets)  # no formula cells
+        assert "=cmd|" in z.read("xl/sharedStrings.xml").decode()
+
+
+# -- 5. deep nesting and bad UTF-8 ---------------------------------------------------------------------------
+def test_deep_nesting_is_a_clear_error(tmp_path, capsys):
+    deep = "[" * 3000 + "]" * 3000
+    p = tmp_path / "deep.json"
+    p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": {"d": ' + deep + "}}]}")
+    _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p), "nested too deeply")
+    p.write_text('{"traceEvents": [], "meta": ' + deep + "}")
+    _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p))
+
+
+def test_bad_utf8_in_trailing_metadata(tmp_path, capsys):
+    p = tmp_path / "u.json"
+    p.write_bytes(b'{"traceEvents": [' + json.dumps(_k(1, 2, 1)).encode() + b'], "traceName": "\xff\xfe"}')
+    _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p), "UTF-8")
+
+
+# -- 6. salvage ----------------------------------------------------------------------------------------------
+def test_salvage_cut_inside_a_deeply_structured_event(tmp_path):
+    ev = [_k(10 * i, 2, i + 1) for i in range(1000)]
+    text = json.dumps({"traceEvents": ev})[:-2]  # drop "]}"
+    many = ", ".join('{"a": {"b": 1}}' for _ in range(40))
+    text += ', {"ph": "X", "cat": "kernel", "name": "cut", "ts": 1, "dur": 1, "args": {"list": [' + many
+    p = tmp_path / "cut.json"
+    p.write_text(text)
+    t = kernscope.load(p, cache=False, salvage=True)
+    assert t.kernels.height == 1000 and t.salvaged == 1000
+
+
+def test_salvage_keeps_everything_but_the_bad_event(tmp_path):
+    ev = [_k(10 * i, 2, i + 1) for i in range(3000)]
+    text = json.dumps({"traceEvents": ev, "traceName": "x"})
+    bad = json.dumps(ev[2990])
+    text = text.replace(bad, bad.replace('"dur": 2', '"dur": {"not": "a number"}'))
+    p = tmp_path / "bad.json"
+    p.write_text(text)
+    with pytest.raises(kernscope.TraceError, match=r"traceEvents\[2990\]"):
+        kernscope.load(p, cache=False)
+    t = kernscope.load(p, cache=False, salvage=True)
+    assert t.kernels.height == 2999 and t.metadata["traceName"] == "x"
+    assert any("2990" in s for s in t.salvage_skipped)
+
+
+# -- 7. paths and files --------------------------------------------------------------------------------------
+def test_output_through_a_symlink_writes_its_target(tmp_path):
+    p = write_trace(tmp_path / "t.json", [_launch(0, 1), _k(1, 2, 1)])
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert main(["analyze", str(p), "--no-cache", "--format", "json", "-o", str(link)]) == 0
+    assert link.is_symlink() and json.loads(target.read_text())["trace"]["kernels"] == 1
+
+
+def test_report_to_an_existing_directory_named_xlsx(tmp_path, capsys):
+    p = write_trace(tmp_path / "t.json", [_launch(0, 1), _k(1, 2, 1)])
+    (tmp_path / "x.xlsx").mkdir()
+    _one_error(capsys, main(["report", str(p), "-o", str(tmp_path / "x.xlsx")]), "is a directory")
+    assert list((tmp_path / "x.xlsx").iterdir()) == []
+
+
+def test_outputs_honour_the_umask(tmp_path):
+    p = write_trace(tmp_path / "t.json", [_launch(0, 1), _k(1, 2, 1)])
+    old = os.umask(0o022)
+    try:
+        assert main(["analyze", str(p), "--no-cache", "--format", "json", "-o", str(tmp_path / "a.json")]) == 0
+        assert main(["report", str(p), "--no-cache", "-o", str(tmp_path / "r.xlsx"), "--quiet"]) == 0
+        assert main(["report", str(p), "--no-cache", "-o", str(tmp_path / "csvs"), "--quiet"]) == 0
+    finally:
+        os.umask(old)
+    for f in [tmp_path / "a.json", tmp_path / "r.xlsx", *(tmp_path / "csvs").iterdir()]:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o644, f
+
+
+@pytest.mark.parametrize("kind", ["dir", "fifo"])
+def test_directory_or_fifo_as_trace(tmp_path, capsys, kind):
+    p = tmp_path / "x.json"
+    if kind == "dir":
+        p.mkdir()
+    else:
+        os.mkfifo(p)
+    line = _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p))
+    assert ("directory" in line) or ("not a regular file" in line)
+
+
+# -- 8. pathological sizes ----------------------------------------------------------------------------------
+def test_huge_names_are_capped(tmp_path):
+    big = "k" * (8 << 20)
+    p = write_trace(tmp_path / "t.json", [_launch(0, 1), _k(1, 2, 1, name=big)])
+    t = kernscope.load(p, cache=False)
+    name = t.kernels["name"].cast(pl.String)[0]
+    assert len(name) < 5000 and name.startswith("kkkk") and "…#" in name
+
+
+def test_no_categories_runs_no_rules(tmp_path, capsys, monkeypatch):
+    p = tmp_path / "t.json"
+    make_trace(p, 200_000)
+    from kernscope.analyze import categories
+
+    def boom(*a, **k):
+        raise AssertionError("categorizer ran")
+
+    monkeypatch.setattr(categories.Categorizer, "categorize", boom)
+    assert main(["analyze", str(p), "--no-cache", "--no-categories", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {c["category"] for c in doc["categories"]} <= {"Uncategorized", "Communication"}
+    assert any(t["type"] == "total_comm_time" and t["time_us"] > 0 for t in doc["timeline"])  # NCCL still found

@@ -1,0 +1,147 @@
+"""Everyday terminal and file UX: tables that fit, --top everywhere, full JSON, clear step errors, progress,
+readable files, CSV precision, xlsx formatting, pandas interop, bench without torch."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, needs_traces
+
+from kernscope.cli import main
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+WIDE = ["tracelens/h100_google_owlv2-large-patch14-ensemble__1016001.json.gz", "hta/a100_16rank_rank0_triton.json.gz",
+        "tracelens/rocm_vllm_piecewise_hipgraph.json.gz", "hta/v100_2rank_nccl_rank1.json.gz"]
+
+
+def _analyze(capsys, monkeypatch, path, *args, columns=80):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["analyze", str(path), "--no-cache", *args]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_tables_fit_and_keep_their_numbers(capsys, monkeypatch, columns):
+    out = _analyze(capsys, monkeypatch, EXAMPLE, "--top", "8", columns=columns)
+    lines = out.splitlines()
+    assert max(len(x) for x in lines) <= columns
+    start = next(i for i, x in enumerate(lines) if x.startswith("Kernels by name"))
+    rows = lines[start + 2 : start + 10]
+    assert all(r.rstrip().endswith("%") and ("µs" in r or "ms" in r) for r in rows), rows  # numbers never cut
+    assert "… 55 more" in out
+
+
+@needs_traces
+@pytest.mark.parametrize("name", WIDE)
+def test_real_traces_fit_80_columns(capsys, monkeypatch, name):
+    out = _analyze(capsys, monkeypatch, TRACES / name, columns=80)
+    assert max(len(x) for x in out.splitlines()) <= 80
+
+
+def test_top_limits_every_table(capsys, monkeypatch, tmp_path):
+    from kernscope.testing.synth import make_trace
+
+    p = tmp_path / "t.json"
+    make_trace(p, 3_000_000)  # many steps
+    out = _analyze(capsys, monkeypatch, p, "--top", "3", columns=120)
+    steps = out.split("Steps")[1].split("\n\n")[0]
+    assert len([x for x in steps.splitlines() if x.startswith("ProfilerStep#")]) == 3
+    assert out.count("… ") >= 3  # steps, kernels, ops (at least) say how many rows were left out
+
+
+def test_json_has_every_row_unless_top_is_given(capsys, monkeypatch):
+    doc = json.loads(_analyze(capsys, monkeypatch, EXAMPLE, "--format", "json"))
+    assert len(doc["kernels"]) == 63 and len(doc["ops"]) == 25
+    doc = json.loads(_analyze(capsys, monkeypatch, EXAMPLE, "--format", "json", "--top", "5"))
+    assert len(doc["kernels"]) == 5
+
+
+def test_unknown_step_is_an_error_listing_the_steps(capsys):
+    rc = main(["analyze", str(EXAMPLE), "--no-cache", "--step", "7"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no step 7" in err and "available: 2, 3" in err and len(err.strip().splitlines()) == 1
+
+
+def test_progress_bar_only_for_slow_loads_on_a_terminal(monkeypatch):
+    import kernscope.cli as cli
+
+    monkeypatch.setattr(cli.sys.stderr, "isatty", lambda: True)
+    p = cli.Progress("reading", quiet=False)
+    p(10, 100)
+    assert p.bar is None  # under a second: nothing shown
+    p.t0 -= 2
+    p(50, 100)
+    assert p.bar is not None
+    p.close()
+    q = cli.Progress("reading", quiet=True)
+    q.t0 -= 2
+    q(50, 100)
+    assert q.bar is None
+
+
+def test_csv_numbers_carry_no_float_noise(capsys, tmp_path):
+    assert main(["report", str(EXAMPLE), "--no-cache", "-o", str(tmp_path / "csvs"), "--quiet"]) == 0
+    for f in (tmp_path / "csvs").iterdir():
+        for cell in f.read_text().replace("\n", ",").split(","):
+            if cell.replace(".", "", 1).isdigit() and "." in cell:
+                assert len(cell.split(".")[1]) <= 4, (f.name, cell)
+
+
+def test_xlsx_is_formatted(tmp_path):
+    out = tmp_path / "r.xlsx"
+    assert main(["report", str(EXAMPLE), "--no-cache", "-o", str(out), "--quiet"]) == 0
+    with zipfile.ZipFile(out) as z:
+        names = z.namelist()
+        wb = z.read("xl/workbook.xml").decode()
+        assert 'name="definitions"' in wb and 'name="kernel_summary"' in wb
+        sheet1 = z.read("xl/worksheets/sheet1.xml").decode()
+        assert 'ySplit="1"' in sheet1 and "autoFilter" in sheet1  # frozen, filterable header
+        styles = z.read("xl/styles.xml").decode()
+        assert "#,##0.000" in styles and '0.00&quot;%&quot;' in styles
+        assert any(n.startswith("xl/charts/chart") for n in names)
+        assert "<col " in sheet1 and 'width="255' not in sheet1
+
+
+def test_compat_gpu_timeline_sheet_is_tracelens_shaped(tmp_path):
+    from kernscope.compat import generate_perf_report_pytorch
+
+    sheets = generate_perf_report_pytorch(EXAMPLE, output_xlsx_path=tmp_path / "c.xlsx", use_kernel_name_categories=True,
+                                          cache=False)
+    tl = sheets["gpu_timeline"]
+    assert tl.columns == ["type", "time ms", "percent"]
+
+
+def test_to_pandas_after_a_plain_install():
+    import kernscope
+
+    t = kernscope.load(EXAMPLE, cache=False)
+    df = t.kernels.to_pandas()
+    assert len(df) == 728
+
+
+def test_bench_without_torch_says_how_to_install(capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a))
+    rc = main(["bench", "--op", "gemm"])
+    err = capsys.readouterr().err
+    assert rc == 2 and 'pip install "kernscope[gpu]"' in err and len(err.strip().splitlines()) == 1
+
+
+def test_glossary_is_current_and_covers_every_column(capsys):
+    from kernscope.render.glossary import TERMS, markdown
+
+    assert (Path(__file__).resolve().parents[1] / "docs" / "glossary.md").read_text() == markdown()
+    assert main(["analyze", str(EXAMPLE), "--no-cache", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    cols = set(doc["trace"]) | set(doc["unlinked"])
+    for key in ("steps", "kernels", "categories", "ops", "launcher_categories", "timeline"):
+        for row in doc[key]:
+            cols |= set(row)
+    cols |= {r["type"] for r in doc["timeline"]}
+    missing = sorted(c for c in cols if c not in TERMS and c not in ("path", "device_names", "type"))
+    assert not missing, missing
