@@ -57,7 +57,8 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
-def main(out: str) -> None:
+def main(out: str, full: bool = False, active: int = 2) -> None:
+    """``full``: record_shapes + with_stack + profile_memory (what the load benchmark replicates)."""
     torch.manual_seed(0)
     dev = "cuda"
     model = GPT().to(dev)
@@ -90,9 +91,9 @@ def main(out: str) -> None:
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=1, warmup=1, active=2),
-                 record_shapes=True) as prof:
-        for _ in range(4):
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=1, warmup=1, active=active),
+                 record_shapes=True, with_stack=full, profile_memory=full) as prof:
+        for _ in range(2 + active):
             step()
             prof.step()
     torch.cuda.synchronize()
@@ -108,4 +109,6 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "h200_gpt_train_step.pt.trace.json.gz")
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(args[0] if args else "h200_gpt_train_step.pt.trace.json.gz", full="--full" in sys.argv,
+         active=int(next((a.split("=")[1] for a in sys.argv if a.startswith("--steps=")), "2")))
