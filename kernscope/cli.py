@@ -176,10 +176,12 @@ def trace_options(f: Any) -> Any:
 @click.option("--no-categories", is_flag=True, help="Skip kernel-name categories.")
 @click.option("--linked-only", is_flag=True, help="Timeline over GPU work launched inside the trace window only.")
 @click.option("--bench/--no-bench", "bench", default=None, help="Benchmark-trace view (default: auto-detect).")
+@click.option("--by-annotation", "by_annotation", is_flag=False, flag_value="", default=None, metavar="[REGEX]",
+              help="GPU time, categories and timeline by your record_function ranges (all, or those matching REGEX).")
 @trace_options
 def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
-            no_categories: bool, linked_only: bool, bench: bool | None, salvage: bool, no_cache: bool, rules: str | None,
-            quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
+            no_categories: bool, linked_only: bool, bench: bool | None, by_annotation: str | None, salvage: bool,
+            no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
     """Summarize PyTorch profiler (Kineto) traces: steps, kernels, launching ops, categories, GPU timeline."""
     from . import outputs
 
@@ -192,7 +194,8 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     color = fmt == "table" and not output and sys.stdout.isatty()
     load_key = {"salvage": salvage, "step_marker": step_marker}
     key = outputs.result_key("analyze", {"fmt": fmt, "top": top, "step": step, "categories": not no_categories,
-                                         "linked_only": linked_only, "bench": bench, "width": width, "color": color},
+                                         "linked_only": linked_only, "bench": bench, "width": width, "color": color,
+                                         "by_annotation": by_annotation},
                              rules)
     digest = None
     if not no_cache:
@@ -206,7 +209,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     step_n = _parse_step(step)
     _check_step(t, step_n)
     a = run(t, step=step_n, categorizer=_categorizer(rules), use_kernel_name_categories=not no_categories,
-            linked_only=linked_only, benchmark=bench)
+            linked_only=linked_only, benchmark=bench, by_annotation=by_annotation)
     if t.salvaged is not None and not quiet:
         _notice(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}")
         for line in t.salvage_skipped:
@@ -256,9 +259,12 @@ def _report_target(output: str) -> str:
 @click.option("--step", default=None, help="Step number, or 'all' (default).")
 @click.option("--linked-only", is_flag=True, help="Timeline over GPU work launched inside the trace window only.")
 @click.option("--bench/--no-bench", "bench", default=None, help="Benchmark-trace view (default: auto-detect).")
+@click.option("--by-annotation", "by_annotation", is_flag=False, flag_value="", default=None, metavar="[REGEX]",
+              help="Add GPU time by your record_function ranges (all, or those matching REGEX).")
 @trace_options
-def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None, salvage: bool,
-           no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
+def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None,
+           by_annotation: str | None, salvage: bool, no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None,
+           step_marker: str | None) -> None:
     """Write the perf report: Excel workbook, self-contained HTML page, or a directory of CSVs."""
     from .analyze.summary import analyze as run
 
@@ -268,7 +274,8 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     t = _load(traces[0], salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
     step_n = _parse_step(step)
     _check_step(t, step_n)
-    a = run(t, step=step_n, categorizer=_categorizer(rules), linked_only=linked_only, benchmark=bench)
+    a = run(t, step=step_n, categorizer=_categorizer(rules), linked_only=linked_only, benchmark=bench,
+            by_annotation=by_annotation)
     if target == "xlsx":
         from .render.excel import write_xlsx
 

@@ -75,7 +75,10 @@ def test_steps_match_profiler_step_annotations(pair):
     path, raw, t = pair
     names = {e["name"] for e in raw if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
              and e.get("cat") != "gpu_user_annotation"}
-    assert set(t.steps["name"].to_list()) == names
+    if names:
+        assert t.step_source == "ProfilerStep" and set(t.steps["name"].to_list()) == names
+    else:  # other windows (markers or automatic): tests/test_steps.py checks them trace by trace
+        assert t.step_source != "ProfilerStep"
 
 
 def test_metadata(pair):

@@ -49,6 +49,8 @@ def gpu_table(
         "step",
         "correlation",
         "launch_ts",
+        "launch_pid",
+        "launch_tid",
     ]
     if categorizer is not None:
         cols += ["category", "library"]
@@ -164,6 +166,7 @@ def step_summary(trace: Trace, table: pl.DataFrame | None = None) -> pl.DataFram
         "step",
         "name",
         "kind",
+        "phase",
         "start_us",
         "end_us",
         "cpu_duration_us",

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..model import Trace
+from .annotations import AnnotationBreakdown
+from .annotations import by_annotation as by_annotation_
 from .bench_trace import BenchmarkView, analyze_benchmark, looks_like_benchmark
 from .categories import OTHER, UNKNOWN_LIBRARY, Categorizer
 from .facts import TraceFacts, trace_facts
@@ -48,6 +50,7 @@ class Analysis:
     step_categories: pl.DataFrame  #: step, name, category, total_us: GPU time per step and category
     unlinked: dict[str, int]
     benchmark: BenchmarkView | None = None
+    annotations: AnnotationBreakdown | None = None  #: with ``by_annotation``: GPU time by the user's ranges
 
 
 def analyze(
@@ -58,6 +61,7 @@ def analyze(
     use_kernel_name_categories: bool = True,
     linked_only: bool = False,
     benchmark: bool | None = False,
+    by_annotation: str | None = None,
 ) -> Analysis:
     """Run the default analysis of a trace.
 
@@ -69,6 +73,7 @@ def analyze(
         linked_only: timeline over GPU work whose launch is in the trace only (TraceLens's view).
         benchmark: add the benchmark view (profiled step, flush, compute kernels); None = when the
             trace looks like a benchmark trace.
+        by_annotation: add GPU time by the user annotations matching this regex ("" = all).
     """
     if use_kernel_name_categories:
         cat = categorizer or Categorizer.builtin()
@@ -107,6 +112,7 @@ def analyze(
         step_categories=step_category_summary(trace, all_gpu),
         unlinked=dict(trace.unlinked),
         benchmark=analyze_benchmark(trace, cat) if want_bench else None,
+        annotations=by_annotation_(trace, g, by_annotation) if by_annotation is not None else None,
     )
 
 

@@ -9,7 +9,7 @@ from ..model import Lazy, RawTrace, Trace, TraceStats
 from .correlation import launcher_ops, launches, link_gpu
 from .kinds import GPU_KINDS, classify
 from .ops import fallback_ops, op_names
-from .steps import StepNumberError, StepSpec, assign_steps, find_steps
+from .steps import MarkerError, StepNumberError, StepSpec, assign_steps, find_steps, mark_phases
 from .tree import call_tree
 from .unlinked import unlinked_counts
 
@@ -110,7 +110,10 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
                 raise TraceError(path, str(e)) from None
             events = events.filter(pl.col("name").cast(pl.String) != e.name)
             raw.skipped.append(f"skipped {e.count} step annotation(s) {e.name[:60]!r}: number does not fit int64")
-    gpu = assign_steps(gpu, found.table)
+        except MarkerError as e:
+            raise TraceError(path, str(e)) from None
+    gpu = assign_steps(gpu, found.table, by_gpu_time=found.by_gpu_time)
+    step_table = mark_phases(found.table, gpu)
     gpu = gpu.drop([c for c in _HOST_ONLY if c in gpu.columns]).with_columns(
         pl.col("launch_name", "op_name", "launcher").cast(pl.Categorical)
     )
@@ -119,13 +122,13 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
         events_table=Lazy.of(events),
         gpu=gpu,
         flows_table=Lazy.of(flows),
-        steps=found.table,
+        steps=step_table,
         tree_table=Lazy(lambda: call_tree(events)),
         stats=_stats(events, flows.height, raw.metadata),
         metadata=raw.metadata,
         process_names=process_names,
         thread_names=thread_names,
-        unlinked=unlinked_counts(events, gpu, flows, found.table.height > 0),
+        unlinked=unlinked_counts(events, gpu, flows, step_table.height > 0),
         salvaged=raw.salvaged,
         salvage_skipped=tuple(raw.skipped),
         step_source=found.source,

@@ -1,23 +1,57 @@
 """Step windows and the step of each GPU event, chosen by its *launch* time.
 
-Windows come from ``ProfilerStep#N`` annotations by default. Step tables have the columns
-``step`` (Int64), ``name`` (String), ``start``, ``end`` (ns) and ``kind`` (String: e.g. "train",
-"decode", "prefill"; null when the marker says nothing about it).
+Where steps come from (``StepSpec.marker``):
+
+- ``None`` (default): ``ProfilerStep#N`` annotations; without them, the first preset that matches
+  (vLLM, SGLang, Megatron, torch.compile graph calls); without a match, automatic windows;
+- a preset name (``vllm``, ``sglang``, ``megatron``, ``compiled``) or a regular expression over CPU-side
+  annotation names (``record_function`` ranges, user annotations, ops): one window per matching range.
+  A named group ``(?P<kind>...)`` gives the step's kind;
+- ``auto``: the repeating unit of the GPU kernel sequence (the period of the launch-ordered kernel names
+  that best predicts each kernel from the one a period earlier, at least 90%), windows starting at the
+  phase with the longest typical GPU gap. These windows are GPU time ranges (runs of consecutive
+  kernels, so graph launches split too), and GPU work belongs to the window where it starts.
+
+Step tables have the columns ``step`` (Int64), ``name``, ``start``, ``end`` (ns), ``kind`` (e.g. decode,
+prefill, extend; null when the marker says nothing) and ``phase`` (``warmup`` for windows before the
+steady pattern starts, ``steady``, ``irregular`` for later windows unlike the others, ``tail``).
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
+from ..scalars import as_int
+
 STEP_PATTERN = r"^ProfilerStep#(\d+)$"
-STEP_SCHEMA = {"step": pl.Int64, "name": pl.String, "start": pl.Int64, "end": pl.Int64, "kind": pl.String}
+STEP_SCHEMA = {"step": pl.Int64, "name": pl.String, "start": pl.Int64, "end": pl.Int64, "kind": pl.String,
+               "phase": pl.String}
+#: CPU-side event kinds that may carry step markers
+MARKER_KINDS = ("user_annotation", "cpu_op", "python_function")
+#: automatic windows need at least this share of kernels equal to the kernel one period later
+PERIOD_MATCH = 0.9
+
+PRESETS: dict[str, str] = {
+    # vLLM / TRT-LLM style model runner ranges: execute_<tokens>_context_<n>(...)_generation_<m>(...)
+    "vllm": r"^(?:execute_(?:\d+_)?context_(?P<ctx>\d+).*_generation_(?P<gen>\d+)|.*\bexecute_model\b.*)",
+    # SGLang scheduler steps / forward passes
+    "sglang": r"^(?:step\[(?P<kind>DECODE|EXTEND|PREFILL|MIXED|IDLE)\]|forward_(?P<kind2>decode|extend|idle|mixed|prefill)\b)",
+    # Megatron / NeMo style training iterations
+    "megatron": r"^(?:iteration(?:[ _#-]?\d+)?|train[_ -]step(?:[ _#-]?\d+)?|forward-backward)$",
+    # torch.compile graph calls (each call of a compiled graph is a window)
+    "compiled": r"^## Call CompiledFxGraph \w+ ##$",
+}
+DEFAULT_CASCADE = ("vllm", "sglang", "megatron", "compiled")
 
 
 @dataclass(frozen=True)
 class StepSpec:
-    """How to find steps: ``marker=None`` uses ``ProfilerStep#N``."""
+    """How to find steps: ``marker=None`` is ProfilerStep, then presets, then automatic windows."""
 
     marker: str | None = None
 
@@ -25,11 +59,20 @@ class StepSpec:
 @dataclass(frozen=True)
 class FoundSteps:
     table: pl.DataFrame
-    source: str  #: "ProfilerStep", "marker:<pattern>", "auto" or "none"
+    source: str  #: "ProfilerStep", "marker:<preset or regex>", "auto" or "none"
+    by_gpu_time: bool = False  #: windows are GPU time ranges (a GPU-only trace): assign by kernel start
+
+
+class MarkerError(ValueError):
+    """A step marker that matches nothing (the message lists the most frequent annotations)."""
+
+
+def empty_steps() -> pl.DataFrame:
+    return pl.DataFrame(schema=STEP_SCHEMA)
 
 
 def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per CPU-side ``ProfilerStep#N``: step, name, start, end (ns), kind (null)."""
+    """One row per CPU-side ``ProfilerStep#N``: step, name, start, end (ns), kind (null), phase."""
     s = events.filter(
         pl.col("kind").is_in(["user_annotation", "cpu_op"]) & pl.col("name").cast(pl.String).str.contains(STEP_PATTERN)
     )
@@ -39,6 +82,7 @@ def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             pl.col("name").str.extract(STEP_PATTERN, 1).cast(pl.Int64, strict=False).alias("step"),
             pl.lit(None, dtype=pl.String).alias("kind"),
+            pl.lit(None, dtype=pl.String).alias("phase"),
         )
     )
     bad = t.filter(pl.col("step").is_null())
@@ -56,24 +100,209 @@ class StepNumberError(ValueError):
         self.count = count
 
 
+# -- markers -------------------------------------------------------------------------------------------
+def _kind_of(m: re.Match[str], preset: str | None) -> str | None:
+    g = m.groupdict()
+    if preset == "vllm" and g.get("ctx") is not None:
+        ctx, gen = int(g["ctx"]), int(g["gen"])
+        return "decode" if ctx == 0 else "prefill" if gen == 0 else "mixed"
+    for key in ("kind", "kind2"):
+        if g.get(key):
+            return str(g[key]).lower()
+    return None
+
+
+def marker_steps(events: pl.DataFrame, marker: str) -> tuple[pl.DataFrame, str]:
+    """Windows from CPU-side ranges whose name matches ``marker`` (a preset name or a regex)."""
+    preset = marker if marker in PRESETS else None
+    pattern = PRESETS.get(marker, marker)
+    try:
+        rx = re.compile(pattern)
+    except re.error as e:
+        raise MarkerError(f"--step-marker {marker!r} is not a valid regular expression ({e})") from None
+    cand = events.filter(pl.col("kind").is_in(list(MARKER_KINDS)) & (pl.col("ph").cast(pl.String) == "X"))
+    names = cand["name"].cast(pl.String).unique().drop_nulls().to_list()
+    kinds: dict[str, str | None] = {}
+    for n in names:  # one regex test per distinct name
+        m = rx.search(n)
+        if m:
+            kinds[n] = _kind_of(m, preset)
+    if not kinds:
+        return empty_steps(), f"marker:{marker}"
+    hits = (
+        cand.filter(pl.col("name").cast(pl.String).is_in(list(kinds)))
+        .select(pl.col("name").cast(pl.String), "ts", "end")
+        .sort("ts")
+    )
+    hits = _outermost(hits)
+    t = hits.with_row_index("step").select(
+        pl.col("step").cast(pl.Int64), "name", pl.col("ts").alias("start"), "end",
+        pl.col("name").replace_strict(kinds, default=None, return_dtype=pl.String).alias("kind"),
+        pl.lit(None, dtype=pl.String).alias("phase"),
+    )
+    return t.select(list(STEP_SCHEMA)), f"marker:{marker}"
+
+
+def _outermost(hits: pl.DataFrame) -> pl.DataFrame:
+    """Drop matching ranges nested inside an earlier matching range (windows do not overlap)."""
+    if hits.height < 2:
+        return hits
+    end = hits["end"].to_numpy()
+    prev_max = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[:-1]]))
+    keep = hits["ts"].to_numpy() >= prev_max
+    return hits.filter(pl.Series(keep))
+
+
+def frequent_annotations(events: pl.DataFrame, n: int = 8) -> list[tuple[str, int]]:
+    ann = events.filter(pl.col("kind").is_in(["user_annotation", "cpu_op"]) & (pl.col("ph").cast(pl.String) == "X"))
+    counts = ann.group_by(pl.col("name").cast(pl.String)).len().sort("len", descending=True).head(n)
+    return [(str(a), int(b)) for a, b in counts.iter_rows()]
+
+
+# -- automatic windows ------------------------------------------------------------------------------------
+def repeating_period(codes: np.ndarray, min_period: int = 2) -> int | None:
+    """The repeating unit: the period p with the most codes[i] == codes[i + p] (at least ``PERIOD_MATCH``),
+    the smallest one among those within 1% of the best (multiples of a period match about as well).
+
+    Candidates are the distances between consecutive occurrences of the kernel names that occur least
+    often (a name launched once per iteration repeats exactly one period later), so only a few periods
+    are tested, whatever the length of the sequence.
+    """
+    n = len(codes)
+    if n < 2 * min_period:
+        return None
+    order = np.argsort(codes, kind="stable")
+    sc = codes[order]
+    same = sc[1:] == sc[:-1]
+    gaps = (order[1:] - order[:-1])[same]
+    names = sc[1:][same]
+    counts = np.bincount(codes)
+    cand: set[int] = set()
+    for c in np.unique(counts[counts >= 2])[:12]:  # the rarest repeated names first
+        sel = counts[names] == c
+        vals, freq = np.unique(gaps[sel], return_counts=True)
+        cand.update(int(v) for v in vals[np.argsort(-freq)][:8])
+    rates = {p: float((codes[:-p] == codes[p:]).mean()) for p in sorted(v for v in cand if min_period <= v <= n // 2)}
+    ok = {p: r for p, r in rates.items() if r >= PERIOD_MATCH}
+    if not ok:
+        return None
+    best = max(ok.values())
+    # multiples of the true period match almost as well; a part of it (half a layer) clearly less
+    return min(p for p, r in ok.items() if r >= best - 0.01)
+
+
+def auto_steps(gpu: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Windows from the repeating unit of the kernel sequence, as GPU time ranges; (table, True)."""
+    k = gpu.filter(pl.col("kind") == "kernel")
+    if k.height == 0:
+        return empty_steps(), False
+    # the windows are runs of consecutive kernels in GPU time (a graph launch starts many kernels at once)
+    by_gpu = True
+    order = "ts"
+    k = k.sort(["ts", "dur"])
+    n = k.height
+    codes = k["name"].cast(pl.String).rank("dense").cast(pl.Int64).to_numpy()
+    starts = k[order].to_numpy()
+    gpu_start = k["ts"].to_numpy()
+    gpu_end = (k["ts"] + k["dur"]).to_numpy()
+    p = repeating_period(codes) if n >= 4 else None
+    last = max(as_int((gpu["ts"] + gpu["dur"]).max()), int(starts.max()))
+    starts = starts.copy()
+    starts[0] = min(int(starts[0]), as_int(gpu["ts"].min()))  # memcpys before the first kernel
+    if p is None:  # no repeating unit: the whole trace is one window
+        t = pl.DataFrame({"step": [0], "name": ["window 0"], "start": [int(starts.min())], "end": [last + 1],
+                          "kind": [None], "phase": [None]}, schema=STEP_SCHEMA)
+        return t, by_gpu
+    # where the steady pattern starts: the first i from which most of the next periods match
+    match = np.concatenate([codes[:-p] == codes[p:], np.zeros(p, bool)])
+    win = np.convolve(match.astype(np.int32), np.ones(p, np.int32), "valid")[: n - p + 1]
+    steady = int(np.argmax(win >= PERIOD_MATCH * p))
+    # phase: the offset (within one period) with the longest mean GPU gap before it
+    gaps = np.concatenate([[0], gpu_start[1:] - gpu_end[:-1]]).astype(np.float64)
+    span = np.arange(steady, n)
+    phase_gap = np.array([gaps[span[(span - steady) % p == o]].mean() for o in range(p)])
+    first = steady + int(np.argmax(phase_gap))
+    bounds = list(range(first, n, p))
+    rows = []
+    if first > 0:
+        rows.append((int(starts[0]), int(starts[first]), "warmup"))
+    for j, b in enumerate(bounds):
+        nxt = bounds[j + 1] if j + 1 < len(bounds) else None
+        if nxt is None:
+            tail_complete = n - b >= p
+            rows.append((int(starts[b]), last + 1, "steady" if tail_complete else "tail"))
+        else:
+            rows.append((int(starts[b]), int(starts[nxt]), "steady"))
+    t = pl.DataFrame(
+        {"step": list(range(len(rows))), "name": [f"window {i}" for i in range(len(rows))],
+         "start": [r[0] for r in rows], "end": [r[1] for r in rows], "kind": [None] * len(rows),
+         "phase": [r[2] for r in rows]},
+        schema=STEP_SCHEMA,
+    )
+    return t, by_gpu
+
+
+# -- phases ------------------------------------------------------------------------------------------------
+def mark_phases(steps: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """``phase`` for steps that have none: steady when a step launches the most common kernel sequence
+    (as a multiset of names), warmup before the first such step, irregular after it."""
+    if steps.height < 2 or steps["phase"].null_count() == 0:
+        return steps
+    k = gpu.filter((pl.col("kind") == "kernel") & pl.col("step").is_not_null())
+    if k.height == 0:
+        return steps
+    sig = k.group_by("step").agg(pl.col("name").cast(pl.String).sort().hash().sum().alias("sig"), pl.len().alias("n"))
+    joined = steps.join(sig, on="step", how="left")
+    common = Counter(joined["sig"].drop_nulls().to_list()).most_common(1)
+    if not common or common[0][1] < 2:
+        return steps
+    mode = common[0][0]
+    is_steady = (joined["sig"] == mode).fill_null(False).to_list()
+    first = is_steady.index(True)
+    phases = ["steady" if s else ("warmup" if i < first else "irregular") for i, s in enumerate(is_steady)]
+    existing = steps["phase"].to_list()
+    return steps.with_columns(pl.Series("phase", [e if e is not None else p for e, p in zip(existing, phases)],
+                                        dtype=pl.String))
+
+
 def find_steps(events: pl.DataFrame, gpu: pl.DataFrame, spec: StepSpec) -> FoundSteps:
-    """Step windows per ``spec``."""
-    t = profiler_steps(events)
-    return FoundSteps(t, "ProfilerStep" if t.height else "none")
+    """Step windows per ``spec`` (see the module docstring)."""
+    marker = spec.marker
+    if marker is None:
+        t = profiler_steps(events)
+        if t.height:
+            return FoundSteps(t, "ProfilerStep")
+        for preset in DEFAULT_CASCADE:
+            t, source = marker_steps(events, preset)
+            if t.height:
+                return FoundSteps(t, source)
+        marker = "auto"
+    if marker == "auto":
+        t, by_gpu = auto_steps(gpu)
+        return FoundSteps(t, "auto" if t.height else "none", by_gpu)
+    if marker in ("ProfilerStep", "profilerstep"):
+        t = profiler_steps(events)
+        return FoundSteps(t, "ProfilerStep")
+    t, source = marker_steps(events, marker)
+    if t.height == 0:
+        top = frequent_annotations(events)
+        listed = ", ".join(f"{n[:50]!r} ({c})" for n, c in top) or "none (the trace has no CPU-side annotations)"
+        raise MarkerError(f"--step-marker {marker!r} matches no annotation; the most frequent are: {listed}")
+    return FoundSteps(t, source)
 
 
-def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame) -> pl.DataFrame:
-    """Add ``step`` to GPU rows: the step whose CPU window contains the launch (null if none)."""
+def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame, *, by_gpu_time: bool = False) -> pl.DataFrame:
+    """Add ``step`` to GPU rows: the step whose window contains the launch (or the kernel start for
+    windows in GPU time); null if none."""
     if step_table.height == 0 or gpu.height == 0:
         return gpu.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
-    windows = step_table.select(
-        pl.col("start").alias("launch_ts"), pl.col("step"), pl.col("end").alias("_step_end")
-    ).sort("launch_ts")
-    keyed = gpu.with_row_index("_r").sort("launch_ts", nulls_last=True)
-    valid = keyed.filter(pl.col("launch_ts").is_not_null())
-    joined = valid.join_asof(windows, on="launch_ts", strategy="backward")
+    key = "ts" if by_gpu_time else "launch_ts"
+    windows = step_table.select(pl.col("start").alias("_key"), pl.col("step"), pl.col("end").alias("_step_end")).sort("_key")
+    keyed = gpu.with_row_index("_r").with_columns(pl.col(key).alias("_key")).sort("_key", nulls_last=True)
+    valid = keyed.filter(pl.col("_key").is_not_null())
+    joined = valid.join_asof(windows, on="_key", strategy="backward")
     joined = joined.with_columns(
-        pl.when(pl.col("launch_ts") < pl.col("_step_end")).then(pl.col("step")).otherwise(None).alias("step")
+        pl.when(pl.col("_key") < pl.col("_step_end")).then(pl.col("step")).otherwise(None).alias("step")
     ).drop("_step_end")
-    rest = keyed.filter(pl.col("launch_ts").is_null()).with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
-    return pl.concat([joined, rest], how="vertical_relaxed").sort("_r").drop("_r")
+    rest = keyed.filter(pl.col("_key").is_null()).with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
+    return pl.concat([joined, rest], how="vertical_relaxed").sort("_r").drop("_r", "_key")

@@ -35,14 +35,15 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
     console.print()
     if a.steps.height:
         d, more = _limited(a.steps, top)
-        rows = [[r["name"], r["kind"] or "", us(r["cpu_duration_us"]), count(r["kernel_count"]), us(r["kernel_time_us"]),
-                 us(r["gpu_time_us"])] for r in d.iter_rows(named=True)]
-        cols = [Col("step", weight=2), Col("kind", min_width=4), Col("CPU time", True), Col("kernels", True),
-                Col("kernel time", True), Col("GPU time", True)]
-        if not any(r[1] for r in rows):
-            cols.pop(1)
-            rows = [[r[0], *r[2:]] for r in rows]
-        console.print(fit_table("Steps", cols, rows, w, more=more))
+        rows = [[r["name"], r["kind"] or "", r["phase"] or "", us(r["cpu_duration_us"]), count(r["kernel_count"]),
+                 us(r["kernel_time_us"]), us(r["gpu_time_us"])] for r in d.iter_rows(named=True)]
+        cols = [Col("step", weight=2), Col("kind", min_width=7), Col("phase", min_width=9), Col("window", True),
+                Col("kernels", True), Col("kernel time", True), Col("GPU time", True)]
+        for j in (2, 1):  # drop the kind / phase columns when the steps have none
+            if not any(r[j] for r in rows):
+                cols.pop(j)
+                rows = [r[:j] + r[j + 1:] for r in rows]
+        console.print(fit_table(f"Steps ({a.facts.step_source})", cols, rows, w, more=more))
         console.print()
     tl = {r["type"]: r for r in a.timeline.iter_rows(named=True)}
     if tl and tl["total_time"]["time_us"] > 0:
@@ -86,6 +87,15 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
         console.print(fit_table(f"Benchmark step {b.step}: compute kernel time {us(b.kernel_time_us)}",
                                 [Col("", min_width=7), Col("kernel", weight=4), Col("category"), Col("time", True)],
                                 rows, w))
+        console.print()
+    if a.annotations is not None:
+        ann = a.annotations.ranges
+        d, more = _limited(ann, top)
+        rows = [["  " * int(r["depth"]) + str(r["name"]), count(r["instances"]), count(r["kernel_count"]),
+                 us(r["kernel_time_us"]), us(r["busy_us"]), pct(r["pct_of_gpu"])] for r in d.iter_rows(named=True)]
+        console.print(fit_table("GPU time by annotation (nested ranges indented; times include nested ranges)",
+                                [Col("annotation", weight=3), Col("instances", True), Col("kernels", True),
+                                 Col("kernel time", True), Col("GPU busy", True), Col("% of GPU", True)], rows, w, more=more))
         console.print()
     nonzero = {k: v for k, v in a.unlinked.items() if v}
     console.print(term("Unlinked: " + (", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in nonzero.items())

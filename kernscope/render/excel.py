@@ -35,6 +35,14 @@ class Chart:
 
 def report_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
     """Sheet name -> table, in report order."""
+    extra = {}
+    if a.annotations is not None:
+        extra = {"annotations": a.annotations.ranges, "annotation_categories": a.annotations.categories,
+                 "annotation_timeline": a.annotations.timeline}
+    return {**_base_sheets(a), **extra}
+
+
+def _base_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
     return {
         "gpu_timeline": a.timeline,
         "gpu_timeline_by_device": a.timeline_by_device,

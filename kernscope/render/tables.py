@@ -62,6 +62,10 @@ def to_dict(a: Analysis, top: int | None = None) -> dict[str, Any]:
         out["salvage_skipped"] = a.facts.salvage_skipped
     if a.benchmark is not None:
         out["benchmark"] = a.benchmark.to_dict()
+    if a.annotations is not None:
+        out["annotations"] = records(a.annotations.ranges, top)
+        out["annotation_categories"] = records(a.annotations.categories)
+        out["annotation_timeline"] = records(a.annotations.timeline)
     return out
 
 

@@ -98,7 +98,13 @@ def analysis_data(a: Analysis) -> dict[str, Any]:
         used.update(t["columns"])
     used.update(f)
     used.update(r["type"] for r in a.timeline.iter_rows(named=True))
+    views = []
+    if a.annotations is not None:
+        views.append({"name": "annotations", "title": "GPU time by annotation (times include nested ranges)",
+                      "table": table(a.annotations.ranges, "annotations")})
+        used.update(a.annotations.ranges.columns)
     return {
+        "views": views,
         "title": f["path"],
         "facts": {k: f[k] for k in ("events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names",
                                     "rank", "world_size", "platform", "steps", "step_source", "graph_launches")},

@@ -1,0 +1,107 @@
+"""GPU time by the user's own ranges (``record_function`` / user annotations), nested as a tree.
+
+A range owns the GPU work launched inside it on its own thread (by launch time, like steps), and a
+nested range's work counts in every range around it (inclusive times). Ranges of one depth never
+overlap on a thread, so the owner at each depth is found with one as-of join per depth level.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from ..errors import KernscopeError
+from ..intervals import union_by
+from ..model import Trace
+from .kernels import NS_PER_US
+from .timeline import gpu_timeline
+
+#: annotations that are not the user's ranges
+_SKIP = r"^(ProfilerStep#\d+|## Call CompiledFxGraph .*|Optimizer\..*|Memcpy.*|Memset.*)$"
+
+
+@dataclass(frozen=True)
+class AnnotationBreakdown:
+    """Per range (path in the tree): instances, kernels, times (µs); categories and timeline per range."""
+
+    ranges: pl.DataFrame  #: path, name, depth, instances, kernel_count, kernel_time_us, gpu_time_us, busy_us, pct_of_gpu
+    categories: pl.DataFrame  #: path, category, count, total_us
+    timeline: pl.DataFrame  #: path, type, time_us, percent
+    pattern: str
+
+
+def _ranges(trace: Trace, pattern: str) -> pl.DataFrame:
+    ev = trace.events
+    ann = ev.filter((pl.col("kind") == "user_annotation") & (pl.col("ph").cast(pl.String) == "X"))
+    names = ann["name"].cast(pl.String).unique().drop_nulls().to_list()
+    try:
+        rx = re.compile(pattern)
+    except re.error as e:
+        raise KernscopeError(f"--by-annotation {pattern!r} is not a valid regular expression ({e})") from None
+    skip = re.compile(_SKIP)
+    keep = [n for n in names if rx.search(n) and not skip.match(n)]
+    if not keep:
+        top = (ann.group_by(pl.col("name").cast(pl.String)).len().sort("len", descending=True).head(8).iter_rows())
+        listed = ", ".join(f"{n[:50]!r} ({c})" for n, c in top) or "none"
+        raise KernscopeError(f"{trace.path}: --by-annotation {pattern!r} matches no annotation; the most frequent are: {listed}")
+    r = (ann.filter(pl.col("name").cast(pl.String).is_in(keep))
+         .select("idx", pl.col("name").cast(pl.String), "pid", "tid", pl.col("ts").alias("start"), "end")
+         .sort(["pid", "tid", "start", "end"], descending=[False, False, False, True]))
+    # nesting per thread (annotation ranges only: few rows)
+    parent: list[int | None] = []
+    depth: list[int] = []
+    path: list[str] = []
+    stack: list[int] = []
+    rows = r.select("pid", "tid", "start", "end", "name").rows()
+    prev = None
+    for i, (pid, tid, s, _end, name) in enumerate(rows):
+        if (pid, tid) != prev:
+            stack.clear()
+            prev = (pid, tid)
+        while stack and rows[stack[-1]][3] <= s:
+            stack.pop()
+        p = stack[-1] if stack else None
+        parent.append(p)
+        depth.append(depth[p] + 1 if p is not None else 0)
+        path.append(f"{path[p]} / {name}" if p is not None else name)
+        stack.append(i)
+    return r.with_columns(pl.Series("depth", depth, dtype=pl.Int32), pl.Series("path", path, dtype=pl.String))
+
+
+def by_annotation(trace: Trace, gpu: pl.DataFrame, pattern: str = "") -> AnnotationBreakdown:
+    """The breakdown of ``gpu`` (a categorized GPU table with launch columns) by the ranges matching
+    ``pattern`` (a regex; empty: every user annotation but steps)."""
+    ranges = _ranges(trace, pattern or ".")
+    g = gpu.filter(pl.col("launch_ts").is_not_null()).with_row_index("_g")
+    owned = []
+    for d in sorted(ranges["depth"].unique().to_list()):
+        level = ranges.filter(pl.col("depth") == d).select(
+            pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"), pl.col("start").alias("launch_ts"),
+            pl.col("end").alias("_end"), "path").sort("launch_ts")
+        hit = (g.sort("launch_ts").join_asof(level, on="launch_ts", by=["launch_pid", "launch_tid"], strategy="backward",
+                                                    check_sortedness=False)
+               .filter(pl.col("path").is_not_null() & (pl.col("launch_ts") <= pl.col("_end"))).drop("_end"))
+        owned.append(hit)
+    pairs = pl.concat(owned) if owned else g.head(0).with_columns(pl.lit(None, dtype=pl.String).alias("path"))
+    inst = ranges.group_by("path").agg(pl.col("name").first(), pl.col("depth").first(), pl.len().alias("instances"))
+    total_gpu = int(gpu["dur"].sum() or 0)
+    per = pairs.group_by("path").agg(
+        (pl.col("kind") == "kernel").sum().cast(pl.Int64).alias("kernel_count"),
+        (pl.when(pl.col("kind") == "kernel").then(pl.col("dur")).otherwise(0).sum() / NS_PER_US).alias("kernel_time_us"),
+        (pl.col("dur").sum() / NS_PER_US).alias("gpu_time_us"),
+    )
+    busy = union_by(pairs.select("path", "ts", "end"), ["path"]).select("path", (pl.col("len") / NS_PER_US).alias("busy_us"))
+    out = (inst.join(per, on="path", how="left").join(busy, on="path", how="left")
+           .with_columns(pl.col("kernel_count").fill_null(0), pl.col("kernel_time_us").fill_null(0.0),
+                         pl.col("gpu_time_us").fill_null(0.0), pl.col("busy_us").fill_null(0.0))
+           .with_columns((pl.col("gpu_time_us") * NS_PER_US * 100.0 / max(total_gpu, 1)).alias("pct_of_gpu"))
+           .sort("path")
+           .select("path", "name", "depth", "instances", "kernel_count", "kernel_time_us", "gpu_time_us", "busy_us",
+                   "pct_of_gpu"))
+    cats = (pairs.group_by("path", "category").agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("total_us"))
+            .sort(["path", "total_us"], descending=[False, True]))
+    tl = gpu_timeline(pairs.drop("_g"), by="path") if pairs.height else pl.DataFrame(
+        schema={"path": pl.String, "type": pl.String, "time_us": pl.Float64, "percent": pl.Float64, "clipped_kernels": pl.Int64})
+    return AnnotationBreakdown(out, cats, tl.select("path", "type", "time_us", "percent"), pattern)
