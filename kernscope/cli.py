@@ -175,7 +175,9 @@ def trace_options(f: Any) -> Any:
 @click.option("-o", "--output", help="Write to FILE instead of stdout.")
 @click.option("--no-categories", is_flag=True, help="Skip kernel-name categories.")
 @click.option("--linked-only", is_flag=True, help="Timeline over GPU work launched inside the trace window only.")
-@click.option("--bench/--no-bench", "bench", default=None, help="Benchmark-trace view (default: auto-detect).")
+@click.option("--bench/--no-bench", "bench", default=None,
+              help="Benchmark-trace view (default: auto-detect); with a directory: every (input, impl) trace in it, "
+                   "kernscope bench's or TritonBench's layout, compared per input.")
 @click.option("--by-annotation", "by_annotation", is_flag=False, flag_value="", default=None, metavar="[REGEX]",
               help="GPU time, categories and timeline by your record_function ranges (all, or those matching REGEX).")
 @trace_options
@@ -188,6 +190,11 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     if len(traces) != 1:
         raise KernscopeError("give one trace file")
     trace = traces[0]
+    if os.path.isdir(trace):
+        if not bench:
+            raise KernscopeError(f"{trace}: is a directory; for a folder of benchmark traces use --bench")
+        _bench_dir(trace, fmt, output, rules, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory)
+        return
     if top is None and fmt == "table":
         top = 15
     width = 160 if output or fmt != "table" else _console_width()
@@ -237,6 +244,15 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
         outputs.store(digest, load_key, key, body, None)
 
 
+def _bench_dir(root: str, fmt: str, output: str | None, rules: str | None, **load_opts: Any) -> None:
+    from .analyze.bench_dir import analyze_bench_dir
+    from .render import bench_dir as render_bench
+
+    b = analyze_bench_dir(root, lambda p: _load(p, **load_opts), _categorizer(rules))
+    _render_text(fmt, output, lambda con, w: render_bench.render(b, con, width=w), lambda: render_bench.to_json(b),
+                 lambda: render_bench.to_csv(b))
+
+
 def _report_target(output: str) -> str:
     """'xlsx', 'html' or 'dir' for ``-o``; a directory is recognised with or without a trailing slash."""
     low = output.lower()
@@ -261,11 +277,17 @@ def _report_target(output: str) -> str:
 @click.option("--bench/--no-bench", "bench", default=None, help="Benchmark-trace view (default: auto-detect).")
 @click.option("--by-annotation", "by_annotation", is_flag=False, flag_value="", default=None, metavar="[REGEX]",
               help="Add GPU time by your record_function ranges (all, or those matching REGEX).")
+@click.option("--diff", "diff_with", metavar="TRACE_B", help="Add the comparison with TRACE_B (diff_* sheets).")
+@click.option("--step-b", default=None, help="With --diff: the step of TRACE_B (default: --step).")
+@click.option("--peak", metavar="DEVICE|KEY=VALUE,...", help="Device peaks for the perf sheets (see kernscope perf).")
 @trace_options
 def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None,
-           by_annotation: str | None, salvage: bool, no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None,
-           step_marker: str | None) -> None:
-    """Write the perf report: Excel workbook, self-contained HTML page, or a directory of CSVs."""
+           by_annotation: str | None, diff_with: str | None, step_b: str | None, peak: str | None, salvage: bool,
+           no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
+    """Write the perf report: Excel workbook, self-contained HTML page, or a directory of CSVs.
+
+    Workbooks and CSV directories also get the perf model's sheets (one per op class, unified_perf_summary) when the
+    trace has op shapes, and the diff_* sheets with --diff."""
     from .analyze.summary import analyze as run
 
     target = _report_target(output)
@@ -274,12 +296,33 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     t = _load(traces[0], salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
     step_n = _parse_step(step)
     _check_step(t, step_n)
-    a = run(t, step=step_n, categorizer=_categorizer(rules), linked_only=linked_only, benchmark=bench,
-            by_annotation=by_annotation)
+    cat = _categorizer(rules)
+    a = run(t, step=step_n, categorizer=cat, linked_only=linked_only, benchmark=bench, by_annotation=by_annotation)
+    sheets = None
+    if target in ("xlsx", "dir"):
+        from .analyze.perf import perf_model
+        from .render.excel import report_sheets
+        from .render.perf import perf_sheets
+
+        sheets = report_sheets(a)
+        pm = perf_model(t, step=step_n, peaks=_peaks(peak, t))
+        if pm.ops.height:
+            sheets.update(perf_sheets(pm))
+        if diff_with:
+            from .analyze.diff import Side, diff
+            from .render.diff import diff_sheets
+
+            tb = _load(diff_with, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory,
+                       step_marker=step_marker)
+            sb = _parse_step(step_b) if step_b is not None else step_n
+            _check_step(tb, sb)
+            sheets.update(diff_sheets(diff(Side(t, step_n), Side(tb, sb), categorizer=cat)))
+    elif diff_with:
+        raise KernscopeError("--diff adds sheets: write a .xlsx workbook or a CSV directory")
     if target == "xlsx":
         from .render.excel import write_xlsx
 
-        write_xlsx(a, output)
+        write_xlsx(a, output, sheets=sheets)
     elif target == "html":
         from .files import write_text
         from .render.html.analysis import render_analysis
@@ -288,9 +331,118 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     else:
         from .render.excel import write_csv_dir
 
-        write_csv_dir(a, output)
+        write_csv_dir(a, output, sheets=sheets)
     if not quiet:
         _notice(f"wrote {output}")
+
+
+def _render_text(fmt: str, output: str | None, table: Any, as_json: Any, as_csv: Any) -> None:
+    """Write a result as JSON, CSV or terminal tables (``table(console, width)``) to stdout or ``output``."""
+    if fmt == "json":
+        text = as_json()
+    elif fmt == "csv":
+        text = as_csv()
+    else:
+        from rich.console import Console
+
+        width = 160 if output else _console_width()
+        color = not output and sys.stdout.isatty()
+        buf = io.StringIO()
+        table(Console(file=buf, width=width, force_terminal=color, no_color=not color, highlight=False, emoji=False), width)
+        text = buf.getvalue()
+    _emit_bytes(text.encode(), output)
+
+
+def _peaks(spec: str | None, trace: Any) -> Any:
+    if not spec:
+        return None
+    from .analyze.perf import match_device, parse_peak
+
+    base = None
+    if "=" in spec:
+        props = trace.device_properties
+        base = match_device(props[0]) if props else None
+    return parse_peak(spec, base)
+
+
+@cli.command()
+@click.argument("trace")
+@click.option("--step", default=None, help="Step number, or 'all' (default).")
+@click.option("--peak", metavar="DEVICE|KEY=VALUE,...",
+              help="Device peaks: a known device (h100, h200, b200, a100, mi300x, ...) or numbers overriding the matched "
+                   "device, e.g. bf16=989,fp32=67,bw=3.35 (TFLOP/s, TB/s).")
+@click.option("--top", default=None, type=click.IntRange(min=1),
+              help="Rows per table [default: 15 in the terminal; every row in JSON/CSV].")
+@click.option("--all", "show_nested", is_flag=True, help="Also list ops that contain another modeled op (aten::linear around aten::addmm).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("-o", "--output", help="Write to FILE instead of stdout; a .xlsx name writes a workbook (one sheet per op class).")
+@trace_options
+def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_nested: bool, fmt: str, output: str | None,
+         salvage: bool, no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None,
+         step_marker: str | None) -> None:
+    """Perf model and roofline: FLOPs, bytes, TFLOP/s, TB/s and % of the device's peak for every op with shapes."""
+    from .analyze.perf import perf_model
+    from .render import perf as render_perf
+
+    t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
+    step_n = _parse_step(step)
+    _check_step(t, step_n)
+    pm = perf_model(t, step=step_n, peaks=_peaks(peak, t))
+    if not quiet:
+        for n in pm.notes:
+            _notice(f"kernscope: {n}")
+    if output and output.lower().endswith(".xlsx"):
+        from .render.excel import write_xlsx
+
+        write_xlsx(None, output, sheets=render_perf.perf_sheets(pm), charts={})
+        if not quiet:
+            _notice(f"wrote {output}")
+        return
+    if top is None and fmt == "table":
+        top = 15
+    _render_text(fmt, output, lambda con, w: render_perf.render(pm, trace, con, top=top, width=w, show_nested=show_nested),
+                 lambda: render_perf.to_json(pm, trace, top), lambda: render_perf.to_csv(pm, top))
+
+
+@cli.command("diff")
+@click.argument("a")
+@click.argument("b")
+@click.option("--step", default=None, help="Step of A to compare (and of B, unless --step-b is given).")
+@click.option("--step-b", default=None, help="Step of B to compare.")
+@click.option("--match", type=click.Choice(["exact", "loose"]), default="exact", show_default=True,
+              help="loose: kernel names that differ only in template arguments, tile sizes or tuning numbers match.")
+@click.option("--top", default=None, type=click.IntRange(min=1),
+              help="Rows per table [default: 15 in the terminal; every row in JSON/CSV].")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("-o", "--output", help="Write to FILE instead of stdout; a .xlsx name writes a workbook.")
+@trace_options
+def diff_cmd(a: str, b: str, step: str | None, step_b: str | None, match: str, top: int | None, fmt: str,
+             output: str | None, salvage: bool, no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None,
+             step_marker: str | None) -> None:
+    """Compare two traces, two steps of one trace (A A --step 3 --step-b 5) or two ranks: where B spends more or less."""
+    from .analyze.diff import Side, diff
+    from .render import diff as render_diff
+
+    ta = _load(a, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
+    same_file = os.path.realpath(a) == os.path.realpath(b)
+    tb = ta if same_file else _load(b, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory,
+                                    step_marker=step_marker)
+    sa = _parse_step(step)
+    sb = _parse_step(step_b) if step_b is not None else sa
+    _check_step(ta, sa)
+    _check_step(tb, sb)
+    d = diff(Side(ta, sa), Side(tb, sb), match=match, categorizer=_categorizer(rules))
+    if output and output.lower().endswith(".xlsx"):
+        from .render.excel import write_xlsx
+
+        write_xlsx(None, output, sheets=render_diff.diff_sheets(d), charts={})
+        if not quiet:
+            _notice(f"wrote {output}")
+        return
+    if top is None and fmt == "table":
+        top = 15
+    _render_text(fmt, output, lambda con, w: render_diff.render(d, con, top=top, width=w),
+                 lambda: render_diff.to_json(d, top), lambda: render_diff.to_csv(d, top))
 
 
 @cli.group("cache")

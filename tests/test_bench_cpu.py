@@ -98,6 +98,10 @@ def test_vector_add_table_csv_json_and_traces(tmp_path, capsys):
     assert [k["name"] for k in r0["analysis"]["flush_kernels"]] == ["aten::zero_"]
     assert [k["name"] for k in r0["analysis"]["compute_kernels"]] == ["aten::add"]
     assert doc["skipped"] == {"triton_add": "needs a CUDA device"}
+    assert main(["analyze", "--bench", str(out), "--format", "json", "--no-cache"]) == 0  # the folder, as a whole
+    cells = json.loads(capsys.readouterr().out)["cells"]
+    assert [(c["op"], c["impl"], c["input"]) for c in cells] == [("vector_add", "torch_add", 0), ("vector_add", "torch_add", 1)]
+    assert all(c["compute_kernels"] == ["aten::add"] and c["step"] == "ProfilerStep#5" for c in cells)
     # same paths on a rerun: no files pile up
     assert main(args) == 0
     assert sorted(p.name for p in (out / "vector_add" / "torch_add").iterdir()) == ["input_0.json.gz", "input_1.json.gz"]

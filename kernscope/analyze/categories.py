@@ -197,6 +197,9 @@ class Categorizer:
     libraries: list[Rule] = field(default_factory=list)
     inductor_order: list[str] = field(default_factory=list)
     inductor_tokens: dict[str, list[str]] = field(default_factory=dict)
+    #: launching-op rules ([[op_category]]) and the name categories they may replace ([launcher].generic)
+    op_rules: list[Rule] = field(default_factory=list)
+    generic: frozenset[str] = frozenset()
     _memo: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -223,12 +226,14 @@ class Categorizer:
             where = source or "rules"
         src = source or where
         assert isinstance(spec, dict)
-        unknown = set(spec) - {"version", "category", "library", "inductor"}
+        unknown = set(spec) - {"version", "category", "library", "inductor", "op_category", "launcher"}
         if unknown:
-            raise RulesError(f"{where}: unknown top-level key(s) {sorted(unknown)}; expected [[category]] / [[library]]")
+            raise RulesError(f"{where}: unknown top-level key(s) {sorted(unknown)}; expected [[category]], [[library]], "
+                             "[[op_category]] or [launcher]")
         cats = list(self.categories)
         libs = list(self.libraries)
-        for key, target in (("category", cats), ("library", libs)):
+        ops = list(self.op_rules)
+        for key, target in (("category", cats), ("library", libs), ("op_category", ops)):
             rules = spec.get(key, [])
             if not isinstance(rules, list):
                 raise RulesError(f"{where}: '{key}' must be an array of tables ([[{key}]])")
@@ -239,8 +244,13 @@ class Categorizer:
         ind = spec.get("inductor", {})
         order = list(ind.get("order", self.inductor_order))
         tokens = {**self.inductor_tokens, **ind.get("tokens", {})}
+        launcher = spec.get("launcher", {})
+        generic = launcher.get("generic", sorted(self.generic)) if isinstance(launcher, dict) else None
+        if not isinstance(generic, list) or not all(isinstance(g, str) for g in generic):
+            raise RulesError(f"{where}: [launcher].generic must be a list of category names")
         key_fn = lambda r: (-r.priority, r.order)  # noqa: E731
-        return Categorizer(sorted(cats, key=key_fn), sorted(libs, key=key_fn), order, tokens)
+        return Categorizer(sorted(cats, key=key_fn), sorted(libs, key=key_fn), order, tokens, sorted(ops, key=key_fn),
+                           frozenset(generic))
 
     # -- single-name API -----------------------------------------------------------------------
     @functools.cached_property
@@ -261,6 +271,8 @@ class Categorizer:
             return None
         flavor, ops = m.group(1), m.group(2)
         for cat, pat in self._inductor_patterns:
+            if flavor != "tem" and cat in ("GEMM", "Convolution"):
+                continue  # a generated pointwise/reduction kernel only fuses around an extern GEMM or convolution
             if cat == "Memory":
                 if not _DIGITS_UNDERSCORES.sub("", pat.sub("_", ops)):
                     return "Memory"
@@ -333,6 +345,13 @@ class Categorizer:
         cat = pl.coalesce(pl.col("_ind"), self._first_expr(self.categories, df), pl.lit(OTHER))
         lib = pl.coalesce(self._first_expr(self.libraries, df), pl.lit(UNKNOWN_LIBRARY))
         return df.select("name", "kind", "launch_name", cat.alias("category"), lib.alias("library"))
+
+    def op_categories(self, names: list[str]) -> pl.DataFrame:
+        """``name, category`` of CPU op names by the [[op_category]] rules (null when no rule names the op)."""
+        df = pl.DataFrame({"name": names}, schema={"name": pl.String}).with_columns(
+            pl.col("name").alias("head"), pl.col("name").str.to_lowercase().alias("low"), pl.lit("").alias("kind"),
+            pl.lit("").alias("launch_name"))
+        return df.select("name", self._first_expr(self.op_rules, df).alias("category"))
 
     def _first_expr(self, rules: list[Rule], df: pl.DataFrame) -> pl.Expr:
         """The value of the first (highest-priority) matching rule, or null."""

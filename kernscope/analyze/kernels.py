@@ -27,13 +27,16 @@ def gpu_table(
     """GPU activity rows (optionally one step, optionally categorized) with string columns.
 
     Columns: name, kind, device, stream, ts, dur, end (ns), launcher, op_name, launch_name,
-    graph_launch, step, correlation, and category/library when a categorizer is given.
+    graph_launch, step, correlation, launch_ts/pid/tid, and category/library/decided_by when a categorizer
+    is given (the category uses the launching op as a second signal: see ``launcher_categories``).
     """
     g = trace.gpu.filter(pl.col("kind").is_in(list(kinds)))
     if step is not None:
         g = g.filter(pl.col("step") == step)
     if categorizer is not None:
-        g = categorizer.categorize(g)
+        from .launcher_categories import refine_by_launcher
+
+        g = refine_by_launcher(trace, categorizer.categorize(g), categorizer)
     cols = [
         pl.col("name").cast(pl.String),
         pl.col("kind").cast(pl.String),
@@ -53,7 +56,7 @@ def gpu_table(
         "launch_tid",
     ]
     if categorizer is not None:
-        cols += ["category", "library"]
+        cols += ["category", "library", "decided_by"]
     return g.select(cols)
 
 

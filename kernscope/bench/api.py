@@ -112,7 +112,10 @@ class Operator:
         raise NotImplementedError
 
     def flops(self, inp: Input) -> float | None:
-        """Floating-point operations of one call (for tflops), or None."""
+        """Floating-point operations of one call in this operator's ``mode`` (for tflops), or None.
+
+        Use the perf model's closed forms (:mod:`kernscope.analyze.perf.formulas`) so the harness and
+        ``kernscope perf`` count the same work."""
         return None
 
     def bytes(self, inp: Input) -> float | None:

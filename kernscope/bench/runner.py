@@ -19,7 +19,6 @@ from .traces import analyze_cells, record_trace, trace_path
 METRICS = ("latency", "tflops", "gbps", "speedup", "accuracy", "gpu_peak_mem", "kineto_trace")
 DEFAULT_METRICS = ("latency",)
 #: FLOPs of a mode relative to the forward pass (backward ≈ 2.5x, forward + backward ≈ 3.5x)
-MODE_FLOP_FACTOR = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
 
 __all__ = ["run", "trace_path", "METRICS", "Cell", "BenchRun"]
 
@@ -170,7 +169,7 @@ def measure_cell(op: Operator, spec: ImplSpec, i: int, inp: Input, s: Settings, 
         cell.metrics["latency"] = t.median_ms
     if "tflops" in m:
         f = op.flops(inp)
-        cell.metrics["tflops"] = f * MODE_FLOP_FACTOR[op.mode] / sec / 1e12 if f else None
+        cell.metrics["tflops"] = f / sec / 1e12 if f else None
     if "gbps" in m:
         b = op.bytes(inp)
         cell.metrics["gbps"] = b / sec / 1e9 if b else None

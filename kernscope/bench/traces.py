@@ -32,7 +32,8 @@ def record_trace(fn: Callable[[], Any], *, device: str, flusher: L2Flusher | Non
     cuda = device.startswith("cuda")
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     path.parent.mkdir(parents=True, exist_ok=True)
-    with profile(activities=acts, schedule=schedule(wait=0, warmup=warmup_steps, active=1, repeat=1)) as prof:
+    with profile(activities=acts, schedule=schedule(wait=0, warmup=warmup_steps, active=1, repeat=1),
+                 record_shapes=True) as prof:  # shapes: the perf model rates each cell
         def step() -> None:
             if cuda:
                 torch.cuda.synchronize(device)

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from ...analyze.perf.formulas import gemm_bytes, gemm_flops, sdpa_bwd_flops, sdpa_flops
 from ..api import Input, Operator, OperatorRegistry, impl
 
 
@@ -35,8 +36,8 @@ class VectorAdd(Operator):
     def bytes(self, inp: Input) -> float:
         return 3 * inp.args[0].numel() * _elt(inp.args[0])
 
-    def flops(self, inp: Input) -> float:
-        return float(inp.args[0].numel())
+    def flops(self, inp: Input) -> float | None:
+        return float(inp.args[0].numel()) if self.mode == "fwd" else None  # the backward only passes gradients on
 
     @impl(baseline=True)
     def torch_add(self, x, y):
@@ -167,13 +168,15 @@ class Gemm(Operator):
             yield Input((m, n, k), (a, b))
 
     def flops(self, inp: Input) -> float:
+        """2MNK forward; the backward computes dA and dB (two GEMMs of the same size)."""
         m, n, k = inp.x
-        return 2.0 * m * n * k
+        fwd = gemm_flops(m, n, k)
+        return {"fwd": fwd, "bwd": 2 * fwd, "fwd_bwd": 3 * fwd}[self.mode]
 
     def bytes(self, inp: Input) -> float:
         m, n, k = inp.x
         e = _elt(inp.args[0])
-        return (m * k + k * n) * e + m * n * 2
+        return gemm_bytes(m, n, k, e, e, 2 if e == 1 else e)
 
     @impl(baseline=True)
     def torch_matmul(self, a, b):
@@ -256,9 +259,11 @@ class FlashAttention(Operator):
             yield Input((b, h, s, d, causal), (q, k, v), {"causal": causal})
 
     def flops(self, inp: Input) -> float:
+        """The perf model's attention counts: forward Q K^T + P V, backward with the Q K^T recompute (2.5x)."""
         b, h, s, d, causal = inp.x
-        f = 4.0 * b * h * s * s * d
-        return f / 2 if causal else f
+        fwd = sdpa_flops(b, h, s, s, d, d, causal)
+        bwd = sdpa_bwd_flops(b, h, s, s, h, d, d, causal)
+        return {"fwd": fwd, "bwd": bwd, "fwd_bwd": fwd + bwd}[self.mode]
 
     def _sdpa(self, backend_name: str, q, k, v, causal):
         import torch.nn.functional as F

@@ -1,0 +1,70 @@
+"""GPU time of chosen CPU ops: every GPU row launched inside an op (its subtree) counts for it.
+
+Ops of one thread nest, so each op gets a nesting depth among the chosen ops (one sort, no tree walk);
+GPU rows are then matched to the enclosing op at each depth with one as-of join per depth level. A row
+launched inside nested chosen ops (``aten::linear`` > ``aten::addmm``) counts for both; its *innermost*
+op is the one totals use, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from ..scalars import as_int
+
+
+def nesting_depth(ops: pl.DataFrame) -> pl.Series:
+    """Depth of each op among ``ops`` (columns pid, tid, ts, end; non-zero durations): how many of the
+    other ops of its thread enclose it. Vectorized: position in (thread, start, -end) order minus the ops
+    of the thread that ended by its start."""
+    if ops.height == 0:
+        return pl.Series("depth", [], dtype=pl.Int32)
+    o = ops.with_row_index("_r").with_columns(pl.struct("pid", "tid").rank("dense").cast(pl.Int64).alias("_g"))
+    o = o.sort(["_g", "ts", "end"], descending=[False, False, True])
+    g = o["_g"].to_numpy()
+    ts = o["ts"].to_numpy().astype(np.int64)
+    en = o["end"].to_numpy().astype(np.int64)
+    t0 = int(min(ts.min(), en.min()))
+    span = int(max(ts.max(), en.max()) - t0) + 2
+    key_s = (ts - t0) + g * span
+    key_e = np.sort((en - t0) + g * span)
+    first_of_group = np.searchsorted(key_s, g * span, side="left")  # rows before this thread's first op
+    pos = np.arange(len(o)) - first_of_group
+    ended = np.searchsorted(key_e, key_s, side="right") - np.searchsorted(key_e, g * span, side="left")
+    depth = np.maximum(pos - ended, 0).astype(np.int32)
+    back = o.select("_r").with_columns(pl.Series("depth", depth)).sort("_r")
+    return back["depth"]
+
+
+def op_gpu_pairs(ops: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """(GPU row, enclosing op) pairs.
+
+    Args:
+        ops: ``idx, pid, tid, ts, end`` of the chosen ops (ns).
+        gpu: GPU rows with ``_g`` (row id), ``launch_pid``, ``launch_tid``, ``launch_ts``, ``dur``.
+
+    Returns:
+        ``_g, op_idx, depth, dur, innermost`` (innermost: the deepest enclosing op of that GPU row).
+    """
+    schema = pl.Schema({"_g": pl.UInt32(), "op_idx": pl.Int64(), "depth": pl.Int32(), "dur": pl.Int64(),
+                        "innermost": pl.Boolean()})
+    ops = ops.filter(pl.col("end") > pl.col("ts"))
+    g = gpu.filter(pl.col("launch_ts").is_not_null()).select("_g", "launch_pid", "launch_tid", "launch_ts", "dur")
+    if ops.height == 0 or g.height == 0:
+        return pl.DataFrame(schema=schema)
+    ops = ops.with_columns(nesting_depth(ops))
+    g = g.sort("launch_ts")
+    found = []
+    for d in range(as_int(ops["depth"].max()) + 1):
+        level = (ops.filter(pl.col("depth") == d)
+                 .select(pl.col("idx").alias("op_idx"), pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
+                         pl.col("ts").alias("launch_ts"), pl.col("end").alias("_end"), "depth")
+                 .sort("launch_ts"))
+        hit = (g.join_asof(level, on="launch_ts", by=["launch_pid", "launch_tid"], strategy="backward",
+                           check_sortedness=False)
+               .filter(pl.col("op_idx").is_not_null() & (pl.col("launch_ts") <= pl.col("_end")))
+               .select("_g", "op_idx", "depth", "dur"))
+        found.append(hit)
+    pairs = pl.concat(found)
+    return pairs.with_columns((pl.col("depth") == pl.col("depth").max().over("_g")).alias("innermost")).cast(schema)

@@ -1,0 +1,210 @@
+"""Compare two traces (or two steps of one, or two ranks): totals, categories, kernels and CPU ops.
+
+Input: two linked traces and what to compare of each (a step, or all). Output: a :class:`TraceDiff` of
+DataFrames (µs), rows sorted by absolute delta, and a one-line verdict. ``B - A``: positive deltas are
+time B spends more. Kernel names that differ only in template arguments, tile sizes or autotuning
+suffixes match with ``match="loose"`` (:func:`loose_name`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ..intervals import union_by
+from ..model import Trace
+from .categories import Categorizer, kernel_head
+from .facts import TraceFacts, trace_facts
+from .kernels import NS_PER_US, gpu_table
+
+#: differences below this share of A's total read as "the same" in the verdict
+SAME_PCT = 0.5
+
+_TILE = re.compile(r"\d+x\d+(?:x\d+)*")
+_TEMPLATE = re.compile(r"<[^<>]*>")
+_TUNED = re.compile(r"(?i)(align|stages|warps|stage|warp|splitk|split_k|_k|_sm)(\d+)")
+_SUFFIX = re.compile(r"_\d+$")
+_NUM_FIELD = re.compile(r"(?<=_)\d+(?=_)")
+
+
+def loose_name(name: str) -> str:
+    """A kernel name without what changes between builds of the same kernel: template arguments
+    (``<…>``), the parameter list, tile shapes (``128x256x64`` -> ``#x#``), tuning numbers (``align8``,
+    ``stages3``) and numeric fields (``_80_``, a Triton kernel's trailing ``_12``)."""
+    n = kernel_head(name)
+    for _ in range(32):  # innermost template argument lists first, until none is left
+        m = _TEMPLATE.sub("\x01", n)
+        if m == n:
+            break
+        n = m
+    n = n.replace("\x01", "<…>")
+    n = _TILE.sub("#x#", n)
+    n = _TUNED.sub(lambda m: m.group(1) + "#", n)
+    n = _NUM_FIELD.sub("#", n)
+    return _SUFFIX.sub("_#", n)
+
+
+@dataclass(frozen=True)
+class Side:
+    """What is compared of one trace."""
+
+    trace: Trace
+    step: int | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class TraceDiff:
+    """Results of :func:`diff`. All times µs; ``delta`` = B − A.
+
+    Attributes:
+        total: ``a_us, b_us, delta_us, delta_pct`` (summed GPU time) and ``a_busy_us, b_busy_us`` (union).
+        categories: ``category, a_count, b_count, a_us, b_us, delta_us``.
+        kernels: ``name, launcher, a_count, b_count, a_us, b_us, delta_us, only, variants`` (``only``: "a",
+            "b" or "" when on both sides; ``variants``: raw names merged by loose matching).
+        ops: CPU ops: ``name, a_count, b_count, a_us, b_us, delta_us, a_gpu_us, b_gpu_us, only`` (``*_us``
+            host time of the op; ``*_gpu_us`` GPU time of the kernels it launched).
+    """
+
+    a: TraceFacts
+    b: TraceFacts
+    step_a: int | None
+    step_b: int | None
+    match: str
+    total: dict[str, float]
+    categories: pl.DataFrame
+    kernels: pl.DataFrame
+    ops: pl.DataFrame
+    verdict: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _gpu(side: Side, categorizer: Categorizer) -> pl.DataFrame:
+    return gpu_table(side.trace, categorizer, step=side.step)
+
+
+def _ops(side: Side) -> pl.DataFrame:
+    ev = side.trace.events.filter(pl.col("kind") == "cpu_op")
+    if side.step is not None:
+        w = side.trace.steps.filter(pl.col("step") == side.step)
+        if w.height:
+            s, e = w.row(0, named=True)["start"], w.row(0, named=True)["end"]
+            ev = ev.filter((pl.col("ts") >= s) & (pl.col("ts") < e))
+    return ev.group_by(pl.col("name").cast(pl.String)).agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("us"))
+
+
+def _join(a: pl.DataFrame, b: pl.DataFrame, keys: list[str], values: list[str]) -> pl.DataFrame:
+    out = a.rename({v: f"a_{v}" for v in values}).join(b.rename({v: f"b_{v}" for v in values}), on=keys, how="full",
+                                                        coalesce=True)
+    fills = [pl.col(f"{s}_{v}").fill_null(0) for s in "ab" for v in values]
+    only = (pl.when(pl.col("_in_a").is_null()).then(pl.lit("b")).when(pl.col("_in_b").is_null()).then(pl.lit("a"))
+            .otherwise(pl.lit("")).alias("only"))
+    return out.with_columns(only).with_columns(fills).drop("_in_a", "_in_b")
+
+
+def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | None = None) -> TraceDiff:
+    """Compare ``a`` and ``b``.
+
+    Args:
+        match: "exact" (kernel names as recorded) or "loose" (names through :func:`loose_name`).
+        categorizer: kernel categories (default: built-in rules).
+    """
+    if match not in ("exact", "loose"):
+        raise ValueError("match must be 'exact' or 'loose'")
+    cat = categorizer or Categorizer.builtin()
+    ga, gb = _gpu(a, cat), _gpu(b, cat)
+
+    def kernels(g: pl.DataFrame) -> pl.DataFrame:
+        k = g.filter(pl.col("kind") == "kernel").with_columns(pl.col("launcher").cast(pl.String).fill_null(""))
+        if match == "loose":
+            names = k.select(pl.col("name").unique())
+            names = names.with_columns(pl.Series("key", [loose_name(n) for n in names["name"].to_list()], dtype=pl.String))
+            k = k.join(names, on="name", how="left").with_columns(pl.col("key").alias("name_key"))
+        else:
+            k = k.with_columns(pl.col("name").alias("name_key"))
+        return k.group_by("name_key", "launcher").agg(
+            pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("us"), pl.col("name").n_unique().alias("variants"))
+
+    ka, kb = kernels(ga), kernels(gb)
+    ka = ka.with_columns(pl.lit(True).alias("_in_a"))
+    kb = kb.with_columns(pl.lit(True).alias("_in_b"))
+    kern = _join(ka.rename({"variants": "va"}), kb.rename({"variants": "vb"}), ["name_key", "launcher"], ["count", "us"])
+    kern = (kern.with_columns((pl.col("b_us") - pl.col("a_us")).alias("delta_us"),
+                              pl.max_horizontal(pl.col("va").fill_null(0), pl.col("vb").fill_null(0)).alias("variants"))
+            .rename({"name_key": "name"})
+            .sort([pl.col("delta_us").abs(), "name"], descending=[True, False])
+            .select("name", "launcher", "a_count", "b_count", "a_us", "b_us", "delta_us", "only", "variants"))
+
+    def cats(g: pl.DataFrame) -> pl.DataFrame:
+        return g.group_by("category").agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("us"))
+
+    ca = cats(ga).with_columns(pl.lit(True).alias("_in_a"))
+    cb = cats(gb).with_columns(pl.lit(True).alias("_in_b"))
+    categories = (_join(ca, cb, ["category"], ["count", "us"]).drop("only")
+                  .with_columns((pl.col("b_us") - pl.col("a_us")).alias("delta_us"))
+                  .sort([pl.col("delta_us").abs(), "category"], descending=[True, False])
+                  .select("category", "a_count", "b_count", "a_us", "b_us", "delta_us"))
+
+    def ops(side: Side, g: pl.DataFrame) -> pl.DataFrame:
+        host = _ops(side)
+        gpu = (g.filter(pl.col("op_name").is_not_null()).group_by(pl.col("op_name").cast(pl.String).alias("name"))
+               .agg((pl.col("dur").sum() / NS_PER_US).alias("gpu_us")))
+        return host.join(gpu, on="name", how="left").with_columns(pl.col("gpu_us").fill_null(0.0))
+
+    oa = ops(a, ga).with_columns(pl.lit(True).alias("_in_a"))
+    ob = ops(b, gb).with_columns(pl.lit(True).alias("_in_b"))
+    op_rows = (_join(oa, ob, ["name"], ["count", "us", "gpu_us"])
+               .with_columns((pl.col("b_us") - pl.col("a_us")).alias("delta_us"))
+               .sort([pl.col("delta_us").abs(), "name"], descending=[True, False])
+               .select("name", "a_count", "b_count", "a_us", "b_us", "delta_us", "a_gpu_us", "b_gpu_us", "only"))
+
+    a_us = float(ga["dur"].sum() or 0) / NS_PER_US
+    b_us = float(gb["dur"].sum() or 0) / NS_PER_US
+    total = {
+        "a_us": a_us, "b_us": b_us, "delta_us": b_us - a_us,
+        "delta_pct": 100.0 * (b_us - a_us) / a_us if a_us else 0.0,
+        "a_busy_us": _busy(ga), "b_busy_us": _busy(gb),
+    }
+    fa, fb = trace_facts(a.trace), trace_facts(b.trace)
+    notes = []
+    if fa.device_names and fb.device_names and fa.device_names != fb.device_names:
+        notes.append(f"different devices: A ran on {', '.join(fa.device_names)}, B on {', '.join(fb.device_names)}; "
+                     "the times compare the hardware as well as the code")
+    if a.step is None and b.step is None and fa.steps and fb.steps and fa.steps != fb.steps:
+        notes.append(f"A has {fa.steps} steps and B {fb.steps}: totals cover all of them; compare one step each with "
+                     "--step N --step-b M")
+    return TraceDiff(fa, fb, a.step, b.step, match, total, categories, kern, op_rows,
+                     verdict(total, categories), tuple(notes))
+
+
+def _busy(g: pl.DataFrame) -> float:
+    if g.height == 0:
+        return 0.0
+    return float(union_by(g.select("ts", "end"), [])["len"][0]) / NS_PER_US
+
+
+def _ms(us: float) -> str:
+    a = abs(us)
+    if a >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if a >= 1e3:
+        return f"{us / 1e3:.1f} ms"
+    return f"{us:.1f} µs"
+
+
+def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3) -> str:
+    """One line: which side is slower, by how much, and the categories that moved most."""
+    d, pct = total["delta_us"], total["delta_pct"]
+    if total["a_us"] == 0 and total["b_us"] == 0:
+        return "neither side has GPU activity"
+    if abs(pct) < SAME_PCT:
+        head = f"B and A take the same GPU time ({_ms(total['b_us'])}, {pct:+.1f}%)"
+    else:
+        head = f"B is {_ms(abs(d))} ({abs(pct):.1f}%) {'slower' if d > 0 else 'faster'} than A in GPU time"
+    moved = [r for r in categories.iter_rows(named=True) if abs(r["delta_us"]) > 0][:top]
+    if not moved:
+        return head
+    parts = [f"{r['category']} {'+' if r['delta_us'] > 0 else '-'}{_ms(abs(r['delta_us']))}" for r in moved]
+    return f"{head}; " + ", ".join(parts)

@@ -1,0 +1,264 @@
+"""``perf_model``: per-op FLOPs, bytes, achieved rates and roofline position for a linked trace.
+
+Input: a :class:`~kernscope.model.Trace` (shapes are read from its file on demand). Output: a
+:class:`PerfModel` of DataFrames. One row per distinct call signature (op name, ``Input Dims``,
+``Input type``, ``Concrete Inputs``), like TraceLens's per-op sheets. Python runs once per distinct
+signature, never per event.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from ...errors import TraceError
+from ...load.opargs import read_op_args
+from ...model import Trace
+from ..attribute import op_gpu_pairs
+from .devices import DevicePeaks, match_device
+from .dtypes import precision, short_name
+from .formulas import REGISTRY, Call, Registry, Work
+
+NS_PER_US = 1000.0
+
+#: column order of :attr:`PerfModel.ops`
+OP_COLUMNS = (
+    "name", "op_class", "dtype", "input_dims", "input_type", "concrete_inputs", "count", "kernel_time_us",
+    "mean_time_us", "median_time_us", "min_time_us", "max_time_us", "flops", "bytes", "arithmetic_intensity",
+    "tflops_per_s", "tb_per_s", "peak_tflops", "peak_tb_per_s", "pct_of_peak", "bound", "nested", "params",
+    "example_idx",
+)
+
+
+@dataclass(frozen=True)
+class PerfModel:
+    """Results of :func:`perf_model`. Times in µs; ``flops``/``bytes`` per call; rates in TFLOP/s and TB/s.
+
+    Attributes:
+        device: the peaks used (None when the device is not in the table and no ``--peak`` was given).
+        device_name: the trace's device name (``deviceProperties``), or "".
+        ops: one row per distinct signature with a model (see :data:`OP_COLUMNS`). ``nested`` rows
+            contain another modeled op (``aten::linear`` around ``aten::addmm``): their time is also in
+            that op's row, so totals skip them.
+        missing: ops of modeled kinds the model could not use: ``name, reason, count, kernel_time_us``
+            (reason: "no shapes recorded", "tensor-list shapes not recorded" or "shapes not usable").
+        uncovered: GPU time outside every modeled op, by launching op: ``op_name, count, kernel_time_us``.
+        classes: per op class: ``op_class, calls, kernel_time_us, pct_of_modeled, gflops, data_moved_mb,
+            tflops_per_s, tb_per_s`` (innermost rows only).
+        coverage: ``gpu_time_us`` in scope, ``modeled_us`` (innermost modeled rows), ``missing_us``, ``pct``.
+        notes: one line each (unknown device, missing shapes, ...): for the renderers to show.
+    """
+
+    device: DevicePeaks | None
+    device_name: str
+    ops: pl.DataFrame
+    missing: pl.DataFrame
+    uncovered: pl.DataFrame
+    classes: pl.DataFrame
+    coverage: dict[str, float]
+    step: int | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def by_class(self) -> dict[str, pl.DataFrame]:
+        """``ops`` split by op class (TraceLens's sheets: GEMM, CONV_fwd, SDPA_fwd, UnaryElementwise, ...), with
+        the class's parameters as columns (``param: M``, ...)."""
+        out: dict[str, pl.DataFrame] = {}
+        for cls in self.ops["op_class"].unique(maintain_order=True).to_list():
+            part = self.ops.filter(pl.col("op_class") == cls)
+            params = [msgspec.json.decode(p) if p else {} for p in part["params"].to_list()]
+            keys: list[str] = []
+            for p in params:
+                keys += [k for k in p if k not in keys]
+            cols = {f"param: {k}": [_cell(p.get(k)) for p in params] for k in keys}
+            out[cls] = pl.concat([part.select("name"), pl.DataFrame(cols, schema={k: pl.String for k in cols}),
+                                  part.drop("name", "params")], how="horizontal")
+        return out
+
+
+def _cell(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, (list, tuple)):
+        return "(" + ", ".join(str(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    return str(v)
+
+
+def _device(trace: Trace) -> tuple[str, DevicePeaks | None]:
+    used = set(trace.devices)
+    props = [p for p in trace.device_properties if p.get("id") in used] or trace.device_properties
+    if not props:
+        return "", None
+    return str(props[0].get("name") or ""), match_device(props[0])
+
+
+def _decode(text: str | None) -> Any:
+    if not text:
+        return None
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return None
+
+
+def _work(registry: Registry, name: str, dims: str | None, types: str | None, concrete: str | None) -> Work | None:
+    d, t, c = _decode(dims), _decode(types), _decode(concrete)
+    if not isinstance(d, list) or not isinstance(t, list):
+        return None
+    conc = tuple(str(x) if not isinstance(x, str) else x for x in c) if isinstance(c, list) else ()
+    return registry.work(Call(name, tuple(d), tuple(str(x) for x in t), conc))
+
+
+def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | None = None,
+               registry: Registry = REGISTRY) -> PerfModel:
+    """FLOPs, bytes, achieved TFLOP/s and TB/s and roofline position of every modeled op.
+
+    Args:
+        step: only GPU work launched in this step.
+        peaks: device peaks to use (default: matched from the trace's ``deviceProperties``).
+        registry: op models (default: the built-in ones).
+    """
+    device_name, matched = _device(trace)
+    dev = peaks or matched
+    names = registry.names()
+    gpu = trace.gpu if step is None else trace.gpu.filter(pl.col("step") == step)
+    gpu = gpu.with_row_index("_g")
+    total_ns = int(gpu["dur"].sum() or 0)
+    ev = trace.events
+    ops = ev.filter((pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).is_in(sorted(names))).select(
+        "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
+    pairs = op_gpu_pairs(ops, gpu)
+    per_op = pairs.group_by("op_idx").agg(
+        pl.col("dur").sum().alias("gpu_ns"),
+        pl.col("innermost").not_().any().alias("nested"),
+    ).join(ops.select(pl.col("idx").alias("op_idx"), "name"), on="op_idx")
+    try:
+        args = read_op_args(trace.path, per_op["op_idx"].to_list())
+    except OSError as e:
+        raise TraceError(trace.path, f"the perf model reads op shapes from the trace file, which cannot be read "
+                                     f"({e.strerror or e})") from None
+    inst = _compact(per_op.join(args.rename({"idx": "op_idx"}), on="op_idx", how="left"))
+    sig = ["name", "input_dims", "input_type", "concrete_inputs"]
+    groups = inst.group_by(sig).agg(
+        pl.len().alias("count"),
+        (pl.col("gpu_ns").sum() / NS_PER_US).alias("kernel_time_us"),
+        (pl.col("gpu_ns").mean() / NS_PER_US).alias("mean_time_us"),
+        (pl.col("gpu_ns").median() / NS_PER_US).alias("median_time_us"),
+        (pl.col("gpu_ns").min() / NS_PER_US).alias("min_time_us"),
+        (pl.col("gpu_ns").max() / NS_PER_US).alias("max_time_us"),
+        pl.col("nested").any().alias("nested"),
+        pl.col("op_idx").min().alias("example_idx"),
+    ).sort("example_idx")
+    rows: list[dict[str, Any]] = []
+    miss: list[tuple[str, str, int, float]] = []
+    for r in groups.iter_rows(named=True):
+        w = _work(registry, r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
+        if w is None:
+            reason = _why_missing(r["input_dims"], r["input_type"])
+            if not r["nested"]:
+                miss.append((r["name"], reason, r["count"], r["kernel_time_us"]))
+            continue
+        rows.append({**r, **_rates(w, r["count"], r["kernel_time_us"], dev)})
+    ops_df = pl.DataFrame(rows, schema=_schema()) if rows else pl.DataFrame(schema=_schema())
+    ops_df = ops_df.select(OP_COLUMNS).sort("kernel_time_us", descending=True)
+    missing = (pl.DataFrame(miss, schema={"name": pl.String, "reason": pl.String, "count": pl.Int64,
+                                          "kernel_time_us": pl.Float64}, orient="row")
+               .group_by("name", "reason").agg(pl.col("count").sum(), pl.col("kernel_time_us").sum())
+               .sort("kernel_time_us", descending=True))
+    covered = set(pairs["_g"].to_list()) if pairs.height else set()
+    outside = gpu.filter(~pl.col("_g").is_in(sorted(covered))) if covered else gpu
+    uncovered = (outside.group_by(pl.col("launcher").cast(pl.String).fill_null("<no launch in trace>").alias("op_name"))
+                 .agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("kernel_time_us"))
+                 .sort("kernel_time_us", descending=True))
+    modeled_us = float(ops_df.filter(~pl.col("nested"))["kernel_time_us"].sum() or 0.0)
+    missing_us = float(missing["kernel_time_us"].sum() or 0.0)
+    gpu_us = total_ns / NS_PER_US
+    coverage = {"gpu_time_us": gpu_us, "modeled_us": modeled_us, "missing_us": missing_us,
+                "pct": 100.0 * modeled_us / gpu_us if gpu_us else 0.0}
+    notes = []
+    if dev is None:
+        notes.append(f"device {device_name or '(none recorded)'!r} is not in the peaks table: % of peak and bound are "
+                     "left empty; give --peak (a device such as h100, or numbers such as bf16=989,fp32=67,bw=3.35)")
+    if missing.height:
+        no_shapes = missing.filter(pl.col("reason") == "no shapes recorded")
+        if no_shapes.height:
+            notes.append(f"{int(no_shapes['count'].sum())} op calls ({float(no_shapes['kernel_time_us'].sum()):,.1f} µs of "
+                         "GPU time) have no shapes: record with torch.profiler.profile(record_shapes=True)")
+    return PerfModel(dev, device_name, ops_df, missing, uncovered, _classes(ops_df), coverage, step, tuple(notes))
+
+
+def _classes(ops: pl.DataFrame) -> pl.DataFrame:
+    inner = ops.filter(~pl.col("nested"))
+    total = float(inner["kernel_time_us"].sum() or 0.0)
+    secs = pl.col("kernel_time_us") * 1e-6
+    return (inner.group_by("op_class").agg(
+        pl.col("count").sum().alias("calls"), pl.col("kernel_time_us").sum(),
+        (pl.col("flops") * pl.col("count")).sum().alias("_f"), (pl.col("bytes") * pl.col("count")).sum().alias("_b"))
+        .with_columns((100.0 * pl.col("kernel_time_us") / total if total else pl.lit(0.0)).alias("pct_of_modeled"),
+                      (pl.col("_f") / 1e9).alias("gflops"), (pl.col("_b") / 2**20).alias("data_moved_mb"),
+                      pl.when(secs > 0).then(pl.col("_f") / secs / 1e12).alias("tflops_per_s"),
+                      pl.when(secs > 0).then(pl.col("_b") / secs / 1e12).alias("tb_per_s"))
+        .drop("_f", "_b").sort("kernel_time_us", descending=True)
+        .select("op_class", "calls", "kernel_time_us", "pct_of_modeled", "gflops", "data_moved_mb", "tflops_per_s",
+                "tb_per_s"))
+
+
+def _compact(inst: pl.DataFrame) -> pl.DataFrame:
+    """Argument texts in one spelling (``[[8944, 1024], [1024, 2816]]``): files differ in indentation."""
+    cols = ("input_dims", "input_type", "concrete_inputs")
+    out = []
+    for c in cols:
+        raw = inst[c].unique().drop_nulls().to_list()
+        norm = [json.dumps(_decode(t)) if _decode(t) is not None else t for t in raw]
+        m = pl.DataFrame({c: raw, "_n": norm}, schema={c: pl.String, "_n": pl.String})
+        out.append(inst.select(c).join(m, on=c, how="left", maintain_order="left")["_n"].alias(c))
+    return inst.with_columns(out)
+
+
+def _why_missing(dims: str | None, types: str | None) -> str:
+    d, t = _decode(dims), _decode(types)
+    if isinstance(t, list) and "TensorList" in t:
+        return "tensor-list shapes not recorded"  # PyTorch records no shapes for TensorList arguments
+    if not isinstance(d, list) or all(x == [] for x in d):
+        return "no shapes recorded"
+    return "shapes not usable"
+
+
+def _rates(w: Work, count: int, time_us: float, dev: DevicePeaks | None) -> dict[str, Any]:
+    secs = time_us * 1e-6
+    tflops = w.flops * count / secs / 1e12 if secs > 0 else None
+    tbps = w.bytes * count / secs / 1e12 if secs > 0 and w.bytes is not None else None
+    ai = w.flops / w.bytes if w.bytes else None
+    peak = dev.flops_peak(w.unit, precision(w.dtype)) if dev else None
+    bw = dev.hbm_tb_s if dev else None
+    pct = bound = None
+    if w.flops == 0 and bw and tbps is not None:  # pure data movement
+        bound, pct = "memory", 100.0 * tbps / bw
+    elif peak and bw and ai is not None and tflops is not None:
+        ridge = peak / bw
+        bound = "compute" if ai >= ridge else "memory"
+        attainable = min(peak, ai * bw)
+        pct = 100.0 * tflops / attainable if attainable > 0 else None
+    return {
+        "op_class": w.op_class, "dtype": short_name(w.dtype), "flops": float(w.flops),
+        "bytes": float(w.bytes) if w.bytes is not None else None,
+        "arithmetic_intensity": ai if ai is None or math.isfinite(ai) else None,
+        "tflops_per_s": tflops, "tb_per_s": tbps, "peak_tflops": peak, "peak_tb_per_s": bw, "pct_of_peak": pct,
+        "bound": bound, "params": msgspec.json.encode(w.params).decode(),
+    }
+
+
+def _schema() -> dict[str, Any]:
+    return {
+        "name": pl.String, "input_dims": pl.String, "input_type": pl.String, "concrete_inputs": pl.String,
+        "count": pl.Int64, "kernel_time_us": pl.Float64, "mean_time_us": pl.Float64, "median_time_us": pl.Float64,
+        "min_time_us": pl.Float64, "max_time_us": pl.Float64, "nested": pl.Boolean, "example_idx": pl.Int64,
+        "op_class": pl.String, "dtype": pl.String, "flops": pl.Float64, "bytes": pl.Float64,
+        "arithmetic_intensity": pl.Float64, "tflops_per_s": pl.Float64, "tb_per_s": pl.Float64,
+        "peak_tflops": pl.Float64, "peak_tb_per_s": pl.Float64, "pct_of_peak": pl.Float64, "bound": pl.String,
+        "params": pl.String,
+    }

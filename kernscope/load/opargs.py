@@ -1,0 +1,112 @@
+"""Operator arguments read on first use: ``Input Dims``, ``Input type``, ``Concrete Inputs`` of chosen events.
+
+The main parse skips these (they are large and most analyses never read them). The perf model asks for
+the ops it needs by event index; the file is read again, each piece is cut into its events by
+structure (no full decode), and only the wanted events' args are decoded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from ..errors import TraceError
+from .document import NeedsWholeDocument, Piece, Splitter, tail_candidates
+from .source import Limits, open_trace
+from .structure import top_level_objects
+
+
+class _OpArgs(msgspec.Struct, gc=False):
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+
+
+class _Event(msgspec.Struct, gc=False):
+    args: _OpArgs | None = None
+
+
+_DEC = msgspec.json.Decoder(_Event)
+SCHEMA = {"idx": pl.Int64, "input_dims": pl.String, "input_type": pl.String, "concrete_inputs": pl.String}
+
+
+_DEC_LIST = msgspec.json.Decoder(list[_Event])
+#: merges of a piece with the next before giving up (a cut inside a string, as in the main parse)
+_MAX_MERGES = 8
+
+
+def read_op_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.DataFrame:
+    """``idx, input_dims, input_type, concrete_inputs`` (JSON text) of the events at ``wanted`` indices.
+
+    Each piece of the event array is decoded by msgspec into structs that keep only these three raw
+    values (everything else is skipped unbuilt, at several hundred MB/s); only wanted events' values
+    are turned into strings.
+    """
+    want = sorted(set(int(i) for i in wanted))
+    if not want:
+        return pl.DataFrame(schema=SCHEMA)
+    source = open_trace(path)
+    rows: list[tuple[int, str | None, str | None, str | None]] = []
+    try:
+        splitter = Splitter(source, Limits())
+        pieces = splitter.pieces()
+        before = 0
+        j = 0
+        try:
+            for piece in pieces:
+                events, piece = _decode_piece(piece, pieces, splitter.doc.bare_array, str(path))
+                end = before + len(events)
+                while j < len(want) and want[j] < end:
+                    args = events[want[j] - before].args
+                    if args is not None:
+                        rows.append((want[j], _text(args.input_dims), _text(args.input_type), _text(args.concrete)))
+                    j += 1
+                before = end
+                if j >= len(want):
+                    break
+        except NeedsWholeDocument:
+            raise TraceError(str(path), "cannot read operator arguments from this document layout") from None
+    finally:
+        source.close()
+    return pl.DataFrame(rows, schema=SCHEMA, orient="row")
+
+
+def _decode_piece(piece: Piece, rest: Iterator[Piece], bare: bool, path: str) -> tuple[list[_Event], Piece]:
+    for _ in range(_MAX_MERGES + 1):
+        if piece.final:
+            for pos, _tail in tail_candidates(piece.text, bare, path):
+                head = bytes(piece.text[:pos]).rstrip()
+                try:
+                    return (_DEC_LIST.decode(b"[" + head + b"]") if head.strip() else []), piece
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+            break
+        try:
+            return _DEC_LIST.decode(b"".join((b"[", piece.text, b"]"))), piece
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            nxt = next(rest, None)
+            if nxt is None:
+                break
+            piece = Piece(bytes(piece.text) + piece.sep + bytes(nxt.text), piece.offset, nxt.sep, nxt.final)
+    # not valid JSON as a whole (a damaged file read with --salvage): find the objects by structure
+    text = bytes(piece.text)
+    if piece.final:
+        cut = next((pos for pos, _ in tail_candidates(text, bare, path)), len(text))
+        text = text[:cut]
+    spans, _ = top_level_objects(text)
+    out = []
+    for a, b in spans:
+        try:
+            out.append(_DEC.decode(text[a:b]))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            out.append(_Event())
+    return out, piece
+
+
+def _text(raw: Any) -> str | None:
+    b = bytes(raw)
+    return b.decode() if b else None

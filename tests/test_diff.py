@@ -1,0 +1,110 @@
+"""kernscope diff: totals, categories, kernels, ops, loose matching, steps, and HTA's TraceDiff numbers."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+from conftest import TRACES, write_trace
+
+from kernscope import load
+from kernscope.analyze.diff import Side, diff, loose_name
+from kernscope.cli import main
+
+GEMM_A = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+GEMM_B = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
+ADD8 = ADD.replace("<4,", "<8,")
+
+
+def _trace(path, kernels, device="NVIDIA H100 80GB HBM3", steps=1):
+    """kernels: (op name, kernel name, duration µs) launched in order, repeated in each of ``steps`` steps."""
+    ev, t, corr = [], 1000, 1
+    for s in range(steps):
+        t0 = t
+        for op, k, dur in kernels:
+            ev.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": t, "dur": 30,
+                       "args": {"External id": corr}})
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 5,
+                       "dur": 10, "args": {"External id": corr, "correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": k, "pid": 0, "tid": 7, "ts": t + 20, "dur": dur,
+                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+            t += 40 + dur
+            corr += 1
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t0 - 1,
+                   "dur": t - t0 + 2, "args": {}})
+        t += 100
+    return write_trace(path, ev, deviceProperties=[{"id": 0, "name": device}])
+
+
+def test_diff_exact_values(tmp_path):
+    a = _trace(tmp_path / "a.json", [("aten::mm", GEMM_A, 100), ("aten::add", ADD, 10), ("aten::add", ADD, 10)])
+    b = _trace(tmp_path / "b.json", [("aten::mm", GEMM_A, 150), ("aten::add", ADD, 10), ("aten::mul", "mul_kernel", 5)])
+    d = diff(Side(load(a, cache=False)), Side(load(b, cache=False)))
+    assert d.total["a_us"] == 120 and d.total["b_us"] == 165 and d.total["delta_us"] == 45
+    assert d.total["delta_pct"] == pytest.approx(37.5)
+    k = {(r["name"], r["launcher"]): r for r in d.kernels.iter_rows(named=True)}
+    assert k[(GEMM_A, "aten::mm")]["delta_us"] == 50 and k[(GEMM_A, "aten::mm")]["only"] == ""
+    assert k[(ADD, "aten::add")]["a_count"] == 2 and k[(ADD, "aten::add")]["b_count"] == 1
+    assert k[("mul_kernel", "aten::mul")]["only"] == "b" and k[("mul_kernel", "aten::mul")]["a_us"] == 0
+    assert d.kernels["delta_us"].abs().to_list() == sorted(d.kernels["delta_us"].abs().to_list(), reverse=True)
+    cats = {r["category"]: r["delta_us"] for r in d.categories.iter_rows(named=True)}
+    assert cats["GEMM"] == 50 and cats["Elementwise"] == -5  # mul_kernel is elementwise too
+    assert d.verdict.startswith("B is 45.0 µs (37.5%) slower than A in GPU time; GEMM +50.0 µs")
+    ops = {r["name"]: r for r in d.ops.iter_rows(named=True)}
+    assert ops["aten::add"]["a_count"] == 2 and ops["aten::add"]["a_gpu_us"] == 20 and ops["aten::mul"]["only"] == "b"
+    same = diff(Side(load(a, cache=False)), Side(load(a, cache=False)))
+    assert same.total["delta_us"] == 0 and same.verdict.startswith("B and A take the same GPU time")
+    assert (same.kernels["delta_us"] == 0).all()
+
+
+def test_loose_matching(tmp_path):
+    assert loose_name(GEMM_A) == loose_name(GEMM_B)
+    assert loose_name(ADD) == loose_name(ADD8) == "at::native::vectorized_elementwise_kernel<…>"
+    assert loose_name("triton_red_fused_add_mean_12") == loose_name("triton_red_fused_add_mean_3")
+    assert loose_name("ampere_sgemm_128x64_nn") != loose_name("volta_sgemm_128x64_nn")
+    a = _trace(tmp_path / "a.json", [("aten::mm", GEMM_A, 100), ("aten::add", ADD, 10)])
+    b = _trace(tmp_path / "b.json", [("aten::mm", GEMM_B, 80), ("aten::add", ADD8, 10)])
+    ta, tb = load(a, cache=False), load(b, cache=False)
+    exact = diff(Side(ta), Side(tb))
+    assert set(exact.kernels["only"].to_list()) == {"a", "b"} and exact.kernels.height == 4
+    loose = diff(Side(ta), Side(tb), match="loose")
+    assert loose.kernels.height == 2 and set(loose.kernels["only"].to_list()) == {""}
+    gemm = loose.kernels.filter(loose.kernels["launcher"] == "aten::mm").row(0, named=True)
+    assert gemm["delta_us"] == -20 and gemm["variants"] == 1
+
+
+def test_cli_two_steps_of_one_trace_json_and_devices(tmp_path, capsys):
+    a = _trace(tmp_path / "a.json", [("aten::mm", GEMM_A, 100)], steps=3)
+    assert main(["diff", str(a), str(a), "--step", "0", "--step-b", "2", "--no-cache", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) >= {"a", "b", "total", "categories", "kernels", "ops", "verdict"}
+    assert doc["a"]["step"] == 0 and doc["b"]["step"] == 2 and doc["total"]["delta_us"] == 0
+    assert set(doc["kernels"][0]) >= {"name", "launcher", "a_count", "b_count", "a_us", "b_us", "delta_us"}
+    assert set(doc["categories"][0]) == {"category", "a_count", "b_count", "a_us", "b_us", "delta_us"}
+    v = _trace(tmp_path / "v.json", [("aten::mm", "volta_sgemm_128x64_nn", 300)], device="Tesla V100-SXM2-16GB", steps=2)
+    assert main(["diff", str(a), str(v), "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "different devices" in out and "A has 3 steps and B 2" in out and "slower than A" in out
+    assert main(["diff", str(a), str(v), "--step", "7", "--no-cache"]) == 2
+    assert "no step 7" in capsys.readouterr().err
+    x = tmp_path / "d.xlsx"
+    assert main(["diff", str(a), str(v), "--no-cache", "-q", "-o", str(x)]) == 0
+    wb = zipfile.ZipFile(x).read("xl/workbook.xml").decode()
+    assert all(f'name="{s}"' in wb for s in ("diff_summary", "diff_categories", "diff_kernels", "diff_ops"))
+
+
+HTA_A = TRACES / "hta" / "a100_8rank_rank3_control.json.gz"
+HTA_B = TRACES / "hta" / "v100_2rank_rank1_test.json.gz"
+
+
+@pytest.mark.skipif(not (HTA_A.exists() and HTA_B.exists()), reason="HTA trace-diff pair not present")
+def test_matches_hta_tracediff_on_its_own_pair():
+    """HTA's TraceDiff.compare_traces on ProfilerStep#1009 of each (GPU kernels): 197 kernel names, kernel time
+    61,702 µs (control) and 122,197 µs (test); benchmarks/diff_vs_hta.py compares every name."""
+    d = diff(Side(load(HTA_A), 1009), Side(load(HTA_B), 1009))
+    assert d.kernels["name"].n_unique() == 197
+    assert float(d.kernels["a_us"].sum()) == pytest.approx(61_702.0)
+    assert float(d.kernels["b_us"].sum()) == pytest.approx(122_197.0)
+    assert "different devices" in d.notes[0]
