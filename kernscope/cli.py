@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from .errors import KernscopeError
+from .errors import KernscopeError, PartialFailure
 
 EXIT_BAD_INPUT = 2
 
@@ -166,6 +166,42 @@ def trace_options(f: Any) -> Any:
     return f
 
 
+_rank_opts = [
+    click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+                 help="Several traces (ranks): analyze them in local processes, or on Dask (kernscope[dask])."),
+    click.option("--scheduler", metavar="ADDRESS", help="With --engine dask: an existing scheduler (tcp://host:8786); "
+                                                        "default: start a LocalCluster."),
+    click.option("--workers", type=click.IntRange(min=1), help="Processes / LocalCluster workers (default: CPU count)."),
+    click.option("--strict", is_flag=True, help="Several traces: stop at the first one that fails to load."),
+]
+
+
+def rank_options(f: Any) -> Any:
+    for opt in reversed(_rank_opts):
+        f = opt(f)
+    return f
+
+
+def _job(paths: list[str], engine: str, scheduler: str | None, workers: int | None, strict: bool, quiet: bool,
+         salvage: bool, no_cache: bool, step_marker: str | None) -> Any:
+    from .analyze.ranks import RankTask
+    from .engine import EngineSpec, analyze_job
+
+    progress = Progress(f"analyzing {len(paths)} ranks", quiet)
+    try:
+        return analyze_job(paths, RankTask(cache=not no_cache, salvage=salvage, step_marker=step_marker),
+                           EngineSpec(engine, scheduler, workers), strict=strict, progress=progress)
+    finally:
+        progress.close()
+
+
+def _failures(job: Any) -> None:
+    if job.failures:
+        first = job.failures[0]
+        raise PartialFailure(f"{len(job.failures)} of {len(job.failures) + job.ranks.height} rank files failed "
+                             f"(first: {first.path}: {first.problem}); results cover the others")
+
+
 @cli.command()
 @click.argument("traces", nargs=-1, required=True)
 @click.option("--step", default=None, help="Step number to analyze, or 'all' (default).")
@@ -181,20 +217,34 @@ def trace_options(f: Any) -> Any:
 @click.option("--by-annotation", "by_annotation", is_flag=False, flag_value="", default=None, metavar="[REGEX]",
               help="GPU time, categories and timeline by your record_function ranges (all, or those matching REGEX).")
 @trace_options
+@rank_options
 def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
             no_categories: bool, linked_only: bool, bench: bool | None, by_annotation: str | None, salvage: bool,
-            no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
-    """Summarize PyTorch profiler (Kineto) traces: steps, kernels, launching ops, categories, GPU timeline."""
+            no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None,
+            engine: str, scheduler: str | None, workers: int | None, strict: bool) -> None:
+    """Summarize PyTorch profiler (Kineto) traces: steps, kernels, launching ops, categories, GPU timeline.
+
+    Several traces (files, directories, globs) are the ranks of one job: per-rank compute, communication,
+    overlap and idle time, collectives matched across ranks, and the straggler of every step."""
     from . import outputs
 
-    if len(traces) != 1:
-        raise KernscopeError("give one trace file")
-    trace = traces[0]
-    if os.path.isdir(trace):
-        if not bench:
-            raise KernscopeError(f"{trace}: is a directory; for a folder of benchmark traces use --bench")
-        _bench_dir(trace, fmt, output, rules, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory)
+    if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
+        _bench_dir(traces[0], fmt, output, rules, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory)
         return
+    from .engine import expand_inputs
+
+    paths = expand_inputs(traces)
+    if len(paths) > 1:
+        from .render import ranks as render_ranks
+
+        job = _job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker)
+        if top is None and fmt == "table":
+            top = 15
+        _render_text(fmt, output, lambda con, w: render_ranks.render(job, con, top=top, width=w),
+                     lambda: render_ranks.to_json(job, top), lambda: render_ranks.to_csv(job))
+        _failures(job)
+        return
+    trace = paths[0]
     if top is None and fmt == "table":
         top = 15
     width = 160 if output or fmt != "table" else _console_width()
@@ -281,9 +331,11 @@ def _report_target(output: str) -> str:
 @click.option("--step-b", default=None, help="With --diff: the step of TRACE_B (default: --step).")
 @click.option("--peak", metavar="DEVICE|KEY=VALUE,...", help="Device peaks for the perf sheets (see kernscope perf).")
 @trace_options
+@rank_options
 def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None,
            by_annotation: str | None, diff_with: str | None, step_b: str | None, peak: str | None, salvage: bool,
-           no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
+           no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None,
+           engine: str, scheduler: str | None, workers: int | None, strict: bool) -> None:
     """Write the perf report: Excel workbook, self-contained HTML page, or a directory of CSVs.
 
     Workbooks and CSV directories also get the perf model's sheets (one per op class, unified_perf_summary) when the
@@ -291,9 +343,25 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     from .analyze.summary import analyze as run
 
     target = _report_target(output)
-    if len(traces) != 1:
-        raise KernscopeError("give one trace file")
-    t = _load(traces[0], salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
+    from .engine import expand_inputs
+
+    paths = expand_inputs(traces)
+    if len(paths) > 1:
+        if target == "html":
+            raise KernscopeError("several traces (ranks): write a .xlsx workbook or a CSV directory")
+        from .render.excel import write_csv_dir, write_xlsx
+        from .render.ranks import rank_sheets
+
+        job = _job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker)
+        if target == "xlsx":
+            write_xlsx(None, output, sheets=rank_sheets(job), charts={})
+        else:
+            write_csv_dir(None, output, sheets=rank_sheets(job))
+        if not quiet:
+            _notice(f"wrote {output}")
+        _failures(job)
+        return
+    t = _load(paths[0], salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
     step_n = _parse_step(step)
     _check_step(t, step_n)
     cat = _categorizer(rules)
@@ -492,6 +560,9 @@ def main(argv: list[str] | None = None) -> int:
     except KernscopeError as e:
         click.echo(f"kernscope: error: {e}", err=True)
         return EXIT_BAD_INPUT
+    except PartialFailure as e:
+        click.echo(f"kernscope: {e}", err=True)
+        return 1
     except click.exceptions.Abort:
         click.echo("kernscope: aborted", err=True)
         return 130

@@ -18,3 +18,7 @@ class TraceError(KernscopeError):
 
 class RulesError(KernscopeError):
     """A categorization rule file is invalid."""
+
+
+class PartialFailure(Exception):
+    """The command wrote its results, but some inputs failed (the CLI prints the summary and exits with 1)."""

@@ -78,4 +78,9 @@ def test_bench_dir_bad_input(tmp_path, capsys):
     assert main(["analyze", "--bench", str(tmp_path / "empty"), "--no-cache"]) == 2
     assert "no benchmark traces found" in capsys.readouterr().err
     assert main(["analyze", str(tmp_path / "empty"), "--no-cache"]) == 2
-    assert "use --bench" in capsys.readouterr().err
+    assert "no trace files" in capsys.readouterr().err
+    root = tmp_path / "b"
+    for impl in ("aten", "triton"):
+        bench_trace(root / "gemm" / impl / "input_0.json.gz", 256, 10.0, impl)
+    assert main(["analyze", str(root), "--no-cache", "--workers", "1"]) == 2  # forgot --bench
+    assert "add --bench" in capsys.readouterr().err

@@ -13,6 +13,7 @@ with precise error locations; the result has the same columns.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -100,16 +101,28 @@ _DEC_INT_TIMES = msgspec.json.Decoder(list[_IntTimes])
 _DEC_NUM_TIMES = msgspec.json.Decoder(list[_NumTimes])
 
 
+_BOOL_KEY = re.compile(rb'"(?:ts|dur)"\s*:\s*$')
+#: above this many "true"/"false" words in a chunk, decode its times instead of looking at each word
+_MAX_BOOL_WORDS = 20_000
+
+
 def _numbers_only(text: bytes) -> bool:
     """False when some ``ts``/``dur`` may be a JSON boolean (polars reads ``true`` as 1.0 into a float
-    column). A chunk without the words "true"/"false" anywhere needs no check (a byte search)."""
-    if b"true" not in text and b"false" not in text:
-        return True
-    try:
-        _DEC_NUM_TIMES.decode(text)
-        return True
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return False
+    column). Each "true"/"false" word is checked for a ``"ts":``/``"dur":`` key right before it (a quote
+    inside a JSON string is escaped, so a match is a real key); many such words: a typed decode instead."""
+    hits = []
+    for word in (b"true", b"false"):
+        i = text.find(word)
+        while i >= 0:
+            hits.append(i)
+            if len(hits) > _MAX_BOOL_WORDS:
+                try:
+                    _DEC_NUM_TIMES.decode(text)
+                    return True
+                except (msgspec.ValidationError, msgspec.DecodeError):
+                    return False
+            i = text.find(word, i + 4)
+    return not any(_BOOL_KEY.search(text, max(0, i - 32), i) for i in hits)
 
 
 @dataclass

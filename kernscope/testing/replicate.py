@@ -114,13 +114,22 @@ def _rewrite(event_text: bytes, shift_us: int, id_offset: int, step_offset: int)
     return out
 
 
+def span_us(src: str | Path) -> int:
+    """First event start to last event end of a trace, whole µs (rounded outwards)."""
+    lo, hi = _span_us(_split(read_json_bytes(src))[1])
+    return hi - lo
+
+
 def replicate(src: str | Path, dst: str | Path, *, target_bytes: int | None = None, copies: int | None = None,
-              gap_us: int = 1000) -> ReplicaStats:
+              gap_us: int = 1000, period_us: int | None = None) -> ReplicaStats:
     """Write ``dst`` (gzip if it ends in .gz): the events of ``src`` repeated until ``target_bytes`` of
-    JSON (or ``copies`` times), each replica shifted in time after the previous one."""
+    JSON (or ``copies`` times), each replica shifted in time after the previous one: by ``period_us``
+    (give the same to every rank of a job so their replicas stay aligned), else the span plus ``gap_us``."""
     head, events, tail = _split(read_json_bytes(src))
     lo, hi = _span_us(events)
-    period = hi - lo + gap_us
+    period = period_us if period_us is not None else hi - lo + gap_us
+    if period < hi - lo:
+        raise ValueError(f"period_us {period} is shorter than the trace's span ({hi - lo} µs)")
     id_step = 10 ** len(str(_max_ids(events) + 1))
     step_step = _max_step(events) + 1
     body = b",".join(events)

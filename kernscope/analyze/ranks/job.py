@@ -1,0 +1,230 @@
+"""The job across ranks: per-rank tables side by side, collectives matched across ranks, stragglers per step.
+
+Input: the :class:`~kernscope.analyze.ranks.summary.RankResult` of every rank (client side; small tables).
+Output: a :class:`JobAnalysis` of DataFrames (µs).
+
+Collective matching: a communication kernel of one rank is the same collective instance as another rank's
+when they share the process group and ``Seq`` (record_param_comms), or else the process group, the collective
+type, the step and the position among that rank's kernels of that kind in that step (all ranks issue
+collectives of a group in the same order). Kernels that ran before the profiled window (no launch in the trace)
+are not matched. Per instance: the arrival skew (last start − first start), each rank's wait (the last
+arrival − its own start), the last arriver, bytes and the bandwidth of the transfer as NCCL-tests define it
+(``algbw`` = bytes / the last arriver's kernel time, which did not wait; ``busbw`` = algbw x 2(n−1)/n for
+all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, 1 otherwise).
+
+Straggler of a step: the rank the others waited for most: per instance the others' waits are attributed to
+its last arriver; ``wait_us`` is the wait it caused per other rank (summed over the step's collectives).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ...errors import KernscopeError
+from ...scalars import as_int
+from ..kernels import NS_PER_US
+from .summary import METRICS, RankResult
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A rank file that could not be analyzed."""
+
+    path: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class JobAnalysis:
+    """Results of :func:`combine`. Times µs.
+
+    Attributes:
+        ranks: one row per rank: rank, path, steps, METRICS, launch delay and queue statistics.
+        rank_steps: one row per (rank, step): step, name, wall_us and METRICS.
+        instances: one row per matched collective instance: pg, type, step, key, ranks, bytes, skew_us,
+            max_wait_us, last_rank, transfer_us, algbw_gb_s, busbw_gb_s, algo, protocol.
+        waits: one row per (instance, rank): the rank's wait (µs).
+        collectives: summary by process group and type.
+        stragglers: one row per step: step (name), rank, wait_us, total_wait_us, max_wait_us, collectives.
+        queues: per rank and stream: queue length statistics.
+    """
+
+    ranks: pl.DataFrame
+    rank_steps: pl.DataFrame
+    instances: pl.DataFrame
+    waits: pl.DataFrame
+    collectives: pl.DataFrame
+    stragglers: pl.DataFrame
+    queues: pl.DataFrame
+    failures: list[Failure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    world_size: int | None = None
+
+
+def _check(results: list[RankResult]) -> tuple[list[str], bool]:
+    """Job-level checks: one clear message each. Returns (notes, clocks_overlap). Raises on duplicate ranks
+    and mixed jobs."""
+    notes: list[str] = []
+    seen: dict[int, str] = {}
+    for r in results:
+        if r.rank is None:
+            hint = (" (a folder of benchmark traces? add --bench)" if re.search(r"input_\d+\.json|pt\.trace\.json", r.path)
+                    else "")
+            raise KernscopeError(f"{r.path}: no rank (no distributedInfo.rank and no rank number in the file name){hint}")
+        if r.rank in seen:
+            raise KernscopeError(f"rank {r.rank} appears twice: {seen[r.rank]} and {r.path}")
+        seen[r.rank] = r.path
+    sizes = {r.world_size for r in results if r.world_size is not None}
+    if len(sizes) > 1:
+        by = ", ".join(f"{r.path} ({r.world_size})" for r in results[:4])
+        raise KernscopeError(f"traces of different jobs: world sizes {sorted(sizes)} ({by}, ...)")
+    spans = [(r.gpu_start_ns, r.gpu_end_ns) for r in results if r.gpu_start_ns is not None and r.gpu_end_ns is not None]
+    overlap = True
+    if len(spans) > 1 and max(s for s, _ in spans) > min(e for _, e in spans):
+        overlap = False
+        notes.append("the ranks' GPU activity does not overlap in time (clocks of different hosts, or traces of different "
+                     "runs): per-rank results are shown; collective skew, waits and stragglers need one clock and are "
+                     "not computed")
+    return notes, overlap
+
+
+def combine(results: list[RankResult], failures: list[Failure] | None = None) -> JobAnalysis:
+    """The job analysis of the ranks' results (any order)."""
+    results = sorted(results, key=lambda r: (r.rank if r.rank is not None else -1, r.path))
+    if not results:
+        raise KernscopeError("no rank could be analyzed")
+    notes, clocks_ok = _check(results)
+    ranks = pl.DataFrame([{
+        "rank": r.rank, "path": r.path, "steps": r.steps.height,
+        **{m: r.overall.get(m) for m in METRICS},
+        "launch_delay_p50_us": r.launch.get("delay_p50_us"), "launch_delay_p99_us": r.launch.get("delay_p99_us"),
+        "max_queue": as_int(r.queues["max_queue"].max()) if r.queues.height else 0,
+    } for r in results], schema={"rank": pl.Int64, "path": pl.String, "steps": pl.Int64, **{m: pl.Float64 for m in METRICS},
+                                 "launch_delay_p50_us": pl.Float64, "launch_delay_p99_us": pl.Float64, "max_queue": pl.Int64})
+    rank_steps = pl.concat([r.steps.with_columns(pl.lit(r.rank, dtype=pl.Int64).alias("rank")) for r in results
+                            if r.steps.height], how="diagonal_relaxed") if any(r.steps.height for r in results) else \
+        pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64, "name": pl.String, "wall_us": pl.Float64})
+    if rank_steps.height:
+        rank_steps = rank_steps.select("rank", "step", "name", "wall_us", *[m for m in METRICS if m in rank_steps.columns])
+    queues = pl.concat([r.queues.with_columns(pl.lit(r.rank, dtype=pl.Int64).alias("rank")) for r in results],
+                       how="diagonal_relaxed").select("rank", "stream", "launches", "max_queue", "mean_queue", "pct_time_empty")
+    coll = pl.concat([r.collectives.with_columns(pl.lit(r.rank, dtype=pl.Int64).alias("rank")) for r in results],
+                     how="diagonal_relaxed")
+    instances, waits = (_match(coll, len(results)) if clocks_ok else (_empty_instances(), _empty_waits()))
+    names = rank_steps.select("step", "name").unique("step") if rank_steps.height else pl.DataFrame(
+        schema={"step": pl.Int64, "name": pl.String})
+    stragglers = _stragglers(instances, waits, names)
+    partial = instances.filter(pl.col("ranks") < pl.col("expected_ranks")).height if instances.height else 0
+    if partial:
+        notes.append(f"{partial} collective instance(s) were found on fewer ranks than their group has (a rank's trace "
+                     "is missing or its window is shorter)")
+    world = next((r.world_size for r in results if r.world_size is not None), None)
+    if world is not None and len(results) < world:
+        notes.append(f"{len(results)} of {world} ranks analyzed")
+    return JobAnalysis(ranks, rank_steps.sort("rank", "step") if rank_steps.height else rank_steps, instances, waits,
+                       _collective_summary(instances), stragglers, queues, list(failures or []), notes, world)
+
+
+def _empty_instances() -> pl.DataFrame:
+    return pl.DataFrame(schema={"pg": pl.String, "type": pl.String, "step": pl.Int64, "key": pl.Int64, "ranks": pl.UInt32,
+                                "expected_ranks": pl.Int64, "bytes": pl.Float64, "skew_us": pl.Float64,
+                                "max_wait_us": pl.Float64, "last_rank": pl.Int64, "transfer_us": pl.Float64,
+                                "algbw_gb_s": pl.Float64, "busbw_gb_s": pl.Float64, "algo": pl.String,
+                                "protocol": pl.String, "size_mismatch": pl.Boolean, "start_ns": pl.Int64})
+
+
+def _empty_waits() -> pl.DataFrame:
+    return pl.DataFrame(schema={"pg": pl.String, "type": pl.String, "step": pl.Int64, "key": pl.Int64, "rank": pl.Int64,
+                                "wait_us": pl.Float64, "last_rank": pl.Int64})
+
+
+def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    if coll.height == 0:
+        return _empty_instances(), _empty_waits()
+    c = coll.filter(pl.col("launch_ts").is_not_null())
+    use_seq = c["seq"].null_count() == 0 and c.height > 0
+    c = c.with_columns((pl.col("seq") if use_seq else pl.col("ordinal")).alias("key"))
+    if not use_seq:
+        has_steps = c["step"].null_count() < c.height
+        if has_steps:
+            c = c.filter(pl.col("step").is_not_null())
+    keys = ["pg", "type", "step", "key"] if not use_seq else ["pg", "type", "key"]
+    if use_seq:
+        c = c.with_columns(pl.col("step").min().over(keys).alias("step"))
+    elems = pl.coalesce(pl.when(pl.col("type").is_in(["allgather"])).then(pl.col("out_msg_nelems")),
+                        pl.col("in_msg_nelems"), pl.col("out_msg_nelems"))
+    c = c.with_columns((elems * pl.col("elem_bytes")).cast(pl.Float64).alias("_bytes"))
+    last = pl.col("ts").max().over(keys)
+    c = c.with_columns(last.alias("_last"), pl.len().over(keys).alias("_n"))
+    waits = c.select(*keys, "rank", ((pl.col("_last") - pl.col("ts")) / NS_PER_US).alias("wait_us"))
+    arriver = (c.sort("ts").group_by(keys, maintain_order=True)
+               .agg(pl.col("rank").last().alias("last_rank"), pl.col("dur").last().alias("_tdur")))
+    inst = c.group_by(keys).agg(
+        pl.len().alias("ranks"), pl.col("group_size").max().alias("_gs"), pl.col("_bytes").max().alias("bytes"),
+        (pl.col("_bytes").n_unique() > 1).alias("size_mismatch"),
+        ((pl.col("ts").max() - pl.col("ts").min()) / NS_PER_US).alias("skew_us"),
+        pl.col("ts").min().alias("start_ns"), pl.col("algo").drop_nulls().first().alias("algo"),
+        pl.col("protocol").drop_nulls().first().alias("protocol"),
+    ).join(arriver, on=keys, how="left", nulls_equal=True)
+    max_wait = waits.group_by(keys).agg(pl.col("wait_us").max().alias("max_wait_us"))
+    inst = inst.join(max_wait, on=keys, how="left", nulls_equal=True)
+    inst = inst.with_columns(pl.coalesce(pl.col("_gs"), pl.lit(n_ranks)).cast(pl.Int64).alias("expected_ranks"),
+                             (pl.col("_tdur") / NS_PER_US).alias("transfer_us"))
+    n = pl.col("expected_ranks").cast(pl.Float64)
+    factor = (pl.when(n <= 1).then(1.0)
+              .when(pl.col("type") == "allreduce").then(2.0 * (n - 1) / n)
+              .when(pl.col("type").is_in(["allgather", "reduce_scatter", "alltoall"])).then((n - 1) / n)
+              .otherwise(1.0))
+    inst = inst.with_columns(
+        pl.when(pl.col("transfer_us") > 0).then(pl.col("bytes") / (pl.col("transfer_us") * 1e-6) / 1e9).alias("algbw_gb_s"))
+    inst = inst.with_columns((pl.col("algbw_gb_s") * factor).alias("busbw_gb_s"))
+    if use_seq:
+        inst = inst.with_columns(pl.col("key").alias("key"))
+    cols = ["pg", "type", "step", "key", "ranks", "expected_ranks", "bytes", "skew_us", "max_wait_us", "last_rank",
+            "transfer_us", "algbw_gb_s", "busbw_gb_s", "algo", "protocol", "size_mismatch", "start_ns"]
+    inst = inst.select(cols).sort("start_ns")
+    waits = waits.join(inst.select(*keys, "last_rank"), on=keys, how="left", nulls_equal=True)
+    if use_seq:
+        waits = waits.join(inst.select("pg", "type", "key", "step"), on=["pg", "type", "key"], how="left")
+    return inst, waits.select("pg", "type", "step", "key", "rank", "wait_us", "last_rank")
+
+
+def _stragglers(inst: pl.DataFrame, waits: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
+    schema = {"step": pl.String, "step_number": pl.Int64, "rank": pl.Int64, "wait_us": pl.Float64,
+              "total_wait_us": pl.Float64, "max_wait_us": pl.Float64, "collectives": pl.Int64, "last_in": pl.Int64}
+    w = waits.filter(pl.col("step").is_not_null() & (pl.col("rank") != pl.col("last_rank")))
+    if w.height == 0:
+        return pl.DataFrame(schema=schema)
+    caused = w.group_by("step", "last_rank").agg(pl.col("wait_us").sum().alias("total_wait_us"),
+                                                 pl.col("rank").n_unique().alias("_others"))
+    per_other = (w.group_by("step", "last_rank", "rank").agg(pl.col("wait_us").sum())
+                 .group_by("step", "last_rank").agg(pl.col("wait_us").max().alias("max_wait_us"),
+                                                    pl.col("wait_us").mean().alias("_mean")))
+    n_inst = inst.group_by("step").agg(pl.len().alias("collectives"))
+    last_in = inst.group_by("step", "last_rank").agg(pl.len().alias("last_in"))
+    per_rank_count = inst.select(pl.col("expected_ranks").max()).item() or 2
+    t = (caused.join(per_other, on=["step", "last_rank"]).join(last_in, on=["step", "last_rank"], how="left")
+         .with_columns((pl.col("total_wait_us") / max(int(per_rank_count) - 1, 1)).alias("wait_us")))
+    best = t.sort(["step", "total_wait_us"], descending=[False, True]).unique("step", keep="first")
+    return (best.join(n_inst, on="step", how="left").join(names, on="step", how="left")
+            .select(pl.coalesce(pl.col("name"), pl.col("step").cast(pl.String)).alias("step"),
+                    pl.col("step").alias("step_number"), pl.col("last_rank").alias("rank"), "wait_us", "total_wait_us",
+                    "max_wait_us", "collectives", pl.col("last_in").cast(pl.Int64))
+            .sort("step_number"))
+
+
+def _collective_summary(inst: pl.DataFrame) -> pl.DataFrame:
+    if inst.height == 0:
+        return pl.DataFrame(schema={"pg": pl.String, "type": pl.String, "instances": pl.UInt32, "bytes": pl.Float64,
+                                    "skew_mean_us": pl.Float64, "skew_max_us": pl.Float64, "wait_mean_us": pl.Float64,
+                                    "transfer_us": pl.Float64, "busbw_gb_s": pl.Float64, "algo": pl.String,
+                                    "most_often_last": pl.Int64})
+    return (inst.group_by("pg", "type").agg(
+        pl.len().alias("instances"), pl.col("bytes").sum().alias("bytes"), pl.col("skew_us").mean().alias("skew_mean_us"),
+        pl.col("skew_us").max().alias("skew_max_us"), pl.col("max_wait_us").mean().alias("wait_mean_us"),
+        pl.col("transfer_us").sum().alias("transfer_us"), pl.col("busbw_gb_s").median().alias("busbw_gb_s"),
+        pl.col("algo").drop_nulls().mode().first().alias("algo"), pl.col("last_rank").mode().first().alias("most_often_last"))
+        .sort("transfer_us", descending=True))

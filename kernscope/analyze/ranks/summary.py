@@ -1,0 +1,245 @@
+"""One rank's summary: the small tables a multi-rank analysis needs from each trace (worker side).
+
+Input: a linked trace. Output: a :class:`RankResult` of small tables (per step, per collective kernel,
+per stream), never event tables, so any number of ranks can be summarized in worker processes and only
+these travel back to the client. All times µs except ``ts``/``end`` of collectives (ns, trace clock).
+
+Definitions (per rank, over all its GPU activity, and per step over the GPU work launched in the step):
+
+- ``compute_us``: union of kernels that are not communication (memcpy and memset records excluded);
+- ``comm_us``: union of communication kernels (NCCL, RCCL, ...); ``exposed_comm_us``: communication not
+  overlapped by compute; ``overlap_pct`` = 100 x |comm ∩ compute| / |comm| (HTA's comm/comp overlap);
+- ``busy_us``: union of all GPU records; ``span_us``: first start to last end; ``idle_us`` = span − busy;
+- idle breakdown of each gap in the busy union, by the record that ends it: ``host_wait_us`` when its launch
+  came after the GPU went idle (the CPU was late), ``kernel_wait_us`` when it was launched in time and the gap
+  is under :data:`KERNEL_WAIT_US` (back-to-back launch overhead), ``other_idle_us`` otherwise (waits on
+  events, other streams, the host).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ...intervals import merged, union_by
+from ...model import Trace
+from ...scalars import as_float
+from ..facts import trace_facts
+from ..kernels import COMM_PATTERN, NS_PER_US
+
+#: gaps shorter than this, before a kernel launched in time, count as launch overhead (µs)
+KERNEL_WAIT_US = 10.0
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
+_TYPES = (("allreduce", "allreduce"), ("all_reduce", "allreduce"), ("allgather", "allgather"), ("all_gather", "allgather"),
+          ("reducescatter", "reduce_scatter"), ("reduce_scatter", "reduce_scatter"), ("alltoall", "alltoall"),
+          ("all_to_all", "alltoall"), ("broadcast", "broadcast"), ("sendrecv", "sendrecv"), ("send", "send"),
+          ("recv", "recv"), ("reduce", "reduce"), ("gather", "gather"), ("scatter", "scatter"), ("barrier", "barrier"))
+_ALGO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)", re.IGNORECASE)
+#: bytes per element of c10d's ``dtype`` names in record_param_comms
+DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2, "int": 4,
+               "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2, "char": 1, "int8": 1, "byte": 1, "uint8": 1,
+               "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1}
+
+METRICS = ("kernel_time_us", "compute_us", "comm_us", "exposed_comm_us", "overlap_pct", "busy_us", "span_us", "idle_us",
+           "host_wait_us", "kernel_wait_us", "other_idle_us")
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What one rank contributes to a multi-rank analysis (small tables only)."""
+
+    path: str
+    rank: int | None
+    rank_source: str  #: "distributedInfo", "file name" or "none"
+    world_size: int | None
+    device_names: list[str]
+    pg_config: list[dict[str, Any]]
+    gpu_start_ns: int | None  #: first GPU start on the trace's clock
+    gpu_end_ns: int | None
+    overall: dict[str, float]  #: METRICS over all GPU activity
+    steps: pl.DataFrame  #: step, name, wall_us + METRICS per step (GPU work launched in the step)
+    collectives: pl.DataFrame  #: one row per communication kernel (see :func:`collective_kernels`)
+    launch: dict[str, float]  #: launch -> kernel start delay statistics (µs)
+    queues: pl.DataFrame  #: per stream: launches, max_queue, mean_queue (time-weighted), pct_time_empty
+    load_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def rank_of(trace: Trace, path: str) -> tuple[int | None, str]:
+    """The trace's rank: ``distributedInfo.rank``, else a ``rank-3`` / ``rank3`` / ``_rank3`` in the file name."""
+    if trace.rank is not None:
+        return trace.rank, "distributedInfo"
+    m = _RANK_IN_NAME.search(path.replace("\\", "/").rsplit("/", 1)[-1])
+    return (int(m.group(1)), "file name") if m else (None, "none")
+
+
+def collective_type(meta: str | None, name: str) -> str:
+    for text in (meta or "", name):
+        low = text.lower().replace(" ", "")
+        for needle, kind in _TYPES:
+            if needle in low:
+                return kind
+    return "other"
+
+
+def _union(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    if df.height == 0:
+        return pl.DataFrame(schema={**{k: df.schema[k] for k in keys}, "len": pl.Int64})
+    return union_by(df, keys)
+
+
+def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """METRICS per group of ``keys`` over GPU rows ``g`` (kind, is_comm, ts, end, dur, launch_ts)."""
+    is_k = pl.col("kind") == "kernel"
+    comp = g.filter(is_k & ~pl.col("is_comm"))
+    comm = g.filter(is_k & pl.col("is_comm"))
+    both = g.filter(is_k)
+    base = g.group_by(keys).agg(
+        (pl.when(is_k).then(pl.col("dur")).otherwise(0).sum()).alias("_k"),
+        (pl.col("end").max() - pl.col("ts").min()).alias("_span"))
+    for name, part in (("_comp", comp), ("_comm", comm), ("_cc", both), ("_busy", g)):
+        base = base.join(_union(part, keys).rename({"len": name}), on=keys, how="left")
+    base = base.fill_null(0)
+    idle = _idle_breakdown(g, keys)
+    base = base.join(idle, on=keys, how="left").fill_null(0)
+    ovl = pl.col("_comp") + pl.col("_comm") - pl.col("_cc")
+    return base.select(
+        *keys,
+        (pl.col("_k") / NS_PER_US).alias("kernel_time_us"),
+        (pl.col("_comp") / NS_PER_US).alias("compute_us"),
+        (pl.col("_comm") / NS_PER_US).alias("comm_us"),
+        ((pl.col("_comm") - ovl) / NS_PER_US).alias("exposed_comm_us"),
+        pl.when(pl.col("_comm") > 0).then(100.0 * ovl / pl.col("_comm")).otherwise(None).alias("overlap_pct"),
+        (pl.col("_busy") / NS_PER_US).alias("busy_us"),
+        (pl.col("_span") / NS_PER_US).alias("span_us"),
+        ((pl.col("_span") - pl.col("_busy")) / NS_PER_US).alias("idle_us"),
+        "host_wait_us", "kernel_wait_us", "other_idle_us",
+    )
+
+
+def _idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per group: the gaps of the busy union, classified by the launch of the record that ends each gap."""
+    out: list[dict[str, Any]] = []
+    for key, part in g.group_by(keys, maintain_order=True):
+        ts = part["ts"].to_numpy().astype(np.int64)
+        en = part["end"].to_numpy().astype(np.int64)
+        launch = part["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)
+        o = np.argsort(ts, kind="stable")
+        ts, en, launch = ts[o], en[o], launch[o]
+        s, e = merged(ts, en)
+        row = dict(zip(keys, key))
+        host = kern = other = 0.0
+        if len(s) > 1:
+            gap_start, gap = e[:-1], s[1:] - e[:-1]
+            first = np.searchsorted(ts, s[1:], side="left")  # the record that starts each later segment
+            late = launch[first] > gap_start
+            quick = ~late & (gap < KERNEL_WAIT_US * NS_PER_US) & (launch[first] != np.iinfo(np.int64).min)
+            host = float(gap[late].sum()) / NS_PER_US
+            kern = float(gap[quick].sum()) / NS_PER_US
+            other = float(gap[~late & ~quick].sum()) / NS_PER_US
+        out.append({**row, "host_wait_us": host, "kernel_wait_us": kern, "other_idle_us": other})
+    schema = pl.Schema({**{k: g.schema[k] for k in keys}, "host_wait_us": pl.Float64(), "kernel_wait_us": pl.Float64(),
+                        "other_idle_us": pl.Float64()})
+    return pl.DataFrame(out, schema=schema)
+
+
+def _gpu(trace: Trace) -> pl.DataFrame:
+    g = trace.gpu.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String), "ts", "end", "dur", "stream",
+                         "step", "launch_ts", "op_idx", "launch_idx", "correlation")
+    return g.with_columns((pl.col("name").str.contains(COMM_PATTERN) & (pl.col("kind") == "kernel")).alias("is_comm"))
+
+
+def collective_kernels(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
+    """One row per communication kernel: type, process group, message size, order keys, NCCL algorithm.
+
+    Metadata comes from the launching op (``record_param_comms`` args: Collective name, In/Out msg nelems,
+    dtype, Process Group Name/Description, Group size, Seq) when present, else from the kernel name.
+    ``ordinal``: position among the rank's kernels of the same (step, group, type), by launch (matching key
+    across ranks when ``seq`` is absent).
+    """
+    c = g.filter(pl.col("is_comm"))
+    meta_cols = ["collective", "in_msg_nelems", "out_msg_nelems", "comm_dtype", "pg_name", "pg_desc", "group_size",
+                 "comm_seq"]
+    ev = trace.events
+    have = [m for m in meta_cols if m in ev.columns]
+    meta = ev.select(pl.col("idx").alias("op_idx"), *(pl.col(m).cast(pl.String) if ev.schema[m] in (pl.Categorical,)
+                                                      or isinstance(ev.schema[m], pl.Enum) else pl.col(m) for m in have))
+    c = c.join(meta.join(c.select("op_idx").drop_nulls().unique(), on="op_idx", how="semi"), on="op_idx", how="left")
+    for m in meta_cols:
+        if m not in c.columns:
+            c = c.with_columns(pl.lit(None).alias(m))
+    names = c.select("name", "collective").unique()
+    kinds = [collective_type(m, n) for n, m in names.iter_rows()]
+    algo = [(_ALGO.search(n).group(1).upper() if _ALGO.search(n) else None) for n, _ in names.iter_rows()]  # type: ignore[union-attr]
+    proto = [(_ALGO.search(n).group(2).upper() if _ALGO.search(n) else None) for n, _ in names.iter_rows()]  # type: ignore[union-attr]
+    names = names.with_columns(pl.Series("type", kinds, dtype=pl.String), pl.Series("algo", algo, dtype=pl.String),
+                               pl.Series("protocol", proto, dtype=pl.String))
+    c = c.join(names, on=["name", "collective"], how="left", nulls_equal=True)
+    bpe = pl.col("comm_dtype").cast(pl.String).str.to_lowercase().replace_strict(DTYPE_BYTES, default=None,
+                                                                                return_dtype=pl.Int64)
+    group = pl.coalesce(pl.col("pg_name").cast(pl.String), pl.col("pg_desc").cast(pl.String), pl.lit("default"))
+    order = pl.coalesce("launch_ts", "ts")
+    c = c.with_columns(group.alias("pg"), bpe.alias("elem_bytes"), order.alias("_order")).sort("_order")
+    c = c.with_columns(pl.int_range(pl.len()).over(["step", "pg", "type"]).alias("ordinal"))
+    return c.select("name", "type", "pg", pl.col("pg_desc").cast(pl.String), "step", "ordinal",
+                    pl.col("comm_seq").cast(pl.Int64).alias("seq"), "stream", "ts", "end", "dur", "launch_ts",
+                    pl.col("in_msg_nelems").cast(pl.Int64), pl.col("out_msg_nelems").cast(pl.Int64), "elem_bytes",
+                    pl.col("group_size").cast(pl.Int64), "algo", "protocol")
+
+
+def _launch_stats(g: pl.DataFrame) -> dict[str, float]:
+    k = g.filter((pl.col("kind") == "kernel") & pl.col("launch_ts").is_not_null())
+    if k.height == 0:
+        return {"launches": 0}
+    d = ((k["ts"] - k["launch_ts"]) / NS_PER_US)
+    q = d.quantile
+    return {"launches": float(k.height), "delay_mean_us": float(d.mean() or 0.0), "delay_p50_us": float(q(0.5) or 0.0),
+            "delay_p90_us": float(q(0.9) or 0.0), "delay_p99_us": float(q(0.99) or 0.0), "delay_max_us": as_float(d.max())}
+
+
+def _queues(g: pl.DataFrame) -> pl.DataFrame:
+    """GPU queue length per stream: kernels launched and not yet finished, over time (HTA's queue length)."""
+    k = g.filter((pl.col("kind") == "kernel") & pl.col("launch_ts").is_not_null())
+    schema = {"stream": pl.Int64, "launches": pl.Int64, "max_queue": pl.Int64, "mean_queue": pl.Float64,
+              "pct_time_empty": pl.Float64}
+    if k.height == 0:
+        return pl.DataFrame(schema=schema)
+    rows = []
+    for (stream,), part in k.group_by(["stream"], maintain_order=True):
+        t = np.concatenate([part["launch_ts"].to_numpy(), part["end"].to_numpy()]).astype(np.int64)
+        step = np.concatenate([np.ones(part.height, dtype=np.int64), -np.ones(part.height, dtype=np.int64)])
+        o = np.lexsort((-step, t))  # at equal times a launch counts before a completion
+        t, q = t[o], np.cumsum(step[o])
+        dt = np.diff(t)
+        span = float(t[-1] - t[0]) if len(t) > 1 else 0.0
+        mean = float((q[:-1] * dt).sum() / span) if span else 0.0
+        empty = float(dt[q[:-1] == 0].sum() / span * 100.0) if span else 0.0
+        rows.append({"stream": int(stream) if stream is not None else -1, "launches": part.height,
+                     "max_queue": int(q.max()), "mean_queue": mean, "pct_time_empty": empty})
+    return pl.DataFrame(rows, schema=schema).sort("stream")
+
+
+def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
+    """The small tables of one rank (see :class:`RankResult`)."""
+    rank, source = rank_of(trace, path)
+    g = _gpu(trace)
+    facts = trace_facts(trace)
+    info = trace.distributed_info
+    overall = (_metrics(g.with_columns(pl.lit(0).alias("_all")), ["_all"]).drop("_all").to_dicts() or [{}])[0]
+    in_steps = g.filter(pl.col("step").is_not_null())
+    per_step = _metrics(in_steps, ["step"]) if in_steps.height else pl.DataFrame(schema={"step": pl.Int64})
+    steps = (trace.steps.select("step", "name", ((pl.col("end") - pl.col("start")) / NS_PER_US).alias("wall_us"))
+             .join(per_step, on="step", how="left").sort("step"))
+    t0 = g["ts"].min()
+    t1 = g["end"].max()
+    return RankResult(
+        path=path, rank=rank, rank_source=source, world_size=trace.world_size, device_names=facts.device_names,
+        pg_config=[p for p in info.get("pg_config", []) if isinstance(p, dict)] if isinstance(info.get("pg_config"), list) else [],
+        gpu_start_ns=int(t0) if isinstance(t0, int) else None, gpu_end_ns=int(t1) if isinstance(t1, int) else None,
+        overall={k: (float(v) if v is not None else None) for k, v in overall.items()},  # type: ignore[misc]
+        steps=steps, collectives=collective_kernels(trace, g), launch=_launch_stats(g), queues=_queues(g), load_s=load_s,
+    )

@@ -1,0 +1,178 @@
+"""Run per-rank work in parallel: local processes (default) or a Dask cluster (``kernscope[dask]``).
+
+Each task loads one rank's trace in a worker and returns its small summary tables
+(:class:`~kernscope.analyze.ranks.RankResult`), never event tables: the client's memory stays bounded
+however many ranks there are. A rank that fails to load comes back as a
+:class:`~kernscope.analyze.ranks.Failure`; a worker that dies is retried (Dask: ``retries``; local: the
+task is resubmitted to a fresh pool).
+"""
+
+from __future__ import annotations
+
+import glob
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .analyze.ranks import Failure, JobAnalysis, RankResult, RankTask, combine, summarize_file
+from .errors import KernscopeError
+
+#: retries of a task whose worker was lost
+RETRIES = 2
+_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """``kind``: "local" or "dask"; ``scheduler``: a Dask scheduler address (None: start a LocalCluster);
+    ``workers``: processes (local) or LocalCluster workers (default: CPU count, at most the ranks)."""
+
+    kind: str = "local"
+    scheduler: str | None = None
+    workers: int | None = None
+    connect_timeout_s: float = 10.0  #: how long to try reaching ``scheduler``
+
+
+def expand_inputs(items: Iterable[str]) -> list[str]:
+    """Files, directories (their ``*.json``/``*.json.gz`` files, recursively) and globs -> sorted, unique paths."""
+    out: list[str] = []
+    for item in items:
+        if os.path.isdir(item):
+            found = [os.path.join(root, f) for root, _, files in os.walk(item) for f in files if f.endswith(_TRACE_SUFFIXES)]
+            if not found:
+                raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz) in this directory")
+            out += found
+        elif any(ch in item for ch in "*?[") and not os.path.exists(item):
+            found = [p for p in glob.glob(item, recursive=True) if os.path.isfile(p)]
+            if not found:
+                raise KernscopeError(f"{item}: no file matches this pattern")
+            out += found
+        else:
+            out.append(item)
+    seen: set[str] = set()
+    unique = []
+    for p in sorted(out):
+        key = os.path.realpath(p)
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return unique
+
+
+def _limit_threads(n: int) -> None:
+    """Worker start: polars' pool and kernscope's parse threads share the cores with the other workers."""
+    os.environ["POLARS_MAX_THREADS"] = str(n)
+
+
+def _local(paths: Sequence[str], task: RankTask, workers: int, progress: Callable[[int, int], None] | None) -> list[Any]:
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    task = replace(task, threads=task.threads or threads)
+    results: dict[str, Any] = {}
+    tries = {p: 0 for p in paths}
+    todo = list(paths)
+    ctx = multiprocessing.get_context("spawn")  # no fork of a threaded (polars) parent
+    while todo:
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=_limit_threads,
+                                 initargs=(task.threads or 1,)) as pool:
+            futures = {pool.submit(summarize_file, p, task): p for p in todo}
+            todo = []
+            try:
+                for f in as_completed(futures):
+                    p = futures[f]
+                    try:
+                        results[p] = f.result()
+                    except BrokenProcessPool:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - a bug in one rank's analysis: report it, go on
+                        results[p] = Failure(p, f"internal error: {type(e).__name__}: {e}")
+                    if progress:
+                        progress(len(results), len(paths))
+            except BrokenProcessPool:  # a worker died (killed, out of memory): retry what did not finish
+                for p in futures.values():
+                    if p not in results:
+                        tries[p] += 1
+                        if tries[p] > RETRIES:
+                            results[p] = Failure(p, "the worker analyzing it died (out of memory?)")
+                        else:
+                            todo.append(p)
+    return [results[p] for p in paths]
+
+
+def _dask(paths: Sequence[str], task: RankTask, spec: EngineSpec, progress: Callable[[int, int], None] | None) -> list[Any]:
+    try:
+        from dask.distributed import Client, LocalCluster
+        from dask.distributed import as_completed as dask_completed
+    except ImportError:
+        raise KernscopeError('the dask engine needs dask.distributed: pip install "kernscope[dask]"') from None
+    cluster = None
+    try:
+        if spec.scheduler:
+            try:
+                client = Client(spec.scheduler, timeout=f"{spec.connect_timeout_s}s")
+            except (OSError, TimeoutError) as e:
+                raise KernscopeError(f"cannot reach the Dask scheduler at {spec.scheduler} ({e})") from None
+        else:
+            n = spec.workers or min(os.cpu_count() or 1, len(paths))
+            cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True, dashboard_address=None,
+                                   env={"POLARS_MAX_THREADS": str(max(1, (os.cpu_count() or 1) // n))})
+            client = Client(cluster)
+            task = replace(task, threads=task.threads or max(1, (os.cpu_count() or 1) // n))
+        try:
+            futures = client.map(summarize_file, list(paths), task=task, retries=RETRIES, pure=False)
+            index = {f.key: p for f, p in zip(futures, paths)}
+            results: dict[str, Any] = {}
+            for f in dask_completed(futures):
+                p = index[f.key]
+                try:
+                    results[p] = f.result()
+                except Exception as e:  # noqa: BLE001 - a task that failed after its retries
+                    results[p] = Failure(p, f"failed on the cluster: {type(e).__name__}: {e}")
+                if progress:
+                    progress(len(results), len(paths))
+            return [results[p] for p in paths]
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def summarize_ranks(paths: Sequence[str], task: RankTask | None = None, spec: EngineSpec | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> list[RankResult | Failure]:
+    """Every rank's summary, in ``paths`` order (local processes or Dask)."""
+    task = task or RankTask()
+    spec = spec or EngineSpec()
+    if spec.kind == "dask":
+        return _dask(paths, task, spec, progress)
+    if spec.kind != "local":
+        raise KernscopeError(f"unknown engine {spec.kind!r}; expected local or dask")
+    workers = spec.workers or min(os.cpu_count() or 1, len(paths))
+    if workers <= 1 or len(paths) == 1:
+        out = []
+        for i, p in enumerate(paths):
+            out.append(summarize_file(p, task))
+            if progress:
+                progress(i + 1, len(paths))
+        return out
+    return _local(paths, task, workers, progress)
+
+
+def analyze_job(paths: Sequence[str], task: RankTask | None = None, spec: EngineSpec | None = None, *,
+                strict: bool = False, progress: Callable[[int, int], None] | None = None) -> JobAnalysis:
+    """Summarize every rank in parallel and combine them (see :func:`kernscope.analyze.ranks.combine`).
+
+    ``strict``: the first rank that fails raises; otherwise failures are listed in the result."""
+    out = summarize_ranks(paths, task, spec, progress)
+    failures = [r for r in out if isinstance(r, Failure)]
+    if failures and strict:
+        f = failures[0]
+        raise KernscopeError(f"{f.path}: {f.problem}")
+    good = [r for r in out if isinstance(r, RankResult)]
+    if not good:
+        listed = "; ".join(f"{f.path}: {f.problem}" for f in failures[:3])
+        raise KernscopeError(f"no rank could be analyzed ({listed})")
+    return combine(good, failures)

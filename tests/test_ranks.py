@@ -1,0 +1,196 @@
+"""Many ranks: per-rank tables, collectives across ranks, stragglers, the local and Dask engines, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zipfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import TRACES, write_trace
+
+from kernscope.analyze.ranks import RankTask
+from kernscope.cli import main
+from kernscope.engine import EngineSpec, analyze_job, expand_inputs, summarize_ranks
+from kernscope.errors import KernscopeError
+
+MULTI = TRACES / "multirank"
+needs_multi = pytest.mark.skipif(not MULTI.is_dir(), reason="../shared/traces/multirank not present")
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def synth_rank(path: Path, rank: int, *, late_rank: int = 1, late_us: int = 500, world: int | None = 2, steps: int = 2,
+               base: int = 1_000_000, info: bool = True) -> Path:
+    """A small DDP-like rank: per step a compute kernel, then an all-reduce whose launch waits on the host for
+    ``late_us`` on ``late_rank`` (so the others wait for it in their NCCL kernels)."""
+    ev, corr = [], 1
+    t = base
+    for s in range(steps):
+        t0 = t
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t + 10, "dur": 20,
+                   "args": {"External id": corr}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 15, "dur": 5,
+                   "args": {"External id": corr, "correlation": corr}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16", "pid": 0, "tid": 7, "ts": t + 40, "dur": 300,
+                   "args": {"correlation": corr, "stream": 7, "device": 0}})
+        corr += 1
+        lt = t + 100 + (late_us if rank == late_rank else 0)
+        start = t + 100 + late_us + 10  # everyone finishes together once the late rank arrives
+        my_start = lt + 10
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": lt - 2, "dur": 20,
+                   "args": {"External id": corr, "Collective name": "allreduce", "In msg nelems": 1 << 20,
+                            "Out msg nelems": 1 << 20, "dtype": "Float", "Process Group Name": "0", "Group size": world or 2}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": lt, "dur": 5,
+                   "args": {"External id": corr, "correlation": corr}})
+        ev.append({"ph": "X", "cat": "kernel", "name": NCCL, "pid": 0, "tid": 21, "ts": my_start, "dur": start - my_start + 100,
+                   "args": {"correlation": corr, "stream": 21, "device": 0}})
+        corr += 1
+        t = t + 1000 + late_us
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t0,
+                   "dur": t - t0 - 1, "args": {}})
+    meta = {"distributedInfo": {"rank": rank, "world_size": world}} if info and world else {}
+    return write_trace(path, ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], **meta)
+
+
+def test_synthetic_job_values(tmp_path):
+    paths = [str(synth_rank(tmp_path / f"r{r}.json", r)) for r in range(2)]
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    assert j.ranks["rank"].to_list() == [0, 1]
+    r0 = j.ranks.row(0, named=True)
+    # per step: GEMM 40..340 us, rank 0's all-reduce 110..710 (it waits 500 us for rank 1, then 100 us transfer)
+    assert r0["comm_us"] == 2 * 600 and r0["compute_us"] == 600 and r0["kernel_time_us"] == 2 * 600 + 600
+    assert r0["overlap_pct"] == pytest.approx(100 * 2 * 230 / (2 * 600))
+    assert r0["exposed_comm_us"] == pytest.approx(2 * (600 - 230))
+    inst = j.instances
+    assert inst.height == 2 and (inst["ranks"] == 2).all() and (inst["last_rank"] == 1).all()
+    assert inst["skew_us"].to_list() == [500.0, 500.0] and inst["bytes"].to_list() == [4.0 * (1 << 20)] * 2
+    assert inst["transfer_us"].to_list() == [100.0, 100.0]  # the last arriver did not wait
+    assert inst["busbw_gb_s"][0] == pytest.approx(4 * (1 << 20) / 100e-6 / 1e9 * 2 * (2 - 1) / 2)
+    s = j.stragglers
+    assert s["step"].to_list() == ["ProfilerStep#0", "ProfilerStep#1"] and s["rank"].to_list() == [1, 1]
+    assert s["wait_us"].to_list() == [500.0, 500.0]
+
+
+def test_cli_json_csv_xlsx_and_rank_from_file_name(tmp_path, capsys):
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in range(3):
+        synth_rank(d / f"trainer_rank{r}.json", r, world=3, info=False)
+    assert main(["analyze", str(d), "--no-cache", "--format", "json", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2]  # from the file names
+    assert set(doc["ranks"][0]) >= {"rank", "path", "kernel_time_us", "compute_us", "comm_us", "exposed_comm_us", "idle_us",
+                                    "overlap_pct"}
+    assert {"rank", "step", "wall_us", "exposed_comm_us"} <= set(doc["rank_steps"][0])
+    assert [(s["step"], s["rank"]) for s in doc["stragglers"]] == [("ProfilerStep#0", 1), ("ProfilerStep#1", 1)]
+    assert doc["collectives"][0]["type"] == "allreduce" and doc["collectives"][0]["instances"] == 2
+    assert main(["analyze", str(d / "trainer_rank*.json"), "--no-cache", "--workers", "1"]) == 0  # a glob
+    assert "Stragglers" in capsys.readouterr().out
+    x = tmp_path / "job.xlsx"
+    assert main(["report", str(d), "-o", str(x), "--no-cache", "-q", "--workers", "1"]) == 0
+    names = zipfile.ZipFile(x).read("xl/workbook.xml").decode()
+    assert all(f'name="{n}"' in names for n in ("ranks", "collectives", "stragglers"))
+
+
+def test_bad_inputs(tmp_path, capsys):
+    a, b = synth_rank(tmp_path / "a.json", 0), synth_rank(tmp_path / "b.json", 0)
+    assert main(["analyze", str(a), str(b), "--no-cache", "--workers", "1"]) == 2
+    assert "rank 0 appears twice" in capsys.readouterr().err
+    c = synth_rank(tmp_path / "c.json", 1, world=8)
+    assert main(["analyze", str(a), str(c), "--no-cache", "--workers", "1"]) == 2
+    assert "different jobs" in capsys.readouterr().err
+    far = synth_rank(tmp_path / "far.json", 1, base=9_000_000_000)
+    assert main(["analyze", str(a), str(far), "--no-cache", "--format", "json", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stragglers"] == [] and "does not overlap in time" in doc["notes"][0]
+    bad = tmp_path / "bad_rank1.json"
+    bad.write_text('{"traceEvents": [ {"ph": "X", "ts": ')
+    ok1 = synth_rank(tmp_path / "ok.json", 2, world=3)
+    a3 = synth_rank(tmp_path / "a3.json", 0, world=3)
+    assert main(["analyze", str(a3), str(bad), str(ok1), "--no-cache", "--workers", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "1 of 3 rank files failed" in err[0] and "bad_rank1.json" in err[0]
+    assert main(["analyze", str(a3), str(bad), str(ok1), "--no-cache", "--strict", "--workers", "1"]) == 2
+    with pytest.raises(KernscopeError, match="no file matches"):
+        expand_inputs([str(tmp_path / "missing_*")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(KernscopeError, match="no trace files"):
+        expand_inputs([str(tmp_path / "empty")])
+
+
+def test_unreachable_scheduler_is_one_line():
+    pytest.importorskip("distributed")
+    with pytest.raises(KernscopeError, match="cannot reach the Dask scheduler"):
+        summarize_ranks(["x.json"], RankTask(), EngineSpec("dask", "tcp://127.0.0.1:9", connect_timeout_s=1))
+
+
+def test_local_processes_and_dask_local_cluster_agree(tmp_path):
+    """The same job on the local process pool (2 processes) and on a real Dask LocalCluster (2 worker processes)."""
+    pytest.importorskip("distributed")
+    paths = [str(synth_rank(tmp_path / f"r{r}.json.gz", r, world=4, late_rank=2)) for r in range(4)]
+    local = analyze_job(paths, RankTask(cache=False), EngineSpec("local", workers=2))
+    dask = analyze_job(paths, RankTask(cache=False), EngineSpec("dask", workers=2))
+    for name in ("ranks", "rank_steps", "instances", "stragglers", "collectives"):
+        assert getattr(local, name).equals(getattr(dask, name)), name
+    assert local.stragglers["rank"].to_list() == [2, 2]
+
+
+# -- the real 4-rank jobs ----------------------------------------------------------------------------------
+def _raw_nccl_per_step(path: Path) -> dict[str, float]:
+    """NCCL kernel time per ProfilerStep from the raw JSON: kernels starting inside the step's CPU window."""
+    ev = json.load(gzip.open(path))["traceEvents"]
+    steps = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in ev
+                   if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#"))
+    out = {}
+    for i, (s, _e, name) in enumerate(steps):
+        nxt = steps[i + 1][0] if i + 1 < len(steps) else float("inf")
+        out[name] = sum(k["dur"] for k in ev if k.get("cat") == "kernel" and "nccl" in k["name"].lower() and s <= k["ts"] < nxt)
+    return out
+
+
+def _raw_overlap(path: Path) -> float:
+    """HTA's definition from the raw JSON, brute force: |union(nccl) ∩ union(other kernels)| / |union(nccl)|."""
+    ev = [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("cat") == "kernel"]
+
+    def merge(iv):
+        out = []
+        for s, e in sorted(iv):
+            if out and s <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([s, e])
+        return out
+
+    comm = merge((e["ts"], e["ts"] + e["dur"]) for e in ev if "nccl" in e["name"].lower())
+    comp = merge((e["ts"], e["ts"] + e["dur"]) for e in ev if "nccl" not in e["name"].lower())
+    i = j = 0
+    both = 0.0
+    while i < len(comm) and j < len(comp):
+        lo, hi = max(comm[i][0], comp[j][0]), min(comm[i][1], comp[j][1])
+        both += max(0.0, hi - lo)
+        if comm[i][1] < comp[j][1]:
+            i += 1
+        else:
+            j += 1
+    return 100.0 * both / sum(e - s for s, e in comm)
+
+
+@needs_multi
+@pytest.mark.parametrize("job", ["ddp4", "fsdp4"])
+def test_real_jobs_straggler_and_overlap(job):
+    paths = sorted(str(p) for p in MULTI.glob(f"{job}_rank*.json.gz"))
+    j = analyze_job(paths, RankTask(), EngineSpec(workers=2))
+    raw = {r: _raw_nccl_per_step(Path(p)) for r, p in enumerate(paths)}
+    for row in j.stragglers.iter_rows(named=True):
+        least = min(raw, key=lambda r: raw[r][row["step"]])  # the rank that waited least is the one waited for
+        assert row["rank"] == least == 2, (row, {r: raw[r][row["step"]] for r in raw})
+        assert row["wait_us"] > 10_000  # others waited 10+ ms per step for it
+    assert j.stragglers.height == 4
+    for r, p in enumerate(paths):
+        ours = j.ranks.filter(pl.col("rank") == r)["overlap_pct"][0]
+        assert ours == pytest.approx(_raw_overlap(Path(p)), abs=1e-3)  # float µs in the brute force, exact ns here
+    inst = j.instances
+    assert (inst["ranks"] == 4).all() and not inst["size_mismatch"].any()
+    assert set(inst["type"]) == ({"allreduce"} if job == "ddp4" else {"allgather", "reduce_scatter"})
