@@ -31,14 +31,22 @@ def _split(v: str | None) -> list[str]:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write all results (raw samples too) as JSON.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--keep-going", is_flag=True, help="Show a failing implementation's error in the table and continue.")
+@click.option("--interleave/--no-interleave", default=True, show_default=True,
+              help="Time the impls of an input round-robin in small batches, so clock drift hits them alike.")
+@click.option("--batch-ms", type=float, default=20.0, show_default=True, help="GPU time per batch when interleaving (ms).")
+@click.option("--cooldown", type=float, default=0.0, show_default=True, help="Seconds to idle before each input.")
+@click.option("--duration", type=float, help="Seconds of timed calls per cell (instead of --rep).")
+@click.option("--lock-clocks", metavar="max|MHZ", help="Try to lock the SM clock for the run (nvidia-smi, needs root); "
+                                                       "the output says whether it worked.")
 def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, input_id, metrics, mode, dtype, warmup, rep,
-          cudagraph, device, output_dir, csv_out, json_out, fmt, keep_going) -> None:
+          cudagraph, device, output_dir, csv_out, json_out, fmt, keep_going, interleave, batch_ms, cooldown, duration,
+          lock_clocks) -> None:
     """Benchmark an operator's implementations; with kineto_trace, analyze every trace too."""
     import importlib.util
 
     from ..errors import KernscopeError
     from ..files import write_text
-    from . import report
+    from ..render import bench as report
     from .operators import builtin_registry
 
     reg = builtin_registry()
@@ -67,7 +75,8 @@ def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, inpu
 
     r = run(cls, device=device, dtype=dtype, mode=mode, only=_split(only) or None, skip=_split(skip), num_inputs=num_inputs,
             input_id=input_id, metrics=_split(metrics), warmup=warmup, rep=rep, cudagraph=cudagraph, output_dir=output_dir,
-            keep_going=keep_going, progress=progress)
+            keep_going=keep_going, progress=progress, interleave=interleave, batch_ms=batch_ms, cooldown=cooldown,
+            duration=duration, lock_clocks=lock_clocks)
     if csv_out:
         import io
 
@@ -81,8 +90,11 @@ def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, inpu
         return
     for name, why in r.skipped.items():
         click.echo(f"skipped {name}: {why}", err=True)
-    click.echo(report.plain(*report.wide_table(r)))
-    cols, rows = report.trace_table(r)
-    if rows:
-        click.echo("\nKineto traces analyzed by kernscope (kernels attributed to the profiled step by launch correlation):")
-        click.echo(report.plain(cols, rows))
+    import shutil
+    import sys
+
+    from rich.console import Console
+
+    color = sys.stdout.isatty()
+    width = max(60, shutil.get_terminal_size((160, 24)).columns) if color else 220  # piped: nothing shortened
+    report.render(r, Console(width=width, force_terminal=color, no_color=not color, highlight=False, emoji=False), width)

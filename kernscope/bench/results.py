@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..analyze.bench_trace import BenchmarkView
+from .machine import CellMachine
 from .timing import Timing
 
 
@@ -36,6 +37,7 @@ class Cell:
     error: str | None = None
     trace: str | None = None
     analysis: TraceCheck | None = None
+    machine: CellMachine | None = None  #: GPU clocks, power, temperature, throttle reasons while it was timed
 
 
 @dataclass
@@ -58,7 +60,8 @@ class BenchRun:
             "results": [
                 {"input_id": c.input_id, "x": list(c.x), "impl": c.impl, "metrics": c.metrics, "error": c.error,
                  "timing": c.timing.to_dict() if c.timing else None, "trace": c.trace,
-                 "analysis": c.analysis.to_dict() if c.analysis else None}
+                 "analysis": c.analysis.to_dict() if c.analysis else None,
+                 "machine": c.machine.to_dict() if c.machine else None}
                 for c in self.cells
             ],
         }

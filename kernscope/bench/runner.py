@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,8 +14,11 @@ from typing import Any
 from ..errors import KernscopeError
 from .api import ImplSpec, Input, Operator
 from .env import probe_env
+from .machine import Backend, CellMachine, ClockLock, open_backend, unlock_clocks
+from .machine import lock_clocks as lock_clocks_
 from .results import BenchRun, Cell
-from .timing import L2Flusher, Timing, do_bench, do_bench_cudagraph
+from .stats import ratio_ci, within_noise
+from .timing import L2Flusher, Prepared, Timing, do_bench_cudagraph, measure_batches, prepare, reps_for, summarize
 from .traces import analyze_cells, record_trace, trace_path
 
 METRICS = ("latency", "tflops", "gbps", "speedup", "accuracy", "gpu_peak_mem", "kineto_trace")
@@ -132,15 +137,13 @@ class Settings:
     device: str
     metrics: tuple[str, ...]
     warmup: float  #: ms
-    rep: float  #: ms
+    rep: float  #: ms of timed calls per cell
     cudagraph: bool
     output_dir: str
-
-
-def _time(c: _Callable, s: Settings, flusher: L2Flusher) -> Timing:
-    if s.cudagraph:
-        return do_bench_cudagraph(c.fn, device=s.device, rep=s.rep, flusher=flusher)
-    return do_bench(c.fn, device=s.device, warmup=s.warmup, rep=s.rep, flusher=flusher, before=c.before)
+    interleave: bool = True  #: impls of an input timed round-robin in batches
+    batch_ms: float = 20.0  #: GPU time per batch when interleaving
+    cooldown_s: float = 0.0  #: sleep before each input's measurements
+    duration_s: float | None = None  #: timed time per cell in seconds (overrides ``rep``)
 
 
 def _peak_mem_mib(c: _Callable, device: str) -> float:
@@ -156,13 +159,111 @@ def _peak_mem_mib(c: _Callable, device: str) -> float:
     return (torch.cuda.max_memory_allocated(device) - before_mem) / 2**20
 
 
-def measure_cell(op: Operator, spec: ImplSpec, i: int, inp: Input, s: Settings, flusher: L2Flusher,
-                 ref_out: list[Any] | None) -> Cell:
-    """Every requested metric of one (input, impl); raises on failure (the caller decides to go on)."""
-    cell = Cell(i, inp.x, spec.name)
-    c = _Callable(op, spec, inp)
-    t = _time(c, s, flusher)
-    cell.timing = t
+BASELINE_KEY = "\x00baseline"
+
+
+def _fail(op: Operator, name: str, i: int, inp: Input, e: Exception, keep_going: bool) -> Cell:
+    if not keep_going:
+        raise KernscopeError(f"{op.name}.{name} failed on input {i} {inp.label()}: {type(e).__name__}: {e}") from None
+    msg = str(e).splitlines()[0][:200] if str(e) else ""
+    logging.getLogger("kernscope.bench").debug("%s.%s failed", op.name, name, exc_info=True)
+    return Cell(i, inp.x, name, error=f"{type(e).__name__}: {msg}")
+
+
+def _timings(calls: dict[str, _Callable], s: Settings, flusher: L2Flusher, backend: Backend,
+             errors: dict[str, Exception]) -> tuple[dict[str, Timing], dict[str, CellMachine]]:
+    """Time every callable of one input (interleaved unless told otherwise), with the machine state per cell."""
+    machines = {k: CellMachine(backend.name) for k in calls}
+    timings: dict[str, Timing] = {}
+    if s.cudagraph:
+        for k, c in calls.items():
+            try:
+                machines[k].add(backend.read())
+                timings[k] = do_bench_cudagraph(c.fn, device=s.device, rep=s.rep, flusher=flusher)
+                machines[k].add(backend.read())
+            except Exception as e:  # noqa: BLE001 - reported per cell
+                errors[k] = e
+        return timings, machines
+    prepared: dict[str, Prepared] = {}
+    for k, c in calls.items():
+        try:
+            prepared[k] = prepare(c.fn, device=s.device, warmup=s.warmup, flusher=flusher, before=c.before)
+        except Exception as e:  # noqa: BLE001
+            errors[k] = e
+    rep_ms = s.duration_s * 1e3 if s.duration_s else s.rep
+    reps = {k: reps_for(p, rep_ms) for k, p in prepared.items()}
+    try:
+        samples = measure_batches(prepared, reps, device=s.device, flusher=flusher,
+                                  batch_ms=s.batch_ms if s.interleave and len(prepared) > 1 else None,
+                                  read=backend.read, on_reading=lambda k, st: machines[k].add(st))
+    except Exception as e:  # noqa: BLE001 - an impl failing mid-measurement: time the others alone
+        if len(prepared) == 1:
+            errors[next(iter(prepared))] = e
+            return timings, machines
+        samples = {}
+        for k, p in prepared.items():
+            try:
+                samples.update(measure_batches({k: p}, {k: reps[k]}, device=s.device, flusher=flusher, batch_ms=None,
+                                               read=backend.read, on_reading=lambda n, st: machines[n].add(st)))
+            except Exception as e2:  # noqa: BLE001
+                errors[k] = e2
+    method = "cuda_events" if s.device.startswith("cuda") else "perf_counter"
+    for k, v in samples.items():
+        timings[k] = summarize(v, method)
+    return timings, machines
+
+
+def measure_input(op: Operator, usable: list[ImplSpec], base: ImplSpec | None, i: int, inp: Input, s: Settings,
+                  flusher: L2Flusher, backend: Backend, keep_going: bool) -> list[Cell]:
+    """Every (input, impl) cell of one input; impls timed interleaved, then the untimed metrics per cell."""
+    calls: dict[str, _Callable] = {}
+    errors: dict[str, Exception] = {}
+    for spec in usable:
+        try:
+            calls[spec.name] = _Callable(op, spec, inp)
+        except KernscopeError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            errors[spec.name] = e
+    want_ref = base is not None and bool({"accuracy", "speedup"} & set(s.metrics))
+    ref_out = None
+    if want_ref and base is not None:
+        try:
+            bc = calls.get(base.name) or _Callable(op, base, inp)
+            ref_out = [t.detach().clone() for t in bc.outputs()] if "accuracy" in s.metrics else None
+            if "speedup" in s.metrics and base.name not in calls:
+                calls[BASELINE_KEY] = bc
+        except Exception as e:  # noqa: BLE001 - the baseline failing is reported per cell
+            if not keep_going:
+                raise KernscopeError(f"{op.name} baseline {base.name} failed on input {i}: {type(e).__name__}: {e}") from None
+    if s.cooldown_s:
+        time.sleep(s.cooldown_s)
+    timings, machines = _timings(calls, s, flusher, backend, errors)
+    ref_samples = None
+    if "speedup" in s.metrics and base is not None:
+        key = base.name if base.name in timings else BASELINE_KEY
+        ref_samples = timings[key].samples_ms if key in timings else None
+    cells = []
+    for spec in usable:
+        if spec.name in errors or spec.name not in timings:
+            err = errors.get(spec.name, RuntimeError("not measured"))
+            if isinstance(err, KernscopeError):
+                raise err
+            cells.append(_fail(op, spec.name, i, inp, err, keep_going))
+            continue
+        try:
+            cells.append(_finish_cell(op, spec, i, inp, s, flusher, calls[spec.name], timings[spec.name],
+                                      machines[spec.name], ref_out, ref_samples))
+        except KernscopeError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            cells.append(_fail(op, spec.name, i, inp, e, keep_going))
+    return cells
+
+
+def _finish_cell(op: Operator, spec: ImplSpec, i: int, inp: Input, s: Settings, flusher: L2Flusher, c: _Callable,
+                 t: Timing, machine: CellMachine, ref_out: list[Any] | None, ref_samples: list[float] | None) -> Cell:
+    cell = Cell(i, inp.x, spec.name, timing=t, machine=machine)
     sec = t.median_ms / 1e3
     m = s.metrics
     if "latency" in m:
@@ -173,6 +274,15 @@ def measure_cell(op: Operator, spec: ImplSpec, i: int, inp: Input, s: Settings, 
     if "gbps" in m:
         b = op.bytes(inp)
         cell.metrics["gbps"] = b / sec / 1e9 if b else None
+    if "speedup" in m:
+        if ref_samples:
+            ratio = statistics.median(ref_samples) / t.median_ms
+            ci = ratio_ci(ref_samples, t.samples_ms)
+            cell.metrics["speedup"] = ratio
+            cell.metrics["speedup_ci"] = list(ci)
+            cell.metrics["speedup_noise"] = within_noise(ci)
+        else:
+            cell.metrics["speedup"] = None
     if "accuracy" in m:
         if ref_out is None:
             cell.metrics["accuracy"] = None
@@ -187,29 +297,6 @@ def measure_cell(op: Operator, spec: ImplSpec, i: int, inp: Input, s: Settings, 
         record_trace(c.fn, device=s.device, flusher=flusher, path=p, before=c.before)
         cell.trace = cell.metrics["kineto_trace"] = str(p)
     return cell
-
-
-def _reference(op: Operator, base: ImplSpec | None, usable: list[ImplSpec], i: int, inp: Input, s: Settings,
-               flusher: L2Flusher, keep_going: bool) -> tuple[list[Any] | None, float | None]:
-    """Baseline outputs (for accuracy) and, when the baseline is not among the impls run, its latency."""
-    if base is None or not ({"accuracy", "speedup"} & set(s.metrics)):
-        return None, None
-    try:
-        c = _Callable(op, base, inp)
-        ref = [t.detach().clone() for t in c.outputs()] if "accuracy" in s.metrics else None
-        ms = _time(c, s, flusher).median_ms if "speedup" in s.metrics and base not in usable else None
-        return ref, ms
-    except Exception as e:  # noqa: BLE001 - the baseline failing is reported per cell
-        if not keep_going:
-            raise KernscopeError(f"{op.name} baseline {base.name} failed on input {i}: {type(e).__name__}: {e}") from None
-        return None, None
-
-
-def _speedups(cells: list[Cell], base: ImplSpec | None, base_ms: float | None) -> None:
-    base_cell = next((c for c in cells if base and c.impl == base.name and c.timing), None)
-    ref_ms = base_cell.timing.median_ms if base_cell and base_cell.timing else base_ms
-    for c in cells:
-        c.metrics["speedup"] = (ref_ms / c.timing.median_ms) if (ref_ms and c.timing) else None
 
 
 def run(
@@ -230,8 +317,17 @@ def run(
     keep_going: bool = False,
     analyze_traces: bool = True,
     progress: Callable[[str], None] | None = None,
+    interleave: bool = True,
+    batch_ms: float = 20.0,
+    cooldown: float = 0.0,
+    duration: float | None = None,
+    lock_clocks: str | None = None,
+    backend: Backend | None = None,
 ) -> BenchRun:
-    """Benchmark one operator. ``warmup``/``rep`` are milliseconds. Returns every (input, impl) cell."""
+    """Benchmark one operator. ``warmup``/``rep``/``batch_ms`` are milliseconds, ``cooldown``/``duration``
+    seconds. Impls of an input are timed round-robin in batches (``interleave``); every cell records the GPU's
+    clocks, power, temperature and throttle reasons. ``lock_clocks`` ("max" or MHz) tries to lock the SM clock
+    for the run (needs root) and says whether it could. Returns every (input, impl) cell."""
     import torch
 
     unknown = [m for m in metrics if m not in METRICS]
@@ -241,30 +337,26 @@ def run(
         raise KernscopeError("CUDA is not available: use --device cpu")
     op = op_cls(device=device, dtype=dtype, mode=mode)
     usable, skipped = select_impls(op, device, only, skip)
-    settings = Settings(device, tuple(metrics), warmup, rep, cudagraph, str(output_dir))
+    settings = Settings(device, tuple(metrics), warmup, rep, cudagraph, str(output_dir), interleave, batch_ms, cooldown,
+                        duration)
+    env = probe_env(device)
+    reader = backend or open_backend(device)
+    lock = lock_clocks_(device, lock_clocks) if lock_clocks else ClockLock(False, False, None, "not requested")
+    env["clocks"] = {"locked": lock.locked, "mhz": lock.mhz, "requested": lock.requested, "message": lock.message,
+                     "monitor": reader.name}
     result = BenchRun(op.name, tuple(op.x_label), [s.name for s in usable], list(metrics), mode, op.dtype_name, device,
-                      skipped=skipped, env=probe_env(device))
+                      skipped=skipped, env=env)
     base = op.baseline()
     flusher = L2Flusher(device)
-    for i, inp in _inputs(op, num_inputs, input_id):
-        ref_out, base_ms = _reference(op, base, usable, i, inp, settings, flusher, keep_going)
-        cells = []
-        for spec in usable:
+    try:
+        for i, inp in _inputs(op, num_inputs, input_id):
             if progress:
-                progress(f"{op.name} input {i} {inp.label()} {spec.name}")
-            try:
-                cells.append(measure_cell(op, spec, i, inp, settings, flusher, ref_out))
-            except KernscopeError:
-                raise
-            except Exception as e:  # noqa: BLE001 - keep_going shows the error in the table
-                if not keep_going:
-                    raise KernscopeError(f"{op.name}.{spec.name} failed on input {i} {inp.label()}: {type(e).__name__}: {e}") from None
-                msg = str(e).splitlines()[0][:200] if str(e) else ""
-                cells.append(Cell(i, inp.x, spec.name, error=f"{type(e).__name__}: {msg}"))
-                logging.getLogger("kernscope.bench").debug("%s.%s failed", op.name, spec.name, exc_info=True)
-        if "speedup" in metrics:
-            _speedups(cells, base, base_ms)
-        result.cells.extend(cells)
+                progress(f"{op.name} input {i} {inp.label()}: {', '.join(x.name for x in usable)}"
+                         + (" (interleaved)" if interleave and len(usable) > 1 else ""))
+            result.cells.extend(measure_input(op, usable, base, i, inp, settings, flusher, reader, keep_going))
+    finally:
+        if lock.locked:
+            unlock_clocks(device)
     if analyze_traces:
         analyze_cells(result)
     return result

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .stats import median_ci
+
 FLUSH_ANNOTATION = "kernscope::l2_flush"
 MIN_REPS = 5
 MAX_REPS = 10_000
@@ -32,6 +34,8 @@ class Timing:
     mad_ms: float = math.nan
     outliers: int = 0
     method: str = "cuda_events"
+    ci_low_ms: float = math.nan  #: 95% confidence interval of the median
+    ci_high_ms: float = math.nan
 
     @property
     def spread(self) -> float:
@@ -42,7 +46,8 @@ class Timing:
         return {
             "median_ms": self.median_ms, "mean_ms": self.mean_ms, "min_ms": self.min_ms, "max_ms": self.max_ms,
             "iqr_ms": self.iqr_ms, "mad_ms": self.mad_ms, "spread": self.spread, "outliers": self.outliers,
-            "n": len(self.samples_ms), "method": self.method, "samples_ms": self.samples_ms,
+            "n": len(self.samples_ms), "method": self.method, "ci_low_ms": self.ci_low_ms, "ci_high_ms": self.ci_high_ms,
+            "samples_ms": self.samples_ms,
         }
 
 
@@ -56,7 +61,8 @@ def summarize(samples: list[float], method: str = "cuda_events") -> Timing:
     q1, q3 = (statistics.quantiles(s, n=4)[0], statistics.quantiles(s, n=4)[2]) if len(s) >= 4 else (s[0], s[-1])
     limit = 5 * 1.4826 * mad
     kept = [x for x in s if abs(x - med) <= limit] if mad > 0 else s
-    return Timing(list(samples), med, statistics.fmean(kept), s[0], s[-1], q3 - q1, mad, len(s) - len(kept), method)
+    lo, hi = median_ci(s)
+    return Timing(list(samples), med, statistics.fmean(kept), s[0], s[-1], q3 - q1, mad, len(s) - len(kept), method, lo, hi)
 
 
 class L2Flusher:
@@ -210,6 +216,58 @@ def bench(fn: Callable[[], Any], *, device: str, flusher: L2Flusher | None, reps
     timer = _CudaTimer(reps) if cuda else _WallTimer(reps)
     call_loop(fn, reps, flusher=flusher, before=before, shield=(shield or 0) if cuda else 0, timer=timer)
     return summarize(timer.samples_ms(device), timer.method)
+
+
+@dataclass
+class Prepared:
+    """A callable warmed up and ready to be timed in batches: its first estimate (ms) and launch shield."""
+
+    fn: Callable[[], Any]
+    before: Callable[[], None] | None
+    est_ms: float
+    shield: int
+
+
+def prepare(fn: Callable[[], Any], *, device: str, warmup: float, flusher: L2Flusher | None,
+            before: Callable[[], None] | None = None) -> Prepared:
+    """Estimate one call, warm up for ``warmup`` ms, size the launch shield."""
+    est = max(estimate_ms(fn, device, flusher), 1e-4)
+    call_loop(fn, max(1, int(warmup / est)), flusher=flusher, before=before)
+    _sync(device)
+    shield = launch_shield_cycles(fn, device) if device.startswith("cuda") else 0
+    return Prepared(fn, before, est, shield)
+
+
+def reps_for(p: Prepared, rep_ms: float) -> int:
+    return min(MAX_REPS, max(MIN_REPS, int(rep_ms / p.est_ms)))
+
+
+def measure_batches(items: dict[str, Prepared], reps: dict[str, int], *, device: str, flusher: L2Flusher | None,
+                    batch_ms: float | None, read: Callable[[], Any] | None = None,
+                    on_reading: Callable[[str, Any], None] | None = None) -> dict[str, list[float]]:
+    """Time every item ``reps[name]`` times, in batches of about ``batch_ms`` of calls, round-robin over the
+    items (each round starts one item later), so drift over time hits every item alike. ``batch_ms`` None: one
+    item after the other. ``read`` (e.g. the GPU's clocks) is called before and after every batch and handed
+    to ``on_reading(name, reading)``. Returns the per-call samples (ms) of each item."""
+    samples: dict[str, list[float]] = {k: [] for k in items}
+    names = list(items)
+    r = 0
+    while any(len(samples[k]) < reps[k] for k in names):
+        order = names[r % len(names):] + names[: r % len(names)]
+        r += 1
+        for k in order:
+            left = reps[k] - len(samples[k])
+            if left <= 0:
+                continue
+            p = items[k]
+            size = left if batch_ms is None else max(1, min(left, int(round(batch_ms / p.est_ms))))
+            if read is not None and on_reading is not None:
+                on_reading(k, read())
+            t = bench(p.fn, device=device, flusher=flusher, reps=size, before=p.before, shield=p.shield)
+            if read is not None and on_reading is not None:
+                on_reading(k, read())
+            samples[k].extend(t.samples_ms)
+    return samples
 
 
 def do_bench(fn: Callable[[], Any], *, device: str, warmup: float = 25.0, rep: float = 100.0,

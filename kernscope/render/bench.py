@@ -1,0 +1,180 @@
+"""Bench results -> tables (DataFrames), terminal tables, CSV and JSON. Formatting only."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.text import Text
+
+from ..bench.results import BenchRun, Cell
+from .terminal import Col, fit_table
+
+
+def _fmt(metric: str, v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "✓" if v else "✗"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "-"
+        if metric == "latency":
+            return f"{v:.4f}"
+        return f"{v:.2f}"
+    return str(v)
+
+
+def results_frame(run: BenchRun) -> pl.DataFrame:
+    """Long table: one row per (input, impl) with every metric, spread and error."""
+    rows = []
+    for c in run.cells:
+        r: dict[str, Any] = {"input_id": c.input_id, "x": "(" + ", ".join(map(str, c.x)) + ")", "impl": c.impl, "error": c.error}
+        for m in run.metrics:
+            v = c.metrics.get(m)
+            r[m] = v if not isinstance(v, bool) else v
+        if c.timing is not None:
+            r["latency_spread"] = c.timing.spread
+            r["latency_n"] = len(c.timing.samples_ms)
+            r["latency_outliers"] = c.timing.outliers
+            r["ci_low_ms"] = c.timing.ci_low_ms
+            r["ci_high_ms"] = c.timing.ci_high_ms
+        if "speedup_ci" in c.metrics:
+            r["speedup_ci_low"], r["speedup_ci_high"] = c.metrics["speedup_ci"]
+            r["speedup_noise"] = c.metrics.get("speedup_noise")
+        if c.machine is not None:
+            mc = c.machine
+            r.update(sm_min_mhz=mc.sm_min_mhz, sm_max_mhz=mc.sm_max_mhz, mem_min_mhz=mc.mem_min_mhz,
+                     power_max_w=mc.power_max_w, temp_max_c=mc.temp_max_c, throttle=",".join(mc.reasons) or None,
+                     clocks_moved=mc.moved)
+        if "max_abs_err" in c.metrics:
+            r["max_abs_err"] = c.metrics["max_abs_err"]
+        rows.append(r)
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def wide_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
+    """TritonBench-style table: one row per input, a column per ``<impl>-<metric>``."""
+    label = "(" + ", ".join(run.x_label) + ")"
+    cols = [label] + [f"{i}-{m}" for i in run.impls for m in run.metrics]
+    by_input: dict[int, dict[str, Any]] = {}
+    xs: dict[int, tuple[Any, ...]] = {}
+    for c in run.cells:
+        xs[c.input_id] = c.x
+        for m in run.metrics:
+            key = f"{c.impl}-{m}"
+            if c.error:
+                by_input.setdefault(c.input_id, {})[key] = f"error: {c.error}" if m == run.metrics[0] else ""
+            else:
+                by_input.setdefault(c.input_id, {})[key] = _cell_text(c, m)
+    rows = []
+    for i in sorted(xs):
+        x = xs[i]
+        rows.append(["(" + ", ".join(map(str, x)) + ")" if len(x) != 1 else str(x[0])] + [by_input[i].get(k, "-") for k in cols[1:]])
+    return cols, rows
+
+
+def _cell_text(c: Cell, m: str) -> str:
+    v = c.metrics.get(m)
+    txt = _fmt(m, v)
+    if m == "latency" and c.timing is not None and not math.isnan(c.timing.ci_low_ms) and c.timing.median_ms:
+        half = (c.timing.ci_high_ms - c.timing.ci_low_ms) / 2 / c.timing.median_ms * 100
+        txt += f" ±{half:.2f}%"
+        if c.machine is not None and c.machine.moved:
+            txt += " ⚠"
+    if m == "speedup" and isinstance(v, float) and "speedup_ci" in c.metrics:
+        lo, hi = c.metrics["speedup_ci"]
+        txt = f"≈{v:.2f}" if c.metrics.get("speedup_noise") else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+    return txt
+
+
+def machine_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
+    """Clocks, power and temperature of every cell while it was timed (⚠: clocks moved)."""
+    cols = ["input", "impl", "SM MHz", "mem MHz", "power W", "temp °C", "throttle", "clocks"]
+    rows = []
+    for c in run.cells:
+        mc = c.machine
+        if mc is None or mc.readings == 0:
+            continue
+
+        def rng(a: float | None, b: float | None) -> str:
+            if a is None or b is None:
+                return "-"
+            return f"{a:.0f}" if a == b else f"{a:.0f}–{b:.0f}"
+
+        rows.append([str(c.input_id), c.impl, rng(mc.sm_min_mhz, mc.sm_max_mhz), rng(mc.mem_min_mhz, mc.mem_max_mhz),
+                     "-" if mc.power_max_w is None else f"{mc.power_max_w:.0f}",
+                     "-" if mc.temp_max_c is None else f"{mc.temp_max_c:.0f}", ",".join(mc.reasons) or "-",
+                     "⚠ moved" if mc.moved else "steady"])
+    return cols, rows
+
+
+def clocks_line(run: BenchRun) -> str:
+    c = run.env.get("clocks") or {}
+    if c.get("locked"):
+        state = f"locked at {c.get('mhz')} MHz"
+    elif c.get("requested"):
+        state = f"not locked (could not: {c.get('message') or 'no permission'})"
+    else:
+        state = "not locked"
+    return f"clocks: {state}; GPU state from {c.get('monitor', 'none')}"
+
+
+def render(run: BenchRun, console: Console, width: int | None = None) -> None:
+    """Every bench table, each fitted to the terminal: results (± = 95% CI of the median), machine state, traces."""
+    w = width or console.width
+    console.print(Text(f"{run.op} · {run.mode} · {run.dtype} · {run.env.get('gpu') or run.device} · {clocks_line(run)}"),
+                  overflow="fold")
+    cols, rows = wide_table(run)
+    units = {"latency": "ms", "tflops": "TFLOP/s", "gbps": "GB/s", "gpu_peak_mem": "MiB", "speedup": "x"}
+    heads = [cols[0]] + [f"{h} ({units[h.rsplit('-', 1)[1]]})" if h.rsplit("-", 1)[1] in units else h for h in cols[1:]]
+    console.print(fit_table("Results (latency: median ± 95% CI half-width; speedup [95% CI], ≈ within noise; ⚠ clocks "
+                            "moved)", [Col(heads[0], min_width=8)] + [Col(h, numeric=True) for h in heads[1:]], rows, w))
+    mcols, mrows = machine_table(run)
+    if mrows:
+        console.print()
+        console.print(fit_table("GPU state while each cell was timed", [Col(mcols[0], True), Col(mcols[1], min_width=8)]
+                                + [Col(h, True) for h in mcols[2:6]] + [Col(mcols[6], min_width=8), Col(mcols[7], True)],
+                                mrows, w))
+    tcols, trows = trace_table(run)
+    if trows:
+        console.print()
+        console.print(fit_table("Kineto traces analyzed by kernscope (kernels of the profiled step, by launch)",
+                                [Col(tcols[0], True), Col(tcols[1], min_width=8), Col(tcols[2], min_width=8),
+                                 Col(tcols[3], weight=2), Col(tcols[4], weight=4)] + [Col(h, True) for h in tcols[5:]],
+                                trows, w))
+
+
+def trace_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
+    """The analyzed-trace table: profiled step, flush, compute kernels, kernel time vs latency."""
+    cols = ["input", "impl", "step", "flush", "compute kernels", "kernel µs", "latency µs", "overhead µs"]
+    rows = []
+    for c in run.cells:
+        if c.analysis is None:
+            continue
+        a = c.analysis
+        v = a.view
+        comp = v.compute_kernels
+        names = "; ".join(f"{k.name[:60]} [{k.category}] {k.dur_us:.1f}µs" for k in comp[:4])
+        if len(comp) > 4:
+            names += f"; +{len(comp) - 4} more"
+        flush = "; ".join(f"{k.name[:40]} {k.dur_us:.1f}µs" for k in v.flush_kernels) or "-"
+        rows.append([
+            str(c.input_id), c.impl, str(v.step), flush, names or "-", f"{v.kernel_time_us:.2f}",
+            f"{a.latency_us:.2f}" if a.latency_us is not None else "-",
+            f"{a.overhead_us:.2f}" if a.overhead_us is not None else "-",
+        ])
+    return cols, rows
+
+
+def plain(cols: list[str], rows: list[list[str]]) -> str:
+    w = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
+    line = lambda r: "  ".join(v.rjust(w[i]) for i, v in enumerate(r))  # noqa: E731
+    return "\n".join([line(cols), "  ".join("-" * x for x in w)] + [line(r) for r in rows])
+
+
+def to_json(run: BenchRun) -> str:
+    return json.dumps(run.to_dict(), indent=2, default=str)

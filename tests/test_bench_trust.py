@@ -1,0 +1,126 @@
+"""Bench numbers you can trust: machine state per cell, interleaved timing, confidence intervals, clock locking."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from kernscope.bench.machine import CellMachine, GpuState, lock_clocks, reasons_of
+from kernscope.bench.stats import median_ci, ratio_ci, within_noise
+from kernscope.bench.timing import Prepared, measure_batches
+
+torch = pytest.importorskip("torch")
+
+from kernscope.bench.api import Input, Operator, impl  # noqa: E402
+from kernscope.bench.runner import run  # noqa: E402
+from kernscope.cli import main  # noqa: E402
+
+
+def test_median_ci_and_ratio_ci():
+    import random
+
+    rng = random.Random(1)
+    small = [1.0 + rng.gauss(0, 0.01) for _ in range(50)]
+    big = [1.0 + rng.gauss(0, 0.01) for _ in range(5000)]
+    lo, hi = median_ci(small)
+    lo2, hi2 = median_ci(big)
+    assert lo < sorted(small)[25] < hi and (hi2 - lo2) < (hi - lo)  # more samples: a narrower interval
+    assert median_ci([3.0]) == (3.0, 3.0) and median_ci([1.0, 2.0, 5.0]) == (1.0, 5.0)
+    twice = [2 * x for x in small]
+    r = ratio_ci(twice, small)
+    assert 1.9 < r[0] < 2.0 < r[1] < 2.1 and not within_noise(r)
+    assert within_noise(ratio_ci(small, small))  # the same samples: the interval contains 1
+
+
+def test_cell_machine_flags_moving_clocks():
+    steady = CellMachine("fake")
+    for _ in range(4):
+        steady.add(GpuState(1980.0, 2619.0, 650.0, 60.0, ("gpu_idle",)))
+    assert not steady.moved and steady.readings == 4
+    drop = CellMachine("fake")
+    drop.add(GpuState(1980.0, 2619.0, 690.0, 70.0))
+    drop.add(GpuState(1755.0, 2619.0, 700.0, 75.0))
+    assert drop.moved and drop.sm_min_mhz == 1755 and drop.power_max_w == 700
+    capped = CellMachine("fake")
+    capped.add(GpuState(1980.0, 2619.0, 700.0, 70.0, reasons_of(0x4)))
+    assert capped.moved and capped.reasons == ["sw_power_cap"]
+    assert reasons_of(0x1 | 0x20 | 0x40) == ("gpu_idle", "sw_thermal_slowdown", "hw_thermal_slowdown")
+    assert CellMachine("none").to_dict()["moved"] is False
+
+
+def test_batches_are_round_robin():
+    calls: list[str] = []
+    items = {k: Prepared(lambda k=k: calls.append(k), None, 1.0, 0) for k in "ab"}
+    readings: list[str] = []
+    out = measure_batches(items, {"a": 9, "b": 9}, device="cpu", flusher=None, batch_ms=3.0, read=lambda: 0,
+                          on_reading=lambda k, _s: readings.append(k))
+    assert [len(out["a"]), len(out["b"])] == [9, 9]
+    assert "".join(calls) == "aaabbb" "bbbaaa" "aaabbb"  # batches of 3, each round starting one item later
+    assert len(readings) == 2 * 6  # a reading before and after every batch
+    calls.clear()
+    measure_batches(items, {"a": 4, "b": 4}, device="cpu", flusher=None, batch_ms=None)
+    assert "".join(calls) == "aaaabbbb"  # not interleaved: one after the other
+
+
+class _Sleepy(Operator):
+    name = "sleepy"
+    x_label = ("ms",)
+    default_dtype = "float32"
+
+    def inputs(self):
+        yield Input((1,), ())
+
+    @impl(baseline=True)
+    def slow(self):
+        return lambda: time.sleep(0.002)
+
+    @impl
+    def fast(self):
+        return lambda: time.sleep(0.001)
+
+
+class _Drifting:
+    """A fake GPU whose SM clock drops during the run."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def read(self) -> GpuState:
+        self.n += 1
+        return GpuState(1980.0 - 10 * self.n, 2619.0, 600.0 + self.n, 50.0 + self.n)
+
+
+def test_run_records_state_ci_and_speedup_noise(tmp_path):
+    r = run(_Sleepy, device="cpu", metrics=["latency", "speedup"], warmup=5, rep=60, backend=_Drifting(), batch_ms=10)
+    slow, fast = r.cells
+    assert slow.metrics["speedup_noise"] is True  # the baseline against itself
+    assert fast.metrics["speedup"] == pytest.approx(2.0, rel=0.25) and fast.metrics["speedup_noise"] is False
+    lo, hi = fast.metrics["speedup_ci"]
+    assert lo <= fast.metrics["speedup"] <= hi
+    for c in r.cells:
+        assert c.timing.ci_low_ms <= c.timing.median_ms <= c.timing.ci_high_ms
+        assert c.machine.readings >= 2 and c.machine.moved  # 10 MHz per reading: well past 1%
+    assert r.env["clocks"] == {"locked": False, "mhz": None, "requested": False, "message": "not requested", "monitor": "fake"}
+    doc = r.to_dict()
+    m = doc["results"][1]["machine"]
+    assert m["moved"] and m["sm_max_mhz"] > m["sm_min_mhz"] and m["before"]["sm_mhz"] > m["after"]["sm_mhz"]
+    assert doc["results"][1]["timing"]["ci_low_ms"] > 0
+
+
+def test_cli_states_clocks_and_lock_failure(tmp_path, capsys):
+    assert lock_clocks("cpu", "max").locked is False
+    args = ["bench", "--op", "softmax", "--device", "cpu", "--num-inputs", "1", "--warmup", "2", "--rep", "5",
+            "--metrics", "latency,speedup", "--lock-clocks", "max", "--cooldown", "0.01", "--json", str(tmp_path / "r.json")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "clocks: not locked (could not: nvidia-smi not found)" in out and "±" in out
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["env"]["clocks"]["requested"] and not doc["env"]["clocks"]["locked"]
+    assert main(["bench", "--op", "softmax", "--device", "cpu", "--num-inputs", "1", "--duration", "0.05",
+                 "--no-interleave", "--format", "json"]) == 0
+    cell = json.loads(capsys.readouterr().out)["results"][0]
+    assert cell["timing"]["n"] >= 5
