@@ -7,6 +7,8 @@ PY      = $(VENV)/bin/python
 PIP     = $(VENV)/bin/pip
 EXAMPLE = kernscope/examples/h200_gpt_train_step.pt.trace.json.gz
 TORCH_CPU ?= torch==2.13.0
+# triton's frontend compiles kernels to TTIR/PTX without a GPU: the intra-kernel rewrite tests use it
+TRITON_CPU ?= triton==3.6.0
 
 .PHONY: install install-test demo test lint bench-load clean
 
@@ -20,7 +22,7 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install -q -e ".[test]"
-	$(PIP) install -q "$(TORCH_CPU)"
+	$(PIP) install -q "$(TORCH_CPU)" "$(TRITON_CPU)"
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  (echo "installing Debian's chromium for the browser tests"; \
 	   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 || \

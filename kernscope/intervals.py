@@ -87,3 +87,26 @@ def overlap_ns(a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b
     b = union_ns(b_starts, b_ends)
     both = union_ns(np.concatenate([a_starts, b_starts]), np.concatenate([a_ends, b_ends]))
     return a + b - both
+
+
+def nesting_depth(ops: pl.DataFrame, *, by: tuple[str, str] = ("pid", "tid"), start: str = "ts", end: str = "end") -> pl.Series:
+    """Depth of each interval among ``ops`` (groups ``by``, e.g. a thread; ``start``/``end`` ns; non-zero
+    durations): how many of the other intervals of its group enclose it. Vectorized: position in (thread, start, -end) order minus the ops
+    of the thread that ended by its start."""
+    if ops.height == 0:
+        return pl.Series("depth", [], dtype=pl.Int32)
+    o = ops.with_row_index("_r").with_columns(pl.struct(*by).rank("dense").cast(pl.Int64).alias("_g"))
+    o = o.sort(["_g", start, end], descending=[False, False, True])
+    g = o["_g"].to_numpy()
+    ts = o[start].to_numpy().astype(np.int64)
+    en = o[end].to_numpy().astype(np.int64)
+    t0 = int(min(ts.min(), en.min()))
+    span = int(max(ts.max(), en.max()) - t0) + 2
+    key_s = (ts - t0) + g * span
+    key_e = np.sort((en - t0) + g * span)
+    first_of_group = np.searchsorted(key_s, g * span, side="left")  # rows before this thread's first op
+    pos = np.arange(len(o)) - first_of_group
+    ended = np.searchsorted(key_e, key_s, side="right") - np.searchsorted(key_e, g * span, side="left")
+    depth = np.maximum(pos - ended, 0).astype(np.int32)
+    back = o.select("_r").with_columns(pl.Series("depth", depth)).sort("_r")
+    return back["depth"]

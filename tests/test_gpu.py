@@ -146,3 +146,91 @@ def test_bench_vector_add_trace_analysis(tmp_path):
         assert v.kernel_time_us > 0
     names = {c.impl: c.analysis.view.compute_kernels[0].name for c in r.cells}
     assert "_add_kernel" in names["triton_add"]
+
+
+# -- part 2: named scopes, cycles, time shift, unmodified kernels ---------------------------------------------------
+@triton.jit
+def scoped_kernel(x, out, cols, buf, BLOCK: tl.constexpr, CYCLES: tl.constexpr = False, BROKEN: tl.constexpr = False):
+    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=CYCLES)
+    prof = prof.enter("kernel")
+    row = tl.program_id(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    prof = prof.enter("row_loop")
+    for start in range(0, cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(x + row * cols + offs, mask=offs < cols, other=0.0)
+    prof = prof.exit("row_loop")
+    prof = prof.enter("store")
+    tl.store(out + row, tl.sum(acc))
+    if not BROKEN:
+        prof = prof.exit("store")
+    prof = prof.exit("kernel")
+
+
+def _scoped(**kw):
+    from kernscope.intra.host import decode_profiler_buffer
+
+    x = torch.randn(264, 65536, device="cuda")
+    out = torch.empty(264, device="cuda")
+    buf = alloc_profiler_buffer(264 * 8 + 64)
+    scoped_kernel[(264,)](x, out, 65536, buf, BLOCK=1024, **kw)
+    torch.cuda.synchronize()
+    assert torch.allclose(out, x.sum(1), rtol=1e-3, atol=1e-1)
+    return decode_profiler_buffer(buf, kernels=[scoped_kernel])
+
+
+def test_named_scopes_nest_and_are_named():
+    from kernscope.intra.stats import scope_tree
+
+    d = _scoped()
+    t = d.tasks
+    assert set(t["task"].cast(pl.String)) == {"kernel", "row_loop", "store"} and d.unpaired == 0
+    tree = {r["path"]: r for r in scope_tree(t).iter_rows(named=True)}
+    assert set(tree) == {"kernel", "kernel/row_loop", "kernel/store"} and tree["kernel"]["count"] == 264
+    assert tree["kernel/row_loop"]["mean_ns"] < tree["kernel"]["mean_ns"]  # nested inside
+
+
+def test_unbalanced_scope_is_reported_not_paired():
+    d = _scoped(BROKEN=True)
+    assert ("store", 264, 0) in d.unbalanced
+    assert "store" not in set(d.tasks["task"].cast(pl.String))
+
+
+def test_cycle_mode_agrees_with_globaltimer():
+    ns = _scoped().tasks.filter(pl.col("task") == "row_loop")["duration_ns"].median()
+    cyc = _scoped(CYCLES=True)
+    c = cyc.tasks.filter(pl.col("task") == "row_loop")["duration_ns"].median()
+    assert cyc.clock_ghz and 0.5 < cyc.clock_ghz < 3.0
+    assert abs(c - ns) / ns < 0.15, (c, ns)
+
+
+def test_time_shift_calibration():
+    from kernscope.intra.host import calibrate_record_cost
+
+    cost = calibrate_record_cost()
+    assert 0 < cost < 2000, cost  # one record pair costs well under 2 µs
+
+
+def test_instrument_a_library_kernel_and_intra_run(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from kernscope.cli import main
+    from kernscope.intra import instrument
+
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    import libkernels
+
+    ik = instrument(libkernels.sum_rows)
+    m = torch.randn(128, 8192, device="cuda")
+    r = torch.empty(128, device="cuda")
+    ik[(128,)](m, r, 8192, 8192)
+    assert torch.allclose(r, m.sum(1), rtol=1e-3, atol=1e-2)
+    t = ik.tasks()
+    assert set(t["task"].cast(pl.String)) == {"sum_rows", next(s for s in ik.scopes if s.startswith("loop@"))}
+    assert t.height == 2 * 128
+    prog = Path(__file__).parent / "data" / "run_libkernel.py"
+    assert main(["intra", "run", "--kernel", "add_kernel", "--kernel", "sum_rows", "-o", str(tmp_path), "--format", "json",
+                 "--", "python", str(prog)]) == 0
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert "add_kernel.perfetto-trace" in files and "sum_rows.hatchet" in files

@@ -12,11 +12,11 @@ import pytest
 from conftest import TRACES, write_trace
 
 from kernscope import load
-from kernscope.analyze.attribute import nesting_depth
 from kernscope.analyze.perf import REGISTRY, Call, gemm_flops, match_device, parse_peak, perf_model, sdpa_bwd_flops, sdpa_flops
 from kernscope.analyze.perf.formulas import sdpa_bytes
 from kernscope.cli import main
 from kernscope.errors import KernscopeError
+from kernscope.intervals import nesting_depth
 
 REFERENCE = TRACES / "tracelens" / "reference"
 REF_NAMES = sorted(p.name for p in REFERENCE.iterdir()) if REFERENCE.is_dir() else []

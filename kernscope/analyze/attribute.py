@@ -8,33 +8,10 @@ op is the one totals use, so nothing is counted twice.
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
+from ..intervals import nesting_depth
 from ..scalars import as_int
-
-
-def nesting_depth(ops: pl.DataFrame) -> pl.Series:
-    """Depth of each op among ``ops`` (columns pid, tid, ts, end; non-zero durations): how many of the
-    other ops of its thread enclose it. Vectorized: position in (thread, start, -end) order minus the ops
-    of the thread that ended by its start."""
-    if ops.height == 0:
-        return pl.Series("depth", [], dtype=pl.Int32)
-    o = ops.with_row_index("_r").with_columns(pl.struct("pid", "tid").rank("dense").cast(pl.Int64).alias("_g"))
-    o = o.sort(["_g", "ts", "end"], descending=[False, False, True])
-    g = o["_g"].to_numpy()
-    ts = o["ts"].to_numpy().astype(np.int64)
-    en = o["end"].to_numpy().astype(np.int64)
-    t0 = int(min(ts.min(), en.min()))
-    span = int(max(ts.max(), en.max()) - t0) + 2
-    key_s = (ts - t0) + g * span
-    key_e = np.sort((en - t0) + g * span)
-    first_of_group = np.searchsorted(key_s, g * span, side="left")  # rows before this thread's first op
-    pos = np.arange(len(o)) - first_of_group
-    ended = np.searchsorted(key_e, key_s, side="right") - np.searchsorted(key_e, g * span, side="left")
-    depth = np.maximum(pos - ended, 0).astype(np.int32)
-    back = o.select("_r").with_columns(pl.Series("depth", depth)).sort("_r")
-    return back["depth"]
 
 
 def op_gpu_pairs(ops: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:

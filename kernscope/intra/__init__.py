@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 _DECODE = {"Decoded", "decode_buffer"}
+_INSTRUMENT = {"instrument", "InstrumentedKernel"}
 _DEVICE = {"Profiler", "tid", "smid", "globaltimer", "clock64"}
 _HOST = {
     "ProfilerBuffer",
@@ -22,9 +23,11 @@ _HOST = {
     "decode_profiler_buffer",
     "read_profiler_buffer",
     "ProfilerOverflowWarning",
+    "ProfilerScopeWarning",
+    "calibrate_record_cost",
 }
 
-__all__ = sorted(_DEVICE | _HOST | {"Decoded", "decode_buffer"})
+__all__ = sorted(_DEVICE | _HOST | _INSTRUMENT | {"Decoded", "decode_buffer"})
 
 
 def __getattr__(name: str) -> Any:
@@ -36,6 +39,10 @@ def __getattr__(name: str) -> Any:
         from . import host
 
         return getattr(host, name)
+    if name in _INSTRUMENT:
+        from . import rewrite as ins
+
+        return getattr(ins, name)
     if name in _DECODE:
         from . import decode
 

@@ -15,32 +15,105 @@ def intra() -> None:
 @click.option("--task-names", help="Comma-separated names for task types 0, 1, ... (raw buffers).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write an HTML timeline (rows = SM lanes).")
-def stats(path: str, task_names: str | None, fmt: str, html_out: str | None) -> None:
-    """Per task count/mean/p50/p95/max, per-SM busy fraction, tail and SM imbalance."""
+@click.option("--hatchet", "hatchet_out", type=click.Path(dir_okay=False),
+              help="Also write the op-measure scope tree as a hatchet file (proton-viewer and kernscope intra view read it).")
+@click.option("--clock-ghz", type=float, default=1.0, show_default=True,
+              help="Cycles per ns, for cycle columns (Proton's traces count cycles as ns at 1 GHz).")
+def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hatchet_out: str | None,
+          clock_ghz: float) -> None:
+    """Per task/scope count/mean/p50/p95/max, the scope tree (op-measure), per-SM busy fraction, tail and SM imbalance.
+
+    Reads kernscope buffers (.npz), kernscope's Perfetto/Chrome exports and Proton's instrumentation traces
+    (.chrome_trace, optionally gzipped)."""
+    import json as _json
+
     from rich.console import Console
 
     from ..files import write_text
-    from ..render.intra import render_stats, stats_document
+    from ..render.intra import render_stats, render_tree
     from . import stats as st
     from .export import assign_lanes
+    from .hatchet import tree_to_hatchet
     from .io import load_tasks
 
     loaded = load_tasks(path, task_names.split(",") if task_names else None)
     t = loaded.tasks
     per_task = st.task_stats(t)
     summary = st.kernel_summary(t)
+    tree = st.scope_tree(t, clock_ghz=clock_ghz)
+    summary["source"] = loaded.source
     if loaded.decoded is not None:
         d = loaded.decoded
         summary.update(records=d.records, dropped=d.dropped, ring_overwritten=d.ring_overwritten, unpaired=d.unpaired,
-                       capacity_per_region=d.capacity_per_region)
+                       capacity_per_region=d.capacity_per_region,
+                       unbalanced=[{"scope": n, "enter_without_exit": a, "exit_without_enter": b} for n, a, b in d.unbalanced])
+    if loaded.finalize is not None and loaded.finalize.height:
+        f = loaded.finalize["finalize_ns"]
+        summary.update(finalize_ctas=loaded.finalize.height, finalize_mean_ns=float(f.mean() or 0),  # type: ignore[arg-type]
+                       finalize_max_ns=int(f.max() or 0))  # type: ignore[arg-type]
     if html_out:
         from ..render.intra_html import render_html
 
         write_text(html_out, render_html(t, assign_lanes(t).units, summary, per_task, st.sm_stats(t), title=path))
+    if hatchet_out:
+        write_text(hatchet_out, _json.dumps(tree_to_hatchet(tree, kernel=path.rsplit("/", 1)[-1])))
     if fmt == "json":
-        click.echo(stats_document(summary, per_task, st.sm_stats(t)))
+        doc = _json.loads(stats_document_with_scopes(summary, per_task, st.sm_stats(t), tree))
+        click.echo(_json.dumps(doc, indent=2))
     else:
-        render_stats(Console(), path, summary, per_task)
+        con = Console()
+        render_stats(con, path, summary, per_task)
+        if tree.height and tree["depth"].max():  # nested scopes: show the tree too
+            render_tree(con, "scope tree (op-measure)", tree, "total_ns", "time/ns")
+
+
+def stats_document_with_scopes(summary, per_task, per_sm, tree) -> str:
+    import json as _json
+
+    from ..render.intra import stats_document
+
+    doc = _json.loads(stats_document(summary, per_task, per_sm))
+    doc["scopes"] = tree.to_dicts()
+    return _json.dumps(doc)
+
+
+@intra.command()
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("-m", "--metric", default="time/ns", show_default=True,
+              help="cycles, normalized_cycles, time/ns, time/us or count.")
+@click.option("--clock-ghz", type=float, default=1.0, show_default=True, help="Cycles per ns for traces and buffers.")
+def view(path: str, metric: str, clock_ghz: float) -> None:
+    """The scope tree of a hatchet file (kernscope's or Proton's) or of any intra-kernel trace, like proton-viewer."""
+    import json as _json
+
+    from rich.console import Console
+
+    from ..errors import KernscopeError
+    from ..render.intra import VIEW_METRICS, render_tree
+    from . import stats as st
+    from .hatchet import hatchet_to_tree
+    from .io import load_tasks
+
+    if metric not in VIEW_METRICS:
+        raise KernscopeError(f"unknown metric {metric!r}; use one of {', '.join(VIEW_METRICS)}")
+    col_tasks, col_hatchet = VIEW_METRICS[metric]
+    tree = None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip()
+        if head[:1] == b"[" and b'"frame"' in head:
+            with open(path, "rb") as f:
+                tree = hatchet_to_tree(_json.loads(f.read()), path)
+    except (OSError, ValueError):
+        tree = None
+    if tree is not None:
+        if col_hatchet not in tree.columns:
+            have = [c for c in tree.columns if c not in ("path", "name", "depth")]
+            raise KernscopeError(f"{path}: no metric {col_hatchet!r} in this hatchet file; it has: {', '.join(have)}")
+        render_tree(Console(), path, tree, col_hatchet, metric)
+        return
+    t = load_tasks(path).tasks
+    render_tree(Console(), path, st.scope_tree(t, clock_ghz=clock_ghz), col_tasks, metric)
 
 
 @intra.command()
@@ -55,3 +128,65 @@ def export(path: str, output: str, task_names: str | None) -> None:
     t = load_tasks(path, task_names.split(",") if task_names else None).tasks
     out = write_chrome(t, output) if output.endswith(".json") else write_perfetto(t, output)
     click.echo(f"wrote {out} ({t.height:,} slices)", err=True)
+
+
+@intra.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--kernel", "kernels", multiple=True, help="Kernel (function) name to profile; repeat for several "
+                                                         "(default: every launched kernel).")
+@click.option("--regions", default="body,loops", show_default=True, help="Scopes: body, loops (each top-level loop).")
+@click.option("--lines", "line_specs", multiple=True, metavar="KERNEL:FIRST-LAST[:NAME]",
+              help="A scope around the top-level statements of these source lines of KERNEL's file.")
+@click.option("--max-launches", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Profile the first N launches of each kernel; later ones run unprofiled.")
+@click.option("-o", "--output", "out_dir", default="kernscope-intra", show_default=True, help="Directory for the results.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.argument("program", nargs=-1, type=click.UNPROCESSED, required=True)
+def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max_launches: int, out_dir: str, fmt: str,
+        program: tuple[str, ...]) -> None:
+    """Run PROGRAM (python script.py ...) with its kernels profiled, without editing them: each chosen kernel's
+    launches run an instrumented copy (scopes around its body and top-level loops, or chosen lines).
+
+    Writes <output>/<kernel>.perfetto-trace and <kernel>.hatchet per kernel and prints scope statistics."""
+    import json as _json
+    import os
+
+    from rich.console import Console
+
+    from ..errors import KernscopeError
+    from ..files import write_text
+    from ..render.intra import render_tree
+    from . import stats as st
+    from .export import write_perfetto
+    from .hatchet import tree_to_hatchet
+    from .run import run_script
+
+    lines: dict[str, list[tuple[int, int, str]]] = {}
+    for spec in line_specs:
+        try:
+            kname, rng, *rest = spec.split(":")
+            a, b = (int(x) for x in rng.split("-"))
+        except ValueError:
+            raise KernscopeError(f"--lines {spec!r}: expected KERNEL:FIRST-LAST[:NAME]") from None
+        lines.setdefault(kname, []).append((a, b, rest[0] if rest else f"lines {a}-{b}"))
+    res = run_script(program, kernels=kernels, regions=[r.strip() for r in regions.split(",") if r.strip()],
+                     lines=lines, max_launches=max_launches)
+    os.makedirs(out_dir, exist_ok=True)
+    kernels_doc: list[dict[str, object]] = []
+    doc: dict[str, object] = {"program": list(program), "exit_code": res.exit_code, "kernels": kernels_doc}
+    con = Console(stderr=fmt == "json")
+    for name, ik in res.kernels.items():
+        t = ik.tasks()
+        base = os.path.join(out_dir, name)
+        shown = t.with_columns((t["block"] + t["launch"] * (int(t["block"].max() or 0) + 1)).alias("block")) if t.height else t
+        write_perfetto(shown.drop("launch"), base + ".perfetto-trace", list(ik.scopes))
+        tree = st.scope_tree(t)
+        write_text(base + ".hatchet", _json.dumps(tree_to_hatchet(tree, kernel=name)))
+        kernels_doc.append({"name": name, "launches": ik.launches, "scopes": tree.to_dicts(),
+                               "dropped": ik.dropped, "unbalanced": ik.unbalanced,
+                               "files": [base + ".perfetto-trace", base + ".hatchet"]})
+        if fmt == "table":
+            render_tree(con, f"{name}: {ik.launches} profiled launch(es) -> {base}.perfetto-trace", tree, "total_ns", "time/ns")
+    if not res.kernels:
+        con.print(f"no chosen kernel was launched (defined: {', '.join(res.defined) or 'none'})")
+    if fmt == "json":
+        click.echo(_json.dumps(doc, indent=2))

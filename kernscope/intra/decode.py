@@ -8,7 +8,7 @@ region (``dropped``), cut by ring wrap-around, or unpaired are counted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,11 +65,25 @@ class Decoded:
     capacity_per_region: int = 0
     ring: bool = False
     cycles: bool = False
-    task_names: list[str] = field(default_factory=list)
+    task_names: list[str] | dict[int, str] = field(default_factory=list)
+    #: per task/scope name with unmatched records: (name, enters without exit, exits without enter)
+    unbalanced: list[tuple[str, int, int]] = field(default_factory=list)
+    #: cycle mode: the SM clock measured from each region's (globaltimer, clock64) anchors, median (GHz)
+    clock_ghz: float | None = None
 
 
-def task_name(names: Sequence[str], t: int) -> str:
-    return names[t] if 0 <= t < len(names) else f"task_{t}"
+Names = Sequence[str] | Mapping[int, str]
+
+
+def task_name(names: Names, t: int) -> str:
+    """The name of task id ``t``: from a list (task types 0, 1, ...) or a {id: name} map (scopes)."""
+    if isinstance(names, Mapping):
+        got = names.get(t)
+        if got is not None:
+            return got
+    elif 0 <= t < len(names):
+        return names[t]
+    return f"scope#{t}" if t >= 1 << 15 else f"task_{t}"
 
 
 def _freq_ghz(t0: np.ndarray, c0: np.ndarray, tl: np.ndarray, cl: np.ndarray) -> np.ndarray:
@@ -126,8 +140,11 @@ def _written(recs: np.ndarray, cap: int) -> np.ndarray:
     return np.count_nonzero(recs, axis=1)
 
 
-def _names_lut(names: list[str], n_types: int) -> pl.Series:
-    return pl.Series("task", [task_name(names, i) for i in range(n_types)], dtype=pl.Categorical)
+def _labels(names: Names, tt: np.ndarray) -> pl.Series:
+    """Task name of every row (one Python call per distinct task id)."""
+    uniq = np.unique(tt)
+    lut = pl.Series("task", [task_name(names, int(i)) for i in uniq], dtype=pl.Categorical)
+    return lut.gather(np.searchsorted(uniq, tt)) if len(tt) else pl.Series("task", [], dtype=pl.Categorical)
 
 
 def _fast_uniform(h: _Header, out: Decoded, active: np.ndarray, k0: int) -> Decoded | None:
@@ -146,8 +163,7 @@ def _fast_uniform(h: _Header, out: Decoded, active: np.ndarray, k0: int) -> Deco
     s_ns = (t0r + ((sw & ~VALID) >> DELTA_SHIFT)).reshape(-1)
     e_ns = (t0r + ((ew & ~VALID) >> DELTA_SHIFT)).reshape(-1)
     tt = (sw & TASK_MASK).reshape(-1)
-    lut = _names_lut(out.task_names, int(tt.max()) + 1)
-    return _finish(out, np.repeat(active, k0 // 2), s_ns, e_ns, tt, h.groups, regions[:, R_SMID], lut)
+    return _finish(out, np.repeat(active, k0 // 2), s_ns, e_ns, tt, h.groups, regions[:, R_SMID])
 
 
 def _gather(h: _Header, active: np.ndarray, kept: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,46 +193,75 @@ def _times(h: _Header, reg: np.ndarray, words: np.ndarray) -> np.ndarray:
     return t0 + np.rint(delta / f[reg]).astype(np.int64)
 
 
-def _pair(out: Decoded, h: _Header, reg: np.ndarray, t: np.ndarray, is_start: np.ndarray, task: np.ndarray,
-          lut: pl.Series) -> Decoded:
-    """General pairing per (region, task): the i-th start with the i-th end, in write order."""
-    n_types = len(lut)
-    key = reg.astype(np.int64) * n_types + task  # records already in write order
+def _lifo_levels(st: np.ndarray, first: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For records sorted by group (write order within): each record's nesting level and whether it can pair.
 
-    def ranked(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Rows of ``mask`` sorted by (key, write order) and their rank within their key."""
-        rows = np.flatnonzero(mask)
-        k0 = key[rows]
-        if len(k0) > 1 and (k0[1:] < k0[:-1]).any():  # already sorted when each region has one task type
-            rows = rows[np.argsort(k0, kind="stable")]
-        k = key[rows]
-        return rows, k, np.arange(len(rows)) - np.searchsorted(k, k, side="left")
-
-    s_rows, s_key, s_nth = ranked(is_start)
-    e_rows, e_key, e_nth = ranked(~is_start)
-    if h.ring and len(e_rows):
-        # the oldest kept record of a wrapped region may be an end whose start was overwritten
-        if len(s_rows):
-            first_t = np.full(int(key.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
-            np.minimum.at(first_t, s_key, t[s_rows])
-            keep = t[e_rows] >= first_t[e_key]
-        else:
-            keep = np.zeros(len(e_rows), bool)
-        e_rows, e_key = e_rows[keep], e_key[keep]
-        e_nth = np.arange(len(e_rows)) - np.searchsorted(e_key, e_key, side="left")
-    n_keys = int(key.max()) + 1 if key.size else 1
-    cnt_s = np.bincount(s_key, minlength=n_keys)
-    cnt_e = np.bincount(e_key, minlength=n_keys)
-    ps = s_rows[s_nth < cnt_e[s_key]]
-    pe = e_rows[e_nth < cnt_s[e_key]]
-    out.unpaired = int(len(s_rows) + len(e_rows) - 2 * len(ps))
-    return _finish(out, reg[ps], t[ps], t[pe], task[ps], h.groups, h.regions[:, R_SMID], lut)
+    The depth walk of a group goes +1 at a start and -1 at an end, with a floor at 0 (an end with nothing
+    open does not pull the later ones down): depth_after = s - min(0, running min of s), s the group's
+    cumulative sum. A start's level is its depth after; an end's is its depth before (0: nothing to close).
+    """
+    step = np.where(st, 1, -1)
+    s = np.cumsum(step)
+    start_of = np.maximum.accumulate(np.where(first, np.arange(len(st)), 0))
+    s = s - (s[start_of] - step[start_of])  # cumulative sum within the group
+    big = len(st) + 2
+    low = np.minimum.accumulate(s - group * big) + group * big  # running minimum within the group
+    after = s - np.minimum(low, 0)
+    before = np.empty_like(after)
+    before[1:] = after[:-1]
+    before[first] = 0  # each group starts with nothing open
+    return np.where(st, after, before), st | (before > 0)
 
 
-def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
-    """Decode a profiler buffer. ``buf`` is the int64 buffer (``tensor.cpu().numpy()``)."""
+def _pair(out: Decoded, h: _Header, reg: np.ndarray, t: np.ndarray, is_start: np.ndarray, task: np.ndarray) -> Decoded:
+    """General pairing per (region, task), last in first out: an end closes the latest open start of its task
+    (nested scopes of one name pair correctly). An end with nothing open, or a start never closed, is
+    unbalanced: counted per task, never paired with a wrong partner."""
+    key = reg.astype(np.int64) * (TASK_MASK + 1) + task
+    order = np.argsort(key, kind="stable")  # by (region, task); write order kept within
+    k, st = key[order], is_start[order]
+    first = np.ones(len(k), bool)
+    first[1:] = k[1:] != k[:-1]
+    group = np.cumsum(first) - 1
+    level, can = _lifo_levels(st, first, group)
+    # at one (group, level), starts and ends alternate in write order: the i-th start closes with the i-th end
+    rows = np.flatnonzero(can)
+    gl = group[rows] * (len(k) + 2) + level[rows]
+    rows = rows[np.argsort(gl, kind="stable")]
+    gl = np.sort(gl, kind="stable")
+    nth = np.arange(len(rows)) - np.searchsorted(gl, gl, side="left")
+    s_rows, e_rows = rows[st[rows]], rows[~st[rows]]
+    s_key, e_key = gl[st[rows]], gl[~st[rows]]
+    s_nth, e_nth = nth[st[rows]], nth[~st[rows]]
+    # within a (group, level) the sequence is S E S E ...: the i-th start is at position 2i, its end at 2i + 1
+    s_i, e_i = s_nth // 2, e_nth // 2
+    ps_key = s_key * (len(k) + 1) + s_i
+    pe_key = e_key * (len(k) + 1) + e_i
+    both = np.intersect1d(ps_key, pe_key, assume_unique=True)
+    ps = order[s_rows[np.isin(ps_key, both)]]
+    pe = order[e_rows[np.isin(pe_key, both)]]
+    # ps and pe come in the same (group, level, i) order
+    out.unpaired = int(len(t) - 2 * len(ps))
+    if out.unpaired:
+        lone = np.ones(len(t), bool)
+        lone[ps] = False
+        lone[pe] = False
+        table: dict[int, list[int]] = {}
+        for i, c in zip(*np.unique(task[lone & is_start], return_counts=True)):
+            table.setdefault(int(i), [0, 0])[0] = int(c)
+        for i, c in zip(*np.unique(task[lone & ~is_start], return_counts=True)):
+            table.setdefault(int(i), [0, 0])[1] = int(c)
+        out.unbalanced = [(task_name(out.task_names, i), a, b) for i, (a, b) in sorted(table.items())]
+    o = np.lexsort((t[ps], reg[ps]))  # rows by region, then start time
+    ps, pe = ps[o], pe[o]
+    return _finish(out, reg[ps], t[ps], t[pe], task[ps], h.groups, h.regions[:, R_SMID])
+
+
+def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
+    """Decode a profiler buffer. ``buf`` is the int64 buffer (``tensor.cpu().numpy()``); ``task_names``: names
+    of task types 0, 1, ... (a list) or of task ids (a dict, e.g. :func:`kernscope.intra.scopes.scope_table`)."""
     b = np.asarray(buf).view(np.int64).ravel()
-    names = list(task_names)
+    names: list[str] | dict[int, str] = dict(task_names) if isinstance(task_names, Mapping) else list(task_names)
     h = _read_header(b)
     if h is None:
         flags = int(b[H_FLAGS])
@@ -239,22 +284,24 @@ def decode_buffer(buf: np.ndarray, task_names: Sequence[str] = ()) -> Decoded:
             return fast
     reg, words = _gather(h, active, kept, count)
     out.records = int(words.size)
+    if h.cycles:
+        r = h.regions
+        out.clock_ghz = float(np.median(_freq_ghz(r[active, R_T0], r[active, R_C0], r[active, R_TLAST], r[active, R_CLAST])))
     is_start = ((words >> START_BIT) & 1).astype(bool)
     task = words & TASK_MASK
     t = _times(h, reg, words)
-    lut = _names_lut(names, int(task.max()) + 1 if task.size else 1)
     if not h.ring and len(words) % 2 == 0:
         # every region holds start, end, start, end, ... of one task at a time: pairs are (even, odd) positions
         ev, od = slice(0, None, 2), slice(1, None, 2)
         k = kept[active]
         if (k % 2 == 0).all() and is_start[ev].all() and not is_start[od].any() and (task[ev] == task[od]).all():
             out.unpaired = 0
-            return _finish(out, reg[ev], t[ev], t[od], task[ev], h.groups, h.regions[:, R_SMID], lut)
-    return _pair(out, h, reg, t, is_start, task, lut)
+            return _finish(out, reg[ev], t[ev], t[od], task[ev], h.groups, h.regions[:, R_SMID])
+    return _pair(out, h, reg, t, is_start, task)
 
 
 def _finish(out: Decoded, r: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, tt: np.ndarray, groups: int,
-            smid: np.ndarray, lut: pl.Series) -> Decoded:
+            smid: np.ndarray) -> Decoded:
     """Build the task table; rows come out by region (block, group), then in record order."""
     out.tasks = pl.DataFrame(
         {
@@ -262,7 +309,7 @@ def _finish(out: Decoded, r: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarra
             "group": r % groups if groups > 1 else np.zeros(len(r), dtype=np.int64),
             "sm": smid[r],
             "task_type": tt,
-            "task": lut.gather(tt),
+            "task": _labels(out.task_names, tt),
             "start_ns": start_ns,
             "end_ns": end_ns,
             "duration_ns": end_ns - start_ns,

@@ -29,6 +29,16 @@ _constexpr_function = getattr(triton, "constexpr_function", lambda f: f)
 
 from . import layout as L
 
+
+@_constexpr_function
+def _scope_id(name):
+    """Compile time: scope name -> task id; the same function as ``kernscope.intra.scopes.scope_id`` (a CPU
+    test checks they agree), written out here because Triton only follows constexpr functions."""
+    h = 0x811C9DC5
+    for b in str(getattr(name, "value", name)).encode():
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return 32768 | ((h ^ (h >> 15)) & 32767)
+
 # Every offset and flag bit comes from layout.py (the decoder and the CPU model use the same names).
 _GH: tl.constexpr = tl.constexpr(L.GLOBAL_HEADER_WORDS)
 _RH: tl.constexpr = tl.constexpr(L.REGION_HEADER_WORDS)
@@ -210,3 +220,22 @@ class Profiler:
                             pending, hdr, self.is_leader, self.ENABLE_PROFILING, self.RING, self.CYCLES, self.SYNC)
         else:
             return self
+
+    @triton.jit
+    def enter(self, name: tl.constexpr):
+        """Start the named scope ``name`` (a string literal; nesting allowed)."""
+        return self.record(True, _scope_id(name))
+
+    @triton.jit
+    def exit(self, name: tl.constexpr):
+        """End the named scope ``name``; an exit without its enter is reported by the decoder."""
+        return self.record(False, _scope_id(name))
+
+
+@triton.jit
+def calibration_kernel(profiler_buffer, pairs):
+    """``pairs`` empty scopes back to back per program: their durations are the cost of one record pair."""
+    prof = Profiler.create(profiler_buffer, 0, 1, is_leader=(tid(0) == 0))
+    for _ in range(pairs):
+        prof = prof.record(True, 0)
+        prof = prof.record(False, 0)

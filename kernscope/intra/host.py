@@ -14,9 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from .decode import Decoded, decode_buffer
+from ..scalars import as_float
+from .decode import Decoded, Names, decode_buffer
 from .export import write_perfetto
 from .layout import MAGIC, VERSION, buffer_words
+from .scopes import merge_names
+from .stats import shift_durations
 
 _EXPORT_ON: contextvars.ContextVar[bool] = contextvars.ContextVar("kernscope_intra_export", default=True)
 
@@ -88,25 +91,59 @@ def read_profiler_buffer(profiler_buffer, copy: bool = True) -> np.ndarray:
     return host.numpy().copy() if copy else host.numpy()
 
 
-def decode_profiler_buffer(profiler_buffer, task_names: Sequence[str] = ()) -> Decoded:
-    """Read back and decode: tasks DataFrame plus dropped/unpaired counts."""
-    return decode_buffer(read_profiler_buffer(profiler_buffer, copy=False), task_names)
+class ProfilerScopeWarning(UserWarning):
+    """Named scopes were not balanced (an enter without its exit, or the reverse): those records are not paired."""
 
 
-def export_to_perfetto_trace(profiler_buffer, task_names: Sequence[str], file_name: str) -> str:
-    """Decode the buffer and write a Perfetto trace (``<file_name>.perfetto-trace``); returns its path.
+def decode_profiler_buffer(profiler_buffer, task_names: "Names" = (), kernels: Sequence[Any] = (),
+                           time_shift_ns: float = 0.0) -> Decoded:
+    """Read back and decode: tasks DataFrame plus dropped/unpaired counts.
 
-    Warns (:class:`ProfilerOverflowWarning`) with the number of dropped records if any region filled up.
+    ``kernels``: the JIT functions whose named scopes (``prof.enter("name")``) to name; ``time_shift_ns``: the
+    cost of one record pair (see :func:`calibrate_record_cost`), subtracted from every duration.
     """
-    d = decode_profiler_buffer(profiler_buffer, task_names)
+    d = decode_buffer(read_profiler_buffer(profiler_buffer, copy=False), merge_names(task_names, kernels))
+    if time_shift_ns:
+        d.tasks = shift_durations(d.tasks, time_shift_ns)
+    return d
+
+
+def _warn_about(d: Decoded) -> None:
     if d.dropped:
         warnings.warn(
             f"{d.dropped:,} profiler records were dropped: a region holds {d.capacity_per_region} records; "
             f"raise max_num_profile_slots or use RING=True",
             ProfilerOverflowWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    return write_perfetto(d.tasks, file_name, list(task_names))
+    if d.unbalanced:
+        listed = ", ".join(f"{n!r} ({a} enter without exit, {b} exit without enter)" for n, a, b in d.unbalanced[:5])
+        warnings.warn(f"unbalanced scopes: {listed}", ProfilerScopeWarning, stacklevel=3)
+
+
+def export_to_perfetto_trace(profiler_buffer, task_names: "Names", file_name: str, kernels: Sequence[Any] = (),
+                             time_shift_ns: float = 0.0) -> str:
+    """Decode the buffer and write a Perfetto trace (``<file_name>.perfetto-trace``); returns its path.
+
+    Warns (:class:`ProfilerOverflowWarning`) with the number of dropped records if any region filled up, and
+    (:class:`ProfilerScopeWarning`) naming any unbalanced scope.
+    """
+    d = decode_profiler_buffer(profiler_buffer, task_names, kernels, time_shift_ns)
+    _warn_about(d)
+    names = d.task_names
+    return write_perfetto(d.tasks, file_name, list(names.values()) if isinstance(names, dict) else list(names))
+
+
+def calibrate_record_cost(device: "str | None" = None, pairs: int = 256, programs: int = 132) -> float:
+    """The cost (ns) one start/end record pair adds to a measured scope, on this GPU: ``programs`` programs
+    each record ``pairs`` empty scopes back to back; the median duration of an empty scope is the cost
+    (``time_shift``: subtract it from every scope). Needs triton and a GPU."""
+    from .device import calibration_kernel
+
+    buf = alloc_profiler_buffer(programs * pairs * 2 + 16, device)
+    calibration_kernel[(programs,)](buf, pairs)
+    t = decode_profiler_buffer(buf).tasks
+    return as_float(t["duration_ns"].median())
 
 
 class ProfilerBuffer:
@@ -115,16 +152,21 @@ class ProfilerBuffer:
     ``with ProfilerBuffer(max_num_profile_slots, trace_file, task_names) as profile_buf: kernel[grid](profile_buf, ...)``
     """
 
-    def __init__(self, max_num_profile_slots: int = 1_000_000, trace_file: str = "trace", task_names: Sequence[str] = (),
-                 device: "str | None" = None) -> None:
+    def __init__(self, max_num_profile_slots: int = 1_000_000, trace_file: str = "trace", task_names: "Names" = (),
+                 device: "str | None" = None, kernels: Sequence[Any] = (), time_shift: bool = False) -> None:
         self.max_num_profile_slots = int(max_num_profile_slots)
         self.trace_file = trace_file
-        self.task_names = list(task_names)
+        self.task_names = merge_names(task_names, kernels)
         self.device = device
         self.buffer = None
         self.last_trace: str | None = None
+        self.time_shift = time_shift
+        #: the calibrated cost of one record pair (ns), subtracted from durations when ``time_shift`` is on
+        self.time_shift_ns = 0.0
 
     def __enter__(self):
+        if self.time_shift:
+            self.time_shift_ns = calibrate_record_cost(self.device)
         self.buffer = alloc_profiler_buffer(self.max_num_profile_slots, self.device)
         return self.buffer
 
@@ -132,7 +174,8 @@ class ProfilerBuffer:
         if exc_type is not None or self.buffer is None:
             return
         if export_enabled():
-            self.last_trace = export_to_perfetto_trace(self.buffer, self.task_names, self.trace_file)
+            self.last_trace = export_to_perfetto_trace(self.buffer, self.task_names, self.trace_file,
+                                                       time_shift_ns=self.time_shift_ns)
         return
 
     def save(self, path: str | os.PathLike[str]) -> str:
@@ -140,7 +183,11 @@ class ProfilerBuffer:
         from ..files import atomic_path
 
         p = str(path) if str(path).endswith(".npz") else str(path) + ".npz"
+        names = self.task_names
+        ids = list(names) if isinstance(names, dict) else list(range(len(names)))
+        labels = list(names.values()) if isinstance(names, dict) else list(names)
         with atomic_path(p) as tmp, open(tmp, "wb") as f:
-            np.savez(f, buffer=read_profiler_buffer(self.buffer), task_names=np.array(self.task_names, dtype=str))
+            np.savez(f, buffer=read_profiler_buffer(self.buffer), task_names=np.array(labels, dtype=str),
+                     task_ids=np.array(ids, dtype=np.int64), time_shift_ns=np.array([self.time_shift_ns]))
         return p
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import zipfile
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -13,34 +16,84 @@ import polars as pl
 from ..errors import KernscopeError
 from .decode import SCHEMA, Decoded, decode_buffer
 from .export import read_perfetto
+from .stats import shift_durations
 
 
 @dataclass
 class Loaded:
     tasks: pl.DataFrame
     decoded: Decoded | None  # present for raw buffers (dropped/unpaired counts)
-    source: str
+    source: str  #: "buffer", "chrome", "perfetto" or "proton" (Proton's instrumentation trace)
+    #: Proton traces: per CTA the time its profile buffer took to write out ("Finalization Time (ns)")
+    finalize: pl.DataFrame | None = None
+    clock_ghz: float = 1.0  #: cycles per ns of the durations (Proton's traces assume 1 GHz)
 
 
-def load_tasks(path: str | os.PathLike[str], task_names: list[str] | None = None) -> Loaded:
+_PROTON_PID = re.compile(r"Core\s*(\d+)\D+CTA\s*(\d+)", re.IGNORECASE)
+_WARP = re.compile(r"(\d+)")
+
+
+def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
+    """Proton's instrumentation Chrome trace: pid "<kernel> Core<N> CTA<m>", tid "warp <k>", ts/dur in µs of
+    cycles at Proton's 1 GHz convention, the CTA's finalize time in ``args``. None when it is not one."""
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    rows, fin = [], []
+    seen_proton = False
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        m = _PROTON_PID.search(str(e.get("pid", "")))
+        if m is None:
+            continue
+        seen_proton = True
+        core, cta = int(m.group(1)), int(m.group(2))
+        w = _WARP.search(str(e.get("tid", "0")))
+        warp = int(w.group(1)) if w else 0
+        start = round(float(e["ts"]) * 1000)
+        dur = round(float(e["dur"]) * 1000)
+        rows.append((cta, warp, core, -1, str(e.get("name", "")), start, start + dur, dur))
+        args = e.get("args") or {}
+        for k, v in args.items():
+            if "final" in str(k).lower() and isinstance(v, (int, float)):
+                fin.append((cta, core, int(v)))
+    if not seen_proton:
+        return None
+    t = pl.DataFrame(rows, schema=list(SCHEMA), orient="row").cast(SCHEMA)  # type: ignore[arg-type]
+    finalize = pl.DataFrame(fin, schema={"block": pl.Int64, "sm": pl.Int64, "finalize_ns": pl.Int64}, orient="row").unique(
+        ["block", "sm"]) if fin else None
+    return Loaded(t.sort("block", "group", "start_ns"), None, "proton", finalize)
+
+
+def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, str] | None = None) -> Loaded:
+    """Tasks of a raw buffer (.npz/.npy), kernscope's Chrome/Perfetto export, or Proton's instrumentation trace
+    (``.chrome_trace``, optionally gzipped)."""
     p = str(path)
     if not os.path.isfile(p):
         raise KernscopeError(f"{p}: file not found")
     try:
         if p.endswith(".npz"):
             with np.load(p, allow_pickle=False) as z:
-                stored = [str(x) for x in z["task_names"]] if "task_names" in z else []
-                names = task_names or stored
-                d = decode_buffer(z["buffer"], names)
+                stored: list[str] | dict[int, str] = [str(x) for x in z["task_names"]] if "task_names" in z else []
+                if "task_ids" in z and isinstance(stored, list):
+                    stored = {int(i): n for i, n in zip(z["task_ids"], stored)}
+                shift = float(z["time_shift_ns"][0]) if "time_shift_ns" in z else 0.0
+                d = decode_buffer(z["buffer"], task_names or stored)
+            if shift:
+                d.tasks = shift_durations(d.tasks, shift)
             return Loaded(d.tasks, d, "buffer")
         if p.endswith(".npy"):
             d = decode_buffer(np.load(p, allow_pickle=False), task_names or [])
             return Loaded(d.tasks, d, "buffer")
         with open(p, "rb") as f:
-            head = f.read(1)
+            data = f.read()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        head = data.lstrip()[:1]
         if head in (b"{", b"["):
-            with open(p, "rb") as f:
-                doc = json.loads(f.read())
+            doc = json.loads(data)
+            proton = _proton(doc, p)
+            if proton is not None:
+                return proton
             ev = [e for e in (doc["traceEvents"] if isinstance(doc, dict) else doc) if e.get("ph") == "X"]
             t0 = int(doc.get("otherData", {}).get("t0_ns", 0)) if isinstance(doc, dict) else 0
             rows = [
@@ -51,11 +104,9 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | None = None
                 for e in ev
             ]
             return Loaded(pl.DataFrame(rows, schema=SCHEMA), None, "chrome")
-        with open(p, "rb") as f:
-            data = f.read()
         t = read_perfetto(data).with_columns(pl.lit(-1).cast(pl.Int64).alias("task_type")).select(list(SCHEMA))
         return Loaded(t, None, "perfetto")
     except KernscopeError as e:
         raise KernscopeError(f"{p}: {e}") from None
-    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e:
         raise KernscopeError(f"{p}: not a kernscope intra-kernel buffer or trace ({type(e).__name__}: {e})") from None

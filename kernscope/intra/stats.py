@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from ..intervals import union_by
+from ..intervals import nesting_depth, union_by
 from ..scalars import as_float, as_int
 
 
@@ -62,3 +62,67 @@ def kernel_summary(tasks: pl.DataFrame) -> dict[str, Any]:
         "sm_imbalance": busy_max / busy_mean if busy_mean else 0.0,
         "sm_busy_fraction_mean": as_float(sms["busy_fraction"].mean()),
     }
+
+
+def _paths(tasks: pl.DataFrame) -> pl.DataFrame:
+    """``tasks`` with ``depth`` and ``path`` (names of the enclosing scopes of the same block and group, "/"-joined).
+
+    Nesting is found per (block, group) with one sort (:func:`~kernscope.intervals.nesting_depth`), then each
+    level is attached to its parent with one as-of join.
+    """
+    t = tasks.with_row_index("_row").with_columns(pl.col("task").cast(pl.String).alias("_name"),
+                                                pl.max_horizontal(pl.col("end_ns"), pl.col("start_ns") + 1).alias("_end"))
+    t = t.with_columns(nesting_depth(t, by=("block", "group"), start="start_ns", end="_end").alias("depth"))
+    levels = []
+    prev = None
+    for d in range(as_int(t["depth"].max()) + 1):
+        lvl = t.filter(pl.col("depth") == d).sort("start_ns")
+        if prev is None:
+            lvl = lvl.with_columns(pl.col("_name").alias("path"))
+        else:
+            parent = prev.select("block", "group", pl.col("start_ns").alias("_ps"), pl.col("_end").alias("_pe"),
+                                 pl.col("path").alias("_pp")).sort("_ps")
+            lvl = (lvl.join_asof(parent, left_on="start_ns", right_on="_ps", by=["block", "group"], strategy="backward",
+                                 check_sortedness=False)
+                   .with_columns(pl.when(pl.col("_pp").is_not_null()).then(pl.col("_pp") + "/" + pl.col("_name"))
+                                 .otherwise(pl.col("_name")).alias("path"))
+                   .drop("_ps", "_pe", "_pp"))
+        levels.append(lvl)
+        prev = lvl
+    return pl.concat(levels).sort("_row").drop("_row", "_end")
+
+
+def scope_tree(tasks: pl.DataFrame, *, clock_ghz: float = 1.0) -> pl.DataFrame:
+    """Op-measure view: per scope path (nested scopes under their parent), count, total/mean/min/max/p50 in ns
+    and in cycles (ns x ``clock_ghz``; Proton's convention is 1 GHz), and normalized per unit: the total
+    divided by the (block, group) units that ran the scope, as Proton's ``normalized_cycles`` averages over
+    the warps/CTAs that recorded it.
+
+    Columns: path, name, depth, count, units, total_ns, mean_ns, min_ns, p50_ns, max_ns, normalized_ns,
+    total_cycles, mean_cycles, normalized_cycles.
+    """
+    schema = {"path": pl.String, "name": pl.String, "depth": pl.Int32, "count": pl.UInt32, "units": pl.UInt32,
+              "total_ns": pl.Int64, "mean_ns": pl.Float64, "min_ns": pl.Int64, "p50_ns": pl.Float64, "max_ns": pl.Int64,
+              "normalized_ns": pl.Float64, "total_cycles": pl.Float64, "mean_cycles": pl.Float64,
+              "normalized_cycles": pl.Float64}
+    if tasks.height == 0:
+        return pl.DataFrame(schema=schema)
+    t = _paths(tasks)
+    out = (t.group_by("path").agg(
+        pl.col("_name").first().alias("name"), pl.col("depth").first().cast(pl.Int32), pl.len().alias("count"),
+        pl.struct("block", "group").n_unique().cast(pl.UInt32).alias("units"),
+        pl.col("duration_ns").sum().alias("total_ns"), pl.col("duration_ns").mean().alias("mean_ns"),
+        pl.col("duration_ns").min().alias("min_ns"), pl.col("duration_ns").median().alias("p50_ns"),
+        pl.col("duration_ns").max().alias("max_ns"))
+        .with_columns((pl.col("total_ns") / pl.col("units")).alias("normalized_ns"))
+        .with_columns((pl.col("total_ns") * clock_ghz).alias("total_cycles"), (pl.col("mean_ns") * clock_ghz).alias("mean_cycles"),
+                      (pl.col("normalized_ns") * clock_ghz).alias("normalized_cycles"))
+        .sort("path"))
+    return out.select(list(schema)).cast(schema)  # type: ignore[arg-type]
+
+
+def shift_durations(tasks: pl.DataFrame, time_shift_ns: float) -> pl.DataFrame:
+    """Subtract the profiler's own cost (ns) from every duration, never below 0; ends move, starts stay."""
+    shift = int(round(time_shift_ns))
+    return (tasks.with_columns(pl.max_horizontal(pl.col("duration_ns") - shift, pl.lit(0)).alias("duration_ns"))
+            .with_columns((pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns")))

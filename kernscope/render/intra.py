@@ -33,3 +33,34 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
         )
     if summary.get("dropped") or summary.get("unpaired"):
         con.print(f"[yellow]dropped {summary.get('dropped', 0):,} records, {summary.get('unpaired', 0):,} unpaired[/yellow]")
+
+
+#: ``intra view -m`` metric -> (column of a scope tree from tasks, metric name in a hatchet file)
+VIEW_METRICS = {
+    "cycles": ("total_cycles", "cycles"),
+    "normalized_cycles": ("normalized_cycles", "normalized_cycles"),
+    "time/ns": ("total_ns", "time (ns)"),
+    "time/us": ("total_ns", "time (ns)"),
+    "count": ("count", "count"),
+}
+
+
+def render_tree(con: Console, title: str, tree: pl.DataFrame, column: str, metric: str) -> None:
+    """The scope tree, indented by depth, with ``metric`` and its share of the root(s) (like proton-viewer)."""
+    tops = tree.filter(pl.col("depth") == pl.col("depth").min())
+    total = float(tops[column].sum() or 0.0) if column in tree.columns else 0.0
+    t = Table(title=title, title_justify="left", show_edge=False)
+    t.add_column("scope")
+    t.add_column(metric, justify="right")
+    t.add_column("% of top", justify="right")
+    if "count" in tree.columns and column != "count":
+        t.add_column("count", justify="right")
+    for r in tree.sort("path").iter_rows(named=True):
+        v = r.get(column)
+        shown = "-" if v is None else (f"{v / 1000:,.3f}" if metric == "time/us" else f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}")
+        pct = "-" if not total or v is None else f"{100 * v / total:.1f}%"
+        cells = ["  " * int(r["depth"]) + str(r["name"]), shown, pct]
+        if "count" in tree.columns and column != "count":
+            cells.append("-" if r.get("count") is None else f"{r['count']:,.0f}")
+        t.add_row(*cells)
+    con.print(t)

@@ -1,0 +1,261 @@
+"""Intra-kernel part 2 on the CPU: named scopes, LIFO pairing, op-measure trees, hatchet files, Proton's traces,
+instrumenting unmodified kernels (source rewriting; compiled for sm_90 when triton is installed)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from kernscope.cli import main
+from kernscope.errors import KernscopeError
+from kernscope.intra.decode import decode_buffer
+from kernscope.intra.hatchet import hatchet_to_tree, tree_to_hatchet
+from kernscope.intra.rewrite import instrumented_source
+from kernscope.intra.scopes import SCOPE_BASE, merge_names, names_in_source, scope_id, scope_table
+from kernscope.intra.simulate import Region, empty_buffer, fill_buffer
+from kernscope.intra.stats import scope_tree, shift_durations
+
+DATA = Path(__file__).parent / "data"
+B, L, C = scope_id("body"), scope_id("load"), scope_id("compute")
+
+
+def _scoped_buffer(n=6, extra=()):
+    regs = [Region([(t0 + x, s, k) for x, s, k in [(0, True, B), (10, True, L), (30, False, L), (40, True, C), (70, False, C),
+                                                  (100, False, B), *extra]], t0=t0, sm=i % 3)
+            for i, t0 in enumerate(range(1000, 1000 + 50 * n, 50))]
+    return fill_buffer(empty_buffer(200), regs)
+
+
+def test_scope_ids_are_stable_and_collisions_reported():
+    assert SCOPE_BASE <= scope_id("load") < 2 * SCOPE_BASE and scope_id("load") == scope_id("load") != scope_id("store")
+    src = 'prof = prof.enter("a b")\nprof = prof.exit(name="a b")\nprof = p.enter(\'x\')'
+    assert names_in_source(src) == ["a b", "x"]
+    ids: dict[int, str] = {}
+    clash = None
+    for i in range(2000):  # 15-bit ids: a birthday collision among 2,000 names is certain
+        n = f"scope{i}"
+        if scope_id(n) in ids:
+            clash = (ids[scope_id(n)], n)
+            break
+        ids[scope_id(n)] = n
+    assert clash is not None
+    with pytest.raises(KernscopeError, match="same id"):
+        scope_table(names=clash)
+    assert merge_names(["t0", "t1"], names=["x"]) if False else merge_names(["t0", "t1"], scopes=["x"]) == {
+        0: "t0", 1: "t1", scope_id("x"): "x"}
+    assert merge_names(["t0"]) == ["t0"]
+
+
+def test_device_hash_equals_host_hash():
+    pytest.importorskip("triton")
+    from kernscope.intra import device
+
+    for n in ("kernel", "load", "wgmma_wait", "ü-scope", ""):
+        assert device._scope_id.fn(n) == scope_id(n)
+
+
+def _brute(recs):
+    stacks: dict[int, list[int]] = {}
+    pairs, lone = [], 0
+    for t, s, k in recs:
+        if s:
+            stacks.setdefault(k, []).append(t)
+        elif stacks.get(k):
+            pairs.append((k, stacks[k].pop(), t))
+        else:
+            lone += 1
+    return pairs, lone + sum(len(v) for v in stacks.values())
+
+
+def test_lifo_pairing_matches_a_stack_on_random_records():
+    rng = random.Random(7)
+    for _ in range(200):
+        regs, want, lone = [], [], 0
+        for r in range(rng.randint(1, 4)):
+            t, recs = 0, []
+            for _ in range(rng.randint(0, 14)):
+                t += rng.randint(1, 5)
+                recs.append((t, rng.random() < 0.55, rng.choice([0, 1, B])))
+            regs.append(Region(recs, t0=0, sm=r))
+            p, lo = _brute(recs)
+            want += [(r, *x) for x in p]
+            lone += lo
+        d = decode_buffer(fill_buffer(empty_buffer(200), regs))
+        got = sorted(zip(d.tasks["block"], d.tasks["task_type"], d.tasks["start_ns"], d.tasks["end_ns"]))
+        assert got == sorted(want) and d.unpaired == lone
+
+
+def test_unbalanced_scopes_named_and_nested_same_name():
+    d = decode_buffer(_scoped_buffer(extra=[(120, False, L)]), scope_table(names=["body", "load", "compute"]))
+    assert d.unbalanced == [("load", 0, 6)] and d.unpaired == 6
+    same = fill_buffer(empty_buffer(50), [Region([(0, True, B), (5, True, B), (9, False, B), (20, False, B)], t0=0)])
+    t = decode_buffer(same, {B: "body"}).tasks.sort("start_ns")
+    assert t.select("start_ns", "end_ns").rows() == [(0, 20), (5, 9)]  # the inner pair closes first
+
+
+def test_scope_tree_and_hatchet_roundtrip(tmp_path, capsys):
+    d = decode_buffer(_scoped_buffer(), scope_table(names=["body", "load", "compute"]))
+    tree = scope_tree(d.tasks, clock_ghz=1.5)
+    rows = {r["path"]: r for r in tree.iter_rows(named=True)}
+    assert set(rows) == {"body", "body/load", "body/compute"}
+    assert rows["body/load"]["count"] == 6 and rows["body/load"]["mean_ns"] == 20 and rows["body/load"]["units"] == 6
+    assert rows["body"]["normalized_cycles"] == pytest.approx(150.0) and rows["body"]["total_cycles"] == pytest.approx(900.0)
+    lit = tree_to_hatchet(tree, kernel="k")
+    back = hatchet_to_tree(json.loads(json.dumps(lit)))
+    b = {r["path"]: r for r in back.iter_rows(named=True)}
+    assert b["k/body/load"]["count"] == 6 and b["k/body"]["normalized_cycles"] == pytest.approx(150.0)
+    assert b["k"]["time (ns)"] == 600.0
+    np.savez(tmp_path / "s.npz", buffer=_scoped_buffer(), task_names=np.array(["body", "load", "compute"]),
+             task_ids=np.array([B, L, C]))
+    h = tmp_path / "s.hatchet"
+    assert main(["intra", "stats", str(tmp_path / "s.npz"), "--hatchet", str(h), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {s["path"] for s in doc["scopes"]} == {"body", "body/load", "body/compute"}
+    assert main(["intra", "view", str(h), "-m", "normalized_cycles"]) == 0
+    out = capsys.readouterr().out
+    assert "body" in out and "load" in out
+    assert main(["intra", "view", str(h), "-m", "nope"]) == 2
+    assert "unknown metric" in capsys.readouterr().err
+
+
+def _proton_trace(path: Path, gz: bool = False) -> Path:
+    """A trace in the shape Proton's instrumentation backend writes (pid "<kernel> Core<N> CTA<m>", tid "warp k",
+    ts/dur in µs at 1 GHz, the CTA's finalize time in args)."""
+    ev = []
+    for cta in range(4):
+        base = 1000.0 + cta * 0.5
+        for warp in (0, 1):
+            pid, tid = f"rows_kernel Core{cta % 2} CTA{cta}", f"warp {warp}"
+            ev.append({"ph": "X", "name": "kernel", "cat": "scope", "pid": pid, "tid": tid, "ts": base, "dur": 8.0,
+                       "args": {"Finalization Time (ns)": 1200 + cta}})
+            ev.append({"ph": "X", "name": "row_loop", "cat": "scope", "pid": pid, "tid": tid, "ts": base + 0.5, "dur": 6.0})
+            ev.append({"ph": "X", "name": "store", "cat": "scope", "pid": pid, "tid": tid, "ts": base + 6.8, "dur": 0.4})
+    text = json.dumps({"traceEvents": ev, "displayTimeUnit": "ns"})
+    if gz:
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path
+
+
+def test_proton_chrome_trace_reads_into_tasks(tmp_path, capsys):
+    for gz in (False, True):
+        p = _proton_trace(tmp_path / ("t.chrome_trace" + (".gz" if gz else "")), gz)
+        assert main(["intra", "stats", str(p), "--format", "json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        scopes = {s["path"]: s for s in doc["scopes"]}
+        assert scopes["kernel/row_loop"]["count"] == 8 and scopes["kernel/row_loop"]["mean_ns"] == 6000
+        assert scopes["kernel"]["units"] == 8  # 4 CTAs x 2 warps
+        assert doc["summary"]["source"] == "proton" and doc["summary"]["finalize_ctas"] == 4
+        tasks = {t["task"]: t for t in doc["tasks"]}
+        assert set(tasks) == {"kernel", "row_loop", "store"}
+    out = tmp_path / "p.perfetto-trace"
+    assert main(["intra", "export", str(p), "-o", str(out)]) == 0 and out.stat().st_size > 100
+    assert main(["intra", "stats", str(p), "--html", str(tmp_path / "p.html")]) == 0
+    assert main(["intra", "view", str(p), "-m", "cycles"]) == 0
+    bad = tmp_path / "bad.chrome_trace"
+    bad.write_text('{"traceEvents": [{"ph": "X", "pid": "k Core1 CTA2", "tid": "warp 0", "ts": "x"}]}')
+    capsys.readouterr()
+    assert main(["intra", "stats", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.chrome_trace" in err[0]
+
+
+def test_time_shift_subtracts_and_clamps():
+    t = decode_buffer(_scoped_buffer(), {B: "body", L: "load", C: "compute"}).tasks
+    s = shift_durations(t, 25)
+    assert s.filter(pl.col("task") == "load")["duration_ns"].to_list() == [0] * 6
+    assert s.filter(pl.col("task") == "body")["duration_ns"].to_list() == [75] * 6
+    assert (s["end_ns"] - s["start_ns"] == s["duration_ns"]).all()
+
+
+def test_cycle_mode_reports_the_measured_clock():
+    buf = fill_buffer(empty_buffer(50), [Region([(1_000_000, True, 0), (1_050_000, False, 0)], t0=1_000_000, c0=9,
+                                                 cycles_per_ns=1.755)], cycles=True)
+    assert decode_buffer(buf).clock_ghz == pytest.approx(1.755, rel=1e-3)
+
+
+KERNELS = (DATA / "libkernels.py").read_text()
+
+
+def test_instrumented_source_for_several_kernels():
+    add = KERNELS[KERNELS.index("def add_kernel"):KERNELS.index("@triton.jit", KERNELS.index("def add_kernel"))]
+    rw = instrumented_source(add, first_line=7)
+    assert rw.scopes == ("add_kernel",) and "_ks_prof_buf" in rw.source.splitlines()[0]
+    rows = KERNELS[KERNELS.index("def sum_rows"):]
+    rw2 = instrumented_source(rows, first_line=20)
+    assert rw2.scopes[0] == "sum_rows" and rw2.scopes[1].startswith("loop@L")
+    assert "def sum_rows(x_ptr, out_ptr, n_cols, stride, _ks_prof_buf, BLOCK: tl.constexpr=128)" in rw2.source
+    rw3 = instrumented_source(add, regions=(), lines=[(11, 13, "loads")], first_line=7)
+    assert rw3.scopes == ("loads",) and rw3.source.count(".enter(") == 1
+    with pytest.raises(KernscopeError, match="no top-level loop"):
+        instrumented_source(add, regions=("loops",), first_line=7)
+    with pytest.raises(KernscopeError, match="returns early"):
+        instrumented_source("def k(x):\n    if x:\n        return\n    y = 1\n")
+    with pytest.raises(KernscopeError, match="within lines"):
+        instrumented_source(add, regions=(), lines=[(900, 901, "nowhere")], first_line=7)
+
+
+def test_instrumented_kernels_compile_for_sm90():
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernscope.intra import instrument
+
+    sys.path.insert(0, str(DATA))
+    import libkernels
+
+    for k, sig, cx in [
+        (libkernels.add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": "i32",
+                                 "BLOCK_SIZE": "constexpr", "_ks_prof_buf": "*i64"}, {"BLOCK_SIZE": 1024}),
+        (libkernels.sum_rows, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_cols": "i32", "stride": "i32",
+                               "_ks_prof_buf": "*i64", "BLOCK": "constexpr"}, {"BLOCK": 128}),
+    ]:
+        ik = instrument(k)
+        c = triton.compile(ASTSource(fn=ik.jit, signature=sig, constexprs=cx), target=GPUTarget("cuda", 90, 32))
+        assert c.asm["ptx"].count("globaltimer") == 1 + 2 * len(ik.scopes)
+    with pytest.raises(KernscopeError, match="not a @triton.jit"):
+        instrument(lambda x: x)
+
+
+def test_intra_run_hooks_kernels_without_breaking_device_calls(tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    from kernscope.intra.run import run_script
+
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import triton, triton.language as tl\n"
+        "@triton.jit\n"
+        "def helper(x):\n    return x * 2\n"
+        "@triton.jit\n"
+        "def main_kernel(p, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    tl.store(p + offs, helper(tl.load(p + offs)))\n"
+        "KERNELS = (helper, main_kernel)\n"
+        "import os\n"
+        "if os.environ.get('KS_TEST_COMPILE'):\n"
+        "    from triton.backends.compiler import GPUTarget\n"
+        "    from triton.compiler import ASTSource\n"
+        "    assert type(main_kernel).__name__ == 'HookedKernel', type(main_kernel)\n"
+        "    src = ASTSource(fn=main_kernel, signature={'p': '*fp32', 'n': 'i32', 'BLOCK': 'constexpr'},\n"
+        "                    constexprs={'BLOCK': 64})\n"
+        "    ttir = triton.compile(src, target=GPUTarget('cuda', 90, 32)).asm['ttir']\n"
+        "    open(os.environ['KS_TEST_COMPILE'], 'w').write(str(ttir))\n")
+    res = run_script(["python", str(script)])
+    assert res.defined == ["helper", "main_kernel"] and res.kernels == {}  # nothing launched on the CPU
+    with pytest.raises(KernscopeError, match="no @triton.jit kernel named nope"):
+        run_script([str(script)], kernels=["nope"])
+    # under the hook, a hooked kernel calling a hooked helper still compiles (to PTX for sm_90)
+    out = tmp_path / "main_kernel.ttir"
+    monkeypatch.setenv("KS_TEST_COMPILE", str(out))
+    res = run_script([str(script)])
+    assert res.defined == ["helper", "main_kernel"]
+    ttir = out.read_text()
+    assert "tt.func public @main_kernel" in ttir and "tt.store" in ttir
