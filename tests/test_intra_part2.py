@@ -110,8 +110,11 @@ def test_scope_tree_and_hatchet_roundtrip(tmp_path, capsys):
     lit = tree_to_hatchet(tree, kernel="k")
     back = hatchet_to_tree(json.loads(json.dumps(lit)))
     b = {r["path"]: r for r in back.iter_rows(named=True)}
-    assert b["k/body/load"]["count"] == 6 and b["k/body"]["normalized_cycles"] == pytest.approx(150.0)
-    assert b["k"]["time (ns)"] == 600.0
+    # hatchet stores exclusive values; readers' subtree sums give back the inclusive totals
+    assert b["k/body/load"]["count"] == 6 and b["k/body"]["normalized_cycles (inc)"] == pytest.approx(150.0)
+    assert b["k/body"]["time (ns)"] == 600.0 - 6 * (20 + 30) and b["k/body"]["time (ns) (inc)"] == 600.0
+    assert b["k"]["time (ns)"] == 0.0 and b["k"]["time (ns) (inc)"] == 600.0 and b["k"]["count (inc)"] == 18
+    assert b["k/body/load"]["mean_time (ns)"] == 20.0 and "mean_time (ns) (inc)" not in back.columns
     np.savez(tmp_path / "s.npz", buffer=_scoped_buffer(), task_names=np.array(["body", "load", "compute"]),
              task_ids=np.array([B, L, C]))
     h = tmp_path / "s.hatchet"
@@ -123,6 +126,22 @@ def test_scope_tree_and_hatchet_roundtrip(tmp_path, capsys):
     assert "body" in out and "load" in out
     assert main(["intra", "view", str(h), "-m", "nope"]) == 2
     assert "unknown metric" in capsys.readouterr().err
+
+
+def test_proton_viewer_reads_our_hatchet_with_our_totals(tmp_path):
+    """Triton's own viewer (proton-viewer, with llnl-hatchet) shows kernscope's inclusive numbers."""
+    pytest.importorskip("hatchet")
+    viewer = pytest.importorskip("triton.profiler.viewer")
+    buf = _scoped_buffer()
+    tree = scope_tree(decode_buffer(buf, scope_table(names=["body", "load", "compute"])).tasks, clock_ghz=1.5)
+    h = tmp_path / "k.hatchet"
+    h.write_text(json.dumps(tree_to_hatchet(tree, kernel="k")))
+    for metric, want in (("time/ns", {"k": 600, "body": 600, "load": 120, "compute": 180}),
+                         ("cycles", {"k": 900, "body": 900, "load": 180, "compute": 270}),
+                         ("normalized_cycles", {"k": 150, "body": 150, "load": 30, "compute": 45})):
+        gf, shown = viewer.parse([metric], str(h))
+        by_name = dict(zip(gf.dataframe["name"], gf.dataframe[shown[0]], strict=True))
+        assert by_name == pytest.approx(want), metric
 
 
 def _proton_trace(path: Path, gz: bool = False) -> Path:

@@ -106,11 +106,11 @@ def view(path: str, metric: str, clock_ghz: float) -> None:
                 tree = hatchet_to_tree(_json.loads(f.read()), path)
     except (OSError, ValueError):
         tree = None
-    if tree is not None:
-        if col_hatchet not in tree.columns:
-            have = [c for c in tree.columns if c not in ("path", "name", "depth")]
+    if tree is not None:  # inclusive values, as proton-viewer shows them
+        if f"{col_hatchet} (inc)" not in tree.columns:
+            have = [c for c in tree.columns if c not in ("path", "name", "depth") and not c.endswith("(inc)")]
             raise KernscopeError(f"{path}: no metric {col_hatchet!r} in this hatchet file; it has: {', '.join(have)}")
-        render_tree(Console(), path, tree, col_hatchet, metric)
+        render_tree(Console(), path, tree, f"{col_hatchet} (inc)", metric, count_column="count (inc)")
         return
     t = load_tasks(path).tasks
     render_tree(Console(), path, st.scope_tree(t, clock_ghz=clock_ghz), col_tasks, metric)

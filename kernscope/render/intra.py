@@ -45,22 +45,25 @@ VIEW_METRICS = {
 }
 
 
-def render_tree(con: Console, title: str, tree: pl.DataFrame, column: str, metric: str) -> None:
-    """The scope tree, indented by depth, with ``metric`` and its share of the root(s) (like proton-viewer)."""
+def render_tree(con: Console, title: str, tree: pl.DataFrame, column: str, metric: str,
+                count_column: str = "count") -> None:
+    """The scope tree, indented by depth, with ``metric`` (from ``column``) and its share of the top node(s),
+    plus the executions in ``count_column`` (like proton-viewer)."""
     tops = tree.filter(pl.col("depth") == pl.col("depth").min())
     total = float(tops[column].sum() or 0.0) if column in tree.columns else 0.0
     t = Table(title=title, title_justify="left", show_edge=False)
     t.add_column("scope")
     t.add_column(metric, justify="right")
     t.add_column("% of top", justify="right")
-    if "count" in tree.columns and column != "count":
-        t.add_column("count", justify="right")
-    for r in tree.sort("path").iter_rows(named=True):
+    with_count = count_column in tree.columns and column != count_column
+    if with_count:
+        t.add_column(count_column, justify="right")
+    for r in tree.iter_rows(named=True):  # in the tree's order (depth first)
         v = r.get(column)
         shown = "-" if v is None else (f"{v / 1000:,.3f}" if metric == "time/us" else f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}")
         pct = "-" if not total or v is None else f"{100 * v / total:.1f}%"
         cells = ["  " * int(r["depth"]) + str(r["name"]), shown, pct]
-        if "count" in tree.columns and column != "count":
-            cells.append("-" if r.get("count") is None else f"{r['count']:,.0f}")
+        if with_count:
+            cells.append("-" if r.get(count_column) is None else f"{r[count_column]:,.0f}")
         t.add_row(*cells)
     con.print(t)
