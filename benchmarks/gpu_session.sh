@@ -23,6 +23,17 @@ if [ "$PART" = all ] || [ "$PART" = 1 ]; then
   echo "== intra overhead"
   timeout 500 python3 benchmarks/bench_intra.py --out "$OUT/bench_intra.json" > "$OUT/bench_intra.log" 2>&1; tail -12 "$OUT/bench_intra.log"
 fi
+if [ "$PART" = intra2 ]; then
+  echo "== GPU tests"
+  timeout 300 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
+  echo "== Proton vs kernscope, same kernel and scopes"
+  timeout 150 python3 examples/record_proton_files.py "$OUT/proton" > "$OUT/proton.log" 2>&1; tail -40 "$OUT/proton.log"
+  timeout 100 python3 examples/record_proton_files.py "$OUT/proton_small" --small > "$OUT/proton_small.log" 2>&1; tail -3 "$OUT/proton_small.log"
+  echo "== intra run on an unmodified program"
+  timeout 120 python3 -m kernscope intra run --kernel add_kernel --kernel sum_rows -o "$OUT/intra_run" -- python3 tests/data/run_libkernel.py > "$OUT/intra_run.txt" 2>&1; tail -30 "$OUT/intra_run.txt"
+  python3 -m kernscope intra stats "$OUT/proton/kernscope.npz" --hatchet "$OUT/proton/kernscope.hatchet" > "$OUT/proton/kernscope_stats.txt" 2>&1; tail -20 "$OUT/proton/kernscope_stats.txt"
+  ls -la "$OUT" "$OUT/proton" "$OUT/intra_run"
+fi
 if [ "$PART" = tests ]; then
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
 fi
