@@ -33,6 +33,7 @@ if [ "$PART" = intra2 ]; then
   timeout 120 python3 -m kernscope intra run --kernel add_kernel --kernel sum_rows -o "$OUT/intra_run" -- python3 tests/data/run_libkernel.py > "$OUT/intra_run.txt" 2>&1; tail -30 "$OUT/intra_run.txt"
   python3 -m kernscope intra stats "$OUT/proton/kernscope.npz" --hatchet "$OUT/proton/kernscope.hatchet" > "$OUT/proton/kernscope_stats.txt" 2>&1; tail -20 "$OUT/proton/kernscope_stats.txt"
   ls -la "$OUT" "$OUT/proton" "$OUT/intra_run"
+  (cd "$OUT" && tar czf intra2.tgz proton proton_small intra_run 2>/dev/null && rm -rf proton proton_small intra_run)
 fi
 if [ "$PART" = tests ]; then
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"

@@ -262,7 +262,8 @@ def test_intra_run_hooks_kernels_without_breaking_device_calls(tmp_path, monkeyp
         "if os.environ.get('KS_TEST_COMPILE'):\n"
         "    from triton.backends.compiler import GPUTarget\n"
         "    from triton.compiler import ASTSource\n"
-        "    assert type(main_kernel).__name__ == 'HookedKernel', type(main_kernel)\n"
+        "    import triton.runtime.jit as rj\n"
+        "    assert type(main_kernel) is rj.JITFunction and rj.JITFunction.run._kernscope_hook\n"
         "    src = ASTSource(fn=main_kernel, signature={'p': '*fp32', 'n': 'i32', 'BLOCK': 'constexpr'},\n"
         "                    constexprs={'BLOCK': 64})\n"
         "    ttir = triton.compile(src, target=GPUTarget('cuda', 90, 32)).asm['ttir']\n"
@@ -278,3 +279,47 @@ def test_intra_run_hooks_kernels_without_breaking_device_calls(tmp_path, monkeyp
     assert res.defined == ["helper", "main_kernel"]
     ttir = out.read_text()
     assert "tt.func public @main_kernel" in ttir and "tt.store" in ttir
+
+
+def test_intra_run_dispatch_on_the_cpu(tmp_path, monkeypatch):
+    """The launch hook's decisions, without a GPU: Triton's own launch path is replaced by a recorder."""
+    pytest.importorskip("triton")
+    import triton.runtime.jit as rj
+
+    from kernscope.intra import rewrite
+    from kernscope.intra.run import run_script
+
+    calls: list[tuple[str, str]] = []
+
+    def fake_orig_run(self, *args, grid, warmup, **kwargs):
+        calls.append(("triton", self.fn.__name__ + ("[instrumented]" if getattr(self, "_ks_instrumented", False) else "")))
+
+    def fake_profiled(self, grid, args, kwargs):
+        calls.append(("profiled", self.rewrite.name))
+        self.jit.run(*args, grid=grid, warmup=False, **kwargs)  # the instrumented copy goes straight to Triton
+        self.launches += 1
+
+    monkeypatch.setattr(rj.JITFunction, "run", fake_orig_run)
+    monkeypatch.setattr(rewrite.InstrumentedKernel, "_profiled", fake_profiled)
+    lib = tmp_path / "prelib.py"
+    lib.write_text("import triton\n@triton.jit\ndef pre_kernel(p, n):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import prelib  # imported before the run: its kernel is hooked all the same
+
+    script = tmp_path / "prog2.py"
+    script.write_text(
+        "import triton, prelib\n"
+        "@triton.jit\ndef a_kernel(p, n):\n    pass\n"
+        "@triton.jit\ndef other(p, n):\n    pass\n"
+        "for _ in range(3):\n"
+        "    a_kernel.run(1, 2, grid=(1,), warmup=False)\n"
+        "    prelib.pre_kernel.run(1, 2, grid=(1,), warmup=False)\n"
+        "    other.run(1, 2, grid=(1,), warmup=False)\n"
+        "a_kernel.run(1, 2, grid=(1,), warmup=True)\n")
+    res = run_script(["python", str(script)], kernels=["a_kernel", "pre_kernel"], max_launches=2)
+    assert rj.JITFunction.run is fake_orig_run  # unhooked afterwards
+    assert set(res.kernels) == {"a_kernel", "pre_kernel"} and res.defined == ["a_kernel", "other"]
+    assert calls.count(("profiled", "a_kernel")) == 2 and calls.count(("profiled", "pre_kernel")) == 2
+    assert calls.count(("triton", "a_kernel[instrumented]")) == 2  # no re-entry into the hook
+    assert calls.count(("triton", "a_kernel")) == 2  # the third launch (over max_launches) and the warm-up
+    assert calls.count(("triton", "other")) == 3 and prelib.pre_kernel is not None

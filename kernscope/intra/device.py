@@ -233,9 +233,10 @@ class Profiler:
 
 
 @triton.jit
-def calibration_kernel(profiler_buffer, pairs):
-    """``pairs`` empty scopes back to back per program: their durations are the cost of one record pair."""
-    prof = Profiler.create(profiler_buffer, 0, 1, is_leader=(tid(0) == 0))
+def calibration_kernel(profiler_buffer, pairs, CYCLES: tl.constexpr = True):
+    """``pairs`` empty scopes back to back per program: their durations are the cost of one record pair.
+    Timed in SM cycles by default: %globaltimer ticks too coarsely (tens of ns or more) to see one pair."""
+    prof = Profiler.create(profiler_buffer, 0, 1, is_leader=(tid(0) == 0), CYCLES=CYCLES)
     for _ in range(pairs):
         prof = prof.record(True, 0)
         prof = prof.record(False, 0)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import KernscopeError
 from ..scalars import as_float
 from .decode import Decoded, Names, decode_buffer
 from .export import write_perfetto
@@ -136,14 +137,19 @@ def export_to_perfetto_trace(profiler_buffer, task_names: "Names", file_name: st
 
 def calibrate_record_cost(device: "str | None" = None, pairs: int = 256, programs: int = 132) -> float:
     """The cost (ns) one start/end record pair adds to a measured scope, on this GPU: ``programs`` programs
-    each record ``pairs`` empty scopes back to back; the median duration of an empty scope is the cost
-    (``time_shift``: subtract it from every scope). Needs triton and a GPU."""
+    each record ``pairs`` empty scopes back to back, timed in SM cycles (%globaltimer's ticks are coarser than
+    one pair) and converted to ns at the SM clock measured in the same launch; the mean duration of an empty
+    scope is the cost (``time_shift``: subtract it from every scope). Needs triton and a GPU."""
     from .device import calibration_kernel
 
     buf = alloc_profiler_buffer(programs * pairs * 2 + 16, device)
+    calibration_kernel[(programs,)](buf, pairs)  # the first launch compiles and warms up
+    reset_profiler_buffer(buf)
     calibration_kernel[(programs,)](buf, pairs)
-    t = decode_profiler_buffer(buf).tasks
-    return as_float(t["duration_ns"].median())
+    d = decode_profiler_buffer(buf)
+    if d.tasks.height == 0:
+        raise KernscopeError("calibrate_record_cost: the calibration kernel recorded nothing")
+    return as_float(d.tasks["duration_ns"].mean())
 
 
 class ProfilerBuffer:

@@ -162,7 +162,9 @@ def compile_rewrite(rw: Rewrite, globals_: dict[str, Any]) -> Any:
     ns["_ks_Profiler"] = Profiler
     ns["_ks_tid"] = tid
     exec(compile(rw.source, filename, "exec"), ns)  # noqa: S102 - the kernel's own (rewritten) source
-    return triton.jit(ns[rw.name])
+    k = triton.jit(ns[rw.name])
+    k._ks_instrumented = True  # ``intra run``'s launch hook passes it straight to Triton
+    return k
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """``kernscope intra run -- python script.py``: run a program with chosen kernels profiled, unmodified.
 
-While the script runs, ``triton.jit`` is hooked: every kernel it defines (in the script or in any library
-it imports) stays a normal ``JITFunction`` (so kernels that call it as a device function are unaffected),
-but when one of the chosen kernels is *launched*, the launch runs its instrumented copy
-(:func:`~kernscope.intra.instrument.instrument`) and the records are read back. At the end, every profiled
+While the script runs, ``JITFunction.run`` (the launch path of every ``@triton.jit`` kernel, also under
+``@triton.autotune``) is wrapped, and ``triton.jit`` records which kernels the program defines. Kernels stay
+normal ``JITFunction`` objects (so kernels that call one as a device function are unaffected, and kernels
+imported before the script started are covered too); when one of the chosen kernels is *launched*, the
+launch runs its instrumented copy (:func:`~kernscope.intra.rewrite.instrument`) and the records are read
+back. At the end, every profiled
 kernel's tasks are returned (the CLI writes a Perfetto trace, a buffer-free task table and statistics).
 """
 
@@ -29,41 +31,30 @@ class RunResult:
     exit_code: int = 0
 
 
-def _hook_class(base: type, state: dict[str, Any]) -> type:
-    class HookedKernel(base):  # type: ignore[misc]
-        """A JITFunction whose launches run an instrumented copy (first ``max_launches``)."""
+def _hooked_run(orig_run: Any, state: dict[str, Any]) -> Any:
+    """``JITFunction.run`` for the duration of the script: launches of a chosen kernel run its instrumented copy
+    (its first ``max_launches`` launches); everything else (other kernels, warm-up compiles, the instrumented
+    copies themselves, later launches) goes to Triton's own ``run`` unchanged."""
 
-        def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:  # noqa: D102
-            ik = state["kernels"].get(self.fn.__name__)
-            if warmup or (ik is not None and ik.launches >= ik.max_launches):
-                return super().run(*args, grid=grid, warmup=warmup, **kwargs)
-            if ik is None:
-                ik = instrument(_plain(self), regions=state["regions"], lines=state["lines"].get(self.fn.__name__, ()),
-                                max_launches=state["max_launches"])
-                state["kernels"][self.fn.__name__] = ik
-            return ik._profiled(grid, args, kwargs)
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        name = getattr(getattr(self, "fn", None), "__name__", None)
+        wanted = state["wanted"]
+        if warmup or getattr(self, "_ks_instrumented", False) or name is None or (wanted and name not in wanted):
+            return orig_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        held = state["by_kernel"].get(id(self))  # by object: two kernels may share a name
+        ik = held[1] if held is not None else None
+        if ik is not None and ik.launches >= ik.max_launches:
+            return orig_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        if ik is None:
+            ik = instrument(self, regions=state["regions"], lines=state["lines"].get(name, ()),
+                            max_launches=state["max_launches"])
+            state["by_kernel"][id(self)] = (self, ik)
+            key = name if name not in state["kernels"] else f"{name}@{getattr(self.fn, '__module__', '?')}"
+            state["kernels"][key] = ik
+        return ik._profiled(grid, args, kwargs)
 
-    return HookedKernel
-
-
-class _Plain:
-    """The attributes :func:`instrument` reads, without the hook (so the original launch path stays intact)."""
-
-    def __init__(self, k: Any) -> None:
-        self.fn, self.src, self.arg_names = k.fn, k.src, k.arg_names
-        self.starting_line_number = getattr(k, "starting_line_number", None)
-        self._k = k
-
-    def __getitem__(self, grid: Any) -> Any:
-        def launch(*args: Any, **kwargs: Any) -> Any:
-            parent: Any = type(self._k).__mro__[1]  # the JITFunction class under the hook
-            return parent.run(self._k, *args, grid=grid, warmup=False, **kwargs)
-
-        return launch
-
-
-def _plain(k: Any) -> Any:
-    return _Plain(k)
+    run._kernscope_hook = True  # type: ignore[attr-defined]
+    return run
 
 
 def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Sequence[str] = ("body", "loops"),
@@ -81,27 +72,25 @@ def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Seq
     import triton
     import triton.runtime.jit as rj
 
-    state: dict[str, Any] = {"kernels": {}, "regions": tuple(regions), "lines": lines or {},
-                             "max_launches": max_launches}
-    hooked = _hook_class(rj.JITFunction, state)
     wanted = set(kernels)
+    state: dict[str, Any] = {"kernels": {}, "regions": tuple(regions), "lines": lines or {},
+                             "max_launches": max_launches, "wanted": wanted,
+                             "by_kernel": {}}
     result = RunResult()
-    orig = rj.jit
+    orig_jit, orig_run = rj.jit, rj.JITFunction.run
 
-    def jit(fn: Any = None, **kw: Any) -> Any:
+    def jit(fn: Any = None, **kw: Any) -> Any:  # only records which kernels the program defines
         def deco(f: Any) -> Any:
-            k = orig(f, **kw)
-            if type(k) is rj.JITFunction:
+            if not getattr(getattr(f, "__code__", None), "co_filename", "").startswith("<kernscope-instrumented-"):
                 result.defined.append(f.__name__)
-                if not wanted or f.__name__ in wanted:
-                    k.__class__ = hooked
-            return k
+            return orig_jit(f, **kw)
 
         return deco(fn) if fn is not None else deco
 
     saved_argv = sys.argv
     triton.jit = jit
     rj.jit = jit
+    rj.JITFunction.run = _hooked_run(orig_run, state)  # kernels defined before (already imported) are hooked too
     sys.argv = args
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
@@ -109,13 +98,15 @@ def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Seq
     except SystemExit as e:
         result.exit_code = int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
-        triton.jit = orig
-        rj.jit = orig
+        triton.jit = orig_jit
+        rj.jit = orig_jit
+        rj.JITFunction.run = orig_run
         sys.argv = saved_argv
         sys.path.pop(0)
-    missing = [k for k in wanted if k not in result.defined]
+    launched = {ik.rewrite.name for ik in state["kernels"].values()}
+    missing = sorted(k for k in wanted if k not in result.defined and k not in launched)
     if missing:
-        raise KernscopeError(f"{script}: no @triton.jit kernel named {', '.join(missing)} was defined "
+        raise KernscopeError(f"{script}: no @triton.jit kernel named {', '.join(missing)} was defined or launched "
                              f"(defined: {', '.join(result.defined) or 'none'})")
     result.kernels = dict(state["kernels"])
     return result
