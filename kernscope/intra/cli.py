@@ -17,10 +17,11 @@ def intra() -> None:
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write an HTML timeline (rows = SM lanes).")
 @click.option("--hatchet", "hatchet_out", type=click.Path(dir_okay=False),
               help="Also write the op-measure scope tree as a hatchet file (proton-viewer and kernscope intra view read it).")
-@click.option("--clock-ghz", type=float, default=1.0, show_default=True,
-              help="Cycles per ns, for cycle columns (Proton's traces count cycles as ns at 1 GHz).")
+@click.option("--clock-ghz", type=float, default=None,
+              help="Cycles per ns for the cycle columns [default: the SM clock a cycle-mode buffer measured; "
+                   "else 1, Proton's convention: its traces count cycles as ns at 1 GHz].")
 def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hatchet_out: str | None,
-          clock_ghz: float) -> None:
+          clock_ghz: float | None) -> None:
     """Per task/scope count/mean/p50/p95/max, the scope tree (op-measure), per-SM busy fraction, tail and SM imbalance.
 
     Reads kernscope buffers (.npz), kernscope's Perfetto/Chrome exports and Proton's instrumentation traces
@@ -40,8 +41,14 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
     t = loaded.tasks
     per_task = st.task_stats(t)
     summary = st.kernel_summary(t)
-    tree = st.scope_tree(t, clock_ghz=clock_ghz)
+    d0 = loaded.decoded
+    measured = d0.clock_ghz if d0 is not None and d0.cycles else None
+    clock = clock_ghz or measured or loaded.clock_ghz
+    tree = st.scope_tree(t, clock_ghz=clock)
     summary["source"] = loaded.source
+    summary["clock_ghz"] = clock
+    summary["clock_source"] = ("--clock-ghz" if clock_ghz else d0.clock_source if measured and d0 is not None
+                               else "Proton's 1 GHz convention" if loaded.source == "proton" else "1 GHz (not measured)")
     if loaded.decoded is not None:
         d = loaded.decoded
         summary.update(records=d.records, dropped=d.dropped, ring_overwritten=d.ring_overwritten, unpaired=d.unpaired,
@@ -106,11 +113,13 @@ def view(path: str, metric: str, clock_ghz: float) -> None:
                 tree = hatchet_to_tree(_json.loads(f.read()), path)
     except (OSError, ValueError):
         tree = None
-    if tree is not None:  # inclusive values, as proton-viewer shows them
-        if f"{col_hatchet} (inc)" not in tree.columns:
+    if tree is not None:  # the values proton-viewer shows: inclusive sums where hatchet makes them
+        if col_hatchet not in tree.columns:
             have = [c for c in tree.columns if c not in ("path", "name", "depth") and not c.endswith("(inc)")]
             raise KernscopeError(f"{path}: no metric {col_hatchet!r} in this hatchet file; it has: {', '.join(have)}")
-        render_tree(Console(), path, tree, f"{col_hatchet} (inc)", metric, count_column="count (inc)")
+        inc = f"{col_hatchet} (inc)"
+        render_tree(Console(), path, tree, inc if inc in tree.columns else col_hatchet, metric,
+                    count_column="count (inc)" if "count (inc)" in tree.columns else "count")
         return
     t = load_tasks(path).tasks
     render_tree(Console(), path, st.scope_tree(t, clock_ghz=clock_ghz), col_tasks, metric)

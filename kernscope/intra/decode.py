@@ -70,6 +70,8 @@ class Decoded:
     unbalanced: list[tuple[str, int, int]] = field(default_factory=list)
     #: cycle mode: the SM clock measured from each region's (globaltimer, clock64) anchors, median (GHz)
     clock_ghz: float | None = None
+    #: how ``clock_ghz`` was measured (cycle mode): per region, pooled over short regions, or unknown
+    clock_source: str | None = None
 
 
 Names = Sequence[str] | Mapping[int, str]
@@ -86,14 +88,24 @@ def task_name(names: Names, t: int) -> str:
     return f"scope#{t}" if t >= 1 << 15 else f"task_{t}"
 
 
-def _freq_ghz(t0: np.ndarray, c0: np.ndarray, tl: np.ndarray, cl: np.ndarray) -> np.ndarray:
-    """SM clock (cycles per ns) per region from its two (globaltimer, clock64) anchors."""
+def _freq_ghz(t0: np.ndarray, c0: np.ndarray, tl: np.ndarray, cl: np.ndarray) -> tuple[np.ndarray, str]:
+    """SM clock (cycles per ns) per region from its two (globaltimer, clock64) anchors, and how it was found.
+
+    Anchors at least 20 µs apart give a region its own stable rate; regions with closer anchors take the
+    median of those. When no region spans 20 µs (short kernels), all regions' spans are pooled (total
+    cycles / total ns), which averages out %globaltimer's coarse ticks; with no span at all, 1 GHz (cycles
+    reported as ns, as Proton does)."""
     dt = (tl - t0).astype(np.float64)
     dc = (cl - c0).astype(np.float64)
-    good = dt > 20_000  # anchors at least 20 µs apart give a stable rate
+    good = dt > 20_000
     f = np.where(good, dc / np.where(good, dt, 1), np.nan)
-    med = np.nanmedian(f) if np.isfinite(f).any() else 1.0
-    return np.where(np.isfinite(f), f, med)
+    if np.isfinite(f).any():
+        return np.where(np.isfinite(f), f, np.nanmedian(f)), "per region (anchors >= 20 us apart)"
+    pos = (dt > 0) & (dc > 0)
+    if pos.any():
+        pooled = float(dc[pos].sum() / dt[pos].sum())
+        return np.full(len(dt), pooled), f"pooled over {int(pos.sum())} short regions ({dt[pos].sum() / 1e3:.1f} us)"
+    return np.ones(len(dt)), "unknown: 1 GHz assumed (cycles shown as ns)"
 
 
 @dataclass(frozen=True)
@@ -189,7 +201,9 @@ def _times(h: _Header, reg: np.ndarray, words: np.ndarray) -> np.ndarray:
     if not h.cycles:
         return t0 + delta
     r = h.regions
-    f = _freq_ghz(r[:, R_T0], r[:, R_C0], r[:, R_TLAST], r[:, R_CLAST])
+    active = np.unique(reg)
+    f = np.ones(len(r))
+    f[active] = _freq_ghz(r[active, R_T0], r[active, R_C0], r[active, R_TLAST], r[active, R_CLAST])[0]
     return t0 + np.rint(delta / f[reg]).astype(np.int64)
 
 
@@ -286,7 +300,8 @@ def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
     out.records = int(words.size)
     if h.cycles:
         r = h.regions
-        out.clock_ghz = float(np.median(_freq_ghz(r[active, R_T0], r[active, R_C0], r[active, R_TLAST], r[active, R_CLAST])))
+        f, out.clock_source = _freq_ghz(r[active, R_T0], r[active, R_C0], r[active, R_TLAST], r[active, R_CLAST])
+        out.clock_ghz = float(np.median(f))
     is_start = ((words >> START_BIT) & 1).astype(bool)
     task = words & TASK_MASK
     t = _times(h, reg, words)

@@ -1,18 +1,16 @@
 """Hatchet files (op-measure mode): write a scope tree as a hatchet literal, read ours and Proton's back.
 
 A hatchet literal is a JSON list ``[root, device info]``; every node is ``{"frame": {"name", "type"},
-"metrics": {...}, "children": [...]}`` (the format ``proton-viewer`` reads). Hatchet's convention is that a
-node's metrics are *exclusive*: readers (``proton-viewer``, hatchet's ``update_inclusive_columns`` and
-:func:`hatchet_to_tree`) add each subtree up to get the inclusive ``<metric> (inc)`` values. So kernscope
-writes, per scope:
+"metrics": {...}, "children": [...]}`` (the format ``proton-viewer`` reads). Hatchet takes the metric names
+from the *root* node: when the root has metrics, they are exclusive and readers add each subtree up
+(``<metric> (inc)``); when the root has none, as in Proton's instrumentation profiles (``ROOT`` → kernel →
+scopes), every node's values are shown as written. kernscope writes Proton's shape, so ``proton-viewer``
+shows its numbers exactly as it shows Proton's: ``ROOT`` → the kernel → the scope tree, each scope with
+its own totals (a parent includes its nested scopes):
 
-* ``time (ns)``, ``cycles``, ``normalized_cycles``: the scope's own share (its total minus its child
-  scopes' totals), so the inclusive value a reader computes is the scope's total;
-* ``count``: the scope's executions, so ``count (inc)`` is every scope execution in the subtree;
-* ``mean_time (ns)``, ``min_time (ns)``, ``max_time (ns)``: per execution of this scope (read them
-  as exclusive metrics: ``proton-viewer -m mean_time``).
-
-The root (the kernel) holds zeros, so its inclusive values are the sums of the top-level scopes.
+* ``count`` (executions), ``time (ns)``, ``cycles`` (ns x clock), ``normalized_cycles`` (per unit that ran
+  the scope, Proton's meaning);
+* ``mean_time (ns)``, ``min_time (ns)``, ``max_time (ns)``: per execution.
 """
 
 from __future__ import annotations
@@ -26,36 +24,33 @@ from ..errors import KernscopeError
 
 
 def tree_to_hatchet(tree: pl.DataFrame, *, kernel: str = "kernel", device: dict[str, Any] | None = None) -> list[Any]:
-    """The hatchet literal of a :func:`~kernscope.intra.stats.scope_tree` table."""
+    """The hatchet literal of a :func:`~kernscope.intra.stats.scope_tree` table, in Proton's shape."""
     nodes: dict[str, dict[str, Any]] = {}
-    root: dict[str, Any] = {"frame": {"name": kernel, "type": "function"},
-                            "metrics": {"count": 0, **dict.fromkeys(_SUMMED, 0.0)}, "children": []}
+    top: dict[str, Any] = {"frame": {"name": kernel, "type": "function"}, "metrics": {}, "children": []}
     for r in tree.sort("depth", "path").iter_rows(named=True):
-        node: dict[str, Any] = {"frame": {"name": r["name"], "type": "function"},
-                "metrics": {"count": int(r["count"]), "time (ns)": float(r["total_ns"]), "cycles": float(r["total_cycles"]),
-                            "normalized_cycles": float(r["normalized_cycles"]), "mean_time (ns)": float(r["mean_ns"]),
-                            "min_time (ns)": float(r["min_ns"]), "max_time (ns)": float(r["max_ns"])},
-                "children": []}
+        node: dict[str, Any] = {
+            "frame": {"name": r["name"], "type": "function"},
+            "metrics": {"count": int(r["count"]), "time (ns)": float(r["total_ns"]), "cycles": float(r["total_cycles"]),
+                        "normalized_cycles": float(r["normalized_cycles"]), "mean_time (ns)": float(r["mean_ns"]),
+                        "min_time (ns)": float(r["min_ns"]), "max_time (ns)": float(r["max_ns"])},
+            "children": []}
         parent = r["path"].rsplit("/", 1)[0] if "/" in r["path"] else None
-        (nodes[parent]["children"] if parent in nodes else root["children"]).append(node)
+        (nodes[parent]["children"] if parent in nodes else top["children"]).append(node)
         nodes[r["path"]] = node
-    for node in nodes.values():  # inclusive -> exclusive (children were filled in above)
-        for key in _SUMMED:
-            node["metrics"][key] -= sum(c["metrics"][key] for c in node["children"])
+    root = {"frame": {"name": "ROOT", "type": "function"}, "metrics": {}, "children": [top]}
     return [root, device or {}]
 
 
 #: metrics that describe one execution (not summed over a subtree)
 _PER_EXECUTION = ("mean_", "avg_", "min_", "max_")
 
-#: metrics written as a scope's own share (exclusive), so that readers' subtree sums give its total
-_SUMMED = ("time (ns)", "cycles", "normalized_cycles")
-
 
 def hatchet_to_tree(doc: Any, source: str = "hatchet") -> pl.DataFrame:
-    """Rows ``path, name, depth``, every numeric metric of a hatchet literal (Proton's or ours) as written
-    (exclusive) and, for each additive one (not ``mean_``/``avg_``/``min_``/``max_``), ``<metric> (inc)``:
-    the sum over the node's subtree, as ``proton-viewer`` computes it. The root node is kept as depth 0."""
+    """Rows ``path, name, depth`` and every numeric metric of a hatchet literal (Proton's or ours) as written.
+    When the root node has metrics (hatchet's exclusive convention), each additive one of them (not
+    ``mean_``/``avg_``/``min_``/``max_``) also gets ``<metric> (inc)``: the sum over the node's subtree, as
+    hatchet and ``proton-viewer`` compute it; when the root has none (Proton's and kernscope's intra-kernel
+    profiles) the values already are per-scope totals. The root node is kept as depth 0."""
     roots = doc[:1] if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "frame" in doc[0] else \
         ([doc] if isinstance(doc, dict) and "frame" in doc else None)
     if not roots:
@@ -75,8 +70,8 @@ def hatchet_to_tree(doc: Any, source: str = "hatchet") -> pl.DataFrame:
             if isinstance(child, dict):
                 stack.append((child, path, chain))
     df = pl.DataFrame(rows, infer_schema_length=None).with_row_index("_id")
-    metrics = [c for c in df.columns if c not in ("_id", "path", "name", "depth", "_chain")
-               and not c.endswith("(inc)") and not c.startswith(_PER_EXECUTION)]
+    root_metrics = roots[0].get("metrics") or {}
+    metrics = [c for c in df.columns if c in root_metrics and not c.endswith("(inc)") and not c.startswith(_PER_EXECUTION)]
     if metrics:  # inclusive = sum over the subtree: each node adds its own value to itself and every ancestor
         inc = (df.select("_chain", *metrics).explode("_chain")
                .group_by("_chain").agg(pl.col(m).fill_null(0).sum().alias(f"{m} (inc)") for m in metrics)

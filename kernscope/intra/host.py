@@ -135,7 +135,7 @@ def export_to_perfetto_trace(profiler_buffer, task_names: "Names", file_name: st
     return write_perfetto(d.tasks, file_name, list(names.values()) if isinstance(names, dict) else list(names))
 
 
-def calibrate_record_cost(device: "str | None" = None, pairs: int = 256, programs: int = 132) -> float:
+def calibrate_record_cost(device: "str | None" = None, pairs: int = 1024, programs: int = 132) -> float:
     """The cost (ns) one start/end record pair adds to a measured scope, on this GPU: ``programs`` programs
     each record ``pairs`` empty scopes back to back, timed in SM cycles (%globaltimer's ticks are coarser than
     one pair) and converted to ns at the SM clock measured in the same launch; the mean duration of an empty

@@ -31,6 +31,8 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
             f"median {summary['median_block_end_ns'] / 1000:,.3f} µs (tail x{summary['tail_ratio']:.2f}) · SM busy mean "
             f"{summary['sm_busy_fraction_mean']:.1%} · SM imbalance max/mean x{summary['sm_imbalance']:.2f}"
         )
+    if summary.get("clock_ghz") and summary.get("clock_source"):
+        con.print(f"cycles at {summary['clock_ghz']:.3f} GHz ({summary['clock_source']})")
     if summary.get("dropped") or summary.get("unpaired"):
         con.print(f"[yellow]dropped {summary.get('dropped', 0):,} records, {summary.get('unpaired', 0):,} unpaired[/yellow]")
 
