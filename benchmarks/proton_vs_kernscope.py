@@ -1,0 +1,99 @@
+"""Where kernscope's and Proton's scope times differ on the same kernel (GPU): whole-kernel time of each
+variant (CUDA events around 20 back-to-back launches, median of 15 batches: unprofiled, kernscope SYNC=True/False, Proton's scopes with and
+without a Proton session), and kernscope's per-scope means with and without the block barrier.
+
+    python benchmarks/proton_vs_kernscope.py [--programs 528] [--cols 65536] > out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import triton.profiler as proton  # noqa: E402
+from record_proton_files import NAMES, rows_plain, rows_proton  # noqa: E402
+
+from kernscope.intra import Profiler, tid  # noqa: E402
+from kernscope.intra.host import alloc_profiler_buffer, decode_profiler_buffer, reset_profiler_buffer  # noqa: E402
+from kernscope.intra.scopes import scope_table  # noqa: E402
+
+
+@triton.jit
+def rows_ks(x, out, cols, buf, BLOCK: tl.constexpr, SYNC: tl.constexpr):
+    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=True, SYNC=SYNC)
+    prof = prof.enter("kernel")
+    row = tl.program_id(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    prof = prof.enter("row_loop")
+    for start in range(0, cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(x + row * cols + offs, mask=offs < cols, other=0.0)
+    prof = prof.exit("row_loop")
+    prof = prof.enter("store")
+    tl.store(out + row, tl.sum(acc))
+    prof = prof.exit("store")
+    prof = prof.exit("kernel")
+
+
+def timed(fn, n: int = 15, batch: int = 20) -> float:
+    """GPU µs per launch: ``batch`` launches back to back between two events (a queued GPU never waits for
+    Python's launch path, which a single launch between events would measure), median of ``n`` batches."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(n):
+        s.record()
+        for _ in range(batch):
+            fn()
+        e.record()
+        e.synchronize()
+        out.append(s.elapsed_time(e) * 1e3 / batch)
+    return statistics.median(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--programs", type=int, default=528)
+    ap.add_argument("--cols", type=int, default=65536)
+    a = ap.parse_args()
+    x = torch.randn(a.programs, a.cols, device="cuda")
+    y = torch.empty(a.programs, device="cuda")
+    g = (a.programs,)
+    buf = alloc_profiler_buffer(a.programs * 8 + 64)
+    table = scope_table(names=NAMES)
+    res: dict[str, object] = {"gpu": torch.cuda.get_device_name(), "programs": a.programs, "cols": a.cols}
+    kernel_us = {
+        "plain": timed(lambda: rows_plain[g](x, y, a.cols, BLOCK=1024, num_warps=4)),
+        "kernscope_sync": timed(lambda: rows_ks[g](x, y, a.cols, buf, BLOCK=1024, SYNC=True, num_warps=4)),
+        "kernscope_nosync": timed(lambda: rows_ks[g](x, y, a.cols, buf, BLOCK=1024, SYNC=False, num_warps=4)),
+        "proton_scopes_no_session": timed(lambda: rows_proton[g](x, y, a.cols, BLOCK=1024, num_warps=4)),
+    }
+    proton.start("/tmp/pvk", data="trace", backend="instrumentation")
+    kernel_us["proton_session"] = timed(lambda: rows_proton[g](x, y, a.cols, BLOCK=1024, num_warps=4), n=3, batch=5)
+    proton.finalize()
+    res["kernel_us_median"] = kernel_us
+    for sync in (True, False):
+        means: dict[str, list[float]] = {n: [] for n in NAMES}
+        for _ in range(7):
+            reset_profiler_buffer(buf)
+            rows_ks[g](x, y, a.cols, buf, BLOCK=1024, SYNC=sync, num_warps=4)
+            d = decode_profiler_buffer(buf, table)
+            for n in NAMES:
+                means[n].append(statistics.mean(d.tasks.filter(d.tasks["task"].cast(str) == n)["duration_ns"].to_list()))
+        res[f"scopes_ns_sync_{sync}"] = {n: statistics.median(v) for n, v in means.items()}
+    print(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
