@@ -231,7 +231,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
         _bench_dir(traces[0], fmt, output, rules, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory)
         return
-    from .engine import expand_inputs
+    from .files import expand_inputs
 
     paths = expand_inputs(traces)
     if len(paths) > 1:
@@ -343,7 +343,7 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     from .analyze.summary import analyze as run
 
     target = _report_target(output)
-    from .engine import expand_inputs
+    from .files import expand_inputs
 
     paths = expand_inputs(traces)
     if len(paths) > 1:

@@ -9,10 +9,9 @@ task is resubmitted to a fresh pool).
 
 from __future__ import annotations
 
-import glob
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
@@ -20,10 +19,10 @@ from typing import Any
 
 from .analyze.ranks import Failure, JobAnalysis, RankResult, RankTask, combine, summarize_file
 from .errors import KernscopeError
+from .files import expand_inputs  # noqa: F401 - re-exported: the CLI reads it from files (no polars import)
 
 #: retries of a task whose worker was lost
 RETRIES = 2
-_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 
 
 @dataclass(frozen=True)
@@ -35,32 +34,6 @@ class EngineSpec:
     scheduler: str | None = None
     workers: int | None = None
     connect_timeout_s: float = 10.0  #: how long to try reaching ``scheduler``
-
-
-def expand_inputs(items: Iterable[str]) -> list[str]:
-    """Files, directories (their ``*.json``/``*.json.gz`` files, recursively) and globs -> sorted, unique paths."""
-    out: list[str] = []
-    for item in items:
-        if os.path.isdir(item):
-            found = [os.path.join(root, f) for root, _, files in os.walk(item) for f in files if f.endswith(_TRACE_SUFFIXES)]
-            if not found:
-                raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz) in this directory")
-            out += found
-        elif any(ch in item for ch in "*?[") and not os.path.exists(item):
-            found = [p for p in glob.glob(item, recursive=True) if os.path.isfile(p)]
-            if not found:
-                raise KernscopeError(f"{item}: no file matches this pattern")
-            out += found
-        else:
-            out.append(item)
-    seen: set[str] = set()
-    unique = []
-    for p in sorted(out):
-        key = os.path.realpath(p)
-        if key not in seen:
-            seen.add(key)
-            unique.append(p)
-    return unique
 
 
 def _limit_threads(n: int) -> None:

@@ -3,10 +3,11 @@ never following a symlink at the target. Imports nothing from kernscope but erro
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -86,3 +87,32 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
         raise KernscopeError(f"{d}: cannot write report ({e.strerror or e})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+
+
+def expand_inputs(items: Iterable[str]) -> list[str]:
+    """Files, directories (their ``*.json``/``*.json.gz`` files, recursively) and globs -> sorted, unique paths."""
+    out: list[str] = []
+    for item in items:
+        if os.path.isdir(item):
+            found = [os.path.join(root, f) for root, _, files in os.walk(item) for f in files if f.endswith(_TRACE_SUFFIXES)]
+            if not found:
+                raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz) in this directory")
+            out += found
+        elif any(ch in item for ch in "*?[") and not os.path.exists(item):
+            found = [p for p in glob.glob(item, recursive=True) if os.path.isfile(p)]
+            if not found:
+                raise KernscopeError(f"{item}: no file matches this pattern")
+            out += found
+        else:
+            out.append(item)
+    seen: set[str] = set()
+    unique = []
+    for p in sorted(out):
+        key = os.path.realpath(p)
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return unique

@@ -224,3 +224,20 @@ def test_parallel_pieces_equal_one_piece(tmp_path, monkeypatch):
     cols = ["idx", "ts", "dur", "correlation", "external_id"]
     assert pieces.events.select(cols).equals(whole.events.select(cols))
     assert pieces.flows.height == whole.flows.height
+
+
+def test_cached_analyze_prints_the_stored_output_without_importing_polars(tmp_path):
+    """The second analyze of an unchanged file is a hash and a read: no table library is even imported."""
+    trace = tmp_path / "t.json"
+    make_trace(trace, 300_000)
+    env = {**os.environ, "KERNSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    probe = ("import sys\nfrom kernscope.cli import main\n"
+             f"rc = main(['analyze', {str(trace)!r}, '--format', 'json', '-o', sys.argv[1]])\n"
+             "print(rc, 'polars' in sys.modules)\n")
+    first = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "a.json")], capture_output=True, text=True,
+                           env=env, cwd=ROOT)
+    second = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "b.json")], capture_output=True, text=True,
+                            env=env, cwd=ROOT)
+    assert first.stdout.split() == ["0", "True"], first.stderr
+    assert second.stdout.split() == ["0", "False"], second.stderr
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
