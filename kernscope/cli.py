@@ -343,17 +343,35 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     from .analyze.summary import analyze as run
 
     target = _report_target(output)
-    from .files import expand_inputs
+    from .files import expand_inputs, write_text
 
+    if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
+        from .analyze.bench_dir import analyze_bench_dir
+        from .render.excel import write_csv_dir, write_xlsx
+        from .render.html.views import flat, render_bench_dir
+
+        b = analyze_bench_dir(traces[0], lambda p: _load(p, salvage=salvage, no_cache=no_cache, quiet=quiet,
+                                                         max_memory=max_memory), _categorizer(rules))
+        if target == "html":
+            write_text(output, render_bench_dir(b))
+        elif target == "xlsx":
+            write_xlsx(None, output, sheets={"cells": flat(b.cells)}, charts={})
+        else:
+            write_csv_dir(None, output, sheets={"cells": flat(b.cells)})
+        if not quiet:
+            _notice(f"wrote {output}")
+        return
     paths = expand_inputs(traces)
     if len(paths) > 1:
-        if target == "html":
-            raise KernscopeError("several traces (ranks): write a .xlsx workbook or a CSV directory")
         from .render.excel import write_csv_dir, write_xlsx
         from .render.ranks import rank_sheets
 
         job = _job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker)
-        if target == "xlsx":
+        if target == "html":
+            from .render.html.views import render_job
+
+            write_text(output, render_job(job, rank_sheets(job)))
+        elif target == "xlsx":
             write_xlsx(None, output, sheets=rank_sheets(job), charts={})
         else:
             write_csv_dir(None, output, sheets=rank_sheets(job))
@@ -366,36 +384,33 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     _check_step(t, step_n)
     cat = _categorizer(rules)
     a = run(t, step=step_n, categorizer=cat, linked_only=linked_only, benchmark=bench, by_annotation=by_annotation)
-    sheets = None
-    if target in ("xlsx", "dir"):
-        from .analyze.perf import perf_model
-        from .render.excel import report_sheets
-        from .render.perf import perf_sheets
+    from .analyze.perf import perf_model
+    from .render.excel import report_sheets
+    from .render.perf import perf_sheets
 
-        sheets = report_sheets(a)
-        pm = perf_model(t, step=step_n, peaks=_peaks(peak, t))
-        if pm.ops.height:
-            sheets.update(perf_sheets(pm))
-        if diff_with:
-            from .analyze.diff import Side, diff
-            from .render.diff import diff_sheets
+    # html: the perf model and the diff as extra tables; workbooks and CSVs: as extra sheets
+    extra: dict[str, Any] = {}
+    pm = perf_model(t, step=step_n, peaks=_peaks(peak, t))
+    if pm.ops.height:
+        extra.update(perf_sheets(pm))
+    if diff_with:
+        from .analyze.diff import Side, diff
+        from .render.diff import diff_sheets
 
-            tb = _load(diff_with, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory,
-                       step_marker=step_marker)
-            sb = _parse_step(step_b) if step_b is not None else step_n
-            _check_step(tb, sb)
-            sheets.update(diff_sheets(diff(Side(t, step_n), Side(tb, sb), categorizer=cat)))
-    elif diff_with:
-        raise KernscopeError("--diff adds sheets: write a .xlsx workbook or a CSV directory")
+        tb = _load(diff_with, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory,
+                   step_marker=step_marker)
+        sb = _parse_step(step_b) if step_b is not None else step_n
+        _check_step(tb, sb)
+        extra.update(diff_sheets(diff(Side(t, step_n), Side(tb, sb), categorizer=cat)))
+    sheets = {**report_sheets(a), **extra} if target in ("xlsx", "dir") else None
     if target == "xlsx":
         from .render.excel import write_xlsx
 
         write_xlsx(a, output, sheets=sheets)
     elif target == "html":
-        from .files import write_text
         from .render.html.analysis import render_analysis
 
-        write_text(output, render_analysis(a))
+        write_text(output, render_analysis(a, extra))
     else:
         from .render.excel import write_csv_dir
 

@@ -71,6 +71,9 @@ def test_bench_dir_both_layouts(tmp_path, capsys, layout):
     assert "* aten" in text and "* triton" in text and "1.25x" in text
     assert main(["analyze", "--bench", str(root), "--format", "csv", "--no-cache"]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("op,input,impl,path")
+    assert main(["report", str(root), "--bench", "-o", str(tmp_path / "csv"), "--no-cache", "-q"]) == 0
+    rows = (tmp_path / "csv" / "cells.csv").read_text().splitlines()
+    assert len(rows) == 1 + len(TIMES) and FILL in rows[1]  # lists flattened into one cell
 
 
 def test_bench_dir_bad_input(tmp_path, capsys):

@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pytest
 from conftest import write_trace
 
+import kernscope
 from kernscope.cli import main
 from kernscope.testing.browser import Browser, find_chromium
 
@@ -54,9 +54,6 @@ def test_report_loads_and_matches_json(browser, tmp_path, capsys):
     assert first_cell == f"{doc['kernels'][0]['count']:,}"
     # timeline: one lane per (device, stream), events drawn
     lanes = browser.eval("kernscope.timeline.lanes.map(l => l.label)")
-    t = pl.read_ipc  # noqa: F841 - (readability: the lanes come from the trace's streams)
-    import kernscope
-
     gpu = kernscope.load(EXAMPLE, cache=False).gpu
     streams = gpu.select("device", "stream").unique().height
     assert len(lanes) == streams and all(label.startswith("GPU ") for label in lanes)
@@ -159,3 +156,68 @@ def test_intra_timeline_page(browser, tmp_path):
     browser.eval("kernscope.timeline.zoom(0.1, 0.5)")
     assert browser.eval("kernscope.timeline.t1 - kernscope.timeline.t0") < before
     assert set(browser.eval("Object.keys(kernscope.views)")) >= {"tasks", "sms"}
+
+
+def _view(browser: Browser, name: str) -> list[dict]:
+    cols = browser.eval(f"kernscope.views[{json.dumps(name)}].cols")
+    return [dict(zip(cols, r)) for r in browser.eval(f"kernscope.views[{json.dumps(name)}].rows")]
+
+
+def test_multi_rank_page(browser, tmp_path, capsys):
+    from test_ranks import synth_rank
+
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in range(3):
+        synth_rank(d / f"trainer_rank{r}.json", r, world=3, info=False)
+    html = tmp_path / "job.html"
+    assert main(["report", str(d), "-o", str(html), "--no-cache", "-q", "--workers", "1"]) == 0
+    assert main(["analyze", str(d), "--no-cache", "--format", "json", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    ranks = _view(browser, "ranks")
+    keys = ("rank", "kernel_time_us", "compute_us", "comm_us", "exposed_comm_us", "idle_us", "overlap_pct")
+    assert [tuple(r[k] for k in keys) for r in ranks] == [tuple(r[k] for k in keys) for r in doc["ranks"]]
+    assert [(s["step"], s["rank"], s["wait_us"]) for s in _view(browser, "stragglers")] == \
+        [(s["step"], s["rank"], s["wait_us"]) for s in doc["stragglers"]]
+    assert browser.eval("document.querySelectorAll('#chart-ranks canvas').length") == 1
+    assert "rank 1" in browser.eval("document.querySelector('dl.facts').textContent")  # the worst straggler
+
+
+def test_diff_and_perf_model_views(browser, tmp_path, capsys):
+    html = tmp_path / "d.html"
+    assert main(["report", str(EXAMPLE), "--step", "2", "--diff", str(EXAMPLE), "--step-b", "3", "-o", str(html),
+                 "--no-cache", "-q"]) == 0
+    assert main(["diff", str(EXAMPLE), str(EXAMPLE), "--step", "2", "--step-b", "3", "--format", "json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert main(["perf", str(EXAMPLE), "--step", "2", "--format", "json", "--no-cache"]) == 0
+    perf = json.loads(capsys.readouterr().out)
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    page = {(k["name"], k["launcher"]): k["delta_us"] for k in _view(browser, "diff_kernels")}
+    assert page == {(k["name"], k["launcher"]): k["delta_us"] for k in doc["kernels"]}
+    cats = {c["category"]: (c["a_us"], c["b_us"]) for c in _view(browser, "diff_categories")}
+    assert cats == {c["category"]: (c["a_us"], c["b_us"]) for c in doc["categories"]}
+    ops = _view(browser, "unified_perf_summary")
+    assert len(ops) == len(perf["ops"]) > 0
+    assert sum(o["kernel_time_us"] for o in ops) == pytest.approx(sum(o["kernel_time_us"] for o in perf["ops"]))
+
+
+def test_bench_dir_page(browser, tmp_path, capsys):
+    from test_bench_dir import SIZES, TIMES, bench_trace
+
+    root = tmp_path / "out"
+    for (impl, i), us in TIMES.items():
+        bench_trace(root / "gemm" / impl / f"input_{i}.json.gz", SIZES[i], us, impl)
+    html = tmp_path / "b.html"
+    assert main(["report", str(root), "--bench", "-o", str(html), "--no-cache", "-q"]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    cells = {(c["impl"], c["input"]): c for c in _view(browser, "cells")}
+    assert {k: c["kernel_time_us"] for k, c in cells.items()} == {(impl, i): us for (impl, i), us in TIMES.items()}
+    assert cells[("triton", 1)]["fastest"] is True and cells[("aten", 1)]["vs_fastest"] == pytest.approx(1.2)
+    assert browser.eval("document.querySelectorAll('#chart-bench canvas').length") == 1

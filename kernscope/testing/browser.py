@@ -123,12 +123,12 @@ class Browser:
     def mouse(self, kind: str, x: float, y: float, **extra: Any) -> None:
         self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, **extra)
 
-    def screenshot(self, path: str | os.PathLike[str], full_page: bool = True) -> None:
+    def screenshot(self, path: str | os.PathLike[str], full_page: bool = True, max_height: int = 6000) -> None:
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             m = self.call("Page.getLayoutMetrics")
             size: dict[str, Any] = m.get("cssContentSize") or m.get("contentSize") or {"width": 1400, "height": 1000}
-            params["clip"] = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 6000), "scale": 1}
+            params["clip"] = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], max_height), "scale": 1}
             params["captureBeyondViewport"] = True
         data = self.call("Page.captureScreenshot", **params)["data"]
         Path(path).write_bytes(base64.b64decode(data))

@@ -73,7 +73,8 @@ def timeline_data(gpu: pl.DataFrame, steps: pl.DataFrame, flush: set[tuple[str, 
     }
 
 
-def analysis_data(a: Analysis) -> dict[str, Any]:
+def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None) -> dict[str, Any]:
+    """The page's data document; ``extra`` sheets (perf model, diff) become sortable views after the tables."""
     f = a.facts.to_dict()
     flush = None
     if a.benchmark is not None:
@@ -103,6 +104,13 @@ def analysis_data(a: Analysis) -> dict[str, Any]:
         views.append({"name": "annotations", "title": "GPU time by annotation (times include nested ranges)",
                       "table": table(a.annotations.ranges, "annotations")})
         used.update(a.annotations.ranges.columns)
+    if extra:
+        from .views import sheet_views
+
+        more = sheet_views(extra)
+        views.extend(more)
+        for v in more:
+            used.update(v["table"]["columns"])
     return {
         "views": views,
         "title": f["path"],
@@ -116,7 +124,8 @@ def analysis_data(a: Analysis) -> dict[str, Any]:
     }
 
 
-def render_analysis(a: Analysis) -> str:
+def render_analysis(a: Analysis, extra: dict[str, pl.DataFrame] | None = None) -> str:
+    """The report page of one trace; ``extra``: more sheets shown as sortable tables (e.g. perf model, diff)."""
     from ...version import __version__
 
-    return page(analysis_data(a), a.facts.path, f"kernscope {__version__} · {a.facts.kernels:,} kernels")
+    return page(analysis_data(a, extra), a.facts.path, f"kernscope {__version__} · {a.facts.kernels:,} kernels")

@@ -37,7 +37,8 @@
     if (typeof v !== "number") return String(v);
     if (col.endsWith("_us")) return fmtUs(v);
     if (col === "pct" || col === "percent" || col.endsWith("_pct") || col.startsWith("pct_")) return v.toFixed(1) + "%";
-    return Number.isInteger(v) ? v.toLocaleString("en-US") : v.toPrecision(4);
+    if (Number.isInteger(v)) return v.toLocaleString("en-US");
+    return Number(v.toPrecision(4)).toLocaleString("en-US", { maximumFractionDigits: 6 });
   }
   function color(i) { return PALETTE[i % PALETTE.length]; }
   const defs = DATA.glossary || {};
@@ -56,7 +57,7 @@
       this.laneMaxDur = tl.lane_max_dur;
       this.span = Math.max(tl.span_ns, 1);
       this.t0 = 0; this.t1 = this.span;
-      this.rowH = 16; this.label = 180; this.axisH = 22;
+      this.rowH = 16; this.label = 180; this.axisH = tl.steps && tl.steps.length ? 36 : 22;  // step names below the ticks
       this.wrap = el("div", { cls: "tl-wrap" });
       this.canvas = el("canvas", { cls: "tl", "aria-label": "timeline" });
       this.tip = el("div", { cls: "tip" });
@@ -228,6 +229,7 @@
     let max = 0;
     for (const row of sc.values) max = Math.max(max, row.reduce((a, b) => a + b, 0));
     const bw = Math.max(2, Math.min(60, (W - pad) / Math.max(n, 1) - 4));
+    let labelEnd = 0;
     sc.values.forEach((row, i) => {
       let y = H - 20;
       const x = pad + i * (bw + 4);
@@ -235,7 +237,9 @@
         const h = max ? v / max * (H - 40) : 0;
         ctx.fillStyle = color(k); ctx.fillRect(x, y - h, bw, h); y -= h;
       });
-      if (bw > 24 || i % Math.ceil(n / 20) === 0) { ctx.fillStyle = "#333"; ctx.fillText(sc.steps[i], x, H - 6); }
+      let name = sc.steps[i];
+      if (ctx.measureText(name).width > bw + 2) name = name.replace(/^[^0-9#]*/, "");  // "ProfilerStep#12" -> "#12"
+      if (x >= labelEnd) { ctx.fillStyle = "#333"; ctx.fillText(name, x, H - 6); labelEnd = x + ctx.measureText(name).width + 6; }
     });
     ctx.fillStyle = "#555"; ctx.fillText(fmtUs(max), 2, 14);
   }
@@ -258,7 +262,7 @@
       this.info = el("span", { cls: "info" });
       this.table = el("table", { cls: "grid", "data-table": name });
       root.appendChild(el("div", { cls: "tbar" }, this.filter, this.info));
-      root.appendChild(this.table);
+      root.appendChild(el("div", { cls: "twrap" }, this.table));  // wide tables scroll inside, not the page
       this.more = el("button", { text: "show more", cls: "more" });
       root.appendChild(this.more);
       this.more.addEventListener("click", () => { this.limit += 500; this.render(); });
@@ -294,7 +298,9 @@
       const body = el("tbody");
       for (const r of this.view.slice(0, this.limit)) {
         const tr = el("tr");
-        r.forEach((v, j) => tr.appendChild(el("td", { text: fmtNum(v, this.cols[j]), cls: typeof v === "number" ? "num" : "" })));
+        r.forEach((v, j) => tr.appendChild(typeof v === "number"
+          ? el("td", { text: fmtNum(v, this.cols[j]), cls: "num" })
+          : el("td", { text: fmtNum(v, this.cols[j]), title: v == null ? "" : String(v) })));
         body.appendChild(tr);
       }
       this.table.appendChild(body);
@@ -313,14 +319,15 @@
     const dl = el("dl", { cls: "facts" });
     for (const [k, v] of Object.entries(f)) {
       if (v == null || (Array.isArray(v) && !v.length)) continue;
-      dl.appendChild(el("dt", { text: k.replace(/_/g, " "), title: defs[k] || "" }));
+      const label = k === "devices" ? "device ids" : typeof v === "number" ? k.replace(/_us$/, "") : k;
+      dl.appendChild(el("dt", { text: label.replace(/_/g, " "), title: defs[k] || "" }));
       dl.appendChild(el("dd", { text: typeof v === "number" ? fmtNum(v, k) : Array.isArray(v) ? v.join(", ") : String(v) }));
     }
     return dl;
   }
   try {
     document.getElementById("title").textContent = DATA.title;
-    if (DATA.facts) section("Trace", "facts").appendChild(facts(DATA.facts));
+    if (DATA.facts) section(DATA.facts_title || "Trace", "facts").appendChild(facts(DATA.facts));
     if (DATA.timeline && DATA.timeline.lanes.length) {
       const s = section("Timeline (wheel: zoom, drag: pan, double-click: reset)", "timeline");
       s.appendChild(legend(DATA.timeline.categories));
@@ -328,13 +335,14 @@
       if (DATA.timeline.note) s.appendChild(el("p", { cls: "note", text: DATA.timeline.note }));
     }
     if (DATA.breakdown) breakdown(section("GPU timeline breakdown", "breakdown"), DATA.breakdown);
+    for (const ch of DATA.charts || []) if (ch.steps.length) stackedSteps(section(ch.title, "chart-" + ch.name), ch);
     if (DATA.step_categories && DATA.step_categories.steps.length) stackedSteps(section("GPU time per step by category", "steps"), DATA.step_categories);
+    for (const [name, spec] of Object.entries(DATA.tables || {})) new SortTable(section(spec.title, "table-" + name), name, spec);
     for (const v of DATA.views || []) {
       const s = section(v.title, "view-" + v.name);
       if (v.note) s.appendChild(el("p", { cls: "note", text: v.note }));
       new SortTable(s, v.name, v.table);
     }
-    for (const [name, spec] of Object.entries(DATA.tables || {})) new SortTable(section(spec.title, "table-" + name), name, spec);
   } catch (err) {
     ks.errors.push(String(err));
     document.getElementById("main").appendChild(el("pre", { cls: "error", text: "report error: " + err }));
