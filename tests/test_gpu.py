@@ -234,3 +234,49 @@ def test_instrument_a_library_kernel_and_intra_run(tmp_path):
                  "--", "python", str(prog)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
     assert "add_kernel.perfetto-trace" in files and "sum_rows.hatchet" in files
+
+
+def _scopes(capsys) -> dict[str, dict]:
+    import json
+
+    out = capsys.readouterr().out
+    return {s["name"]: s for s in json.loads(out[out.index("{"):])["scopes"]}
+
+
+def test_intra_override_protons_ttgir_workflow(tmp_path, capsys):
+    """Proton's three override steps as one command, on a program that launches library kernels it imports."""
+    from pathlib import Path
+
+    from kernscope.cli import main
+
+    data = Path(__file__).parent / "data"
+    src = (data / "libkernels.py").read_text().splitlines()
+    loop = "loop@L" + str(next(i + 1 for i, x in enumerate(src) if "for start in range(0, n_cols, BLOCK)" in x))
+    assert main(["intra", "override", "-o", str(tmp_path / "a"), "--format", "json", "--", "python",
+                 str(data / "run_libkernel.py")]) == 0
+    s = _scopes(capsys)
+    assert {"add_kernel", "sum_rows", loop} <= set(s)
+    assert all(s[k]["count"] > 0 and s[k]["mean_ns"] > 0 for k in ("add_kernel", "sum_rows", loop))
+    assert s[loop]["mean_ns"] <= s["sum_rows"]["mean_ns"]  # the loop lies inside the kernel's body scope
+    assert (tmp_path / "a" / "proton.chrome_trace").is_file()
+    edited = list((tmp_path / "a" / "ttgir_dump").rglob("*.ttgir"))
+    assert len(edited) == 2 and all("proton.record start" in p.read_text() for p in edited)
+    # one kernel, Proton's accuracy options passed through
+    assert main(["intra", "override", "--kernel", "sum_rows", "--mode", "default:optimizations=clock32,time_shift",
+                 "-o", str(tmp_path / "b"), "--format", "json", "--", "python", str(data / "run_libkernel.py")]) == 0
+    s = _scopes(capsys)
+    assert "add_kernel" not in s and {"sum_rows", loop} <= set(s)
+
+
+def test_intra_override_script_with_its_own_session(tmp_path, capsys, monkeypatch):
+    """The tutorial's own program (it starts Proton itself, --increase-accuracy): --no-session."""
+    from pathlib import Path
+
+    from kernscope.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    prog = Path(__file__).parent / "data" / "proton_tutorial_add.py"
+    assert main(["intra", "override", "--no-session", "--regions", "body", "-o", str(tmp_path / "w"), "--format", "json",
+                 "--", "python", str(prog), "--increase-accuracy"]) == 0
+    s = _scopes(capsys)
+    assert s["add_kernel"]["count"] > 0 and (tmp_path / "add.chrome_trace").is_file()

@@ -199,3 +199,38 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
         con.print(f"no chosen kernel was launched (defined: {', '.join(res.defined) or 'none'})")
     if fmt == "json":
         click.echo(_json.dumps(doc, indent=2))
+
+
+@intra.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--kernel", "kernels", multiple=True, help="Kernel (function) name to instrument; repeat for several "
+                                                         "(default: every compiled kernel).")
+@click.option("--regions", default="body,loops", show_default=True,
+              help="proton.record scopes: body (the whole kernel), loops (each top-level loop, named loop@L<line>).")
+@click.option("--mode", default=None, metavar="MODE",
+              help="Proton instrumentation mode, e.g. 'default:optimizations=clock32,time_shift' or "
+                   "'default:sampling_strategy=selective:sampling_options=0,1,2,3'.")
+@click.option("--no-session", is_flag=True, help="The script starts its own Proton session (as Proton's tutorial does).")
+@click.option("-o", "--output", "out_dir", default="kernscope-override", show_default=True,
+              help="Directory kept for the TTGIR dump, the edited TTGIR and Proton's trace.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.argument("program", nargs=-1, type=click.UNPROCESSED, required=True)
+@click.pass_context
+def override(ctx: click.Context, kernels: tuple[str, ...], regions: str, mode: str | None, no_session: bool,
+             out_dir: str, fmt: str, program: tuple[str, ...]) -> None:
+    """Proton's TTGIR-override workflow in one command: run PROGRAM (python script.py ...) once to dump each kernel's
+    TTGIR, insert proton.record scopes (kernel body, top-level loops), run it again with TRITON_KERNEL_OVERRIDE under a
+    Proton instrumentation session, and show the scopes of Proton's trace (<output>/proton.chrome_trace).
+
+    Needs a GPU and triton with Proton. For kernscope's own records without Proton, use `kernscope intra run`."""
+    from ..errors import KernscopeError
+    from .override import run_override
+
+    res = run_override(program, out_dir, regions=[r.strip() for r in regions.split(",") if r.strip()],
+                       kernels=kernels, mode=mode, session=not no_session)
+    for f in res.files:
+        click.echo(f"instrumented {f.kernel}: {', '.join(f.scopes)} ({f.path})", err=True)
+    if res.trace is None:
+        raise KernscopeError(f"the instrumented run wrote no Proton trace ({out_dir}/proton.chrome_trace"
+                             + (", or a new .chrome_trace here" if no_session else "") + ")")
+    click.echo(f"Proton trace: {res.trace}", err=True)
+    ctx.invoke(stats, path=res.trace, task_names=None, fmt=fmt, html_out=None, hatchet_out=None, clock_ghz=None)

@@ -1,0 +1,50 @@
+"""Run a Python script under a Proton instrumentation session (the child process of ``intra override``).
+
+    python -m kernscope.intra.proton_session --name OUT [--mode MODE] [--no-session] -- script.py [args]
+
+Opens ``proton.start(OUT, data="trace", backend="instrumentation", mode=MODE)`` around the unmodified script and
+finalizes it at the end, so the script needs no Proton code; ``--no-session`` runs the script as it is (for
+scripts that start Proton themselves, as Proton's tutorial does). Needs triton with Proton and a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+from typing import Any
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kernscope.intra.proton_session")
+    ap.add_argument("--name", required=True, help="Proton's output name (the trace is NAME.chrome_trace)")
+    ap.add_argument("--mode", default=None, help="Proton instrumentation mode, e.g. 'default:optimizations=clock32,time_shift'")
+    ap.add_argument("--no-session", action="store_true")
+    ap.add_argument("program", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    program = a.program[1:] if a.program[:1] == ["--"] else a.program
+    if not program:
+        ap.error("give the script to run")
+    script = program[0]
+    session: Any = None
+    if not a.no_session:
+        import triton.profiler
+
+        session = triton.profiler
+        session.start(a.name, data="trace", backend="instrumentation", mode=a.mode)
+    sys.argv = list(program)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        if session is not None:
+            session.finalize()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

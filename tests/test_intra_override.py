@@ -1,0 +1,139 @@
+"""`kernscope intra override` without a GPU: proton.record insertion into real TTGIR (compiled for sm_90 on the CPU),
+which Triton's MLIR parser with Proton's dialect accepts; the dump directory step; the child runner; bad input.
+The full three-step run on a GPU is in test_gpu.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernscope.cli import main
+from kernscope.errors import KernscopeError
+from kernscope.intra.override import insert_records, prepare_dump
+
+DATA = Path(__file__).parent / "data"
+triton = pytest.importorskip("triton")
+
+
+def _ttgir(kernel: str) -> str:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sys.path.insert(0, str(DATA))
+    import libkernels
+
+    sigs = {
+        "add_kernel": ({"x_ptr": "*fp32", "y_ptr": "*fp32", "output_ptr": "*fp32", "n_elements": "i32",
+                        "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 1024}),
+        "sum_rows": ({"x_ptr": "*fp32", "out_ptr": "*fp32", "n_cols": "i32", "stride": "i32", "BLOCK": "constexpr"},
+                     {"BLOCK": 128}),
+    }
+    sig, cx = sigs[kernel]
+    c = triton.compile(ASTSource(fn=getattr(libkernels, kernel), signature=sig, constexprs=cx),
+                       target=GPUTarget("cuda", 90, 32))
+    return str(c.asm["ttgir"])
+
+
+def _parses(text: str, tmp_path: Path) -> bool:
+    from triton._C.libtriton import ir, proton
+
+    p = tmp_path / "check.ttgir"
+    p.write_text(text)
+    ctx = ir.context()
+    ir.load_dialects(ctx)
+    proton.load_dialects(ctx)
+    return "proton.record" in str(ir.parse_mlir_module(str(p), ctx))
+
+
+def _loop_line() -> int:
+    src = (DATA / "libkernels.py").read_text().splitlines()
+    return next(i + 1 for i, line in enumerate(src) if "for start in range(0, n_cols, BLOCK)" in line)
+
+
+def test_records_around_body_and_top_level_loop_parse_with_protons_dialect(tmp_path):
+    text = _ttgir("sum_rows")
+    new, kernel, scopes = insert_records(text)
+    loop = f"loop@L{_loop_line()}"  # the source line, resolved through the #loc table
+    assert kernel == "sum_rows" and scopes == ("sum_rows", loop)
+    for s in scopes:
+        assert new.count(f'proton.record start "{s}"') == 1 and new.count(f'proton.record end "{s}"') == 1
+    lines = new.splitlines()
+    at = {ln.strip(): i for i, ln in enumerate(lines) if "proton.record" in ln}
+    loop_line = next(i for i, ln in enumerate(lines) if "scf.for" in ln)
+    assert at['proton.record start "sum_rows"'] < at[f'proton.record start "{loop}"'] == loop_line - 1
+    assert at[f'proton.record end "{loop}"'] < at['proton.record end "sum_rows"'] < \
+        next(i for i, ln in enumerate(lines) if "tt.return" in ln)
+    # nothing else changed
+    assert [ln for ln in lines if "proton.record" not in ln] == text.splitlines()
+    assert _parses(new, tmp_path)
+    only_loops, _, s2 = insert_records(text, regions=("loops",))
+    assert s2 == (loop,) and _parses(only_loops, tmp_path)
+
+
+def test_insert_errors():
+    add = _ttgir("add_kernel")
+    new, kernel, scopes = insert_records(add)
+    assert kernel == "add_kernel" and scopes == ("add_kernel",)
+    with pytest.raises(KernscopeError, match="no top-level loop"):
+        insert_records(add, regions=("loops",), where="add.ttgir")
+    with pytest.raises(KernscopeError, match="already contains proton.record"):
+        insert_records(new)
+    with pytest.raises(KernscopeError, match="--regions"):
+        insert_records(add, regions=("everything",))
+    with pytest.raises(KernscopeError, match="no public tt.func"):
+        insert_records("module {\n}\n", where="x.ttgir")
+    untouched, kernel, scopes = insert_records(add, kernels=("sum_rows",))
+    assert untouched == add and kernel == "add_kernel" and scopes == ()
+
+
+def _dump(root: Path) -> Path:
+    """A dump directory as TRITON_KERNEL_DUMP writes it: one folder per kernel hash, every IR stage."""
+    for k, h in (("add_kernel", "AAAA"), ("sum_rows", "BBBB")):
+        (root / h).mkdir(parents=True)
+        (root / h / f"{k}.ttgir").write_text(_ttgir(k))
+        (root / h / f"{k}.ptx").write_text("// ptx")
+        (root / h / f"{k}.ttir").write_text("// ttir")
+    return root
+
+
+def test_prepare_dump_keeps_only_the_chosen_kernels_ttgir(tmp_path):
+    dump = _dump(tmp_path / "ttgir_dump")
+    done = prepare_dump(dump, kernels=("sum_rows",))
+    assert [(Path(d.path).name, d.scopes[0]) for d in done] == [("sum_rows.ttgir", "sum_rows")]
+    assert sorted(p.relative_to(dump).as_posix() for p in dump.rglob("*") if p.is_file()) == ["BBBB/sum_rows.ttgir"]
+    with pytest.raises(KernscopeError, match="already contains proton.record"):  # a second pass is refused
+        prepare_dump(dump)
+    with pytest.raises(KernscopeError, match="no compiled kernel named nope"):
+        prepare_dump(_dump(tmp_path / "again"), kernels=("nope",))
+    both = prepare_dump(_dump(tmp_path / "all"))
+    assert sorted(d.kernel for d in both) == ["add_kernel", "sum_rows"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(KernscopeError, match="compiled no Triton kernel"):
+        prepare_dump(empty)
+
+
+def test_child_runner_passes_the_scripts_arguments(tmp_path):
+    script = tmp_path / "s.py"
+    out = tmp_path / "argv.txt"
+    script.write_text(f"import sys\nopen({str(out)!r}, 'w').write(' '.join(sys.argv))\nsys.exit(3)\n")
+    r = subprocess.run([sys.executable, "-m", "kernscope.intra.proton_session", "--name", str(tmp_path / "p"),
+                        "--no-session", "--", str(script), "a", "--b"], check=False)
+    assert r.returncode == 3 and out.read_text() == f"{script} a --b"
+
+
+def test_cli_bad_program_is_one_line(tmp_path, capsys):
+    assert main(["intra", "override", "-o", str(tmp_path / "w"), "--", "python", str(tmp_path / "nope.py")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"kernscope: error: {tmp_path / 'nope.py'}: no such script"]
+    failing = tmp_path / "fail.py"
+    failing.write_text("raise SystemExit(5)\n")
+    assert main(["intra", "override", "--no-session", "-o", str(tmp_path / "w"), "--", "python", str(failing)]) == 2
+    assert "step 1 (dump the TTGIR): the program exited with 5" in capsys.readouterr().err
+    quiet = tmp_path / "quiet.py"
+    quiet.write_text("x = 1\n")
+    assert main(["intra", "override", "--no-session", "-o", str(tmp_path / "w"), "--", "python", str(quiet)]) == 2
+    assert "compiled no Triton kernel" in capsys.readouterr().err
