@@ -35,6 +35,17 @@ if [ "$PART" = intra2 ]; then
   ls -la "$OUT" "$OUT/proton" "$OUT/intra_run"
   (cd "$OUT" && tar czf intra2.tgz proton proton_small intra_run 2>/dev/null && rm -rf proton proton_small intra_run)
 fi
+if [ "$PART" = round3 ]; then
+  echo "== GPU tests (with -s: printed measurements)"
+  timeout 300 python3 -m pytest -m gpu tests/test_gpu.py -q -s -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -15 "$OUT/gpu_tests.txt"
+  grep -a "warp spread" "$OUT/gpu_tests.txt"
+  echo "== warp sampling and named scopes: cost"
+  timeout 150 python3 benchmarks/bench_warps.py --out "$OUT/bench_warps.json" 2>&1 | tail -8
+  echo "== intra override on the library program"
+  timeout 120 python3 -m kernscope intra override -o "$OUT/override" -- python3 tests/data/run_libkernel.py > "$OUT/override.txt" 2>&1; tail -25 "$OUT/override.txt"
+  echo "== intra-kernel overhead goals (bench_intra)"
+  timeout 200 python3 benchmarks/bench_intra.py --out "$OUT/bench_intra.json" --reps 20 > "$OUT/bench_intra.log" 2>&1; tail -14 "$OUT/bench_intra.log"
+fi
 if [ "$PART" = tests ]; then
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
 fi

@@ -150,8 +150,9 @@ def test_bench_vector_add_trace_analysis(tmp_path):
 
 # -- part 2: named scopes, cycles, time shift, unmodified kernels ---------------------------------------------------
 @triton.jit
-def scoped_kernel(x, out, cols, buf, BLOCK: tl.constexpr, CYCLES: tl.constexpr = False, BROKEN: tl.constexpr = False):
-    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=CYCLES)
+def scoped_kernel(x, out, cols, buf, BLOCK: tl.constexpr, CYCLES: tl.constexpr = False, BROKEN: tl.constexpr = False,
+                  WARPS: tl.constexpr = None):
+    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=CYCLES, WARP_IDS=WARPS)
     prof = prof.enter("kernel")
     row = tl.program_id(0)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -167,12 +168,12 @@ def scoped_kernel(x, out, cols, buf, BLOCK: tl.constexpr, CYCLES: tl.constexpr =
     prof = prof.exit("kernel")
 
 
-def _scoped(**kw):
+def _scoped(slots=264 * 8 + 64, **kw):
     from kernscope.intra.host import decode_profiler_buffer
 
     x = torch.randn(264, 65536, device="cuda")
     out = torch.empty(264, device="cuda")
-    buf = alloc_profiler_buffer(264 * 8 + 64)
+    buf = alloc_profiler_buffer(slots)
     scoped_kernel[(264,)](x, out, 65536, buf, BLOCK=1024, **kw)
     torch.cuda.synchronize()
     assert torch.allclose(out, x.sum(1), rtol=1e-3, atol=1e-1)
@@ -280,3 +281,36 @@ def test_intra_override_script_with_its_own_session(tmp_path, capsys, monkeypatc
                  "--", "python", str(prog), "--increase-accuracy"]) == 0
     s = _scopes(capsys)
     assert s["add_kernel"]["count"] > 0 and (tmp_path / "add.chrome_trace").is_file()
+
+
+def test_warp_sampling_records_every_chosen_warp(tmp_path, capsys):
+    """Proton's selective warp sampling: lane 0 of each chosen warp records on its own (scoped_kernel: 4 warps)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from kernscope.cli import main
+    from kernscope.intra.stats import scope_tree
+
+    d = _scoped(slots=264 * 4 * 8 + 64, WARPS=(0, 1, 2, 3))
+    t = d.tasks
+    assert d.warps == [0, 1, 2, 3] and d.unpaired == 0 and d.dropped == 0
+    per = t.group_by("block", "group").agg(pl.len().alias("n"), pl.col("sm").first())
+    assert per.height == 264 * 4 and (per["n"] == 3).all()  # kernel, row_loop, store per warp
+    assert t.group_by("block").agg(pl.col("sm").n_unique().alias("k"))["k"].max() == 1  # a block's warps share its SM
+    tree = {r["path"]: r for r in scope_tree(t).iter_rows(named=True)}
+    assert tree["kernel"]["count"] == 264 * 4 and tree["kernel/row_loop"]["mean_ns"] < tree["kernel"]["mean_ns"]
+    # warps record when *they* get there: their row-loop ends differ within a block (no block barrier)
+    ends = t.filter(pl.col("task") == "row_loop").group_by("block").agg((pl.col("end_ns").max() - pl.col("end_ns").min()).alias("spread"))
+    print("warp spread of row_loop ends (ns): median", ends["spread"].median(), "max", ends["spread"].max())
+    two = _scoped(slots=264 * 2 * 8 + 64, WARPS=(1, 3)).tasks
+    assert sorted(set(two["group"].to_list())) == [1, 3] and two.height == 264 * 2 * 3
+    # unmodified kernels: intra run --warps
+    prog = Path(__file__).parent / "data" / "run_libkernel.py"
+    sys.path.insert(0, str(prog.parent))
+    assert main(["intra", "run", "--kernel", "sum_rows", "--warps", "0,1,2,3", "-o", str(tmp_path), "--format", "json",
+                 "--", "python", str(prog)]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out[out.index("{"):])
+    scopes = {s["name"]: s for s in doc["kernels"][0]["scopes"]}
+    assert scopes["sum_rows"]["count"] == 256 * 4  # 256 programs x 4 warps

@@ -51,6 +51,8 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
                                else "Proton's 1 GHz convention" if loaded.source == "proton" else "1 GHz (not measured)")
     if loaded.decoded is not None:
         d = loaded.decoded
+        if d.warps is not None:
+            summary["sampled_warps"] = ",".join(map(str, d.warps))
         summary.update(records=d.records, dropped=d.dropped, ring_overwritten=d.ring_overwritten, unpaired=d.unpaired,
                        capacity_per_region=d.capacity_per_region,
                        unbalanced=[{"scope": n, "enter_without_exit": a, "exit_without_enter": b} for n, a, b in d.unbalanced])
@@ -147,11 +149,13 @@ def export(path: str, output: str, task_names: str | None) -> None:
               help="A scope around the top-level statements of these source lines of KERNEL's file.")
 @click.option("--max-launches", type=click.IntRange(min=1), default=16, show_default=True,
               help="Profile the first N launches of each kernel; later ones run unprofiled.")
+@click.option("--warps", "warp_spec", default=None, metavar="0,1,2,3",
+              help="Warp sampling: these warps of each program record on their own (one track per warp).")
 @click.option("-o", "--output", "out_dir", default="kernscope-intra", show_default=True, help="Directory for the results.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.argument("program", nargs=-1, type=click.UNPROCESSED, required=True)
-def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max_launches: int, out_dir: str, fmt: str,
-        program: tuple[str, ...]) -> None:
+def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max_launches: int, warp_spec: str | None,
+        out_dir: str, fmt: str, program: tuple[str, ...]) -> None:
     """Run PROGRAM (python script.py ...) with its kernels profiled, without editing them: each chosen kernel's
     launches run an instrumented copy (scopes around its body and top-level loops, or chosen lines).
 
@@ -177,8 +181,14 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
         except ValueError:
             raise KernscopeError(f"--lines {spec!r}: expected KERNEL:FIRST-LAST[:NAME]") from None
         lines.setdefault(kname, []).append((a, b, rest[0] if rest else f"lines {a}-{b}"))
+    warps: list[int] = []
+    if warp_spec:
+        try:
+            warps = [int(w) for w in warp_spec.split(",") if w.strip()]
+        except ValueError:
+            raise KernscopeError(f"--warps {warp_spec!r}: expected warp ids like 0,1,2,3") from None
     res = run_script(program, kernels=kernels, regions=[r.strip() for r in regions.split(",") if r.strip()],
-                     lines=lines, max_launches=max_launches)
+                     lines=lines, max_launches=max_launches, warps=warps)
     os.makedirs(out_dir, exist_ok=True)
     kernels_doc: list[dict[str, object]] = []
     doc: dict[str, object] = {"program": list(program), "exit_code": res.exit_code, "kernels": kernels_doc}

@@ -19,6 +19,7 @@ from .layout import (
     DELTA_SHIFT,
     FLAG_CYCLES,
     FLAG_RING,
+    FLAG_WARPS,
     GLOBAL_HEADER_WORDS,
     H_FLAGS,
     H_GROUPS,
@@ -26,6 +27,7 @@ from .layout import (
     H_REGIONS,
     H_TOTAL,
     H_VERSION,
+    H_WARPS,
     MAGIC,
     R_C0,
     R_CLAST,
@@ -38,6 +40,7 @@ from .layout import (
     TASK_MASK,
     VALID,
     VERSION,
+    warps_of,
 )
 
 SCHEMA = {
@@ -72,6 +75,8 @@ class Decoded:
     clock_ghz: float | None = None
     #: how ``clock_ghz`` was measured (cycle mode): per region, pooled over short regions, or unknown
     clock_source: str | None = None
+    #: warp sampling: the warps that recorded (the ``group`` column holds the warp id); None otherwise
+    warps: list[int] | None = None
 
 
 Names = Sequence[str] | Mapping[int, str]
@@ -117,6 +122,7 @@ class _Header:
     groups: int
     ring: bool
     cycles: bool
+    warps: list[int] | None = None  #: warp sampling: warp id of each group
 
 
 def _read_header(b: np.ndarray) -> _Header | None:
@@ -139,7 +145,13 @@ def _read_header(b: np.ndarray) -> _Header | None:
     if cap <= 0:
         raise KernscopeError(f"profiler buffer too small: {n_regions} regions leave no room for records")
     regions = b[GLOBAL_HEADER_WORDS : GLOBAL_HEADER_WORDS + per * n_regions].reshape(n_regions, per)
-    return _Header(regions, cap, max(1, int(b[H_GROUPS])), bool(flags & FLAG_RING), bool(flags & FLAG_CYCLES))
+    groups = max(1, int(b[H_GROUPS]))
+    warps = None
+    if flags & FLAG_WARPS:
+        warps = warps_of(int(b[H_WARPS]))
+        if len(warps) != groups:
+            raise KernscopeError(f"profiler buffer header: warp mask {int(b[H_WARPS]):#x} does not match its {groups} groups")
+    return _Header(regions, cap, groups, bool(flags & FLAG_RING), bool(flags & FLAG_CYCLES), warps)
 
 
 def _written(recs: np.ndarray, cap: int) -> np.ndarray:
@@ -175,7 +187,7 @@ def _fast_uniform(h: _Header, out: Decoded, active: np.ndarray, k0: int) -> Deco
     s_ns = (t0r + ((sw & ~VALID) >> DELTA_SHIFT)).reshape(-1)
     e_ns = (t0r + ((ew & ~VALID) >> DELTA_SHIFT)).reshape(-1)
     tt = (sw & TASK_MASK).reshape(-1)
-    return _finish(out, np.repeat(active, k0 // 2), s_ns, e_ns, tt, h.groups, regions[:, R_SMID])
+    return _finish(out, np.repeat(active, k0 // 2), s_ns, e_ns, tt, h.groups, regions[:, R_SMID], h.warps)
 
 
 def _gather(h: _Header, active: np.ndarray, kept: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -268,7 +280,7 @@ def _pair(out: Decoded, h: _Header, reg: np.ndarray, t: np.ndarray, is_start: np
         out.unbalanced = [(task_name(out.task_names, i), a, b) for i, (a, b) in sorted(table.items())]
     o = np.lexsort((t[ps], reg[ps]))  # rows by region, then start time
     ps, pe = ps[o], pe[o]
-    return _finish(out, reg[ps], t[ps], t[pe], task[ps], h.groups, h.regions[:, R_SMID])
+    return _finish(out, reg[ps], t[ps], t[pe], task[ps], h.groups, h.regions[:, R_SMID], h.warps)
 
 
 def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
@@ -288,7 +300,7 @@ def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
     active = np.flatnonzero(count > 0)
     out = Decoded(pl.DataFrame(schema=SCHEMA), regions=len(active), dropped=0 if h.ring else over,
                   ring_overwritten=over if h.ring else 0, capacity_per_region=h.cap, ring=h.ring, cycles=h.cycles,
-                  task_names=names)
+                  task_names=names, warps=h.warps)
     if len(active) == 0:
         return out
     k0 = int(kept[active[0]])
@@ -311,17 +323,22 @@ def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
         k = kept[active]
         if (k % 2 == 0).all() and is_start[ev].all() and not is_start[od].any() and (task[ev] == task[od]).all():
             out.unpaired = 0
-            return _finish(out, reg[ev], t[ev], t[od], task[ev], h.groups, h.regions[:, R_SMID])
+            return _finish(out, reg[ev], t[ev], t[od], task[ev], h.groups, h.regions[:, R_SMID], h.warps)
     return _pair(out, h, reg, t, is_start, task)
 
 
 def _finish(out: Decoded, r: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, tt: np.ndarray, groups: int,
-            smid: np.ndarray) -> Decoded:
-    """Build the task table; rows come out by region (block, group), then in record order."""
+            smid: np.ndarray, warps: list[int] | None = None) -> Decoded:
+    """Build the task table; rows come out by region (block, group), then in record order. With warp sampling
+    the group is the warp id."""
+    group = r % groups if groups > 1 else np.zeros(len(r), dtype=np.int64)
+    if warps is not None:
+        group = np.asarray(warps, dtype=np.int64)[group]
+        out.warps = list(warps)
     out.tasks = pl.DataFrame(
         {
             "block": r // groups if groups > 1 else r,
-            "group": r % groups if groups > 1 else np.zeros(len(r), dtype=np.int64),
+            "group": group,
             "sm": smid[r],
             "task_type": tt,
             "task": _labels(out.task_names, tt),

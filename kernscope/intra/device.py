@@ -39,6 +39,29 @@ def _scope_id(name):
         h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
     return 32768 | ((h ^ (h >> 15)) & 32767)
 
+@_constexpr_function
+def _warp_mask(warp_ids):
+    """Compile time: WARP_IDS (None, or a tuple of warp ids) -> bit mask (0: no warp sampling). The same rules
+    as ``kernscope.intra.layout.warp_mask`` (a CPU test checks they agree), written out for Triton."""
+    ids = warp_ids.value if isinstance(warp_ids, tl.constexpr) else warp_ids
+    if ids is None:
+        return 0
+    if isinstance(ids, tl.tuple):  # a tuple literal inside a kernel
+        ids = ids.values
+    ws = [int(w.value) if isinstance(w, tl.constexpr) else int(w) for w in ids]
+    if not ws or len(set(ws)) != len(ws) or min(ws) < 0 or max(ws) >= 32:
+        raise ValueError(f"WARP_IDS must be distinct integers in 0..31, got {ws}")
+    m = 0
+    for w in ws:
+        m |= 1 << w
+    return m
+
+
+@_constexpr_function
+def _bits(mask):
+    return bin(int(getattr(mask, "value", mask))).count("1")
+
+
 # Every offset and flag bit comes from layout.py (the decoder and the CPU model use the same names).
 _GH: tl.constexpr = tl.constexpr(L.GLOBAL_HEADER_WORDS)
 _RH: tl.constexpr = tl.constexpr(L.REGION_HEADER_WORDS)
@@ -47,6 +70,7 @@ _H_REGIONS: tl.constexpr = tl.constexpr(L.H_REGIONS)
 _H_GROUPS: tl.constexpr = tl.constexpr(L.H_GROUPS)
 _H_FLAGS: tl.constexpr = tl.constexpr(L.H_FLAGS)
 _H_GRID: tl.constexpr = tl.constexpr(L.H_GRID)
+_H_WARPS: tl.constexpr = tl.constexpr(L.H_WARPS)
 _R_COUNT: tl.constexpr = tl.constexpr(L.R_COUNT)
 _R_T0: tl.constexpr = tl.constexpr(L.R_T0)
 _R_C0: tl.constexpr = tl.constexpr(L.R_C0)
@@ -55,6 +79,7 @@ _R_TLAST: tl.constexpr = tl.constexpr(L.R_TLAST)
 _R_CLAST: tl.constexpr = tl.constexpr(L.R_CLAST)
 _FLAG_RING: tl.constexpr = tl.constexpr(L.FLAG_RING)
 _FLAG_CYCLES: tl.constexpr = tl.constexpr(L.FLAG_CYCLES)
+_FLAG_WARPS: tl.constexpr = tl.constexpr(L.FLAG_WARPS)
 _SHIFT: tl.constexpr = tl.constexpr(L.DELTA_SHIFT)
 _SBIT: tl.constexpr = tl.constexpr(L.START_BIT)
 _VALID: tl.constexpr = tl.constexpr(L.VALID)
@@ -90,6 +115,26 @@ def tid(axis: tl.constexpr):
 
 
 @triton.jit
+def _put(ptr, value, mask, PER_THREAD: tl.constexpr):
+    """Store ``value`` at ``ptr`` where ``mask``. Triton issues a store of a scalar from one thread of the block;
+    warp sampling needs one store per sampled warp, so there the store is a predicated PTX store executed by
+    every thread whose ``mask`` is set (the leader lane of each sampled warp)."""
+    if PER_THREAD:
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.s32 p, $3, 0; @p st.global.b64 [$1], $2; mov.b32 $0, 0; }",
+            "=r,l,l,r", [ptr.to(tl.int64, bitcast=True), value.to(tl.int64), mask.to(tl.int32)],
+            dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.store(ptr, value, mask=mask)
+
+
+@triton.jit
+def _popc(x):
+    """Number of set bits of an int64 (%popc)."""
+    return tl.inline_asm_elementwise("popc.b64 $0, $1;", "=r,l", [x], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
 def _region_base(buf, total, region, nreg):
     """(base pointer, capacity) of a region. Kept out of the hot start path: ``total`` comes from a
     global load issued in ``create``, and using it early would stall the warp on that load."""
@@ -120,10 +165,11 @@ class Profiler:
     RING: tl.constexpr
     CYCLES: tl.constexpr
     SYNC: tl.constexpr
+    WMASK: tl.constexpr  # warp sampling: mask of the recording warps (0: one recorder per program and group)
 
     @_constexpr_function
     def __init__(self, buf, total, region, nreg, idx, origin, gt_start, sm, pending, hdr, is_leader, ENABLE_PROFILING,
-                 RING, CYCLES, SYNC):
+                 RING, CYCLES, SYNC, WMASK):
         self.buf = buf
         self.total = total
         self.region = region
@@ -139,55 +185,81 @@ class Profiler:
         self.RING = tl.constexpr(RING)
         self.CYCLES = tl.constexpr(CYCLES)
         self.SYNC = tl.constexpr(SYNC)
+        self.WMASK = tl.constexpr(WMASK)
 
     @triton.jit
     def create(profiler_buffer, group_id, num_groups, is_leader, ENABLE_PROFILING: tl.constexpr = True,
-               RING: tl.constexpr = False, CYCLES: tl.constexpr = False, SYNC: tl.constexpr = True):
+               RING: tl.constexpr = False, CYCLES: tl.constexpr = False, SYNC: tl.constexpr = True,
+               WARP_IDS: tl.constexpr = None):
         """Claim this program's region. Options beyond the seed API: ``RING`` keeps the newest records
         when the region fills; ``CYCLES`` records %clock64 (anchored to %globaltimer); ``SYNC=False``
         skips the block-wide barrier at each record (cheaper; an end record then marks when the
-        leader's warp got there, not the whole block)."""
+        leader's warp got there, not the whole block).
+
+        ``WARP_IDS`` (warp sampling, e.g. ``(0, 1, 2, 3)``): instead of one leader per program and group, lane 0
+        of each listed warp records into a region of its own (``group`` = the warp id after decoding), so
+        every record marks when *that warp* got there (no block barrier). ``group_id``, ``num_groups`` and
+        ``is_leader`` are then ignored."""
         nx = tl.num_programs(0)
         ny = tl.num_programs(1)
         nz = tl.num_programs(2)
         pid = tl.program_id(0) + tl.program_id(1) * nx + tl.program_id(2) * nx * ny
+        WMASK: tl.constexpr = _warp_mask(WARP_IDS)
         if ENABLE_PROFILING:
             buf = profiler_buffer.to(tl.pointer_type(tl.int64))
-            nreg = (nx * ny * nz * num_groups).to(tl.int64)
-            region = (pid * num_groups + group_id).to(tl.int64)
+            if WMASK != 0:
+                NW: tl.constexpr = _bits(WMASK)
+                t = tid(0)
+                warp = (t >> 5).to(tl.int64)
+                wm = pid.to(tl.int64) * 0 + WMASK
+                leader = (((wm >> warp) & 1) == 1) & ((t & 31) == 0)
+                slot = _popc(wm & ((warp * 0 + 1 << warp) - 1)).to(tl.int64)
+                nreg = (nx * ny * nz).to(tl.int64) * NW
+                region = pid.to(tl.int64) * NW + slot
+                groups = NW
+            else:
+                leader = is_leader
+                nreg = (nx * ny * nz * num_groups).to(tl.int64)
+                region = (pid * num_groups + group_id).to(tl.int64)
+                groups = num_groups
             total = tl.load(buf + _H_TOTAL)  # consumed only when a record is written (see _region_base)
             gt = globaltimer()
             if CYCLES:
                 origin = clock64()
             else:
                 origin = gt
-            first = is_leader & (region == 0)
-            flags = (_FLAG_RING if RING else 0) | (_FLAG_CYCLES if CYCLES else 0)
-            tl.store(buf + _H_REGIONS, nreg, mask=first)
-            tl.store(buf + _H_GROUPS, gt * 0 + num_groups, mask=first)
-            tl.store(buf + _H_FLAGS, gt * 0 + flags, mask=first)
-            tl.store(buf + _H_GRID, (nx * ny * nz).to(tl.int64), mask=first)
+            first = leader & (region == 0)
+            flags = (_FLAG_RING if RING else 0) | (_FLAG_CYCLES if CYCLES else 0) | (_FLAG_WARPS if WMASK != 0 else 0)
+            _put(buf + _H_REGIONS, nreg, first, WMASK != 0)
+            _put(buf + _H_GROUPS, gt * 0 + groups, first, WMASK != 0)
+            _put(buf + _H_FLAGS, gt * 0 + flags, first, WMASK != 0)
+            _put(buf + _H_GRID, (nx * ny * nz).to(tl.int64), first, WMASK != 0)
+            if WMASK != 0:
+                _put(buf + _H_WARPS, gt * 0 + WMASK, first, True)
             return Profiler(buf, total, region, nreg, pid * 0, origin, gt, smid().to(tl.int64), gt * 0, pid * 0,
-                            is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC)
+                            leader, ENABLE_PROFILING, RING, CYCLES, SYNC, WMASK)
         else:
             z = pid * 0
-            return Profiler(profiler_buffer, z, z, z, z, z, z, z, z, z, is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC)
+            return Profiler(profiler_buffer, z, z, z, z, z, z, z, z, z, is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC,
+                            WMASK)
 
     @triton.jit
     def _header(self, base, cap, t):
         lead = self.is_leader & (cap > 0)
-        tl.store(base + _R_T0, self.gt_start, mask=lead)
+        per_thread: tl.constexpr = self.WMASK != 0
+        _put(base + _R_T0, self.gt_start, lead, per_thread)
         if self.CYCLES:
-            tl.store(base + _R_C0, self.origin, mask=lead)  # %clock64 at create
-            tl.store(base + _R_TLAST, globaltimer(), mask=lead)  # latest (globaltimer, clock64) anchor
-            tl.store(base + _R_CLAST, t, mask=lead)
-        tl.store(base + _R_SMID, self.sm, mask=lead)
+            _put(base + _R_C0, self.origin, lead, per_thread)  # %clock64 at create
+            _put(base + _R_TLAST, globaltimer(), lead, per_thread)  # latest (globaltimer, clock64) anchor
+            _put(base + _R_CLAST, t, lead, per_thread)
+        _put(base + _R_SMID, self.sm, lead, per_thread)
 
     @triton.jit
     def record(self, is_start, task_type):
         """Record the start (``is_start=True``) or end of task ``task_type`` (0..65535)."""
         if self.ENABLE_PROFILING:
-            if self.SYNC:
+            per_thread: tl.constexpr = self.WMASK != 0
+            if self.SYNC and not per_thread:
                 tl.debug_barrier()  # the task boundary is after every thread of the block got here
             if self.CYCLES:
                 t = clock64()
@@ -198,26 +270,27 @@ class Profiler:
             if self.RING:
                 base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
                 lead = self.is_leader & (cap > 0)
-                tl.store(base + _RH + self.idx % tl.maximum(cap, 1), word, mask=lead)
-                tl.store(base + _R_COUNT, (self.idx + 1).to(tl.int64), mask=lead)
+                _put(base + _RH + self.idx % tl.maximum(cap, 1), word, lead, per_thread)
+                _put(base + _R_COUNT, (self.idx + 1).to(tl.int64), lead, per_thread)
                 self._header(base, cap, t)
                 pending = self.pending
             else:
                 if self.pending != 0:  # a held start (nested tasks): write it now
                     base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
                     prev = self.idx - 1
-                    tl.store(base + _RH + prev, self.pending, mask=self.is_leader & (prev < cap))
+                    _put(base + _RH + prev, self.pending, self.is_leader & (prev < cap), per_thread)
                 if is_start * 1 == 0:  # an end: write it (and the header, once)
                     base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
-                    tl.store(base + _RH + self.idx, word, mask=self.is_leader & (self.idx < cap))
+                    _put(base + _RH + self.idx, word, self.is_leader & (self.idx < cap), per_thread)
                     # the counter is written only when a record is dropped (so the count of drops is known)
-                    tl.store(base + _R_COUNT, (self.idx + 1).to(tl.int64), mask=self.is_leader & (self.idx >= cap))
+                    _put(base + _R_COUNT, (self.idx + 1).to(tl.int64), self.is_leader & (self.idx >= cap), per_thread)
                     if self.CYCLES or self.hdr == 0:
                         self._header(base, cap, t)
                     hdr = self.hdr * 0 + 1
                 pending = word * (is_start * 1)
             return Profiler(self.buf, self.total, self.region, self.nreg, self.idx + 1, self.origin, self.gt_start, self.sm,
-                            pending, hdr, self.is_leader, self.ENABLE_PROFILING, self.RING, self.CYCLES, self.SYNC)
+                            pending, hdr, self.is_leader, self.ENABLE_PROFILING, self.RING, self.CYCLES, self.SYNC,
+                            self.WMASK)
         else:
             return self
 

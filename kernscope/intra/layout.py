@@ -3,7 +3,8 @@
 The buffer is one int64 tensor:
 
 - words 0..7, the global header: ``MAGIC``, ``VERSION``, total words, number of regions,
-  ``num_groups``, mode flags, grid size, reserved;
+  ``num_groups``, mode flags, grid size, and the mask of sampled warps (warp sampling: bit w set = warp w of
+  each program records, into its own region; the region's group is then the warp's rank in the mask);
 - then one fixed-size *region* per (program, group): ``per_region = (total - 8) // n_regions`` words:
 
   - 6 header words: records attempted, ``t0`` (%globaltimer ns at ``Profiler.create``), ``c0``
@@ -22,6 +23,8 @@ Otherwise a record costs one store.
 
 from __future__ import annotations
 
+from typing import Any
+
 MAGIC = 0x4B53_5052_4F46  # "KSPROF"
 VERSION = 1
 GLOBAL_HEADER_WORDS = 8
@@ -30,11 +33,15 @@ REGION_HEADER_WORDS = 6
 #: (a program records at least two records, so n_regions <= slots / 2).
 WORDS_PER_SLOT = 4
 
-H_MAGIC, H_VERSION, H_TOTAL, H_REGIONS, H_GROUPS, H_FLAGS, H_GRID = range(7)
+H_MAGIC, H_VERSION, H_TOTAL, H_REGIONS, H_GROUPS, H_FLAGS, H_GRID, H_WARPS = range(8)
 R_COUNT, R_T0, R_C0, R_SMID, R_TLAST, R_CLAST = range(6)
 
 FLAG_RING = 1
 FLAG_CYCLES = 2
+FLAG_WARPS = 4  #: warp sampling: regions are (program, sampled warp); H_WARPS holds the warp mask
+#: warps a program can have (Triton's num_warps <= 32): the mask fits one word
+MAX_WARPS = 32
+
 
 VALID_BIT = 62
 VALID = 1 << VALID_BIT
@@ -47,3 +54,17 @@ TASK_MASK = (1 << TASK_BITS) - 1
 def buffer_words(max_num_profile_slots: int) -> int:
     """Total int64 words for a buffer that holds ``max_num_profile_slots`` records."""
     return GLOBAL_HEADER_WORDS + WORDS_PER_SLOT * max(1, int(max_num_profile_slots))
+
+
+def warp_mask(warp_ids: Any) -> int:
+    """Bit mask of ``warp_ids`` (an iterable of ints, or Triton constexprs of ints), checked: 0 <= id < 32, no
+    repeats, at least one."""
+    ids = [int(getattr(w, "value", w)) for w in getattr(warp_ids, "values", warp_ids)]
+    if not ids or len(set(ids)) != len(ids) or any(not 0 <= w < MAX_WARPS for w in ids):
+        raise ValueError(f"warp ids must be distinct integers in 0..{MAX_WARPS - 1}, got {ids}")
+    return sum(1 << w for w in ids)
+
+
+def warps_of(mask: int) -> list[int]:
+    """The warp ids of a mask, ascending (the order of the groups of a warp-sampled buffer)."""
+    return [w for w in range(MAX_WARPS) if mask >> w & 1]

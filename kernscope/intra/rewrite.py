@@ -35,6 +35,7 @@ class Rewrite:
     name: str
     source: str
     scopes: tuple[str, ...]
+    warps: tuple[int, ...] = ()  #: warp sampling: the warps that record (empty: one recorder per program)
 
 
 def _enter(name: str) -> ast.stmt:
@@ -50,13 +51,15 @@ def _has_return(nodes: Sequence[ast.stmt]) -> bool:
 
 
 def instrumented_source(source: str, *, regions: Sequence[str] = ("body", "loops"),
-                        lines: Sequence[tuple[int, int, str]] = (), first_line: int = 1) -> Rewrite:
+                        lines: Sequence[tuple[int, int, str]] = (), first_line: int = 1,
+                        warps: Sequence[int] = ()) -> Rewrite:
     """Rewrite a kernel's source (``def name(...): ...``): a buffer parameter and named scopes.
 
     Args:
         regions: "body" (the whole kernel) and/or "loops" (each top-level ``for``/``while``).
         lines: ``(first, last, name)`` source line ranges (line numbers of the kernel's file, given
             ``first_line``, the line of its ``def``) whose top-level statements become a scope.
+        warps: warp sampling: these warps of each program record (``Profiler.create(..., WARP_IDS=...)``).
     Raises:
         KernscopeError: the kernel cannot be instrumented as asked (no loop where loops were asked for, a line
             range with no statement, an early ``return``).
@@ -116,7 +119,8 @@ def instrumented_source(source: str, *, regions: Sequence[str] = ("body", "loops
     tail: list[ast.stmt] = []
     if merged and isinstance(merged[-1], ast.Return):
         tail = [merged.pop()]
-    setup = ast.parse(f"{PROF} = _ks_Profiler.create({BUF}, 0, 1, is_leader=(_ks_tid(0) == 0))").body
+    sampling = f", WARP_IDS={tuple(int(w) for w in warps)!r}" if warps else ""
+    setup = ast.parse(f"{PROF} = _ks_Profiler.create({BUF}, 0, 1, is_leader=(_ks_tid(0) == 0){sampling})").body
     if "body" in regions:
         scopes.insert(0, name)
         merged = [_enter(name), *merged, _exit(name)]
@@ -127,7 +131,7 @@ def instrumented_source(source: str, *, regions: Sequence[str] = ("body", "loops
     insert_at = n_pos - n_def  # after the last parameter without a default: still valid syntax
     args.args.insert(insert_at, ast.arg(arg=BUF))
     ast.fix_missing_locations(mod)
-    return Rewrite(name, ast.unparse(fn) + "\n", tuple(scopes))
+    return Rewrite(name, ast.unparse(fn) + "\n", tuple(scopes), tuple(int(w) for w in warps))
 
 
 def _jit_parts(kernel: Any) -> tuple[Any, str, int]:
@@ -216,7 +220,8 @@ class InstrumentedKernel:
         names = list(self.original.arg_names)
         bound = dict(zip(names, args))
         bound.update(kwargs)
-        slots = self._programs(grid, bound) * 2 * max(1, len(self.rewrite.scopes)) + 64
+        recorders = self._programs(grid, bound) * max(1, len(self.rewrite.warps))
+        slots = recorders * 2 * max(1, len(self.rewrite.scopes)) + 64
         dev = self.device or next((a.device for a in bound.values() if isinstance(a, torch.Tensor)), "cuda")
         if self._buffer is None or self._buffer.numel() < 8 + 4 * slots or self._buffer.device != torch.device(dev):
             self._buffer = alloc_profiler_buffer(slots, str(dev))
@@ -251,15 +256,23 @@ def scopes_map(rw: Rewrite) -> dict[int, str]:
 
 
 def instrument(kernel: Any, *, regions: Sequence[str] = ("body", "loops"), lines: Sequence[tuple[int, int, str]] = (),
-               max_launches: int = 16, device: str | None = None) -> InstrumentedKernel:
+               max_launches: int = 16, device: str | None = None, warps: Sequence[int] = ()) -> InstrumentedKernel:
     """An instrumented copy of ``kernel`` (a ``@triton.jit`` function, e.g. imported from a library): named
-    scopes around its body and top-level loops (``regions``) or chosen source ``lines``."""
+    scopes around its body and top-level loops (``regions``) or chosen source ``lines``. ``warps`` (e.g.
+    ``(0, 1, 2, 3)``): warp sampling, each listed warp records on its own (the ``group`` column is the warp)."""
     fn, src, def_line = _jit_parts(kernel)
     unknown = set(regions) - {"body", "loops"}
     if unknown:
         raise KernscopeError(f"unknown region kind(s) {sorted(unknown)}; use body, loops or line ranges")
+    if warps:
+        from .layout import warp_mask
+
+        try:
+            warp_mask(warps)
+        except ValueError as e:
+            raise KernscopeError(str(e)) from None
     try:
-        rw = instrumented_source(src, regions=regions, lines=lines, first_line=def_line)
+        rw = instrumented_source(src, regions=regions, lines=lines, first_line=def_line, warps=warps)
     except KernscopeError as e:
         raise KernscopeError(f"{getattr(fn, '__qualname__', fn)}: {e}") from None
     return InstrumentedKernel(kernel, compile_rewrite(rw, fn.__globals__), rw, max_launches=max_launches, device=device)

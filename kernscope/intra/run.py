@@ -47,7 +47,7 @@ def _hooked_run(orig_run: Any, state: dict[str, Any]) -> Any:
             return orig_run(self, *args, grid=grid, warmup=warmup, **kwargs)
         if ik is None:
             ik = instrument(self, regions=state["regions"], lines=state["lines"].get(name, ()),
-                            max_launches=state["max_launches"])
+                            max_launches=state["max_launches"], warps=state["warps"])
             state["by_kernel"][id(self)] = (self, ik)
             key = name if name not in state["kernels"] else f"{name}@{getattr(self.fn, '__module__', '?')}"
             state["kernels"][key] = ik
@@ -58,9 +58,10 @@ def _hooked_run(orig_run: Any, state: dict[str, Any]) -> Any:
 
 
 def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Sequence[str] = ("body", "loops"),
-               lines: dict[str, list[tuple[int, int, str]]] | None = None, max_launches: int = 16) -> RunResult:
+               lines: dict[str, list[tuple[int, int, str]]] | None = None, max_launches: int = 16,
+               warps: Sequence[int] = ()) -> RunResult:
     """Run ``argv`` (``script.py args...``, or ``python script.py ...``) in this process with the chosen
-    kernels (all launched kernels when ``kernels`` is empty) profiled."""
+    kernels (all launched kernels when ``kernels`` is empty) profiled; ``warps``: warp sampling."""
     args = list(argv)
     if args and os.path.basename(args[0]).startswith("python"):
         args = args[1:]
@@ -74,7 +75,7 @@ def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Seq
 
     wanted = set(kernels)
     state: dict[str, Any] = {"kernels": {}, "regions": tuple(regions), "lines": lines or {},
-                             "max_launches": max_launches, "wanted": wanted,
+                             "max_launches": max_launches, "wanted": wanted, "warps": tuple(warps),
                              "by_kernel": {}}
     result = RunResult()
     orig_jit, orig_run = rj.jit, rj.JITFunction.run

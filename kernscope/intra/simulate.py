@@ -15,6 +15,7 @@ from .layout import (
     DELTA_SHIFT,
     FLAG_CYCLES,
     FLAG_RING,
+    FLAG_WARPS,
     GLOBAL_HEADER_WORDS,
     H_FLAGS,
     H_GRID,
@@ -23,6 +24,7 @@ from .layout import (
     H_REGIONS,
     H_TOTAL,
     H_VERSION,
+    H_WARPS,
     MAGIC,
     R_C0,
     R_CLAST,
@@ -35,6 +37,7 @@ from .layout import (
     VALID,
     VERSION,
     buffer_words,
+    warp_mask,
 )
 
 
@@ -56,14 +59,20 @@ def empty_buffer(max_num_profile_slots: int) -> np.ndarray:
     return b
 
 
-def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int = 1, ring: bool = False, cycles: bool = False) -> np.ndarray:
-    """Write ``regions`` (index = program * num_groups + group) into ``buf`` as the device would."""
+def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int = 1, ring: bool = False, cycles: bool = False,
+                warp_ids: Sequence[int] | None = None) -> np.ndarray:
+    """Write ``regions`` (index = program * num_groups + group) into ``buf`` as the device would. With
+    ``warp_ids`` (warp sampling) the groups are the sampled warps in ascending order: region = program *
+    len(warp_ids) + rank of the warp."""
     n = len(regions)
     total = int(buf[H_TOTAL])
     per = (total - GLOBAL_HEADER_WORDS) // n
     cap = per - REGION_HEADER_WORDS
+    if warp_ids is not None:
+        num_groups = len(warp_ids)
+        buf[H_WARPS] = warp_mask(warp_ids)
     buf[H_REGIONS], buf[H_GROUPS], buf[H_GRID] = n, num_groups, n // num_groups
-    buf[H_FLAGS] = (FLAG_RING if ring else 0) | (FLAG_CYCLES if cycles else 0)
+    buf[H_FLAGS] = (FLAG_RING if ring else 0) | (FLAG_CYCLES if cycles else 0) | (FLAG_WARPS if warp_ids is not None else 0)
     for r, reg in enumerate(regions):
         base = GLOBAL_HEADER_WORDS + r * per
         buf[base + R_T0], buf[base + R_SMID] = reg.t0, reg.sm

@@ -1,0 +1,102 @@
+"""Warp sampling without a GPU: the buffer layout (CPU model -> decoder), the exports (one track per warp), the
+device code's compile-time mask (same rules as the layout's), and the instrumented copy compiled for sm_90."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernscope.cli import main
+from kernscope.errors import KernscopeError
+from kernscope.intra.decode import decode_buffer
+from kernscope.intra.export import assign_lanes, perfetto_bytes, read_perfetto
+from kernscope.intra.layout import H_WARPS, warp_mask, warps_of
+from kernscope.intra.simulate import Region, empty_buffer, fill_buffer
+
+DATA = Path(__file__).parent / "data"
+
+
+def _sampled(programs: int, warps: tuple[int, ...]) -> tuple[np.ndarray, dict]:
+    """Each sampled warp of each program records task 0 then task 1; warp w starts 10*w ns later than warp 0."""
+    regions, want = [], {}
+    for p in range(programs):
+        for w in warps:
+            t = 1000 * p + 10 * w
+            regions.append(Region([(t, True, 0), (t + 100 + w, False, 0), (t + 200, True, 1), (t + 260, False, 1)],
+                                  t0=500 * p, sm=p % 3))
+            want[(p, w)] = [(t, t + 100 + w), (t + 200, t + 260)]
+    buf = fill_buffer(empty_buffer(programs * len(warps) * 4 + 16), regions, warp_ids=warps)
+    return buf, want
+
+
+def test_mask_rules_agree_with_the_device_code():
+    pytest.importorskip("triton")
+    from kernscope.intra.device import _warp_mask
+
+    for ids in [(0,), (0, 1, 2, 3), (1, 5, 31), (3, 0)]:
+        assert _warp_mask(ids) == warp_mask(ids) and warps_of(warp_mask(ids)) == sorted(ids)
+    assert _warp_mask(None) == 0
+    for bad in [(), (1, 1), (32,), (-1,)]:
+        with pytest.raises(ValueError):
+            warp_mask(bad)
+        with pytest.raises(ValueError):
+            _warp_mask(bad)
+
+
+def test_decode_gives_each_sampled_warp_its_own_group():
+    buf, want = _sampled(4, (0, 2, 5))
+    d = decode_buffer(buf, ["load", "mma"])
+    assert d.warps == [0, 2, 5] and d.dropped == 0 and d.unpaired == 0
+    t = d.tasks
+    assert t.height == 4 * 3 * 2 and sorted(set(t["group"].to_list())) == [0, 2, 5]
+    got = {}
+    for r in t.iter_rows(named=True):
+        got.setdefault((r["block"], r["group"]), []).append((r["start_ns"], r["end_ns"]))
+    assert got == want
+    assert (t.filter(t["block"] == 1)["sm"] == 1).all()
+    # a header whose mask disagrees with its group count is refused
+    buf[H_WARPS] = warp_mask((0, 1))
+    with pytest.raises(KernscopeError, match="warp mask"):
+        decode_buffer(buf)
+
+
+def test_exports_put_every_warp_on_its_own_track():
+    buf, _ = _sampled(2, (0, 1, 2, 3))
+    t = decode_buffer(buf, ["load", "mma"]).tasks
+    lanes = assign_lanes(t)
+    # the four warps of a program overlap in time: four lanes under its SM
+    assert lanes.units.height == 2 * 4 and set(lanes.lanes_per_sm.values()) == {4}
+    back = read_perfetto(perfetto_bytes(t))
+    assert back.height == t.height and sorted(set(back["group"].to_list())) == [0, 1, 2, 3]
+
+
+def test_instrumented_copy_with_warp_sampling_compiles_for_sm90(capsys):
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernscope.intra import instrument
+
+    sys.path.insert(0, str(DATA))
+    import libkernels
+
+    ik = instrument(libkernels.sum_rows, warps=(0, 1, 2, 3))
+    assert "WARP_IDS=(0, 1, 2, 3)" in ik.rewrite.source and ik.rewrite.warps == (0, 1, 2, 3)
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_cols": "i32", "stride": "i32", "_ks_prof_buf": "*i64",
+           "BLOCK": "constexpr"}
+    ptx = triton.compile(ASTSource(fn=ik.jit, signature=sig, constexprs={"BLOCK": 128}),
+                         target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    assert "@p st.global.b64" in ptx  # a store per sampled warp, not Triton's one-thread scalar store
+    assert "popc.b64" in ptx
+    plain = triton.compile(ASTSource(fn=instrument(libkernels.sum_rows).jit, signature=sig, constexprs={"BLOCK": 128}),
+                           target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    assert "@p st.global.b64" not in plain
+    # each sampled warp records when it gets there: no block barrier per record (the kernel's own reduction keeps its)
+    assert ptx.count("bar.sync") + 2 * len(ik.scopes) <= plain.count("bar.sync")
+    with pytest.raises(KernscopeError, match="distinct integers"):
+        instrument(libkernels.sum_rows, warps=(0, 0))
+    assert main(["intra", "run", "--warps", "a,b", "--", "python", str(DATA / "run_libkernel.py")]) == 2
+    assert "--warps 'a,b'" in capsys.readouterr().err
