@@ -137,3 +137,43 @@ def test_cli_bad_program_is_one_line(tmp_path, capsys):
     quiet.write_text("x = 1\n")
     assert main(["intra", "override", "--no-session", "-o", str(tmp_path / "w"), "--", "python", str(quiet)]) == 2
     assert "compiled no Triton kernel" in capsys.readouterr().err
+
+
+def _proton_event(kernel: str, core: int, cta: int, warp: int, name: str, ts_us: float, dur_us: float) -> dict:
+    return {"ph": "X", "name": name, "cat": kernel, "pid": f"{kernel} Core{core} CTA{cta}", "tid": f"warp {warp} (line 0)",
+            "ts": ts_us, "dur": dur_us, "args": {"Finalization Time (ns)": 128, "Frequency (MHz)": 1000.0}}
+
+
+def test_proton_trace_with_several_kernels_and_launches(tmp_path, capsys):
+    """What `intra override` reads back: Proton writes every launch of every kernel on one time axis with CTA ids
+    repeating per launch; blocks must not merge across launches, and span/tail are given per launch."""
+    import json
+
+    ev = []
+    for launch, t0 in enumerate((0.0, 50.0, 100.0)):  # add: 3 launches of 4 CTAs x 2 warps
+        for cta in range(4):
+            for w in range(2):
+                ev.append(_proton_event("add", cta % 2, cta, w, "add", t0 + cta, 2.0 + launch))
+    for cta in range(3):  # rows: one launch, nested scopes
+        ev.append(_proton_event("rows", cta, cta, 0, "rows", 200.0, 10.0))
+        ev.append(_proton_event("rows", cta, cta, 0, "loop@L7", 201.0, 8.0))
+    p = tmp_path / "p.chrome_trace"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    from kernscope.intra.io import load_tasks
+
+    loaded = load_tasks(p)
+    assert loaded.launches is not None
+    per = loaded.launches.group_by("kernel", "launch").len().sort("kernel", "launch").rows()
+    assert per == [("add", 0, 4), ("add", 1, 4), ("add", 2, 4), ("rows", 0, 3)]
+    assert loaded.tasks["block"].n_unique() == 15 and loaded.tasks.height == len(ev)
+    assert main(["intra", "stats", str(p), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    runs = {(r["kernel"], r["launch"]): r for r in doc["summary"]["launches"]}
+    assert runs[("add", 1)]["blocks"] == 4 and runs[("add", 1)]["span_ns"] == 3000 + 3000  # CTAs at +0..3 µs, 3 µs each
+    assert "span_ns" not in doc["summary"]  # one span over several launches would mean nothing
+    assert main(["intra", "stats", str(p), "--kernel", "rows", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"]["blocks"] == 3 and doc["summary"]["span_ns"] == 10_000
+    assert {s["path"] for s in doc["scopes"]} == {"rows", "rows/loop@L7"}
+    assert main(["intra", "stats", str(p), "--kernel", "nope"]) == 2
+    assert "it has: add, rows" in capsys.readouterr().err

@@ -20,16 +20,19 @@ def intra() -> None:
 @click.option("--clock-ghz", type=float, default=None,
               help="Cycles per ns for the cycle columns [default: the SM clock a cycle-mode buffer measured; "
                    "else 1, Proton's convention: its traces count cycles as ns at 1 GHz].")
+@click.option("--kernel", default=None, help="Proton traces with several kernels: only this kernel's launches.")
 def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hatchet_out: str | None,
-          clock_ghz: float | None) -> None:
+          clock_ghz: float | None, kernel: str | None = None) -> None:
     """Per task/scope count/mean/p50/p95/max, the scope tree (op-measure), per-SM busy fraction, tail and SM imbalance.
 
     Reads kernscope buffers (.npz), kernscope's Perfetto/Chrome exports and Proton's instrumentation traces
     (.chrome_trace, optionally gzipped)."""
     import json as _json
 
+    import polars as pl
     from rich.console import Console
 
+    from ..errors import KernscopeError
     from ..files import write_text
     from ..render.intra import render_stats, render_tree
     from . import stats as st
@@ -39,8 +42,24 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
 
     loaded = load_tasks(path, task_names.split(",") if task_names else None)
     t = loaded.tasks
+    units = loaded.launches
+    if kernel is not None:
+        names = sorted(set(units["kernel"].to_list())) if units is not None else []
+        if kernel not in names:
+            raise KernscopeError(f"{path}: no kernel {kernel!r} in this trace"
+                                 + (f"; it has: {', '.join(names)}" if names else " (one kernel, unnamed: omit --kernel)"))
+        assert units is not None
+        units = units.filter(pl.col("kernel") == kernel)
+        t = t.filter(pl.col("block").is_in(units["block"].implode()))
     per_task = st.task_stats(t)
     summary = st.kernel_summary(t)
+    if units is not None and units.select("kernel", "launch").n_unique() > 1:
+        # span, tail and SM balance mean something per launch only
+        summary = {k: summary[k] for k in ("tasks", "blocks", "sms")}
+        summary["launches"] = [
+            {"kernel": k, "launch": n, **st.kernel_summary(t.filter(pl.col("block").is_in(u["block"].implode())))}
+            for (k, n), u in units.group_by("kernel", "launch", maintain_order=True)
+        ]
     d0 = loaded.decoded
     measured = d0.clock_ghz if d0 is not None and d0.cycles else None
     clock = clock_ghz or measured or loaded.clock_ghz

@@ -27,6 +27,9 @@ class Loaded:
     #: Proton traces: per CTA the time its profile buffer took to write out ("Finalization Time (ns)")
     finalize: pl.DataFrame | None = None
     clock_ghz: float = 1.0  #: cycles per ns of the durations (Proton's traces assume 1 GHz)
+    #: Proton traces holding several kernels or launches: one row per block (kernel, launch, cta, block); the
+    #: ``block`` ids of the task table are then unique over the whole file
+    launches: pl.DataFrame | None = None
 
 
 _PROTON_PID = re.compile(r"Core\s*(\d+)\D+CTA\s*(\d+)", re.IGNORECASE)
@@ -51,17 +54,36 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
         warp = int(w.group(1)) if w else 0
         start = round(float(e["ts"]) * 1000)
         dur = round(float(e["dur"]) * 1000)
-        rows.append((cta, warp, core, -1, str(e.get("name", "")), start, start + dur, dur))
+        kernel = str(e.get("pid", ""))[: m.start()].strip()
+        rows.append((cta, warp, core, -1, str(e.get("name", "")), start, start + dur, dur, kernel))
         args = e.get("args") or {}
         for k, v in args.items():
             if "final" in str(k).lower() and isinstance(v, (int, float)):
                 fin.append((cta, core, int(v)))
     if not seen_proton:
         return None
-    t = pl.DataFrame(rows, schema=list(SCHEMA), orient="row").cast(SCHEMA)  # type: ignore[arg-type]
+    types: dict[str, Any] = {**SCHEMA, "kernel": pl.String}
+    t = pl.DataFrame(rows, schema=list(types), orient="row").cast(types)
     finalize = pl.DataFrame(fin, schema={"block": pl.Int64, "sm": pl.Int64, "finalize_ns": pl.Int64}, orient="row").unique(
         ["block", "sm"]) if fin else None
-    return Loaded(t.sort("block", "group", "start_ns"), None, "proton", finalize)
+    t, launches = _split_launches(t)
+    return Loaded(t.sort("block", "group", "start_ns"), None, "proton", finalize, launches=launches)
+
+
+def _split_launches(t: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Proton writes every launch of every kernel into one trace, on one time axis, with CTA ids that repeat per
+    launch. A launch ends where nothing of that kernel runs any more: sorted by start, a record that starts after
+    every earlier record of its kernel ended opens the next launch. Blocks are then numbered per (kernel, launch,
+    CTA), so per-block statistics never merge two launches. One kernel, one launch: the table is unchanged."""
+    t = t.sort("kernel", "start_ns").with_columns(
+        (pl.col("start_ns") > pl.col("end_ns").cum_max().shift(1).over("kernel")).fill_null(False).cast(pl.Int64)
+        .cum_sum().over("kernel").alias("launch"))
+    if t["kernel"].n_unique() == 1 and int(t["launch"].max() or 0) == 0:  # type: ignore[arg-type]
+        return t.drop("kernel", "launch"), None
+    units = t.select("kernel", "launch", pl.col("block").alias("cta")).unique().sort("kernel", "launch", "cta")
+    units = units.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("block"))
+    t = t.rename({"block": "cta"}).join(units, on=["kernel", "launch", "cta"], how="left")
+    return t.select(list(SCHEMA)), units
 
 
 def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, str] | None = None) -> Loaded:

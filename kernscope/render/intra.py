@@ -25,7 +25,15 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
         tt.add_row(str(r["task"]), f"{r['count']:,}",
                    *(f"{r[k] / 1000:,.3f}" for k in ("mean_ns", "p50_ns", "p95_ns", "max_ns", "total_ns")))
     con.print(tt)
-    if summary.get("tasks"):
+    if summary.get("launches"):
+        lt = Table(title=f"{len(summary['launches'])} kernel launches in this trace", title_justify="left", show_edge=False)
+        for c in ("kernel", "launch", "blocks", "tasks", "span µs", "tail", "SM busy", "SM imbalance"):
+            lt.add_column(c, justify="left" if c == "kernel" else "right")
+        for r in summary["launches"]:
+            lt.add_row(str(r["kernel"]), str(r["launch"]), f"{r['blocks']:,}", f"{r['tasks']:,}", f"{r['span_ns'] / 1000:,.3f}",
+                       f"x{r['tail_ratio']:.2f}", f"{r['sm_busy_fraction_mean']:.1%}", f"x{r['sm_imbalance']:.2f}")
+        con.print(lt)
+    elif summary.get("tasks"):
         con.print(
             f"span {summary['span_ns'] / 1000:,.3f} µs · last block end {summary['last_block_end_ns'] / 1000:,.3f} µs vs "
             f"median {summary['median_block_end_ns'] / 1000:,.3f} µs (tail x{summary['tail_ratio']:.2f}) · SM busy mean "
