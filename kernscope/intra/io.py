@@ -62,8 +62,8 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
                 fin.append((cta, core, int(v)))
     if not seen_proton:
         return None
-    types: dict[str, Any] = {**SCHEMA, "kernel": pl.String}
-    t = pl.DataFrame(rows, schema=list(types), orient="row").cast(types)
+    types = {**SCHEMA, "kernel": pl.String}
+    t = pl.DataFrame(rows, schema=list(types), orient="row").cast(types)  # type: ignore[arg-type]
     finalize = pl.DataFrame(fin, schema={"block": pl.Int64, "sm": pl.Int64, "finalize_ns": pl.Int64}, orient="row").unique(
         ["block", "sm"]) if fin else None
     t, launches = _split_launches(t)
