@@ -42,36 +42,69 @@ class Lanes:
     lanes_per_sm: dict[int, int]
 
 
+def _greedy(ss: np.ndarray, es: np.ndarray) -> tuple[np.ndarray, int]:
+    """Interval partitioning of one SM's units (sorted by start): each takes the lowest free lane."""
+    lane = np.zeros(len(ss), dtype=np.int64)
+    free: list[tuple[int, int]] = []  # (end, lane) heap of busy lanes
+    spare: list[int] = []
+    next_lane = 0
+    for i in range(len(ss)):
+        while free and free[0][0] <= ss[i]:
+            heapq.heappush(spare, heapq.heappop(free)[1])
+        ln = heapq.heappop(spare) if spare else next_lane
+        if ln == next_lane:
+            next_lane += 1
+        lane[i] = ln
+        heapq.heappush(free, (int(es[i]), ln))
+    return lane, next_lane
+
+
 def assign_lanes(tasks: pl.DataFrame) -> Lanes:
-    """Pack the blocks of each SM onto the fewest lanes with no overlap (greedy interval partitioning)."""
+    """Pack the blocks of each SM onto the fewest lanes with no overlap.
+
+    Fast path, vectorized: an SM whose peak concurrency is ``L`` gets lane = (rank of the unit's start on the
+    SM) mod ``L``, which is valid whenever every unit ends before the unit ``L`` places later starts (blocks
+    running in waves, the usual shape); that is checked, and only SMs where it fails are packed by the greedy
+    interval partitioning (lowest free lane first). Both use the minimum number of lanes, ``L``."""
     units = (
         tasks.group_by("block", "group", "sm")
         .agg(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
         .sort(["sm", "s", "block", "group"])
     )
-    lane = np.zeros(units.height, dtype=np.int64)
-    per_sm: dict[int, int] = {}
+    n = units.height
+    if n == 0:
+        return Lanes(units.select("block", "group", "sm").with_columns(pl.Series("lane", [], dtype=pl.Int64)), {})
     sms = units["sm"].to_numpy()
     ss = units["s"].to_numpy()
     es = units["e"].to_numpy()
-    i = 0
-    n = units.height
-    while i < n:
-        sm = int(sms[i])
-        free: list[tuple[int, int]] = []  # (end, lane) heap of busy lanes
-        next_lane = 0
-        spare: list[int] = []
-        while i < n and sms[i] == sm:
-            while free and free[0][0] <= ss[i]:
-                heapq.heappush(spare, heapq.heappop(free)[1])
-            ln = heapq.heappop(spare) if spare else next_lane
-            if ln == next_lane:
-                next_lane += 1
-            lane[i] = ln
-            heapq.heappush(free, (int(es[i]), ln))
-            i += 1
-        per_sm[sm] = next_lane
-    return Lanes(units.select("block", "group", "sm").with_columns(pl.Series("lane", lane)), per_sm)
+    first = np.ones(n, bool)
+    first[1:] = sms[1:] != sms[:-1]
+    starts = np.flatnonzero(first)
+    sm_of = np.cumsum(first) - 1  # SM index of each unit
+    rank = np.arange(n) - starts[sm_of]
+    # peak concurrency per SM: sweep +1 at starts, -1 at ends (an end frees its lane for a start at the same time)
+    t = np.concatenate([ss, es])
+    kind = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
+    who = np.concatenate([sm_of, sm_of])
+    order = np.lexsort((kind, t, who))
+    depth = np.cumsum(kind[order])
+    sm_sorted = who[order]
+    sm_first = np.ones(2 * n, bool)
+    sm_first[1:] = sm_sorted[1:] != sm_sorted[:-1]
+    base = np.maximum.accumulate(np.where(sm_first, np.arange(2 * n), 0))
+    depth = depth - (depth[base] - kind[order][base])  # running depth within each SM
+    peak = np.zeros(len(starts), dtype=np.int64)
+    np.maximum.at(peak, sm_sorted, depth)
+    lane = rank % peak[sm_of]
+    # valid where the previous unit on the same (SM, lane) ended before this one starts
+    prev = np.arange(n) - peak[sm_of]
+    bad = (rank >= peak[sm_of]) & (es[np.maximum(prev, 0)] > ss)
+    lanes_per_sm = {int(sms[i]): int(peak[k]) for k, i in enumerate(starts)}
+    for k in np.unique(sm_of[bad]):
+        a = int(starts[k])
+        b = int(starts[k + 1]) if k + 1 < len(starts) else n
+        lane[a:b], lanes_per_sm[int(sms[a])] = _greedy(ss[a:b], es[a:b])
+    return Lanes(units.select("block", "group", "sm").with_columns(pl.Series("lane", lane)), lanes_per_sm)
 
 
 def _track(uuid: int, parent: int | None, name: str) -> bytes:
