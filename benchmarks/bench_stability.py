@@ -34,7 +34,9 @@ def summarize(out: Path) -> str:
     runs = sorted(out.glob("run*.json"))
     lines = []
     med: dict[str, list[float]] = {}
+    norm: dict[str, list[float]] = {}
     spd: list[float] = []
+    spd_norm: list[float] = []
     for p in runs:
         d = json.loads(p.read_text())
         gpu = d["env"].get("gpu")
@@ -43,12 +45,15 @@ def summarize(out: Path) -> str:
             m = c["machine"] or {}
             t = c["timing"] or {}
             med.setdefault(c["impl"], []).append(t.get("median_ms"))
+            if t.get("at_ref_clock_ms") == t.get("at_ref_clock_ms") and t.get("at_ref_clock_ms"):  # not NaN/None
+                norm.setdefault(c["impl"], []).append(t["at_ref_clock_ms"])
             flag = "clocks MOVED" if m.get("moved") else "clocks steady"
             lines.append(f"{p.stem} {c['impl']:14s} median {t.get('median_ms'):.4f} ms [{t.get('ci_low_ms'):.4f}, "
                          f"{t.get('ci_high_ms'):.4f}] n={t.get('n')} SM {m.get('sm_min_mhz')}–{m.get('sm_max_mhz')} MHz "
                          f"power ≤{m.get('power_max_w')} W temp ≤{m.get('temp_max_c')} °C {flag} "
                          f"reasons={','.join(m.get('reasons') or []) or '-'} speedup={c['metrics'].get('speedup')} "
-                         f"ci={c['metrics'].get('speedup_ci')} tflops={c['metrics'].get('tflops')}")
+                         f"ci={c['metrics'].get('speedup_ci')} tflops={c['metrics'].get('tflops')} "
+                         f"SM median {t.get('sm_mhz_median')} MHz, at max SM clock {t.get('at_ref_clock_ms')} ms")
             if c["impl"] == "triton_matmul":
                 spd.append(c["metrics"]["speedup"])
         lines.append(f"   gpu={gpu} clocks={clocks}")
@@ -57,6 +62,14 @@ def summarize(out: Path) -> str:
         if len(v) > 1:
             lines.append(f"{impl}: medians {', '.join(f'{x:.4f}' for x in v)} ms; spread (max-min)/mean = "
                          f"{100 * (max(v) - min(v)) / statistics.fmean(v):.2f}%")
+    for impl, v in norm.items():
+        if len(v) > 1:
+            lines.append(f"{impl}: SM-clock-normalized medians {', '.join(f'{x:.4f}' for x in v)} ms; spread = "
+                         f"{100 * (max(v) - min(v)) / statistics.fmean(v):.2f}%")
+    if len(norm.get("torch_matmul", [])) == len(norm.get("triton_matmul", [])) > 1:
+        spd_norm = [a / b for a, b in zip(norm["torch_matmul"], norm["triton_matmul"])]
+        lines.append(f"speedup at max SM clock per run: {', '.join(f'{x:.4f}' for x in spd_norm)}; spread = "
+                     f"{100 * (max(spd_norm) - min(spd_norm)) / statistics.fmean(spd_norm):.2f}%")
     if len(spd) > 1:
         lines.append(f"speedup torch/triton per run: {', '.join(f'{x:.4f}' for x in spd)}; spread = "
                      f"{100 * (max(spd) - min(spd)) / statistics.fmean(spd):.2f}%")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -92,6 +93,46 @@ class _Drifting:
     def read(self) -> GpuState:
         self.n += 1
         return GpuState(1980.0 - 10 * self.n, 2619.0, 600.0 + self.n, 50.0 + self.n)
+
+
+class _Throttled:
+    """A fake GPU at 1980 MHz max that alternates between 1980 and 990 MHz every other reading pair, and a callable
+    whose time follows the clock (what a compute-bound kernel does): 1 ms at 1980 MHz, 2 ms at 990 MHz."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mhz = 1980.0
+
+    def max_sm_mhz(self) -> float:
+        return 1980.0
+
+    def read(self) -> GpuState:
+        self.n += 1
+        if self.n % 2 == 1:  # a reading before a batch sets the clock for the batch
+            self.mhz = 1980.0 if (self.n // 2) % 2 == 0 else 990.0
+        return GpuState(self.mhz, 2619.0, 600.0, 50.0)
+
+
+def test_samples_carry_their_clock_and_the_normalized_median_removes_it():
+    from kernscope.bench.timing import summarize
+
+    gpu = _Throttled()
+    work = {"a": lambda: time.sleep(0.001 * 1980.0 / gpu.mhz)}
+    items = {k: Prepared(f, None, 1.0, 0) for k, f in work.items()}
+    clocks: dict[str, list[float]] = {}
+    out = measure_batches(items, {"a": 12}, device="cpu", flusher=None, batch_ms=3.0, read=gpu.read, sm_mhz=clocks)
+    assert len(clocks["a"]) == len(out["a"]) == 12 and sorted(set(clocks["a"])) == [990.0, 1980.0]
+    t = summarize(out["a"], "perf_counter").with_clocks(clocks["a"], gpu.max_sm_mhz())
+    slow = [x for x, f in zip(out["a"], clocks["a"]) if f == 990.0]
+    assert min(slow) > 1.8  # the raw samples: half of them take twice as long
+    assert t.at_ref_clock_ms == pytest.approx(1.0, rel=0.3) and t.ref_sm_mhz == 1980.0
+    assert max(x * f / 1980.0 for x, f in zip(out["a"], clocks["a"])) < 1.5  # normalized, every sample is ~1 ms
+    assert t.sm_mhz_median in (990.0, 1485.0, 1980.0)
+    # unknown clocks: no normalization, never a wrong number
+    same = summarize(out["a"], "perf_counter").with_clocks([float("nan")] * 12, 1980.0)
+    assert math.isnan(same.at_ref_clock_ms) and math.isnan(same.sm_mhz_median)
 
 
 def test_run_records_state_ci_and_speedup_noise(tmp_path):

@@ -48,6 +48,16 @@ class NullBackend:
         return None
 
 
+def max_sm_mhz(backend: Backend) -> float | None:
+    """The card's maximum SM clock (MHz), where the backend can tell (NVML: ``nvmlDeviceGetMaxClockInfo``)."""
+    fn = getattr(backend, "max_sm_mhz", None)
+    try:
+        v = fn() if callable(fn) else None
+    except Exception:  # noqa: BLE001 - a driver that cannot tell: no normalization, not a failure
+        return None
+    return float(v) if v else None
+
+
 class NvmlBackend:
     """NVIDIA Management Library through ``pynvml`` (package ``nvidia-ml-py``)."""
 
@@ -71,6 +81,10 @@ class NvmlBackend:
             return getattr(self.nv, fn)(self.h, *args)
         except (self.nv.NVMLError, AttributeError):
             return None
+
+    def max_sm_mhz(self) -> float | None:
+        v = self._get("nvmlDeviceGetMaxClockInfo", self.nv.NVML_CLOCK_SM)
+        return float(v) if v else None
 
     def read(self) -> GpuState | None:
         nv = self.nv

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import KernscopeError
 from .api import ImplSpec, Input, Operator
 from .env import probe_env
-from .machine import Backend, CellMachine, ClockLock, open_backend, unlock_clocks
+from .machine import Backend, CellMachine, ClockLock, max_sm_mhz, open_backend, unlock_clocks
 from .machine import lock_clocks as lock_clocks_
 from .results import BenchRun, Cell
 from .stats import ratio_ci, within_noise
@@ -192,10 +192,11 @@ def _timings(calls: dict[str, _Callable], s: Settings, flusher: L2Flusher, backe
             errors[k] = e
     rep_ms = s.duration_s * 1e3 if s.duration_s else s.rep
     reps = {k: reps_for(p, rep_ms) for k, p in prepared.items()}
+    clocks: dict[str, list[float]] = {}
     try:
         samples = measure_batches(prepared, reps, device=s.device, flusher=flusher,
                                   batch_ms=s.batch_ms if s.interleave and len(prepared) > 1 else None,
-                                  read=backend.read, on_reading=lambda k, st: machines[k].add(st))
+                                  read=backend.read, on_reading=lambda k, st: machines[k].add(st), sm_mhz=clocks)
     except Exception as e:  # noqa: BLE001 - an impl failing mid-measurement: time the others alone
         if len(prepared) == 1:
             errors[next(iter(prepared))] = e
@@ -204,12 +205,14 @@ def _timings(calls: dict[str, _Callable], s: Settings, flusher: L2Flusher, backe
         for k, p in prepared.items():
             try:
                 samples.update(measure_batches({k: p}, {k: reps[k]}, device=s.device, flusher=flusher, batch_ms=None,
-                                               read=backend.read, on_reading=lambda n, st: machines[n].add(st)))
+                                               read=backend.read, on_reading=lambda n, st: machines[n].add(st),
+                                               sm_mhz=clocks))
             except Exception as e2:  # noqa: BLE001
                 errors[k] = e2
     method = "cuda_events" if s.device.startswith("cuda") else "perf_counter"
+    ref = max_sm_mhz(backend)
     for k, v in samples.items():
-        timings[k] = summarize(v, method)
+        timings[k] = summarize(v, method).with_clocks(clocks.get(k, []), ref)
     return timings, machines
 
 

@@ -36,6 +36,13 @@ class Timing:
     method: str = "cuda_events"
     ci_low_ms: float = math.nan  #: 95% confidence interval of the median
     ci_high_ms: float = math.nan
+    #: median SM clock (MHz) while the samples ran (per sample: the mean of the readings around its batch)
+    sm_mhz_median: float = math.nan
+    #: SM-clock-normalized median: median of ``sample × its SM clock / ref_sm_mhz`` (ms). What the call would take
+    #: at the card's maximum clock if its time scaled with the SM clock: right for compute-bound kernels, an
+    #: over-correction for memory-bound ones (the memory clock does not move with the SM clock).
+    at_ref_clock_ms: float = math.nan
+    ref_sm_mhz: float = math.nan
 
     @property
     def spread(self) -> float:
@@ -47,8 +54,20 @@ class Timing:
             "median_ms": self.median_ms, "mean_ms": self.mean_ms, "min_ms": self.min_ms, "max_ms": self.max_ms,
             "iqr_ms": self.iqr_ms, "mad_ms": self.mad_ms, "spread": self.spread, "outliers": self.outliers,
             "n": len(self.samples_ms), "method": self.method, "ci_low_ms": self.ci_low_ms, "ci_high_ms": self.ci_high_ms,
+            "sm_mhz_median": self.sm_mhz_median, "at_ref_clock_ms": self.at_ref_clock_ms, "ref_sm_mhz": self.ref_sm_mhz,
             "samples_ms": self.samples_ms,
         }
+
+    def with_clocks(self, sm_mhz: list[float], ref_mhz: float | None) -> Timing:
+        """This timing with the SM clock of every sample (MHz, NaN where unknown) and the normalized median."""
+        known = [f for f in sm_mhz if not math.isnan(f)]
+        if len(sm_mhz) != len(self.samples_ms) or not known:
+            return self
+        self.sm_mhz_median = statistics.median(known)
+        if ref_mhz and len(known) == len(sm_mhz):
+            self.ref_sm_mhz = ref_mhz
+            self.at_ref_clock_ms = statistics.median(t * f / ref_mhz for t, f in zip(self.samples_ms, sm_mhz))
+        return self
 
 
 def summarize(samples: list[float], method: str = "cuda_events") -> Timing:
@@ -244,11 +263,13 @@ def reps_for(p: Prepared, rep_ms: float) -> int:
 
 def measure_batches(items: dict[str, Prepared], reps: dict[str, int], *, device: str, flusher: L2Flusher | None,
                     batch_ms: float | None, read: Callable[[], Any] | None = None,
-                    on_reading: Callable[[str, Any], None] | None = None) -> dict[str, list[float]]:
+                    on_reading: Callable[[str, Any], None] | None = None,
+                    sm_mhz: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Time every item ``reps[name]`` times, in batches of about ``batch_ms`` of calls, round-robin over the
     items (each round starts one item later), so drift over time hits every item alike. ``batch_ms`` None: one
     item after the other. ``read`` (e.g. the GPU's clocks) is called before and after every batch and handed
-    to ``on_reading(name, reading)``. Returns the per-call samples (ms) of each item."""
+    to ``on_reading(name, reading)``; with ``sm_mhz`` given, each sample's SM clock (the mean of the two
+    readings around its batch, NaN if unknown) is appended there. Returns the per-call samples (ms) of each item."""
     samples: dict[str, list[float]] = {k: [] for k in items}
     names = list(items)
     r = 0
@@ -261,12 +282,18 @@ def measure_batches(items: dict[str, Prepared], reps: dict[str, int], *, device:
                 continue
             p = items[k]
             size = left if batch_ms is None else max(1, min(left, int(round(batch_ms / p.est_ms))))
-            if read is not None and on_reading is not None:
-                on_reading(k, read())
+            r0 = read() if read is not None else None
+            if on_reading is not None and read is not None:
+                on_reading(k, r0)
             t = bench(p.fn, device=device, flusher=flusher, reps=size, before=p.before, shield=p.shield)
-            if read is not None and on_reading is not None:
-                on_reading(k, read())
+            r1 = read() if read is not None else None
+            if on_reading is not None and read is not None:
+                on_reading(k, r1)
             samples[k].extend(t.samples_ms)
+            if sm_mhz is not None:
+                f0, f1 = getattr(r0, "sm_mhz", None), getattr(r1, "sm_mhz", None)
+                f = (f0 + f1) / 2 if f0 is not None and f1 is not None else math.nan
+                sm_mhz.setdefault(k, []).extend([f] * len(t.samples_ms))
     return samples
 
 

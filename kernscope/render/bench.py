@@ -42,6 +42,8 @@ def results_frame(run: BenchRun) -> pl.DataFrame:
             r["latency_outliers"] = c.timing.outliers
             r["ci_low_ms"] = c.timing.ci_low_ms
             r["ci_high_ms"] = c.timing.ci_high_ms
+            r["sm_mhz_median"] = c.timing.sm_mhz_median
+            r["latency_at_max_sm_clock"] = c.timing.at_ref_clock_ms
         if "speedup_ci" in c.metrics:
             r["speedup_ci_low"], r["speedup_ci_high"] = c.metrics["speedup_ci"]
             r["speedup_noise"] = c.metrics.get("speedup_noise")
@@ -93,7 +95,8 @@ def _cell_text(c: Cell, m: str) -> str:
 
 def machine_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
     """Clocks, power and temperature of every cell while it was timed (⚠: clocks moved)."""
-    cols = ["input", "impl", "SM MHz", "mem MHz", "power W", "temp °C", "throttle", "clocks"]
+    cols = ["input", "impl", "SM MHz", "SM median", "mem MHz", "power W", "temp °C", "throttle", "clocks",
+            "ms @ max SM clk"]
     rows = []
     for c in run.cells:
         mc = c.machine
@@ -105,10 +108,13 @@ def machine_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
                 return "-"
             return f"{a:.0f}" if a == b else f"{a:.0f}–{b:.0f}"
 
-        rows.append([str(c.input_id), c.impl, rng(mc.sm_min_mhz, mc.sm_max_mhz), rng(mc.mem_min_mhz, mc.mem_max_mhz),
+        t = c.timing
+        med = "-" if t is None or math.isnan(t.sm_mhz_median) else f"{t.sm_mhz_median:.0f}"
+        norm = "-" if t is None or math.isnan(t.at_ref_clock_ms) else f"{t.at_ref_clock_ms:.4f} @{t.ref_sm_mhz:.0f}"
+        rows.append([str(c.input_id), c.impl, rng(mc.sm_min_mhz, mc.sm_max_mhz), med, rng(mc.mem_min_mhz, mc.mem_max_mhz),
                      "-" if mc.power_max_w is None else f"{mc.power_max_w:.0f}",
                      "-" if mc.temp_max_c is None else f"{mc.temp_max_c:.0f}", ",".join(mc.reasons) or "-",
-                     "⚠ moved" if mc.moved else "steady"])
+                     "⚠ moved" if mc.moved else "steady", norm])
     return cols, rows
 
 
