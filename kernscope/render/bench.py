@@ -142,9 +142,10 @@ def render(run: BenchRun, console: Console, width: int | None = None) -> None:
     mcols, mrows = machine_table(run)
     if mrows:
         console.print()
-        console.print(fit_table("GPU state while each cell was timed", [Col(mcols[0], True), Col(mcols[1], min_width=8)]
-                                + [Col(h, True) for h in mcols[2:6]] + [Col(mcols[6], min_width=8), Col(mcols[7], True)],
-                                mrows, w))
+        text_cols = {"impl", "throttle"}
+        console.print(fit_table("GPU state while each cell was timed (ms @ max SM clk: the median scaled to the card's "
+                                "maximum SM clock, for compute-bound kernels)",
+                                [Col(h, min_width=8) if h in text_cols else Col(h, True) for h in mcols], mrows, w))
     tcols, trows = trace_table(run)
     if trows:
         console.print()
