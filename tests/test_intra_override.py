@@ -4,6 +4,7 @@ The full three-step run on a GPU is in test_gpu.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +124,12 @@ def test_child_runner_passes_the_scripts_arguments(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kernscope.intra.proton_session", "--name", str(tmp_path / "p"),
                         "--no-session", "--", str(script), "a", "--b"], check=False)
     assert r.returncode == 3 and out.read_text() == f"{script} a --b"
+    # python -m module, from the current directory
+    (tmp_path / "progmod.py").write_text(f"import sys\nopen({str(out)!r}, 'w').write(' '.join(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-m", "kernscope.intra.proton_session", "--name", str(tmp_path / "p"),
+                        "--no-session", "--", "-m", "progmod", "x", "y"], check=False, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 0 and out.read_text() == "x y"
 
 
 def test_cli_bad_program_is_one_line(tmp_path, capsys):

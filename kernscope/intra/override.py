@@ -198,9 +198,10 @@ def _child(argv: Sequence[str], *, name: str, mode: str | None, session: bool) -
     args = list(argv)
     if args and os.path.basename(args[0]).startswith("python"):
         args = args[1:]
-    if not args:
-        raise KernscopeError("give the program to run: kernscope intra override [options] -- python script.py [args]")
-    if not os.path.isfile(args[0]):
+    if not args or (args[0] == "-m" and len(args) < 2):
+        raise KernscopeError("give the program to run: kernscope intra override [options] -- python script.py [args]"
+                             " (or -- python -m module [args])")
+    if args[0] != "-m" and not os.path.isfile(args[0]):
         raise KernscopeError(f"{args[0]}: no such script")
     cmd = [sys.executable, "-m", "kernscope.intra.proton_session", "--name", name]
     if mode:

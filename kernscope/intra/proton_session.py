@@ -1,6 +1,7 @@
 """Run a Python script under a Proton instrumentation session (the child process of ``intra override``).
 
     python -m kernscope.intra.proton_session --name OUT [--mode MODE] [--no-session] -- script.py [args]
+    python -m kernscope.intra.proton_session --name OUT [--mode MODE] [--no-session] -- -m module [args]
 
 Opens ``proton.start(OUT, data="trace", backend="instrumentation", mode=MODE)`` around the unmodified script and
 finalizes it at the end, so the script needs no Proton code; ``--no-session`` runs the script as it is (for
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     program = a.program[1:] if a.program[:1] == ["--"] else a.program
     if not program:
         ap.error("give the script to run")
+    module = program[1] if program[0] == "-m" and len(program) > 1 else None
     script = program[0]
     session: Any = None
     if not a.no_session:
@@ -33,11 +35,14 @@ def main(argv: list[str] | None = None) -> int:
 
         session = triton.profiler
         session.start(a.name, data="trace", backend="instrumentation", mode=a.mode)
-    sys.argv = list(program)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    sys.argv = [module, *program[2:]] if module else list(program)
+    sys.path.insert(0, os.getcwd() if module else os.path.dirname(os.path.abspath(script)))
     code = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
