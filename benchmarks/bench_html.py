@@ -43,16 +43,57 @@ def gpu_only(path: str, n: int) -> None:
         f.write('{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}}]}\n')
 
 
+def intra_page(tmp: Path, n: int) -> int:
+    """The intra-kernel timeline of ``n`` tasks: n/16 blocks x 16 tasks (3 kinds) on 132 SMs, from the CPU model."""
+    import numpy as np
+
+    from kernscope.intra.simulate import Region, empty_buffer, fill_buffer
+
+    blocks = max(1, n // 16)
+    regions = []
+    for b in range(blocks):
+        t = 1000 + (b // 132) * 4000
+        recs = []
+        for k in range(16):
+            recs += [(t + 200 * k, True, k % 3), (t + 200 * k + 150, False, k % 3)]
+        regions.append(Region(recs, t0=0, sm=b % 132))
+    buf = fill_buffer(empty_buffer(blocks * 32 + 64), regions)
+    np.savez(tmp / "b.npz", buffer=buf, task_names=np.array(["load", "mma", "store"]))
+    html = tmp / "intra.html"
+    t = time.perf_counter()
+    assert ks(["intra", "stats", str(tmp / "b.npz"), "--html", str(html)]) == 0
+    t_html = time.perf_counter() - t
+    with Browser(width=1400, height=900) as b:
+        t = time.perf_counter()
+        b.open(html.as_uri(), timeout=600)
+        t_open = time.perf_counter() - t
+        slices = b.eval("kernscope.timeline.start.length")
+        full = b.eval(TIMED.format(body="kernscope.timeline.draw()"))
+        b.eval("kernscope.timeline.zoom(0.01, 0.5)")
+        z100 = b.eval(TIMED.format(body="kernscope.timeline.draw()"))
+        errors = b.errors()
+    print(f"intra page: {slices:,} slices, {blocks:,} blocks; console errors: {len(errors)}", file=sys.stderr)
+    print(f"  stats + --html        {t_html:6.2f} s   HTML {html.stat().st_size / 1e6:.1f} MB")
+    print(f"  open until ready      {t_open:6.2f} s")
+    print(f"  redraw, full view     {full:6.1f} ms")
+    print(f"  redraw, zoom 100x     {z100:6.1f} ms")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=float, default=300)
     ap.add_argument("--trace")
     ap.add_argument("--kernels", type=int, help="instead: a GPU-only trace of this many kernels on 4 streams")
+    ap.add_argument("--intra-tasks", type=int,
+                    help="instead: the intra-kernel page (intra stats --html) of a buffer with this many tasks")
     args = ap.parse_args()
     if find_chromium() is None:
         print("no chromium: apt-get install chromium", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
+        if args.intra_tasks:
+            return intra_page(Path(tmp), args.intra_tasks)
         trace = args.trace
         if trace is None and args.kernels:
             trace = os.path.join(tmp, "kernels.json")
