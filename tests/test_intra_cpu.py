@@ -255,3 +255,23 @@ def test_lane_packing_is_valid_and_uses_the_fewest_lanes():
         for k in set(sm.tolist()):
             one = t.filter(pl.col("sm") == k).sort("start_ns")
             assert lanes.lanes_per_sm[k] == _greedy(one["start_ns"].to_numpy(), one["end_ns"].to_numpy())[1]
+
+
+def test_layout_v2_fills_one_sector_per_record_pair_and_v1_buffers_still_decode():
+    from kernscope.intra.layout import GLOBAL_HEADER_WORDS, LAYOUTS, VERSION
+    from kernscope.intra.simulate import Region, empty_buffer, fill_buffer
+
+    assert VERSION == 2
+    regions = [Region([(100 + b, True, 0), (180 + b, False, 0)], t0=b, sm=b % 5) for b in range(37)]
+    v2 = fill_buffer(empty_buffer(37 * 2 + 5), regions)
+    lay = LAYOUTS[2]
+    per = lay.region_words(len(v2), 37)
+    assert per % 4 == 0 and GLOBAL_HEADER_WORDS % 4 == 0  # every region starts on a 32-byte sector
+    written = np.flatnonzero(v2[GLOBAL_HEADER_WORDS:GLOBAL_HEADER_WORDS + per * 37].reshape(37, per)[1:].any(axis=0))
+    assert written.tolist() == [0, 1, 2, 3]  # t0, SM, start, end: one sector per program (program 0 has t0 = 0)
+    v1 = fill_buffer(empty_buffer(37 * 2 + 5, version=1), regions)
+    a, b = decode_buffer(v2, ["tile"]).tasks, decode_buffer(v1, ["tile"]).tasks
+    assert a.equals(b) and a.height == 37 and a["duration_ns"].to_list() == [80] * 37
+    v1[1] = 3
+    with pytest.raises(KernscopeError, match="version 3 is not supported"):
+        decode_buffer(v1)

@@ -28,18 +28,13 @@ from .layout import (
     H_TOTAL,
     H_VERSION,
     H_WARPS,
+    LAYOUTS,
     MAGIC,
-    R_C0,
-    R_CLAST,
-    R_COUNT,
-    R_SMID,
-    R_T0,
-    R_TLAST,
     REGION_HEADER_WORDS,
     START_BIT,
     TASK_MASK,
     VALID,
-    VERSION,
+    RegionLayout,
     warps_of,
 )
 
@@ -123,6 +118,7 @@ class _Header:
     ring: bool
     cycles: bool
     warps: list[int] | None = None  #: warp sampling: warp id of each group
+    lay: RegionLayout = LAYOUTS[2]  #: where a region's words are (by the buffer's layout version)
 
 
 def _read_header(b: np.ndarray) -> _Header | None:
@@ -131,8 +127,10 @@ def _read_header(b: np.ndarray) -> _Header | None:
         raise KernscopeError("profiler buffer is smaller than its header")
     if int(b[H_MAGIC]) != MAGIC:
         raise KernscopeError("not a kernscope profiler buffer (bad magic): was it allocated with alloc_profiler_buffer?")
-    if int(b[H_VERSION]) != VERSION:
-        raise KernscopeError(f"profiler buffer version {int(b[H_VERSION])} is not supported (expected {VERSION})")
+    lay = LAYOUTS.get(int(b[H_VERSION]))
+    if lay is None:
+        raise KernscopeError(f"profiler buffer version {int(b[H_VERSION])} is not supported "
+                             f"(this kernscope reads {', '.join(map(str, sorted(LAYOUTS)))})")
     total = int(b[H_TOTAL])
     n_regions = int(b[H_REGIONS])
     flags = int(b[H_FLAGS])
@@ -140,7 +138,7 @@ def _read_header(b: np.ndarray) -> _Header | None:
         return None
     if total > b.size or total < GLOBAL_HEADER_WORDS:
         raise KernscopeError(f"profiler buffer header says {total} words but the buffer has {b.size}")
-    per = (total - GLOBAL_HEADER_WORDS) // n_regions
+    per = lay.region_words(total, n_regions)
     cap = per - REGION_HEADER_WORDS
     if cap <= 0:
         raise KernscopeError(f"profiler buffer too small: {n_regions} regions leave no room for records")
@@ -151,7 +149,7 @@ def _read_header(b: np.ndarray) -> _Header | None:
         warps = warps_of(int(b[H_WARPS]))
         if len(warps) != groups:
             raise KernscopeError(f"profiler buffer header: warp mask {int(b[H_WARPS]):#x} does not match its {groups} groups")
-    return _Header(regions, cap, groups, bool(flags & FLAG_RING), bool(flags & FLAG_CYCLES), warps)
+    return _Header(regions, cap, groups, bool(flags & FLAG_RING), bool(flags & FLAG_CYCLES), warps, lay)
 
 
 def _written(recs: np.ndarray, cap: int) -> np.ndarray:
@@ -176,18 +174,19 @@ def _fast_uniform(h: _Header, out: Decoded, active: np.ndarray, k0: int) -> Deco
     time, in globaltimer mode. Works on (regions, k0) columns directly; None when the shape differs."""
     regions = h.regions
     sel = slice(None) if len(active) == regions.shape[0] else active  # a slice avoids a gather copy
-    block = regions[sel, REGION_HEADER_WORDS : REGION_HEADER_WORDS + k0]
+    r0 = h.lay.first_record
+    block = regions[sel, r0 : r0 + k0]
     sw, ew = block[:, 0::2], block[:, 1::2]
     bit = 1 << START_BIT
     if not (int(np.bitwise_and.reduce(sw, axis=None)) & bit and not int(np.bitwise_or.reduce(ew, axis=None)) & bit
             and not int(np.bitwise_or.reduce(sw ^ ew, axis=None)) & TASK_MASK):
         return None
     out.records = int(block.size)
-    t0r = regions[sel, R_T0][:, None]
+    t0r = regions[sel, h.lay.t0][:, None]
     s_ns = (t0r + ((sw & ~VALID) >> DELTA_SHIFT)).reshape(-1)
     e_ns = (t0r + ((ew & ~VALID) >> DELTA_SHIFT)).reshape(-1)
     tt = (sw & TASK_MASK).reshape(-1)
-    return _finish(out, np.repeat(active, k0 // 2), s_ns, e_ns, tt, h.groups, regions[:, R_SMID], h.warps)
+    return _finish(out, np.repeat(active, k0 // 2), s_ns, e_ns, tt, h.groups, regions[:, h.lay.smid], h.warps)
 
 
 def _gather(h: _Header, active: np.ndarray, kept: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -195,7 +194,8 @@ def _gather(h: _Header, active: np.ndarray, kept: np.ndarray, count: np.ndarray)
     k = kept[active]
     if not h.ring and bool((k == k[0]).all()):  # plain 2-D slice
         k0 = int(k[0])
-        return np.repeat(active, k0), h.regions[active, REGION_HEADER_WORDS : REGION_HEADER_WORDS + k0].reshape(-1)
+        r0 = h.lay.first_record
+        return np.repeat(active, k0), h.regions[active, r0 : r0 + k0].reshape(-1)
     reg = np.repeat(active, k)
     j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)  # 0..k-1 within region
     if h.ring:
@@ -203,19 +203,20 @@ def _gather(h: _Header, active: np.ndarray, kept: np.ndarray, count: np.ndarray)
         slot = (np.repeat(first, k) + j) % h.cap
     else:
         slot = j
-    return reg, h.regions[reg, REGION_HEADER_WORDS + slot]
+    return reg, h.regions[reg, h.lay.first_record + slot]
 
 
 def _times(h: _Header, reg: np.ndarray, words: np.ndarray) -> np.ndarray:
     """Record times (ns, %globaltimer clock); cycle records are converted with each region's clock rate."""
     delta = (words & ~VALID) >> DELTA_SHIFT
-    t0 = h.regions[reg, R_T0]
+    t0 = h.regions[reg, h.lay.t0]
     if not h.cycles:
         return t0 + delta
     r = h.regions
     active = np.unique(reg)
     f = np.ones(len(r))
-    f[active] = _freq_ghz(r[active, R_T0], r[active, R_C0], r[active, R_TLAST], r[active, R_CLAST])[0]
+    lay = h.lay
+    f[active] = _freq_ghz(r[active, lay.t0], r[active, lay.c0], r[active, lay.tlast], r[active, lay.clast])[0]
     return t0 + np.rint(delta / f[reg]).astype(np.int64)
 
 
@@ -280,7 +281,7 @@ def _pair(out: Decoded, h: _Header, reg: np.ndarray, t: np.ndarray, is_start: np
         out.unbalanced = [(task_name(out.task_names, i), a, b) for i, (a, b) in sorted(table.items())]
     o = np.lexsort((t[ps], reg[ps]))  # rows by region, then start time
     ps, pe = ps[o], pe[o]
-    return _finish(out, reg[ps], t[ps], t[pe], task[ps], h.groups, h.regions[:, R_SMID], h.warps)
+    return _finish(out, reg[ps], t[ps], t[pe], task[ps], h.groups, h.regions[:, h.lay.smid], h.warps)
 
 
 def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
@@ -293,8 +294,9 @@ def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
         flags = int(b[H_FLAGS])
         return Decoded(pl.DataFrame(schema=SCHEMA), task_names=names, ring=bool(flags & FLAG_RING),
                        cycles=bool(flags & FLAG_CYCLES))
-    written = _written(h.regions[:, REGION_HEADER_WORDS:], h.cap)
-    count = np.maximum(h.regions[:, R_COUNT], written)  # the counter is stored only on drops / in ring mode
+    lay = h.lay
+    written = _written(h.regions[:, lay.first_record : lay.first_record + h.cap], h.cap)
+    count = np.maximum(h.regions[:, lay.count], written)  # the counter is stored only on drops / in ring mode
     kept = np.minimum(count, h.cap)
     over = int(np.maximum(count - h.cap, 0).sum())
     active = np.flatnonzero(count > 0)
@@ -312,7 +314,7 @@ def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
     out.records = int(words.size)
     if h.cycles:
         r = h.regions
-        f, out.clock_source = _freq_ghz(r[active, R_T0], r[active, R_C0], r[active, R_TLAST], r[active, R_CLAST])
+        f, out.clock_source = _freq_ghz(r[active, lay.t0], r[active, lay.c0], r[active, lay.tlast], r[active, lay.clast])
         out.clock_ghz = float(np.median(f))
     is_start = ((words >> START_BIT) & 1).astype(bool)
     task = words & TASK_MASK
@@ -323,7 +325,7 @@ def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
         k = kept[active]
         if (k % 2 == 0).all() and is_start[ev].all() and not is_start[od].any() and (task[ev] == task[od]).all():
             out.unpaired = 0
-            return _finish(out, reg[ev], t[ev], t[od], task[ev], h.groups, h.regions[:, R_SMID], h.warps)
+            return _finish(out, reg[ev], t[ev], t[od], task[ev], h.groups, h.regions[:, h.lay.smid], h.warps)
     return _pair(out, h, reg, t, is_start, task)
 
 

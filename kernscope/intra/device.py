@@ -77,6 +77,8 @@ _R_C0: tl.constexpr = tl.constexpr(L.R_C0)
 _R_SMID: tl.constexpr = tl.constexpr(L.R_SMID)
 _R_TLAST: tl.constexpr = tl.constexpr(L.R_TLAST)
 _R_CLAST: tl.constexpr = tl.constexpr(L.R_CLAST)
+_R_RECORDS: tl.constexpr = tl.constexpr(L.R_RECORDS)
+_ALIGN: tl.constexpr = tl.constexpr(L.REGION_ALIGN)
 _FLAG_RING: tl.constexpr = tl.constexpr(L.FLAG_RING)
 _FLAG_CYCLES: tl.constexpr = tl.constexpr(L.FLAG_CYCLES)
 _FLAG_WARPS: tl.constexpr = tl.constexpr(L.FLAG_WARPS)
@@ -136,9 +138,11 @@ def _popc(x):
 
 @triton.jit
 def _region_base(buf, total, region, nreg):
-    """(base pointer, capacity) of a region. Kept out of the hot start path: ``total`` comes from a
-    global load issued in ``create``, and using it early would stall the warp on that load."""
+    """(base pointer, capacity) of a region; the region ends at ``base + _RH + capacity`` (its tail words are
+    addressed from there). Kept out of the hot start path: ``total`` comes from a global load issued in
+    ``create``, and using it early would stall the warp on that load."""
     per = (total - _GH) // nreg
+    per = per - per % _ALIGN  # regions start on a 32-byte sector
     return buf + _GH + region * per, per - _RH
 
 
@@ -249,9 +253,10 @@ class Profiler:
         per_thread: tl.constexpr = self.WMASK != 0
         _put(base + _R_T0, self.gt_start, lead, per_thread)
         if self.CYCLES:
-            _put(base + _R_C0, self.origin, lead, per_thread)  # %clock64 at create
-            _put(base + _R_TLAST, globaltimer(), lead, per_thread)  # latest (globaltimer, clock64) anchor
-            _put(base + _R_CLAST, t, lead, per_thread)
+            end = base + _RH + cap  # tail words: negative offsets from the region's end
+            _put(end + _R_C0, self.origin, lead, per_thread)  # %clock64 at create
+            _put(end + _R_TLAST, globaltimer(), lead, per_thread)  # latest (globaltimer, clock64) anchor
+            _put(end + _R_CLAST, t, lead, per_thread)
         _put(base + _R_SMID, self.sm, lead, per_thread)
 
     @triton.jit
@@ -270,20 +275,21 @@ class Profiler:
             if self.RING:
                 base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
                 lead = self.is_leader & (cap > 0)
-                _put(base + _RH + self.idx % tl.maximum(cap, 1), word, lead, per_thread)
-                _put(base + _R_COUNT, (self.idx + 1).to(tl.int64), lead, per_thread)
+                _put(base + _R_RECORDS + self.idx % tl.maximum(cap, 1), word, lead, per_thread)
+                _put(base + _RH + cap + _R_COUNT, (self.idx + 1).to(tl.int64), lead, per_thread)
                 self._header(base, cap, t)
                 pending = self.pending
             else:
                 if self.pending != 0:  # a held start (nested tasks): write it now
                     base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
                     prev = self.idx - 1
-                    _put(base + _RH + prev, self.pending, self.is_leader & (prev < cap), per_thread)
+                    _put(base + _R_RECORDS + prev, self.pending, self.is_leader & (prev < cap), per_thread)
                 if is_start * 1 == 0:  # an end: write it (and the header, once)
                     base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
-                    _put(base + _RH + self.idx, word, self.is_leader & (self.idx < cap), per_thread)
+                    _put(base + _R_RECORDS + self.idx, word, self.is_leader & (self.idx < cap), per_thread)
                     # the counter is written only when a record is dropped (so the count of drops is known)
-                    _put(base + _R_COUNT, (self.idx + 1).to(tl.int64), self.is_leader & (self.idx >= cap), per_thread)
+                    _put(base + _RH + cap + _R_COUNT, (self.idx + 1).to(tl.int64), self.is_leader & (self.idx >= cap),
+                         per_thread)
                     if self.CYCLES or self.hdr == 0:
                         self._header(base, cap, t)
                     hdr = self.hdr * 0 + 1

@@ -25,13 +25,8 @@ from .layout import (
     H_TOTAL,
     H_VERSION,
     H_WARPS,
+    LAYOUTS,
     MAGIC,
-    R_C0,
-    R_CLAST,
-    R_COUNT,
-    R_SMID,
-    R_T0,
-    R_TLAST,
     REGION_HEADER_WORDS,
     START_BIT,
     VALID,
@@ -53,9 +48,10 @@ class Region:
     extra: dict = field(default_factory=dict)
 
 
-def empty_buffer(max_num_profile_slots: int) -> np.ndarray:
+def empty_buffer(max_num_profile_slots: int, version: int = VERSION) -> np.ndarray:
+    """A reset buffer, as ``alloc_profiler_buffer`` makes it (``version``: the layout to write)."""
     b = np.zeros(buffer_words(max_num_profile_slots), dtype=np.int64)
-    b[H_MAGIC], b[H_VERSION], b[H_TOTAL] = MAGIC, VERSION, len(b)
+    b[H_MAGIC], b[H_VERSION], b[H_TOTAL] = MAGIC, version, len(b)
     return b
 
 
@@ -66,7 +62,8 @@ def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int =
     len(warp_ids) + rank of the warp."""
     n = len(regions)
     total = int(buf[H_TOTAL])
-    per = (total - GLOBAL_HEADER_WORDS) // n
+    lay = LAYOUTS[int(buf[H_VERSION])]
+    per = lay.region_words(total, n)
     cap = per - REGION_HEADER_WORDS
     if warp_ids is not None:
         num_groups = len(warp_ids)
@@ -75,20 +72,25 @@ def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int =
     buf[H_FLAGS] = (FLAG_RING if ring else 0) | (FLAG_CYCLES if cycles else 0) | (FLAG_WARPS if warp_ids is not None else 0)
     for r, reg in enumerate(regions):
         base = GLOBAL_HEADER_WORDS + r * per
-        buf[base + R_T0], buf[base + R_SMID] = reg.t0, reg.sm
-        buf[base + R_C0] = reg.c0
+        end = base + per  # the tail's offsets are negative: from the region's end
+
+        def at(off: int, base: int = base, end: int = end) -> int:
+            return (base if off >= 0 else end) + off
+
+        buf[at(lay.t0)], buf[at(lay.smid)] = reg.t0, reg.sm
+        buf[at(lay.c0)] = reg.c0
         count = 0
         for t, is_start, task in reg.records:
             if cycles:
                 c = reg.c0 + int(round((t - reg.t0) * reg.cycles_per_ns))
                 word = VALID | ((c - reg.c0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
-                buf[base + R_TLAST], buf[base + R_CLAST] = t, c
+                buf[at(lay.tlast)], buf[at(lay.clast)] = t, c
             else:
                 word = VALID | ((t - reg.t0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
             slot = count % cap if ring else count
             if ring or count < cap:
-                buf[base + REGION_HEADER_WORDS + slot] = word
+                buf[base + lay.first_record + slot] = word
             count += 1  # noqa: SIM113 - the device's counter, not a loop index
             if ring or count > cap:  # as on the device: the counter is stored on drops (and always in ring mode)
-                buf[base + R_COUNT] = count
+                buf[at(lay.count)] = count
     return buf
