@@ -65,12 +65,13 @@ def copy_tiles(src, dst, buf, TILE: tl.constexpr, BLOCK: tl.constexpr, MODE: tl.
 
 
 @triton.jit
-def gemm_tiles(a, b, c, buf, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, MODE: tl.constexpr):
+def gemm_tiles(a, b, c, buf, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, MODE: tl.constexpr,
+               SYNC: tl.constexpr = True):
     pid = tl.program_id(0)
     n_n = tl.cdiv(N, BN)
     pm = pid // n_n
     pn = pid % n_n
-    prof = Profiler.create(buf, 0, 1, tid(0) == 0, ENABLE_PROFILING=MODE == 1)
+    prof = Profiler.create(buf, 0, 1, tid(0) == 0, ENABLE_PROFILING=MODE == 1, SYNC=SYNC)
     if MODE == 1:
         prof = prof.record(True, 0)
     if MODE == 2:
@@ -217,6 +218,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_intra.json")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--copies", default="65536,16384,4096,1024", help="program counts of the copy cases ('' for none)")
     args = ap.parse_args()
     dev = torch.cuda.get_device_properties(0)
     results: dict = {"gpu": dev.name, "sms": dev.multi_processor_count, "torch": torch.__version__,
@@ -225,7 +227,7 @@ def main() -> int:
     n = 64 * 2**20  # 256 MB of fp32
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
-    for programs in (65536, 16384, 4096, 1024):
+    for programs in [int(x) for x in args.copies.split(",") if x]:
         tile = n // programs
         block = min(tile, 4096)
 
@@ -245,7 +247,11 @@ def main() -> int:
     def gemm_launch(mode, buf):
         return lambda: gemm_tiles[(tiles,)](a, b, c, buf, m, nn, kk, BM=128, BN=128, BK=64, MODE=mode, num_warps=8, num_stages=3)
 
-    bench_case("gemm_4096_bf16_tile128", gemm_launch, tiles, args.reps, tmp, results)
+    def gemm_nosync(buf):
+        return lambda: gemm_tiles[(tiles,)](a, b, c, buf, m, nn, kk, BM=128, BN=128, BK=64, MODE=1, SYNC=False,
+                                            num_warps=8, num_stages=3)
+
+    bench_case("gemm_4096_bf16_tile128", gemm_launch, tiles, args.reps, tmp, results, gemm_nosync)
     # ENABLE_PROFILING=False costs nothing: the generated code has no timer reads
     buf = alloc_profiler_buffer(16)
     k0 = copy_tiles[(4,)](src, dst, buf, TILE=4096, BLOCK=4096, MODE=0)
