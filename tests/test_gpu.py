@@ -314,3 +314,27 @@ def test_warp_sampling_records_every_chosen_warp(tmp_path, capsys):
     doc = json.loads(out[out.index("{"):])
     scopes = {s["name"]: s for s in doc["kernels"][0]["scopes"]}
     assert scopes["sum_rows"]["count"] == 256 * 4  # 256 programs x 4 warps
+
+
+def test_named_scopes_in_a_gluon_kernel():
+    """The Profiler API inside a Gluon kernel, run and decoded (Triton with Gluon only)."""
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton.experimental.gluon")
+    from kernscope.intra.host import decode_profiler_buffer
+
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    import gluon_kernels
+
+    n, grid = 512, 264
+    x = torch.randn(grid * n, device="cuda")
+    y = torch.empty_like(x)
+    buf = alloc_profiler_buffer(grid * 4 + 64)
+    gluon_kernels.scaled_copy[(grid,)](x, y, buf, N=n, num_warps=4)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 2)
+    d = decode_profiler_buffer(buf, kernels=[gluon_kernels.scaled_copy])
+    t = d.tasks
+    assert set(t["task"].cast(pl.String)) == {"load", "store"} and d.unpaired == 0 and d.dropped == 0
+    assert t.height == grid * 2 and t["block"].n_unique() == grid and (t["duration_ns"] >= 0).all()

@@ -394,3 +394,22 @@ def test_real_proton_hatchet_and_ours_in_the_same_viewer(tmp_path, capsys):
     assert all(s["count"] == 16 for s in doc["scopes"]) and doc["summary"]["clock_source"]
     ours = read_hatchet(str(h))
     assert {r["name"] for r in ours.iter_rows(named=True) if r["depth"] >= 2} == {"kernel", "row_loop", "store"}
+
+
+def test_scopes_compile_inside_a_gluon_kernel():
+    """The same Profiler API inside a Gluon kernel (Triton's lower-level DSL), where the installed Triton has Gluon."""
+    pytest.importorskip("triton")
+    gluon_rt = pytest.importorskip("triton.experimental.gluon._runtime")
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    sys.path.insert(0, str(DATA))
+    import gluon_kernels
+
+    src = gluon_rt.GluonASTSource(fn=gluon_kernels.scaled_copy, signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "buf": "*i64",
+                                                                         "N": "constexpr"}, constexprs={"N": 512})
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    assert ptx.count("globaltimer") == 1 + 4  # create, then two scopes' enter and exit
+    from kernscope.intra.scopes import scope_id, scope_table
+
+    assert scope_table(kernels=[gluon_kernels.scaled_copy]) == {scope_id("load"): "load", scope_id("store"): "store"}
