@@ -184,3 +184,15 @@ def test_proton_trace_with_several_kernels_and_launches(tmp_path, capsys):
     assert {s["path"] for s in doc["scopes"]} == {"rows", "rows/loop@L7"}
     assert main(["intra", "stats", str(p), "--kernel", "nope"]) == 2
     assert "it has: add, rows" in capsys.readouterr().err
+
+
+def test_cli_without_proton_is_one_line(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("triton") else real(name, *a))
+    script = tmp_path / "s.py"
+    script.write_text("x = 1\n")
+    assert main(["intra", "override", "-o", str(tmp_path / "w"), "--", "python", str(script)]) == 2
+    assert capsys.readouterr().err.strip() == 'kernscope: error: intra override needs triton with Proton (triton.profiler): ' \
+                                              'pip install "kernscope[gpu]"'

@@ -217,6 +217,10 @@ def run_override(argv: Sequence[str], work: str | os.PathLike[str], *, regions: 
     """Run Proton's three steps on ``argv`` (``python script.py args``) in ``work`` (kept: the dump, the edited
     TTGIR and the trace stay there). Returns the trace (``work/proton.chrome_trace``; with ``session=False``
     the newest ``.chrome_trace`` the script wrote in the current directory or ``work``)."""
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None or (session and importlib.util.find_spec("triton.profiler") is None):
+        raise KernscopeError("intra override needs triton with Proton (triton.profiler): pip install \"kernscope[gpu]\"")
     w = Path(work).resolve()
     dump = w / "ttgir_dump"
     if dump.exists():
