@@ -3,6 +3,7 @@ device code's compile-time mask (same rules as the layout's), and the instrument
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -46,6 +47,17 @@ def test_mask_rules_agree_with_the_device_code():
             _warp_mask(bad)
 
 
+def test_stats_say_which_sampled_warps_recorded_nothing(tmp_path, capsys):
+    regions = [Region([(10, True, 0), (20, False, 0)] if w != 5 else [], t0=0, sm=0) for p in range(3) for w in (0, 5)]
+    buf = fill_buffer(empty_buffer(3 * 2 * 4 + 16), regions, warp_ids=(0, 5))
+    np.savez(tmp_path / "b.npz", buffer=buf, task_names=np.array(["t"]))
+    assert main(["intra", "stats", str(tmp_path / "b.npz")]) == 0
+    assert "sampled warps with no records: 5" in capsys.readouterr().out
+    assert main(["intra", "stats", str(tmp_path / "b.npz"), "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["sampled_warps"] == "0,5" and summary["warps_without_records"] == "5"
+
+
 def test_decode_gives_each_sampled_warp_its_own_group():
     buf, want = _sampled(4, (0, 2, 5))
     d = decode_buffer(buf, ["load", "mma"])
@@ -57,6 +69,11 @@ def test_decode_gives_each_sampled_warp_its_own_group():
         got.setdefault((r["block"], r["group"]), []).append((r["start_ns"], r["end_ns"]))
     assert got == want
     assert (t.filter(t["block"] == 1)["sm"] == 1).all()
+    assert d.silent_warps == []
+    # a sampled warp that never records (warp 5 of a 4-warp kernel) is reported
+    regions = [Region([(10, True, 0), (20, False, 0)] if w != 5 else [], t0=0, sm=0) for p in range(3) for w in (0, 5)]
+    quiet = decode_buffer(fill_buffer(empty_buffer(3 * 2 * 4 + 16), regions, warp_ids=(0, 5)), ["t"])
+    assert quiet.silent_warps == [5] and sorted(set(quiet.tasks["group"].to_list())) == [0]
     # a header whose mask disagrees with its group count is refused
     buf[H_WARPS] = warp_mask((0, 1))
     with pytest.raises(KernscopeError, match="warp mask"):

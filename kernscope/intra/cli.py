@@ -72,6 +72,8 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
         d = loaded.decoded
         if d.warps is not None:
             summary["sampled_warps"] = ",".join(map(str, d.warps))
+            if d.silent_warps:
+                summary["warps_without_records"] = ",".join(map(str, d.silent_warps))
         summary.update(records=d.records, dropped=d.dropped, ring_overwritten=d.ring_overwritten, unpaired=d.unpaired,
                        capacity_per_region=d.capacity_per_region,
                        unbalanced=[{"scope": n, "enter_without_exit": a, "exit_without_enter": b} for n, a, b in d.unbalanced])

@@ -70,8 +70,10 @@ class Decoded:
     clock_ghz: float | None = None
     #: how ``clock_ghz`` was measured (cycle mode): per region, pooled over short regions, or unknown
     clock_source: str | None = None
-    #: warp sampling: the warps that recorded (the ``group`` column holds the warp id); None otherwise
+    #: warp sampling: the sampled warps (the ``group`` column holds the warp id); None otherwise
     warps: list[int] | None = None
+    #: warp sampling: sampled warps with no record in any program (e.g. an id beyond the kernel's num_warps)
+    silent_warps: list[int] = field(default_factory=list)
 
 
 Names = Sequence[str] | Mapping[int, str]
@@ -303,6 +305,9 @@ def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
     out = Decoded(pl.DataFrame(schema=SCHEMA), regions=len(active), dropped=0 if h.ring else over,
                   ring_overwritten=over if h.ring else 0, capacity_per_region=h.cap, ring=h.ring, cycles=h.cycles,
                   task_names=names, warps=h.warps)
+    if h.warps is not None:  # a sampled warp the kernel does not have (or that never records) is said, not hidden
+        recorded = (count > 0).reshape(-1, h.groups).any(axis=0)
+        out.silent_warps = [w for w, r in zip(h.warps, recorded) if not r]
     if len(active) == 0:
         return out
     k0 = int(kept[active[0]])

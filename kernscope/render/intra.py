@@ -41,6 +41,9 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
         )
     if summary.get("clock_ghz") and summary.get("clock_source"):
         con.print(f"cycles at {summary['clock_ghz']:.3f} GHz ({summary['clock_source']})")
+    if summary.get("warps_without_records"):
+        con.print(f"[yellow]sampled warps with no records: {summary['warps_without_records']} (does the kernel have "
+                  f"that many warps?)[/yellow]")
     if summary.get("dropped") or summary.get("unpaired"):
         con.print(f"[yellow]dropped {summary.get('dropped', 0):,} records, {summary.get('unpaired', 0):,} unpaired[/yellow]")
 
