@@ -53,13 +53,17 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
         t = t.filter(pl.col("block").is_in(units["block"].implode()))
     per_task = st.task_stats(t)
     summary = st.kernel_summary(t)
+    per_sm = st.sm_stats(t)
     if units is not None and units.select("kernel", "launch").n_unique() > 1:
         # span, tail and SM balance mean something per launch only
         summary = {k: summary[k] for k in ("tasks", "blocks", "sms")}
-        summary["launches"] = [
-            {"kernel": k, "launch": n, **st.kernel_summary(t.filter(pl.col("block").is_in(u["block"].implode())))}
-            for (k, n), u in units.group_by("kernel", "launch", maintain_order=True)
-        ]
+        launches, sms = [], []
+        for (k, n), u in units.group_by("kernel", "launch", maintain_order=True):
+            one = t.filter(pl.col("block").is_in(u["block"].implode()))
+            launches.append({"kernel": k, "launch": n, **st.kernel_summary(one)})
+            sms.append(st.sm_stats(one).select(pl.lit(k).alias("kernel"), pl.lit(n, pl.Int64).alias("launch"), pl.all()))
+        summary["launches"] = launches
+        per_sm = pl.concat(sms)
     d0 = loaded.decoded
     measured = d0.clock_ghz if d0 is not None and d0.cycles else None
     clock = clock_ghz or measured or loaded.clock_ghz
@@ -84,11 +88,11 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
     if html_out:
         from ..render.intra_html import render_html
 
-        write_text(html_out, render_html(t, assign_lanes(t).units, summary, per_task, st.sm_stats(t), title=path))
+        write_text(html_out, render_html(t, assign_lanes(t).units, summary, per_task, per_sm, title=path))
     if hatchet_out:
         write_text(hatchet_out, _json.dumps(tree_to_hatchet(tree, kernel=path.rsplit("/", 1)[-1])))
     if fmt == "json":
-        doc = _json.loads(stats_document_with_scopes(summary, per_task, st.sm_stats(t), tree))
+        doc = _json.loads(stats_document_with_scopes(summary, per_task, per_sm, tree))
         click.echo(_json.dumps(doc, indent=2))
     else:
         con = Console()

@@ -48,12 +48,14 @@ def intra_data(tasks: pl.DataFrame, lanes: pl.DataFrame, summary: dict[str, Any]
         },
         "lane_first": first, "lane_max_dur": max_dur, "span_ns": max(span, 1), "t0_ns": t0, "steps": [],
     }
-    facts = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in summary.items()}
-    return {
-        "title": title, "facts": facts, "timeline": timeline,
-        "tables": {"tasks": _table(per_task, "Per task (ns)"), "sms": _table(per_sm, "Per SM")},
-        "glossary": {},
-    }
+    facts = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in summary.items()
+             if not (isinstance(v, list) and v and isinstance(v[0], dict))}  # row lists become tables below
+    tables = {"tasks": _table(per_task, "Per task (ns)"), "sms": _table(per_sm, "Per SM")}
+    for key, title_ in (("launches", "Per kernel launch"), ("unbalanced", "Unbalanced scopes")):
+        listed = summary.get(key)
+        if isinstance(listed, list) and listed and isinstance(listed[0], dict):
+            tables[key] = _table(pl.DataFrame(listed), title_)
+    return {"title": title, "facts": facts, "timeline": timeline, "tables": tables, "glossary": {}}
 
 
 def render_html(tasks: pl.DataFrame, lanes: pl.DataFrame, summary: dict[str, Any], per_task: pl.DataFrame,
