@@ -210,20 +210,33 @@ def test_cycle_mode_reports_the_measured_clock():
     assert decode_buffer(buf).clock_ghz == pytest.approx(1.755, rel=1e-3)
 
 
-def test_cycle_mode_short_kernel_pools_the_clock(tmp_path, capsys):
-    """Regions shorter than 20 µs: the clock comes from all regions' spans pooled, not a silent 1 GHz."""
-    regions = [Region([(10_000 * i, True, 0), (10_000 * i + 2_000 + 10 * i, False, 0)], t0=10_000 * i, c0=7 * i,
-                      cycles_per_ns=1.6) for i in range(8)]
+def test_cycle_mode_short_regions_take_the_clock_per_sm(tmp_path, capsys):
+    """Regions shorter than 20 µs: the clock comes from each SM's span over the kernel (clock64 is one counter
+    per SM, so the earliest create and the latest record of an SM pair up), not a silent 1 GHz."""
+    regions = [Region([(10_000 * i, True, 0), (10_000 * i + 2_000 + 10 * i, False, 0)], t0=10_000 * i,
+                      c0=7 + int(10_000 * i * 1.6), cycles_per_ns=1.6) for i in range(8)]  # one SM's counter
     buf = fill_buffer(empty_buffer(64), regions, cycles=True)
     d = decode_buffer(buf, ["work"])
-    assert d.clock_ghz == pytest.approx(1.6, rel=1e-3) and d.clock_source.startswith("pooled over 8 short regions")
+    assert d.clock_ghz == pytest.approx(1.6, rel=1e-3) and d.clock_source.startswith("per SM over the kernel (1 SMs")
     assert d.tasks.sort("start_ns")["duration_ns"].to_list() == [2_000 + 10 * i for i in range(8)]
     np.savez(tmp_path / "c.npz", buffer=buf, task_names=np.array(["work"]))
     assert main(["intra", "stats", str(tmp_path / "c.npz"), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["summary"]["clock_ghz"] == pytest.approx(1.6, rel=1e-3) and "pooled" in doc["summary"]["clock_source"]
+    assert doc["summary"]["clock_ghz"] == pytest.approx(1.6, rel=1e-3) and "per SM" in doc["summary"]["clock_source"]
     tree = {r["path"]: r for r in doc["scopes"]}
     assert tree["work"]["total_cycles"] == pytest.approx(1.6 * sum(2_000 + 10 * i for i in range(8)), rel=1e-3)
+
+
+def test_cycle_mode_kernel_too_short_to_measure_its_clock():
+    """Every SM busy < 20 µs (as a kernel of single loads is): the host's clock if given, else pooled spans."""
+    regions = [Region([(1_000 + 50 * i, True, 0), (1_000 + 50 * i + 40, False, 0)], t0=1_000 + 50 * i, c0=11 * i,
+                      sm=i, cycles_per_ns=1.755) for i in range(16)]
+    buf = fill_buffer(empty_buffer(64), regions, cycles=True)
+    hinted = decode_buffer(buf, ["load"], clock_hint_ghz=1.755)
+    assert hinted.clock_ghz == pytest.approx(1.755) and hinted.clock_source.startswith("the device's SM clock from the host")
+    assert hinted.tasks["duration_ns"].to_list() == [40] * 16
+    pooled = decode_buffer(buf, ["load"])
+    assert pooled.clock_ghz == pytest.approx(1.755, rel=0.01) and pooled.clock_source.startswith("pooled over 16 short regions")
 
 
 KERNELS = (DATA / "libkernels.py").read_text()

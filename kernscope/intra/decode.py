@@ -90,23 +90,54 @@ def task_name(names: Names, t: int) -> str:
     return f"scope#{t}" if t >= 1 << 15 else f"task_{t}"
 
 
-def _freq_ghz(t0: np.ndarray, c0: np.ndarray, tl: np.ndarray, cl: np.ndarray) -> tuple[np.ndarray, str]:
-    """SM clock (cycles per ns) per region from its two (globaltimer, clock64) anchors, and how it was found.
+#: anchors at least this far apart (ns) measure the SM clock well despite %globaltimer's coarse ticks
+MIN_SPAN_NS = 20_000
 
-    Anchors at least 20 µs apart give a region its own stable rate; regions with closer anchors take the
-    median of those. When no region spans 20 µs (short kernels), all regions' spans are pooled (total
-    cycles / total ns), which averages out %globaltimer's coarse ticks; with no span at all, 1 GHz (cycles
-    reported as ns, as Proton does)."""
+
+def _freq_ghz(t0: np.ndarray, c0: np.ndarray, tl: np.ndarray, cl: np.ndarray, sm: np.ndarray,
+              hint_ghz: float | None = None) -> tuple[np.ndarray, str]:
+    """SM clock (cycles per ns) per region from its (globaltimer, clock64) anchors, and how it was found.
+
+    1. A region whose anchors are >= 20 µs apart has its own rate; the others take the median of those.
+    2. Else per SM over the whole kernel: the SM's earliest create anchor and latest record anchor (clock64
+       is one counter per SM, so anchors of different regions on one SM pair up); SMs spanning >= 20 µs.
+    3. Else ``hint_ghz`` (the device's current SM clock, given by the host: the kernel is too short to measure
+       it), else all regions' spans pooled (rough: %globaltimer ticks coarsely against spans this short),
+       else 1 GHz (cycles reported as ns, as Proton does)."""
     dt = (tl - t0).astype(np.float64)
     dc = (cl - c0).astype(np.float64)
-    good = dt > 20_000
+    good = dt >= MIN_SPAN_NS
     f = np.where(good, dc / np.where(good, dt, 1), np.nan)
     if np.isfinite(f).any():
         return np.where(np.isfinite(f), f, np.nanmedian(f)), "per region (anchors >= 20 us apart)"
+    if len(sm):
+        order = np.argsort(sm, kind="stable")
+        s_sorted = sm[order]
+        first = np.ones(len(order), bool)
+        first[1:] = s_sorted[1:] != s_sorted[:-1]
+        starts = np.flatnonzero(first)
+        lo = np.minimum.reduceat(t0[order], starts)
+        hi = np.maximum.reduceat(tl[order], starts)
+        # the cycle counts at those anchors: the region holding the earliest create / the latest record
+        i_lo = order[starts + np.array([np.argmin(t0[order][a:b]) for a, b in zip(starts, [*starts[1:], len(order)])])]
+        i_hi = order[starts + np.array([np.argmax(tl[order][a:b]) for a, b in zip(starts, [*starts[1:], len(order)])])]
+        span, cyc = (hi - lo).astype(np.float64), (cl[i_hi] - c0[i_lo]).astype(np.float64)
+        ok = (span >= MIN_SPAN_NS) & (cyc > 0)
+        if ok.any():
+            rate = np.where(ok, cyc / np.where(ok, span, 1), np.nan)
+            per_sm = np.where(np.isfinite(rate), rate, np.nanmedian(rate))
+            sm_index = np.cumsum(first) - 1
+            out = np.empty(len(sm))
+            out[order] = per_sm[sm_index]
+            return out, f"per SM over the kernel ({int(ok.sum())} SMs with anchors >= 20 us apart)"
+    if hint_ghz:
+        return np.full(len(dt), float(hint_ghz)), (f"the device's SM clock from the host ({hint_ghz * 1e3:.0f} MHz): "
+                                                   f"the kernel is too short to measure it")
     pos = (dt > 0) & (dc > 0)
     if pos.any():
         pooled = float(dc[pos].sum() / dt[pos].sum())
-        return np.full(len(dt), pooled), f"pooled over {int(pos.sum())} short regions ({dt[pos].sum() / 1e3:.1f} us)"
+        return np.full(len(dt), pooled), (f"pooled over {int(pos.sum())} short regions ({dt[pos].sum() / 1e3:.1f} us; "
+                                          f"rough: %globaltimer ticks coarsely)")
     return np.ones(len(dt)), "unknown: 1 GHz assumed (cycles shown as ns)"
 
 
@@ -208,17 +239,13 @@ def _gather(h: _Header, active: np.ndarray, kept: np.ndarray, count: np.ndarray)
     return reg, h.regions[reg, h.lay.first_record + slot]
 
 
-def _times(h: _Header, reg: np.ndarray, words: np.ndarray) -> np.ndarray:
-    """Record times (ns, %globaltimer clock); cycle records are converted with each region's clock rate."""
+def _times(h: _Header, reg: np.ndarray, words: np.ndarray, f: np.ndarray | None) -> np.ndarray:
+    """Record times (ns, %globaltimer clock); cycle records are converted with each region's clock rate ``f``
+    (GHz, indexed by region)."""
     delta = (words & ~VALID) >> DELTA_SHIFT
     t0 = h.regions[reg, h.lay.t0]
-    if not h.cycles:
+    if not h.cycles or f is None:
         return t0 + delta
-    r = h.regions
-    active = np.unique(reg)
-    f = np.ones(len(r))
-    lay = h.lay
-    f[active] = _freq_ghz(r[active, lay.t0], r[active, lay.c0], r[active, lay.tlast], r[active, lay.clast])[0]
     return t0 + np.rint(delta / f[reg]).astype(np.int64)
 
 
@@ -286,9 +313,11 @@ def _pair(out: Decoded, h: _Header, reg: np.ndarray, t: np.ndarray, is_start: np
     return _finish(out, reg[ps], t[ps], t[pe], task[ps], h.groups, h.regions[:, h.lay.smid], h.warps)
 
 
-def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
+def decode_buffer(buf: np.ndarray, task_names: Names = (), clock_hint_ghz: float | None = None) -> Decoded:
     """Decode a profiler buffer. ``buf`` is the int64 buffer (``tensor.cpu().numpy()``); ``task_names``: names
-    of task types 0, 1, ... (a list) or of task ids (a dict, e.g. :func:`kernscope.intra.scopes.scope_table`)."""
+    of task types 0, 1, ... (a list) or of task ids (a dict, e.g. :func:`kernscope.intra.scopes.scope_table`);
+    ``clock_hint_ghz``: the SM clock to convert cycle records with when the kernel is too short to measure it
+    (:func:`kernscope.intra.host.decode_profiler_buffer` passes the device's current clock)."""
     b = np.asarray(buf).view(np.int64).ravel()
     names: list[str] | dict[int, str] = dict(task_names) if isinstance(task_names, Mapping) else list(task_names)
     h = _read_header(b)
@@ -317,13 +346,17 @@ def decode_buffer(buf: np.ndarray, task_names: Names = ()) -> Decoded:
             return fast
     reg, words = _gather(h, active, kept, count)
     out.records = int(words.size)
+    f_all = None
     if h.cycles:
         r = h.regions
-        f, out.clock_source = _freq_ghz(r[active, lay.t0], r[active, lay.c0], r[active, lay.tlast], r[active, lay.clast])
+        f, out.clock_source = _freq_ghz(r[active, lay.t0], r[active, lay.c0], r[active, lay.tlast], r[active, lay.clast],
+                                        r[active, lay.smid], clock_hint_ghz)
         out.clock_ghz = float(np.median(f))
+        f_all = np.ones(len(r))
+        f_all[active] = f
     is_start = ((words >> START_BIT) & 1).astype(bool)
     task = words & TASK_MASK
-    t = _times(h, reg, words)
+    t = _times(h, reg, words, f_all)
     if not h.ring and len(words) % 2 == 0:
         # every region holds start, end, start, end, ... of one task at a time: pairs are (even, odd) positions
         ev, od = slice(0, None, 2), slice(1, None, 2)

@@ -248,14 +248,14 @@ class Profiler:
                             WMASK)
 
     @triton.jit
-    def _header(self, base, cap, t):
+    def _header(self, base, cap, t, gt):
         lead = self.is_leader & (cap > 0)
         per_thread: tl.constexpr = self.WMASK != 0
         _put(base + _R_T0, self.gt_start, lead, per_thread)
         if self.CYCLES:
             end = base + _RH + cap  # tail words: negative offsets from the region's end
             _put(end + _R_C0, self.origin, lead, per_thread)  # %clock64 at create
-            _put(end + _R_TLAST, globaltimer(), lead, per_thread)  # latest (globaltimer, clock64) anchor
+            _put(end + _R_TLAST, gt, lead, per_thread)  # latest (globaltimer, clock64) anchor, read together
             _put(end + _R_CLAST, t, lead, per_thread)
         _put(base + _R_SMID, self.sm, lead, per_thread)
 
@@ -268,8 +268,10 @@ class Profiler:
                 tl.debug_barrier()  # the task boundary is after every thread of the block got here
             if self.CYCLES:
                 t = clock64()
+                gt = globaltimer()  # the clock anchor is read with the cycle counter, not later (no bias)
             else:
                 t = globaltimer()
+                gt = t
             word = _VALID | ((t - self.origin) << _SHIFT) | ((is_start * 1) << _SBIT) | task_type
             hdr = self.hdr
             if self.RING:
@@ -277,7 +279,7 @@ class Profiler:
                 lead = self.is_leader & (cap > 0)
                 _put(base + _R_RECORDS + self.idx % tl.maximum(cap, 1), word, lead, per_thread)
                 _put(base + _RH + cap + _R_COUNT, (self.idx + 1).to(tl.int64), lead, per_thread)
-                self._header(base, cap, t)
+                self._header(base, cap, t, gt)
                 pending = self.pending
             else:
                 if self.pending != 0:  # a held start (nested tasks): write it now
@@ -291,7 +293,7 @@ class Profiler:
                     _put(base + _RH + cap + _R_COUNT, (self.idx + 1).to(tl.int64), self.is_leader & (self.idx >= cap),
                          per_thread)
                     if self.CYCLES or self.hdr == 0:
-                        self._header(base, cap, t)
+                        self._header(base, cap, t, gt)
                     hdr = self.hdr * 0 + 1
                 pending = word * (is_start * 1)
             return Profiler(self.buf, self.total, self.region, self.nreg, self.idx + 1, self.origin, self.gt_start, self.sm,

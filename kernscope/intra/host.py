@@ -103,10 +103,25 @@ def decode_profiler_buffer(profiler_buffer, task_names: "Names" = (), kernels: S
     ``kernels``: the JIT functions whose named scopes (``prof.enter("name")``) to name; ``time_shift_ns``: the
     cost of one record pair (see :func:`calibrate_record_cost`), subtracted from every duration.
     """
-    d = decode_buffer(read_profiler_buffer(profiler_buffer, copy=False), merge_names(task_names, kernels))
+    d = decode_buffer(read_profiler_buffer(profiler_buffer, copy=False), merge_names(task_names, kernels),
+                      clock_hint_ghz=_sm_clock_ghz(profiler_buffer))
     if time_shift_ns:
         d.tasks = shift_durations(d.tasks, time_shift_ns)
     return d
+
+
+def _sm_clock_ghz(profiler_buffer: Any) -> float | None:
+    """The device's current SM clock (GHz) as NVML reports it (``torch.cuda.clock_rate``), or None."""
+    try:
+        import torch
+
+        dev = getattr(profiler_buffer, "device", None)
+        if dev is None or dev.type != "cuda":
+            return None
+        mhz = torch.cuda.clock_rate(dev)
+        return float(mhz) / 1e3 if mhz else None
+    except Exception:  # noqa: BLE001 - no NVML (pynvml) or no driver: cycle records fall back to the pooled rate
+        return None
 
 
 def _warn_about(d: Decoded) -> None:
