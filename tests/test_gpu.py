@@ -338,3 +338,45 @@ def test_named_scopes_in_a_gluon_kernel():
     t = d.tasks
     assert set(t["task"].cast(pl.String)) == {"load", "store"} and d.unpaired == 0 and d.dropped == 0
     assert t.height == grid * 2 and t["block"].n_unique() == grid and (t["duration_ns"] >= 0).all()
+
+
+@triton.jit
+def _one_load(x, out, buf, STRIDE: tl.constexpr, AFTER: tl.constexpr):
+    pid = tl.program_id(0)
+    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=True, SYNC=False)
+    prof = prof.record(True, 0)
+    v = tl.load(x + pid * STRIDE)
+    if AFTER:
+        prof = prof.record(False, 0, after=v)
+    else:
+        prof = prof.record(False, 0)
+    tl.store(out + pid, v)
+
+
+def test_scheduling_safe_end_record_times_a_single_load():
+    """record(..., after=v) waits for the loaded value: a load from HBM reads several hundred cycles and more
+    than an L2 hit; without it the end record times only the load's issue, the same for both."""
+    from kernscope.intra.host import decode_profiler_buffer
+
+    programs, stride = 1024, 1024
+    x = torch.randn(programs * stride, device="cuda")
+    out = torch.empty(programs, device="cuda")
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    buf = alloc_profiler_buffer(programs * 2 + 64)
+
+    def scope(after: bool, warm: bool) -> float:
+        flush.zero_()
+        if warm:
+            _one_load[(programs,)](x, out, buf, STRIDE=stride, AFTER=after)
+        reset_profiler_buffer(buf)
+        _one_load[(programs,)](x, out, buf, STRIDE=stride, AFTER=after)
+        torch.cuda.synchronize()
+        d = decode_profiler_buffer(buf)
+        assert d.tasks.height == programs and torch.equal(out, x[::stride])
+        return float(d.tasks["duration_ns"].median()) * (d.clock_ghz or 1.0)  # cycles
+
+    hbm, l2 = scope(True, False), scope(True, True)
+    issue_hbm, issue_l2 = scope(False, False), scope(False, True)
+    print(f"single load: after=v HBM {hbm:.0f} / L2 {l2:.0f} cycles; without: {issue_hbm:.0f} / {issue_l2:.0f}")
+    assert hbm > 300 and hbm > 1.5 * l2 and l2 > 1.5 * issue_l2
+    assert abs(issue_hbm - issue_l2) < 0.25 * issue_l2  # without `after`, the memory level does not show

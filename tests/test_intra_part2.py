@@ -426,3 +426,35 @@ def test_scopes_compile_inside_a_gluon_kernel():
     from kernscope.intra.scopes import scope_id, scope_table
 
     assert scope_table(kernels=[gluon_kernels.scaled_copy]) == {scope_id("load"): "load", scope_id("store"): "store"}
+
+
+def test_scheduling_safe_record_waits_for_its_value_in_the_machine_code():
+    """record(..., after=v): the timer read is predicated on a comparison of v, so ptxas cannot hoist it above
+    the load that produces v (checked in the SASS of a kernel compiled for sm_90)."""
+    triton = pytest.importorskip("triton")
+    import os
+    import subprocess
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_single_load as b
+
+    sig = {"x": "*fp32", "out": "*fp32", "buf": "*i64", "STRIDE": "constexpr", "SYNC": "constexpr", "AFTER": "constexpr"}
+    c = triton.compile(ASTSource(fn=b.one_load, signature=sig, constexprs={"STRIDE": 1024, "SYNC": False, "AFTER": True}),
+                       target=GPUTarget("cuda", 90, 32))
+    assert "setp.eq.f32" in c.asm["ptx"]
+    nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
+    if not os.path.exists(nvdisasm):
+        pytest.skip("no nvdisasm in this triton")
+    cubin = Path(os.environ.get("TMPDIR", "/tmp")) / f"ks_sched_{os.getpid()}.cubin"
+    cubin.write_bytes(c.asm["cubin"])
+    try:
+        sass = subprocess.run([nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
+    finally:
+        cubin.unlink()
+    lines = [ln for ln in sass.splitlines() if "LDG.E " in ln or "FSETP" in ln or "SR_CLOCKLO" in ln]
+    load = next(i for i, ln in enumerate(lines) if "LDG.E " in ln)
+    setp = next(i for i, ln in enumerate(lines) if "FSETP" in ln)
+    assert load < setp < max(i for i, ln in enumerate(lines) if "SR_CLOCKLO" in ln)  # load, compare, then the timer

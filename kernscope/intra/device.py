@@ -100,6 +100,23 @@ def clock64():
 
 
 @triton.jit
+def _clock64_after(v):
+    """%clock64 read only once ``v`` (a float32 scalar) is available. ``v == v`` is false only for NaN, so the
+    compiler cannot fold the predicate, and both predicated reads wait for it: the timer waits for ``v``."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.eq.f32 p, $1, $1; @p mov.u64 $0, %clock64; @!p mov.u64 $0, %clock64; }",
+        "=l,r", [v], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _globaltimer_after(v):
+    """%globaltimer read only once ``v`` (a float32 scalar) is available (see :func:`_clock64_after`)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.eq.f32 p, $1, $1; @p mov.u64 $0, %globaltimer; @!p mov.u64 $0, %globaltimer; }",
+        "=l,r", [v], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
 def smid():
     """Id of the SM running this program (%smid)."""
     return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
@@ -260,17 +277,26 @@ class Profiler:
         _put(base + _R_SMID, self.sm, lead, per_thread)
 
     @triton.jit
-    def record(self, is_start, task_type):
-        """Record the start (``is_start=True``) or end of task ``task_type`` (0..65535)."""
+    def record(self, is_start, task_type, after=None):
+        """Record the start (``is_start=True``) or end of task ``task_type`` (0..65535).
+
+        ``after`` (scheduling-safe): a scalar the record must wait for, e.g. a loaded value — the timer is read
+        only once that value has arrived, so an end record times the operation's completion, not its issue."""
         if self.ENABLE_PROFILING:
             per_thread: tl.constexpr = self.WMASK != 0
             if self.SYNC and not per_thread:
                 tl.debug_barrier()  # the task boundary is after every thread of the block got here
             if self.CYCLES:
-                t = clock64()
+                if after is None:
+                    t = clock64()
+                else:
+                    t = _clock64_after(after.to(tl.float32))
                 gt = globaltimer()  # the clock anchor is read with the cycle counter, not later (no bias)
             else:
-                t = globaltimer()
+                if after is None:
+                    t = globaltimer()
+                else:
+                    t = _globaltimer_after(after.to(tl.float32))
                 gt = t
             word = _VALID | ((t - self.origin) << _SHIFT) | ((is_start * 1) << _SBIT) | task_type
             hdr = self.hdr
@@ -308,9 +334,10 @@ class Profiler:
         return self.record(True, _scope_id(name))
 
     @triton.jit
-    def exit(self, name: tl.constexpr):
-        """End the named scope ``name``; an exit without its enter is reported by the decoder."""
-        return self.record(False, _scope_id(name))
+    def exit(self, name: tl.constexpr, after=None):
+        """End the named scope ``name``; an exit without its enter is reported by the decoder. ``after``: a scalar
+        the exit waits for (see :meth:`record`)."""
+        return self.record(False, _scope_id(name), after)
 
 
 @triton.jit
