@@ -458,3 +458,16 @@ def test_scheduling_safe_record_waits_for_its_value_in_the_machine_code():
     load = next(i for i, ln in enumerate(lines) if "LDG.E " in ln)
     setp = next(i for i, ln in enumerate(lines) if "FSETP" in ln)
     assert load < setp < max(i for i, ln in enumerate(lines) if "SR_CLOCKLO" in ln)  # load, compare, then the timer
+
+
+def test_cycle_mode_per_sm_clock_with_several_sms():
+    """Short regions on two SMs running at different clocks: each SM's span gives its own rate."""
+    regions = []
+    for sm, rate in ((3, 1.5), (7, 1.9)):
+        for i in range(6):
+            t0 = 10_000 * i
+            regions.append(Region([(t0, True, 0), (t0 + 1_000, False, 0)], t0=t0, c0=int(t0 * rate), sm=sm,
+                                  cycles_per_ns=rate))
+    d = decode_buffer(fill_buffer(empty_buffer(64), regions, cycles=True), ["w"])
+    assert d.clock_source.startswith("per SM over the kernel (2 SMs")
+    assert d.tasks["duration_ns"].to_list() == [1_000] * 12  # each SM's cycles converted with its own clock

@@ -10,7 +10,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .stats import median_ci
@@ -63,11 +63,10 @@ class Timing:
         known = [f for f in sm_mhz if not math.isnan(f)]
         if len(sm_mhz) != len(self.samples_ms) or not known:
             return self
-        self.sm_mhz_median = statistics.median(known)
-        if ref_mhz and len(known) == len(sm_mhz):
-            self.ref_sm_mhz = ref_mhz
-            self.at_ref_clock_ms = statistics.median(t * f / ref_mhz for t, f in zip(self.samples_ms, sm_mhz))
-        return self
+        if not ref_mhz or len(known) != len(sm_mhz):
+            return replace(self, sm_mhz_median=statistics.median(known))
+        return replace(self, sm_mhz_median=statistics.median(known), ref_sm_mhz=ref_mhz,
+                       at_ref_clock_ms=statistics.median(t * f / ref_mhz for t, f in zip(self.samples_ms, sm_mhz)))
 
 
 def summarize(samples: list[float], method: str = "cuda_events") -> Timing:

@@ -111,24 +111,19 @@ def _freq_ghz(t0: np.ndarray, c0: np.ndarray, tl: np.ndarray, cl: np.ndarray, sm
     if np.isfinite(f).any():
         return np.where(np.isfinite(f), f, np.nanmedian(f)), "per region (anchors >= 20 us apart)"
     if len(sm):
-        order = np.argsort(sm, kind="stable")
-        s_sorted = sm[order]
-        first = np.ones(len(order), bool)
-        first[1:] = s_sorted[1:] != s_sorted[:-1]
-        starts = np.flatnonzero(first)
-        lo = np.minimum.reduceat(t0[order], starts)
-        hi = np.maximum.reduceat(tl[order], starts)
-        # the cycle counts at those anchors: the region holding the earliest create / the latest record
-        i_lo = order[starts + np.array([np.argmin(t0[order][a:b]) for a, b in zip(starts, [*starts[1:], len(order)])])]
-        i_hi = order[starts + np.array([np.argmax(tl[order][a:b]) for a, b in zip(starts, [*starts[1:], len(order)])])]
-        span, cyc = (hi - lo).astype(np.float64), (cl[i_hi] - c0[i_lo]).astype(np.float64)
+        # per SM: the region holding its earliest create anchor and the one holding its latest record anchor
+        by_t0 = np.lexsort((t0, sm))
+        by_tl = np.lexsort((-tl, sm))
+        first = np.ones(len(sm), bool)
+        first[1:] = sm[by_t0][1:] != sm[by_t0][:-1]
+        i_lo, i_hi = by_t0[first], by_tl[first]  # the same SMs in the same order in both sorts
+        span, cyc = (tl[i_hi] - t0[i_lo]).astype(np.float64), (cl[i_hi] - c0[i_lo]).astype(np.float64)
         ok = (span >= MIN_SPAN_NS) & (cyc > 0)
         if ok.any():
             rate = np.where(ok, cyc / np.where(ok, span, 1), np.nan)
             per_sm = np.where(np.isfinite(rate), rate, np.nanmedian(rate))
-            sm_index = np.cumsum(first) - 1
             out = np.empty(len(sm))
-            out[order] = per_sm[sm_index]
+            out[by_t0] = per_sm[np.cumsum(first) - 1]
             return out, f"per SM over the kernel ({int(ok.sum())} SMs with anchors >= 20 us apart)"
     if hint_ghz:
         return np.full(len(dt), float(hint_ghz)), (f"the device's SM clock from the host ({hint_ghz * 1e3:.0f} MHz): "

@@ -195,14 +195,9 @@ def prepare_dump(dump_dir: str | os.PathLike[str], *, regions: Sequence[str] = (
 
 
 def _child(argv: Sequence[str], *, name: str, mode: str | None, session: bool) -> list[str]:
-    args = list(argv)
-    if args and os.path.basename(args[0]).startswith("python"):
-        args = args[1:]
-    if not args or (args[0] == "-m" and len(args) < 2):
-        raise KernscopeError("give the program to run: kernscope intra override [options] -- python script.py [args]"
-                             " (or -- python -m module [args])")
-    if args[0] != "-m" and not os.path.isfile(args[0]):
-        raise KernscopeError(f"{args[0]}: no such script")
+    from .run import program_args
+
+    args = program_args(argv, "override", modules=True)
     cmd = [sys.executable, "-m", "kernscope.intra.proton_session", "--name", name]
     if mode:
         cmd += ["--mode", mode]

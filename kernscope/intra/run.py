@@ -57,19 +57,28 @@ def _hooked_run(orig_run: Any, state: dict[str, Any]) -> Any:
     return run
 
 
+def program_args(argv: Sequence[str], command: str, *, modules: bool = False) -> list[str]:
+    """``script.py args...`` from ``[python] script.py args...`` (or ``[python] -m module args...`` when
+    ``modules``), checked: one line naming what is missing (``command``: for the usage text)."""
+    args = list(argv)
+    if args and os.path.basename(args[0]).startswith("python"):
+        args = args[1:]
+    is_module = modules and args[:1] == ["-m"]
+    if not args or (is_module and len(args) < 2):
+        raise KernscopeError(f"give the program to run: kernscope intra {command} [options] -- python script.py [args]"
+                             + (" (or -- python -m module [args])" if modules else ""))
+    if not is_module and not os.path.isfile(args[0]):
+        raise KernscopeError(f"{args[0]}: no such script")
+    return args
+
+
 def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Sequence[str] = ("body", "loops"),
                lines: dict[str, list[tuple[int, int, str]]] | None = None, max_launches: int = 16,
                warps: Sequence[int] = ()) -> RunResult:
     """Run ``argv`` (``script.py args...``, or ``python script.py ...``) in this process with the chosen
     kernels (all launched kernels when ``kernels`` is empty) profiled; ``warps``: warp sampling."""
-    args = list(argv)
-    if args and os.path.basename(args[0]).startswith("python"):
-        args = args[1:]
-    if not args:
-        raise KernscopeError("give the program to run: kernscope intra run [options] -- python script.py [args]")
+    args = program_args(argv, "run")
     script = args[0]
-    if not os.path.isfile(script):
-        raise KernscopeError(f"{script}: no such script")
     import triton
     import triton.runtime.jit as rj
 

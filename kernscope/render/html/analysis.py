@@ -11,7 +11,7 @@ import polars as pl
 
 from ...analyze.summary import Analysis
 from ...scalars import as_int
-from ..glossary import TERMS
+from ..glossary import TERMS, define
 from ..tables import records
 from . import b64, page
 
@@ -116,7 +116,7 @@ def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None) -> 
         "title": f["path"],
         "facts": {k: f[k] for k in ("events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names",
                                     "rank", "world_size", "platform", "steps", "step_source", "graph_launches")},
-        "glossary": {k: TERMS[k].meaning + (f" ({TERMS[k].unit})" if TERMS[k].unit else "") for k in used if k in TERMS},
+        "glossary": {k: define(k) for k in used if k in TERMS},
         "timeline": tl,
         "breakdown": records(a.timeline.select("type", "time_us", "percent")),
         "step_categories": {"steps": step_names, "categories": cats, "values": values},

@@ -11,7 +11,7 @@ import polars as pl
 from ...analyze.bench_dir import BenchDir
 from ...analyze.ranks import JobAnalysis
 from ...scalars import as_float
-from ..glossary import TERMS
+from ..glossary import TERMS, define
 from . import page
 from .analysis import table
 
@@ -52,7 +52,7 @@ def glossary(views: list[dict[str, Any]], extra: Iterable[str] = ()) -> dict[str
     used = set(extra)
     for v in views:
         used.update(v["table"]["columns"])
-    return {k: TERMS[k].meaning + (f" ({TERMS[k].unit})" if TERMS[k].unit else "") for k in used if k in TERMS}
+    return {k: define(k) for k in used if k in TERMS}
 
 
 def job_data(j: JobAnalysis, sheets: dict[str, pl.DataFrame]) -> dict[str, Any]:
