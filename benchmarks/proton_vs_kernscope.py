@@ -14,34 +14,14 @@ import sys
 from pathlib import Path
 
 import torch
-import triton
-import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import triton.profiler as proton  # noqa: E402
-from record_proton_files import NAMES, rows_plain, rows_proton  # noqa: E402
+from record_proton_files import NAMES, rows_kernscope, rows_plain, rows_proton  # noqa: E402
 
-from kernscope.intra import Profiler, tid  # noqa: E402
 from kernscope.intra.host import alloc_profiler_buffer, decode_profiler_buffer, reset_profiler_buffer  # noqa: E402
 from kernscope.intra.scopes import scope_table  # noqa: E402
-
-
-@triton.jit
-def rows_ks(x, out, cols, buf, BLOCK: tl.constexpr, SYNC: tl.constexpr):
-    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=True, SYNC=SYNC)
-    prof = prof.enter("kernel")
-    row = tl.program_id(0)
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    prof = prof.enter("row_loop")
-    for start in range(0, cols, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(x + row * cols + offs, mask=offs < cols, other=0.0)
-    prof = prof.exit("row_loop")
-    prof = prof.enter("store")
-    tl.store(out + row, tl.sum(acc))
-    prof = prof.exit("store")
-    prof = prof.exit("kernel")
 
 
 def timed(fn, n: int = 15, batch: int = 20) -> float:
@@ -74,8 +54,8 @@ def main() -> int:
     res: dict[str, object] = {"gpu": torch.cuda.get_device_name(), "programs": a.programs, "cols": a.cols}
     kernel_us = {
         "plain": timed(lambda: rows_plain[g](x, y, a.cols, BLOCK=1024, num_warps=4)),
-        "kernscope_sync": timed(lambda: rows_ks[g](x, y, a.cols, buf, BLOCK=1024, SYNC=True, num_warps=4)),
-        "kernscope_nosync": timed(lambda: rows_ks[g](x, y, a.cols, buf, BLOCK=1024, SYNC=False, num_warps=4)),
+        "kernscope_sync": timed(lambda: rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=True, SYNC=True, num_warps=4)),
+        "kernscope_nosync": timed(lambda: rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=True, SYNC=False, num_warps=4)),
         "proton_scopes_no_session": timed(lambda: rows_proton[g](x, y, a.cols, BLOCK=1024, num_warps=4)),
     }
     proton.start("/tmp/pvk", data="trace", backend="instrumentation")
@@ -86,7 +66,7 @@ def main() -> int:
         means: dict[str, list[float]] = {n: [] for n in NAMES}
         for _ in range(7):
             reset_profiler_buffer(buf)
-            rows_ks[g](x, y, a.cols, buf, BLOCK=1024, SYNC=sync, num_warps=4)
+            rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=True, SYNC=sync, num_warps=4)
             d = decode_profiler_buffer(buf, table)
             for n in NAMES:
                 means[n].append(statistics.mean(d.tasks.filter(d.tasks["task"].cast(str) == n)["duration_ns"].to_list()))

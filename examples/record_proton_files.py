@@ -67,8 +67,8 @@ def rows_plain(x, out, cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def rows_kernscope(x, out, cols, buf, BLOCK: tl.constexpr, CYCLES: tl.constexpr):
-    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=CYCLES)
+def rows_kernscope(x, out, cols, buf, BLOCK: tl.constexpr, CYCLES: tl.constexpr, SYNC: tl.constexpr = True):
+    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=CYCLES, SYNC=SYNC)
     prof = prof.enter("kernel")
     row = tl.program_id(0)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
