@@ -33,11 +33,13 @@ os.environ.setdefault("KERNSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="kscache-")
 from kernscope.analyze.ranks import RankTask
 from kernscope.engine import EngineSpec, analyze_job, expand_inputs
 kind, workers, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-cache = len(sys.argv) > 5 and sys.argv[5] == "cached"
+mode = sys.argv[5] if len(sys.argv) > 5 else ""
+cache = mode == "cached"
+projection = mode != "whole"  # "whole": every event parsed (no load projection)
 if cache:  # fill the parse cache first: the timed run is a re-analysis
     analyze_job(expand_inputs([folder]), RankTask(cache=True), EngineSpec(kind, workers=workers))
 t0 = time.perf_counter()
-job = analyze_job(expand_inputs([folder]), RankTask(cache=cache), EngineSpec(kind, workers=workers))
+job = analyze_job(expand_inputs([folder]), RankTask(cache=cache, projection=projection), EngineSpec(kind, workers=workers))
 dt = time.perf_counter() - t0
 self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kids_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -103,6 +105,8 @@ def main() -> int:
     ap.add_argument("--skip-hta", action="store_true")
     ap.add_argument("--dask", action="store_true", help="also run the Dask engine (LocalCluster of 2 workers)")
     ap.add_argument("--cached", action="store_true", help="also time a re-analysis that uses the parse cache")
+    ap.add_argument("--whole", action="store_true",
+                    help="also time kernscope parsing every event (no load projection) and check the tables are equal")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores; ranks replicated from {SRC}")
     for n in args.ranks:
@@ -113,6 +117,13 @@ def main() -> int:
               f"{time.perf_counter() - t0:,.0f} s)")
         ks = run(KS, "local", str(args.workers), str(folder), str(WORK / f"ks{n}"))
         print(f"  kernscope local ({args.workers} processes), cold: {ks}")
+        if args.whole:
+            kw = run(KS, "local", str(args.workers), str(folder), str(WORK / f"ksw{n}"), "whole")
+            import polars as pl
+
+            same = all(pl.read_parquet(WORK / f"ks{n}.{t}.parquet").equals(pl.read_parquet(WORK / f"ksw{n}.{t}.parquet"))
+                       for t in ("ranks", "stragglers", "instances"))
+            print(f"  kernscope local, every event parsed (no projection): {kw}; identical tables: {same}")
         if args.cached:
             kc = run(KS, "local", str(args.workers), str(folder), str(WORK / f"ksc{n}"), "cached")
             print(f"  kernscope local, re-analysis (parse cache): {kc}")

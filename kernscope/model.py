@@ -62,6 +62,7 @@ class RawTrace:
     salvaged: int | None = None  #: events recovered by ``--salvage`` (None when not salvaged)
     #: what salvage skipped, one line per reason (empty when nothing was skipped)
     skipped: list[str] = field(default_factory=list)
+    projected_out: int = 0  #: events a load projection skipped unparsed (0: every event was read)
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,17 @@ class TraceStats:
     event_counts: dict[str, int]  #: linked events by kind (flows and metadata excluded)
     platform: str  #: "cuda", "rocm" or "unknown"
     t0: int  #: earliest event start (ns): the origin for relative times in reports
+    #: events skipped unparsed by a load projection (counted in ``events``, not in ``event_counts``)
+    projected_out: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"events": self.events, "event_counts": dict(self.event_counts), "platform": self.platform, "t0": self.t0}
+        return {"events": self.events, "event_counts": dict(self.event_counts), "platform": self.platform, "t0": self.t0,
+                "projected_out": self.projected_out}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TraceStats":
-        return cls(int(d["events"]), {str(k): int(v) for k, v in d["event_counts"].items()}, str(d["platform"]), int(d["t0"]))
+        return cls(int(d["events"]), {str(k): int(v) for k, v in d["event_counts"].items()}, str(d["platform"]), int(d["t0"]),
+                   int(d.get("projected_out", 0)))
 
 
 @dataclass(frozen=True)

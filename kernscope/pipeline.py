@@ -15,6 +15,7 @@ from .link import StepSpec, link
 from .link.tree import call_tree
 from .load import cache as _cache
 from .load.kineto import parse_source
+from .load.project import Projection
 from .load.source import FileIdentity, Limits, open_trace
 from .model import Lazy, Trace, TraceStats
 
@@ -33,9 +34,13 @@ class LoadOptions:
 
     salvage: bool = False
     steps: StepSpec = StepSpec()
+    projection: Projection | None = None
 
     def key(self) -> dict[str, Any]:
-        return {"salvage": self.salvage, "step_marker": self.steps.marker}
+        key: dict[str, Any] = {"salvage": self.salvage, "step_marker": self.steps.marker}
+        if self.projection is not None and not self.salvage:
+            key["projection"] = self.projection.key()
+        return key
 
 
 def _info(trace: Trace) -> dict[str, Any]:
@@ -81,6 +86,7 @@ def load(
     limits: Limits | None = None,
     notify: Notify | None = None,
     progress: Callable[[int, int], None] | None = None,
+    projection: Projection | None = None,
 ) -> Trace:
     """Load and link a PyTorch profiler (Kineto) trace: ``.json``, ``.json.gz``, ``*.pt.trace.json(.gz)``.
 
@@ -93,12 +99,14 @@ def load(
         limits: memory bounds (default: 80% of available memory for the decoded tables).
         notify: receives one-line notices (cache rebuilt, ...); default: ``warnings.warn``.
         progress: called with (bytes read, file size) while parsing.
+        projection: skip events an analysis will not read, unparsed (:mod:`kernscope.load.project`); the
+            trace then holds only the rest (``stats.projected_out`` counts what was skipped).
 
     Raises:
         kernscope.errors.TraceError: with one message naming the file and the problem.
     """
     p = str(path)
-    opts = LoadOptions(salvage, steps or StepSpec())
+    opts = LoadOptions(salvage, steps or StepSpec(), projection)
     source = open_trace(p)
     before = FileIdentity.of(p)
     try:
@@ -108,10 +116,11 @@ def load(
             if entry is not None:
                 try:
                     return _from_entry(entry, p, lambda: load(p, cache=False, salvage=salvage, workers=workers,
-                                                              steps=steps, limits=limits))
+                                                              steps=steps, limits=limits, projection=projection))
                 except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError) as e:
                     _cache._discard(entry.path, str(e) or type(e).__name__, notify)
-        raw = parse_source(source, salvage=salvage, limits=limits, workers=workers, progress=progress)
+        raw = parse_source(source, salvage=salvage, limits=limits, workers=workers, progress=progress,
+                           projection=projection)
     except MemoryError:
         raise TraceError(p, "out of memory while reading this trace; try --max-memory to bound it, or a machine "
                             "with more memory") from None

@@ -128,7 +128,9 @@ def test_samples_carry_their_clock_and_the_normalized_median_removes_it():
     slow = [x for x, f in zip(out["a"], clocks["a"]) if f == 990.0]
     assert min(slow) > 1.8  # the raw samples: half of them take twice as long
     assert t.at_ref_clock_ms == pytest.approx(1.0, rel=0.3) and t.ref_sm_mhz == 1980.0
-    assert max(x * f / 1980.0 for x, f in zip(out["a"], clocks["a"])) < 1.5  # normalized, every sample is ~1 ms
+    # normalized, the samples are ~1 ms (the median: a sleep on a busy 2-core machine may overshoot once)
+    norm = sorted(x * f / 1980.0 for x, f in zip(out["a"], clocks["a"]))
+    assert norm[len(norm) // 2] < 1.5 and norm[len(norm) // 2] < 0.75 * min(slow)
     assert t.sm_mhz_median in (990.0, 1485.0, 1980.0)
     # unknown clocks: no normalization, never a wrong number
     same = summarize(out["a"], "perf_counter").with_clocks([float("nan")] * 12, 1980.0)

@@ -49,10 +49,11 @@ def platform_of(metadata: dict[str, object], events: pl.DataFrame) -> str:
     return "unknown"
 
 
-def _stats(events: pl.DataFrame, n_flows: int, metadata: dict[str, object]) -> TraceStats:
+def _stats(events: pl.DataFrame, n_flows: int, metadata: dict[str, object], projected_out: int = 0) -> TraceStats:
     t = events.filter(pl.col("kind") != "instant")["ts"].min()
     return TraceStats(
-        events=int(events.height + n_flows),
+        events=int(events.height + n_flows + projected_out),
+        projected_out=projected_out,
         event_counts={str(k): int(n) for k, n in events.group_by("kind").len().iter_rows()},
         platform=platform_of(metadata, events),
         t0=int(t) if isinstance(t, int) else 0,
@@ -124,7 +125,7 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
         flows_table=Lazy.of(flows),
         steps=step_table,
         tree_table=Lazy(lambda: call_tree(events)),
-        stats=_stats(events, flows.height, raw.metadata),
+        stats=_stats(events, flows.height, raw.metadata, raw.projected_out),
         metadata=raw.metadata,
         process_names=process_names,
         thread_names=thread_names,

@@ -25,6 +25,7 @@ from ..errors import TraceError
 from ..model import RawTrace
 from .chunk import EVENT_SCHEMA, Bad, ChunkError, empty_table, parse_chunk
 from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
+from .project import Projection, project
 from .source import Limits, TraceSource
 from .structure import top_level_objects
 
@@ -43,6 +44,9 @@ class Parsed:
     #: salvage: what was dropped in this piece, as (event index within the piece, description)
     skipped: list[tuple[int, str]] = field(default_factory=list)
     skipped_count: int = 0
+    #: projection: events cut out unparsed, and each kept row's ordinal among the chunk's events
+    dropped: int = 0
+    ordinals: np.ndarray | None = None
 
 
 def _bracket(text: bytes | memoryview) -> bytes:
@@ -106,8 +110,10 @@ class _Pipeline:
     """Parses the pieces of one document in order, in parallel, merging pieces whose cut was wrong."""
 
     def __init__(self, splitter: Splitter, *, salvage: bool, limits: Limits, workers: int,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None, projection: Projection | None = None) -> None:
         self.splitter = splitter
+        self.projection = None if salvage else projection
+        self.keep_rx = projection.compiled() if projection is not None else None
         self.path = splitter.path
         self.salvage = salvage
         self.limits = limits
@@ -120,12 +126,17 @@ class _Pipeline:
         self.skipped: list[str] = []
         self.skipped_count = 0
         self.tail: dict[str, Any] = {}
+        self.dropped = 0  #: events the projection cut out unparsed
         self.memory = 0.0
         self.budget = limits.memory()
         self.progress = progress
 
     # -- parsing one piece ------------------------------------------------------------------
     def _parse(self, piece: Piece) -> Parsed:
+        if not piece.final and self.projection is not None:
+            got = self._projected(piece.text)
+            if got is not None:
+                return got
         if not piece.final:
             df, bad = parse_chunk(_bracket(piece.text))
             return Parsed(df, bad)
@@ -134,6 +145,11 @@ class _Pipeline:
             head = bytes(piece.text[:pos]).rstrip()
             if not head.strip():
                 return Parsed(empty_table(), [], tail)
+            if self.projection is not None:
+                got = self._projected(head)
+                if got is not None:
+                    got.tail = tail
+                    return got
             try:
                 df, bad = parse_chunk(_bracket(head))
                 return Parsed(df, bad, tail)
@@ -144,6 +160,22 @@ class _Pipeline:
         if last is not None and not last.syntax:
             raise last
         raise ChunkError("the event array does not end properly", syntax=True)
+
+    def _projected(self, text: bytes | memoryview) -> Parsed | None:
+        """Events ``text`` without those the projection drops; None when nothing was dropped or the kept
+        text is not clean (then the whole text is parsed, so errors and their locations are as always)."""
+        assert self.projection is not None
+        cut = project(text, self.projection, self.keep_rx)
+        if cut is None:
+            return None
+        try:
+            df, bad = parse_chunk(_bracket(cut.text))
+        except ChunkError:
+            return None
+        if bad:
+            return None
+        exact = df.height == len(cut.kept_ordinals)
+        return Parsed(df, [], dropped=cut.dropped, ordinals=cut.kept_ordinals if exact else None)
 
     def _salvage_final(self, piece: Piece) -> Parsed:
         text = bytes(piece.text)
@@ -223,7 +255,8 @@ class _Pipeline:
         if parsed.tail is not None:
             self.tail = parsed.tail
         table = _with_idx(table, parsed, self.events_before)
-        self.events_before += parsed.table.height + parsed.skipped_count
+        self.events_before += parsed.table.height + parsed.skipped_count + parsed.dropped
+        self.dropped += parsed.dropped
         self.memory += table.estimated_size()
         if self.memory > self.budget:
             raise TraceError(
@@ -252,6 +285,8 @@ META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
 
 def _with_idx(table: pl.DataFrame, parsed: Parsed, first: int) -> pl.DataFrame:
     """Add ``idx``: each row's position in the file's event array (rows dropped by salvage keep their gaps)."""
+    if parsed.ordinals is not None:  # a projected piece whose events were all found: exact positions
+        return table.with_columns(pl.Series("idx", first + parsed.ordinals.astype(np.int64)))
     idx = np.arange(first, first + parsed.table.height, dtype=np.int64)
     if table.height != parsed.table.height:  # bad rows were filtered out above
         keep = np.ones(parsed.table.height, dtype=bool)
@@ -349,12 +384,17 @@ def _whole_document(source: TraceSource, limits: Limits) -> tuple[dict[str, Any]
 
 
 def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits | None = None,
-                 workers: int | None = None, progress: Callable[[int, int], None] | None = None) -> RawTrace:
-    """Decode an opened trace into an unlinked event table."""
+                 workers: int | None = None, progress: Callable[[int, int], None] | None = None,
+                 projection: Projection | None = None) -> RawTrace:
+    """Decode an opened trace into an unlinked event table.
+
+    ``projection``: skip the events it drops without parsing them (see :mod:`.project`); ignored with
+    ``salvage``. ``RawTrace.projected_out`` counts them."""
     limits = limits or Limits()
     workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
     splitter = Splitter(source, limits, salvage=salvage)
-    pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress)
+    pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
+                     projection=projection)
     try:
         pipe.run(splitter.pieces())
         meta = {**splitter.doc.metadata, **pipe.tail}
@@ -364,7 +404,7 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
         whole = TraceSource(source.path, inner, gz=False)
         sub = Splitter(whole, limits, salvage=salvage)
         sub.doc.bare_array = True
-        pipe = _Pipeline(sub, salvage=salvage, limits=limits, workers=workers)
+        pipe = _Pipeline(sub, salvage=salvage, limits=limits, workers=workers, projection=projection)
         pipe.run(_bare_pieces(sub, inner))
     event_cols = ["idx", *(c for c in EVENT_SCHEMA if c not in ("meta_name", "sort_index"))]
     empty = empty_table().with_columns(pl.lit(0, dtype=pl.Int64).alias("idx"))
@@ -378,7 +418,7 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
         skipped.append(f"... {skipped_count:,} events skipped in all")
     salvaged = table.height + flows.height + metas.height + pipe.counters if salvage else None
     return RawTrace(table.select(event_cols), meta, flows=flows, meta_events=metas, salvaged=salvaged,
-                    skipped=skipped if salvage else [])
+                    skipped=skipped if salvage else [], projected_out=pipe.dropped)
 
 
 def _bare_pieces(splitter: Splitter, inner: bytes) -> Iterator[Piece]:

@@ -153,25 +153,50 @@ def _gpu(trace: Trace) -> pl.DataFrame:
     return g.with_columns((pl.col("name").str.contains(COMM_PATTERN) & (pl.col("kind") == "kernel")).alias("is_comm"))
 
 
+_META_COLS = ("collective", "in_msg_nelems", "out_msg_nelems", "comm_dtype", "pg_name", "pg_desc", "group_size",
+              "comm_seq")
+
+
+def comm_meta(trace: Trace, c: pl.DataFrame) -> pl.DataFrame:
+    """Per launch of a communication kernel (``launch_idx``): the args of the innermost CPU op that carries
+    communication args (``record_param_comms``: Collective name, msg nelems, dtype, group, Seq) and encloses
+    the launch on its thread. By time on the launching thread, not by the launch's External id, so the answer
+    is the same whether or not the trace was loaded with a projection that skips other ops."""
+    ev = trace.events
+    have = [m for m in _META_COLS if m in ev.columns]
+    schema = {"launch_idx": pl.Int64, **{m: (pl.String if m in ("collective", "comm_dtype", "pg_name", "pg_desc")
+                                             else pl.Int64) for m in _META_COLS}}
+    if not have or c.height == 0:
+        return pl.DataFrame(schema=schema)
+    as_text = [pl.col(m).cast(pl.String) if ev.schema[m] == pl.Categorical or isinstance(ev.schema[m], pl.Enum)
+               else pl.col(m) for m in have]
+    ops = ev.filter((pl.col("kind") == "cpu_op") & pl.any_horizontal(pl.col(m).is_not_null() for m in have)).select(
+        pl.col("pid").cast(pl.String).alias("_op_pid"), pl.col("tid").cast(pl.String).alias("_op_tid"),
+        pl.col("ts").alias("_os"), pl.col("end").alias("_oe"), *as_text)
+    launches = c.select("launch_idx").drop_nulls().unique().join(
+        ev.select(pl.col("idx").alias("launch_idx"), pl.col("pid").cast(pl.String).alias("_lp"),
+                  pl.col("tid").cast(pl.String).alias("_lt"), pl.col("ts").alias("_ls")), on="launch_idx")
+    if ops.height == 0 or launches.height == 0:
+        return pl.DataFrame(schema=schema)
+    pairs = launches.join_where(ops, pl.col("_os") <= pl.col("_ls"), pl.col("_oe") >= pl.col("_ls")).filter(
+        (pl.col("_lp") == pl.col("_op_pid")) & (pl.col("_lt") == pl.col("_op_tid")))
+    best = pairs.sort(["_os", "_oe"], descending=[True, False]).unique("launch_idx", keep="first")
+    out = best.select("launch_idx", *have)
+    for m in _META_COLS:
+        if m not in out.columns:
+            out = out.with_columns(pl.lit(None, dtype=schema[m]).alias(m))
+    return out.select(list(schema))
+
+
 def collective_kernels(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
     """One row per communication kernel: type, process group, message size, order keys, NCCL algorithm.
 
-    Metadata comes from the launching op (``record_param_comms`` args: Collective name, In/Out msg nelems,
-    dtype, Process Group Name/Description, Group size, Seq) when present, else from the kernel name.
-    ``ordinal``: position among the rank's kernels of the same (step, group, type), by launch (matching key
-    across ranks when ``seq`` is absent).
+    Metadata comes from the op that launched it with communication args (see :func:`comm_meta`) when
+    present, else from the kernel name. ``ordinal``: position among the rank's kernels of the same
+    (step, group, type), by launch (matching key across ranks when ``seq`` is absent).
     """
     c = g.filter(pl.col("is_comm"))
-    meta_cols = ["collective", "in_msg_nelems", "out_msg_nelems", "comm_dtype", "pg_name", "pg_desc", "group_size",
-                 "comm_seq"]
-    ev = trace.events
-    have = [m for m in meta_cols if m in ev.columns]
-    meta = ev.select(pl.col("idx").alias("op_idx"), *(pl.col(m).cast(pl.String) if ev.schema[m] in (pl.Categorical,)
-                                                      or isinstance(ev.schema[m], pl.Enum) else pl.col(m) for m in have))
-    c = c.join(meta.join(c.select("op_idx").drop_nulls().unique(), on="op_idx", how="semi"), on="op_idx", how="left")
-    for m in meta_cols:
-        if m not in c.columns:
-            c = c.with_columns(pl.lit(None).alias(m))
+    c = c.join(comm_meta(trace, c), on="launch_idx", how="left")
     names = c.select("name", "collective").unique()
     kinds = [collective_type(m, n) for n, m in names.iter_rows()]
     algo = [(_ALGO.search(n).group(1).upper() if _ALGO.search(n) else None) for n, _ in names.iter_rows()]  # type: ignore[union-attr]

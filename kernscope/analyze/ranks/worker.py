@@ -3,14 +3,28 @@ Dask worker; imports only what it needs and returns small tables."""
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
 from ...errors import KernscopeError, TraceError
 from ...link import StepSpec
+from ...link.steps import PRESETS
+from ...load.project import Projection
 from ...pipeline import load
 from .job import Failure
 from .summary import RankResult, summarize_rank
+
+#: CPU ops a rank summary reads: those that carry communication args or enclose communication launches
+COMM_OPS = r"record_param_comms|nccl|rccl|c10d|gloo|ProfilerStep"
+
+
+def rank_keep_pattern(step_marker: str | None) -> str:
+    """One regex for the op names a rank load keeps (named groups of the presets made plain)."""
+    parts = [COMM_OPS, *PRESETS.values()]
+    if step_marker and step_marker not in ("auto", "ProfilerStep", "profilerstep"):
+        parts.append(PRESETS.get(step_marker, step_marker))
+    return "|".join(f"(?:{re.sub(r'[(][?]P<[A-Za-z_][A-Za-z0-9_]*>', '(?:', p)})" for p in parts)
 
 
 @dataclass(frozen=True)
@@ -21,13 +35,29 @@ class RankTask:
     salvage: bool = False
     step_marker: str | None = None
     threads: int | None = None  #: parse threads per rank (default: all cores; the engines set cores / workers)
+    #: skip, unparsed, the CPU ops, Python events and flow arrows the rank summary does not read (same results,
+    #: less parsing)
+    projection: bool = True
+
+    def load_projection(self) -> Projection | None:
+        """What a rank load may skip: CPU ops and Python functions other than communication ops and the
+        annotations steps may come from (ProfilerStep, the step-marker presets, ``step_marker``)."""
+        if not self.projection:
+            return None
+        keep = rank_keep_pattern(self.step_marker)
+        try:
+            re.compile(keep)
+        except re.error:  # a marker that is no valid regex: load whole, and linking reports the marker
+            return None
+        return Projection(keep=keep, drop_phases=("s", "f", "t"))  # flow arrows: the summary links by correlation
 
 
 def summarize_file(path: str, task: RankTask) -> RankResult | Failure:
     """Load one rank's trace and summarize it; bad input becomes a :class:`Failure` (the job goes on)."""
     t0 = time.perf_counter()
     try:
-        trace = load(path, cache=task.cache, salvage=task.salvage, steps=StepSpec(task.step_marker), workers=task.threads)
+        trace = load(path, cache=task.cache, salvage=task.salvage, steps=StepSpec(task.step_marker), workers=task.threads,
+                     projection=task.load_projection())
         return summarize_rank(trace, path, time.perf_counter() - t0)
     except TraceError as e:
         return Failure(path, e.problem)

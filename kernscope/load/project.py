@@ -1,0 +1,160 @@
+"""Projection: skip, before parsing, the events an analysis will not read (like reading only the needed
+columns of a Parquet file).
+
+A multi-rank analysis reads GPU activity, runtime launches, annotations and the communication ops; in a
+training trace most bytes are other CPU ops (60% of a DDP rank trace) and Python stack events. Parsing
+is the cost of a load, so those events are cut out of each chunk of JSON text before it reaches the
+parser, on Kineto's own layout and only where that layout is certain:
+
+- an event starts with ``{`` after a newline and two spaces, and a key at the start of the next line (a raw
+  newline never occurs inside a JSON string, so this ``{`` is structural); a dropped one begins
+  ``"ph": "X", "cat": "<cat>", "name": "``;
+- a dropped event reaches up to the next event start, and what lies between must be exactly one object:
+  it must end with ``\\n  },\\n  `` (Kineto's closing line), and every other ``{`` inside it must open a
+  value (follow a ``:`` or ``[``), never a next array element (after a ``,``);
+- its ``cat`` is one of :attr:`Projection.drop_cats` and its whole name (read from the text, no escapes)
+  does not match :attr:`Projection.keep`; or its ``ph`` (the first key) is one of
+  :attr:`Projection.drop_phases`.
+
+Anything else (another writer's layout, escapes in a name, a name longer than :data:`NAME_WINDOW` bytes,
+the first and last event of a chunk) is kept and parsed as usual, so a projection only ever removes
+events that are certainly whole, certainly of a dropped category and certainly not wanted. Dropped events
+are not validated (like unread columns). The result is checked by the caller: when the kept text does not
+parse, the chunk is parsed whole.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+#: names longer than this (bytes) are never dropped (the decision needs the whole name)
+NAME_WINDOW = 96
+_HEAD = b'\n  {\n    "'  #: an event start in Kineto's layout (its first key follows)
+_TAIL = np.frombuffer(b"\n  },\n  ", dtype=np.uint8)
+_OPEN, _Q, _BS = 123, 34, 92
+_WS = (32, 10, 13, 9)
+#: at most this many whitespace bytes are looked through before an inner ``{``
+_WS_LOOKBACK = 6
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Which events to skip unparsed: ``ph: X`` events of a category in ``drop_cats`` whose name does not
+    match the regular expression ``keep`` (``re.search``), and events of a phase in ``drop_phases``."""
+
+    keep: str
+    drop_cats: tuple[str, ...] = ("cpu_op", "python_function")
+    #: event phases dropped whatever their name (e.g. flow arrows "s", "f", "t")
+    drop_phases: tuple[str, ...] = ()
+
+    def key(self) -> dict[str, Any]:
+        """Part of the parse-cache key: a projected table is cached apart from the whole one."""
+        return {"keep": self.keep, "drop_cats": list(self.drop_cats), "drop_phases": list(self.drop_phases)}
+
+    def compiled(self) -> re.Pattern[str]:
+        return re.compile(self.keep)
+
+
+@dataclass
+class Projected:
+    """The kept text and, per kept event that was found as an event start, its ordinal in the chunk."""
+
+    text: bytes
+    dropped: int  #: events removed
+    starts: int  #: event starts found in the chunk (kept + dropped, when every event was found)
+    kept_ordinals: np.ndarray  #: ordinals (among the starts found) of the kept events, in order
+
+
+def _inner_open_ok(a: np.ndarray, opens: np.ndarray) -> np.ndarray:
+    """For each ``{`` position: True when the previous non-blank byte (within a few) is ``:`` or ``[``."""
+    ok = np.zeros(len(opens), dtype=bool)
+    undecided = np.ones(len(opens), dtype=bool)
+    for back in range(1, _WS_LOOKBACK + 1):
+        pos = opens - back
+        valid = pos >= 0
+        prev = np.where(valid, a[np.maximum(pos, 0)], 0)
+        blank = np.isin(prev, _WS) & valid
+        decided = undecided & ~blank
+        ok |= decided & ((prev == ord(":")) | (prev == ord("[")))
+        undecided &= blank
+    return ok
+
+
+def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str] | None = None) -> Projected | None:
+    """Cut the events ``projection`` drops out of ``text`` (a run of events, no brackets).
+
+    Returns None when nothing is dropped (parse ``text`` as it is)."""
+    a = np.frombuffer(text, dtype=np.uint8)
+    n = len(a)
+    if n < 64:
+        return None
+    head = np.frombuffer(_HEAD, dtype=np.uint8)
+    opens = np.flatnonzero(a == _OPEN)
+    cand = opens[(opens >= 3) & (opens - 3 + len(_HEAD) <= n)]
+    if len(cand) < 3:
+        return None
+    is_start = (sliding_window_view(a, len(_HEAD))[cand - 3] == head).all(axis=1)
+    starts = cand[is_start]  # position of each event's "{"
+    if len(starts) < 3:
+        return None
+    ordinal_shift = 0
+    if a[0] == _OPEN and starts[0] != 0:  # the chunk's first event has no newline before it: an event all the same
+        ordinal_shift = 1
+    body = starts + (len(_HEAD) - 3)
+    rx = rx or projection.compiled()
+    drop = np.zeros(len(starts), dtype=bool)
+    for cat in projection.drop_cats:
+        pat = np.frombuffer(f'ph": "X", "cat": "{cat}", "name": "'.encode(), dtype=np.uint8)
+        room = np.flatnonzero(body + len(pat) + NAME_WINDOW <= n)
+        hit = room[(sliding_window_view(a, len(pat))[body[room]] == pat).all(axis=1)]
+        if len(hit) == 0:
+            continue
+        names = sliding_window_view(a, NAME_WINDOW)[body[hit] + len(pat)]
+        quote = names == _Q
+        end = quote.argmax(axis=1)
+        inside = np.arange(NAME_WINDOW)[None, :] < end[:, None]
+        whole = quote.any(axis=1) & ~((names == _BS) & inside).any(axis=1)
+        names = np.where(inside, names, 0).astype(np.uint8)
+        keys = np.ascontiguousarray(names).view(f"S{NAME_WINDOW}").ravel()
+        uniq, inv = np.unique(keys, return_inverse=True)
+        wanted = np.fromiter((rx.search(u.decode("utf-8", "replace")) is not None for u in uniq.tolist()),
+                             dtype=bool, count=len(uniq))
+        drop[hit] = whole & ~wanted[inv.ravel()]
+    for ph in projection.drop_phases:
+        pat = np.frombuffer(f'ph": "{ph}", '.encode(), dtype=np.uint8)
+        room = np.flatnonzero(body + len(pat) <= n)
+        drop[room[(sliding_window_view(a, len(pat))[body[room]] == pat).all(axis=1)]] = True
+    drop[0] = drop[-1] = False  # the chunk's edges stay: their neighbours are not in this chunk
+    if not drop.any():
+        return None
+    nxt = np.append(starts[1:], n)
+    ds, de = starts[drop], nxt[drop]
+    # each dropped range must be exactly one object: Kineto's closing line, and no inner "{" after a ","
+    tail_ok = (sliding_window_view(a, len(_TAIL))[de - len(_TAIL)] == _TAIL).all(axis=1)
+    inner = opens[np.isin(opens, starts, invert=True)]
+    bad_inner = inner[~_inner_open_ok(a, inner)] if len(inner) else inner
+    lo = np.searchsorted(bad_inner, ds, side="right")
+    hi = np.searchsorted(bad_inner, de, side="left")
+    single = tail_ok & (hi == lo)
+    drop_idx = np.flatnonzero(drop)
+    drop[drop_idx[~single]] = False
+    if not drop.any():
+        return None
+    ds, de = starts[drop], nxt[drop]
+    # merge adjacent dropped ranges, then join the kept runs between them
+    brk = np.flatnonzero(ds[1:] != de[:-1])
+    run_s = np.concatenate([ds[:1], ds[1:][brk]])
+    run_e = np.concatenate([de[:-1][brk], de[-1:]])
+    keep_s = np.concatenate([[0], run_e]).tolist()
+    keep_e = np.concatenate([run_s, [n]]).tolist()
+    mv = memoryview(text)
+    out = b"".join([mv[s:e] for s, e in zip(keep_s, keep_e)])
+    kept = np.flatnonzero(~drop) + ordinal_shift
+    if ordinal_shift:
+        kept = np.concatenate([[0], kept])
+    return Projected(out, int(drop.sum()), len(starts) + ordinal_shift, kept)

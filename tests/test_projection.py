@@ -1,0 +1,186 @@
+"""Load projection (kernscope.load.project): the ranks job skips CPU ops it does not read, unparsed.
+
+What must hold: the rank summary is identical with and without it on every real trace; the events that
+remain are exactly the file's events (same positions, names, times); nothing but whole, unwanted
+cpu_op / python_function events is ever cut, however the text is laid out.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import needs_traces, real_traces, trace_id
+from polars.testing import assert_frame_equal
+
+from kernscope.analyze.ranks import RankTask, summarize_file
+from kernscope.analyze.ranks.summary import RankResult, summarize_rank
+from kernscope.errors import TraceError
+from kernscope.load.chunk import parse_chunk
+from kernscope.load.project import project
+from kernscope.pipeline import load
+
+PROJ = RankTask().load_projection()
+assert PROJ is not None
+
+
+def _same_result(a: RankResult, b: RankResult) -> None:
+    for name in ("steps", "collectives", "queues"):
+        assert_frame_equal(getattr(a, name), getattr(b, name))
+    for name in ("overall", "launch", "rank", "world_size", "device_names", "gpu_start_ns", "gpu_end_ns", "pg_config"):
+        assert getattr(a, name) == getattr(b, name), name
+
+
+@needs_traces
+@pytest.mark.parametrize("path", real_traces(), ids=trace_id)
+def test_rank_summary_identical_and_events_exact(path):
+    full = load(path, cache=False)
+    proj = load(path, cache=False, projection=PROJ)
+    _same_result(summarize_rank(full, str(path)), summarize_rank(proj, str(path)))
+    # what remains is the file's own events: same positions, names and times
+    cols = ["idx", "name", "kind", "ts", "dur"]
+    f = full.events.select(cols).with_columns(pl.col("name", "kind").cast(pl.String))
+    p = proj.events.select(cols).with_columns(pl.col("name", "kind").cast(pl.String))
+    assert p["idx"].is_unique().all()
+    assert_frame_equal(p.join(f, on="idx", how="left", suffix="_f").select(
+        (pl.col("name") == pl.col("name_f")).all(), (pl.col("ts") == pl.col("ts_f")).all(),
+        (pl.col("dur") == pl.col("dur_f")).all()), pl.DataFrame({"name": [True], "ts": [True], "dur": [True]}))
+    # only CPU ops / Python functions the ranks job does not read are gone; everything else is there
+    gone = f.join(p, on="idx", how="anti")
+    assert gone.filter(~pl.col("kind").is_in(["cpu_op", "python_function"])).height == 0
+    assert gone.filter(pl.col("name").str.contains(PROJ.keep)).height == 0
+    assert proj.stats.events == full.stats.events
+    flows_gone = full.flows.height - proj.flows.height  # flow arrows are dropped too (linking uses correlation ids)
+    assert flows_gone >= 0
+    assert proj.stats.projected_out == gone.height + flows_gone
+
+
+@needs_traces
+def test_ddp_rank_cuts_most_cpu_ops():
+    path = next((p for p in real_traces() if p.name == "ddp4_rank0.json.gz"), None)
+    if path is None:
+        pytest.skip("multirank traces not present")
+    raw = json.loads(gzip.open(path).read())["traceEvents"]
+    ops = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    comm = [e for e in ops if "record_param_comms" in e["name"] or "nccl" in e["name"] or "c10d" in e["name"]]
+    proj = load(path, cache=False, projection=PROJ)
+    # all but the first and last event of each piece, of those not wanted
+    assert proj.stats.projected_out >= 0.99 * (len(ops) - len(comm) - 4)
+    kept = proj.events.filter(pl.col("kind") == "cpu_op")["name"].cast(pl.String).to_list()
+    assert sum(1 for n in kept if n == "record_param_comms") == sum(1 for e in ops if e["name"] == "record_param_comms")
+
+
+# -- hostile and unusual layouts, on the chunk text itself -------------------------------------------------------
+def _ev(cat: str, name: str, ts: float, extra: str = "", *, pid: int = 1, tid: int = 1, dur: float = 1.0,
+        args: str = '"External id": 1') -> str:
+    """One event in Kineto's own layout."""
+    return (f'  {{\n    "ph": "X", "cat": "{cat}", "name": "{name}", "pid": {pid}, "tid": {tid},\n'
+            f'    "ts": {ts}, "dur": {dur},\n    "args": {{\n      {args}{extra}\n    }}\n  }}')
+
+
+def _chunk(events: list[str]) -> bytes:
+    return ("\n" + ",\n".join(events)).encode()
+
+
+def _names(text: bytes) -> list[str]:
+    df, bad = parse_chunk(b"[" + text.strip() + b"]")
+    assert not bad
+    return df["name"].cast(pl.String).to_list()
+
+
+def test_kineto_layout_drops_only_unwanted_ops():
+    evs = [_ev("cpu_op", "aten::first", 1), _ev("cpu_op", "aten::mm", 2), _ev("kernel", "gemm", 3),
+           _ev("cpu_op", "record_param_comms", 4), _ev("python_function", "model.py(12): forward", 5),
+           _ev("cpu_op", "ProfilerStep#3", 6), _ev("cpu_op", "aten::add", 7), _ev("cpu_op", "aten::last", 8)]
+    text = _chunk(evs)
+    out = project(text, PROJ)
+    assert out is not None
+    assert _names(out.text) == ["aten::first", "gemm", "record_param_comms", "ProfilerStep#3", "aten::last"]
+    assert out.dropped == 3
+    assert out.kept_ordinals.tolist() == [0, 2, 3, 5, 7]
+
+
+def test_two_events_in_one_range_are_not_cut():
+    # a cpu_op that closes mid-line and a kernel after it on the same line: the range holds two events
+    sneaky = ('  {\n    "ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 2, "dur": 1,'
+              ' "args": {}}, {"ph": "X", "cat": "kernel", "name": "hidden_gemm", "pid": 1, "tid": 7, "ts": 3, "dur": 1,'
+              ' "args": {\n    }\n  }')
+    evs = [_ev("cpu_op", "a", 1), sneaky, _ev("cpu_op", "aten::add", 4), _ev("cpu_op", "z", 5)]
+    out = project(_chunk(evs), PROJ)
+    kept = _names(out.text) if out is not None else _names(_chunk(evs))
+    assert "hidden_gemm" in kept and "aten::mm" in kept
+    assert "aten::add" not in kept
+
+
+@pytest.mark.parametrize("name", ['aten::\\"quoted\\"', "x" * 200, "f{x}(y)"])
+def test_names_that_cannot_be_judged_stay(name):
+    evs = [_ev("cpu_op", "a", 1), _ev("cpu_op", name, 2), _ev("cpu_op", "z", 3)]
+    out = project(_chunk(evs), PROJ)
+    assert out is None  # nothing certain to drop
+
+
+def test_other_layouts_are_parsed_whole():
+    minified = b",".join(json.dumps({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "pid": 1, "tid": 1, "ts": i,
+                                     "dur": 1}).encode() for i in range(50))
+    assert project(minified, PROJ) is None
+    crlf = _chunk([_ev("cpu_op", f"aten::op{i}", i) for i in range(10)]).replace(b"\n", b"\r\n")
+    assert project(crlf, PROJ) is None
+
+
+def _kineto_file(path: Path, events: list[str]) -> Path:
+    path.write_text('{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + ",\n".join(events) + "\n  ]\n}\n")
+    return path
+
+
+def _train_like(n_steps: int = 3) -> list[str]:
+    evs = []
+    t = 0.0
+    for s in range(n_steps):
+        evs.append(_ev("user_annotation", f"ProfilerStep#{s}", t, dur=90.0, args=f'"External id": {1000 + s}'))
+        for k in range(8):
+            evs.append(_ev("cpu_op", f"aten::op{k}", t + 1 + k))
+            evs.append(_ev("cuda_runtime", "cudaLaunchKernel", t + 1.2 + k, dur=0.5,
+                           args=f'"correlation": {s * 100 + k}, "External id": 1'))
+            evs.append(_ev("kernel", f"gemm_{k}", t + 20 + 4 * k, pid=0, tid=7, dur=3.0,
+                           args=f'"correlation": {s * 100 + k}, "device": 0, "stream": 7'))
+        t += 100.0
+    return evs
+
+
+def test_cache_keeps_projected_and_whole_apart(tmp_path):
+    p = _kineto_file(tmp_path / "rank0.json", _train_like())
+    whole = load(p)
+    proj = load(p, projection=PROJ)
+    again = load(p)
+    assert whole.stats.projected_out == 0 and again.stats.projected_out == 0
+    assert proj.stats.projected_out > 0 and again.from_cache
+    assert again.events.height == whole.events.height
+    assert load(p, projection=PROJ).stats.projected_out == proj.stats.projected_out
+
+
+def test_rank_task_results_equal_and_marker_ops_kept(tmp_path):
+    evs = _train_like()
+    # a step marker on CPU ops (no ProfilerStep): the ops it names must survive the projection
+    evs = [e.replace('"cat": "user_annotation", "name": "ProfilerStep#', '"cat": "cpu_op", "name": "my_iter_') for e in evs]
+    p = _kineto_file(tmp_path / "rank0.json", evs)
+    a = summarize_file(str(p), RankTask(cache=False, step_marker=r"^my_iter_\d+$", projection=False))
+    b = summarize_file(str(p), RankTask(cache=False, step_marker=r"^my_iter_\d+$", projection=True))
+    assert isinstance(a, RankResult) and isinstance(b, RankResult)
+    assert a.steps.height == 3
+    _same_result(a, b)
+
+
+def test_errors_in_read_events_are_reported_as_always(tmp_path):
+    evs = _train_like()
+    bad = next(i for i, e in enumerate(evs) if '"cat": "kernel"' in e and i > 10)
+    evs[bad] = evs[bad].replace('"dur": 3.0', '"dur": "soon"')
+    p = _kineto_file(tmp_path / "rank0.json", evs)
+    with pytest.raises(TraceError) as whole:
+        load(p, cache=False)
+    with pytest.raises(TraceError) as proj:
+        load(p, cache=False, projection=PROJ)
+    assert str(proj.value) == str(whole.value)
+    assert f"$.traceEvents[{bad}]" in str(whole.value)
