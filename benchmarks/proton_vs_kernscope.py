@@ -56,21 +56,27 @@ def main() -> int:
         "plain": timed(lambda: rows_plain[g](x, y, a.cols, BLOCK=1024, num_warps=4)),
         "kernscope_sync": timed(lambda: rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=True, SYNC=True, num_warps=4)),
         "kernscope_nosync": timed(lambda: rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=True, SYNC=False, num_warps=4)),
+        "kernscope_globaltimer": timed(lambda: rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=False, SYNC=True,
+                                                                 num_warps=4)),
+        "kernscope_staged": timed(lambda: rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=True, SYNC=True, STAGE=8,
+                                                            num_warps=4)),
+        "kernscope_staged_nosync": timed(lambda: rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=True, SYNC=False,
+                                                                   STAGE=8, num_warps=4)),
         "proton_scopes_no_session": timed(lambda: rows_proton[g](x, y, a.cols, BLOCK=1024, num_warps=4)),
     }
     proton.start("/tmp/pvk", data="trace", backend="instrumentation")
     kernel_us["proton_session"] = timed(lambda: rows_proton[g](x, y, a.cols, BLOCK=1024, num_warps=4), n=3, batch=5)
     proton.finalize()
     res["kernel_us_median"] = kernel_us
-    for sync in (True, False):
+    for sync, stage in ((True, 0), (False, 0), (True, 8), (False, 8)):
         means: dict[str, list[float]] = {n: [] for n in NAMES}
         for _ in range(7):
             reset_profiler_buffer(buf)
-            rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=True, SYNC=sync, num_warps=4)
+            rows_kernscope[g](x, y, a.cols, buf, BLOCK=1024, CYCLES=True, SYNC=sync, STAGE=stage, num_warps=4)
             d = decode_profiler_buffer(buf, table)
             for n in NAMES:
                 means[n].append(statistics.mean(d.tasks.filter(d.tasks["task"].cast(str) == n)["duration_ns"].to_list()))
-        res[f"scopes_ns_sync_{sync}"] = {n: statistics.median(v) for n, v in means.items()}
+        res[f"scopes_ns_sync_{sync}" + (f"_stage{stage}" if stage else "")] = {n: statistics.median(v) for n, v in means.items()}
     print(json.dumps(res, indent=2))
     return 0
 

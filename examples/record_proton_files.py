@@ -67,8 +67,9 @@ def rows_plain(x, out, cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def rows_kernscope(x, out, cols, buf, BLOCK: tl.constexpr, CYCLES: tl.constexpr, SYNC: tl.constexpr = True):
-    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=CYCLES, SYNC=SYNC)
+def rows_kernscope(x, out, cols, buf, BLOCK: tl.constexpr, CYCLES: tl.constexpr, SYNC: tl.constexpr = True,
+                   STAGE: tl.constexpr = 0):
+    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), CYCLES=CYCLES, SYNC=SYNC, STAGE=STAGE)
     prof = prof.enter("kernel")
     row = tl.program_id(0)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -81,6 +82,7 @@ def rows_kernscope(x, out, cols, buf, BLOCK: tl.constexpr, CYCLES: tl.constexpr,
     tl.store(out + row, tl.sum(acc))
     prof = prof.exit("store")
     prof = prof.exit("kernel")
+    prof.finalize()  # STAGE > 0: write the on-chip records (nothing otherwise)
 
 
 def main() -> int:
@@ -90,6 +92,7 @@ def main() -> int:
     ap.add_argument("--cols", type=int, default=65536)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--repeats", type=int, default=5, help="launches per profiler, alternated")
+    ap.add_argument("--stage", type=int, default=0, help="kernscope records staged on chip (STAGE=N), 0: stored")
     args = ap.parse_args()
     if args.small:
         args.programs, args.cols, args.repeats = 16, 4096, 1
@@ -102,7 +105,7 @@ def main() -> int:
         rows_proton[grid](x, y, args.cols, BLOCK=1024, num_warps=4)
     buf = alloc_profiler_buffer(args.programs * 8 + 64)
     for _ in range(3):
-        rows_kernscope[grid](x, y, args.cols, buf, BLOCK=1024, CYCLES=True, num_warps=4)
+        rows_kernscope[grid](x, y, args.cols, buf, BLOCK=1024, CYCLES=True, STAGE=args.stage, num_warps=4)
         rows_plain[grid](x, y, args.cols, BLOCK=1024, num_warps=4)
     torch.cuda.synchronize()
 
@@ -118,7 +121,7 @@ def main() -> int:
         rows_proton[grid](x, y, args.cols, BLOCK=1024, num_warps=4)
         proton.finalize()
         buf = alloc_profiler_buffer(args.programs * 8 + 64)
-        rows_kernscope[grid](x, y, args.cols, buf, BLOCK=1024, CYCLES=True, num_warps=4)
+        rows_kernscope[grid](x, y, args.cols, buf, BLOCK=1024, CYCLES=True, STAGE=args.stage, num_warps=4)
         d = decode_profiler_buffer(buf, table)
         clock, clock_source = d.clock_ghz or 1.0, d.clock_source
         if r == 0:

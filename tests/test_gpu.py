@@ -380,3 +380,70 @@ def test_scheduling_safe_end_record_times_a_single_load():
     print(f"single load: after=v HBM {hbm:.0f} / L2 {l2:.0f} cycles; without: {issue_hbm:.0f} / {issue_l2:.0f}")
     assert hbm > 300 and hbm > 1.5 * l2 and l2 > 1.5 * issue_l2
     assert abs(issue_hbm - issue_l2) < 0.25 * issue_l2  # without `after`, the memory level does not show
+
+
+def _staged(stage: int, n_iter: int, programs: int = 132, cycles: bool = False, slots: int | None = None):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    import staged_kernels as sk
+
+    from kernscope.intra.host import decode_profiler_buffer
+
+    block = 256
+    x = torch.randn(programs * n_iter * block, device="cuda")
+    out = torch.empty(programs * block, device="cuda")
+    buf = alloc_profiler_buffer(slots or programs * max(stage + 2, 2 * n_iter))
+    sk.loop_kernel[(programs,)](buf, x, out, n_iter, STAGE=stage, CYCLES=cycles, BLOCK=block)
+    torch.cuda.synchronize()
+    assert torch.allclose(out, x.view(programs, n_iter, block).sum(1).view(-1), rtol=1e-4, atol=1e-3)
+    return decode_profiler_buffer(buf, ["iter"])
+
+
+def test_staged_buffer_holds_records_on_chip_and_times_finalize():
+    """STAGE=N: records in an on-chip ring written at finalize(); every record kept when they fit, the newest N
+    (a sliding window) when they do not, and each CTA's finalize time recorded."""
+    whole = _staged(128, 40)  # 80 records fit in 128 slots
+    plain = _staged(0, 40)
+    assert whole.stage_slots == 128 and whole.ring_overwritten == 0 and whole.unpaired == 0
+    assert whole.tasks.height == plain.tasks.height == 132 * 40
+    assert (whole.tasks["duration_ns"] >= 0).all()
+    fin = whole.finalize
+    assert fin is not None and fin.height == 132 and (fin["finalize_ns"] > 0).all() and fin["finalize_ns"].max() < 100_000
+    # per program, the staged iterations are as long as the directly stored ones (same work, same clock)
+    a, b = float(whole.tasks["duration_ns"].median()), float(plain.tasks["duration_ns"].median())
+    assert 0.5 < a / b < 2.0, (a, b)
+    print(f"staged: iteration median {a:.0f} ns vs {b:.0f} ns stored directly; finalize mean "
+          f"{fin['finalize_ns'].mean():.0f} ns, max {fin['finalize_ns'].max()} ns per CTA")
+    # more records than slots: the newest 16 records (8 iterations) per program, the rest counted
+    with pytest.warns(UserWarning, match="overwritten"):
+        export_to_perfetto_trace(_alloc_and_run_ring(), ["iter"], "/tmp/kernscope_staged")
+    ring = _staged(16, 40)
+    assert ring.ring_overwritten == 132 * (80 - 16) and ring.unpaired == 0
+    assert ring.tasks.height == 132 * 8
+    last = ring.tasks.group_by("block").agg(pl.col("start_ns").min())
+    first_plain = plain.tasks.group_by("block").agg(pl.col("start_ns").min())
+    assert last.join(first_plain, on="block").select((pl.col("start_ns") > pl.col("start_ns_right")).all()).item()
+    # cycle mode: the ring is converted with a measured clock
+    cyc = _staged(128, 40, cycles=True)
+    assert cyc.tasks.height == 132 * 40 and cyc.clock_ghz is not None and 0.8 < cyc.clock_ghz < 2.2
+    # a buffer too small for the ring is one clear error
+    with pytest.raises(Exception, match="too small for STAGE=128"):
+        _staged(128, 4, slots=132 * 8)
+
+
+def _alloc_and_run_ring():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    import staged_kernels as sk
+
+    programs, n_iter, block = 132, 40, 256
+    x = torch.randn(programs * n_iter * block, device="cuda")
+    out = torch.empty(programs * block, device="cuda")
+    buf = alloc_profiler_buffer(programs * 18)
+    sk.loop_kernel[(programs,)](buf, x, out, n_iter, STAGE=16, CYCLES=False, BLOCK=block)
+    torch.cuda.synchronize()
+    return buf

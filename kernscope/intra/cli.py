@@ -74,6 +74,8 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
                                else "Proton's 1 GHz convention" if loaded.source == "proton" else "1 GHz (not measured)")
     if loaded.decoded is not None:
         d = loaded.decoded
+        if d.stage_slots:
+            summary["staged_ring_slots"] = d.stage_slots
         if d.warps is not None:
             summary["sampled_warps"] = ",".join(map(str, d.warps))
             if d.silent_warps:

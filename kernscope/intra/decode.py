@@ -19,6 +19,7 @@ from .layout import (
     DELTA_SHIFT,
     FLAG_CYCLES,
     FLAG_RING,
+    FLAG_STAGED,
     FLAG_WARPS,
     GLOBAL_HEADER_WORDS,
     H_FLAGS,
@@ -31,6 +32,7 @@ from .layout import (
     LAYOUTS,
     MAGIC,
     REGION_HEADER_WORDS,
+    STAGE_SHIFT,
     START_BIT,
     TASK_MASK,
     VALID,
@@ -74,6 +76,10 @@ class Decoded:
     warps: list[int] | None = None
     #: warp sampling: sampled warps with no record in any program (e.g. an id beyond the kernel's num_warps)
     silent_warps: list[int] = field(default_factory=list)
+    #: staged mode: slots of the on-chip ring (0: records were stored as they came)
+    stage_slots: int = 0
+    #: staged mode: per program and group, the time ``finalize()`` took to write the ring out (ns)
+    finalize: pl.DataFrame | None = None
 
 
 Names = Sequence[str] | Mapping[int, str]
@@ -147,6 +153,7 @@ class _Header:
     cycles: bool
     warps: list[int] | None = None  #: warp sampling: warp id of each group
     lay: RegionLayout = LAYOUTS[2]  #: where a region's words are (by the buffer's layout version)
+    stage: int = 0  #: staged mode: ring slots (records in slots 0..stage-1, finalize pair after them)
 
 
 def _read_header(b: np.ndarray) -> _Header | None:
@@ -177,7 +184,12 @@ def _read_header(b: np.ndarray) -> _Header | None:
         warps = warps_of(int(b[H_WARPS]))
         if len(warps) != groups:
             raise KernscopeError(f"profiler buffer header: warp mask {int(b[H_WARPS]):#x} does not match its {groups} groups")
-    return _Header(regions, cap, groups, bool(flags & FLAG_RING), bool(flags & FLAG_CYCLES), warps, lay)
+    stage = (flags >> STAGE_SHIFT) & 0xFFFF if flags & FLAG_STAGED else 0
+    if flags & FLAG_STAGED and cap < stage + 2:
+        raise KernscopeError(f"profiler buffer too small for STAGE={stage}: a region holds {cap} records but the staged "
+                             f"ring needs {stage + 2} (its slots and the finalize pair); allocate at least "
+                             f"{stage + 2} slots per program")
+    return _Header(regions, cap, groups, bool(flags & FLAG_RING), bool(flags & FLAG_CYCLES), warps, lay, stage)
 
 
 def _written(recs: np.ndarray, cap: int) -> np.ndarray:
@@ -321,6 +333,8 @@ def decode_buffer(buf: np.ndarray, task_names: Names = (), clock_hint_ghz: float
         return Decoded(pl.DataFrame(schema=SCHEMA), task_names=names, ring=bool(flags & FLAG_RING),
                        cycles=bool(flags & FLAG_CYCLES))
     lay = h.lay
+    if h.stage:
+        return _decode_staged(h, names, clock_hint_ghz)
     written = _written(h.regions[:, lay.first_record : lay.first_record + h.cap], h.cap)
     count = np.maximum(h.regions[:, lay.count], written)  # the counter is stored only on drops / in ring mode
     kept = np.minimum(count, h.cap)
@@ -359,6 +373,53 @@ def decode_buffer(buf: np.ndarray, task_names: Names = (), clock_hint_ghz: float
         if (k % 2 == 0).all() and is_start[ev].all() and not is_start[od].any() and (task[ev] == task[od]).all():
             out.unpaired = 0
             return _finish(out, reg[ev], t[ev], t[od], task[ev], h.groups, h.regions[:, h.lay.smid], h.warps)
+    return _pair(out, h, reg, t, is_start, task)
+
+
+FINALIZE_SCHEMA = {"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "finalize_ns": pl.Int64}
+
+
+def _decode_staged(h: _Header, names: list[str] | dict[int, str], clock_hint_ghz: float | None) -> Decoded:
+    """Staged mode: each region holds a ring of ``h.stage`` records (the newest, when more were made), written by
+    ``finalize()`` with the count, and the finalize start/end in the two slots after the ring."""
+    lay, n = h.lay, h.stage
+    count = h.regions[:, lay.count]
+    active = np.flatnonzero(count > 0)
+    kept = np.minimum(count, n)
+    over = int(np.maximum(count - n, 0).sum())
+    out = Decoded(pl.DataFrame(schema=SCHEMA), regions=len(active), ring_overwritten=over, capacity_per_region=n,
+                  ring=True, cycles=h.cycles, task_names=names, stage_slots=n,
+                  finalize=pl.DataFrame(schema=FINALIZE_SCHEMA))
+    if len(active) == 0:
+        return out
+    k = kept[active]
+    reg = np.repeat(active, k)
+    j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)
+    first = np.where(count[active] > n, count[active] % n, 0)
+    words = h.regions[reg, lay.first_record + (np.repeat(first, k) + j) % n]
+    out.records = int(words.size)
+    f_all = None
+    if h.cycles:
+        r = h.regions
+        f, out.clock_source = _freq_ghz(r[active, lay.t0], r[active, lay.c0], r[active, lay.tlast], r[active, lay.clast],
+                                        r[active, lay.smid], clock_hint_ghz)
+        out.clock_ghz = float(np.median(f))
+        f_all = np.ones(len(r))
+        f_all[active] = f
+    fin_s = h.regions[active, lay.first_record + n]
+    fin_e = h.regions[active, lay.first_record + n + 1]
+    ok = (fin_s != 0) & (fin_e != 0)
+    fa = active[ok]
+    if len(fa):
+        ts = _times(h, fa, fin_s[ok], f_all)
+        te = _times(h, fa, fin_e[ok], f_all)
+        groups = h.groups
+        grp = fa % groups if groups > 1 else np.zeros(len(fa), dtype=np.int64)
+        out.finalize = pl.DataFrame({"block": fa // groups if groups > 1 else fa, "group": grp,
+                                     "sm": h.regions[fa, lay.smid], "finalize_ns": te - ts}, schema=FINALIZE_SCHEMA)
+    is_start = ((words >> START_BIT) & 1).astype(bool)
+    task = words & TASK_MASK
+    t = _times(h, reg, words, f_all)
     return _pair(out, h, reg, t, is_start, task)
 
 

@@ -58,6 +58,21 @@ def _warp_mask(warp_ids):
 
 
 @_constexpr_function
+def _stage_slots(stage, ring, warp_ids):
+    """Compile time: STAGE (0, or a power of two 2..STAGE_MAX) checked against the other options."""
+    n = int(getattr(stage, "value", stage) or 0)
+    if n == 0:
+        return 0
+    if n < 2 or n > L.STAGE_MAX or n & (n - 1):
+        raise ValueError(f"STAGE must be a power of two in 2..{L.STAGE_MAX} (slots of the on-chip ring), got {n}")
+    if getattr(warp_ids, "value", warp_ids) is not None:
+        raise ValueError("STAGE (on-chip staging) and WARP_IDS (warp sampling) cannot be combined")
+    if getattr(ring, "value", ring):
+        raise ValueError("STAGE is already a ring (the newest STAGE records are kept): drop RING=True")
+    return n
+
+
+@_constexpr_function
 def _bits(mask):
     return bin(int(getattr(mask, "value", mask))).count("1")
 
@@ -82,6 +97,8 @@ _ALIGN: tl.constexpr = tl.constexpr(L.REGION_ALIGN)
 _FLAG_RING: tl.constexpr = tl.constexpr(L.FLAG_RING)
 _FLAG_CYCLES: tl.constexpr = tl.constexpr(L.FLAG_CYCLES)
 _FLAG_WARPS: tl.constexpr = tl.constexpr(L.FLAG_WARPS)
+_FLAG_STAGED: tl.constexpr = tl.constexpr(L.FLAG_STAGED)
+_STAGE_SHIFT: tl.constexpr = tl.constexpr(L.STAGE_SHIFT)
 _SHIFT: tl.constexpr = tl.constexpr(L.DELTA_SHIFT)
 _SBIT: tl.constexpr = tl.constexpr(L.START_BIT)
 _VALID: tl.constexpr = tl.constexpr(L.VALID)
@@ -182,15 +199,17 @@ class Profiler:
     pending: tl.tensor
     hdr: tl.tensor
     is_leader: tl.tensor
+    stage: tl.tensor  # STAGE > 0: the on-chip ring of records ([STAGE] int64); else unused
     ENABLE_PROFILING: tl.constexpr
     RING: tl.constexpr
     CYCLES: tl.constexpr
     SYNC: tl.constexpr
     WMASK: tl.constexpr  # warp sampling: mask of the recording warps (0: one recorder per program and group)
+    STAGE: tl.constexpr  # slots of the on-chip ring (0: records go straight to global memory)
 
     @_constexpr_function
-    def __init__(self, buf, total, region, nreg, idx, origin, gt_start, sm, pending, hdr, is_leader, ENABLE_PROFILING,
-                 RING, CYCLES, SYNC, WMASK):
+    def __init__(self, buf, total, region, nreg, idx, origin, gt_start, sm, pending, hdr, is_leader, stage,
+                 ENABLE_PROFILING, RING, CYCLES, SYNC, WMASK, STAGE):
         self.buf = buf
         self.total = total
         self.region = region
@@ -202,16 +221,18 @@ class Profiler:
         self.pending = pending
         self.hdr = hdr
         self.is_leader = is_leader
+        self.stage = stage
         self.ENABLE_PROFILING = tl.constexpr(ENABLE_PROFILING)
         self.RING = tl.constexpr(RING)
         self.CYCLES = tl.constexpr(CYCLES)
         self.SYNC = tl.constexpr(SYNC)
         self.WMASK = tl.constexpr(WMASK)
+        self.STAGE = tl.constexpr(STAGE)
 
     @triton.jit
     def create(profiler_buffer, group_id, num_groups, is_leader, ENABLE_PROFILING: tl.constexpr = True,
                RING: tl.constexpr = False, CYCLES: tl.constexpr = False, SYNC: tl.constexpr = True,
-               WARP_IDS: tl.constexpr = None):
+               WARP_IDS: tl.constexpr = None, STAGE: tl.constexpr = 0):
         """Claim this program's region. Options beyond the seed API: ``RING`` keeps the newest records
         when the region fills; ``CYCLES`` records %clock64 (anchored to %globaltimer); ``SYNC=False``
         skips the block-wide barrier at each record (cheaper; an end record then marks when the
@@ -220,12 +241,17 @@ class Profiler:
         ``WARP_IDS`` (warp sampling, e.g. ``(0, 1, 2, 3)``): instead of one leader per program and group, lane 0
         of each listed warp records into a region of its own (``group`` = the warp id after decoding), so
         every record marks when *that warp* got there (no block barrier). ``group_id``, ``num_groups`` and
-        ``is_leader`` are then ignored."""
+        ``is_leader`` are then ignored.
+
+        ``STAGE`` (a power of two, e.g. 16): keep records on chip, in a ring of ``STAGE`` slots, instead of
+        storing each one; ``profiler.finalize()`` must be called at the kernel's end to write them (and the
+        per-CTA finalize time). The region needs ``STAGE + 2`` slots. More records than slots keep the newest."""
         nx = tl.num_programs(0)
         ny = tl.num_programs(1)
         nz = tl.num_programs(2)
         pid = tl.program_id(0) + tl.program_id(1) * nx + tl.program_id(2) * nx * ny
         WMASK: tl.constexpr = _warp_mask(WARP_IDS)
+        NSTAGE: tl.constexpr = _stage_slots(STAGE, RING, WARP_IDS)
         if ENABLE_PROFILING:
             buf = profiler_buffer.to(tl.pointer_type(tl.int64))
             if WMASK != 0:
@@ -250,19 +276,24 @@ class Profiler:
             else:
                 origin = gt
             first = leader & (region == 0)
-            flags = (_FLAG_RING if RING else 0) | (_FLAG_CYCLES if CYCLES else 0) | (_FLAG_WARPS if WMASK != 0 else 0)
+            flags = ((_FLAG_RING if RING else 0) | (_FLAG_CYCLES if CYCLES else 0) | (_FLAG_WARPS if WMASK != 0 else 0)
+                     | ((_FLAG_STAGED | (NSTAGE << _STAGE_SHIFT)) if NSTAGE != 0 else 0))
             _put(buf + _H_REGIONS, nreg, first, WMASK != 0)
             _put(buf + _H_GROUPS, gt * 0 + groups, first, WMASK != 0)
             _put(buf + _H_FLAGS, gt * 0 + flags, first, WMASK != 0)
             _put(buf + _H_GRID, (nx * ny * nz).to(tl.int64), first, WMASK != 0)
             if WMASK != 0:
                 _put(buf + _H_WARPS, gt * 0 + WMASK, first, True)
+            if NSTAGE != 0:
+                stage = tl.zeros([NSTAGE], dtype=tl.int64)
+            else:
+                stage = gt * 0
             return Profiler(buf, total, region, nreg, pid * 0, origin, gt, smid().to(tl.int64), gt * 0, pid * 0,
-                            leader, ENABLE_PROFILING, RING, CYCLES, SYNC, WMASK)
+                            leader, stage, ENABLE_PROFILING, RING, CYCLES, SYNC, WMASK, NSTAGE)
         else:
             z = pid * 0
-            return Profiler(profiler_buffer, z, z, z, z, z, z, z, z, z, is_leader, ENABLE_PROFILING, RING, CYCLES, SYNC,
-                            WMASK)
+            return Profiler(profiler_buffer, z, z, z, z, z, z, z, z, z, is_leader, z, ENABLE_PROFILING, RING, CYCLES,
+                            SYNC, WMASK, NSTAGE)
 
     @triton.jit
     def _header(self, base, cap, t, gt):
@@ -300,13 +331,17 @@ class Profiler:
                 gt = t
             word = _VALID | ((t - self.origin) << _SHIFT) | ((is_start * 1) << _SBIT) | task_type
             hdr = self.hdr
-            if self.RING:
+            stage = self.stage
+            pending = self.pending
+            if self.STAGE != 0:  # on chip: the record goes into its ring slot, no memory traffic
+                slots = tl.arange(0, self.STAGE)
+                stage = tl.where(slots == (self.idx % self.STAGE), word, self.stage)
+            elif self.RING:
                 base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
                 lead = self.is_leader & (cap > 0)
                 _put(base + _R_RECORDS + self.idx % tl.maximum(cap, 1), word, lead, per_thread)
                 _put(base + _RH + cap + _R_COUNT, (self.idx + 1).to(tl.int64), lead, per_thread)
                 self._header(base, cap, t, gt)
-                pending = self.pending
             else:
                 if self.pending != 0:  # a held start (nested tasks): write it now
                     base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
@@ -323,10 +358,42 @@ class Profiler:
                     hdr = self.hdr * 0 + 1
                 pending = word * (is_start * 1)
             return Profiler(self.buf, self.total, self.region, self.nreg, self.idx + 1, self.origin, self.gt_start, self.sm,
-                            pending, hdr, self.is_leader, self.ENABLE_PROFILING, self.RING, self.CYCLES, self.SYNC,
-                            self.WMASK)
+                            pending, hdr, self.is_leader, stage, self.ENABLE_PROFILING, self.RING, self.CYCLES, self.SYNC,
+                            self.WMASK, self.STAGE)
         else:
             return self
+
+    @triton.jit
+    def finalize(self):
+        """Staged mode (``STAGE``): write the on-chip ring to this program's region in one vector store, then the
+        record count and the finalize time (timer before the store and after it, as a start/end pair in slots
+        STAGE and STAGE + 1). Call it once, at the end of the kernel. Without ``STAGE`` it does nothing."""
+        if self.ENABLE_PROFILING and self.STAGE != 0:
+            if self.SYNC:
+                tl.debug_barrier()
+            if self.CYCLES:
+                ta = clock64()
+                gta = globaltimer()
+            else:
+                ta = globaltimer()
+                gta = ta
+            base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
+            slots = tl.arange(0, self.STAGE)
+            n = tl.minimum(self.idx, self.STAGE)
+            # every thread stores the ring slots it holds (Triton stores each element once)
+            tl.store(base + _R_RECORDS + slots, self.stage, mask=(slots < n) & (slots < cap))
+            lead = self.is_leader & (cap > 0)
+            _put(base + _RH + cap + _R_COUNT, self.idx.to(tl.int64), lead, False)
+            self._header(base, cap, ta, gta)
+            if self.CYCLES:
+                tb = clock64()
+            else:
+                tb = globaltimer()
+            fin = self.STAGE
+            _put(base + _R_RECORDS + fin, _VALID | ((ta - self.origin) << _SHIFT) | (1 << _SBIT),
+                 self.is_leader & (fin + 1 < cap), False)
+            _put(base + _R_RECORDS + fin + 1, _VALID | ((tb - self.origin) << _SHIFT),
+                 self.is_leader & (fin + 1 < cap), False)
 
     @triton.jit
     def enter(self, name: tl.constexpr):

@@ -132,7 +132,14 @@ def _warn_about(d: Decoded) -> None:
             ProfilerOverflowWarning,
             stacklevel=3,
         )
-    if d.unbalanced:
+    if d.stage_slots and d.ring_overwritten:
+        warnings.warn(
+            f"{d.ring_overwritten:,} earlier profiler records were overwritten: the staged ring keeps the newest "
+            f"{d.stage_slots} records per program; raise STAGE to keep more",
+            ProfilerOverflowWarning,
+            stacklevel=3,
+        )
+    if d.unbalanced and not (d.stage_slots and d.ring_overwritten):  # a ring cut leaves ends without starts
         listed = ", ".join(f"{n!r} ({a} enter without exit, {b} exit without enter)" for n, a, b in d.unbalanced[:5])
         warnings.warn(f"unbalanced scopes: {listed}", ProfilerScopeWarning, stacklevel=3)
 

@@ -102,10 +102,10 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
                 d = decode_buffer(z["buffer"], task_names or stored)
             if shift:
                 d.tasks = shift_durations(d.tasks, shift)
-            return Loaded(d.tasks, d, "buffer")
+            return Loaded(d.tasks, d, "buffer", d.finalize)
         if p.endswith(".npy"):
             d = decode_buffer(np.load(p, allow_pickle=False), task_names or [])
-            return Loaded(d.tasks, d, "buffer")
+            return Loaded(d.tasks, d, "buffer", d.finalize)
         with open(p, "rb") as f:
             data = f.read()
         if data[:2] == b"\x1f\x8b":

@@ -27,6 +27,13 @@ record; 45 bits of delta cover 9.7 hours.
 The region's record counter is written only when it matters: on a record that does not fit (so the decoder
 knows how many were dropped), and on every record in ring mode (to find the oldest). Otherwise a record costs
 one store. Buffers of layout version 1 (header words first) are still decoded.
+
+Staged mode (``Profiler.create(..., STAGE=N)``, Proton's on-chip buffer with finalize): records go to an
+N-slot ring held on chip (registers: Triton's language has no user-managed shared memory) instead of
+global memory, so a record costs no store; ``prof.finalize()`` at the kernel's end writes the ring to the
+region in one vector store, then the count, and the time that took (the *finalize time*, per CTA) as a
+start/end pair in slots N and N+1. More than N records keep the newest N (a sliding window, as Proton's
+circular buffer) and the decoder reports how many earlier ones were overwritten.
 """
 
 from __future__ import annotations
@@ -51,6 +58,12 @@ REGION_ALIGN = 4  #: region size in words is a multiple of this (32 bytes)
 FLAG_RING = 1
 FLAG_CYCLES = 2
 FLAG_WARPS = 4  #: warp sampling: regions are (program, sampled warp); H_WARPS holds the warp mask
+#: staged buffer (``STAGE=N``): records are kept on chip (a ring of N slots per program) and written at
+#: ``finalize()``; region slots 0..N-1 hold the ring, slots N and N+1 the finalize start/end, and the count
+#: word the records attempted. N is stored in the flags word from bit STAGE_SHIFT.
+FLAG_STAGED = 8
+STAGE_SHIFT = 8
+STAGE_MAX = 1 << 12  #: most slots of a staged ring (a power of two)
 #: warps a program can have (Triton's num_warps <= 32): the mask fits one word
 MAX_WARPS = 32
 

@@ -15,6 +15,7 @@ from .layout import (
     DELTA_SHIFT,
     FLAG_CYCLES,
     FLAG_RING,
+    FLAG_STAGED,
     FLAG_WARPS,
     GLOBAL_HEADER_WORDS,
     H_FLAGS,
@@ -28,6 +29,7 @@ from .layout import (
     LAYOUTS,
     MAGIC,
     REGION_HEADER_WORDS,
+    STAGE_SHIFT,
     START_BIT,
     VALID,
     VERSION,
@@ -46,6 +48,7 @@ class Region:
     c0: int = 0
     cycles_per_ns: float = 1.8
     extra: dict = field(default_factory=dict)
+    finalize: tuple[int, int] | None = None  #: staged mode: (start, end) of finalize() (same clock as ``records``)
 
 
 def empty_buffer(max_num_profile_slots: int, version: int = VERSION) -> np.ndarray:
@@ -56,10 +59,11 @@ def empty_buffer(max_num_profile_slots: int, version: int = VERSION) -> np.ndarr
 
 
 def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int = 1, ring: bool = False, cycles: bool = False,
-                warp_ids: Sequence[int] | None = None) -> np.ndarray:
+                warp_ids: Sequence[int] | None = None, stage: int = 0) -> np.ndarray:
     """Write ``regions`` (index = program * num_groups + group) into ``buf`` as the device would. With
     ``warp_ids`` (warp sampling) the groups are the sampled warps in ascending order: region = program *
-    len(warp_ids) + rank of the warp."""
+    len(warp_ids) + rank of the warp. ``stage`` (staged mode): records go to a ring of ``stage`` slots and
+    ``finalize()`` writes it, the count and the region's ``finalize`` pair."""
     n = len(regions)
     total = int(buf[H_TOTAL])
     lay = LAYOUTS[int(buf[H_VERSION])]
@@ -69,7 +73,8 @@ def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int =
         num_groups = len(warp_ids)
         buf[H_WARPS] = warp_mask(warp_ids)
     buf[H_REGIONS], buf[H_GROUPS], buf[H_GRID] = n, num_groups, n // num_groups
-    buf[H_FLAGS] = (FLAG_RING if ring else 0) | (FLAG_CYCLES if cycles else 0) | (FLAG_WARPS if warp_ids is not None else 0)
+    buf[H_FLAGS] = ((FLAG_RING if ring else 0) | (FLAG_CYCLES if cycles else 0) | (FLAG_WARPS if warp_ids is not None else 0)
+                    | ((FLAG_STAGED | stage << STAGE_SHIFT) if stage else 0))
     for r, reg in enumerate(regions):
         base = GLOBAL_HEADER_WORDS + r * per
         end = base + per  # the tail's offsets are negative: from the region's end
@@ -80,17 +85,33 @@ def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int =
         buf[at(lay.t0)], buf[at(lay.smid)] = reg.t0, reg.sm
         buf[at(lay.c0)] = reg.c0
         count = 0
-        for t, is_start, task in reg.records:
+
+        def word_of(t: int, is_start: bool, task: int, reg: Region = reg) -> int:
             if cycles:
                 c = reg.c0 + int(round((t - reg.t0) * reg.cycles_per_ns))
-                word = VALID | ((c - reg.c0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
-                buf[at(lay.tlast)], buf[at(lay.clast)] = t, c
-            else:
-                word = VALID | ((t - reg.t0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
+                return VALID | ((c - reg.c0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
+            return VALID | ((t - reg.t0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
+
+        for t, is_start, task in reg.records:
+            word = word_of(t, is_start, task)
+            if cycles:
+                buf[at(lay.tlast)], buf[at(lay.clast)] = t, reg.c0 + int(round((t - reg.t0) * reg.cycles_per_ns))
+            if stage:  # on chip: the ring slot; nothing reaches memory before finalize
+                buf[base + lay.first_record + count % stage] = word
+                count += 1
+                continue
             slot = count % cap if ring else count
             if ring or count < cap:
                 buf[base + lay.first_record + slot] = word
-            count += 1  # noqa: SIM113 - the device's counter, not a loop index
+            count += 1
             if ring or count > cap:  # as on the device: the counter is stored on drops (and always in ring mode)
                 buf[at(lay.count)] = count
+        if stage:
+            buf[at(lay.count)] = count
+            if reg.finalize is not None and stage + 1 < cap:
+                a, b = reg.finalize
+                buf[base + lay.first_record + stage] = word_of(a, True, 0)
+                buf[base + lay.first_record + stage + 1] = word_of(b, False, 0)
+                if cycles:
+                    buf[at(lay.tlast)], buf[at(lay.clast)] = a, reg.c0 + int(round((a - reg.t0) * reg.cycles_per_ns))
     return buf

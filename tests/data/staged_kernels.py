@@ -1,0 +1,23 @@
+"""Kernels for the staged (on-chip) profiler buffer: a loop with a record pair per iteration."""
+
+import triton
+import triton.language as tl
+
+from kernscope.intra.device import Profiler, tid
+
+
+@triton.jit
+def loop_kernel(buf, x_ptr, out_ptr, n_iter, STAGE: tl.constexpr, CYCLES: tl.constexpr, BLOCK: tl.constexpr,
+                ENABLE: tl.constexpr = True, SYNC: tl.constexpr = True):
+    """``n_iter`` iterations of load-accumulate, each one task 0 ("iter"); the program's sum at the end."""
+    pid = tl.program_id(0)
+    prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), ENABLE_PROFILING=ENABLE, CYCLES=CYCLES, STAGE=STAGE,
+                           SYNC=SYNC)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for i in range(n_iter):
+        prof = prof.record(True, 0)
+        acc += tl.load(x_ptr + (pid * n_iter + i) * BLOCK + offs)
+        prof = prof.record(False, 0)
+    tl.store(out_ptr + pid * BLOCK + offs, acc)
+    prof.finalize()
