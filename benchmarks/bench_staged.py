@@ -47,6 +47,8 @@ def main() -> int:
             f"staged{stage}": dict(STAGE=stage, ENABLE=True),
             "stored_nosync": dict(STAGE=0, ENABLE=True, SYNC=False),
             f"staged{stage}_nosync": dict(STAGE=stage, ENABLE=True, SYNC=False),
+            f"shared{stage}": dict(STAGE=stage, ENABLE=True, BUFFER_TYPE="shared_mem"),
+            f"shared{stage}_nosync": dict(STAGE=stage, ENABLE=True, SYNC=False, BUFFER_TYPE="shared_mem"),
         }
 
         def launch(kw: dict, programs: int = programs, buf: torch.Tensor = buf, x: torch.Tensor = x,
@@ -62,11 +64,15 @@ def main() -> int:
             for k in order:
                 rounds[k].append(triton.testing.do_bench(lambda kw=variants[k]: launch(kw), warmup=25, rep=200))
         med = {k: statistics.median(v) for k, v in rounds.items()}
-        reset_profiler_buffer(buf)
-        launch(variants[f"staged{stage}"])
-        torch.cuda.synchronize()
-        d = decode_profiler_buffer(buf, ["iter"])
-        fin = d.finalize["finalize_ns"] if d.finalize is not None else None
+        fins = {}
+        for kind in (f"staged{stage}", f"shared{stage}"):
+            reset_profiler_buffer(buf)
+            launch(variants[kind])
+            torch.cuda.synchronize()
+            d = decode_profiler_buffer(buf, ["iter"])
+            fins[kind] = d.finalize["finalize_ns"] if d.finalize is not None else None
+        fin = fins[f"staged{stage}"]
+        fsh = fins[f"shared{stage}"]
         row = {
             "programs": programs, "iterations": n_iter, "records_per_program": 2 * n_iter, "stage": stage,
             "median_ms": med, "rounds_ms": rounds,
@@ -74,18 +80,24 @@ def main() -> int:
             "overhead_staged_pct": 100 * (med[f"staged{stage}"] / med["off"] - 1),
             "overhead_stored_nosync_pct": 100 * (med["stored_nosync"] / med["off"] - 1),
             "overhead_staged_nosync_pct": 100 * (med[f"staged{stage}_nosync"] / med["off"] - 1),
+            "overhead_shared_pct": 100 * (med[f"shared{stage}"] / med["off"] - 1),
+            "overhead_shared_nosync_pct": 100 * (med[f"shared{stage}_nosync"] / med["off"] - 1),
             "staged_records_kept": d.records, "staged_overwritten": d.ring_overwritten,
             "finalize_mean_ns": float(fin.mean()) if fin is not None else None,  # type: ignore[arg-type]
             "finalize_max_ns": int(fin.max()) if fin is not None else None,  # type: ignore[arg-type]
             "iteration_median_ns": float(d.tasks["duration_ns"].median() or 0),
+            "finalize_shared_mean_ns": float(fsh.mean()) if fsh is not None else None,  # type: ignore[arg-type]
+            "finalize_shared_max_ns": int(fsh.max()) if fsh is not None else None,  # type: ignore[arg-type]
         }
         results.append(row)
         print(f"{programs} programs x {n_iter} iterations ({2 * n_iter} records each), STAGE={stage}: "
               f"off {med['off'] * 1e3:.1f} us, stored {med['stored'] * 1e3:.1f} us (+{row['overhead_stored_pct']:.2f}%), "
               f"staged {med[f'staged{stage}'] * 1e3:.1f} us (+{row['overhead_staged_pct']:.2f}%); without the block "
               f"barrier (SYNC=False): stored +{row['overhead_stored_nosync_pct']:.2f}%, staged "
-              f"+{row['overhead_staged_nosync_pct']:.2f}%; "
-              f"finalize per CTA mean {row['finalize_mean_ns']:.0f} ns, max {row['finalize_max_ns']} ns; "
+              f"+{row['overhead_staged_nosync_pct']:.2f}%; shared-memory ring +{row['overhead_shared_pct']:.2f}% "
+              f"(SYNC=False +{row['overhead_shared_nosync_pct']:.2f}%); "
+              f"finalize per CTA mean {row['finalize_mean_ns']:.0f} ns, max {row['finalize_max_ns']} ns (shared ring "
+              f"{row['finalize_shared_mean_ns']:.0f} / {row['finalize_shared_max_ns']} ns); "
               f"kept {d.records} records, overwritten {d.ring_overwritten}")
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
     if args.out:

@@ -382,7 +382,8 @@ def test_scheduling_safe_end_record_times_a_single_load():
     assert abs(issue_hbm - issue_l2) < 0.25 * issue_l2  # without `after`, the memory level does not show
 
 
-def _staged(stage: int, n_iter: int, programs: int = 132, cycles: bool = False, slots: int | None = None):
+def _staged(stage: int, n_iter: int, programs: int = 132, cycles: bool = False, slots: int | None = None,
+            buffer_type: str | None = None):
     import sys
     from pathlib import Path
 
@@ -395,7 +396,7 @@ def _staged(stage: int, n_iter: int, programs: int = 132, cycles: bool = False, 
     x = torch.randn(programs * n_iter * block, device="cuda")
     out = torch.empty(programs * block, device="cuda")
     buf = alloc_profiler_buffer(slots or programs * max(stage + 2, 2 * n_iter))
-    sk.loop_kernel[(programs,)](buf, x, out, n_iter, STAGE=stage, CYCLES=cycles, BLOCK=block)
+    sk.loop_kernel[(programs,)](buf, x, out, n_iter, STAGE=stage, CYCLES=cycles, BLOCK=block, BUFFER_TYPE=buffer_type)
     torch.cuda.synchronize()
     assert torch.allclose(out, x.view(programs, n_iter, block).sum(1).view(-1), rtol=1e-4, atol=1e-3)
     return decode_profiler_buffer(buf, ["iter"])
@@ -431,6 +432,15 @@ def test_staged_buffer_holds_records_on_chip_and_times_finalize():
     # a buffer too small for the ring is one clear error
     with pytest.raises(Exception, match="too small for STAGE=128"):
         _staged(128, 4, slots=132 * 8)
+    # the ring in shared memory (Proton's buffer_type="shared_mem"): the same records, window and finalize
+    sh = _staged(128, 40, buffer_type="shared_mem")
+    assert sh.stage_memory == "shared_mem" and sh.tasks.height == 132 * 40 and sh.unpaired == 0
+    assert sh.finalize is not None and sh.finalize.height == 132 and (sh.finalize["finalize_ns"] > 0).all()
+    shr = _staged(16, 40, buffer_type="shared_mem")
+    assert shr.ring_overwritten == 132 * 64 and shr.tasks.height == 132 * 8 and shr.unpaired == 0
+    a_sh = float(sh.tasks["duration_ns"].median())
+    assert 0.5 < a_sh / b < 2.0, (a_sh, b)
+    print(f"shared-memory ring: iteration median {a_sh:.0f} ns; finalize mean {sh.finalize['finalize_ns'].mean():.0f} ns")
 
 
 def _alloc_and_run_ring():

@@ -97,10 +97,12 @@ def test_cli_shows_finalize_times_and_ring_slots(tmp_path, capsys):
     np.savez(tmp_path / "s.npz", buffer=b, task_names=np.array(["even", "odd"]))
     assert main(["intra", "stats", str(tmp_path / "s.npz"), "--format", "json"]) == 0
     s = json.loads(capsys.readouterr().out)["summary"]
-    assert s["staged_ring_slots"] == 32 and s["finalize_ctas"] == 8
+    assert s["staged_ring_slots"] == 32 and s["finalize_ctas"] == 8 and s["staged_in"] == "registers"
     assert s["finalize_mean_ns"] == pytest.approx(153.5) and s["finalize_max_ns"] == 157
     assert main(["intra", "stats", str(tmp_path / "s.npz")]) == 0
     assert "finalize" in capsys.readouterr().out.lower()
+    fill_buffer(b, _regions(8, 10), stage=32, shared=True)
+    assert decode_buffer(b, []).stage_memory == "shared_mem"
 
 
 def _ptx(**constexprs):
@@ -112,10 +114,12 @@ def _ptx(**constexprs):
     import staged_kernels as sk
 
     sig = {"buf": "*i64", "x_ptr": "*fp32", "out_ptr": "*fp32", "n_iter": "i32", "STAGE": "constexpr",
-           "CYCLES": "constexpr", "BLOCK": "constexpr", "ENABLE": "constexpr", "SYNC": "constexpr"}
-    cx = {"CYCLES": False, "BLOCK": 256, "ENABLE": True, "SYNC": True, **constexprs}
-    return triton.compile(ASTSource(fn=sk.loop_kernel, signature=sig, constexprs=cx),
-                          target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+           "CYCLES": "constexpr", "BLOCK": "constexpr", "ENABLE": "constexpr", "SYNC": "constexpr",
+           "BUFFER_TYPE": "constexpr"}
+    cx = {"CYCLES": False, "BLOCK": 256, "ENABLE": True, "SYNC": True, "BUFFER_TYPE": None, **constexprs}
+    c = triton.compile(ASTSource(fn=sk.loop_kernel, signature=sig, constexprs=cx), target=GPUTarget("cuda", 90, 32))
+    assert "cubin" in c.asm  # ptxas accepted it
+    return c.asm["ptx"]
 
 
 def _loop_body(ptx: str) -> str:
@@ -132,11 +136,18 @@ def test_staged_loop_has_no_global_store_and_bad_options_are_refused():
     stored = _loop_body(_ptx(STAGE=0))
     assert "globaltimer" in staged and "st.global" not in staged
     assert "st.global" in stored
-    for bad in (3, 1 << 13):
+    # the shared-memory ring: declared once at kernel scope, one st.shared per record in the loop, no global store
+    shared = _ptx(STAGE=16, BUFFER_TYPE="shared_mem")
+    assert shared.count(".shared .align 16 .b64 __kernscope_ring[16];") == 1
+    body = _loop_body(shared)
+    assert "st.shared" in body and "st.global" not in body
+    assert "__kernscope_ring[256]" in _ptx(BUFFER_TYPE="shared_mem")  # default size
+    for bad in ({"STAGE": 3}, {"STAGE": 1 << 13}, {"STAGE": 16, "BUFFER_TYPE": "global"},
+                {"BUFFER_TYPE": "registers"}, {"BUFFER_TYPE": "smem"}):
         with pytest.raises(Exception) as err:
-            _ptx(STAGE=bad)
+            _ptx(**bad)
         chain, e = [], err.value
         while e is not None:  # Triton wraps the constexpr function's error in a CompilationError
             chain.append(str(e))
             e = e.__cause__ or e.__context__
-        assert any("STAGE must be a power of two" in m for m in chain), chain
+        assert any("STAGE must be a power of two" in m or "BUFFER_TYPE" in m for m in chain), chain

@@ -76,6 +76,7 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
         d = loaded.decoded
         if d.stage_slots:
             summary["staged_ring_slots"] = d.stage_slots
+            summary["staged_in"] = d.stage_memory
         if d.warps is not None:
             summary["sampled_warps"] = ",".join(map(str, d.warps))
             if d.silent_warps:

@@ -19,6 +19,7 @@ from .layout import (
     DELTA_SHIFT,
     FLAG_CYCLES,
     FLAG_RING,
+    FLAG_SHARED,
     FLAG_STAGED,
     FLAG_WARPS,
     GLOBAL_HEADER_WORDS,
@@ -78,6 +79,8 @@ class Decoded:
     silent_warps: list[int] = field(default_factory=list)
     #: staged mode: slots of the on-chip ring (0: records were stored as they came)
     stage_slots: int = 0
+    #: staged mode: where the ring was held ("registers" or "shared_mem"); None when not staged
+    stage_memory: str | None = None
     #: staged mode: per program and group, the time ``finalize()`` took to write the ring out (ns)
     finalize: pl.DataFrame | None = None
 
@@ -154,6 +157,7 @@ class _Header:
     warps: list[int] | None = None  #: warp sampling: warp id of each group
     lay: RegionLayout = LAYOUTS[2]  #: where a region's words are (by the buffer's layout version)
     stage: int = 0  #: staged mode: ring slots (records in slots 0..stage-1, finalize pair after them)
+    shared: bool = False  #: staged mode: the ring was in shared memory
 
 
 def _read_header(b: np.ndarray) -> _Header | None:
@@ -189,7 +193,8 @@ def _read_header(b: np.ndarray) -> _Header | None:
         raise KernscopeError(f"profiler buffer too small for STAGE={stage}: a region holds {cap} records but the staged "
                              f"ring needs {stage + 2} (its slots and the finalize pair); allocate at least "
                              f"{stage + 2} slots per program")
-    return _Header(regions, cap, groups, bool(flags & FLAG_RING), bool(flags & FLAG_CYCLES), warps, lay, stage)
+    return _Header(regions, cap, groups, bool(flags & FLAG_RING), bool(flags & FLAG_CYCLES), warps, lay, stage,
+                   bool(flags & FLAG_SHARED))
 
 
 def _written(recs: np.ndarray, cap: int) -> np.ndarray:
@@ -389,6 +394,7 @@ def _decode_staged(h: _Header, names: list[str] | dict[int, str], clock_hint_ghz
     over = int(np.maximum(count - n, 0).sum())
     out = Decoded(pl.DataFrame(schema=SCHEMA), regions=len(active), ring_overwritten=over, capacity_per_region=n,
                   ring=True, cycles=h.cycles, task_names=names, stage_slots=n,
+                  stage_memory="shared_mem" if h.shared else "registers",
                   finalize=pl.DataFrame(schema=FINALIZE_SCHEMA))
     if len(active) == 0:
         return out

@@ -58,9 +58,26 @@ def _warp_mask(warp_ids):
 
 
 @_constexpr_function
-def _stage_slots(stage, ring, warp_ids):
-    """Compile time: STAGE (0, or a power of two 2..STAGE_MAX) checked against the other options."""
+def _shared(buffer_type):
+    """Compile time: BUFFER_TYPE -> True for a shared-memory ring, False for registers or global records."""
+    b = getattr(buffer_type, "value", buffer_type)
+    if b not in (None, "global", "registers", "shared_mem"):
+        raise ValueError(f'BUFFER_TYPE must be "global", "registers" or "shared_mem", got {b!r}')
+    return b == "shared_mem"
+
+
+@_constexpr_function
+def _stage_slots(stage, ring, warp_ids, buffer_type=None):
+    """Compile time: STAGE (0, or a power of two 2..STAGE_MAX) checked against the other options;
+    ``BUFFER_TYPE="shared_mem"`` without STAGE takes SHARED_DEFAULT_SLOTS."""
     n = int(getattr(stage, "value", stage) or 0)
+    b = getattr(buffer_type, "value", buffer_type)
+    if n == 0 and b == "shared_mem":
+        n = L.SHARED_DEFAULT_SLOTS
+    if n == 0 and b == "registers":
+        raise ValueError('BUFFER_TYPE="registers" needs STAGE (the ring\'s slots)')
+    if n != 0 and b == "global":
+        raise ValueError('BUFFER_TYPE="global" stores records as they come: drop STAGE')
     if n == 0:
         return 0
     if n < 2 or n > L.STAGE_MAX or n & (n - 1):
@@ -70,6 +87,13 @@ def _stage_slots(stage, ring, warp_ids):
     if getattr(ring, "value", ring):
         raise ValueError("STAGE is already a ring (the newest STAGE records are kept): drop RING=True")
     return n
+
+
+@_constexpr_function
+def _smem_ring_decl(n):
+    """PTX declaring the shared-memory ring (n int64 slots, kernel scope) and taking its address."""
+    n = int(getattr(n, "value", n))
+    return f".shared .align 16 .b64 __kernscope_ring[{n}];\n\tmov.u32 $0, __kernscope_ring;"
 
 
 @_constexpr_function
@@ -98,6 +122,7 @@ _FLAG_RING: tl.constexpr = tl.constexpr(L.FLAG_RING)
 _FLAG_CYCLES: tl.constexpr = tl.constexpr(L.FLAG_CYCLES)
 _FLAG_WARPS: tl.constexpr = tl.constexpr(L.FLAG_WARPS)
 _FLAG_STAGED: tl.constexpr = tl.constexpr(L.FLAG_STAGED)
+_FLAG_SHARED: tl.constexpr = tl.constexpr(L.FLAG_SHARED)
 _STAGE_SHIFT: tl.constexpr = tl.constexpr(L.STAGE_SHIFT)
 _SHIFT: tl.constexpr = tl.constexpr(L.DELTA_SHIFT)
 _SBIT: tl.constexpr = tl.constexpr(L.START_BIT)
@@ -165,6 +190,21 @@ def _put(ptr, value, mask, PER_THREAD: tl.constexpr):
 
 
 @triton.jit
+def _st_shared(addr, value, mask):
+    """Store int64 ``value`` at shared address ``addr`` (32-bit) where ``mask`` (the recording thread)."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.s32 p, $3, 0; @p st.shared.b64 [$1], $2; mov.b32 $0, 0; }",
+        "=r,r,l,r", [addr.to(tl.int32), value.to(tl.int64), mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _ld_shared(addr):
+    """Load int64 from shared addresses ``addr`` (a tensor of 32-bit addresses: each thread its elements)."""
+    return tl.inline_asm_elementwise("ld.shared.b64 $0, [$1];", "=l,r", [addr.to(tl.int32)], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
 def _popc(x):
     """Number of set bits of an int64 (%popc)."""
     return tl.inline_asm_elementwise("popc.b64 $0, $1;", "=r,l", [x], dtype=tl.int32, is_pure=True, pack=1)
@@ -199,17 +239,18 @@ class Profiler:
     pending: tl.tensor
     hdr: tl.tensor
     is_leader: tl.tensor
-    stage: tl.tensor  # STAGE > 0: the on-chip ring of records ([STAGE] int64); else unused
+    stage: tl.tensor  # STAGE > 0: the on-chip ring ([STAGE] int64 in registers, or the shared ring's address)
     ENABLE_PROFILING: tl.constexpr
     RING: tl.constexpr
     CYCLES: tl.constexpr
     SYNC: tl.constexpr
     WMASK: tl.constexpr  # warp sampling: mask of the recording warps (0: one recorder per program and group)
     STAGE: tl.constexpr  # slots of the on-chip ring (0: records go straight to global memory)
+    SMEM: tl.constexpr  # the ring is in shared memory (BUFFER_TYPE="shared_mem"), else in registers
 
     @_constexpr_function
     def __init__(self, buf, total, region, nreg, idx, origin, gt_start, sm, pending, hdr, is_leader, stage,
-                 ENABLE_PROFILING, RING, CYCLES, SYNC, WMASK, STAGE):
+                 ENABLE_PROFILING, RING, CYCLES, SYNC, WMASK, STAGE, SMEM=False):
         self.buf = buf
         self.total = total
         self.region = region
@@ -228,11 +269,12 @@ class Profiler:
         self.SYNC = tl.constexpr(SYNC)
         self.WMASK = tl.constexpr(WMASK)
         self.STAGE = tl.constexpr(STAGE)
+        self.SMEM = tl.constexpr(SMEM)
 
     @triton.jit
     def create(profiler_buffer, group_id, num_groups, is_leader, ENABLE_PROFILING: tl.constexpr = True,
                RING: tl.constexpr = False, CYCLES: tl.constexpr = False, SYNC: tl.constexpr = True,
-               WARP_IDS: tl.constexpr = None, STAGE: tl.constexpr = 0):
+               WARP_IDS: tl.constexpr = None, STAGE: tl.constexpr = 0, BUFFER_TYPE: tl.constexpr = None):
         """Claim this program's region. Options beyond the seed API: ``RING`` keeps the newest records
         when the region fills; ``CYCLES`` records %clock64 (anchored to %globaltimer); ``SYNC=False``
         skips the block-wide barrier at each record (cheaper; an end record then marks when the
@@ -245,13 +287,17 @@ class Profiler:
 
         ``STAGE`` (a power of two, e.g. 16): keep records on chip, in a ring of ``STAGE`` slots, instead of
         storing each one; ``profiler.finalize()`` must be called at the kernel's end to write them (and the
-        per-CTA finalize time). The region needs ``STAGE + 2`` slots. More records than slots keep the newest."""
+        per-CTA finalize time). The region needs ``STAGE + 2`` slots. More records than slots keep the newest.
+        ``BUFFER_TYPE``: where the ring lives — ``"registers"`` (the default with ``STAGE``) or ``"shared_mem"``
+        (Proton's option: a static shared array of ``STAGE`` int64, 256 when ``STAGE`` is not given; one such
+        profiler per kernel)."""
         nx = tl.num_programs(0)
         ny = tl.num_programs(1)
         nz = tl.num_programs(2)
         pid = tl.program_id(0) + tl.program_id(1) * nx + tl.program_id(2) * nx * ny
         WMASK: tl.constexpr = _warp_mask(WARP_IDS)
-        NSTAGE: tl.constexpr = _stage_slots(STAGE, RING, WARP_IDS)
+        NSTAGE: tl.constexpr = _stage_slots(STAGE, RING, WARP_IDS, BUFFER_TYPE)
+        SMEM: tl.constexpr = _shared(BUFFER_TYPE)
         if ENABLE_PROFILING:
             buf = profiler_buffer.to(tl.pointer_type(tl.int64))
             if WMASK != 0:
@@ -277,23 +323,26 @@ class Profiler:
                 origin = gt
             first = leader & (region == 0)
             flags = ((_FLAG_RING if RING else 0) | (_FLAG_CYCLES if CYCLES else 0) | (_FLAG_WARPS if WMASK != 0 else 0)
-                     | ((_FLAG_STAGED | (NSTAGE << _STAGE_SHIFT)) if NSTAGE != 0 else 0))
+                     | ((_FLAG_STAGED | (NSTAGE << _STAGE_SHIFT)) if NSTAGE != 0 else 0) | (_FLAG_SHARED if SMEM else 0))
             _put(buf + _H_REGIONS, nreg, first, WMASK != 0)
             _put(buf + _H_GROUPS, gt * 0 + groups, first, WMASK != 0)
             _put(buf + _H_FLAGS, gt * 0 + flags, first, WMASK != 0)
             _put(buf + _H_GRID, (nx * ny * nz).to(tl.int64), first, WMASK != 0)
             if WMASK != 0:
                 _put(buf + _H_WARPS, gt * 0 + WMASK, first, True)
-            if NSTAGE != 0:
+            if SMEM:
+                stage = tl.inline_asm_elementwise(_smem_ring_decl(NSTAGE), "=r", [], dtype=tl.int32, is_pure=False,
+                                                  pack=1)
+            elif NSTAGE != 0:
                 stage = tl.zeros([NSTAGE], dtype=tl.int64)
             else:
                 stage = gt * 0
             return Profiler(buf, total, region, nreg, pid * 0, origin, gt, smid().to(tl.int64), gt * 0, pid * 0,
-                            leader, stage, ENABLE_PROFILING, RING, CYCLES, SYNC, WMASK, NSTAGE)
+                            leader, stage, ENABLE_PROFILING, RING, CYCLES, SYNC, WMASK, NSTAGE, SMEM)
         else:
             z = pid * 0
             return Profiler(profiler_buffer, z, z, z, z, z, z, z, z, z, is_leader, z, ENABLE_PROFILING, RING, CYCLES,
-                            SYNC, WMASK, NSTAGE)
+                            SYNC, WMASK, NSTAGE, SMEM)
 
     @triton.jit
     def _header(self, base, cap, t, gt):
@@ -333,7 +382,9 @@ class Profiler:
             hdr = self.hdr
             stage = self.stage
             pending = self.pending
-            if self.STAGE != 0:  # on chip: the record goes into its ring slot, no memory traffic
+            if self.SMEM:  # shared memory: the recording thread writes its ring slot
+                _st_shared(self.stage + (self.idx % self.STAGE) * 8, word, self.is_leader)
+            elif self.STAGE != 0:  # registers: the record goes into its ring slot, no memory traffic
                 slots = tl.arange(0, self.STAGE)
                 stage = tl.where(slots == (self.idx % self.STAGE), word, self.stage)
             elif self.RING:
@@ -359,7 +410,7 @@ class Profiler:
                 pending = word * (is_start * 1)
             return Profiler(self.buf, self.total, self.region, self.nreg, self.idx + 1, self.origin, self.gt_start, self.sm,
                             pending, hdr, self.is_leader, stage, self.ENABLE_PROFILING, self.RING, self.CYCLES, self.SYNC,
-                            self.WMASK, self.STAGE)
+                            self.WMASK, self.STAGE, self.SMEM)
         else:
             return self
 
@@ -369,7 +420,7 @@ class Profiler:
         record count and the finalize time (timer before the store and after it, as a start/end pair in slots
         STAGE and STAGE + 1). Call it once, at the end of the kernel. Without ``STAGE`` it does nothing."""
         if self.ENABLE_PROFILING and self.STAGE != 0:
-            if self.SYNC:
+            if self.SYNC or self.SMEM:  # shared memory: every thread reads what the recording thread wrote
                 tl.debug_barrier()
             if self.CYCLES:
                 ta = clock64()
@@ -380,8 +431,12 @@ class Profiler:
             base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
             slots = tl.arange(0, self.STAGE)
             n = tl.minimum(self.idx, self.STAGE)
+            if self.SMEM:
+                ring = _ld_shared(self.stage + slots * 8)  # each thread reads its slots of the shared ring
+            else:
+                ring = self.stage
             # every thread stores the ring slots it holds (Triton stores each element once)
-            tl.store(base + _R_RECORDS + slots, self.stage, mask=(slots < n) & (slots < cap))
+            tl.store(base + _R_RECORDS + slots, ring, mask=(slots < n) & (slots < cap))
             lead = self.is_leader & (cap > 0)
             _put(base + _RH + cap + _R_COUNT, self.idx.to(tl.int64), lead, False)
             self._header(base, cap, ta, gta)

@@ -29,10 +29,11 @@ knows how many were dropped), and on every record in ring mode (to find the olde
 one store. Buffers of layout version 1 (header words first) are still decoded.
 
 Staged mode (``Profiler.create(..., STAGE=N)``, Proton's on-chip buffer with finalize): records go to an
-N-slot ring held on chip (registers: Triton's language has no user-managed shared memory) instead of
-global memory, so a record costs no store; ``prof.finalize()`` at the kernel's end writes the ring to the
-region in one vector store, then the count, and the time that took (the *finalize time*, per CTA) as a
-start/end pair in slots N and N+1. More than N records keep the newest N (a sliding window, as Proton's
+N-slot ring held on chip instead of global memory — in registers (default) or, with
+``BUFFER_TYPE="shared_mem"``, in a static shared-memory array the profiler declares — so a record costs no
+global store; ``prof.finalize()`` at the kernel's end writes the ring to the region in one vector store,
+then the count, and the time that took (the *finalize time*, per CTA) as a start/end pair in slots N and
+N+1. More than N records keep the newest N (a sliding window, as Proton's
 circular buffer) and the decoder reports how many earlier ones were overwritten.
 """
 
@@ -62,7 +63,9 @@ FLAG_WARPS = 4  #: warp sampling: regions are (program, sampled warp); H_WARPS h
 #: ``finalize()``; region slots 0..N-1 hold the ring, slots N and N+1 the finalize start/end, and the count
 #: word the records attempted. N is stored in the flags word from bit STAGE_SHIFT.
 FLAG_STAGED = 8
+FLAG_SHARED = 16  #: staged in shared memory (``BUFFER_TYPE="shared_mem"``) rather than registers
 STAGE_SHIFT = 8
+SHARED_DEFAULT_SLOTS = 256  #: ``BUFFER_TYPE="shared_mem"`` without ``STAGE``: 2 KB of shared memory per program
 STAGE_MAX = 1 << 12  #: most slots of a staged ring (a power of two)
 #: warps a program can have (Triton's num_warps <= 32): the mask fits one word
 MAX_WARPS = 32

@@ -15,6 +15,7 @@ from .layout import (
     DELTA_SHIFT,
     FLAG_CYCLES,
     FLAG_RING,
+    FLAG_SHARED,
     FLAG_STAGED,
     FLAG_WARPS,
     GLOBAL_HEADER_WORDS,
@@ -59,7 +60,7 @@ def empty_buffer(max_num_profile_slots: int, version: int = VERSION) -> np.ndarr
 
 
 def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int = 1, ring: bool = False, cycles: bool = False,
-                warp_ids: Sequence[int] | None = None, stage: int = 0) -> np.ndarray:
+                warp_ids: Sequence[int] | None = None, stage: int = 0, shared: bool = False) -> np.ndarray:
     """Write ``regions`` (index = program * num_groups + group) into ``buf`` as the device would. With
     ``warp_ids`` (warp sampling) the groups are the sampled warps in ascending order: region = program *
     len(warp_ids) + rank of the warp. ``stage`` (staged mode): records go to a ring of ``stage`` slots and
@@ -74,7 +75,7 @@ def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int =
         buf[H_WARPS] = warp_mask(warp_ids)
     buf[H_REGIONS], buf[H_GROUPS], buf[H_GRID] = n, num_groups, n // num_groups
     buf[H_FLAGS] = ((FLAG_RING if ring else 0) | (FLAG_CYCLES if cycles else 0) | (FLAG_WARPS if warp_ids is not None else 0)
-                    | ((FLAG_STAGED | stage << STAGE_SHIFT) if stage else 0))
+                    | ((FLAG_STAGED | stage << STAGE_SHIFT) if stage else 0) | (FLAG_SHARED if stage and shared else 0))
     for r, reg in enumerate(regions):
         base = GLOBAL_HEADER_WORDS + r * per
         end = base + per  # the tail's offsets are negative: from the region's end

@@ -8,11 +8,11 @@ from kernscope.intra.device import Profiler, tid
 
 @triton.jit
 def loop_kernel(buf, x_ptr, out_ptr, n_iter, STAGE: tl.constexpr, CYCLES: tl.constexpr, BLOCK: tl.constexpr,
-                ENABLE: tl.constexpr = True, SYNC: tl.constexpr = True):
+                ENABLE: tl.constexpr = True, SYNC: tl.constexpr = True, BUFFER_TYPE: tl.constexpr = None):
     """``n_iter`` iterations of load-accumulate, each one task 0 ("iter"); the program's sum at the end."""
     pid = tl.program_id(0)
     prof = Profiler.create(buf, 0, 1, is_leader=(tid(0) == 0), ENABLE_PROFILING=ENABLE, CYCLES=CYCLES, STAGE=STAGE,
-                           SYNC=SYNC)
+                           SYNC=SYNC, BUFFER_TYPE=BUFFER_TYPE)
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for i in range(n_iter):
