@@ -235,3 +235,36 @@ def test_no_categories_runs_no_rules(tmp_path, capsys, monkeypatch):
     doc = json.loads(capsys.readouterr().out)
     assert {c["category"] for c in doc["categories"]} <= {"Uncategorized", "Communication"}
     assert any(t["type"] == "total_comm_time" and t["time_us"] > 0 for t in doc["timeline"])  # NCCL still found
+
+
+def test_damaged_last_piece_is_not_reparsed_at_every_bracket(tmp_path, monkeypatch):
+    """A syntax error inside the last piece (here: the only piece) must not make the loader try every `]` as the
+    array's end with a full parse each (a 9 MB rank took 7 s to reject this way): ends after the error are skipped."""
+    import json as _json
+
+    from kernscope.errors import TraceError
+    from kernscope.load import kineto
+    from kernscope.pipeline import load
+
+    evs = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i * 10, "dur": 5,
+            "args": {"x": [{}], "correlation": i}} for i in range(3000)]  # every event holds a "}]"
+    text = _json.dumps({"traceEvents": evs})
+    cut = len(text) // 3
+    broken = text[:cut] + "@@" + text[cut:]
+    p = tmp_path / "broken.json"
+    p.write_text(broken)
+    calls = []
+    real = kineto.parse_chunk
+
+    def counting(b):
+        calls.append(len(b))
+        return real(b)
+
+    monkeypatch.setattr(kineto, "parse_chunk", counting)
+    try:
+        load(p, cache=False)
+    except TraceError as e:
+        assert str(p) in str(e) and "not valid JSON" in str(e)
+    else:
+        raise AssertionError("a broken trace loaded")
+    assert len(calls) <= 4, len(calls)  # not one parse per "}]" (there are 3,000)

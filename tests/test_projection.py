@@ -184,3 +184,43 @@ def test_errors_in_read_events_are_reported_as_always(tmp_path):
         load(p, cache=False, projection=PROJ)
     assert str(proj.value) == str(whole.value)
     assert f"$.traceEvents[{bad}]" in str(whole.value)
+
+
+@needs_traces
+def test_mutants_projected_equal_whole_or_fail_cleanly(tmp_path):
+    """Seeded mutants of a real rank trace: whatever a mutant does, the projected load either gives exactly the
+    whole load's rank summary, or fails with a clear error (never a traceback, never a different answer).
+    A mutant the whole load rejects may load projected when the damage is inside an event it skips."""
+    import random
+
+    from kernscope.errors import KernscopeError
+    from kernscope.testing import fuzz
+
+    path = next((p for p in real_traces() if p.name == "ddp4_rank1.json.gz"), None)
+    if path is None:
+        pytest.skip("multirank traces not present")
+    data = gzip.decompress(path.read_bytes())
+    r = random.Random(20261126)
+    names = sorted(fuzz.MUTATORS)
+    same = both_fail = skipped_damage = 0
+    for i in range(36):
+        m = fuzz.MUTATORS[names[i % len(names)]](r, data)
+        p = tmp_path / f"m{i}.json"
+        p.write_bytes(m)
+        results = []
+        for proj in (None, PROJ):
+            try:
+                results.append(summarize_rank(load(p, cache=False, projection=proj), str(p)))
+            except KernscopeError as e:
+                assert str(p) in str(e) and "\n" not in str(e).strip(), str(e)
+                results.append(None)
+        whole, projected = results
+        if whole is not None:
+            assert projected is not None, f"mutant {i} ({names[i % len(names)]}): whole load fine, projected failed"
+            _same_result(whole, projected)
+            same += 1
+        elif projected is None:
+            both_fail += 1
+        else:
+            skipped_damage += 1
+    assert same > 0 and both_fail > 0, (same, both_fail, skipped_damage)

@@ -90,36 +90,53 @@ def _head(text: bytes, path: str) -> tuple[dict[str, Any], bool, int] | None:
     return decode_metadata(raw, path), False, m.end()
 
 
-def tail_candidates(text: bytes | memoryview, bare: bool, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+_BLANK = b" \t\r\n"
+
+
+def _last_nonblank(b: bytes, end: int) -> int:
+    """Index of the last non-blank byte of ``b[:end]`` (-1 if none), without copying the prefix."""
+    i = end - 1
+    while i >= 0 and b[i] in _BLANK:
+        i -= 1
+    return i
+
+
+def tail_candidates(text: bytes | memoryview, bare: bool, path: str,
+                    below: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Possible ends of the event array in the last piece, latest first: (position of its ``]``, metadata after it).
 
     A candidate must be a ``]`` after an event's ``}`` (or at the array start), followed by the end of
     the document (``}``) or by more keys that decode as the rest of an object. The caller confirms a
-    candidate by parsing the events before it.
+    candidate by parsing the events before it. ``below``: only candidates before this position (the caller
+    learnt that the text after it cannot be whole events). Each candidate costs O(1) until the text after
+    it looks like the end of the document, so a damaged piece with many ``]`` is not quadratic.
     """
     b = bytes(text) if isinstance(text, memoryview) else text
-    pos = len(b)
+    last = _last_nonblank(b, len(b))
+    pos = len(b) if below is None else min(below, len(b))
     tries = 0
     while tries < 100_000:
         pos = b.rfind(b"]", 0, pos)
         if pos < 0:
             return
         tries += 1
-        before = b[:pos].rstrip()
-        if before and not before.endswith(b"}"):
+        j = _last_nonblank(b, pos)
+        if j >= 0 and b[j] != ord("}"):
             continue
-        rest = b[pos + 1 :].strip()
+        k = pos + 1
+        while k <= last and b[k] in _BLANK:
+            k += 1
         if bare:
-            if rest == b"":
+            if k > last:
                 yield pos, {}
             continue
-        if rest == b"}":
+        if k == last and b[k] == ord("}"):
             yield pos, {}
             continue
-        if not rest.startswith(b",") or not rest.endswith(b"}"):
+        if k > last or b[k] != ord(",") or b[last] != ord("}"):
             continue
         try:
-            raw = _TOP.decode(b"{" + rest[1:])
+            raw = _TOP.decode(b"{" + b[k + 1 : last + 1])
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
             continue
         yield pos, decode_metadata(raw, path)

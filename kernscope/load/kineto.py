@@ -141,24 +141,34 @@ class _Pipeline:
             df, bad = parse_chunk(_bracket(piece.text))
             return Parsed(df, bad)
         last: ChunkError | None = None
-        for pos, tail in tail_candidates(piece.text, self.splitter.doc.bare_array, self.path):
-            head = bytes(piece.text[:pos]).rstrip()
-            if not head.strip():
-                return Parsed(empty_table(), [], tail)
-            if self.projection is not None:
-                got = self._projected(head)
-                if got is not None:
-                    got.tail = tail
-                    return got
-            try:
-                df, bad = parse_chunk(_bracket(head))
-                return Parsed(df, bad, tail)
-            except ChunkError as e:
-                last = e
+        below: int | None = None  # candidates after a known syntax error cannot parse: look only before it
+        narrowed = True
+        while narrowed:
+            narrowed = False
+            for pos, tail in tail_candidates(piece.text, self.splitter.doc.bare_array, self.path, below):
+                head = bytes(piece.text[:pos]).rstrip()
+                if not head.strip():
+                    return Parsed(empty_table(), [], tail)
+                if self.projection is not None:
+                    got = self._projected(head)
+                    if got is not None:
+                        got.tail = tail
+                        return got
+                try:
+                    df, bad = parse_chunk(_bracket(head))
+                    return Parsed(df, bad, tail)
+                except ChunkError as e:
+                    last = e
+                    if not e.syntax:  # a bad value or byte inside the events: no other end of the array helps
+                        break
+                    at = e.byte - 1 if e.byte is not None else None  # position in head ("[" + head was parsed)
+                    if at is not None and at < pos and (below is None or at < below):
+                        below, narrowed = at, True
+                        break
         if self.salvage:
             return self._salvage_final(piece)
-        if last is not None and not last.syntax:
-            raise last
+        if last is not None and (not last.syntax or last.byte is not None):
+            raise last  # the text is broken at a known place (its message says where, or that it was cut off)
         raise ChunkError("the event array does not end properly", syntax=True)
 
     def _projected(self, text: bytes | memoryview) -> Parsed | None:
