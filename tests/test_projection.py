@@ -224,3 +224,18 @@ def test_mutants_projected_equal_whole_or_fail_cleanly(tmp_path):
         else:
             skipped_damage += 1
     assert same > 0 and both_fail > 0, (same, both_fail, skipped_damage)
+
+
+@needs_traces
+def test_cli_read_all_gives_the_same_job(capsys):
+    files = sorted(str(p) for p in real_traces() if p.name.startswith("fsdp4_rank"))
+    if len(files) < 2:
+        pytest.skip("multirank traces not present")
+    from kernscope.cli import main
+
+    outs = []
+    for extra in ([], ["--read-all"]):
+        assert main(["analyze", *files, "--format", "json", "--no-cache", "-q", *extra]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0] == outs[1]
+    assert outs[0]["world_size"] == 4 and len(outs[0]["ranks"]) == 4 and outs[0]["stragglers"]
