@@ -360,14 +360,7 @@ def decode_buffer(buf: np.ndarray, task_names: Names = (), clock_hint_ghz: float
             return fast
     reg, words = _gather(h, active, kept, count)
     out.records = int(words.size)
-    f_all = None
-    if h.cycles:
-        r = h.regions
-        f, out.clock_source = _freq_ghz(r[active, lay.t0], r[active, lay.c0], r[active, lay.tlast], r[active, lay.clast],
-                                        r[active, lay.smid], clock_hint_ghz)
-        out.clock_ghz = float(np.median(f))
-        f_all = np.ones(len(r))
-        f_all[active] = f
+    f_all = _region_clocks(h, out, active, clock_hint_ghz)
     is_start = ((words >> START_BIT) & 1).astype(bool)
     task = words & TASK_MASK
     t = _times(h, reg, words, f_all)
@@ -379,6 +372,20 @@ def decode_buffer(buf: np.ndarray, task_names: Names = (), clock_hint_ghz: float
             out.unpaired = 0
             return _finish(out, reg[ev], t[ev], t[od], task[ev], h.groups, h.regions[:, h.lay.smid], h.warps)
     return _pair(out, h, reg, t, is_start, task)
+
+
+def _region_clocks(h: _Header, out: Decoded, active: np.ndarray, clock_hint_ghz: float | None) -> np.ndarray | None:
+    """Cycle mode: each region's SM clock (GHz, indexed by region; see :func:`_freq_ghz`), recorded in ``out``;
+    None in globaltimer mode."""
+    if not h.cycles:
+        return None
+    r, lay = h.regions, h.lay
+    f, out.clock_source = _freq_ghz(r[active, lay.t0], r[active, lay.c0], r[active, lay.tlast], r[active, lay.clast],
+                                    r[active, lay.smid], clock_hint_ghz)
+    out.clock_ghz = float(np.median(f))
+    f_all = np.ones(len(r))
+    f_all[active] = f
+    return f_all
 
 
 FINALIZE_SCHEMA = {"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "finalize_ns": pl.Int64}
@@ -404,14 +411,7 @@ def _decode_staged(h: _Header, names: list[str] | dict[int, str], clock_hint_ghz
     first = np.where(count[active] > n, count[active] % n, 0)
     words = h.regions[reg, lay.first_record + (np.repeat(first, k) + j) % n]
     out.records = int(words.size)
-    f_all = None
-    if h.cycles:
-        r = h.regions
-        f, out.clock_source = _freq_ghz(r[active, lay.t0], r[active, lay.c0], r[active, lay.tlast], r[active, lay.clast],
-                                        r[active, lay.smid], clock_hint_ghz)
-        out.clock_ghz = float(np.median(f))
-        f_all = np.ones(len(r))
-        f_all[active] = f
+    f_all = _region_clocks(h, out, active, clock_hint_ghz)
     fin_s = h.regions[active, lay.first_record + n]
     fin_e = h.regions[active, lay.first_record + n + 1]
     ok = (fin_s != 0) & (fin_e != 0)
