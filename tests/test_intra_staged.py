@@ -100,7 +100,14 @@ def test_cli_shows_finalize_times_and_ring_slots(tmp_path, capsys):
     assert s["staged_ring_slots"] == 32 and s["finalize_ctas"] == 8 and s["staged_in"] == "registers"
     assert s["finalize_mean_ns"] == pytest.approx(153.5) and s["finalize_max_ns"] == 157
     assert main(["intra", "stats", str(tmp_path / "s.npz")]) == 0
-    assert "finalize" in capsys.readouterr().out.lower()
+    out = " ".join(capsys.readouterr().out.split())
+    assert "finalize per CTA (writing its records out): mean 154 ns, max 157 ns over 8 CTAs" in out, out
+    assert "records staged on chip (registers, a ring of 32 per program)" in out
+    b = empty_buffer(4 * 40)
+    fill_buffer(b, _regions(4, 12), stage=8)
+    np.savez(tmp_path / "w.npz", buffer=b, task_names=np.array(["even", "odd"]))
+    assert main(["intra", "stats", str(tmp_path / "w.npz")]) == 0
+    assert "64 earlier records overwritten" in " ".join(capsys.readouterr().out.split())
     fill_buffer(b, _regions(8, 10), stage=32, shared=True)
     assert decode_buffer(b, []).stage_memory == "shared_mem"
 

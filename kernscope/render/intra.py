@@ -44,6 +44,15 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
     if summary.get("warps_without_records"):
         con.print(f"[yellow]sampled warps with no records: {summary['warps_without_records']} (does the kernel have "
                   f"that many warps?)[/yellow]")
+    if summary.get("staged_ring_slots"):
+        con.print(f"records staged on chip ({summary.get('staged_in') or 'registers'}, a ring of "
+                  f"{summary['staged_ring_slots']:,} per program) and written at finalize()")
+    if summary.get("finalize_ctas"):
+        con.print(f"finalize per CTA (writing its records out): mean {summary['finalize_mean_ns']:,.0f} ns, "
+                  f"max {summary['finalize_max_ns']:,} ns over {summary['finalize_ctas']:,} CTAs")
+    if summary.get("ring_overwritten"):
+        con.print(f"[yellow]{summary['ring_overwritten']:,} earlier records overwritten: the ring keeps the newest "
+                  f"per program[/yellow]")
     if summary.get("dropped") or summary.get("unpaired"):
         con.print(f"[yellow]dropped {summary.get('dropped', 0):,} records, {summary.get('unpaired', 0):,} unpaired[/yellow]")
 
