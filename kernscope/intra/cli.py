@@ -71,7 +71,8 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
     summary["source"] = loaded.source
     summary["clock_ghz"] = clock
     summary["clock_source"] = ("--clock-ghz" if clock_ghz else d0.clock_source if measured and d0 is not None
-                               else "Proton's 1 GHz convention" if loaded.source == "proton" else "1 GHz (not measured)")
+                               else "Proton's 1 GHz convention" if loaded.source == "proton"
+                               else "assumed: times were recorded in ns; --clock-ghz gives the scope tree's cycles the SM clock")
     if loaded.decoded is not None:
         d = loaded.decoded
         if d.stage_slots:

@@ -211,8 +211,8 @@ class Splitter:
         while nxt is not None:
             buf += nxt
             nxt = next(blocks, None)
-            if nxt is None:
-                break
+            # cut what is there, after the last block too (a small file arrives as one or two blocks: its pieces
+            # still parse in parallel); the array's end never follows a boundary, so it stays in the final piece
             while len(buf) > self.chunk_bytes:
                 m = _BOUNDARY.search(buf, self.chunk_bytes)
                 if m is None:
