@@ -457,3 +457,32 @@ def _alloc_and_run_ring():
     sk.loop_kernel[(programs,)](buf, x, out, n_iter, STAGE=16, CYCLES=False, BLOCK=block)
     torch.cuda.synchronize()
     return buf
+
+
+def test_two_groups_with_shared_memory_rings():
+    """Two profilers in one kernel, each with its own shared-memory ring (RING_ID): each group's records land in
+    its own regions; the load scope sits inside the iteration scope of the same program."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    import staged_kernels as sk
+
+    from kernscope.intra.host import decode_profiler_buffer
+
+    programs, n_iter, block = 132, 20, 128
+    x = torch.randn(programs * n_iter * block, device="cuda")
+    out = torch.empty(programs * block, device="cuda")
+    buf = alloc_profiler_buffer(programs * 2 * 80)
+    sk.two_groups_kernel[(programs,)](buf, x, out, n_iter, RING1=1, BLOCK=block)
+    torch.cuda.synchronize()
+    assert torch.allclose(out, (x.view(programs, n_iter, block) ** 2).sum(1).view(-1), rtol=1e-4, atol=1e-3)
+    d = decode_profiler_buffer(buf, ["load", "iteration"])
+    assert d.stage_memory == "shared_mem" and d.unpaired == 0 and d.ring_overwritten == 0
+    t = d.tasks
+    assert t.filter(pl.col("group") == 0)["task"].cast(pl.String).unique().to_list() == ["load"]
+    assert t.filter(pl.col("group") == 1)["task"].cast(pl.String).unique().to_list() == ["iteration"]
+    assert t.height == programs * n_iter * 2
+    assert d.finalize is not None and d.finalize.height == programs * 2
+    per = t.group_by("group").agg(pl.col("duration_ns").median()).sort("group")["duration_ns"].to_list()
+    assert per[0] <= per[1], per  # a load inside its iteration

@@ -158,3 +158,24 @@ def test_staged_loop_has_no_global_store_and_bad_options_are_refused():
             chain.append(str(e))
             e = e.__cause__ or e.__context__
         assert any("STAGE must be a power of two" in m or "BUFFER_TYPE" in m for m in chain), chain
+
+
+def test_two_shared_rings_need_their_own_ring_id():
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sys.path.insert(0, str(DATA))
+    import staged_kernels as sk
+
+    sig = {"buf": "*i64", "x_ptr": "*fp32", "out_ptr": "*fp32", "n_iter": "i32", "RING1": "constexpr",
+           "BLOCK": "constexpr"}
+
+    def build(ring1: int):
+        return triton.compile(ASTSource(fn=sk.two_groups_kernel, signature=sig, constexprs={"RING1": ring1, "BLOCK": 128}),
+                              target=GPUTarget("cuda", 90, 32))
+
+    ptx = build(1).asm["ptx"]
+    assert "__kernscope_ring[64]" in ptx and "__kernscope_ring1[64]" in ptx
+    with pytest.raises(Exception, match="[Dd]uplicate definition"):
+        build(0)

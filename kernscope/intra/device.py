@@ -90,10 +90,14 @@ def _stage_slots(stage, ring, warp_ids, buffer_type=None):
 
 
 @_constexpr_function
-def _smem_ring_decl(n):
-    """PTX declaring the shared-memory ring (n int64 slots, kernel scope) and taking its address."""
+def _smem_ring_decl(n, ring_id=0):
+    """PTX declaring shared-memory ring number ``ring_id`` (n int64 slots, kernel scope) and taking its address."""
     n = int(getattr(n, "value", n))
-    return f".shared .align 16 .b64 __kernscope_ring[{n}];\n\tmov.u32 $0, __kernscope_ring;"
+    rid = int(getattr(ring_id, "value", ring_id))
+    if rid < 0:
+        raise ValueError(f"RING_ID must be a non-negative integer, got {rid}")
+    name = f"__kernscope_ring{rid}" if rid else "__kernscope_ring"
+    return f".shared .align 16 .b64 {name}[{n}];\n\tmov.u32 $0, {name};"
 
 
 @_constexpr_function
@@ -274,7 +278,8 @@ class Profiler:
     @triton.jit
     def create(profiler_buffer, group_id, num_groups, is_leader, ENABLE_PROFILING: tl.constexpr = True,
                RING: tl.constexpr = False, CYCLES: tl.constexpr = False, SYNC: tl.constexpr = True,
-               WARP_IDS: tl.constexpr = None, STAGE: tl.constexpr = 0, BUFFER_TYPE: tl.constexpr = None):
+               WARP_IDS: tl.constexpr = None, STAGE: tl.constexpr = 0, BUFFER_TYPE: tl.constexpr = None,
+               RING_ID: tl.constexpr = 0):
         """Claim this program's region. Options beyond the seed API: ``RING`` keeps the newest records
         when the region fills; ``CYCLES`` records %clock64 (anchored to %globaltimer); ``SYNC=False``
         skips the block-wide barrier at each record (cheaper; an end record then marks when the
@@ -289,8 +294,8 @@ class Profiler:
         storing each one; ``profiler.finalize()`` must be called at the kernel's end to write them (and the
         per-CTA finalize time). The region needs ``STAGE + 2`` slots. More records than slots keep the newest.
         ``BUFFER_TYPE``: where the ring lives — ``"registers"`` (the default with ``STAGE``) or ``"shared_mem"``
-        (Proton's option: a static shared array of ``STAGE`` int64, 256 when ``STAGE`` is not given; one such
-        profiler per kernel)."""
+        (Proton's option: a static shared array of ``STAGE`` int64, 256 when ``STAGE`` is not given). Several
+        shared-memory profilers in one kernel (e.g. one per group) each need their own ``RING_ID`` (0, 1, ...)."""
         nx = tl.num_programs(0)
         ny = tl.num_programs(1)
         nz = tl.num_programs(2)
@@ -331,8 +336,8 @@ class Profiler:
             if WMASK != 0:
                 _put(buf + _H_WARPS, gt * 0 + WMASK, first, True)
             if SMEM:
-                stage = tl.inline_asm_elementwise(_smem_ring_decl(NSTAGE), "=r", [], dtype=tl.int32, is_pure=False,
-                                                  pack=1)
+                stage = tl.inline_asm_elementwise(_smem_ring_decl(NSTAGE, RING_ID), "=r", [], dtype=tl.int32,
+                                                  is_pure=False, pack=1)
             elif NSTAGE != 0:
                 stage = tl.zeros([NSTAGE], dtype=tl.int64)
             else:
