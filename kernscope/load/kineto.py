@@ -113,7 +113,7 @@ class _Pipeline:
                  progress: Callable[[int, int], None] | None = None, projection: Projection | None = None) -> None:
         self.splitter = splitter
         self.projection = None if salvage else projection
-        self.keep_rx = projection.compiled() if projection is not None else None
+        self.keep_rx = self.projection.compiled() if self.projection is not None else None
         self.path = splitter.path
         self.salvage = salvage
         self.limits = limits
@@ -133,13 +133,8 @@ class _Pipeline:
 
     # -- parsing one piece ------------------------------------------------------------------
     def _parse(self, piece: Piece) -> Parsed:
-        if not piece.final and self.projection is not None:
-            got = self._projected(piece.text)
-            if got is not None:
-                return got
         if not piece.final:
-            df, bad = parse_chunk(_bracket(piece.text))
-            return Parsed(df, bad)
+            return self._events(piece.text)
         last: ChunkError | None = None
         below: int | None = None  # candidates after a known syntax error cannot parse: look only before it
         narrowed = True
@@ -149,14 +144,10 @@ class _Pipeline:
                 head = bytes(piece.text[:pos]).rstrip()
                 if not head.strip():
                     return Parsed(empty_table(), [], tail)
-                if self.projection is not None:
-                    got = self._projected(head)
-                    if got is not None:
-                        got.tail = tail
-                        return got
                 try:
-                    df, bad = parse_chunk(_bracket(head))
-                    return Parsed(df, bad, tail)
+                    parsed = self._events(head)
+                    parsed.tail = tail
+                    return parsed
                 except ChunkError as e:
                     last = e
                     if not e.syntax:  # a bad value or byte inside the events: no other end of the array helps
@@ -170,6 +161,15 @@ class _Pipeline:
         if last is not None and (not last.syntax or last.byte is not None):
             raise last  # the text is broken at a known place (its message says where, or that it was cut off)
         raise ChunkError("the event array does not end properly", syntax=True)
+
+    def _events(self, text: bytes | memoryview) -> Parsed:
+        """A run of whole events, projected when a projection applies, else parsed whole."""
+        if self.projection is not None:
+            got = self._projected(text)
+            if got is not None:
+                return got
+        df, bad = parse_chunk(_bracket(text))
+        return Parsed(df, bad)
 
     def _projected(self, text: bytes | memoryview) -> Parsed | None:
         """Events ``text`` without those the projection drops; None when nothing was dropped or the kept

@@ -66,8 +66,15 @@ class Projected:
 
     text: bytes
     dropped: int  #: events removed
-    starts: int  #: event starts found in the chunk (kept + dropped, when every event was found)
     kept_ordinals: np.ndarray  #: ordinals (among the starts found) of the kept events, in order
+
+
+def _at(a: np.ndarray, pos: np.ndarray, pattern: bytes, room: int = 0) -> np.ndarray:
+    """Indices into ``pos`` where ``a`` holds ``pattern`` (with ``room`` more bytes after it inside ``a``)."""
+    pat = np.frombuffer(pattern, dtype=np.uint8)
+    fits = np.flatnonzero(pos + len(pat) + room <= len(a))
+    found: np.ndarray = fits[(sliding_window_view(a, len(pat))[pos[fits]] == pat).all(axis=1)]
+    return found
 
 
 def _inner_open_ok(a: np.ndarray, opens: np.ndarray) -> np.ndarray:
@@ -93,28 +100,22 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
     n = len(a)
     if n < 64:
         return None
-    head = np.frombuffer(_HEAD, dtype=np.uint8)
     opens = np.flatnonzero(a == _OPEN)
-    cand = opens[(opens >= 3) & (opens - 3 + len(_HEAD) <= n)]
-    if len(cand) < 3:
-        return None
-    is_start = (sliding_window_view(a, len(_HEAD))[cand - 3] == head).all(axis=1)
-    starts = cand[is_start]  # position of each event's "{"
+    cand = opens[opens >= 3] - 3
+    starts = cand[_at(a, cand, _HEAD)] + 3  # position of each event's "{"
     if len(starts) < 3:
         return None
-    ordinal_shift = 0
-    if a[0] == _OPEN and starts[0] != 0:  # the chunk's first event has no newline before it: an event all the same
-        ordinal_shift = 1
+    # a chunk starts at its first event's "{", with no newline before it: that event is not among the starts
+    ordinal_shift = int(a[0] == _OPEN)
     body = starts + (len(_HEAD) - 3)
     rx = rx or projection.compiled()
     drop = np.zeros(len(starts), dtype=bool)
     for cat in projection.drop_cats:
-        pat = np.frombuffer(f'ph": "X", "cat": "{cat}", "name": "'.encode(), dtype=np.uint8)
-        room = np.flatnonzero(body + len(pat) + NAME_WINDOW <= n)
-        hit = room[(sliding_window_view(a, len(pat))[body[room]] == pat).all(axis=1)]
+        prefix = f'ph": "X", "cat": "{cat}", "name": "'.encode()
+        hit = _at(a, body, prefix, room=NAME_WINDOW)
         if len(hit) == 0:
             continue
-        names = sliding_window_view(a, NAME_WINDOW)[body[hit] + len(pat)]
+        names = sliding_window_view(a, NAME_WINDOW)[body[hit] + len(prefix)]
         quote = names == _Q
         end = quote.argmax(axis=1)
         inside = np.arange(NAME_WINDOW)[None, :] < end[:, None]
@@ -126,9 +127,7 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
                              dtype=bool, count=len(uniq))
         drop[hit] = whole & ~wanted[inv.ravel()]
     for ph in projection.drop_phases:
-        pat = np.frombuffer(f'ph": "{ph}", '.encode(), dtype=np.uint8)
-        room = np.flatnonzero(body + len(pat) <= n)
-        drop[room[(sliding_window_view(a, len(pat))[body[room]] == pat).all(axis=1)]] = True
+        drop[_at(a, body, f'ph": "{ph}", '.encode())] = True
     drop[0] = drop[-1] = False  # the chunk's edges stay: their neighbours are not in this chunk
     if not drop.any():
         return None
@@ -140,9 +139,7 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
     bad_inner = inner[~_inner_open_ok(a, inner)] if len(inner) else inner
     lo = np.searchsorted(bad_inner, ds, side="right")
     hi = np.searchsorted(bad_inner, de, side="left")
-    single = tail_ok & (hi == lo)
-    drop_idx = np.flatnonzero(drop)
-    drop[drop_idx[~single]] = False
+    drop[drop] = tail_ok & (hi == lo)  # keep the ranges that may hold more than one event
     if not drop.any():
         return None
     ds, de = starts[drop], nxt[drop]
@@ -157,4 +154,4 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
     kept = np.flatnonzero(~drop) + ordinal_shift
     if ordinal_shift:
         kept = np.concatenate([[0], kept])
-    return Projected(out, int(drop.sum()), len(starts) + ordinal_shift, kept)
+    return Projected(out, int(drop.sum()), kept)
