@@ -14,8 +14,8 @@ import polars as pl
 def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end: str = "end") -> pl.DataFrame:
     """Per group of ``keys``: total length (ns) of the union of the ``[start, end)`` intervals.
 
-    Groups are laid end to end on one axis (offset by group code), so a single running maximum over
-    the sorted starts finds every merged segment of every group at once.
+    Groups are laid end to end on one axis (offset by group code), so one :func:`merged` finds every
+    merged segment of every group at once.
 
     Returns:
         One row per group: the key columns and ``len`` (Int64 ns).
@@ -32,21 +32,10 @@ def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end
     en = table[end].to_numpy().astype(np.int64, copy=False)
     t0 = int(ts.min())
     span = int(max(int(en.max()), int(ts.max())) - t0) + 1
-    s = (ts - t0) + codes * span
-    e = np.maximum(en - t0, ts - t0) + codes * span
-    o = np.argsort(s, kind="stable")
-    s, e, g = s[o], e[o], codes[o]
-    run = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run[:-1]
-    seg = np.cumsum(new) - 1
-    seg_start = s[new]
-    seg_end = np.zeros(len(seg_start), dtype=np.int64)
-    np.maximum.at(seg_end, seg, run)
+    seg_s, seg_e = merged((ts - t0) + codes * span, (en - t0) + codes * span)  # groups never touch on this axis
     n_groups = int(codes.max()) + 1
     lengths = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(lengths, g[new], seg_end - seg_start)
+    np.add.at(lengths, seg_s // span, seg_e - seg_s)
     first = np.zeros(n_groups, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]
     if not keys:

@@ -181,8 +181,6 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
     inst = inst.with_columns(
         pl.when(pl.col("transfer_us") > 0).then(pl.col("bytes") / (pl.col("transfer_us") * 1e-6) / 1e9).alias("algbw_gb_s"))
     inst = inst.with_columns((pl.col("algbw_gb_s") * factor).alias("busbw_gb_s"))
-    if use_seq:
-        inst = inst.with_columns(pl.col("key").alias("key"))
     cols = ["pg", "type", "step", "key", "ranks", "expected_ranks", "bytes", "skew_us", "max_wait_us", "last_rank",
             "transfer_us", "algbw_gb_s", "busbw_gb_s", "algo", "protocol", "size_mismatch", "start_ns"]
     inst = inst.select(cols).sort("start_ns")

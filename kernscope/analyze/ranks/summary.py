@@ -101,10 +101,10 @@ def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     base = g.group_by(keys).agg(
         (pl.when(is_k).then(pl.col("dur")).otherwise(0).sum()).alias("_k"),
         (pl.col("end").max() - pl.col("ts").min()).alias("_span"))
-    for name, part in (("_comp", comp), ("_comm", comm), ("_cc", both), ("_busy", g)):
+    for name, part in (("_comp", comp), ("_comm", comm), ("_cc", both)):
         base = base.join(_union(part, keys).rename({"len": name}), on=keys, how="left")
     base = base.fill_null(0)
-    idle = _idle_breakdown(g, keys)
+    idle = _idle_breakdown(g, keys)  # also the busy union (_busy): the gaps are what the merged segments leave
     base = base.join(idle, on=keys, how="left").fill_null(0)
     ovl = pl.col("_comp") + pl.col("_comm") - pl.col("_cc")
     return base.select(
@@ -122,7 +122,8 @@ def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def _idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Per group: the gaps of the busy union, classified by the launch of the record that ends each gap."""
+    """Per group: the length of the busy union (``_busy``, ns) and its gaps, classified by the launch of the record
+    that ends each gap (µs)."""
     out: list[dict[str, Any]] = []
     for key, part in g.group_by(keys, maintain_order=True):
         ts = part["ts"].to_numpy().astype(np.int64)
@@ -132,6 +133,7 @@ def _idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         ts, en, launch = ts[o], en[o], launch[o]
         s, e = merged(ts, en)
         row = dict(zip(keys, key))
+        busy = int((e - s).sum())
         host = kern = other = 0.0
         if len(s) > 1:
             gap_start, gap = e[:-1], s[1:] - e[:-1]
@@ -141,9 +143,9 @@ def _idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             host = float(gap[late].sum()) / NS_PER_US
             kern = float(gap[quick].sum()) / NS_PER_US
             other = float(gap[~late & ~quick].sum()) / NS_PER_US
-        out.append({**row, "host_wait_us": host, "kernel_wait_us": kern, "other_idle_us": other})
-    schema = pl.Schema({**{k: g.schema[k] for k in keys}, "host_wait_us": pl.Float64(), "kernel_wait_us": pl.Float64(),
-                        "other_idle_us": pl.Float64()})
+        out.append({**row, "_busy": busy, "host_wait_us": host, "kernel_wait_us": kern, "other_idle_us": other})
+    schema = pl.Schema({**{k: g.schema[k] for k in keys}, "_busy": pl.Int64(), "host_wait_us": pl.Float64(),
+                        "kernel_wait_us": pl.Float64(), "other_idle_us": pl.Float64()})
     return pl.DataFrame(out, schema=schema)
 
 
