@@ -117,3 +117,10 @@ def test_instrumented_copy_with_warp_sampling_compiles_for_sm90(capsys):
         instrument(libkernels.sum_rows, warps=(0, 0))
     assert main(["intra", "run", "--warps", "a,b", "--", "python", str(DATA / "run_libkernel.py")]) == 2
     assert "--warps 'a,b'" in capsys.readouterr().err
+
+
+def test_a_single_sampled_warp_keeps_its_id():
+    b = empty_buffer(4 * 8)
+    fill_buffer(b, [Region([(10, True, 0), (20, False, 0)], t0=5) for _ in range(4)], warp_ids=[2])
+    d = decode_buffer(b)
+    assert d.warps == [2] and d.tasks["group"].to_list() == [2, 2, 2, 2] and d.tasks["block"].to_list() == [0, 1, 2, 3]

@@ -234,18 +234,21 @@ def _fast_uniform(h: _Header, out: Decoded, active: np.ndarray, k0: int) -> Deco
     return _finish(out, np.repeat(active, k0 // 2), s_ns, e_ns, tt, h.groups, regions[:, h.lay.smid], h.warps)
 
 
-def _gather(h: _Header, active: np.ndarray, kept: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(region of each record, record words) in write order; ring regions start at their oldest record."""
+def _gather(h: _Header, active: np.ndarray, kept: np.ndarray, count: np.ndarray,
+            ring: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(region of each record, record words) in write order; ring regions (of ``ring`` slots, else the region's
+    capacity in ring mode) start at their oldest record."""
+    slots = ring or (h.cap if h.ring else 0)
     k = kept[active]
-    if not h.ring and bool((k == k[0]).all()):  # plain 2-D slice
+    if not slots and bool((k == k[0]).all()):  # plain 2-D slice
         k0 = int(k[0])
         r0 = h.lay.first_record
         return np.repeat(active, k0), h.regions[active, r0 : r0 + k0].reshape(-1)
     reg = np.repeat(active, k)
     j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)  # 0..k-1 within region
-    if h.ring:
-        first = np.where(count[active] > h.cap, count[active] % h.cap, 0)
-        slot = (np.repeat(first, k) + j) % h.cap
+    if slots:
+        first = np.where(count[active] > slots, count[active] % slots, 0)
+        slot = (np.repeat(first, k) + j) % slots
     else:
         slot = j
     return reg, h.regions[reg, h.lay.first_record + slot]
@@ -405,11 +408,7 @@ def _decode_staged(h: _Header, names: list[str] | dict[int, str], clock_hint_ghz
                   finalize=pl.DataFrame(schema=FINALIZE_SCHEMA))
     if len(active) == 0:
         return out
-    k = kept[active]
-    reg = np.repeat(active, k)
-    j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)
-    first = np.where(count[active] > n, count[active] % n, 0)
-    words = h.regions[reg, lay.first_record + (np.repeat(first, k) + j) % n]
+    reg, words = _gather(h, active, kept, count, ring=n)
     out.records = int(words.size)
     f_all = _region_clocks(h, out, active, clock_hint_ghz)
     fin_s = h.regions[active, lay.first_record + n]
@@ -419,27 +418,31 @@ def _decode_staged(h: _Header, names: list[str] | dict[int, str], clock_hint_ghz
     if len(fa):
         ts = _times(h, fa, fin_s[ok], f_all)
         te = _times(h, fa, fin_e[ok], f_all)
-        groups = h.groups
-        grp = fa % groups if groups > 1 else np.zeros(len(fa), dtype=np.int64)
-        out.finalize = pl.DataFrame({"block": fa // groups if groups > 1 else fa, "group": grp,
-                                     "sm": h.regions[fa, lay.smid], "finalize_ns": te - ts}, schema=FINALIZE_SCHEMA)
+        block, grp = _block_group(fa, h.groups, h.warps)
+        out.finalize = pl.DataFrame({"block": block, "group": grp, "sm": h.regions[fa, lay.smid], "finalize_ns": te - ts},
+                                    schema=FINALIZE_SCHEMA)
     is_start = ((words >> START_BIT) & 1).astype(bool)
     task = words & TASK_MASK
     t = _times(h, reg, words, f_all)
     return _pair(out, h, reg, t, is_start, task)
 
 
+def _block_group(r: np.ndarray, groups: int, warps: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Region numbers -> (block, group); with warp sampling the group is the warp id."""
+    block, group = (r, np.zeros(len(r), dtype=np.int64)) if groups <= 1 else (r // groups, r % groups)
+    return block, (np.asarray(warps, dtype=np.int64)[group] if warps is not None else group)
+
+
 def _finish(out: Decoded, r: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, tt: np.ndarray, groups: int,
             smid: np.ndarray, warps: list[int] | None = None) -> Decoded:
     """Build the task table; rows come out by region (block, group), then in record order. With warp sampling
     the group is the warp id."""
-    group = r % groups if groups > 1 else np.zeros(len(r), dtype=np.int64)
+    block, group = _block_group(r, groups, warps)
     if warps is not None:
-        group = np.asarray(warps, dtype=np.int64)[group]
         out.warps = list(warps)
     out.tasks = pl.DataFrame(
         {
-            "block": r // groups if groups > 1 else r,
+            "block": block,
             "group": group,
             "sm": smid[r],
             "task_type": tt,
