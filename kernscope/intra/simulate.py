@@ -87,16 +87,18 @@ def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int =
         buf[at(lay.c0)] = reg.c0
         count = 0
 
+        def clock_of(t: int, reg: Region = reg) -> int:
+            """%clock64 at globaltimer ``t`` (cycle mode)."""
+            return reg.c0 + int(round((t - reg.t0) * reg.cycles_per_ns))
+
         def word_of(t: int, is_start: bool, task: int, reg: Region = reg) -> int:
-            if cycles:
-                c = reg.c0 + int(round((t - reg.t0) * reg.cycles_per_ns))
-                return VALID | ((c - reg.c0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
-            return VALID | ((t - reg.t0) << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
+            delta = clock_of(t) - reg.c0 if cycles else t - reg.t0
+            return VALID | (delta << DELTA_SHIFT) | (int(is_start) << START_BIT) | task
 
         for t, is_start, task in reg.records:
             word = word_of(t, is_start, task)
             if cycles:
-                buf[at(lay.tlast)], buf[at(lay.clast)] = t, reg.c0 + int(round((t - reg.t0) * reg.cycles_per_ns))
+                buf[at(lay.tlast)], buf[at(lay.clast)] = t, clock_of(t)
             if stage:  # on chip: the ring slot; nothing reaches memory before finalize
                 buf[base + lay.first_record + count % stage] = word
                 count += 1
@@ -114,5 +116,5 @@ def fill_buffer(buf: np.ndarray, regions: Sequence[Region], *, num_groups: int =
                 buf[base + lay.first_record + stage] = word_of(a, True, 0)
                 buf[base + lay.first_record + stage + 1] = word_of(b, False, 0)
                 if cycles:
-                    buf[at(lay.tlast)], buf[at(lay.clast)] = a, reg.c0 + int(round((a - reg.t0) * reg.cycles_per_ns))
+                    buf[at(lay.tlast)], buf[at(lay.clast)] = a, clock_of(a)
     return buf
