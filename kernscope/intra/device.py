@@ -362,6 +362,24 @@ class Profiler:
         _put(base + _R_SMID, self.sm, lead, per_thread)
 
     @triton.jit
+    def _now(self, after=None):
+        """(record clock, %globaltimer): the record clock is %globaltimer, or %clock64 in cycle mode with the
+        %globaltimer anchor read together (not later: no bias). ``after``: read only once that value arrived."""
+        if self.CYCLES:
+            if after is None:
+                t = clock64()
+            else:
+                t = _clock64_after(after.to(tl.float32))
+            gt = globaltimer()
+        else:
+            if after is None:
+                t = globaltimer()
+            else:
+                t = _globaltimer_after(after.to(tl.float32))
+            gt = t
+        return t, gt
+
+    @triton.jit
     def record(self, is_start, task_type, after=None):
         """Record the start (``is_start=True``) or end of task ``task_type`` (0..65535).
 
@@ -371,18 +389,7 @@ class Profiler:
             per_thread: tl.constexpr = self.WMASK != 0
             if self.SYNC and not per_thread:
                 tl.debug_barrier()  # the task boundary is after every thread of the block got here
-            if self.CYCLES:
-                if after is None:
-                    t = clock64()
-                else:
-                    t = _clock64_after(after.to(tl.float32))
-                gt = globaltimer()  # the clock anchor is read with the cycle counter, not later (no bias)
-            else:
-                if after is None:
-                    t = globaltimer()
-                else:
-                    t = _globaltimer_after(after.to(tl.float32))
-                gt = t
+            t, gt = self._now(after)
             word = _VALID | ((t - self.origin) << _SHIFT) | ((is_start * 1) << _SBIT) | task_type
             hdr = self.hdr
             stage = self.stage
@@ -427,12 +434,7 @@ class Profiler:
         if self.ENABLE_PROFILING and self.STAGE != 0:
             if self.SYNC or self.SMEM:  # shared memory: every thread reads what the recording thread wrote
                 tl.debug_barrier()
-            if self.CYCLES:
-                ta = clock64()
-                gta = globaltimer()
-            else:
-                ta = globaltimer()
-                gta = ta
+            ta, gta = self._now()
             base, cap = _region_base(self.buf, self.total, self.region, self.nreg)
             slots = tl.arange(0, self.STAGE)
             n = tl.minimum(self.idx, self.STAGE)
