@@ -299,13 +299,8 @@ def measure_batches(items: dict[str, Prepared], reps: dict[str, int], *, device:
 def do_bench(fn: Callable[[], Any], *, device: str, warmup: float = 25.0, rep: float = 100.0,
              flusher: L2Flusher | None = None, before: Callable[[], None] | None = None) -> Timing:
     """Warm up for ``warmup`` ms, then time for about ``rep`` ms of calls (each flushed)."""
-    est = max(estimate_ms(fn, device, flusher), 1e-4)
-    n_warm = max(1, int(warmup / est))
-    n_rep = min(MAX_REPS, max(MIN_REPS, int(rep / est)))
-    call_loop(fn, n_warm, flusher=flusher, before=before)
-    _sync(device)
-    shield = launch_shield_cycles(fn, device) if device.startswith("cuda") else 0
-    return bench(fn, device=device, flusher=flusher, reps=n_rep, before=before, shield=shield)
+    p = prepare(fn, device=device, warmup=warmup, flusher=flusher, before=before)
+    return bench(fn, device=device, flusher=flusher, reps=reps_for(p, rep), before=before, shield=p.shield)
 
 
 def do_bench_cudagraph(fn: Callable[[], Any], *, device: str, rep: float = 100.0, flusher: L2Flusher | None = None,
