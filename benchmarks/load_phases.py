@@ -25,8 +25,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--read-all", action="store_true", help="parse every event and arg (analyze --read-all)")
     args = ap.parse_args()
     os.environ["KERNSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="ks-phases-")
+    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0")  # as the CLI
     size = os.path.getsize(args.trace)
     rows: list[tuple[str, float]] = []
 
@@ -38,6 +40,7 @@ def main() -> int:
     t = time.perf_counter()
     import polars  # noqa: F401
 
+    from kernscope.analyze.needs import analyze_projection
     from kernscope.analyze.summary import analyze
     from kernscope.link import StepSpec, link
     from kernscope.load import cache
@@ -53,14 +56,15 @@ def main() -> int:
     n = sum(1 for _ in Splitter(src, Limits()).pieces())
     src.close()
     t = lap(f"cut into {n} event-aligned pieces (no parse)", t)
+    projection = None if args.read_all else analyze_projection(None)
     src = open_trace(args.trace)
-    raw = parse_source(src, workers=args.workers)
+    raw = parse_source(src, workers=args.workers, projection=projection)
     src.close()
-    t = lap("parse: cut + polars JSON reader on threads", t)
+    t = lap("parse: cut + polars readers on threads", t)
     trace = link(raw, args.trace, steps=StepSpec())
     t = lap("link (correlation, tree, steps)", t)
     tables = {"events": trace.events, "gpu": trace.gpu, "flows": trace.flows, "steps": trace.steps}
-    cache.write_entry(digest, LoadOptions().key(), tables, _info(trace))
+    cache.write_entry(digest, LoadOptions(projection=projection).key(), tables, _info(trace))
     t = lap("cache write (Arrow IPC + checksums)", t)
     a = analyze(trace)
     t = lap("default summary (analyze)", t)

@@ -20,19 +20,11 @@ def _tune_allocators() -> None:
     """Memory behaviour for a one-shot command (before polars is imported; the library never does this).
 
     polars' jemalloc: one arena and a short decay, so memory freed by one parsing thread is reused by
-    the next instead of being held per thread (peak RSS 20-25% lower, same speed). glibc: large buffers
-    (the JSON pieces) always mmapped, so they go back to the system when freed.
+    the next instead of being held per thread (peak RSS 20-25% lower, same speed). glibc's allocator is
+    left as it is: a fixed 1 MB mmap threshold (tried in round 2) returned the JSON pieces to the system
+    sooner but made every numpy temporary of a piece fault in fresh pages (0.3-1.6 s of a cold load).
     """
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0")
-    if "polars" in sys.modules or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD: fixed 1 MB (no dynamic growth)
-    except (OSError, AttributeError):
-        pass
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -120,7 +112,9 @@ def _emit_bytes(body: bytes, output: str | None) -> None:
 
 
 def _load(path: str, *, salvage: bool, no_cache: bool, quiet: bool, max_memory: str | None,
-          step_marker: str | None = None) -> Any:
+          step_marker: str | None = None, projection: Any = None, digest: Any = None) -> Any:
+    """Load a trace for a command; ``projection``: what the command never reads (None: read all);
+    ``digest``: the file's content digest if the command has just computed it."""
     from .link import StepSpec
     from .load.source import Limits
     from .pipeline import load
@@ -128,7 +122,8 @@ def _load(path: str, *, salvage: bool, no_cache: bool, quiet: bool, max_memory: 
     progress = Progress(f"reading {os.path.basename(path)}", quiet)
     try:
         return load(path, cache=not no_cache, salvage=salvage, notify=_notice, progress=progress,
-                    limits=Limits(max_memory=_parse_size(max_memory)), steps=StepSpec(step_marker))
+                    limits=Limits(max_memory=_parse_size(max_memory)), steps=StepSpec(step_marker),
+                    projection=projection, digest=digest)
     finally:
         progress.close()
 
@@ -174,8 +169,9 @@ _rank_opts = [
     click.option("--workers", type=click.IntRange(min=1), help="Processes / LocalCluster workers (default: CPU count)."),
     click.option("--strict", is_flag=True, help="Several traces: stop at the first one that fails to load."),
     click.option("--read-all", "read_all", is_flag=True,
-                 help="Several traces: parse every event (by default CPU ops, Python events and flow arrows the rank "
-                      "summary never reads are skipped unparsed; the results are the same, parsing is ~1.4x faster)."),
+                 help="Parse every event and arg (by default what the analysis never reads is skipped unparsed: "
+                      "instant and Python events and unused args for one trace; also other CPU ops and flow arrows "
+                      "for several ranks; the results are the same, loading is faster)."),
 ]
 
 
@@ -253,7 +249,11 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
         top = 15
     width = 160 if output or fmt != "table" else _console_width()
     color = fmt == "table" and not output and sys.stdout.isatty()
-    load_key = {"salvage": salvage, "step_marker": step_marker}
+    from .analyze.needs import analyze_projection
+    from .load.projection import load_key as _load_key
+
+    projection = None if read_all else analyze_projection(step_marker)
+    load_key = _load_key(salvage, step_marker, projection)
     key = outputs.result_key("analyze", {"fmt": fmt, "top": top, "step": step, "categories": not no_categories,
                                          "linked_only": linked_only, "bench": bench, "width": width, "color": color,
                                          "by_annotation": by_annotation},
@@ -266,7 +266,8 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
             return
     from .analyze.summary import analyze as run
 
-    t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
+    t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker,
+              projection=projection, digest=digest)
     step_n = _parse_step(step)
     _check_step(t, step_n)
     a = run(t, step=step_n, categorizer=_categorizer(rules), use_kernel_name_categories=not no_categories,

@@ -29,15 +29,18 @@ def result_key(command: str, options: dict[str, Any], rules: str | None = None) 
     return {"command": command, **options, "rules": _rules_digest(rules)}
 
 
-def lookup(path: str, load_key: dict[str, Any], key: dict[str, Any], notify: Notify | None) -> tuple[str, bytes | None]:
-    """(content digest of ``path``, stored output or None)."""
+def lookup(path: str, load_key: dict[str, Any], key: dict[str, Any],
+           notify: Notify | None) -> tuple[_cache.KnownDigest, bytes | None]:
+    """(content digest of ``path``, stored output or None). The digest can be handed to
+    :func:`kernscope.pipeline.load` so that the file is not hashed twice."""
     open_trace(path).close()  # the same checks and messages as a load (missing file, directory, empty)
-    digest = _cache.file_digest(path)
-    entry = _cache.open_entry(digest, load_key, notify=notify)
-    return digest, (_cache.read_result(entry, key) if entry is not None else None)
+    known = _cache.KnownDigest.of(path)
+    entry = _cache.open_entry(known.hexdigest, load_key, notify=notify)
+    return known, (_cache.read_result(entry, key) if entry is not None else None)
 
 
-def store(digest: str, load_key: dict[str, Any], key: dict[str, Any], body: bytes, notify: Notify | None) -> None:
-    entry = _cache.open_entry(digest, load_key, notify=notify)
+def store(digest: _cache.KnownDigest, load_key: dict[str, Any], key: dict[str, Any], body: bytes,
+          notify: Notify | None) -> None:
+    entry = _cache.open_entry(digest.hexdigest, load_key, notify=notify)
     if entry is not None:
         _cache.write_result(entry, key, body)

@@ -15,7 +15,7 @@ from .link import StepSpec, link
 from .link.tree import call_tree
 from .load import cache as _cache
 from .load.kineto import parse_source
-from .load.project import Projection
+from .load.projection import Projection, load_key
 from .load.source import FileIdentity, Limits, open_trace
 from .model import Lazy, Trace, TraceStats
 
@@ -37,10 +37,7 @@ class LoadOptions:
     projection: Projection | None = None
 
     def key(self) -> dict[str, Any]:
-        key: dict[str, Any] = {"salvage": self.salvage, "step_marker": self.steps.marker}
-        if self.projection is not None and not self.salvage:
-            key["projection"] = self.projection.key()
-        return key
+        return load_key(self.salvage, self.steps.marker, self.projection)
 
 
 def _info(trace: Trace) -> dict[str, Any]:
@@ -87,6 +84,7 @@ def load(
     notify: Notify | None = None,
     progress: Callable[[int, int], None] | None = None,
     projection: Projection | None = None,
+    digest: _cache.KnownDigest | None = None,
 ) -> Trace:
     """Load and link a PyTorch profiler (Kineto) trace: ``.json``, ``.json.gz``, ``*.pt.trace.json(.gz)``.
 
@@ -99,8 +97,11 @@ def load(
         limits: memory bounds (default: 80% of available memory for the decoded tables).
         notify: receives one-line notices (cache rebuilt, ...); default: ``warnings.warn``.
         progress: called with (bytes read, file size) while parsing.
-        projection: skip events an analysis will not read, unparsed (:mod:`kernscope.load.project`); the
-            trace then holds only the rest (``stats.projected_out`` counts what was skipped).
+        projection: skip events and args an analysis will not read, unparsed (:mod:`kernscope.load.project`);
+            the trace then holds only the rest (``stats.projected_out`` counts the events skipped; args
+            columns not read are null).
+        digest: the file's content digest when the caller has just computed it (used while the file
+            still has the identity it had then; else the file is hashed again).
 
     Raises:
         kernscope.errors.TraceError: with one message naming the file and the problem.
@@ -110,9 +111,10 @@ def load(
     source = open_trace(p)
     before = FileIdentity.of(p)
     try:
-        digest = _cache.file_digest(p) if cache else ""
+        known = digest.hexdigest if digest is not None and digest.identity == before else None
+        digest_hex = (known or _cache.file_digest(p)) if cache else ""
         if cache:
-            entry = _cache.open_entry(digest, opts.key(), notify=notify)
+            entry = _cache.open_entry(digest_hex, opts.key(), notify=notify)
             if entry is not None:
                 try:
                     return _from_entry(entry, p, lambda: load(p, cache=False, salvage=salvage, workers=workers,
@@ -131,5 +133,5 @@ def load(
         (notify or _warn)(f"kernscope: {p} changed while it was read; not caching it")
     elif cache:
         tables = {"events": trace.events, "gpu": trace.gpu, "flows": trace.flows, "steps": trace.steps}
-        _cache.write_entry(digest, opts.key(), tables, _info(trace), notify=notify)
+        _cache.write_entry(digest_hex, opts.key(), tables, _info(trace), notify=notify)
     return trace

@@ -27,8 +27,6 @@ from .timeline import gpu_timeline
 
 #: category/library given to every row when categories are off
 UNCATEGORIZED = "Uncategorized"
-
-
 @dataclass(frozen=True)
 class Analysis:
     """Results of :func:`analyze`. DataFrames use µs floats (columns ending in ``_us``)."""

@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from ..scalars import as_int
+from .markers import DEFAULT_CASCADE, PRESETS, marker_names  # noqa: F401  (re-exported)
 
 STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 STEP_SCHEMA = {"step": pl.Int64, "name": pl.String, "start": pl.Int64, "end": pl.Int64, "kind": pl.String,
@@ -35,18 +36,6 @@ STEP_SCHEMA = {"step": pl.Int64, "name": pl.String, "start": pl.Int64, "end": pl
 MARKER_KINDS = ("user_annotation", "cpu_op", "python_function")
 #: automatic windows need at least this share of kernels equal to the kernel one period later
 PERIOD_MATCH = 0.9
-
-PRESETS: dict[str, str] = {
-    # vLLM / TRT-LLM style model runner ranges: execute_<tokens>_context_<n>(...)_generation_<m>(...)
-    "vllm": r"^(?:execute_(?:\d+_)?context_(?P<ctx>\d+).*_generation_(?P<gen>\d+)|.*\bexecute_model\b.*)",
-    # SGLang scheduler steps / forward passes
-    "sglang": r"^(?:step\[(?P<kind>DECODE|EXTEND|PREFILL|MIXED|IDLE)\]|forward_(?P<kind2>decode|extend|idle|mixed|prefill)\b)",
-    # Megatron / NeMo style training iterations
-    "megatron": r"^(?:iteration(?:[ _#-]?\d+)?|train[_ -]step(?:[ _#-]?\d+)?|forward-backward)$",
-    # torch.compile graph calls (each call of a compiled graph is a window)
-    "compiled": r"^## Call CompiledFxGraph \w+ ##$",
-}
-DEFAULT_CASCADE = ("vllm", "sglang", "megatron", "compiled")
 
 
 @dataclass(frozen=True)

@@ -50,3 +50,8 @@ ARG_FIELDS: tuple[ArgField, ...] = (
 INT_COLUMNS = tuple(f.column for f in ARG_FIELDS if f.kind == "int")
 STR_COLUMNS = tuple(f.column for f in ARG_FIELDS if f.kind == "str")
 TEXT_COLUMNS = tuple(f.column for f in ARG_FIELDS if f.kind == "text")
+
+#: args the link stage reads (CPU op <-> launch <-> GPU, and GPU placement)
+LINK_ARGS = ("correlation", "external_id", "device", "stream")
+#: args the loader itself reads (process and thread names from metadata events)
+LOADER_ARGS = ("meta_name", "sort_index")

@@ -118,6 +118,22 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class KnownDigest:
+    """A file's content digest and the file's identity just before it was hashed: a later step may use the
+    digest instead of hashing again while the file still has that identity."""
+
+    identity: Any  #: :class:`kernscope.load.source.FileIdentity`
+    hexdigest: str
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> KnownDigest:
+        from .source import FileIdentity
+
+        identity = FileIdentity.of(path)
+        return cls(identity, file_digest(path))
+
+
 def entry_key(digest: str, options: dict[str, Any]) -> str:
     raw = json.dumps([digest, CACHE_FORMAT_VERSION, ARG_SPEC_VERSION, __version__, sorted(options.items())], default=str)
     return xxhash.xxh3_128(raw.encode()).hexdigest()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
@@ -22,7 +23,7 @@ import msgspec
 import numpy as np
 import polars as pl
 
-from .argspec import ARG_FIELDS, INT_COLUMNS, STR_COLUMNS, TEXT_COLUMNS
+from .argspec import ARG_FIELDS, INT_COLUMNS, LOADER_ARGS, STR_COLUMNS, TEXT_COLUMNS
 
 #: Every arg value is read as JSON text first (ints exactly, even beyond int64), then typed in bulk.
 Scalar = int | float | str | bool | None
@@ -49,6 +50,22 @@ POLARS_SCHEMA: dict[str, Any] = {
     "ph": pl.String, "cat": pl.String, "name": pl.String, "pid": pl.String, "tid": pl.String,
     "ts": pl.Float64, "dur": pl.Float64, "id": pl.String, "args": _ARGS_SCHEMA,
 }
+#: the args columns a load reads: None = all of ARG_FIELDS, else event-table column names
+Args_ = tuple[str, ...] | None
+
+
+@lru_cache(maxsize=16)
+def reader_schema(args: Args_ = None, int_ts: bool = False) -> dict[str, Any]:
+    """The readers' schema: the top-level keys and, inside ``args``, only the columns read (each key a
+    reader is given costs time on every event). ``int_ts``: ``ts`` as integers (exact epoch µs; a reader
+    refuses a chunk where one is not an integer)."""
+    schema = dict(POLARS_SCHEMA)
+    if int_ts:
+        schema["ts"] = pl.Int64
+    if args is not None:
+        read = set(args) | set(LOADER_ARGS)
+        schema["args"] = pl.Struct({f.raw: pl.String for f in ARG_FIELDS if f.column in read})
+    return schema
 #: the event table's columns and types (output of :func:`parse_chunk`)
 EVENT_SCHEMA: dict[str, Any] = {
     **{c: pl.Categorical for c in STRING_COLUMNS},
@@ -206,14 +223,26 @@ def _times_from_text(text: bytes, n: int, which: tuple[str, ...]) -> dict[str, t
     return out
 
 
-def _times(df: pl.DataFrame, text: bytes) -> tuple[pl.DataFrame, list[Bad]]:
-    """Replace float ``ts``/``dur`` by exact int64 ns columns and their missing masks."""
+def _times(df: pl.DataFrame, text: bytes, numbers: bool | None = None) -> tuple[pl.DataFrame, list[Bad]]:
+    """Replace float ``ts``/``dur`` by exact int64 ns columns and their missing masks.
+
+    ``numbers``: True when the reader is known to have refused booleans in ``ts``/``dur`` (the line
+    reader); None: look at the text."""
     bad: list[Bad] = []
     exact_text: list[str] = []
     cols: dict[str, pl.Series] = {}
-    numbers = _numbers_only(text)
+    if numbers is None:
+        numbers = _numbers_only(text)
     for col in ("ts", "dur"):
         v = df[col]
+        if v.dtype == pl.Int64:  # read as integers (µs) by the line reader: exact already
+            over = v.abs() > MAX_US
+            cols[col] = pl.select(pl.when(pl.lit(over)).then(0).otherwise(pl.lit(v) * 1000).fill_null(0)).to_series()
+            cols[f"{col}_missing"] = v.is_null()
+            rows = np.flatnonzero(over.fill_null(False).to_numpy())
+            if len(rows):
+                bad.append(Bad(rows, col, "is not a number of µs or does not fit int64 nanoseconds"))
+            continue
         big = v.abs().max()
         if not numbers or (big is not None and float(big) >= EXACT_FLOAT_US):  # type: ignore[arg-type]
             exact_text.append(col)
@@ -296,9 +325,13 @@ def cap_names(df: pl.DataFrame, columns: tuple[str, ...] = STRING_COLUMNS + STR_
     )
 
 
-def finish(df: pl.DataFrame, text: bytes) -> tuple[pl.DataFrame, list[Bad]]:
-    """From the reader's columns (strings, float times) to the event table schema."""
-    df, bad_t = _times(df, text)
+def finish(df: pl.DataFrame, text: bytes, numbers: bool | None = None, args: Args_ = None) -> tuple[pl.DataFrame, list[Bad]]:
+    """From the reader's columns (strings, float times) to the event table schema. Args columns not in
+    ``args`` (when given) are null, whichever reader ran: an unread column is neither kept nor checked."""
+    if args is not None:
+        df = df.with_columns(pl.lit(None, dtype=pl.String).alias(f.column) for f in ARG_FIELDS
+                             if f.column not in args and f.column not in LOADER_ARGS)
+    df, bad_t = _times(df, text, numbers)
     df, bad_i = _ints(df)
     df = cap_names(df)
     df = df.with_columns(
@@ -308,10 +341,49 @@ def finish(df: pl.DataFrame, text: bytes) -> tuple[pl.DataFrame, list[Bad]]:
     return df.select(list(EVENT_SCHEMA)), bad_t + bad_i
 
 
-def _polars(text: bytes) -> pl.DataFrame:
-    df = pl.read_json(io.BytesIO(text), schema=POLARS_SCHEMA)
-    args = df["args"].struct.unnest().rename({f.raw: f.column for f in ARG_FIELDS})
+def _polars(text: bytes, args: Args_ = None) -> pl.DataFrame:
+    df = pl.read_json(io.BytesIO(text), schema=reader_schema(args))
+    return _unnest_args(df)
+
+
+def _unnest_args(df: pl.DataFrame) -> pl.DataFrame:
+    """The ``args`` struct as columns named as in the event table; args not read are null strings."""
+    args = df["args"].struct.unnest().rename({f.raw: f.column for f in ARG_FIELDS}, strict=False)
+    missing = [pl.lit(None, dtype=pl.String).alias(f.column) for f in ARG_FIELDS if f.column not in args.columns]
+    if missing:
+        args = args.with_columns(missing)
     return pl.concat([df.drop("args"), args], how="horizontal")
+
+
+def parse_lines(text: bytes, lines: int, args: Args_ = None, int_ts: bool = False) -> tuple[pl.DataFrame, list[Bad]]:
+    """Parse NDJSON events (:func:`kernscope.load.lines.to_lines`) with polars' strict line reader.
+
+    ``int_ts``: try ``ts`` as integers first (traces with integer epoch µs: exact without re-reading the
+    text); a chunk where that fails is read with float times.
+    Raises :class:`ChunkError` when the reader refuses the text or the row count is not ``lines``
+    (the caller then parses the original text with :func:`parse_chunk`, which locates any error)."""
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start) from None
+    raw = None
+    if int_ts:
+        try:
+            raw = pl.read_ndjson(io.BytesIO(text), schema=reader_schema(args, True))
+        except (pl.exceptions.PolarsError, OverflowError, ValueError):
+            raw = None
+    try:
+        if raw is None:
+            raw = pl.read_ndjson(io.BytesIO(text), schema=reader_schema(args))
+    except (pl.exceptions.PolarsError, OverflowError, ValueError) as e:
+        raise ChunkError(f"line reader: {e}", syntax=True) from None
+    if raw.height != lines:
+        raise ChunkError(f"line reader: {raw.height} rows for {lines} lines", syntax=True)
+    floats = [c for c in ("ts", "dur") if raw[c].dtype == pl.Float64]
+    big = raw.select(pl.max_horizontal(pl.col(c).abs().max() for c in floats)).item() if floats else None
+    if big is not None and big >= EXACT_FLOAT_US:  # exact times are re-read from an array's text
+        text = b"".join((b"[", text.replace(b"\n", b","), b"]"))
+    return finish(_unnest_args(raw), text, numbers=True, args=args)
 
 
 def _text(v: Any) -> str | None:
@@ -362,17 +434,19 @@ def _fallback(text: bytes) -> pl.DataFrame:
     return pl.DataFrame(cols)
 
 
-def parse_chunk(text: bytes) -> tuple[pl.DataFrame, list[Bad]]:
-    """Parse ``[ev, ev, ...]`` text. Raises :class:`ChunkError` when it is not a valid event array."""
+def parse_chunk(text: bytes, args: Args_ = None) -> tuple[pl.DataFrame, list[Bad]]:
+    """Parse ``[ev, ev, ...]`` text. Raises :class:`ChunkError` when it is not a valid event array.
+
+    ``args``: the args columns to read (None: all); the others are null."""
     try:
         text.decode("utf-8")  # polars does not check the strings it skips; JSON must be UTF-8 throughout
     except UnicodeDecodeError as e:
         raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start, syntax=False) from None
     try:
-        raw = _polars(text)
+        raw = _polars(text, args)
     except (pl.exceptions.PolarsError, OverflowError, ValueError):
         raw = _fallback(text)
-    return finish(raw, text)
+    return finish(raw, text, args=args)
 
 
 def parse_events(items: list[bytes]) -> tuple[pl.DataFrame, list[int]]:

@@ -23,8 +23,9 @@ import polars as pl
 
 from ..errors import TraceError
 from ..model import RawTrace
-from .chunk import EVENT_SCHEMA, Bad, ChunkError, empty_table, parse_chunk
+from .chunk import EVENT_SCHEMA, EXACT_FLOAT_US, Bad, ChunkError, empty_table, parse_chunk, parse_lines
 from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
+from .lines import to_lines
 from .project import Projection, project
 from .source import Limits, TraceSource
 from .structure import top_level_objects
@@ -112,16 +113,16 @@ class _Pipeline:
     def __init__(self, splitter: Splitter, *, salvage: bool, limits: Limits, workers: int,
                  progress: Callable[[int, int], None] | None = None, projection: Projection | None = None) -> None:
         self.splitter = splitter
-        self.projection = None if salvage else projection
+        wanted = None if salvage else projection
+        #: events cut out unparsed (rows), and the args columns read (None: all)
+        self.projection = wanted if wanted is not None and wanted.drops_events else None
+        self.args = wanted.args if wanted is not None else None
         self.keep_rx = self.projection.compiled() if self.projection is not None else None
         self.path = splitter.path
         self.salvage = salvage
         self.limits = limits
         self.workers = max(1, workers)
         self.tables: list[pl.DataFrame] = []
-        self.flows: list[pl.DataFrame] = []
-        self.metas: list[pl.DataFrame] = []
-        self.counters = 0
         self.events_before = 0
         self.skipped: list[str] = []
         self.skipped_count = 0
@@ -130,6 +131,10 @@ class _Pipeline:
         self.memory = 0.0
         self.budget = limits.memory()
         self.progress = progress
+        #: the line reader is tried until a chunk is refused by it (then not again)
+        self.lines_ok = True
+        #: the trace's ts are integer epoch µs (seen in a chunk): read them as integers
+        self.int_ts = False
 
     # -- parsing one piece ------------------------------------------------------------------
     def _parse(self, piece: Piece) -> Parsed:
@@ -163,13 +168,37 @@ class _Pipeline:
         raise ChunkError("the event array does not end properly", syntax=True)
 
     def _events(self, text: bytes | memoryview) -> Parsed:
-        """A run of whole events, projected when a projection applies, else parsed whole."""
+        """A run of whole events, projected when a projection applies, else parsed whole.
+
+        Kineto's layout goes through the line reader (:mod:`.lines`); other layouts, and text that reader
+        refuses, through the JSON-array reader (errors and their locations come from there)."""
+        if self.lines_ok:
+            got = self._lines(text)
+            if got is not None:
+                return got
         if self.projection is not None:
             got = self._projected(text)
             if got is not None:
                 return got
-        df, bad = parse_chunk(_bracket(text))
+        df, bad = parse_chunk(_bracket(text), self.args)
         return Parsed(df, bad)
+
+    def _lines(self, text: bytes | memoryview) -> Parsed | None:
+        nd = to_lines(text, self.projection, self.keep_rx)
+        if nd is None:
+            return None
+        try:
+            df, bad = parse_lines(nd.text, nd.lines, self.args, self.int_ts)
+        except ChunkError:
+            self.lines_ok = False  # not Kineto's layout after all, or bad input: not tried again
+            return None
+        if not self.int_ts and df.height:
+            # integer epoch µs (older Kineto): later chunks read them as integers, exact at once
+            ts = df["ts"]
+            self.int_ts = bool(ts.abs().max() >= EXACT_FLOAT_US * 1000 and (ts % 1000 == 0).all())  # type: ignore[operator]
+        if bad and nd.dropped:
+            return None  # the whole text is parsed, so bad values are reported at their positions
+        return Parsed(df, bad, dropped=nd.dropped, ordinals=nd.ordinals)
 
     def _projected(self, text: bytes | memoryview) -> Parsed | None:
         """Events ``text`` without those the projection drops; None when nothing was dropped or the kept
@@ -179,7 +208,7 @@ class _Pipeline:
         if cut is None:
             return None
         try:
-            df, bad = parse_chunk(_bracket(cut.text))
+            df, bad = parse_chunk(_bracket(cut.text), self.args)
         except ChunkError:
             return None
         if bad:
@@ -275,17 +304,6 @@ class _Pipeline:
                 f"{self.splitter.source.json_bytes / 1e9:.1f} GB of JSON from a {self.splitter.source.stored_bytes / 1e6:,.0f} MB "
                 f"file; budget {self.budget / 1e9:.1f} GB): raise it with --max-memory, or this may be a decompression bomb",
             )
-        ph = table["ph"].cast(pl.String).fill_null("")
-        is_flow = ph.is_in(["s", "f", "t"])
-        is_meta = ph == "M"
-        is_counter = ph == "C"
-        if is_flow.any() or is_meta.any() or is_counter.any():
-            self.flows.append(table.filter(is_flow).select(FLOW_COLUMNS))
-            self.metas.append(table.filter(is_meta).select(META_COLUMNS))
-            self.counters += int(is_counter.sum())
-            table = table.filter(~(is_flow | is_meta | is_counter)).drop("meta_name", "sort_index")
-        else:
-            table = table.drop("meta_name", "sort_index")
         self.tables.append(table)
 
 
@@ -305,16 +323,39 @@ def _with_idx(table: pl.DataFrame, parsed: Parsed, first: int) -> pl.DataFrame:
     return table.with_columns(pl.Series("idx", idx))
 
 
-def _concat_compact(tables: list[pl.DataFrame], columns: list[str]) -> pl.DataFrame:
+@dataclass
+class _Split:
+    events: pl.DataFrame  #: everything but flow arrows, metadata and counters
+    flows: pl.DataFrame
+    metas: pl.DataFrame
+    counters: int
+
+
+def _concat_split(tables: list[pl.DataFrame], columns: list[str]) -> _Split:
     """One contiguous table from per-piece tables, column by column (the pieces' buffers are freed as
-    each column is built, so this never holds two copies of the table). Contiguous columns keep the
+    each column is built, so this never holds two copies of the table), split by phase into events, flow
+    arrows ("s", "f", "t") and metadata ("M"); counters ("C") are counted. Contiguous columns keep the
     joins and ``with_columns`` of linking from copying the whole table again."""
     per_piece = [dict(zip(t.columns, t.get_columns())) for t in tables]
     tables.clear()
+    ph = pl.concat([d["ph"] for d in per_piece], rechunk=True).cast(pl.String).fill_null("")
+    is_flow = ph.is_in(["s", "f", "t"])
+    is_meta = ph == "M"
+    is_counter = ph == "C"
+    rest = ~(is_flow | is_meta | is_counter)
+    split = not bool(rest.all())
     out: dict[str, pl.Series] = {}
-    for c in columns:
-        out[c] = pl.concat([d.pop(c) for d in per_piece], rechunk=True)
-    return pl.DataFrame(out)
+    flows: dict[str, pl.Series] = {}
+    metas: dict[str, pl.Series] = {}
+    for c in dict.fromkeys([*columns, *FLOW_COLUMNS, *META_COLUMNS]):
+        col = pl.concat([d.pop(c) for d in per_piece], rechunk=True)
+        if c in FLOW_COLUMNS:
+            flows[c] = col.filter(is_flow) if split else col.clear()
+        if c in META_COLUMNS:
+            metas[c] = col.filter(is_meta) if split else col.clear()
+        if c in columns:
+            out[c] = col.filter(rest) if split else col
+    return _Split(pl.DataFrame(out), pl.DataFrame(flows), pl.DataFrame(metas), int(is_counter.sum()))
 
 
 def _trace_error(path: str, e: ChunkError, where: str) -> TraceError:
@@ -418,15 +459,15 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
         pipe.run(_bare_pieces(sub, inner))
     event_cols = ["idx", *(c for c in EVENT_SCHEMA if c not in ("meta_name", "sort_index"))]
     empty = empty_table().with_columns(pl.lit(0, dtype=pl.Int64).alias("idx"))
-    table = _concat_compact(pipe.tables, event_cols) if pipe.tables else empty.select(event_cols)
-    flows = pl.concat(pipe.flows, rechunk=False) if pipe.flows else empty.select(FLOW_COLUMNS)
-    metas = pl.concat(pipe.metas, rechunk=False) if pipe.metas else empty.select(META_COLUMNS)
+    parts = (_concat_split(pipe.tables, event_cols) if pipe.tables
+             else _Split(empty.select(event_cols), empty.select(FLOW_COLUMNS), empty.select(META_COLUMNS), 0))
+    table, flows, metas = parts.events, parts.flows, parts.metas
     table, more, n_over = _check_ranges(table, source.path, salvage)
     skipped = pipe.skipped + more
     skipped_count = pipe.skipped_count + n_over
     if skipped_count > len(skipped):
         skipped.append(f"... {skipped_count:,} events skipped in all")
-    salvaged = table.height + flows.height + metas.height + pipe.counters if salvage else None
+    salvaged = table.height + flows.height + metas.height + parts.counters if salvage else None
     return RawTrace(table.select(event_cols), meta, flows=flows, meta_events=metas, salvaged=salvaged,
                     skipped=skipped if salvage else [], projected_out=pipe.dropped)
 

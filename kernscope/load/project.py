@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+
+from .projection import Projection
+
+__all__ = ["Projection", "Projected", "droppable", "project"]
 
 #: names longer than this (bytes) are never dropped (the decision needs the whole name)
 NAME_WINDOW = 96
@@ -40,24 +43,6 @@ _OPEN, _Q, _BS = 123, 34, 92
 _WS = (32, 10, 13, 9)
 #: at most this many whitespace bytes are looked through before an inner ``{``
 _WS_LOOKBACK = 6
-
-
-@dataclass(frozen=True)
-class Projection:
-    """Which events to skip unparsed: ``ph: X`` events of a category in ``drop_cats`` whose name does not
-    match the regular expression ``keep`` (``re.search``), and events of a phase in ``drop_phases``."""
-
-    keep: str
-    drop_cats: tuple[str, ...] = ("cpu_op", "python_function")
-    #: event phases dropped whatever their name (e.g. flow arrows "s", "f", "t")
-    drop_phases: tuple[str, ...] = ()
-
-    def key(self) -> dict[str, Any]:
-        """Part of the parse-cache key: a projected table is cached apart from the whole one."""
-        return {"keep": self.keep, "drop_cats": list(self.drop_cats), "drop_phases": list(self.drop_phases)}
-
-    def compiled(self) -> re.Pattern[str]:
-        return re.compile(self.keep)
 
 
 @dataclass
@@ -73,12 +58,16 @@ def _at(a: np.ndarray, pos: np.ndarray, pattern: bytes, room: int = 0) -> np.nda
     """Indices into ``pos`` where ``a`` holds ``pattern`` (with ``room`` more bytes after it inside ``a``)."""
     pat = np.frombuffer(pattern, dtype=np.uint8)
     fits = np.flatnonzero(pos + len(pat) + room <= len(a))
+    # a few single bytes first (cheap gathers; in Kineto's ``ph": "X", "cat": "...`` text, bytes 6 and 18
+    # are the phase and the category's first letter, where most positions fail), then the whole pattern
+    for k in sorted({min(6, len(pat) - 1), min(18, len(pat) - 1), len(pat) - 1}):
+        fits = fits[a[pos[fits] + k] == pat[k]]
     found: np.ndarray = fits[(sliding_window_view(a, len(pat))[pos[fits]] == pat).all(axis=1)]
     return found
 
 
-def _inner_open_ok(a: np.ndarray, opens: np.ndarray) -> np.ndarray:
-    """For each ``{`` position: True when the previous non-blank byte (within a few) is ``:`` or ``[``."""
+def _inner_open_ok(a: np.ndarray, opens: np.ndarray, after: bytes = b":[") -> np.ndarray:
+    """For each ``{`` position: True when the previous non-blank byte (within a few) is one of ``after``."""
     ok = np.zeros(len(opens), dtype=bool)
     undecided = np.ones(len(opens), dtype=bool)
     for back in range(1, _WS_LOOKBACK + 1):
@@ -87,9 +76,55 @@ def _inner_open_ok(a: np.ndarray, opens: np.ndarray) -> np.ndarray:
         prev = np.where(valid, a[np.maximum(pos, 0)], 0)
         blank = np.isin(prev, _WS) & valid
         decided = undecided & ~blank
-        ok |= decided & ((prev == ord(":")) | (prev == ord("[")))
+        ok |= decided & np.isin(prev, list(after))
         undecided &= blank
     return ok
+
+
+_MIX = np.random.default_rng(20261126).integers(1, 2**63, size=NAME_WINDOW // 8, dtype=np.uint64) | np.uint64(1)
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of a (n, NAME_WINDOW) uint8 array and each row's index among them.
+
+    Rows are grouped by a 64-bit hash (fast), and every row is then compared byte for byte with its
+    group's first row; should two different rows share a hash, an exact ``np.unique`` is used instead."""
+    if len(rows) == 0:
+        return rows, np.zeros(0, dtype=np.int64)
+    rows = np.ascontiguousarray(rows)
+    with np.errstate(over="ignore"):
+        h = (rows.view(np.uint64) * _MIX).sum(axis=1, dtype=np.uint64)
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    if (rows == rows[first[inv]]).all():
+        return rows[first], inv
+    _, first, inv = np.unique(rows.view(f"S{NAME_WINDOW}").ravel(), return_index=True, return_inverse=True)
+    return rows[first], inv.ravel()
+
+
+def droppable(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Pattern[str]) -> np.ndarray:
+    """For events whose first key's text starts at ``body`` (just after its opening quote, ``ph": ...``):
+    True where ``projection`` drops the event. A name is judged only when it is read whole from the text
+    (closing quote within :data:`NAME_WINDOW` bytes, no escapes); otherwise the event is kept."""
+    drop = np.zeros(len(body), dtype=bool)
+    for cat in projection.drop_cats:
+        prefix = f'ph": "X", "cat": "{cat}", "name": "'.encode()
+        hit = _at(a, body, prefix, room=NAME_WINDOW)
+        if len(hit) == 0:
+            continue
+        names = sliding_window_view(a, NAME_WINDOW)[body[hit] + len(prefix)]
+        quote = names == _Q
+        end = quote.argmax(axis=1)
+        inside = np.arange(NAME_WINDOW)[None, :] < end[:, None]
+        whole = quote.any(axis=1) & ~((names == _BS) & inside).any(axis=1)
+        names = np.where(inside, names, 0).astype(np.uint8)
+        uniq, inv = _distinct_rows(names)
+        wanted = np.fromiter((rx.search(bytes(u).rstrip(b"\0").decode("utf-8", "replace")) is not None for u in uniq),
+                             dtype=bool, count=len(uniq))
+        drop[hit] = whole & ~wanted[inv]
+    for ph in projection.drop_phases:
+        drop[_at(a, body, f'ph": "{ph}", '.encode())] = True
+    return drop
 
 
 def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str] | None = None) -> Projected | None:
@@ -108,26 +143,7 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
     # a chunk starts at its first event's "{", with no newline before it: that event is not among the starts
     ordinal_shift = int(a[0] == _OPEN)
     body = starts + (len(_HEAD) - 3)
-    rx = rx or projection.compiled()
-    drop = np.zeros(len(starts), dtype=bool)
-    for cat in projection.drop_cats:
-        prefix = f'ph": "X", "cat": "{cat}", "name": "'.encode()
-        hit = _at(a, body, prefix, room=NAME_WINDOW)
-        if len(hit) == 0:
-            continue
-        names = sliding_window_view(a, NAME_WINDOW)[body[hit] + len(prefix)]
-        quote = names == _Q
-        end = quote.argmax(axis=1)
-        inside = np.arange(NAME_WINDOW)[None, :] < end[:, None]
-        whole = quote.any(axis=1) & ~((names == _BS) & inside).any(axis=1)
-        names = np.where(inside, names, 0).astype(np.uint8)
-        keys = np.ascontiguousarray(names).view(f"S{NAME_WINDOW}").ravel()
-        uniq, inv = np.unique(keys, return_inverse=True)
-        wanted = np.fromiter((rx.search(u.decode("utf-8", "replace")) is not None for u in uniq.tolist()),
-                             dtype=bool, count=len(uniq))
-        drop[hit] = whole & ~wanted[inv.ravel()]
-    for ph in projection.drop_phases:
-        drop[_at(a, body, f'ph": "{ph}", '.encode())] = True
+    drop = droppable(a, body, projection, rx or projection.compiled())
     drop[0] = drop[-1] = False  # the chunk's edges stay: their neighbours are not in this chunk
     if not drop.any():
         return None

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from ...errors import KernscopeError, TraceError
 from ...link import StepSpec
-from ...link.steps import PRESETS
-from ...load.project import Projection
+from ...link.markers import marker_names
+from ...load.projection import Projection
 from ...pipeline import load
 from .job import Failure
 from .summary import RankResult, summarize_rank
@@ -20,11 +20,8 @@ COMM_OPS = r"record_param_comms|nccl|rccl|c10d|gloo|ProfilerStep"
 
 
 def rank_keep_pattern(step_marker: str | None) -> str:
-    """One regex for the op names a rank load keeps (named groups of the presets made plain)."""
-    parts = [COMM_OPS, *PRESETS.values()]
-    if step_marker and step_marker not in ("auto", "ProfilerStep", "profilerstep"):
-        parts.append(PRESETS.get(step_marker, step_marker))
-    return "|".join(f"(?:{re.sub(r'[(][?]P<[A-Za-z_][A-Za-z0-9_]*>', '(?:', p)})" for p in parts)
+    """One regex for the op names a rank load keeps: communication ops and step markers."""
+    return f"(?:{COMM_OPS})|{marker_names(step_marker)}"
 
 
 @dataclass(frozen=True)

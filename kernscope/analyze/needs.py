@@ -1,0 +1,31 @@
+"""What each analysis reads, as load projections (no numpy or polars here: the CLI builds the cache key of
+a stored output from these before it decides to load anything).
+
+A load with a projection skips, unparsed, the events and args columns the analysis never reads
+(:mod:`kernscope.load.project`, :mod:`kernscope.load.lines`); tests check that the results are identical
+with and without it on every real trace.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..link.markers import marker_names
+from ..load.argspec import LINK_ARGS
+from ..load.projection import Projection
+
+#: the ``args`` columns the default analysis reads (through the link stage)
+ANALYZE_ARGS = LINK_ARGS
+
+
+def analyze_projection(step_marker: str | None = None) -> Projection | None:
+    """What a load for ``kernscope analyze`` of one trace may skip: args columns other than
+    :data:`ANALYZE_ARGS`, instant events (memory records, markers: ``ph`` "i"), and ``python_function``
+    events other than those steps may come from (``step_marker``, ProfilerStep, the presets). None when
+    ``step_marker`` is not a valid regex (the load then reads everything and linking reports it)."""
+    keep = marker_names(step_marker)
+    try:
+        re.compile(keep)
+    except re.error:
+        return None
+    return Projection(keep=keep, drop_cats=("python_function",), drop_phases=("i",), args=ANALYZE_ARGS)

@@ -1,0 +1,159 @@
+"""A run of events -> one event per line (NDJSON), so polars' line reader can parse a chunk.
+
+polars' NDJSON reader reads only the keys of its schema, is faster per core than its JSON-array reader
+when few keys are read, and is strict: every line must be exactly one JSON object (trailing text, a cut
+object or a ``true`` where a number belongs is an error). Trace writers put an event over several lines
+(Kineto: ``\\n  },\\n  {\\n``; ``json.dump(indent=4)``: one key per line) or all events on one line;
+this module turns any of them into NDJSON with numpy (no Python object per event):
+
+- every newline becomes a space (a raw newline never occurs inside a JSON string, so this changes
+  whitespace only);
+- every comma right after a ``}`` and followed, past whitespace, by a ``{`` becomes the line break
+  (Kineto's ``\n  },\n  {\n`` is looked for first, from the newlines; then any such comma).
+
+Why this cannot silently change the events: such a comma between two top-level events is exactly the
+array separator. Anywhere else it is inside an event (between two objects of a nested array, or inside
+a string), and a line break there cuts the event: the part before it is an unclosed object, or a string
+with a raw newline in it, which is not valid JSON, so the strict reader rejects the chunk and the caller
+parses it the usual way. Whatever the reader accepts is a run of lines, each one whole object, that were
+separated by commas in the original text: exactly the original events, in order. The caller also
+checks that it got one row per line.
+
+With a :class:`~kernscope.load.project.Projection` that drops events, lines it drops are left out of
+the text: only lines whose first keys read ``"ph": "X", "cat": "<cat>", "name": "...`` (or ``"ph":
+"<phase>",``) on one line, never the chunk's first or last line (their neighbours are in other chunks),
+and never a line holding an array of objects (:func:`_no_object_elements`). Like the projection, a
+dropped line is not validated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .project import Projection, _inner_open_ok, droppable
+
+_NL, _SPACE, _COMMA, _OPEN, _CLOSE, _QUOTE = 10, 32, 44, 123, 125, 34
+_WS = np.array([32, 10, 13, 9], dtype=np.uint8)
+#: whitespace looked through after a separator's comma (indentation of pretty-printed traces)
+MAX_INDENT = 40
+
+
+@dataclass
+class Lines:
+    """NDJSON text of a chunk's events (those a projection keeps)."""
+
+    text: bytes
+    lines: int  #: lines in ``text`` (events kept)
+    dropped: int = 0  #: events left out
+    ordinals: np.ndarray | None = None  #: with drops: each kept line's ordinal among the chunk's events
+
+
+def _next_solid(a: np.ndarray, pos: np.ndarray, limit: int) -> np.ndarray:
+    """For each position: the first position at or after it holding a non-whitespace byte, looking at most
+    ``limit`` bytes ahead; -1 where there is none."""
+    out = np.full(len(pos), -1, dtype=np.int64)
+    todo = np.arange(len(pos))
+    n = len(a)
+    for k in range(limit + 1):
+        if len(todo) == 0:
+            break
+        p = pos[todo] + k
+        inside = p < n
+        todo, p = todo[inside], p[inside]
+        solid = ~np.isin(a[p], _WS)
+        out[todo[solid]] = p[solid]
+        todo = todo[~solid]
+    return out
+
+
+#: Kineto's own separator: the end of one event ("\n  },") and the start of the next ("\n  {\n")
+KINETO_SEPARATOR = b"\n  },\n  {\n"
+_KSEP = np.frombuffer(KINETO_SEPARATOR, dtype=np.uint8)
+_K_COMMA, _K_OPEN = KINETO_SEPARATOR.index(b","), KINETO_SEPARATOR.index(b"{")
+
+
+def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Commas right after a ``}`` and before a ``{`` (past whitespace): (comma positions, positions of
+    the ``{`` after each, newline positions when they were found on the way, else None).
+
+    Kineto's layout is looked for first (from the newlines: fewer candidates than braces); any other
+    layout from the ``}`` bytes."""
+    nl = np.flatnonzero(a == _NL)
+    cand = nl[nl + len(_KSEP) <= len(a)]
+    cand = cand[a[cand + _K_COMMA] == _COMMA]
+    ok = np.ones(len(cand), dtype=bool)
+    for k in range(1, len(_KSEP)):  # byte 0 is the newline itself
+        ok &= a[cand + k] == _KSEP[k]
+    if ok.any():
+        return cand[ok] + _K_COMMA, cand[ok] + _K_OPEN, nl
+    closes = np.flatnonzero(a == _CLOSE)
+    closes = closes[closes + 2 < len(a)]
+    commas = closes[a[closes + 1] == _COMMA] + 1
+    opens = _next_solid(a, commas + 1, MAX_INDENT)
+    good = opens >= 0
+    good[good] = a[opens[good]] == _OPEN
+    return commas[good], opens[good], nl
+
+
+def _no_object_elements(a: np.ndarray, line_starts: np.ndarray, line_opens: np.ndarray,
+                        drop: np.ndarray) -> np.ndarray:
+    """For the inner lines 1 .. len(line_starts) marked in ``drop`` (line k starts at ``line_starts[k-1]``,
+    its own ``{`` at ``line_opens[k-1]``): True where every other ``{`` in the line opens the value of a
+    key (follows ``:``), i.e. the line holds no array of objects.
+
+    A separator inside an event can only sit between two objects of an array nested in it (or inside a
+    string: that line is refused by the reader), and the first such separator ends a line that holds that
+    array's first object; so lines that pass are whole events and a dropped line never hides a wrong cut."""
+    opens = np.flatnonzero(a == _OPEN)
+    line = np.searchsorted(line_starts, opens, side="right")  # line number of each "{"
+    inner = (line >= 1) & (line <= len(drop))
+    opens, line = opens[inner], line[inner]
+    keep = drop[line - 1] & (opens != line_opens[line - 1])
+    opens, line = opens[keep], line[keep]
+    ok = np.ones(len(drop), dtype=bool)
+    if len(opens):
+        bad = ~_inner_open_ok(a, opens, after=b":")
+        ok[line[bad] - 1] = False
+    return ok
+
+
+def to_lines(text: bytes | memoryview, projection: Projection | None = None,
+             rx: re.Pattern[str] | None = None) -> Lines | None:
+    """``text`` (a run of events, no brackets) as NDJSON, without the events ``projection`` drops; None
+    when no separator is found (a single event: parse it as it is)."""
+    a = np.frombuffer(text, dtype=np.uint8)
+    n = len(a)
+    sep, sep_open, nl = _separators(a)
+    if len(sep) == 0:
+        return None
+    out = a.copy()
+    out[nl] = _SPACE
+    out[sep] = _NL
+    lines = len(sep) + 1
+    if projection is None or not projection.drops_events or lines < 3:
+        return Lines(out.tobytes(), lines)
+    # inner lines 1 .. lines-2: line k starts after comma k-1 and opens at sep_open[k-1]
+    inner_open = sep_open[:-1]
+    first_key = _next_solid(a, inner_open + 1, MAX_INDENT)
+    ok = first_key >= 0
+    ok[ok] = a[first_key[ok]] == _QUOTE
+    drop = np.zeros(len(inner_open), dtype=bool)
+    drop[ok] = droppable(a, first_key[ok] + 1, projection, rx or projection.compiled())
+    if not drop.any():
+        return Lines(out.tobytes(), lines)
+    starts = sep + 1
+    drop &= _no_object_elements(a, starts, sep_open, drop)
+    if not drop.any():
+        return Lines(out.tobytes(), lines)
+    keep = np.concatenate([[True], ~drop, [True]])
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], keep.view(np.int8), [0]])))
+    run_lo, run_hi = edges[0::2], edges[1::2]
+    line_start = np.concatenate([[0], starts])
+    line_end = np.concatenate([starts, [n]])
+    mv = memoryview(out)
+    body = b"".join([mv[s:e] for s, e in zip(line_start[run_lo].tolist(), line_end[run_hi - 1].tolist())])
+    ordinals = np.flatnonzero(keep)
+    return Lines(body, len(ordinals), int(drop.sum()), ordinals)

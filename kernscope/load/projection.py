@@ -1,0 +1,52 @@
+"""What a load may skip (a :class:`Projection`) and the cache key of a load's options, without numpy or
+polars: the CLI computes the key of a stored output before deciding whether to import anything.
+How a projection is applied: :mod:`.project` (cut events out of the JSON text) and :mod:`.lines`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Which events to skip unparsed: ``ph: X`` events of a category in ``drop_cats`` whose name does not
+    match the regular expression ``keep`` (``re.search``), and events of a phase in ``drop_phases``; and
+    which ``args`` columns to read (``args``: event-table column names from :mod:`.argspec`; None = all).
+    Unread args columns are null in the event table."""
+
+    keep: str = ""
+    drop_cats: tuple[str, ...] = ("cpu_op", "python_function")
+    #: event phases dropped whatever their name (e.g. flow arrows "s", "f", "t")
+    drop_phases: tuple[str, ...] = ()
+    #: the args columns read (the others stay null); None: all of :data:`.argspec.ARG_FIELDS`
+    args: tuple[str, ...] | None = None
+
+    @classmethod
+    def columns(cls, args: tuple[str, ...]) -> Projection:
+        """Every event, only the ``args`` columns named."""
+        return cls(drop_cats=(), args=args)
+
+    @property
+    def drops_events(self) -> bool:
+        return bool(self.drop_cats or self.drop_phases)
+
+    def key(self) -> dict[str, Any]:
+        """Part of the parse-cache key: a projected table is cached apart from the whole one."""
+        key: dict[str, Any] = {"keep": self.keep, "drop_cats": list(self.drop_cats),
+                               "drop_phases": list(self.drop_phases)}
+        if self.args is not None:
+            key["args"] = sorted(self.args)
+        return key
+
+    def compiled(self) -> re.Pattern[str]:
+        return re.compile(self.keep)
+
+
+def load_key(salvage: bool, step_marker: str | None, projection: Projection | None) -> dict[str, Any]:
+    """The part of the parse-cache key that a load's options make (see ``pipeline.LoadOptions``)."""
+    key: dict[str, Any] = {"salvage": salvage, "step_marker": step_marker}
+    if projection is not None and not salvage:
+        key["projection"] = projection.key()
+    return key

@@ -1,0 +1,302 @@
+"""The line reader (kernscope.load.lines + chunk.parse_lines) and the load projection of `kernscope analyze`.
+
+What must hold: on Kineto's layout the line reader gives exactly the table the JSON-array reader gives;
+text it cannot be sure of is refused (and then parsed the usual way, with the usual errors); the
+analyze projection (unread args columns, instant and Python events) changes no analysis result on any
+real trace, and keeps every remaining event exact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import needs_traces, real_traces, trace_id
+from polars.testing import assert_frame_equal
+
+from kernscope.analyze.needs import ANALYZE_ARGS, analyze_projection
+from kernscope.analyze.summary import analyze
+from kernscope.cli import main
+from kernscope.errors import TraceError
+from kernscope.load.argspec import ARG_FIELDS
+from kernscope.load.chunk import ChunkError, parse_chunk, parse_lines
+from kernscope.load.document import Splitter
+from kernscope.load.lines import to_lines
+from kernscope.load.source import Limits, open_trace
+from kernscope.pipeline import load
+from kernscope.render.tables import to_csv, to_json
+
+PROJ = analyze_projection(None)
+assert PROJ is not None
+
+
+def _ev(cat: str, name: str, ts: float | str, *, ph: str = "X", pid: int = 1, tid: int = 1, dur: float = 1.0,
+        args: str = '"External id": 1') -> str:
+    """One event in Kineto's own layout."""
+    return (f'  {{\n    "ph": "{ph}", "cat": "{cat}", "name": "{name}", "pid": {pid}, "tid": {tid},\n'
+            f'    "ts": {ts}, "dur": {dur},\n    "args": {{\n      {args}\n    }}\n  }}')
+
+
+def _run(events: list[str]) -> bytes:
+    """A chunk's text as the splitter gives it: events, no brackets, from the first "{"."""
+    return ",\n".join(events).strip().encode()
+
+
+def _kineto_file(path: Path, events: list[str]) -> Path:
+    path.write_text('{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + ",\n".join(events) + "\n  ]\n}\n")
+    return path
+
+
+def _read(text: bytes, args=None):
+    nd = to_lines(text)
+    assert nd is not None
+    return parse_lines(nd.text, nd.lines, args)
+
+
+def _train(n_steps: int = 2) -> list[str]:
+    evs, t = [], 0.0
+    for s in range(n_steps):
+        evs.append(_ev("user_annotation", f"ProfilerStep#{s}", t, dur=90.0, args=f'"External id": {1000 + s}'))
+        for k in range(6):
+            evs.append(_ev("python_function", f"model.py({k}): forward", t + 0.5 + k, dur=0.4,
+                           args=f'"Python parent id": {k}, "Python id": {k + 1}, "Python thread": 0'))
+            evs.append(_ev("cpu_op", f"aten::op{k}", t + 1 + k, args=f'"External id": {s * 100 + k}, "Input Dims": [[2, 3], []]'))
+            evs.append(_ev("cuda_runtime", "cudaLaunchKernel", t + 1.2 + k, dur=0.5,
+                           args=f'"correlation": {s * 100 + k}, "External id": {s * 100 + k}'))
+            evs.append(_ev("cpu_instant_event", "[memory]", t + 1.3 + k, ph="i", args='"Bytes": 512, "Addr": 1'))
+            evs.append(_ev("kernel", f"gemm_{k}", t + 20 + 4 * k, pid=0, tid=7, dur=3.0,
+                           args=f'"correlation": {s * 100 + k}, "device": 0, "stream": 7'))
+        t += 100.0
+    return evs
+
+
+# -- the reader itself ----------------------------------------------------------------------------------------
+def test_kineto_layout_becomes_one_event_per_line():
+    text = _run(_train(1))
+    nd = to_lines(text)
+    assert nd is not None and nd.lines == len(_train(1)) == nd.text.count(b"\n") + 1
+    assert [json.loads(line)["name"] for line in nd.text.split(b"\n")][:3] == ["ProfilerStep#0", "model.py(0): forward", "aten::op0"]
+
+
+def test_same_table_as_the_array_reader():
+    text = _run(_train(2))
+    lines, bad_l = _read(text)
+    whole, bad_w = parse_chunk(b"[" + text + b"]")
+    assert not bad_l and not bad_w
+    assert_frame_equal(lines, whole)
+
+
+def _layouts() -> dict[str, bytes]:
+    evs = [json.loads(e) for e in _train(1)]
+    indent4 = json.dumps({"traceEvents": evs}, indent=4).encode()  # json.dump(indent=4): one key per line
+    inner = indent4[indent4.index(b"[") + 1:indent4.rindex(b"]")].strip()
+    return {
+        "kineto": _run(_train(1)),
+        "crlf": _run(_train(1)).replace(b"\n", b"\r\n"),
+        "one line": json.dumps(evs).encode()[1:-1],
+        "indent 4": inner,
+    }
+
+
+@pytest.mark.parametrize("layout", list(_layouts()))
+def test_every_layout_reads_like_the_array_reader(layout):
+    text = _layouts()[layout]
+    lines, bad_l = _read(text)
+    whole, bad_w = parse_chunk(b"[" + text + b"]")
+    assert not bad_l and not bad_w and lines.height == len(_train(1))
+    assert_frame_equal(lines, whole)
+
+
+def test_a_single_event_is_not_lines():
+    assert to_lines(_run([_ev("cpu_op", "a", 1)])) is None
+
+
+def test_a_separator_inside_a_string_is_refused():
+    evs = [{"ph": "X", "cat": "cpu_op", "name": n, "ts": i, "dur": 1} for i, n in enumerate(["a", "x}, {y", "z"])]
+    text = json.dumps(evs).encode()[1:-1]
+    with pytest.raises(ChunkError):
+        _read(text)
+
+
+def test_a_separator_inside_an_event_is_refused():
+    # an event whose args hold an array of objects laid out like Kineto's top level: the cut is inside it
+    nested = _ev("cpu_op", "aten::weird", 2, args='"External id": 1, "x": [{"a": 1\n  },\n  {\n    "b": 2}]')
+    text = _run([_ev("cpu_op", "a", 1), nested, _ev("cpu_op", "z", 3)])
+    with pytest.raises(ChunkError):
+        _read(text)
+
+
+def test_refused_text_loads_exactly_through_the_array_reader(tmp_path):
+    nested = _ev("cpu_op", "aten::weird", 2, args='"External id": 1, "x": [{"a": 1\n  },\n  {\n    "b": 2}]')
+    evs = _train(1)
+    evs.insert(5, nested)
+    p = _kineto_file(tmp_path / "t.json", evs)
+    t = load(p, cache=False)
+    raw = json.loads(p.read_text())["traceEvents"]
+    assert t.stats.events == len(raw)
+    assert t.events.filter(pl.col("name").cast(pl.String) == "aten::weird")["idx"].to_list() == [5]
+
+
+def test_a_boolean_time_is_refused_and_reported_as_always(tmp_path):
+    evs = _train(1)
+    assert '"cat": "kernel"' in evs[5]
+    evs[5] = evs[5].replace('"dur": 3.0', '"dur": true')
+    text = _run(evs)
+    with pytest.raises(ChunkError):
+        _read(text)
+    with pytest.raises(TraceError, match=r"\$\.traceEvents\[5\]"):
+        load(_kineto_file(tmp_path / "t.json", evs), cache=False)
+
+
+def test_an_empty_event_between_separators():
+    text = _run([_ev("cpu_op", "a", 1), "  {\n  }", _ev("cpu_op", "z", 3)])
+    df, bad = _read(text)
+    assert df.height == 3 and df["name"].cast(pl.String).to_list() == ["a", None, "z"] and not bad
+
+
+def test_epoch_times_stay_exact():
+    # absolute µs beyond 2^43 are re-read from the text: the line reader hands over an array's text for that
+    evs = [_ev("cpu_op", f"op{i}", f"170000000012345{6 + i}.789", dur=0.001) for i in range(3)]
+    df, bad = _read(_run(evs))
+    assert not bad
+    assert df["ts"].to_list() == [1_700_000_000_123_456_789 + 1000 * i for i in range(3)]
+    assert df["dur"].to_list() == [1, 1, 1]
+
+
+def test_separator_text_inside_a_string_loads_exactly(tmp_path):
+    evs = [_ev("cpu_op", "a", 1), _ev("cpu_op", 'x},   {     \\"y', 2), _ev("cpu_op", "z", 3)]
+    t = load(_kineto_file(tmp_path / "t.json", evs), cache=False)
+    assert t.events["name"].cast(pl.String).to_list() == ["a", 'x},   {     "y', "z"]
+
+
+def test_unread_args_are_null_and_unchecked():
+    evs = _train(1)
+    evs[1] = evs[1].replace('"Python id": 1', '"Python id": "not a number"')  # unread by analyze: not an error
+    df, bad = _read(_run(evs), ANALYZE_ARGS)
+    assert not bad
+    assert df["python_id"].null_count() == df.height
+    assert df["correlation"].drop_nulls().len() > 0
+
+
+# -- dropping lines ---------------------------------------------------------------------------------------------
+def test_drops_python_and_instant_lines_with_exact_ordinals():
+    evs = _train(1)
+    nd = to_lines(_run(evs), PROJ)
+    assert nd is not None
+    names = [json.loads(line)["name"] for line in nd.text.split(b"\n")]
+    kinds = [json.loads(e)["cat"] for e in evs]
+    expect = [i for i, k in enumerate(kinds) if k not in ("python_function", "cpu_instant_event") or i in (0, len(evs) - 1)]
+    assert nd.ordinals.tolist() == expect
+    assert names == [json.loads(evs[i])["name"] for i in expect]
+    assert nd.dropped == len(evs) - len(expect)
+
+
+def test_marker_names_are_kept():
+    evs = [_ev("cpu_op", "a", 1), _ev("python_function", "train_step 3", 2), _ev("python_function", "forward", 3),
+           _ev("cpu_op", "z", 4)]
+    proj = analyze_projection("megatron")
+    nd = to_lines(_run(evs), proj)
+    assert nd is not None and nd.ordinals.tolist() == [0, 1, 3]
+
+
+def test_a_line_holding_an_array_of_objects_is_never_dropped():
+    # a Python event whose args nest Kineto's own layout: both halves look like Python events; dropping
+    # them would hide the wrong cut, so the line holding the array is kept (and refused by the reader)
+    nested = _ev("python_function", "f", 2, args='"Python id": 1, "x": [{"a": 1\n  },\n  {\n    "ph": "X", '
+                                                   '"cat": "python_function", "name": "g", "b": 2}]')
+    evs = [_ev("cpu_op", "a", 1), nested, _ev("cpu_op", "z", 3)]
+    nd = to_lines(_run(evs), PROJ)
+    assert nd is not None
+    assert 1 in nd.ordinals.tolist()  # the first half is kept
+    with pytest.raises(ChunkError):
+        parse_lines(nd.text, nd.lines, PROJ.args)
+
+
+def test_kept_lines_with_bad_values_are_reported_at_their_place(tmp_path):
+    evs = _train(1)
+    bad = next(i for i, e in enumerate(evs) if '"cat": "kernel"' in e and i > 10)
+    evs[bad] = evs[bad].replace('"dur": 3.0', '"dur": "soon"')
+    p = _kineto_file(tmp_path / "t.json", evs)
+    with pytest.raises(TraceError) as whole:
+        load(p, cache=False)
+    with pytest.raises(TraceError) as proj:
+        load(p, cache=False, projection=PROJ)
+    assert str(proj.value) == str(whole.value) and f"$.traceEvents[{bad}]" in str(whole.value)
+
+
+# -- real traces: same analysis, exact events ------------------------------------------------------------------
+@needs_traces
+@pytest.mark.parametrize("path", real_traces(), ids=trace_id)
+def test_analysis_identical_and_events_exact(path):
+    full = load(path, cache=False)
+    proj = load(path, cache=False, projection=PROJ)
+    a_full, a_proj = analyze(full, benchmark=None), analyze(proj, benchmark=None)
+    assert to_json(a_proj) == to_json(a_full)
+    assert to_csv(a_proj) == to_csv(a_full)
+    assert proj.stats.events == full.stats.events
+    cols = ["idx", "name", "kind", "ts", "dur", *ANALYZE_ARGS]
+    f = full.events.select(cols).with_columns(pl.col("name", "kind").cast(pl.String))
+    p = proj.events.select(cols).with_columns(pl.col("name", "kind").cast(pl.String))
+    assert_frame_equal(p, f.join(p.select("idx"), on="idx", how="semi"))
+    gone = f.join(p, on="idx", how="anti")
+    assert set(gone["kind"].unique().to_list()) <= {"python_function", "instant"}
+    assert proj.stats.projected_out == gone.height
+    # the GPU table: identical but for the args the projection does not read, which are null
+    unread = [f.column for f in ARG_FIELDS if f.column in full.gpu.columns and f.column not in ANALYZE_ARGS]
+    assert_frame_equal(proj.gpu.drop(unread), full.gpu.drop(unread))
+    assert proj.gpu.select(pl.col(unread).is_null().all()).row(0) == (True,) * len(unread)
+    assert_frame_equal(proj.flows, full.flows)
+
+
+@needs_traces
+@pytest.mark.parametrize("path", [p for p in real_traces() if p.stat().st_size > 2_000_000][:6], ids=trace_id)
+def test_line_reader_equals_array_reader_on_every_piece(path):
+    src = open_trace(path)
+    try:
+        n = 0
+        for piece in Splitter(src, Limits(), chunk_bytes=1 << 20).pieces():
+            if piece.final:
+                break
+            text = bytes(piece.text)
+            nd = to_lines(text)
+            if nd is None:
+                continue
+            a, bad_a = parse_lines(nd.text, nd.lines)
+            b, bad_b = parse_chunk(b"[" + text + b"]")
+            assert_frame_equal(a, b)
+            assert not bad_a and not bad_b
+            n += 1
+        assert n > 0
+    finally:
+        src.close()
+
+
+@needs_traces
+def test_cli_analyze_default_and_read_all_agree(tmp_path):
+    path = max((p for p in real_traces() if "gpt" in p.name or "owlv2" in p.name), key=lambda p: p.stat().st_size,
+               default=None)
+    if path is None:
+        pytest.skip("no GPT/owlv2 trace")
+    out = {}
+    for flag in ([], ["--read-all"]):
+        o = tmp_path / f"a{len(flag)}.json"
+        assert main(["analyze", str(path), "--format", "json", "-o", str(o), "-q", "--no-cache", *flag]) == 0
+        out[len(flag)] = json.loads(o.read_text())
+    assert out[0] == out[1]
+    assert math.isclose(out[0]["trace"]["kernel_time_us"], out[1]["trace"]["kernel_time_us"])
+
+
+def test_integer_epoch_times_are_read_as_integers_and_a_fraction_later_stays_exact(tmp_path):
+    # older Kineto: integer epoch µs (> 2^43); after the first chunk the reader takes ts as integers,
+    # and a chunk where one is not an integer is read the float way, exactly
+    evs = [_ev("cpu_op", f"op{i}", str(1_669_783_687_464_181 + 10 * i), dur=5) for i in range(40_000)]
+    evs[35_000] = evs[35_000].replace('"ts": 1669783687814181', '"ts": 1669783687814181.25')
+    p = _kineto_file(tmp_path / "t.json", evs)
+    t = load(p, cache=False, workers=1)
+    ts = t.events.sort("idx")["ts"].to_list()
+    assert ts[0] == 1_669_783_687_464_181_000 and ts[-1] == 1_669_783_687_464_181_000 + 10_000 * 39_999
+    assert ts[35_000] == 1_669_783_687_814_181_250
+    assert t.events["dur"].unique().to_list() == [5000]
