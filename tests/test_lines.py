@@ -300,3 +300,14 @@ def test_integer_epoch_times_are_read_as_integers_and_a_fraction_later_stays_exa
     assert ts[0] == 1_669_783_687_464_181_000 and ts[-1] == 1_669_783_687_464_181_000 + 10_000 * 39_999
     assert ts[35_000] == 1_669_783_687_814_181_250
     assert t.events["dur"].unique().to_list() == [5000]
+
+
+@pytest.mark.parametrize("layout", ["kineto", "one line", "indent 4"])
+def test_drops_are_the_same_in_every_layout(layout):
+    kin = to_lines(_layouts()["kineto"], PROJ)
+    other = to_lines(_layouts()[layout], PROJ)
+    assert kin is not None and other is not None and kin.dropped > 0
+    assert other.ordinals.tolist() == kin.ordinals.tolist()
+    a, _ = parse_lines(other.text, other.lines, PROJ.args)
+    b, _ = parse_lines(kin.text, kin.lines, PROJ.args)
+    assert_frame_equal(a, b)

@@ -55,16 +55,17 @@ Args_ = tuple[str, ...] | None
 
 
 @lru_cache(maxsize=16)
-def reader_schema(args: Args_ = None, int_ts: bool = False) -> dict[str, Any]:
+def reader_schema(args: Args_ = None, int_ts: bool = False, typed: bool = False) -> dict[str, Any]:
     """The readers' schema: the top-level keys and, inside ``args``, only the columns read (each key a
-    reader is given costs time on every event). ``int_ts``: ``ts`` as integers (exact epoch µs; a reader
-    refuses a chunk where one is not an integer)."""
+    reader is given costs time on every event). ``int_ts``: ``ts`` as integers (exact epoch µs);
+    ``typed``: integer args as integers. A reader refuses a chunk where such a value is something else
+    (then it is read again with text, which accepts "0x1f", "5.0" and reports what is invalid)."""
     schema = dict(POLARS_SCHEMA)
     if int_ts:
         schema["ts"] = pl.Int64
-    if args is not None:
-        read = set(args) | set(LOADER_ARGS)
-        schema["args"] = pl.Struct({f.raw: pl.String for f in ARG_FIELDS if f.column in read})
+    read = set(f.column for f in ARG_FIELDS) if args is None else set(args) | set(LOADER_ARGS)
+    schema["args"] = pl.Struct({f.raw: pl.Int64 if typed and f.kind == "int" else pl.String
+                                for f in ARG_FIELDS if f.column in read})
     return schema
 #: the event table's columns and types (output of :func:`parse_chunk`)
 EVENT_SCHEMA: dict[str, Any] = {
@@ -291,9 +292,16 @@ def _ints(df: pl.DataFrame) -> tuple[pl.DataFrame, list[Bad]]:
 
     One ``to_integer`` per column; the slower forms are tried only in columns where it failed.
     """
-    fast = df.select(pl.col(c).str.to_integer(base=10, strict=False) for c in INT_COLUMNS)
-    failed = df.select((pl.col(c).is_not_null() & fast[c].is_null()).sum() for c in INT_COLUMNS).row(0)
-    slow = [c for c, n in zip(INT_COLUMNS, failed) if n]
+    # columns a reader typed already, and columns with no value at all, need no parsing
+    nulls = df.select(pl.col(INT_COLUMNS).null_count()).row(0)
+    text = [c for c, n in zip(INT_COLUMNS, nulls) if df[c].dtype == pl.String and n < df.height]
+    rest = [c for c in INT_COLUMNS if c not in text]
+    df = df.with_columns(pl.col(rest).cast(pl.Int64))
+    if not text:
+        return df, []
+    fast = df.select(pl.col(c).str.to_integer(base=10, strict=False) for c in text)
+    failed = df.select((pl.col(c).is_not_null() & fast[c].is_null()).sum() for c in text).row(0)
+    slow = [c for c, n in zip(text, failed) if n]
     typed = df.with_columns(fast)
     if not slow:
         return typed, []
@@ -367,16 +375,16 @@ def parse_lines(text: bytes, lines: int, args: Args_ = None, int_ts: bool = Fals
     except UnicodeDecodeError as e:
         raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start) from None
     raw = None
-    if int_ts:
+    # typed first (integers read as integers); where a value does not fit, the same text as text
+    for int_ts_, typed in dict.fromkeys([(int_ts, True), (False, True), (False, False)]):
+        schema = reader_schema(args, int_ts_, typed)
         try:
-            raw = pl.read_ndjson(io.BytesIO(text), schema=reader_schema(args, True))
-        except (pl.exceptions.PolarsError, OverflowError, ValueError):
-            raw = None
-    try:
-        if raw is None:
-            raw = pl.read_ndjson(io.BytesIO(text), schema=reader_schema(args))
-    except (pl.exceptions.PolarsError, OverflowError, ValueError) as e:
-        raise ChunkError(f"line reader: {e}", syntax=True) from None
+            raw = pl.read_ndjson(io.BytesIO(text), schema=schema)
+            break
+        except (pl.exceptions.PolarsError, OverflowError, ValueError) as e:
+            error = e
+    if raw is None:
+        raise ChunkError(f"line reader: {error}", syntax=True) from None
     if raw.height != lines:
         raise ChunkError(f"line reader: {raw.height} rows for {lines} lines", syntax=True)
     floats = [c for c in ("ts", "dur") if raw[c].dtype == pl.Float64]

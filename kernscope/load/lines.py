@@ -20,8 +20,9 @@ separated by commas in the original text: exactly the original events, in order.
 checks that it got one row per line.
 
 With a :class:`~kernscope.load.project.Projection` that drops events, lines it drops are left out of
-the text: only lines whose first keys read ``"ph": "X", "cat": "<cat>", "name": "...`` (or ``"ph":
-"<phase>",``) on one line, never the chunk's first or last line (their neighbours are in other chunks),
+the text: only lines whose first keys read ``"ph": "X", "cat": "<cat>", "name": "...`` in this order
+(any whitespace between the keys) or ``"ph": "<phase>",``, never the chunk's first or last line (their
+neighbours are in other chunks),
 and never a line holding an array of objects (:func:`_no_object_elements`). Like the projection, a
 dropped line is not validated.
 """
@@ -33,10 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .project import Projection, _inner_open_ok, droppable
+from .project import Projection, _inner_open_ok, droppable, next_solid
 
 _NL, _SPACE, _COMMA, _OPEN, _CLOSE, _QUOTE = 10, 32, 44, 123, 125, 34
-_WS = np.array([32, 10, 13, 9], dtype=np.uint8)
 #: whitespace looked through after a separator's comma (indentation of pretty-printed traces)
 MAX_INDENT = 40
 
@@ -49,24 +49,6 @@ class Lines:
     lines: int  #: lines in ``text`` (events kept)
     dropped: int = 0  #: events left out
     ordinals: np.ndarray | None = None  #: with drops: each kept line's ordinal among the chunk's events
-
-
-def _next_solid(a: np.ndarray, pos: np.ndarray, limit: int) -> np.ndarray:
-    """For each position: the first position at or after it holding a non-whitespace byte, looking at most
-    ``limit`` bytes ahead; -1 where there is none."""
-    out = np.full(len(pos), -1, dtype=np.int64)
-    todo = np.arange(len(pos))
-    n = len(a)
-    for k in range(limit + 1):
-        if len(todo) == 0:
-            break
-        p = pos[todo] + k
-        inside = p < n
-        todo, p = todo[inside], p[inside]
-        solid = ~np.isin(a[p], _WS)
-        out[todo[solid]] = p[solid]
-        todo = todo[~solid]
-    return out
 
 
 #: Kineto's own separator: the end of one event ("\n  },") and the start of the next ("\n  {\n")
@@ -92,7 +74,7 @@ def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | Non
     closes = np.flatnonzero(a == _CLOSE)
     closes = closes[closes + 2 < len(a)]
     commas = closes[a[closes + 1] == _COMMA] + 1
-    opens = _next_solid(a, commas + 1, MAX_INDENT)
+    opens = next_solid(a, commas + 1, MAX_INDENT)
     good = opens >= 0
     good[good] = a[opens[good]] == _OPEN
     return commas[good], opens[good], nl
@@ -137,7 +119,7 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
         return Lines(out.tobytes(), lines)
     # inner lines 1 .. lines-2: line k starts after comma k-1 and opens at sep_open[k-1]
     inner_open = sep_open[:-1]
-    first_key = _next_solid(a, inner_open + 1, MAX_INDENT)
+    first_key = next_solid(a, inner_open + 1, MAX_INDENT)
     ok = first_key >= 0
     ok[ok] = a[first_key[ok]] == _QUOTE
     drop = np.zeros(len(inner_open), dtype=bool)

@@ -40,7 +40,9 @@ NAME_WINDOW = 96
 _HEAD = b'\n  {\n    "'  #: an event start in Kineto's layout (its first key follows)
 _TAIL = np.frombuffer(b"\n  },\n  ", dtype=np.uint8)
 _OPEN, _Q, _BS = 123, 34, 92
-_WS = (32, 10, 13, 9)
+_WS = np.array([32, 10, 13, 9], dtype=np.uint8)
+#: whitespace looked through between two keys (one key per line: a newline and the indentation)
+_KEY_GAP = 40
 #: at most this many whitespace bytes are looked through before an inner ``{``
 _WS_LOOKBACK = 6
 
@@ -102,17 +104,53 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[first], inv.ravel()
 
 
+def next_solid(a: np.ndarray, pos: np.ndarray, limit: int) -> np.ndarray:
+    """For each position: the first position at or after it holding a non-whitespace byte, looking at most
+    ``limit`` bytes ahead; -1 where there is none."""
+    out = np.full(len(pos), -1, dtype=np.int64)
+    todo = np.arange(len(pos))
+    n = len(a)
+    for k in range(limit + 1):
+        if len(todo) == 0:
+            break
+        p = pos[todo] + k
+        inside = p < n
+        todo, p = todo[inside], p[inside]
+        solid = ~np.isin(a[p], _WS)
+        out[todo[solid]] = p[solid]
+        todo = todo[~solid]
+    return out
+
+
+def _then_key(a: np.ndarray, pos: np.ndarray, key_value: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Past whitespace from each position: a quote and ``key_value`` (e.g. ``cat": "x",``)? (indices into
+    ``pos`` that match, position right after the match for each)."""
+    q = next_solid(a, pos, _KEY_GAP)
+    ok = np.flatnonzero(q >= 0)
+    ok = ok[a[q[ok]] == _Q]
+    hit = ok[_at(a, q[ok] + 1, key_value)]
+    return hit, q[hit] + 1 + len(key_value)
+
+
 def droppable(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Pattern[str]) -> np.ndarray:
     """For events whose first key's text starts at ``body`` (just after its opening quote, ``ph": ...``):
-    True where ``projection`` drops the event. A name is judged only when it is read whole from the text
-    (closing quote within :data:`NAME_WINDOW` bytes, no escapes); otherwise the event is kept."""
+    True where ``projection`` drops the event. The keys must come in Kineto's order (``ph``, ``cat``,
+    ``name``), written ``"key": "value",`` with any whitespace between them (one line, or one key per
+    line). A name is judged only when it is read whole from the text (closing quote within
+    :data:`NAME_WINDOW` bytes, no escapes); otherwise the event is kept."""
     drop = np.zeros(len(body), dtype=bool)
+    if projection.drop_cats:
+        x = _at(a, body, b'ph": "X",')
+        after_ph = body[x] + len(b'ph": "X",')
     for cat in projection.drop_cats:
-        prefix = f'ph": "X", "cat": "{cat}", "name": "'.encode()
-        hit = _at(a, body, prefix, room=NAME_WINDOW)
-        if len(hit) == 0:
+        c_hit, after_cat = _then_key(a, after_ph, f'cat": "{cat}",'.encode())
+        n_hit, name_at = _then_key(a, after_cat, b'name": "')
+        fits = name_at + NAME_WINDOW <= len(a)
+        n_hit, name_at = n_hit[fits], name_at[fits]
+        if len(n_hit) == 0:
             continue
-        names = sliding_window_view(a, NAME_WINDOW)[body[hit] + len(prefix)]
+        hit = x[c_hit[n_hit]]
+        names = sliding_window_view(a, NAME_WINDOW)[name_at]
         quote = names == _Q
         end = quote.argmax(axis=1)
         inside = np.arange(NAME_WINDOW)[None, :] < end[:, None]
@@ -123,7 +161,7 @@ def droppable(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Pa
                              dtype=bool, count=len(uniq))
         drop[hit] = whole & ~wanted[inv]
     for ph in projection.drop_phases:
-        drop[_at(a, body, f'ph": "{ph}", '.encode())] = True
+        drop[_at(a, body, f'ph": "{ph}",'.encode())] = True
     return drop
 
 
