@@ -111,8 +111,11 @@ def load(
     source = open_trace(p)
     before = FileIdentity.of(p)
     try:
-        known = digest.hexdigest if digest is not None and digest.identity == before else None
-        digest_hex = (known or _cache.file_digest(p)) if cache else ""
+        digest_hex = ""
+        if cache:
+            if digest is None or digest.identity != before:
+                digest = _cache.KnownDigest.of(p)
+            digest_hex = digest.hexdigest if digest.identity == before else _cache.file_digest(p)
         if cache:
             entry = _cache.open_entry(digest_hex, opts.key(), notify=notify)
             if entry is not None:

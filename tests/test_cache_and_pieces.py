@@ -241,3 +241,59 @@ def test_cached_analyze_prints_the_stored_output_without_importing_polars(tmp_pa
     assert first.stdout.split() == ["0", "True"], first.stderr
     assert second.stdout.split() == ["0", "False"], second.stderr
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+# -- digest index ---------------------------------------------------------------------------------------
+def test_digest_index_skips_reading_an_unchanged_file(tmp_path, monkeypatch):
+    from kernscope.load import cache as C
+
+    monkeypatch.setattr(C, "RACY_NS", 0)  # index at once (the default waits 2 s after the last change)
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents": []}')
+    first = C.KnownDigest.of(p, root=tmp_path / "c")
+    assert first.hexdigest == C.file_digest(p)
+
+    def boom(_path):
+        raise AssertionError("the file was read again")
+
+    monkeypatch.setattr(C, "file_digest", boom)
+    assert C.KnownDigest.of(p, root=tmp_path / "c").hexdigest == first.hexdigest
+
+
+def test_digest_index_never_serves_an_edited_file(tmp_path, monkeypatch):
+    from kernscope.load import cache as C
+
+    monkeypatch.setattr(C, "RACY_NS", 0)
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents": [1]}')
+    old = C.KnownDigest.of(p, root=tmp_path / "c")
+    st = os.stat(p)
+    p.write_bytes(b'{"traceEvents": [2]}')  # same size
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime: only the ctime tells
+    new = C.KnownDigest.of(p, root=tmp_path / "c")
+    assert new.hexdigest != old.hexdigest and new.hexdigest == C.file_digest(p)
+
+
+def test_recently_changed_files_and_damaged_index_entries_are_hashed(tmp_path):
+    from kernscope.load import cache as C
+
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents": []}')
+    C.KnownDigest.of(p, root=tmp_path / "c")
+    assert not (tmp_path / "c" / "digests").exists()  # changed within 2 s: not indexed
+    (tmp_path / "c" / "digests").mkdir(parents=True)
+    ident = C.KnownDigest.of(p, root=tmp_path / "c").identity
+    C._index_file(tmp_path / "c" / "digests", ident).write_bytes(b"garbage")
+    assert C.KnownDigest.of(p, root=tmp_path / "c").hexdigest == C.file_digest(p)
+
+
+def test_cache_clear_removes_the_digest_index(tmp_path, monkeypatch):
+    from kernscope.load import cache as C
+
+    monkeypatch.setattr(C, "RACY_NS", 0)
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents": []}')
+    C.KnownDigest.of(p, root=tmp_path / "c")
+    assert any((tmp_path / "c" / "digests").iterdir())
+    C.clear(tmp_path / "c")
+    assert not (tmp_path / "c" / "digests").exists()

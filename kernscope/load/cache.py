@@ -5,8 +5,10 @@ An entry is ``<cache dir>/v<format>/<key>/``: the linked tables as uncompressed 
 outputs keyed by the options that made them (so an unchanged ``analyze`` is not recomputed).
 
 - **Same input**: the key is derived from the xxh3-128 of the trace file's bytes (about 30 GB/s), the
-  parse/link options and the format version; it is computed on every load, so an edited file — same
-  size and mtime or not — never meets an old entry.
+  parse/link options and the format version, so an edited file — same size and mtime or not — never
+  meets an old entry. A digest index (``digests/``) remembers the digest of a file by its identity
+  (real path, size, mtime, ctime, inode; any write changes the ctime), only for files unchanged for
+  2 s when hashed (as git's racily-clean rule), so an unchanged file is not read again.
 - **Intact entry**: every file is checked against the manifest before use; a damaged, truncated or
   foreign entry is discarded and rebuilt, with a one-line notice (``CacheNotice``).
 - **Races**: an entry is built in a temporary directory and renamed into place whole; a second writer
@@ -127,11 +129,70 @@ class KnownDigest:
     hexdigest: str
 
     @classmethod
-    def of(cls, path: str | os.PathLike[str]) -> KnownDigest:
+    def of(cls, path: str | os.PathLike[str], root: Path | None = None) -> KnownDigest:
+        """The digest of ``path``: from the digest index when the file has the identity it had when
+        it was hashed there (:func:`_indexed`), else hashed (and indexed)."""
         from .source import FileIdentity
 
         identity = FileIdentity.of(path)
-        return cls(identity, file_digest(path))
+        index = _digest_index(root)
+        hexdigest = _indexed(index, identity) if index is not None else None
+        if hexdigest is None:
+            hexdigest = file_digest(path)
+            if index is not None:
+                _index(index, identity, hexdigest)
+        return cls(identity, hexdigest)
+
+
+#: a file is indexed only when it has not changed for this long (a change made within the timestamp
+#: granularity of a coarse file system could keep the mtime, as git's "racily clean" entries)
+RACY_NS = 2_000_000_000
+#: the digest index keeps at most this many files (oldest first out)
+MAX_INDEXED = 4096
+
+
+def _digest_index(root: Path | None) -> Path | None:
+    root = root if root is not None else cache_root(notify=lambda _m: None)
+    return None if root is None else root / "digests"
+
+
+def _identity_fields(identity: Any) -> list[Any]:
+    return [os.path.realpath(identity.path), identity.size, identity.mtime_ns, identity.ctime_ns, identity.inode]
+
+
+def _index_file(index: Path, identity: Any) -> Path:
+    return index / xxhash.xxh3_64_hexdigest(json.dumps(_identity_fields(identity)).encode())
+
+
+def _indexed(index: Path, identity: Any) -> str | None:
+    """The digest recorded for a file with exactly this identity (path, size, mtime, ctime, inode: any
+    write to the file changes its ctime), or None."""
+    try:
+        doc = _unseal(_index_file(index, identity).read_bytes())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if doc.get("identity") != _identity_fields(identity) or not isinstance(doc.get("digest"), str):
+        return None
+    return str(doc["digest"])
+
+
+def _index(index: Path, identity: Any, hexdigest: str) -> None:
+    now = time.time_ns()
+    if identity.mtime_ns > now - RACY_NS or identity.ctime_ns > now - RACY_NS:
+        return  # changed very recently: hash it again next time
+    try:
+        index.mkdir(parents=True, exist_ok=True)
+        target = _index_file(index, identity)
+        tmp = target.with_name(f".tmp-{os.getpid()}-{target.name}")
+        tmp.write_bytes(_seal({"identity": _identity_fields(identity), "digest": hexdigest}))
+        os.replace(tmp, target)
+        names = os.listdir(index)
+        if len(names) > MAX_INDEXED:
+            files = sorted((index / n for n in names), key=lambda f: f.stat().st_mtime if f.exists() else 0.0)
+            for f in files[: len(files) - MAX_INDEXED]:
+                f.unlink(missing_ok=True)
+    except OSError:
+        return
 
 
 def entry_key(digest: str, options: dict[str, Any]) -> str:
@@ -366,4 +427,5 @@ def clear(root: Path | None = None) -> int:
     freed = sum(e[1] for e in entries(root))
     for vdir in root.glob("v*"):
         shutil.rmtree(vdir, ignore_errors=True)
+    shutil.rmtree(root / "digests", ignore_errors=True)
     return freed
