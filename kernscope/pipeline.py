@@ -92,7 +92,7 @@ def load(
         path: trace file; gzip is detected from the bytes.
         cache: read/write the parse cache (keyed by a hash of the file's content, checked on read).
         salvage: recover every complete, valid event of a truncated or partly corrupt file.
-        workers: parsing threads (default: the CPU count).
+        workers: parsing threads (default: the CPU count plus two, at most 8).
         steps: how step windows are found (default: ``ProfilerStep#N``, else automatic windows).
         limits: memory bounds (default: 80% of available memory for the decoded tables).
         notify: receives one-line notices (cache rebuilt, ...); default: ``warnings.warn``.

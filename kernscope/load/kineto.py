@@ -442,7 +442,9 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     ``projection``: skip the events it drops without parsing them (see :mod:`.project`); ignored with
     ``salvage``. ``RawTrace.projected_out`` counts them."""
     limits = limits or Limits()
-    workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    # two more threads than cores: a worker's Python steps hold the GIL between its numpy and polars calls,
+    # and the spare threads keep the cores busy meanwhile (2 cores: 1.5 -> 1.7 cores used, parse ~10% faster)
+    workers = workers if workers is not None else min((os.cpu_count() or 1) + 2, 8)
     splitter = Splitter(source, limits, salvage=salvage)
     pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
                      projection=projection)
