@@ -1,7 +1,5 @@
 """``python -m kernscope`` = the ``kernscope`` command."""
 
-import sys
+from .cli import run
 
-from .cli import main
-
-sys.exit(main())
+run()
