@@ -348,13 +348,14 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str]) -> _Split:
     flows: dict[str, pl.Series] = {}
     metas: dict[str, pl.Series] = {}
     for c in dict.fromkeys([*columns, *FLOW_COLUMNS, *META_COLUMNS]):
-        col = pl.concat([d.pop(c) for d in per_piece], rechunk=True)
+        # with rows to split off, each filter makes its own contiguous copy (a rechunk first would be another)
+        col = pl.concat([d.pop(c) for d in per_piece], rechunk=not split)
         if c in FLOW_COLUMNS:
-            flows[c] = col.filter(is_flow) if split else col.clear()
+            flows[c] = col.filter(is_flow).rechunk() if split else col.clear()
         if c in META_COLUMNS:
-            metas[c] = col.filter(is_meta) if split else col.clear()
+            metas[c] = col.filter(is_meta).rechunk() if split else col.clear()
         if c in columns:
-            out[c] = col.filter(rest) if split else col
+            out[c] = col.filter(rest).rechunk() if split else col
     return _Split(pl.DataFrame(out), pl.DataFrame(flows), pl.DataFrame(metas), int(is_counter.sum()))
 
 
