@@ -124,9 +124,11 @@ def _emit_bytes(body: bytes, output: str | None) -> None:
 
 
 def _load(path: str, *, salvage: bool, no_cache: bool, quiet: bool, max_memory: str | None,
-          step_marker: str | None = None, projection: Any = None, digest: Any = None) -> Any:
+          step_marker: str | None = None, projection: Any = None, digest: Any = None,
+          defer_cache_write: Any = None) -> Any:
     """Load a trace for a command; ``projection``: what the command never reads (None: read all);
-    ``digest``: the file's content digest if the command has just computed it."""
+    ``digest``: the file's content digest if the command has just computed it; ``defer_cache_write``:
+    see :func:`kernscope.pipeline.load`."""
     from .link import StepSpec
     from .load.source import Limits
     from .pipeline import load
@@ -135,7 +137,7 @@ def _load(path: str, *, salvage: bool, no_cache: bool, quiet: bool, max_memory: 
     try:
         return load(path, cache=not no_cache, salvage=salvage, notify=_notice, progress=progress,
                     limits=Limits(max_memory=_parse_size(max_memory)), steps=StepSpec(step_marker),
-                    projection=projection, digest=digest)
+                    projection=projection, digest=digest, defer_cache_write=defer_cache_write)
     finally:
         progress.close()
 
@@ -278,8 +280,13 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
             return
     from .analyze.summary import analyze as run
 
+    writes: list[Any] = []
     t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker,
-              projection=projection, digest=digest)
+              projection=projection, digest=digest, defer_cache_write=writes.append)
+    # the parse cache is written while the trace is analyzed (both mostly wait on polars, on other cores)
+    writer = threading.Thread(target=writes[0], name="kernscope-cache-write") if writes else None
+    if writer is not None:
+        writer.start()
     step_n = _parse_step(step)
     _check_step(t, step_n)
     a = run(t, step=step_n, categorizer=_categorizer(rules), use_kernel_name_categories=not no_categories,
@@ -306,6 +313,8 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
                                   highlight=False, emoji=False), top=top, width=width)
         text = buf.getvalue()
     body = text.encode()
+    if writer is not None:
+        writer.join()
     _emit_bytes(body, output)
     if digest is not None:
         outputs.store(digest, load_key, key, body, None)

@@ -85,6 +85,7 @@ def load(
     progress: Callable[[int, int], None] | None = None,
     projection: Projection | None = None,
     digest: _cache.KnownDigest | None = None,
+    defer_cache_write: Callable[[Callable[[], None]], None] | None = None,
 ) -> Trace:
     """Load and link a PyTorch profiler (Kineto) trace: ``.json``, ``.json.gz``, ``*.pt.trace.json(.gz)``.
 
@@ -102,6 +103,9 @@ def load(
             columns not read are null).
         digest: the file's content digest when the caller has just computed it (used while the file
             still has the identity it had then; else the file is hashed again).
+        defer_cache_write: receives the function that stores the parsed trace in the cache, instead of
+            it being called before returning (a command may run it while it analyzes the trace, and must
+            have run it before it stores outputs in that cache entry).
 
     Raises:
         kernscope.errors.TraceError: with one message naming the file and the problem.
@@ -136,5 +140,13 @@ def load(
         (notify or _warn)(f"kernscope: {p} changed while it was read; not caching it")
     elif cache:
         tables = {"events": trace.events, "gpu": trace.gpu, "flows": trace.flows, "steps": trace.steps}
-        _cache.write_entry(digest_hex, opts.key(), tables, _info(trace), notify=notify)
+        info, key = _info(trace), opts.key()
+
+        def write() -> None:
+            _cache.write_entry(digest_hex, key, tables, info, notify=notify)
+
+        if defer_cache_write is not None:
+            defer_cache_write(write)
+        else:
+            write()
     return trace
