@@ -171,8 +171,11 @@ def _compile(d: dict[str, Any], where: str, order: int, source: str, default_pri
             raise RulesError(f"{where}: rule needs a non-empty string '{key}'")
     cs = bool(d.get("case_sensitive"))
     try:
-        re.compile(d["pattern"])  # report errors against the pattern as written
-        pat = re.compile(d["pattern"] if cs else _lower_pattern(d["pattern"]))
+        try:
+            pat = re.compile(d["pattern"] if cs else _lower_pattern(d["pattern"]))
+        except re.error:
+            re.compile(d["pattern"])  # report the error against the pattern as written
+            raise
         launch = re.compile(d["launch"]) if d.get("launch") else None
     except re.error as e:
         raise RulesError(f"{where}: invalid regular expression {d.get('pattern')!r}: {e}") from None
