@@ -129,17 +129,19 @@ def main() -> int:
     else:
         path = args.keep or os.path.join(tmp, "trace" + suffix)
         t0 = time.perf_counter()
+        # built in a child process: this process stays small, so the contenders it forks report their
+        # own peak RSS (a child's ru_maxrss counts the memory it had when forked, before its exec)
         if args.synthetic:
-            from kernscope.testing.synth import make_trace
-
-            st = make_trace(path, int(args.size_mb * 1e6))
-            origin = f"synthetic ({st.events:,} events)"
+            code = ("import sys; from kernscope.testing.synth import make_trace; "
+                    "st = make_trace(sys.argv[1], int(sys.argv[2])); print(f'synthetic ({st.events:,} events)')")
+            build = [sys.executable, "-c", code, path, str(int(args.size_mb * 1e6))]
         else:
-            from kernscope.testing.replicate import replicate
-
             src_path = args.src or str(ROOT.parent / "shared/traces/hta/v100_2rank_nccl_rank1.json.gz")
-            rs = replicate(src_path, path, target_bytes=int(args.size_mb * 1e6))
-            origin = f"{Path(src_path).name} x{rs.replicas} ({rs.events:,} events)"
+            code = ("import sys; from pathlib import Path; from kernscope.testing.replicate import replicate; "
+                    "rs = replicate(sys.argv[3], sys.argv[1], target_bytes=int(sys.argv[2])); "
+                    "print(f'{Path(sys.argv[3]).name} x{rs.replicas} ({rs.events:,} events)')")
+            build = [sys.executable, "-c", code, path, str(int(args.size_mb * 1e6)), src_path]
+        origin = subprocess.run(build, env=env, check=True, capture_output=True, text=True).stdout.strip()
         print(f"built {path} in {time.perf_counter() - t0:.1f}s: {origin}")
     jb = json_size(path)
     mb = jb / 1e6

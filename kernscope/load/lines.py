@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .project import Projection, _inner_open_ok, droppable, next_solid
+from .project import Projection, droppable, inner_open_ok, next_solid
 
 _NL, _SPACE, _COMMA, _OPEN, _CLOSE, _QUOTE = 10, 32, 44, 123, 125, 34
 #: whitespace looked through after a separator's comma (indentation of pretty-printed traces)
@@ -57,9 +57,9 @@ _KSEP = np.frombuffer(KINETO_SEPARATOR, dtype=np.uint8)
 _K_COMMA, _K_OPEN = KINETO_SEPARATOR.index(b","), KINETO_SEPARATOR.index(b"{")
 
 
-def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Commas right after a ``}`` and before a ``{`` (past whitespace): (comma positions, positions of
-    the ``{`` after each, newline positions when they were found on the way, else None).
+    the ``{`` after each, positions of every newline).
 
     Kineto's layout is looked for first (from the newlines: fewer candidates than braces); any other
     layout from the ``}`` bytes."""
@@ -86,9 +86,11 @@ def _no_object_elements(a: np.ndarray, line_starts: np.ndarray, line_opens: np.n
     its own ``{`` at ``line_opens[k-1]``): True where every other ``{`` in the line opens the value of a
     key (follows ``:``), i.e. the line holds no array of objects.
 
-    A separator inside an event can only sit between two objects of an array nested in it (or inside a
-    string: that line is refused by the reader), and the first such separator ends a line that holds that
-    array's first object; so lines that pass are whole events and a dropped line never hides a wrong cut."""
+    In valid JSON a separator inside an event sits between two objects of an array nested in it (inside a
+    string, the line after it cannot start with a key: the quote there would end the string), and the
+    first such separator ends a line holding an object that follows ``[`` or ``,``; so in a valid file the
+    lines that pass are whole events and a dropped line never hides a wrong cut. (In a damaged file, text
+    inside skipped events is not validated, as unread columns are not.)"""
     opens = np.flatnonzero(a == _OPEN)
     line = np.searchsorted(line_starts, opens, side="right")  # line number of each "{"
     inner = (line >= 1) & (line <= len(drop))
@@ -97,7 +99,7 @@ def _no_object_elements(a: np.ndarray, line_starts: np.ndarray, line_opens: np.n
     opens, line = opens[keep], line[keep]
     ok = np.ones(len(drop), dtype=bool)
     if len(opens):
-        bad = ~_inner_open_ok(a, opens, after=b":")
+        bad = ~inner_open_ok(a, opens, after=b":")
         ok[line[bad] - 1] = False
     return ok
 

@@ -71,7 +71,7 @@ def _at(a: np.ndarray, pos: np.ndarray, pattern: bytes, room: int = 0) -> np.nda
     return found
 
 
-def _inner_open_ok(a: np.ndarray, opens: np.ndarray, after: bytes = b":[") -> np.ndarray:
+def inner_open_ok(a: np.ndarray, opens: np.ndarray, after: bytes = b":[") -> np.ndarray:
     """For each ``{`` position: True when the previous non-blank byte (within a few) is one of ``after``."""
     ok = np.zeros(len(opens), dtype=bool)
     undecided = np.ones(len(opens), dtype=bool)
@@ -195,7 +195,7 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
     # each dropped range must be exactly one object: Kineto's closing line, and no inner "{" after a ","
     tail_ok = (sliding_window_view(a, len(_TAIL))[de - len(_TAIL)] == _TAIL).all(axis=1)
     inner = opens[np.isin(opens, starts, invert=True)]
-    bad_inner = inner[~_inner_open_ok(a, inner)] if len(inner) else inner
+    bad_inner = inner[~inner_open_ok(a, inner)] if len(inner) else inner
     lo = np.searchsorted(bad_inner, ds, side="right")
     hi = np.searchsorted(bad_inner, de, side="left")
     drop[drop] = tail_ok & (hi == lo)  # keep the ranges that may hold more than one event
