@@ -311,3 +311,43 @@ def test_drops_are_the_same_in_every_layout(layout):
     a, _ = parse_lines(other.text, other.lines, PROJ.args)
     b, _ = parse_lines(kin.text, kin.lines, PROJ.args)
     assert_frame_equal(a, b)
+
+
+@needs_traces
+@pytest.mark.parametrize("name", ["h100_gaunernst_bert-small-uncased__1016001.json.gz", "ddp4_rank1.json.gz"])
+def test_mutants_analyze_projection_equals_full_load_or_fails_cleanly(tmp_path, name):
+    """Seeded mutants (one-key-per-line TraceLens layout, Kineto layout): the analyze projection's result is
+    the full load's whenever the full load succeeds; otherwise one clear error, or a load when the damage
+    is only inside skipped events (never a traceback)."""
+    import gzip
+    import random
+
+    from kernscope.errors import KernscopeError
+    from kernscope.testing import fuzz
+
+    path = next((p for p in real_traces() if p.name == name), None)
+    if path is None:
+        pytest.skip(f"{name} not present")
+    data = gzip.decompress(path.read_bytes())
+    raw = json.loads(data)["traceEvents"]
+    assert any(e.get("cat") == "python_function" or e.get("ph") == "i" for e in raw)  # something to skip
+    r = random.Random(20261127)
+    names = sorted(fuzz.MUTATORS)
+    same = both_fail = 0
+    for i in range(30):
+        m = fuzz.MUTATORS[names[i % len(names)]](r, data)
+        p = tmp_path / f"m{i}.json"
+        p.write_bytes(m)
+        out = []
+        for proj in (None, PROJ):
+            try:
+                out.append(to_json(analyze(load(p, cache=False, projection=proj), benchmark=None)))
+            except KernscopeError as e:
+                assert str(p) in str(e) and "\n" not in str(e).strip(), str(e)
+                out.append(None)
+        if out[0] is not None:
+            assert out[1] == out[0], f"mutant {i} ({names[i % len(names)]})"
+            same += 1
+        elif out[1] is None:
+            both_fail += 1
+    assert same > 0 and both_fail > 0, (same, both_fail)
