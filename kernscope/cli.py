@@ -25,7 +25,7 @@ def _tune_allocators() -> None:
     polars' jemalloc: one arena and a short decay, so memory freed by one parsing thread is reused by
     the next instead of being held per thread (peak RSS 20-25% lower, same speed). glibc: one arena too
     (the parsing threads' numpy buffers would otherwise stay in a heap per thread: a 216 MB trace peaked
-    at 2.2x its size, 2.0x with one arena, same speed). A fixed 1 MB mmap threshold (round 2) returned
+    at 2.2x its size, 2.05x with one arena, same speed). A fixed 1 MB mmap threshold (round 2) returned
     buffers to the system sooner but made every numpy temporary fault in fresh pages (0.3-1.6 s per load).
     """
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0")

@@ -120,7 +120,6 @@ def load(
             if digest is None or digest.identity != before:
                 digest = _cache.KnownDigest.of(p)
             digest_hex = digest.hexdigest if digest.identity == before else _cache.file_digest(p)
-        if cache:
             entry = _cache.open_entry(digest_hex, opts.key(), notify=notify)
             if entry is not None:
                 try:

@@ -351,3 +351,22 @@ def test_mutants_analyze_projection_equals_full_load_or_fails_cleanly(tmp_path, 
         elif out[1] is None:
             both_fail += 1
     assert same > 0 and both_fail > 0, (same, both_fail)
+
+
+def test_args_that_are_not_plain_integers_are_read_as_text_and_remembered():
+    from kernscope.load.chunk import ReadHints
+
+    evs = [_ev("kernel", f"k{i}", i, pid=0, tid=7, args=f'"correlation": "0x{16 + i:x}", "device": 0')
+           for i in range(3)]
+    hints = ReadHints()
+    df, bad = parse_lines(*_lines_of(evs), hints=hints)
+    assert not bad and df["correlation"].to_list() == [16, 17, 18]
+    assert hints.typed is False  # the next pieces go to the text read directly
+    df2, _ = parse_lines(*_lines_of(evs), hints=hints)
+    assert df2["correlation"].to_list() == [16, 17, 18]
+
+
+def _lines_of(evs: list[str]) -> tuple[bytes, int]:
+    nd = to_lines(_run(evs))
+    assert nd is not None
+    return nd.text, nd.lines

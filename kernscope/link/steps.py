@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ..scalars import as_int
-from .markers import DEFAULT_CASCADE, PRESETS, marker_names  # noqa: F401  (re-exported)
+from .markers import DEFAULT_CASCADE, PRESETS
 
 STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 STEP_SCHEMA = {"step": pl.Int64, "name": pl.String, "start": pl.Int64, "end": pl.Int64, "kind": pl.String,

@@ -363,23 +363,34 @@ def _unnest_args(df: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([df.drop("args"), args], how="horizontal")
 
 
-def parse_lines(text: bytes, lines: int, args: Args_ = None, int_ts: bool = False) -> tuple[pl.DataFrame, list[Bad]]:
+@dataclass
+class ReadHints:
+    """What the line reader has learned about a document, for its later pieces (shared by the parsing
+    threads; a stale value costs one extra read of a piece, never a wrong value)."""
+
+    int_ts: bool = False  #: ``ts`` are integer epoch µs: read them as integers (exact at once)
+    typed: bool = True  #: integer args are plain integers: read them as integers
+
+
+def parse_lines(text: bytes, lines: int, args: Args_ = None,
+                hints: ReadHints | None = None) -> tuple[pl.DataFrame, list[Bad]]:
     """Parse NDJSON events (:func:`kernscope.load.lines.to_lines`) with polars' strict line reader.
 
-    ``int_ts``: try ``ts`` as integers first (traces with integer epoch µs: exact without re-reading the
-    text); a chunk where that fails is read with float times.
+    ``hints``: read ``ts`` and integer args typed when they say so; where a value does not fit, the piece
+    is read again with float times and text args (and ``hints.typed`` is turned off for the pieces after).
     Raises :class:`ChunkError` when the reader refuses the text or the row count is not ``lines``
     (the caller then parses the original text with :func:`parse_chunk`, which locates any error)."""
+    hints = hints if hints is not None else ReadHints()
     try:
         text.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start) from None
     raw = None
-    # typed first (integers read as integers); where a value does not fit, the same text as text
-    for int_ts_, typed in dict.fromkeys([(int_ts, True), (False, True), (False, False)]):
-        schema = reader_schema(args, int_ts_, typed)
+    for int_ts, typed in dict.fromkeys([(hints.int_ts, hints.typed), (False, hints.typed), (False, False)]):
         try:
-            raw = pl.read_ndjson(io.BytesIO(text), schema=schema)
+            raw = pl.read_ndjson(io.BytesIO(text), schema=reader_schema(args, int_ts, typed))
+            if hints.typed and not typed:
+                hints.typed = False  # integer args that are not plain integers ("0x1f", 5.0): text from now on
             break
         except (pl.exceptions.PolarsError, OverflowError, ValueError) as e:
             error = e

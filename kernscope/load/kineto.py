@@ -23,7 +23,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..model import RawTrace
-from .chunk import EVENT_SCHEMA, EXACT_FLOAT_US, Bad, ChunkError, empty_table, parse_chunk, parse_lines
+from .chunk import EVENT_SCHEMA, EXACT_FLOAT_US, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
 from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
 from .lines import to_lines
 from .project import Projection, project
@@ -133,8 +133,8 @@ class _Pipeline:
         self.progress = progress
         #: the line reader is tried until a chunk is refused by it (then not again)
         self.lines_ok = True
-        #: the trace's ts are integer epoch µs (seen in a chunk): read them as integers
-        self.int_ts = False
+        #: what the line reader learned about this document (integer epoch µs, typed args)
+        self.hints = ReadHints()
 
     # -- parsing one piece ------------------------------------------------------------------
     def _parse(self, piece: Piece) -> Parsed:
@@ -170,8 +170,8 @@ class _Pipeline:
     def _events(self, text: bytes | memoryview) -> Parsed:
         """A run of whole events, projected when a projection applies, else parsed whole.
 
-        Kineto's layout goes through the line reader (:mod:`.lines`); other layouts, and text that reader
-        refuses, through the JSON-array reader (errors and their locations come from there)."""
+        It goes through the line reader (:mod:`.lines`); a single event, and text that reader refuses,
+        through the JSON-array reader (errors and their locations come from there)."""
         if self.lines_ok:
             got = self._lines(text)
             if got is not None:
@@ -188,14 +188,14 @@ class _Pipeline:
         if nd is None:
             return None
         try:
-            df, bad = parse_lines(nd.text, nd.lines, self.args, self.int_ts)
+            df, bad = parse_lines(nd.text, nd.lines, self.args, self.hints)
         except ChunkError:
-            self.lines_ok = False  # not Kineto's layout after all, or bad input: not tried again
+            self.lines_ok = False  # refused (a cut inside an event, or bad input): not tried again
             return None
-        if not self.int_ts and df.height:
+        if not self.hints.int_ts and df.height:
             # integer epoch µs (older Kineto): later chunks read them as integers, exact at once
             ts = df["ts"]
-            self.int_ts = bool(ts.abs().max() >= EXACT_FLOAT_US * 1000 and (ts % 1000 == 0).all())  # type: ignore[operator]
+            self.hints.int_ts = bool(ts.abs().max() >= EXACT_FLOAT_US * 1000 and (ts % 1000 == 0).all())  # type: ignore[operator]
         if bad and nd.dropped:
             return None  # the whole text is parsed, so bad values are reported at their positions
         return Parsed(df, bad, dropped=nd.dropped, ordinals=nd.ordinals)

@@ -73,18 +73,11 @@ def _at(a: np.ndarray, pos: np.ndarray, pattern: bytes, room: int = 0) -> np.nda
 
 def inner_open_ok(a: np.ndarray, opens: np.ndarray, after: bytes = b":[") -> np.ndarray:
     """For each ``{`` position: True when the previous non-blank byte (within a few) is one of ``after``."""
-    ok = np.zeros(len(opens), dtype=bool)
-    undecided = np.ones(len(opens), dtype=bool)
     wanted = np.zeros(256, dtype=bool)
     wanted[list(after)] = True
-    for back in range(1, _WS_LOOKBACK + 1):
-        pos = opens - back
-        valid = pos >= 0
-        prev = np.where(valid, a[np.maximum(pos, 0)], 0)
-        blank = _IS_WS[prev] & valid
-        decided = undecided & ~blank
-        ok |= decided & wanted[prev]
-        undecided &= blank
+    prev = solid(a, opens - 1, _WS_LOOKBACK - 1, step=-1)
+    ok: np.ndarray = prev >= 0
+    ok[ok] = wanted[a[prev[ok]]]
     return ok
 
 
@@ -109,22 +102,28 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[first], inv.ravel()
 
 
-def next_solid(a: np.ndarray, pos: np.ndarray, limit: int) -> np.ndarray:
-    """For each position: the first position at or after it holding a non-whitespace byte, looking at most
-    ``limit`` bytes ahead; -1 where there is none."""
+def solid(a: np.ndarray, pos: np.ndarray, limit: int, step: int = 1) -> np.ndarray:
+    """For each position: the first of it, ``pos + step``, ``pos + 2*step`` ... (at most ``limit`` steps)
+    that holds a non-whitespace byte; -1 where there is none inside ``a``."""
     out = np.full(len(pos), -1, dtype=np.int64)
     todo = np.arange(len(pos))
     n = len(a)
     for k in range(limit + 1):
         if len(todo) == 0:
             break
-        p = pos[todo] + k
-        inside = p < n
+        p = pos[todo] + k * step
+        inside = (p >= 0) & (p < n)
         todo, p = todo[inside], p[inside]
-        solid = ~_IS_WS[a[p]]
-        out[todo[solid]] = p[solid]
-        todo = todo[~solid]
+        found = ~_IS_WS[a[p]]
+        out[todo[found]] = p[found]
+        todo = todo[~found]
     return out
+
+
+def next_solid(a: np.ndarray, pos: np.ndarray, limit: int) -> np.ndarray:
+    """For each position: the first position at or after it holding a non-whitespace byte, looking at most
+    ``limit`` bytes ahead; -1 where there is none."""
+    return solid(a, pos, limit)
 
 
 def _then_key(a: np.ndarray, pos: np.ndarray, key_value: bytes) -> tuple[np.ndarray, np.ndarray]:

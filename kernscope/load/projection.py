@@ -23,11 +23,6 @@ class Projection:
     #: the args columns read (the others stay null); None: all of :data:`.argspec.ARG_FIELDS`
     args: tuple[str, ...] | None = None
 
-    @classmethod
-    def columns(cls, args: tuple[str, ...]) -> Projection:
-        """Every event, only the ``args`` columns named."""
-        return cls(drop_cats=(), args=args)
-
     @property
     def drops_events(self) -> bool:
         return bool(self.drop_cats or self.drop_phases)
