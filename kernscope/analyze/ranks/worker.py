@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ...errors import KernscopeError, TraceError
 from ...link import StepSpec
 from ...link.markers import marker_names
+from ...load.argspec import LINK_ARGS
 from ...load.projection import Projection
 from ...pipeline import load
 from .job import Failure
@@ -17,6 +18,11 @@ from .summary import RankResult, summarize_rank
 
 #: CPU ops a rank summary reads: those that carry communication args or enclose communication launches
 COMM_OPS = r"record_param_comms|nccl|rccl|c10d|gloo|ProfilerStep"
+
+
+#: the ``args`` columns the rank summary reads: the links, bytes moved, and what a collective is
+RANK_ARGS = (*LINK_ARGS, "bytes", "collective", "in_msg_nelems", "out_msg_nelems", "group_size", "comm_dtype",
+             "pg_name", "pg_desc", "comm_seq")
 
 
 def rank_keep_pattern(step_marker: str | None) -> str:
@@ -46,7 +52,8 @@ class RankTask:
             re.compile(keep)
         except re.error:  # a marker that is no valid regex: load whole, and linking reports the marker
             return None
-        return Projection(keep=keep, drop_phases=("s", "f", "t"))  # flow arrows: the summary links by correlation
+        # flow arrows: the summary links by correlation
+        return Projection(keep=keep, drop_phases=("s", "f", "t"), args=RANK_ARGS)
 
 
 def summarize_file(path: str, task: RankTask) -> RankResult | Failure:
