@@ -355,11 +355,8 @@ def _polars(text: bytes, args: Args_ = None) -> pl.DataFrame:
 
 
 def _unnest_args(df: pl.DataFrame) -> pl.DataFrame:
-    """The ``args`` struct as columns named as in the event table; args not read are null strings."""
+    """The ``args`` struct as columns named as in the event table (those not read are added by :func:`finish`)."""
     args = df["args"].struct.unnest().rename({f.raw: f.column for f in ARG_FIELDS}, strict=False)
-    missing = [pl.lit(None, dtype=pl.String).alias(f.column) for f in ARG_FIELDS if f.column not in args.columns]
-    if missing:
-        args = args.with_columns(missing)
     return pl.concat([df.drop("args"), args], how="horizontal")
 
 
@@ -398,6 +395,10 @@ def parse_lines(text: bytes, lines: int, args: Args_ = None,
         raise ChunkError(f"line reader: {error}", syntax=True) from None
     if raw.height != lines:
         raise ChunkError(f"line reader: {raw.height} rows for {lines} lines", syntax=True)
+    ts = raw["ts"]
+    if not hints.int_ts and ts.dtype == pl.Float64 and ts.len() > ts.null_count():
+        # integer epoch µs (older Kineto): the pieces after this one read them as integers, exact at once
+        hints.int_ts = bool(ts.abs().max() >= EXACT_FLOAT_US and (ts.drop_nulls() == ts.drop_nulls().floor()).all())  # type: ignore[operator]
     floats = [c for c in ("ts", "dur") if raw[c].dtype == pl.Float64]
     big = raw.select(pl.max_horizontal(pl.col(c).abs().max() for c in floats)).item() if floats else None
     if big is not None and big >= EXACT_FLOAT_US:  # exact times are re-read from an array's text

@@ -23,7 +23,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..model import RawTrace
-from .chunk import EVENT_SCHEMA, EXACT_FLOAT_US, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
+from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
 from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
 from .lines import to_lines
 from .project import Projection, project
@@ -32,6 +32,8 @@ from .structure import top_level_objects
 
 #: merges of a chunk with the ones after it before the error is final
 MAX_MERGES = 16
+#: pieces of one document the line reader may refuse (one odd event) before it is not tried again
+MAX_REFUSED = 3
 #: skipped-event descriptions kept for the report (the count is always exact)
 MAX_SKIP_LINES = 20
 _I64_MAX = 2**63 - 1
@@ -131,8 +133,8 @@ class _Pipeline:
         self.memory = 0.0
         self.budget = limits.memory()
         self.progress = progress
-        #: the line reader is tried until a chunk is refused by it (then not again)
-        self.lines_ok = True
+        #: pieces the line reader refused; after MAX_REFUSED it is not tried again in this document
+        self.refused = 0
         #: what the line reader learned about this document (integer epoch µs, typed args)
         self.hints = ReadHints()
 
@@ -172,7 +174,7 @@ class _Pipeline:
 
         It goes through the line reader (:mod:`.lines`); a single event, and text that reader refuses,
         through the JSON-array reader (errors and their locations come from there)."""
-        if self.lines_ok:
+        if self.refused < MAX_REFUSED:
             got = self._lines(text)
             if got is not None:
                 return got
@@ -189,13 +191,9 @@ class _Pipeline:
             return None
         try:
             df, bad = parse_lines(nd.text, nd.lines, self.args, self.hints)
-        except ChunkError:
-            self.lines_ok = False  # refused (a cut inside an event, or bad input): not tried again
+        except ChunkError:  # a cut inside an event, or bad input: this piece goes to the array reader
+            self.refused += 1
             return None
-        if not self.hints.int_ts and df.height:
-            # integer epoch µs (older Kineto): later chunks read them as integers, exact at once
-            ts = df["ts"]
-            self.hints.int_ts = bool(ts.abs().max() >= EXACT_FLOAT_US * 1000 and (ts % 1000 == 0).all())  # type: ignore[operator]
         if bad and nd.dropped:
             return None  # the whole text is parsed, so bad values are reported at their positions
         return Parsed(df, bad, dropped=nd.dropped, ordinals=nd.ordinals)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .project import Projection, droppable, inner_open_ok, next_solid
+from .project import Projection, droppable, inner_open_ok, join_kept, solid
 
 _NL, _SPACE, _COMMA, _OPEN, _CLOSE, _QUOTE = 10, 32, 44, 123, 125, 34
 #: whitespace looked through after a separator's comma (indentation of pretty-printed traces)
@@ -74,7 +74,7 @@ def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     closes = np.flatnonzero(a == _CLOSE)
     closes = closes[closes + 2 < len(a)]
     commas = closes[a[closes + 1] == _COMMA] + 1
-    opens = next_solid(a, commas + 1, MAX_INDENT)
+    opens = solid(a, commas + 1, MAX_INDENT)
     good = opens >= 0
     good[good] = a[opens[good]] == _OPEN
     return commas[good], opens[good], nl
@@ -109,7 +109,6 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     """``text`` (a run of events, no brackets) as NDJSON, without the events ``projection`` drops; None
     when no separator is found (a single event: parse it as it is)."""
     a = np.frombuffer(text, dtype=np.uint8)
-    n = len(a)
     sep, sep_open, nl = _separators(a)
     if len(sep) == 0:
         return None
@@ -121,7 +120,7 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
         return Lines(out.tobytes(), lines)
     # inner lines 1 .. lines-2: line k starts after comma k-1 and opens at sep_open[k-1]
     inner_open = sep_open[:-1]
-    first_key = next_solid(a, inner_open + 1, MAX_INDENT)
+    first_key = solid(a, inner_open + 1, MAX_INDENT)
     ok = first_key >= 0
     ok[ok] = a[first_key[ok]] == _QUOTE
     drop = np.zeros(len(inner_open), dtype=bool)
@@ -132,12 +131,7 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     drop &= _no_object_elements(a, starts, sep_open, drop)
     if not drop.any():
         return Lines(out.tobytes(), lines)
-    keep = np.concatenate([[True], ~drop, [True]])
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], keep.view(np.int8), [0]])))
-    run_lo, run_hi = edges[0::2], edges[1::2]
-    line_start = np.concatenate([[0], starts])
-    line_end = np.concatenate([starts, [n]])
-    mv = memoryview(out)
-    body = b"".join([mv[s:e] for s, e in zip(line_start[run_lo].tolist(), line_end[run_hi - 1].tolist())])
-    ordinals = np.flatnonzero(keep)
+    skip = np.concatenate([[False], drop, [False]])
+    body = join_kept(memoryview(out), np.concatenate([[0], starts]), skip)
+    ordinals = np.flatnonzero(~skip)
     return Lines(body, len(ordinals), int(drop.sum()), ordinals)

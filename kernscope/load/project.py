@@ -120,20 +120,24 @@ def solid(a: np.ndarray, pos: np.ndarray, limit: int, step: int = 1) -> np.ndarr
     return out
 
 
-def next_solid(a: np.ndarray, pos: np.ndarray, limit: int) -> np.ndarray:
-    """For each position: the first position at or after it holding a non-whitespace byte, looking at most
-    ``limit`` bytes ahead; -1 where there is none."""
-    return solid(a, pos, limit)
-
-
 def _then_key(a: np.ndarray, pos: np.ndarray, key_value: bytes) -> tuple[np.ndarray, np.ndarray]:
     """Past whitespace from each position: a quote and ``key_value`` (e.g. ``cat": "x",``)? (indices into
     ``pos`` that match, position right after the match for each)."""
-    q = next_solid(a, pos, _KEY_GAP)
+    q = solid(a, pos, _KEY_GAP)
     ok = np.flatnonzero(q >= 0)
     ok = ok[a[q[ok]] == _Q]
     hit = ok[_at(a, q[ok] + 1, key_value)]
     return hit, q[hit] + 1 + len(key_value)
+
+
+def join_kept(text: bytes | memoryview, starts: np.ndarray, drop: np.ndarray) -> bytes:
+    """``text`` without the units marked in ``drop`` (unit k spans ``starts[k]`` up to the next start or the
+    end), adjacent kept units copied as one run."""
+    keep = (~drop).view(np.int8)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], keep, [0]])))
+    ends = np.append(starts[1:], len(text))
+    mv = memoryview(text)
+    return b"".join([mv[s:e] for s, e in zip(starts[edges[0::2]].tolist(), ends[edges[1::2] - 1].tolist())])
 
 
 def droppable(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Pattern[str]) -> np.ndarray:
@@ -200,15 +204,8 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
     drop[drop] = tail_ok & (hi == lo)  # keep the ranges that may hold more than one event
     if not drop.any():
         return None
-    ds, de = starts[drop], nxt[drop]
-    # merge adjacent dropped ranges, then join the kept runs between them
-    brk = np.flatnonzero(ds[1:] != de[:-1])
-    run_s = np.concatenate([ds[:1], ds[1:][brk]])
-    run_e = np.concatenate([de[:-1][brk], de[-1:]])
-    keep_s = np.concatenate([[0], run_e]).tolist()
-    keep_e = np.concatenate([run_s, [n]]).tolist()
-    mv = memoryview(text)
-    out = b"".join([mv[s:e] for s, e in zip(keep_s, keep_e)])
+    unit_start = np.concatenate([[0], starts])  # the text before the first start is unit 0
+    out = join_kept(text, unit_start, np.concatenate([[False], drop]))
     kept = np.flatnonzero(~drop) + ordinal_shift
     if ordinal_shift:
         kept = np.concatenate([[0], kept])
