@@ -20,5 +20,10 @@ class RulesError(KernscopeError):
     """A categorization rule file is invalid."""
 
 
+class NeedsFullRead(Exception):
+    """Internal: a load projection skipped an event the linked trace depends on (e.g. the earliest start);
+    the loader reads the trace again without the projection. Never shown to users."""
+
+
 class PartialFailure(Exception):
     """The command wrote its results, but some inputs failed (the CLI prints the summary and exits with 1)."""

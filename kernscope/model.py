@@ -63,6 +63,8 @@ class RawTrace:
     #: what salvage skipped, one line per reason (empty when nothing was skipped)
     skipped: list[str] = field(default_factory=list)
     projected_out: int = 0  #: events a load projection skipped unparsed (0: every event was read)
+    #: earliest ``ts`` in **µs** (read from the text, float) of the ``ph: X`` events skipped; +inf when none
+    projected_first_ts: float = float("inf")
 
 
 @dataclass(frozen=True)

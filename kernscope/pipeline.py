@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from .errors import TraceError
+from .errors import NeedsFullRead, TraceError
 from .link import StepSpec, link
 from .link.tree import call_tree
 from .load import cache as _cache
@@ -134,7 +134,14 @@ def load(
                             "with more memory") from None
     finally:
         source.close()
-    trace = link(raw, p, steps=opts.steps)
+    try:
+        trace = link(raw, p, steps=opts.steps)
+    except (NeedsFullRead, TraceError) as e:
+        if projection is None or (isinstance(e, TraceError) and not raw.projected_out):
+            raise
+        # a skipped event may be the earliest, or the projected trace does not link: a full read decides
+        return load(p, cache=cache, salvage=salvage, workers=workers, steps=steps, limits=limits, notify=notify,
+                    progress=progress, projection=None, digest=digest, defer_cache_write=defer_cache_write)
     if cache and FileIdentity.of(p) != before:
         (notify or _warn)(f"kernscope: {p} changed while it was read; not caching it")
     elif cache:

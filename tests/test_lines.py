@@ -206,7 +206,7 @@ def test_a_line_holding_an_array_of_objects_is_never_dropped():
     # a Python event whose args nest Kineto's own layout: both halves look like Python events; dropping
     # them would hide the wrong cut, so the line holding the array is kept (and refused by the reader)
     nested = _ev("python_function", "f", 2, args='"Python id": 1, "x": [{"a": 1\n  },\n  {\n    "ph": "X", '
-                                                   '"cat": "python_function", "name": "g", "b": 2}]')
+                                                   '"cat": "python_function", "name": "g",\n    "ts": 5, "b": 2}]')
     evs = [_ev("cpu_op", "a", 1), nested, _ev("cpu_op", "z", 3)]
     nd = to_lines(_run(evs), PROJ)
     assert nd is not None
@@ -302,7 +302,7 @@ def test_integer_epoch_times_are_read_as_integers_and_a_fraction_later_stays_exa
     assert t.events["dur"].unique().to_list() == [5000]
 
 
-@pytest.mark.parametrize("layout", ["kineto", "one line", "indent 4"])
+@pytest.mark.parametrize("layout", ["kineto", "indent 4"])
 def test_drops_are_the_same_in_every_layout(layout):
     kin = to_lines(_layouts()["kineto"], PROJ)
     other = to_lines(_layouts()[layout], PROJ)
@@ -311,6 +311,31 @@ def test_drops_are_the_same_in_every_layout(layout):
     a, _ = parse_lines(other.text, other.lines, PROJ.args)
     b, _ = parse_lines(kin.text, kin.lines, PROJ.args)
     assert_frame_equal(a, b)
+    assert other.dropped_first_ts == kin.dropped_first_ts == 0.5  # the first Python event's start
+
+
+def test_one_line_files_drop_only_instant_events():
+    # no newline between the keys: a skipped X event's start cannot be read (it could be the earliest
+    # event, the origin of every relative time), so Python events are parsed; instants never count
+    evs = _train(1)
+    nd = to_lines(_layouts()["one line"], PROJ)
+    assert nd is not None
+    dropped = set(range(len(evs))) - set(nd.ordinals.tolist())
+    assert dropped and all('"ph": "i"' in evs[i] for i in dropped)
+    assert nd.dropped_first_ts == float("inf")
+
+
+def test_a_skipped_python_event_that_starts_first_is_read_in_full(tmp_path):
+    # the earliest event of the trace is a Python function the projection skips: the origin of relative
+    # times would move, so the trace is read again in full and the analysis equals --read-all's
+    evs = _train(2)
+    evs.insert(3, _ev("python_function", "launcher.py(1): main", -500.0, dur=900.0,
+                      args='"Python parent id": 0, "Python id": 99, "Python thread": 0'))
+    p = _kineto_file(tmp_path / "t.json", evs)
+    projected = load(p, cache=False, projection=PROJ)
+    full = load(p, cache=False)
+    assert projected.stats.projected_out == 0 and projected.t0 == full.t0 == -500_000
+    assert to_json(analyze(projected)) == to_json(analyze(full))
 
 
 @needs_traces

@@ -101,6 +101,15 @@ def test_kineto_layout_drops_only_unwanted_ops():
     assert _names(out.text) == ["aten::first", "gemm", "record_param_comms", "ProfilerStep#3", "aten::last"]
     assert out.dropped == 3
     assert out.kept_ordinals.tolist() == [0, 2, 3, 5, 7]
+    assert out.dropped_first_ts == 2.0  # aten::mm: the earliest start among the events cut out
+
+
+def test_an_event_whose_start_cannot_be_read_is_not_cut():
+    # "ts" as a string: the cut could hide the trace's earliest start, so the event stays (and is parsed)
+    evs = [_ev("cpu_op", "aten::first", 1), _ev("cpu_op", "aten::mm", 2).replace('"ts": 2,', '"ts": "2",'),
+           _ev("cpu_op", "aten::add", 3), _ev("cpu_op", "aten::last", 8)]
+    out = project(_chunk(evs), PROJ)
+    assert out is not None and out.kept_ordinals.tolist() == [0, 1, 3] and out.dropped_first_ts == 3.0
 
 
 def test_two_events_in_one_range_are_not_cut():

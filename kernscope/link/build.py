@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..errors import TraceError
+from ..errors import NeedsFullRead, TraceError
 from ..model import Lazy, RawTrace, Trace, TraceStats
 from .correlation import launcher_ops, launches, link_gpu
 from .kinds import GPU_KINDS, classify
@@ -49,14 +49,34 @@ def platform_of(metadata: dict[str, object], events: pl.DataFrame) -> str:
     return "unknown"
 
 
-def _stats(events: pl.DataFrame, n_flows: int, metadata: dict[str, object], projected_out: int = 0) -> TraceStats:
+def earliest_start(events: pl.DataFrame) -> int | None:
+    """The trace's time origin (ns): the earliest start of a classified event other than instants."""
     t = events.filter(pl.col("kind") != "instant")["ts"].min()
+    return int(t) if isinstance(t, int) else None
+
+
+#: slack (µs) when comparing a skipped event's start, read from the text as float64, with the earliest start
+_SLACK_US = 1.0
+
+
+def _check_projection(raw: RawTrace, events: pl.DataFrame) -> None:
+    """A projection's skipped ``ph: X`` events must all start after the parsed ones' earliest start (it is
+    the origin of every relative time); else the trace is read again in full."""
+    if raw.projected_first_ts == float("inf"):
+        return
+    t = earliest_start(events)
+    if t is None or raw.projected_first_ts < t / 1000.0 + _SLACK_US:
+        raise NeedsFullRead
+
+
+def _stats(events: pl.DataFrame, n_flows: int, metadata: dict[str, object], projected_out: int = 0) -> TraceStats:
+    t = earliest_start(events)
     return TraceStats(
         events=int(events.height + n_flows + projected_out),
         projected_out=projected_out,
         event_counts={str(k): int(n) for k, n in events.group_by("kind").len().iter_rows()},
         platform=platform_of(metadata, events),
-        t0=int(t) if isinstance(t, int) else 0,
+        t0=t if t is not None else 0,
     )
 
 
@@ -93,6 +113,7 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
         raise TraceError(path, "trace has no events ('traceEvents' is empty)")
     events = decoded.with_columns(classify(decoded["ph"], decoded["cat"]))
     del decoded
+    _check_projection(raw, events)
     _validate(events, path)
     events = events.with_columns((pl.col("ts") + pl.col("dur")).alias("end")).drop("ts_missing", "dur_missing")
     meta = raw.meta_events

@@ -50,6 +50,7 @@ class Parsed:
     #: projection: events cut out unparsed, and each kept row's ordinal among the chunk's events
     dropped: int = 0
     ordinals: np.ndarray | None = None
+    dropped_first_ts: float = float("inf")  #: earliest ts (µs) of the ``ph: X`` events cut out
 
 
 def _bracket(text: bytes | memoryview) -> bytes:
@@ -130,6 +131,7 @@ class _Pipeline:
         self.skipped_count = 0
         self.tail: dict[str, Any] = {}
         self.dropped = 0  #: events the projection cut out unparsed
+        self.dropped_first_ts = float("inf")  #: earliest ts (µs) of the ``ph: X`` events cut out
         self.memory = 0.0
         self.budget = limits.memory()
         self.progress = progress
@@ -196,7 +198,7 @@ class _Pipeline:
             return None
         if bad and nd.dropped:
             return None  # the whole text is parsed, so bad values are reported at their positions
-        return Parsed(df, bad, dropped=nd.dropped, ordinals=nd.ordinals)
+        return Parsed(df, bad, dropped=nd.dropped, ordinals=nd.ordinals, dropped_first_ts=nd.dropped_first_ts)
 
     def _projected(self, text: bytes | memoryview) -> Parsed | None:
         """Events ``text`` without those the projection drops; None when nothing was dropped or the kept
@@ -212,7 +214,8 @@ class _Pipeline:
         if bad:
             return None
         exact = df.height == len(cut.kept_ordinals)
-        return Parsed(df, [], dropped=cut.dropped, ordinals=cut.kept_ordinals if exact else None)
+        return Parsed(df, [], dropped=cut.dropped, ordinals=cut.kept_ordinals if exact else None,
+                      dropped_first_ts=cut.dropped_first_ts)
 
     def _salvage_final(self, piece: Piece) -> Parsed:
         text = bytes(piece.text)
@@ -294,6 +297,7 @@ class _Pipeline:
         table = _with_idx(table, parsed, self.events_before)
         self.events_before += parsed.table.height + parsed.skipped_count + parsed.dropped
         self.dropped += parsed.dropped
+        self.dropped_first_ts = min(self.dropped_first_ts, parsed.dropped_first_ts)
         self.memory += table.estimated_size()
         if self.memory > self.budget:
             raise TraceError(
@@ -470,7 +474,8 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
         skipped.append(f"... {skipped_count:,} events skipped in all")
     salvaged = table.height + flows.height + metas.height + parts.counters if salvage else None
     return RawTrace(table.select(event_cols), meta, flows=flows, meta_events=metas, salvaged=salvaged,
-                    skipped=skipped if salvage else [], projected_out=pipe.dropped)
+                    skipped=skipped if salvage else [], projected_out=pipe.dropped,
+                    projected_first_ts=pipe.dropped_first_ts)
 
 
 def _bare_pieces(splitter: Splitter, inner: bytes) -> Iterator[Piece]:

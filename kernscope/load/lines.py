@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .project import Projection, droppable, inner_open_ok, join_kept, solid
+from .project import KEEP, Projection, dropped_starts, join_kept, judge
+from .scan import inner_open_ok, solid
 
 _NL, _SPACE, _COMMA, _OPEN, _CLOSE, _QUOTE = 10, 32, 44, 123, 125, 34
 #: whitespace looked through after a separator's comma (indentation of pretty-printed traces)
@@ -49,6 +50,8 @@ class Lines:
     lines: int  #: lines in ``text`` (events kept)
     dropped: int = 0  #: events left out
     ordinals: np.ndarray | None = None  #: with drops: each kept line's ordinal among the chunk's events
+    #: earliest ``ts`` (µs, read from the text) of the ``ph: X`` events left out; +inf when none
+    dropped_first_ts: float = float("inf")
 
 
 #: Kineto's own separator: the end of one event ("\n  },") and the start of the next ("\n  {\n")
@@ -80,18 +83,17 @@ def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return commas[good], opens[good], nl
 
 
-def _no_object_elements(a: np.ndarray, line_starts: np.ndarray, line_opens: np.ndarray,
+def _no_object_elements(a: np.ndarray, opens: np.ndarray, line_starts: np.ndarray, line_opens: np.ndarray,
                         drop: np.ndarray) -> np.ndarray:
     """For the inner lines 1 .. len(line_starts) marked in ``drop`` (line k starts at ``line_starts[k-1]``,
-    its own ``{`` at ``line_opens[k-1]``): True where every other ``{`` in the line opens the value of a
-    key (follows ``:``), i.e. the line holds no array of objects.
+    its own ``{`` at ``line_opens[k-1]``; ``opens``: every ``{``): True where every other ``{`` in the line
+    opens the value of a key (follows ``:``), i.e. the line holds no array of objects.
 
     In valid JSON a separator inside an event sits between two objects of an array nested in it (inside a
     string, the line after it cannot start with a key: the quote there would end the string), and the
     first such separator ends a line holding an object that follows ``[`` or ``,``; so in a valid file the
     lines that pass are whole events and a dropped line never hides a wrong cut. (In a damaged file, text
     inside skipped events is not validated, as unread columns are not.)"""
-    opens = np.flatnonzero(a == _OPEN)
     line = np.searchsorted(line_starts, opens, side="right")  # line number of each "{"
     inner = (line >= 1) & (line <= len(drop))
     opens, line = opens[inner], line[inner]
@@ -123,15 +125,19 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     first_key = solid(a, inner_open + 1, MAX_INDENT)
     ok = first_key >= 0
     ok[ok] = a[first_key[ok]] == _QUOTE
-    drop = np.zeros(len(inner_open), dtype=bool)
-    drop[ok] = droppable(a, first_key[ok] + 1, projection, rx or projection.compiled())
-    if not drop.any():
+    code = np.zeros(len(inner_open), dtype=np.int8)
+    code[ok] = judge(a, first_key[ok] + 1, projection, rx or projection.compiled())
+    if not code.any():
         return Lines(out.tobytes(), lines)
     starts = sep + 1
-    drop &= _no_object_elements(a, starts, sep_open, drop)
+    opens = np.flatnonzero(a == _OPEN)
+    code[~_no_object_elements(a, opens, starts, sep_open, code != KEEP)] = KEEP
+    # a dropped X event whose start cannot be read from the text is kept (it may be the trace's earliest)
+    code, first_ts = dropped_starts(a, nl, opens, inner_open, sep[1:], code)
+    drop = code != KEEP
     if not drop.any():
         return Lines(out.tobytes(), lines)
     skip = np.concatenate([[False], drop, [False]])
     body = join_kept(memoryview(out), np.concatenate([[0], starts]), skip)
     ordinals = np.flatnonzero(~skip)
-    return Lines(body, len(ordinals), int(drop.sum()), ordinals)
+    return Lines(body, len(ordinals), int(drop.sum()), ordinals, first_ts)

@@ -31,23 +31,17 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .fields import start_times
 from .projection import Projection
+from .scan import BACKSLASH, OPEN, QUOTE, at, inner_open_ok, then_key
 
-__all__ = ["Projection", "Projected", "droppable", "project"]
+__all__ = ["Projection", "Projected", "droppable", "dropped_starts", "judge", "project"]
 
 #: names longer than this (bytes) are never dropped (the decision needs the whole name)
 NAME_WINDOW = 96
 _HEAD = b'\n  {\n    "'  #: an event start in Kineto's layout (its first key follows)
 _TAIL = np.frombuffer(b"\n  },\n  ", dtype=np.uint8)
-_OPEN, _Q, _BS = 123, 34, 92
-_WS = np.array([32, 10, 13, 9], dtype=np.uint8)
-#: byte -> is JSON whitespace (a table lookup is much cheaper than np.isin on every probe)
-_IS_WS = np.zeros(256, dtype=bool)
-_IS_WS[_WS] = True
-#: whitespace looked through between two keys (one key per line: a newline and the indentation)
-_KEY_GAP = 40
-#: at most this many whitespace bytes are looked through before an inner ``{``
-_WS_LOOKBACK = 6
+_NL = 10
 
 
 @dataclass
@@ -57,28 +51,8 @@ class Projected:
     text: bytes
     dropped: int  #: events removed
     kept_ordinals: np.ndarray  #: ordinals (among the starts found) of the kept events, in order
-
-
-def _at(a: np.ndarray, pos: np.ndarray, pattern: bytes, room: int = 0) -> np.ndarray:
-    """Indices into ``pos`` where ``a`` holds ``pattern`` (with ``room`` more bytes after it inside ``a``)."""
-    pat = np.frombuffer(pattern, dtype=np.uint8)
-    fits = np.flatnonzero(pos + len(pat) + room <= len(a))
-    # a few single bytes first (cheap gathers; in Kineto's ``ph": "X", "cat": "...`` text, bytes 6 and 18
-    # are the phase and the category's first letter, where most positions fail), then the whole pattern
-    for k in sorted({min(6, len(pat) - 1), min(18, len(pat) - 1), len(pat) - 1}):
-        fits = fits[a[pos[fits] + k] == pat[k]]
-    found: np.ndarray = fits[(sliding_window_view(a, len(pat))[pos[fits]] == pat).all(axis=1)]
-    return found
-
-
-def inner_open_ok(a: np.ndarray, opens: np.ndarray, after: bytes = b":[") -> np.ndarray:
-    """For each ``{`` position: True when the previous non-blank byte (within a few) is one of ``after``."""
-    wanted = np.zeros(256, dtype=bool)
-    wanted[list(after)] = True
-    prev = solid(a, opens - 1, _WS_LOOKBACK - 1, step=-1)
-    ok: np.ndarray = prev >= 0
-    ok[ok] = wanted[a[prev[ok]]]
-    return ok
+    #: earliest ``ts`` (µs, read from the text) of the ``ph: X`` events removed; +inf when none
+    dropped_first_ts: float = float("inf")
 
 
 _MIX = np.random.default_rng(20261126).integers(1, 2**63, size=NAME_WINDOW // 8, dtype=np.uint64) | np.uint64(1)
@@ -102,34 +76,6 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[first], inv.ravel()
 
 
-def solid(a: np.ndarray, pos: np.ndarray, limit: int, step: int = 1) -> np.ndarray:
-    """For each position: the first of it, ``pos + step``, ``pos + 2*step`` ... (at most ``limit`` steps)
-    that holds a non-whitespace byte; -1 where there is none inside ``a``."""
-    out = np.full(len(pos), -1, dtype=np.int64)
-    todo = np.arange(len(pos))
-    n = len(a)
-    for k in range(limit + 1):
-        if len(todo) == 0:
-            break
-        p = pos[todo] + k * step
-        inside = (p >= 0) & (p < n)
-        todo, p = todo[inside], p[inside]
-        found = ~_IS_WS[a[p]]
-        out[todo[found]] = p[found]
-        todo = todo[~found]
-    return out
-
-
-def _then_key(a: np.ndarray, pos: np.ndarray, key_value: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Past whitespace from each position: a quote and ``key_value`` (e.g. ``cat": "x",``)? (indices into
-    ``pos`` that match, position right after the match for each)."""
-    q = solid(a, pos, _KEY_GAP)
-    ok = np.flatnonzero(q >= 0)
-    ok = ok[a[q[ok]] == _Q]
-    hit = ok[_at(a, q[ok] + 1, key_value)]
-    return hit, q[hit] + 1 + len(key_value)
-
-
 def join_kept(text: bytes | memoryview, starts: np.ndarray, drop: np.ndarray) -> bytes:
     """``text`` without the units marked in ``drop`` (unit k spans ``starts[k]`` up to the next start or the
     end), adjacent kept units copied as one run."""
@@ -140,37 +86,62 @@ def join_kept(text: bytes | memoryview, starts: np.ndarray, drop: np.ndarray) ->
     return b"".join([mv[s:e] for s, e in zip(starts[edges[0::2]].tolist(), ends[edges[1::2] - 1].tolist())])
 
 
-def droppable(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Pattern[str]) -> np.ndarray:
+#: :func:`judge` codes: parse the event, drop it by its category and name, drop it by its phase
+KEEP, BY_CAT, BY_PHASE = 0, 1, 2
+
+
+def judge(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Pattern[str]) -> np.ndarray:
     """For events whose first key's text starts at ``body`` (just after its opening quote, ``ph": ...``):
-    True where ``projection`` drops the event. The keys must come in Kineto's order (``ph``, ``cat``,
-    ``name``), written ``"key": "value",`` with any whitespace between them (one line, or one key per
-    line). A name is judged only when it is read whole from the text (closing quote within
-    :data:`NAME_WINDOW` bytes, no escapes); otherwise the event is kept."""
-    drop = np.zeros(len(body), dtype=bool)
+    :data:`KEEP`, :data:`BY_CAT` or :data:`BY_PHASE` (int8) by ``projection``. The keys must come in
+    Kineto's order (``ph``, ``cat``, ``name``), written ``"key": "value",`` with any whitespace between
+    them (one line, or one key per line). A name is judged only when it is read whole from the text
+    (closing quote within :data:`NAME_WINDOW` bytes, no escapes); otherwise the event is kept."""
+    code = np.zeros(len(body), dtype=np.int8)
     if projection.drop_cats:
-        x = _at(a, body, b'ph": "X",')
+        x = at(a, body, b'ph": "X",')
         after_ph = body[x] + len(b'ph": "X",')
     for cat in projection.drop_cats:
-        c_hit, after_cat = _then_key(a, after_ph, f'cat": "{cat}",'.encode())
-        n_hit, name_at = _then_key(a, after_cat, b'name": "')
+        c_hit, after_cat = then_key(a, after_ph, f'cat": "{cat}",'.encode())
+        n_hit, name_at = then_key(a, after_cat, b'name": "')
         fits = name_at + NAME_WINDOW <= len(a)
         n_hit, name_at = n_hit[fits], name_at[fits]
         if len(n_hit) == 0:
             continue
         hit = x[c_hit[n_hit]]
         names = sliding_window_view(a, NAME_WINDOW)[name_at]
-        quote = names == _Q
+        quote = names == QUOTE
         end = quote.argmax(axis=1)
         inside = np.arange(NAME_WINDOW)[None, :] < end[:, None]
-        whole = quote.any(axis=1) & ~((names == _BS) & inside).any(axis=1)
+        whole = quote.any(axis=1) & ~((names == BACKSLASH) & inside).any(axis=1)
         names = np.where(inside, names, 0).astype(np.uint8)
         uniq, inv = _distinct_rows(names)
         wanted = np.fromiter((rx.search(bytes(u).rstrip(b"\0").decode("utf-8", "replace")) is not None for u in uniq),
                              dtype=bool, count=len(uniq))
-        drop[hit] = whole & ~wanted[inv]
+        code[hit[whole & ~wanted[inv]]] = BY_CAT
     for ph in projection.drop_phases:
-        drop[_at(a, body, f'ph": "{ph}",'.encode())] = True
+        code[at(a, body, f'ph": "{ph}",'.encode())] = BY_PHASE
+    return code
+
+
+def droppable(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Pattern[str]) -> np.ndarray:
+    """True where :func:`judge` drops the event."""
+    drop: np.ndarray = judge(a, body, projection, rx) != KEEP
     return drop
+
+
+def dropped_starts(a: np.ndarray, nl: np.ndarray, opens: np.ndarray, event_open: np.ndarray,
+                   event_end: np.ndarray, code: np.ndarray) -> tuple[np.ndarray, float]:
+    """Of the events ``code`` drops by category (``ph: X`` events: they count for the trace's earliest
+    start; instant events, dropped by phase, do not): keep those whose ``ts`` cannot be read from the text
+    (:mod:`.fields`). Returns (the codes, the earliest ``ts`` in µs of the events still dropped by
+    category; +inf when none)."""
+    cat = np.flatnonzero(code == BY_CAT)
+    if len(cat) == 0:
+        return code, float("inf")
+    ts, ok = start_times(a, nl, opens, event_open[cat], event_end[cat])
+    code = code.copy()
+    code[cat[~ok]] = KEEP
+    return code, float(ts[ok].min()) if ok.any() else float("inf")
 
 
 def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str] | None = None) -> Projected | None:
@@ -181,16 +152,17 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
     n = len(a)
     if n < 64:
         return None
-    opens = np.flatnonzero(a == _OPEN)
+    opens = np.flatnonzero(a == OPEN)
     cand = opens[opens >= 3] - 3
-    starts = cand[_at(a, cand, _HEAD)] + 3  # position of each event's "{"
+    starts = cand[at(a, cand, _HEAD)] + 3  # position of each event's "{"
     if len(starts) < 3:
         return None
     # a chunk starts at its first event's "{", with no newline before it: that event is not among the starts
-    ordinal_shift = int(a[0] == _OPEN)
+    ordinal_shift = int(a[0] == OPEN)
     body = starts + (len(_HEAD) - 3)
-    drop = droppable(a, body, projection, rx or projection.compiled())
-    drop[0] = drop[-1] = False  # the chunk's edges stay: their neighbours are not in this chunk
+    code = judge(a, body, projection, rx or projection.compiled())
+    code[0] = code[-1] = KEEP  # the chunk's edges stay: their neighbours are not in this chunk
+    drop = code != KEEP
     if not drop.any():
         return None
     nxt = np.append(starts[1:], n)
@@ -201,7 +173,9 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
     bad_inner = inner[~inner_open_ok(a, inner)] if len(inner) else inner
     lo = np.searchsorted(bad_inner, ds, side="right")
     hi = np.searchsorted(bad_inner, de, side="left")
-    drop[drop] = tail_ok & (hi == lo)  # keep the ranges that may hold more than one event
+    code[np.flatnonzero(drop)[~(tail_ok & (hi == lo))]] = KEEP  # keep the ranges that may hold more than one event
+    code, first_ts = dropped_starts(a, np.flatnonzero(a == _NL), opens, starts, nxt, code)
+    drop = code != KEEP
     if not drop.any():
         return None
     unit_start = np.concatenate([[0], starts])  # the text before the first start is unit 0
@@ -209,4 +183,4 @@ def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str
     kept = np.flatnonzero(~drop) + ordinal_shift
     if ordinal_shift:
         kept = np.concatenate([[0], kept])
-    return Projected(out, int(drop.sum()), kept)
+    return Projected(out, int(drop.sum()), kept, first_ts)
