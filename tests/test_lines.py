@@ -17,12 +17,13 @@ import pytest
 from conftest import needs_traces, real_traces, trace_id
 from polars.testing import assert_frame_equal
 
+import kernscope
 from kernscope.analyze.needs import ANALYZE_ARGS, analyze_projection
 from kernscope.analyze.summary import analyze
 from kernscope.cli import main
 from kernscope.errors import TraceError
 from kernscope.load.argspec import ARG_FIELDS
-from kernscope.load.chunk import ChunkError, parse_chunk, parse_lines
+from kernscope.load.chunk import EVENT_SCHEMA, ChunkError, parse_chunk, parse_lines
 from kernscope.load.document import Splitter
 from kernscope.load.lines import to_lines
 from kernscope.load.source import Limits, open_trace
@@ -179,6 +180,23 @@ def test_unread_args_are_null_and_unchecked():
     assert not bad
     assert df["python_id"].null_count() == df.height
     assert df["correlation"].drop_nulls().len() > 0
+
+
+def test_unread_and_empty_args_columns_take_no_memory():
+    # a null column materialized is 8 bytes a row (4 MB of a 200 MB trace's table, 14 of them unread by
+    # analyze); they are one literal each, typed as the schema says, null everywhere
+    example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    t = load(example, cache=False, projection=PROJ)
+    unread = [f.column for f in ARG_FIELDS if f.column in t.events.columns and f.column not in ANALYZE_ARGS]
+    assert len(unread) == 14 and t.events.height > 5000
+    assert t.events.select(pl.col(unread).is_null().all()).row(0) == (True,) * len(unread)
+    assert dict(t.events.select(unread).schema) == {c: EVENT_SCHEMA[c] for c in unread}
+    assert t.events.select(unread).estimated_size() < 1000
+    full = load(example, cache=False)  # a full read: args no event carries (no communication here) likewise
+    empty = ["collective", "pg_name", "comm_rank", "in_msg_nelems"]
+    assert full.events.select(pl.col(empty).is_null().all()).row(0) == (True,) * len(empty)
+    assert full.events.select(empty).estimated_size() < 1000
+    assert full.events.select(pl.col("correlation").is_not_null().sum()).item() > 0  # values are kept
 
 
 # -- dropping lines ---------------------------------------------------------------------------------------------

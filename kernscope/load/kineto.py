@@ -23,6 +23,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..model import RawTrace
+from .argspec import ARG_FIELDS, LOADER_ARGS
 from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
 from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
 from .lines import to_lines
@@ -309,6 +310,7 @@ class _Pipeline:
         self.tables.append(table)
 
 
+_ARG_COLUMNS = frozenset(f.column for f in ARG_FIELDS)
 FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
 META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
 
@@ -333,13 +335,19 @@ class _Split:
     counters: int
 
 
-def _concat_split(tables: list[pl.DataFrame], columns: list[str]) -> _Split:
+def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozenset[str] = frozenset()) -> _Split:
     """One contiguous table from per-piece tables, column by column (the pieces' buffers are freed as
     each column is built, so this never holds two copies of the table), split by phase into events, flow
     arrows ("s", "f", "t") and metadata ("M"); counters ("C") are counted. Contiguous columns keep the
-    joins and ``with_columns`` of linking from copying the whole table again."""
+    joins and ``with_columns`` of linking from copying the whole table again. Args columns in ``unread``
+    (a projection does not read them: null in every piece) or with no value at all become one null literal
+    each, which takes no memory however long the table (a materialized null Int64 column of a 200 MB
+    trace is 4 MB)."""
     per_piece = [dict(zip(t.columns, t.get_columns())) for t in tables]
     tables.clear()
+    for d in per_piece:
+        for c in unread:
+            d.pop(c, None)
     ph = pl.concat([d["ph"] for d in per_piece], rechunk=True).cast(pl.String).fill_null("")
     is_flow = ph.is_in(["s", "f", "t"])
     is_meta = ph == "M"
@@ -351,14 +359,23 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str]) -> _Split:
     metas: dict[str, pl.Series] = {}
     for c in dict.fromkeys([*columns, *FLOW_COLUMNS, *META_COLUMNS]):
         # with rows to split off, each filter makes its own contiguous copy (a rechunk first would be another)
+        if c in unread:
+            continue
         col = pl.concat([d.pop(c) for d in per_piece], rechunk=not split)
         if c in FLOW_COLUMNS:
             flows[c] = col.filter(is_flow).rechunk() if split else col.clear()
         if c in META_COLUMNS:
             metas[c] = col.filter(is_meta).rechunk() if split else col.clear()
         if c in columns:
+            if c in _ARG_COLUMNS and col.null_count() == col.len():
+                unread = unread | {c}  # no value anywhere (e.g. no communication in this trace): one literal
+                continue
             out[c] = col.filter(rest).rechunk() if split else col
-    return _Split(pl.DataFrame(out), pl.DataFrame(flows), pl.DataFrame(metas), int(is_counter.sum()))
+    events = pl.DataFrame(out)
+    nulls = [c for c in columns if c in unread]
+    if nulls:
+        events = events.with_columns(pl.lit(None, dtype=EVENT_SCHEMA[c]).alias(c) for c in nulls).select(columns)
+    return _Split(events, pl.DataFrame(flows), pl.DataFrame(metas), int(is_counter.sum()))
 
 
 def _trace_error(path: str, e: ChunkError, where: str) -> TraceError:
@@ -464,7 +481,9 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
         pipe.run(_bare_pieces(sub, inner))
     event_cols = ["idx", *(c for c in EVENT_SCHEMA if c not in ("meta_name", "sort_index"))]
     empty = empty_table().with_columns(pl.lit(0, dtype=pl.Int64).alias("idx"))
-    parts = (_concat_split(pipe.tables, event_cols) if pipe.tables
+    unread = frozenset(f.column for f in ARG_FIELDS if pipe.args is not None and f.column not in pipe.args
+                       and f.column not in LOADER_ARGS)
+    parts = (_concat_split(pipe.tables, event_cols, unread) if pipe.tables
              else _Split(empty.select(event_cols), empty.select(FLOW_COLUMNS), empty.select(META_COLUMNS), 0))
     table, flows, metas = parts.events, parts.flows, parts.metas
     table, more, n_over = _check_ranges(table, source.path, salvage)
