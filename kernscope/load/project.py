@@ -55,7 +55,17 @@ class Projected:
     dropped_first_ts: float = float("inf")
 
 
-_MIX = np.random.default_rng(20261126).integers(1, 2**63, size=NAME_WINDOW // 8, dtype=np.uint64) | np.uint64(1)
+def _odd_multipliers(n: int) -> np.ndarray:
+    """``n`` fixed odd 64-bit multipliers (splitmix64 of 1..n; numpy.random costs 5 ms of import)."""
+    with np.errstate(over="ignore"):
+        z = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    out: np.ndarray = (z ^ (z >> np.uint64(31))) | np.uint64(1)
+    return out
+
+
+_MIX = _odd_multipliers(NAME_WINDOW // 8)
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -14,9 +14,10 @@ import hashlib
 import html
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.text import Text
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
@@ -32,6 +33,8 @@ def visible(s: object) -> str:
 
 def term(s: object, style: str | None = None) -> Text:
     """A terminal cell: literal text (``[bold]`` stays ``[bold]``), control characters escaped."""
+    from rich.text import Text  # here, not at import: JSON and CSV output never load rich
+
     return Text(visible(s), style=style or "")
 
 
