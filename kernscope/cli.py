@@ -26,7 +26,10 @@ def _tune_allocators() -> None:
     the next instead of being held per thread (peak RSS 20-25% lower, same speed). glibc: one arena too
     (the parsing threads' numpy buffers would otherwise stay in a heap per thread: a 216 MB trace peaked
     at 2.2x its size, 2.05x with one arena, same speed). A fixed 1 MB mmap threshold (round 2) returned
-    buffers to the system sooner but made every numpy temporary fault in fresh pages (0.3-1.6 s per load).
+    buffers to the system sooner but made every numpy temporary fault in fresh pages (0.3-1.6 s per load);
+    the opposite, buffers up to 32 MB from the heap and the heap never trimmed, keeps the few MB of
+    temporaries each parsing thread needs per piece mapped and reused: 15% fewer page faults, a 206 MB
+    trace's cold analyze 1.29-1.39 -> 1.20-1.24 s, the 216 MB v100 trace 1.64-1.68 -> 1.45 s, same peak RSS.
     """
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0")
     if "polars" in sys.modules or not sys.platform.startswith("linux"):
@@ -34,7 +37,10 @@ def _tune_allocators() -> None:
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6").mallopt(-8, 1)  # M_ARENA_MAX
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-8, 1)  # M_ARENA_MAX
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (the largest glibc takes)
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
     except (OSError, AttributeError):
         pass
 
