@@ -2,7 +2,8 @@
 
 Every contender runs in a fresh process on the same file in the same run; wall time is the whole
 process (interpreter start, imports, load, analysis, output) and peak RSS is the process's (threads
-and worker processes included, via wait4). Usage:
+and worker processes included, via wait4). With ``--repeat N`` the contenders run in turn N times and
+the median is reported (with the range). Usage:
 
     python benchmarks/bench_load.py --from ../shared/traces/hta/v100_2rank_nccl_rank1.json.gz --size-mb 200
     python benchmarks/bench_load.py --synthetic --size-mb 1000 --skip-hta
@@ -22,6 +23,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -117,6 +119,9 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated contenders to run")
     ap.add_argument("--keep", help="keep the built trace at this path")
     ap.add_argument("--out", help="write results as JSON")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds: every contender runs once per round, in turn (so a slow minute of a shared "
+                         "machine hits all of them); the median of the rounds is reported")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     tmp = tempfile.mkdtemp(prefix="kernscope-bench-")
@@ -150,17 +155,27 @@ def main() -> int:
     order = ["kernscope_cold", "kernscope_cached", "kernscope_api_cold", "json_load"] + ([] if args.skip_hta else ["hta"])
     if args.only:
         order = [o for o in order if o in args.only.split(",")]
+    runs: dict[str, list[dict]] = {name: [] for name in order}
+    for _ in range(max(1, args.repeat)):
+        for name in order:
+            if name == "kernscope_cold":
+                shutil.rmtree(cache, ignore_errors=True)
+            r = run_contender(name, path, tmp, env)
+            r.pop("stdout", None)
+            runs[name].append(r)
     res: dict[str, dict] = {}
     for name in order:
-        if name == "kernscope_cold":
-            shutil.rmtree(cache, ignore_errors=True)
-        r = run_contender(name, path, tmp, env)
-        r.pop("stdout", None)
-        res[name] = r
-        if "error" in r:
-            print(f"{name:20s} ERROR {r['error']}")
+        failed = [r for r in runs[name] if "error" in r]
+        if failed:
+            res[name] = failed[0]
+            print(f"{name:20s} ERROR {failed[0]['error']}")
             continue
-        print(f"{name:20s} {r['seconds']:8.2f} s  {mb / r['seconds']:8.1f} MB/s  peak RSS {r['rss'] / 1e9:6.2f} GB "
+        secs = sorted(r["seconds"] for r in runs[name])
+        r = {"seconds": statistics.median(secs), "seconds_all": secs, "rss": max(x["rss"] for x in runs[name]),
+             "n": runs[name][0]["n"]}
+        res[name] = r
+        spread = f" ({secs[0]:.2f}-{secs[-1]:.2f}, {len(secs)} runs)" if len(secs) > 1 else ""
+        print(f"{name:20s} {r['seconds']:8.2f} s{spread}  {mb / r['seconds']:8.1f} MB/s  peak RSS {r['rss'] / 1e9:6.2f} GB "
               f"({r['rss'] / jb:4.2f}x JSON)  kernels={r['n']:,}")
     print()
     ratios = {}

@@ -109,6 +109,43 @@ def _categorizer(rules: str | None) -> Any:
     return c.with_rules(rules) if rules else c
 
 
+class _Prefetch:
+    """Imports the analysis (polars among it, ~0.15 s) and builds the categorizer on a daemon thread, so
+    that this work overlaps hashing the trace and parsing it instead of adding to them. Started only once
+    the stored output cannot be used without hashing (a cached answer stays import-free); a process that
+    ends before it is joined does not wait for it (:func:`run`)."""
+
+    def __init__(self, rules: str | None) -> None:
+        self.rules = rules
+        self._thread: threading.Thread | None = None
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="kernscope-prefetch", daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            from . import pipeline  # noqa: F401
+            from .analyze import summary  # noqa: F401
+            from .render import tables  # noqa: F401
+
+            self._result = _categorizer(self.rules)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread by categorizer()
+            self._error = e
+
+    def categorizer(self) -> Any:
+        """The categorizer (its errors raised here, where building it would have raised them)."""
+        self.start()
+        assert self._thread is not None
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
 def _console_width() -> int:
     """The terminal's width (``COLUMNS`` when set); 120 when piped to a file or another program."""
     return max(40, shutil.get_terminal_size((120, 24)).columns)
@@ -279,11 +316,13 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
                                          "by_annotation": by_annotation},
                              rules)
     digest = None
+    prefetch = _Prefetch(rules)
     if not no_cache:
-        digest, stored = outputs.lookup(trace, load_key, key, None if quiet else _notice)
+        digest, stored = outputs.lookup(trace, load_key, key, None if quiet else _notice, before_hashing=prefetch.start)
         if stored is not None:
             _emit_bytes(stored, output)
             return
+    prefetch.start()
     from .analyze.summary import analyze as run
 
     writes: list[Any] = []
@@ -295,7 +334,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
         writer.start()
     step_n = _parse_step(step)
     _check_step(t, step_n)
-    a = run(t, step=step_n, categorizer=_categorizer(rules), use_kernel_name_categories=not no_categories,
+    a = run(t, step=step_n, categorizer=prefetch.categorizer(), use_kernel_name_categories=not no_categories,
             linked_only=linked_only, benchmark=bench, by_annotation=by_annotation)
     if t.salvaged is not None and not quiet:
         _notice(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}")
@@ -634,9 +673,10 @@ def run() -> None:  # pragma: no cover - exits the process
 
     After a large load, tearing the interpreter down (freeing every table and module one by one) takes
     0.05-0.1 s that nobody waits for: the streams are flushed and the ``atexit`` handlers run, then the
-    process ends. With other threads still running, the normal exit (which waits for them) is used."""
+    process ends. With other (non-daemon) threads still running, the normal exit (which waits for them)
+    is used."""
     rc = main()
-    if threading.active_count() > 1:
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(rc)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
