@@ -110,10 +110,10 @@ def _categorizer(rules: str | None) -> Any:
 
 
 class _Prefetch:
-    """Imports the analysis (polars among it, ~0.15 s) and builds the categorizer on a daemon thread, so
-    that this work overlaps hashing the trace and parsing it instead of adding to them. Started only once
-    the stored output cannot be used without hashing (a cached answer stays import-free); a process that
-    ends before it is joined does not wait for it (:func:`run`)."""
+    """Builds the categorizer (and imports what the analysis needs) on a daemon thread while the trace
+    is parsed, instead of after it. Started once no stored output answers (a cached answer stays
+    import-free, also for a file written a moment ago: overlapping the imports with its hash made that
+    answer 0.03 s slower to save 0.02 s of a cold run)."""
 
     def __init__(self, rules: str | None) -> None:
         self.rules = rules
@@ -318,7 +318,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     digest = None
     prefetch = _Prefetch(rules)
     if not no_cache:
-        digest, stored = outputs.lookup(trace, load_key, key, None if quiet else _notice, before_hashing=prefetch.start)
+        digest, stored = outputs.lookup(trace, load_key, key, None if quiet else _notice)
         if stored is not None:
             _emit_bytes(stored, output)
             return

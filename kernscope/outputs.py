@@ -29,13 +29,12 @@ def result_key(command: str, options: dict[str, Any], rules: str | None = None) 
     return {"command": command, **options, "rules": _rules_digest(rules)}
 
 
-def lookup(path: str, load_key: dict[str, Any], key: dict[str, Any], notify: Notify | None,
-           before_hashing: Callable[[], None] | None = None) -> tuple[_cache.KnownDigest, bytes | None]:
+def lookup(path: str, load_key: dict[str, Any], key: dict[str, Any],
+           notify: Notify | None) -> tuple[_cache.KnownDigest, bytes | None]:
     """(content digest of ``path``, stored output or None). The digest can be handed to
-    :func:`kernscope.pipeline.load` so that the file is not hashed twice. ``before_hashing``: see
-    :meth:`kernscope.load.cache.KnownDigest.of`."""
+    :func:`kernscope.pipeline.load` so that the file is not hashed twice."""
     open_trace(path).close()  # the same checks and messages as a load (missing file, directory, empty)
-    known = _cache.KnownDigest.of(path, before_hashing=before_hashing)
+    known = _cache.KnownDigest.of(path)
     entry = _cache.open_entry(known.hexdigest, load_key, notify=notify)
     return known, (_cache.read_result(entry, key) if entry is not None else None)
 

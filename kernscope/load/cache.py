@@ -129,19 +129,15 @@ class KnownDigest:
     hexdigest: str
 
     @classmethod
-    def of(cls, path: str | os.PathLike[str], root: Path | None = None,
-           before_hashing: Callable[[], None] | None = None) -> KnownDigest:
+    def of(cls, path: str | os.PathLike[str], root: Path | None = None) -> KnownDigest:
         """The digest of ``path``: from the digest index when the file has the identity it had when
-        it was hashed there (:func:`_indexed`), else hashed (and indexed). ``before_hashing`` is called
-        when the file is about to be hashed (a caller may start work that overlaps the hash)."""
+        it was hashed there (:func:`_indexed`), else hashed (and indexed)."""
         from .source import FileIdentity
 
         identity = FileIdentity.of(path)
         index = _digest_index(root)
         hexdigest = _indexed(index, identity) if index is not None else None
         if hexdigest is None:
-            if before_hashing is not None:
-                before_hashing()
             hexdigest = file_digest(path)
             if index is not None:
                 _index(index, identity, hexdigest)
