@@ -62,24 +62,32 @@ def _kind_of(ph: str, cat: str) -> str:
     return _CAT_TO_KIND.get(cat.lower(), "other")
 
 
+def _codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
+    """Each row's index into a list of the column's distinct values (null as "")."""
+    if isinstance(s.dtype, (pl.Categorical, pl.Enum)):  # the physical codes: no string per row
+        none = np.iinfo(np.uint32).max
+        distinct = s.unique()
+        codes = distinct.to_physical().fill_null(none).to_numpy().astype(np.int64)
+        order = np.argsort(codes)
+        names = distinct.cast(pl.String).fill_null("").to_list()
+        rows = s.to_physical().fill_null(none).to_numpy().astype(np.int64)
+        return np.searchsorted(codes[order], rows), [names[i] for i in order]
+    text = s.cast(pl.String).fill_null("")
+    enum = text.cast(pl.Enum(text.unique().sort().to_list()))
+    dtype = enum.dtype
+    assert isinstance(dtype, pl.Enum)
+    return enum.to_physical().to_numpy().astype(np.int64), [str(c) for c in dtype.categories.to_list()]
+
+
 def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
     """``kind`` for every row from its interned ``ph``/``cat`` codes: one lookup per distinct pair.
 
-    Works on the physical codes of Enum columns (no per-row string work); other columns are cast to
-    an Enum of their distinct values first.
+    Works on the physical codes of categorical and Enum columns (no per-row string work); other columns
+    are cast to an Enum of their distinct values first.
     """
-
-    def as_enum(s: pl.Series) -> tuple[pl.Series, list[str]]:
-        if not isinstance(s.dtype, pl.Enum):
-            s = s.cast(pl.String).fill_null("")
-            s = s.cast(pl.Enum(s.unique().sort().to_list()))
-        dtype = s.dtype
-        assert isinstance(dtype, pl.Enum)
-        return s, [str(c) for c in dtype.categories.to_list()]
-
-    ph, ph_cats = as_enum(ph)
-    cat, cat_cats = as_enum(cat)
+    ph_idx, ph_names = _codes(ph)
+    cat_idx, cat_names = _codes(cat)
     kind_code = {k: i for i, k in enumerate(KINDS)}
-    lut = np.array([[kind_code[_kind_of(p, c)] for c in cat_cats] for p in ph_cats], dtype=np.uint32).reshape(-1)
-    idx = ph.to_physical().to_numpy().astype(np.int64) * max(len(cat_cats), 1) + cat.to_physical().to_numpy().astype(np.int64)
+    lut = np.array([[kind_code[_kind_of(p, c)] for c in cat_names] for p in ph_names], dtype=np.uint32).reshape(-1)
+    idx = ph_idx * max(len(cat_names), 1) + cat_idx
     return pl.Series("kind", list(KINDS), dtype=KindEnum).gather(pl.Series(lut[idx], dtype=pl.UInt32))
