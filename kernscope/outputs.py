@@ -7,6 +7,7 @@ command, format, options, terminal width, rule file content, kernscope version.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -44,3 +45,14 @@ def store(digest: _cache.KnownDigest, load_key: dict[str, Any], key: dict[str, A
     entry = _cache.open_entry(digest.hexdigest, load_key, notify=notify)
     if entry is not None:
         _cache.write_result(entry, key, body)
+        _cache.mark_size(digest.identity.size)
+
+
+def may_be_stored(path: str) -> bool:
+    """False when no output can be stored for ``path`` (none was ever stored for a file of its size), so a
+    caller need not wait for its hash before starting other work."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return True
+    return _cache.size_seen(size)

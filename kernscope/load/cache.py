@@ -428,4 +428,36 @@ def clear(root: Path | None = None) -> int:
     for vdir in root.glob("v*"):
         shutil.rmtree(vdir, ignore_errors=True)
     shutil.rmtree(root / "digests", ignore_errors=True)
+    shutil.rmtree(root / "sizes", ignore_errors=True)
     return freed
+
+
+# -- file sizes with stored outputs ------------------------------------------------------------------
+# A stored output is found by its file's content hash, so a command hashes the file before anything else.
+# Content of a given hash has one size: when no output was ever stored for a file of this size, none can
+# be found, and the command may start its other work while it hashes (the marks are never removed with
+# an entry: a stale one only means hashing first, as before).
+def _sizes(root: Path | None) -> Path | None:
+    root = root if root is not None else cache_root(notify=lambda _m: None)
+    return None if root is None else root / "sizes"
+
+
+def mark_size(size: int, root: Path | None = None) -> None:
+    """Record that an output was stored for a file of ``size`` bytes (as stored)."""
+    d = _sizes(root)
+    if d is None:
+        return
+    with contextlib.suppress(OSError):
+        d.mkdir(parents=True, exist_ok=True)
+        (d / str(int(size))).touch()
+
+
+def size_seen(size: int, root: Path | None = None) -> bool:
+    """False only when no output was ever stored for a file of ``size`` bytes (so none can be found)."""
+    d = _sizes(root)
+    if d is None:
+        return False
+    try:
+        return (d / str(int(size))).exists()
+    except OSError:
+        return True
