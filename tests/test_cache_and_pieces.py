@@ -243,6 +243,27 @@ def test_cached_analyze_prints_the_stored_output_without_importing_polars(tmp_pa
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
 
+def test_size_marks_say_when_no_stored_output_can_answer(tmp_path, monkeypatch):
+    """A stored output has the size of its file: a file of an unseen size cannot have one (analyze then
+    imports while it hashes); after an analyze the size is marked; cache clear forgets the marks."""
+    from kernscope import outputs
+
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    trace = tmp_path / "t.json"
+    make_trace(trace, 300_000)
+    other = tmp_path / "u.json"
+    other.write_bytes(trace.read_bytes() + b" ")  # one byte more: another size
+    assert not outputs.may_be_stored(str(trace)) and not outputs.may_be_stored(str(other))
+    assert main(["analyze", str(trace), "--format", "json", "-o", str(tmp_path / "a.json")]) == 0
+    assert outputs.may_be_stored(str(trace)) and not outputs.may_be_stored(str(other))
+    assert main(["analyze", str(other), "--format", "json", "-o", str(tmp_path / "b.json")]) == 0
+    a = json.loads((tmp_path / "a.json").read_text())
+    b = json.loads((tmp_path / "b.json").read_text())
+    assert a["kernels"] == b["kernels"] and a["trace"]["kernels"] == b["trace"]["kernels"] > 0
+    assert main(["cache", "clear"]) == 0
+    assert not outputs.may_be_stored(str(trace))
+
+
 # -- digest index ---------------------------------------------------------------------------------------
 def test_digest_index_skips_reading_an_unchanged_file(tmp_path, monkeypatch):
     from kernscope.load import cache as C
