@@ -23,7 +23,9 @@ With a :class:`~kernscope.load.project.Projection` that drops events, lines it d
 the text: only lines whose first keys read ``"ph": "X", "cat": "<cat>", "name": "...`` in this order
 (any whitespace between the keys) or ``"ph": "<phase>",``, never the chunk's first or last line (their
 neighbours are in other chunks),
-and never a line holding an array of objects (:func:`_no_object_elements`). Like the projection, a
+and never a line holding an array of objects (:func:`_no_object_elements`); a ``ph: X`` line only when
+its ``ts`` can be read from the text (:func:`~kernscope.load.project.dropped_starts`: the earliest of them
+is reported, so a skipped event can never be the trace's time origin unnoticed). Like the projection, a
 dropped line is not validated.
 """
 

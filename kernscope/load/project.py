@@ -13,8 +13,9 @@ parser, on Kineto's own layout and only where that layout is certain:
   it must end with ``\\n  },\\n  `` (Kineto's closing line), and every other ``{`` inside it must open a
   value (follow a ``:`` or ``[``), never a next array element (after a ``,``);
 - its ``cat`` is one of :attr:`Projection.drop_cats` and its whole name (read from the text, no escapes)
-  does not match :attr:`Projection.keep`; or its ``ph`` (the first key) is one of
-  :attr:`Projection.drop_phases`.
+  does not match :attr:`Projection.keep`, and its ``ts`` can be read from the text (:mod:`.fields`: a
+  skipped event must not be the trace's earliest, which the caller checks); or its ``ph`` (the first
+  key) is one of :attr:`Projection.drop_phases`.
 
 Anything else (another writer's layout, escapes in a name, a name longer than :data:`NAME_WINDOW` bytes,
 the first and last event of a chunk) is kept and parsed as usual, so a projection only ever removes
@@ -35,7 +36,7 @@ from .fields import start_times
 from .projection import Projection
 from .scan import BACKSLASH, OPEN, QUOTE, at, inner_open_ok, then_key
 
-__all__ = ["Projection", "Projected", "droppable", "dropped_starts", "judge", "project"]
+__all__ = ["Projection", "Projected", "dropped_starts", "judge", "project"]
 
 #: names longer than this (bytes) are never dropped (the decision needs the whole name)
 NAME_WINDOW = 96
@@ -131,12 +132,6 @@ def judge(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Patter
     for ph in projection.drop_phases:
         code[at(a, body, f'ph": "{ph}",'.encode())] = BY_PHASE
     return code
-
-
-def droppable(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Pattern[str]) -> np.ndarray:
-    """True where :func:`judge` drops the event."""
-    drop: np.ndarray = judge(a, body, projection, rx) != KEEP
-    return drop
 
 
 def dropped_starts(a: np.ndarray, nl: np.ndarray, opens: np.ndarray, event_open: np.ndarray,
