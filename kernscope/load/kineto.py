@@ -357,6 +357,7 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozen
     out: dict[str, pl.Series] = {}
     flows: dict[str, pl.Series] = {}
     metas: dict[str, pl.Series] = {}
+    literal = [c for c in columns if c in unread]  # event columns made one null literal each
     for c in dict.fromkeys([*columns, *FLOW_COLUMNS, *META_COLUMNS]):
         # with rows to split off, each filter makes its own contiguous copy (a rechunk first would be another)
         if c in unread:
@@ -367,14 +368,13 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozen
         if c in META_COLUMNS:
             metas[c] = col.filter(is_meta).rechunk() if split else col.clear()
         if c in columns:
-            if c in _ARG_COLUMNS and col.null_count() == col.len():
-                unread = unread | {c}  # no value anywhere (e.g. no communication in this trace): one literal
+            if c in _ARG_COLUMNS and col.null_count() == col.len():  # e.g. no communication in this trace
+                literal.append(c)
                 continue
             out[c] = col.filter(rest).rechunk() if split else col
     events = pl.DataFrame(out)
-    nulls = [c for c in columns if c in unread]
-    if nulls:
-        events = events.with_columns(pl.lit(None, dtype=EVENT_SCHEMA[c]).alias(c) for c in nulls).select(columns)
+    if literal:
+        events = events.with_columns(pl.lit(None, dtype=EVENT_SCHEMA[c]).alias(c) for c in literal).select(columns)
     return _Split(events, pl.DataFrame(flows), pl.DataFrame(metas), int(is_counter.sum()))
 
 
