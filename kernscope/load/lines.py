@@ -31,12 +31,12 @@ dropped line is not validated.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from .project import KEEP, Projection, dropped_starts, join_kept, judge
+from .projection import NameTest
 from .scan import inner_open_ok, solid
 
 _NL, _SPACE, _COMMA, _OPEN, _CLOSE, _QUOTE = 10, 32, 44, 123, 125, 34
@@ -109,7 +109,7 @@ def _no_object_elements(a: np.ndarray, opens: np.ndarray, line_starts: np.ndarra
 
 
 def to_lines(text: bytes | memoryview, projection: Projection | None = None,
-             rx: re.Pattern[str] | None = None) -> Lines | None:
+             rx: NameTest | None = None) -> Lines | None:
     """``text`` (a run of events, no brackets) as NDJSON, without the events ``projection`` drops; None
     when no separator is found (a single event: parse it as it is)."""
     a = np.frombuffer(text, dtype=np.uint8)

@@ -26,14 +26,13 @@ parse, the chunk is parsed whole.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .fields import start_times
-from .projection import Projection
+from .projection import NameTest, Projection
 from .scan import BACKSLASH, OPEN, QUOTE, at, inner_open_ok, then_key
 
 __all__ = ["Projection", "Projected", "dropped_starts", "judge", "project"]
@@ -101,7 +100,7 @@ def join_kept(text: bytes | memoryview, starts: np.ndarray, drop: np.ndarray) ->
 KEEP, BY_CAT, BY_PHASE = 0, 1, 2
 
 
-def judge(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Pattern[str]) -> np.ndarray:
+def judge(a: np.ndarray, body: np.ndarray, projection: Projection, rx: NameTest) -> np.ndarray:
     """For events whose first key's text starts at ``body`` (just after its opening quote, ``ph": ...``):
     :data:`KEEP`, :data:`BY_CAT` or :data:`BY_PHASE` (int8) by ``projection``. The keys must come in
     Kineto's order (``ph``, ``cat``, ``name``), written ``"key": "value",`` with any whitespace between
@@ -126,8 +125,7 @@ def judge(a: np.ndarray, body: np.ndarray, projection: Projection, rx: re.Patter
         whole = quote.any(axis=1) & ~((names == BACKSLASH) & inside).any(axis=1)
         names = np.where(inside, names, 0).astype(np.uint8)
         uniq, inv = _distinct_rows(names)
-        wanted = np.fromiter((rx.search(bytes(u).rstrip(b"\0").decode("utf-8", "replace")) is not None for u in uniq),
-                             dtype=bool, count=len(uniq))
+        wanted = np.fromiter((rx(bytes(u).rstrip(b"\0")) for u in uniq), dtype=bool, count=len(uniq))
         code[hit[whole & ~wanted[inv]]] = BY_CAT
     for ph in projection.drop_phases:
         code[at(a, body, f'ph": "{ph}",'.encode())] = BY_PHASE
@@ -149,7 +147,7 @@ def dropped_starts(a: np.ndarray, nl: np.ndarray, opens: np.ndarray, event_open:
     return code, float(ts[ok].min()) if ok.any() else float("inf")
 
 
-def project(text: bytes | memoryview, projection: Projection, rx: re.Pattern[str] | None = None) -> Projected | None:
+def project(text: bytes | memoryview, projection: Projection, rx: NameTest | None = None) -> Projected | None:
     """Cut the events ``projection`` drops out of ``text`` (a run of events, no brackets).
 
     Returns None when nothing is dropped (parse ``text`` as it is)."""
