@@ -182,6 +182,23 @@ def test_rank_task_results_equal_and_marker_ops_kept(tmp_path):
     _same_result(a, b)
 
 
+def test_a_skipped_cpu_op_that_starts_first_gives_the_whole_result(tmp_path):
+    # the rank projection skips CPU ops; one that starts before everything else is the trace's time origin:
+    # the load is read in full and the rank summary equals the whole load's (times relative to that origin)
+    evs = _train_like()
+    evs.insert(2, _ev("cpu_op", "aten::empty", -250.0, dur=1.0))
+    p = _kineto_file(tmp_path / "rank0.json", evs)
+    whole = load(p, cache=False)
+    proj = load(p, cache=False, projection=PROJ)
+    assert proj.t0 == whole.t0 == -250_000 and proj.stats.projected_out == 0
+    _same_result(summarize_rank(whole, str(p)), summarize_rank(proj, str(p)))
+    # the same op starting later is skipped as usual
+    evs[2] = _ev("cpu_op", "aten::empty", 30.0, dur=1.0)
+    p = _kineto_file(tmp_path / "rank1.json", evs)
+    later = load(p, cache=False, projection=PROJ)
+    assert later.stats.projected_out > 0 and later.t0 == load(p, cache=False).t0 == 0
+
+
 def test_errors_in_read_events_are_reported_as_always(tmp_path):
     evs = _train_like()
     bad = next(i for i, e in enumerate(evs) if '"cat": "kernel"' in e and i > 10)
