@@ -243,6 +243,29 @@ def test_cached_analyze_prints_the_stored_output_without_importing_polars(tmp_pa
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
 
+def test_cache_entries_keep_columns_without_values_as_their_type(tmp_path, monkeypatch):
+    """All-null columns (a projection's unread args) are not written out; a reload gives the same tables."""
+    from polars.testing import assert_frame_equal
+
+    from kernscope.analyze.needs import analyze_projection
+    from kernscope.pipeline import load
+
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    proj = analyze_projection(None)
+    fresh = load(example, projection=proj)
+    again = load(example, projection=proj)
+    assert again.from_cache and not fresh.from_cache
+    for name in ("events", "gpu", "flows", "steps"):
+        assert_frame_equal(getattr(fresh, name), getattr(again, name))
+    (entry,) = [d for d in (tmp_path / "cache").glob("v*/*") if d.is_dir()]
+    files = kcache._unseal((entry / "manifest.json").read_bytes())["files"]
+    nulls = files["events.arrow"]["nulls"]
+    assert {"python_id", "bytes", "collective", "pg_name"} <= set(nulls) and nulls["collective"] == "Categorical"
+    stored = pl.read_ipc_schema(entry / "events.arrow")
+    assert not set(nulls) & set(stored) and "correlation" in stored
+
+
 def test_size_marks_say_when_no_stored_output_can_answer(tmp_path, monkeypatch):
     """A stored output has the size of its file: a file of an unseen size cannot have one (analyze then
     imports while it hashes); after an analyze the size is marked; cache clear forgets the marks."""
