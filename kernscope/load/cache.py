@@ -252,6 +252,8 @@ class Entry:
         df = pl.read_ipc(p)
         nulls = want.get("nulls") or {}
         if nulls:
+            if not set(nulls.values()) <= set(_NULL_TYPES):
+                raise ValueError(f"{name}.arrow: unknown column type in the manifest")
             df = df.with_columns(pl.lit(None, dtype=getattr(pl, t)()).alias(c) for c, t in nulls.items())
             df = df.select(want["columns"])
         return df
@@ -347,7 +349,7 @@ def _null_columns(df: Any) -> dict[str, str]:
     event table's bytes in a cache entry if written out)."""
     if df.height == 0:
         return {}
-    counts = df.select(df.columns).null_count().row(0)
+    counts = df.null_count().row(0)
     return {c: type(t).__name__ for (c, t), n in zip(df.schema.items(), counts)
             if n == df.height and type(t).__name__ in _NULL_TYPES}
 
