@@ -151,9 +151,14 @@ RACY_NS = 2_000_000_000
 MAX_INDEXED = 4096
 
 
-def _digest_index(root: Path | None) -> Path | None:
+def _subdir(root: Path | None, name: str) -> Path | None:
+    """``name`` under the cache root (the configured one when ``root`` is None); None without a cache."""
     root = root if root is not None else cache_root(notify=lambda _m: None)
-    return None if root is None else root / "digests"
+    return None if root is None else root / name
+
+
+def _digest_index(root: Path | None) -> Path | None:
+    return _subdir(root, "digests")
 
 
 def _identity_fields(identity: Any) -> list[Any]:
@@ -462,8 +467,7 @@ def clear(root: Path | None = None) -> int:
 # be found, and the command may start its other work while it hashes (the marks are never removed with
 # an entry: a stale one only means hashing first, as before).
 def _sizes(root: Path | None) -> Path | None:
-    root = root if root is not None else cache_root(notify=lambda _m: None)
-    return None if root is None else root / "sizes"
+    return _subdir(root, "sizes")
 
 
 def mark_size(size: int, root: Path | None = None) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .scan import KEY_GAP, QUOTE, at, solid
+from .scan import KEY_GAP, QUOTE, at, count_between, solid
 
 #: the longest number read (bytes)
 NUMBER_WIDTH = 24
@@ -61,11 +61,6 @@ def numbers_at(a: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return value, ok
 
 
-def _opens_between(opens: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Number of ``{`` strictly between ``lo`` and ``hi``."""
-    return np.searchsorted(opens, hi, side="left") - np.searchsorted(opens, lo, side="right")
-
-
 def _key_by_lines(a: np.ndarray, nl: np.ndarray, j0: np.ndarray, j1: np.ndarray) -> np.ndarray:
     """Any layout: for each event (its newlines are ``nl[j0] .. nl[j1-1]``) the line starts that read
     ``"ts": ``, as (event number, value position) pairs."""
@@ -99,12 +94,12 @@ def start_times(a: np.ndarray, nl: np.ndarray, opens: np.ndarray, event_open: np
     slow = np.flatnonzero(value_at < 0)
     if len(slow):
         owner, pos = _key_by_lines(a, nl, j0[slow], np.searchsorted(nl, event_end[slow]))
-        member = _opens_between(opens, event_open[slow][owner], pos - len(b'"ts": ')) == 0
+        member = count_between(opens, event_open[slow][owner], pos - len(b'"ts": ')) == 0
         owner, pos = owner[member], pos[member]
         once = np.bincount(owner, minlength=len(slow))[owner] == 1
         value_at[slow[owner[once]]] = pos[once]
     rows = np.flatnonzero(value_at >= 0)
-    rows = rows[_opens_between(opens, event_open[rows], value_at[rows] - len(b'"ts": ')) == 0]
+    rows = rows[count_between(opens, event_open[rows], value_at[rows] - len(b'"ts": ')) == 0]
     ts = np.zeros(n)
     ok = np.zeros(n, dtype=bool)
     value, read = numbers_at(a, value_at[rows])

@@ -37,9 +37,12 @@ import numpy as np
 
 from .project import KEEP, Projection, dropped_starts, join_kept, judge
 from .projection import NameTest
+from .scan import NEWLINE as _NL
+from .scan import OPEN as _OPEN
+from .scan import QUOTE as _QUOTE
 from .scan import inner_open_ok, solid
 
-_NL, _SPACE, _COMMA, _OPEN, _CLOSE, _QUOTE = 10, 32, 44, 123, 125, 34
+_SPACE, _COMMA, _CLOSE = 32, 44, 125
 #: whitespace looked through after a separator's comma (indentation of pretty-printed traces)
 MAX_INDENT = 40
 

@@ -33,7 +33,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .fields import start_times
 from .projection import NameTest, Projection
-from .scan import BACKSLASH, OPEN, QUOTE, at, inner_open_ok, then_key
+from .scan import BACKSLASH, NEWLINE, OPEN, QUOTE, at, count_between, inner_open_ok, then_key
 
 __all__ = ["Projection", "Projected", "dropped_starts", "judge", "project"]
 
@@ -41,7 +41,6 @@ __all__ = ["Projection", "Projected", "dropped_starts", "judge", "project"]
 NAME_WINDOW = 96
 _HEAD = b'\n  {\n    "'  #: an event start in Kineto's layout (its first key follows)
 _TAIL = np.frombuffer(b"\n  },\n  ", dtype=np.uint8)
-_NL = 10
 
 
 @dataclass
@@ -174,10 +173,9 @@ def project(text: bytes | memoryview, projection: Projection, rx: NameTest | Non
     tail_ok = (sliding_window_view(a, len(_TAIL))[de - len(_TAIL)] == _TAIL).all(axis=1)
     inner = opens[np.isin(opens, starts, invert=True)]
     bad_inner = inner[~inner_open_ok(a, inner)] if len(inner) else inner
-    lo = np.searchsorted(bad_inner, ds, side="right")
-    hi = np.searchsorted(bad_inner, de, side="left")
-    code[np.flatnonzero(drop)[~(tail_ok & (hi == lo))]] = KEEP  # keep the ranges that may hold more than one event
-    code, first_ts = dropped_starts(a, np.flatnonzero(a == _NL), opens, starts, nxt, code)
+    one_object = tail_ok & (count_between(bad_inner, ds, de) == 0)
+    code[np.flatnonzero(drop)[~one_object]] = KEEP  # keep the ranges that may hold more than one event
+    code, first_ts = dropped_starts(a, np.flatnonzero(a == NEWLINE), opens, starts, nxt, code)
     drop = code != KEEP
     if not drop.any():
         return None

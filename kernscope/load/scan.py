@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-OPEN, QUOTE, BACKSLASH = 123, 34, 92
+NEWLINE, OPEN, QUOTE, BACKSLASH = 10, 123, 34, 92
 WS = np.array([32, 10, 13, 9], dtype=np.uint8)
 #: byte -> is JSON whitespace (a table lookup is much cheaper than np.isin on every probe)
 IS_WS = np.zeros(256, dtype=bool)
@@ -65,3 +65,9 @@ def then_key(a: np.ndarray, pos: np.ndarray, key_value: bytes) -> tuple[np.ndarr
     ok = ok[a[q[ok]] == QUOTE]
     hit = ok[at(a, q[ok] + 1, key_value)]
     return hit, q[hit] + 1 + len(key_value)
+
+
+def count_between(positions: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each pair: how many of the sorted ``positions`` lie strictly between ``lo`` and ``hi``."""
+    counts: np.ndarray = np.searchsorted(positions, hi, side="left") - np.searchsorted(positions, lo, side="right")
+    return counts
