@@ -178,7 +178,8 @@ def test_unread_args_are_null_and_unchecked():
     evs[1] = evs[1].replace('"Python id": 1', '"Python id": "not a number"')  # unread by analyze: not an error
     df, bad = _read(_run(evs), ANALYZE_ARGS)
     assert not bad
-    assert df["python_id"].null_count() == df.height
+    # a piece leaves unread columns out (the load adds each as one null literal: the next test)
+    assert "python_id" not in df.columns and "external_id" in df.columns
     assert df["correlation"].drop_nulls().len() > 0
 
 

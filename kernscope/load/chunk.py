@@ -293,9 +293,10 @@ def _ints(df: pl.DataFrame) -> tuple[pl.DataFrame, list[Bad]]:
     One ``to_integer`` per column; the slower forms are tried only in columns where it failed.
     """
     # columns a reader typed already, and columns with no value at all, need no parsing
-    nulls = df.select(pl.col(INT_COLUMNS).null_count()).row(0)
-    text = [c for c, n in zip(INT_COLUMNS, nulls) if df[c].dtype == pl.String and n < df.height]
-    rest = [c for c in INT_COLUMNS if c not in text]
+    present = [c for c in INT_COLUMNS if c in df.columns]  # unread columns are left out
+    nulls = df.select(pl.col(present).null_count()).row(0)
+    text = [c for c, n in zip(present, nulls) if df[c].dtype == pl.String and n < df.height]
+    rest = [c for c in present if c not in text]
     df = df.with_columns(pl.col(rest).cast(pl.Int64))
     if not text:
         return df, []
@@ -333,20 +334,72 @@ def cap_names(df: pl.DataFrame, columns: tuple[str, ...] = STRING_COLUMNS + STR_
     )
 
 
-def finish(df: pl.DataFrame, text: bytes, numbers: bool | None = None, args: Args_ = None) -> tuple[pl.DataFrame, list[Bad]]:
+def finish(df: pl.DataFrame, text: bytes, numbers: bool | None = None, args: Args_ = None,
+           longest: int | None = None, peaks: dict[str, float | None] | None = None) -> tuple[pl.DataFrame, list[Bad]]:
     """From the reader's columns (strings, float times) to the event table schema. Args columns not in
-    ``args`` (when given) are null, whichever reader ran: an unread column is neither kept nor checked."""
+    ``args`` (when given) are left out, whichever reader ran: an unread column is neither kept nor checked
+    (the load adds it as one null literal, :func:`kernscope.load.kineto._concat_split`).
+
+    ``longest``: the longest event's text (bytes) when the caller knows it; no string of a shorter event
+    can need :func:`cap_names`. ``peaks``: the largest ``|ts|`` and ``|dur|`` (µs) when the caller has them."""
     if args is not None:
-        df = df.with_columns(pl.lit(None, dtype=pl.String).alias(f.column) for f in ARG_FIELDS
-                             if f.column not in args and f.column not in LOADER_ARGS)
+        df = df.drop([f.column for f in ARG_FIELDS if f.column not in args and f.column not in LOADER_ARGS],
+                     strict=False)
+    if numbers and peaks is not None:
+        fast = _finish_fast(df, longest, peaks)
+        if fast is not None:
+            return fast, []
     df, bad_t = _times(df, text, numbers)
     df, bad_i = _ints(df)
-    df = cap_names(df)
+    if longest is None or longest > MAX_NAME_BYTES:
+        df = cap_names(df, tuple(c for c in STRING_COLUMNS + STR_COLUMNS + TEXT_COLUMNS if c in df.columns))
     df = df.with_columns(
-        *(pl.col(c).cast(pl.Categorical) for c in STRING_COLUMNS + STR_COLUMNS),
+        *(pl.col(c).cast(pl.Categorical) for c in STRING_COLUMNS + STR_COLUMNS if c in df.columns),
         pl.col("id").alias("flow_id"),
     ).drop("id")
-    return df.select(list(EVENT_SCHEMA)), bad_t + bad_i
+    return df.select([c for c in EVENT_SCHEMA if c in df.columns]), bad_t + bad_i
+
+
+def _float_ns_expr(c: str) -> pl.Expr:
+    """:func:`_float_us_to_ns` as an expression (nulls become 0)."""
+    v = pl.col(c).fill_null(0.0)
+    ip = v.floor()
+    return ip.cast(pl.Int64) * 1000 + ((v - ip) * 1000.0 + 0.5).floor().cast(pl.Int64)
+
+
+def _finish_fast(df: pl.DataFrame, longest: int | None, peaks: dict[str, float | None]) -> pl.DataFrame | None:
+    """:func:`finish` in one polars call for what the line reader usually returns: float times below
+    2^43 µs (or integer times that fit int64 ns), integer args already typed (or with no value), and no
+    event long enough to hold a string for :func:`cap_names`. ``peaks``: the largest ``|ts|``/``|dur|``.
+    None when the piece is not like that (the general path then runs; it gives the same table)."""
+    if longest is None or longest > MAX_NAME_BYTES:
+        return None
+    floats = tuple(df[c].dtype == pl.Float64 for c in ("ts", "dur"))
+    for c, is_float in zip(("ts", "dur"), floats):
+        big = peaks[c]
+        if df[c].dtype not in (pl.Float64, pl.Int64) or (big is not None and big >= (EXACT_FLOAT_US if is_float else MAX_US + 1)):
+            return None
+    text_ints = [c for c in INT_COLUMNS if c in df.columns and df[c].dtype != pl.Int64]
+    if text_ints and (any(df[c].dtype != pl.String for c in text_ints)
+                      or any(n < df.height for n in df.select(pl.col(text_ints).null_count()).row(0))):
+        return None
+    return df.select(_fast_exprs(floats, tuple(df.columns)))
+
+
+@lru_cache(maxsize=64)
+def _fast_exprs(floats: tuple[bool, bool], columns: tuple[str, ...]) -> list[pl.Expr]:
+    """The expressions of :func:`_finish_fast` (built once per layout: every piece of a trace has the same)."""
+    exprs: list[pl.Expr] = []
+    for c in EVENT_SCHEMA:
+        if c in ("ts", "dur"):
+            exprs.append((_float_ns_expr(c) if floats[c == "dur"] else (pl.col(c) * 1000).fill_null(0)).alias(c))
+        elif c in ("ts_missing", "dur_missing"):
+            exprs.append(pl.col(c.removesuffix("_missing")).is_null().alias(c))
+        elif c == "flow_id":
+            exprs.append(pl.col("id").alias(c))
+        elif c in columns:
+            exprs.append(pl.col(c).cast(EVENT_SCHEMA[c]))
+    return exprs
 
 
 def _polars(text: bytes, args: Args_ = None) -> pl.DataFrame:
@@ -370,7 +423,7 @@ class ReadHints:
 
 
 def parse_lines(text: bytes, lines: int, args: Args_ = None,
-                hints: ReadHints | None = None) -> tuple[pl.DataFrame, list[Bad]]:
+                hints: ReadHints | None = None, longest: int | None = None) -> tuple[pl.DataFrame, list[Bad]]:
     """Parse NDJSON events (:func:`kernscope.load.lines.to_lines`) with polars' strict line reader.
 
     ``hints``: read ``ts`` and integer args typed when they say so; where a value does not fit, the piece
@@ -395,15 +448,15 @@ def parse_lines(text: bytes, lines: int, args: Args_ = None,
         raise ChunkError(f"line reader: {error}", syntax=True) from None
     if raw.height != lines:
         raise ChunkError(f"line reader: {raw.height} rows for {lines} lines", syntax=True)
-    ts = raw["ts"]
-    if not hints.int_ts and ts.dtype == pl.Float64 and ts.len() > ts.null_count():
+    # the largest |ts| and |dur| (µs), one polars call: they decide the exact path and the hints
+    peaks: dict[str, float | None] = raw.select(pl.col("ts", "dur").abs().max().cast(pl.Float64)).row(0, named=True)
+    ts, big_ts = raw["ts"], peaks["ts"]
+    if not hints.int_ts and ts.dtype == pl.Float64 and big_ts is not None and big_ts >= EXACT_FLOAT_US:
         # integer epoch µs (older Kineto): the pieces after this one read them as integers, exact at once
-        hints.int_ts = bool(ts.abs().max() >= EXACT_FLOAT_US and (ts.drop_nulls() == ts.drop_nulls().floor()).all())  # type: ignore[operator]
-    floats = [c for c in ("ts", "dur") if raw[c].dtype == pl.Float64]
-    big = raw.select(pl.max_horizontal(pl.col(c).abs().max() for c in floats)).item() if floats else None
-    if big is not None and big >= EXACT_FLOAT_US:  # exact times are re-read from an array's text
-        text = b"".join((b"[", text.replace(b"\n", b","), b"]"))
-    return finish(_unnest_args(raw), text, numbers=True, args=args)
+        hints.int_ts = bool((ts.drop_nulls() == ts.drop_nulls().floor()).all())
+    if any(raw[c].dtype == pl.Float64 and (peaks[c] or 0.0) >= EXACT_FLOAT_US for c in peaks):
+        text = b"".join((b"[", text.replace(b"\n", b","), b"]"))  # exact times are re-read from an array's text
+    return finish(_unnest_args(raw), text, numbers=True, args=args, longest=longest, peaks=peaks)
 
 
 def _text(v: Any) -> str | None:

@@ -57,6 +57,8 @@ class Lines:
     ordinals: np.ndarray | None = None  #: with drops: each kept line's ordinal among the chunk's events
     #: earliest ``ts`` (µs, read from the text) of the ``ph: X`` events left out; +inf when none
     dropped_first_ts: float = float("inf")
+    #: bytes of the longest line (an upper bound for any string in it)
+    longest: int | None = None
 
 
 #: Kineto's own separator: the end of one event ("\n  },") and the start of the next ("\n  {\n")
@@ -123,8 +125,9 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     out[nl] = _SPACE
     out[sep] = _NL
     lines = len(sep) + 1
+    longest = int(max(sep[0], len(a) - sep[-1], np.diff(sep).max(initial=0)))
     if projection is None or not projection.drops_events or lines < 3:
-        return Lines(out.tobytes(), lines)
+        return Lines(out.tobytes(), lines, longest=longest)
     # inner lines 1 .. lines-2: line k starts after comma k-1 and opens at sep_open[k-1]
     inner_open = sep_open[:-1]
     first_key = solid(a, inner_open + 1, MAX_INDENT)
@@ -133,7 +136,7 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     code = np.zeros(len(inner_open), dtype=np.int8)
     code[ok] = judge(a, first_key[ok] + 1, projection, rx or projection.compiled())
     if not code.any():
-        return Lines(out.tobytes(), lines)
+        return Lines(out.tobytes(), lines, longest=longest)
     starts = sep + 1
     opens = np.flatnonzero(a == _OPEN)
     code[~_no_object_elements(a, opens, starts, sep_open, code != KEEP)] = KEEP
@@ -141,8 +144,8 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     code, first_ts = dropped_starts(a, nl, opens, inner_open, sep[1:], code)
     drop = code != KEEP
     if not drop.any():
-        return Lines(out.tobytes(), lines)
+        return Lines(out.tobytes(), lines, longest=longest)
     skip = np.concatenate([[False], drop, [False]])
     body = join_kept(memoryview(out), np.concatenate([[0], starts]), skip)
     ordinals = np.flatnonzero(~skip)
-    return Lines(body, len(ordinals), int(drop.sum()), ordinals, first_ts)
+    return Lines(body, len(ordinals), int(drop.sum()), ordinals, first_ts, longest)
