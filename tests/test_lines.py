@@ -287,6 +287,10 @@ def test_line_reader_equals_array_reader_on_every_piece(path):
             b, bad_b = parse_chunk(b"[" + text + b"]")
             assert_frame_equal(a, b)
             assert not bad_a and not bad_b
+            # the one-call finish (the load passes the longest line) gives the same table
+            fast, bad_f = parse_lines(nd.text, nd.lines, longest=nd.longest)
+            assert_frame_equal(fast, b)
+            assert not bad_f
             n += 1
         assert n > 0
     finally:
@@ -408,6 +412,33 @@ def test_args_that_are_not_plain_integers_are_read_as_text_and_remembered():
     assert hints.typed is False  # the next pieces go to the text read directly
     df2, _ = parse_lines(*_lines_of(evs), hints=hints)
     assert df2["correlation"].to_list() == [16, 17, 18]
+
+
+def test_the_one_call_finish_equals_the_general_one():
+    from kernscope.load.chunk import MAX_NAME_BYTES, ReadHints
+
+    long_name = "k" * (MAX_NAME_BYTES + 10)
+    cases = {
+        "plain": [_ev("kernel", f"k{i}", 10.5 + i, pid=0, tid=7, args=f'"correlation": {i}, "device": 0')
+                  for i in range(4)],
+        "a name too long to keep": [_ev("kernel", long_name, 1.25, args='"correlation": 1'),
+                                    _ev("kernel", "short", 2.5, args='"correlation": 2')],
+        "epoch µs": [_ev("cpu_op", f"op{i}", 1_700_000_000_000_000 + i, args=f'"External id": {i}') for i in range(3)],
+        "no dur": [_ev("kernel", "k", 1.0).replace('"dur": 1.0,', ""), _ev("kernel", "k", 2.0)],
+        "hex args": [_ev("kernel", "k", 1.0, args='"correlation": "0x1f"'), _ev("kernel", "k", 2.0, args='"correlation": 3')],
+    }
+    for what, evs in cases.items():
+        nd = to_lines(_run(evs))
+        assert nd is not None and nd.longest >= max(len(e.strip()) for e in evs), what
+        for args in (None, ANALYZE_ARGS):
+            general = parse_lines(nd.text, nd.lines, args, ReadHints())
+            fast = parse_lines(nd.text, nd.lines, args, ReadHints(), longest=nd.longest)
+            assert_frame_equal(fast[0], general[0])
+            assert not fast[1] and not general[1], what
+            if args is not None:  # unread args are left out of a piece
+                assert "python_id" not in fast[0].columns
+    capped = parse_lines(*_lines_of(cases["a name too long to keep"]), longest=MAX_NAME_BYTES + 500)[0]
+    assert capped["name"].cast(pl.String).str.len_bytes().max() < MAX_NAME_BYTES
 
 
 def _lines_of(evs: list[str]) -> tuple[bytes, int]:
