@@ -326,11 +326,11 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
             _emit_bytes(stored, output)
             return
     prefetch.start()
-    from .analyze.summary import analyze as run
-
     writes: list[Any] = []
     t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker,
               projection=projection, digest=digest, defer_cache_write=writes.append)
+    from .analyze.summary import analyze as run  # imported by the prefetch thread while the trace was parsed
+
     # the parse cache is written while the trace is analyzed (both mostly wait on polars, on other cores)
     writer = threading.Thread(target=writes[0], name="kernscope-cache-write") if writes else None
     if writer is not None:

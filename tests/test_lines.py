@@ -337,6 +337,28 @@ def test_drops_are_the_same_in_every_layout(layout):
     assert other.dropped_first_ts == kin.dropped_first_ts == 0.5  # the first Python event's start
 
 
+def test_kineto_header_test_judges_like_the_general_one():
+    # in Kineto's layout an event's first keys are compared at once (judge_kineto); anywhere else keys are
+    # found past whitespace (judge). On Kineto text both drop the same events; an event whose header is
+    # written otherwise is kept by the first (never dropped wrongly)
+    import numpy as np
+
+    from kernscope.load.project import judge, judge_kineto
+    from kernscope.load.scan import solid
+
+    text = _layouts()["kineto"]
+    a = np.frombuffer(text, dtype=np.uint8)
+    opens = np.flatnonzero(a == ord("{"))
+    opens = opens[(opens > 0) & (a[np.minimum(opens + 1, len(a) - 1)] == ord("\n"))]  # each event's own "{"
+    rx = PROJ.compiled()
+    fast = judge_kineto(a, opens, PROJ, rx)
+    general = judge(a, solid(a, opens + 1, 40) + 1, PROJ, rx)
+    assert fast.tolist() == general.tolist() and (fast > 0).sum() >= 3
+    odd = text.replace(b'{\n    "ph": "X", "cat": "python_function"', b'{\n     "ph": "X", "cat": "python_function"', 1)
+    kept = to_lines(odd, PROJ)
+    assert kept is not None and kept.dropped == to_lines(text, PROJ).dropped - 1
+
+
 def test_one_line_files_drop_only_instant_events():
     # no newline between the keys: a skipped X event's start cannot be read (it could be the earliest
     # event, the origin of every relative time), so Python events are parsed; instants never count

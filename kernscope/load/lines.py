@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .project import KEEP, Projection, dropped_starts, join_kept, judge
+from .project import KEEP, Projection, dropped_starts, join_kept, judge, judge_kineto
 from .projection import NameTest
 from .scan import NEWLINE as _NL
 from .scan import OPEN as _OPEN
@@ -67,9 +67,9 @@ _KSEP = np.frombuffer(KINETO_SEPARATOR, dtype=np.uint8)
 _K_COMMA, _K_OPEN = KINETO_SEPARATOR.index(b","), KINETO_SEPARATOR.index(b"{")
 
 
-def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """Commas right after a ``}`` and before a ``{`` (past whitespace): (comma positions, positions of
-    the ``{`` after each, positions of every newline).
+    the ``{`` after each, positions of every newline, whether they are Kineto's ``\n  },\n  {\n``).
 
     Kineto's layout is looked for first (from the newlines: fewer candidates than braces); any other
     layout from the ``}`` bytes."""
@@ -80,14 +80,14 @@ def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     for k in range(1, len(_KSEP)):  # byte 0 is the newline itself
         ok &= a[cand + k] == _KSEP[k]
     if ok.any():
-        return cand[ok] + _K_COMMA, cand[ok] + _K_OPEN, nl
+        return cand[ok] + _K_COMMA, cand[ok] + _K_OPEN, nl, True
     closes = np.flatnonzero(a == _CLOSE)
     closes = closes[closes + 2 < len(a)]
     commas = closes[a[closes + 1] == _COMMA] + 1
     opens = solid(a, commas + 1, MAX_INDENT)
     good = opens >= 0
     good[good] = a[opens[good]] == _OPEN
-    return commas[good], opens[good], nl
+    return commas[good], opens[good], nl, False
 
 
 def _no_object_elements(a: np.ndarray, opens: np.ndarray, line_starts: np.ndarray, line_opens: np.ndarray,
@@ -118,7 +118,7 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     """``text`` (a run of events, no brackets) as NDJSON, without the events ``projection`` drops; None
     when no separator is found (a single event: parse it as it is)."""
     a = np.frombuffer(text, dtype=np.uint8)
-    sep, sep_open, nl = _separators(a)
+    sep, sep_open, nl, kineto = _separators(a)
     if len(sep) == 0:
         return None
     out = a.copy()
@@ -130,11 +130,15 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
         return Lines(out.tobytes(), lines, longest=longest)
     # inner lines 1 .. lines-2: line k starts after comma k-1 and opens at sep_open[k-1]
     inner_open = sep_open[:-1]
-    first_key = solid(a, inner_open + 1, MAX_INDENT)
-    ok = first_key >= 0
-    ok[ok] = a[first_key[ok]] == _QUOTE
-    code = np.zeros(len(inner_open), dtype=np.int8)
-    code[ok] = judge(a, first_key[ok] + 1, projection, rx or projection.compiled())
+    rx = rx or projection.compiled()
+    if kineto:
+        code = judge_kineto(a, inner_open, projection, rx)
+    else:
+        first_key = solid(a, inner_open + 1, MAX_INDENT)
+        ok = first_key >= 0
+        ok[ok] = a[first_key[ok]] == _QUOTE
+        code = np.zeros(len(inner_open), dtype=np.int8)
+        code[ok] = judge(a, first_key[ok] + 1, projection, rx)
     if not code.any():
         return Lines(out.tobytes(), lines, longest=longest)
     starts = sep + 1

@@ -17,13 +17,15 @@ KEY_GAP = 40
 WS_LOOKBACK = 6
 
 
-def at(a: np.ndarray, pos: np.ndarray, pattern: bytes, room: int = 0) -> np.ndarray:
-    """Indices into ``pos`` where ``a`` holds ``pattern`` (with ``room`` more bytes after it inside ``a``)."""
+def at(a: np.ndarray, pos: np.ndarray, pattern: bytes, room: int = 0, probes: tuple[int, ...] = (6, 18)) -> np.ndarray:
+    """Indices into ``pos`` where ``a`` holds ``pattern`` (with ``room`` more bytes after it inside ``a``).
+
+    ``probes``: offsets in ``pattern`` compared first, alone (where most positions differ: in Kineto's
+    ``ph": "X", "cat": "...`` text, bytes 6 and 18 are the phase and the category's first letter)."""
     pat = np.frombuffer(pattern, dtype=np.uint8)
     fits = np.flatnonzero(pos + len(pat) + room <= len(a))
-    # a few single bytes first (cheap gathers; in Kineto's ``ph": "X", "cat": "...`` text, bytes 6 and 18
-    # are the phase and the category's first letter, where most positions fail), then the whole pattern
-    for k in sorted({min(6, len(pat) - 1), min(18, len(pat) - 1), len(pat) - 1}):
+    # a few single bytes first (cheap gathers), then the whole pattern
+    for k in sorted({*(min(p, len(pat) - 1) for p in probes), len(pat) - 1}):
         fits = fits[a[pos[fits] + k] == pat[k]]
     found: np.ndarray = fits[(sliding_window_view(a, len(pat))[pos[fits]] == pat).all(axis=1)]
     return found
