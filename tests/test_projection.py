@@ -265,3 +265,37 @@ def test_cli_read_all_gives_the_same_job(capsys):
         outs.append(json.loads(capsys.readouterr().out))
     assert outs[0] == outs[1]
     assert outs[0]["world_size"] == 4 and len(outs[0]["ranks"]) == 4 and outs[0]["stragglers"]
+
+
+def _names_text(names: list[str]) -> tuple[bytes, list[int]]:
+    text = b"".join(b'"name": "' + n.encode() + b'", "pid": 1,\n' for n in names) + b" " * 128
+    starts, pos = [], 0
+    for n in names:
+        starts.append(pos + len(b'"name": "'))
+        pos += len(b'"name": "' + n.encode() + b'", "pid": 1,\n')
+    return text, starts
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_names_are_judged_whole_and_exactly(monkeypatch, collide):
+    # names are compared as 64-bit words with the bytes from the closing quote on zeroed; equal names share
+    # one regex test, different names never do (even when their hashes collide: then an exact unique runs)
+    import numpy as np
+
+    from kernscope.load import project as P
+    from kernscope.load.projection import NameTest
+
+    if collide:
+        monkeypatch.setattr(P, "_MIX", np.zeros_like(P._MIX))  # every row hashes to 0
+    names = ["", "a", "abcdefgh", "abcdefgh", "abcdefghi", "abcdefgX", "ProfilerStep#7", "x" * 95, "x" * 96,
+             r"esc\"aped", "train_step(1): f", "train_step(1): f" + "g" * 8]
+    text, starts = _names_text(names)
+    a = np.frombuffer(text, dtype=np.uint8)
+    seen: list[str] = []
+    rx = NameTest("ProfilerStep|^abcdefgX$")
+    out = P.unwanted_names(a, np.array(starts), lambda b: (seen.append(b.decode()), rx(b))[1])
+    # a 96-byte name has no closing quote in the window, an escaped one is not read: both are kept
+    expected = [n != "ProfilerStep#7" and n != "abcdefgX" and len(n) < 96 and "\\" not in n for n in names]
+    assert out.tolist() == expected
+    whole = {n for n in names if len(n) < 96 and "\\" not in n}
+    assert len(seen) == len(set(seen)) and whole <= set(seen)  # each distinct name tested once

@@ -59,18 +59,17 @@ def earliest_start(events: pl.DataFrame) -> int | None:
 _SLACK_US = 1.0
 
 
-def _check_projection(raw: RawTrace, events: pl.DataFrame) -> None:
-    """A projection's skipped ``ph: X`` events must all start after the parsed ones' earliest start (it is
-    the origin of every relative time); else the trace is read again in full."""
+def _check_projection(raw: RawTrace, t: int | None) -> None:
+    """A projection's skipped ``ph: X`` events must all start after the parsed ones' earliest start ``t``
+    (ns; it is the origin of every relative time); else the trace is read again in full."""
     if raw.projected_first_ts == float("inf"):
         return
-    t = earliest_start(events)
     if t is None or raw.projected_first_ts < t / 1000.0 + _SLACK_US:
         raise NeedsFullRead
 
 
-def _stats(events: pl.DataFrame, n_flows: int, metadata: dict[str, object], projected_out: int = 0) -> TraceStats:
-    t = earliest_start(events)
+def _stats(events: pl.DataFrame, n_flows: int, metadata: dict[str, object], projected_out: int, t: int | None) -> TraceStats:
+    """``t``: the earliest start (ns, :func:`earliest_start`)."""
     return TraceStats(
         events=int(events.height + n_flows + projected_out),
         projected_out=projected_out,
@@ -113,7 +112,8 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
         raise TraceError(path, "trace has no events ('traceEvents' is empty)")
     events = decoded.with_columns(classify(decoded["ph"], decoded["cat"]))
     del decoded
-    _check_projection(raw, events)
+    t0 = earliest_start(events)
+    _check_projection(raw, t0)
     _validate(events, path)
     events = events.with_columns((pl.col("ts") + pl.col("dur")).alias("end")).drop("ts_missing", "dur_missing")
     meta = raw.meta_events
@@ -131,6 +131,7 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
             if raw.salvaged is None:
                 raise TraceError(path, str(e)) from None
             events = events.filter(pl.col("name").cast(pl.String) != e.name)
+            t0 = earliest_start(events)
             raw.skipped.append(f"skipped {e.count} step annotation(s) {e.name[:60]!r}: number does not fit int64")
         except MarkerError as e:
             raise TraceError(path, str(e)) from None
@@ -146,7 +147,7 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
         flows_table=Lazy.of(flows),
         steps=step_table,
         tree_table=Lazy(lambda: call_tree(events)),
-        stats=_stats(events, flows.height, raw.metadata, raw.projected_out),
+        stats=_stats(events, flows.height, raw.metadata, raw.projected_out, t0),
         metadata=raw.metadata,
         process_names=process_names,
         thread_names=thread_names,

@@ -432,7 +432,8 @@ def parse_lines(text: bytes, lines: int, args: Args_ = None,
     (the caller then parses the original text with :func:`parse_chunk`, which locates any error)."""
     hints = hints if hints is not None else ReadHints()
     try:
-        text.decode("utf-8")
+        if not text.isascii():  # (isascii: no copy of the text)
+            text.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start) from None
     raw = None
@@ -512,7 +513,8 @@ def parse_chunk(text: bytes, args: Args_ = None) -> tuple[pl.DataFrame, list[Bad
 
     ``args``: the args columns to read (None: all); the others are null."""
     try:
-        text.decode("utf-8")  # polars does not check the strings it skips; JSON must be UTF-8 throughout
+        if not text.isascii():  # polars does not check the strings it skips; JSON must be UTF-8 throughout
+            text.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start, syntax=False) from None
     try:

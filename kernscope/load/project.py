@@ -68,20 +68,19 @@ _MIX = _odd_multipliers(NAME_WINDOW // 8)
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of a (n, NAME_WINDOW) uint8 array and each row's index among them.
+    """Distinct rows of a (n, NAME_WINDOW // 8) uint64 array and each row's index among them.
 
-    Rows are grouped by a 64-bit hash (fast), and every row is then compared byte for byte with its
+    Rows are grouped by a 64-bit hash (fast), and every row is then compared word for word with its
     group's first row; should two different rows share a hash, an exact ``np.unique`` is used instead."""
     if len(rows) == 0:
         return rows, np.zeros(0, dtype=np.int64)
-    rows = np.ascontiguousarray(rows)
     with np.errstate(over="ignore"):
-        h = (rows.view(np.uint64) * _MIX).sum(axis=1, dtype=np.uint64)
+        h = (rows * _MIX).sum(axis=1, dtype=np.uint64)
     _, first, inv = np.unique(h, return_index=True, return_inverse=True)
     inv = inv.ravel()
     if (rows == rows[first[inv]]).all():
         return rows[first], inv
-    _, first, inv = np.unique(rows.view(f"S{NAME_WINDOW}").ravel(), return_index=True, return_inverse=True)
+    _, first, inv = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     return rows[first], inv.ravel()
 
 
@@ -141,14 +140,22 @@ def unwanted_names(a: np.ndarray, name_at: np.ndarray, rx: NameTest) -> np.ndarr
     fits = np.flatnonzero(name_at + NAME_WINDOW <= len(a))
     if len(fits) == 0:
         return out
-    names = sliding_window_view(a, NAME_WINDOW)[name_at[fits]]
+    names = sliding_window_view(a, NAME_WINDOW)[name_at[fits]]  # a contiguous (n, NAME_WINDOW) copy
+    rows = np.arange(len(fits))
     quote = names == QUOTE
-    end = quote.argmax(axis=1)
-    inside = np.arange(NAME_WINDOW)[None, :] < end[:, None]
-    whole = quote.any(axis=1) & ~((names == BACKSLASH) & inside).any(axis=1)
-    names = np.where(inside, names, 0).astype(np.uint8)
-    uniq, inv = _distinct_rows(names)
-    wanted = np.fromiter((rx(bytes(u).rstrip(b"\0")) for u in uniq), dtype=bool, count=len(uniq))
+    end = quote.argmax(axis=1)  # the closing quote (0 when there is none: then not whole)
+    backslash = names == BACKSLASH
+    first_bs = backslash.argmax(axis=1)
+    whole = quote[rows, end] & ~(backslash[rows, first_bs] & (first_bs < end))
+    # each name as little-endian 64-bit words, the bytes from its closing quote on zeroed
+    words = names.view("<u8")
+    k = np.arange(NAME_WINDOW // 8)[None, :]
+    full_words = (end // 8)[:, None]
+    partial = (np.uint64(1) << (8 * (end % 8)).astype(np.uint64)) - np.uint64(1)
+    words = words & np.where(k < full_words, np.uint64(2**64 - 1),
+                             np.where(k == full_words, partial[:, None], np.uint64(0)))
+    uniq, inv = _distinct_rows(words)
+    wanted = np.fromiter((rx(u.tobytes().rstrip(b"\0")) for u in uniq), dtype=bool, count=len(uniq))
     out[fits] = whole & ~wanted[inv]
     return out
 
