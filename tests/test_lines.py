@@ -467,3 +467,56 @@ def _lines_of(evs: list[str]) -> tuple[bytes, int]:
     nd = to_lines(_run(evs))
     assert nd is not None
     return nd.text, nd.lines
+
+
+def _meta_ev(name: str, value: str, pid: int = 1) -> str:
+    return (f'  {{\n    "name": "{name}", "ph": "M", "ts": 0, "pid": {pid}, "tid": 0,\n'
+            f'    "args": {{\n      "name": "{value}"\n    }}\n  }}')
+
+
+def test_pieces_without_metadata_events_skip_their_args():
+    # in Kineto's layout every line starts with its phase: a piece whose phases are all other than "M" is
+    # read without the metadata args (name, sort_index); the table is the same as with them
+    evs = _train(1)
+    nd = to_lines(_run(evs), PROJ)
+    assert nd is not None and nd.meta is False
+    for args in (None, ANALYZE_ARGS):
+        a, _ = parse_lines(nd.text, nd.lines, args, longest=nd.longest, meta=False)
+        b, _ = parse_lines(nd.text, nd.lines, args, longest=nd.longest, meta=True)
+        assert_frame_equal(a, b)
+        assert a["meta_name"].null_count() == a.height
+    # Kineto writes metadata events with "name" first: the line does not start with its phase
+    with_meta = evs[:2] + [_meta_ev("process_name", "python3")] + evs[2:]
+    nd = to_lines(_run(with_meta), PROJ)
+    assert nd is not None and nd.meta is True
+    df, _ = parse_lines(nd.text, nd.lines, PROJ.args, longest=nd.longest, meta=nd.meta)
+    assert df.filter(pl.col("ph") == "M")["meta_name"].to_list() == ["python3"]
+    # other layouts are not judged: always read with them
+    assert to_lines(_layouts()["indent 4"], PROJ).meta is True
+
+
+def test_a_phase_written_twice_is_read_as_the_text_check_saw_it():
+    # polars keeps the first value of a duplicate key, the one at the line's start that the text check
+    # reads; the metadata args of events that are not metadata events are never used (only "M" rows'
+    # are), so the tables agree on everything else (and, should a reader keep the last value, an "M" it
+    # finds makes parse_lines read the text again with those args)
+    evs = _train(1)
+    sneaky = ('  {\n    "ph": "X", "name": "process_name", "ph": "M", "ts": 0, "pid": 1, "tid": 0,\n'
+              '    "args": {\n      "name": "worker"\n    }\n  }')
+    nd = to_lines(_run(evs[:2] + [sneaky] + evs[2:]))
+    assert nd is not None and nd.meta is False
+    a, _ = parse_lines(nd.text, nd.lines, longest=nd.longest, meta=False)
+    b, _ = parse_lines(nd.text, nd.lines, longest=nd.longest, meta=True)
+    assert a["ph"][2] == "X" and not (a["ph"] == "M").any()
+    assert_frame_equal(a.drop("meta_name", "sort_index"), b.drop("meta_name", "sort_index"))
+
+
+def test_a_load_reads_metadata_names_from_every_piece(tmp_path):
+    # process and thread names come from metadata events; pieces without them skip their args
+    evs = _train(3)
+    names = [_meta_ev("process_name", "trainer", pid=1), _meta_ev("thread_name", "main thread", pid=1)]
+    p = _kineto_file(tmp_path / "t.json", evs + names)
+    t = load(p, cache=False, projection=PROJ)
+    full = load(p, cache=False)
+    assert t.process_names == full.process_names and full.process_names
+    assert t.thread_names == full.thread_names

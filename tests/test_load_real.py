@@ -31,6 +31,16 @@ def test_kernel_count_and_time_match_raw_json(pair):
     assert got == raw_gpu
 
 
+def test_process_and_thread_names_match_raw_json(pair):
+    # metadata events (their args are read only in the pieces that may hold one)
+    path, raw, t = pair
+    meta = [e for e in raw if e.get("ph") == "M" and e.get("args", {}).get("name") is not None]
+    procs = {str(e["pid"]): str(e["args"]["name"]) for e in meta if e.get("name") == "process_name"}
+    threads = {f'{e["pid"]}:{e["tid"]}': str(e["args"]["name"]) for e in meta if e.get("name") == "thread_name"}
+    assert t.process_names == procs
+    assert t.thread_names == threads
+
+
 def test_timestamps_are_exact_ns(pair):
     path, raw, t = pair
     raw_k = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "kernel"][:200]

@@ -193,7 +193,7 @@ class _Pipeline:
         if nd is None:
             return None
         try:
-            df, bad = parse_lines(nd.text, nd.lines, self.args, self.hints, nd.longest)
+            df, bad = parse_lines(nd.text, nd.lines, self.args, self.hints, nd.longest, nd.meta)
         except ChunkError:  # a cut inside an event, or bad input: this piece goes to the array reader
             self.refused += 1
             return None

@@ -40,7 +40,7 @@ from .projection import NameTest
 from .scan import NEWLINE as _NL
 from .scan import OPEN as _OPEN
 from .scan import QUOTE as _QUOTE
-from .scan import inner_open_ok, solid
+from .scan import at, inner_open_ok, solid
 
 _SPACE, _COMMA, _CLOSE = 32, 44, 125
 #: whitespace looked through after a separator's comma (indentation of pretty-printed traces)
@@ -59,6 +59,8 @@ class Lines:
     dropped_first_ts: float = float("inf")
     #: bytes of the longest line (an upper bound for any string in it)
     longest: int | None = None
+    #: False when every line starts in Kineto's layout with a phase other than "M" (no metadata event)
+    meta: bool = True
 
 
 #: Kineto's own separator: the end of one event ("\n  },") and the start of the next ("\n  {\n")
@@ -88,6 +90,22 @@ def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool
     good = opens >= 0
     good[good] = a[opens[good]] == _OPEN
     return commas[good], opens[good], nl, False
+
+
+#: an event's start in Kineto's layout, up to its phase
+_K_PHASE = b'{\n    "ph": "'
+
+
+def _may_hold_metadata(a: np.ndarray, sep_open: np.ndarray) -> bool:
+    """False when every line (the first starts at byte 0, the others at ``sep_open``) starts with
+    ``{\n    "ph": "<one letter>"`` and no letter is ``M``: the text holds no metadata event (one that
+    writes its phase twice is caught after reading, see :func:`kernscope.load.chunk.parse_lines`)."""
+    heads = np.concatenate([[0], sep_open])
+    found = at(a, heads, _K_PHASE, room=2, probes=(len(_K_PHASE) - 1,))
+    if len(found) != len(heads):
+        return True
+    phase_at = heads + len(_K_PHASE)
+    return bool((a[phase_at] == ord("M")).any() or (a[phase_at + 1] != _QUOTE).any())
 
 
 def _no_object_elements(a: np.ndarray, opens: np.ndarray, line_starts: np.ndarray, line_opens: np.ndarray,
@@ -126,8 +144,9 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     out[sep] = _NL
     lines = len(sep) + 1
     longest = int(max(sep[0], len(a) - sep[-1], np.diff(sep).max(initial=0)))
+    meta = not kineto or _may_hold_metadata(a, sep_open)
     if projection is None or not projection.drops_events or lines < 3:
-        return Lines(out.tobytes(), lines, longest=longest)
+        return Lines(out.tobytes(), lines, longest=longest, meta=meta)
     # inner lines 1 .. lines-2: line k starts after comma k-1 and opens at sep_open[k-1]
     inner_open = sep_open[:-1]
     rx = rx or projection.compiled()
@@ -140,7 +159,7 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
         code = np.zeros(len(inner_open), dtype=np.int8)
         code[ok] = judge(a, first_key[ok] + 1, projection, rx)
     if not code.any():
-        return Lines(out.tobytes(), lines, longest=longest)
+        return Lines(out.tobytes(), lines, longest=longest, meta=meta)
     starts = sep + 1
     opens = np.flatnonzero(a == _OPEN)
     code[~_no_object_elements(a, opens, starts, sep_open, code != KEEP)] = KEEP
@@ -148,8 +167,8 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     code, first_ts = dropped_starts(a, nl, opens, inner_open, sep[1:], code)
     drop = code != KEEP
     if not drop.any():
-        return Lines(out.tobytes(), lines, longest=longest)
+        return Lines(out.tobytes(), lines, longest=longest, meta=meta)
     skip = np.concatenate([[False], drop, [False]])
     body = join_kept(memoryview(out), np.concatenate([[0], starts]), skip)
     ordinals = np.flatnonzero(~skip)
-    return Lines(body, len(ordinals), int(drop.sum()), ordinals, first_ts, longest)
+    return Lines(body, len(ordinals), int(drop.sum()), ordinals, first_ts, longest, meta)
