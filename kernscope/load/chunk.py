@@ -60,7 +60,7 @@ def reader_schema(args: Args_ = None, int_ts: bool = False, typed: bool = False,
     reader is given costs time on every event). ``int_ts``: ``ts`` as integers (exact epoch µs);
     ``typed``: integer args as integers. A reader refuses a chunk where such a value is something else
     (then it is read again with text, which accepts "0x1f", "5.0" and reports what is invalid).
-    ``meta=False``: without the metadata events' args (``name``, ``sort_index``), for text known to hold
+    ``meta=False``: without the metadata events' args (``name``, ``sort_index``), for text likely to hold
     no metadata event (8% of the line reader's time on a training trace)."""
     schema = dict(POLARS_SCHEMA)
     if int_ts:
@@ -437,8 +437,9 @@ def parse_lines(text: bytes, lines: int, args: Args_ = None, hints: ReadHints | 
 
     ``hints``: read ``ts`` and integer args typed when they say so; where a value does not fit, the piece
     is read again with float times and text args (and ``hints.typed`` is turned off for the pieces after).
-    ``meta=False``: the text is known to hold no metadata event (``ph: "M"``), so their args are not read
-    (should one be read after all, the text is read again with them).
+    ``meta=False``: the text likely holds no metadata event (``ph: "M"``), so their args are not read
+    first; should the reader find one, the text is read again with them (only metadata events' rows of
+    those columns are ever used).
     Raises :class:`ChunkError` when the reader refuses the text or the row count is not ``lines``
     (the caller then parses the original text with :func:`parse_chunk`, which locates any error)."""
     hints = hints if hints is not None else ReadHints()

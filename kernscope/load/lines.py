@@ -40,7 +40,7 @@ from .projection import NameTest
 from .scan import NEWLINE as _NL
 from .scan import OPEN as _OPEN
 from .scan import QUOTE as _QUOTE
-from .scan import at, inner_open_ok, solid
+from .scan import inner_open_ok, positions_within, solid
 
 _SPACE, _COMMA, _CLOSE = 32, 44, 125
 #: whitespace looked through after a separator's comma (indentation of pretty-printed traces)
@@ -59,7 +59,7 @@ class Lines:
     dropped_first_ts: float = float("inf")
     #: bytes of the longest line (an upper bound for any string in it)
     longest: int | None = None
-    #: False when every line starts in Kineto's layout with a phase other than "M" (no metadata event)
+    #: False when no line looks like a metadata event (a hint: the reader's ``ph`` column decides)
     meta: bool = True
 
 
@@ -92,20 +92,15 @@ def _separators(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool
     return commas[good], opens[good], nl, False
 
 
-#: an event's start in Kineto's layout, up to its phase
-_K_PHASE = b'{\n    "ph": "'
-
-
 def _may_hold_metadata(a: np.ndarray, sep_open: np.ndarray) -> bool:
-    """False when every line (the first starts at byte 0, the others at ``sep_open``) starts with
-    ``{\n    "ph": "<one letter>"`` and no letter is ``M``: the text holds no metadata event (one that
-    writes its phase twice is caught after reading, see :func:`kernscope.load.chunk.parse_lines`)."""
+    """A hint: False when every line (the first starts at byte 0, the others at ``sep_open``) reads like
+    ``{\n    "ph": "<p>`` with ``p`` other than ``M`` (Kineto writes a metadata event's ``name`` first).
+    Three bytes a line are looked at; whatever the text, the reader's own ``ph`` column decides (a piece
+    read without the metadata args where it finds an ``M`` is read again with them)."""
     heads = np.concatenate([[0], sep_open])
-    found = at(a, heads, _K_PHASE, room=2, probes=(len(_K_PHASE) - 1,))
-    if len(found) != len(heads):
+    if heads[-1] + 14 > len(a):
         return True
-    phase_at = heads + len(_K_PHASE)
-    return bool((a[phase_at] == ord("M")).any() or (a[phase_at + 1] != _QUOTE).any())
+    return not bool(((a[heads + 7] == ord("p")) & (a[heads + 8] == ord("h")) & (a[heads + 13] != ord("M"))).all())
 
 
 def _no_object_elements(a: np.ndarray, opens: np.ndarray, line_starts: np.ndarray, line_opens: np.ndarray,
@@ -161,7 +156,9 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     if not code.any():
         return Lines(out.tobytes(), lines, longest=longest, meta=meta)
     starts = sep + 1
-    opens = np.flatnonzero(a == _OPEN)
+    # the "{" of the lines that may be dropped (inner line k spans sep[k-1] + 1 .. sep[k], its comma)
+    maybe = np.flatnonzero(code != KEEP)
+    opens = positions_within(a, _OPEN, starts[maybe], starts[maybe + 1])
     code[~_no_object_elements(a, opens, starts, sep_open, code != KEEP)] = KEEP
     # a dropped X event whose start cannot be read from the text is kept (it may be the trace's earliest)
     code, first_ts = dropped_starts(a, nl, opens, inner_open, sep[1:], code)

@@ -73,3 +73,21 @@ def count_between(positions: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.n
     """For each pair: how many of the sorted ``positions`` lie strictly between ``lo`` and ``hi``."""
     counts: np.ndarray = np.searchsorted(positions, hi, side="left") - np.searchsorted(positions, lo, side="right")
     return counts
+
+
+#: above this many runs of text, one pass over the whole text is cheaper than a slice per run
+MAX_RUNS = 64
+
+
+def positions_within(a: np.ndarray, byte: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sorted positions of ``byte`` that include every one inside the ranges ``[lo, hi)`` (sorted, not
+    overlapping; ranges that touch are scanned as one run). With more than :data:`MAX_RUNS` runs the whole
+    text is scanned (positions outside the ranges are then included too)."""
+    if len(lo) == 0:
+        return np.zeros(0, dtype=np.int64)
+    brk = np.flatnonzero(lo[1:] != hi[:-1])
+    run_lo = np.concatenate([lo[:1], lo[brk + 1]])
+    run_hi = np.concatenate([hi[brk], hi[-1:]])
+    if len(run_lo) > MAX_RUNS:
+        return np.flatnonzero(a == byte)
+    return np.concatenate([np.flatnonzero(a[s:e] == byte) + s for s, e in zip(run_lo.tolist(), run_hi.tolist())])
