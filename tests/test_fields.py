@@ -101,3 +101,25 @@ def test_numbers(text, value, read):
     a = np.frombuffer(text + b" " * 40, dtype=np.uint8)
     v, ok = numbers_at(a, np.array([0]))
     assert bool(ok[0]) is read and (not read or v[0] == value)
+
+
+def test_positions_within_ranges():
+    import numpy as np
+
+    from kernscope.load import scan
+
+    text = b"{a}{b}xx{c}{d}{e}" * 3
+    a = np.frombuffer(text, dtype=np.uint8)
+    everywhere = np.flatnonzero(a == ord("{"))
+    lo, hi = np.array([0, 3, 14, 20]), np.array([3, 6, 17, 34])  # the first two touch: one run
+    got = scan.positions_within(a, ord("{"), lo, hi)
+    inside = [p for p in everywhere if any(s <= p < e for s, e in zip(lo, hi))]
+    assert got.tolist() == inside
+    assert scan.positions_within(a, ord("{"), lo[:0], hi[:0]).tolist() == []
+    many = np.arange(0, len(a) - 1, 2)
+    old = scan.MAX_RUNS
+    try:  # beyond MAX_RUNS runs: one pass over the whole text (a superset)
+        scan.MAX_RUNS = 3
+        assert scan.positions_within(a, ord("{"), many, many + 1).tolist() == everywhere.tolist()
+    finally:
+        scan.MAX_RUNS = old
