@@ -103,7 +103,7 @@ def test_numbers(text, value, read):
     assert bool(ok[0]) is read and (not read or v[0] == value)
 
 
-def test_positions_within_ranges():
+def test_positions_within_ranges(monkeypatch):
     import numpy as np
 
     from kernscope.load import scan
@@ -117,9 +117,5 @@ def test_positions_within_ranges():
     assert got.tolist() == inside
     assert scan.positions_within(a, ord("{"), lo[:0], hi[:0]).tolist() == []
     many = np.arange(0, len(a) - 1, 2)
-    old = scan.MAX_RUNS
-    try:  # beyond MAX_RUNS runs: one pass over the whole text (a superset)
-        scan.MAX_RUNS = 3
-        assert scan.positions_within(a, ord("{"), many, many + 1).tolist() == everywhere.tolist()
-    finally:
-        scan.MAX_RUNS = old
+    monkeypatch.setattr(scan, "MAX_RUNS", 3)  # beyond MAX_RUNS runs: one pass over the whole text (a superset)
+    assert scan.positions_within(a, ord("{"), many, many + 1).tolist() == everywhere.tolist()
