@@ -159,3 +159,17 @@ def test_report_xlsx_and_csv_dir(tmp_path):
                                               "ops_summary_by_category.csv", "steps.csv"}
     k = pl.read_csv(d / "kernel_summary.csv")
     assert {"launcher", "category", "name", "stream", "count", "total_us", "pct", "pct_wall"} <= set(k.columns)
+
+
+def test_tied_rows_are_ordered_the_same_whatever_the_input_order():
+    # a launcher whose two categories have the same GPU time (a duplicated kernel, found by a mutant):
+    # the table's order must not depend on the order the rows arrive in
+    from kernscope.analyze.kernels import launcher_category_summary
+
+    rows = {"launcher": ["aten::conv", "aten::conv", "aten::mm"], "category": ["Other", "GEMM", "GEMM"],
+            "dur": [323_000, 323_000, 5_000]}
+    table = pl.DataFrame(rows)
+    want = launcher_category_summary(table)
+    assert want["category"].to_list() == ["GEMM", "Other", "GEMM"]
+    for perm in ([1, 0, 2], [2, 1, 0], [2, 0, 1]):
+        assert launcher_category_summary(table[perm]).equals(want)

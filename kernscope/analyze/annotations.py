@@ -43,7 +43,8 @@ def _ranges(trace: Trace, pattern: str) -> pl.DataFrame:
     skip = re.compile(_SKIP)
     keep = [n for n in names if rx.search(n) and not skip.match(n)]
     if not keep:
-        top = (ann.group_by(pl.col("name").cast(pl.String)).len().sort("len", descending=True).head(8).iter_rows())
+        top = (ann.group_by(pl.col("name").cast(pl.String)).len().sort(["len", "name"], descending=[True, False])
+               .head(8).iter_rows())
         listed = ", ".join(f"{n[:50]!r} ({c})" for n, c in top) or "none"
         raise KernscopeError(f"{trace.path}: --by-annotation {pattern!r} matches no annotation; the most frequent are: {listed}")
     r = (ann.filter(pl.col("name").cast(pl.String).is_in(keep))
@@ -101,7 +102,7 @@ def by_annotation(trace: Trace, gpu: pl.DataFrame, pattern: str = "") -> Annotat
            .select("path", "name", "depth", "instances", "kernel_count", "kernel_time_us", "gpu_time_us", "busy_us",
                    "pct_of_gpu"))
     cats = (pairs.group_by("path", "category").agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("total_us"))
-            .sort(["path", "total_us"], descending=[False, True]))
+            .sort(["path", "total_us", "category"], descending=[False, True, False]))
     tl = gpu_timeline(pairs.drop("_g"), by="path") if pairs.height else pl.DataFrame(
         schema={"path": pl.String, "type": pl.String, "time_us": pl.Float64, "percent": pl.Float64, "clipped_kernels": pl.Int64})
     return AnnotationBreakdown(out, cats, tl.select("path", "type", "time_us", "percent"), pattern)

@@ -136,7 +136,7 @@ def launcher_category_summary(table: pl.DataFrame) -> pl.DataFrame:
     return (
         per.with_columns((pl.col("total_us") * 100.0 / launcher_total).alias("pct_of_launcher"))
         .with_columns(launcher_total.alias("_lt"))
-        .sort(["_lt", "launcher", "total_us"], descending=[True, False, True])
+        .sort(["_lt", "launcher", "total_us", "category"], descending=[True, False, True, False])
         .drop("_lt")
     )
 
