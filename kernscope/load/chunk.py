@@ -342,7 +342,8 @@ def finish(df: pl.DataFrame, text: bytes, numbers: bool | None = None, args: Arg
            longest: int | None = None, peaks: dict[str, float | None] | None = None) -> tuple[pl.DataFrame, list[Bad]]:
     """From the reader's columns (strings, float times) to the event table schema. Args columns not in
     ``args`` (when given) are left out, whichever reader ran: an unread column is neither kept nor checked
-    (the load adds it as one null literal, :func:`kernscope.load.kineto._concat_split`).
+    (the load adds it as one null literal, :func:`kernscope.load.kineto._concat_split`); so are those a
+    reader was not asked for (the metadata args of text without metadata events).
 
     ``longest``: the longest event's text (bytes) when the caller knows it; no string of a shorter event
     can need :func:`cap_names`. ``peaks``: the largest ``|ts|`` and ``|dur|`` (µs) when the caller has them."""
@@ -353,9 +354,6 @@ def finish(df: pl.DataFrame, text: bytes, numbers: bool | None = None, args: Arg
         fast = _finish_fast(df, longest, peaks)
         if fast is not None:
             return fast, []
-    missing = [c for c in LOADER_ARGS if c not in df.columns]  # text without metadata events: not read
-    if missing:
-        df = df.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in missing)
     df, bad_t = _times(df, text, numbers)
     df, bad_i = _ints(df)
     if longest is None or longest > MAX_NAME_BYTES:
@@ -406,8 +404,6 @@ def _fast_exprs(floats: tuple[bool, bool], columns: tuple[str, ...]) -> list[pl.
             exprs.append(pl.col("id").alias(c))
         elif c in columns:
             exprs.append(pl.col(c).cast(EVENT_SCHEMA[c]))
-        elif c in LOADER_ARGS:  # text without metadata events: not read
-            exprs.append(pl.lit(None, dtype=EVENT_SCHEMA[c]).alias(c))
     return exprs
 
 

@@ -343,8 +343,10 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozen
     joins and ``with_columns`` of linking from copying the whole table again. Args columns in ``unread``
     (a projection does not read them: null in every piece) or with no value at all become one null literal
     each, which takes no memory however long the table (a materialized null Int64 column of a 200 MB
-    trace is 4 MB)."""
+    trace is 4 MB). A piece may leave out a column it did not read (the metadata args of a piece without
+    metadata events): its rows are null there."""
     per_piece = [dict(zip(t.columns, t.get_columns())) for t in tables]
+    heights = [t.height for t in tables]
     tables.clear()
     for d in per_piece:
         for c in unread:
@@ -362,7 +364,9 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozen
 
     def build(c: str) -> None:
         # with rows to split off, each filter makes its own contiguous copy (a rechunk first would be another)
-        col = pl.concat([d.pop(c) for d in per_piece], rechunk=not split)
+        parts = [d.pop(c, None) for d in per_piece]
+        col = pl.concat([pl.repeat(None, n, dtype=EVENT_SCHEMA[c], eager=True).alias(c) if p is None else p
+                         for p, n in zip(parts, heights)], rechunk=not split)
         if c in FLOW_COLUMNS:
             flows[c] = col.filter(is_flow).rechunk() if split else col.clear()
         if c in META_COLUMNS:
