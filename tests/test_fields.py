@@ -119,3 +119,45 @@ def test_positions_within_ranges(monkeypatch):
     many = np.arange(0, len(a) - 1, 2)
     monkeypatch.setattr(scan, "MAX_RUNS", 3)  # beyond MAX_RUNS runs: one pass over the whole text (a superset)
     assert scan.positions_within(a, ord("{"), many, many + 1).tolist() == everywhere.tolist()
+
+
+def test_exact_ns_reader_agrees_with_the_text_converter():
+    # epoch µs with decimals do not fit a float64 to the ns: read from the text with integers only
+    import random
+
+    import numpy as np
+    import polars as pl
+
+    from kernscope.load.chunk import us_text_to_ns
+    from kernscope.load.fields import exact_ns_at
+
+    r = random.Random(3)
+    vals = ["1712195495000003.125", "0", "5", "-3.4567", "12.34565", "1.0005", "-0.0005", "9223372036854775",
+            "00012", "3.14159265358979", "7.9999", "1e5", "1.", "-", "9223372036854776", "123456789012345678"]
+    vals += [f"{r.randrange(10**15, 2 * 10**15)}.{r.randrange(1000):03d}" for _ in range(300)]
+    vals += [f"-{r.randrange(10**6)}.{r.randrange(10**6):06d}" for _ in range(100)]
+    text = b"".join(v.encode() + b", " for v in vals) + b" " * 32
+    pos = np.cumsum([0] + [len(v) + 2 for v in vals[:-1]])
+    ns, read = exact_ns_at(np.frombuffer(text, dtype=np.uint8), pos)
+    ref, _, bad = us_text_to_ns(pl.Series(vals))
+    # what it reads equals the converter; what it does not read (exponents, "1.", too long) goes there
+    assert (ns[read] == ref.to_numpy()[read]).all()
+    assert read.sum() == len(vals) - 5 and not read[11:16].any()
+    assert not bad.to_numpy()[read].any()
+
+
+def test_line_key_values_only_when_certain():
+    from kernscope.load.fields import line_key_values
+
+    lines = [b'{"ph": "X", "ts": 1.5, "dur": 2}', b'{"ph": "i", "s": "t"}', b'{"ts":  7, "args": {"x": 1}}']
+    text = b"\n".join(lines)
+    pos = line_key_values(text, b"ts", 3)
+    assert pos is not None and [text[p:p + 3] for p in pos if p >= 0] == [b"1.5", b"7, "[:3]]
+    assert pos[1] == -1
+    nested = b"\n".join(lines + [b'{"ts": 1, "args": {"ts": 2}}'])
+    assert line_key_values(nested, b"ts", 4) is None  # a line holds the key twice
+    assert line_key_values(text.replace(b'"s": "t"', b'"s": "\\u0074"'), b"ts", 3) is None  # an escape
+    # inside a string both quotes of "ts": are escaped, so the key's text never appears there
+    in_string = text.replace(b'"s": "t"', b'"s": "x\\"ts\\": 9"')
+    got = line_key_values(in_string, b"ts", 3)
+    assert got is not None and got[1] == -1 and (got >= 0).sum() == 2

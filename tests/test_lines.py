@@ -167,6 +167,28 @@ def test_epoch_times_stay_exact():
     assert df["dur"].to_list() == [1, 1, 1]
 
 
+def test_epoch_times_are_read_from_the_lines_with_numpy_and_equal_the_decoders(monkeypatch):
+    # the exact times come from the NDJSON text (numpy) when every value can be read for certain; the
+    # msgspec decoder gives the same table, and is used where they cannot (here: a nested "ts" in args)
+    from kernscope.load import chunk
+
+    evs = [_ev("cpu_op", f"op{i}", f"1712195495{i:06d}.{(i * 137) % 1000:03d}", dur=0.5 + i) for i in range(40)]
+    evs.append(_ev("instant", "mark", "1712195495000041.5").replace('"dur": 1.0,', ""))
+    text = _run(evs)
+    calls = []
+    real = chunk._times_from_text
+    monkeypatch.setattr(chunk, "_times_from_text", lambda *a: calls.append(1) or real(*a))
+    fast, bad = _read(text)
+    assert not bad and not calls  # numpy read them
+    whole, _ = parse_chunk(b"[" + text + b"]")
+    assert_frame_equal(fast, whole)
+    assert fast["ts"][7] == 1712195495000007 * 1000 + (7 * 137) % 1000
+    nested = text.replace(b'"External id": 1', b'"External id": 1, "ts": 3', 1)
+    slow, _ = _read(nested)
+    assert calls  # the text decoder read them
+    assert_frame_equal(slow, parse_chunk(b"[" + nested + b"]")[0])
+
+
 def test_separator_text_inside_a_string_loads_exactly(tmp_path):
     evs = [_ev("cpu_op", "a", 1), _ev("cpu_op", 'x},   {     \\"y', 2), _ev("cpu_op", "z", 3)]
     t = load(_kineto_file(tmp_path / "t.json", evs), cache=False)

@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from .argspec import ARG_FIELDS, INT_COLUMNS, LOADER_ARGS, STR_COLUMNS, TEXT_COLUMNS
+from .fields import exact_ns_at, line_key_values
 
 #: Every arg value is read as JSON text first (ints exactly, even beyond int64), then typed in bulk.
 Scalar = int | float | str | bool | None
@@ -228,17 +229,21 @@ def _times_from_text(text: bytes, n: int, which: tuple[str, ...]) -> dict[str, t
     return out
 
 
-def _times(df: pl.DataFrame, text: bytes, numbers: bool | None = None) -> tuple[pl.DataFrame, list[Bad]]:
+def _times(df: pl.DataFrame, text: bytes, numbers: bool | None = None,
+           exact: dict[str, tuple[pl.Series, pl.Series]] | None = None) -> tuple[pl.DataFrame, list[Bad]]:
     """Replace float ``ts``/``dur`` by exact int64 ns columns and their missing masks.
 
     ``numbers``: True when the reader is known to have refused booleans in ``ts``/``dur`` (the line
-    reader); None: look at the text."""
+    reader); None: look at the text. ``exact``: (ns, missing) of columns already read exactly."""
     bad: list[Bad] = []
     exact_text: list[str] = []
     cols: dict[str, pl.Series] = {}
     if numbers is None:
         numbers = _numbers_only(text)
     for col in ("ts", "dur"):
+        if exact and col in exact:
+            cols[col], cols[f"{col}_missing"] = exact[col]
+            continue
         v = df[col]
         if v.dtype == pl.Int64:  # read as integers (µs) by the line reader: exact already
             over = v.abs() > MAX_US
@@ -339,14 +344,16 @@ def cap_names(df: pl.DataFrame, columns: tuple[str, ...] = STRING_COLUMNS + STR_
 
 
 def finish(df: pl.DataFrame, text: bytes, numbers: bool | None = None, args: Args_ = None,
-           longest: int | None = None, peaks: dict[str, float | None] | None = None) -> tuple[pl.DataFrame, list[Bad]]:
+           longest: int | None = None, peaks: dict[str, float | None] | None = None,
+           exact: dict[str, tuple[pl.Series, pl.Series]] | None = None) -> tuple[pl.DataFrame, list[Bad]]:
     """From the reader's columns (strings, float times) to the event table schema. Args columns not in
     ``args`` (when given) are left out, whichever reader ran: an unread column is neither kept nor checked
     (the load adds it as one null literal, :func:`kernscope.load.kineto._concat_split`); so are those a
     reader was not asked for (the metadata args of text without metadata events).
 
     ``longest``: the longest event's text (bytes) when the caller knows it; no string of a shorter event
-    can need :func:`cap_names`. ``peaks``: the largest ``|ts|`` and ``|dur|`` (µs) when the caller has them."""
+    can need :func:`cap_names`. ``peaks``: the largest ``|ts|`` and ``|dur|`` (µs) when the caller has them;
+    ``exact``: (ns, missing) of time columns the caller has read exactly from the text."""
     if args is not None:
         df = df.drop([f.column for f in ARG_FIELDS if f.column not in args and f.column not in LOADER_ARGS],
                      strict=False)
@@ -354,7 +361,7 @@ def finish(df: pl.DataFrame, text: bytes, numbers: bool | None = None, args: Arg
         fast = _finish_fast(df, longest, peaks)
         if fast is not None:
             return fast, []
-    df, bad_t = _times(df, text, numbers)
+    df, bad_t = _times(df, text, numbers, exact)
     df, bad_i = _ints(df)
     if longest is None or longest > MAX_NAME_BYTES:
         df = cap_names(df, tuple(c for c in STRING_COLUMNS + STR_COLUMNS + TEXT_COLUMNS if c in df.columns))
@@ -457,9 +464,39 @@ def parse_lines(text: bytes, lines: int, args: Args_ = None, hints: ReadHints | 
     if not hints.int_ts and ts.dtype == pl.Float64 and big_ts is not None and big_ts >= EXACT_FLOAT_US:
         # integer epoch µs (older Kineto): the pieces after this one read them as integers, exact at once
         hints.int_ts = bool((ts.drop_nulls() == ts.drop_nulls().floor()).all())
-    if any(raw[c].dtype == pl.Float64 and (peaks[c] or 0.0) >= EXACT_FLOAT_US for c in peaks):
+    need = [c for c in peaks if raw[c].dtype == pl.Float64 and (peaks[c] or 0.0) >= EXACT_FLOAT_US]
+    exact = exact_times(text, raw, need) if need else None
+    if need and exact is None:
         text = b"".join((b"[", text.replace(b"\n", b","), b"]"))  # exact times are re-read from an array's text
-    return finish(_unnest_args(raw), text, numbers=True, args=args, longest=longest, peaks=peaks)
+    return finish(_unnest_args(raw), text, numbers=True, args=args, longest=longest, peaks=peaks, exact=exact)
+
+
+def exact_times(text: bytes, raw: pl.DataFrame, columns: list[str]) -> dict[str, tuple[pl.Series, pl.Series]] | None:
+    """``ts``/``dur`` (``columns``) as exact int64 ns read from NDJSON ``text`` with numpy (:mod:`.fields`):
+    (ns, missing) per column, for values a float64 cannot hold to the ns (epoch µs with decimals). None
+    when any value cannot be read for certain (then the text is decoded with msgspec, which also reports
+    bad values). Each value must be the line's only ``"key":``, present exactly where the reader found a
+    value, and agree with the reader's float to two units in the last place."""
+    out: dict[str, tuple[pl.Series, pl.Series]] = {}
+    for col in columns:
+        pos = line_key_values(text, col.encode(), raw.height)
+        if pos is None:
+            return None
+        v = raw[col]
+        missing = v.is_null()
+        if not np.array_equal(pos < 0, missing.to_numpy()):
+            return None
+        rows = np.flatnonzero(pos >= 0)
+        ns, read = exact_ns_at(np.frombuffer(text, dtype=np.uint8), pos[rows])
+        if not read.all():
+            return None
+        f = v.to_numpy()[rows]
+        if not (np.abs(ns / 1000.0 - f) <= np.abs(f) * 2.0**-51 + 1e-3).all():
+            return None
+        full = np.zeros(raw.height, dtype=np.int64)
+        full[rows] = ns
+        out[col] = (pl.Series(col, full), missing)
+    return out
 
 
 def _read_lines(text: bytes, args: Args_, hints: ReadHints, meta: bool) -> tuple[pl.DataFrame | None, Exception | None]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .scan import KEY_GAP, QUOTE, at, count_between, solid
+from .scan import KEY_GAP, NEWLINE, QUOTE, at, count_between, solid
 
 #: the longest number read (bytes)
 NUMBER_WIDTH = 24
@@ -59,6 +59,88 @@ def numbers_at(a: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return value, ok
     ok[idx] = True
     return value, ok
+
+
+#: integer digits of the largest µs value whose ns fit int64 (9.2e15)
+MAX_INT_DIGITS = 16
+
+
+def exact_ns_at(a: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact int64 ns from the JSON number of µs starting at each position: (ns, read), no float on the way.
+
+    Read: an optional ``-``, 1-16 integer digits, optionally ``.`` and digits, then ``,``, ``}``, ``]`` or
+    whitespace, and at most 9.2e15 µs; the fourth decimal rounds half away from zero (like
+    :func:`kernscope.load.chunk.us_text_to_ns`). Anything else (an exponent, a longer number) is not read."""
+    n = len(pos)
+    ns = np.zeros(n, dtype=np.int64)
+    read = np.zeros(n, dtype=bool)
+    idx = np.flatnonzero((pos >= 0) & (pos + NUMBER_WIDTH <= len(a)))
+    if len(idx) == 0:
+        return ns, read
+    win = sliding_window_view(a, NUMBER_WIDTH)[pos[idx]]
+    neg = win[:, 0] == ord("-")
+    body = np.where(neg[:, None], np.roll(win, -1, axis=1), win)  # the sign dropped (its byte ends the window)
+    digit = _DIGIT[body]
+    rows = np.arange(len(idx))
+    int_len = np.argmin(digit, axis=1)  # the first byte that is not a digit
+    cols = np.arange(NUMBER_WIDTH)[None, :]
+    has_frac = body[rows, int_len] == ord(".")
+    frac_at = int_len + 1
+    end = np.where(has_frac, np.argmin(digit | (cols < frac_at[:, None]), axis=1), int_len)
+    good = (int_len >= 1) & (int_len <= MAX_INT_DIGITS) & ~digit[rows, end] & (~has_frac | (end > frac_at))
+    good &= _AFTER[body[rows, end]]
+    d = body.astype(np.int64) - ord("0")
+    ip = np.zeros(len(idx), dtype=np.int64)
+    for k in range(MAX_INT_DIGITS):  # Horner over the integer digits (rows with fewer stop adding)
+        ip = np.where(k < int_len, ip * 10 + d[:, k], ip)
+    good &= ip <= (2**63 - 1) // 1000
+    frac = np.zeros(len(idx), dtype=np.int64)
+    for k in range(4):  # the first four decimals, padded with zeros
+        at_k = frac_at + k
+        there = has_frac & (at_k < end)
+        dk = np.where(there, d[rows, np.minimum(at_k, NUMBER_WIDTH - 1)], 0)
+        frac = frac * 10 + dk
+    value = ip * 1000 + frac // 10 + (frac % 10 >= 5)
+    ns[idx] = np.where(neg, -value, value)
+    read[idx] = good
+    ns[~read] = 0
+    return ns, read
+
+
+def _pairs(a: np.ndarray, pair: bytes) -> np.ndarray:
+    """Sorted positions where ``a`` holds the two bytes ``pair`` (compared as 16-bit words at even and odd
+    offsets: half the comparisons of a byte-wise search)."""
+    word = np.frombuffer(pair, dtype="<u2")[0]
+    found = []
+    for off in (0, 1):
+        m = (len(a) - off) // 2
+        if m > 0:
+            found.append(np.flatnonzero(a[off:off + 2 * m].view("<u2") == word) * 2 + off)
+    return np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+
+
+def line_key_values(text: bytes, key: bytes, n_lines: int) -> np.ndarray | None:
+    """For NDJSON text (one object per line, lines split by the only newlines): the position of the value
+    of each line's ``"key":`` (-1 where the line has none). None when that cannot be told for certain: a
+    line holds the key more than once (nested, or twice), or the text could hide or fake one (a ``\\u``
+    escape anywhere, or a backslash just before a candidate's quote)."""
+    if b"\\" in text and b"\\u" in text:  # (one byte first: a fast search)
+        return None
+    a = np.frombuffer(text, dtype=np.uint8)
+    pattern = b'"' + key + b'":'
+    cand = _pairs(a, pattern[:2])
+    cand = cand[cand >= 1]
+    hit = cand[at(a, cand, pattern, probes=(len(pattern) - 2,))]
+    if (a[hit - 1] == ord("\\")).any():
+        return None
+    value = solid(a, hit + len(pattern), KEY_GAP)
+    nl = np.flatnonzero(a == NEWLINE)
+    line = np.searchsorted(nl, hit)
+    if len(line) and (np.bincount(line, minlength=n_lines).max() > 1 or line.max() >= n_lines):
+        return None
+    out = np.full(n_lines, -1, dtype=np.int64)
+    out[line] = value
+    return out
 
 
 def _key_by_lines(a: np.ndarray, nl: np.ndarray, j0: np.ndarray, j1: np.ndarray) -> np.ndarray:
