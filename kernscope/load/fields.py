@@ -9,8 +9,13 @@ itself, not of a nested object) and it is the only such line start in the event.
 start of the event's second line (``{``, the ph/cat/name/pid/tid line, then ``"ts": ..., "dur": ...``),
 which is checked first; any other layout (one key per line) is searched line by line.
 
-Values are read as float64 µs: good to well under a µs, which is all the caller needs (it widens its
-test by a µs).
+Values are read as float64 µs (:func:`numbers_at`, any JSON number form): good to well under a µs,
+which is all the caller needs (it widens its test by a µs).
+
+Second use, exact values: the line reader's NDJSON text, where an epoch time with decimals does not fit a
+float64 to the ns. :func:`line_key_values` finds each line's ``"ts":`` (a key's text cannot occur inside
+a JSON string: both its quotes would be escaped) and :func:`exact_ns_at` reads the plain decimal forms
+with integer arithmetic; anything else is left to the caller's decoder.
 """
 
 from __future__ import annotations
