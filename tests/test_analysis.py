@@ -173,3 +173,45 @@ def test_tied_rows_are_ordered_the_same_whatever_the_input_order():
     assert want["category"].to_list() == ["GEMM", "Other", "GEMM"]
     for perm in ([1, 0, 2], [2, 1, 0], [2, 0, 1]):
         assert launcher_category_summary(table[perm]).equals(want)
+
+
+@needs_traces
+def test_launches_without_external_id_match_get_the_innermost_enclosing_op():
+    # HTA's older V100 trace: no launch's External id matches an op, so every launch gets the op that
+    # encloses it on its thread; that op must be the innermost: no other enclosing op lies inside it (151
+    # launches have two enclosing ops that start in the same µs: the one that ends first is inside the other)
+    path = TRACES / "hta" / "v100_2rank_rank1_test.json.gz"
+    t = kernscope.load(path, cache=False)
+    ev = t.events
+    g = t.gpu.filter(pl.col("op_idx").is_not_null()).select("launch_idx", "op_idx").unique()
+    launches = g.join(ev.select(pl.col("idx").alias("launch_idx"), pl.col("pid").alias("lp"), pl.col("tid").alias("lt"),
+                                pl.col("ts").alias("ls")), on="launch_idx")
+    chosen = launches.join(ev.select(pl.col("idx").alias("op_idx"), pl.col("ts").alias("cs"), pl.col("end").alias("ce")),
+                           on="op_idx")
+    ops = ev.filter(pl.col("kind") == "cpu_op").select(pl.col("idx").alias("other"), pl.col("pid").alias("op"),
+                                                       pl.col("tid").alias("ot"), pl.col("ts").alias("os"),
+                                                       pl.col("end").alias("oe"))
+    inner = (chosen.join_where(ops, pl.col("os") <= pl.col("ls"), pl.col("oe") >= pl.col("ls"))
+             .filter((pl.col("op") == pl.col("lp")) & (pl.col("ot") == pl.col("lt")) & (pl.col("other") != pl.col("op_idx"))
+                     & (pl.col("os") >= pl.col("cs")) & (pl.col("oe") <= pl.col("ce"))
+                     & ((pl.col("os") > pl.col("cs")) | (pl.col("oe") < pl.col("ce")))))
+    assert chosen.height > 9_000 and inner.height == 0
+
+
+def test_of_two_ops_starting_together_the_shorter_launches(tmp_path):
+    # a launch whose External id matches no op gets the innermost enclosing op on its thread; of a parent and
+    # a child that start in the same µs the child (it ends first) is the innermost, whatever the file's order
+    def op(name, ts, dur, ext):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"External id": ext}}
+
+    events = []
+    for i in range(6):
+        t0 = 100 * i
+        pair = [op("aten::linear", t0, 50, 1000 + 2 * i), op("aten::addmm", t0, 20, 1001 + 2 * i)]
+        events += pair if i % 2 else pair[::-1]
+        events.append(_l(t0 + 5, 10 + i, ext=9000 + i))
+        events.append(_k(t0 + 10, 4, 10 + i))
+    t = kernscope.load(write_trace(tmp_path / "t.json", events), cache=False)
+    assert t.gpu["op_name"].cast(pl.String).to_list() == ["aten::addmm"] * 6
+

@@ -47,7 +47,8 @@ def launcher_ops(launch: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             ((pl.col("_op_ts") <= pl.col("launch_ts")) & (pl.col("launch_ts") <= pl.col("_op_end"))).alias("_inside")
         )
-        .sort(["_inside", "_op_ts"], descending=[True, True])
+        # inside the op first, then the latest start, then the shorter op (inside the other), then the later event
+        .sort(["_inside", "_op_ts", "_op_end", "op_idx"], descending=[True, True, False, True])
         .unique("launch_idx", keep="first")
         .select("launch_idx", "op_idx")
     )

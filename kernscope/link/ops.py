@@ -9,7 +9,8 @@ def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """For launches with no External-id match: the innermost ``cpu_op`` enclosing it on its thread.
 
     A range join (polars ``join_where``) of just those launches against the ops of their threads;
-    the latest-starting enclosing op is the innermost one.
+    the latest-starting enclosing op is the innermost one (of two starting together, the one that ends
+    first).
     """
     need = gpu.filter(pl.col("launch_idx").is_not_null() & pl.col("op_idx").is_null())
     if need.height == 0:
@@ -31,7 +32,10 @@ def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         pl.col("_os") <= pl.col("_ls"),
         pl.col("_oe") >= pl.col("_ls"),
     ).filter((pl.col("_lp") == pl.col("_op_pid")) & (pl.col("_lt") == pl.col("_op_tid")))
-    fb = pairs.sort("_os", descending=True).unique("launch_idx", keep="first").select("launch_idx", "_fb")
+    # the innermost: the latest start; of ops starting together, the one ending first (it is inside the other),
+    # then the later event (a deterministic choice for identical windows)
+    fb = (pairs.sort(["_os", "_oe", "_fb"], descending=[True, False, True])
+          .unique("launch_idx", keep="first").select("launch_idx", "_fb"))
     return (
         gpu.join(fb, on="launch_idx", how="left", maintain_order="left")
         .with_columns(pl.coalesce("op_idx", "_fb").alias("op_idx"))
