@@ -176,11 +176,15 @@ def test_tied_rows_are_ordered_the_same_whatever_the_input_order():
 
 
 @needs_traces
-def test_launches_without_external_id_match_get_the_innermost_enclosing_op():
-    # HTA's older V100 trace: no launch's External id matches an op, so every launch gets the op that
-    # encloses it on its thread; that op must be the innermost: no other enclosing op lies inside it (151
-    # launches have two enclosing ops that start in the same µs: the one that ends first is inside the other)
-    path = TRACES / "hta" / "v100_2rank_rank1_test.json.gz"
+@pytest.mark.parametrize("name", ["hta/v100_2rank_rank1_test.json.gz", "hta/a100_16rank_rank0_triton.json.gz"])
+def test_every_launch_gets_the_innermost_op(name):
+    # no other op that encloses the launch on its thread lies inside the chosen one; of ops with the same
+    # window (µs timestamps round a parent and its child alike) the later event, the child, is the inner one.
+    # HTA's V100 trace: no launch's External id matches an op (every launch goes by enclosing op); the A100
+    # one had 336 GPU rows given to reducer::mark_variable_ready instead of the aten::mul inside it
+    path = TRACES / name
+    if not path.exists():
+        pytest.skip(f"{name} not in ../shared/traces")
     t = kernscope.load(path, cache=False)
     ev = t.events
     g = t.gpu.filter(pl.col("op_idx").is_not_null()).select("launch_idx", "op_idx").unique()
@@ -191,11 +195,12 @@ def test_launches_without_external_id_match_get_the_innermost_enclosing_op():
     ops = ev.filter(pl.col("kind") == "cpu_op").select(pl.col("idx").alias("other"), pl.col("pid").alias("op"),
                                                        pl.col("tid").alias("ot"), pl.col("ts").alias("os"),
                                                        pl.col("end").alias("oe"))
+    same_window = (pl.col("os") == pl.col("cs")) & (pl.col("oe") == pl.col("ce"))
     inner = (chosen.join_where(ops, pl.col("os") <= pl.col("ls"), pl.col("oe") >= pl.col("ls"))
              .filter((pl.col("op") == pl.col("lp")) & (pl.col("ot") == pl.col("lt")) & (pl.col("other") != pl.col("op_idx"))
                      & (pl.col("os") >= pl.col("cs")) & (pl.col("oe") <= pl.col("ce"))
-                     & ((pl.col("os") > pl.col("cs")) | (pl.col("oe") < pl.col("ce")))))
-    assert chosen.height > 9_000 and inner.height == 0
+                     & (~same_window | (pl.col("other") > pl.col("op_idx")))))
+    assert chosen.height > 1000 and inner.height == 0
 
 
 def test_of_two_ops_starting_together_the_shorter_launches(tmp_path):
