@@ -358,7 +358,7 @@ def finish(df: pl.DataFrame, text: bytes, numbers: bool | None = None, args: Arg
         df = df.drop([f.column for f in ARG_FIELDS if f.column not in args and f.column not in LOADER_ARGS],
                      strict=False)
     if numbers and peaks is not None:
-        fast = _finish_fast(df, longest, peaks)
+        fast = _finish_fast(df, longest, peaks, exact)
         if fast is not None:
             return fast, []
     df, bad_t = _times(df, text, numbers, exact)
@@ -379,34 +379,47 @@ def _float_ns_expr(c: str) -> pl.Expr:
     return ip.cast(pl.Int64) * 1000 + ((v - ip) * 1000.0 + 0.5).floor().cast(pl.Int64)
 
 
-def _finish_fast(df: pl.DataFrame, longest: int | None, peaks: dict[str, float | None]) -> pl.DataFrame | None:
+def _finish_fast(df: pl.DataFrame, longest: int | None, peaks: dict[str, float | None],
+                 exact: dict[str, tuple[pl.Series, pl.Series]] | None = None) -> pl.DataFrame | None:
     """:func:`finish` in one polars call for what the line reader usually returns: float times below
-    2^43 µs (or integer times that fit int64 ns), integer args already typed (or with no value), and no
-    event long enough to hold a string for :func:`cap_names`. ``peaks``: the largest ``|ts|``/``|dur|``.
-    None when the piece is not like that (the general path then runs; it gives the same table)."""
+    2^43 µs (or integer times that fit int64 ns, or times already read exactly: ``exact``), integer args
+    already typed (or with no value), and no event long enough to hold a string for :func:`cap_names`.
+    ``peaks``: the largest ``|ts|``/``|dur|``. None when the piece is not like that (the general path then
+    runs; it gives the same table)."""
     if longest is None or longest > MAX_NAME_BYTES:
         return None
-    floats = tuple(df[c].dtype == pl.Float64 for c in ("ts", "dur"))
-    for c, is_float in zip(("ts", "dur"), floats):
+    exact = exact or {}
+    kinds: list[str] = []
+    for c in ("ts", "dur"):
+        is_float = df[c].dtype == pl.Float64
         big = peaks[c]
-        if df[c].dtype not in (pl.Float64, pl.Int64) or (big is not None and big >= (EXACT_FLOAT_US if is_float else MAX_US + 1)):
+        if c in exact:
+            kinds.append("exact")
+        elif df[c].dtype not in (pl.Float64, pl.Int64) or (big is not None and big >= (EXACT_FLOAT_US if is_float else MAX_US + 1)):
             return None
+        else:
+            kinds.append("float" if is_float else "int")
     text_ints = [c for c in INT_COLUMNS if c in df.columns and df[c].dtype != pl.Int64]
     if text_ints and (any(df[c].dtype != pl.String for c in text_ints)
                       or any(n < df.height for n in df.select(pl.col(text_ints).null_count()).row(0))):
         return None
-    return df.select(_fast_exprs(floats, tuple(df.columns)))
+    if exact:
+        df = df.with_columns(**{k: v for c, (ns, missing) in exact.items() for k, v in ((c, ns), (f"{c}_missing", missing))})
+    return df.select(_fast_exprs((kinds[0], kinds[1]), tuple(df.columns)))
 
 
 @lru_cache(maxsize=64)
-def _fast_exprs(floats: tuple[bool, bool], columns: tuple[str, ...]) -> list[pl.Expr]:
-    """The expressions of :func:`_finish_fast` (built once per layout: every piece of a trace has the same)."""
+def _fast_exprs(kinds: tuple[str, str], columns: tuple[str, ...]) -> list[pl.Expr]:
+    """The expressions of :func:`_finish_fast` (built once per layout: every piece of a trace has the same).
+    ``kinds``: how ``ts`` and ``dur`` arrive: "float" µs, "int" µs, or "exact" (ns, with their ``_missing``)."""
     exprs: list[pl.Expr] = []
     for c in EVENT_SCHEMA:
         if c in ("ts", "dur"):
-            exprs.append((_float_ns_expr(c) if floats[c == "dur"] else (pl.col(c) * 1000).fill_null(0)).alias(c))
+            kind = kinds[c == "dur"]
+            exprs.append(pl.col(c) if kind == "exact" else
+                         (_float_ns_expr(c) if kind == "float" else (pl.col(c) * 1000).fill_null(0)).alias(c))
         elif c in ("ts_missing", "dur_missing"):
-            exprs.append(pl.col(c.removesuffix("_missing")).is_null().alias(c))
+            exprs.append(pl.col(c) if c in columns else pl.col(c.removesuffix("_missing")).is_null().alias(c))
         elif c == "flow_id":
             exprs.append(pl.col("id").alias(c))
         elif c in columns:
