@@ -14,7 +14,7 @@ from .errors import NeedsFullRead, TraceError
 from .link import StepSpec, link
 from .link.tree import call_tree
 from .load import cache as _cache
-from .load.kineto import parse_source
+from .load.formats import ParseOptions, detect
 from .load.projection import Projection, load_key
 from .load.source import FileIdentity, Limits, open_trace
 from .model import Lazy, Trace, TraceStats
@@ -127,8 +127,11 @@ def load(
                                                               steps=steps, limits=limits, projection=projection))
                 except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError) as e:
                     _cache._discard(entry.path, str(e) or type(e).__name__, notify)
-        raw = parse_source(source, salvage=salvage, limits=limits, workers=workers, progress=progress,
-                           projection=projection)
+        fmt = detect(source)
+        if not fmt.projects:
+            projection = None
+        raw = fmt.parse(source, ParseOptions(salvage=salvage, limits=limits, workers=workers, progress=progress,
+                                             projection=projection))
     except MemoryError:
         raise TraceError(p, "out of memory while reading this trace; try --max-memory to bound it, or a machine "
                             "with more memory") from None

@@ -22,13 +22,15 @@ __all__ = ["parse"]
 
 def parse(path: str | os.PathLike[str], *, salvage: bool = False, workers: int | None = None,
           limits: Limits | None = None) -> RawTrace:
-    """Decode a trace file into an unlinked event table (no cache, no linking)."""
-    from .kineto import parse_source
+    """Decode a trace file of any known format (:mod:`.formats`) into an unlinked event table (no cache,
+    no linking)."""
+    from .formats import ParseOptions
+    from .formats import parse as parse_any
     from .source import open_trace
 
     source = open_trace(path)
     try:
-        return parse_source(source, salvage=salvage, limits=limits, workers=workers)
+        return parse_any(source, ParseOptions(salvage=salvage, limits=limits, workers=workers))
     finally:
         source.close()
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import xxhash
 
 from ..version import __version__
-from .argspec import ARG_SPEC_VERSION
+from .argspec import ARG_SPEC_VERSION, XPLANE_SPEC_VERSION
 
 if TYPE_CHECKING:
     import polars as pl
@@ -201,7 +201,8 @@ def _index(index: Path, identity: Any, hexdigest: str) -> None:
 
 
 def entry_key(digest: str, options: dict[str, Any]) -> str:
-    raw = json.dumps([digest, CACHE_FORMAT_VERSION, ARG_SPEC_VERSION, __version__, sorted(options.items())], default=str)
+    raw = json.dumps([digest, CACHE_FORMAT_VERSION, ARG_SPEC_VERSION, XPLANE_SPEC_VERSION, __version__, sorted(options.items())],
+                     default=str)
     return xxhash.xxh3_128(raw.encode()).hexdigest()
 
 

@@ -159,6 +159,32 @@ class TraceSource:
                 raise TraceError(self.path, "truncated gzip stream (file ends mid-member); try --salvage")
             pos -= len(d.unused_data)
 
+    def head(self, n: int = 4096) -> bytes:
+        """The first ``n`` bytes of the (decompressed) content, without consuming it (format detection)."""
+        if not self.gz:
+            return bytes(self._data[:n])
+        d = _zlib.decompressobj(31)
+        try:
+            return d.decompress(bytes(self._data[: 1 << 16]), n)
+        except _ZError:
+            return b""
+
+    def read_all(self, limits: Limits) -> bytes | mmap.mmap:
+        """The whole (decompressed) content for a binary format, bounded by ``limits`` (a gzip bomb
+        stops with a one-line error at the budget)."""
+        if not self.gz:
+            return self._data
+        budget = limits.memory()
+        parts: list[bytes] = []
+        total = 0
+        for block in self._inflate(salvage=False):
+            total += len(block)
+            if total > budget:
+                raise TraceError(self.path, f"decompressed content exceeds the memory budget ({budget / 1e9:.1f} GB; "
+                                            "--max-memory sets it)")
+            parts.append(bytes(block))
+        return b"".join(parts)
+
     def release(self, upto: int) -> None:
         """Drop the mapped pages before byte ``upto`` from this process (they were parsed; the page cache
         keeps them), so a large plain trace does not count twice in memory."""

@@ -1,0 +1,262 @@
+"""Protocol-buffer wire format, read column-wise with numpy (no generated code, no protobuf package).
+
+A protobuf message is a run of fields ``tag (varint: field << 3 | wire type)`` + value: a varint (type 0),
+8 bytes (1), a length-prefixed payload (2: strings, bytes, sub-messages) or 4 bytes (5). Two readers:
+
+- :func:`fields_of`: the fields of **many messages at once** (one numpy step per field position, over
+  every message still open), for millions of small messages such as trace events and their stats;
+- :func:`walk`: the fields of **one long message** in order. A long run of one repeated
+  length-prefixed field (the events of a line) is followed by jump pointers: every byte position that
+  could start such a field gets its successor (position + tag + length prefix + length), 256-step
+  jumps are composed with numpy, and the run is walked 256 fields at a time, so a run of n fields costs
+  O(n) vectorized work and n/256 Python steps.
+
+Both raise :class:`WireError` with the byte offset of the first field that does not fit its message
+(a truncated or garbled file). ``buf`` is a ``uint8`` array with at least :data:`PAD` zero bytes past
+the data (varints near the end are read without bounds checks; the padding makes that safe).
+"""
+
+from __future__ import annotations
+
+import mmap
+from dataclasses import dataclass
+
+import numpy as np
+
+#: zero bytes the readers need past the end of the data
+PAD = 16
+#: fields of one run walked per Python step (the jump length)
+JUMP = 256
+_U7 = np.uint64(0x7F)
+
+
+class WireError(ValueError):
+    """Bytes that are not a valid message; ``offset`` is the byte where the problem was found."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Fields found, one row each: the message they belong to (an index into the messages given, or 0
+    for :func:`walk`), field number, wire type, and for wire types 0/1/5 the value (``uint64``; the
+    raw bits of fixed64 and fixed32) or for type 2 the payload's offset and size in ``buf``."""
+
+    msg: np.ndarray  #: int64
+    field: np.ndarray  #: int64
+    wire: np.ndarray  #: int64
+    value: np.ndarray  #: uint64 (0 for wire type 2)
+    off: np.ndarray  #: int64 payload offset (wire type 2), else the value's offset
+    size: np.ndarray  #: int64 payload size (wire type 2), else 0
+
+    def select(self, mask: np.ndarray) -> "Fields":
+        return Fields(self.msg[mask], self.field[mask], self.wire[mask], self.value[mask], self.off[mask], self.size[mask])
+
+    def of(self, field: int, wire: int | None = None) -> "Fields":
+        m = self.field == field
+        if wire is not None:
+            m &= self.wire == wire
+        return self.select(m)
+
+    def __len__(self) -> int:
+        return int(self.msg.size)
+
+
+def padded(data: bytes | bytearray | memoryview | mmap.mmap) -> np.ndarray:
+    """``data`` as a ``uint8`` array with :data:`PAD` zero bytes after it (one copy)."""
+    out = np.zeros(len(data) + PAD, dtype=np.uint8)
+    out[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return out
+
+
+def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The varints starting at ``pos`` (int64): values (uint64) and sizes in bytes (1..10; 11 marks a
+    varint with no end within 10 bytes)."""
+    b = buf[pos]
+    val = (b & 0x7F).astype(np.uint64)
+    size = np.ones(pos.shape, dtype=np.int64)
+    todo = np.flatnonzero(b >= 0x80)
+    k = 1
+    while todo.size and k < 10:
+        b = buf[pos[todo] + k]
+        val[todo] |= (b & _U7).astype(np.uint64) << np.uint64(7 * k)
+        size[todo] += 1
+        todo = todo[b >= 0x80]
+        k += 1
+    if todo.size:
+        size[todo] = 11
+    return val, size
+
+
+def _fixed(buf: np.ndarray, pos: np.ndarray, n: int) -> np.ndarray:
+    """Little-endian unsigned integers of ``n`` bytes at ``pos`` (uint64)."""
+    out = np.zeros(pos.shape, dtype=np.uint64)
+    for k in range(n):
+        out |= buf[pos + k].astype(np.uint64) << np.uint64(8 * k)
+    return out
+
+
+def _step(buf: np.ndarray, cur: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
+    """One field at each cursor: (field, wire, value, off, size, next cursor, bad mask)."""
+    tag, tsz = varints(buf, cur)
+    field = (tag >> np.uint64(3)).astype(np.int64)
+    wire = (tag & np.uint64(7)).astype(np.int64)
+    p = cur + tsz
+    value = np.zeros(cur.shape, dtype=np.uint64)
+    size = np.zeros(cur.shape, dtype=np.int64)
+    nxt = p.copy()
+    bad = (tsz > 10) | (field == 0) | ~np.isin(wire, (0, 1, 2, 5))
+    w0 = np.flatnonzero(wire == 0)
+    if w0.size:
+        v, s = varints(buf, p[w0])
+        value[w0] = v
+        nxt[w0] = p[w0] + s
+        bad[w0] |= s > 10
+    w2 = np.flatnonzero(wire == 2)
+    if w2.size:
+        v, s = varints(buf, p[w2])
+        big = (s > 10) | (v > np.uint64(2**40))
+        n = np.where(big, 0, v).astype(np.int64)
+        p[w2] = p[w2] + s
+        size[w2] = n
+        nxt[w2] = p[w2] + n
+        bad[w2] |= big
+    for wt, width in ((1, 8), (5, 4)):
+        wx = np.flatnonzero(wire == wt)
+        if wx.size:
+            value[wx] = _fixed(buf, p[wx], width)
+            nxt[wx] = p[wx] + width
+    bad |= nxt > end
+    return field, wire, value, p, size, nxt, bad
+
+
+def fields_of(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, what: str = "message") -> Fields:
+    """Every field of the messages ``buf[starts[i]:ends[i]]``, all messages at once.
+
+    Raises :class:`WireError` at the first field (by offset) that runs past its message's end.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    parts: list[tuple[np.ndarray, ...]] = []
+    live = np.flatnonzero(starts < ends)
+    cur = starts[live]
+    while live.size:
+        end = ends[live]
+        field, wire, value, off, size, nxt, bad = _step(buf, cur, end)
+        if bad.any():
+            i = np.flatnonzero(bad)
+            first = i[np.argmin(cur[i])]
+            raise WireError(f"a {what} field does not fit its {what} (truncated or not this format)", int(cur[first]))
+        parts.append((live, field, wire, value, off, size))
+        keep = nxt < end
+        live, cur = live[keep], nxt[keep]
+    if not parts:
+        e64 = np.zeros(0, dtype=np.int64)
+        return Fields(e64, e64, e64, np.zeros(0, dtype=np.uint64), e64, e64)
+    cols = [np.concatenate([p[k] for p in parts]) for k in range(6)]
+    order = np.lexsort((cols[4], cols[0]))  # by message, then position: fields in file order
+    return Fields(*(c[order] for c in cols))
+
+
+def _run(buf: np.ndarray, start: int, end: int, tag: bytes) -> tuple[np.ndarray, np.ndarray, int]:
+    """The consecutive fields with tag bytes ``tag`` from ``start`` (which holds one): payload offsets
+    and sizes, and the position after the run."""
+    t = len(tag)
+    view = buf[start:end]
+    cand = np.flatnonzero(view == tag[0])
+    for k in range(1, t):
+        cand = cand[cand + k < view.size]
+        cand = cand[view[cand + k] == tag[k]]
+    cand = cand.astype(np.int64) + start
+    n = cand.size
+    length, lsz = varints(buf, cand + t)
+    ok = (lsz <= 10) & (length <= np.uint64(end))
+    payload = cand + t + lsz
+    nxt_pos = np.where(ok, payload + length.astype(np.int64), end + 1)
+    succ = np.searchsorted(cand, nxt_pos)
+    succ = np.where((succ < n) & (cand[np.minimum(succ, n - 1)] == nxt_pos), succ, n)
+    succ = np.append(succ, n)  # the sentinel points to itself
+    jump = succ
+    for _ in range(JUMP.bit_length() - 1):
+        jump = jump[jump]
+    coarse = []
+    i = 0
+    while i != n:
+        coarse.append(i)
+        i = int(jump[i])
+    rows = np.empty((JUMP, len(coarse)), dtype=np.int64)
+    c = np.asarray(coarse, dtype=np.int64)
+    for k in range(JUMP):
+        rows[k] = c
+        c = succ[c]
+    members = rows.T.reshape(-1)
+    members = members[members != n]
+    last = members[-1]
+    after = int(nxt_pos[last])
+    if after > end:
+        raise WireError("a field runs past the end of its message (truncated or not this format)", int(cand[last]))
+    return payload[members], length[members].astype(np.int64), after
+
+
+def _tag_bytes(field: int, wire: int) -> bytes:
+    v = field << 3 | wire
+    out = bytearray()
+    while True:
+        if v < 0x80:
+            out.append(v)
+            return bytes(out)
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+
+
+def walk(buf: np.ndarray, start: int, end: int, runs: tuple[int, ...] = (), what: str = "message") -> Fields:
+    """The fields of the one message ``buf[start:end]``, in order. Repeated length-prefixed fields whose
+    numbers are in ``runs`` are read a run at a time with jump pointers (see the module docstring)."""
+    rows: list[tuple[int, int, int, int, int]] = []
+    run_parts: list[tuple[int, np.ndarray, np.ndarray]] = []
+    run_tags = {f: _tag_bytes(f, 2) for f in runs}
+    p = start
+    one = np.zeros(1, dtype=np.int64)
+    endv = np.full(1, end, dtype=np.int64)
+    while p < end:
+        one[0] = p
+        field, wire, value, off, size, nxt, bad = _step(buf, one, endv)
+        if bad[0]:
+            raise WireError(f"a {what} field does not fit its {what} (truncated or not this format)", p)
+        f, w = int(field[0]), int(wire[0])
+        if w == 2 and f in run_tags:
+            offs, sizes, after = _run(buf, p, end, run_tags[f])
+            run_parts.append((f, offs, sizes))
+            p = after
+            continue
+        rows.append((f, w, int(value[0]), int(off[0]), int(size[0])))
+        p = int(nxt[0])
+    n_single = len(rows)
+    arr = np.array(rows, dtype=np.uint64).reshape(n_single, 5) if rows else np.zeros((0, 5), dtype=np.uint64)
+    fld = [arr[:, 0].astype(np.int64)]
+    wir = [arr[:, 1].astype(np.int64)]
+    val = [arr[:, 2]]
+    off_ = [arr[:, 3].astype(np.int64)]
+    siz = [arr[:, 4].astype(np.int64)]
+    for f, offs, sizes in run_parts:
+        fld.append(np.full(offs.size, f, dtype=np.int64))
+        wir.append(np.full(offs.size, 2, dtype=np.int64))
+        val.append(np.zeros(offs.size, dtype=np.uint64))
+        off_.append(offs)
+        siz.append(sizes)
+    offs_all = np.concatenate(off_)
+    order = np.argsort(offs_all, kind="stable")
+    return Fields(np.zeros(offs_all.size, dtype=np.int64), np.concatenate(fld)[order], np.concatenate(wir)[order],
+                  np.concatenate(val)[order], offs_all[order], np.concatenate(siz)[order])
+
+
+def strings(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> list[str]:
+    """The payloads as text (UTF-8, invalid bytes replaced): for the few distinct names of a file."""
+    raw = buf.tobytes() if buf.size < 1 << 16 else None
+    out = []
+    for o, s in zip(off.tolist(), size.tolist()):
+        b = raw[o : o + s] if raw is not None else buf[o : o + s].tobytes()
+        out.append(b.decode("utf-8", "replace"))
+    return out
