@@ -50,6 +50,17 @@ def _notice(msg: str) -> None:
     click.echo(msg, err=True)
 
 
+def _expand(traces: tuple[str, ...] | list[str], quiet: bool) -> list[str]:
+    """The trace files named (files, directories, globs; a JAX run directory: its richest file, said on stderr)."""
+    from .files import expand_inputs
+
+    notes: list[str] = []
+    paths = expand_inputs(traces, notes)
+    for n in notes if not quiet else []:
+        _notice(f"kernscope: {n}")
+    return paths
+
+
 class Progress:
     """A progress bar on stderr for loads that take more than a second (terminal only, not with --quiet)."""
 
@@ -289,9 +300,8 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
         _bench_dir(traces[0], fmt, output, rules, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory)
         return
-    from .files import expand_inputs
 
-    paths = expand_inputs(traces)
+    paths = _expand(traces, quiet)
     if len(paths) > 1:
         from .render import ranks as render_ranks
 
@@ -417,7 +427,7 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     from .analyze.summary import analyze as run
 
     target = _report_target(output)
-    from .files import expand_inputs, write_text
+    from .files import write_text
 
     if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
         from .analyze.bench_dir import analyze_bench_dir
@@ -435,7 +445,7 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
         if not quiet:
             _notice(f"wrote {output}")
         return
-    paths = expand_inputs(traces)
+    paths = _expand(traces, quiet)
     if len(paths) > 1:
         from .render.excel import write_csv_dir, write_xlsx
         from .render.ranks import rank_sheets

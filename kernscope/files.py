@@ -89,17 +89,56 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".xplane.pb")
 
 
-def expand_inputs(items: Iterable[str]) -> list[str]:
-    """Files, directories (their ``*.json``/``*.json.gz`` files, recursively) and globs -> sorted, unique paths."""
+#: files of a JAX run directory, richest first (the XSpace is the complete record; the JSON exports drop fields)
+RUN_DIR_PREFERENCE = ("*.xplane.pb", "perfetto_trace.json.gz", "*.trace.json.gz", "*.trace.json", "perfetto_trace.json")
+
+
+def resolve_run_dir(path: str) -> tuple[list[str], str] | None:
+    """For a JAX profile run directory (``plugins/profile/<run>/``, or a log directory holding one run): the
+    files to read (every host's ``*.xplane.pb``, else the first JSON export) and a one-line note saying
+    which were chosen. None when ``path`` is not such a directory."""
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    run = p
+    if not any(p.glob("*.xplane.pb")) and not any(p.glob("perfetto_trace.json*")):
+        runs = sorted({x.parent for x in p.glob("plugins/profile/*/*.xplane.pb")} | {x.parent for x in p.glob("*/*.xplane.pb")})
+        if not runs:
+            return None
+        if len(runs) > 1:
+            names = ", ".join(r.name for r in runs[-5:])
+            raise KernscopeError(f"{p}: holds {len(runs)} JAX profile runs ({names}); name one run directory")
+        run = runs[0]
+    for pattern in RUN_DIR_PREFERENCE:
+        found = sorted(str(x) for x in run.glob(pattern) if x.is_file())
+        if found:
+            if pattern != "*.xplane.pb":
+                found = found[:1]
+            what = ", ".join(os.path.basename(f) for f in found)
+            others = sorted(x.name for x in run.iterdir() if x.is_file() and str(x) not in found)
+            also = f"; also there: {', '.join(others)}" if others else ""
+            return found, f"{run}: reading {what} (the richest file of this JAX run{also})"
+    return None
+
+
+def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[str]:
+    """Files, directories (their ``*.json``/``*.json.gz``/``*.xplane.pb`` files, recursively; a JAX run
+    directory: its richest file, see :func:`resolve_run_dir`) and globs -> sorted, unique paths.
+    ``notes`` receives one line per JAX run directory resolved."""
     out: list[str] = []
     for item in items:
-        if os.path.isdir(item):
+        run = resolve_run_dir(item) if os.path.isdir(item) else None
+        if run is not None:
+            out += run[0]
+            if notes is not None:
+                notes.append(run[1])
+        elif os.path.isdir(item):
             found = [os.path.join(root, f) for root, _, files in os.walk(item) for f in files if f.endswith(_TRACE_SUFFIXES)]
             if not found:
-                raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz) in this directory")
+                raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz, *.xplane.pb) in this directory")
             out += found
         elif any(ch in item for ch in "*?[") and not os.path.exists(item):
             found = [p for p in glob.glob(item, recursive=True) if os.path.isfile(p)]

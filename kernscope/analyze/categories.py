@@ -203,6 +203,9 @@ class Categorizer:
     #: launching-op rules ([[op_category]]) and the name categories they may replace ([launcher].generic)
     op_rules: list[Rule] = field(default_factory=list)
     generic: frozenset[str] = frozenset()
+    #: kernel names that keep their own category whatever op launched them ([launcher].keep: dtype casts
+    #: and copies are not the work of the op around them)
+    keep: str = ""
     _memo: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -251,9 +254,17 @@ class Categorizer:
         generic = launcher.get("generic", sorted(self.generic)) if isinstance(launcher, dict) else None
         if not isinstance(generic, list) or not all(isinstance(g, str) for g in generic):
             raise RulesError(f"{where}: [launcher].generic must be a list of category names")
+        keep = launcher.get("keep", self.keep) if isinstance(launcher, dict) else self.keep
+        if not isinstance(keep, str):
+            raise RulesError(f"{where}: [launcher].keep must be a regular expression (a string)")
+        try:
+            re.compile(keep)
+            pl.Series([""]).str.contains(f"(?i){keep}")
+        except (re.error, pl.exceptions.ComputeError) as e:
+            raise RulesError(f"{where}: [launcher].keep is not a valid regular expression ({e})") from None
         key_fn = lambda r: (-r.priority, r.order)  # noqa: E731
         return Categorizer(sorted(cats, key=key_fn), sorted(libs, key=key_fn), order, tokens, sorted(ops, key=key_fn),
-                           frozenset(generic))
+                           frozenset(generic), keep)
 
     # -- single-name API -----------------------------------------------------------------------
     @functools.cached_property

@@ -27,8 +27,9 @@ def gpu_table(
     """GPU activity rows (optionally one step, optionally categorized) with string columns.
 
     Columns: name, kind, device, stream, ts, dur, end (ns), launcher, op_name, launch_name,
-    graph_launch, step, correlation, launch_ts/pid/tid, and category/library/decided_by when a categorizer
-    is given (the category uses the launching op as a second signal: see ``launcher_categories``).
+    graph_launch, step, correlation, launch_ts/pid/tid, and category/library/decided_by/decided_op when a
+    categorizer is given (the category uses the launching op, or for JAX the HLO instruction, as a second
+    signal: see ``launcher_categories``).
     """
     g = trace.gpu.filter(pl.col("kind").is_in(list(kinds)))
     if step is not None:
@@ -56,7 +57,7 @@ def gpu_table(
         "launch_tid",
     ]
     if categorizer is not None:
-        cols += ["category", "library", "decided_by"]
+        cols += ["category", "library", "decided_by", "decided_op"]
     return g.select(cols)
 
 

@@ -1,10 +1,20 @@
 """Categories that use the launching op: a second signal for kernels whose name says little.
 
-A kernel named for what it does locally (a fill, a copy, an index or segment kernel, a small cuDNN
-helper) gets the category of the innermost enclosing CPU op that an ``[[op_category]]`` rule names
+A kernel named for what it does locally (a fill, an index or segment kernel, a small cuDNN helper) gets
+the category of the innermost enclosing CPU op that an ``[[op_category]]`` rule names
 (``aten::embedding_dense_backward`` -> Embedding/Indexing), when its name-based category is ``Other`` or
-one of ``[launcher].generic`` and the op's is not generic. ``decided_by`` says which signal won: ``name``,
-``op``, or ``graph`` (the op around a graph launch). Vectorized: one nesting pass over the named ops.
+one of ``[launcher].generic`` and the op's is not generic. Kernels whose name matches ``[launcher].keep``
+(dtype casts and copies: ``bfloat16_copy_kernel`` under an autocast ``aten::linear`` is not GEMM work)
+keep their own category.
+
+JAX/XLA kernels have a stronger second signal: the HLO instruction XLA compiled them from
+(``hlo_desc``: opcode, fusion kind, fused opcodes, custom-call target; see :mod:`kernscope.load.hlo`).
+Where the name's category is ``Other`` or generic, the ``[[op_category]]`` rule naming that description
+decides, generic categories included (``fusion_84`` fusing a reduce is a Reduction).
+
+``decided_by`` says which signal won: ``name``, ``op``, ``graph`` (the op around a graph launch) or
+``hlo``; ``decided_op`` names the op (or HLO instruction) that decided (null for ``name``).
+Vectorized: one nesting pass over the named ops.
 """
 
 from __future__ import annotations
@@ -18,13 +28,15 @@ from .categories import OTHER, Categorizer
 
 def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
     """``gpu`` (categorized rows with launch columns) with ``category`` refined and a ``decided_by`` column."""
-    out = gpu.with_columns(pl.lit("name").alias("decided_by"))
+    out = gpu.with_columns(pl.lit("name").alias("decided_by"), pl.lit(None, dtype=pl.String).alias("decided_op"))
     generic = categorizer.generic | {OTHER}
     if not categorizer.op_rules or gpu.height == 0:
         return out
+    out = refine_by_hlo(out, categorizer)
+    keep = pl.col("name").cast(pl.String).str.contains(f"(?i){categorizer.keep}") if categorizer.keep else pl.lit(False)
     cand = (out.with_row_index("_g")
             .filter((pl.col("kind").cast(pl.String) == "kernel") & pl.col("category").cast(pl.String).is_in(sorted(generic))
-                    & pl.col("launch_ts").is_not_null()))
+                    & pl.col("launch_ts").is_not_null() & (pl.col("decided_by") == "name") & ~keep))
     if cand.height == 0:
         return out
     ev = trace.events
@@ -40,14 +52,41 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
     pairs = op_gpu_pairs(ops.drop("_op_cat"), cand.select("_g", "launch_pid", "launch_tid", "launch_ts", "dur"))
     if pairs.height == 0:
         return out
+    op_name = cpu.select(pl.col("idx").alias("op_idx"), pl.col("name").cast(pl.String).alias("_op_name"))
     best = (pairs.filter(pl.col("innermost")).join(ops.select(pl.col("idx").alias("op_idx"), "_op_cat"), on="op_idx")
-            .select("_g", "_op_cat").unique("_g", keep="first"))
+            .join(op_name, on="op_idx", how="left")
+            .select("_g", "_op_cat", "_op_name").unique("_g", keep="first"))
     new = out.with_row_index("_g").join(best, on="_g", how="left", maintain_order="left")
     changed = pl.col("_op_cat").is_not_null() & (pl.col("_op_cat") != pl.col("category").cast(pl.String))
     graph = pl.col("graph_launch").fill_null(False) if "graph_launch" in new.columns else pl.lit(False)
     dtype = gpu.schema["category"]
     return new.with_columns(
         pl.when(changed).then(pl.col("_op_cat")).otherwise(pl.col("category").cast(pl.String)).cast(dtype).alias("category"),
-        pl.when(changed & graph).then(pl.lit("graph")).when(changed).then(pl.lit("op")).otherwise(pl.lit("name"))
+        pl.when(changed & graph).then(pl.lit("graph")).when(changed).then(pl.lit("op")).otherwise(pl.col("decided_by"))
         .alias("decided_by"),
-    ).drop("_g", "_op_cat")
+        pl.when(changed).then(pl.col("_op_name")).otherwise(pl.col("decided_op")).alias("decided_op"),
+    ).drop("_g", "_op_cat", "_op_name")
+
+
+def refine_by_hlo(gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
+    """JAX rows: where the name's category is ``Other`` or generic, the category the ``[[op_category]]``
+    rules give the kernel's HLO instruction (``hlo_desc``), when one does (``decided_by`` = ``hlo``)."""
+    if "hlo_desc" not in gpu.columns or gpu["hlo_desc"].null_count() == gpu.height:
+        return gpu
+    generic = categorizer.generic | {OTHER}
+    descs = gpu["hlo_desc"].cast(pl.String).drop_nulls().unique().to_list()
+    cats = categorizer.op_categories(descs).drop_nulls().rename({"name": "_desc", "category": "_hlo_cat"})
+    if cats.height == 0:
+        return gpu
+    dtype = gpu.schema["category"]
+    joined = gpu.with_columns(pl.col("hlo_desc").cast(pl.String).alias("_desc")).join(cats, on="_desc", how="left",
+                                                                                       maintain_order="left")
+    change = (pl.col("_hlo_cat").is_not_null() & pl.col("category").cast(pl.String).is_in(sorted(generic))
+              & (pl.col("_hlo_cat") != pl.col("category").cast(pl.String)) & (pl.col("kind").cast(pl.String) == "kernel"))
+    who = pl.coalesce(pl.col("hlo_instruction").cast(pl.String), pl.col("hlo_op").cast(pl.String)) \
+        if "hlo_instruction" in gpu.columns else pl.col("hlo_op").cast(pl.String)
+    return joined.with_columns(
+        pl.when(change).then(pl.col("_hlo_cat")).otherwise(pl.col("category").cast(pl.String)).cast(dtype).alias("category"),
+        pl.when(change).then(pl.lit("hlo")).otherwise(pl.col("decided_by")).alias("decided_by"),
+        pl.when(change).then(who).otherwise(pl.col("decided_op")).alias("decided_op"),
+    ).drop("_desc", "_hlo_cat")

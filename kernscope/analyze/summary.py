@@ -82,9 +82,9 @@ def analyze(
             pl.lit(UNCATEGORIZED).alias("library")
         )
     g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
-    kern = kernel_summary(g, by=("name", "launcher"))
-    name_cat = g.group_by("name").agg(pl.col("category").first(), pl.col("library").first())
-    kern = kern.join(name_cat, on="name", how="left", maintain_order="left")
+    # one row per kernel, launcher and category: a row never hides a mix of categories
+    by = ("name", "launcher", "category", "library") + (("decided_by", "decided_op") if "decided_by" in g.columns else ())
+    kern = kernel_summary(g, by=by)
     by_dev = gpu_timeline(g, by="device", linked_only=linked_only)
     if g["device"].n_unique() <= 1 and by_dev.height:  # one device: the overall view is that device's
         timeline = by_dev.drop("device")

@@ -86,12 +86,17 @@ def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
     ops = launcher_ops(launch.filter(pl.col("launch_idx").is_in(gpu["launch_idx"].drop_nulls().implode())), events)
     gpu = gpu.join(ops, on="launch_idx", how="left", maintain_order="left")
     gpu = op_names(fallback_ops(gpu, events), events)
+    hlo = "hlo_op" in gpu.columns  # XLA: a kernel's launching op is its HLO op (a command buffer for graph kernels)
+    if hlo:
+        gpu = gpu.with_columns(pl.coalesce(pl.col("hlo_op").cast(pl.String), "op_name").alias("op_name"))
     pid_int = pl.col("pid").cast(pl.String).cast(pl.Int64, strict=False)
     tid_int = pl.col("tid").cast(pl.String).cast(pl.Int64, strict=False)
     return gpu.with_columns(
         pl.coalesce("device", pid_int).alias("device"),
         pl.coalesce("stream", tid_int).alias("stream"),
-        pl.when(pl.col("launch_idx").is_null())
+        pl.when(pl.col("hlo_op").is_not_null() if hlo else pl.lit(False))
+        .then(pl.col("op_name"))
+        .when(pl.col("launch_idx").is_null())
         .then(pl.lit("<no launch in trace>"))
         .when(pl.col("graph_launch"))
         .then(pl.col("launch_name"))

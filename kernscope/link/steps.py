@@ -2,7 +2,9 @@
 
 Where steps come from (``StepSpec.marker``):
 
-- ``None`` (default): ``ProfilerStep#N`` annotations; without them, the first preset that matches
+- ``None`` (default): ``ProfilerStep#N`` annotations; JAX/TensorFlow ``StepTraceAnnotation`` ranges
+  (``step_num``); in a JAX trace without them, the executions of its most frequent XLA module; else the
+  first preset that matches
   (vLLM, SGLang, Megatron, torch.compile graph calls); without a match, automatic windows;
 - a preset name (``vllm``, ``sglang``, ``megatron``, ``compiled``) or a regular expression over CPU-side
   annotation names (``record_function`` ranges, user annotations, ops): one window per matching range.
@@ -78,6 +80,43 @@ def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
     if bad.height:
         raise StepNumberError(str(bad["name"][0]), bad.height)
     return t.select(list(STEP_SCHEMA)).sort("start")
+
+
+#: XLA module executions on the host (JAX): ``jit_f:XLA GPU module`` (recent XLA) or ``XlaModule:#hlo_module=...#``
+MODULE_PATTERN = r"(?::XLA GPU module$|^XlaModule:#)"
+
+
+def annotated_steps(events: pl.DataFrame) -> pl.DataFrame:
+    """One window per ``StepTraceAnnotation`` (JAX, TensorFlow): host ranges carrying ``step_num``,
+    named ``<name>#<step_num>``; ranges of one step number are merged."""
+    if "step_num" not in events.columns:
+        return empty_steps()
+    s = events.filter(pl.col("step_num").is_not_null() & pl.col("kind").is_in(list(MARKER_KINDS))
+                      & (pl.col("ph").cast(pl.String) == "X"))
+    if s.height == 0:
+        return empty_steps()
+    t = (s.group_by("step_num")
+         .agg(pl.col("name").cast(pl.String).first().alias("_n"), pl.col("ts").min().alias("start"), pl.col("end").max().alias("end"))
+         .select(pl.col("step_num").alias("step"), pl.format("{}#{}", "_n", "step_num").alias("name"), "start", "end",
+                 pl.lit(None, dtype=pl.String).alias("kind"), pl.lit(None, dtype=pl.String).alias("phase")))
+    return t.select(list(STEP_SCHEMA)).sort("start")
+
+
+def module_steps(events: pl.DataFrame) -> pl.DataFrame:
+    """Without step annotations, a JAX trace's steps are the executions of its XLA module that runs most
+    often (ties: the one with the most host time), one window each."""
+    if "hlo_module" not in events.columns:
+        return empty_steps()
+    m = events.filter((pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).str.contains(MODULE_PATTERN))
+    if m.height == 0:
+        return empty_steps()
+    top = (m.group_by(pl.col("name").cast(pl.String)).agg(pl.len().alias("n"), pl.col("dur").sum().alias("d"))
+           .sort(["n", "d", "name"], descending=[True, True, False]).row(0, named=True)["name"])
+    hits = _outermost(m.filter(pl.col("name").cast(pl.String) == top).select(pl.col("name").cast(pl.String), "ts", "end").sort("ts"))
+    t = hits.with_row_index("step").select(
+        pl.col("step").cast(pl.Int64), pl.format("{}#{}", "name", "step").alias("name"), pl.col("ts").alias("start"), "end",
+        pl.lit(None, dtype=pl.String).alias("kind"), pl.lit(None, dtype=pl.String).alias("phase"))
+    return t.select(list(STEP_SCHEMA))
 
 
 class StepNumberError(ValueError):
@@ -261,6 +300,12 @@ def find_steps(events: pl.DataFrame, gpu: pl.DataFrame, spec: StepSpec) -> Found
         t = profiler_steps(events)
         if t.height:
             return FoundSteps(t, "ProfilerStep")
+        t = annotated_steps(events)
+        if t.height:
+            return FoundSteps(t, "StepTraceAnnotation")
+        t = module_steps(events)
+        if t.height:
+            return FoundSteps(t, "XLA module")
         for preset in DEFAULT_CASCADE:
             t, source = marker_steps(events, preset)
             if t.height:

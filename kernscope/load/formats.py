@@ -10,17 +10,15 @@ A format is detected from the file's first bytes (decompressed), never from its 
 Adding a format: a ``Format`` entry below with its detector and decoder returning a
 :class:`~kernscope.model.RawTrace`; linking and every analysis then work unchanged.
 
-A JAX run directory (``plugins/profile/<run>/``) is resolved to its richest file by :func:`resolve_run_dir`.
+A JAX run directory (``plugins/profile/<run>/``) is resolved to its richest file by
+:func:`kernscope.files.resolve_run_dir`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..errors import TraceError
 from ..model import RawTrace
 from .project import Projection
 from .source import Limits, TraceSource
@@ -45,10 +43,12 @@ def _is_json(head: bytes) -> bool:
 
 
 def _parse_kineto(source: TraceSource, opts: ParseOptions) -> RawTrace:
+    from .jax_json import adapt, is_jax_json
     from .kineto import parse_source
 
-    return parse_source(source, salvage=opts.salvage, limits=opts.limits, workers=opts.workers,
-                        progress=opts.progress, projection=opts.projection)
+    raw = parse_source(source, salvage=opts.salvage, limits=opts.limits, workers=opts.workers,
+                       progress=opts.progress, projection=opts.projection)
+    return adapt(raw) if is_jax_json(raw) else raw
 
 
 def _parse_xplane(source: TraceSource, opts: ParseOptions) -> RawTrace:
@@ -95,37 +95,3 @@ def parse(source: TraceSource, opts: ParseOptions | None = None) -> RawTrace:
     """Decode an opened trace of any known format into an unlinked event table."""
     opts = opts or ParseOptions()
     return detect(source).parse(source, opts)
-
-
-#: files of a JAX run directory, richest first (the XSpace is the complete record; the JSON exports drop fields)
-RUN_DIR_PREFERENCE = ("*.xplane.pb", "perfetto_trace.json.gz", "*.trace.json.gz", "*.trace.json", "perfetto_trace.json")
-
-
-def resolve_run_dir(path: str | os.PathLike[str]) -> tuple[list[str], str] | None:
-    """For a JAX profile run directory (``plugins/profile/<run>/``, or a log dir holding exactly one run):
-    the files to read (one per host for the XSpace) and a one-line note saying which were chosen.
-    None when ``path`` is not such a directory."""
-    p = Path(path)
-    if not p.is_dir():
-        return None
-    runs = [p]
-    if not any(p.glob("*.xplane.pb")) and not any(p.glob("perfetto_trace.json*")):
-        runs = sorted({x.parent for x in p.glob("plugins/profile/*/*") if x.is_file()} |
-                      {x.parent for x in p.glob("*/*.xplane.pb")})
-        if not runs:
-            return None
-        if len(runs) > 1:
-            names = ", ".join(r.name for r in runs[-5:])
-            raise TraceError(str(p), f"holds {len(runs)} profile runs ({names}); name one run directory")
-    run = runs[0]
-    for pattern in RUN_DIR_PREFERENCE:
-        found = sorted(str(x) for x in run.glob(pattern) if x.is_file())
-        if found:
-            if pattern != "*.xplane.pb":
-                found = found[:1]
-            what = ", ".join(os.path.basename(f) for f in found)
-            others = sorted(x.name for x in run.iterdir() if x.is_file() and str(x) not in found)
-            also = f"; also there: {', '.join(others)}" if others else ""
-            note = f"{run}: reading {what} (the richest file of this JAX run{also})"
-            return found, note
-    return None

@@ -333,6 +333,51 @@ def kernel_details(details: pl.Series) -> dict[str, pl.Series]:
     return out
 
 
+def _hlo(buf: np.ndarray, md_stat_rows: list[tuple[int, int, int, int]], smd: pl.DataFrame) -> pl.DataFrame:
+    """The HLO instructions of every module whose ``HloProto`` the profile carries (:mod:`.hlo`)."""
+    from .hlo import instructions
+
+    if not md_stat_rows:
+        return instructions(buf, [])
+    mp = np.array([r[0] for r in md_stat_rows], dtype=np.int64)
+    mo = np.array([r[2] for r in md_stat_rows], dtype=np.int64)
+    ms = np.array([r[3] for r in md_stat_rows], dtype=np.int64)
+    f = fields_of(buf, mo, mo + ms, what="XStat")
+    ids = np.zeros(mo.size, dtype=np.int64)
+    m = f.of(_ST_MD, 0)
+    ids[m.msg] = _i64(m.value)
+    names = pl.DataFrame({"plane": mp, "id": ids, "_k": np.arange(mo.size)}).join(smd, on=["plane", "id"], how="left").sort("_k")
+    is_hlo = (names["stat"] == "Hlo Proto").fill_null(False).to_numpy()
+    payload = f.of(_ST_BYTES, 2)
+    payload = payload.select(is_hlo[payload.msg])
+    return instructions(buf, list(zip(payload.off.tolist(), payload.size.tolist())))
+
+
+def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame) -> pl.DataFrame:
+    """GPU rows get ``hlo_instruction`` and ``hlo_desc`` (what XLA compiled the kernel from) and, where the
+    event has none, the JAX ``op_path`` from the instruction's metadata."""
+    if hlo.height == 0:
+        return table.with_columns(pl.lit(None, dtype=pl.Categorical).alias("hlo_instruction"),
+                                  pl.lit(None, dtype=pl.Categorical).alias("hlo_desc"))
+    key = pl.col("name").cast(pl.String).str.replace(r"\.kd$", "")
+    lookup = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("kernel").alias("_k"), pl.col("instruction").alias("_i"),
+                        pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"))
+    by_op = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("instruction").alias("_o"), pl.col("instruction").alias("_i2"),
+                       pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"))
+    out = (table.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"), key.alias("_k"),
+                              pl.col("hlo_op").cast(pl.String).alias("_o"))
+           .join(lookup, on=["_m", "_k"], how="left", maintain_order="left")
+           .join(by_op, on=["_m", "_o"], how="left", maintain_order="left")
+           .with_columns(pl.coalesce("_i", "_i2").alias("_i"), pl.coalesce("_d", "_d2").alias("_d"), pl.coalesce("_p", "_p2").alias("_p"))
+           .drop("_o", "_i2", "_d2", "_p2"))
+    gpu = pl.col("cat").cast(pl.String).is_in(["kernel", "gpu_memcpy", "gpu_memset"])
+    return out.with_columns(
+        pl.when(gpu).then(pl.col("_i")).cast(pl.Categorical).alias("hlo_instruction"),
+        pl.when(gpu).then(pl.col("_d")).cast(pl.Categorical).alias("hlo_desc"),
+        pl.coalesce(pl.col("op_path").cast(pl.String), pl.when(gpu).then(pl.col("_p"))).cast(pl.Categorical).alias("op_path"),
+    ).drop("_m", "_k", "_i", "_d", "_p")
+
+
 def _plane_stats(buf: np.ndarray, plane: _Plane, smd: pl.DataFrame) -> dict[str, Any]:
     if not len(plane.stats):
         return {}
@@ -419,6 +464,7 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
                   .select(stats.columns))
         stats = pl.concat([mstats, stats])  # the event's own stats come last: they win
     cols = _pivot(stats, ne)
+    hlo_rows = _hlo(buf, md_stat_rows, smd)
     # times: ns, rounded from ps
     start_ns = line_ts[line_of] + (offset_ps + 500) // 1000
     end_ns = line_ts[line_of] + (offset_ps + dur_ps + 500) // 1000
@@ -491,6 +537,7 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
         **{c: cols[c].cast(JAX_COLUMNS[c]) for c in JAX_COLUMNS if c in cols and c not in EVENT_SCHEMA},
         **{c: details[c] for c in KERNEL_DETAIL_COLUMNS},
     ).filter(pl.Series(keep))
+    table = _with_hlo(table, hlo_rows)
     # process and thread names as metadata rows (as Kineto writes them)
     meta_rows: dict[str, list[Any]] = {c: [] for c in _META_COLUMNS}
     seen_pid: set[str] = set()

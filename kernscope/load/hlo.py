@@ -1,0 +1,109 @@
+"""The XLA programs a JAX profile carries: one row per HLO instruction, to tell what each kernel does.
+
+``jax.profiler`` stores every compiled module's ``HloProto`` in the ``/host:metadata`` plane (an event
+metadata stat named ``Hlo Proto``). XLA names a kernel after the instruction it runs (``fusion.84`` runs
+as ``fusion_84``), so the instruction behind a kernel gives what its name may hide: the opcode, the
+fusion kind (``kLoop``, ``kInput``, ``kCustom``), the opcodes fused into it, a custom call's target
+(``__cudnn$fmhaSoftmaxBackward``, ``__cublas$lt$matmul``) and the JAX op it came from (``op_name``).
+
+Field numbers (``xla/service/hlo.proto``): HloProto.hlo_module 1; HloModuleProto name 1, computations 3;
+HloComputationProto name 1, instructions 2, id 5; HloInstructionProto name 1, opcode 2, metadata 7,
+fusion_kind 11, custom_call_target 28, called_computation_ids 38 (packed); OpMetadata op_name 2.
+
+The ``desc`` column (``hlo:<opcode>:<fusion kind>:<fused opcodes>`` or ``hlo:custom-call:<target>``) is
+what the categorizer's ``[[op_category]]`` rules read for JAX kernels whose name says little.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from .protowire import Fields, fields_of
+
+#: opcodes that only route data inside a fused computation (not what the kernel computes)
+_PLUMBING = {"parameter", "tuple", "get-tuple-element", "constant", "bitcast"}
+SCHEMA = {"hlo_module": pl.String, "instruction": pl.String, "kernel": pl.String, "opcode": pl.String,
+          "fusion_kind": pl.String, "target": pl.String, "op_path": pl.String, "desc": pl.String}
+
+
+def _text(buf: np.ndarray, f: Fields) -> list[str]:
+    return [buf[o : o + n].tobytes().decode("utf-8", "replace") for o, n in zip(f.off.tolist(), f.size.tolist())]
+
+
+def _scatter_text(buf: np.ndarray, f: Fields, n: int) -> list[str | None]:
+    out: list[str | None] = [None] * n
+    for i, t in zip(f.msg.tolist(), _text(buf, f)):
+        out[i] = t
+    return out
+
+
+def _packed(buf: np.ndarray, off: int, size: int) -> list[int]:
+    vals, v, shift = [], 0, 0
+    for b in buf[off : off + size].tolist():
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            vals.append(v)
+            v, shift = 0, 0
+    return vals
+
+
+def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> pl.DataFrame:
+    """One row per instruction of every module in ``protos`` (offset, size of each ``HloProto``)."""
+    if not protos:
+        return pl.DataFrame(schema=SCHEMA)
+    po = np.array([p[0] for p in protos], dtype=np.int64)
+    ps = np.array([p[1] for p in protos], dtype=np.int64)
+    top = fields_of(buf, po, po + ps, what="HloProto").of(1, 2)
+    mod = fields_of(buf, top.off, top.off + top.size, what="HloModuleProto")
+    mod_name = _scatter_text(buf, mod.of(1, 2), len(top))
+    comps = mod.of(3, 2)
+    cf = fields_of(buf, comps.off, comps.off + comps.size, what="HloComputationProto")
+    comp_module = comps.msg  # computation -> module row
+    comp_id = np.full(len(comps), -1, dtype=np.int64)
+    cid = cf.of(5, 0)
+    comp_id[cid.msg] = cid.value.view(np.int64)
+    ins = cf.of(2, 2)
+    inf = fields_of(buf, ins.off, ins.off + ins.size, what="HloInstructionProto")
+    n = len(ins)
+    name = _scatter_text(buf, inf.of(1, 2), n)
+    opcode = _scatter_text(buf, inf.of(2, 2), n)
+    kind = _scatter_text(buf, inf.of(11, 2), n)
+    target = _scatter_text(buf, inf.of(28, 2), n)
+    md = inf.of(7, 2)
+    mdf = fields_of(buf, md.off, md.off + md.size, what="OpMetadata").of(2, 2)
+    op_path: list[str | None] = [None] * n
+    for i, t in zip(md.msg[mdf.msg].tolist(), _text(buf, mdf)):
+        op_path[i] = t
+    ins_comp = ins.msg  # instruction -> computation row
+    ins_module = comp_module[ins_comp]
+    # opcodes of each computation (per module), for what a fusion computes
+    ops_of: dict[tuple[int, int], set[str]] = {}
+    for m, c, op in zip(ins_module.tolist(), comp_id[ins_comp].tolist(), opcode):
+        if op and op not in _PLUMBING:
+            ops_of.setdefault((m, c), set()).add(op)
+    called = inf.of(38, 2)
+    called_of: dict[int, list[int]] = {}
+    for i, o, s in zip(called.msg.tolist(), called.off.tolist(), called.size.tolist()):
+        called_of.setdefault(i, []).extend(_packed(buf, o, s))
+    called_v = inf.of(38, 0)  # unpacked encoding
+    for i, v in zip(called_v.msg.tolist(), called_v.value.tolist()):
+        called_of.setdefault(i, []).append(int(v))
+    desc: list[str | None] = [None] * n
+    for i in range(n):
+        op = opcode[i]
+        if op == "fusion":
+            fused: set[str] = set()
+            for c in called_of.get(i, []):
+                fused |= ops_of.get((int(ins_module[i]), c), set())
+            desc[i] = f"hlo:fusion:{kind[i] or ''}:{','.join(sorted(fused))}"
+        elif op == "custom-call":
+            desc[i] = f"hlo:custom-call:{target[i] or ''}"
+        elif op:
+            desc[i] = f"hlo:{op}"
+    modules = [mod_name[m] for m in ins_module.tolist()]
+    out = pl.DataFrame({"hlo_module": modules, "instruction": name, "opcode": opcode, "fusion_kind": kind,
+                        "target": target, "op_path": op_path, "desc": desc}, schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
+    out = out.with_columns(pl.col("instruction").str.replace_all(".", "_", literal=True).alias("kernel"))
+    return out.select(list(SCHEMA)).filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first")
