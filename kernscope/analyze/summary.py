@@ -99,7 +99,8 @@ def analyze(
         gpu=g,
         steps=step_summary(trace, all_gpu),
         kernels=kern,
-        kernels_by_stream=kernel_summary(g, by=("launcher", "category", "name", "device", "stream")),
+        kernels_by_stream=kernel_summary(g, by=("launcher", "category", "name", "device", "stream")
+                                         + (("decided_by", "decided_op") if "decided_by" in g.columns else ())),
         categories=category_summary(g),
         ops=op_summary(g),
         ops_by_category=op_category_summary(g),

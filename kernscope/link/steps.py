@@ -104,7 +104,8 @@ def annotated_steps(events: pl.DataFrame) -> pl.DataFrame:
 
 def module_steps(events: pl.DataFrame) -> pl.DataFrame:
     """Without step annotations, a JAX trace's steps are the executions of its XLA module that runs most
-    often (ties: the one with the most host time), one window each."""
+    often (ties: the one with the most host time), one window each; executions that overlap in time (one
+    program run on several GPUs by one process) are one window."""
     if "hlo_module" not in events.columns:
         return empty_steps()
     m = events.filter((pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).str.contains(MODULE_PATTERN))
@@ -112,7 +113,12 @@ def module_steps(events: pl.DataFrame) -> pl.DataFrame:
         return empty_steps()
     top = (m.group_by(pl.col("name").cast(pl.String)).agg(pl.len().alias("n"), pl.col("dur").sum().alias("d"))
            .sort(["n", "d", "name"], descending=[True, True, False]).row(0, named=True)["name"])
-    hits = _outermost(m.filter(pl.col("name").cast(pl.String) == top).select(pl.col("name").cast(pl.String), "ts", "end").sort("ts"))
+    hits = m.filter(pl.col("name").cast(pl.String) == top).select(pl.col("name").cast(pl.String), "ts", "end").sort("ts")
+    end = hits["end"].to_numpy()
+    prev_max = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[:-1]]))
+    group = np.cumsum(hits["ts"].to_numpy() >= prev_max)  # a new window where no earlier execution is still running
+    hits = (hits.with_columns(pl.Series("_g", group)).group_by("_g", maintain_order=True)
+            .agg(pl.col("name").first(), pl.col("ts").min(), pl.col("end").max()).drop("_g"))
     t = hits.with_row_index("step").select(
         pl.col("step").cast(pl.Int64), pl.format("{}#{}", "name", "step").alias("name"), pl.col("ts").alias("start"), "end",
         pl.lit(None, dtype=pl.String).alias("kind"), pl.lit(None, dtype=pl.String).alias("phase"))

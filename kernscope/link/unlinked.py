@@ -31,8 +31,10 @@ def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame
         "gpu_without_correlation": int(gpu["correlation"].null_count()),
         "gpu_launched_before_window": int(before),
         "launches_without_gpu": int(launch_like.filter(~pl.col("correlation").is_in(gpu_corr)).height),
+        # XLA: the HLO op (op_name) is the launching op, not an enclosing host event
         "launches_without_op": int(
-            gpu.filter(pl.col("launch_idx").is_not_null() & pl.col("op_idx").is_null())["launch_idx"].n_unique()
+            gpu.filter(pl.col("launch_idx").is_not_null() & pl.col("op_idx").is_null()
+                       & (pl.col("hlo_op").is_null() if "hlo_op" in gpu.columns else pl.lit(True)))["launch_idx"].n_unique()
         ),
         "gpu_outside_steps": int(gpu["step"].null_count()) if has_steps else 0,
         "flows_without_end": int(flow_ends.filter(pl.col("_s") & ~pl.col("_f")).height),

@@ -213,11 +213,11 @@ def _stat_metadata(buf: np.ndarray, planes: list[_Plane]) -> pl.DataFrame:
     return pl.concat(parts).unique(["plane", "id"], keep="last")
 
 
-def _event_metadata(buf: np.ndarray, planes: list[_Plane]) -> tuple[pl.DataFrame, list[tuple[int, int, int]]]:
+def _event_metadata(buf: np.ndarray, planes: list[_Plane]) -> tuple[pl.DataFrame, list[tuple[int, int, int, int]]]:
     """``plane, md, name`` per event metadata entry, and the metadata-level stats as (plane, md, offset
     of the stats payload) triples' arrays."""
     frames = []
-    stat_rows: list[tuple[int, int, int]] = []
+    stat_rows: list[tuple[int, int, int, int]] = []
     for p in planes:
         if not len(p.md):
             continue
@@ -237,7 +237,7 @@ def _event_metadata(buf: np.ndarray, planes: list[_Plane]) -> tuple[pl.DataFrame
         frame = pl.DataFrame({"plane": np.full(n, p.index, dtype=np.int64), "md": id_of, "name": name_s})
         frames.append(frame)
         st = v.of(_MD_STATS, 2)
-        stat_rows.extend(zip([p.index] * st.msg.size, id_of[st.msg].tolist(), st.off.tolist(), st.size.tolist()))  # type: ignore[arg-type]
+        stat_rows.extend(zip([p.index] * st.msg.size, id_of[st.msg].tolist(), st.off.tolist(), st.size.tolist()))
     md = (pl.concat(frames) if frames else pl.DataFrame(schema={"plane": pl.Int64, "md": pl.Int64, "name": pl.String}))
     return md.unique(["plane", "md"], keep="last"), stat_rows
 
@@ -424,6 +424,11 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> RawTr
 
 def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
     planes, hosts = _planes(buf, n, path)
+    gpu_planes = [p for p in planes if _device_of(p.name) is not None and any(line["ev_off"].size for line in p.lines)]
+    if not gpu_planes:
+        names = ", ".join(p.name for p in planes[:8]) or "none"
+        raise TraceError(path, f"this JAX/XLA profile has no GPU plane with events (planes: {names}); it was recorded "
+                               "without a GPU (CPU or TPU only), or before any GPU work ran")
     smd = _stat_metadata(buf, planes)
     emd, md_stat_rows = _event_metadata(buf, planes)
     # every event of every line, in one table

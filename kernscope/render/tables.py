@@ -42,8 +42,9 @@ def to_dict(a: Analysis, top: int | None = None) -> dict[str, Any]:
     f = a.facts.to_dict()
     trace = {k: f[k] for k in ("path", "events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names",
                                "rank", "world_size", "platform", "graph_launches", "salvaged_events", "step_source")}
+    signal = [c for c in ("decided_by", "decided_op") if c in a.kernels.columns]
     kernels = a.kernels.select(
-        "name", "launcher", "category", "library", "count", "total_us", "mean_us", "min_us", "max_us", "pct"
+        "name", "launcher", "category", "library", *signal, "count", "total_us", "mean_us", "min_us", "max_us", "pct"
     )
     out: dict[str, Any] = {
         "trace": trace,
