@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from conftest import TRACES
 
 import kernscope
 from kernscope.analyze.categories import Categorizer
@@ -26,8 +27,6 @@ from kernscope.errors import TraceError
 from kernscope.load import parse
 from kernscope.load.protowire import Fields, WireError, fields_of, padded, walk
 from kernscope.load.xplane import decode, is_xspace
-
-from conftest import TRACES
 
 DATA = Path(__file__).parent / "data" / "jax"
 REF = json.loads((DATA / "reference.json").read_text())["runs"]
