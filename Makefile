@@ -12,7 +12,7 @@ TRITON_CPU ?= triton==3.6.0
 
 .PHONY: install install-test demo test lint bench-load clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml kernscope/load/_xspace.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e .

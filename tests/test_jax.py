@@ -77,11 +77,12 @@ def test_fields_of_many_messages_and_value_types():
     m2 = _varint(3 << 3 | 0) + _varint(2**64 - 1) + _varint(4 << 3 | 5) + (7).to_bytes(4, "little")
     data = m1 + m2
     f: Fields = fields_of(padded(data), np.array([0, len(m1)]), np.array([len(m1), len(data)]))
-    assert f.msg.tolist() == [0, 0, 0, 1, 1]
-    assert f.field.tolist() == [1, 2, 5, 3, 4]
-    assert int(f.value[0]) == 300 and f.value[1:2].view(np.float64)[0] == 2.5
-    assert int(f.value[3]) == 2**64 - 1 and int(f.value[4]) == 7
-    assert bytes(padded(data)[f.off[2]:f.off[2] + f.size[2]]) == b"abc"
+    # position by position: the first field of every message, then the second, ...
+    assert list(zip(f.msg.tolist(), f.field.tolist())) == [(0, 1), (1, 3), (0, 2), (1, 4), (0, 5)]
+    m0, m1 = f.select(f.msg == 0), f.select(f.msg == 1)
+    assert int(m0.value[0]) == 300 and m0.value[1:2].view(np.float64)[0] == 2.5
+    assert int(m1.value[0]) == 2**64 - 1 and int(m1.value[1]) == 7
+    assert bytes(padded(data)[m0.off[2]:m0.off[2] + m0.size[2]]) == b"abc"
 
 
 def test_truncated_message_names_the_byte():
@@ -89,6 +90,77 @@ def test_truncated_message_names_the_byte():
     with pytest.raises(WireError) as e:
         fields_of(padded(msg[:30]), np.array([0]), np.array([30]))
     assert e.value.offset == 0
+
+
+def _xspace_files() -> list[Path]:
+    files = [MLP, TRANSFORMER]
+    if TRACELENS_JAX.is_dir():
+        files += sorted(TRACELENS_JAX.glob("*.xplane.pb"))
+    return files
+
+
+@pytest.mark.parametrize("path", _xspace_files(), ids=lambda p: p.name[:30])
+def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
+    """The C scanner (built by the install) and the numpy reader give the same columns and the same trace."""
+    from kernscope.load import native
+    from kernscope.load.xscan import scan_lines
+
+    if native.scanner() is None:
+        pytest.fail("the compiled scanner was not built (make install compiles kernscope/load/_xspace.c)")
+    data = xspace_bytes(path)
+    buf = padded(data)
+    space = walk(buf, 0, len(data))
+    offs, lens = [], []
+    for o, s in zip(space.of(1, 2).off.tolist(), space.of(1, 2).size.tolist()):
+        lines = walk(buf, o, o + s, runs=(4, 5, 6)).of(3, 2)
+        offs.append(lines.off)
+        lens.append(lines.size)
+    lo, ll = np.concatenate(offs), np.concatenate(lens)
+    lp = np.concatenate([np.full(x.size, i) for i, x in enumerate(offs)])
+    smd = decode(data, str(path))  # a decode builds the table of wanted stats; rebuild it here the same way
+    from kernscope.load.xplane import _planes, _stat_metadata
+    from kernscope.load.xstats import Lookup, field_lut, field_table
+
+    planes, _ = _planes(buf, len(data), str(path))
+    t = _stat_metadata(buf, planes)
+    lookup = Lookup(t["plane"].to_numpy(), t["id"].to_numpy())
+    table = field_table(t["stat"])
+    lut, width = field_lut(t["plane"].to_numpy(), t["id"].to_numpy(), t["stat"])
+
+    def field_of(plane, ids):
+        return table[lookup.rows(plane, ids)]
+
+    a = scan_lines(buf, lo, ll, lp, field_of, lut, width, native=True)
+    b = scan_lines(buf, lo, ll, lp, field_of, lut, width, native=False)
+    del smd
+    assert a.unknown == b.unknown > 0
+    assert a.native and not b.native
+    for col in a.__dataclass_fields__:
+        if col != "native":
+            assert np.array_equal(getattr(a, col), getattr(b, col)), col
+    fast = decode(data, str(path))
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+    slow = decode(data, str(path))
+    assert fast.events.equals(slow.events) and fast.metadata == slow.metadata
+
+
+def test_compiled_scanner_reports_the_offset_of_damage():
+    from kernscope.load.xscan import scan_lines
+
+    data = MLP.read_bytes()
+    buf = padded(data)
+    space = walk(buf, 0, len(data))
+    gpu = next((o, s) for o, s in zip(space.of(1, 2).off.tolist(), space.of(1, 2).size.tolist())
+               if b"/device:GPU" in data[o:o + 40])
+    line = walk(buf, gpu[0], gpu[0] + gpu[1], runs=(4, 5, 6)).of(3, 2)
+    lo, ll = line.off[:1].copy(), line.size[:1].copy()
+    bad = buf.copy()
+    bad[lo[0] + ll[0] // 2: lo[0] + ll[0] // 2 + 8] = 0xFF  # a run of unterminated varints mid-line
+    lut = np.full(64, -1, dtype=np.int8)
+    for native in (True, False):
+        with pytest.raises(WireError) as e:
+            scan_lines(bad, lo, ll, np.zeros(1, np.int64), lambda p, i: np.full(i.size, -1, np.int8), lut, 64, native=native)
+        assert lo[0] <= e.value.offset < lo[0] + ll[0]
 
 
 # -- decoding real profiles --------------------------------------------------------------------

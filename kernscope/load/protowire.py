@@ -133,7 +133,9 @@ def _step(buf: np.ndarray, cur: np.ndarray, end: np.ndarray) -> tuple[np.ndarray
 
 
 def fields_of(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, what: str = "message") -> Fields:
-    """Every field of the messages ``buf[starts[i]:ends[i]]``, all messages at once.
+    """Every field of the messages ``buf[starts[i]:ends[i]]``, all messages at once. Rows come position by
+    position (every message's first field, then every second field, ...), so the fields of one message
+    are in file order and ``msg`` says whose each is.
 
     Raises :class:`WireError` at the first field (by offset) that runs past its message's end.
     """
@@ -155,21 +157,42 @@ def fields_of(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, what: str =
     if not parts:
         e64 = np.zeros(0, dtype=np.int64)
         return Fields(e64, e64, e64, np.zeros(0, dtype=np.uint64), e64, e64)
-    cols = [np.concatenate([p[k] for p in parts]) for k in range(6)]
-    order = np.lexsort((cols[4], cols[0]))  # by message, then position: fields in file order
-    return Fields(*(c[order] for c in cols))
+    # in the order read: the k-th field of every message, then the (k+1)-th: a message's fields keep their
+    # file order (a later field of a message always has a larger row number)
+    return Fields(*(np.concatenate([p[k] for p in parts]) for k in range(6)))
+
+
+#: bytes of a run examined at first (doubled while the run goes on): a short run in a long message
+#: (a plane's metadata before or after its lines) costs its own length, not the message's
+RUN_WINDOW = 1 << 16
 
 
 def _run(buf: np.ndarray, start: int, end: int, tag: bytes) -> tuple[np.ndarray, np.ndarray, int]:
     """The consecutive fields with tag bytes ``tag`` from ``start`` (which holds one): payload offsets
     and sizes, and the position after the run."""
+    offs: list[np.ndarray] = []
+    sizes: list[np.ndarray] = []
+    window = RUN_WINDOW
+    while True:
+        stop = min(end, start + window)
+        o, s, after = _run_window(buf, start, stop, end, tag)
+        offs.append(o)
+        sizes.append(s)
+        t = len(tag)
+        if after >= stop and after < end and bytes(buf[after : after + t]) == tag:
+            start, window = after, window * 2  # the run goes on past this window
+            continue
+        return np.concatenate(offs), np.concatenate(sizes), after
+
+
+def _run_window(buf: np.ndarray, start: int, stop: int, end: int, tag: bytes) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`_run` over the fields that start in ``[start, stop)`` (the message ends at ``end``)."""
     t = len(tag)
-    view = buf[start:end]
-    cand = np.flatnonzero(view == tag[0])
+    view = buf[start:stop]
+    cand = np.flatnonzero(view == tag[0]).astype(np.int64) + start
     for k in range(1, t):
-        cand = cand[cand + k < view.size]
-        cand = cand[view[cand + k] == tag[k]]
-    cand = cand.astype(np.int64) + start
+        cand = cand[cand + k < end]
+        cand = cand[buf[cand + k] == tag[k]]
     n = cand.size
     length, lsz = varints(buf, cand + t)
     ok = (lsz <= 10) & (length <= np.uint64(end))

@@ -1,0 +1,199 @@
+"""JAX profile (XSpace) benchmark: kernscope's decoder vs xprof's own converter, on a real profile replicated to size.
+
+    python benchmarks/bench_xplane.py --size-mb 200 [--from tests/data/jax/transformer/vm.xplane.pb.gz]
+        [--xprof-python /path/to/venv/bin/python] [--repeat 3] [--out results.json]
+
+The replica repeats every line ``k`` times, each copy shifted in time by the profile's span and given a new
+line id (the event bytes are the real ones), so the file keeps the real mix of kernels, launches, TraceMe
+and Python events, their stats and the HLO programs. Correlation ids repeat across copies (each copy's
+kernels link to the first copy's launches): the decode and link work is that of a real profile of this size,
+the step windows of the copies merge.
+
+Contenders, each in a fresh process on the same file, in turn ``--repeat`` times (median reported):
+``kernscope_cold`` (``kernscope analyze FILE --format json`` with an empty cache: decode, link, the
+analysis), ``kernscope_decode`` (``kernscope.load.parse`` only), and with ``--xprof-python`` (a Python
+with ``pip install xprof``): ``xprof_trace_viewer`` (xprof's XSpace -> trace JSON, what JAX runs for
+``create_perfetto_trace``) and ``xprof_op_stats`` (xprof's ``framework_op_stats`` tool).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernscope.load.protowire import fields_of, padded, walk  # noqa: E402
+
+
+def _varint(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        if v < 0x80:
+            out.append(v)
+            return bytes(out)
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+
+
+def _field(num: int, payload: bytes) -> bytes:
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+
+def replicate(data: bytes, copies: int) -> bytes:
+    """The XSpace with every line repeated ``copies`` times: the same event bytes under a new line id, the
+    line's start shifted by the profile's span each time (so the copies follow each other in time)."""
+    buf = padded(data)
+    space = walk(buf, 0, len(data))
+    lines_of: dict[int, list[tuple[dict, int, int]]] = {}
+    span_ns = 0
+    for i, (f, o, s) in enumerate(zip(space.field.tolist(), space.off.tolist(), space.size.tolist())):
+        if f != 1:
+            continue
+        pf = walk(buf, o, o + s, runs=(4, 5, 6))
+        lines = []
+        for lo, ls in zip(pf.of(3, 2).off.tolist(), pf.of(3, 2).size.tolist()):
+            lf = walk(buf, lo, lo + ls, runs=(4,))
+            ev = lf.of(4, 2)
+            head = {fn: (v if w != 2 else data[off:off + sz]) for fn, w, v, off, sz in
+                    zip(lf.field.tolist(), lf.wire.tolist(), lf.value.tolist(), lf.off.tolist(), lf.size.tolist()) if fn != 4}
+            first = int(ev.off[0]) - 1 - len(_varint(int(ev.size[0]))) if len(ev) else lo
+            last = int(ev.off[-1] + ev.size[-1]) if len(ev) else lo
+            lines.append((head, first, last))
+            if len(ev):
+                ef = fields_of(buf, ev.off, ev.off + ev.size)
+                off = np.zeros(len(ev), dtype=np.int64)
+                dur = np.zeros(len(ev), dtype=np.int64)
+                off[ef.of(2, 0).msg] = ef.of(2, 0).value.view(np.int64)
+                dur[ef.of(3, 0).msg] = ef.of(3, 0).value.view(np.int64)
+                span_ns = max(span_ns, int(head.get(3, 0)) + int((off + dur).max()) // 1000)
+        lines_of[i] = lines
+    span_ns += 1000  # 1 µs between copies
+    out = bytearray()
+    for i, (f, w, v, o, s) in enumerate(zip(space.field.tolist(), space.wire.tolist(), space.value.tolist(),
+                                           space.off.tolist(), space.size.tolist())):
+        if f != 1:
+            out += _varint(f << 3 | w) + (_varint(s) + data[o:o + s] if w == 2 else _varint(int(v)))
+            continue
+        pf = walk(buf, o, o + s, runs=(4, 5, 6))
+        plane = bytearray()
+        lines_done = False
+        for pfn, pw, pv, po, ps in zip(pf.field.tolist(), pf.wire.tolist(), pf.value.tolist(), pf.off.tolist(), pf.size.tolist()):
+            if pfn != 3:
+                plane += _varint(pfn << 3 | pw) + (_varint(ps) + data[po:po + ps] if pw == 2 else _varint(int(pv)))
+            elif not lines_done:  # every copy of every line where the lines were (field order kept)
+                lines_done = True
+                plane += _lines(data, lines_of[i], copies, span_ns)
+        out += _field(1, bytes(plane))
+    return bytes(out)
+
+
+def _lines(data: bytes, lines: list, copies: int, span_ns: int) -> bytes:
+    """``copies`` copies of every line (header re-encoded, event bytes as they are)."""
+    plane = bytearray()
+    for k in range(copies):
+        for head, first, last in lines:
+            line = bytearray()
+            for fn, val in sorted(head.items()):
+                if isinstance(val, bytes):
+                    line += _field(fn, val)
+                elif fn in (1, 10):  # id, display id: a new thread/stream per copy
+                    line += _varint(fn << 3) + _varint(int(val) + k * 1_000_003)
+                elif fn == 3:  # timestamp_ns
+                    line += _varint(fn << 3) + _varint(int(val) + k * span_ns)
+                else:
+                    line += _varint(fn << 3) + _varint(int(val))
+            line += data[first:last]
+            plane += _field(3, bytes(line))
+    return bytes(plane)
+
+
+def timed(cmd: list[str]) -> dict:
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t0
+    out = p.stdout.read().decode() if p.stdout else ""
+    err = p.stderr.read().decode() if p.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        return {"error": (err.strip().splitlines() or ["failed"])[-1][:300]}
+    return {"seconds": dt, "rss": ru.ru_maxrss * 1024, "stdout": out[-500:]}
+
+
+def contenders(path: str, tmp: str, xprof_python: str | None) -> dict[str, list[str]]:
+    out = os.path.join(tmp, "a.json")
+    c = {
+        "kernscope_cold": [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out, "--no-cache"],
+        "kernscope_decode": [sys.executable, "-c", f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"],
+    }
+    if xprof_python:
+        for name, tool in (("xprof_trace_viewer", "trace_viewer"), ("xprof_op_stats", "framework_op_stats")):
+            c[name] = [xprof_python, "-c", "import logging, os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
+                       "from xprof.convert import raw_to_tool_data as r\n"
+                       f"d, _ = r.xspace_to_tool_data([{path!r}], {tool!r}, {{}})\nprint(len(d or b''))"]
+    return c
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--from", dest="src", default=str(ROOT / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"))
+    ap.add_argument("--size-mb", type=float, default=200)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--xprof-python")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    raw = Path(a.src).read_bytes()
+    raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    one, two = len(replicate(raw, 1)), len(replicate(raw, 2))  # the metadata (HLO programs) is not repeated
+    copies = max(1, round((a.size_mb * 1e6 - one) / (two - one)) + 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "replica.xplane.pb")
+        t = time.perf_counter()
+        Path(path).write_bytes(replicate(raw, copies))
+        size = os.path.getsize(path)
+        print(f"replica: {copies} copies of {a.src} = {size / 1e6:.1f} MB ({time.perf_counter() - t:.1f} s to build)", flush=True)
+        runs: dict[str, list[dict]] = {}
+        cmds = contenders(path, tmp, a.xprof_python)
+        for i in range(a.repeat):
+            for name, cmd in cmds.items():
+                r = timed(cmd)
+                runs.setdefault(name, []).append(r)
+                print(f"  round {i + 1} {name}: " + (r["error"] if "error" in r else f"{r['seconds']:.2f} s, {r['rss'] / 1e6:.0f} MB"),
+                      flush=True)
+    summary = {}
+    for name, rs in runs.items():
+        ok = [r for r in rs if "error" in r] == []
+        if not ok:
+            summary[name] = {"error": next(r["error"] for r in rs if "error" in r)}
+            continue
+        secs = [r["seconds"] for r in rs]
+        med = statistics.median(secs)
+        summary[name] = {"median_s": round(med, 3), "min_s": round(min(secs), 3), "max_s": round(max(secs), 3),
+                         "mb_per_s": round(size / 1e6 / med, 1), "peak_rss_x": round(max(r["rss"] for r in rs) / size, 2)}
+    base = summary.get("kernscope_cold", {}).get("median_s")
+    for name, s in summary.items():
+        if base and "median_s" in s:
+            s["vs_kernscope_cold"] = round(s["median_s"] / base, 2)
+    result = {"file_mb": round(size / 1e6, 1), "source": a.src, "copies": copies, "machine": platform.platform(),
+              "cpus": os.cpu_count(), "summary": summary}
+    print(json.dumps(result, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The compiled scanner (``_xspace.c``), loaded with ctypes when the install could build it.
+
+``pip install`` compiles ``kernscope/load/_xspace.c`` with the machine's C compiler (an optional
+extension: without a compiler the install goes on). :func:`scanner` returns it, or None when it is
+missing, of another ABI version, or ``KERNSCOPE_NO_NATIVE=1`` asks for the numpy readers (which give the
+same columns: ``tests/test_jax.py`` compares both).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.machinery
+import os
+from pathlib import Path
+from typing import Any
+
+#: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
+ABI_VERSION = 2
+
+
+@functools.lru_cache(maxsize=1)
+def _library() -> Any:
+    here = Path(__file__).parent
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        f = here / f"_xspace{suffix}"
+        if f.exists():
+            try:
+                lib = ctypes.CDLL(str(f))
+                lib.ks_abi_version.restype = ctypes.c_int64
+                if lib.ks_abi_version() != ABI_VERSION:
+                    return None
+                lib.ks_scan_lines.restype = ctypes.c_int64
+                return lib
+            except (OSError, AttributeError):
+                return None
+    return None
+
+
+def scanner() -> Any:
+    """The compiled library, or None (then the numpy readers run)."""
+    if os.environ.get("KERNSCOPE_NO_NATIVE") == "1":
+        return None
+    return _library()
