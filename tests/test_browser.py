@@ -44,13 +44,15 @@ def test_report_loads_and_matches_json(browser, tmp_path, capsys):
     # tables: every kernel row of the JSON, with the same count and total
     rows = browser.eval("kernscope.views.kernels.rows")
     cols = browser.eval("kernscope.views.kernels.cols")
-    page = {(r[cols.index("name")], r[cols.index("launcher")]): (r[cols.index("count")], r[cols.index("total_us")]) for r in rows}
-    want = {(k["name"], k["launcher"]): (k["count"], k["total_us"]) for k in doc["kernels"]}
-    assert page == want
+    key = ("name", "launcher", "category", "decided_by")
+    page = {tuple(r[cols.index(c)] for c in key): (r[cols.index("count")], r[cols.index("total_us")]) for r in rows}
+    want = {tuple(k[c] for c in key): (k["count"], k["total_us"]) for k in doc["kernels"]}
+    assert page == want and len(page) == len(doc["kernels"])
     cats = browser.eval("kernscope.views.categories.rows")
     assert {r[0]: r[2] for r in cats} == {c["category"]: c["total_us"] for c in doc["categories"]}
     # the rendered table cells hold the numbers too
-    first_cell = browser.eval("document.querySelector('table[data-table=kernels] tbody tr td:nth-child(5)').textContent")
+    nth = cols.index("count") + 1
+    first_cell = browser.eval(f"document.querySelector('table[data-table=kernels] tbody tr td:nth-child({nth})').textContent")
     assert first_cell == f"{doc['kernels'][0]['count']:,}"
     # timeline: one lane per (device, stream), events drawn
     lanes = browser.eval("kernscope.timeline.lanes.map(l => l.label)")

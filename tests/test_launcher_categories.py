@@ -37,7 +37,9 @@ def _op_trace(tmp_path):
     launch(["aten::linear", "aten::addmm"], "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64")
     launch(["aten::layer_norm"], "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float> >(int)")
     launch(["aten::add"], "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)")
-    launch(["vllm::unified_attention"], "void at::native::elementwise_kernel<128, 4, direct_copy_kernel_cuda>(int)", graph=True)
+    launch(["vllm::unified_attention"], "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int)",
+           graph=True)
+    launch(["aten::linear"], "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda, bfloat16_copy_kernel_cuda>(int)")
     return write_trace(tmp_path / "ops.json", ev)
 
 
@@ -47,17 +49,18 @@ def test_launching_op_decides_for_generic_names(tmp_path):
     assert rows == [
         ("Embedding/Indexing", "op"),  # a fill inside embedding backward (innermost named op, not aten::fill_)
         ("Embedding/Indexing", "op"),  # an Other-named cub kernel
-        ("Attention Backward", "op"),  # a cuDNN helper named for a conversion
+        ("Attention Backward", "name"),  # cuDNN's dQ conversion helper: a name rule knows it
         ("Attention Backward", "name"),  # the name already says it
         ("GEMM", "name"),  # specific names are never overridden
         ("Normalization", "op"),  # a reduction inside layer_norm
         ("Elementwise", "name"),  # no rule names aten::add: the name stands
         ("Attention Forward", "graph"),  # decided by the op around a graph launch
+        ("Memory", "name"),  # a dtype cast under an autocast linear stays a copy ([launcher].keep)
     ]
     a = analyze(load(tmp_path / "ops.json", cache=False))
     assert "decided_by" in a.gpu.columns
     cats = dict(zip(a.categories["category"], a.categories["count"]))
-    assert cats["Embedding/Indexing"] == 2 and cats["Attention Backward"] == 2
+    assert cats["Embedding/Indexing"] == 2 and cats["Attention Backward"] == 2 and cats["Memory"] == 1
 
 
 def test_memcpy_and_user_rules(tmp_path):

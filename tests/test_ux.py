@@ -31,7 +31,7 @@ def test_tables_fit_and_keep_their_numbers(capsys, monkeypatch, columns):
     start = next(i for i, x in enumerate(lines) if x.startswith("Kernels by name"))
     rows = lines[start + 2 : start + 10]
     assert all(r.rstrip().endswith("%") and ("µs" in r or "ms" in r) for r in rows), rows  # numbers never cut
-    assert "… 55 more" in out
+    assert "… 58 more" in out  # 66 kernel rows (one per name, launcher and category), 8 shown
 
 
 @needs_traces
@@ -54,7 +54,10 @@ def test_top_limits_every_table(capsys, monkeypatch, tmp_path):
 
 def test_json_has_every_row_unless_top_is_given(capsys, monkeypatch):
     doc = json.loads(_analyze(capsys, monkeypatch, EXAMPLE, "--format", "json"))
-    assert len(doc["kernels"]) == 63 and len(doc["ops"]) == 25
+    # one row per kernel name, launcher and category: 63 (name, launcher) pairs, three of them hold two categories
+    assert len(doc["kernels"]) == 66 and len(doc["ops"]) == 25
+    pairs = {(k["name"], k["launcher"]) for k in doc["kernels"]}
+    assert len(pairs) == 63 and len({(k["name"], k["launcher"], k["category"]) for k in doc["kernels"]}) == 66
     doc = json.loads(_analyze(capsys, monkeypatch, EXAMPLE, "--format", "json", "--top", "5"))
     assert len(doc["kernels"]) == 5
 

@@ -61,7 +61,7 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
         rows = [[r["name"], r["launcher"], r["category"], r.get("decided_by") or "name", count(r["count"]),
                  us(r["total_us"]), us(r["mean_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
         cols = [Col("kernel", weight=5, min_width=14), Col("launcher", weight=2, min_width=10),
-                Col("category", min_width=14), Col("by", min_width=5),
+                Col("category", min_width=14), Col("by", min_width=5, optional=True),
                 Col("count", True), Col("total", True), Col("mean", True), Col("%", True)]
         console.print(fit_table(f"Kernels by name and launching op ({a.kernels.height:,})", cols, rows, w, more=more))
         console.print()

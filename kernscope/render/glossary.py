@@ -27,7 +27,7 @@ _T = [
     Term("world_size", "count", "distributedInfo.world_size.", "trace"),
     Term("platform", "", "cuda or rocm, from metadata keys and runtime call names.", "trace"),
     Term("graph_launches", "count", "Distinct cudaGraphLaunch/hipGraphLaunch calls that launched kernels in the trace.", "trace"),
-    Term("step_source", "", "How steps were found: ProfilerStep (ProfilerStep#N annotations), marker:<regex> (--step-marker), auto (the repeating kernel sequence) or none.", "trace"),
+    Term("step_source", "", "How steps were found: ProfilerStep (ProfilerStep#N annotations), StepTraceAnnotation (JAX/TensorFlow step_num ranges), XLA module (the executions of a JAX trace's most frequent XLA module), marker:<regex> (--step-marker), auto (the repeating kernel sequence) or none.", "trace"),
     Term("salvaged_events", "count", "With --salvage: events recovered from a truncated or partly corrupt file (null otherwise).", "trace"),
     # -- steps
     Term("step", "number", "Step number (N of ProfilerStep#N, or the window's index for markers and automatic windows).", "steps"),
@@ -49,7 +49,8 @@ _T = [
     Term("name", "", "Kernel name as recorded (names longer than 4096 bytes keep their head and a hash of the whole).", "summaries"),
     Term("launcher", "", "What launched the kernel: the innermost CPU op around its runtime launch (by External id, else by nesting on the launching thread); for graph launches, the graph launch call; '<no launch in trace>' when the launch is outside the trace.", "summaries"),
     Term("category", "", "What the kernel does (GEMM, Attention Forward, Communication, ...), from its name by the rules in analyze/rules.toml, or from its launching op when the name says nothing (see decided_by).", "summaries"),
-    Term("decided_by", "", "Which signal gave the category: name (the kernel name rules), op (the launching CPU op), or graph (the graph launch's op).", "summaries"),
+    Term("decided_by", "", "Which signal gave the category: name (the kernel name rules), op (the launching CPU op), graph (the graph launch's op), or hlo (the XLA HLO instruction a JAX kernel was compiled from).", "summaries"),
+    Term("decided_op", "", "The op that decided the category when decided_by is op, graph or hlo (a CPU op name, or an HLO instruction such as fusion.84); empty when the kernel name decided.", "summaries"),
     Term("library", "", "Who wrote the kernel (cuBLAS, cuDNN, NCCL, Triton, ATen, ...), from its name.", "summaries"),
     Term("count", "count", "Records in the group.", "summaries"),
     Term("total_us", "µs", "Sum of durations in the group.", "summaries"),

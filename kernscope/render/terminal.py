@@ -26,6 +26,8 @@ class Col:
     weight: int = 1  #: share of the free width among name columns
     min_width: int = 8
     key: str | None = None  #: glossary key (for the header's meaning in docs/HTML; terminal shows header only)
+    #: a column the table may leave out when the width cannot hold every number whole (said below the table)
+    optional: bool = False
 
 
 def us(v: float | None) -> str:
@@ -80,9 +82,22 @@ def _allocate(cols: Sequence[Col], nat: list[int], width: int) -> list[int]:
 
 
 def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int, *, more: int = 0) -> Table:
-    """A table no wider than ``width``: numeric columns at their natural width, name columns shortened."""
+    """A table no wider than ``width``: numeric columns at their natural width, name columns shortened;
+    ``optional`` columns are left out (and the table says so) when keeping them would not leave every
+    other column its minimum width."""
     cells = [[visible(v) for v in r] for r in rows]
     nat = [max([len(c.header)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+    dropped: list[str] = []
+    while True:
+        need = sum(nat[i] if c.numeric else min(nat[i], c.min_width) for i, c in enumerate(cols)) + GAP * (len(cols) - 1)
+        opt = [i for i, c in enumerate(cols) if c.optional]
+        if need <= width or not opt:
+            break
+        i = opt[-1]
+        dropped.append(cols[i].header)
+        cols = [c for j, c in enumerate(cols) if j != i]
+        cells = [[v for j, v in enumerate(r) if j != i] for r in cells]
+        nat = [v for j, v in enumerate(nat) if j != i]
     widths = _allocate(cols, nat, width)
     t = Table(title=shorten_middle(title, width), title_justify="left", title_style="bold", header_style="bold",
               box=None, pad_edge=False, padding=(0, 1), show_edge=False, expand=False, collapse_padding=False)
@@ -93,6 +108,10 @@ def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], wi
         t.add_row(*(Text(v if cols[i].numeric else shorten_middle(v, widths[i])) for i, v in enumerate(r)))
     if more > 0:
         t.add_row(Text(shorten_middle(f"… {more:,} more", widths[0]), style="dim"), *([Text("")] * (len(cols) - 1)))
+    if dropped:
+        t.caption = shorten_middle(f"not shown at this width: {', '.join(dropped)} (wider terminal or --format json)", width)
+        t.caption_justify = "left"
+        t.caption_style = "dim"
     return t
 
 
