@@ -184,7 +184,7 @@ def main() -> int:
         summary[name] = {"median_s": round(med, 3), "min_s": round(min(secs), 3), "max_s": round(max(secs), 3),
                          "mb_per_s": round(size / 1e6 / med, 1), "peak_rss_x": round(max(r["rss"] for r in rs) / size, 2)}
     base = summary.get("kernscope_cold", {}).get("median_s")
-    for name, s in summary.items():
+    for s in summary.values():
         if base and "median_s" in s:
             s["vs_kernscope_cold"] = round(s["median_s"] / base, 2)
     result = {"file_mb": round(size / 1e6, 1), "source": a.src, "copies": copies, "machine": platform.platform(),
