@@ -282,7 +282,7 @@ def mark_phases(steps: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     (as a multiset of names), warmup before the first such step, irregular after it."""
     if steps.height < 2 or steps["phase"].null_count() == 0:
         return steps
-    k = gpu.filter((pl.col("kind") == "kernel") & pl.col("step").is_not_null())
+    k = gpu.select("kind", "step", "name").filter((pl.col("kind") == "kernel") & pl.col("step").is_not_null())
     if k.height == 0:
         return steps
     sig = k.group_by("step").agg(pl.col("name").cast(pl.String).sort().hash().sum().alias("sig"), pl.len().alias("n"))
@@ -338,11 +338,10 @@ def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame, *, by_gpu_time: bo
         return gpu.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
     key = "ts" if by_gpu_time else "launch_ts"
     windows = step_table.select(pl.col("start").alias("_key"), pl.col("step"), pl.col("end").alias("_step_end")).sort("_key")
-    keyed = gpu.with_row_index("_r").with_columns(pl.col(key).alias("_key")).sort("_key", nulls_last=True)
-    valid = keyed.filter(pl.col("_key").is_not_null())
-    joined = valid.join_asof(windows, on="_key", strategy="backward")
-    joined = joined.with_columns(
-        pl.when(pl.col("_key") < pl.col("_step_end")).then(pl.col("step")).otherwise(None).alias("step")
-    ).drop("_step_end")
-    rest = keyed.filter(pl.col("_key").is_null()).with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
-    return pl.concat([joined, rest], how="vertical_relaxed").sort("_r").drop("_r", "_key")
+    # on a narrow frame (row number and key): the GPU table is wide, sorting it twice would copy every column
+    keyed = gpu.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_r"), pl.col(key).alias("_key"))
+    valid = keyed.filter(pl.col("_key").is_not_null()).sort("_key")
+    joined = valid.join_asof(windows, on="_key", strategy="backward").select(
+        "_r", pl.when(pl.col("_key") < pl.col("_step_end")).then(pl.col("step")).otherwise(None).alias("step"))
+    step = keyed.select("_r").join(joined, on="_r", how="left", maintain_order="left")["step"]
+    return gpu.with_columns(step.cast(pl.Int64).alias("step"))

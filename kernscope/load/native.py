@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 2
+ABI_VERSION = 6
 
 
 @functools.lru_cache(maxsize=1)

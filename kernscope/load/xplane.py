@@ -47,15 +47,13 @@ from .xstats import (
     KERNEL_DETAIL_COLUMNS,
     STAT_FIELDS,
     Lookup,
-    Wanted,
     columns,
     field_lut,
     field_table,
     kernel_details,
     nulls,
-    resolve,
+    place,
     texts,
-    wanted,
 )
 
 # XSpace / XPlane / XLine / XEvent / XStat / metadata field numbers (xplane.proto)
@@ -311,7 +309,8 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
         return out
 
     flat = field_lut(smd["plane"].to_numpy(), smd["id"].to_numpy(), stat_names)
-    scan = scan_lines(buf, line_off, line_len, line_plane, field_of, flat[0] if flat else None, flat[1] if flat else 0)
+    scan = scan_lines(buf, line_off, line_len, line_plane, field_of, flat[0] if flat else None, flat[1] if flat else 0,
+                      len(STAT_FIELDS))
     ne = scan.ev_md.size
     ev_plane = line_plane[scan.ev_line] if ne else empty
     per_plane = np.bincount(ev_plane, minlength=len(planes)) if ne else np.zeros(len(planes), np.int64)
@@ -321,22 +320,21 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
         raise TraceError(path, f"this JAX/XLA profile has no GPU plane with events (planes: {names}); it was recorded "
                                "without a GPU (CPU or TPU only), or before any GPU work ran")
     emd, md_stat_rows = _event_metadata(buf, planes)
-    # stats -> columns: the events' own, after those of their metadata (an event's own stat wins)
-    parts: list[Wanted] = []
+    # stats -> columns: the events' own, and where an event has none of a field, its metadata's
+    unknown = scan.unknown
     if md_stat_rows:
         mp, mid, mo, ms = (np.array(c, dtype=np.int64) for c in zip(*md_stat_rows))
-        s_md, s_kind, s_val, s_off, s_len = decode_stats(buf, mo, ms)
-        w = wanted(buf, np.arange(mp.size), mp, s_md, s_kind, s_val, s_off, s_len, stat_names, stat_lookup)
-        if w.row.size:  # owner: a metadata entry -> every event of it
-            owners = pl.DataFrame({"plane": mp[w.row], "md": mid[w.row], "_w": np.arange(w.row.size)})
+        s_md, s_kind, s_val = decode_stats(buf, mo, ms)
+        s_field = fields[stat_lookup.rows(mp, s_md)]
+        sel = np.flatnonzero(s_field >= 0)
+        unknown += int(mp.size - sel.size)
+        if sel.size:  # owner: a metadata entry -> every event of it
+            owners = pl.DataFrame({"plane": mp[sel], "md": mid[sel], "_w": sel})
             ev = pl.DataFrame({"plane": ev_plane, "md": scan.ev_md, "_e": np.arange(ne)})
             pairs = owners.join(ev, on=["plane", "md"]).sort("_e", "_w")
             i, e = pairs["_w"].to_numpy(), pairs["_e"].to_numpy()
-            w = Wanted(e, w.field[i], w.kind[i], w.value[i], w.text[i], w.dictionary, w.unknown)
-        parts.append(w)
-    parts.append(resolve(buf, scan.st_event, ev_plane[scan.st_event], scan.st_field, scan.st_kind, scan.st_val, scan.st_off,
-                         scan.st_len, stat_names, stat_lookup, scan.unknown))
-    cols = columns(parts, ne)
+            place(e, s_field[i], s_kind[i], s_val[i], scan.col_val, scan.col_kind)
+    cols = columns(buf, scan.col_val, scan.col_kind, ev_plane, stat_names, stat_lookup)
     # times: ns, rounded from ps
     line_ts = scan.ln_ts
     start_ns = line_ts[scan.ev_line] + (scan.ev_offset + 500) // 1000
@@ -408,11 +406,15 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
     if occurrences.any():
         table = table.filter(pl.Series(~occurrences))
     table = _with_hlo(table, _hlo(buf, md_stat_rows, stat_lookup, stat_names))
+    # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
+    # null literal each, which takes no memory
+    empty_cols = [c for c in table.columns if table.height and table[c].null_count() == table.height]
+    table = table.with_columns(pl.lit(None, dtype=table.schema[c]).alias(c) for c in empty_cols)
     line_names = [buf[o : o + k].tobytes().decode("utf-8", "replace") if o >= 0 else ""
                   for o, k in zip(scan.ln_name_off.tolist(), scan.ln_name_len.tolist())]
     metas = _meta_rows(planes, line_plane, tid_values, line_names, pid_values, plane_stats)
     flows = pl.DataFrame(schema={c: (EVENT_SCHEMA.get(c, pl.Int64) if c != "idx" else pl.Int64) for c in _FLOW_COLUMNS})
-    metadata = _metadata(planes, plane_stats, hosts, sum(p.unknown for p in parts), int(occurrences.sum()), [p.name for p in planes])
+    metadata = _metadata(planes, plane_stats, hosts, unknown, int(occurrences.sum()), [p.name for p in planes])
     return RawTrace(table, metadata, flows=flows, meta_events=metas)
 
 

@@ -1,8 +1,9 @@
-"""The events and stats of XLine messages as flat numpy columns: the compiled scanner, or numpy.
+"""The events of XLine messages and their wanted stats as flat numpy columns: the compiled scanner, or numpy.
 
-Both readers give the same :class:`LineScan` (``tests/test_jax.py`` compares them on real profiles):
-the compiled one (``_xspace.c`` through :mod:`.native`) walks every byte once; the numpy one walks each
-line's events with :func:`.protowire.walk` and their fields with :func:`.protowire.fields_of`.
+Both readers give the same :class:`LineScan` (``tests/test_jax.py`` compares them on every real profile):
+the compiled one (``_xspace.c`` through :mod:`.native`) walks every byte once and writes each wanted
+stat straight into its column; the numpy one walks each line's events with :func:`.protowire.walk` and
+their fields with :func:`.protowire.fields_of`, then places the stats.
 """
 
 from __future__ import annotations
@@ -10,22 +11,25 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .native import scanner
 from .protowire import WireError, fields_of, walk
 
-#: stat value kinds (``st_kind``): the XStat value field number minus one
+#: stat value kinds (``col_kind``): the XStat value field number minus one; 0: no stat
 K_NONE, K_DOUBLE, K_U64, K_I64, K_STR, K_BYTES, K_REF = range(7)
+
+FieldOf = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass
 class LineScan:
     """Per line: id, timestamp (ns), name span. Per event: its line, metadata id, offset and duration (ps),
-    flags (bit 0: an aggregated event with ``num_occurrences``). Per stat kept (one the ``lut`` names): its
-    event, field, kind (``K_*``), value (uint64: raw bits of a double; an int; a ref id) or the span of a
-    string/bytes value."""
+    flags (bit 0: an aggregated event with ``num_occurrences``). Per wanted field and event, the last such
+    stat of the event: its kind (``K_*``, 0: none) and value (uint64: raw bits of a double; an int; a ref
+    id; a string's offset: its length is the varint before it, see :func:`lengths_before`)."""
 
     ln_id: np.ndarray
     ln_ts: np.ndarray
@@ -36,29 +40,23 @@ class LineScan:
     ev_offset: np.ndarray
     ev_dur: np.ndarray
     ev_flags: np.ndarray
-    st_event: np.ndarray
-    st_field: np.ndarray  #: int8: the wanted field (``lut``) of each stat kept
-    st_kind: np.ndarray
-    st_val: np.ndarray
-    st_off: np.ndarray
-    st_len: np.ndarray
+    col_val: list[np.ndarray]
+    col_kind: list[np.ndarray]
     native: bool
-    unknown: int = 0  #: stats not kept (no wanted field)
+    kept: int = 0  #: stats read into the columns
+    unknown: int = 0  #: stats not read (no wanted field)
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:
     return ctypes.c_void_p(a.ctypes.data)
 
 
-FieldOf = Callable[[np.ndarray, np.ndarray], np.ndarray]
-
-
 def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray, field_of: FieldOf,
-               lut: np.ndarray | None, width: int, *, native: bool | None = None) -> LineScan:
+               lut: np.ndarray | None, width: int, nfields: int, *, native: bool | None = None) -> LineScan:
     """Scan the lines at ``line_off``/``line_len`` (int64) of ``buf``, in planes ``line_plane``; keep the stats
-    that ``field_of(plane, metadata id)`` maps to a field (int8; -1: not read). ``lut`` is the same map as a
-    flat table (``plane * width + id``) for the compiled scanner, or None (then numpy reads). ``native``:
-    force a reader (None: the compiled one when available)."""
+    that ``field_of(plane, metadata id)`` maps to a field (int8, below ``nfields``; -1: not read). ``lut`` is
+    the same map as a flat table (``plane * width + id``) for the compiled scanner, or None (then numpy
+    reads). ``native``: force a reader (None: the compiled one when available)."""
     lib = scanner() if native in (None, True) and lut is not None else None
     if native and lib is None:
         raise RuntimeError("the compiled XSpace scanner is not available")
@@ -66,41 +64,81 @@ def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line
     line_len = np.ascontiguousarray(line_len, dtype=np.int64)
     line_plane = np.ascontiguousarray(line_plane, dtype=np.int64)
     if lib is None:
-        return _scan_numpy(buf, line_off, line_len, line_plane, field_of)
+        return _scan_numpy(buf, line_off, line_len, line_plane, field_of, nfields)
     assert lut is not None
-    lut = np.ascontiguousarray(lut, dtype=np.int8)
+    return _scan_native(lib, buf, line_off, line_len, line_plane, np.ascontiguousarray(lut, dtype=np.int8), width, nfields)
+
+
+#: first guess of the outputs' size, per byte of line: events (one per ~100 bytes in real profiles); the
+#: outputs grow (doubling) when a profile holds more
+EVENTS_PER_BYTE = 1 / 48
+
+
+def _columns_of(cap: int, nfields: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    # kinds start at 0 (no stat): zeroed pages cost nothing until written
+    return [np.empty(cap, np.uint64) for _ in range(nfields)], [np.zeros(cap, np.uint8) for _ in range(nfields)]
+
+
+def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
+                 lut: np.ndarray, width: int, nf: int) -> LineScan:
+    """The compiled scanner, line by line into outputs that grow when a line does not fit."""
     n = line_off.size
+    ln = [np.empty(n, np.int64) for _ in range(4)]
+    ev_types = (np.int32, np.int64, np.int64, np.int64, np.uint8)
+    cap = max(1024, int(int(line_len.sum()) * EVENTS_PER_BYTE))
+    ev = [np.empty(cap, t) for t in ev_types]
+    val, kind = _columns_of(cap, nf)
     counts = np.zeros(5, dtype=np.int64)
-    null = ctypes.c_void_p(0)
-    args = [_ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off), _ptr(line_len), ctypes.c_int64(n), _ptr(line_plane),
-            _ptr(lut), ctypes.c_int64(width), ctypes.c_int64(lut.size)]
-    if lib.ks_scan_lines(*args, *([null] * 15), _ptr(counts)) != 0:
-        raise WireError("a field does not fit its message (truncated or not this format)", int(counts[3]))
-    ne, ns = int(counts[1]), int(counts[2])
-    s = LineScan(
-        np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
-        np.empty(ne, np.int32), np.empty(ne, np.int64), np.empty(ne, np.int64), np.empty(ne, np.int64), np.empty(ne, np.uint8),
-        np.empty(ns, np.int64), np.empty(ns, np.int8), np.empty(ns, np.uint8), np.empty(ns, np.uint64), np.empty(ns, np.int64),
-        np.empty(ns, np.int64), True,
-    )
-    outs = [s.ln_id, s.ln_ts, s.ln_name_off, s.ln_name_len, s.ev_line, s.ev_md, s.ev_offset, s.ev_dur, s.ev_flags,
-            s.st_event, s.st_field, s.st_kind, s.st_val, s.st_off, s.st_len]
-    if lib.ks_scan_lines(*args, *(_ptr(a) for a in outs), _ptr(counts)) != 0:
-        raise WireError("a field does not fit its message (truncated or not this format)", int(counts[3]))
-    s.ev_line = s.ev_line.astype(np.int64)
-    s.unknown = int(counts[4])
-    return s
+    line0 = ne = kept = unknown = 0
+    u64p, u8p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint8)
+    while True:
+        vp = (u64p * nf)(*(ctypes.cast(_ptr(a[ne:]), u64p) for a in val))
+        kp = (u8p * nf)(*(ctypes.cast(_ptr(a[ne:]), u8p) for a in kind))
+        rc = lib.ks_scan_lines(
+            _ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off[line0:]), _ptr(line_len[line0:]), ctypes.c_int64(n - line0),
+            _ptr(line_plane[line0:]), _ptr(lut), ctypes.c_int64(width), ctypes.c_int64(lut.size),
+            ctypes.c_int64(min(cap - ne, 2**31 - 1)), *(_ptr(a[line0:]) for a in ln), *(_ptr(a[ne:]) for a in ev),
+            vp, kp, ctypes.c_int64(nf), _ptr(counts))
+        if rc < 0:
+            raise WireError("a field does not fit its message (truncated or not this format)", int(counts[3]))
+        done, got = int(counts[0]), int(counts[1])
+        ev[0][ne:ne + got] += line0  # line numbers were counted from this call's first line
+        line0, ne, kept, unknown = line0 + done, ne + got, kept + int(counts[2]), unknown + int(counts[4])
+        if rc == 0:
+            break
+        cap *= 2  # a line did not fit: grow and go on from it (the cells it wrote are written again)
+        ev = [np.concatenate([a[:ne], np.empty(cap - ne, a.dtype)]) for a in ev]
+        v2, k2 = _columns_of(cap, nf)
+        for old, new in ((val, v2), (kind, k2)):
+            for a, b in zip(old, new):
+                b[:ne] = a[:ne]
+        val, kind = v2, k2
+    return LineScan(ln_id=ln[0], ln_ts=ln[1], ln_name_off=ln[2], ln_name_len=ln[3], ev_line=ev[0][:ne].astype(np.int64),
+                    ev_md=ev[1][:ne], ev_offset=ev[2][:ne], ev_dur=ev[3][:ne], ev_flags=ev[4][:ne],
+                    col_val=[a[:ne] for a in val], col_kind=[a[:ne] for a in kind], native=True, kept=kept, unknown=unknown)
 
 
 def _last(n: int, msg: np.ndarray, values: np.ndarray, default: int = 0) -> np.ndarray:
     """Per message, the value of its last row (rows of a message come in file order)."""
     out = np.full(n, default, dtype=values.dtype)
-    out[msg] = values  # numpy assigns in order: the last row of a message wins
+    if msg.size:
+        last = np.append(msg[1:] != msg[:-1], True) if np.all(msg[1:] >= msg[:-1]) else _last_rows(msg)
+        out[msg[last]] = values[last]
     return out
 
 
+def _last_rows(msg: np.ndarray) -> np.ndarray:
+    """A mask of the last row of each message (rows of a message in file order, messages interleaved)."""
+    order = np.argsort(msg, kind="stable")
+    m = msg[order]
+    keep = np.append(m[1:] != m[:-1], True)
+    mask = np.zeros(msg.size, dtype=bool)
+    mask[order[keep]] = True
+    return mask
+
+
 def _scan_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
-                field_of: FieldOf) -> LineScan:
+                field_of: FieldOf, nfields: int) -> LineScan:
     n = line_off.size
     ln = {k: np.zeros(n, np.int64) for k in ("id", "ts", "name_off", "name_len")}
     ev_off, ev_len, ev_line = [], [], []
@@ -128,20 +166,45 @@ def _scan_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, lin
     flags = np.zeros(ne, np.uint8)
     flags[f.of(5, 0).msg] = 1
     st = f.of(4, 2)
-    st = st.select(np.lexsort((st.off, st.msg)))  # by event, then in file order (as the compiled scanner)
-    md, kind, val, soff, slen = decode_stats(buf, st.off, st.size)
+    st = st.select(np.lexsort((st.off, st.msg)))  # by event, then in file order
+    md, kind, value = decode_stats(buf, st.off, st.size)
     ev_line_all = np.concatenate(ev_line) if ev_line else np.zeros(0, np.int64)
-    st_event = st.msg.astype(np.int64)
-    st_field = field_of(line_plane[ev_line_all[st_event]], md).astype(np.int8)
-    keep = np.flatnonzero(st_field >= 0)
-    return LineScan(
-        ln["id"], ln["ts"], ln["name_off"], ln["name_len"], ev_line_all, cols["md"], cols["offset"], cols["dur"], flags,
-        st_event[keep], st_field[keep], kind[keep], val[keep], soff[keep], slen[keep], False, int(md.size - keep.size),
-    )
+    event = st.msg.astype(np.int64)
+    st_field = field_of(line_plane[ev_line_all[event]], md).astype(np.int64)
+    n_kept = int(np.count_nonzero(st_field >= 0))
+    val, kinds = _columns_of(ne, nfields)
+    for i in range(nfields):
+        m = np.flatnonzero(st_field == i)
+        if m.size == 0:
+            continue
+        rows = event[m]
+        last = np.append(rows[1:] != rows[:-1], True)  # events in order: an event's last stat of this field
+        m, rows = m[last], rows[last]
+        val[i][rows] = value[m]
+        kinds[i][rows] = kind[m]
+    return LineScan(ln["id"], ln["ts"], ln["name_off"], ln["name_len"], ev_line_all, cols["md"], cols["offset"], cols["dur"],
+                    flags, val, kinds, False, n_kept, int(st_field.size - n_kept))
+
+
+def lengths_before(buf: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """The lengths of length-prefixed payloads at ``off``: the varint just before each (its earlier bytes
+    have the high bit set; the tag before it, a field of wire type 2 below 16, does not)."""
+    start = off.astype(np.int64) - 1
+    for _ in range(9):
+        more = (start > 0) & (buf[np.maximum(start - 1, 0)] >= 0x80)
+        if not more.any():
+            break
+        start = np.where(more, start - 1, start)
+    out = np.zeros(off.size, dtype=np.int64)
+    for k in range(10):  # a small varint reader (a payload's length is below 2^35)
+        pos = start + k
+        live = pos < off
+        out |= np.where(live, (buf[np.minimum(pos, buf.size - 1)] & 0x7F).astype(np.int64) << (7 * k), 0)
+    return out
 
 
 def decode_stats(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, ...]:
-    """XStat messages at ``off``/``size``: metadata id, kind, value, string/bytes span (as :class:`LineScan`)."""
+    """XStat messages at ``off``/``size``: metadata id, kind, value (a string's offset)."""
     sf = fields_of(buf, off, off + size, what="XStat")
     nst = off.size
     md = sf.of(1, 0)
@@ -149,5 +212,5 @@ def decode_stats(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np
     vals = sf.select((sf.field >= 2) & (sf.field <= 7) & (sf.wire == wire_of))
     kind = _last(nst, vals.msg, (vals.field - 1).astype(np.uint8))  # field 2..7 -> K_DOUBLE..K_REF
     is_span = np.isin(vals.field, (5, 6))
-    return (_last(nst, md.msg, md.value.view(np.int64)), kind, _last(nst, vals.msg, np.where(is_span, np.uint64(0), vals.value)),
-            _last(nst, vals.msg, np.where(is_span, vals.off, 0)), _last(nst, vals.msg, np.where(is_span, vals.size, 0)))
+    return (_last(nst, md.msg, md.value.view(np.int64)), kind,
+            _last(nst, vals.msg, np.where(is_span, vals.off.astype(np.uint64), vals.value)))

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .xscan import K_DOUBLE, K_I64, K_REF, K_STR, K_U64
+from .xscan import K_DOUBLE, K_I64, K_REF, K_STR, K_U64, lengths_before
 
 
 @dataclass(frozen=True)
@@ -105,20 +105,6 @@ class Lookup:
         return found
 
 
-@dataclass
-class Wanted:
-    """The stats that become columns, one row each: owner row, :data:`STAT_FIELDS` index, kind, raw value,
-    and for strings an index into ``dictionary`` (the stat names, then the inline strings)."""
-
-    row: np.ndarray
-    field: np.ndarray
-    kind: np.ndarray
-    value: np.ndarray  #: uint64
-    text: np.ndarray  #: int64 index into ``dictionary``; -1 when not a string
-    dictionary: pl.Series
-    unknown: int  #: stats not wanted (not read further)
-
-
 def field_table(stat_names: pl.Series) -> np.ndarray:
     """For each stat metadata row (and a trailing -1 for "no row"), its :data:`STAT_FIELDS` index, or -1."""
     index = {f.raw: i for i, f in enumerate(STAT_FIELDS)}
@@ -141,113 +127,81 @@ def field_lut(plane: np.ndarray, ids: np.ndarray, stat_names: pl.Series) -> tupl
     return lut, width
 
 
-def wanted(buf: np.ndarray, row: np.ndarray, plane: np.ndarray, md: np.ndarray, kind: np.ndarray, value: np.ndarray,
-           off: np.ndarray, size: np.ndarray, stat_names: pl.Series, lookup: Lookup) -> Wanted:
-    """Select the wanted stats among all the stats of ``row`` (see :class:`Wanted`); ``stat_names`` are the
-    stat metadata names in ``lookup``'s row order."""
-    field = field_table(stat_names)[lookup.rows(plane, md)]
-    sel = np.flatnonzero(field >= 0)
-    return resolve(buf, row[sel], plane[sel], field[sel].astype(np.int8), kind[sel], value[sel], off[sel], size[sel],
-                   stat_names, lookup, int(row.size - sel.size))
-
-
-def resolve(buf: np.ndarray, row: np.ndarray, plane: np.ndarray, field: np.ndarray, kind: np.ndarray, value: np.ndarray,
-            off: np.ndarray, size: np.ndarray, stat_names: pl.Series, lookup: Lookup, unknown: int) -> Wanted:
-    """Wanted stats with their strings resolved: a ref to the name it points at, an inline string to the
-    dictionary's tail."""
-    text = np.full(row.size, -1, dtype=np.int64)
-    ref = np.flatnonzero(kind == K_REF)
-    if ref.size:
-        text[ref] = lookup.rows(plane[ref], value[ref].view(np.int64))
-    inline = np.flatnonzero(kind == K_STR)
-    dictionary = stat_names
-    if inline.size:
-        text[inline] = stat_names.len() + np.arange(inline.size)
-        dictionary = pl.concat([stat_names, texts(buf, off[inline], size[inline])])
-    return Wanted(row, field, kind, value, text, dictionary, unknown)
-
-
 def nulls(n: int, dtype: Any) -> pl.Series:
     """``n`` nulls of ``dtype`` (no Python list)."""
     out: pl.Series = pl.repeat(None, n, dtype=dtype, eager=True)
     return out
 
 
-def columns(parts: list[Wanted], n: int) -> dict[str, pl.Series]:
-    """One column of ``n`` rows per :data:`STAT_FIELDS` entry (null where a row has no such stat): the parts
-    in order, a later part's value over an earlier one's, and within a part the last stat of a row."""
-    by_field = [_split(w) for w in parts]
+def place(rows: np.ndarray, field: np.ndarray, kind: np.ndarray, value: np.ndarray, val: list[np.ndarray],
+          kinds: list[np.ndarray]) -> None:
+    """Write stats (owner ``rows`` in order, ``field`` indices) into the columns where a row has no stat of
+    that field yet (the columns' own stats win; of several stats here, the last)."""
+    for i in range(len(val)):
+        m = np.flatnonzero(field == i)
+        if m.size == 0:
+            continue
+        r = rows[m]
+        last = np.append(r[1:] != r[:-1], True)
+        m, r = m[last], r[last]
+        free = kinds[i][r] == 0
+        m, r = m[free], r[free]
+        val[i][r] = value[m]
+        kinds[i][r] = kind[m]
+
+
+def columns(buf: np.ndarray, val: list[np.ndarray], kinds: list[np.ndarray], plane: np.ndarray, stat_names: pl.Series,
+            lookup: Lookup) -> dict[str, pl.Series]:
+    """One column per :data:`STAT_FIELDS` entry from the scanned cells (``plane``: each row's plane, for
+    refs): null where a row has no such stat; numbers written as text parsed; refs resolved to the name
+    they point at (a categorical gathered from the stat names: no Python string per row)."""
     out: dict[str, pl.Series] = {}
+    names_cat = stat_names.cast(pl.Categorical)
     for i, f in enumerate(STAT_FIELDS):
+        k, v = kinds[i], val[i]
+        is_int = (k == K_U64) | (k == K_I64)
+        is_dbl = k == K_DOUBLE
+        is_ref = np.flatnonzero(k == K_REF)
+        is_str = np.flatnonzero(k == K_STR)
         if f.kind == "str":
-            col = nulls(n, pl.Categorical).alias(f.column)
-            for w, groups in zip(parts, by_field):
-                col = _strings(col, w, groups.get(i))
+            col = nulls(v.size, pl.Categorical).alias(f.column)
+            if is_ref.size:
+                rows = lookup.rows(plane[is_ref], v[is_ref].view(np.int64))
+                ok = rows >= 0
+                col = col.scatter(is_ref[ok], names_cat.gather(pl.Series(rows[ok])))
+            if is_str.size:
+                at = v[is_str].view(np.int64)
+                col = col.scatter(is_str, texts(buf, at, lengths_before(buf, at)).cast(pl.Categorical))
+            num = np.flatnonzero(is_int | is_dbl)
+            if num.size:  # a number where a string was expected (rare): its decimal text
+                shown = [str(int(x)) if i_ else repr(float(y)) for i_, x, y in
+                         zip(is_int[num].tolist(), v[num].view(np.int64).tolist(), v[num].view(np.float64).tolist())]
+                col = col.scatter(num, pl.Series(shown, dtype=pl.String).cast(pl.Categorical))
             out[f.column] = col
             continue
-        vals = np.zeros(n, dtype=np.float64 if f.kind == "float" else np.int64)
-        present = np.zeros(n, dtype=bool)
-        parsed: list[tuple[np.ndarray, pl.Series]] = []
-        for w, groups in zip(parts, by_field):
-            m = groups.get(i)
-            if m is None:
-                continue
-            rows, k, v, t = w.row[m], w.kind[m], w.value[m], w.text[m]
-            is_int = (k == K_U64) | (k == K_I64)
-            is_dbl = k == K_DOUBLE
-            if f.kind == "float":
-                vals[rows[is_dbl]] = v[is_dbl].view(np.float64)
-                present[rows[is_dbl]] = True
-                vals[rows[is_int]] = v[is_int].view(np.int64).astype(np.float64)
-            else:
-                d = v[is_dbl].view(np.float64)
-                okd = np.isfinite(d) & (np.abs(d) < 2.0**63)
-                vals[rows[is_dbl][okd]] = d[okd].astype(np.int64)
-                present[rows[is_dbl][okd]] = True
-                vals[rows[is_int]] = v[is_int].view(np.int64)
-            present[rows[is_int]] = True
-            has_text = t >= 0
-            if has_text.any():  # numbers written as strings
-                present[rows[has_text]] = False
-                parsed.append((rows[has_text], w.dictionary.str.strip_chars().gather(pl.Series(t[has_text]))
-                               .cast(_DTYPE[f.kind], strict=False)))
+        if f.kind == "float":
+            vals = np.where(is_dbl, v.view(np.float64), v.view(np.int64).astype(np.float64))
+            present = is_dbl | is_int
+        else:
+            d = v.view(np.float64)
+            with np.errstate(invalid="ignore"):
+                okd = is_dbl & np.isfinite(d) & (np.abs(d) < 2.0**63)
+                vals = np.where(okd, np.where(okd, d, 0).astype(np.int64), v.view(np.int64))
+            present = is_int | okd
         col = pl.Series(f.column, vals).set(pl.Series(~present), None)
-        for rows, values in parsed:
-            col = col.scatter(rows, values)
+        if is_str.size or is_ref.size:  # numbers written as text (a string or a ref)
+            text = nulls(v.size, pl.String)
+            if is_str.size:
+                at = v[is_str].view(np.int64)
+                text = text.scatter(is_str, texts(buf, at, lengths_before(buf, at)))
+            if is_ref.size:
+                rows = lookup.rows(plane[is_ref], v[is_ref].view(np.int64))
+                ok = rows >= 0
+                text = text.scatter(is_ref[ok], stat_names.gather(pl.Series(rows[ok])))
+            parsed = text.str.strip_chars().cast(_DTYPE[f.kind], strict=False)
+            col = pl.select(pl.coalesce(pl.lit(col), pl.lit(parsed))).to_series().alias(f.column)
         out[f.column] = col
     return out
-
-
-def _split(w: Wanted) -> dict[int, np.ndarray]:
-    """Per field, the rows of ``w`` holding it, the last one of each owner only (one stable sort)."""
-    order = np.argsort(w.field, kind="stable")
-    fields = w.field[order]
-    bounds = np.flatnonzero(np.diff(fields)) + 1
-    groups: dict[int, np.ndarray] = {}
-    for chunk in np.split(order, bounds):
-        if chunk.size == 0:
-            continue
-        rev = chunk[::-1]
-        _, first = np.unique(w.row[rev], return_index=True)  # the last stat of each owner wins
-        groups[int(w.field[chunk[0]])] = rev[first]
-    return groups
-
-
-def _strings(col: pl.Series, w: Wanted, m: np.ndarray | None) -> pl.Series:
-    """``col`` with the string values of ``w``'s rows ``m`` written over it."""
-    if m is None:
-        return col
-    rows, k, v, t = w.row[m], w.kind[m], w.value[m], w.text[m]
-    has_text = t >= 0
-    if has_text.any():
-        col = col.scatter(rows[has_text], w.dictionary.cast(pl.Categorical).gather(pl.Series(t[has_text])))
-    num = np.flatnonzero((k == K_U64) | (k == K_I64) | (k == K_DOUBLE))
-    if num.size:  # a number where a string was expected (rare): its decimal text
-        is_int = k[num] != K_DOUBLE
-        shown = [str(int(x)) if i else repr(float(y)) for i, x, y in
-                 zip(is_int.tolist(), v[num].view(np.int64).tolist(), v[num].view(np.float64).tolist())]
-        col = col.scatter(rows[num], pl.Series(shown, dtype=pl.String).cast(pl.Categorical))
-    return col
 
 
 def kernel_details(details: pl.Series) -> dict[str, pl.Series]:
