@@ -390,3 +390,35 @@ def test_unknown_stats_are_counted():
 def test_parse_detects_the_format():
     assert parse(MLP).metadata["trace_format"] == "xplane"
     assert parse(TRANSFORMER).metadata["trace_format"] == "xplane"
+
+
+# -- ranks, diff ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_host_files_are_ranks_in_file_order(tmp_path, engine):
+    (tmp_path / "hostA.xplane.pb").write_bytes(MLP.read_bytes())
+    (tmp_path / "hostB.xplane.pb").write_bytes(xspace_bytes(TRANSFORMER))
+    r = run("analyze", str(tmp_path / "hostA.xplane.pb"), str(tmp_path / "hostB.xplane.pb"), "--format", "json",
+            "--no-cache", "--engine", engine)
+    assert r.returncode == 0, r.stderr
+    job = json.loads(r.stdout)
+    assert [(x["rank"], round(x["kernel_time_us"], 3)) for x in job["ranks"]] == [(0, 985.104), (1, 8651.705)]
+    assert any("numbered in file-name order" in n for n in job["notes"])
+
+
+def test_diff_of_jax_and_pytorch_says_names_differ():
+    ex = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    r = run("diff", str(MLP), str(ex), "--format", "json", "--no-cache")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert any("JAX/XLA profile and B a PyTorch" in n for n in d["notes"])
+    r = run("diff", str(MLP), str(TRANSFORMER), "--format", "json", "--no-cache")
+    assert not any("PyTorch" in n for n in json.loads(r.stdout)["notes"])
+
+
+def test_reports_of_a_jax_profile(tmp_path):
+    for out in ("r.html", "r.xlsx", "csv/"):
+        r = run("report", str(TRANSFORMER), "-o", str(tmp_path / out), "--no-cache")
+        assert r.returncode == 0, r.stderr
+    assert (tmp_path / "r.html").stat().st_size > 10_000 and (tmp_path / "r.xlsx").stat().st_size > 10_000
+    kernels = pl.read_csv(tmp_path / "csv" / "kernel_summary.csv")
+    assert int(kernels["count"].sum()) == 864 and set(kernels["decided_by"]) <= {"name", "hlo"}

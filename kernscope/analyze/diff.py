@@ -172,11 +172,21 @@ def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | N
     if fa.device_names and fb.device_names and fa.device_names != fb.device_names:
         notes.append(f"different devices: A ran on {', '.join(fa.device_names)}, B on {', '.join(fb.device_names)}; "
                      "the times compare the hardware as well as the code")
+    fw_a, fw_b = _framework(a.trace), _framework(b.trace)
+    if fw_a != fw_b:
+        notes.append(f"A is a {fw_a} profile and B a {fw_b} one: kernel and op names differ between the frameworks "
+                     "(XLA fusions and HLO ops against ATen kernels and ops), so compare by category; a kernel 'only' on "
+                     "one side may have a counterpart under another name")
     if a.step is None and b.step is None and fa.steps and fb.steps and fa.steps != fb.steps:
         notes.append(f"A has {fa.steps} steps and B {fb.steps}: totals cover all of them; compare one step each with "
                      "--step N --step-b M")
     return TraceDiff(fa, fb, a.step, b.step, match, total, categories, kern, op_rows,
                      verdict(total, categories), tuple(notes))
+
+
+def _framework(trace: Trace) -> str:
+    """``JAX/XLA`` for an XSpace or JAX JSON export, else ``PyTorch``."""
+    return "JAX/XLA" if trace.metadata.get("framework") == "jax" else "PyTorch"
 
 
 def _busy(g: pl.DataFrame) -> float:

@@ -70,23 +70,26 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
 
 def refine_by_hlo(gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
     """JAX rows: where the name's category is ``Other`` or generic, the category the ``[[op_category]]``
-    rules give the kernel's HLO instruction (``hlo_desc``), when one does (``decided_by`` = ``hlo``)."""
+    rules give the kernel's HLO instruction (``hlo_desc``), when one does (``decided_by`` = ``hlo``).
+    The rules run once per distinct description; rows are matched on the interned codes."""
     if "hlo_desc" not in gpu.columns or gpu["hlo_desc"].null_count() == gpu.height:
         return gpu
     generic = categorizer.generic | {OTHER}
-    descs = gpu["hlo_desc"].cast(pl.String).drop_nulls().unique().to_list()
-    cats = categorizer.op_categories(descs).drop_nulls().rename({"name": "_desc", "category": "_hlo_cat"})
-    if cats.height == 0:
+    distinct = gpu["hlo_desc"].cast(pl.Categorical).unique().drop_nulls()
+    cats = categorizer.op_categories(distinct.cast(pl.String).to_list())
+    table = pl.DataFrame({"_code": distinct.to_physical(), "_hlo_cat": cats["category"]}).drop_nulls()
+    if table.height == 0:
         return gpu
     dtype = gpu.schema["category"]
-    joined = gpu.with_columns(pl.col("hlo_desc").cast(pl.String).alias("_desc")).join(cats, on="_desc", how="left",
-                                                                                       maintain_order="left")
-    change = (pl.col("_hlo_cat").is_not_null() & pl.col("category").cast(pl.String).is_in(sorted(generic))
-              & (pl.col("_hlo_cat") != pl.col("category").cast(pl.String)) & (pl.col("kind").cast(pl.String) == "kernel"))
+    joined = gpu.with_columns(pl.col("hlo_desc").cast(pl.Categorical).to_physical().alias("_code")).join(
+        table, on="_code", how="left", maintain_order="left")
+    cat = pl.col("category").cast(pl.String)
+    change = (pl.col("_hlo_cat").is_not_null() & cat.is_in(sorted(generic)) & (pl.col("_hlo_cat") != cat)
+              & (pl.col("kind").cast(pl.String) == "kernel"))
     who = pl.coalesce(pl.col("hlo_instruction").cast(pl.String), pl.col("hlo_op").cast(pl.String)) \
         if "hlo_instruction" in gpu.columns else pl.col("hlo_op").cast(pl.String)
     return joined.with_columns(
-        pl.when(change).then(pl.col("_hlo_cat")).otherwise(pl.col("category").cast(pl.String)).cast(dtype).alias("category"),
+        pl.when(change).then(pl.col("_hlo_cat")).otherwise(cat).cast(dtype).alias("category"),
         pl.when(change).then(pl.lit("hlo")).otherwise(pl.col("decided_by")).alias("decided_by"),
         pl.when(change).then(who).otherwise(pl.col("decided_op")).alias("decided_op"),
-    ).drop("_desc", "_hlo_cat")
+    ).drop("_code", "_hlo_cat")

@@ -12,8 +12,8 @@ A protobuf message is a run of fields ``tag (varint: field << 3 | wire type)`` +
   O(n) vectorized work and n/256 Python steps.
 
 Both raise :class:`WireError` with the byte offset of the first field that does not fit its message
-(a truncated or garbled file). ``buf`` is a ``uint8`` array with at least :data:`PAD` zero bytes past
-the data (varints near the end are read without bounds checks; the padding makes that safe).
+(a truncated or garbled file). ``buf`` is a ``uint8`` array over the file's bytes (no copy: reads past
+its end are clipped to its last byte, and a value so read ends past its message, which is an error).
 """
 
 from __future__ import annotations
@@ -64,8 +64,13 @@ class Fields:
         return int(self.msg.size)
 
 
+def as_array(data: bytes | bytearray | memoryview | mmap.mmap) -> np.ndarray:
+    """``data`` as a ``uint8`` array, without a copy (the readers clip what they read past its end)."""
+    return np.frombuffer(data, dtype=np.uint8) if len(data) else np.zeros(1, dtype=np.uint8)[:0]
+
+
 def padded(data: bytes | bytearray | memoryview | mmap.mmap) -> np.ndarray:
-    """``data`` as a ``uint8`` array with :data:`PAD` zero bytes after it (one copy)."""
+    """``data`` as a ``uint8`` array with :data:`PAD` zero bytes after it (a copy; for tests and tools)."""
     out = np.zeros(len(data) + PAD, dtype=np.uint8)
     out[: len(data)] = np.frombuffer(data, dtype=np.uint8)
     return out
@@ -74,13 +79,14 @@ def padded(data: bytes | bytearray | memoryview | mmap.mmap) -> np.ndarray:
 def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The varints starting at ``pos`` (int64): values (uint64) and sizes in bytes (1..10; 11 marks a
     varint with no end within 10 bytes)."""
-    b = buf[pos]
+    last = buf.size - 1  # reads past the end are clipped to the last byte: such a varint ends past the message
+    b = buf[np.minimum(pos, last)]
     val = (b & 0x7F).astype(np.uint64)
     size = np.ones(pos.shape, dtype=np.int64)
     todo = np.flatnonzero(b >= 0x80)
     k = 1
     while todo.size and k < 10:
-        b = buf[pos[todo] + k]
+        b = buf[np.minimum(pos[todo] + k, last)]
         val[todo] |= (b & _U7).astype(np.uint64) << np.uint64(7 * k)
         size[todo] += 1
         todo = todo[b >= 0x80]
@@ -94,7 +100,7 @@ def _fixed(buf: np.ndarray, pos: np.ndarray, n: int) -> np.ndarray:
     """Little-endian unsigned integers of ``n`` bytes at ``pos`` (uint64)."""
     out = np.zeros(pos.shape, dtype=np.uint64)
     for k in range(n):
-        out |= buf[pos + k].astype(np.uint64) << np.uint64(8 * k)
+        out |= buf[np.minimum(pos + k, buf.size - 1)].astype(np.uint64) << np.uint64(8 * k)
     return out
 
 

@@ -41,7 +41,7 @@ from ..errors import TraceError
 from ..model import RawTrace
 from .argspec import ARG_FIELDS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
-from .protowire import Fields, WireError, fields_of, padded, walk
+from .protowire import Fields, WireError, as_array, fields_of, walk
 from .xscan import decode_stats, scan_lines
 from .xstats import (
     KERNEL_DETAIL_COLUMNS,
@@ -280,7 +280,7 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame) -> pl.DataFrame:
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> RawTrace:
     """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table."""
     n = len(data)
-    buf = padded(data)
+    buf = as_array(data)
     try:
         return _decode(buf, n, path)
     except WireError as e:

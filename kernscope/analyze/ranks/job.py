@@ -18,6 +18,7 @@ its last arriver; ``wait_us`` is the wait it caused per other rank (summed over 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -91,12 +92,33 @@ def _check(results: list[RankResult]) -> tuple[list[str], bool]:
     return notes, overlap
 
 
+#: JAX writes one XSpace per host (``<host>.xplane.pb``) and records no rank in it
+_XSPACE_NAME = re.compile(r"\.xplane\.pb(\.gz)?$")
+
+
+def _number_hosts(results: list[RankResult]) -> tuple[list[RankResult], list[str]]:
+    """JAX profiles without a rank become ranks in the order of their file names (after any rank the others
+    name), said in a note."""
+    unnamed = [r for r in results if r.rank is None and _XSPACE_NAME.search(r.path)]
+    if not unnamed:
+        return results, []
+    first = max((r.rank for r in results if r.rank is not None), default=-1) + 1
+    numbered = {id(r): dataclasses.replace(r, rank=first + i, rank_source="file order")
+                for i, r in enumerate(sorted(unnamed, key=lambda r: r.path))}
+    names = ", ".join(f"{r.path.rsplit('/', 1)[-1]} = {numbered[id(r)].rank}" for r in sorted(unnamed, key=lambda r: r.path)[:4])
+    note = (f"JAX profiles carry no rank: the {len(unnamed)} host file(s) are numbered in file-name order ({names}"
+            f"{', ...' if len(unnamed) > 4 else ''})")
+    return [numbered.get(id(r), r) for r in results], [note]
+
+
 def combine(results: list[RankResult], failures: list[Failure] | None = None) -> JobAnalysis:
     """The job analysis of the ranks' results (any order)."""
+    results, host_notes = _number_hosts(results)
     results = sorted(results, key=lambda r: (r.rank if r.rank is not None else -1, r.path))
     if not results:
         raise KernscopeError("no rank could be analyzed")
     notes, clocks_ok = _check(results)
+    notes = host_notes + notes
     ranks = pl.DataFrame([{
         "rank": r.rank, "path": r.path, "steps": r.steps.height,
         **{m: r.overall.get(m) for m in METRICS},
