@@ -422,3 +422,27 @@ def test_reports_of_a_jax_profile(tmp_path):
     assert (tmp_path / "r.html").stat().st_size > 10_000 and (tmp_path / "r.xlsx").stat().st_size > 10_000
     kernels = pl.read_csv(tmp_path / "csv" / "kernel_summary.csv")
     assert int(kernels["count"].sum()) == 864 and set(kernels["decided_by"]) <= {"name", "hlo"}
+
+
+# -- perf model from the HLO ----------------------------------------------------------------------
+def test_perf_model_from_hlo_shapes():
+    from kernscope.analyze.perf.roofline import perf_model
+
+    pm = perf_model(kernscope.load(TRANSFORMER, cache=False))
+    ops = pm.ops
+    g = ops.filter(pl.col("name") == "gemm_fusion_dot.44").row(0, named=True)
+    params = json.loads(g["input_dims"])
+    m, k = params["lhs"]
+    n = params["out"][1]
+    # the qkv projection of the recorded model: 8 x 512 tokens, d = 512 -> 3d = 1536
+    assert params["out"][0] == m and g["flops"] == 2 * m * n * k == 2 * 4096 * 1536 * 512
+    assert g["op_class"] == "GEMM" and g["dtype"] == "bf16" and g["count"] == 12 and g["bound"] == "compute"
+    assert abs(g["tflops_per_s"] - g["flops"] * g["count"] / (g["kernel_time_us"] * 1e-6) / 1e12) < 1e-6
+    # rates follow from the counts; fusions that touch part of a buffer get no byte count rather than a wrong one
+    # (a whole-buffer fusion may pass the DRAM roof a little: its operands can still sit in the 50 MB L2)
+    rated = ops.filter(pl.col("tb_per_s").is_not_null())
+    expect = rated["bytes"] * rated["count"] / (rated["kernel_time_us"] * 1e-6) / 1e12
+    assert ((rated["tb_per_s"] - expect).abs() < 1e-9).all() and (rated["pct_of_peak"] < 150.0).all()
+    assert ops.filter(pl.col("name") == "loop_dynamic_update_slice_fusion.8")["bytes"].null_count() == 1
+    assert 50.0 < pm.coverage["pct"] < 100.0  # cuBLAS kernels inside command buffers name no instruction
+    assert pm.uncovered["op_name"].str.starts_with("command_buffer").all()

@@ -16,6 +16,8 @@ what the categorizer's ``[[op_category]]`` rules read for JAX kernels whose name
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 
@@ -24,7 +26,8 @@ from .protowire import Fields, fields_of
 #: opcodes that only route data inside a fused computation (not what the kernel computes)
 _PLUMBING = {"parameter", "tuple", "get-tuple-element", "constant", "bitcast"}
 SCHEMA = {"hlo_module": pl.String, "instruction": pl.String, "kernel": pl.String, "opcode": pl.String,
-          "fusion_kind": pl.String, "target": pl.String, "op_path": pl.String, "desc": pl.String}
+          "fusion_kind": pl.String, "target": pl.String, "op_path": pl.String, "desc": pl.String,
+          "flops": pl.Float64, "bytes": pl.Float64, "dtype": pl.String, "op_class": pl.String, "params": pl.String}
 
 
 def _text(buf: np.ndarray, f: Fields) -> list[str]:
@@ -103,7 +106,49 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> pl.DataFrame
         elif op:
             desc[i] = f"hlo:{op}"
     modules = [mod_name[m] for m in ins_module.tolist()]
+    works = _works(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of)
     out = pl.DataFrame({"hlo_module": modules, "instruction": name, "opcode": opcode, "fusion_kind": kind,
-                        "target": target, "op_path": op_path, "desc": desc}, schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
+                        "target": target, "op_path": op_path, "desc": desc,
+                        **{k: [w[k] for w in works] for k in ("flops", "bytes", "dtype", "op_class", "params")}},
+                       schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
     out = out.with_columns(pl.col("instruction").str.replace_all(".", "_", literal=True).alias("kernel"))
     return out.select(list(SCHEMA)).filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first")
+
+
+def _works(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode: list[str | None], ins_module: np.ndarray,
+           ins_comp: np.ndarray, called_of: dict[int, list[int]]) -> list[dict[str, Any]]:
+    """FLOPs and bytes of every instruction (:mod:`.hlo_work`), from shapes, operands and dot dimensions."""
+    from .hlo_work import Instr, shape, work
+
+    ids = np.full(n, -1, dtype=np.int64)
+    x = inf.of(35, 0)
+    ids[x.msg] = x.value.view(np.int64)
+    shapes: list[Any] = [None] * n
+    sh = inf.of(3, 2)
+    for i, o, k in zip(sh.msg.tolist(), sh.off.tolist(), sh.size.tolist()):
+        shapes[i] = shape(buf, o, k)
+    operands: dict[int, list[int]] = {}
+    for i, o, k in zip(inf.of(36, 2).msg.tolist(), inf.of(36, 2).off.tolist(), inf.of(36, 2).size.tolist()):
+        operands.setdefault(i, []).extend(_packed(buf, o, k))
+    contracting: dict[int, tuple[int, ...]] = {}
+    dn = inf.of(30, 2)
+    if len(dn):
+        df = fields_of(buf, dn.off, dn.off + dn.size, what="DotDimensionNumbers").of(1, 2)
+        for i, o, k in zip(dn.msg[df.msg].tolist(), df.off.tolist(), df.size.tolist()):
+            contracting[i] = tuple(_packed(buf, o, k))
+    config = _scatter_text(buf, inf.of(43, 2), n)
+    modules: dict[int, dict[int, Instr]] = {}
+    comps: dict[int, dict[int, list[int]]] = {}
+    for i in range(n):
+        m, c = int(ins_module[i]), int(ins_comp[i])
+        modules.setdefault(m, {})[int(ids[i])] = Instr(name[i] or "", opcode[i] or "", shapes[i], operands.get(i, []),
+                                                        called_of.get(i, []), contracting.get(i, ()), config[i] or "")
+        comps.setdefault(m, {}).setdefault(c, []).append(int(ids[i]))
+    out = []
+    for i in range(n):
+        m = int(ins_module[i])
+        try:
+            out.append(work(modules[m], comps[m], int(ids[i])))
+        except (KeyError, IndexError):  # an operand or computation the module does not hold: no model
+            out.append({"flops": None, "bytes": None, "dtype": "", "op_class": "", "params": ""})
+    return out

@@ -254,25 +254,34 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame) -> pl.DataFrame:
     ``op_path`` from the instruction's metadata. Joined once per distinct (module, kernel, op)."""
     gpu = pl.col("cat").cast(pl.String).is_in(["kernel", "gpu_memcpy", "gpu_memset"])
     if hlo.height == 0:
-        return table.with_columns(pl.lit(None, dtype=pl.Categorical).alias("hlo_instruction"),
-                                  pl.lit(None, dtype=pl.Categorical).alias("hlo_desc"))
+        return table.with_columns(*(pl.lit(None, dtype=pl.Categorical).alias(c) for c in
+                                    ("hlo_instruction", "hlo_desc", "hlo_dtype", "hlo_op_class", "hlo_params")),
+                                  pl.lit(None, dtype=pl.Float64).alias("hlo_flops"), pl.lit(None, dtype=pl.Float64).alias("hlo_bytes"))
     keys = ["hlo_module", "name", "hlo_op"]
     distinct = table.filter(gpu).select(keys).unique()
     d = distinct.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"),
                               pl.col("name").cast(pl.String).str.replace(r"\.kd$", "").alias("_k"),
                               pl.col("hlo_op").cast(pl.String).alias("_o"))
+    work = ["flops", "bytes", "dtype", "op_class", "params"]
     by_kernel = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("kernel").alias("_k"), pl.col("instruction").alias("_i"),
-                           pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"))
+                           pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"), *work)
     by_op = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("instruction").alias("_o"), pl.col("instruction").alias("_i2"),
-                       pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"))
+                       pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"), *(pl.col(c).alias(f"{c}_2") for c in work))
     d = (d.join(by_kernel, on=["_m", "_k"], how="left").join(by_op, on=["_m", "_o"], how="left")
          .select(*keys, pl.coalesce("_i", "_i2").cast(pl.Categorical).alias("hlo_instruction"),
                  pl.coalesce("_d", "_d2").cast(pl.Categorical).alias("hlo_desc"),
-                 pl.coalesce("_p", "_p2").cast(pl.Categorical).alias("_p")))
+                 pl.coalesce("_p", "_p2").cast(pl.Categorical).alias("_p"),
+                 # what the instruction computes and moves (the perf model of JAX kernels)
+                 pl.when(pl.col("_i").is_not_null()).then(pl.col("flops")).otherwise(pl.col("flops_2")).alias("hlo_flops"),
+                 pl.when(pl.col("_i").is_not_null()).then(pl.col("bytes")).otherwise(pl.col("bytes_2")).alias("hlo_bytes"),
+                 *(pl.when(pl.col("_i").is_not_null()).then(pl.col(c)).otherwise(pl.col(f"{c}_2")).cast(pl.Categorical)
+                   .alias(f"hlo_{c}") for c in ("dtype", "op_class", "params"))))
     out = table.join(d, on=keys, how="left", maintain_order="left", nulls_equal=True)
+    hlo_cols = ["hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params"]
     return out.with_columns(
         pl.when(gpu).then(pl.col("hlo_instruction")).alias("hlo_instruction"),
         pl.when(gpu).then(pl.col("hlo_desc")).alias("hlo_desc"),
+        *(pl.when(gpu).then(pl.col(c)).alias(c) for c in hlo_cols),
         pl.coalesce(pl.col("op_path"), pl.when(gpu).then(pl.col("_p"))).alias("op_path"),
     ).drop("_p")
 

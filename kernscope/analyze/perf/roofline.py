@@ -23,6 +23,7 @@ from ..attribute import op_gpu_pairs
 from .devices import DevicePeaks, match_device
 from .dtypes import precision, short_name
 from .formulas import REGISTRY, Call, Registry, Work
+from .xla import has_hlo, xla_rows
 
 NS_PER_US = 1000.0
 
@@ -128,6 +129,8 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     gpu = trace.gpu if step is None else trace.gpu.filter(pl.col("step") == step)
     gpu = gpu.with_row_index("_g")
     total_ns = int(gpu["dur"].sum() or 0)
+    if has_hlo(trace):  # JAX: FLOPs and bytes from the HLO programs in the profile
+        return _xla_model(gpu, dev, device_name, step, total_ns)
     ev = trace.events
     ops = ev.filter((pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).is_in(sorted(names))).select(
         "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
@@ -188,6 +191,27 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
         if no_shapes.height:
             notes.append(f"{int(no_shapes['count'].sum())} op calls ({float(no_shapes['kernel_time_us'].sum()):,.1f} µs of "
                          "GPU time) have no shapes: record with torch.profiler.profile(record_shapes=True)")
+    return PerfModel(dev, device_name, ops_df, missing, uncovered, _classes(ops_df), coverage, step, tuple(notes))
+
+
+def _xla_model(gpu: pl.DataFrame, dev: DevicePeaks | None, device_name: str, step: int | None, total_ns: int) -> PerfModel:
+    rows, left = xla_rows(gpu, dev, _rates)
+    ops_df = (pl.DataFrame(rows.to_dicts(), schema=_schema()) if rows.height else pl.DataFrame(schema=_schema()))
+    ops_df = ops_df.select(OP_COLUMNS).sort("kernel_time_us", descending=True)
+    uncovered = (left.group_by(pl.col("launcher").cast(pl.String).fill_null("<no launch in trace>").alias("op_name"))
+                 .agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("kernel_time_us"))
+                 .sort("kernel_time_us", descending=True))
+    modeled_us = float(ops_df["kernel_time_us"].sum() or 0.0)
+    gpu_us = total_ns / NS_PER_US
+    coverage = {"gpu_time_us": gpu_us, "modeled_us": modeled_us, "missing_us": 0.0,
+                "pct": 100.0 * modeled_us / gpu_us if gpu_us else 0.0}
+    notes = ["JAX/XLA profile: FLOPs and bytes come from the HLO instruction each kernel runs (matrix products "
+             "on the matrix roof, other fusions on the bandwidth roof); library kernels inside an XLA command buffer "
+             "name no instruction and are not covered"]
+    if dev is None:
+        notes.append(f"device {device_name or '(none recorded)'!r} is not in the peaks table: % of peak and bound are "
+                     "left empty; give --peak (a device such as h100, or numbers such as bf16=989,fp32=67,bw=3.35)")
+    missing = pl.DataFrame(schema={"name": pl.String, "reason": pl.String, "count": pl.Int64, "kernel_time_us": pl.Float64})
     return PerfModel(dev, device_name, ops_df, missing, uncovered, _classes(ops_df), coverage, step, tuple(notes))
 
 

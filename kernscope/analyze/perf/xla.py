@@ -1,0 +1,58 @@
+"""The perf model of a JAX/XLA profile: FLOPs and bytes from the HLO programs the profile carries.
+
+A JAX kernel runs one HLO instruction (see :mod:`kernscope.load.hlo_work`): the trace's GPU rows hold that
+instruction's FLOPs and bytes (``hlo_flops``, ``hlo_bytes``). Rows are grouped by instruction; an
+instruction run as several kernels (cuBLAS's split-K) counts one call per distinct kernel name's launches.
+Matrix products sit on the matrix roof of their element type, other fusions on the bandwidth roof (their
+FLOPs are not counted; a fusion that slices or updates part of a buffer has no byte count, so no rate).
+Kernels whose instruction the profile does not name (library kernels inside an XLA command buffer: their
+``hlo_op`` is the buffer) are listed as not covered, by launching op.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from ...model import Trace
+from .devices import DevicePeaks
+from .formulas import Work
+
+NS_PER_US = 1000.0
+
+
+def has_hlo(trace: Trace) -> bool:
+    return "hlo_flops" in trace.gpu.columns
+
+
+def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(modeled rows as dicts for :func:`roofline._schema`, GPU rows left out). ``rates``: ``roofline._rates``."""
+    modeled = gpu.filter(pl.col("hlo_flops").is_not_null() & pl.col("hlo_instruction").is_not_null())
+    keys = ["hlo_module", "hlo_instruction", "hlo_op_class", "hlo_dtype", "hlo_params", "hlo_flops", "hlo_bytes"]
+    groups = (modeled.group_by(keys).agg(
+        pl.len().alias("_rows"), pl.col("name").n_unique().alias("_kernels"),
+        (pl.col("dur").sum() / NS_PER_US).alias("kernel_time_us"),
+        (pl.col("dur").median() / NS_PER_US).alias("median_time_us"),
+        (pl.col("dur").min() / NS_PER_US).alias("min_time_us"),
+        (pl.col("dur").max() / NS_PER_US).alias("max_time_us"),
+        pl.col("_g").min().alias("example_idx"))
+        .sort("example_idx"))
+    rows: list[dict[str, Any]] = []
+    for r in groups.iter_rows(named=True):
+        count = max(1, r["_rows"] // max(1, r["_kernels"]))
+        gemm = r["hlo_op_class"] == "GEMM"
+        flops = r["hlo_flops"]
+        if flops is None:
+            continue
+        moved = float(r["hlo_bytes"]) if r["hlo_bytes"] is not None else None
+        w = Work(float(flops), moved, str(r["hlo_op_class"]), "matrix" if gemm else "vector", str(r["hlo_dtype"] or ""),
+                 {"module": r["hlo_module"]})
+        row = {"name": str(r["hlo_instruction"]), "input_dims": r["hlo_params"] or None, "input_type": str(r["hlo_dtype"] or ""),
+               "concrete_inputs": None, "count": count, "kernel_time_us": r["kernel_time_us"],
+               "mean_time_us": r["kernel_time_us"] / count, "median_time_us": r["median_time_us"],
+               "min_time_us": r["min_time_us"], "max_time_us": r["max_time_us"], "nested": False,
+               "example_idx": int(r["example_idx"])}
+        rows.append({**row, **rates(w, count, r["kernel_time_us"], dev)})
+    left = gpu.filter(pl.col("hlo_instruction").is_null() | pl.col("hlo_flops").is_null())
+    return pl.DataFrame(rows) if rows else pl.DataFrame(), left

@@ -1,0 +1,158 @@
+"""What an HLO instruction computes and moves: FLOPs of its matrix products and the bytes of its operands
+and results, from the shapes in the profile's ``HloProto`` (the perf model of JAX kernels).
+
+Shapes (``ShapeProto``: element_type 2, dimensions 3, tuple_shapes 4), operands (``operand_ids`` 36),
+``dot_dimension_numbers`` (30: lhs/rhs contracting 1/2, lhs/rhs batch 3/4) and a cuBLAS custom call's
+``backend_config`` (43, JSON with ``gemm_backend_config.dot_dimension_numbers``) give:
+
+- ``dot``: FLOPs = 2 x (elements of the result) x (product of the lhs contracting dimensions);
+- a fusion: the FLOPs of the dots in the computations it calls; bytes = its operands + its result;
+- a cuBLAS custom call (``__cublas$gemm``, ``__cublas$lt$matmul``): as a dot of its first two operands;
+- anything else: no FLOPs (0: a data-movement kernel, placed on the bandwidth roof), bytes as above;
+  except where it reads or writes only part of a buffer (a slice, a dynamic slice or update, a gather or
+  scatter, in it or fused into it): its bytes are then unknown (None), never an overestimate.
+
+Element types are XLA's ``PrimitiveType`` numbers, given here as the Kineto type names the perf model's
+dtype table knows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+#: XLA PrimitiveType -> (Kineto type name, bytes per element)
+ELEMENT_TYPES: dict[int, tuple[str, float]] = {
+    1: ("bool", 1), 2: ("signed char", 1), 3: ("short int", 2), 4: ("int", 4), 5: ("long int", 8),
+    6: ("unsigned char", 1), 7: ("short int", 2), 8: ("int", 4), 9: ("long int", 8), 10: ("c10::half", 2),
+    11: ("float", 4), 12: ("double", 8), 15: ("c10::complex<float>", 8), 16: ("c10::bfloat16", 2),
+    18: ("c10::complex<double>", 16), 19: ("c10::float8_e5m2", 1), 20: ("c10::float8_e4m3fn", 1),
+    21: ("c10::float8_e4m3b11fnuz", 1), 22: ("c10::float8_e5m2fnuz", 1), 23: ("c10::float8_e4m3fnuz", 1),
+}
+
+
+#: opcodes that touch only part of a buffer: operand + result sizes would overstate the bytes moved
+_PARTIAL = {"dynamic-slice", "dynamic-update-slice", "slice", "gather", "scatter"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    dtype: str  #: Kineto type name ("" when unknown or a tuple)
+    dims: tuple[int, ...]
+    bytes: float  #: total bytes (tuples: the sum of their parts)
+    first: Shape | None = None  #: a tuple's first element (a custom call's result; its workspace follows); else itself
+
+
+@dataclass
+class Instr:
+    name: str
+    opcode: str
+    shape: Shape | None
+    operands: list[int]  #: instruction ids
+    called: list[int]  #: computation ids
+    contracting: tuple[int, ...] = ()  #: dot: the lhs contracting dimensions
+    backend_config: str = ""
+
+
+def _elements(dims: tuple[int, ...]) -> int:
+    return math.prod(dims) if dims else 1
+
+
+def dot_flops(lhs: Shape | None, out: Shape | None, contracting: tuple[int, ...]) -> float | None:
+    if lhs is None or out is None or any(c >= len(lhs.dims) for c in contracting):
+        return None
+    k = math.prod(lhs.dims[c] for c in contracting) if contracting else 1
+    return 2.0 * _elements(out.dims) * k
+
+
+def _cublas_contracting(config: str) -> tuple[int, ...] | None:
+    """The lhs contracting dimensions of a cuBLAS call's backend config (None: not a GEMM config)."""
+    if "gemm_backend_config" not in config:
+        return None
+    try:
+        dn = json.loads(config)["gemm_backend_config"]["dot_dimension_numbers"]
+        return tuple(int(x) for x in dn.get("lhs_contracting_dimensions", []))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def shape(buf: Any, off: int, size: int, depth: int = 0) -> Shape | None:
+    """A ``ShapeProto`` at ``buf[off:off+size]`` (tuples summed, 8 levels deep at most)."""
+    from .protowire import walk
+
+    f = walk(buf, off, off + size, what="ShapeProto")
+    et = f.of(2, 0)
+    code = int(et.value[-1]) if len(et) else 0
+    dims: list[int] = []
+    for o, n in zip(f.of(3, 2).off.tolist(), f.of(3, 2).size.tolist()):  # packed
+        dims += _varints(buf, o, n)
+    dims += [int(v) for v in f.of(3, 0).value.tolist()]
+    parts = [shape(buf, o, n, depth + 1) for o, n in zip(f.of(4, 2).off.tolist(), f.of(4, 2).size.tolist())] if depth < 8 else []
+    if parts:
+        first = parts[0]
+        return Shape("", (), float(sum(p.bytes for p in parts if p is not None)), first)
+    name, width = ELEMENT_TYPES.get(code, ("", 0.0))
+    dims = [d if d < 2**62 else 0 for d in dims]
+    s = Shape(name, tuple(dims), float(_elements(tuple(dims)) * width))
+    return Shape(s.dtype, s.dims, s.bytes, s)
+
+
+def _varints(buf: Any, off: int, size: int) -> list[int]:
+    vals, v, shift = [], 0, 0
+    for b in bytes(buf[off : off + size]):
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            vals.append(v)
+            v, shift = 0, 0
+    return vals
+
+
+def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -> dict[str, Any]:
+    """FLOPs (None: a matrix product whose shapes are not usable), bytes, dtype, class and parameters of
+    instruction ``instr_id`` of ``module`` (id -> Instr; ``comps``: computation id -> its instruction ids)."""
+    ins = module[instr_id]
+    operands = [module[o].shape for o in ins.operands if o in module]
+    in_bytes = sum(s.bytes for s in operands if s is not None)
+    out_bytes = ins.shape.bytes if ins.shape is not None else 0.0
+    flops: float | None = 0.0
+    params: dict[str, Any] = {}
+    op_class = "XLA fusion" if ins.opcode == "fusion" else f"XLA {ins.opcode}"
+    dtype = ins.shape.dtype if ins.shape is not None else ""
+    dots: list[Instr] = []
+    partial = ins.opcode in _PARTIAL
+    if ins.opcode == "dot":
+        dots = [ins]
+    elif ins.opcode == "fusion":
+        seen: set[int] = set()
+        todo = list(ins.called)
+        while todo:  # the fused computation, and those it calls (nested fusions)
+            c = todo.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            for i in comps.get(c, []):
+                sub = module[i]
+                if sub.opcode == "dot":
+                    dots.append(sub)
+                partial |= sub.opcode in _PARTIAL
+                todo += sub.called
+    gemm: list[tuple[Shape | None, Shape | None, tuple[int, ...]]] = []
+    for d in dots:
+        gemm.append((module[d.operands[0]].shape if d.operands and d.operands[0] in module else None, d.shape, d.contracting))
+    contracting = _cublas_contracting(ins.backend_config) if ins.opcode == "custom-call" else None
+    if contracting is not None and operands:  # a cuBLAS call: a dot of its first two operands
+        gemm.append((operands[0], ins.shape.first if ins.shape is not None else None, contracting))
+    if gemm:
+        op_class = "GEMM"
+        found = [dot_flops(lhs, out, c) for lhs, out, c in gemm]
+        flops = None if any(f is None for f in found) else float(sum(f for f in found if f is not None))
+        lhs0, out0, c0 = gemm[0]
+        dtype = (lhs0.dtype if lhs0 is not None else "") or dtype
+        if len(gemm) == 1 and lhs0 is not None and out0 is not None:
+            params = {"lhs": list(lhs0.dims), "out": list(out0.dims), "contracting": list(c0)}
+    moved = None if partial and not gemm else in_bytes + out_bytes
+    return {"flops": flops, "bytes": moved, "dtype": dtype, "op_class": op_class,
+            "params": json.dumps(params) if params else ""}
