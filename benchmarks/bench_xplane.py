@@ -11,7 +11,8 @@ the step windows of the copies merge.
 
 Contenders, each in a fresh process on the same file, in turn ``--repeat`` times (median reported):
 ``kernscope_cold`` (``kernscope analyze FILE --format json`` with an empty cache: decode, link, the
-analysis), ``kernscope_decode`` (``kernscope.load.parse`` only), and with ``--xprof-python`` (a Python
+analysis), ``kernscope_decode`` (``kernscope.load.parse`` only), ``kernscope_load`` (decode + link:
+``kernscope.load(path, cache=False)``), and with ``--xprof-python`` (a Python
 with ``pip install xprof``): ``xprof_trace_viewer`` (xprof's XSpace -> trace JSON, what JAX runs for
 ``create_perfetto_trace``) and ``xprof_op_stats`` (xprof's ``framework_op_stats`` tool).
 """
@@ -138,12 +139,13 @@ def contenders(path: str, tmp: str, xprof_python: str | None) -> dict[str, list[
     c = {
         "kernscope_cold": [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out, "--no-cache"],
         "kernscope_decode": [sys.executable, "-c", f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"],
+        "kernscope_load": [sys.executable, "-c", f"import kernscope; t = kernscope.load({path!r}, cache=False); print(t.gpu.height)"],
     }
     if xprof_python:
         for name, tool in (("xprof_trace_viewer", "trace_viewer"), ("xprof_op_stats", "framework_op_stats")):
             c[name] = [xprof_python, "-c", "import logging, os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
                        "from xprof.convert import raw_to_tool_data as r\n"
-                       f"d, _ = r.xspace_to_tool_data([{path!r}], {tool!r}, {{}})\nprint(len(d or b''))"]
+                       f"d, _ = r.xspace_to_tool_data([{path!r}], {tool!r}, {{'use_saved_result': False}})\nprint(len(d or b''))"]
     return c
 
 

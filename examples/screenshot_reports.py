@@ -3,9 +3,10 @@
     python examples/screenshot_reports.py [OUT_DIR=docs/images]
 
 Writes ``report.png`` (the report of the bundled H200 training-step trace), ``report_zoomed.png`` (its
-timeline zoomed into one step) and ``intra.png`` (the intra-kernel timeline of a real Proton trace recorded
-on an H100, ``tests/data/proton_h100``) and ``job.png`` (the job page of the real 4-rank DDP trace in
-``../shared/traces/multirank``, when present).
+timeline zoomed into one step), ``jax_report.png`` and ``jax_report_zoomed.png`` (the report of a real JAX
+transformer profile recorded on an H100, ``tests/data/jax/transformer``) and ``intra.png`` (the intra-kernel
+timeline of a real Proton trace recorded on an H100, ``tests/data/proton_h100``) and ``job.png`` (the job
+page of the real 4-rank DDP trace in ``../shared/traces/multirank``, when present).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kernscope.testing.browser import Browser, find_chromium  # noqa: E402
 EXAMPLE = ROOT / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
 DDP = ROOT.parent / "shared" / "traces" / "multirank"
 PROTON = ROOT / "tests" / "data" / "proton_h100" / "proton_trace.chrome_trace"
+JAX = ROOT / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
 
 
 def main() -> int:
@@ -44,6 +46,16 @@ def main() -> int:
             b.eval("kernscope.timeline.zoom(0.25, 0.3)")  # a quarter of the range around 30% of the trace
             b.eval("window.scrollTo(0, 0)")
             b.screenshot(out / "report_zoomed.png", full_page=False)
+            jax = Path(tmp) / "jax.html"
+            assert ks(["report", str(JAX), "-o", str(jax), "--quiet"]) == 0
+            b.open(jax.as_uri())
+            if b.errors():
+                print("console errors:", b.errors(), file=sys.stderr)
+                return 1
+            b.screenshot(out / "jax_report.png", full_page=True, max_height=2600)
+            b.eval("kernscope.timeline.zoom(0.3, 0.2)")  # about one training step
+            b.eval("window.scrollTo(0, 0)")
+            b.screenshot(out / "jax_report_zoomed.png", full_page=False)
             b.open(intra.as_uri())
             b.screenshot(out / "intra.png", full_page=True)
             ddp = sorted(str(p) for p in DDP.glob("ddp4_rank*.json.gz"))

@@ -446,3 +446,44 @@ def test_perf_model_from_hlo_shapes():
     assert ops.filter(pl.col("name") == "loop_dynamic_update_slice_fusion.8")["bytes"].null_count() == 1
     assert 50.0 < pm.coverage["pct"] < 100.0  # cuBLAS kernels inside command buffers name no instruction
     assert pm.uncovered["op_name"].str.starts_with("command_buffer").all()
+
+
+#: an expert's category for every distinct kernel of the four JAX profiles (two recorded here on an H100, TraceLens's
+#: two MI300 ones), judged from the kernel's name, library and the HLO it runs; first match wins
+EXPERT = [
+    (r"^(nvjet|Cijk_|gemm_fusion_dot)", "GEMM"),
+    (r"sdpa.*bprop|FmhaBwd|compute_dot_do_o|convert_dq_to_16bits", "Attention Backward"),
+    (r"sdpa.*fprop|FmhaFwd|populate_rng_state", "Attention Forward"),  # TE's RNG setup belongs to the fused attention
+    (r"Im3d2Col", "Convolution"),
+    (r"triton_softmax", "Softmax"),
+    (r"^(memcpy|Memset|__amd_rocclr)|transpose_fusion|broadcast_fusion|^loop_slice_fusion|^wrapped_convert", "Memory"),
+    (r"^loop_dynamic_update_slice_fusion_(15|21|22|23)$", "Memory"),  # slices copied into the scan's stacked buffers
+    (r"^loop_dynamic_update_slice_fusion(_[145])?$", "Reduction"),  # a reduce written into a slice (weight gradients)
+    (r"^loop_dynamic_update_slice_fusion_", "Elementwise"),  # scale/shift/rsqrt pieces written into a slice
+    (r"^fusion_(214|224|225)$", "Normalization"),  # reduce + rsqrt: layer norm (forward and backward)
+    (r"^fusion_84$|^loop_subtract_fusion_5$|reduce|^input_concatenate_fusion", "Reduction"),
+    (r"scatter|^loop_add_fusion_5$|^loop_select_fusion$", "Embedding/Indexing"),  # embedding lookup, take_along_axis
+    (r"^loop_divide_select_fusion$", "Loss"),  # log_softmax backward of the cross entropy
+    (r"^fusion_46$|^loop_(add|subtract|multiply|negate|convert|convert_multiply)_fusion", "Elementwise"),
+]
+
+
+def test_expert_categories_on_every_jax_kernel():
+    import re
+
+    paths = [MLP, TRANSFORMER] + sorted(TRACELENS_JAX.glob("*.xplane.pb"))
+    if len(paths) < 4:
+        pytest.fail("TraceLens's JAX profiles are missing from ../shared/traces")
+    got: dict[str, str] = {}
+    other_ns = total_ns = 0
+    for p in paths:
+        a = analyze(kernscope.load(p, cache=False))
+        k = a.gpu.filter(pl.col("kind") == "kernel")
+        got.update(dict(k.group_by("name").agg(pl.col("category").first()).iter_rows()))
+        other_ns += int(k.filter(pl.col("category") == "Other")["dur"].sum() or 0)
+        total_ns += int(k["dur"].sum())
+    want = {n: next(c for rx, c in EXPERT if re.search(rx, n)) for n in got}
+    wrong = {n: (got[n], want[n]) for n in got if got[n] != want[n]}
+    assert len(got) > 100
+    assert (len(got) - len(wrong)) / len(got) >= 0.97, wrong
+    assert other_ns <= 0.01 * total_ns

@@ -285,7 +285,8 @@ def mark_phases(steps: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     k = gpu.select("kind", "step", "name").filter((pl.col("kind") == "kernel") & pl.col("step").is_not_null())
     if k.height == 0:
         return steps
-    sig = k.group_by("step").agg(pl.col("name").cast(pl.String).sort().hash().sum().alias("sig"), pl.len().alias("n"))
+    # a step's kernel multiset: the sum of its names' hashes (order-free; interned codes, no string per row)
+    sig = k.group_by("step").agg(pl.col("name").cast(pl.Categorical).to_physical().hash().sum().alias("sig"), pl.len().alias("n"))
     joined = steps.join(sig, on="step", how="left")
     common = Counter(joined["sig"].drop_nulls().to_list()).most_common(1)
     if not common or common[0][1] < 2:
