@@ -156,7 +156,7 @@ def fields_of(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, what: str =
         if bad.any():
             i = np.flatnonzero(bad)
             first = i[np.argmin(cur[i])]
-            raise WireError(f"a {what} field does not fit its {what} (truncated or not this format)", int(cur[first]))
+            raise WireError(f"a field of a {what} does not fit in it", int(cur[first]))
         parts.append((live, field, wire, value, off, size))
         keep = nxt < end
         live, cur = live[keep], nxt[keep]
@@ -225,7 +225,7 @@ def _run_window(buf: np.ndarray, start: int, stop: int, end: int, tag: bytes) ->
     last = members[-1]
     after = int(nxt_pos[last])
     if after > end:
-        raise WireError("a field runs past the end of its message (truncated or not this format)", int(cand[last]))
+        raise WireError("a field runs past the end of its message", int(cand[last]))
     return payload[members], length[members].astype(np.int64), after
 
 
@@ -259,7 +259,7 @@ def walk(buf: np.ndarray, start: int, end: int, runs: tuple[int, ...] = (), what
     run_parts: list[tuple[int, np.ndarray, np.ndarray]] = []
     run_tags = {f: _tag_bytes(f, 2) for f in runs}
     mv = memoryview(buf)  # type: ignore[arg-type]  # plain Python ints per byte: one field costs ~1 µs (a numpy step ~40)
-    bad = f"a {what} field does not fit its {what} (truncated or not this format)"
+    bad = f"a field of the {what} does not fit in it"
     p = start
     while p < end:
         at = p
@@ -278,7 +278,8 @@ def walk(buf: np.ndarray, start: int, end: int, runs: tuple[int, ...] = (), what
                 continue
             n, p = _py_varint(mv, p, end, bad, at)
             if n > end - p:
-                raise WireError(bad, at)
+                raise WireError(f"a field of the {what} at byte {at:,} holds {n:,} bytes but the {what} ends "
+                                f"{end - p:,} bytes later", at)
             rows.append((f, 2, 0, p, n))
             p += n
         elif w in (1, 5):

@@ -293,7 +293,8 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> RawTr
     try:
         return _decode(buf, n, path)
     except WireError as e:
-        raise TraceError(path, f"not a valid XSpace protobuf: {e} at byte {e.offset:,}") from None
+        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
+        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
 
 
 def _gather(values: list[Any], idx: np.ndarray, dtype: Any = pl.Categorical) -> pl.Series:

@@ -100,7 +100,7 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
             ctypes.c_int64(min(cap - ne, 2**31 - 1)), *(_ptr(a[line0:]) for a in ln), *(_ptr(a[ne:]) for a in ev),
             vp, kp, ctypes.c_int64(nf), _ptr(counts))
         if rc < 0:
-            raise WireError("a field does not fit its message (truncated or not this format)", int(counts[3]))
+            raise WireError("a field of an event line does not fit in it", int(counts[3]))
         done, got = int(counts[0]), int(counts[1])
         ev[0][ne:ne + got] += line0  # line numbers were counted from this call's first line
         line0, ne, kept, unknown = line0 + done, ne + got, kept + int(counts[2]), unknown + int(counts[4])

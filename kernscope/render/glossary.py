@@ -167,6 +167,20 @@ _T = [
     Term("skew_max_us", "µs", "Largest arrival skew of the group and type.", "ranks"),
     Term("wait_mean_us", "µs", "Mean of the instances' longest waits.", "ranks"),
     Term("most_often_last", "rank", "The rank that arrived last most often.", "ranks"),
+    # JAX/XLA profiles: columns of the GPU table (Trace.gpu) read from the XSpace (see docs/jax.md)
+    Term("hlo_op", "", "JAX: the HLO instruction a GPU event belongs to (its hlo_op stat): a fusion, a custom call, or the XLA command buffer that ran it; the kernel's launcher.", "jax"),
+    Term("hlo_module", "", "JAX: the XLA module (jit-compiled program) the kernel belongs to, e.g. jit_train_step.", "jax"),
+    Term("op_path", "", "JAX: the JAX op the kernel comes from (its name stat, or the HLO instruction's op_name), e.g. jit(train_step)/jvp()/dot_general.", "jax"),
+    Term("hlo_instruction", "", "JAX: the HLO instruction the kernel runs (named like the kernel: fusion.84 runs as fusion_84), when the profile's HLO names it.", "jax"),
+    Term("hlo_desc", "", "JAX: what that instruction computes, for the category rules: hlo:<opcode>:<fusion kind>:<fused opcodes> or hlo:custom-call:<target>.", "jax"),
+    Term("hlo_flops", "FLOP", "JAX: floating-point operations of one run of the instruction (its matrix products; 0 for other fusions), from the HLO shapes.", "jax"),
+    Term("hlo_bytes", "bytes", "JAX: bytes of the instruction's operands and results; empty where it touches only part of a buffer (a slice, dynamic update, gather, scatter).", "jax"),
+    Term("cuda_graph_id", "", "JAX: the CUDA graph (XLA command buffer) that ran the kernel.", "jax"),
+    Term("grid_x", "", "JAX: the kernel's grid (grid_x/y/z) and block (block_x/y/z) sizes, from kernel_details.", "jax"),
+    Term("registers", "", "JAX: registers per thread of the kernel (kernel_details regs).", "jax"),
+    Term("dynamic_shared", "bytes", "JAX: dynamic shared memory per block (kernel_details; AMD: group_mem); static_shared likewise.", "jax"),
+    Term("occupancy_pct", "%", "JAX: theoretical occupancy the profiler computed for the kernel.", "jax"),
+    Term("step_num", "", "JAX/TensorFlow: the step number of a StepTraceAnnotation range (steps are named <name>#<step_num>).", "jax"),
 ]
 
 TERMS: dict[str, Term] = {t.name: t for t in _T}
