@@ -79,24 +79,55 @@ def _cublas_contracting(config: str) -> tuple[int, ...] | None:
 
 
 def shape(buf: Any, off: int, size: int, depth: int = 0) -> Shape | None:
-    """A ``ShapeProto`` at ``buf[off:off+size]`` (tuples summed, 8 levels deep at most)."""
-    from .protowire import walk
+    """A ``ShapeProto`` at ``buf[off:off+size]`` (tuples summed, 8 levels deep at most). Plain Python over the
+    few bytes of one shape (thousands of instructions: numpy per field would cost more than the reading)."""
+    return _shape(bytes(buf[off : off + size]), depth)
 
-    f = walk(buf, off, off + size, what="ShapeProto")
-    et = f.of(2, 0)
-    code = int(et.value[-1]) if len(et) else 0
-    dims: list[int] = []
-    for o, n in zip(f.of(3, 2).off.tolist(), f.of(3, 2).size.tolist()):  # packed
-        dims += _varints(buf, o, n)
-    dims += [int(v) for v in f.of(3, 0).value.tolist()]
-    parts = [shape(buf, o, n, depth + 1) for o, n in zip(f.of(4, 2).off.tolist(), f.of(4, 2).size.tolist())] if depth < 8 else []
+
+def _shape(data: bytes, depth: int) -> Shape | None:
+    code, dims, parts, p, n = 0, [], [], 0, len(data)
+    while p < n:
+        tag, p = _read(data, p)
+        field, wire = tag >> 3, tag & 7
+        if wire == 0:
+            v, p = _read(data, p)
+            if field == 2:
+                code = v
+            elif field == 3:
+                dims.append(v)
+        elif wire == 2:
+            ln, p = _read(data, p)
+            chunk = data[p : p + ln]
+            p += ln
+            if field == 3:  # packed dimensions
+                q = 0
+                while q < len(chunk):
+                    v, q = _read(chunk, q)
+                    dims.append(v)
+            elif field == 4 and depth < 8:
+                parts.append(_shape(chunk, depth + 1))
+        elif wire in (1, 5):
+            p += 8 if wire == 1 else 4
+        else:
+            return None  # not a ShapeProto we can read
     if parts:
-        first = parts[0]
-        return Shape("", (), float(sum(p.bytes for p in parts if p is not None)), first)
+        return Shape("", (), float(sum(x.bytes for x in parts if x is not None)), parts[0])
     name, width = ELEMENT_TYPES.get(code, ("", 0.0))
-    dims = [d if d < 2**62 else 0 for d in dims]
-    s = Shape(name, tuple(dims), float(_elements(tuple(dims)) * width))
+    d = tuple(x if x < 2**62 else 0 for x in dims)
+    s = Shape(name, d, float(_elements(d) * width))
     return Shape(s.dtype, s.dims, s.bytes, s)
+
+
+def _read(data: bytes, p: int) -> tuple[int, int]:
+    v = shift = 0
+    while p < len(data):
+        b = data[p]
+        p += 1
+        v |= (b & 0x7F) << shift
+        if b < 0x80:
+            return v, p
+        shift += 7
+    return v, p
 
 
 def _varints(buf: Any, off: int, size: int) -> list[int]:

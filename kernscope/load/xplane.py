@@ -276,7 +276,11 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame) -> pl.DataFrame:
                  pl.when(pl.col("_i").is_not_null()).then(pl.col("bytes")).otherwise(pl.col("bytes_2")).alias("hlo_bytes"),
                  *(pl.when(pl.col("_i").is_not_null()).then(pl.col(c)).otherwise(pl.col(f"{c}_2")).cast(pl.Categorical)
                    .alias(f"hlo_{c}") for c in ("dtype", "op_class", "params"))))
-    out = table.join(d, on=keys, how="left", maintain_order="left", nulls_equal=True)
+    # joined on the interned codes (integers, nulls as one more value): no string per row
+    codes = [pl.col(k).cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1).alias(f"_c{i}") for i, k in enumerate(keys)]
+    d = d.with_columns(codes).drop(keys)
+    out = (table.with_columns(codes).join(d, on=["_c0", "_c1", "_c2"], how="left", maintain_order="left")
+           .drop("_c0", "_c1", "_c2"))
     hlo_cols = ["hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params"]
     return out.with_columns(
         pl.when(gpu).then(pl.col("hlo_instruction")).alias("hlo_instruction"),
