@@ -487,3 +487,14 @@ def test_expert_categories_on_every_jax_kernel():
     assert len(got) > 100
     assert (len(got) - len(wrong)) / len(got) >= 0.97, wrong
     assert other_ns <= 0.01 * total_ns
+
+
+def test_api_load_takes_a_run_directory(tmp_path):
+    run_dir = tmp_path / "plugins" / "profile" / "run1"
+    run_dir.mkdir(parents=True)
+    shutil.copy(MLP, run_dir / "vm.xplane.pb")
+    assert kernscope.load(tmp_path, cache=False).path.endswith("vm.xplane.pb")
+    assert kernscope.load(run_dir, cache=False).gpu.height == 90
+    shutil.copy(MLP, run_dir / "other.xplane.pb")
+    with pytest.raises(kernscope.KernscopeError, match="2 hosts"):
+        kernscope.load(run_dir, cache=False)
