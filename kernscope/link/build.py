@@ -84,7 +84,7 @@ def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
     launch = launches(events)
     gpu = link_gpu(events, launch)
     ops = launcher_ops(launch.filter(pl.col("launch_idx").is_in(gpu["launch_idx"].drop_nulls().implode())), events)
-    gpu = gpu.join(ops, on="launch_idx", how="left", maintain_order="left")
+    gpu = gpu.with_columns(gpu.select("launch_idx").join(ops, on="launch_idx", how="left", maintain_order="left")["op_idx"])
     gpu = op_names(fallback_ops(gpu, events), events)
     hlo = "hlo_op" in gpu.columns  # XLA: a kernel's launching op is its HLO op (a command buffer for graph kernels)
     if hlo:

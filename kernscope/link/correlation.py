@@ -62,7 +62,9 @@ def gpu_events(events: pl.DataFrame) -> pl.DataFrame:
 def link_gpu(events: pl.DataFrame, launch: pl.DataFrame | None = None) -> pl.DataFrame:
     """GPU rows with their launch columns (null where the launch is not in the trace)."""
     launch = launches(events) if launch is None else launch
-    g = gpu_events(events).join(launch, on="correlation", how="left")
-    return g.with_columns(
+    g = gpu_events(events)
+    # the join on the key alone, its columns added beside: the GPU table is wide, a join would copy it
+    found = g.select("correlation").join(launch, on="correlation", how="left", maintain_order="left").drop("correlation")
+    return g.with_columns(found.get_columns()).with_columns(
         pl.col("launch_name").str.contains(GRAPH_LAUNCH_PATTERN).fill_null(False).alias("graph_launch")
     )

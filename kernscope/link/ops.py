@@ -36,11 +36,8 @@ def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     # then the later event (a deterministic choice for identical windows)
     fb = (pairs.sort(["_os", "_oe", "_fb"], descending=[True, False, True])
           .unique("launch_idx", keep="first").select("launch_idx", "_fb"))
-    return (
-        gpu.join(fb, on="launch_idx", how="left", maintain_order="left")
-        .with_columns(pl.coalesce("op_idx", "_fb").alias("op_idx"))
-        .drop("_fb")
-    )
+    found = gpu.select("launch_idx", "op_idx").join(fb, on="launch_idx", how="left", maintain_order="left")
+    return gpu.with_columns(found.select(pl.coalesce("op_idx", "_fb").alias("op_idx")).to_series())
 
 
 def python_parents(events: pl.DataFrame) -> pl.DataFrame:
@@ -68,4 +65,4 @@ def op_names(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.col("name").cast(pl.String).alias("op_name"))
         .drop("name")
     )
-    return gpu.join(names, on="op_idx", how="left", maintain_order="left")
+    return gpu.with_columns(gpu.select("op_idx").join(names, on="op_idx", how="left", maintain_order="left")["op_name"])

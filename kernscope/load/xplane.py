@@ -252,7 +252,7 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame) -> pl.DataFrame:
     """GPU rows get ``hlo_instruction`` and ``hlo_desc`` (what XLA compiled the kernel from: the instruction
     named like the kernel, else the one in its ``hlo_op`` stat) and, where the event has none, the JAX
     ``op_path`` from the instruction's metadata. Joined once per distinct (module, kernel, op)."""
-    gpu = pl.col("cat").cast(pl.String).is_in(["kernel", "gpu_memcpy", "gpu_memset"])
+    gpu = pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"])  # on the categorical codes
     if hlo.height == 0:
         return table.with_columns(*(pl.lit(None, dtype=pl.Categorical).alias(c) for c in
                                     ("hlo_instruction", "hlo_desc", "hlo_dtype", "hlo_op_class", "hlo_params")),

@@ -85,7 +85,7 @@ class Lookup:
         planes = int(plane.max()) + 1 if plane.size else 0
         self.flat = ids.size > 0 and int(ids.min()) >= 0 and self.width * planes <= 1 << 24
         if self.flat:
-            self.table = np.full(self.width * planes, -1, dtype=np.int64)
+            self.table = np.full(self.width * planes + 1, -1, dtype=np.int64)  # the last slot: "none"
             self.table[plane * self.width + ids] = np.arange(ids.size)
         self.frame = pl.DataFrame({"plane": plane, "id": ids, "_i": np.arange(ids.size)})
 
@@ -95,10 +95,10 @@ class Lookup:
             return np.full(ids.size, -1, dtype=np.int64)
         if self.flat:
             key = plane * self.width + ids
-            ok = (ids >= 0) & (ids < self.width) & (key < self.table.size)
-            out = np.full(ids.size, -1, dtype=np.int64)
-            out[ok] = self.table[key[ok]]
-            return out
+            # out of range (another plane's wider ids, a damaged id): the sentinel slot, which holds -1
+            key[(ids < 0) | (ids >= self.width) | (key >= self.table.size - 1)] = self.table.size - 1
+            found_flat: np.ndarray = self.table[key]
+            return found_flat
         key_df = pl.DataFrame({"plane": plane, "id": ids, "_k": np.arange(ids.size)})
         found: np.ndarray = (key_df.join(self.frame, on=["plane", "id"], how="left").sort("_k")["_i"]
                              .fill_null(-1).cast(pl.Int64).to_numpy())
@@ -156,28 +156,30 @@ def columns(buf: np.ndarray, val: list[np.ndarray], kinds: list[np.ndarray], pla
     refs): null where a row has no such stat; numbers written as text parsed; refs resolved to the name
     they point at (a categorical gathered from the stat names: no Python string per row)."""
     out: dict[str, pl.Series] = {}
-    names_cat = stat_names.cast(pl.Categorical)
     for i, f in enumerate(STAT_FIELDS):
         k, v = kinds[i], val[i]
         is_int = (k == K_U64) | (k == K_I64)
         is_dbl = k == K_DOUBLE
         is_ref = np.flatnonzero(k == K_REF)
         is_str = np.flatnonzero(k == K_STR)
-        if f.kind == "str":
-            col = nulls(v.size, pl.Categorical).alias(f.column)
+        if f.kind == "str":  # one gather from a small dictionary: the stat names, then any inline strings
+            index = np.full(v.size, -1, dtype=np.int64)
+            parts = [stat_names]
             if is_ref.size:
-                rows = lookup.rows(plane[is_ref], v[is_ref].view(np.int64))
-                ok = rows >= 0
-                col = col.scatter(is_ref[ok], names_cat.gather(pl.Series(rows[ok])))
+                index[is_ref] = lookup.rows(plane[is_ref], v[is_ref].view(np.int64))
             if is_str.size:
                 at = v[is_str].view(np.int64)
-                col = col.scatter(is_str, texts(buf, at, lengths_before(buf, at)).cast(pl.Categorical))
+                index[is_str] = sum(p.len() for p in parts) + np.arange(is_str.size)
+                parts.append(texts(buf, at, lengths_before(buf, at)))
             num = np.flatnonzero(is_int | is_dbl)
             if num.size:  # a number where a string was expected (rare): its decimal text
                 shown = [str(int(x)) if i_ else repr(float(y)) for i_, x, y in
                          zip(is_int[num].tolist(), v[num].view(np.int64).tolist(), v[num].view(np.float64).tolist())]
-                col = col.scatter(num, pl.Series(shown, dtype=pl.String).cast(pl.Categorical))
-            out[f.column] = col
+                index[num] = sum(p.len() for p in parts) + np.arange(num.size)
+                parts.append(pl.Series(shown, dtype=pl.String))
+            dictionary = (pl.concat(parts) if len(parts) > 1 else parts[0]).cast(pl.Categorical)
+            idx = pl.Series(index).set(pl.Series(index < 0), None)
+            out[f.column] = dictionary.gather(idx).alias(f.column)
             continue
         if f.kind == "float":
             vals = np.where(is_dbl, v.view(np.float64), v.view(np.int64).astype(np.float64))
