@@ -79,6 +79,14 @@ def _stats(events: pl.DataFrame, n_flows: int, metadata: dict[str, object], proj
     )
 
 
+def _as_int(df: pl.DataFrame, col: str) -> pl.Series:
+    """``col`` (a categorical of numbers, e.g. pid) as Int64, parsed once per distinct value (null: not a number)."""
+    distinct = df.select(pl.col(col).unique())
+    parsed = distinct.with_columns(pl.col(col).cast(pl.String).cast(pl.Int64, strict=False).alias("_int"))
+    out: pl.Series = df.select(col).join(parsed, on=col, how="left", maintain_order="left", nulls_equal=True)["_int"]
+    return out
+
+
 def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
     """GPU rows with launch, CPU op, launcher, device and stream columns."""
     launch = launches(events)
@@ -87,17 +95,17 @@ def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
     gpu = gpu.with_columns(gpu.select("launch_idx").join(ops, on="launch_idx", how="left", maintain_order="left")["op_idx"])
     gpu = op_names(fallback_ops(gpu, events), events)
     hlo = "hlo_op" in gpu.columns  # XLA: a kernel's launching op is its HLO op (a command buffer for graph kernels)
+    gpu = gpu.with_columns(pl.col("op_name").cast(pl.Categorical), pl.col("launch_name").cast(pl.Categorical))
     if hlo:
-        gpu = gpu.with_columns(pl.coalesce(pl.col("hlo_op").cast(pl.String), "op_name").alias("op_name"))
-    pid_int = pl.col("pid").cast(pl.String).cast(pl.Int64, strict=False)
-    tid_int = pl.col("tid").cast(pl.String).cast(pl.Int64, strict=False)
+        gpu = gpu.with_columns(pl.coalesce(pl.col("hlo_op").cast(pl.Categorical), "op_name").alias("op_name"))
+    # the numbers of pid/tid where no device/stream arg says: read once per distinct pid/tid, only when needed
+    fill = [(c, k) for c, k in (("device", "pid"), ("stream", "tid")) if gpu[c].null_count()]
     return gpu.with_columns(
-        pl.coalesce("device", pid_int).alias("device"),
-        pl.coalesce("stream", tid_int).alias("stream"),
+        *(pl.coalesce(c, _as_int(gpu, k)).alias(c) for c, k in fill),
         pl.when(pl.col("hlo_op").is_not_null() if hlo else pl.lit(False))
         .then(pl.col("op_name"))
         .when(pl.col("launch_idx").is_null())
-        .then(pl.lit("<no launch in trace>"))
+        .then(pl.lit("<no launch in trace>", dtype=pl.Categorical))
         .when(pl.col("graph_launch"))
         .then(pl.col("launch_name"))
         .otherwise(pl.coalesce("op_name", pl.col("launch_name")))

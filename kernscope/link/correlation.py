@@ -22,7 +22,7 @@ def launches(events: pl.DataFrame) -> pl.DataFrame:
         .select(
             pl.col("correlation"),
             pl.col("idx").alias("launch_idx"),
-            pl.col("name").cast(pl.String).alias("launch_name"),
+            pl.col("name").alias("launch_name"),  # interned: no string per row
             pl.col("ts").alias("launch_ts"),
             pl.col("dur").alias("launch_dur"),
             pl.col("pid").alias("launch_pid"),
@@ -65,6 +65,8 @@ def link_gpu(events: pl.DataFrame, launch: pl.DataFrame | None = None) -> pl.Dat
     g = gpu_events(events)
     # the join on the key alone, its columns added beside: the GPU table is wide, a join would copy it
     found = g.select("correlation").join(launch, on="correlation", how="left", maintain_order="left").drop("correlation")
-    return g.with_columns(found.get_columns()).with_columns(
-        pl.col("launch_name").str.contains(GRAPH_LAUNCH_PATTERN).fill_null(False).alias("graph_launch")
-    )
+    # graph launch or not: decided once per distinct launch name
+    names = launch.select(pl.col("launch_name").unique())
+    names = names.with_columns(pl.col("launch_name").cast(pl.String).str.contains(GRAPH_LAUNCH_PATTERN).alias("graph_launch"))
+    graph = found.select("launch_name").join(names, on="launch_name", how="left", maintain_order="left")["graph_launch"]
+    return g.with_columns(found.get_columns()).with_columns(graph.fill_null(False).alias("graph_launch"))

@@ -62,7 +62,7 @@ def op_names(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     names = (
         events.select(pl.col("idx").alias("op_idx"), "name")
         .join(gpu.select("op_idx").drop_nulls().unique(), on="op_idx", how="semi")
-        .with_columns(pl.col("name").cast(pl.String).alias("op_name"))
+        .with_columns(pl.col("name").alias("op_name"))  # interned: no string per row
         .drop("name")
     )
     return gpu.with_columns(gpu.select("op_idx").join(names, on="op_idx", how="left", maintain_order="left")["op_name"])

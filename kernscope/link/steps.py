@@ -64,9 +64,9 @@ def empty_steps() -> pl.DataFrame:
 
 def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
     """One row per CPU-side ``ProfilerStep#N``: step, name, start, end (ns), kind (null), phase."""
-    s = events.filter(
-        pl.col("kind").is_in(["user_annotation", "cpu_op"]) & pl.col("name").cast(pl.String).str.contains(STEP_PATTERN)
-    )
+    cand = events.filter(pl.col("kind").is_in(["user_annotation", "cpu_op"])).select("name", "ts", "end")
+    names = cand.select(pl.col("name").unique()).filter(pl.col("name").cast(pl.String).str.contains(STEP_PATTERN))
+    s = cand.join(names, on="name", how="semi")  # the pattern tested once per distinct name
     t = (
         s.group_by(pl.col("name").cast(pl.String))
         .agg(pl.col("ts").min().alias("start"), pl.col("end").max().alias("end"))
@@ -344,5 +344,5 @@ def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame, *, by_gpu_time: bo
     valid = keyed.filter(pl.col("_key").is_not_null()).sort("_key")
     joined = valid.join_asof(windows, on="_key", strategy="backward").select(
         "_r", pl.when(pl.col("_key") < pl.col("_step_end")).then(pl.col("step")).otherwise(None).alias("step"))
-    step = keyed.select("_r").join(joined, on="_r", how="left", maintain_order="left")["step"]
-    return gpu.with_columns(step.cast(pl.Int64).alias("step"))
+    step = pl.repeat(None, gpu.height, dtype=pl.Int64, eager=True).scatter(joined["_r"], joined["step"].cast(pl.Int64))
+    return gpu.with_columns(step.alias("step"))
