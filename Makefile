@@ -33,6 +33,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 demo: install
+	mkdir -p out
 	$(VENV)/bin/kernscope analyze $(EXAMPLE) --top 12
 	$(VENV)/bin/kernscope report $(EXAMPLE) -o out/report.xlsx
 	$(VENV)/bin/kernscope report $(EXAMPLE) -o out/report.html

@@ -198,12 +198,9 @@ def _load(path: str, *, salvage: bool, no_cache: bool, quiet: bool, max_memory: 
 
 
 def _check_step(trace: Any, step: int | None) -> None:
-    if step is None:
-        return
-    have = trace.steps["step"].to_list()
-    if step not in have:
-        listed = ", ".join(str(s) for s in have[:20]) + (f", ... ({len(have)} in all)" if len(have) > 20 else "")
-        raise KernscopeError(f"{trace.path}: no step {step}; available: {listed or 'none (the trace has no steps)'}")
+    from .analyze.summary import check_step
+
+    check_step(trace, step)
 
 
 # -- commands -----------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ def default_mode() -> int:
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; on success it replaces ``target``, on error it is removed.
 
-    The result gets the umask's default mode. A symlink at ``target`` is followed (its destination is
+    ``target``'s folder must exist (it is never created). The result gets the umask's default mode. A
+    symlink at ``target`` is followed (its destination is
     replaced, the link stays), as a shell redirection would. A directory at ``target`` is an error.
     """
     given = Path(target)
@@ -37,8 +38,9 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     if t.is_dir():
         raise KernscopeError(f"{given}: is a directory; give a file name")
     parent = t.parent if str(t.parent) else Path(".")
+    if not parent.is_dir():  # never create folders the user did not ask for (a typo would write elsewhere)
+        raise KernscopeError(f"{given}: the folder {parent} does not exist; create it first")
     try:
-        parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{t.name}.", suffix=".tmp", dir=parent)
     except OSError as e:
         raise KernscopeError(f"{given}: cannot write output ({e.strerror})") from None
@@ -72,8 +74,10 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     d = Path(target)
     if d.exists() and not d.is_dir():
         raise KernscopeError(f"{d}: exists and is not a directory")
+    if not d.parent.is_dir():  # the report's own folder is made, never the folders above it
+        raise KernscopeError(f"{d}: the folder {d.parent} does not exist; create it first")
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".kernscope-", dir=d))
     except OSError as e:
         raise KernscopeError(f"{d}: cannot write report ({e.strerror})") from None

@@ -90,3 +90,54 @@ def test_salvage_truncated_gzip(tmp_path):
     cut.write_bytes(z[: len(z) // 2])
     assert main(["analyze", str(cut), "--no-cache", "--salvage", "--format", "json", "-o", str(tmp_path / "o.json")]) == 0
     assert json.loads((tmp_path / "o.json").read_text())["trace"]["salvaged_events"] > 100
+
+
+def test_not_a_trace_says_what_it_is(tmp_path, capsys):
+    """Files that are not traces (TOML, a JSON array of numbers, Proton's intra-kernel trace) get a message
+    saying what they are, never "truncated JSON ... try --salvage"."""
+    from pathlib import Path
+
+    cases = {
+        "a.toml": (b'[tool]\nname = "x"\n', "not JSON (it starts with '[tool]"),
+        "b.json": (b"[1, 2, 3]", "a JSON array of values, not of trace events"),
+    }
+    proton = Path(__file__).parent / "data" / "proton_h100" / "proton_trace.chrome_trace"
+    for name, (data, needle) in cases.items():
+        p = tmp_path / name
+        p.write_bytes(data)
+        assert main(["analyze", str(p), "--no-cache"]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "salvage" not in err and len(err.strip().splitlines()) == 1
+    assert main(["analyze", str(proton), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "intra-kernel trace (Proton's chrome_trace" in err and f"kernscope intra stats {proton}" in err
+
+
+def test_analysis_of_a_step_the_trace_does_not_have():
+    """The Python API refuses a step that does not exist (it would return all-zero tables), as the CLI does."""
+    from pathlib import Path
+
+    import kernscope
+    from kernscope.analyze.summary import analyze
+    from kernscope.errors import KernscopeError
+
+    t = kernscope.load(Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz", cache=False)
+    with pytest.raises(KernscopeError, match=r"no step 5; available: 2, 3"):
+        analyze(t, step=5)
+    assert analyze(t, step=2).kernels.height > 0
+
+
+def test_output_folder_is_never_created(tmp_path, capsys):
+    """``-o`` into a folder that does not exist is refused (a typo would otherwise write somewhere new)."""
+    from pathlib import Path
+
+    import kernscope
+
+    ex = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    for out in (tmp_path / "no" / "such" / "r.html", tmp_path / "missing" / "csvs" / ""):
+        assert main(["report", str(ex), "-o", str(out), "--no-cache"]) == 2
+        err = capsys.readouterr().err
+        assert "does not exist; create it first" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    (tmp_path / "csvs").mkdir()
+    assert main(["report", str(ex), "-o", str(tmp_path / "csvs" / "run1") + "/", "--no-cache"]) == 0  # its own folder is made

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ..errors import KernscopeError
 from ..model import Trace
 from .annotations import AnnotationBreakdown
 from .annotations import by_annotation as by_annotation_
@@ -51,6 +52,17 @@ class Analysis:
     annotations: AnnotationBreakdown | None = None  #: with ``by_annotation``: GPU time by the user's ranges
 
 
+def check_step(trace: Trace, step: int | None) -> None:
+    """Raise :class:`KernscopeError` naming the steps there are when ``step`` is not one of them (an
+    analysis of a step that does not exist would be all zeros)."""
+    if step is None:
+        return
+    have = trace.steps["step"].to_list()
+    if step not in have:
+        listed = ", ".join(str(s) for s in have[:20]) + (f", ... ({len(have)} in all)" if len(have) > 20 else "")
+        raise KernscopeError(f"{trace.path}: no step {step}; available: {listed or 'none (the trace has no steps)'}")
+
+
 def analyze(
     trace: Trace,
     *,
@@ -73,6 +85,7 @@ def analyze(
             trace looks like a benchmark trace.
         by_annotation: add GPU time by the user annotations matching this regex ("" = all).
     """
+    check_step(trace, step)
     if use_kernel_name_categories:
         cat = categorizer or Categorizer.builtin()
         all_gpu = gpu_table(trace, cat)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import TraceError
 from ..model import RawTrace
 from .project import Projection
 from .source import Limits, TraceSource
@@ -48,7 +49,26 @@ def _parse_kineto(source: TraceSource, opts: ParseOptions) -> RawTrace:
 
     raw = parse_source(source, salvage=opts.salvage, limits=opts.limits, workers=opts.workers,
                        progress=opts.progress, projection=opts.projection)
-    return adapt(raw) if is_jax_json(raw) else raw
+    if is_jax_json(raw):
+        return adapt(raw)
+    if _is_proton_trace(raw):
+        raise TraceError(source.path, "this is an intra-kernel trace (Proton's chrome_trace: processes are CTAs, threads "
+                                      f"warps), not a profiler trace; read it with: kernscope intra stats {source.path}")
+    return raw
+
+
+#: Proton's intra-kernel Chrome traces name a process "<kernel> Core<sm> CTA<n>" and a thread "warp <w> (line <l>)"
+_PROTON_PID = r" Core\d+ CTA\d+$"
+
+
+def _is_proton_trace(raw: RawTrace) -> bool:
+    import polars as pl
+
+    ev = raw.events
+    if ev.height == 0 or "pid" not in ev.columns:
+        return False
+    pids = ev["pid"].cast(pl.String).unique().drop_nulls()
+    return bool(pids.len()) and bool(pids.str.contains(_PROTON_PID).all())
 
 
 def _parse_xplane(source: TraceSource, opts: ParseOptions) -> RawTrace:
@@ -83,12 +103,26 @@ FORMATS: tuple[Format, ...] = (
 
 
 def detect(source: TraceSource) -> Format:
-    """The format of an opened trace; JSON when nothing else matches (its parser gives the error)."""
+    """The format of an opened trace; JSON when nothing else matches (its parser gives the error). A file
+    that starts like a JSON array of something other than events (TOML's ``[table]``, ``[1, 2, 3]``) is
+    refused here, with what it starts with."""
     head = source.head()
+    h = head.lstrip(b" \t\r\n\xef\xbb\xbf")
+    if h[:1] == b"[" and h[1:].lstrip(b" \t\r\n")[:1] not in (b"{", b"]", b""):
+        shown = h[:40].decode("utf-8", "replace")
+        what = "a JSON array of values, not of trace events" if _json_values(h) else "not JSON"
+        raise TraceError(source.path, f"{what} (it starts with {shown!r}); a trace is a JSON object with "
+                                      "'traceEvents', an array of event objects, or a JAX .xplane.pb")
     for fmt in FORMATS:
         if fmt.detect(head):
             return fmt
     return FORMATS[0]
+
+
+def _json_values(h: bytes) -> bool:
+    """Whether ``h`` (an array's start) holds JSON values: numbers, strings, literals, nested arrays."""
+    rest = h[1:].lstrip(b" \t\r\n")
+    return rest[:1] in b'-0123456789"[' or rest[:4] in (b"true", b"null") or rest[:5] == b"false"
 
 
 def parse(source: TraceSource, opts: ParseOptions | None = None) -> RawTrace:
