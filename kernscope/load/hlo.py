@@ -118,15 +118,15 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> pl.DataFrame
 def _works(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode: list[str | None], ins_module: np.ndarray,
            ins_comp: np.ndarray, called_of: dict[int, list[int]]) -> list[dict[str, Any]]:
     """FLOPs and bytes of every instruction (:mod:`.hlo_work`), from shapes, operands and dot dimensions."""
-    from .hlo_work import Instr, shape, work
+    from .hlo_work import Instr, work
 
     ids = np.full(n, -1, dtype=np.int64)
     x = inf.of(35, 0)
     ids[x.msg] = x.value.view(np.int64)
-    shapes: list[Any] = [None] * n
+    spans: list[tuple[int, int] | None] = [None] * n
     sh = inf.of(3, 2)
     for i, o, k in zip(sh.msg.tolist(), sh.off.tolist(), sh.size.tolist()):
-        shapes[i] = shape(buf, o, k)
+        spans[i] = (o, k)
     operands: dict[int, list[int]] = {}
     for i, o, k in zip(inf.of(36, 2).msg.tolist(), inf.of(36, 2).off.tolist(), inf.of(36, 2).size.tolist()):
         operands.setdefault(i, []).extend(_packed(buf, o, k))
@@ -141,14 +141,20 @@ def _works(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode:
     comps: dict[int, dict[int, list[int]]] = {}
     for i in range(n):
         m, c = int(ins_module[i]), int(ins_comp[i])
-        modules.setdefault(m, {})[int(ids[i])] = Instr(name[i] or "", opcode[i] or "", shapes[i], operands.get(i, []),
-                                                        called_of.get(i, []), contracting.get(i, ()), config[i] or "")
+        modules.setdefault(m, {})[int(ids[i])] = Instr(name[i] or "", opcode[i] or "", spans[i], operands.get(i, []),
+                                                        called_of.get(i, []), contracting.get(i, ()), config[i] or "", buf)
         comps.setdefault(m, {}).setdefault(c, []).append(int(ids[i]))
+    # instructions inside a fused computation never run as a kernel of their own: no work of theirs is needed
+    fused = {(int(ins_module[i]), c) for i in range(n) if opcode[i] == "fusion" for c in called_of.get(i, [])}
+    none: dict[str, Any] = {"flops": None, "bytes": None, "dtype": "", "op_class": "", "params": ""}
     out = []
     for i in range(n):
         m = int(ins_module[i])
+        if (m, int(ins_comp[i])) in fused:
+            out.append(none)
+            continue
         try:
             out.append(work(modules[m], comps[m], int(ids[i])))
         except (KeyError, IndexError):  # an operand or computation the module does not hold: no model
-            out.append({"flops": None, "bytes": None, "dtype": "", "op_class": "", "params": ""})
+            out.append(none)
     return out

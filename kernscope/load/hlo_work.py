@@ -18,6 +18,7 @@ dtype table knows.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -49,11 +50,16 @@ class Shape:
 class Instr:
     name: str
     opcode: str
-    shape: Shape | None
+    span: tuple[int, int] | None  #: where its ShapeProto is (read on first use: most shapes are never needed)
     operands: list[int]  #: instruction ids
     called: list[int]  #: computation ids
     contracting: tuple[int, ...] = ()  #: dot: the lhs contracting dimensions
     backend_config: str = ""
+    buf: Any = None
+
+    @functools.cached_property
+    def shape(self) -> Shape | None:
+        return shape(self.buf, *self.span) if self.span is not None and self.buf is not None else None
 
 
 def _elements(dims: tuple[int, ...]) -> int:

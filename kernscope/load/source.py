@@ -93,10 +93,6 @@ class FileIdentity:
         return cls(str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-#: Linux's MADV_POPULATE_READ (5.14+; not named by Python's mmap module before 3.13)
-_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
-
-
 class TraceSource:
     """An opened trace file: its (decompressed) JSON as blocks."""
 
@@ -177,9 +173,6 @@ class TraceSource:
         """The whole (decompressed) content for a binary format, bounded by ``limits`` (a gzip bomb
         stops with a one-line error at the budget)."""
         if not self.gz:
-            if isinstance(self._data, mmap.mmap):
-                with contextlib.suppress(OSError, ValueError):  # map every page at once, not one fault a page
-                    self._data.madvise(_MADV_POPULATE_READ)
             return self._data
         budget = limits.memory()
         parts: list[bytes] = []
