@@ -37,17 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernscope.load.protowire import fields_of, padded, walk  # noqa: E402
-
-
-def _varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        if v < 0x80:
-            out.append(v)
-            return bytes(out)
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
+from kernscope.load.protowire import varint_bytes as _varint  # noqa: E402
 
 
 def _field(num: int, payload: bytes) -> bytes:

@@ -26,6 +26,7 @@ from kernscope.analyze.summary import analyze
 from kernscope.errors import TraceError
 from kernscope.load import parse
 from kernscope.load.protowire import Fields, WireError, fields_of, padded, walk
+from kernscope.load.protowire import varint_bytes as _varint
 from kernscope.load.xplane import decode, is_xspace
 
 DATA = Path(__file__).parent / "data" / "jax"
@@ -45,16 +46,6 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 # -- the wire reader ---------------------------------------------------------------------------
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        if v < 0x80:
-            out.append(v)
-            return bytes(out)
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-
-
 def _field(num: int, payload: bytes) -> bytes:
     return _varint(num << 3 | 2) + _varint(len(payload)) + payload
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .protowire import Fields, fields_of
+from .protowire import Fields, fields_of, packed_varints
 
 #: opcodes that only route data inside a fused computation (not what the kernel computes)
 _PLUMBING = {"parameter", "tuple", "get-tuple-element", "constant", "bitcast"}
@@ -42,14 +42,7 @@ def _scatter_text(buf: np.ndarray, f: Fields, n: int) -> list[str | None]:
 
 
 def _packed(buf: np.ndarray, off: int, size: int) -> list[int]:
-    vals, v, shift = [], 0, 0
-    for b in buf[off : off + size].tolist():
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            vals.append(v)
-            v, shift = 0, 0
-    return vals
+    return packed_varints(bytes(buf[off : off + size]))
 
 
 def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> pl.DataFrame:

@@ -136,17 +136,6 @@ def _read(data: bytes, p: int) -> tuple[int, int]:
     return v, p
 
 
-def _varints(buf: Any, off: int, size: int) -> list[int]:
-    vals, v, shift = [], 0, 0
-    for b in bytes(buf[off : off + size]):
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            vals.append(v)
-            v, shift = 0, 0
-    return vals
-
-
 def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -> dict[str, Any]:
     """FLOPs (None: a matrix product whose shapes are not usable), bytes, dtype, class and parameters of
     instruction ``instr_id`` of ``module`` (id -> Instr; ``comps``: computation id -> its instruction ids)."""

@@ -229,8 +229,9 @@ def _run_window(buf: np.ndarray, start: int, stop: int, end: int, tag: bytes) ->
     return payload[members], length[members].astype(np.int64), after
 
 
-def _tag_bytes(field: int, wire: int) -> bytes:
-    v = field << 3 | wire
+def varint_bytes(v: int) -> bytes:
+    """``v`` (an unsigned 64-bit value; negative ones as two's complement) as a varint."""
+    v &= (1 << 64) - 1
     out = bytearray()
     while True:
         if v < 0x80:
@@ -238,6 +239,22 @@ def _tag_bytes(field: int, wire: int) -> bytes:
             return bytes(out)
         out.append(v & 0x7F | 0x80)
         v >>= 7
+
+
+def packed_varints(data: bytes) -> list[int]:
+    """The values of a packed repeated varint field's payload (few values: plain Python)."""
+    vals, v, shift = [], 0, 0
+    for b in data:
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            vals.append(v)
+            v, shift = 0, 0
+    return vals
+
+
+def _tag_bytes(field: int, wire: int) -> bytes:
+    return varint_bytes(field << 3 | wire)
 
 
 def _py_varint(mv: memoryview, p: int, end: int, bad: str, at: int) -> tuple[int, int]:
@@ -307,13 +324,3 @@ def walk(buf: np.ndarray, start: int, end: int, runs: tuple[int, ...] = (), what
     order = np.argsort(offs_all, kind="stable")
     return Fields(np.zeros(offs_all.size, dtype=np.int64), np.concatenate(fld)[order], np.concatenate(wir)[order],
                   np.concatenate(val)[order], offs_all[order], np.concatenate(siz)[order])
-
-
-def strings(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> list[str]:
-    """The payloads as text (UTF-8, invalid bytes replaced): for the few distinct names of a file."""
-    raw = buf.tobytes() if buf.size < 1 << 16 else None
-    out = []
-    for o, s in zip(off.tolist(), size.tolist()):
-        b = raw[o : o + s] if raw is not None else buf[o : o + s].tobytes()
-        out.append(b.decode("utf-8", "replace"))
-    return out

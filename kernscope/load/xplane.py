@@ -59,8 +59,7 @@ from .xstats import (
 # XSpace / XPlane / XLine / XEvent / XStat / metadata field numbers (xplane.proto)
 _SPACE_PLANES, _SPACE_HOSTNAMES = 1, 4
 _PLANE_ID, _PLANE_NAME, _PLANE_LINES, _PLANE_EVENT_MD, _PLANE_STAT_MD, _PLANE_STATS = 1, 2, 3, 4, 5, 6
-_LINE_ID, _LINE_NAME, _LINE_TS, _LINE_EVENTS, _LINE_DISPLAY = 1, 2, 3, 4, 11
-_EV_MD, _EV_OFFSET, _EV_DUR, _EV_STATS, _EV_OCCURRENCES = 1, 2, 3, 4, 5
+# (XLine and XEvent fields are read by the line scanner: xscan.py and _xspace.c)
 _ST_MD, _ST_DOUBLE, _ST_U64, _ST_I64, _ST_STR, _ST_BYTES, _ST_REF = 1, 2, 3, 4, 5, 6, 7
 _MD_ID, _MD_NAME, _MD_DISPLAY, _MD_STATS = 1, 2, 4, 5
 
