@@ -33,10 +33,13 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
     if not categorizer.op_rules or gpu.height == 0:
         return out
     out = refine_by_hlo(out, categorizer)
-    keep = pl.col("name").cast(pl.String).str.contains(f"(?i){categorizer.keep}") if categorizer.keep else pl.lit(False)
     cand = (out.with_row_index("_g")
             .filter((pl.col("kind").cast(pl.String) == "kernel") & pl.col("category").cast(pl.String).is_in(sorted(generic))
-                    & pl.col("launch_ts").is_not_null() & (pl.col("decided_by") == "name") & ~keep))
+                    & pl.col("launch_ts").is_not_null() & (pl.col("decided_by") == "name")))
+    if categorizer.keep and cand.height:  # casts and copies keep their category: tested once per distinct name
+        names = cand.select(pl.col("name").unique())
+        kept = names.filter(pl.col("name").cast(pl.String).str.contains(f"(?i){categorizer.keep}"))
+        cand = cand.join(kept, on="name", how="anti", maintain_order="left")
     if cand.height == 0:
         return out
     ev = trace.events
