@@ -37,8 +37,8 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
             .filter((pl.col("kind").cast(pl.String) == "kernel") & pl.col("category").cast(pl.String).is_in(sorted(generic))
                     & pl.col("launch_ts").is_not_null() & (pl.col("decided_by") == "name")))
     if categorizer.keep and cand.height:  # casts and copies keep their category: tested once per distinct name
-        names = cand.select(pl.col("name").unique())
-        kept = names.filter(pl.col("name").cast(pl.String).str.contains(f"(?i){categorizer.keep}"))
+        distinct = cand.select(pl.col("name").unique())
+        kept = distinct.filter(pl.col("name").cast(pl.String).str.contains(f"(?i){categorizer.keep}"))
         cand = cand.join(kept, on="name", how="anti", maintain_order="left")
     if cand.height == 0:
         return out
