@@ -471,3 +471,59 @@ def test_cycle_mode_per_sm_clock_with_several_sms():
     d = decode_buffer(fill_buffer(empty_buffer(64), regions, cycles=True), ["w"])
     assert d.clock_source.startswith("per SM over the kernel (2 SMs")
     assert d.tasks["duration_ns"].to_list() == [1_000] * 12  # each SM's cycles converted with its own clock
+
+
+def test_view_of_proton_hatchet_falls_back_to_what_the_file_has(capsys):
+    """Proton's instrumentation hatchet has cycles only: the default metric, ``-m time/us`` (the README's) and
+    ``-m count`` show its cycles with a note; ``--clock-ghz`` turns them into time; % of top is the share of
+    the shallowest scope with a value (the kernel), not '-' because ROOT is empty."""
+    path = str(PROTON_H100 / "proton_ops.hatchet")
+    raw = json.loads((PROTON_H100 / "proton_ops.hatchet").read_text())
+    kernel = raw[0]["children"][0]["children"][0]
+    cyc = {c["frame"]["name"]: c["metrics"]["cycles"] for c in kernel["children"]}
+    top = kernel["metrics"]["cycles"]
+
+    def rows(out: str) -> dict[str, list[str]]:
+        return {cells[0]: cells[1:] for line in out.splitlines()
+                if len(cells := [c.strip() for c in line.split("│")]) == 3}
+
+    assert main(["intra", "view", path]) == 0
+    cap = capsys.readouterr()
+    got = rows(cap.out)
+    assert "cycles" in cap.out and cap.err == ""
+    assert got["row_loop"] == [f"{cyc['row_loop']:,}", f"{100 * cyc['row_loop'] / top:.1f}%"]
+    assert got["kernel"] == [f"{top:,}", "100.0%"] and got["ROOT"] == ["-", "-"]
+    for m in ("time/us", "count"):
+        assert main(["intra", "view", path, "-m", m]) == 0
+        cap = capsys.readouterr()
+        assert rows(cap.out)["store"][0] == f"{cyc['store']:,}" and "showing cycles" in cap.err
+    assert main(["intra", "view", path, "-m", "time/us", "-q"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["intra", "view", path, "-m", "time/ns", "--clock-ghz", "2"]) == 0
+    cap = capsys.readouterr()
+    assert rows(cap.out)["row_loop"][0] == f"{cyc['row_loop'] / 2:,.0f}" and "--clock-ghz 2" in cap.err
+    assert main(["intra", "view", path, "-m", "bogus"]) == 2
+    assert "unknown metric 'bogus'" in capsys.readouterr().err
+
+
+def test_pick_metric_without_any_known_metric_names_what_the_file_has():
+    from kernscope.errors import KernscopeError
+    from kernscope.intra.hatchet import hatchet_to_tree, pick_metric
+
+    tree = hatchet_to_tree([{"frame": {"name": "ROOT"}, "metrics": {},
+                             "children": [{"frame": {"name": "k"}, "metrics": {"bytes": 4}, "children": []}]}])
+    with pytest.raises(KernscopeError, match="it has: bytes"):
+        pick_metric(tree, None, None, "x.hatchet")
+    timed = hatchet_to_tree([{"frame": {"name": "ROOT"}, "metrics": {"time (ns)": 0.0, "count": 0},
+                              "children": [{"frame": {"name": "k"}, "metrics": {"time (ns)": 5.0, "count": 2},
+                                            "children": []}]}])
+    c = pick_metric(timed, None, None, "t.hatchet")
+    assert (c.metric, c.column, c.note) == ("time/ns", "time (ns) (inc)", None)
+
+
+def test_quiet_on_every_intra_command_that_writes_notices(tmp_path, capsys):
+    out = tmp_path / "k.json"
+    assert main(["intra", "export", str(PROTON_H100 / "kernscope.npz"), "-o", str(out), "-q"]) == 0
+    assert out.exists() and capsys.readouterr().err == ""
+    assert main(["intra", "stats", str(PROTON_H100 / "kernscope.npz"), "-q", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["tasks"] > 0

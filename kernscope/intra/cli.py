@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+_quiet = click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
+
 
 @click.group()
 def intra() -> None:
@@ -21,8 +23,9 @@ def intra() -> None:
               help="Cycles per ns for the cycle columns [default: the SM clock a cycle-mode buffer measured; "
                    "else 1, Proton's convention: its traces count cycles as ns at 1 GHz].")
 @click.option("--kernel", default=None, help="Proton traces with several kernels: only this kernel's launches.")
+@_quiet
 def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hatchet_out: str | None,
-          clock_ghz: float | None, kernel: str | None = None) -> None:
+          clock_ghz: float | None, kernel: str | None = None, quiet: bool = False) -> None:
     """Per task/scope count/mean/p50/p95/max, the scope tree (op-measure), per-SM busy fraction, tail and SM imbalance.
 
     Reads kernscope buffers (.npz), kernscope's Perfetto/Chrome exports and Proton's instrumentation traces
@@ -117,24 +120,27 @@ def stats_document_with_scopes(summary, per_task, per_sm, tree) -> str:
 
 @intra.command()
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("-m", "--metric", default="time/ns", show_default=True,
-              help="cycles, normalized_cycles, time/ns, time/us or count.")
-@click.option("--clock-ghz", type=float, default=1.0, show_default=True, help="Cycles per ns for traces and buffers.")
-def view(path: str, metric: str, clock_ghz: float) -> None:
+@click.option("-m", "--metric", default=None,
+              help="cycles, normalized_cycles, time/ns, time/us or count [default: time/ns; for a hatchet file the "
+                   "first of these it has].")
+@click.option("--clock-ghz", type=float, default=None,
+              help="Cycles per ns: converts cycles to time [default for traces and buffers: 1, Proton's convention; "
+                   "a hatchet file with cycles only shows cycles unless given].")
+@_quiet
+def view(path: str, metric: str | None, clock_ghz: float | None, quiet: bool = False) -> None:
     """The scope tree of a hatchet file (kernscope's or Proton's) or of any intra-kernel trace, like proton-viewer."""
     import json as _json
 
     from rich.console import Console
 
     from ..errors import KernscopeError
-    from ..render.intra import VIEW_METRICS, render_tree
+    from ..render.intra import render_tree
     from . import stats as st
-    from .hatchet import hatchet_to_tree
+    from .hatchet import VIEW_METRICS, hatchet_to_tree, pick_metric
     from .io import load_tasks
 
-    if metric not in VIEW_METRICS:
+    if metric is not None and metric not in VIEW_METRICS:
         raise KernscopeError(f"unknown metric {metric!r}; use one of {', '.join(VIEW_METRICS)}")
-    col_tasks, col_hatchet = VIEW_METRICS[metric]
     tree = None
     try:
         with open(path, "rb") as f:
@@ -145,29 +151,31 @@ def view(path: str, metric: str, clock_ghz: float) -> None:
     except (OSError, ValueError):
         tree = None
     if tree is not None:  # the values proton-viewer shows: inclusive sums where hatchet makes them
-        if col_hatchet not in tree.columns:
-            have = [c for c in tree.columns if c not in ("path", "name", "depth") and not c.endswith("(inc)")]
-            raise KernscopeError(f"{path}: no metric {col_hatchet!r} in this hatchet file; it has: {', '.join(have)}")
-        inc = f"{col_hatchet} (inc)"
-        render_tree(Console(), path, tree, inc if inc in tree.columns else col_hatchet, metric,
+        choice = pick_metric(tree, metric, clock_ghz, path)
+        if choice.note and not quiet:
+            click.echo(f"kernscope: {choice.note}", err=True)
+        render_tree(Console(), path, choice.tree, choice.column, choice.metric,
                     count_column="count (inc)" if "count (inc)" in tree.columns else "count")
         return
+    metric = metric or "time/ns"
     t = load_tasks(path).tasks
-    render_tree(Console(), path, st.scope_tree(t, clock_ghz=clock_ghz), col_tasks, metric)
+    render_tree(Console(), path, st.scope_tree(t, clock_ghz=clock_ghz or 1.0), VIEW_METRICS[metric][0], metric)
 
 
 @intra.command()
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, help="Output: .perfetto-trace (protobuf) or .json (Chrome).")
 @click.option("--task-names", help="Comma-separated names for task types 0, 1, ... (raw buffers).")
-def export(path: str, output: str, task_names: str | None) -> None:
+@_quiet
+def export(path: str, output: str, task_names: str | None, quiet: bool = False) -> None:
     """Convert a buffer dump or trace to Perfetto protobuf or Chrome JSON."""
     from .export import write_chrome, write_perfetto
     from .io import load_tasks
 
     t = load_tasks(path, task_names.split(",") if task_names else None).tasks
     out = write_chrome(t, output) if output.endswith(".json") else write_perfetto(t, output)
-    click.echo(f"wrote {out} ({t.height:,} slices)", err=True)
+    if not quiet:
+        click.echo(f"wrote {out} ({t.height:,} slices)", err=True)
 
 
 @intra.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -16,6 +16,7 @@ its own totals (a parent includes its nested scopes):
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -78,6 +79,68 @@ def hatchet_to_tree(doc: Any, source: str = "hatchet") -> pl.DataFrame:
                .rename({"_chain": "_id"}).with_columns(pl.col("_id").cast(pl.UInt32)))
         df = df.join(inc, on="_id", how="left")
     return df.sort("_id").drop("_id", "_chain")
+
+
+#: ``intra view -m`` metric -> (column of a scope tree from tasks, metric name in a hatchet file)
+VIEW_METRICS = {
+    "time/ns": ("total_ns", "time (ns)"),
+    "time/us": ("total_ns", "time (ns)"),
+    "cycles": ("total_cycles", "cycles"),
+    "normalized_cycles": ("normalized_cycles", "normalized_cycles"),
+    "count": ("count", "count"),
+}
+
+
+@dataclass(frozen=True)
+class MetricChoice:
+    """What ``intra view`` shows of a hatchet tree: ``column`` of ``tree`` under the label ``metric``, and a
+    ``note`` for the user when it is not what they asked for (or converted)."""
+
+    tree: pl.DataFrame
+    column: str
+    metric: str
+    note: str | None = None
+
+
+def _column(tree: pl.DataFrame, name: str) -> str | None:
+    """The inclusive column of metric ``name`` where hatchet makes one, else the metric as written."""
+    for c in (f"{name} (inc)", name):
+        if c in tree.columns:
+            return c
+    return None
+
+
+def pick_metric(tree: pl.DataFrame, metric: str | None, clock_ghz: float | None, source: str) -> MetricChoice:
+    """The metric to show of a hatchet ``tree`` (from :func:`hatchet_to_tree`).
+
+    ``metric`` None: the first of time/ns, cycles, normalized_cycles, count the file has. A time metric on a
+    file with cycles only (Proton's instrumentation profiles) converts cycles to ns with ``clock_ghz`` (cycles
+    per ns) when given, else shows cycles and says so. Another metric the file lacks falls back to the first
+    it has, with a note; a file with none of them raises :class:`KernscopeError` naming what it has."""
+    have = [m for m in VIEW_METRICS if _column(tree, VIEW_METRICS[m][1])]
+    if not have:
+        names = [c for c in tree.columns if c not in ("path", "name", "depth") and not c.endswith("(inc)")]
+        raise KernscopeError(f"{source}: none of the metrics intra view shows ({', '.join(VIEW_METRICS)}) is in this "
+                             f"hatchet file; it has: {', '.join(names) or 'no numeric metric'}")
+    if metric is None:
+        m = have[0]
+        return MetricChoice(tree, _column(tree, VIEW_METRICS[m][1]) or "", m)
+    col = _column(tree, VIEW_METRICS[metric][1])
+    if col is not None:
+        return MetricChoice(tree, col, metric)
+    cycles = _column(tree, "cycles")
+    if metric.startswith("time/") and cycles is not None:
+        if clock_ghz:
+            conv = tree.with_columns((pl.col(cycles) / clock_ghz).alias("_time_ns"))
+            return MetricChoice(conv, "_time_ns", metric,
+                                f"{source}: no time in this file; its cycles are shown as time at --clock-ghz {clock_ghz:g}")
+        return MetricChoice(tree, cycles, "cycles",
+                            f"{source}: no time in this file (Proton's instrumentation counts cycles); showing cycles "
+                            f"(--clock-ghz G converts them to time)")
+    fallback = have[0]
+    return MetricChoice(tree, _column(tree, VIEW_METRICS[fallback][1]) or "", fallback,
+                        f"{source}: no {VIEW_METRICS[metric][1]!r} in this file; showing {fallback} "
+                        f"(it has: {', '.join(have)})")
 
 
 def read_hatchet(path: str) -> pl.DataFrame:

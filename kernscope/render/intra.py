@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def stats_document(summary: dict[str, Any], per_task: pl.DataFrame, per_sm: pl.DataFrame) -> str:
@@ -57,23 +58,17 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
         con.print(f"[yellow]dropped {summary.get('dropped', 0):,} records, {summary.get('unpaired', 0):,} unpaired[/yellow]")
 
 
-#: ``intra view -m`` metric -> (column of a scope tree from tasks, metric name in a hatchet file)
-VIEW_METRICS = {
-    "cycles": ("total_cycles", "cycles"),
-    "normalized_cycles": ("normalized_cycles", "normalized_cycles"),
-    "time/ns": ("total_ns", "time (ns)"),
-    "time/us": ("total_ns", "time (ns)"),
-    "count": ("count", "count"),
-}
-
-
 def render_tree(con: Console, title: str, tree: pl.DataFrame, column: str, metric: str,
                 count_column: str = "count") -> None:
-    """The scope tree, indented by depth, with ``metric`` (from ``column``) and its share of the top node(s),
+    """The scope tree, indented by depth, with ``metric`` (from ``column``) and its share of the top node(s)
+    (the shallowest ones with a value),
     plus the executions in ``count_column`` (like proton-viewer)."""
-    tops = tree.filter(pl.col("depth") == pl.col("depth").min())
-    total = float(tops[column].sum() or 0.0) if column in tree.columns else 0.0
-    t = Table(title=title, title_justify="left", show_edge=False)
+    valued = tree.filter(pl.col(column).is_not_null()) if column in tree.columns else tree.clear()
+    # the top: the shallowest nodes with a value (Proton's files leave ROOT and the kernel's frame empty)
+    tops = valued.filter(pl.col("depth") == pl.col("depth").min())
+    total = float(tops[column].sum() or 0.0) if tops.height else 0.0
+    con.print(Text(title, style="italic", overflow="fold"))  # a path above the table, never wrapped mid-name by it
+    t = Table(show_edge=False)
     t.add_column("scope")
     t.add_column(metric, justify="right")
     t.add_column("% of top", justify="right")
