@@ -260,10 +260,11 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
 @click.option("-o", "--output", "out_dir", default="kernscope-override", show_default=True,
               help="Directory kept for the TTGIR dump, the edited TTGIR and Proton's trace.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_quiet
 @click.argument("program", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.pass_context
 def override(ctx: click.Context, kernels: tuple[str, ...], regions: str, mode: str | None, no_session: bool,
-             out_dir: str, fmt: str, program: tuple[str, ...]) -> None:
+             out_dir: str, fmt: str, program: tuple[str, ...], quiet: bool = False) -> None:
     """Proton's TTGIR-override workflow in one command: run PROGRAM (python script.py ...) once to dump each kernel's
     TTGIR, insert proton.record scopes (kernel body, top-level loops), run it again with TRITON_KERNEL_OVERRIDE under a
     Proton instrumentation session, and show the scopes of Proton's trace (<output>/proton.chrome_trace).
@@ -274,10 +275,12 @@ def override(ctx: click.Context, kernels: tuple[str, ...], regions: str, mode: s
 
     res = run_override(program, out_dir, regions=[r.strip() for r in regions.split(",") if r.strip()],
                        kernels=kernels, mode=mode, session=not no_session)
-    for f in res.files:
+    for f in res.files if not quiet else []:
         click.echo(f"instrumented {f.kernel}: {', '.join(f.scopes)} ({f.path})", err=True)
     if res.trace is None:
         raise KernscopeError(f"the instrumented run wrote no Proton trace ({out_dir}/proton.chrome_trace"
                              + (", or a new .chrome_trace here" if no_session else "") + ")")
-    click.echo(f"Proton trace: {res.trace}", err=True)
-    ctx.invoke(stats, path=res.trace, task_names=None, fmt=fmt, html_out=None, hatchet_out=None, clock_ghz=None)
+    if not quiet:
+        click.echo(f"Proton trace: {res.trace}", err=True)
+    ctx.invoke(stats, path=res.trace, task_names=None, fmt=fmt, html_out=None, hatchet_out=None, clock_ghz=None,
+               quiet=quiet)
