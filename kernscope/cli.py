@@ -62,10 +62,15 @@ def _expand(traces: tuple[str, ...] | list[str], quiet: bool) -> list[str]:
 
 
 class Progress:
-    """A progress bar on stderr for loads that take more than a second (terminal only, not with --quiet)."""
+    """A progress bar on stderr for loads that take more than a second (terminal only, not with --quiet).
 
-    def __init__(self, label: str, quiet: bool) -> None:
+    ``unit`` "bytes" counts bytes read (then says what comes next, with a spinner, while the trace is linked);
+    any other unit counts items, e.g. "ranks": ``2/4 ranks``."""
+
+    def __init__(self, label: str, quiet: bool, unit: str = "bytes", after: str = "linking and analyzing") -> None:
         self.label = label
+        self.unit = unit
+        self.after = after
         self.enabled = not quiet and sys.stderr.isatty()
         self.t0 = time.monotonic()
         self.bar: Any = None
@@ -78,14 +83,16 @@ class Progress:
             if time.monotonic() - self.t0 < 1.0:
                 return
             from rich.console import Console
-            from rich.progress import BarColumn, DownloadColumn, TimeRemainingColumn
+            from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeRemainingColumn
             from rich.progress import Progress as RichProgress
 
-            self.bar = RichProgress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+            count = (DownloadColumn(),) if self.unit == "bytes" else (MofNCompleteColumn(), TextColumn(self.unit))
+            self.bar = RichProgress(SpinnerColumn(), "[progress.description]{task.description}", BarColumn(), *count,
                                     TimeRemainingColumn(), console=Console(stderr=True), transient=True)
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=total)
-        self.bar.update(self.task, completed=done, total=total)
+        described = f"{self.label}: {self.after}" if self.unit == "bytes" and total and done >= total else self.label
+        self.bar.update(self.task, completed=done, total=total, description=described)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -252,7 +259,7 @@ def _job(paths: list[str], engine: str, scheduler: str | None, workers: int | No
     from .analyze.ranks import RankTask
     from .engine import EngineSpec, analyze_job
 
-    progress = Progress(f"analyzing {len(paths)} ranks", quiet)
+    progress = Progress(f"analyzing {len(paths)} ranks", quiet, unit="ranks")
     try:
         return analyze_job(paths, RankTask(cache=not no_cache, salvage=salvage, step_marker=step_marker,
                                            projection=not read_all),
