@@ -22,7 +22,7 @@ NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>
 
 
 def synth_rank(path: Path, rank: int, *, late_rank: int = 1, late_us: int = 500, world: int | None = 2, steps: int = 2,
-               base: int = 1_000_000, info: bool = True) -> Path:
+               base: int = 1_000_000, info: bool = True, gpu: str = "NVIDIA H100 80GB HBM3") -> Path:
     """A small DDP-like rank: per step a compute kernel, then an all-reduce whose launch waits on the host for
     ``late_us`` on ``late_rank`` (so the others wait for it in their NCCL kernels)."""
     ev, corr = [], 1
@@ -51,7 +51,7 @@ def synth_rank(path: Path, rank: int, *, late_rank: int = 1, late_us: int = 500,
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t0,
                    "dur": t - t0 - 1, "args": {}})
     meta = {"distributedInfo": {"rank": rank, "world_size": world}} if info and world else {}
-    return write_trace(path, ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], **meta)
+    return write_trace(path, ev, deviceProperties=[{"id": 0, "name": gpu}], **meta)
 
 
 def test_synthetic_job_values(tmp_path):
@@ -105,6 +105,15 @@ def test_bad_inputs(tmp_path, capsys):
     assert main(["analyze", str(a), str(far), "--no-cache", "--format", "json", "--workers", "1"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["stragglers"] == [] and "does not overlap in time" in doc["notes"][0]
+    assert "separate runs" not in doc["notes"][0]  # same steps: perhaps hosts' clocks
+    other = synth_rank(tmp_path / "other.json", 1, base=9_000_000_000, steps=4)
+    assert main(["analyze", str(a), str(other), "--no-cache", "--format", "json", "--workers", "1"]) == 0
+    note = json.loads(capsys.readouterr().out)["notes"][0]
+    assert "separate runs" in note and "rank 0: steps 0-1; rank 1: steps 0-3" in note and "kernscope diff" in note
+    v100 = synth_rank(tmp_path / "v100.json", 1, gpu="Tesla V100-SXM2-32GB")
+    assert main(["analyze", str(a), str(v100), "--no-cache", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "separate runs" in err and "Tesla V100-SXM2-32GB" in err and "NVIDIA H100" in err and len(err.splitlines()) == 1
     bad = tmp_path / "bad_rank1.json"
     bad.write_text('{"traceEvents": [ {"ph": "X", "ts": ')
     ok1 = synth_rank(tmp_path / "ok.json", 2, world=3)

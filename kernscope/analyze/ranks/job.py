@@ -67,7 +67,8 @@ class JobAnalysis:
 
 def _check(results: list[RankResult]) -> tuple[list[str], bool]:
     """Job-level checks: one clear message each. Returns (notes, clocks_overlap). Raises on duplicate ranks
-    and mixed jobs."""
+    and mixed jobs (different world sizes, or no GPU model in common: separate runs). GPU activity that does not
+    overlap in time is a note, worded as separate runs when the ranks also profiled different steps."""
     notes: list[str] = []
     seen: dict[int, str] = {}
     for r in results:
@@ -82,14 +83,33 @@ def _check(results: list[RankResult]) -> tuple[list[str], bool]:
     if len(sizes) > 1:
         by = ", ".join(f"{r.path} ({r.world_size})" for r in results[:4])
         raise KernscopeError(f"traces of different jobs: world sizes {sorted(sizes)} ({by}, ...)")
+    models = {r.path: frozenset(r.device_names) for r in results if r.device_names}
+    if len(models) > 1 and not frozenset.intersection(*models.values()):  # no GPU model in common
+        by = "; ".join(f"{p.rsplit('/', 1)[-1]}: {', '.join(sorted(m))}" for p, m in list(models.items())[:4])
+        raise KernscopeError(f"these look like separate runs, not ranks of one job: their GPUs differ ({by}); "
+                             f"compare two runs with `kernscope diff A B`, or analyze each on its own")
     spans = [(r.gpu_start_ns, r.gpu_end_ns) for r in results if r.gpu_start_ns is not None and r.gpu_end_ns is not None]
     overlap = True
     if len(spans) > 1 and max(s for s, _ in spans) > min(e for _, e in spans):
         overlap = False
-        notes.append("the ranks' GPU activity does not overlap in time (clocks of different hosts, or traces of different "
-                     "runs): per-rank results are shown; collective skew, waits and stragglers need one clock and are "
-                     "not computed")
+        steps = {r.rank: tuple(sorted(r.steps["step"].to_list())) if r.steps.height else () for r in results}
+        if len(set(steps.values())) > 1:  # ranks of one job profile the same steps
+            shown = "; ".join(f"rank {k}: {_step_range(v)}" for k, v in list(steps.items())[:4])
+            notes.append(f"these look like separate runs, not ranks of one job: their GPU activity does not overlap in "
+                         f"time and they profiled different steps ({shown}); per-rank results are shown, collective "
+                         f"skew, waits and stragglers are not computed; compare two runs with `kernscope diff A B`, "
+                         f"or analyze each on its own")
+        else:
+            notes.append("the ranks' GPU activity does not overlap in time (clocks of different hosts, or traces of "
+                         "different runs): per-rank results are shown; collective skew, waits and stragglers need one "
+                         "clock and are not computed")
     return notes, overlap
+
+
+def _step_range(steps: tuple[int, ...]) -> str:
+    if not steps:
+        return "no steps"
+    return f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
 
 
 #: JAX writes one XSpace per host (``<host>.xplane.pb``) and records no rank in it
