@@ -108,3 +108,37 @@ def test_matches_hta_tracediff_on_its_own_pair():
     assert float(d.kernels["a_us"].sum()) == pytest.approx(61_702.0)
     assert float(d.kernels["b_us"].sum()) == pytest.approx(122_197.0)
     assert "different devices" in d.notes[0]
+
+
+def test_diff_of_two_ranks_compares_compute_and_waiting_not_gpu_time(tmp_path):
+    """Rank 1 arrives 500 µs late at every all-reduce, so rank 0 waits in its NCCL kernel: by GPU time rank 1 is
+    'faster'. The verdict names them as ranks of one job, compares compute, and names rank 1 as the later one."""
+    from test_ranks import synth_rank
+
+    r0, r1 = synth_rank(tmp_path / "rank0.json", 0), synth_rank(tmp_path / "rank1.json", 1)
+    d = diff(Side(load(str(r0), cache=False)), Side(load(str(r1), cache=False)))
+    comm = d.categories.filter(d.categories["category"] == "Communication").row(0, named=True)
+    assert comm["delta_us"] == pytest.approx(-1000.0)  # 2 steps x 500 µs less waiting on rank 1
+    v = d.verdict
+    assert v.startswith("A and B are ranks 0 and 1 of one job") and "faster" not in v
+    assert "compute (kernels other than communication) the same (600.0 µs, +0.0%)" in v
+    assert "communication -1.0 ms" in v and "B waits less, so of the two rank 1 (B) arrives later" in v
+    # the same files without rank information: no rank verdict, but the waiting is still separated
+    s0 = synth_rank(tmp_path / "a.json", 0, info=False)
+    s1 = synth_rank(tmp_path / "b.json", 1, info=False)
+    v2 = diff(Side(load(str(s0), cache=False)), Side(load(str(s1), cache=False))).verdict
+    assert v2.startswith("B is 1.0 ms") and "faster than A in GPU time: compute" in v2
+    assert "so a side that waits less is not faster" in v2
+
+
+@pytest.mark.skipif(not (TRACES / "multirank" / "ddp4_rank2.json.gz").exists(), reason="needs ../shared/traces")
+def test_diff_of_real_ranks_names_the_straggler_not_a_faster_rank():
+    """DDP job with an injected straggler (rank 2, per `analyze` of the job): by GPU time rank 2 is 64 ms 'faster'
+    than rank 0 because it waits less in NCCL; the verdict says it arrives later."""
+    a = load(str(TRACES / "multirank" / "ddp4_rank0.json.gz"))
+    b = load(str(TRACES / "multirank" / "ddp4_rank2.json.gz"))
+    d = diff(Side(a), Side(b))
+    comm = d.categories.filter(d.categories["category"] == "Communication").row(0, named=True)
+    assert comm["a_us"] > 4 * comm["b_us"]  # rank 0 waits for rank 2
+    assert d.verdict.startswith("A and B are ranks 0 and 2 of one job")
+    assert "rank 2 (B) arrives later" in d.verdict and "faster" not in d.verdict

@@ -15,6 +15,7 @@ import polars as pl
 
 from ..intervals import union_by
 from ..model import Trace
+from ..scalars import as_int
 from .categories import Categorizer, kernel_head
 from .facts import TraceFacts, trace_facts
 from .kernels import NS_PER_US, gpu_table
@@ -180,8 +181,9 @@ def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | N
     if a.step is None and b.step is None and fa.steps and fb.steps and fa.steps != fb.steps:
         notes.append(f"A has {fa.steps} steps and B {fb.steps}: totals cover all of them; compare one step each with "
                      "--step N --step-b M")
+    ranks = ranks_of_one_job(a.trace, b.trace, ga, gb)
     return TraceDiff(fa, fb, a.step, b.step, match, total, categories, kern, op_rows,
-                     verdict(total, categories), tuple(notes))
+                     verdict(total, categories, ranks=ranks), tuple(notes))
 
 
 def _framework(trace: Trace) -> str:
@@ -204,11 +206,42 @@ def _ms(us: float) -> str:
     return f"{us:.1f} µs"
 
 
-def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3) -> str:
-    """One line: which side is slower, by how much, and the categories that moved most."""
+#: communication at or above this share of a side's GPU time, or of the change, gets its own part of the verdict
+COMM_SHARE = 0.25
+
+
+def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3, ranks: tuple[int, int] | None = None) -> str:
+    """One line: which side is slower, by how much, and the categories that moved most.
+
+    Communication kernels run as long as their slowest peer makes them wait, so where they weigh (at least
+    :data:`COMM_SHARE` of either side's GPU time or of the change) the line separates compute (every other
+    kernel) from communication. ``ranks``: A and B are these ranks of one job; their GPU time is then no
+    verdict at all (they run the same steps together), only compute and waiting are compared."""
     d, pct = total["delta_us"], total["delta_pct"]
     if total["a_us"] == 0 and total["b_us"] == 0:
         return "neither side has GPU activity"
+    comm = {r["category"]: r for r in categories.iter_rows(named=True)}.get("Communication")
+    ca, cb = (comm["a_us"], comm["b_us"]) if comm else (0.0, 0.0)
+    weighs = comm is not None and (ca >= COMM_SHARE * total["a_us"] or cb >= COMM_SHARE * total["b_us"]
+                                   or abs(cb - ca) >= COMM_SHARE * abs(d) > 0)
+    if weighs:
+        xa, xb = total["a_us"] - ca, total["b_us"] - cb
+        xpct = 100.0 * (xb - xa) / xa if xa else 0.0
+        compute = (f"compute (kernels other than communication) the same ({_ms(xb)}, {xpct:+.1f}%)" if abs(xpct) < SAME_PCT
+                   else f"compute {'+' if xb > xa else '-'}{_ms(abs(xb - xa))} ({xpct:+.1f}%)")
+        waiting = (f"communication {'+' if cb > ca else '-'}{_ms(abs(cb - ca))} (communication kernels include "
+                   f"waiting for the other ranks")
+        if ranks is not None:
+            later = "A" if cb > ca else "B"
+            return (f"A and B are ranks {ranks[0]} and {ranks[1]} of one job, which run their steps together: "
+                    f"{compute}; {waiting}: B waits {'more' if cb > ca else 'less'}, so of the two rank "
+                    f"{ranks[0] if later == 'A' else ranks[1]} ({later}) arrives later at the collectives); "
+                    f"`kernscope analyze` on the job's folder names the stragglers per step")
+        if abs(pct) < SAME_PCT:
+            head = f"B and A take the same GPU time ({_ms(total['b_us'])}, {pct:+.1f}%)"
+        else:
+            head = f"B is {_ms(abs(d))} ({abs(pct):.1f}%) {'slower' if d > 0 else 'faster'} than A in GPU time"
+        return f"{head}: {compute}; {waiting}, so a side that waits less is not faster)"
     if abs(pct) < SAME_PCT:
         head = f"B and A take the same GPU time ({_ms(total['b_us'])}, {pct:+.1f}%)"
     else:
@@ -218,3 +251,16 @@ def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3) -> 
         return head
     parts = [f"{r['category']} {'+' if r['delta_us'] > 0 else '-'}{_ms(abs(r['delta_us']))}" for r in moved]
     return f"{head}; " + ", ".join(parts)
+
+
+def ranks_of_one_job(a: Trace, b: Trace, ga: pl.DataFrame, gb: pl.DataFrame) -> tuple[int, int] | None:
+    """The ranks of ``a`` and ``b`` when they are two ranks of one job: both record a rank (distributedInfo),
+    the ranks differ, the world sizes agree and their GPU activity overlaps in time. Else None."""
+    if a.rank is None or b.rank is None or a.rank == b.rank or a.world_size != b.world_size:
+        return None
+    if ga.height == 0 or gb.height == 0:
+        return None
+    a0, a1, b0, b1 = (as_int(x) for x in (ga["ts"].min(), ga["end"].max(), gb["ts"].min(), gb["end"].max()))
+    if max(a0, b0) >= min(a1, b1):
+        return None
+    return a.rank, b.rank
