@@ -49,3 +49,13 @@ def write_trace(path: Path, events: list[dict], **meta) -> Path:
     else:
         path.write_text(text)
     return path
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say how many tests skipped for want of the real traces (they check counts and times against them)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    missing = [r for r in skipped if "shared/traces" in str(getattr(r, "longrepr", "")) or "multirank" in str(getattr(r, "longrepr", ""))]
+    if missing:
+        terminalreporter.write_line(
+            f"kernscope: {len(missing)} tests skipped because the real traces are not at {TRACES} "
+            f"(set KERNSCOPE_TRACES to their folder to run them)", yellow=True)
