@@ -1,3 +1,30 @@
-"""The package version (a leaf module: the parse cache keys on it without importing the package)."""
+"""The package version and a fingerprint of its code (a leaf module: the parse cache keys on them without
+importing the package)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
 
 __version__ = "0.2.0"
+
+#: files whose change changes what kernscope computes or renders
+_CODE_SUFFIXES = (".py", ".toml", ".c", ".so", ".js", ".css", ".html")
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A digest of the package's code files (relative path, size, modification time): cache entries and stored
+    outputs made by other code (an edited checkout, a reinstall under the same version number) are never read.
+    One ``stat`` per file (about 150), once per process."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.blake2b(digest_size=8)
+    for base, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(_CODE_SUFFIXES):
+                p = os.path.join(base, name)
+                st = os.stat(p)
+                h.update(f"{os.path.relpath(p, root)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()

@@ -341,3 +341,26 @@ def test_cache_clear_removes_the_digest_index(tmp_path, monkeypatch):
     assert any((tmp_path / "c" / "digests").iterdir())
     C.clear(tmp_path / "c")
     assert not (tmp_path / "c" / "digests").exists()
+
+
+def test_cache_entries_are_keyed_on_the_code_not_only_the_version(tmp_path):
+    """An edited checkout (same version number) never reads what older code stored: touching one module of the
+    package changes the fingerprint and with it every entry key."""
+    import os
+
+    import kernscope.render.console as mod
+    from kernscope.load import cache
+    from kernscope.version import code_fingerprint
+
+    before_fp, before_key = code_fingerprint.__wrapped__(), cache.entry_key("d" * 32, {"a": 1})
+    st = os.stat(mod.__file__)
+    try:
+        os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        after_fp = code_fingerprint.__wrapped__()
+        assert after_fp != before_fp
+        code_fingerprint.cache_clear()
+        assert cache.entry_key("d" * 32, {"a": 1}) != before_key
+    finally:
+        os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns))
+        code_fingerprint.cache_clear()
+    assert code_fingerprint() == before_fp and cache.entry_key("d" * 32, {"a": 1}) == before_key

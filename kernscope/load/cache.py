@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import xxhash
 
-from ..version import __version__
+from ..version import __version__, code_fingerprint
 from .argspec import ARG_SPEC_VERSION, XPLANE_SPEC_VERSION
 
 if TYPE_CHECKING:
@@ -201,7 +201,8 @@ def _index(index: Path, identity: Any, hexdigest: str) -> None:
 
 
 def entry_key(digest: str, options: dict[str, Any]) -> str:
-    raw = json.dumps([digest, CACHE_FORMAT_VERSION, ARG_SPEC_VERSION, XPLANE_SPEC_VERSION, __version__, sorted(options.items())],
+    raw = json.dumps([digest, CACHE_FORMAT_VERSION, ARG_SPEC_VERSION, XPLANE_SPEC_VERSION, __version__, code_fingerprint(),
+                      sorted(options.items())],
                      default=str)
     return xxhash.xxh3_128(raw.encode()).hexdigest()
 
