@@ -572,7 +572,7 @@ def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_n
     if top is None and fmt == "table":
         top = 15
     _render_text(fmt, output, lambda con, w: render_perf.render(pm, trace, con, top=top, width=w, show_nested=show_nested),
-                 lambda: render_perf.to_json(pm, trace, top), lambda: render_perf.to_csv(pm, top))
+                 lambda: render_perf.to_json(pm, trace, top, show_nested), lambda: render_perf.to_csv(pm, top, show_nested))
 
 
 @cli.command("diff")

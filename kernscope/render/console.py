@@ -37,7 +37,7 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
         d, more = _limited(a.steps, top)
         rows = [[r["name"], r["kind"] or "", r["phase"] or "", us(r["cpu_duration_us"]), count(r["kernel_count"]),
                  us(r["kernel_time_us"]), us(r["gpu_time_us"])] for r in d.iter_rows(named=True)]
-        cols = [Col("step", weight=2), Col("kind", min_width=7), Col("phase", min_width=9), Col("window", True),
+        cols = [Col("step", weight=2), Col("kind", enum=True), Col("phase", enum=True), Col("window", True),
                 Col("kernels", True), Col("kernel time", True), Col("GPU time", True)]
         for j in (2, 1):  # drop the kind / phase columns when the steps have none
             if not any(r[j] for r in rows):
@@ -53,16 +53,16 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
     if a.categories.height:
         d, more = _limited(a.categories, top)
         rows = [[r["category"], count(r["count"]), us(r["total_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
-        console.print(fit_table("GPU time by category", [Col("category", min_width=18), Col("count", True), Col("total", True),
+        console.print(fit_table("GPU time by category", [Col("category", enum=True), Col("count", True), Col("total", True),
                                                          Col("%", True)], rows, w, more=more))
         console.print()
     if a.kernels.height:
         d, more = _limited(a.kernels, top)
         rows = [[r["name"], r["launcher"], r["category"], r.get("decided_by") or "name", count(r["count"]),
                  us(r["total_us"]), us(r["mean_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
-        cols = [Col("kernel", weight=5, min_width=14), Col("launcher", weight=2, min_width=10),
-                Col("category", min_width=14), Col("by", min_width=5, optional=True),
-                Col("count", True), Col("total", True), Col("mean", True), Col("%", True)]
+        cols = [Col("kernel", weight=5, min_width=14, kernel=True), Col("launcher", weight=2, min_width=10),
+                Col("category", enum=True), Col("by", enum=True, optional=True),
+                Col("count", True), Col("total", True), Col("mean", True, optional=True), Col("%", True)]
         console.print(fit_table(f"Kernels by name and launching op ({a.kernels.height:,})", cols, rows, w, more=more))
         console.print()
     if a.ops.height:
@@ -76,7 +76,7 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
         d, more = _limited(graph, top)
         rows = [[r["launcher"], r["category"], count(r["count"]), us(r["total_us"]), pct(r["pct_of_launcher"])]
                 for r in d.iter_rows(named=True)]
-        console.print(fit_table("Graph launches by category", [Col("launcher"), Col("category"), Col("count", True),
+        console.print(fit_table("Graph launches by category", [Col("launcher"), Col("category", enum=True), Col("count", True),
                                                                Col("total", True), Col("% of launcher", True)],
                                 rows, w, more=more))
         console.print()
@@ -85,7 +85,7 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
         rows = [["flush", k.name, k.category, us(k.dur_us)] for k in b.flush_kernels]
         rows += [["compute", k.name, k.category, us(k.dur_us)] for k in b.compute_kernels]
         console.print(fit_table(f"Benchmark step {b.step}: compute kernel time {us(b.kernel_time_us)}",
-                                [Col("", min_width=7), Col("kernel", weight=4), Col("category"), Col("time", True)],
+                                [Col("", min_width=7), Col("kernel", weight=4, kernel=True), Col("category", enum=True), Col("time", True)],
                                 rows, w))
         console.print()
     if a.annotations is not None:

@@ -37,7 +37,7 @@ def render(d: TraceDiff, console: Console, top: int | None = 15, width: int | No
     console.print()
     rows = [[r["category"], count(r["a_count"]), count(r["b_count"]), us(r["a_us"]), us(r["b_us"]), _delta(r["delta_us"])]
             for r in d.categories.iter_rows(named=True)]
-    console.print(fit_table("By category", [Col("category", min_width=14), Col("A count", True), Col("B count", True),
+    console.print(fit_table("By category", [Col("category", enum=True), Col("A count", True), Col("B count", True),
                                             Col("A", True), Col("B", True), Col("B - A", True)], rows, w))
     console.print()
     for title, df, name_cols in (
@@ -46,7 +46,7 @@ def render(d: TraceDiff, console: Console, top: int | None = 15, width: int | No
         ("CPU ops by |B - A| of host time", d.ops, ["name"]),
     ):
         part = df.head(top) if top is not None else df
-        cols = [Col("kernel" if "launcher" in name_cols else "op", weight=4, min_width=12)]
+        cols = [Col("kernel" if "launcher" in name_cols else "op", weight=4, min_width=12, kernel="launcher" in name_cols)]
         if "launcher" in name_cols:
             cols.append(Col("launcher", weight=2, min_width=8))
         cols += [Col("A count", True), Col("B count", True), Col("A", True), Col("B", True), Col("B - A", True),

@@ -48,7 +48,7 @@ def shorten_middle(s: str, width: int) -> str:
         return s[:width]
     head = (width - 1) * 2 // 3
     tail = width - 1 - head
-    return s[:head] + "…" + (s[-tail:] if tail else "")
+    return s[:head].rstrip() + "…" + (s[-tail:].lstrip() if tail else "")  # no space beside the …
 
 
 def csv_cell(v: Any) -> Any:

@@ -65,21 +65,22 @@ def render(pm: PerfModel, path: str, console: Console, top: int | None = 15, wid
     if pm.classes.height:
         rows = [[r["op_class"], count(r["calls"]), us(r["kernel_time_us"]), pct(r["pct_of_modeled"]), _num(r["tflops_per_s"], 2),
                  _num(r["tb_per_s"], 3)] for r in pm.classes.iter_rows(named=True)]
-        console.print(fit_table("GPU time by op class", [Col("class", min_width=12), Col("calls", True), Col("time", True),
+        console.print(fit_table("GPU time by op class", [Col("class", enum=True), Col("calls", True), Col("time", True),
                                                          Col("% of modeled", True), Col("TFLOP/s", True), Col("TB/s", True)],
                                 rows, w))
         console.print()
-    ops = pm.ops if show_nested else pm.ops.filter(~pl.col("nested"))
+    ops = listed_ops(pm, show_nested)
     if ops.height:
         d = ops.head(top) if top is not None else ops
         more = ops.height - d.height
         rows = [[r["name"].removeprefix("aten::"), r["op_class"], r["dtype"], shapes_label(r["input_dims"]), count(r["count"]),
-                 us(r["kernel_time_us"]), _num(r["tflops_per_s"], 2), _num(r["tb_per_s"], 3),
-                 _num(r["arithmetic_intensity"], 1), pct(r["pct_of_peak"]), r["bound"] or "-"]
+                 us(r["kernel_time_us"]), _num(r["tflops_per_s"], 2), pct(r["pct_of_peak"]), _num(r["tb_per_s"], 3),
+                 _num(r["arithmetic_intensity"], 1), r["bound"] or "-"]
                 for r in d.iter_rows(named=True)]
-        cols = [Col("op", weight=2, min_width=10), Col("class", min_width=6), Col("dtype", min_width=5),
+        cols = [Col("op", weight=2, min_width=10), Col("class", enum=True), Col("dtype", enum=True),
                 Col("shapes", weight=3, min_width=10), Col("calls", True), Col("time", True), Col("TFLOP/s", True),
-                Col("TB/s", True), Col("FLOP/B", True), Col("% of peak", True), Col("bound", True)]
+                Col("% of peak", True), Col("TB/s", True), Col("FLOP/B", True, optional=True),
+                Col("bound", enum=True, optional=True)]
         console.print(fit_table(f"Ops by GPU time ({ops.height:,} signatures; % of peak = of the roofline at the op's "
                                 "arithmetic intensity)", cols, rows, w, more=more))
         console.print()
@@ -96,27 +97,36 @@ def render(pm: PerfModel, path: str, console: Console, top: int | None = 15, wid
                                 more=pm.uncovered.height - d.height))
 
 
-def to_dict(pm: PerfModel, path: str, top: int | None = None) -> dict[str, Any]:
-    """The ``--format json`` object: device {name, peaks}, coverage, classes, ops, missing, uncovered, notes."""
+def listed_ops(pm: PerfModel, show_nested: bool) -> pl.DataFrame:
+    """The op rows every output lists: without ops that contain another modeled op unless ``show_nested``."""
+    return pm.ops if show_nested else pm.ops.filter(~pl.col("nested"))
+
+
+def to_dict(pm: PerfModel, path: str, top: int | None = None, show_nested: bool = False) -> dict[str, Any]:
+    """The ``--format json`` object: device {name, peaks}, coverage, classes, ops (the rows the table lists:
+    ``nested_ops_hidden`` says how many containing ops ``--all`` adds), missing, uncovered, notes."""
+    ops = listed_ops(pm, show_nested)
     return {
         "trace": path,
         "step": pm.step,
         "device": {"name": pm.device_name, "peaks": pm.device.to_dict() if pm.device else None},
         "coverage": {k: round(v, 3) for k, v in pm.coverage.items()},
         "classes": records(pm.classes),
-        "ops": records(pm.ops, top),
+        "ops": records(ops, top),
+        "nested_ops_hidden": pm.ops.height - ops.height,
         "missing": records(pm.missing),
         "uncovered": records(pm.uncovered, top),
         "notes": list(pm.notes),
     }
 
 
-def to_json(pm: PerfModel, path: str, top: int | None = None) -> str:
-    return json.dumps(to_dict(pm, path, top), indent=2, ensure_ascii=False)
+def to_json(pm: PerfModel, path: str, top: int | None = None, show_nested: bool = False) -> str:
+    return json.dumps(to_dict(pm, path, top, show_nested), indent=2, ensure_ascii=False)
 
 
-def to_csv(pm: PerfModel, top: int | None = None) -> str:
-    return csv_text(pm.ops.head(top) if top is not None else pm.ops)
+def to_csv(pm: PerfModel, top: int | None = None, show_nested: bool = False) -> str:
+    ops = listed_ops(pm, show_nested)
+    return csv_text(ops.head(top) if top is not None else ops)
 
 
 def perf_sheets(pm: PerfModel) -> dict[str, pl.DataFrame]:

@@ -79,7 +79,7 @@ def render(j: JobAnalysis, console: Console, top: int | None = 15, width: int | 
                  r["algo"] or "-", "-" if r["most_often_last"] is None else str(r["most_often_last"])]
                 for r in d.iter_rows(named=True)]
         console.print(fit_table("Collectives across ranks", [
-            Col("group", min_width=5), Col("type", min_width=9), Col("instances", True), Col("MiB", True),
+            Col("group", min_width=5), Col("type", enum=True), Col("instances", True), Col("MiB", True),
             Col("transfer", True), Col("skew mean", True), Col("skew max", True), Col("busbw GB/s", True),
             Col("algo", True), Col("last arriver", True)], rows, w, more=j.collectives.height - d.height))
 

@@ -4,6 +4,7 @@ the middle. Cells are literal text (names cannot inject markup or escape sequenc
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ from rich.text import Text
 
 from .glossary import define
 from .names import shorten_middle, term, visible
+from .shortnames import compact, distinct_names
 
 #: space rich puts between two columns (padding (0, 1), no edge padding)
 GAP = 2
@@ -28,6 +30,15 @@ class Col:
     key: str | None = None  #: glossary key (for the header's meaning in docs/HTML; terminal shows header only)
     #: a column the table may leave out when the width cannot hold every number whole (said below the table)
     optional: bool = False
+    #: values from a small set (category, class, dtype): left-aligned, never shortened (like numbers)
+    enum: bool = False
+    #: kernel names: compacted (no void, namespaces, parameter lists) and kept distinct when shortened
+    kernel: bool = False
+
+    @property
+    def whole(self) -> bool:
+        """Cells shown whole: numbers and enums."""
+        return self.numeric or self.enum
 
 
 def us(v: float | None) -> str:
@@ -53,10 +64,10 @@ def count(v: int | None) -> str:
 def _allocate(cols: Sequence[Col], nat: list[int], width: int) -> list[int]:
     """Widths: numeric columns natural; name columns from their minimum up, sharing the rest by weight."""
     widths = list(nat)
-    names = [i for i, c in enumerate(cols) if not c.numeric]
+    names = [i for i, c in enumerate(cols) if not c.whole]
     if not names:
         return widths
-    free = width - sum(nat[i] for i, c in enumerate(cols) if c.numeric) - GAP * (len(cols) - 1)
+    free = width - sum(nat[i] for i, c in enumerate(cols) if c.whole) - GAP * (len(cols) - 1)
     if sum(nat[i] for i in names) <= free:
         return widths
     for i in names:
@@ -81,35 +92,61 @@ def _allocate(cols: Sequence[Col], nat: list[int], width: int) -> list[int]:
     return widths
 
 
+def _header_width(header: str, wrap: bool) -> int:
+    return max((len(w) for w in header.split()), default=0) if wrap else len(header)
+
+
+def _header(header: str, width: int) -> str:
+    """``header`` in ``width`` columns: whole, else wrapped at spaces, else (a name column narrower than a
+    word) shortened in the middle, line by line."""
+    if len(header) <= width:
+        return header
+    return "\n".join(shorten_middle(line, width) for line in textwrap.wrap(header, width, break_long_words=False))
+
+
 def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int, *, more: int = 0) -> Table:
-    """A table no wider than ``width``: numeric columns at their natural width, name columns shortened;
-    ``optional`` columns are left out (and the table says so) when keeping them would not leave every
-    other column its minimum width."""
-    cells = [[visible(v) for v in r] for r in rows]
-    nat = [max([len(c.header)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+    """A table no wider than ``width`` in which no number or enum is ever cut: numeric and enum columns at their
+    natural width, name columns shortened in the middle. When the numbers do not fit, headers wrap at spaces first; then
+    ``optional`` columns are left out, then the last columns (the least important: tables put key columns
+    first), and the caption names what was left out. The first column always stays."""
+    cols = list(cols)
+    originals = [[visible(v) for v in r] for r in rows]  # kernel names before compacting (kept distinct by these)
+    cells = [[compact(v) if cols[i].kernel else v for i, v in enumerate(r)] for r in originals]
+
+    def natural(wrap: bool) -> list[int]:
+        return [max([_header_width(c.header, wrap)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+
+    def need(nat: list[int]) -> int:
+        return sum(nat[i] if c.whole else min(nat[i], c.min_width) for i, c in enumerate(cols)) + GAP * (len(cols) - 1)
+
+    nat = natural(False)
+    if need(nat) > width:
+        nat = natural(True)
     dropped: list[str] = []
-    while True:
-        need = sum(nat[i] if c.numeric else min(nat[i], c.min_width) for i, c in enumerate(cols)) + GAP * (len(cols) - 1)
+    while need(nat) > width and len(cols) > 1:
         opt = [i for i, c in enumerate(cols) if c.optional]
-        if need <= width or not opt:
-            break
-        i = opt[-1]
+        i = opt[-1] if opt else len(cols) - 1
         dropped.append(cols[i].header)
         cols = [c for j, c in enumerate(cols) if j != i]
         cells = [[v for j, v in enumerate(r) if j != i] for r in cells]
+        originals = [[v for j, v in enumerate(r) if j != i] for r in originals]
         nat = [v for j, v in enumerate(nat) if j != i]
     widths = _allocate(cols, nat, width)
     t = Table(title=shorten_middle(title, width), title_justify="left", title_style="bold", header_style="bold",
               box=None, pad_edge=False, padding=(0, 1), show_edge=False, expand=False, collapse_padding=False)
     for i, c in enumerate(cols):
-        t.add_column(shorten_middle(c.header, widths[i]), justify="right" if c.numeric else "left", width=widths[i],
+        t.add_column(_header(c.header, widths[i]), justify="right" if c.numeric else "left", width=widths[i],
                      no_wrap=True, overflow="crop", min_width=widths[i], max_width=widths[i])
+    for i, c in enumerate(cols):
+        if c.kernel and cells:
+            for r, short in zip(cells, distinct_names([r[i] for r in originals], widths[i]), strict=True):
+                r[i] = short
     for r in cells:
-        t.add_row(*(Text(v if cols[i].numeric else shorten_middle(v, widths[i])) for i, v in enumerate(r)))
+        t.add_row(*(Text(v if cols[i].whole else shorten_middle(v, widths[i])) for i, v in enumerate(r)))
     if more > 0:
         t.add_row(Text(shorten_middle(f"… {more:,} more", widths[0]), style="dim"), *([Text("")] * (len(cols) - 1)))
     if dropped:
-        t.caption = shorten_middle(f"not shown at this width: {', '.join(dropped)} (wider terminal or --format json)", width)
+        t.caption = f"not shown at this width: {', '.join(reversed(dropped))} (wider terminal or --format json)"
         t.caption_justify = "left"
         t.caption_style = "dim"
     return t
