@@ -71,6 +71,12 @@ def test_synthetic_job_values(tmp_path):
     s = j.stragglers
     assert s["step"].to_list() == ["ProfilerStep#0", "ProfilerStep#1"] and s["rank"].to_list() == [1, 1]
     assert s["wait_us"].to_list() == [500.0, 500.0]
+    # idle per stream (HTA's idle time breakdown): rank 0's GEMM stream runs 2 x 300 µs over 1,800 µs, its NCCL
+    # stream 2 x 600 over 2,100; each gap ends with a kernel launched after the stream went idle: host wait
+    q = {r["stream"]: r for r in j.queues.filter(pl.col("rank") == 0).iter_rows(named=True)}
+    assert (q[7]["span_us"], q[7]["busy_us"], q[7]["idle_us"], q[7]["host_wait_us"]) == (1800.0, 600.0, 1200.0, 1200.0)
+    assert (q[21]["span_us"], q[21]["busy_us"], q[21]["idle_us"], q[21]["host_wait_us"]) == (2100.0, 1200.0, 900.0, 900.0)
+    assert all(r["kernel_wait_us"] == r["other_idle_us"] == 0.0 for r in q.values())
 
 
 def test_cli_json_csv_xlsx_and_rank_from_file_name(tmp_path, capsys):
@@ -203,3 +209,9 @@ def test_real_jobs_straggler_and_overlap(job):
     inst = j.instances
     assert (inst["ranks"] == 4).all() and not inst["size_mismatch"].any()
     assert set(inst["type"]) == ({"allreduce"} if job == "ddp4" else {"allgather", "reduce_scatter"})
+    # idle per stream: the three kinds add up to the stream's idle time; the straggler's compute stream (7) waits
+    # on its own host (the injected delay), not on other streams
+    q = j.queues
+    assert (q["host_wait_us"] + q["kernel_wait_us"] + q["other_idle_us"] - q["idle_us"]).abs().max() < 1e-6
+    s7 = q.filter((pl.col("rank") == 2) & (pl.col("stream") == 7)).row(0, named=True)
+    assert s7["host_wait_us"] > 0.8 * s7["idle_us"] > 0  # ddp4: 45.1 of 52.6 ms; fsdp4: 118.2 of 120.9 ms

@@ -131,8 +131,12 @@ _T = [
     Term("comm_us", "µs", "Union of communication kernels (NCCL, RCCL, ...).", "ranks"),
     Term("exposed_comm_us", "µs", "Communication not overlapped by compute.", "ranks"),
     Term("overlap_pct", "%", "100 x |comm ∩ compute| / |comm|: the share of communication hidden under compute (HTA's definition).", "ranks"),
-    Term("span_us", "µs", "First GPU start to last GPU end.", "ranks"),
-    Term("idle_us", "µs", "span_us − busy_us: no GPU activity at all.", "ranks"),
+    Term("span_us", "µs", "First GPU start to last GPU end (in queues: of the stream).", "ranks"),
+    Term("idle_us", "µs", "span_us − busy_us: no GPU activity at all (in queues: none on the stream, HTA's idle time "
+         "breakdown per stream). kernscope counts every profiled step and all GPU work; HTA's temporal and idle "
+         "breakdowns leave out the last ProfilerStep and kernels launched before the trace, so they report less: on "
+         "the FSDP job's straggler (fsdp4_rank2) HTA says 88.3 ms idle over steps 2-4, kernscope 109.8 ms over "
+         "steps 2-5 (rank_steps: 84.1 ms in steps 2-4, 23.2 ms in step 5).", "ranks"),
     Term("host_wait_us", "µs", "Idle gaps ended by a record launched after the GPU went idle (the CPU was late).", "ranks"),
     Term("kernel_wait_us", "µs", "Idle gaps under 10 µs before a record launched in time (back-to-back launch overhead).", "ranks"),
     Term("other_idle_us", "µs", "The other idle gaps (waits on events, other streams, syncs).", "ranks"),

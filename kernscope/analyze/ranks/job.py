@@ -27,7 +27,7 @@ import polars as pl
 from ...errors import KernscopeError
 from ...scalars import as_int
 from ..kernels import NS_PER_US
-from .summary import METRICS, RankResult
+from .summary import METRICS, STREAM_IDLE, RankResult
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class JobAnalysis:
         waits: one row per (instance, rank): the rank's wait (µs).
         collectives: summary by process group and type.
         stragglers: one row per step: step (name), rank, wait_us, total_wait_us, max_wait_us, collectives.
-        queues: per rank and stream: queue length statistics.
+        queues: per rank and stream: queue length statistics and the stream's idle time split into host wait,
+            kernel wait and other (HTA's idle time breakdown).
     """
 
     ranks: pl.DataFrame
@@ -152,7 +153,8 @@ def combine(results: list[RankResult], failures: list[Failure] | None = None) ->
     if rank_steps.height:
         rank_steps = rank_steps.select("rank", "step", "name", "wall_us", *[m for m in METRICS if m in rank_steps.columns])
     queues = pl.concat([r.queues.with_columns(pl.lit(r.rank, dtype=pl.Int64).alias("rank")) for r in results],
-                       how="diagonal_relaxed").select("rank", "stream", "launches", "max_queue", "mean_queue", "pct_time_empty")
+                       how="diagonal_relaxed").select("rank", "stream", "launches", "max_queue", "mean_queue", "pct_time_empty",
+                                                     *STREAM_IDLE)
     coll = pl.concat([r.collectives.with_columns(pl.lit(r.rank, dtype=pl.Int64).alias("rank")) for r in results],
                      how="diagonal_relaxed")
     instances, waits = (_match(coll, len(results)) if clocks_ok else (_empty_instances(), _empty_waits()))

@@ -64,7 +64,9 @@ class RankResult:
     steps: pl.DataFrame  #: step, name, wall_us + METRICS per step (GPU work launched in the step)
     collectives: pl.DataFrame  #: one row per communication kernel (see :func:`collective_kernels`)
     launch: dict[str, float]  #: launch -> kernel start delay statistics (µs)
-    queues: pl.DataFrame  #: per stream: launches, max_queue, mean_queue (time-weighted), pct_time_empty
+    #: per stream: launches, max_queue, mean_queue (time-weighted), pct_time_empty and the idle breakdown
+    #: (:data:`STREAM_IDLE`)
+    queues: pl.DataFrame
     load_s: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -268,5 +270,21 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
         pg_config=[p for p in info.get("pg_config", []) if isinstance(p, dict)] if isinstance(info.get("pg_config"), list) else [],
         gpu_start_ns=int(t0) if isinstance(t0, int) else None, gpu_end_ns=int(t1) if isinstance(t1, int) else None,
         overall={k: (float(v) if v is not None else None) for k, v in overall.items()},  # type: ignore[misc]
-        steps=steps, collectives=collective_kernels(trace, g), launch=_launch_stats(g), queues=_queues(g), load_s=load_s,
+        steps=steps, collectives=collective_kernels(trace, g), launch=_launch_stats(g), queues=_streams(g), load_s=load_s,
     )
+
+
+#: per-stream idle columns (HTA's idle time breakdown, with kernscope's definitions of the three kinds)
+STREAM_IDLE = ("span_us", "busy_us", "idle_us", "host_wait_us", "kernel_wait_us", "other_idle_us")
+
+
+def _streams(g: pl.DataFrame) -> pl.DataFrame:
+    """Per stream: the queue statistics of :func:`_queues` and the stream's own idle time (between its first
+    start and last end, the gaps between its records) split into host wait, kernel wait and other, as HTA's
+    idle time breakdown does per stream."""
+    q = _queues(g)
+    if g.height == 0:
+        return q.with_columns(*(pl.lit(None, dtype=pl.Float64).alias(c) for c in STREAM_IDLE))
+    per = _metrics(g.with_columns(pl.col("stream").fill_null(-1).cast(pl.Int64)), ["stream"]).select("stream", *STREAM_IDLE)
+    return (q.join(per, on="stream", how="full", coalesce=True)
+            .with_columns(pl.col("launches").fill_null(0)).sort("stream"))
