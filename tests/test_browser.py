@@ -194,7 +194,8 @@ def test_diff_and_perf_model_views(browser, tmp_path, capsys):
                  "--no-cache", "-q"]) == 0
     assert main(["diff", str(EXAMPLE), str(EXAMPLE), "--step", "2", "--step-b", "3", "--format", "json", "--no-cache"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert main(["perf", str(EXAMPLE), "--step", "2", "--format", "json", "--no-cache"]) == 0
+    # the report's sheet holds every modeled signature (with its `nested` flag), as `perf --all` lists them
+    assert main(["perf", str(EXAMPLE), "--step", "2", "--format", "json", "--no-cache", "--all"]) == 0
     perf = json.loads(capsys.readouterr().out)
     _fresh(browser)
     browser.open(html.as_uri())
@@ -223,3 +224,40 @@ def test_bench_dir_page(browser, tmp_path, capsys):
     assert {k: c["kernel_time_us"] for k, c in cells.items()} == {(impl, i): us for (impl, i), us in TIMES.items()}
     assert cells[("triton", 1)]["fastest"] is True and cells[("aten", 1)]["vs_fastest"] == pytest.approx(1.2)
     assert browser.eval("document.querySelectorAll('#chart-bench canvas').length") == 1
+
+
+def test_first_screen_is_the_answer(browser, tmp_path, capsys):
+    """The report opens on step time, GPU busy and the top categories (the JSON's values), not on metadata;
+    headers over numbers are right-aligned and carry no unit suffix the cells contradict; every category of
+    the timeline has its own colour."""
+    html = tmp_path / "r.html"
+    assert main(["report", str(EXAMPLE), "-o", str(html), "--no-cache", "-q"]) == 0
+    assert main(["analyze", str(EXAMPLE), "--format", "json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    ids = browser.eval("Array.from(document.querySelectorAll('main > section')).map(s => s.id)")
+    assert ids[0] == "headline" and ids[1] == "timeline" and ids[-1] == "facts"
+    text = browser.eval("document.getElementById('headline').textContent")
+    steps = doc["steps"]
+    mean_ms = sum(s["cpu_duration_us"] for s in steps) / len(steps) / 1000
+    busy = next(t["percent"] for t in doc["timeline"] if t["type"] == "busy_time")
+    assert f"{mean_ms:.3f} ms" in text and f"mean of {len(steps)} steps" in text and f"{busy:.1f}%" in text
+    for c in doc["categories"][:3]:
+        assert f"{c['pct']:.1f}% {c['category']}" in text
+    heads = browser.eval("Array.from(document.querySelectorAll('table[data-table=kernels] th'))"
+                         ".map(t => [t.textContent, getComputedStyle(t).textAlign])")
+    by = {h.split(" ")[0] if h != "%" else h: a for h, a in heads}
+    assert by["total"] == by["count"] == by["%"] == "right" and by["name"] == "left"
+    assert not any(h.endswith("_us") for h, _ in heads)
+    swatches = browser.eval("Array.from(document.querySelectorAll('#timeline .legend i')).map(i => getComputedStyle(i).backgroundColor)")
+    assert len(swatches) == len(set(swatches)) == len({c["category"] for c in doc["categories"]})
+
+
+def test_category_colours_cover_the_taxonomy_and_never_repeat():
+    from kernscope.analyze.categories import CATEGORIES
+    from kernscope.render.html import CATEGORY_COLORS
+
+    assert set(CATEGORY_COLORS) == set(CATEGORIES)
+    assert len(set(CATEGORY_COLORS.values())) == len(CATEGORY_COLORS)

@@ -24,8 +24,21 @@ def b64(a: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes()).decode()
 
 
+#: one colour per built-in category, the same on every page and chart (distinct hues: Kelly's colours of
+#: maximum contrast, with greys for Memory and Other); categories of user rules take further hues in the page
+CATEGORY_COLORS = {
+    "GEMM": "#0067a5", "Attention Forward": "#f38400", "Attention Backward": "#be0032", "Convolution": "#875692",
+    "Communication": "#008856", "Memory": "#848482", "Elementwise": "#f3c300", "Reduction": "#a1caf1",
+    "Normalization": "#e68fac", "Softmax": "#882d17", "Embedding/Indexing": "#8db600", "Optimizer": "#604e97",
+    "Sort/Scan": "#c2b280", "Loss": "#e25822", "MoE": "#2b3d26", "Quantization": "#f99379", "Pooling": "#654522",
+    "Other": "#d4d4d4",
+}
+
+
 def page(data: dict[str, Any], title: str, subtitle: str = "") -> str:
-    """One HTML file: the report script and style inline, the data document in a JSON block."""
+    """One HTML file: the report script and style inline, the data document in a JSON block (with the
+    category colours)."""
+    data = {**data, "category_colors": CATEGORY_COLORS}
     js = asset("report.js")
     css = asset("report.css")
     return (

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ...analyze.summary import Analysis
+from ...analyze.summary import Analysis, headline
 from ...scalars import as_int
 from ..glossary import TERMS, define
 from ..tables import records
@@ -116,6 +116,7 @@ def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None) -> 
     return {
         "views": views,
         "title": f["path"],
+        "headline": headline(a),
         "facts": {k: f[k] for k in ("events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names",
                                     "rank", "world_size", "platform", "steps", "step_source", "graph_launches")},
         "glossary": {k: define(k) for k in used if k in TERMS},

@@ -40,13 +40,18 @@
     if (Number.isInteger(v)) return v.toLocaleString("en-US");
     return Number(v.toPrecision(4)).toLocaleString("en-US", { maximumFractionDigits: 6 });
   }
-  function color(i) { return PALETTE[i % PALETTE.length]; }
+  // a colour per category that never repeats: the palette, then hues spread by the golden angle
+  function color(i) { return i < PALETTE.length ? PALETTE[i] : "hsl(" + ((i * 137.508) % 360).toFixed(1) + ",62%," + (i % 2 ? 42 : 56) + "%)"; }
+  // one colour per category name on the whole page (timeline, legends, per-step bars, headline)
+  const CAT_COLORS = DATA.category_colors || {};
+  function colorOf(name, i) { return Object.prototype.hasOwnProperty.call(CAT_COLORS, name) ? CAT_COLORS[name] : color(i); }
   const defs = DATA.glossary || {};
 
   // ---------------------------------------------------------------- timeline (canvas, level of detail)
   class Timeline {
     constructor(root, tl) {
       this.tl = tl;
+      this.colors = tl.categories.map((n, i) => colorOf(n, i));
       this.lanes = tl.lanes;
       this.start = decode(tl.events.start, Float64Array);
       this.dur = decode(tl.events.dur, Float64Array);
@@ -158,7 +163,7 @@
           const px = x0 | 0;
           if (x1 - x0 < 1 && px === lastPx) continue;  // level of detail: one mark per pixel per lane
           lastPx = px;
-          ctx.fillStyle = color(this.cat[i]);
+          ctx.fillStyle = this.colors[this.cat[i]];
           ctx.fillRect(x0, y + 2, Math.max(1, x1 - x0), this.rowH - 4);
           if (this.flag && this.flag[i] === 1) { ctx.strokeStyle = "#000"; ctx.strokeRect(x0, y + 2, Math.max(1, x1 - x0), this.rowH - 4); }
           drawn++;
@@ -215,7 +220,7 @@
   function legend(names) {
     const d = el("div", { cls: "legend" });
     names.forEach((n) => d.appendChild(el("span", {}, el("i"), n)));
-    d.querySelectorAll("i").forEach((e, i) => { e.style.background = color(i); });
+    d.querySelectorAll("i").forEach((e, i) => { e.style.background = colorOf(names[i], i); });
     return d;
   }
   function stackedSteps(root, sc) {
@@ -235,7 +240,7 @@
       const x = pad + i * (bw + 4);
       row.forEach((v, k) => {
         const h = max ? v / max * (H - 40) : 0;
-        ctx.fillStyle = color(k); ctx.fillRect(x, y - h, bw, h); y -= h;
+        ctx.fillStyle = colorOf(sc.categories[k], k); ctx.fillRect(x, y - h, bw, h); y -= h;
       });
       let name = sc.steps[i];
       if (ctx.measureText(name).width > bw + 2) name = name.replace(/^[^0-9#]*/, "");  // "ProfilerStep#12" -> "#12"
@@ -289,8 +294,11 @@
     render() {
       this.table.textContent = "";
       const head = el("tr");
+      const numeric = this.cols.map((c, j) => this.rows.some((r) => typeof r[j] === "number"));
       this.cols.forEach((c, j) => {
-        const th = el("th", { text: c + (this.sortCol === j ? (this.desc ? " ▼" : " ▲") : ""), title: defs[c] || "" });
+        const label = c.replace(/_us$/, "").replace(/^pct$/, "%").replace(/_/g, " ");
+        const th = el("th", { text: label + (this.sortCol === j ? (this.desc ? " ▼" : " ▲") : ""), title: (defs[c] || "") + (defs[c] ? " " : "") + "(" + c + ")" });
+        if (numeric[j]) th.className = "num";
         th.addEventListener("click", () => this.sort(j, this.sortCol === j ? !this.desc : true));
         head.appendChild(th);
       });
@@ -325,9 +333,25 @@
     }
     return dl;
   }
+  function headline(h) {
+    const d = el("div", { cls: "headline" });
+    const card = (label, value, note) => d.appendChild(el("div", { cls: "card" }, el("b", { text: value }), el("span", { text: label }),
+      ...(note ? [el("small", { text: note })] : [])));
+    if (h.step_time_us != null) card("step time", fmtUs(h.step_time_us), "mean of " + h.steps + " step" + (h.steps === 1 ? "" : "s"));
+    if (h.gpu_busy_pct != null) card("GPU busy", h.gpu_busy_pct.toFixed(1) + "%", "of first GPU start to last GPU end");
+    card("GPU time", fmtUs(h.gpu_time_us), "summed over kernels, copies and sets");
+    const top = el("div", { cls: "card top" }, el("span", { text: "top categories" }));
+    for (const [i, [cat, us, pct]] of h.top_categories.entries()) {
+      const sw = el("i"); sw.style.background = colorOf(cat, i);
+      top.appendChild(el("div", {}, sw, el("b", { text: pct.toFixed(1) + "%" }), el("span", { text: " " + cat + " · " + fmtUs(us) })));
+    }
+    d.appendChild(top);
+    return d;
+  }
   try {
     document.getElementById("title").textContent = DATA.title;
-    if (DATA.facts) section(DATA.facts_title || "Trace", "facts").appendChild(facts(DATA.facts));
+    if (DATA.headline) section("Where the GPU time goes", "headline").appendChild(headline(DATA.headline));
+    if (DATA.facts && !DATA.headline) section(DATA.facts_title || "Trace", "facts").appendChild(facts(DATA.facts));
     if (DATA.timeline && DATA.timeline.lanes.length) {
       const s = section("Timeline (wheel: zoom, drag: pan, double-click: reset)", "timeline");
       s.appendChild(legend(DATA.timeline.categories));
@@ -343,6 +367,7 @@
       if (v.note) s.appendChild(el("p", { cls: "note", text: v.note }));
       new SortTable(s, v.name, v.table);
     }
+    if (DATA.facts && DATA.headline) section(DATA.facts_title || "Trace", "facts").appendChild(facts(DATA.facts));
   } catch (err) {
     ks.errors.push(String(err));
     document.getElementById("main").appendChild(el("pre", { cls: "error", text: "report error: " + err }));
