@@ -204,6 +204,9 @@ def test_diff_and_perf_model_views(browser, tmp_path, capsys):
     assert page == {(k["name"], k["launcher"]): k["delta_us"] for k in doc["kernels"]}
     cats = {c["category"]: (c["a_us"], c["b_us"]) for c in _view(browser, "diff_categories")}
     assert cats == {c["category"]: (c["a_us"], c["b_us"]) for c in doc["categories"]}
+    heads = browser.eval("Array.from(document.querySelectorAll('table[data-table=unified_perf_summary] th'))"
+                         ".map(t => t.textContent)")
+    assert heads[:7] == ["name", "op class", "count", "kernel time", "tflops per s", "tb per s", "pct of peak"]
     ops = _view(browser, "unified_perf_summary")
     assert len(ops) == len(perf["ops"]) > 0
     assert sum(o["kernel_time_us"] for o in ops) == pytest.approx(sum(o["kernel_time_us"] for o in perf["ops"]))
@@ -251,6 +254,8 @@ def test_first_screen_is_the_answer(browser, tmp_path, capsys):
     by = {h.split(" ")[0] if h != "%" else h: a for h, a in heads}
     assert by["total"] == by["count"] == by["%"] == "right" and by["name"] == "left"
     assert not any(h.endswith("_us") for h, _ in heads)
+    # key columns first: what the row is, then its time and share
+    assert [h.split(" ")[0] for h, _ in heads[:6]] == ["name", "launcher", "category", "count", "total", "%"]
     swatches = browser.eval("Array.from(document.querySelectorAll('#timeline .legend i')).map(i => getComputedStyle(i).backgroundColor)")
     assert len(swatches) == len(set(swatches)) == len({c["category"] for c in doc["categories"]})
 

@@ -89,9 +89,9 @@ def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None) -> 
         values.append([float(d.get(c, 0.0)) for c in cats])
     used = set()
     tables = {
-        "kernels": table(a.kernels.select("name", "launcher", "category", "library",
-                                          *[c for c in ("decided_by", "decided_op") if c in a.kernels.columns],
-                                          "count", "total_us", "mean_us", "min_us", "max_us", "pct"),
+        "kernels": table(a.kernels.select("name", "launcher", "category", "count", "total_us", "pct", "mean_us",
+                                          "min_us", "max_us", "library",
+                                          *[c for c in ("decided_by", "decided_op") if c in a.kernels.columns]),
                          "Kernels by name and launching op"),
         "ops": table(a.ops.select("launcher", "count", "total_us", "pct"), "GPU time by launching CPU op"),
         "categories": table(a.categories.select("category", "count", "total_us", "pct"), "GPU time by category"),

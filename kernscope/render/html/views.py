@@ -41,9 +41,20 @@ def flat(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(" | ") for c in lists)
 
 
+#: columns a reader looks at first, in this order, ahead of the sheet's others (names, shapes, parameters)
+KEY_FIRST = ("name", "op_class", "category", "count", "kernel_time_us", "tflops_per_s", "tb_per_s", "pct_of_peak", "bound")
+
+
+def key_first(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with the :data:`KEY_FIRST` columns it has first, so time and throughput are on the first screen."""
+    first = [c for c in KEY_FIRST if c in df.columns]
+    return df.select(*first, *[c for c in df.columns if c not in first])
+
+
 def sheet_views(sheets: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
-    """One sortable view per non-empty sheet, in the given order."""
-    return [{"name": name, "title": TITLES.get(name, name.replace("_", " ")), "table": table(flat(df), name)}
+    """One sortable view per non-empty sheet, in the given order (perf sheets with their key columns first)."""
+    return [{"name": name, "title": TITLES.get(name, name.replace("_", " ")),
+             "table": table(flat(key_first(df) if "kernel_time_us" in df.columns else df), name)}
             for name, df in sheets.items() if df.height]
 
 
