@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from .errors import KernscopeError, PartialFailure
+from .errors import EXIT_EMPTY, EmptyAnswer, KernscopeError, PartialFailure
 
 EXIT_BAD_INPUT = 2
 
@@ -378,8 +378,21 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     if writer is not None:
         writer.join()
     _emit_bytes(body, output)
+    _raise_if_empty(t, step_n, a)  # an empty answer is never stored: a stored output would exit 0
     if digest is not None:
         outputs.store(digest, load_key, key, body, None)
+
+
+def _raise_if_empty(trace: Any, step: int | None, analysis: Any = None) -> None:
+    """:class:`EmptyAnswer` when the answer has no GPU time for a reason the trace shows. A benchmark trace
+    recorded on the CPU is not empty: its benchmark view times CPU ops."""
+    from .analyze.summary import empty_reason
+
+    if analysis is not None and analysis.benchmark is not None:
+        return
+    reason = empty_reason(trace, step)
+    if reason is not None:
+        raise EmptyAnswer(reason)
 
 
 def _bench_dir(root: str, fmt: str, output: str | None, rules: str | None, **load_opts: Any) -> None:
@@ -505,6 +518,7 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
         write_csv_dir(a, output, sheets=sheets)
     if not quiet:
         _notice(f"wrote {output}")
+    _raise_if_empty(t, step_n, a)
 
 
 def _render_text(fmt: str, output: str | None, table: Any, as_json: Any, as_csv: Any) -> None:
@@ -573,6 +587,7 @@ def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_n
         top = 15
     _render_text(fmt, output, lambda con, w: render_perf.render(pm, trace, con, top=top, width=w, show_nested=show_nested),
                  lambda: render_perf.to_json(pm, trace, top, show_nested), lambda: render_perf.to_csv(pm, top, show_nested))
+    _raise_if_empty(t, step_n)
 
 
 @cli.command("diff")
@@ -666,6 +681,9 @@ def main(argv: list[str] | None = None) -> int:
     except PartialFailure as e:
         click.echo(f"kernscope: {e}", err=True)
         return 1
+    except EmptyAnswer as e:
+        click.echo(f"kernscope: {e}", err=True)
+        return EXIT_EMPTY
     except click.exceptions.Abort:
         click.echo("kernscope: aborted", err=True)
         return 130

@@ -27,3 +27,13 @@ class NeedsFullRead(Exception):
 
 class PartialFailure(Exception):
     """The command wrote its results, but some inputs failed (the CLI prints the summary and exits with 1)."""
+
+
+class EmptyAnswer(Exception):
+    """The command printed its results, but they are empty for a reason kernscope can see (a trace without GPU
+    activity, a step without GPU work); the message names the likely cause and what to do. The CLI prints it
+    on stderr and exits with :data:`EXIT_EMPTY`."""
+
+
+#: exit code of an answer that is empty for a reason the tool can see (2 is bad input, 1 a partial failure)
+EXIT_EMPTY = 3

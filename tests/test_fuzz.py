@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import random
 from contextlib import redirect_stderr, redirect_stdout
@@ -33,7 +34,9 @@ def test_mutants_of_real_traces_keep_the_promise(tmp_path):
 
 
 @needs_traces
-def test_cli_on_mutants_exits_0_or_2_with_one_line(tmp_path):
+def test_cli_on_mutants_exits_0_2_or_3_with_one_line(tmp_path):
+    """Mutated real traces: a result (0), one line naming the file and the problem (2), or a result that is
+    empty for a reason named in one last line (3: a mutant that lost every GPU record)."""
     src = (TRACES / SMALL[2]).read_bytes()
     data = gzip.decompress(src)
     r = random.Random(5)
@@ -46,7 +49,11 @@ def test_cli_on_mutants_exits_0_or_2_with_one_line(tmp_path):
         with redirect_stdout(out), redirect_stderr(err):
             rc = main(["analyze", str(p), "--no-cache", "--format", "json", *(["--salvage"] if i % 5 == 0 else [])])
         e = err.getvalue()
-        assert rc in (0, 2), e
+        assert rc in (0, 2, 3), e
         assert "Traceback" not in e and "internal error" not in e, e
         if rc == 2:
             assert len([x for x in e.splitlines() if x.strip()]) == 1 and str(p) in e, e
+        if rc == 3:
+            last = [x for x in e.splitlines() if x.strip()][-1]
+            assert str(p) in last and ("no GPU activity" in last or "launched no GPU work" in last), e
+            assert json.loads(out.getvalue())["trace"]["gpu_events"] == 0

@@ -156,3 +156,37 @@ def test_glossary_is_current_and_covers_every_column(capsys):
     cols |= {r["type"] for r in doc["timeline"]}
     missing = sorted(c for c in cols if c not in TERMS and c not in ("path", "device_names", "type"))
     assert not missing, missing
+
+
+def _step(name, ts, dur):
+    return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+
+
+def test_empty_answers_name_their_cause_and_exit_3(tmp_path, capsys):
+    """A trace without GPU activity, one whose launches lost their kernels, and a step without GPU work:
+    the tables are printed, then one line says why they are empty and what to do, exit 3, cached or not."""
+    from conftest import write_trace
+
+    cpu = write_trace(tmp_path / "cpu.json", [_step("ProfilerStep#1", 0, 100),
+                                              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 5}])
+    for cached in (False, True, True):  # the second cached run would find a stored output if one were stored
+        args = ["analyze", str(cpu), "-q"] + ([] if cached else ["--no-cache"])
+        assert main(args) == 3
+        out, err = capsys.readouterr()
+        assert "Steps" in out and err.count("\n") == 1
+        assert "no GPU activity" in err and "ProfilerActivity.CUDA" in err and str(cpu) in err
+    lost = write_trace(tmp_path / "lost.json", [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+         "args": {"correlation": 7}}])
+    assert main(["analyze", str(lost), "-q", "--no-cache"]) == 3
+    assert "though it has 1 runtime calls" in capsys.readouterr().err
+    k = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 10, "args": {"correlation": 1, "stream": 7, "device": 0}}
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
+              "args": {"correlation": 1}}
+    two = write_trace(tmp_path / "two.json", [_step("ProfilerStep#1", 0, 100), _step("ProfilerStep#2", 200, 100), launch, k])
+    assert main(["analyze", str(two), "-q", "--no-cache", "--step", "1"]) == 0
+    capsys.readouterr()
+    for cmd in (["analyze"], ["perf"], ["report", "-o", str(tmp_path / "r.html")]):
+        assert main([cmd[0], str(two), *cmd[1:], "-q", "--no-cache", "--step", "2"]) == 3, cmd
+        assert "step 2 of" in capsys.readouterr().err
+    assert (tmp_path / "r.html").exists()  # the report was written; the exit code says it is empty

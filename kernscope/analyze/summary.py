@@ -145,3 +145,21 @@ def headline(a: Analysis, top: int = 3) -> dict[str, object]:
         "top_categories": [(str(r["category"]), float(r["total_us"]), float(r["pct"]))
                            for r in a.categories.head(top).iter_rows(named=True)],
     }
+
+
+def empty_reason(trace: Trace, step: int | None = None) -> str | None:
+    """Why an analysis of ``trace`` (one ``step`` of it) has no GPU time to show, with what to do; None when
+    it has some. A trace without GPU records that has runtime launches lost the device side; one with neither
+    was recorded without the GPU activity."""
+    if trace.gpu.height == 0:
+        launches = trace.events.filter(pl.col("kind") == "runtime").height
+        if launches:
+            return (f"no GPU activity in {trace.path}, though it has {launches:,} runtime calls: the profiler lost the "
+                    "device side (CUPTI/roctracer unavailable to the process, or its activity buffers dropped); record "
+                    "again and check the profiler's warnings")
+        return (f"no GPU activity in {trace.path}: it was recorded without the GPU activity; record with "
+                "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])")
+    if step is not None and not trace.gpu.filter(pl.col("step") == step).height:
+        return (f"step {step} of {trace.path} launched no GPU work (its GPU records belong to other steps); "
+                "analyze another step (--step) or all of them")
+    return None
