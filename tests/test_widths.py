@@ -153,3 +153,42 @@ def test_kernel_rows_of_different_kernels_never_read_the_same(capsys, monkeypatc
     for row, k in zip(rows, kernels, strict=True):
         by_shown.setdefault(row.split("  ")[0], set()).add(k["name"])
     assert all(len(v) == 1 for v in by_shown.values()), [k for k, v in by_shown.items() if len(v) > 1]
+
+
+def test_every_output_of_one_run_agrees(tmp_path, capsys, monkeypatch):
+    """One trace, every output: the JSON's kernel rows are the analyze CSV's, the report's kernel_summary
+    (CSV folder and xlsx, split by device and stream) sums to them, and the terminal table shows their counts
+    and totals in the same order."""
+    import csv
+    import io
+    import zipfile
+
+    import polars as pl
+
+    assert main(["analyze", str(EXAMPLE), "--no-cache", "-q", "--format", "json"]) == 0
+    kernels = json.loads(capsys.readouterr().out)["kernels"]
+    key = ("name", "launcher", "category", "decided_by")
+    want = {tuple(k[c] for c in key): (k["count"], k["total_us"]) for k in kernels}
+    assert main(["analyze", str(EXAMPLE), "--no-cache", "-q", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {tuple(r[c] for c in key): (int(r["count"]), float(r["total_us"])) for r in rows} == want
+    assert main(["report", str(EXAMPLE), "--no-cache", "-q", "-o", str(tmp_path / "csv")]) == 0
+    ks = pl.read_csv(tmp_path / "csv" / "kernel_summary.csv", infer_schema_length=None)
+    summed = ks.group_by(list(key)).agg(pl.col("count").sum(), pl.col("total_us").sum())
+    got = {tuple(r[c] for c in key): (r["count"], r["total_us"]) for r in summed.iter_rows(named=True)}
+    assert got.keys() == want.keys()
+    assert all(got[k][0] == want[k][0] and abs(got[k][1] - want[k][1]) < 1e-3 for k in want)
+    x = tmp_path / "r.xlsx"
+    assert main(["report", str(EXAMPLE), "--no-cache", "-q", "-o", str(x)]) == 0
+    z = zipfile.ZipFile(x)
+    book = z.read("xl/workbook.xml").decode()
+    sheets = re.findall(r'<sheet name="([^"]+)"', book)
+    sheet_xml = z.read(f"xl/worksheets/sheet{sheets.index('kernel_summary') + 1}.xml").decode()
+    assert sheet_xml.count("<row ") == ks.height + 1  # the header and the CSV's rows
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["analyze", str(EXAMPLE), "--no-cache", "-q", "--top", str(len(kernels))]) == 0
+    out = capsys.readouterr().out.splitlines()
+    start = next(i for i, x in enumerate(out) if x.startswith("Kernels by name"))
+    table = out[start + 2:start + 2 + len(kernels)]
+    for line, k in zip(table, kernels, strict=True):
+        assert f" {k['count']:,} " in line and (f"{k['total_us']:,.2f} µs" in line or f"{k['total_us'] / 1e3:,.3f} ms" in line)
