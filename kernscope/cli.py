@@ -624,11 +624,16 @@ def diff_cmd(a: str, b: str, step: str | None, step_b: str | None, match: str, t
         write_xlsx(None, output, sheets=render_diff.diff_sheets(d), charts={})
         if not quiet:
             _notice(f"wrote {output}")
-        return
-    if top is None and fmt == "table":
-        top = 15
-    _render_text(fmt, output, lambda con, w: render_diff.render(d, con, top=top, width=w),
-                 lambda: render_diff.to_json(d, top), lambda: render_diff.to_csv(d, top))
+    else:
+        if top is None and fmt == "table":
+            top = 15
+        _render_text(fmt, output, lambda con, w: render_diff.render(d, con, top=top, width=w),
+                     lambda: render_diff.to_json(d, top), lambda: render_diff.to_csv(d, top))
+    from .analyze.summary import empty_reason
+
+    reasons = [f"{side}: {r}" for side, t, n in (("A", ta, sa), ("B", tb, sb)) if (r := empty_reason(t, n)) is not None]
+    if reasons:  # a side with nothing to compare: the deltas are the other side's totals
+        raise EmptyAnswer("; ".join(reasons))
 
 
 @cli.group("cache")

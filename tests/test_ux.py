@@ -190,3 +190,13 @@ def test_empty_answers_name_their_cause_and_exit_3(tmp_path, capsys):
         assert main([cmd[0], str(two), *cmd[1:], "-q", "--no-cache", "--step", "2"]) == 3, cmd
         assert "step 2 of" in capsys.readouterr().err
     assert (tmp_path / "r.html").exists()  # the report was written; the exit code says it is empty
+
+
+def test_diff_with_an_empty_side_exits_3_naming_the_side(tmp_path, capsys):
+    from conftest import write_trace
+
+    cpu = write_trace(tmp_path / "cpu.json", [_step("ProfilerStep#1", 0, 100)])
+    assert main(["diff", str(EXAMPLE), str(cpu), "--no-cache", "-q"]) == 3
+    out, err = capsys.readouterr()
+    assert "By category" in out and err.startswith("kernscope: B: no GPU activity in") and err.count("\n") == 1
+    assert main(["diff", str(EXAMPLE), str(EXAMPLE), "--step", "2", "--step-b", "3", "--no-cache", "-q"]) == 0
