@@ -10,6 +10,7 @@ import shutil
 import sys
 import threading
 import time
+import warnings
 from typing import Any
 
 import click
@@ -46,8 +47,25 @@ def _tune_allocators() -> None:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+class _Said:
+    """Notices printed by the running command, shared by its threads (the cache write runs on one): each is
+    said once. Reset by :func:`main` for every command (the CLI's own state, not the library's)."""
+
+    lines: set[str] = set()
+    lock = threading.Lock()
+
+
 def _notice(msg: str) -> None:
+    """One line on stderr, once per command (the cache is asked several times and would repeat itself)."""
+    with _Said.lock:
+        if msg in _Said.lines:
+            return
+        _Said.lines.add(msg)
     click.echo(msg, err=True)
+
+
+def _silent(msg: str) -> None:
+    """--quiet: notices (cache, salvage) are dropped, not turned into Python warnings."""
 
 
 def _expand(traces: tuple[str, ...] | list[str], quiet: bool) -> list[str]:
@@ -197,7 +215,7 @@ def _load(path: str, *, salvage: bool, no_cache: bool, quiet: bool, max_memory: 
 
     progress = Progress(f"reading {os.path.basename(path)}", quiet)
     try:
-        return load(path, cache=not no_cache, salvage=salvage, notify=_notice, progress=progress,
+        return load(path, cache=not no_cache, salvage=salvage, notify=_silent if quiet else _notice, progress=progress,
                     limits=Limits(max_memory=_parse_size(max_memory)), steps=StepSpec(step_marker),
                     projection=projection, digest=digest, defer_cache_write=defer_cache_write)
     finally:
@@ -335,7 +353,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     if no_cache or not outputs.may_be_stored(trace):
         prefetch.start()  # no stored output can answer: import while the file is hashed
     if not no_cache:
-        digest, stored = outputs.lookup(trace, load_key, key, None if quiet else _notice)
+        digest, stored = outputs.lookup(trace, load_key, key, _silent if quiet else _notice)
         if stored is not None:
             _emit_bytes(stored, output)
             return
@@ -380,7 +398,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     _emit_bytes(body, output)
     _raise_if_empty(t, step_n, a)  # an empty answer is never stored: a stored output would exit 0
     if digest is not None:
-        outputs.store(digest, load_key, key, body, None)
+        outputs.store(digest, load_key, key, body, _silent if quiet else _notice)
 
 
 def _raise_if_empty(trace: Any, step: int | None, analysis: Any = None) -> None:
@@ -674,12 +692,22 @@ def _register_optional() -> None:
     cli.add_command(intra)
 
 
+def _show_notice(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+    if category.__name__ == "CacheNotice":  # by name: importing the cache module here would import polars early
+        _notice(str(message))
+    else:
+        click.echo(f"kernscope: warning: {message}", err=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit code 2, never a traceback."""
     _tune_allocators()
     _register_optional()
+    _Said.lines = set()
     try:
-        cli.main(args=argv, prog_name="kernscope", standalone_mode=False)
+        with warnings.catch_warnings():  # a cache notice from a call without a notify: one plain line, not a warning
+            warnings.showwarning = _show_notice
+            cli.main(args=argv, prog_name="kernscope", standalone_mode=False)
     except KernscopeError as e:
         click.echo(f"kernscope: error: {e}", err=True)
         return EXIT_BAD_INPUT

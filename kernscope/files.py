@@ -149,6 +149,8 @@ def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[
             if not found:
                 raise KernscopeError(f"{item}: no file matches this pattern")
             out += found
+        elif not os.path.exists(item):  # named before any is read: a typo among rank files is not "no rank"
+            raise KernscopeError(f"{item}: file not found")
         else:
             out.append(item)
     seen: set[str] = set()

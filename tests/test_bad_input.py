@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,24 @@ def test_output_folder_is_never_created(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     (tmp_path / "csvs").mkdir()
     assert main(["report", str(ex), "-o", str(tmp_path / "csvs" / "run1") + "/", "--no-cache"]) == 0  # its own folder is made
+
+
+def test_seams_peak_typo_and_quiet_cache_notices(tmp_path, capsys, monkeypatch):
+    """#31: `--peak fp32=1e400` is refused (it wrote Infinity into JSON); a missing file among several is
+    named (it read 'no rank'); cache notices are said once, as plain lines, and never with -q."""
+    from kernscope.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    for spec in ("fp32=1e400", "bw=1e999", "bf16=0", "bw=inf"):
+        assert main(["perf", str(example), "--peak", spec, "-q", "--no-cache"]) == 2
+        err = capsys.readouterr().err
+        assert ("positive finite number" in err or "cannot read" in err) and len(err.splitlines()) == 1
+    assert main(["analyze", str(example), str(tmp_path / "typo.json"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"kernscope: error: {tmp_path / 'typo.json'}: file not found"
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", "/proc/kernscope-no-such-dir")
+    assert main(["analyze", str(example)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("not writable") == 1 and "CacheNotice" not in err and ".py:" not in err
+    assert main(["analyze", str(example), "-q"]) == 0
+    assert capsys.readouterr().err == ""

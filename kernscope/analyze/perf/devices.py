@@ -8,6 +8,7 @@ throughput, ``vector`` the CUDA-core / SIMD rate; ``hbm_tb_s`` is memory bandwid
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -144,8 +145,8 @@ def parse_peak(spec: str, base: DevicePeaks | None = None) -> DevicePeaks:
         if not m:
             raise KernscopeError(f"--peak {spec!r}: cannot read {part!r}; expected key=number, e.g. bf16=989 or bw=3.35")
         k, v = m.group(1), float(m.group(2))
-        if v <= 0:
-            raise KernscopeError(f"--peak {spec!r}: {k} must be positive")
+        if not math.isfinite(v) or v <= 0:
+            raise KernscopeError(f"--peak {spec!r}: {k} must be a positive finite number")
         if k in ("bw", "hbm", "hbm_tb_s"):
             bw = v
         elif k.startswith("vector_"):
