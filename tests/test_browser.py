@@ -133,7 +133,9 @@ def test_hostile_names_stay_text(browser, tmp_path):
     assert browser.eval("document.querySelectorAll('img').length") == 0
     assert browser.eval("window.pwned === undefined")
     names = browser.eval("Array.from(document.querySelectorAll('table[data-table=kernels] tbody td:first-child')).map(t => t.textContent)")
-    assert set(names) == set(evil)
+    from kernscope.render.names import visible
+
+    assert set(names) == {visible(n) for n in evil}  # control characters shown escaped, as in the terminal
 
 
 def test_intra_timeline_page(browser, tmp_path):
@@ -266,3 +268,24 @@ def test_category_colours_cover_the_taxonomy_and_never_repeat():
 
     assert set(CATEGORY_COLORS) == set(CATEGORIES)
     assert len(set(CATEGORY_COLORS.values())) == len(CATEGORY_COLORS)
+
+
+def test_bidi_controls_in_names_are_shown_escaped(browser, tmp_path):
+    """A kernel name with U+202E (right-to-left override) would display as another name; the page shows the
+    escape, as the terminal does, and no override character reaches the document."""
+    from conftest import write_trace
+
+    name = "evil\u202ekernel_gnp"
+    tr = write_trace(tmp_path / "bidi.json", [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 5, "dur": 2,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"correlation": 1, "stream": 7, "device": 0}}])
+    html = tmp_path / "bidi.html"
+    assert main(["report", str(tr), "-o", str(html), "--no-cache", "-q"]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    cells = browser.eval("Array.from(document.querySelectorAll('table[data-table=kernels] tbody td:first-child')).map(t => t.textContent)")
+    assert cells == ["evil\\u202ekernel_gnp"]
+    assert browser.eval("document.documentElement.outerHTML.indexOf('\\u202e')") == -1

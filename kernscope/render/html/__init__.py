@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..names import csp_for, html_text, script_json
+from ..names import csp_for, html_text, script_json, visible
 
 
 def asset(name: str) -> str:
@@ -35,18 +35,30 @@ CATEGORY_COLORS = {
 }
 
 
+def _shown(x: Any) -> Any:
+    """Every string of the data document as the terminal shows it: control and bidi-override characters
+    (U+202E would display "evil" as "live") written as visible escapes (one pass over the small document)."""
+    if isinstance(x, str):
+        return visible(x)
+    if isinstance(x, dict):
+        return {k: _shown(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_shown(v) for v in x]
+    return x
+
+
 def page(data: dict[str, Any], title: str, subtitle: str = "") -> str:
     """One HTML file: the report script and style inline, the data document in a JSON block (with the
     category colours)."""
-    data = {**data, "category_colors": CATEGORY_COLORS}
+    data = _shown({**data, "category_colors": CATEGORY_COLORS})
     js = asset("report.js")
     css = asset("report.css")
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{html_text(csp_for(js, css))}\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-        f"<title>{html_text(title)}</title>\n<style>{css}</style>\n</head><body>\n"
-        f"<header><h1 id=\"title\">{html_text(title)}</h1><small>{html_text(subtitle)}</small></header>\n"
+        f"<title>{html_text(visible(title))}</title>\n<style>{css}</style>\n</head><body>\n"
+        f"<header><h1 id=\"title\">{html_text(visible(title))}</h1><small>{html_text(visible(subtitle))}</small></header>\n"
         "<main id=\"main\"></main>\n"
         f"<script type=\"application/json\" id=\"ks-data\">{script_json(data)}</script>\n"
         f"<script>{js}</script>\n</body></html>\n"
