@@ -527,3 +527,17 @@ def test_quiet_on_every_intra_command_that_writes_notices(tmp_path, capsys):
     assert out.exists() and capsys.readouterr().err == ""
     assert main(["intra", "stats", str(PROTON_H100 / "kernscope.npz"), "-q", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["tasks"] > 0
+
+
+@pytest.mark.parametrize("bad, says", [({"dur": -5.0}, "negative duration"), ({"ts": 1e300}, "does not fit"),
+                                       ({"dur": "7"}, "not a finite number")])
+def test_proton_trace_with_impossible_times_is_one_line(tmp_path, capsys, bad, says):
+    """#31: a Proton trace with a negative duration gave a negative mean (the Kineto loader rejects them);
+    1e300 or a string was an internal error. One line naming the event, exit 2."""
+    ev = [{"ph": "X", "pid": "k Core0 CTA0", "tid": "warp 0", "name": "loop", "ts": 1.0, "dur": 2.0},
+          {"ph": "X", "pid": "k Core0 CTA0", "tid": "warp 0", "name": "loop", "ts": 4.0, "dur": 2.0, **bad}]
+    p = tmp_path / "bad.chrome_trace"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    assert main(["intra", "stats", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "$.traceEvents[1]" in err and says in err and str(p) in err

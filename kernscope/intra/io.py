@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import re
 import zipfile
@@ -36,13 +37,29 @@ _PROTON_PID = re.compile(r"Core\s*(\d+)\D+CTA\s*(\d+)", re.IGNORECASE)
 _WARP = re.compile(r"(\d+)")
 
 
+_MAX_NS = 2**62  # times in ns beyond this (or ts + dur) do not fit the int64 columns
+
+
+def _ns(e: dict[str, Any], key: str, i: int) -> int:
+    """``e[key]`` (µs) in ns, range-checked: a finite number, not negative for ``dur``, within int64."""
+    v = e[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise KernscopeError(f"$.traceEvents[{i}].{key}: {v!r} is not a finite number")
+    if key == "dur" and v < 0:
+        raise KernscopeError(f"$.traceEvents[{i}].dur: negative duration {v!r}")
+    ns = round(float(v) * 1000)
+    if abs(ns) > _MAX_NS:
+        raise KernscopeError(f"$.traceEvents[{i}].{key}: {v!r} µs does not fit in int64 nanoseconds")
+    return ns
+
+
 def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
     """Proton's instrumentation Chrome trace: pid "<kernel> Core<N> CTA<m>", tid "warp <k>", ts/dur in µs of
     cycles at Proton's 1 GHz convention, the CTA's finalize time in ``args``. None when it is not one."""
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     rows, fin = [], []
     seen_proton = False
-    for e in events:
+    for i, e in enumerate(events):
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         m = _PROTON_PID.search(str(e.get("pid", "")))
@@ -52,8 +69,8 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
         core, cta = int(m.group(1)), int(m.group(2))
         w = _WARP.search(str(e.get("tid", "0")))
         warp = int(w.group(1)) if w else 0
-        start = round(float(e["ts"]) * 1000)
-        dur = round(float(e["dur"]) * 1000)
+        start = _ns(e, "ts", i)
+        dur = _ns(e, "dur", i)
         kernel = str(e.get("pid", ""))[: m.start()].strip()
         rows.append((cta, warp, core, -1, str(e.get("name", "")), start, start + dur, dur, kernel))
         args = e.get("args") or {}
@@ -116,14 +133,15 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
             proton = _proton(doc, p)
             if proton is not None:
                 return proton
-            ev = [e for e in (doc["traceEvents"] if isinstance(doc, dict) else doc) if e.get("ph") == "X"]
+            ev = [(i, e) for i, e in enumerate(doc["traceEvents"] if isinstance(doc, dict) else doc)
+                  if isinstance(e, dict) and e.get("ph") == "X"]
             t0 = int(doc.get("otherData", {}).get("t0_ns", 0)) if isinstance(doc, dict) else 0
             rows = [
                 {"block": e["args"]["block"], "group": e["args"].get("group", 0), "sm": e["args"].get("sm", e["pid"]),
                  "task_type": e["args"].get("task_type", -1), "task": e["name"],
-                 "start_ns": t0 + round(e["ts"] * 1000), "end_ns": t0 + round((e["ts"] + e["dur"]) * 1000),
-                 "duration_ns": round(e["dur"] * 1000)}
-                for e in ev
+                 "start_ns": t0 + _ns(e, "ts", i), "end_ns": t0 + _ns(e, "ts", i) + _ns(e, "dur", i),
+                 "duration_ns": _ns(e, "dur", i)}
+                for i, e in ev
             ]
             return Loaded(pl.DataFrame(rows, schema=SCHEMA), None, "chrome")
         t = read_perfetto(data).with_columns(pl.lit(-1).cast(pl.Int64).alias("task_type")).select(list(SCHEMA))
