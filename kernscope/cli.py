@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import io
 import os
 import shutil
@@ -346,7 +347,8 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     load_key = _load_key(salvage, step_marker, projection)
     key = outputs.result_key("analyze", {"fmt": fmt, "top": top, "step": step, "categories": not no_categories,
                                          "linked_only": linked_only, "bench": bench, "width": width, "color": color,
-                                         "by_annotation": by_annotation},
+                                         "by_annotation": by_annotation,
+                                         "path": trace},  # the output prints the path: a copy is another output
                              rules)
     digest = None
     prefetch = _Prefetch(rules)
@@ -728,12 +730,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except OSError as e:
+        if e.errno not in _WRITE_ERRNOS:
+            return _internal(e)
+        click.echo(f"kernscope: error: cannot write the output: {e.strerror or e}", err=True)  # disk full, read-only
+        return EXIT_BAD_INPUT
     except Exception as e:  # a bug: still one line unless asked for the traceback
-        if os.environ.get("KERNSCOPE_DEBUG"):
-            raise
-        click.echo(f"kernscope: internal error: {type(e).__name__}: {e} (set KERNSCOPE_DEBUG=1 for a traceback)", err=True)
-        return 1
+        return _internal(e)
     return 0
+
+
+#: errno values of an output that cannot be written: no space, over quota, file too large, read-only, I/O error
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+
+
+def _internal(e: BaseException) -> int:
+    if os.environ.get("KERNSCOPE_DEBUG"):
+        raise e
+    click.echo(f"kernscope: internal error: {type(e).__name__}: {e} (set KERNSCOPE_DEBUG=1 for a traceback)", err=True)
+    return 1
 
 
 def run() -> None:  # pragma: no cover - exits the process

@@ -163,3 +163,30 @@ def test_seams_peak_typo_and_quiet_cache_notices(tmp_path, capsys, monkeypatch):
     assert err.count("not writable") == 1 and "CacheNotice" not in err and ".py:" not in err
     assert main(["analyze", str(example), "-q"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_one_line():
+    """#31: `analyze T > /dev/full` was an internal error."""
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "kernscope", "analyze", str(example), "-q"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip() == "kernscope: error: cannot write the output: No space left on device"
+
+
+def test_a_copy_of_an_analysed_trace_prints_its_own_path(tmp_path, capsys):
+    """#31: stored outputs were keyed by content only: a copy printed the first file's path."""
+    import shutil
+
+    from kernscope.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    copy = tmp_path / "copy.json.gz"
+    shutil.copy(example, copy)
+    for p in (example, copy, example, copy):  # the second round is served from stored outputs
+        assert main(["analyze", str(p), "-q"]) == 0
+        assert capsys.readouterr().out.splitlines()[0] == str(p)
