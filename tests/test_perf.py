@@ -312,3 +312,20 @@ def test_bench_harness_counts_what_the_perf_model_counts():
     bwd = work("aten::_scaled_dot_product_flash_attention_backward", [q] * 5 + [[4, 48, 1024]] + [[]] * 9,
                ["c10::BFloat16"] * 5 + ["float"] + [""] * 9, [""] * 11 + ["True", "", "", ""])
     assert fa.flops(x) == bwd.flops == 2.5 * call.flops
+
+
+@pytest.mark.parametrize("k", [-128, 1 << 62])
+def test_shapes_outside_physical_bounds_get_no_model(tmp_path, k):
+    """#31: negative dims gave -2,748.8 TFLOP/s, dims near 2^62 3.97e47% of peak. Such a shape is 'no model',
+    with its reason, never a number."""
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000, "dur": 100,
+           "args": {"External id": 1, "Input Dims": [[64, k], [k, 256]], "Input type": ["float", "float"],
+                    "Concrete Inputs": ["", ""]}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1010, "dur": 5,
+           "args": {"External id": 1, "correlation": 7}},
+          {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": 1050, "dur": 40,
+           "args": {"correlation": 7, "device": 0, "stream": 7}}]
+    p = write_trace(tmp_path / "bad_dims.json", ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    pm = perf_model(load(p, cache=False))
+    assert pm.ops.height == 0
+    assert pm.missing.rows() == [("aten::mm", "shapes outside physical bounds", 1, 40.0)]

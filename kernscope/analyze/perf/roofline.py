@@ -47,7 +47,8 @@ class PerfModel:
             contain another modeled op (``aten::linear`` around ``aten::addmm``): their time is also in
             that op's row, so totals skip them.
         missing: ops of modeled kinds the model could not use: ``name, reason, count, kernel_time_us``
-            (reason: "no shapes recorded", "tensor-list shapes not recorded" or "shapes not usable").
+            (reason: "no shapes recorded", "tensor-list shapes not recorded", "shapes outside physical bounds"
+            (a dimension negative or beyond 2^40) or "shapes not usable").
         uncovered: GPU time outside every modeled op, by launching op: ``op_name, count, kernel_time_us``.
         classes: per op class: ``op_class, calls, kernel_time_us, pct_of_modeled, gflops, data_moved_mb,
             tflops_per_s, tb_per_s`` (innermost rows only).
@@ -106,9 +107,27 @@ def _decode(text: str | None) -> Any:
         return None
 
 
+#: a tensor dimension beyond this (2^40 elements) is not a real shape: the op gets no model, not a number
+MAX_DIM = 1 << 40
+
+
+def _physical(d: list[Any]) -> bool:
+    """Every dimension of every shape an int in [0, MAX_DIM] (negative or huge dims gave negative or absurd
+    TFLOP/s)."""
+    for shape in d:
+        if isinstance(shape, list):
+            for x in shape:
+                if isinstance(x, list):
+                    if not _physical([x]):
+                        return False
+                elif isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_DIM:
+                    return False
+    return True
+
+
 def _work(registry: Registry, name: str, dims: str | None, types: str | None, concrete: str | None) -> Work | None:
     d, t, c = _decode(dims), _decode(types), _decode(concrete)
-    if not isinstance(d, list) or not isinstance(t, list):
+    if not isinstance(d, list) or not isinstance(t, list) or not _physical(d):
         return None
     conc = tuple(str(x) if not isinstance(x, str) else x for x in c) if isinstance(c, list) else ()
     return registry.work(Call(name, tuple(d), tuple(str(x) for x in t), conc))
@@ -249,6 +268,8 @@ def _why_missing(dims: str | None, types: str | None) -> str:
         return "tensor-list shapes not recorded"  # PyTorch records no shapes for TensorList arguments
     if not isinstance(d, list) or all(x == [] for x in d):
         return "no shapes recorded"
+    if not _physical(d):
+        return "shapes outside physical bounds"
     return "shapes not usable"
 
 
