@@ -215,3 +215,28 @@ def test_real_jobs_straggler_and_overlap(job):
     assert (q["host_wait_us"] + q["kernel_wait_us"] + q["other_idle_us"] - q["idle_us"]).abs().max() < 1e-6
     s7 = q.filter((pl.col("rank") == 2) & (pl.col("stream") == 7)).row(0, named=True)
     assert s7["host_wait_us"] > 0.8 * s7["idle_us"] > 0  # ddp4: 45.1 of 52.6 ms; fsdp4: 118.2 of 120.9 ms
+
+
+@pytest.mark.parametrize("nelems, group", [(1 << 62, 2), (-1024, 2), (1 << 20, 0), (1 << 20, 1 << 62)])
+def test_impossible_collective_sizes_are_unknown_and_noted(tmp_path, nelems, group):
+    """#31: nelems near 2^62 wrapped Int64 (24 bytes, busbw 0.0), negative nelems gave negative GB/s, a group
+    size of 0 or 2^62 changed the bus-bandwidth factor. Such values are unknown, with a note."""
+    paths = []
+    for r in range(2):
+        p = synth_rank(tmp_path / f"rank{r}.json", r)
+        doc = json.loads(p.read_text())
+        for e in doc["traceEvents"]:
+            if e.get("name") == "record_param_comms":
+                e["args"].update({"In msg nelems": nelems, "Out msg nelems": nelems, "Group size": group})
+        p.write_text(json.dumps(doc))
+        paths.append(str(p))
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    assert any("impossible sizes" in n for n in j.notes), j.notes
+    inst = j.instances
+    assert inst.height == 2 and (inst["ranks"] == 2).all()
+    if group == 2:  # the sizes are unknown: no bytes, no bandwidth
+        assert inst["bytes"].null_count() == 2 and inst["busbw_gb_s"].null_count() == 2
+    else:  # the group size is unknown: the job's 2 ranks stand in, bytes stay exact
+        assert inst["expected_ranks"].to_list() == [2, 2] and inst["bytes"].to_list() == [4.0 * (1 << 20)] * 2
+    assert (inst["busbw_gb_s"].drop_nulls() > 0).all()
+    assert j.stragglers["wait_us"].to_list() == [500.0, 500.0]

@@ -132,6 +132,29 @@ def _number_hosts(results: list[RankResult]) -> tuple[list[RankResult], list[str
     return [numbered.get(id(r), r) for r in results], [note]
 
 
+#: message elements and group sizes beyond these are not real (an Int64 product would wrap; 0 ranks divides)
+MAX_ELEMS = 1 << 50
+MAX_GROUP = 1 << 20
+
+
+def _sane_comm_args(coll: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """``coll`` with message element counts outside [0, MAX_ELEMS] and group sizes outside [1, MAX_GROUP] set to
+    null (unknown), and how many records had one."""
+    cols = [c for c in ("in_msg_nelems", "out_msg_nelems") if c in coll.columns]
+    if coll.height == 0 or (not cols and "group_size" not in coll.columns):
+        return coll, 0
+    bad_el = [(pl.col(c) < 0) | (pl.col(c) > MAX_ELEMS) for c in cols]
+    bad_gs = ((pl.col("group_size") < 1) | (pl.col("group_size") > MAX_GROUP)) if "group_size" in coll.columns else pl.lit(False)
+    bad = pl.any_horizontal(*bad_el, bad_gs).fill_null(False)
+    n = int(coll.select(bad.sum()).item())
+    if n == 0:
+        return coll, 0
+    fixes = [pl.when(b.fill_null(False)).then(None).otherwise(pl.col(c)).alias(c) for c, b in zip(cols, bad_el, strict=True)]
+    if "group_size" in coll.columns:
+        fixes.append(pl.when(bad_gs.fill_null(False)).then(None).otherwise(pl.col("group_size")).alias("group_size"))
+    return coll.with_columns(fixes), n
+
+
 def combine(results: list[RankResult], failures: list[Failure] | None = None) -> JobAnalysis:
     """The job analysis of the ranks' results (any order)."""
     results, host_notes = _number_hosts(results)
@@ -157,6 +180,11 @@ def combine(results: list[RankResult], failures: list[Failure] | None = None) ->
                                                      *STREAM_IDLE)
     coll = pl.concat([r.collectives.with_columns(pl.lit(r.rank, dtype=pl.Int64).alias("rank")) for r in results],
                      how="diagonal_relaxed")
+    coll, impossible = _sane_comm_args(coll)
+    if impossible:
+        notes.append(f"{impossible:,} communication records carry impossible sizes (message elements negative or beyond "
+                     f"2^{MAX_ELEMS.bit_length() - 1}, group size outside 1-{MAX_GROUP:,}): their bytes or group size "
+                     "are left unknown, not computed from them")
     instances, waits = (_match(coll, len(results)) if clocks_ok else (_empty_instances(), _empty_waits()))
     names = rank_steps.select("step", "name").unique("step") if rank_steps.height else pl.DataFrame(
         schema={"step": pl.Int64, "name": pl.String})
@@ -200,7 +228,7 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
         c = c.with_columns(pl.col("step").min().over(keys).alias("step"))
     elems = pl.coalesce(pl.when(pl.col("type").is_in(["allgather"])).then(pl.col("out_msg_nelems")),
                         pl.col("in_msg_nelems"), pl.col("out_msg_nelems"))
-    c = c.with_columns((elems * pl.col("elem_bytes")).cast(pl.Float64).alias("_bytes"))
+    c = c.with_columns((elems.cast(pl.Float64) * pl.col("elem_bytes").cast(pl.Float64)).alias("_bytes"))  # no Int64 wrap
     last = pl.col("ts").max().over(keys)
     c = c.with_columns(last.alias("_last"), pl.len().over(keys).alias("_n"))
     waits = c.select(*keys, "rank", ((pl.col("_last") - pl.col("ts")) / NS_PER_US).alias("wait_us"))
