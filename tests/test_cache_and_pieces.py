@@ -352,7 +352,8 @@ def test_cache_entries_are_keyed_on_the_code_not_only_the_version(tmp_path):
     from kernscope.load import cache
     from kernscope.version import code_fingerprint
 
-    before_fp, before_key = code_fingerprint.__wrapped__(), cache.entry_key("d" * 32, {"a": 1})
+    code_fingerprint.cache_clear()  # what the files say now, not what this process saw first
+    before_fp, before_key = code_fingerprint(), cache.entry_key("d" * 32, {"a": 1})
     st = os.stat(mod.__file__)
     try:
         os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
