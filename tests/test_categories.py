@@ -154,3 +154,36 @@ def test_categorize_cost_is_per_distinct_name():
         assert len(calls) == len(set(names))  # one classification per distinct name
         cc.categorize(df)
         assert len(calls) == len(set(names))  # and memoized across calls
+
+
+def test_inductor_names_in_linear_time_and_as_before():
+    """#31: the Inductor name regex backtracked quadratically (87 ms for one 4 KB name: 1,000 such names
+    took 84 s). The linear split gives what the old pattern gave."""
+    import re
+
+    from kernscope.analyze.categories import _INDUCTOR, _strip_trailing_numbers
+
+    old = re.compile(r"^triton_(poi|red|per|tem|for|spl)_(?:fused_)?(.*?)(?:_\d+)*$")
+    names = ["triton_poi_fused_add_mul_0", "triton_red_fused__softmax_3_7", "triton_per_fused_native_layer_norm_12",
+             "triton_tem_fused_mm_0", "triton_poi_fused_0", "triton_poi_fused__0", "triton_poi_fused_add_12abc_3",
+             "triton_spl_fused_sum_", "triton_for_x_1_2_3", "triton_poi_fused_cat_٣"]
+    for n in names:
+        m = _INDUCTOR.match(n)
+        assert (m.group(1), _strip_trailing_numbers(n[m.end():])) == old.match(n).groups(), n
+
+
+
+def test_adversarial_inductor_names_analyze_in_bounded_time(tmp_path):
+    import time
+
+    from conftest import write_trace
+
+    from kernscope.analyze.summary import analyze
+
+    ev = [{"ph": "X", "cat": "kernel", "name": "triton_poi_fused_" + "_1" * 2000 + f"x{i}", "pid": 0, "tid": 7,
+           "ts": 10 * i, "dur": 5, "args": {"device": 0, "stream": 7}} for i in range(1000)]
+    t = kernscope.load(write_trace(tmp_path / "evil.json", ev), cache=False)
+    t0 = time.perf_counter()
+    a = analyze(t)
+    assert time.perf_counter() - t0 < 5.0  # was 84 s
+    assert a.kernels.height == 1000
