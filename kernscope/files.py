@@ -3,6 +3,7 @@ never following a symlink at the target. Imports nothing from kernscope but erro
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import shutil
@@ -128,6 +129,27 @@ def resolve_run_dir(path: str) -> tuple[list[str], str] | None:
     return None
 
 
+def _walk_glob(pattern: str) -> list[str]:
+    """Files matching a ``**`` pattern, found by walking the tree below its fixed part without following
+    symbolic links to directories (``glob(recursive=True)`` follows them: a link loop never ended)."""
+    parts = pattern.split(os.sep)
+    fixed = []
+    for part in parts:
+        if any(ch in part for ch in "*?["):
+            break
+        fixed.append(part)
+    root = os.sep.join(fixed) or "."
+    flat = pattern.replace("**" + os.sep, "")  # ``**/`` also matches no folder at all
+    found = []
+    for base, _dirs, files in os.walk(root, followlinks=False):
+        for f in files:
+            p = os.path.join(base, f) if root != "." or pattern.startswith("." + os.sep) else os.path.relpath(os.path.join(base, f))
+            if (fnmatch.fnmatch(f, parts[-1]) and (fnmatch.fnmatch(p, pattern) or fnmatch.fnmatch(p, flat))
+                    and os.path.isfile(p)):
+                found.append(p)
+    return found
+
+
 def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[str]:
     """Files, directories (their ``*.json``/``*.json.gz``/``*.xplane.pb`` files, recursively; a JAX run
     directory: its richest file, see :func:`resolve_run_dir`) and globs -> sorted, unique paths.
@@ -145,7 +167,7 @@ def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[
                 raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz, *.xplane.pb) in this directory")
             out += found
         elif any(ch in item for ch in "*?[") and not os.path.exists(item):
-            found = [p for p in glob.glob(item, recursive=True) if os.path.isfile(p)]
+            found = _walk_glob(item) if "**" in item else [p for p in glob.glob(item) if os.path.isfile(p)]
             if not found:
                 raise KernscopeError(f"{item}: no file matches this pattern")
             out += found

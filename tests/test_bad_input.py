@@ -190,3 +190,27 @@ def test_a_copy_of_an_analysed_trace_prints_its_own_path(tmp_path, capsys):
     for p in (example, copy, example, copy):  # the second round is served from stored outputs
         assert main(["analyze", str(p), "-q"]) == 0
         assert capsys.readouterr().out.splitlines()[0] == str(p)
+
+
+def test_double_star_glob_over_symlink_loops_ends(tmp_path, capsys):
+    """#31: `**` over a tree with two symlink loops hung with growing memory (glob follows links)."""
+    import os
+    import shutil
+    import time
+
+    from kernscope.cli import main
+    from kernscope.files import expand_inputs
+
+    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    shutil.copy(example, tmp_path / "a" / "b" / "t.json.gz")
+    (tmp_path / "a" / "other.txt").write_text("x")
+    os.symlink("..", tmp_path / "a" / "b" / "up")
+    os.symlink("../..", tmp_path / "a" / "up2")
+    t0 = time.perf_counter()
+    found = expand_inputs([str(tmp_path / "**" / "*.json.gz")])
+    assert time.perf_counter() - t0 < 5 and found == [str(tmp_path / "a" / "b" / "t.json.gz")]
+    assert expand_inputs([str(tmp_path / "a" / "**" / "t.json.gz")]) == found  # ** also matches one folder
+    assert expand_inputs([str(tmp_path / "a" / "b" / "**" / "t.json.gz")]) == found  # and none
+    assert main(["analyze", str(tmp_path / "**" / "*.json.gz"), "-q", "--no-cache"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == found[0]
