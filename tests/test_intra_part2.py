@@ -541,3 +541,41 @@ def test_proton_trace_with_impossible_times_is_one_line(tmp_path, capsys, bad, s
     assert main(["intra", "stats", str(p)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "$.traceEvents[1]" in err and says in err and str(p) in err
+
+
+def test_intra_gzip_bomb_stops_at_the_budget(tmp_path, capsys, monkeypatch):
+    """#31: a 1 MB .gz Proton trace took 2.2 GB; the decompressed text is bounded by what its parsed JSON could
+    take of the memory budget (made 1 MB here)."""
+    import gzip
+
+    import kernscope.intra.io as io_mod
+
+    monkeypatch.setattr(io_mod, "text_budget", lambda: 1 << 20)
+    p = tmp_path / "bomb.chrome_trace.gz"
+    p.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (20 << 20) + b"]}"))
+    assert p.stat().st_size < 100_000
+    assert main(["intra", "stats", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "decompressed content exceeds" in err and str(p) in err
+
+
+@pytest.mark.parametrize("doc, says", [
+    ("deep", "deeper than 1,000 levels"),
+    ([{"frame": {"name": "ROOT"}, "metrics": {}, "children": {"a": 1}}], "not a list"),
+    ([{"frame": "ROOT", "metrics": {}, "children": []}], "frame is str"),
+    ([{"frame": {"name": "ROOT"}, "metrics": [1, 2], "children": []}], "not an object"),
+    ([{"frame": {"name": "ROOT"}, "metrics": {"time (ns)": 10**30}, "children": []}], "does not fit in 64 bits"),
+])
+def test_hostile_hatchet_files_are_one_line(tmp_path, capsys, doc, says):
+    """#31: hatchet files with a non-list children, a string frame, list metrics, huge metrics or a deep tree
+    were tracebacks or GBs of memory; each is one line, exit 2."""
+    p = tmp_path / "h.hatchet"
+    if doc == "deep":  # written as text: the encoder cannot nest this deep either
+        n = 1100
+        p.write_text("[" + '{"frame": {"name": "n"}, "metrics": {}, "children": [' * n
+                     + '{"frame": {"name": "leaf"}, "metrics": {"time (ns)": 1.0}, "children": []}' + "]}" * n + "]")
+    else:
+        p.write_text(json.dumps(doc))
+    assert main(["intra", "view", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and says in err, err

@@ -129,14 +129,13 @@ def stats_document_with_scopes(summary, per_task, per_sm, tree) -> str:
 @_quiet
 def view(path: str, metric: str | None, clock_ghz: float | None, quiet: bool = False) -> None:
     """The scope tree of a hatchet file (kernscope's or Proton's) or of any intra-kernel trace, like proton-viewer."""
-    import json as _json
 
     from rich.console import Console
 
     from ..errors import KernscopeError
     from ..render.intra import render_tree
     from . import stats as st
-    from .hatchet import VIEW_METRICS, hatchet_to_tree, pick_metric
+    from .hatchet import VIEW_METRICS, hatchet_to_tree, parse_json, pick_metric
     from .io import load_tasks
 
     if metric is not None and metric not in VIEW_METRICS:
@@ -147,7 +146,7 @@ def view(path: str, metric: str | None, clock_ghz: float | None, quiet: bool = F
             head = f.read(4096).lstrip()
         if head[:1] == b"[" and b'"frame"' in head:
             with open(path, "rb") as f:
-                tree = hatchet_to_tree(_json.loads(f.read()), path)
+                tree = hatchet_to_tree(parse_json(f.read(), path), path)
     except (OSError, ValueError):
         tree = None
     if tree is not None:  # the values proton-viewer shows: inclusive sums where hatchet makes them

@@ -44,6 +44,10 @@ def tree_to_hatchet(tree: pl.DataFrame, *, kernel: str = "kernel", device: dict[
 
 #: metrics that describe one execution (not summed over a subtree)
 _PER_EXECUTION = ("mean_", "avg_", "min_", "max_")
+#: scope trees deeper than this, or whose node paths add up to more text, are refused (as the Kineto reader
+#: refuses JSON nested deeper than 1,000 levels)
+MAX_DEPTH = 1000
+MAX_PATH_CHARS = 256 << 20
 
 
 def hatchet_to_tree(doc: Any, source: str = "hatchet") -> pl.DataFrame:
@@ -58,16 +62,35 @@ def hatchet_to_tree(doc: Any, source: str = "hatchet") -> pl.DataFrame:
         raise KernscopeError(f"{source}: not a hatchet file (expected [{{'frame': ..., 'metrics': ..., 'children': ...}}, ...])")
     rows: list[dict[str, Any]] = []
     stack: list[tuple[dict[str, Any], str, list[int]]] = [(roots[0], "", [])]
+    path_chars = 0
     while stack:  # one step per node of a small tree (a file's scopes), not per event
         node, prefix, ancestors = stack.pop()
+        if not isinstance(node, dict):
+            raise KernscopeError(f"{source}: a hatchet node is {type(node).__name__}, not an object")
+        if len(ancestors) > MAX_DEPTH:
+            raise KernscopeError(f"{source}: the scope tree is deeper than {MAX_DEPTH:,} levels")
         frame = node.get("frame") or {}
+        if not isinstance(frame, dict):
+            raise KernscopeError(f"{source}: a hatchet frame is {type(frame).__name__}, not an object")
         name = str(frame.get("name", "?"))
         path = f"{prefix}/{name}" if prefix else name
+        path_chars += len(path)
+        if path_chars > MAX_PATH_CHARS:  # every node holds its whole path: deep trees of long names grow quadratically
+            raise KernscopeError(f"{source}: the scope paths of this tree exceed {MAX_PATH_CHARS >> 20} MB of text "
+                                 "(a tree far deeper or wider than a kernel's scopes)")
         metrics = node.get("metrics") or {}
+        if not isinstance(metrics, dict):
+            raise KernscopeError(f"{source}: the metrics of {path!r} are {type(metrics).__name__}, not an object")
         chain = [*ancestors, len(rows)]
+        values = {str(k): v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if any(isinstance(v, int) and abs(v) > 2**63 for v in values.values()):
+            raise KernscopeError(f"{source}: a metric of {path!r} does not fit in 64 bits")
         rows.append({"path": path, "name": name, "depth": len(ancestors), "_chain": chain,
-                     **{str(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}})
-        for child in reversed(node.get("children") or []):
+                     **{k: float(v) for k, v in values.items()}})
+        children = node.get("children") or []
+        if not isinstance(children, list):
+            raise KernscopeError(f"{source}: the children of {path!r} are {type(children).__name__}, not a list")
+        for child in reversed(children):
             if isinstance(child, dict):
                 stack.append((child, path, chain))
     df = pl.DataFrame(rows, infer_schema_length=None).with_row_index("_id")
@@ -143,10 +166,19 @@ def pick_metric(tree: pl.DataFrame, metric: str | None, clock_ghz: float | None,
                         f"(it has: {', '.join(have)})")
 
 
+def parse_json(data: bytes | str, source: str) -> Any:
+    """JSON text of an intra-kernel file; nesting deeper than Python's decoder can follow (about 1,000 levels,
+    the Kineto reader's bound too) is one clear error, not a RecursionError."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise KernscopeError(f"{source}: JSON nested deeper than 1,000 levels") from None
+
+
 def read_hatchet(path: str) -> pl.DataFrame:
     try:
         with open(path, "rb") as f:
-            doc = json.loads(f.read())
+            doc = parse_json(f.read(), path)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise KernscopeError(f"{path}: cannot read hatchet JSON ({e})") from None
     return hatchet_to_tree(doc, path)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ import polars as pl
 from ..errors import KernscopeError
 from .decode import SCHEMA, Decoded, decode_buffer
 from .export import read_perfetto
+from .hatchet import parse_json
 from .stats import shift_durations
 
 
@@ -103,6 +104,29 @@ def _split_launches(t: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]
     return t.select(list(SCHEMA)), units
 
 
+#: Python's JSON objects take about this many times the text they come from
+JSON_EXPANSION = 12
+
+
+def text_budget() -> int:
+    """Bytes of JSON text an intra-kernel file may hold: what its parsed objects can take of the memory budget."""
+    from ..load.source import Limits
+
+    return Limits().memory() // JSON_EXPANSION
+
+
+def _gunzip(data: bytes, path: str) -> bytes:
+    """``data`` decompressed, stopped with one line at :func:`text_budget` (a 1 MB gzip bomb took 2.2 GB)."""
+    budget = text_budget()
+    d = zlib.decompressobj(31)
+    out = d.decompress(data, budget + 1)
+    if len(out) > budget or d.unconsumed_tail:
+        raise KernscopeError(f"decompressed content exceeds {budget / 1e9:.2f} GB, what its parsed JSON could take of "
+                             "the memory budget: a decompression bomb, or an intra-kernel trace far larger than any "
+                             "kernel records")
+    return out
+
+
 def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, str] | None = None) -> Loaded:
     """Tasks of a raw buffer (.npz/.npy), kernscope's Chrome/Perfetto export, or Proton's instrumentation trace
     (``.chrome_trace``, optionally gzipped)."""
@@ -126,10 +150,10 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
         with open(p, "rb") as f:
             data = f.read()
         if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
+            data = _gunzip(data, p)
         head = data.lstrip()[:1]
         if head in (b"{", b"["):
-            doc = json.loads(data)
+            doc = parse_json(data, p)
             proton = _proton(doc, p)
             if proton is not None:
                 return proton
@@ -148,5 +172,6 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
         return Loaded(t, None, "perfetto")
     except KernscopeError as e:
         raise KernscopeError(f"{p}: {e}") from None
-    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e:
+    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError,
+            zlib.error) as e:
         raise KernscopeError(f"{p}: not a kernscope intra-kernel buffer or trace ({type(e).__name__}: {e})") from None
