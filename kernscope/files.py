@@ -7,6 +7,7 @@ import fnmatch
 import glob
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -30,14 +31,23 @@ def default_mode() -> int:
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; on success it replaces ``target``, on error it is removed.
 
-    ``target``'s folder must exist (it is never created). The result gets the umask's default mode. A
-    symlink at ``target`` is followed (its destination is
-    replaced, the link stays), as a shell redirection would. A directory at ``target`` is an error.
+    ``target``'s folder must exist (it is never created). A new file gets the umask's default mode; a replaced
+    one keeps its mode. A symlink at ``target`` is followed (its destination is replaced, the link stays), as a
+    shell redirection would; a dangling one, a directory, a FIFO or a device at ``target`` is an error.
     """
     given = Path(target)
     t = Path(os.path.realpath(given)) if given.is_symlink() else given
+    if given.is_symlink() and not t.exists():
+        raise KernscopeError(f"{given}: is a symbolic link to {t}, which does not exist; give the file itself")
     if t.is_dir():
         raise KernscopeError(f"{given}: is a directory; give a file name")
+    mode = default_mode()
+    if t.exists():
+        st = t.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would be replaced by a regular file
+            raise KernscopeError(f"{given}: is not a regular file (a FIFO, device or socket); kernscope writes regular "
+                                 "files: give a file name")
+        mode = stat.S_IMODE(st.st_mode)  # replacing a file keeps its permissions (a 0600 file stays private)
     parent = t.parent if str(t.parent) else Path(".")
     if not parent.is_dir():  # never create folders the user did not ask for (a typo would write elsewhere)
         raise KernscopeError(f"{given}: the folder {parent} does not exist; create it first")
@@ -49,7 +59,7 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     tmp_p = Path(tmp)
     try:
         yield tmp_p
-        os.chmod(tmp_p, default_mode())
+        os.chmod(tmp_p, mode)
         os.replace(tmp_p, t)
     except OSError as e:
         tmp_p.unlink(missing_ok=True)
@@ -59,12 +69,29 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
+def _stream_target(target: str | os.PathLike[str]) -> bool:
+    """True for a FIFO or character device (``-o /dev/stdout``, a named pipe): written as a stream, never
+    replaced by a regular file."""
+    try:
+        st = os.stat(target)
+    except OSError:
+        return False
+    return stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)
+
+
 def write_text(target: str | os.PathLike[str], text: str) -> None:
-    with atomic_path(target) as p:
-        p.write_text(text, encoding="utf-8")
+    write_bytes(target, text.encode("utf-8"))
 
 
 def write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
+    """``data`` to ``target``: atomically (temp file, rename) for a file, as a stream for a FIFO or device."""
+    if _stream_target(target):
+        try:
+            with open(target, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise KernscopeError(f"{target}: cannot write output ({e.strerror or e})") from None
+        return
     with atomic_path(target) as p:
         p.write_bytes(data)
 

@@ -214,3 +214,38 @@ def test_double_star_glob_over_symlink_loops_ends(tmp_path, capsys):
     assert expand_inputs([str(tmp_path / "a" / "b" / "**" / "t.json.gz")]) == found  # and none
     assert main(["analyze", str(tmp_path / "**" / "*.json.gz"), "-q", "--no-cache"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == found[0]
+
+
+def test_output_paths_fifo_symlink_modes(tmp_path, capsys):
+    """#31: -o to a FIFO replaced it with a regular file; through a symlink a 0600 file became 0644; a dangling
+    link created a file elsewhere. Now: a FIFO is written as a stream (or refused where a file is needed), a
+    replaced file keeps its mode, a dangling link is refused."""
+    import os
+    import stat
+    import threading
+
+    from kernscope.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    fifo = tmp_path / "out.html"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    assert main(["report", str(example), "-o", str(fifo), "-q", "--no-cache"]) == 0
+    reader.join(30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and got and got[0].startswith(b"<!doctype html>")
+    xfifo = tmp_path / "out.xlsx"
+    os.mkfifo(xfifo)
+    assert main(["report", str(example), "-o", str(xfifo), "-q", "--no-cache"]) == 2
+    assert "not a regular file" in capsys.readouterr().err and stat.S_ISFIFO(os.stat(xfifo).st_mode)
+    private = tmp_path / "private.html"
+    private.write_text("old")
+    private.chmod(0o600)
+    (tmp_path / "link.html").symlink_to(private)
+    assert main(["report", str(example), "-o", str(tmp_path / "link.html"), "-q", "--no-cache"]) == 0
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and private.read_text().startswith("<!doctype html>")
+    (tmp_path / "dangling.html").symlink_to(tmp_path / "elsewhere" / "x.html")
+    assert main(["report", str(example), "-o", str(tmp_path / "dangling.html"), "-q", "--no-cache"]) == 2
+    assert "which does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "elsewhere").exists()
