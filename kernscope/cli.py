@@ -398,21 +398,23 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     if writer is not None:
         writer.join()
     _emit_bytes(body, output)
-    _raise_if_empty(t, step_n, a)  # an empty answer is never stored: a stored output would exit 0
+    _raise_if_empty((t, step_n), analysis=a)  # an empty answer is never stored: a stored output would exit 0
     if digest is not None:
         outputs.store(digest, load_key, key, body, _silent if quiet else _notice)
 
 
-def _raise_if_empty(trace: Any, step: int | None, analysis: Any = None) -> None:
-    """:class:`EmptyAnswer` when the answer has no GPU time for a reason the trace shows. A benchmark trace
-    recorded on the CPU is not empty: its benchmark view times CPU ops."""
+def _raise_if_empty(*sides: tuple[Any, int | None], analysis: Any = None) -> None:
+    """:class:`EmptyAnswer` when the answer has no GPU time for a reason a trace shows (``sides``: (trace, step)
+    of one trace, or of A and B, named in the line). A benchmark trace recorded on the CPU is not empty: its
+    benchmark view times CPU ops."""
     from .analyze.summary import empty_reason
 
     if analysis is not None and analysis.benchmark is not None:
         return
-    reason = empty_reason(trace, step)
-    if reason is not None:
-        raise EmptyAnswer(reason)
+    named = len(sides) > 1
+    reasons = [f"{'AB'[i]}: {r}" if named else r for i, (t, n) in enumerate(sides) if (r := empty_reason(t, n)) is not None]
+    if reasons:
+        raise EmptyAnswer("; ".join(reasons))
 
 
 def _bench_dir(root: str, fmt: str, output: str | None, rules: str | None, **load_opts: Any) -> None:
@@ -538,7 +540,7 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
         write_csv_dir(a, output, sheets=sheets)
     if not quiet:
         _notice(f"wrote {output}")
-    _raise_if_empty(t, step_n, a)
+    _raise_if_empty((t, step_n), analysis=a)
 
 
 def _render_text(fmt: str, output: str | None, table: Any, as_json: Any, as_csv: Any) -> None:
@@ -607,7 +609,7 @@ def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_n
         top = 15
     _render_text(fmt, output, lambda con, w: render_perf.render(pm, trace, con, top=top, width=w, show_nested=show_nested),
                  lambda: render_perf.to_json(pm, trace, top, show_nested), lambda: render_perf.to_csv(pm, top, show_nested))
-    _raise_if_empty(t, step_n)
+    _raise_if_empty((t, step_n))
 
 
 @cli.command("diff")
@@ -649,11 +651,7 @@ def diff_cmd(a: str, b: str, step: str | None, step_b: str | None, match: str, t
             top = 15
         _render_text(fmt, output, lambda con, w: render_diff.render(d, con, top=top, width=w),
                      lambda: render_diff.to_json(d, top), lambda: render_diff.to_csv(d, top))
-    from .analyze.summary import empty_reason
-
-    reasons = [f"{side}: {r}" for side, t, n in (("A", ta, sa), ("B", tb, sb)) if (r := empty_reason(t, n)) is not None]
-    if reasons:  # a side with nothing to compare: the deltas are the other side's totals
-        raise EmptyAnswer("; ".join(reasons))
+    _raise_if_empty((ta, sa), (tb, sb))  # a side with nothing to compare: the deltas are the other side's totals
 
 
 @cli.group("cache")

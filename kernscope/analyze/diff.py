@@ -210,6 +210,13 @@ def _ms(us: float) -> str:
 COMM_SHARE = 0.25
 
 
+def _head(total: dict[str, float]) -> str:
+    d, pct = total["delta_us"], total["delta_pct"]
+    if abs(pct) < SAME_PCT:
+        return f"B and A take the same GPU time ({_ms(total['b_us'])}, {pct:+.1f}%)"
+    return f"B is {_ms(abs(d))} ({abs(pct):.1f}%) {'slower' if d > 0 else 'faster'} than A in GPU time"
+
+
 def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3, ranks: tuple[int, int] | None = None) -> str:
     """One line: which side is slower, by how much, and the categories that moved most.
 
@@ -217,40 +224,29 @@ def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3, ran
     :data:`COMM_SHARE` of either side's GPU time or of the change) the line separates compute (every other
     kernel) from communication. ``ranks``: A and B are these ranks of one job; their GPU time is then no
     verdict at all (they run the same steps together), only compute and waiting are compared."""
-    d, pct = total["delta_us"], total["delta_pct"]
     if total["a_us"] == 0 and total["b_us"] == 0:
         return "neither side has GPU activity"
-    comm = {r["category"]: r for r in categories.iter_rows(named=True)}.get("Communication")
+    rows = list(categories.iter_rows(named=True))
+    comm = next((r for r in rows if r["category"] == "Communication"), None)
     ca, cb = (comm["a_us"], comm["b_us"]) if comm else (0.0, 0.0)
     weighs = comm is not None and (ca >= COMM_SHARE * total["a_us"] or cb >= COMM_SHARE * total["b_us"]
-                                   or abs(cb - ca) >= COMM_SHARE * abs(d) > 0)
-    if weighs:
-        xa, xb = total["a_us"] - ca, total["b_us"] - cb
-        xpct = 100.0 * (xb - xa) / xa if xa else 0.0
-        compute = (f"compute (kernels other than communication) the same ({_ms(xb)}, {xpct:+.1f}%)" if abs(xpct) < SAME_PCT
-                   else f"compute {'+' if xb > xa else '-'}{_ms(abs(xb - xa))} ({xpct:+.1f}%)")
-        waiting = (f"communication {'+' if cb > ca else '-'}{_ms(abs(cb - ca))} (communication kernels include "
-                   f"waiting for the other ranks")
-        if ranks is not None:
-            later = "A" if cb > ca else "B"
-            return (f"A and B are ranks {ranks[0]} and {ranks[1]} of one job, which run their steps together: "
-                    f"{compute}; {waiting}: B waits {'more' if cb > ca else 'less'}, so of the two rank "
-                    f"{ranks[0] if later == 'A' else ranks[1]} ({later}) arrives later at the collectives); "
-                    f"`kernscope analyze` on the job's folder names the stragglers per step")
-        if abs(pct) < SAME_PCT:
-            head = f"B and A take the same GPU time ({_ms(total['b_us'])}, {pct:+.1f}%)"
-        else:
-            head = f"B is {_ms(abs(d))} ({abs(pct):.1f}%) {'slower' if d > 0 else 'faster'} than A in GPU time"
-        return f"{head}: {compute}; {waiting}, so a side that waits less is not faster)"
-    if abs(pct) < SAME_PCT:
-        head = f"B and A take the same GPU time ({_ms(total['b_us'])}, {pct:+.1f}%)"
-    else:
-        head = f"B is {_ms(abs(d))} ({abs(pct):.1f}%) {'slower' if d > 0 else 'faster'} than A in GPU time"
-    moved = [r for r in categories.iter_rows(named=True) if abs(r["delta_us"]) > 0][:top]
-    if not moved:
-        return head
-    parts = [f"{r['category']} {'+' if r['delta_us'] > 0 else '-'}{_ms(abs(r['delta_us']))}" for r in moved]
-    return f"{head}; " + ", ".join(parts)
+                                   or abs(cb - ca) >= COMM_SHARE * abs(total["delta_us"]) > 0)
+    if not weighs:
+        moved = [r for r in rows if abs(r["delta_us"]) > 0][:top]
+        parts = [f"{r['category']} {'+' if r['delta_us'] > 0 else '-'}{_ms(abs(r['delta_us']))}" for r in moved]
+        return _head(total) + (f"; {', '.join(parts)}" if parts else "")
+    xa, xb = total["a_us"] - ca, total["b_us"] - cb
+    xpct = 100.0 * (xb - xa) / xa if xa else 0.0
+    compute = (f"compute (kernels other than communication) the same ({_ms(xb)}, {xpct:+.1f}%)" if abs(xpct) < SAME_PCT
+               else f"compute {'+' if xb > xa else '-'}{_ms(abs(xb - xa))} ({xpct:+.1f}%)")
+    waiting = (f"communication {'+' if cb > ca else '-'}{_ms(abs(cb - ca))} (communication kernels include "
+               f"waiting for the other ranks")
+    if ranks is None:
+        return f"{_head(total)}: {compute}; {waiting}, so a side that waits less is not faster)"
+    later_rank, later = (ranks[0], "A") if cb > ca else (ranks[1], "B")  # who waits less arrived later
+    return (f"A and B are ranks {ranks[0]} and {ranks[1]} of one job, which run their steps together: "
+            f"{compute}; {waiting}: B waits {'more' if cb > ca else 'less'}, so of the two rank {later_rank} ({later}) "
+            f"arrives later at the collectives); `kernscope analyze` on the job's folder names the stragglers per step")
 
 
 def ranks_of_one_job(a: Trace, b: Trace, ga: pl.DataFrame, gb: pl.DataFrame) -> tuple[int, int] | None:
