@@ -55,11 +55,11 @@ def _around(s: str, at: int, width: int) -> str:
     return s[:head] + "…" + window
 
 
-def distinct_names(names: Sequence[str], width: int) -> list[str]:
-    """Each name compacted (:func:`compact`) and fitted in ``width`` characters; names that are different but
-    would read the same show where they differ instead of their common middle; what still collides gets a
-    ``#k`` suffix."""
-    full = [compact(n) for n in names]
+def distinct_names(names: Sequence[str], width: int, compacted: Sequence[str] | None = None) -> list[str]:
+    """Each name compacted (:func:`compact`; ``compacted`` when the caller has them) and fitted in ``width``
+    characters; names that are different but would read the same show where they differ instead of their
+    common middle; what still collides gets a ``#k`` suffix."""
+    full = list(compacted) if compacted is not None else [compact(n) for n in names]
     shown = [shorten_middle(f, width) for f in full]
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(shown):

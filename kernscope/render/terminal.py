@@ -109,38 +109,39 @@ def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], wi
     natural width, name columns shortened in the middle. When the numbers do not fit, headers wrap at spaces first; then
     ``optional`` columns are left out, then the last columns (the least important: tables put key columns
     first), and the caption names what was left out. The first column always stays."""
-    cols = list(cols)
+    every = list(cols)
     originals = [[visible(v) for v in r] for r in rows]  # kernel names before compacting (kept distinct by these)
-    cells = [[compact(v) if cols[i].kernel else v for i, v in enumerate(r)] for r in originals]
+    cells = [[compact(v) if every[i].kernel else v for i, v in enumerate(r)] for r in originals]
 
     def natural(wrap: bool) -> list[int]:
-        return [max([_header_width(c.header, wrap)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+        return [max([_header_width(c.header, wrap)] + [len(r[i]) for r in cells]) for i, c in enumerate(every)]
 
-    def need(nat: list[int]) -> int:
-        return sum(nat[i] if c.whole else min(nat[i], c.min_width) for i, c in enumerate(cols)) + GAP * (len(cols) - 1)
+    def need(keep: list[int]) -> int:
+        return sum(nat[i] if every[i].whole else min(nat[i], every[i].min_width) for i in keep) + GAP * (len(keep) - 1)
 
+    keep = list(range(len(every)))
     nat = natural(False)
-    if need(nat) > width:
+    if need(keep) > width:
         nat = natural(True)
     dropped: list[str] = []
-    while need(nat) > width and len(cols) > 1:
-        opt = [i for i, c in enumerate(cols) if c.optional]
-        i = opt[-1] if opt else len(cols) - 1
-        dropped.append(cols[i].header)
-        cols = [c for j, c in enumerate(cols) if j != i]
-        cells = [[v for j, v in enumerate(r) if j != i] for r in cells]
-        originals = [[v for j, v in enumerate(r) if j != i] for r in originals]
-        nat = [v for j, v in enumerate(nat) if j != i]
-    widths = _allocate(cols, nat, width)
+    while need(keep) > width and len(keep) > 1:
+        opt = [i for i in keep if every[i].optional]
+        gone = opt[-1] if opt else keep[-1]
+        dropped.append(every[gone].header)
+        keep.remove(gone)
+    cols = [every[i] for i in keep]
+    widths = _allocate(cols, [nat[i] for i in keep], width)
+    for j, i in enumerate(keep):
+        if every[i].kernel and cells:
+            shown = distinct_names([r[i] for r in originals], widths[j], compacted=[r[i] for r in cells])
+            for r, short in zip(cells, shown, strict=True):
+                r[i] = short
+    cells = [[r[i] for i in keep] for r in cells]
     t = Table(title=shorten_middle(title, width), title_justify="left", title_style="bold", header_style="bold",
               box=None, pad_edge=False, padding=(0, 1), show_edge=False, expand=False, collapse_padding=False)
     for i, c in enumerate(cols):
         t.add_column(_header(c.header, widths[i]), justify="right" if c.numeric else "left", width=widths[i],
                      no_wrap=True, overflow="crop", min_width=widths[i], max_width=widths[i])
-    for i, c in enumerate(cols):
-        if c.kernel and cells:
-            for r, short in zip(cells, distinct_names([r[i] for r in originals], widths[i]), strict=True):
-                r[i] = short
     for r in cells:
         t.add_row(*(Text(v if cols[i].whole else shorten_middle(v, widths[i])) for i, v in enumerate(r)))
     if more > 0:
