@@ -369,8 +369,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     writer = threading.Thread(target=writes[0], name="kernscope-cache-write") if writes else None
     if writer is not None:
         writer.start()
-    step_n = _parse_step(step)
-    _check_step(t, step_n)
+    step_n = _parse_step(step)  # analyze() refuses a step the trace does not have
     a = run(t, step=step_n, categorizer=prefetch.categorizer(), use_kernel_name_categories=not no_categories,
             linked_only=linked_only, benchmark=bench, by_annotation=by_annotation)
     if t.salvaged is not None and not quiet:
@@ -503,8 +502,7 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
         _failures(job)
         return
     t = _load(paths[0], salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
-    step_n = _parse_step(step)
-    _check_step(t, step_n)
+    step_n = _parse_step(step)  # analyze() refuses a step the trace does not have
     cat = _categorizer(rules)
     a = run(t, step=step_n, categorizer=cat, linked_only=linked_only, benchmark=bench, by_annotation=by_annotation)
     from .analyze.perf import perf_model

@@ -167,10 +167,11 @@ def _walk_glob(pattern: str) -> list[str]:
         fixed.append(part)
     root = os.sep.join(fixed) or "."
     flat = pattern.replace("**" + os.sep, "")  # ``**/`` also matches no folder at all
+    bare = root == "." and not pattern.startswith("." + os.sep)  # os.walk(".") yields "./a": the pattern says "a"
     found = []
     for base, _dirs, files in os.walk(root, followlinks=False):
         for f in files:
-            p = os.path.join(base, f) if root != "." or pattern.startswith("." + os.sep) else os.path.relpath(os.path.join(base, f))
+            p = os.path.join(base, f)[2:] if bare else os.path.join(base, f)
             if (fnmatch.fnmatch(f, parts[-1]) and (fnmatch.fnmatch(p, pattern) or fnmatch.fnmatch(p, flat))
                     and os.path.isfile(p)):
                 found.append(p)
