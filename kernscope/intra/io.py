@@ -160,13 +160,13 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
             ev = [(i, e) for i, e in enumerate(doc["traceEvents"] if isinstance(doc, dict) else doc)
                   if isinstance(e, dict) and e.get("ph") == "X"]
             t0 = int(doc.get("otherData", {}).get("t0_ns", 0)) if isinstance(doc, dict) else 0
-            rows = [
-                {"block": e["args"]["block"], "group": e["args"].get("group", 0), "sm": e["args"].get("sm", e["pid"]),
-                 "task_type": e["args"].get("task_type", -1), "task": e["name"],
-                 "start_ns": t0 + _ns(e, "ts", i), "end_ns": t0 + _ns(e, "ts", i) + _ns(e, "dur", i),
-                 "duration_ns": _ns(e, "dur", i)}
-                for i, e in ev
-            ]
+            rows = []
+            for i, e in ev:
+                start, dur = t0 + _ns(e, "ts", i), _ns(e, "dur", i)
+                a = e["args"]
+                rows.append({"block": a["block"], "group": a.get("group", 0), "sm": a.get("sm", e["pid"]),
+                             "task_type": a.get("task_type", -1), "task": e["name"], "start_ns": start,
+                             "end_ns": start + dur, "duration_ns": dur})
             return Loaded(pl.DataFrame(rows, schema=SCHEMA), None, "chrome")
         t = read_perfetto(data).with_columns(pl.lit(-1).cast(pl.Int64).alias("task_type")).select(list(SCHEMA))
         return Loaded(t, None, "perfetto")
