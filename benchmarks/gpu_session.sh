@@ -46,6 +46,25 @@ if [ "$PART" = round3 ]; then
   echo "== intra-kernel overhead goals (bench_intra)"
   timeout 200 python3 benchmarks/bench_intra.py --out "$OUT/bench_intra.json" --reps 20 > "$OUT/bench_intra.log" 2>&1; tail -14 "$OUT/bench_intra.log"
 fi
+if [ "$PART" = intra3 ]; then
+  nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.applications.graphics --format=csv >> "$OUT/env.txt"
+  echo "== Proton's tutorial override flow, its record layout (scope tree per polars thread count)"
+  for acc in "" --increase-accuracy; do
+    d="$OUT/tut${acc:+_acc}"; mkdir -p "$d"
+    timeout 150 python3 tests/data/tutorial_records_flow.py "$d" $acc > "$d/flow.log" 2>&1; tail -2 "$d/flow.log"
+    tr=$(ls "$d"/*.chrome_trace | head -1); cp "$tr" "$d/trace.chrome_trace"
+    for th in 1 2 4 16 32; do POLARS_MAX_THREADS=$th ks intra stats "$tr" > "$d/stats_t$th.txt" 2>&1; done
+    (cd "$d" && md5sum stats_t*.txt); cat "$d/stats_t16.txt"
+    rm -rf "$d/ttgir_dump"
+  done
+  echo "== a training step with profile_memory=True"
+  timeout 200 python3 examples/record_example_trace.py "$OUT/mem/h100_gpt_memory.pt.trace.json.gz" --memory --steps=3 2>&1 | tail -2
+  echo "== a Kineto-profiled loop whose Triton kernel is profiled inside (intra run)"
+  mkdir -p "$OUT/align"
+  timeout 200 python3 -m kernscope intra run --kernel bias_gelu --max-launches 16 -o "$OUT/align" -- python3 tests/data/train_with_triton.py "$OUT/align/train.pt.trace.json" > "$OUT/align/run.txt" 2>&1; tail -20 "$OUT/align/run.txt"
+  gzip -9 "$OUT/align/train.pt.trace.json"; ls -la "$OUT"/*/
+  (cd "$OUT" && tar czf intra3.tgz tut tut_acc mem align && rm -rf tut tut_acc mem align)
+fi
 if [ "$PART" = tests ]; then
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
 fi

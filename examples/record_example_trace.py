@@ -57,8 +57,9 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
-def main(out: str, full: bool = False, active: int = 2) -> None:
-    """``full``: record_shapes + with_stack + profile_memory (what the load benchmark replicates)."""
+def main(out: str, full: bool = False, active: int = 2, memory: bool = False) -> None:
+    """``full``: record_shapes + with_stack + profile_memory (what the load benchmark replicates);
+    ``memory``: profile_memory without stacks (the memory timeline's test trace)."""
     torch.manual_seed(0)
     dev = "cuda"
     model = GPT().to(dev)
@@ -92,7 +93,7 @@ def main(out: str, full: bool = False, active: int = 2) -> None:
         step()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=1, warmup=1, active=active),
-                 record_shapes=True, with_stack=full, profile_memory=full) as prof:
+                 record_shapes=True, with_stack=full, profile_memory=full or memory) as prof:
         for _ in range(2 + active):
             step()
             prof.step()
@@ -110,5 +111,5 @@ def main(out: str, full: bool = False, active: int = 2) -> None:
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(args[0] if args else "h200_gpt_train_step.pt.trace.json.gz", full="--full" in sys.argv,
+    main(args[0] if args else "h200_gpt_train_step.pt.trace.json.gz", full="--full" in sys.argv, memory="--memory" in sys.argv,
          active=int(next((a.split("=")[1] for a in sys.argv if a.startswith("--steps=")), "2")))

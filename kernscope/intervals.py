@@ -78,24 +78,52 @@ def overlap_ns(a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b
     return a + b - both
 
 
-def nesting_depth(ops: pl.DataFrame, *, by: tuple[str, str] = ("pid", "tid"), start: str = "ts", end: str = "end") -> pl.Series:
-    """Depth of each interval among ``ops`` (groups ``by``, e.g. a thread; ``start``/``end`` ns; non-zero
-    durations): how many of the other intervals of its group enclose it. Vectorized: position in (thread, start, -end) order minus the ops
-    of the thread that ended by its start."""
-    if ops.height == 0:
-        return pl.Series("depth", [], dtype=pl.Int32)
-    o = ops.with_row_index("_r").with_columns(pl.struct(*by).rank("dense").cast(pl.Int64).alias("_g"))
-    o = o.sort(["_g", start, end], descending=[False, False, True])
-    g = o["_g"].to_numpy()
-    ts = o[start].to_numpy().astype(np.int64)
-    en = o[end].to_numpy().astype(np.int64)
+def nesting(ops: pl.DataFrame, *, by: Sequence[str] = ("pid", "tid"), start: str = "ts", end: str = "end",
+            parents: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Nesting of the intervals of ``ops`` (groups ``by``, e.g. a thread; ``start``/``end`` ns; non-zero
+    durations): per row, its depth (how many other intervals of its group are open at its start) and, with
+    ``parents``, the row index of its parent (the innermost of them; -1 at depth 0).
+
+    Deterministic: one sort by (group, start, longer first, row), so intervals that tie on both ends
+    nest in row order whatever the thread count. Vectorized: the depth is the position in that order minus
+    the group's intervals ended by its start; the parent is the last interval one level up before it in that
+    order (one pass per level). Partial overlaps count as open, as the profilers' own nesting does.
+    """
+    n = ops.height
+    if n == 0:
+        return np.zeros(0, dtype=np.int32), (np.zeros(0, dtype=np.int64) if parents else None)
+    by = list(by)
+    o = (ops.select((pl.struct(by).rank("dense") if by else pl.repeat(1, n)).cast(pl.Int64).alias("_g"),
+                    pl.col(start).cast(pl.Int64).alias("_s"), pl.col(end).cast(pl.Int64).alias("_e"))
+         .with_row_index("_r").sort(["_g", "_s", "_e", "_r"], descending=[False, False, True, False]))
+    order = o["_r"].to_numpy().astype(np.int64)
+    g, ts, en = o["_g"].to_numpy(), o["_s"].to_numpy(), o["_e"].to_numpy()
     t0 = int(min(ts.min(), en.min()))
     span = int(max(ts.max(), en.max()) - t0) + 2
     key_s = (ts - t0) + g * span
     key_e = np.sort((en - t0) + g * span)
-    first_of_group = np.searchsorted(key_s, g * span, side="left")  # rows before this thread's first op
-    pos = np.arange(len(o)) - first_of_group
+    first_of_group = np.searchsorted(key_s, g * span, side="left")  # rows before this group's first interval
+    pos = np.arange(n) - first_of_group
     ended = np.searchsorted(key_e, key_s, side="right") - np.searchsorted(key_e, g * span, side="left")
-    depth = np.maximum(pos - ended, 0).astype(np.int32)
-    back = o.select("_r").with_columns(pl.Series("depth", depth)).sort("_r")
-    return back["depth"]
+    depth_sorted = np.maximum(pos - ended, 0).astype(np.int32)
+    depth = np.empty(n, dtype=np.int32)
+    depth[order] = depth_sorted
+    if not parents:
+        return depth, None
+    at = np.arange(n, dtype=np.int64)
+    parent_sorted = np.full(n, -1, dtype=np.int64)
+    for d in range(1, int(depth_sorted.max()) + 1):  # one vectorized pass per nesting level
+        last_up = np.maximum.accumulate(np.where(depth_sorted == d - 1, at, -1))
+        sel = depth_sorted == d
+        parent_sorted[sel] = last_up[sel]
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    return depth, parent
+
+
+def nesting_depth(ops: pl.DataFrame, *, by: tuple[str, str] = ("pid", "tid"), start: str = "ts", end: str = "end") -> pl.Series:
+    """Depth of each interval among ``ops`` (see :func:`nesting`): how many of the other intervals of its group
+    (e.g. a thread) are open at its start."""
+    if ops.height == 0:
+        return pl.Series("depth", [], dtype=pl.Int32)
+    return pl.Series("depth", nesting(ops, by=by, start=start, end=end)[0], dtype=pl.Int32)

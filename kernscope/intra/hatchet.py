@@ -25,19 +25,20 @@ from ..errors import KernscopeError
 
 
 def tree_to_hatchet(tree: pl.DataFrame, *, kernel: str = "kernel", device: dict[str, Any] | None = None) -> list[Any]:
-    """The hatchet literal of a :func:`~kernscope.intra.stats.scope_tree` table, in Proton's shape."""
-    nodes: dict[str, dict[str, Any]] = {}
+    """The hatchet literal of a :func:`~kernscope.intra.stats.scope_tree` table (in its order: depth first), in
+    Proton's shape. Parents come from the order and depths, never from parsing paths (a name may hold "/")."""
     top: dict[str, Any] = {"frame": {"name": kernel, "type": "function"}, "metrics": {}, "children": []}
-    for r in tree.sort("depth", "path").iter_rows(named=True):
+    open_nodes: list[dict[str, Any]] = [top]  # the chain from the kernel down to the last node: a parent per depth
+    for r in tree.iter_rows(named=True):  # in the tree's order (depth first: a node right after its parent)
         node: dict[str, Any] = {
             "frame": {"name": r["name"], "type": "function"},
             "metrics": {"count": int(r["count"]), "time (ns)": float(r["total_ns"]), "cycles": float(r["total_cycles"]),
                         "normalized_cycles": float(r["normalized_cycles"]), "mean_time (ns)": float(r["mean_ns"]),
                         "min_time (ns)": float(r["min_ns"]), "max_time (ns)": float(r["max_ns"])},
             "children": []}
-        parent = r["path"].rsplit("/", 1)[0] if "/" in r["path"] else None
-        (nodes[parent]["children"] if parent in nodes else top["children"]).append(node)
-        nodes[r["path"]] = node
+        del open_nodes[min(int(r["depth"]), len(open_nodes) - 1) + 1:]
+        open_nodes[-1]["children"].append(node)
+        open_nodes.append(node)
     root = {"frame": {"name": "ROOT", "type": "function"}, "metrics": {}, "children": [top]}
     return [root, device or {}]
 

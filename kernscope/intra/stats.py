@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from ..intervals import nesting_depth, union_by
+from ..intervals import nesting, union_by
 from ..scalars import as_float, as_int
 
 
@@ -64,32 +65,44 @@ def kernel_summary(tasks: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _paths(tasks: pl.DataFrame) -> pl.DataFrame:
-    """``tasks`` with ``depth`` and ``path`` (names of the enclosing scopes of the same block and group, "/"-joined).
+def _paths(tasks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``tasks`` with ``depth`` and ``_node`` (the scope-tree node of the task), and the node table: ``_node``,
+    ``path`` (the names from the outermost scope down, "/"-joined), ``name``, ``depth`` and ``_key`` (the names
+    as a list: tree order, and unambiguous where a name holds a "/").
 
-    Nesting is found per (block, group) with one sort (:func:`~kernscope.intervals.nesting_depth`), then each
-    level is attached to its parent with one as-of join.
+    Nesting is found per (block, group) with one deterministic sort (:func:`~kernscope.intervals.nesting`),
+    which also gives each task its parent task; nodes are then interned level by level as (parent node,
+    name) pairs, so a tree has exactly one node per path, whatever the row order or thread count.
     """
-    t = tasks.with_row_index("_row").with_columns(pl.col("task").cast(pl.String).alias("_name"),
-                                                pl.max_horizontal(pl.col("end_ns"), pl.col("start_ns") + 1).alias("_end"))
-    t = t.with_columns(nesting_depth(t, by=("block", "group"), start="start_ns", end="_end").alias("depth"))
-    levels = []
-    prev = None
-    for d in range(as_int(t["depth"].max()) + 1):
-        lvl = t.filter(pl.col("depth") == d).sort("start_ns")
-        if prev is None:
-            lvl = lvl.with_columns(pl.col("_name").alias("path"))
-        else:
-            parent = prev.select("block", "group", pl.col("start_ns").alias("_ps"), pl.col("_end").alias("_pe"),
-                                 pl.col("path").alias("_pp")).sort("_ps")
-            lvl = (lvl.join_asof(parent, left_on="start_ns", right_on="_ps", by=["block", "group"], strategy="backward",
-                                 check_sortedness=False)
-                   .with_columns(pl.when(pl.col("_pp").is_not_null()).then(pl.col("_pp") + "/" + pl.col("_name"))
-                                 .otherwise(pl.col("_name")).alias("path"))
-                   .drop("_ps", "_pe", "_pp"))
-        levels.append(lvl)
-        prev = lvl
-    return pl.concat(levels).sort("_row").drop("_row", "_end")
+    t = tasks.with_columns(pl.col("task").cast(pl.String).alias("_name"),
+                           pl.max_horizontal(pl.col("end_ns"), pl.col("start_ns") + 1).alias("_end"))
+    depth, parent = nesting(t, by=("block", "group"), start="start_ns", end="_end", parents=True)
+    assert parent is not None
+    names = t["_name"].fill_null("?")
+    code = names.rank("dense").cast(pl.Int64).to_numpy() - 1
+    n_names = int(code.max()) + 1
+    node = np.full(t.height, -1, dtype=np.int64)
+    node_parent: list[np.ndarray] = []
+    node_name: list[np.ndarray] = []
+    made = 0
+    for d in range(int(depth.max()) + 1):  # one vectorized step per nesting level
+        sel = np.flatnonzero(depth == d)
+        up = node[parent[sel]] if d else np.full(len(sel), -1, dtype=np.int64)
+        pairs, inv = np.unique((up + 1) * n_names + code[sel], return_inverse=True)
+        node[sel] = made + inv.reshape(-1)
+        node_parent.append(pairs // n_names - 1)
+        node_name.append(pairs % n_names)
+        made += len(pairs)
+    first_of_code = pl.DataFrame({"c": code, "n": names}).unique("c").sort("c")["n"].to_list()
+    ups, nms = np.concatenate(node_parent).tolist(), np.concatenate(node_name).tolist()
+    keys: list[list[str]] = []
+    for up, nm in zip(ups, nms):  # one step per tree node (a kernel's scopes), not per task
+        keys.append([*keys[up], first_of_code[nm]] if up >= 0 else [first_of_code[nm]])
+    nodes = pl.DataFrame({"_node": np.arange(made, dtype=np.int64), "_key": keys},
+                         schema={"_node": pl.Int64, "_key": pl.List(pl.String)})
+    nodes = nodes.with_columns(pl.col("_key").list.join("/").alias("path"), pl.col("_key").list.last().alias("name"),
+                               (pl.col("_key").list.len() - 1).cast(pl.Int32).alias("depth"))
+    return t.with_columns(pl.Series("depth", depth, dtype=pl.Int32), pl.Series("_node", node)).drop("_end"), nodes
 
 
 def scope_tree(tasks: pl.DataFrame, *, clock_ghz: float = 1.0) -> pl.DataFrame:
@@ -107,9 +120,9 @@ def scope_tree(tasks: pl.DataFrame, *, clock_ghz: float = 1.0) -> pl.DataFrame:
               "normalized_cycles": pl.Float64}
     if tasks.height == 0:
         return pl.DataFrame(schema=schema)
-    t = _paths(tasks)
-    out = (t.group_by("path").agg(
-        pl.col("_name").first().alias("name"), pl.col("depth").first().cast(pl.Int32), pl.len().alias("count"),
+    t, nodes = _paths(tasks)
+    out = (t.group_by("_node").agg(
+        pl.len().alias("count"),
         pl.struct("block", "group").n_unique().cast(pl.UInt32).alias("units"),
         pl.col("duration_ns").sum().alias("total_ns"), pl.col("duration_ns").mean().alias("mean_ns"),
         pl.col("duration_ns").min().alias("min_ns"), pl.col("duration_ns").median().alias("p50_ns"),
@@ -117,7 +130,7 @@ def scope_tree(tasks: pl.DataFrame, *, clock_ghz: float = 1.0) -> pl.DataFrame:
         .with_columns((pl.col("total_ns") / pl.col("units")).alias("normalized_ns"))
         .with_columns((pl.col("total_ns") * clock_ghz).alias("total_cycles"), (pl.col("mean_ns") * clock_ghz).alias("mean_cycles"),
                       (pl.col("normalized_ns") * clock_ghz).alias("normalized_cycles"))
-        .sort("path"))
+        .join(nodes, on="_node").sort("_key"))  # depth first: each node right under its parent
     return out.select(list(schema)).cast(schema)  # type: ignore[arg-type]
 
 
