@@ -176,10 +176,12 @@ def test_proton_trace_with_several_kernels_and_launches(tmp_path, capsys):
     assert main(["intra", "stats", str(p), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     runs = {(r["kernel"], r["launch"]): r for r in doc["summary"]["launches"]}
-    assert runs[("add", 1)]["blocks"] == 4 and runs[("add", 1)]["span_ns"] == 3000 + 3000  # CTAs at +0..3 µs, 3 µs each
-    assert "span_ns" not in doc["summary"]  # one span over several launches would mean nothing
+    # Proton's times count SM cycles (no clock known): the keys say cycles, never ns
+    assert doc["summary"]["time_unit"] == "cycles" and doc["summary"]["clock_ghz"] is None
+    assert runs[("add", 1)]["blocks"] == 4 and runs[("add", 1)]["span_cycles"] == 3000 + 3000  # CTAs at +0..3 k, 3 k each
+    assert "span_cycles" not in doc["summary"] and "span_ns" not in runs[("add", 1)]  # one span over launches: nothing
     sms = {(r["kernel"], r["launch"], r["sm"]): r for r in doc["sms"]}  # per-SM busy time per launch too
-    assert sms[("add", 2, 0)]["blocks"] == 2 and sms[("add", 2, 0)]["busy_ns"] == 6000  # CTAs 0, 2: 100-104, 102-106 µs
+    assert sms[("add", 2, 0)]["blocks"] == 2 and sms[("add", 2, 0)]["busy_cycles"] == 6000  # CTAs 0, 2: 100-104, 102-106 k
     html = tmp_path / "p.html"
     assert main(["intra", "stats", str(p), "--html", str(html)]) == 0
     capsys.readouterr()
@@ -187,7 +189,7 @@ def test_proton_trace_with_several_kernels_and_launches(tmp_path, capsys):
     assert "Per kernel launch" in page and "[object Object]" not in page
     assert main(["intra", "stats", str(p), "--kernel", "rows", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["summary"]["blocks"] == 3 and doc["summary"]["span_ns"] == 10_000
+    assert doc["summary"]["blocks"] == 3 and doc["summary"]["span_cycles"] == 10_000
     assert {s["path"] for s in doc["scopes"]} == {"rows", "rows/loop@L7"}
     assert main(["intra", "stats", str(p), "--kernel", "nope"]) == 2
     assert "it has: add, rows" in capsys.readouterr().err

@@ -179,7 +179,9 @@ def test_proton_chrome_trace_reads_into_tasks(tmp_path, capsys):
         assert main(["intra", "stats", str(p), "--format", "json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         scopes = {s["path"]: s for s in doc["scopes"]}
-        assert scopes["kernel/row_loop"]["count"] == 8 and scopes["kernel/row_loop"]["mean_ns"] == 6000
+        # Proton's µs at its 1 GHz convention are cycles: the tree has cycles, and no time without a clock
+        assert scopes["kernel/row_loop"]["count"] == 8 and scopes["kernel/row_loop"]["mean_cycles"] == 6000
+        assert scopes["kernel/row_loop"]["mean_ns"] is None and doc["summary"]["time_unit"] == "cycles"
         assert scopes["kernel"]["units"] == 8  # 4 CTAs x 2 warps
         assert doc["summary"]["source"] == "proton" and doc["summary"]["finalize_ctas"] == 4
         tasks = {t["task"]: t for t in doc["tasks"]}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 _quiet = click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
@@ -19,9 +21,10 @@ def intra() -> None:
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Also write an HTML timeline (rows = SM lanes).")
 @click.option("--hatchet", "hatchet_out", type=click.Path(dir_okay=False),
               help="Also write the op-measure scope tree as a hatchet file (proton-viewer and kernscope intra view read it).")
-@click.option("--clock-ghz", type=float, default=None,
-              help="Cycles per ns for the cycle columns [default: the SM clock a cycle-mode buffer measured; "
-                   "else 1, Proton's convention: its traces count cycles as ns at 1 GHz].")
+@click.option("--clock-ghz", type=click.FloatRange(min=0.01, max=10.0), default=None,
+              help="SM clock (cycles per ns): turns cycles into time and time into cycles [default: the clock a "
+                   "cycle-mode buffer measured, the file's own, or FILE.clock.json recorded with the run; without "
+                   "one, Proton's cycles stay cycles and no cycle column is made up].")
 @click.option("--kernel", default=None, help="Proton traces with several kernels: only this kernel's launches.")
 @_quiet
 def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hatchet_out: str | None,
@@ -42,9 +45,11 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
     from .export import assign_lanes
     from .hatchet import tree_to_hatchet
     from .io import load_tasks
+    from .units import in_time
 
     loaded = load_tasks(path, task_names.split(",") if task_names else None)
-    t = loaded.tasks
+    clock = clock_of(loaded, clock_ghz, path)
+    t, unit = in_time(loaded.tasks, loaded.unit, clock)
     units = loaded.launches
     if kernel is not None:
         names = sorted(set(units["kernel"].to_list())) if units is not None else []
@@ -67,15 +72,11 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
             sms.append(st.sm_stats(one).select(pl.lit(k).alias("kernel"), pl.lit(n, pl.Int64).alias("launch"), pl.all()))
         summary["launches"] = launches
         per_sm = pl.concat(sms)
-    d0 = loaded.decoded
-    measured = d0.clock_ghz if d0 is not None and d0.cycles else None
-    clock = clock_ghz or measured or loaded.clock_ghz
-    tree = st.scope_tree(t, clock_ghz=clock)
+    tree = st.scope_tree(t, clock_ghz=clock.ghz, unit=unit)
     summary["source"] = loaded.source
-    summary["clock_ghz"] = clock
-    summary["clock_source"] = ("--clock-ghz" if clock_ghz else d0.clock_source if measured and d0 is not None
-                               else "Proton's 1 GHz convention" if loaded.source == "proton"
-                               else "assumed: times were recorded in ns; --clock-ghz gives the scope tree's cycles the SM clock")
+    summary["time_unit"] = unit
+    summary["clock_ghz"] = clock.ghz
+    summary["clock_source"] = clock.source
     if loaded.decoded is not None:
         d = loaded.decoded
         if d.stage_slots:
@@ -99,23 +100,36 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
     if hatchet_out:
         write_text(hatchet_out, _json.dumps(tree_to_hatchet(tree, kernel=path.rsplit("/", 1)[-1])))
     if fmt == "json":
-        doc = _json.loads(stats_document_with_scopes(summary, per_task, per_sm, tree))
-        click.echo(_json.dumps(doc, indent=2))
+        click.echo(stats_json(summary, per_task, per_sm, tree, unit))
     else:
         con = Console()
         render_stats(con, path, summary, per_task)
         if tree.height and tree["depth"].max():  # nested scopes: show the tree too
-            render_tree(con, "scope tree (op-measure)", tree, "total_ns", "time/ns")
+            render_tree(con, "scope tree (op-measure)", tree, *(("total_ns", "time/ns") if unit == "ns" else ("total_cycles", "cycles")))
 
 
-def stats_document_with_scopes(summary, per_task, per_sm, tree) -> str:
+def clock_of(loaded: Any, clock_ghz: float | None, path: str) -> Any:
+    """The SM clock for ``loaded`` (see :func:`~kernscope.intra.units.pick_clock`)."""
+    from .units import Clock, pick_clock
+
+    d0 = loaded.decoded
+    measured = (Clock(d0.clock_ghz, d0.clock_source or "measured from the buffer")
+                if d0 is not None and d0.cycles and d0.clock_ghz else None)
+    return pick_clock(clock_ghz, measured=measured, stated=loaded.clock, path=path)
+
+
+def stats_json(summary: dict[str, Any], per_task: Any, per_sm: Any, tree: Any, unit: str) -> str:
+    """The ``intra stats --format json`` document; a table in cycles has ``*_cycles`` keys, never ``*_ns``."""
     import json as _json
 
     from ..render.intra import stats_document
+    from .units import cycle_keys
 
     doc = _json.loads(stats_document(summary, per_task, per_sm))
+    if unit == "cycles":
+        doc = cycle_keys(doc)
     doc["scopes"] = tree.to_dicts()
-    return _json.dumps(doc)
+    return _json.dumps(doc, indent=2)
 
 
 @intra.command()
@@ -123,9 +137,9 @@ def stats_document_with_scopes(summary, per_task, per_sm, tree) -> str:
 @click.option("-m", "--metric", default=None,
               help="cycles, normalized_cycles, time/ns, time/us or count [default: time/ns; for a hatchet file the "
                    "first of these it has].")
-@click.option("--clock-ghz", type=float, default=None,
-              help="Cycles per ns: converts cycles to time [default for traces and buffers: 1, Proton's convention; "
-                   "a hatchet file with cycles only shows cycles unless given].")
+@click.option("--clock-ghz", type=click.FloatRange(min=0.01, max=10.0), default=None,
+              help="SM clock (cycles per ns): converts cycles to time and time to cycles [default: the clock the "
+                   "file states or FILE.clock.json recorded with the run; else each unit stays as recorded].")
 @_quiet
 def view(path: str, metric: str | None, clock_ghz: float | None, quiet: bool = False) -> None:
     """The scope tree of a hatchet file (kernscope's or Proton's) or of any intra-kernel trace, like proton-viewer."""
@@ -137,6 +151,7 @@ def view(path: str, metric: str | None, clock_ghz: float | None, quiet: bool = F
     from . import stats as st
     from .hatchet import VIEW_METRICS, hatchet_to_tree, parse_json, pick_metric
     from .io import load_tasks
+    from .units import in_time
 
     if metric is not None and metric not in VIEW_METRICS:
         raise KernscopeError(f"unknown metric {metric!r}; use one of {', '.join(VIEW_METRICS)}")
@@ -156,25 +171,42 @@ def view(path: str, metric: str | None, clock_ghz: float | None, quiet: bool = F
         render_tree(Console(), path, choice.tree, choice.column, choice.metric,
                     count_column="count (inc)" if "count (inc)" in tree.columns else "count")
         return
-    metric = metric or "time/ns"
-    t = load_tasks(path).tasks
-    render_tree(Console(), path, st.scope_tree(t, clock_ghz=clock_ghz or 1.0), VIEW_METRICS[metric][0], metric)
+    loaded = load_tasks(path)
+    clock = clock_of(loaded, clock_ghz, path)
+    t, unit = in_time(loaded.tasks, loaded.unit, clock)
+    tree = st.scope_tree(t, clock_ghz=clock.ghz, unit=unit)
+    asked = metric or ("time/ns" if unit == "ns" else "cycles")
+    shown = asked
+    if tree.height and tree[VIEW_METRICS[asked][0]].null_count() == tree.height:  # a unit this file cannot give
+        shown = "cycles" if asked.startswith("time/") else "time/ns"
+        if not quiet:
+            click.echo(f"kernscope: {path}: no {'time' if asked.startswith('time/') else 'cycles'} without an SM clock; "
+                       f"showing {shown} (--clock-ghz G converts)", err=True)
+    render_tree(Console(), path, tree, VIEW_METRICS[shown][0], shown)
 
 
 @intra.command()
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, help="Output: .perfetto-trace (protobuf) or .json (Chrome).")
 @click.option("--task-names", help="Comma-separated names for task types 0, 1, ... (raw buffers).")
+@click.option("--clock-ghz", type=click.FloatRange(min=0.01, max=10.0), default=None,
+              help="SM clock (cycles per ns) that turns a trace in cycles (Proton's) into time.")
 @_quiet
-def export(path: str, output: str, task_names: str | None, quiet: bool = False) -> None:
-    """Convert a buffer dump or trace to Perfetto protobuf or Chrome JSON."""
+def export(path: str, output: str, task_names: str | None, clock_ghz: float | None = None, quiet: bool = False) -> None:
+    """Convert a buffer dump or trace to Perfetto protobuf or Chrome JSON (times in ns; a trace in cycles
+    without a known SM clock is written 1 cycle = 1 ns, and said so)."""
     from .export import write_chrome, write_perfetto
     from .io import load_tasks
+    from .units import in_time
 
-    t = load_tasks(path, task_names.split(",") if task_names else None).tasks
-    out = write_chrome(t, output) if output.endswith(".json") else write_perfetto(t, output)
+    loaded = load_tasks(path, task_names.split(",") if task_names else None)
+    t, unit = in_time(loaded.tasks, loaded.unit, clock_of(loaded, clock_ghz, path))
+    out = write_chrome(t, output, unit=unit) if output.endswith(".json") else write_perfetto(t, output)
     if not quiet:
         click.echo(f"wrote {out} ({t.height:,} slices)", err=True)
+        if unit == "cycles":
+            click.echo(f"kernscope: {path}: times are SM cycles, written as 1 cycle = 1 ns (no SM clock known; "
+                       f"--clock-ghz G converts them)", err=True)
 
 
 @intra.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -208,6 +240,7 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
     from .export import write_perfetto
     from .hatchet import tree_to_hatchet
     from .run import run_script
+    from .units import device_clock, write_sidecar
 
     lines: dict[str, list[tuple[int, int, str]]] = {}
     for spec in line_specs:
@@ -226,15 +259,18 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
     res = run_script(program, kernels=kernels, regions=[r.strip() for r in regions.split(",") if r.strip()],
                      lines=lines, max_launches=max_launches, warps=warps)
     os.makedirs(out_dir, exist_ok=True)
+    clock = device_clock()  # the GPU the kernels just ran on: cycles in the trees, and recorded beside each trace
     kernels_doc: list[dict[str, object]] = []
-    doc: dict[str, object] = {"program": list(program), "exit_code": res.exit_code, "kernels": kernels_doc}
+    doc: dict[str, object] = {"program": list(program), "exit_code": res.exit_code, "kernels": kernels_doc,
+                              "clock_ghz": clock.ghz if clock else None, "clock_source": clock.source if clock else "unknown"}
     con = Console(stderr=fmt == "json")
     for name, ik in res.kernels.items():
         t = ik.tasks()
         base = os.path.join(out_dir, name)
         shown = t.with_columns((t["block"] + t["launch"] * (int(t["block"].max() or 0) + 1)).alias("block")) if t.height else t
         write_perfetto(shown.drop("launch"), base + ".perfetto-trace", list(ik.scopes))
-        tree = st.scope_tree(t)
+        write_sidecar(base + ".perfetto-trace", clock)
+        tree = st.scope_tree(t, clock_ghz=clock.ghz if clock else None)
         write_text(base + ".hatchet", _json.dumps(tree_to_hatchet(tree, kernel=name)))
         kernels_doc.append({"name": name, "launches": ik.launches, "scopes": tree.to_dicts(),
                                "dropped": ik.dropped, "unbalanced": ik.unbalanced,

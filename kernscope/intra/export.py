@@ -189,8 +189,9 @@ def _encode_slices(ts: np.ndarray, is_begin: np.ndarray, trk: np.ndarray, iid: n
     return pb.concat_rows(m, [pb.tag(TRACE_PACKET, pb.WT_LEN), pb.varints(pk_len), *pk_cols]).tobytes()
 
 
-def chrome_trace(tasks: pl.DataFrame) -> dict[str, Any]:
-    """Chrome trace-event JSON (µs): pid = SM, tid = lane, one ``X`` event per task."""
+def chrome_trace(tasks: pl.DataFrame, unit: str = "ns") -> dict[str, Any]:
+    """Chrome trace-event JSON (µs): pid = SM, tid = lane, one ``X`` event per task. ``unit`` "cycles": the
+    times count SM cycles (written 1 cycle = 1 ns), kept in ``otherData.time_unit`` so reading back keeps it."""
     if tasks.height == 0:
         return {"traceEvents": [], "displayTimeUnit": "ns"}
     lanes = assign_lanes(tasks)
@@ -203,7 +204,10 @@ def chrome_trace(tasks: pl.DataFrame) -> dict[str, Any]:
         pl.struct("block", "group", "sm", "task_type").alias("args"),
     ).to_dicts()
     meta = [{"ph": "M", "name": "process_name", "pid": sm, "tid": 0, "args": {"name": f"SM {sm}"}} for sm in lanes.lanes_per_sm]
-    return {"traceEvents": meta + ev, "displayTimeUnit": "ns", "otherData": {"t0_ns": t0, "clock": "globaltimer"}}
+    other: dict[str, Any] = {"t0_ns": t0, "clock": "globaltimer" if unit == "ns" else "SM cycles"}
+    if unit != "ns":
+        other["time_unit"] = unit
+    return {"traceEvents": meta + ev, "displayTimeUnit": "ns", "otherData": other}
 
 
 def _target(file_name: str | os.PathLike[str], ext: str) -> str:
@@ -220,10 +224,10 @@ def write_perfetto(tasks: pl.DataFrame, file_name: str | os.PathLike[str], task_
     return path
 
 
-def write_chrome(tasks: pl.DataFrame, file_name: str | os.PathLike[str]) -> str:
+def write_chrome(tasks: pl.DataFrame, file_name: str | os.PathLike[str], unit: str = "ns") -> str:
     path = _target(file_name, ".json")
     with atomic_path(path) as p:
-        p.write_text(json.dumps(chrome_trace(tasks)))
+        p.write_text(json.dumps(chrome_trace(tasks, unit)))
     return path
 
 

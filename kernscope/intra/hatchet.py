@@ -23,6 +23,10 @@ import polars as pl
 
 from ..errors import KernscopeError
 
+#: hatchet metric <- scope-tree column (besides ``count``)
+_METRICS = (("time (ns)", "total_ns"), ("cycles", "total_cycles"), ("normalized_cycles", "normalized_cycles"),
+            ("mean_time (ns)", "mean_ns"), ("min_time (ns)", "min_ns"), ("max_time (ns)", "max_ns"))
+
 
 def tree_to_hatchet(tree: pl.DataFrame, *, kernel: str = "kernel", device: dict[str, Any] | None = None) -> list[Any]:
     """The hatchet literal of a :func:`~kernscope.intra.stats.scope_tree` table (in its order: depth first), in
@@ -30,12 +34,9 @@ def tree_to_hatchet(tree: pl.DataFrame, *, kernel: str = "kernel", device: dict[
     top: dict[str, Any] = {"frame": {"name": kernel, "type": "function"}, "metrics": {}, "children": []}
     open_nodes: list[dict[str, Any]] = [top]  # the chain from the kernel down to the last node: a parent per depth
     for r in tree.iter_rows(named=True):  # in the tree's order (depth first: a node right after its parent)
-        node: dict[str, Any] = {
-            "frame": {"name": r["name"], "type": "function"},
-            "metrics": {"count": int(r["count"]), "time (ns)": float(r["total_ns"]), "cycles": float(r["total_cycles"]),
-                        "normalized_cycles": float(r["normalized_cycles"]), "mean_time (ns)": float(r["mean_ns"]),
-                        "min_time (ns)": float(r["min_ns"]), "max_time (ns)": float(r["max_ns"])},
-            "children": []}
+        metrics = {m: float(r[c]) for m, c in _METRICS if r[c] is not None}  # a unit without a clock: left out
+        node: dict[str, Any] = {"frame": {"name": r["name"], "type": "function"},
+                                "metrics": {"count": int(r["count"]), **metrics}, "children": []}
         del open_nodes[min(int(r["depth"]), len(open_nodes) - 1) + 1:]
         open_nodes[-1]["children"].append(node)
         open_nodes.append(node)

@@ -19,6 +19,7 @@ from .decode import SCHEMA, Decoded, decode_buffer
 from .export import read_perfetto
 from .hatchet import parse_json
 from .stats import shift_durations
+from .units import Clock
 
 
 @dataclass
@@ -28,7 +29,10 @@ class Loaded:
     source: str  #: "buffer", "chrome", "perfetto" or "proton" (Proton's instrumentation trace)
     #: Proton traces: per CTA the time its profile buffer took to write out ("Finalization Time (ns)")
     finalize: pl.DataFrame | None = None
-    clock_ghz: float = 1.0  #: cycles per ns of the durations (Proton's traces assume 1 GHz)
+    #: what the times count: "ns", or "cycles" (Proton's traces at its 1 GHz convention: µs x 1000 = cycles)
+    unit: str = "ns"
+    #: the SM clock the file itself states (GHz), when it states a real one
+    clock: Clock | None = None
     #: Proton traces holding several kernels or launches: one row per block (kernel, launch, cta, block); the
     #: ``block`` ids of the task table are then unique over the whole file
     launches: pl.DataFrame | None = None
@@ -60,6 +64,7 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     rows, fin = [], []
     seen_proton = False
+    mhz: float | None = None
     for i, e in enumerate(events):
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
@@ -78,6 +83,8 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
         for k, v in args.items():
             if "final" in str(k).lower() and isinstance(v, (int, float)):
                 fin.append((cta, core, int(v)))
+            elif mhz is None and str(k).lower().startswith("frequency") and isinstance(v, (int, float)) and v > 0:
+                mhz = float(v)
     if not seen_proton:
         return None
     types = {**SCHEMA, "kernel": pl.String}
@@ -85,7 +92,12 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
     finalize = pl.DataFrame(fin, schema={"block": pl.Int64, "sm": pl.Int64, "finalize_ns": pl.Int64}, orient="row").unique(
         ["block", "sm"]) if fin else None
     t, launches = _split_launches(t)
-    return Loaded(t.sort("block", "group", "start_ns"), None, "proton", finalize, launches=launches)
+    # Proton divides cycles by "Frequency (MHz)" to write µs: at its 1,000 MHz convention the values are cycles;
+    # at another (a measured) frequency they are time, and the file states the clock
+    real = mhz is not None and abs(mhz - 1000.0) > 1e-6 and 50 <= mhz <= 10_000
+    clock = Clock(mhz / 1e3, f"Proton's trace (Frequency {mhz:g} MHz)") if real and mhz else None
+    return Loaded(t.sort("block", "group", "start_ns"), None, "proton", finalize, launches=launches,
+                  unit="ns" if real else "cycles", clock=clock)
 
 
 def _split_launches(t: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
@@ -167,7 +179,8 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
                 rows.append({"block": a["block"], "group": a.get("group", 0), "sm": a.get("sm", e["pid"]),
                              "task_type": a.get("task_type", -1), "task": e["name"], "start_ns": start,
                              "end_ns": start + dur, "duration_ns": dur})
-            return Loaded(pl.DataFrame(rows, schema=SCHEMA), None, "chrome")
+            unit = str(doc.get("otherData", {}).get("time_unit", "ns")) if isinstance(doc, dict) else "ns"
+            return Loaded(pl.DataFrame(rows, schema=SCHEMA), None, "chrome", unit="cycles" if unit == "cycles" else "ns")
         t = read_perfetto(data).with_columns(pl.lit(-1).cast(pl.Int64).alias("task_type")).select(list(SCHEMA))
         return Loaded(t, None, "perfetto")
     except KernscopeError as e:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import KernscopeError
+from .units import sidecar_path
 
 _FUNC = re.compile(r"^(\s*)tt\.func\s+public\s+@([\w$.]+)\s*\(")
 _LOOP = re.compile(r"^(?:%[\w#:.]+(?:\s*,\s*%[\w#:.]+)*\s*=\s*)?scf\.(for|while)\b")
@@ -240,4 +241,7 @@ def run_override(argv: Sequence[str], work: str | os.PathLike[str], *, regions: 
     if found is None and not session:
         fresh = [p for d in (Path.cwd(), w) for p in d.glob("*.chrome_trace*") if p.stat().st_mtime >= started]
         found = str(max(fresh, key=lambda p: p.stat().st_mtime)) if fresh else None
+    clock = Path(sidecar_path(str(trace)))
+    if found is not None and found != str(trace) and clock.is_file():  # a trace the script named: its clock beside it
+        shutil.copyfile(clock, sidecar_path(found))
     return OverrideResult(found, files, str(dump), (r1.returncode, r3.returncode))

@@ -48,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if session is not None:
             session.finalize()
+        from .units import device_clock, write_sidecar
+
+        # the SM clock of the GPU the trace was recorded on, beside the trace (NAME.chrome_trace.clock.json):
+        # the reader turns Proton's cycles into time with it
+        write_sidecar(a.name + ".chrome_trace", device_clock())
     return code
 
 

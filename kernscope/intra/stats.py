@@ -105,11 +105,14 @@ def _paths(tasks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return t.with_columns(pl.Series("depth", depth, dtype=pl.Int32), pl.Series("_node", node)).drop("_end"), nodes
 
 
-def scope_tree(tasks: pl.DataFrame, *, clock_ghz: float = 1.0) -> pl.DataFrame:
+def scope_tree(tasks: pl.DataFrame, *, clock_ghz: float | None = None, unit: str = "ns") -> pl.DataFrame:
     """Op-measure view: per scope path (nested scopes under their parent), count, total/mean/min/max/p50 in ns
-    and in cycles (ns x ``clock_ghz``; Proton's convention is 1 GHz), and normalized per unit: the total
-    divided by the (block, group) units that ran the scope, as Proton's ``normalized_cycles`` averages over
-    the warps/CTAs that recorded it.
+    and in cycles, and normalized per unit: the total divided by the (block, group) units that ran the scope,
+    as Proton's ``normalized_cycles`` averages over the warps/CTAs that recorded it.
+
+    ``unit``: what the task times count, ``"ns"`` or ``"cycles"`` (Proton's traces). ``clock_ghz``: the SM
+    clock (cycles per ns) when known; the other unit's columns are computed with it, and are null without it
+    (cycles are never made up from ns, nor time from cycles).
 
     Columns: path, name, depth, count, units, total_ns, mean_ns, min_ns, p50_ns, max_ns, normalized_ns,
     total_cycles, mean_cycles, normalized_cycles.
@@ -121,16 +124,24 @@ def scope_tree(tasks: pl.DataFrame, *, clock_ghz: float = 1.0) -> pl.DataFrame:
     if tasks.height == 0:
         return pl.DataFrame(schema=schema)
     t, nodes = _paths(tasks)
+    d = pl.col("duration_ns")
     out = (t.group_by("_node").agg(
-        pl.len().alias("count"),
-        pl.struct("block", "group").n_unique().cast(pl.UInt32).alias("units"),
-        pl.col("duration_ns").sum().alias("total_ns"), pl.col("duration_ns").mean().alias("mean_ns"),
-        pl.col("duration_ns").min().alias("min_ns"), pl.col("duration_ns").median().alias("p50_ns"),
-        pl.col("duration_ns").max().alias("max_ns"))
-        .with_columns((pl.col("total_ns") / pl.col("units")).alias("normalized_ns"))
-        .with_columns((pl.col("total_ns") * clock_ghz).alias("total_cycles"), (pl.col("mean_ns") * clock_ghz).alias("mean_cycles"),
-                      (pl.col("normalized_ns") * clock_ghz).alias("normalized_cycles"))
+        pl.len().alias("count"), pl.struct("block", "group").n_unique().cast(pl.UInt32).alias("units"),
+        d.sum().alias("_total"), d.mean().alias("_mean"), d.min().alias("_min"), d.median().alias("_p50"),
+        d.max().alias("_max"))
+        .with_columns((pl.col("_total") / pl.col("units")).alias("_norm"))
         .join(nodes, on="_node").sort("_key"))  # depth first: each node right under its parent
+    to_ns = 1.0 if unit == "ns" else (1.0 / clock_ghz if clock_ghz else None)
+    to_cycles = 1.0 if unit == "cycles" else clock_ghz
+
+    def scaled(col: str, k: float | None) -> pl.Expr:
+        return pl.col(col) * k if k is not None else pl.lit(None, pl.Float64)
+
+    out = out.with_columns(
+        *(scaled(f"_{c}", to_ns).alias(f"{c}_ns") for c in ("total", "mean", "min", "p50", "max")),
+        scaled("_norm", to_ns).alias("normalized_ns"), scaled("_total", to_cycles).alias("total_cycles"),
+        scaled("_mean", to_cycles).alias("mean_cycles"), scaled("_norm", to_cycles).alias("normalized_cycles"))
+    out = out.with_columns(pl.col("total_ns", "min_ns", "max_ns").round())
     return out.select(list(schema)).cast(schema)  # type: ignore[arg-type]
 
 

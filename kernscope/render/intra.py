@@ -10,25 +10,38 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .terminal import Col, fit_table
+
 
 def stats_document(summary: dict[str, Any], per_task: pl.DataFrame, per_sm: pl.DataFrame) -> str:
     """The ``kernscope intra stats --format json`` document."""
     return json.dumps({"summary": summary, "tasks": per_task.to_dicts(), "sms": per_sm.to_dicts()}, indent=2)
 
 
+def clock_line(summary: dict[str, Any]) -> str:
+    """What the times are and which SM clock (if any) converts them, from ``time_unit``/``clock_*``."""
+    if summary.get("time_unit") == "cycles":
+        return ("times are SM cycles (kcycles = 1,000 cycles): no SM clock is known to make them time "
+                "(--clock-ghz G converts them)")
+    if summary.get("clock_ghz"):
+        return f"SM clock {summary['clock_ghz']:.3f} GHz ({summary.get('clock_source')}): cycles = ns x clock"
+    return "times in ns; no SM clock known, so no cycle columns (--clock-ghz G gives them)"
+
+
 def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl.DataFrame) -> None:
-    """Per-task table (µs) and the kernel-level line (span, tail, SM balance, drops)."""
-    tt = Table(title=f"{title}: {summary.get('tasks', 0):,} tasks, {summary.get('blocks', 0):,} blocks on "
-                     f"{summary.get('sms', 0)} SMs", title_justify="left", show_edge=False)
-    for c in ("task", "count", "mean µs", "p50 µs", "p95 µs", "max µs", "total µs"):
-        tt.add_column(c, justify="left" if c == "task" else "right")
-    for r in per_task.iter_rows(named=True):
-        tt.add_row(str(r["task"]), f"{r['count']:,}",
-                   *(f"{r[k] / 1000:,.3f}" for k in ("mean_ns", "p50_ns", "p95_ns", "max_ns", "total_ns")))
-    con.print(tt)
+    """Per-task table (µs, or kcycles for a table in cycles) and the kernel-level line (span, tail, SM balance,
+    drops)."""
+    u = "kcycles" if summary.get("time_unit") == "cycles" else "µs"
+    con.print(Text(f"{title}: {summary.get('tasks', 0):,} tasks, {summary.get('blocks', 0):,} blocks on "
+                   f"{summary.get('sms', 0)} SMs", style="italic", overflow="fold"))  # a path: folded, never cut
+    cols = [Col("task", enum=True), Col("count", numeric=True),
+            *(Col(f"{k} {u}", numeric=True) for k in ("mean", "p50", "p95", "max", "total"))]
+    rows = [[str(r["task"]), f"{r['count']:,}", *(f"{r[k] / 1000:,.3f}" for k in ("mean_ns", "p50_ns", "p95_ns", "max_ns", "total_ns"))]
+            for r in per_task.iter_rows(named=True)]
+    con.print(fit_table("", cols, rows, con.width))
     if summary.get("launches"):
         lt = Table(title=f"{len(summary['launches'])} kernel launches in this trace", title_justify="left", show_edge=False)
-        for c in ("kernel", "launch", "blocks", "tasks", "span µs", "tail", "SM busy", "SM imbalance"):
+        for c in ("kernel", "launch", "blocks", "tasks", f"span {u}", "tail", "SM busy", "SM imbalance"):
             lt.add_column(c, justify="left" if c == "kernel" else "right")
         for r in summary["launches"]:
             lt.add_row(str(r["kernel"]), str(r["launch"]), f"{r['blocks']:,}", f"{r['tasks']:,}", f"{r['span_ns'] / 1000:,.3f}",
@@ -36,12 +49,12 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
         con.print(lt)
     elif summary.get("tasks"):
         con.print(
-            f"span {summary['span_ns'] / 1000:,.3f} µs · last block end {summary['last_block_end_ns'] / 1000:,.3f} µs vs "
-            f"median {summary['median_block_end_ns'] / 1000:,.3f} µs (tail x{summary['tail_ratio']:.2f}) · SM busy mean "
+            f"span {summary['span_ns'] / 1000:,.3f} {u} · last block end {summary['last_block_end_ns'] / 1000:,.3f} {u} vs "
+            f"median {summary['median_block_end_ns'] / 1000:,.3f} {u} (tail x{summary['tail_ratio']:.2f}) · SM busy mean "
             f"{summary['sm_busy_fraction_mean']:.1%} · SM imbalance max/mean x{summary['sm_imbalance']:.2f}"
         )
-    if summary.get("clock_ghz") and summary.get("clock_source"):
-        con.print(f"cycles at {summary['clock_ghz']:.3f} GHz ({summary['clock_source']})")
+    if "time_unit" in summary:
+        con.print(clock_line(summary))
     if summary.get("warps_without_records"):
         con.print(f"[yellow]sampled warps with no records: {summary['warps_without_records']} (does the kernel have "
                   f"that many warps?)[/yellow]")

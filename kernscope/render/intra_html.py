@@ -47,10 +47,12 @@ def intra_data(tasks: pl.DataFrame, lanes: pl.DataFrame, summary: dict[str, Any]
             if t.height else "",
         },
         "lane_first": first, "lane_max_dur": max_dur, "span_ns": max(span, 1), "t0_ns": t0, "steps": [],
+        "time_unit": summary.get("time_unit", "ns"),  # "cycles": the axis and hovers count cycles, not time
     }
     facts = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in summary.items()
              if not (isinstance(v, list) and v and isinstance(v[0], dict))}  # row lists become tables below
-    tables = {"tasks": _table(per_task, "Per task (ns)"), "sms": _table(per_sm, "Per SM")}
+    unit = "cycles" if summary.get("time_unit") == "cycles" else "ns"
+    tables = {"tasks": _table(per_task, f"Per task ({unit})"), "sms": _table(per_sm, "Per SM")}
     for key, title_ in (("launches", "Per kernel launch"), ("unbalanced", "Unbalanced scopes")):
         listed = summary.get(key)
         if isinstance(listed, list) and listed and isinstance(listed[0], dict):

@@ -32,6 +32,12 @@
     if (a >= 1) return us.toFixed(2) + " µs";
     return (us * 1e3).toFixed(0) + " ns";
   }
+  function fmtCycles(c) {  // intra-kernel timelines recorded in SM cycles with no known clock
+    const a = Math.abs(c);
+    if (a >= 1e6) return (c / 1e6).toFixed(3) + " Mcycles";
+    if (a >= 1e3) return (c / 1e3).toFixed(2) + " kcycles";
+    return c.toFixed(0) + " cycles";
+  }
   function fmtNum(v, col) {
     if (v == null) return "";
     if (typeof v !== "number") return String(v);
@@ -61,6 +67,7 @@
       this.laneFirst = tl.lane_first;
       this.laneMaxDur = tl.lane_max_dur;
       this.span = Math.max(tl.span_ns, 1);
+      this.fmt = tl.time_unit === "cycles" ? fmtCycles : (ns) => fmtUs(ns / 1000);  // the axis unit: ns, or cycles
       this.t0 = 0; this.t1 = this.span;
       this.rowH = 16; this.label = 180; this.axisH = tl.steps && tl.steps.length ? 36 : 22;  // step names below the ticks
       this.wrap = el("div", { cls: "tl-wrap" });
@@ -131,7 +138,7 @@
       for (let t = Math.ceil(this.t0 / tick) * tick; t <= this.t1; t += tick) {
         const x = this.x(t);
         ctx.beginPath(); ctx.moveTo(x, this.axisH - 4); ctx.lineTo(x, H); ctx.stroke();
-        ctx.fillText(fmtUs(t / 1000), x + 2, 12);
+        ctx.fillText(this.fmt(t), x + 2, 12);
       }
       // steps
       for (const s of this.tl.steps || []) {
@@ -170,7 +177,7 @@
         }
       }
       this.drawn = drawn;
-      this.range.textContent = "view " + fmtUs(this.t0 / 1000) + " – " + fmtUs(this.t1 / 1000) + " (" + fmtUs(span / 1000) + ")";
+      this.range.textContent = "view " + this.fmt(this.t0) + " – " + this.fmt(this.t1) + " (" + this.fmt(span) + ")";
     }
     hit(mx, my) {
       const l = Math.floor((my - this.axisH) / this.rowH);
@@ -206,8 +213,8 @@
         if (i < 0) { this.tip.style.display = "none"; return; }
         this.tip.textContent = "";
         this.tip.appendChild(el("b", { text: this.tl.names[this.name[i]] }));
-        this.tip.appendChild(el("div", { text: this.tl.categories[this.cat[i]] + " · " + fmtUs(this.dur[i] / 1000) +
-          " · starts at " + fmtUs(this.start[i] / 1000) + (this.flag && this.flag[i] === 1 ? " · L2 flush" : "") }));
+        this.tip.appendChild(el("div", { text: this.tl.categories[this.cat[i]] + " · " + this.fmt(this.dur[i]) +
+          " · starts at " + this.fmt(this.start[i]) + (this.flag && this.flag[i] === 1 ? " · L2 flush" : "") }));
         this.tip.style.display = "block";
         this.tip.style.left = Math.min(window.innerWidth - 420, e.clientX + 12) + "px";
         this.tip.style.top = (e.clientY + 14) + "px";
