@@ -209,6 +209,76 @@ def export(path: str, output: str, task_names: str | None, clock_ghz: float | No
                        f"--clock-ghz G converts them)", err=True)
 
 
+@intra.command()
+@click.argument("host_trace", type=click.Path(dir_okay=False))
+@click.argument("intra_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+              help="Write the host trace with the records under their kernels: .json or .json.gz (Perfetto UI, "
+                   "chrome://tracing and kernscope analyze read it).")
+@click.option("--kernel", default=None, help="Kernel name in the host trace [default: the intra file's kernel "
+                                             "(Proton's traces name it; intra run names files KERNEL.perfetto-trace)].")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_quiet
+def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, kernel: str | None, fmt: str,
+          quiet: bool = False) -> None:
+    """Place intra-kernel records (INTRA_FILES: kernscope buffers/traces, Proton's traces) under their kernels in
+    HOST_TRACE (a Kineto trace of the same run): each profiled launch is matched to its kernel by name and time
+    order, on the GPU clock both share, and the residual misalignment is reported per launch."""
+    import json as _json
+    import os
+
+    import polars as pl
+    from rich.console import Console
+
+    from .. import load as load_trace
+    from ..errors import KernscopeError
+    from ..files import write_bytes
+    from ..load.source import Limits, open_trace
+    from ..render.intra import render_alignment
+    from ..render.intra_align import encode, merged_json
+    from .align import align as place
+    from .io import load_tasks
+    from .units import in_time
+
+    if output is not None and not output.endswith((".json", ".json.gz")):
+        raise KernscopeError(f"{output}: the merged trace is Chrome/Kineto JSON: name it .json or .json.gz")
+    trace = load_trace(host_trace)
+    done = []
+    for f in intra_files:
+        loaded = load_tasks(f)
+        t, unit = in_time(loaded.tasks, loaded.unit, clock_of(loaded, None, f))
+        if unit != "ns":
+            raise KernscopeError(f"{f}: its times are SM cycles with no known clock, so they cannot be placed on the "
+                                 "host's clock (records in %globaltimer ns can; see intra stats --clock-ghz)")
+        names = [kernel] if kernel else (sorted(set(loaded.launches["kernel"].to_list())) if loaded.launches is not None
+                                         else [os.path.basename(f).split(".")[0]])
+        for name in names:
+            part = t if loaded.launches is None or kernel else t.filter(
+                pl.col("block").is_in(loaded.launches.filter(pl.col("kernel") == name)["block"].implode()))
+            try:
+                done.append((f, place(trace, part, name)))
+            except KernscopeError as e:
+                raise KernscopeError(f"{f}: {e}" + ("" if kernel else " (--kernel NAME names the host's kernel)")) from None
+    if output is not None:
+        src = open_trace(host_trace)
+        try:
+            host = bytes(src.read_all(Limits()))
+        finally:
+            src.close()
+        write_bytes(output, encode(merged_json(host, trace, [a for _, a in done]), output))
+    if fmt == "json":
+        click.echo(_json.dumps({"host_trace": host_trace, "output": output, "alignments": [
+            {"file": f, "kernel": a.kernel, "matched": a.matched, "launches_profiled": a.launches.height,
+             "offset_ns": a.offset_ns, "drift_ppm": a.drift_ppm, "notes": a.notes, "launches": a.launches.to_dicts()}
+            for f, a in done]}, indent=2))
+        return
+    con = Console()
+    for f, a in done:
+        render_alignment(con, f, a)
+    if output is not None and not quiet:
+        click.echo(f"wrote {output}", err=True)
+
+
 @intra.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--kernel", "kernels", multiple=True, help="Kernel (function) name to profile; repeat for several "
                                                          "(default: every launched kernel).")

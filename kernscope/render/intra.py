@@ -97,3 +97,26 @@ def render_tree(con: Console, title: str, tree: pl.DataFrame, column: str, metri
             cells.append("-" if r.get(count_column) is None else f"{r[count_column]:,.0f}")
         t.add_row(*cells)
     con.print(t)
+
+
+def render_alignment(con: Console, path: str, al: Any) -> None:
+    """One alignment (:class:`~kernscope.intra.align.Alignment`): per launch, its kernel and gaps, and the fit."""
+    con.print(Text(f"{path}: {al.matched} of {al.launches.height} profiled launches of {al.kernel} placed under their "
+                   f"kernels", style="italic", overflow="fold"))
+    cols = [Col("launch", numeric=True), Col("kernel at µs", numeric=True), Col("start gap ns", numeric=True),
+            Col("end gap ns", numeric=True), Col("fit residual ns", numeric=True), Col("records", numeric=True),
+            Col("outside", numeric=True)]
+
+    def n(v: Any) -> str:
+        return "-" if v is None else f"{v:,}"
+
+    rows = [[str(r["launch"]), "-" if r["kernel_at_ns"] is None else f"{r['kernel_at_ns'] / 1000:,.3f}", n(r["start_gap_ns"]),
+             n(r["end_gap_ns"]), n(r["fit_residual_ns"]), n(r["records"]), n(r["outside"])]
+            for r in al.launches.iter_rows(named=True)]
+    con.print(fit_table("", cols, rows, con.width))
+    res = al.launches["fit_residual_ns"].drop_nulls().abs()
+    con.print(f"offset {al.offset_ns:,} ns (host clock minus GPU timer), drift {al.drift_ppm:.1f} ppm; "
+              f"largest fit residual {int(res.max() or 0):,} ns; "
+              f"{int(al.launches['outside'].drop_nulls().sum()):,} records outside their kernel")
+    for note in al.notes:
+        con.print(f"[yellow]{note}[/yellow]")

@@ -1,0 +1,124 @@
+"""Intra-kernel records on the host timeline (issue #28, item 4): ``kernscope intra align``.
+
+Real files (``tests/data/align_h100``): ``tests/data/train_with_triton.py`` run on an H100 under
+``kernscope intra run --kernel bias_gelu`` (``benchmarks/gpu_session.sh intra3``): a Kineto trace of 4 active
+steps, and kernscope's records of the Triton kernel's first 6 launches (2 warm-up steps the profiler skipped).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import kernscope
+from kernscope.cli import main
+from kernscope.errors import KernscopeError
+from kernscope.intra.align import align, split_launches
+from kernscope.intra.io import load_tasks
+
+DATA = Path(__file__).parent / "data" / "align_h100"
+HOST, RECORDS = DATA / "train.pt.trace.json.gz", DATA / "bias_gelu.perfetto-trace.gz"
+
+
+def test_real_run_every_matched_record_lies_inside_its_kernel():
+    trace = kernscope.load(HOST, cache=False)
+    tasks = load_tasks(RECORDS).tasks
+    al = align(trace, tasks, "bias_gelu")
+    raw = json.loads(gzip.decompress(HOST.read_bytes()))
+    kernels = sorted(e["ts"] for e in raw["traceEvents"] if e.get("cat") == "kernel" and e["name"] == "bias_gelu")
+    assert len(kernels) == 4 and al.launches.height == 6 and al.matched == 4
+    got = al.launches.filter(pl.col("gpu_idx").is_not_null())
+    assert got["launch"].to_list() == [2, 3, 4, 5]  # the two warm-up launches ran before the profiler's window
+    assert got["kernel_ts"].to_list() == [round(ts * 1000) for ts in kernels]  # each launch to its own kernel, in order
+    assert got["outside"].to_list() == [0, 0, 0, 0] and got["records"].to_list() == [4096] * 4
+    assert (got["start_gap_ns"] >= 0).all() and got["start_gap_ns"].max() < 1_000  # first record right after the start
+    assert got["fit_residual_ns"].abs().max() <= 1_000  # the goal: <= 1 µs per launch on %globaltimer records
+    placed = al.tasks.filter(pl.col("gpu_idx").is_not_null()).join(
+        trace.gpu.select(pl.col("idx").alias("gpu_idx"), "ts", "end"), on="gpu_idx")
+    assert placed.height == 4 * 4096
+    assert ((placed["start_ns"] >= placed["ts"]) & (placed["end_ns"] <= placed["end"])).all()
+    assert any("2 of 6" in n for n in al.notes)
+
+
+def _host(path: Path, kernels: list[tuple[int, int]], base: int) -> None:
+    """A Kineto trace with kernels ``k`` at (ts_ns, dur_ns) on the trace's clock, each launched by a runtime call."""
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::k", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1e6, "args": {"External id": 1}}]
+    for i, (ts, dur) in enumerate(kernels):
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts / 1000 - 5,
+                   "dur": 3.0, "args": {"correlation": 100 + i, "External id": 1}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts / 1000, "dur": dur / 1000,
+                   "args": {"device": 0, "stream": 7, "correlation": 100 + i, "grid": [8, 1, 1]}})
+    path.write_text(json.dumps({"traceEvents": ev, "baseTimeNanoseconds": base}))
+
+
+def _records(starts_gpu: list[int], dur: int, lag: int) -> pl.DataFrame:
+    """8 blocks per launch, each from ``lag`` ns after the launch start (GPU timer ns) to ``dur - lag``."""
+    rows = [{"block": 8 * j + b, "group": 0, "sm": b, "task_type": 0, "task": "k", "start_ns": s + lag + 10 * b,
+             "end_ns": s + dur - lag, "duration_ns": dur - 2 * lag - 10 * b}
+            for j, s in enumerate(starts_gpu) for b in range(8)]
+    return pl.DataFrame(rows)
+
+
+def test_offset_and_drift_are_recovered_and_unmatched_launches_said(tmp_path):
+    base, offset, ppm = 1_700_000_000_000_000_000, 2_286_515, 25.0
+    kernels = [(1_000_000 + 5_000_000 * i, 20_000) for i in range(5)]
+    _host(tmp_path / "h.json", kernels, base)
+    trace = kernscope.load(tmp_path / "h.json", cache=False)
+    # the GPU timer: trace wall clock minus (offset + drift); one extra launch before the trace began
+    gpu = [base + ts - offset - round(ppm * 1e-6 * (ts - kernels[0][0])) for ts, _ in kernels]
+    al = align(trace, _records([gpu[0] - 9_000_000, *gpu], 20_000, 300), "k")
+    assert al.matched == 5 and al.launches["gpu_idx"][0] is None and al.notes
+    assert al.drift_ppm == pytest.approx(ppm, abs=0.5)  # the GPU timer runs slow here: the offset grows
+    got = al.launches.drop_nulls("gpu_idx")
+    assert got["start_gap_ns"].to_list() == [0] * 5 and got["outside"].sum() == 0
+    assert got["fit_residual_ns"].abs().max() <= 1
+    assert abs(al.offset_ns - (offset - 300)) <= 1  # the line meets each launch's first record at its kernel start
+
+
+def test_split_launches_by_time():
+    t = _records([0, 100_000, 100_000 + 20_000 + 1], 20_000, 0)
+    assert split_launches(t).group_by("launch").len().sort("launch")["len"].to_list() == [8, 8, 8]
+
+
+def test_errors_are_one_line(tmp_path, capsys):
+    _host(tmp_path / "h.json", [(1_000_000, 20_000)], 0)
+    trace = kernscope.load(tmp_path / "h.json", cache=False)
+    with pytest.raises(KernscopeError, match="no kernel named 'nope'"):
+        align(trace, _records([1_000_000], 20_000, 0), "nope")
+    with pytest.raises(KernscopeError, match="were they recorded in the same run"):
+        align(trace, _records([1_000_000], 10_000_000, 0), "k")  # a launch far longer than any kernel k
+    far = align(trace, _records([10**15], 20_000, 0), "k")  # one launch, one kernel: it fits, but the clocks disagree
+    assert far.matched == 1 and any("different runs" in n for n in far.notes)
+    proton = Path(__file__).parent / "data" / "proton_h100" / "tutorial_override.chrome_trace.gz"
+    assert main(["intra", "align", str(tmp_path / "h.json"), str(proton)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "SM cycles with no known clock" in err[0]
+    assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(tmp_path / "m.perfetto-trace")]) == 2
+    assert "name it .json or .json.gz" in capsys.readouterr().err
+
+
+def test_cli_writes_one_merged_trace_that_analyze_reads_the_same(tmp_path, capsys):
+    out = tmp_path / "merged.json.gz"
+    assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(out), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (a,) = doc["alignments"]
+    assert a["kernel"] == "bias_gelu" and a["matched"] == 4 and len(a["launches"]) == 6
+    merged = json.loads(gzip.decompress(out.read_bytes()))
+    host = json.loads(gzip.decompress(HOST.read_bytes()))
+    added = merged["traceEvents"][len(host["traceEvents"]):]
+    assert merged["traceEvents"][: len(host["traceEvents"])] == host["traceEvents"]  # the host's events untouched
+    records = [e for e in added if e["ph"] == "X"]
+    assert len(records) == 4 * 4096 and {e["cat"] for e in records} == {"intra_kernel"}
+    assert {e["pid"] for e in records} == {0}  # the GPU's process, as its kernels
+    names = {e["args"]["name"] for e in added if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert all(n.startswith("stream 7 \u21b3 bias_gelu \u00b7 SM ") for n in names)
+    facts = []
+    for p in (HOST, out):  # kernscope still reads the merged file, with the host's numbers
+        assert main(["analyze", str(p), "--format", "json", "--no-cache"]) == 0
+        t = json.loads(capsys.readouterr().out)["trace"]
+        facts.append((t["kernels"], t["gpu_events"], t["kernel_time_us"]))
+    assert facts[0] == facts[1] == (53, 77, pytest.approx(11560.038))
