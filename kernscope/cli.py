@@ -514,6 +514,12 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     pm = perf_model(t, step=step_n, peaks=_peaks(peak, t))
     if pm.ops.height:
         extra.update(perf_sheets(pm))
+    from .analyze.memory import memory_timeline
+    from .render.memory import chart_data, memory_sheets
+
+    mem = memory_timeline(t)  # profile_memory traces: memory sheets and, in HTML, the chart
+    if mem is not None:
+        extra.update(memory_sheets(mem))
     if diff_with:
         from .analyze.diff import Side, diff
         from .render.diff import diff_sheets
@@ -531,7 +537,7 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     elif target == "html":
         from .render.html.analysis import render_analysis
 
-        write_text(output, render_analysis(a, extra))
+        write_text(output, render_analysis(a, extra, chart_data(mem, t.t0) if mem is not None else None))
     else:
         from .render.excel import write_csv_dir
 
@@ -608,6 +614,31 @@ def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_n
     _render_text(fmt, output, lambda con, w: render_perf.render(pm, trace, con, top=top, width=w, show_nested=show_nested),
                  lambda: render_perf.to_json(pm, trace, top, show_nested), lambda: render_perf.to_csv(pm, top, show_nested))
     _raise_if_empty((t, step_n))
+
+
+@cli.command()
+@click.argument("trace")
+@click.option("--top", default=None, type=click.IntRange(min=1),
+              help="Ops listed [default: 15 in the terminal; every row in JSON/CSV].")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("-o", "--output", help="Write to FILE instead of stdout.")
+@trace_options
+def memory(trace: str, top: int | None, fmt: str, output: str | None, salvage: bool, no_cache: bool, rules: str | None,
+           quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
+    """Memory over time (a trace recorded with profile_memory=True): per device the peak with the op and step
+    that reached it, per step the growth, per op the allocations, their lifetime and what is still held."""
+    from .analyze.memory import memory_timeline
+    from .errors import EmptyAnswer
+    from .render import memory as render_memory
+
+    t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
+    m = memory_timeline(t)
+    if m is None:
+        raise EmptyAnswer(f"{trace}: no [memory] events: record the trace with torch.profiler.profile(profile_memory=True)")
+    if top is None and fmt == "table":
+        top = 15
+    _render_text(fmt, output, lambda con, w: render_memory.render(m, trace, con, top=top, width=w),
+                 lambda: render_memory.to_json(m, trace, top), lambda: render_memory.to_csv(m, top))
 
 
 @cli.command("diff")

@@ -289,3 +289,23 @@ def test_bidi_controls_in_names_are_shown_escaped(browser, tmp_path):
     cells = browser.eval("Array.from(document.querySelectorAll('table[data-table=kernels] tbody td:first-child')).map(t => t.textContent)")
     assert cells == ["evil\\u202ekernel_gnp"]
     assert browser.eval("document.documentElement.outerHTML.indexOf('\\u202e')") == -1
+
+
+def test_memory_chart_and_cycle_axis(browser, tmp_path):
+    """#29.2: the report of a profile_memory trace draws the memory chart with its peak; #28.2: an intra timeline in
+    SM cycles labels its axis and hovers in cycles, never as time."""
+    mem = Path(__file__).parent / "data" / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"
+    html = tmp_path / "m.html"
+    assert main(["report", str(mem), "-o", str(html), "-q"]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    assert browser.eval("document.querySelectorAll('#memory canvas').length") == 1
+    assert "peak 1.09 GiB allocated" in browser.eval("document.querySelector('#memory p.note').textContent")
+    proton = Path(__file__).parent / "data" / "proton_h100" / "tutorial_override.chrome_trace.gz"
+    page = tmp_path / "c.html"
+    assert main(["intra", "stats", str(proton), "--html", str(page)]) == 0
+    _fresh(browser)
+    browser.open(page.as_uri())
+    assert browser.errors() == []
+    assert browser.eval("kernscope.timeline.fmt(1500)") == "1.50 kcycles"

@@ -486,3 +486,34 @@ def test_two_groups_with_shared_memory_rings():
     assert d.finalize is not None and d.finalize.height == programs * 2
     per = t.group_by("group").agg(pl.col("duration_ns").median()).sort("group")["duration_ns"].to_list()
     assert per[0] <= per[1], per  # a load inside its iteration
+
+
+def test_intra_run_records_align_under_their_kineto_kernels(tmp_path, capsys):
+    """#28.4: a training loop profiled by Kineto while its Triton kernel is profiled inside (intra run, in a
+    subprocess as a user runs it); every placed record lies inside its kernel's slice, residual <= 1 µs, and the
+    SM clock is recorded next to the records."""
+    import gzip
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from kernscope.cli import main
+
+    script = Path(__file__).parent / "data" / "train_with_triton.py"
+    host = tmp_path / "train.pt.trace.json"
+    subprocess.run([sys.executable, "-m", "kernscope", "intra", "run", "--kernel", "bias_gelu", "-o", str(tmp_path),
+                    "--", sys.executable, str(script), str(host)], check=True, capture_output=True)
+    rec = tmp_path / "bias_gelu.perfetto-trace"
+    side = json.loads((tmp_path / "bias_gelu.perfetto-trace.clock.json").read_text())
+    assert 0.5 < side["sm_clock_ghz"] < 3.0 and "recorded with the run" in side["source"]
+    out = tmp_path / "merged.json.gz"
+    assert main(["intra", "align", str(host), str(rec), "-o", str(out), "--format", "json"]) == 0
+    (a,) = json.loads(capsys.readouterr().out)["alignments"]
+    matched = [r for r in a["launches"] if r["gpu_idx"] is not None]
+    assert len(matched) == 4 and all(r["outside"] == 0 for r in matched)
+    assert max(abs(r["fit_residual_ns"]) for r in matched) <= 1_000
+    print("align on GPU: residuals", [r["fit_residual_ns"] for r in matched], "start gaps",
+          [r["start_gap_ns"] for r in matched], "end gaps", [r["end_gap_ns"] for r in matched], "drift", a["drift_ppm"])
+    merged = json.loads(gzip.decompress(out.read_bytes()))
+    assert sum(1 for e in merged["traceEvents"] if e.get("cat") == "intra_kernel") == sum(r["records"] for r in matched)

@@ -1,4 +1,5 @@
-"""Operator arguments read on first use: ``Input Dims``, ``Input type``, ``Concrete Inputs`` of chosen events.
+"""Event arguments read on first use: ``Input Dims``, ``Input type``, ``Concrete Inputs`` of chosen ops, and the
+sizes of ``[memory]`` events.
 
 The main parse skips these (they are large and most analyses never read them). The perf model asks for
 the ops it needs by event index; the file is read again, each piece is cut into its events by
@@ -8,7 +9,7 @@ structure (no full decode), and only the wanted events' args are decoded.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -30,11 +31,25 @@ class _Event(msgspec.Struct, gc=False):
     args: _OpArgs | None = None
 
 
-_DEC = msgspec.json.Decoder(_Event)
+class _MemArgs(msgspec.Struct, gc=False):
+    """``[memory]`` instant events (``profile_memory=True``): sizes in bytes, after the event."""
+
+    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+    bytes: int | None = msgspec.field(default=None, name="Bytes")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    addr: int | None = msgspec.field(default=None, name="Addr")
+
+
+class _MemEvent(msgspec.Struct, gc=False):
+    args: _MemArgs | None = None
+
+
 SCHEMA = {"idx": pl.Int64, "input_dims": pl.String, "input_type": pl.String, "concrete_inputs": pl.String}
+MEMORY_SCHEMA = {"idx": pl.Int64, "total_allocated": pl.Int64, "total_reserved": pl.Int64, "bytes": pl.Int64,
+                 "device": pl.Int64, "device_type": pl.Int64, "addr": pl.Int64}
 
-
-_DEC_LIST = msgspec.json.Decoder(list[_Event])
 #: merges of a piece with the next before giving up (a cut inside a string, as in the main parse)
 _MAX_MERGES = 8
 
@@ -46,11 +61,28 @@ def read_op_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.Data
     values (everything else is skipped unbuilt, at several hundred MB/s); only wanted events' values
     are turned into strings.
     """
+    rows = _read_args(path, wanted, _Event, lambda i, a: (i, _text(a.input_dims), _text(a.input_type), _text(a.concrete)))
+    return pl.DataFrame(rows, schema=SCHEMA, orient="row")
+
+
+def read_memory_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.DataFrame:
+    """``idx, total_allocated, total_reserved, bytes, device, device_type, addr`` of the ``[memory]`` events at
+    ``wanted`` indices (bytes; Kineto's Device Type: 0 CPU, 1 CUDA)."""
+    rows = _read_args(path, wanted, _MemEvent, lambda i, a: (i, a.total_allocated, a.total_reserved, a.bytes,
+                                                             a.device_id, a.device_type, a.addr))
+    return pl.DataFrame(rows, schema=MEMORY_SCHEMA, orient="row")
+
+
+def _read_args(path: str | os.PathLike[str], wanted: Iterable[int], event: type[Any],
+               row: Callable[[int, Any], tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``row(idx, args)`` for the wanted events that have args: the file is read again piece by piece, each piece
+    decoded into ``event`` structs (only their ``args`` fields are built)."""
     want = sorted(set(int(i) for i in wanted))
     if not want:
-        return pl.DataFrame(schema=SCHEMA)
+        return []
+    decoders = (msgspec.json.Decoder(list[event]), msgspec.json.Decoder(event))  # type: ignore[valid-type]
     source = open_trace(path)
-    rows: list[tuple[int, str | None, str | None, str | None]] = []
+    rows: list[tuple[Any, ...]] = []
     try:
         splitter = Splitter(source, Limits())
         pieces = splitter.pieces()
@@ -58,35 +90,37 @@ def read_op_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.Data
         j = 0
         try:
             for piece in pieces:
-                events, piece = _decode_piece(piece, pieces, splitter.doc.bare_array, str(path))
+                events, piece = _decode_piece(piece, pieces, splitter.doc.bare_array, str(path), decoders, event)
                 end = before + len(events)
                 while j < len(want) and want[j] < end:
                     args = events[want[j] - before].args
                     if args is not None:
-                        rows.append((want[j], _text(args.input_dims), _text(args.input_type), _text(args.concrete)))
+                        rows.append(row(want[j], args))
                     j += 1
                 before = end
                 if j >= len(want):
                     break
         except NeedsWholeDocument:
-            raise TraceError(str(path), "cannot read operator arguments from this document layout") from None
+            raise TraceError(str(path), "cannot read event arguments from this document layout") from None
     finally:
         source.close()
-    return pl.DataFrame(rows, schema=SCHEMA, orient="row")
+    return rows
 
 
-def _decode_piece(piece: Piece, rest: Iterator[Piece], bare: bool, path: str) -> tuple[list[_Event], Piece]:
+def _decode_piece(piece: Piece, rest: Iterator[Piece], bare: bool, path: str, decoders: tuple[Any, Any],
+                  event: type[Any]) -> tuple[list[Any], Piece]:
+    many, one = decoders
     for _ in range(_MAX_MERGES + 1):
         if piece.final:
             for pos, _tail in tail_candidates(piece.text, bare, path):
                 head = bytes(piece.text[:pos]).rstrip()
                 try:
-                    return (_DEC_LIST.decode(b"[" + head + b"]") if head.strip() else []), piece
+                    return (many.decode(b"[" + head + b"]") if head.strip() else []), piece
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     continue
             break
         try:
-            return _DEC_LIST.decode(b"".join((b"[", piece.text, b"]"))), piece
+            return many.decode(b"".join((b"[", piece.text, b"]"))), piece
         except (msgspec.DecodeError, msgspec.ValidationError):
             nxt = next(rest, None)
             if nxt is None:
@@ -101,9 +135,9 @@ def _decode_piece(piece: Piece, rest: Iterator[Piece], bare: bool, path: str) ->
     out = []
     for a, b in spans:
         try:
-            out.append(_DEC.decode(text[a:b]))
+            out.append(one.decode(text[a:b]))
         except (msgspec.DecodeError, msgspec.ValidationError):
-            out.append(_Event())
+            out.append(event())
     return out, piece
 
 

@@ -73,8 +73,10 @@ def timeline_data(gpu: pl.DataFrame, steps: pl.DataFrame, flush: set[tuple[str, 
     }
 
 
-def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None) -> dict[str, Any]:
-    """The page's data document; ``extra`` sheets (perf model, diff) become sortable views after the tables."""
+def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None, memory: list[dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
+    """The page's data document; ``extra`` sheets (perf model, diff) become sortable views after the tables;
+    ``memory``: the memory chart's series (:func:`kernscope.render.memory.chart_data`)."""
     f = a.facts.to_dict()
     flush = None
     if a.benchmark is not None:
@@ -124,11 +126,14 @@ def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None) -> 
         "breakdown": records(a.timeline.select("type", "time_us", "percent")),
         "step_categories": {"steps": step_names, "categories": cats, "values": values},
         "tables": tables,
+        "memory": memory or [],
     }
 
 
-def render_analysis(a: Analysis, extra: dict[str, pl.DataFrame] | None = None) -> str:
-    """The report page of one trace; ``extra``: more sheets shown as sortable tables (e.g. perf model, diff)."""
+def render_analysis(a: Analysis, extra: dict[str, pl.DataFrame] | None = None,
+                    memory: list[dict[str, Any]] | None = None) -> str:
+    """The report page of one trace; ``extra``: more sheets shown as sortable tables (e.g. perf model, diff);
+    ``memory``: the memory chart's series."""
     from ...version import __version__
 
-    return page(analysis_data(a, extra), a.facts.path, f"kernscope {__version__} · {a.facts.kernels:,} kernels")
+    return page(analysis_data(a, extra, memory), a.facts.path, f"kernscope {__version__} · {a.facts.kernels:,} kernels")

@@ -255,6 +255,37 @@
     });
     ctx.fillStyle = "#555"; ctx.fillText(fmtUs(max), 2, 14);
   }
+  function fmtBytes(b) {
+    const a = Math.abs(b);
+    if (a >= 2 ** 30) return (b / 2 ** 30).toFixed(2) + " GiB";
+    if (a >= 2 ** 20) return (b / 2 ** 20).toFixed(1) + " MiB";
+    if (a >= 2 ** 10) return (b / 2 ** 10).toFixed(1) + " KiB";
+    return b.toFixed(0) + " B";
+  }
+  function memoryChart(root, dev) {  // allocated (filled) and reserved (line) bytes over time, the peak marked
+    const t = decode(dev.t, Float64Array), al = decode(dev.allocated, Float64Array), re = decode(dev.reserved, Float64Array);
+    const c = el("canvas", { cls: "bars", "aria-label": "memory " + dev.label });
+    const pk = dev.peak;
+    root.appendChild(el("p", { cls: "note", text: dev.label + ": peak " + fmtBytes(pk.bytes) + " allocated at " +
+      fmtUs(pk.at_ns / 1000) + (pk.op ? " in " + pk.op : "") + (pk.step != null ? " (step " + pk.step + ")" : "") +
+      "; filled: allocated, line: reserved" }));
+    root.appendChild(c);
+    const W = Math.max(600, root.clientWidth || 900), H = 200, pad = 70, dpr = window.devicePixelRatio || 1;
+    c.width = W * dpr; c.height = H * dpr; c.style.width = W + "px"; c.style.height = H + "px";
+    const ctx = c.getContext("2d"); ctx.setTransform(dpr, 0, 0, dpr, 0, 0); ctx.font = "11px system-ui";
+    let t0 = Infinity, t1 = -Infinity, ymax = 1;
+    for (let i = 0; i < t.length; i++) { t0 = Math.min(t0, t[i]); t1 = Math.max(t1, t[i]); ymax = Math.max(ymax, al[i], re[i]); }
+    const x = (v) => pad + (v - t0) / Math.max(t1 - t0, 1) * (W - pad - 10), y = (v) => H - 18 - v / ymax * (H - 30);
+    ctx.fillStyle = "rgba(80,110,180,0.35)"; ctx.beginPath(); ctx.moveTo(x(t[0]), y(0));
+    for (let i = 0; i < t.length; i++) { if (i) ctx.lineTo(x(t[i]), y(al[i - 1])); ctx.lineTo(x(t[i]), y(al[i])); }
+    ctx.lineTo(x(t[t.length - 1]), y(0)); ctx.closePath(); ctx.fill();
+    ctx.strokeStyle = "#b33"; ctx.beginPath();
+    for (let i = 0; i < t.length; i++) { if (i) ctx.lineTo(x(t[i]), y(re[i - 1])); else ctx.moveTo(x(t[i]), y(re[i])); ctx.lineTo(x(t[i]), y(re[i])); }
+    ctx.stroke();
+    const px = x(pk.at_ns); ctx.strokeStyle = "#000"; ctx.beginPath(); ctx.moveTo(px, 10); ctx.lineTo(px, H - 18); ctx.stroke();
+    ctx.fillStyle = "#555"; ctx.fillText(fmtBytes(ymax), 2, 14); ctx.fillText("0", 2, H - 18);
+    ctx.fillText(fmtUs(t0 / 1000), pad, H - 4); ctx.fillText(fmtUs(t1 / 1000), W - 80, H - 4);
+  }
   function breakdown(root, rows) {
     const t = el("div", { cls: "breakdown" });
     for (const r of rows) {
@@ -368,6 +399,10 @@
     if (DATA.breakdown) breakdown(section("GPU timeline breakdown", "breakdown"), DATA.breakdown);
     for (const ch of DATA.charts || []) if (ch.steps.length) stackedSteps(section(ch.title, "chart-" + ch.name), ch);
     if (DATA.step_categories && DATA.step_categories.steps.length) stackedSteps(section("GPU time per step by category", "steps"), DATA.step_categories);
+    if (DATA.memory && DATA.memory.length) {
+      const s = section("Memory over time (profile_memory)", "memory");
+      for (const dev of DATA.memory) memoryChart(s, dev);
+    }
     for (const [name, spec] of Object.entries(DATA.tables || {})) new SortTable(section(spec.title, "table-" + name), name, spec);
     for (const v of DATA.views || []) {
       const s = section(v.title, "view-" + v.name);

@@ -1,0 +1,157 @@
+"""Memory over time from a trace recorded with ``profile_memory=True``: Kineto's ``[memory]`` instant events.
+
+Each ``[memory]`` event is one allocation (``Bytes`` > 0) or free (< 0) by the caching allocator, with the
+device's ``Total Allocated`` and ``Total Reserved`` bytes after it, the block's address and the thread that
+asked. The main parse keeps these events (their time, thread) but not their args; they are read on first use
+(:func:`~kernscope.load.opargs.read_memory_args`). Everything here is vectorized over events:
+
+* **per device**: allocated and reserved bytes over time, the peak (equal to the largest ``Total Allocated``
+  in the file) with the CPU op and step that reached it;
+* **per op** (the innermost CPU op around the event on its thread): allocations, bytes, frees, the lifetime
+  of its blocks (allocation to the free of the same address), and blocks still held at the trace's end;
+* **per step**: allocated at the step's start and end (growth across steps), and the step's peak.
+
+Times are ns on the trace's clock; sizes are bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ..intervals import nesting_depth
+from ..model import Trace
+from ..scalars import as_int
+
+#: Kineto's ``Device Type`` values (c10::DeviceType)
+DEVICE_TYPES = {0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 7: "fpga",
+                8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps", 14: "meta", 15: "hpu",
+                16: "ve", 17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuse1"}
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    """Results of :func:`memory_timeline` (bytes, ns on the trace's clock; ``*_at_ns`` since the trace's start)."""
+
+    #: one row per ``[memory]`` event: idx, ts, device_type, device, bytes (+ alloc, - free), allocated, reserved,
+    #: addr, op_idx, op (innermost CPU op around it on its thread), step
+    events: pl.DataFrame
+    #: per device: events, peak_allocated, peak_at_ns, peak_op, peak_step, peak_reserved, allocated_at_end
+    devices: pl.DataFrame
+    #: per (device, op): allocations, allocated_bytes, frees, freed_bytes, mean_lifetime_us, held_blocks, held_bytes
+    ops: pl.DataFrame
+    #: per (device, step): allocated_at_start, allocated_at_end, growth, peak_allocated, peak_reserved
+    steps: pl.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def _innermost_ops(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
+    """``ev`` (pid, tid, ts) with ``op_idx``/``op``: the innermost CPU op of the same thread whose [ts, end]
+    holds the event; one as-of join per nesting level, deepest that holds wins."""
+    ops = trace.cpu_ops
+    out = ev.with_columns(pl.lit(None, pl.Int64).alias("op_idx"), pl.lit(None, pl.String).alias("op"))
+    if ops.height == 0 or ev.height == 0:
+        return out
+    ops = ops.select("idx", pl.col("name").cast(pl.String), pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String),
+                     "ts", "end")
+    ops = ops.with_columns(nesting_depth(ops, by=("pid", "tid"), start="ts", end="end").alias("depth"))
+    probe = out.select("_row", pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), "ts").sort("ts")
+    found = []
+    for d in range(as_int(ops["depth"].max()), -1, -1):  # one join per nesting level, not per event
+        lvl = ops.filter(pl.col("depth") == d).sort("ts").select(
+            pl.col("ts").alias("_ots"), pl.col("end").alias("_oend"), pl.col("idx").alias("_oidx"),
+            pl.col("name").alias("_oname"), "pid", "tid")
+        hit = (probe.join_asof(lvl, left_on="ts", right_on="_ots", by=["pid", "tid"], strategy="backward",
+                                check_sortedness=False)
+               .filter(pl.col("_oend") >= pl.col("ts")).select("_row", pl.lit(d).alias("_d"), "_oidx", "_oname"))
+        found.append(hit)
+    best = pl.concat(found).sort("_d", descending=True).unique("_row", keep="first")
+    return (out.drop("op_idx", "op").join(best.select("_row", pl.col("_oidx").alias("op_idx"), pl.col("_oname").alias("op")),
+                                          on="_row", how="left"))
+
+
+def memory_events(trace: Trace) -> pl.DataFrame:
+    """One row per ``[memory]`` event of ``trace`` with its sizes, op and step (empty when there are none)."""
+    from ..load.opargs import read_memory_args
+
+    ev = trace.events.filter(pl.col("name") == "[memory]").select("idx", "pid", "tid", "ts")
+    schema = {"idx": pl.Int64, "ts": pl.Int64, "device_type": pl.String, "device": pl.Int64, "bytes": pl.Int64,
+              "allocated": pl.Int64, "reserved": pl.Int64, "addr": pl.Int64, "op_idx": pl.Int64, "op": pl.String,
+              "step": pl.Int64}
+    if ev.height == 0 or not str(trace.path).endswith((".json", ".json.gz", ".gz")):
+        return pl.DataFrame(schema=schema)
+    args = read_memory_args(trace.path, ev["idx"].to_list())
+    ev = (ev.join(args, on="idx", how="inner").with_row_index("_row")
+          .with_columns(pl.col("device_type").replace_strict(DEVICE_TYPES, default=None, return_dtype=pl.String)
+                        .fill_null(pl.col("device_type").cast(pl.String)).alias("device_type")))
+    ev = _innermost_ops(trace, ev)
+    steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
+    if steps.height:
+        ev = (ev.sort("ts").join_asof(steps, left_on="ts", right_on="_s", strategy="backward")
+              .with_columns(pl.when(pl.col("ts") < pl.col("_e")).then(pl.col("step")).alias("step")).drop("_s", "_e"))
+    else:
+        ev = ev.with_columns(pl.lit(None, pl.Int64).alias("step"))
+    return (ev.rename({"total_allocated": "allocated", "total_reserved": "reserved"})
+            .sort("ts", "idx").select(list(schema)).cast(schema))  # type: ignore[arg-type]
+
+
+def memory_timeline(trace: Trace) -> MemoryTimeline | None:
+    """The memory timeline of ``trace``, or None when it has no ``[memory]`` events (not recorded with
+    ``profile_memory=True``)."""
+    ev = memory_events(trace)
+    if ev.height == 0:
+        return None
+    t0 = trace.t0
+    dev = ["device_type", "device"]
+    peak_rows = (ev.sort("allocated", "ts", descending=[True, False]).unique(dev, keep="first")
+                 .select(*dev, pl.col("allocated").alias("peak_allocated"), (pl.col("ts") - t0).alias("peak_at_ns"),
+                         pl.col("op").alias("peak_op"), pl.col("step").alias("peak_step")))
+    devices = (ev.group_by(dev).agg(pl.len().alias("events"), pl.col("reserved").max().alias("peak_reserved"),
+                                    pl.col("allocated").sort_by("ts").last().alias("allocated_at_end"))
+               .join(peak_rows, on=dev).sort(dev)
+               .select(*dev, "events", "peak_allocated", "peak_at_ns", "peak_op", "peak_step", "peak_reserved",
+                       "allocated_at_end"))
+    # lifetimes: an allocation ends at the next event of the same block (device, address) when that is a free
+    blocks = ev.sort(*dev, "addr", "ts", "idx").with_columns(
+        pl.col("bytes").shift(-1).over(*dev, "addr").alias("_next_bytes"),
+        pl.col("ts").shift(-1).over(*dev, "addr").alias("_next_ts"))
+    allocs = blocks.filter(pl.col("bytes") > 0).with_columns(
+        pl.when(pl.col("_next_bytes") < 0).then(pl.col("_next_ts") - pl.col("ts")).alias("_life"))
+    per_op_alloc = allocs.group_by(*dev, "op").agg(
+        pl.len().alias("allocations"), pl.col("bytes").sum().alias("allocated_bytes"),
+        (pl.col("_life").mean() / 1000.0).alias("mean_lifetime_us"),
+        pl.col("_life").is_null().sum().alias("held_blocks"),
+        pl.col("bytes").filter(pl.col("_life").is_null()).sum().alias("held_bytes"))
+    per_op_free = ev.filter(pl.col("bytes") < 0).group_by(*dev, "op").agg(
+        pl.len().alias("frees"), (-pl.col("bytes")).sum().alias("freed_bytes"))
+    ops = (per_op_alloc.join(per_op_free, on=[*dev, "op"], how="full", coalesce=True, nulls_equal=True)
+           .with_columns(pl.col("allocations", "allocated_bytes", "frees", "freed_bytes", "held_blocks", "held_bytes")
+                         .fill_null(0))
+           .select(*dev, "op", "allocations", "allocated_bytes", "frees", "freed_bytes", "mean_lifetime_us", "held_blocks",
+                   "held_bytes")
+           .sort("allocated_bytes", "op", descending=[True, False], nulls_last=True))
+    steps = _per_step(trace, ev)
+    notes = []
+    if ev["op"].null_count():
+        notes.append(f"{ev['op'].null_count():,} of {ev.height:,} memory events happen outside any CPU op (op empty)")
+    unpaired = int(ev.filter(pl.col("bytes") < 0).height) - int(allocs.filter(pl.col("_life").is_not_null()).height)
+    if unpaired > 0:
+        notes.append(f"{unpaired:,} frees of blocks allocated before the trace began")
+    return MemoryTimeline(ev, devices, ops, steps, notes)
+
+
+def _per_step(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
+    """Per (device, step): allocated before the step's first event and after its last, and the step's peak."""
+    schema = {"device_type": pl.String, "device": pl.Int64, "step": pl.Int64, "allocated_at_start": pl.Int64,
+              "allocated_at_end": pl.Int64, "growth": pl.Int64, "peak_allocated": pl.Int64, "peak_reserved": pl.Int64}
+    inside = ev.filter(pl.col("step").is_not_null())
+    if inside.height == 0:
+        return pl.DataFrame(schema=schema)
+    dev = ["device_type", "device"]
+    per = (inside.sort("ts", "idx").group_by(*dev, "step").agg(
+        (pl.col("allocated").first() - pl.col("bytes").first()).alias("allocated_at_start"),
+        pl.col("allocated").last().alias("allocated_at_end"), pl.col("allocated").max().alias("peak_allocated"),
+        pl.col("reserved").max().alias("peak_reserved"))
+        .with_columns((pl.col("allocated_at_end") - pl.col("allocated_at_start")).alias("growth")))
+    return per.select(list(schema)).cast(schema).sort(*dev, "step")  # type: ignore[arg-type]

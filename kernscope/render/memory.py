@@ -1,0 +1,106 @@
+"""The memory timeline (``kernscope memory``): terminal tables, JSON and CSV. Formatting only."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import polars as pl
+from rich.console import Console
+from rich.text import Text
+
+from ..analyze.memory import MemoryTimeline
+from ..scalars import as_int
+from .html import b64
+from .names import term
+from .tables import csv_text, records
+from .terminal import Col, count, fit_table
+
+
+def size(b: float | None) -> str:
+    """Bytes in the unit that reads best (binary: KiB, MiB, GiB), sign kept."""
+    if b is None:
+        return "-"
+    a = abs(b)
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if a >= k:
+            return f"{b / k:,.2f} {unit}"
+    return f"{b:,.0f} B"
+
+
+def _ms(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+
+
+def render(m: MemoryTimeline, path: str, console: Console, top: int | None = 15, width: int | None = None) -> None:
+    w = width or console.width
+    console.print(term(path, "bold"), overflow="fold")
+    for n in m.notes:
+        console.print(Text(n, style="yellow"), overflow="fold")
+    console.print()
+    rows = [[f"{r['device_type']}:{r['device']}", size(r["peak_allocated"]), size(r["peak_reserved"]), _ms(r["peak_at_ns"]),
+             "-" if r["peak_step"] is None else str(r["peak_step"]), r["peak_op"] or "-", size(r["allocated_at_end"]),
+             count(r["events"])] for r in m.devices.iter_rows(named=True)]
+    console.print(fit_table("Memory per device (peak = the largest Total Allocated; at = since the trace's start)",
+                            [Col("device", enum=True), Col("peak allocated", True), Col("peak reserved", True),
+                             Col("at", True), Col("step", True), Col("op at peak", weight=2), Col("allocated at end", True),
+                             Col("events", True, optional=True)], rows, w))
+    console.print()
+    if m.steps.height:
+        rows = [[f"{r['device_type']}:{r['device']}", str(r["step"]), size(r["allocated_at_start"]), size(r["allocated_at_end"]),
+                 size(r["growth"]), size(r["peak_allocated"]), size(r["peak_reserved"])] for r in m.steps.iter_rows(named=True)]
+        console.print(fit_table("Per step (growth = held at the step's end minus at its start)",
+                                [Col("device", enum=True), Col("step", True), Col("at start", True), Col("at end", True),
+                                 Col("growth", True), Col("peak allocated", True), Col("peak reserved", True)], rows, w))
+        console.print()
+    d = m.ops.head(top) if top is not None else m.ops
+    rows = [[r["op"] or "(outside any op)", f"{r['device_type']}:{r['device']}", count(r["allocations"]), size(r["allocated_bytes"]),
+             "-" if r["mean_lifetime_us"] is None else f"{r['mean_lifetime_us']:,.1f} µs", count(r["held_blocks"]),
+             size(r["held_bytes"]), count(r["frees"])] for r in d.iter_rows(named=True)]
+    console.print(fit_table("Allocations by CPU op (lifetime: to the free of the same block; held: not freed in the trace)",
+                            [Col("op", weight=2, min_width=12), Col("device", enum=True), Col("allocs", True), Col("bytes", True),
+                             Col("mean lifetime", True), Col("held", True), Col("held bytes", True),
+                             Col("frees", True, optional=True)], rows, w, more=m.ops.height - d.height))
+
+
+def to_dict(m: MemoryTimeline, path: str, top: int | None = None) -> dict[str, Any]:
+    """The ``--format json`` object: devices, steps, ops (bytes; ``*_at_ns`` since the trace's start), notes."""
+    return {"trace": path, "devices": records(m.devices), "steps": records(m.steps), "ops": records(m.ops, top),
+            "events": m.events.height, "notes": list(m.notes)}
+
+
+def to_json(m: MemoryTimeline, path: str, top: int | None = None) -> str:
+    return json.dumps(to_dict(m, path, top), indent=2, ensure_ascii=False)
+
+
+def to_csv(m: MemoryTimeline, top: int | None = None) -> str:
+    return csv_text(m.ops.head(top) if top is not None else m.ops)
+
+
+def memory_sheets(m: MemoryTimeline) -> dict[str, pl.DataFrame]:
+    """xlsx/CSV sheets and HTML views: devices, steps and ops (bytes)."""
+    return {"memory_devices": m.devices, "memory_steps": m.steps, "memory_ops": m.ops}
+
+
+#: points per device in the HTML chart; more events are bucketed (max per bucket: the peak stays visible)
+CHART_POINTS = 4000
+
+
+def chart_data(m: MemoryTimeline, t0: int) -> list[dict[str, Any]]:
+    """Per device: allocated and reserved bytes over time (ns since ``t0``) for the report's memory chart, and its
+    peak (bytes, time, op, step)."""
+    out = []
+    for r in m.devices.iter_rows(named=True):  # one per device
+        ev = m.events.filter((pl.col("device_type") == r["device_type"]) & (pl.col("device") == r["device"])).sort("ts", "idx")
+        ev = ev.select((pl.col("ts") - t0).alias("t"), "allocated", "reserved")
+        if ev.height > 2 * CHART_POINTS:
+            span = max(as_int(ev["t"].max()) - as_int(ev["t"].min()), 1)
+            ev = (ev.with_columns(((pl.col("t") - pl.col("t").min()) * CHART_POINTS // span).alias("_b"))
+                  .group_by("_b").agg(pl.col("t").min(), pl.col("allocated").max(), pl.col("reserved").max()).sort("_b"))
+        out.append({"label": f"{r['device_type']}:{r['device']}",
+                    "t": b64(ev["t"].to_numpy().astype(np.float64)),
+                    "allocated": b64(ev["allocated"].fill_null(0).to_numpy().astype(np.float64)),
+                    "reserved": b64(ev["reserved"].fill_null(0).to_numpy().astype(np.float64)),
+                    "peak": {"bytes": r["peak_allocated"], "at_ns": r["peak_at_ns"], "op": r["peak_op"], "step": r["peak_step"]}})
+    return out

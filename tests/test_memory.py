@@ -1,0 +1,126 @@
+"""The memory timeline (issue #29, item 2): ``[memory]`` events of ``profile_memory=True`` traces.
+
+Real files: a GPT training step recorded on an H100 with ``profile_memory=True`` (``tests/data/memory_h100``,
+``examples/record_example_trace.py --memory``), and public traces in ``../shared/traces`` (skipped when absent).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from conftest import TRACES
+
+import kernscope
+from kernscope.analyze.memory import memory_timeline
+from kernscope.cli import main
+
+H100 = Path(__file__).parent / "data" / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"
+PUBLIC = [TRACES / "hta" / "v100_2rank_nccl_rank1.json.gz",
+          TRACES / "tracelens" / "mi300_google_owlv2-large-patch14-ensemble__1016001.json.gz"]
+
+
+def _raw(path: Path) -> list[dict]:
+    return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+
+
+def _raw_peaks(events: list[dict]) -> dict[tuple[int, int], int]:
+    peaks: dict[tuple[int, int], int] = defaultdict(int)
+    for e in events:
+        if e.get("name") == "[memory]":
+            a = e["args"]
+            peaks[(a["Device Type"], a["Device Id"])] = max(peaks[(a["Device Type"], a["Device Id"])], a["Total Allocated"])
+    return dict(peaks)
+
+
+def test_h100_peak_op_step_and_allocations_match_the_raw_file():
+    raw = _raw(H100)
+    m = memory_timeline(kernscope.load(H100, cache=False))
+    assert m is not None
+    mem = [e for e in raw if e.get("name") == "[memory]"]
+    (dev,) = m.devices.iter_rows(named=True)
+    assert (dev["device_type"], dev["device"], dev["events"]) == ("cuda", 0, len(mem))
+    assert dev["peak_allocated"] == _raw_peaks(raw)[(1, 0)] == 1_165_149_184
+    assert dev["peak_reserved"] == max(e["args"]["Total Reserved"] for e in mem)
+    # the op at the peak: the innermost cpu_op of the peak event's thread that holds its time (plain Python here)
+    peak = min((e for e in mem if e["args"]["Total Allocated"] == dev["peak_allocated"]), key=lambda e: e["ts"])
+    around = [e for e in raw if e.get("cat") == "cpu_op" and e["tid"] == peak["tid"] and e["ts"] <= peak["ts"] <= e["ts"] + e["dur"]]
+    assert dev["peak_op"] == max(around, key=lambda e: (e["ts"], -e["dur"]))["name"] == "aten::_log_softmax_backward_data"
+    assert dev["peak_step"] == 2
+    allocs = [e for e in mem if e["args"]["Bytes"] > 0]
+    assert m.ops["allocations"].sum() == len(allocs) and m.ops["allocated_bytes"].sum() == sum(e["args"]["Bytes"] for e in allocs)
+    assert m.ops["frees"].sum() == len(mem) - len(allocs)
+    # a steady training loop: every step ends holding what it started with (parameters and optimizer state)
+    assert m.steps["step"].to_list() == [2, 3, 4] and m.steps["growth"].to_list() == [0, 0, 0]
+    assert m.steps["allocated_at_start"].to_list() == [411_443_200] * 3 == [dev["allocated_at_end"]] * 3
+
+
+@pytest.mark.parametrize("path", PUBLIC, ids=["hta_v100", "tracelens_mi300"])
+def test_public_traces_peak_equals_the_largest_total_allocated(path):
+    if not path.is_file():
+        pytest.skip("../shared/traces not present")
+    m = memory_timeline(kernscope.load(path, cache=False))
+    assert m is not None
+    codes = {"cpu": 0, "cuda": 1, "hip": 6}
+    got = {(codes[r["device_type"]], r["device"]): r["peak_allocated"] for r in m.devices.iter_rows(named=True)}
+    assert got == _raw_peaks(_raw(path))
+
+
+def _synthetic(path: Path) -> None:
+    """Two steps; each allocates a 4 MiB activation (freed 50 µs later) and leaks 1 MiB; one free of a block
+    allocated before the trace began."""
+    ev, ts = [], 0.0
+    total = 10 << 20
+    for step in range(2):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": ts,
+                   "dur": 1000.0})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": ts + 10, "dur": 5.0})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::leak", "pid": 1, "tid": 1, "ts": ts + 20, "dur": 5.0})
+        for t, b, addr in ((ts + 12, 4 << 20, 1000), (ts + 22, 1 << 20, 2000 + step), (ts + 62, -(4 << 20), 1000)):
+            total += b
+            ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": t,
+                       "args": {"Total Reserved": 64 << 20, "Total Allocated": total, "Bytes": b, "Device Id": 0,
+                                "Device Type": 1, "Addr": addr}})
+        ts += 1000
+    total -= 2 << 20
+    ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts + 5,
+               "args": {"Total Reserved": 64 << 20, "Total Allocated": total, "Bytes": -(2 << 20), "Device Id": 0,
+                        "Device Type": 1, "Addr": 9}})
+    path.write_text(json.dumps({"traceEvents": ev}))
+
+
+def test_lifetimes_held_blocks_and_growth_across_steps(tmp_path):
+    p = tmp_path / "mem.json"
+    _synthetic(p)
+    m = memory_timeline(kernscope.load(p, cache=False))
+    assert m is not None
+    ops = {r["op"]: r for r in m.ops.iter_rows(named=True)}
+    assert ops["aten::empty"]["allocations"] == 2 and ops["aten::empty"]["mean_lifetime_us"] == pytest.approx(50.0)
+    assert ops["aten::empty"]["held_blocks"] == 0 and ops["aten::leak"]["held_blocks"] == 2
+    assert ops["aten::leak"]["held_bytes"] == 2 << 20 and ops["aten::leak"]["mean_lifetime_us"] is None
+    assert m.steps["growth"].to_list() == [1 << 20, 1 << 20]  # the leak: held at each step's end grows
+    assert m.devices["peak_allocated"][0] == (10 << 20) + (1 << 20) + (4 << 20) + (1 << 20) - 0  # in step 1, before its free
+    assert any("allocated before the trace began" in n for n in m.notes)
+
+
+def test_cli_memory_outputs_and_report(tmp_path, capsys):
+    assert main(["memory", str(H100), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["devices"][0]["peak_allocated"] == 1_165_149_184 and doc["events"] == 2022
+    assert main(["memory", str(H100)]) == 0
+    out = capsys.readouterr().out
+    assert "1.09 GiB" in out and "aten::_log_softmax_backward_data" in out
+    plain = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    assert main(["memory", str(plain)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "profile_memory=True" in err[0]
+    html = tmp_path / "r.html"
+    assert main(["report", str(H100), "-o", str(html), "-q"]) == 0
+    page = html.read_text()
+    data = json.loads(page.split('id="ks-data">', 1)[1].split("</script>", 1)[0])
+    (dev,) = data["memory"]
+    assert dev["label"] == "cuda:0" and dev["peak"]["bytes"] == 1_165_149_184
+    assert {v["name"] for v in data["views"]} >= {"memory_devices", "memory_steps", "memory_ops"}
