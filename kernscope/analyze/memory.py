@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ..intervals import nesting_depth
 from ..model import Trace
-from ..scalars import as_int
+from .attribute import op_gpu_pairs
 
 #: Kineto's ``Device Type`` values (c10::DeviceType)
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 7: "fpga",
@@ -47,28 +46,15 @@ class MemoryTimeline:
 
 
 def _innermost_ops(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
-    """``ev`` (pid, tid, ts) with ``op_idx``/``op``: the innermost CPU op of the same thread whose [ts, end]
-    holds the event; one as-of join per nesting level, deepest that holds wins."""
-    ops = trace.cpu_ops
-    out = ev.with_columns(pl.lit(None, pl.Int64).alias("op_idx"), pl.lit(None, pl.String).alias("op"))
-    if ops.height == 0 or ev.height == 0:
-        return out
-    ops = ops.select("idx", pl.col("name").cast(pl.String), pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String),
-                     "ts", "end")
-    ops = ops.with_columns(nesting_depth(ops, by=("pid", "tid"), start="ts", end="end").alias("depth"))
-    probe = out.select("_row", pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), "ts").sort("ts")
-    found = []
-    for d in range(as_int(ops["depth"].max()), -1, -1):  # one join per nesting level, not per event
-        lvl = ops.filter(pl.col("depth") == d).sort("ts").select(
-            pl.col("ts").alias("_ots"), pl.col("end").alias("_oend"), pl.col("idx").alias("_oidx"),
-            pl.col("name").alias("_oname"), "pid", "tid")
-        hit = (probe.join_asof(lvl, left_on="ts", right_on="_ots", by=["pid", "tid"], strategy="backward",
-                                check_sortedness=False)
-               .filter(pl.col("_oend") >= pl.col("ts")).select("_row", pl.lit(d).alias("_d"), "_oidx", "_oname"))
-        found.append(hit)
-    best = pl.concat(found).sort("_d", descending=True).unique("_row", keep="first")
-    return (out.drop("op_idx", "op").join(best.select("_row", pl.col("_oidx").alias("op_idx"), pl.col("_oname").alias("op")),
-                                          on="_row", how="left"))
+    """``ev`` (``_row``, pid, tid, ts) with ``op_idx``/``op``: the innermost CPU op of the same thread whose
+    [ts, end] holds the event (:func:`~kernscope.analyze.attribute.op_gpu_pairs`, an event as a zero-length launch)."""
+    ops = trace.cpu_ops.select("idx", "pid", "tid", "ts", "end")
+    probe = ev.select(pl.col("_row").cast(pl.UInt32).alias("_g"), pl.col("pid").alias("launch_pid"),
+                      pl.col("tid").alias("launch_tid"), pl.col("ts").alias("launch_ts"), pl.lit(0, pl.Int64).alias("dur"))
+    pairs = op_gpu_pairs(ops, probe).filter(pl.col("innermost"))
+    names = trace.cpu_ops.select(pl.col("idx").alias("op_idx"), pl.col("name").cast(pl.String).alias("op"))
+    best = pairs.select(pl.col("_g").cast(pl.UInt32).alias("_row"), "op_idx").join(names, on="op_idx", how="left")
+    return ev.with_columns(pl.col("_row").cast(pl.UInt32)).join(best, on="_row", how="left")
 
 
 def memory_events(trace: Trace) -> pl.DataFrame:
