@@ -25,14 +25,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ...intervals import merged, union_by
+from ...intervals import union_by
 from ...model import Trace
 from ...scalars import as_float
 from ..facts import trace_facts
+from ..idle import idle_breakdown
 from ..kernels import COMM_PATTERN, NS_PER_US
 
-#: gaps shorter than this, before a kernel launched in time, count as launch overhead (µs)
-KERNEL_WAIT_US = 10.0
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 _TYPES = (("allreduce", "allreduce"), ("all_reduce", "allreduce"), ("allgather", "allgather"), ("all_gather", "allgather"),
           ("reducescatter", "reduce_scatter"), ("reduce_scatter", "reduce_scatter"), ("alltoall", "alltoall"),
@@ -106,7 +105,7 @@ def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     for name, part in (("_comp", comp), ("_comm", comm), ("_cc", both)):
         base = base.join(_union(part, keys).rename({"len": name}), on=keys, how="left")
     base = base.fill_null(0)
-    idle = _idle_breakdown(g, keys)  # also the busy union (_busy): the gaps are what the merged segments leave
+    idle = idle_breakdown(g, keys)  # also the busy union (_busy): the gaps are what the merged segments leave
     base = base.join(idle, on=keys, how="left").fill_null(0)
     ovl = pl.col("_comp") + pl.col("_comm") - pl.col("_cc")
     return base.select(
@@ -121,34 +120,6 @@ def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         ((pl.col("_span") - pl.col("_busy")) / NS_PER_US).alias("idle_us"),
         "host_wait_us", "kernel_wait_us", "other_idle_us",
     )
-
-
-def _idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Per group: the length of the busy union (``_busy``, ns) and its gaps, classified by the launch of the record
-    that ends each gap (µs)."""
-    out: list[dict[str, Any]] = []
-    for key, part in g.group_by(keys, maintain_order=True):
-        ts = part["ts"].to_numpy().astype(np.int64)
-        en = part["end"].to_numpy().astype(np.int64)
-        launch = part["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)
-        o = np.argsort(ts, kind="stable")
-        ts, en, launch = ts[o], en[o], launch[o]
-        s, e = merged(ts, en)
-        row = dict(zip(keys, key))
-        busy = int((e - s).sum())
-        host = kern = other = 0.0
-        if len(s) > 1:
-            gap_start, gap = e[:-1], s[1:] - e[:-1]
-            first = np.searchsorted(ts, s[1:], side="left")  # the record that starts each later segment
-            late = launch[first] > gap_start
-            quick = ~late & (gap < KERNEL_WAIT_US * NS_PER_US) & (launch[first] != np.iinfo(np.int64).min)
-            host = float(gap[late].sum()) / NS_PER_US
-            kern = float(gap[quick].sum()) / NS_PER_US
-            other = float(gap[~late & ~quick].sum()) / NS_PER_US
-        out.append({**row, "_busy": busy, "host_wait_us": host, "kernel_wait_us": kern, "other_idle_us": other})
-    schema = pl.Schema({**{k: g.schema[k] for k in keys}, "_busy": pl.Int64(), "host_wait_us": pl.Float64(),
-                        "kernel_wait_us": pl.Float64(), "other_idle_us": pl.Float64()})
-    return pl.DataFrame(out, schema=schema)
 
 
 def _gpu(trace: Trace) -> pl.DataFrame:
