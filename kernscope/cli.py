@@ -306,12 +306,15 @@ def _failures(job: Any) -> None:
 @click.option("--bench/--no-bench", "bench", default=None,
               help="Benchmark-trace view (default: auto-detect); with a directory: every (input, impl) trace in it, "
                    "kernscope bench's or TritonBench's layout, compared per input.")
+@click.option("--findings", "findings_rules", type=click.Path(dir_okay=False), metavar="FILE",
+              help="TOML file overriding the findings' thresholds and wording (see kernscope/analyze/findings.toml).")
 @click.option("--by-annotation", "by_annotation", is_flag=False, flag_value="", default=None, metavar="[REGEX]",
               help="GPU time, categories and timeline by your record_function ranges (all, or those matching REGEX).")
 @trace_options
 @rank_options
 def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
-            no_categories: bool, linked_only: bool, bench: bool | None, by_annotation: str | None, salvage: bool,
+            no_categories: bool, linked_only: bool, bench: bool | None, findings_rules: str | None,
+            by_annotation: str | None, salvage: bool,
             no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None,
             engine: str, scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
     """Summarize PyTorch profiler (Kineto) traces: steps, kernels, launching ops, categories, GPU timeline.
@@ -328,7 +331,8 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     if len(paths) > 1:
         from .render import ranks as render_ranks
 
-        job = _job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker, read_all)
+        job = _with_findings(_job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker,
+                                  read_all), findings_rules)
         if top is None and fmt == "table":
             top = 15
         _render_text(fmt, output, lambda con, w: render_ranks.render(job, con, top=top, width=w),
@@ -336,6 +340,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
         _failures(job)
         return
     trace = paths[0]
+    finding_rules = _finding_rules(findings_rules)
     if top is None and fmt == "table":
         top = 15
     width = 160 if output or fmt != "table" else _console_width()
@@ -347,7 +352,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     load_key = _load_key(salvage, step_marker, projection)
     key = outputs.result_key("analyze", {"fmt": fmt, "top": top, "step": step, "categories": not no_categories,
                                          "linked_only": linked_only, "bench": bench, "width": width, "color": color,
-                                         "by_annotation": by_annotation,
+                                         "by_annotation": by_annotation, "findings": outputs.rules_digest(findings_rules),
                                          "path": trace},  # the output prints the path: a copy is another output
                              rules)
     digest = None
@@ -371,7 +376,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
         writer.start()
     step_n = _parse_step(step)  # analyze() refuses a step the trace does not have
     a = run(t, step=step_n, categorizer=prefetch.categorizer(), use_kernel_name_categories=not no_categories,
-            linked_only=linked_only, benchmark=bench, by_annotation=by_annotation)
+            linked_only=linked_only, benchmark=bench, by_annotation=by_annotation, finding_rules=finding_rules)
     if t.salvaged is not None and not quiet:
         _notice(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}")
         for line in t.salvage_skipped:
@@ -400,6 +405,26 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     _raise_if_empty((t, step_n), analysis=a)  # an empty answer is never stored: a stored output would exit 0
     if digest is not None:
         outputs.store(digest, load_key, key, body, _silent if quiet else _notice)
+
+
+def _with_findings(job: Any, path: str | None) -> Any:
+    """``job`` with its findings under ``--findings FILE`` (the job computes them with the built-in rules)."""
+    if not path:
+        return job
+    import dataclasses
+
+    from .analyze.findings import find_stragglers
+
+    return dataclasses.replace(job, findings=find_stragglers(job.stragglers, rules=_finding_rules(path)))
+
+
+def _finding_rules(path: str | None) -> Any:
+    """The findings' rules with ``--findings FILE`` applied (None: the built-in ones)."""
+    if not path:
+        return None
+    from .analyze.findings import FindingRules
+
+    return FindingRules.load(path)
 
 
 def _raise_if_empty(*sides: tuple[Any, int | None], analysis: Any = None) -> None:
@@ -447,6 +472,8 @@ def _report_target(output: str) -> str:
 @click.option("--step", default=None, help="Step number, or 'all' (default).")
 @click.option("--linked-only", is_flag=True, help="Timeline over GPU work launched inside the trace window only.")
 @click.option("--bench/--no-bench", "bench", default=None, help="Benchmark-trace view (default: auto-detect).")
+@click.option("--findings", "findings_rules", type=click.Path(dir_okay=False), metavar="FILE",
+              help="TOML file overriding the findings' thresholds and wording (see kernscope/analyze/findings.toml).")
 @click.option("--by-annotation", "by_annotation", is_flag=False, flag_value="", default=None, metavar="[REGEX]",
               help="Add GPU time by your record_function ranges (all, or those matching REGEX).")
 @click.option("--diff", "diff_with", metavar="TRACE_B", help="Add the comparison with TRACE_B (diff_* sheets).")
@@ -455,6 +482,7 @@ def _report_target(output: str) -> str:
 @trace_options
 @rank_options
 def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None,
+           findings_rules: str | None,
            by_annotation: str | None, diff_with: str | None, step_b: str | None, peak: str | None, salvage: bool,
            no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None,
            engine: str, scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
@@ -488,7 +516,8 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
         from .render.excel import write_csv_dir, write_xlsx
         from .render.ranks import rank_sheets
 
-        job = _job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker, read_all)
+        job = _with_findings(_job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker,
+                                  read_all), findings_rules)
         if target == "html":
             from .render.html.views import render_job
 
@@ -504,7 +533,8 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     t = _load(paths[0], salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
     step_n = _parse_step(step)  # analyze() refuses a step the trace does not have
     cat = _categorizer(rules)
-    a = run(t, step=step_n, categorizer=cat, linked_only=linked_only, benchmark=bench, by_annotation=by_annotation)
+    a = run(t, step=step_n, categorizer=cat, linked_only=linked_only, benchmark=bench, by_annotation=by_annotation,
+            finding_rules=_finding_rules(findings_rules))
     from .analyze.perf import perf_model
     from .render.excel import report_sheets
     from .render.perf import perf_sheets

@@ -17,7 +17,8 @@ from .load.source import open_trace
 Notify = Callable[[str], None]
 
 
-def _rules_digest(rules: str | None) -> str | None:
+def rules_digest(rules: str | None) -> str | None:
+    """The content digest of a rules file (None without one), for output-cache keys."""
     if not rules:
         return None
     try:
@@ -27,7 +28,7 @@ def _rules_digest(rules: str | None) -> str | None:
 
 
 def result_key(command: str, options: dict[str, Any], rules: str | None = None) -> dict[str, Any]:
-    return {"command": command, **options, "rules": _rules_digest(rules)}
+    return {"command": command, **options, "rules": rules_digest(rules)}
 
 
 def lookup(path: str, load_key: dict[str, Any], key: dict[str, Any],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -13,6 +13,8 @@ from .annotations import by_annotation as by_annotation_
 from .bench_trace import BenchmarkView, analyze_benchmark, looks_like_benchmark
 from .categories import OTHER, UNKNOWN_LIBRARY, Categorizer
 from .facts import TraceFacts, trace_facts
+from .findings import SCHEMA as FINDINGS_SCHEMA
+from .findings import FindingRules, find
 from .kernels import (
     category_summary,
     gpu_table,
@@ -50,6 +52,8 @@ class Analysis:
     unlinked: dict[str, int]
     benchmark: BenchmarkView | None = None
     annotations: AnnotationBreakdown | None = None  #: with ``by_annotation``: GPU time by the user's ranges
+    #: ranked findings (:mod:`kernscope.analyze.findings`): rule, where, ``win_back_us``, text, evidence
+    findings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FINDINGS_SCHEMA))
 
 
 def check_step(trace: Trace, step: int | None) -> None:
@@ -72,6 +76,7 @@ def analyze(
     linked_only: bool = False,
     benchmark: bool | None = False,
     by_annotation: str | None = None,
+    finding_rules: FindingRules | None = None,
 ) -> Analysis:
     """Run the default analysis of a trace.
 
@@ -84,6 +89,7 @@ def analyze(
         benchmark: add the benchmark view (profiled step, flush, compute kernels); None = when the
             trace looks like a benchmark trace.
         by_annotation: add GPU time by the user annotations matching this regex ("" = all).
+        finding_rules: thresholds and wording of the findings (default: the built-in ``findings.toml``).
     """
     check_step(trace, step)
     if use_kernel_name_categories:
@@ -105,12 +111,13 @@ def analyze(
         timeline = gpu_timeline(g, by=None, linked_only=linked_only)
     by_step = gpu_timeline(all_gpu.filter(pl.col("step").is_not_null()), by="step", linked_only=linked_only)
     want_bench = looks_like_benchmark(trace) if benchmark is None else benchmark
+    steps = step_summary(trace, all_gpu)
     return Analysis(
         trace=trace,
         step=step,
         facts=trace_facts(trace),
         gpu=g,
-        steps=step_summary(trace, all_gpu),
+        steps=steps,
         kernels=kern,
         kernels_by_stream=kernel_summary(g, by=("launcher", "category", "name", "device", "stream")
                                          + (("decided_by", "decided_op") if "decided_by" in g.columns else ())),
@@ -125,6 +132,7 @@ def analyze(
         unlinked=dict(trace.unlinked),
         benchmark=analyze_benchmark(trace, cat) if want_bench else None,
         annotations=by_annotation_(trace, g, by_annotation) if by_annotation is not None else None,
+        findings=find(trace, g, steps, by_step, step=step, rules=finding_rules),
     )
 
 

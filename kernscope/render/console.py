@@ -100,3 +100,19 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
     nonzero = {k: v for k, v in a.unlinked.items() if v}
     console.print(term("Unlinked: " + (", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in nonzero.items())
                                        if nonzero else "none")), overflow="fold")
+    render_findings(a.findings, console, top=5 if top is not None else None)
+
+
+def render_findings(findings: pl.DataFrame, console: Console, top: int | None = 5) -> None:
+    """The ranked findings, one numbered paragraph each: time to win back, rule, and the finding's own words."""
+    console.print()
+    if findings.height == 0:
+        console.print(term("Findings: none above the thresholds (kernscope/analyze/findings.toml; --findings FILE)"),
+                      overflow="fold")
+        return
+    shown = findings.head(top) if top is not None else findings
+    console.print(term(f"Findings, by time to win back ({findings.height:,}"
+                       + (f"; top {shown.height}, all in --format json" if shown.height < findings.height else "") + ")",
+                       "bold"), overflow="fold")
+    for i, r in enumerate(shown.iter_rows(named=True), 1):
+        console.print(term(f"{i}. up to {us(r['win_back_us'])} · {r['title']} [{r['rule']}]: {r['text']}"), overflow="fold")

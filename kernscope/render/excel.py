@@ -53,6 +53,7 @@ def _base_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
         "ops_summary_by_category": a.ops_by_category,
         "launcher_categories": a.launcher_categories,
         "steps": a.steps,
+        "findings": a.findings,
     }
 
 

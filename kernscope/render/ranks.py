@@ -11,8 +11,9 @@ from rich.text import Text
 
 from ..analyze.ranks import JobAnalysis
 from ..scalars import as_float
+from .console import render_findings
 from .names import term
-from .tables import csv_text, records
+from .tables import csv_text, findings_records, records
 from .terminal import Col, count, fit_table, pct, us
 
 _SHADES = " ▁▂▃▄▅▆▇█"
@@ -82,15 +83,18 @@ def render(j: JobAnalysis, console: Console, top: int | None = 15, width: int | 
             Col("group", min_width=5), Col("type", enum=True), Col("instances", True), Col("MiB", True),
             Col("transfer", True), Col("skew mean", True), Col("skew max", True), Col("busbw GB/s", True),
             Col("algo", True), Col("last arriver", True)], rows, w, more=j.collectives.height - d.height))
+    render_findings(j.findings, console, top=5 if top is not None else None)
 
 
 def to_dict(j: JobAnalysis, top: int | None = None) -> dict[str, Any]:
-    """``--format json``: ranks, rank_steps, collectives, collective_instances, stragglers, queues, failures, notes."""
+    """``--format json``: ranks, rank_steps, collectives, collective_instances, stragglers, findings, queues, failures,
+    notes."""
     return {
         "world_size": j.world_size,
         "ranks": records(j.ranks),
         "rank_steps": records(j.rank_steps),
         "stragglers": records(j.stragglers),
+        "findings": findings_records(j.findings),
         "collectives": records(j.collectives),
         "collective_instances": records(j.instances, top),
         "queues": records(j.queues),
@@ -108,5 +112,5 @@ def to_csv(j: JobAnalysis) -> str:
 
 
 def rank_sheets(j: JobAnalysis) -> dict[str, pl.DataFrame]:
-    return {"ranks": j.ranks, "rank_steps": j.rank_steps, "stragglers": j.stragglers, "collectives": j.collectives,
+    return {"ranks": j.ranks, "rank_steps": j.rank_steps, "stragglers": j.stragglers, "findings": j.findings, "collectives": j.collectives,
             "collective_instances": j.instances, "collective_waits": j.waits, "queues": j.queues}

@@ -58,6 +58,7 @@ def to_dict(a: Analysis, top: int | None = None) -> dict[str, Any]:
         ),
         "timeline": records(a.timeline.select("type", "time_us", "percent")),
         "unlinked": a.unlinked,
+        "findings": findings_records(a.findings),
     }
     if a.facts.salvage_skipped:
         out["salvage_skipped"] = a.facts.salvage_skipped
@@ -68,6 +69,11 @@ def to_dict(a: Analysis, top: int | None = None) -> dict[str, Any]:
         out["annotation_categories"] = records(a.annotations.categories)
         out["annotation_timeline"] = records(a.annotations.timeline)
     return out
+
+
+def findings_records(findings: pl.DataFrame) -> list[dict[str, Any]]:
+    """Findings as JSON rows, ranked; ``evidence`` as an object (its numbers, units in the key names)."""
+    return [{**r, "evidence": json.loads(r["evidence"])} for r in records(findings)]
 
 
 def to_json(a: Analysis, top: int | None = None) -> str:

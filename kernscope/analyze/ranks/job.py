@@ -26,6 +26,8 @@ import polars as pl
 
 from ...errors import KernscopeError
 from ...scalars import as_int
+from ..findings import SCHEMA as FINDINGS_SCHEMA
+from ..findings import find_stragglers
 from ..kernels import NS_PER_US
 from .summary import METRICS, STREAM_IDLE, RankResult
 
@@ -52,6 +54,7 @@ class JobAnalysis:
         stragglers: one row per step: step (name), rank, wait_us, total_wait_us, max_wait_us, collectives.
         queues: per rank and stream: queue length statistics and the stream's idle time split into host wait,
             kernel wait and other (HTA's idle time breakdown).
+        findings: ranked findings across ranks (:func:`kernscope.analyze.findings.find_stragglers`).
     """
 
     ranks: pl.DataFrame
@@ -64,6 +67,7 @@ class JobAnalysis:
     failures: list[Failure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     world_size: int | None = None
+    findings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FINDINGS_SCHEMA))
 
 
 def _check(results: list[RankResult]) -> tuple[list[str], bool]:
@@ -197,7 +201,8 @@ def combine(results: list[RankResult], failures: list[Failure] | None = None) ->
     if world is not None and len(results) < world:
         notes.append(f"{len(results)} of {world} ranks analyzed")
     return JobAnalysis(ranks, rank_steps.sort("rank", "step") if rank_steps.height else rank_steps, instances, waits,
-                       _collective_summary(instances), stragglers, queues, list(failures or []), notes, world)
+                       _collective_summary(instances), stragglers, queues, list(failures or []), notes, world,
+                       find_stragglers(stragglers))
 
 
 def _empty_instances() -> pl.DataFrame:

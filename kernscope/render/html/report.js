@@ -384,6 +384,12 @@
       top.appendChild(el("div", {}, sw, el("b", { text: pct.toFixed(1) + "%" }), el("span", { text: " " + cat + " · " + fmtUs(us) })));
     }
     d.appendChild(top);
+    if (h.findings && h.findings.length) {  // what to fix first: the top findings, by time to win back
+      const f = el("div", { cls: "card findings" }, el("span", { text: "top findings (time to win back)" }));
+      for (const x of h.findings) f.appendChild(el("div", {}, el("b", { text: "up to " + fmtUs(x.win_back_us) }),
+        el("span", { text: " " + x.title + ": " + x.text })));
+      d.appendChild(f);
+    }
     return d;
   }
   try {

@@ -1,0 +1,242 @@
+"""Findings: what limits a step and what to fix first, each with its evidence and the time it could win back.
+
+Rules are data: thresholds and wording live in ``findings.toml`` (a user file overrides any key); this module
+only measures. Every finding names where (step, device, op, kernel, rank) and how much (``win_back_us``: the
+time the step could save if the cause were removed; upper bounds say so in their text). Findings are ranked
+by that time. Each rule is vectorized over GPU rows (one polars pipeline, or one numpy pass per step and
+device); only the findings themselves (a few rows) are built in Python.
+
+Rules (``findings.toml``): ``launch_bound`` (GPU idle because launches came late), ``step_start_idle`` (GPU idle
+from the step's start to its first work: CPU or data loading first), ``blocking_sync`` (synchronizing
+runtime calls), ``exposed_comm`` (communication not overlapped by compute), ``tiny_gemm`` (many GEMM kernels
+of a few µs), ``step_variance`` (a step far slower than the median) and, across ranks, ``straggler``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..errors import KernscopeError
+from ..model import Trace
+from .attribute import op_gpu_pairs
+from .idle import idle_breakdown
+from .kernels import NS_PER_US
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+RULES_FILE = Path(__file__).with_name("findings.toml")
+#: columns of a findings table (µs; ``evidence`` is a JSON object of the numbers behind ``text``)
+SCHEMA = {"rule": pl.String, "title": pl.String, "step": pl.Int64, "device": pl.Int64, "rank": pl.Int64, "op": pl.String,
+          "kernel": pl.String, "win_back_us": pl.Float64, "text": pl.String, "evidence": pl.String}
+
+
+@dataclass(frozen=True)
+class FindingRules:
+    """Thresholds and wording per rule (``findings.toml``)."""
+
+    rules: dict[str, dict[str, Any]]
+
+    @classmethod
+    def builtin(cls) -> FindingRules:
+        with open(RULES_FILE, "rb") as f:
+            doc = tomllib.load(f)
+        return cls({k: v for k, v in doc.items() if isinstance(v, dict)})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> FindingRules:
+        """The built-in rules with the keys of the TOML file at ``path`` replacing theirs (one clear error for
+        unreadable files, unknown rules or keys, and values of the wrong type)."""
+        base = cls.builtin()
+        try:
+            with open(path, "rb") as f:
+                doc = tomllib.load(f)
+        except OSError as e:
+            raise KernscopeError(f"{path}: cannot read the findings rules ({e.strerror or e})") from None
+        except tomllib.TOMLDecodeError as e:
+            raise KernscopeError(f"{path}: not valid TOML ({e})") from None
+        rules = {k: dict(v) for k, v in base.rules.items()}
+        for name, over in doc.items():
+            if name == "version":
+                continue
+            if name not in rules or not isinstance(over, dict):
+                raise KernscopeError(f"{path}: unknown findings rule [{name}] (rules: {', '.join(sorted(rules))})")
+            for key, value in over.items():
+                if key not in rules[name]:
+                    raise KernscopeError(f"{path}: [{name}] has no key {key!r} (keys: {', '.join(sorted(rules[name]))})")
+                want = type(rules[name][key])
+                ok = isinstance(value, want) or (want is float and isinstance(value, int) and not isinstance(value, bool))
+                if not ok:
+                    raise KernscopeError(f"{path}: [{name}] {key} must be {want.__name__}, not {type(value).__name__}")
+                rules[name][key] = float(value) if want is float else value
+        return cls(rules)
+
+
+def _row(cfg: dict[str, Any], rule: str, win_back_us: float, evidence: dict[str, Any], **where: Any) -> dict[str, Any]:
+    try:
+        text = str(cfg["text"]).format(**evidence, **{k: v for k, v in cfg.items() if k != "text"})
+    except (KeyError, ValueError, IndexError) as e:
+        raise KernscopeError(f"findings rule [{rule}]: its text cannot be written ({type(e).__name__}: {e})") from None
+    return {"rule": rule, "title": cfg["title"], "step": where.get("step"), "device": where.get("device"),
+            "rank": where.get("rank"), "op": where.get("op"), "kernel": where.get("kernel"),
+            "win_back_us": float(win_back_us), "text": text, "evidence": json.dumps(evidence, default=str)}
+
+
+def _device_work(gpu: pl.DataFrame) -> pl.DataFrame:
+    return gpu.filter(pl.col("step").is_not_null()).select("step", pl.col("device").fill_null(-1), "ts", "end", "dur",
+                                                           "launch_ts", pl.col("kind").cast(pl.String))
+
+
+def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    g = _device_work(gpu)
+    if g.height == 0:
+        return []
+    idle = idle_breakdown(g, ["step", "device"])
+    per = (g.group_by("step", "device").agg(
+        ((pl.col("end").max() - pl.col("ts").min()) / NS_PER_US).alias("span_us"),
+        (pl.col("kind") == "kernel").sum().alias("kernels"),
+        (pl.col("dur").filter(pl.col("kind") == "kernel").median() / NS_PER_US).alias("median_kernel_us"))
+        .join(idle, on=["step", "device"]))
+    out = []
+    for r in per.sort("step", "device").iter_rows(named=True):  # one per (step, device)
+        share = 100.0 * r["host_wait_us"] / r["span_us"] if r["span_us"] else 0.0
+        if r["host_wait_us"] >= cfg["min_us"] and share >= cfg["min_share_pct"]:
+            ev = {"step": r["step"], "device": r["device"], "wait_us": r["host_wait_us"], "share_pct": share,
+                  "gaps": r["host_wait_gaps"], "kernels": r["kernels"], "median_kernel_us": r["median_kernel_us"] or 0.0,
+                  "span_us": r["span_us"]}
+            out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev, step=r["step"], device=r["device"]))
+    return out
+
+
+def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    g = _device_work(gpu)
+    if g.height == 0 or trace.steps.height == 0:
+        return []
+    # per device, each record's predecessor end (the latest end of earlier records): the GPU was busy until then
+    g = g.sort("device", "ts").with_columns(pl.col("end").cum_max().shift(1).over("device").alias("_prev_end"))
+    first = g.group_by("step", "device").agg(pl.col("ts").min().alias("_first"),
+                                             pl.col("_prev_end").sort_by("ts").first().alias("_prev_end"))
+    steps = trace.steps.select("step", "start", "end")
+    out = []
+    for r in first.join(steps, on="step").sort("step", "device").iter_rows(named=True):
+        idle = (r["_first"] - max(r["start"], r["_prev_end"] or r["start"])) / NS_PER_US
+        dur = (r["end"] - r["start"]) / NS_PER_US
+        share = 100.0 * idle / dur if dur > 0 else 0.0
+        if idle >= cfg["min_us"] and share >= cfg["min_share_pct"]:
+            ev = {"step": r["step"], "device": r["device"], "idle_us": idle, "share_pct": share, "step_us": dur}
+            out.append(_row(cfg, "step_start_idle", idle, ev, step=r["step"], device=r["device"]))
+    return out
+
+
+def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
+    rt = trace.events.filter(pl.col("kind") == "runtime")
+    rt = rt.filter(pl.col("name").cast(pl.String).str.contains(cfg["names"]))
+    if rt.height == 0 or trace.steps.height == 0:
+        return []
+    steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
+    rt = (rt.select("idx", "pid", "tid", "ts", "dur", pl.col("name").cast(pl.String)).sort("ts")
+          .join_asof(steps, left_on="ts", right_on="_s", strategy="backward")
+          .filter(pl.col("ts") < pl.col("_e")).with_row_index("_g"))
+    if step is not None:
+        rt = rt.filter(pl.col("step") == step)
+    probe = rt.select("_g", pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
+                      pl.col("ts").alias("launch_ts"), "dur")
+    names = trace.cpu_ops.select(pl.col("idx").alias("op_idx"), pl.col("name").cast(pl.String).alias("op"))
+    ops = (op_gpu_pairs(trace.cpu_ops.select("idx", "pid", "tid", "ts", "end"), probe).filter(pl.col("innermost"))
+           .select("_g", "op_idx").join(names, on="op_idx", how="left"))
+    per = (rt.join(ops, on="_g", how="left").with_columns(pl.col("op").fill_null("(no CPU op)"))
+           .group_by("step", "name", "op").agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("total_us")))
+    out = []
+    for r in per.sort("step", "total_us", descending=[False, True]).iter_rows(named=True):
+        if r["total_us"] >= cfg["min_us"]:
+            ev = {"step": r["step"], "call": r["name"], "op": r["op"], "count": r["count"], "total_us": r["total_us"]}
+            out.append(_row(cfg, "blocking_sync", r["total_us"], ev, step=r["step"], op=r["op"]))
+    return out
+
+
+def exposed_comm(by_step: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    if by_step.height == 0:
+        return []
+    wide = (by_step.filter(pl.col("type").is_in(["exposed_comm_time", "total_time"]))
+            .pivot(on="type", index="step", values="time_us"))
+    if "exposed_comm_time" not in wide.columns:
+        return []
+    out = []
+    for r in wide.sort("step").iter_rows(named=True):
+        exposed, span = r["exposed_comm_time"] or 0.0, r["total_time"] or 0.0
+        share = 100.0 * exposed / span if span else 0.0
+        if exposed >= cfg["min_us"] and share >= cfg["min_share_pct"]:
+            ev = {"step": r["step"], "exposed_us": exposed, "share_pct": share, "span_us": span}
+            out.append(_row(cfg, "exposed_comm", exposed, ev, step=r["step"]))
+    return out
+
+
+def tiny_gemm(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    g = gpu.filter(pl.col("step").is_not_null() & (pl.col("kind").cast(pl.String) == "kernel")
+                   & (pl.col("category").cast(pl.String) == cfg["category"]))
+    if g.height == 0:
+        return []
+    per = (g.group_by("step", pl.col("name").cast(pl.String), pl.col("launcher").cast(pl.String).alias("op"))
+           .agg(pl.len().alias("count"), (pl.col("dur").mean() / NS_PER_US).alias("mean_us"))
+           .filter((pl.col("mean_us") <= cfg["max_mean_us"]) & (pl.col("count") >= cfg["min_count"])))
+    out = []
+    for r in per.sort("step", "count", descending=[False, True]).iter_rows(named=True):
+        saving = r["count"] * min(r["mean_us"], cfg["saving_per_kernel_us"])
+        ev = {"step": r["step"], "kernel": r["name"], "op": r["op"], "count": r["count"], "mean_us": r["mean_us"]}
+        out.append(_row(cfg, "tiny_gemm", saving, ev, step=r["step"], op=r["op"], kernel=r["name"]))
+    return out
+
+
+def step_variance(steps: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    d = steps.filter(pl.col("cpu_duration_us").is_not_null())
+    if d.height < cfg["min_steps"]:
+        return []
+    median = float(d["cpu_duration_us"].median() or 0.0)  # type: ignore[arg-type]
+    out = []
+    for r in d.sort("step").iter_rows(named=True):
+        excess = 100.0 * (r["cpu_duration_us"] - median) / median if median else 0.0
+        if excess >= cfg["min_excess_pct"]:
+            ev = {"step": r["step"], "duration_us": r["cpu_duration_us"], "median_us": median, "excess_pct": excess,
+                  "steps": d.height}
+            out.append(_row(cfg, "step_variance", r["cpu_duration_us"] - median, ev, step=r["step"]))
+    return out
+
+
+def _table(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    t = pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
+    return t.sort("win_back_us", "rule", "step", descending=[True, False, False], nulls_last=True)
+
+
+def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataFrame, *, step: int | None = None,
+         rules: FindingRules | None = None) -> pl.DataFrame:
+    """The findings of one trace, ranked by ``win_back_us``: ``gpu`` the categorized GPU rows analyzed (with
+    ``step``, ``launch_ts``, ``category``, ``launcher``), ``steps`` the step summary (``cpu_duration_us``),
+    ``by_step`` the GPU timeline per step; ``step`` keeps the findings of that step only."""
+    r = (rules or FindingRules.builtin()).rules
+    rows = (launch_bound(gpu, r["launch_bound"]) + step_start_idle(trace, gpu, r["step_start_idle"])
+            + blocking_sync(trace, r["blocking_sync"], step) + exposed_comm(by_step, r["exposed_comm"])
+            + tiny_gemm(gpu, r["tiny_gemm"]) + step_variance(steps, r["step_variance"]))
+    t = _table(rows)
+    return t.filter(pl.col("step") == step) if step is not None else t
+
+
+def find_stragglers(stragglers: pl.DataFrame, *, rules: FindingRules | None = None) -> pl.DataFrame:
+    """Findings across ranks: per step, the rank the collectives waited for (a job's ``stragglers`` table:
+    ``step_number``, ``rank``, ``wait_us``, ``max_wait_us``, ``collectives``, ``last_in``)."""
+    cfg = (rules or FindingRules.builtin()).rules["straggler"]
+    rows = []
+    for r in stragglers.iter_rows(named=True):  # one per step
+        if (r["wait_us"] or 0.0) >= cfg["min_us"]:
+            ev = {"step": r["step_number"], "rank": r["rank"], "wait_us": r["wait_us"], "max_wait_us": r["max_wait_us"],
+                  "collectives": r["collectives"], "last_in": r["last_in"] or 0}
+            rows.append(_row(cfg, "straggler", r["wait_us"], ev, step=r["step_number"], rank=r["rank"]))
+    return _table(rows)

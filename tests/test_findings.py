@@ -1,0 +1,173 @@
+"""Findings (issue #29, item 3): ranked by time to win back, each naming where and how much; rules are data.
+
+Real traces: the bundled H200 GPT step (launch-bound: 5-6 µs kernels), the 4-rank DDP job with an injected
+straggler (``../shared/traces/multirank``, skipped when absent); synthetic steps for each rule's edge.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import TRACES, write_trace
+
+import kernscope
+from kernscope.analyze.findings import FindingRules, find_stragglers
+from kernscope.analyze.summary import analyze
+from kernscope.cli import main
+from kernscope.errors import KernscopeError
+
+EXAMPLE = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+DDP = sorted((TRACES / "multirank").glob("ddp4_rank*.json.gz")) if (TRACES / "multirank").is_dir() else []
+
+
+def _host_wait_us(gpu: pl.DataFrame) -> float:
+    """GPU idle before records launched after the GPU ran dry, by a plain loop (the test's own arithmetic)."""
+    rows = sorted(gpu.select("ts", "end", "launch_ts").iter_rows(), key=lambda r: r[0])
+    busy_until, wait = rows[0][1], 0
+    for ts, end, launch in rows[1:]:
+        if ts > busy_until and launch is not None and launch > busy_until:
+            wait += ts - busy_until
+        busy_until = max(busy_until, end)
+    return wait / 1000.0
+
+
+def test_bundled_trace_is_launch_bound_with_the_measured_wait():
+    a = analyze(kernscope.load(EXAMPLE, cache=False))
+    f = a.findings
+    assert f["rule"][0] == "launch_bound" and f["win_back_us"].is_sorted(descending=True)
+    for r in f.filter(pl.col("rule") == "launch_bound").iter_rows(named=True):
+        g = a.gpu.filter((pl.col("step") == r["step"]) & (pl.col("device") == r["device"]))
+        assert r["win_back_us"] == pytest.approx(_host_wait_us(g), abs=0.01)
+        ev = json.loads(r["evidence"])
+        assert ev["kernels"] == g.filter(pl.col("kind") == "kernel").height and ev["median_kernel_us"] < 10
+        assert f"step {r['step']}, GPU {r['device']}" in r["text"]
+    sync = f.filter(pl.col("rule") == "blocking_sync")
+    assert sync.height and set(sync["op"]) == {"aten::_local_scalar_dense"}  # loss.item() in each step
+
+
+def _launch_bound_step(path: Path, n: int = 3000) -> None:
+    """One step of ``n`` 2 µs kernels, each launched 8 µs after the previous one (the CPU is the bottleneck)."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": n * 8.0 + 50},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.0, "dur": n * 8.0 + 40}]
+    for i in range(n):
+        t = 2.0 + 8.0 * i
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t, "dur": 3.0,
+                   "args": {"correlation": i + 1}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "pid": 0, "tid": 7, "ts": t + 4.0,
+                   "dur": 2.0, "args": {"correlation": i + 1, "device": 0, "stream": 7}})
+    write_trace(path, ev)
+
+
+def test_thousands_of_tiny_kernels_rank_launch_bound_first(tmp_path):
+    p = tmp_path / "lb.json"
+    _launch_bound_step(p)
+    f = analyze(kernscope.load(p, cache=False)).findings
+    top = f.row(0, named=True)
+    assert top["rule"] == "launch_bound" and top["step"] == 1
+    assert top["win_back_us"] == pytest.approx(2999 * 6.0, rel=1e-6)  # 6 µs idle before each later kernel
+    assert json.loads(top["evidence"])["share_pct"] == pytest.approx(100 * 2999 * 6 / (2999 * 8 + 2), rel=1e-4)
+
+
+def _steps_trace(path: Path, durations_us: list[float], *, sync_us: float = 0.0, comm_us: float = 0.0,
+                 gemms: int = 0) -> None:
+    ev, t, corr = [], 0.0, 0
+    for k, d in enumerate(durations_us):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1, "tid": 1, "ts": t, "dur": d})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t + 1, "dur": d - 2})
+        gpu_t = t + 5
+        kernels = [("ampere_sgemm_32x32_sliced1x4_nn", 3.0)] * gemms + [("ampere_sgemm_128x64_nn", 40.0)]
+        if comm_us:
+            kernels.append(("ncclDevKernel_AllReduce_Sum_f32_RING_LL", comm_us))
+        for name, dur in kernels:
+            corr += 1
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2,
+                       "dur": 1.0, "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": gpu_t, "dur": dur,
+                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+            gpu_t += dur
+        if sync_us:
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 1, "tid": 1, "ts": t + d - 3 - sync_us,
+                       "dur": sync_us + 1})
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1,
+                       "ts": t + d - 2.5 - sync_us, "dur": sync_us})
+        t += d + 1
+    write_trace(path, ev)
+
+
+def test_slow_step_sync_comm_and_tiny_gemms_are_named(tmp_path):
+    p = tmp_path / "s.json"
+    _steps_trace(p, [1000.0, 1000.0, 1000.0, 1500.0], sync_us=300.0, comm_us=200.0, gemms=40)
+    f = analyze(kernscope.load(p, cache=False)).findings
+    slow = f.filter(pl.col("rule") == "step_variance")
+    assert slow["step"].to_list() == [3] and slow["win_back_us"][0] == pytest.approx(500.0)
+    sync = f.filter(pl.col("rule") == "blocking_sync")
+    assert sync.height == 4 and set(sync["op"]) == {"aten::item"} and sync["win_back_us"].to_list() == [300.0] * 4
+    comm = f.filter(pl.col("rule") == "exposed_comm")
+    assert comm.height == 4 and comm["win_back_us"].to_list() == pytest.approx([200.0] * 4)
+    tiny = f.filter(pl.col("rule") == "tiny_gemm")
+    assert tiny.height == 4 and set(tiny["kernel"]) == {"ampere_sgemm_32x32_sliced1x4_nn"}
+    assert tiny["win_back_us"].to_list() == pytest.approx([40 * 2.0] * 4)  # 40 calls x the assumed 2 µs each
+    one = analyze(kernscope.load(p, cache=False), step=3).findings
+    assert set(one["step"]) == {3}  # --step: that step's findings only
+
+
+def test_rules_are_data_a_user_file_moves_thresholds_and_bad_files_are_one_line(tmp_path, capsys):
+    p = tmp_path / "lb.json"
+    _launch_bound_step(p, 200)
+    strict = tmp_path / "strict.toml"
+    strict.write_text("[launch_bound]\nmin_share_pct = 99\n")
+    assert main(["analyze", str(p), "--format", "json", "--no-cache", "--findings", str(strict)]) == 0
+    assert [x["rule"] for x in json.loads(capsys.readouterr().out)["findings"]] == []
+    assert main(["analyze", str(p), "--format", "json", "--no-cache"]) == 0
+    assert [x["rule"] for x in json.loads(capsys.readouterr().out)["findings"]] == ["launch_bound"]
+    for text, says in (("[nope]\nx = 1\n", "unknown findings rule [nope]"), ("[launch_bound]\nmin_us = 'a'\n", "must be float"),
+                       ("[launch_bound]\nfoo = 1\n", "has no key 'foo'"), ("[launch_bound\n", "not valid TOML")):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text)
+        assert main(["analyze", str(p), "--findings", str(bad), "--no-cache"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0] and "bad.toml" in err[0]
+    wording = tmp_path / "w.toml"
+    wording.write_text('[launch_bound]\ntext = "GPU {device} starved {wait_us:.0f} us in step {step}"\n')
+    assert FindingRules.load(wording).rules["launch_bound"]["text"].startswith("GPU {device}")
+    assert main(["analyze", str(p), "--no-cache", "--findings", str(wording)]) == 0
+    assert "GPU 0 starved" in capsys.readouterr().out
+
+
+def test_terminal_html_and_sheets_show_the_findings(tmp_path, capsys):
+    assert main(["analyze", str(EXAMPLE), "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "Findings, by time to win back" in out and "1. up to" in out and "[launch_bound]" in out
+    html = tmp_path / "r.html"
+    assert main(["report", str(EXAMPLE), "-o", str(html), "-q", "--no-cache"]) == 0
+    data = json.loads(html.read_text().split('id="ks-data">', 1)[1].split("</script>", 1)[0])
+    assert [f["rule"] for f in data["headline"]["findings"]][:1] == ["launch_bound"]
+    assert main(["report", str(EXAMPLE), "-o", str(tmp_path / "csv"), "-q", "--no-cache"]) == 0
+    assert (tmp_path / "csv" / "findings.csv").read_text().startswith("rule,")
+
+
+@pytest.mark.skipif(len(DDP) != 4, reason="../shared/traces/multirank not present")
+def test_ddp_job_names_the_injected_straggler_first_in_every_step(capsys):
+    assert main(["analyze", *map(str, DDP), "--format", "json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    f = doc["findings"]
+    assert f[0]["rule"] == "straggler" and f[0]["rank"] == 2
+    per_step = {}
+    for x in f:
+        per_step.setdefault(x["step"], x)  # ranked: the first finding of each step
+    assert set(per_step) == {2, 3, 4, 5} and all(x["rank"] == 2 for x in per_step.values())
+    assert all(x["win_back_us"] > 10_000 for x in per_step.values())  # rank 2 sleeps 8 ms; the others wait longer
+
+
+def test_straggler_threshold_from_rules():
+    s = pl.DataFrame({"step_number": [1], "rank": [3], "wait_us": [40.0], "max_wait_us": [60.0], "collectives": [2],
+                      "last_in": [2]})
+    assert find_stragglers(s).height == 0  # under the 50 µs default
+    assert find_stragglers(s.with_columns(pl.lit(80.0).alias("wait_us")))["rank"].to_list() == [3]
+    with pytest.raises(KernscopeError):
+        FindingRules.load("/nonexistent/rules.toml")
+    assert np.isfinite(FindingRules.builtin().rules["tiny_gemm"]["saving_per_kernel_us"])
