@@ -5,14 +5,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 PIP     = $(VENV)/bin/pip
-EXAMPLE = kernscope/examples/h200_gpt_train_step.pt.trace.json.gz
+EXAMPLE = src/kernscope/examples/h200_gpt_train_step.pt.trace.json.gz
 TORCH_CPU ?= torch==2.13.0
 # triton's frontend compiles kernels to TTIR/PTX without a GPU: the intra-kernel rewrite tests use it
 TRITON_CPU ?= triton==3.6.0
 
 .PHONY: install install-test demo test lint bench-load clean
 
-$(VENV)/.installed: pyproject.toml kernscope/load/_xspace.c
+$(VENV)/.installed: pyproject.toml src/kernscope/load/_xspace.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e .
@@ -40,8 +40,8 @@ demo: install
 	@echo "Reports: out/report.html (open it in a browser) and out/report.xlsx"
 
 lint: install-test
-	$(VENV)/bin/ruff check kernscope tests benchmarks examples
-	$(VENV)/bin/mypy kernscope
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/mypy src/kernscope
 
 test: lint
 	KERNSCOPE_REQUIRE_BROWSER=1 $(PY) -m pytest -q -p no:cacheprovider

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from kernscope.intra import Profiler, alloc_profiler_buffer, tid  # noqa: E402
 from kernscope.intra.device import globaltimer  # noqa: E402
 

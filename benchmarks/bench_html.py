@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
 
 from kernscope.cli import main as ks  # noqa: E402
 from kernscope.testing.browser import Browser, find_chromium  # noqa: E402

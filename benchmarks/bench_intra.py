@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import kernscope  # noqa: E402
 from kernscope.intra import Profiler, tid  # noqa: E402
 from kernscope.intra.host import alloc_profiler_buffer, reset_profiler_buffer  # noqa: E402

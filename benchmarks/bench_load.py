@@ -124,13 +124,13 @@ def main() -> int:
                     help="rounds: every contender runs once per round, in turn (so a slow minute of a shared "
                          "machine hits all of them); the median of the rounds is reported")
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "src"))
     tmp = tempfile.mkdtemp(prefix="kernscope-bench-")
     cache = os.path.join(tmp, "cache")
-    env = dict(os.environ, KERNSCOPE_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, KERNSCOPE_CACHE_DIR=cache, PYTHONPATH=str(ROOT / "src"))
     # kernscope as installed: its modules compiled to bytecode, as pip does at install time (HTA's are). A
     # checkout run with PYTHONDONTWRITEBYTECODE=1 set would otherwise compile its changed modules in every run
-    compileall.compile_dir(str(ROOT / "kernscope"), quiet=1)
+    compileall.compile_dir(str(ROOT / "src" / "kernscope"), quiet=1)
     suffix = ".json.gz" if args.gz else ".json"
     if args.trace:
         path = os.path.abspath(args.trace)

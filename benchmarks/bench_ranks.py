@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
 SRC = ROOT.parent / "shared" / "traces" / "multirank"
 WORK = Path(os.environ.get("KERNSCOPE_BENCH_DIR", "/tmp/kernscope-bench-ranks"))
 
@@ -91,7 +91,7 @@ def prepare(n: int, size_mb: float) -> Path:
 
 def run(code: str, *args: str) -> dict[str, object]:
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])

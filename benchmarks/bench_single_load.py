@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from kernscope.intra import Profiler, alloc_profiler_buffer, tid  # noqa: E402
 from kernscope.intra.host import decode_profiler_buffer, reset_profiler_buffer  # noqa: E402
 

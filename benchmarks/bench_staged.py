@@ -23,7 +23,7 @@ import torch
 import triton
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests" / "data"))
 import staged_kernels as sk  # noqa: E402
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
 
 from kernscope.load.protowire import fields_of, padded, walk  # noqa: E402
 from kernscope.load.protowire import varint_bytes as _varint  # noqa: E402

@@ -6,7 +6,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/kernscope-out}
 mkdir -p "$OUT"
 PART=${1:-all}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} KERNSCOPE_CACHE_DIR=/tmp/kcache
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} KERNSCOPE_CACHE_DIR=/tmp/kcache
 if [ -d .carry/wheels ]; then python3 -m pip install -q --no-deps --no-index .carry/wheels/*.whl >"$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"; fi
 ks() { python3 -m kernscope "$@"; }
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

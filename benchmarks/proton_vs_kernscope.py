@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import triton.profiler as proton  # noqa: E402
 from record_proton_files import NAMES, rows_kernscope, rows_plain, rows_proton  # noqa: E402

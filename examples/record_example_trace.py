@@ -2,7 +2,7 @@
 
 Run on a GPU machine (the bundled one was recorded on an NVIDIA H200):
 
-    python examples/record_example_trace.py kernscope/examples/h200_gpt_train_step.pt.trace.json.gz
+    python examples/record_example_trace.py src/kernscope/examples/h200_gpt_train_step.pt.trace.json.gz
 
 The trace has ProfilerStep#N windows, SDPA attention, GEMMs, LayerNorm, AdamW (fused multi-tensor),
 cross entropy, memcpy/memset, and a cudaGraphLaunch replaying the model's forward pass.

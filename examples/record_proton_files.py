@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import triton.profiler as proton  # noqa: E402
 import triton.profiler.language as pl  # noqa: E402
 

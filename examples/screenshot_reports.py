@@ -16,12 +16,12 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
 
 from kernscope.cli import main as ks  # noqa: E402
 from kernscope.testing.browser import Browser, find_chromium  # noqa: E402
 
-EXAMPLE = ROOT / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+EXAMPLE = ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
 DDP = ROOT.parent / "shared" / "traces" / "multirank"
 PROTON = ROOT / "tests" / "data" / "proton_h100" / "proton_trace.chrome_trace"
 JAX = ROOT / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "kernscope"
+PKG = Path(__file__).resolve().parents[1] / "src" / "kernscope"
 
 #: (module prefix, layer). The longest matching prefix decides; higher layers may import lower ones.
 LAYERS: list[tuple[str, int]] = [
@@ -116,3 +116,17 @@ def test_no_print_in_library_code():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
                 offenders.append(f"{p.relative_to(PKG)}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_src_layout_imports_the_installed_package_from_the_checkout(tmp_path):
+    """#30: a script run in the checkout's root imports the package from src/ (the installed one), never a
+    top-level ``kernscope/`` folder by accident."""
+    import subprocess
+    import sys
+
+    root = PKG.parents[1]
+    assert PKG == root / "src" / "kernscope" and not (root / "kernscope").exists()
+    script = tmp_path / "probe.py"
+    script.write_text("import kernscope, pathlib; print(pathlib.Path(kernscope.__file__).resolve())")
+    out = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(out) == PKG / "__init__.py"

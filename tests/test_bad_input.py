@@ -149,7 +149,7 @@ def test_seams_peak_typo_and_quiet_cache_notices(tmp_path, capsys, monkeypatch):
     named (it read 'no rank'); cache notices are said once, as plain lines, and never with -q."""
     from kernscope.cli import main
 
-    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     for spec in ("fp32=1e400", "bw=1e999", "bf16=0", "bw=inf"):
         assert main(["perf", str(example), "--peak", spec, "-q", "--no-cache"]) == 2
         err = capsys.readouterr().err
@@ -171,7 +171,7 @@ def test_output_that_cannot_be_written_is_one_line():
     import subprocess
     import sys
 
-    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     with open("/dev/full", "w") as full:
         r = subprocess.run([sys.executable, "-m", "kernscope", "analyze", str(example), "-q"], stdout=full,
                            stderr=subprocess.PIPE, text=True, timeout=120)
@@ -184,7 +184,7 @@ def test_a_copy_of_an_analysed_trace_prints_its_own_path(tmp_path, capsys):
 
     from kernscope.cli import main
 
-    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     copy = tmp_path / "copy.json.gz"
     shutil.copy(example, copy)
     for p in (example, copy, example, copy):  # the second round is served from stored outputs
@@ -201,7 +201,7 @@ def test_double_star_glob_over_symlink_loops_ends(tmp_path, capsys):
     from kernscope.cli import main
     from kernscope.files import expand_inputs
 
-    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     (tmp_path / "a" / "b").mkdir(parents=True)
     shutil.copy(example, tmp_path / "a" / "b" / "t.json.gz")
     (tmp_path / "a" / "other.txt").write_text("x")
@@ -226,7 +226,7 @@ def test_output_paths_fifo_symlink_modes(tmp_path, capsys):
 
     from kernscope.cli import main
 
-    example = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     fifo = tmp_path / "out.html"
     os.mkfifo(fifo)
     got: list[bytes] = []

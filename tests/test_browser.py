@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
     find_chromium() is None and os.environ.get("KERNSCOPE_REQUIRE_BROWSER") != "1",
     reason="no chromium (make test installs Debian's chromium package)",
 )
-EXAMPLE = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
 
 
 @pytest.fixture(scope="module")

@@ -112,7 +112,7 @@ def test_concurrent_cold_loads_leave_one_clean_entry(tmp_path):
     make_trace(p, 1_500_000)
     code = ("import kernscope, sys; t = kernscope.load(sys.argv[1]); "
             "print(t.kernels.height, int(t.kernels['dur'].sum()))")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     procs = [subprocess.Popen([sys.executable, "-c", code, str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env=env) for _ in range(4)]
     outs = [pr.communicate(timeout=120) for pr in procs]

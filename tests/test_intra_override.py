@@ -128,7 +128,7 @@ def test_child_runner_passes_the_scripts_arguments(tmp_path):
     (tmp_path / "progmod.py").write_text(f"import sys\nopen({str(out)!r}, 'w').write(' '.join(sys.argv[1:]))\n")
     r = subprocess.run([sys.executable, "-m", "kernscope.intra.proton_session", "--name", str(tmp_path / "p"),
                         "--no-session", "--", "-m", "progmod", "x", "y"], check=False, cwd=tmp_path,
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
     assert r.returncode == 0 and out.read_text() == "x y"
 
 

@@ -97,7 +97,7 @@ def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
     from kernscope.load.xscan import scan_lines
 
     if native.scanner() is None:
-        pytest.fail("the compiled scanner was not built (make install compiles kernscope/load/_xspace.c)")
+        pytest.fail("the compiled scanner was not built (make install compiles src/kernscope/load/_xspace.c)")
     data = xspace_bytes(path)
     buf = padded(data)
     space = walk(buf, 0, len(data))

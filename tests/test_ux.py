@@ -12,7 +12,7 @@ from conftest import TRACES, needs_traces
 
 from kernscope.cli import main
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
 WIDE = ["tracelens/h100_google_owlv2-large-patch14-ensemble__1016001.json.gz", "hta/a100_16rank_rank0_triton.json.gz",
         "tracelens/rocm_vllm_piecewise_hipgraph.json.gz", "hta/v100_2rank_nccl_rank1.json.gz"]
 

@@ -13,7 +13,7 @@ from conftest import TRACES
 
 from kernscope.cli import main
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
 DDP = TRACES / "multirank"
 
 #: a number as the tables write it, with an optional unit right after it

@@ -203,7 +203,7 @@ def markdown() -> str:
     for t in TERMS.values():
         groups.setdefault(t.group, []).append(t)
     out = ["# Glossary: every column and metric kernscope prints", "",
-           "Generated from `kernscope/render/glossary.py` (`python -m kernscope.render.glossary > docs/glossary.md`);",
+           "Generated from `src/kernscope/render/glossary.py` (`python -m kernscope.render.glossary > docs/glossary.md`);",
            "the HTML report shows the same text on hover over a column header, and the xlsx report has it as its",
            "`definitions` sheet. Times in tables are µs unless the name says otherwise (`_ns`, `_ms`).", ""]
     for g, terms in groups.items():
