@@ -213,7 +213,9 @@ def step_variance(steps: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, An
 
 def _table(rows: list[dict[str, Any]]) -> pl.DataFrame:
     t = pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
-    return t.sort("win_back_us", "rule", "step", descending=[True, False, False], nulls_last=True)
+    # a total order: findings that tie on time keep one order whatever the grouping's order was
+    keys = ["win_back_us", "rule", "step", "device", "rank", "op", "kernel", "text"]
+    return t.sort(keys, descending=[True] + [False] * (len(keys) - 1), nulls_last=True)
 
 
 def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataFrame, *, step: int | None = None,
