@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..analyze.diff import TraceDiff
+from ..version import SCHEMA_VERSION
 from .names import term
 from .tables import csv_text, records
 from .terminal import Col, count, fit_table, us
@@ -66,6 +67,7 @@ def _facts(f: Any) -> dict[str, Any]:
 def to_dict(d: TraceDiff, top: int | None = None) -> dict[str, Any]:
     """The ``--format json`` object: a, b (trace facts), total, categories, kernels, ops, verdict, notes."""
     return {
+        "schema_version": SCHEMA_VERSION,
         "a": {**_facts(d.a), "step": d.step_a},
         "b": {**_facts(d.b), "step": d.step_b},
         "match": d.match,

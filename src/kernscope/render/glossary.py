@@ -185,6 +185,29 @@ _T = [
     Term("dynamic_shared", "bytes", "JAX: dynamic shared memory per block (kernel_details; AMD: group_mem); static_shared likewise.", "jax"),
     Term("occupancy_pct", "%", "JAX: theoretical occupancy the profiler computed for the kernel.", "jax"),
     Term("step_num", "", "JAX/TensorFlow: the step number of a StepTraceAnnotation range (steps are named <name>#<step_num>).", "jax"),
+    # -- findings (kernscope/analyze/findings.toml)
+    Term("rule", "", "The findings rule that fired: launch_bound, step_start_idle, blocking_sync, exposed_comm, tiny_gemm, step_variance, straggler.", "findings"),
+    Term("title", "", "The rule's title (from findings.toml).", "findings"),
+    Term("win_back_us", "µs", "Time the step could save if the finding's cause were removed (upper bounds say so in the text); findings are ranked by it.", "findings"),
+    Term("text", "", "The finding in words: where and how much, written from its evidence with the rule's sentence.", "findings"),
+    Term("evidence", "", "The numbers behind the finding (an object; units in the key names).", "findings"),
+    Term("schema_version", "", "Version of the JSON output's contract (docs/schema/*.schema.json): minor grows with added fields, major when one is removed or changes meaning.", "findings"),
+    # -- memory (kernscope memory: profile_memory traces)
+    Term("peak_allocated", "bytes", "The largest Total Allocated of the device's [memory] events (of the step, in the per-step table).", "memory"),
+    Term("peak_reserved", "bytes", "The largest Total Reserved (the caching allocator's segments) of the device's [memory] events.", "memory"),
+    Term("peak_at_ns", "ns", "When the peak was reached, since the trace's first event.", "memory"),
+    Term("peak_op", "", "The innermost CPU op around the allocation that reached the peak, on its thread.", "memory"),
+    Term("peak_step", "number", "The step in which the peak was reached.", "memory"),
+    Term("allocated_at_start", "bytes", "Allocated bytes just before the step's first memory event.", "memory"),
+    Term("allocated_at_end", "bytes", "Allocated bytes after the last memory event (of the step, or of the trace).", "memory"),
+    Term("growth", "bytes", "allocated_at_end - allocated_at_start of a step: memory the step kept (a leak grows it every step).", "memory"),
+    Term("allocations", "count", "Allocations the op made (Bytes > 0).", "memory"),
+    Term("allocated_bytes", "bytes", "Bytes the op allocated.", "memory"),
+    Term("frees", "count", "Frees made inside the op (Bytes < 0).", "memory"),
+    Term("freed_bytes", "bytes", "Bytes freed inside the op.", "memory"),
+    Term("mean_lifetime_us", "µs", "Mean time from an allocation of the op to the free of the same block (blocks freed in the trace).", "memory"),
+    Term("held_blocks", "count", "Blocks the op allocated and the trace never freed.", "memory"),
+    Term("held_bytes", "bytes", "Bytes of held_blocks.", "memory"),
 ]
 
 TERMS: dict[str, Term] = {t.name: t for t in _T}

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..analyze.memory import MemoryTimeline
 from ..scalars import as_int
+from ..version import SCHEMA_VERSION
 from .html import b64
 from .names import term
 from .tables import csv_text, records
@@ -66,7 +67,8 @@ def render(m: MemoryTimeline, path: str, console: Console, top: int | None = 15,
 
 def to_dict(m: MemoryTimeline, path: str, top: int | None = None) -> dict[str, Any]:
     """The ``--format json`` object: devices, steps, ops (bytes; ``*_at_ns`` since the trace's start), notes."""
-    return {"trace": path, "devices": records(m.devices), "steps": records(m.steps), "ops": records(m.ops, top),
+    return {"schema_version": SCHEMA_VERSION, "trace": path, "devices": records(m.devices), "steps": records(m.steps),
+            "ops": records(m.ops, top),
             "events": m.events.height, "notes": list(m.notes)}
 
 

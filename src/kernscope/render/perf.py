@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..analyze.perf import PerfModel
+from ..version import SCHEMA_VERSION
 from .names import term
 from .tables import csv_text, records
 from .terminal import Col, count, fit_table, pct, us
@@ -107,6 +108,7 @@ def to_dict(pm: PerfModel, path: str, top: int | None = None, show_nested: bool 
     ``nested_ops_hidden`` says how many containing ops ``--all`` adds), missing, uncovered, notes."""
     ops = listed_ops(pm, show_nested)
     return {
+        "schema_version": SCHEMA_VERSION,
         "trace": path,
         "step": pm.step,
         "device": {"name": pm.device_name, "peaks": pm.device.to_dict() if pm.device else None},

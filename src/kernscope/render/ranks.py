@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..analyze.ranks import JobAnalysis
 from ..scalars import as_float
+from ..version import SCHEMA_VERSION
 from .console import render_findings
 from .names import term
 from .tables import csv_text, findings_records, records
@@ -90,6 +91,7 @@ def to_dict(j: JobAnalysis, top: int | None = None) -> dict[str, Any]:
     """``--format json``: ranks, rank_steps, collectives, collective_instances, stragglers, findings, queues, failures,
     notes."""
     return {
+        "schema_version": SCHEMA_VERSION,
         "world_size": j.world_size,
         "ranks": records(j.ranks),
         "rank_steps": records(j.rank_steps),

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from ..analyze.summary import Analysis
+from ..version import SCHEMA_VERSION
 from .names import FORMULA_PREFIX
 
 
@@ -47,6 +48,7 @@ def to_dict(a: Analysis, top: int | None = None) -> dict[str, Any]:
         "name", "launcher", "category", "library", *signal, "count", "total_us", "mean_us", "min_us", "max_us", "pct"
     )
     out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
         "trace": trace,
         "step": a.step,
         "steps": records(a.steps, top),

@@ -1,0 +1,160 @@
+"""The published JSON Schemas of kernscope's JSON outputs (``docs/schema/*.schema.json``).
+
+Scripts and LLM agents read ``kernscope analyze|diff|perf|memory --format json``; every output carries
+``schema_version`` (:data:`kernscope.version.SCHEMA_VERSION`) and each has a JSON Schema (draft 2020-12):
+its objects and tables, every field's JSON type, and the meaning and unit of every field the glossary
+defines. The schemas are written from what the renderers emit on sample runs (``python -m
+kernscope.render.schema docs/schema`` regenerates them), so they cannot drift from the code unnoticed: a test
+compares the committed files with a fresh generation and validates real outputs against them.
+
+Conventions: objects allow extra keys (new fields are added in a minor version); the keys every sample had are
+``required`` (outside table rows); scalar fields and table cells may be null (a field only seen null may hold
+any type); numbers are JSON numbers (units in the names: ``_us`` µs, ``_ns`` ns, ``_pct`` %, ``bytes``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..version import SCHEMA_VERSION
+from .glossary import TERMS
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+TITLES = {
+    "analyze": "kernscope analyze --format json (one trace)",
+    "job": "kernscope analyze --format json (several ranks of one job)",
+    "diff": "kernscope diff --format json",
+    "perf": "kernscope perf --format json",
+    "memory": "kernscope memory --format json",
+}
+
+
+def _type_of(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _describe(name: str, node: dict[str, Any]) -> dict[str, Any]:
+    t = TERMS.get(name)
+    if t is not None:
+        node["description"] = t.meaning + (f" Unit: {t.unit}." if t.unit else "")
+    return node
+
+
+def infer(samples: list[Any], *, cell: bool = False, depth: int = 0) -> dict[str, Any]:
+    """A schema every sample satisfies: objects by key, arrays by the union of their items. ``required``: the
+    keys of every sample, for the document and its direct objects (deeper ones, such as a device's peaks, vary
+    with the input). ``cell``: a table cell, which may also be null (a cell only ever seen null may hold any
+    type)."""
+    seen = {_type_of(s) for s in samples}
+    types = sorted(seen | ({"null"} if cell else set()))
+    node: dict[str, Any] = {}
+    if not (cell and seen <= {"null"}):
+        node["type"] = types[0] if len(types) == 1 else types
+    objects = [s for s in samples if isinstance(s, dict)]
+    if objects:
+        keys: list[str] = []
+        for o in objects:
+            keys += [k for k in o if k not in keys]
+        node["properties"] = {k: _describe(k, _field([o[k] for o in objects if k in o], cell, depth + 1)) for k in keys}
+        required = [k for k in keys if all(k in o for o in objects)]
+        if required and not cell and depth <= 1:
+            node["required"] = required
+    arrays = [s for s in samples if isinstance(s, list)]
+    items = [x for a in arrays for x in a]
+    if arrays:
+        if items and all(isinstance(x, dict) for x in items):  # a table: rows are objects, their cells nullable
+            node["items"] = _row(items)
+        else:
+            node["items"] = infer(items) if items else {}
+    return node
+
+
+def _field(values: list[Any], cell: bool, depth: int) -> dict[str, Any]:
+    """A field of an object: scalars may be null (a step, a rank, a peak the trace has not), as cells may."""
+    scalar = all(not isinstance(v, (dict, list)) for v in values)
+    return infer(values, cell=cell or scalar, depth=depth)
+
+
+def _row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    return {"type": "object", "properties": {k: _describe(k, infer([r[k] for r in rows if k in r], cell=True)) for k in keys},
+            "required": [k for k in keys if all(k in r for r in rows)]}
+
+
+def schema(name: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON Schema of output ``name`` from sample outputs of it."""
+    body = infer(samples)
+    body["properties"]["schema_version"] = {"const": SCHEMA_VERSION, "description": "Version of this contract."}
+    return {"$schema": DIALECT, "$id": f"https://kernscope.dev/schema/{name}-{SCHEMA_VERSION}.schema.json",
+            "title": TITLES[name], "description": f"Schema version {SCHEMA_VERSION}; see kernscope/render/schema.py.",
+            **body}
+
+
+def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """Sample outputs of every JSON command, from the bundled example and ``tests/data`` (under ``root``, the
+    repository): a trace with annotations and findings, a profile_memory trace, a JAX profile, a job of two ranks."""
+    from ..analyze.diff import Side, diff
+    from ..analyze.memory import memory_timeline
+    from ..analyze.perf import perf_model
+    from ..analyze.ranks import combine, summarize_rank
+    from ..analyze.summary import analyze
+    from ..pipeline import load
+    from . import diff as rdiff
+    from . import memory as rmem
+    from . import perf as rperf
+    from . import ranks as rranks
+    from . import tables
+
+    example = root / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    memory = root / "tests" / "data" / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"
+    jax = root / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
+    host = root / "tests" / "data" / "align_h100" / "train.pt.trace.json.gz"
+    traces = {p: load(p, cache=False) for p in (example, memory, jax, host) if p.is_file()}
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in TITLES}
+    for p, t in traces.items():
+        ann = "" if p == example else None  # the example has record_function ranges with GPU work
+        out["analyze"].append(json.loads(tables.to_json(analyze(t, by_annotation=ann, benchmark=None))))
+        out["perf"].append(json.loads(rperf.to_json(perf_model(t), str(p))))
+    t0 = traces[example]
+    out["diff"].append(json.loads(rdiff.to_json(diff(Side(t0, 2), Side(t0, 3)))))
+    if host in traces:
+        out["diff"].append(json.loads(rdiff.to_json(diff(Side(t0, None), Side(traces[host], None)))))
+    if memory in traces:
+        m = memory_timeline(traces[memory])
+        assert m is not None
+        out["memory"].append(json.loads(rmem.to_json(m, str(memory))))
+    job = combine([summarize_rank(t0, "rank0.json"), summarize_rank(t0, "rank1.json")])
+    out["job"].append(json.loads(rranks.to_json(job)))
+    return out
+
+
+def write(dest: Path, root: Path) -> list[Path]:
+    """(Re)write ``dest/<name>.schema.json`` for every output; returns the files."""
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, docs in samples(root).items():
+        p = dest / f"{name}.schema.json"
+        p.write_text(json.dumps(schema(name, docs), indent=1, ensure_ascii=False) + "\n")
+        written.append(p)
+    return written
+
+
+if __name__ == "__main__":  # pragma: no cover - a developer's command
+    repo = Path(__file__).resolve().parents[3]
+    for f in write(Path(sys.argv[1]) if len(sys.argv) > 1 else repo / "docs" / "schema", repo):
+        sys.stdout.write(f"{f}\n")

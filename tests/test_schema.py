@@ -1,0 +1,68 @@
+"""The JSON outputs' published schemas (issue #29, item 4): ``docs/schema/*.schema.json`` match what the code
+emits, every output says its ``schema_version``, and real outputs validate (jsonschema, draft 2020-12)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import TRACES
+
+from kernscope.cli import main
+from kernscope.render.schema import samples, schema
+from kernscope.version import SCHEMA_VERSION
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMAS = ROOT / "docs" / "schema"
+EXAMPLE = ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+DATA = ROOT / "tests" / "data"
+
+
+@pytest.fixture(scope="module")
+def generated() -> dict[str, dict]:
+    return {name: schema(name, docs) for name, docs in samples(ROOT).items()}
+
+
+def test_committed_schemas_are_what_the_code_emits(generated):
+    for name, want in generated.items():
+        have = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+        assert have == want, (f"docs/schema/{name}.schema.json is stale: run `python -m kernscope.render.schema` and bump "
+                              "SCHEMA_VERSION (kernscope/version.py) if a field was removed or changed meaning")
+        jsonschema.Draft202012Validator.check_schema(have)
+
+
+def _validate(capsys, name: str, argv: list[str]) -> dict:
+    assert main([*argv, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema_version"] == SCHEMA_VERSION
+    jsonschema.validate(doc, json.loads((SCHEMAS / f"{name}.schema.json").read_text()))
+    return doc
+
+
+def test_outputs_validate_on_bundled_and_recorded_traces(capsys):
+    mem = DATA / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"
+    jax = DATA / "jax" / "transformer" / "vm.xplane.pb.gz"
+    for t in (EXAMPLE, mem, jax):
+        doc = _validate(capsys, "analyze", ["analyze", str(t), "--no-cache"])
+        assert all(f["win_back_us"] >= 0 for f in doc["findings"])
+        _validate(capsys, "perf", ["perf", str(t), "--no-cache"])
+    _validate(capsys, "analyze", ["analyze", str(EXAMPLE), "--step", "3", "--by-annotation", "--no-cache"])
+    _validate(capsys, "diff", ["diff", str(EXAMPLE), str(mem), "--no-cache"])
+    _validate(capsys, "memory", ["memory", str(mem), "--no-cache"])
+
+
+PUBLIC = sorted((TRACES / "tracelens").glob("*.json.gz"))[:3] + sorted((TRACES / "hta").glob("*.json.gz"))[:2] \
+    if TRACES.is_dir() else []
+
+
+@pytest.mark.skipif(not PUBLIC, reason="../shared/traces not present")
+def test_outputs_validate_on_public_traces_and_a_job(capsys):
+    for t in PUBLIC:
+        _validate(capsys, "analyze", ["analyze", str(t), "--no-cache"])
+        _validate(capsys, "perf", ["perf", str(t), "--no-cache"])
+    ranks = sorted((TRACES / "multirank").glob("fsdp4_rank*.json.gz"))
+    if ranks:
+        doc = _validate(capsys, "job", ["analyze", *map(str, ranks), "-q"])
+        assert doc["findings"] and doc["findings"][0]["rule"] == "straggler"
