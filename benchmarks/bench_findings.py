@@ -1,11 +1,12 @@
-"""What the findings (and the memory timeline) cost, on a real trace replicated to size.
+"""What the diagnoses cost (findings and the critical path), on a real trace replicated to size.
 
     python benchmarks/bench_findings.py [--from TRACE] [--size-mb 200] [--repeat 3] [--out results.json]
 
 Builds the replica (``kernscope.testing.replicate``: the real events' bytes, shifted), then, interleaved
 ``--repeat`` times: a cold ``kernscope analyze --no-cache --format json`` in a subprocess (load + link +
-analysis + findings, what a user runs) and, in this process on the loaded trace, the findings alone
-(:func:`kernscope.analyze.findings.find`). Prints the medians and the findings' share of the cold analyze.
+analysis + findings + critical path, what a user runs) and, in this process on the loaded trace, the findings
+alone (:func:`kernscope.analyze.findings.find`) and the critical path alone
+(:func:`kernscope.analyze.critical_path.critical_path`). Prints the medians and their share of the cold analyze.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import kernscope  # noqa: E402
+from kernscope.analyze.categories import Categorizer  # noqa: E402
+from kernscope.analyze.critical_path import critical_path  # noqa: E402
 from kernscope.analyze.findings import find  # noqa: E402
+from kernscope.analyze.kernels import gpu_table  # noqa: E402
 from kernscope.analyze.summary import analyze  # noqa: E402
 from kernscope.testing.replicate import replicate  # noqa: E402
 
@@ -42,8 +46,10 @@ def main() -> int:
         size = big.stat().st_size
         trace = kernscope.load(big, cache=False)
         an = analyze(trace)  # its parts are the findings' inputs
+        all_gpu = gpu_table(trace, Categorizer.builtin())
         cold: list[float] = []
         alone: list[float] = []
+        paths: list[float] = []
         found = 0
         for _ in range(a.repeat):
             t = time.perf_counter()
@@ -53,12 +59,20 @@ def main() -> int:
             t = time.perf_counter()
             found = find(trace, an.gpu, an.steps, an.timeline_by_step).height
             alone.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            critical_path(trace, all_gpu)
+            paths.append(time.perf_counter() - t)
         res = {"source": a.src, "json_mb": size / 1e6, "replicas": rs.replicas, "events": rs.events, "findings": found,
                "cold_analyze_s": statistics.median(cold), "findings_s": statistics.median(alone),
-               "runs": {"cold_analyze_s": cold, "findings_s": alone}}
+               "critical_path_s": statistics.median(paths), "steps": trace.steps.height,
+               "runs": {"cold_analyze_s": cold, "findings_s": alone, "critical_path_s": paths}}
         res["findings_share_pct"] = 100.0 * res["findings_s"] / res["cold_analyze_s"]
-    print(f"{res['json_mb']:.0f} MB, {res['events']:,} events: cold analyze {res['cold_analyze_s']:.2f} s (median of "
-          f"{a.repeat}); findings {res['findings_s']:.3f} s = {res['findings_share_pct']:.1f}% of it ({res['findings']} findings)")
+        res["critical_path_share_pct"] = 100.0 * res["critical_path_s"] / res["cold_analyze_s"]
+        res["both_share_pct"] = res["findings_share_pct"] + res["critical_path_share_pct"]
+    print(f"{res['json_mb']:.0f} MB, {res['events']:,} events, {res['steps']:,} steps: cold analyze {res['cold_analyze_s']:.2f} s "
+          f"(median of {a.repeat}); findings {res['findings_s']:.3f} s = {res['findings_share_pct']:.1f}% of it "
+          f"({res['findings']} findings); critical path {res['critical_path_s']:.3f} s = {res['critical_path_share_pct']:.1f}%; "
+          f"together {res['both_share_pct']:.1f}%")
     if a.out:
         Path(a.out).write_text(json.dumps(res, indent=2))
     return 0

@@ -12,6 +12,7 @@ from .annotations import AnnotationBreakdown
 from .annotations import by_annotation as by_annotation_
 from .bench_trace import BenchmarkView, analyze_benchmark, looks_like_benchmark
 from .categories import OTHER, UNKNOWN_LIBRARY, Categorizer
+from .critical_path import CriticalPath, critical_path
 from .facts import TraceFacts, trace_facts
 from .findings import SCHEMA as FINDINGS_SCHEMA
 from .findings import FindingRules, find
@@ -54,6 +55,8 @@ class Analysis:
     annotations: AnnotationBreakdown | None = None  #: with ``by_annotation``: GPU time by the user's ranges
     #: ranked findings (:mod:`kernscope.analyze.findings`): rule, where, ``win_back_us``, text, evidence
     findings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FINDINGS_SCHEMA))
+    #: the critical path of each step (:mod:`kernscope.analyze.critical_path`); None when the trace has no steps
+    critical_path: CriticalPath | None = None
 
 
 def check_step(trace: Trace, step: int | None) -> None:
@@ -133,6 +136,7 @@ def analyze(
         benchmark=analyze_benchmark(trace, cat) if want_bench else None,
         annotations=by_annotation_(trace, g, by_annotation) if by_annotation is not None else None,
         findings=find(trace, g, steps, by_step, step=step, rules=finding_rules),
+        critical_path=critical_path(trace, all_gpu, step=step) if trace.steps.height else None,
     )
 
 

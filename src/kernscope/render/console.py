@@ -6,6 +6,7 @@ import polars as pl
 from rich.console import Console
 from rich.text import Text
 
+from ..analyze.critical_path import SEGMENTS, CriticalPath
 from ..analyze.summary import Analysis
 from .names import term
 from .terminal import Col, count, fit_table, pct, us
@@ -100,7 +101,27 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
     nonzero = {k: v for k, v in a.unlinked.items() if v}
     console.print(term("Unlinked: " + (", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in nonzero.items())
                                        if nonzero else "none")), overflow="fold")
+    if a.critical_path is not None and a.critical_path.steps.height:
+        render_critical_path(a.critical_path, console, w, top)
     render_findings(a.findings, console, top=5 if top is not None else None)
+
+
+def render_critical_path(cp: CriticalPath, console: Console, width: int, top: int | None) -> None:
+    """Per step: the path's length and what it is made of; then the largest first-order what-ifs."""
+    console.print()
+    d, more = _limited(cp.steps, top)
+    rows = [[str(r["step"]), us(r["length_us"]), *(us(r[f"{s}_us"]) for s in SEGMENTS)] for r in d.iter_rows(named=True)]
+    cols = [Col("step", True), Col("length", True), Col("cpu", True), Col("launch", True), Col("gpu", True),
+            Col("queue", True, optional=True), Col("stream wait", True, optional=True), Col("sync return", True, optional=True),
+            Col("carryover", True, optional=True)]
+    console.print(fit_table("Critical path by step (what each step's end waited for; length = the step's time)", cols,
+                            rows, width, more=more))
+    if cp.whatif.height:
+        best = cp.whatif.sort("saves_us", "step", "change", descending=[True, False, False]).head(
+            5 if top is not None else cp.whatif.height)
+        console.print(term("What-ifs on the critical path (first order, while it stays critical):", "bold"), overflow="fold")
+        for r in best.iter_rows(named=True):
+            console.print(term(f"  step {r['step']}: {r['change']} → −{us(r['saves_us'])}"), overflow="fold")
 
 
 def render_findings(findings: pl.DataFrame, console: Console, top: int | None = 5) -> None:

@@ -39,7 +39,15 @@ def report_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
     if a.annotations is not None:
         extra = {"annotations": a.annotations.ranges, "annotation_categories": a.annotations.categories,
                  "annotation_timeline": a.annotations.timeline}
-    return {**_base_sheets(a), **extra}
+    return {**_base_sheets(a), **critical_path_sheets(a), **extra}
+
+
+def critical_path_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
+    """The critical path's tables (none without steps)."""
+    cp = a.critical_path
+    if cp is None or cp.steps.height == 0:
+        return {}
+    return {"critical_path": cp.steps, "critical_path_kernels": cp.kernels, "critical_path_whatif": cp.whatif}
 
 
 def _base_sheets(a: Analysis) -> dict[str, pl.DataFrame]:

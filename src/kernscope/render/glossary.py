@@ -192,6 +192,18 @@ _T = [
     Term("text", "", "The finding in words: where and how much, written from its evidence with the rule's sentence.", "findings"),
     Term("evidence", "", "The numbers behind the finding (an object; units in the key names).", "findings"),
     Term("schema_version", "", "Version of the JSON output's contract (docs/schema/*.schema.json): minor grows with added fields, major when one is removed or changes meaning.", "findings"),
+    # -- critical path (per step)
+    Term("step_us", "µs", "The step's time: from its start to the next step's start (the last step: to its end or its GPU work's end, whichever is later).", "critical path"),
+    Term("length_us", "µs", "Length of the critical path: the sum of its segments, equal to step_us (the path covers the step once).", "critical path"),
+    Term("cpu_us", "µs", "Critical-path time on the host: ops, Python and launch calls before the GPU work that followed waited for them.", "critical path"),
+    Term("launch_us", "µs", "Critical-path time from a launch call's start to its kernel's start, for kernels launched after their stream ran dry.", "critical path"),
+    Term("gpu_us", "µs", "Kernel, memcpy and memset time on the critical path (each record counted in full).", "critical path"),
+    Term("queue_us", "µs", "Short gaps (under 2 µs) between a record and the one it was queued behind on its stream.", "critical path"),
+    Term("stream_wait_us", "µs", "Critical-path time a record waited for work on another stream (events, cross-stream dependencies).", "critical path"),
+    Term("sync_return_us", "µs", "Time from the end of the GPU work a synchronizing call waited for to the call's return.", "critical path"),
+    Term("carryover_us", "µs", "Critical-path time at the step's start spent on GPU work launched before the step (carried over from the previous one).", "critical path"),
+    Term("change", "", "A what-if on the critical path: a category's kernels 2x faster, or a synchronizing call removed.", "critical path"),
+    Term("saves_us", "µs", "First-order saving of the change (valid while the path stays critical): half the category's path time, or the smaller of a sync's wait and the host time after it.", "critical path"),
     # -- memory (kernscope memory: profile_memory traces)
     Term("peak_allocated", "bytes", "The largest Total Allocated of the device's [memory] events (of the step, in the per-step table).", "memory"),
     Term("peak_reserved", "bytes", "The largest Total Reserved (the caching allocator's segments) of the device's [memory] events.", "memory"),

@@ -104,6 +104,13 @@ def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None, mem
     used.update(f)
     used.update(r["type"] for r in a.timeline.iter_rows(named=True))
     views = []
+    if a.critical_path is not None and a.critical_path.steps.height:
+        cp = a.critical_path
+        views.append({"name": "critical_path", "title": "Critical path by step (what each step's end waited for)",
+                      "table": table(cp.steps, "critical_path")})
+        views.append({"name": "critical_path_whatif", "title": "What-ifs on the critical path (first order)",
+                      "table": table(cp.whatif, "critical_path_whatif")})
+        used.update(cp.steps.columns)
     if a.annotations is not None:
         views.append({"name": "annotations", "title": "GPU time by annotation (times include nested ranges)",
                       "table": table(a.annotations.ranges, "annotations")})

@@ -1,0 +1,245 @@
+"""Critical path per step: what the step's end waited for, back to its start, and what shortening it would win.
+
+The path is a chain of nodes, walked backward from the step's end; each node's segment runs from its
+predecessor's time to its own, so the segments cover the step exactly once (the path's length is the step's
+time, never more) and every kernel on the path counts in full:
+
+* **GPU record** ``g`` (kernel, memcpy, memset; time = its end). Its predecessor is what let it start:
+  the previous record of its stream when ``g`` was queued behind it (launched before that record ended, and
+  started within :data:`QUEUE_GAP_NS`); else the device's record that ended last before ``g`` started, when
+  that ended after ``g``'s launch (``g`` waited for it: an event, another stream); else its **launch** (a CPU
+  point): ``g`` was launched after the GPU work before it had ended.
+* **CPU point** (a launch call's start, or the step's end on the step's thread; time = that moment). Its
+  predecessor is the last synchronizing call of the same thread that ended before it (the CPU blocked there,
+  so what it waited for is the GPU record of any stream that ended last before the call returned), else the
+  step's start: the stretch is host time (ops, Python, launches).
+
+Segments are classified: ``cpu`` (host time), ``launch`` (launch call to kernel start), ``gpu`` (kernel time,
+by category), ``queue`` (a short gap behind the previous record of the stream), ``stream_wait`` (waiting for
+another stream), ``sync_return`` (a synchronizing call returning after its GPU work ended) and ``carryover``
+(GPU work launched before the step). Predecessors are found for all nodes at once (sorts and as-of
+joins); the chain of each step's end is read with binary lifting (numpy, ``O(n log n)``), no loop per event.
+
+What-ifs are first order, on the path as it is (valid while it stays critical): a category's kernels 2x
+faster save half their time on the path; removing a synchronizing call lets the host work after it
+overlap the GPU work it waited for (saves the smaller of its wait and the host time after it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from ..model import Trace
+from .kernels import NS_PER_US
+
+#: a record that starts this soon after the previous record of its stream ended was queued behind it (ns)
+QUEUE_GAP_NS = 2_000
+#: synchronizing runtime calls: the host waits for the GPU in them
+SYNC_CALLS = r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|MemcpyDtoH|MemcpyAsync)$"
+SEGMENTS = ("cpu", "launch", "gpu", "queue", "stream_wait", "sync_return", "carryover")
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """Per step: ``steps`` (step, start, step_us, length_us and one ``<segment>_us`` column per kind of segment),
+    ``categories`` (step, category, time_us: kernel time on the path), ``kernels`` (step, name, category,
+    launcher, count, time_us), ``whatif`` (step, change, saves_us); times µs."""
+
+    steps: pl.DataFrame
+    categories: pl.DataFrame
+    kernels: pl.DataFrame
+    whatif: pl.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
+    """step, start (S), T, _last: a step's time runs to the next step's start; the last one to its end or the end of
+    its GPU work, whichever is later (``_gpu_end``: the end of the GPU work launched in the step)."""
+    st = trace.steps.select("step", "start", "end").sort("start")
+    last_gpu = gpu.filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("_gpu_end"))
+    st = st.join(last_gpu, on="step", how="left").sort("start").with_columns(pl.col("start").shift(-1).alias("_next"))
+    return st.select("step", "start", pl.coalesce(pl.col("_next"), pl.max_horizontal("end", "_gpu_end")).alias("T"),
+                     "_gpu_end", pl.col("_next").is_null().alias("_last"))
+
+
+def _step_of(times: pl.DataFrame, col: str, windows: pl.DataFrame) -> pl.DataFrame:
+    """``times`` with ``_step``/``_S``: the step window [start, T] holding ``col`` (a time equal to the next step's
+    start belongs to that next step)."""
+    w = windows.select(pl.col("start").alias("_S"), pl.col("T").alias("_T"), pl.col("step").alias("_step")).sort("_S")
+    return (times.sort(col).join_asof(w, left_on=col, right_on="_S", strategy="backward")
+            .with_columns(pl.when(pl.col(col) <= pl.col("_T")).then(pl.col("_step")).alias("_step"))
+            .drop("_T"))
+
+
+def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray]:
+    """(owner, node): every node on the chain of each start (``pred`` up to ``root``, root excluded), by binary
+    lifting: log n vectorized jumps, no loop per node."""
+    n = len(pred)
+    levels = max(1, int(n).bit_length())
+    up = [pred]
+    for _ in range(1, levels):
+        up.append(up[-1][up[-1]])
+    depth = np.zeros(len(starts), dtype=np.int64)  # nodes before the root on each chain
+    x = starts.copy()
+    alive = x != root
+    for k in reversed(range(levels)):
+        y = up[k][x]
+        ok = alive & (y != root)
+        x = np.where(ok, y, x)
+        depth += np.where(ok, 1 << k, 0)
+    depth = np.where(alive, depth + 1, 0)
+    owner = np.repeat(np.arange(len(starts)), depth)
+    j = np.arange(len(owner)) - np.repeat(np.cumsum(depth) - depth, depth)  # 0 .. depth-1 along each chain
+    node = starts[owner]
+    for k in range(levels):
+        bit = (j >> k) & 1 == 1
+        node = np.where(bit, up[k][node], node)
+    return owner, node
+
+
+def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -> CriticalPath:
+    """The critical path of every step of ``trace`` (or of ``step``). ``gpu``: the categorized GPU rows of the
+    whole trace (``category``, ``launcher``, ``step``, ``launch_ts``, ``launch_pid``, ``launch_tid``)."""
+    all_windows = _windows(trace, gpu)
+    windows = all_windows if step is None else all_windows.filter(pl.col("step") == step)
+    if windows.height == 0 or gpu.height == 0:
+        none = pl.DataFrame()
+        return CriticalPath(none, none, none, none, notes=["no steps with GPU work: the critical path is per step"])
+    g = (gpu.select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts", "end", "launch_ts", "step",
+                    pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String).alias("tid"),
+                    pl.col("name").cast(pl.String), pl.col("category").cast(pl.String),
+                    pl.col("launcher").cast(pl.String), "correlation")
+         # a total order: records that tie on time get the same node ids from any load of the trace
+         .sort("device", "stream", "ts", "end", "correlation", "name", "launcher", nulls_last=True)
+         .with_row_index("_g").with_columns(pl.col("_g").cast(pl.Int64)))
+    n_g = g.height
+    # -- GPU records: what let each one start
+    g = g.with_columns(pl.col("end").cum_max().shift(1).over("device", "stream").alias("_p_end"),
+                       pl.col("_g").shift(1).over("device", "stream").alias("_p"))
+    queued = (pl.col("_p").is_not_null() & (pl.col("launch_ts").fill_null(-(2**62)) <= pl.col("_p_end"))
+              & (pl.col("ts") - pl.col("_p_end") <= QUEUE_GAP_NS))
+    by_end = g.select("device", pl.col("end").alias("_w_end"), pl.col("_g").alias("_w")).sort("_w_end", "_w")
+    # the device's record that ended last before this one started: when it ended after this one's launch, this
+    # record waited for it (an event, another stream, a full queue); else it waited for its launch
+    g = (g.sort("ts", "_g").join_asof(by_end, left_on="ts", right_on="_w_end", by="device", strategy="backward",
+                                check_sortedness=False).sort("_g"))
+    waited = pl.col("_w").is_not_null() & (pl.col("launch_ts").is_null() | (pl.col("_w_end") >= pl.col("launch_ts")))
+    g = g.with_columns(pl.when(queued).then(pl.lit("queue")).when(waited).then(pl.lit("stream_wait"))
+                       .when(pl.col("launch_ts").is_not_null()).then(pl.lit("launch")).otherwise(pl.lit("stream_wait"))
+                       .alias("_how"))
+    # -- CPU points: launches that records waited for, and each step's end on the step's thread
+    launches = g.filter(pl.col("_how") == "launch").select(pl.col("_g").alias("_for"), "pid", "tid",
+                                                           pl.col("launch_ts").alias("t"),
+                                                           pl.lit(None, pl.Int64).alias("_end_of"))
+    ends = windows.join(_step_threads(trace, windows), on="step", how="left").select(
+        pl.lit(None, pl.Int64).alias("_for"), "pid", "tid", pl.col("T").alias("t"), pl.col("step").alias("_end_of"))
+    cpu = pl.concat([launches, ends]).with_row_index("_c").with_columns((pl.col("_c").cast(pl.Int64) + n_g).alias("_c"))
+    syncs = _blocking_syncs(trace, by_end)
+    cpu = (cpu.sort("t", "_c").join_asof(syncs, left_on="t", right_on="_s_end", by=["pid", "tid"], strategy="backward",
+                                   check_sortedness=False).sort("_c"))
+    root = n_g + cpu.height
+    # -- every node: its time, its predecessor, and the step window it lies in (pred across steps: the start)
+    launch_of = cpu.filter(pl.col("_for").is_not_null()).select(pl.col("_for").alias("node"), pl.col("_c").alias("_cpu"))
+    g_nodes = (g.select(pl.col("_g").alias("node"), pl.col("end").alias("time"), "_how", "ts",
+                        pl.when(pl.col("_how") == "queue").then(pl.col("_p")).when(pl.col("_how") == "stream_wait")
+                        .then(pl.col("_w")).otherwise(pl.lit(None, pl.Int64)).alias("pred"))
+               .join(launch_of, on="node", how="left")
+               .with_columns(pl.when(pl.col("_how") == "launch").then(pl.col("_cpu")).otherwise(pl.col("pred")).alias("pred"))
+               .drop("_cpu").with_columns(pl.lit(None, pl.Int64).alias("_end_of")))
+    c_nodes = cpu.select(pl.col("_c").alias("node"), pl.col("t").alias("time"), pl.lit("cpu").alias("_how"),
+                         pl.lit(None, pl.Int64).alias("ts"), pl.col("_a").alias("pred"), "_end_of")
+    nodes = (_step_of(pl.concat([g_nodes, c_nodes]), "time", all_windows)
+             .with_columns(pl.coalesce("_end_of", "_step").alias("_step")).drop("_S")
+             .join(all_windows.select(pl.col("step").alias("_step"), pl.col("start").alias("_S")), on="_step", how="left"))
+    pred_time = nodes.select(pl.col("node").alias("pred"), pl.col("time").alias("_pt"), pl.col("_step").alias("_ps"))
+    cut = (pl.col("pred").is_null() | pl.col("_ps").is_null() | (pl.col("_ps") != pl.col("_step"))
+           | (pl.col("_pt") < pl.col("_S")))
+    nodes = (nodes.join(pred_time, on="pred", how="left").sort("node")
+             .with_columns(pl.when(cut).then(None).otherwise(pl.col("pred")).alias("pred"),
+                           pl.when(cut).then(None).otherwise(pl.col("_pt")).alias("_pt")))
+    pred = np.concatenate([nodes["pred"].fill_null(root).to_numpy().astype(np.int64), [root]])
+    # -- each step's end node: its last GPU record when the last step's GPU work ends after its CPU work, else
+    #    the CPU point at its end
+    last_rec = (g.filter(pl.col("step").is_not_null()).sort("end", "_g")
+                .group_by("step").agg(pl.col("_g").last().alias("_lr"), pl.col("end").last().alias("_le")))
+    end_cpu = cpu.filter(pl.col("_end_of").is_not_null()).select(pl.col("_end_of").alias("step"), pl.col("_c").alias("_ec"))
+    ends_tbl = (windows.join(end_cpu, on="step", how="left").join(last_rec, on="step", how="left").sort("start")
+                .with_columns(pl.when(pl.col("_last") & pl.col("_lr").is_not_null() & (pl.col("_le") >= pl.col("T")))
+                              .then(pl.col("_lr")).otherwise(pl.col("_ec")).alias("_end")))
+    owner, on_path = _ancestors(pred, ends_tbl["_end"].to_numpy().astype(np.int64), root)
+    path = pl.DataFrame({"_k": owner, "node": on_path}).join(nodes, on="node", how="left")
+    return _summarize(path, ends_tbl, g, cpu, n_g)
+
+
+def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
+    """The thread each step runs on (its ProfilerStep annotation's), else the thread that launched most work."""
+    names = trace.steps.select("step", "name")
+    ev = trace.events.filter(pl.col("kind") != "gpu").select(pl.col("name").cast(pl.String), pl.col("pid").cast(pl.String),
+                                                             pl.col("tid").cast(pl.String), "ts")
+    marks = names.join(ev, on="name", how="inner").sort("ts").unique("step", keep="first").select("step", "pid", "tid")
+    busiest = (trace.gpu.group_by(pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String)
+                                  .alias("tid")).len().sort("len", descending=True).head(1))
+    fallback = windows.select("step").join(busiest.drop("len"), how="cross")
+    return fallback.join(marks, on="step", how="left", suffix="_m").select(
+        "step", pl.coalesce("pid_m", "pid").alias("pid"), pl.coalesce("tid_m", "tid").alias("tid"))
+
+
+def _blocking_syncs(trace: Trace, by_end: pl.DataFrame) -> pl.DataFrame:
+    """Synchronizing runtime calls during which the GPU was still busy (the host blocked), with ``_a``: the GPU
+    record that ended last before the call returned (what it waited for) and ``_a_end``."""
+    rt = trace.events.filter(pl.col("kind") == "runtime")
+    rt = rt.filter(pl.col("name").cast(pl.String).str.contains(SYNC_CALLS))
+    s = (rt.select(pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), pl.col("name").cast(pl.String).alias("_s_name"),
+                   pl.col("ts").alias("_s_ts"), pl.col("end").alias("_s_end"))
+         .sort("_s_end", "_s_ts", "pid", "tid")
+         .join_asof(by_end.select(pl.col("_w").alias("_a"), pl.col("_w_end").alias("_a_end")), left_on="_s_end",
+                    right_on="_a_end", strategy="backward"))
+    return s.filter(pl.col("_a").is_not_null() & (pl.col("_a_end") > pl.col("_s_ts"))).sort("_s_end", "_s_ts", "pid", "tid")
+
+
+def _summarize(path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.DataFrame, n_g: int) -> CriticalPath:
+    k = ends.select(pl.int_range(pl.len()).alias("_k"), "step", "start", "T")
+    p = path.drop("_step", "_S").join(k, on="_k").with_columns(
+        pl.max_horizontal(pl.coalesce("_pt", "start"), "start").alias("_from"))
+    rec = g.select(pl.col("_g").alias("node"), "category", "name", "launcher")
+    p = p.join(rec, on="node", how="left").join(
+        cpu.select(pl.col("_c").alias("node"), "_s_name", "_s_ts", "_s_end", "_a_end"), on="node", how="left")
+    is_gpu = pl.col("node") < n_g
+    linked = pl.col("pred").is_not_null()
+    gap = pl.max_horizontal(pl.col("ts") - pl.col("_from"), pl.lit(0))
+    kernel = pl.col("time") - pl.max_horizontal("ts", "_from")
+    synced = linked & ~is_gpu
+    sync_ret = pl.max_horizontal(pl.col("_s_end") - pl.max_horizontal("_a_end", "_from"), pl.lit(0))
+    host = pl.col("time") - pl.max_horizontal(pl.when(synced).then(pl.col("_s_end")).otherwise(pl.col("_from")), "_from")
+    seg = p.with_columns(
+        pl.when(is_gpu).then(kernel).otherwise(0).alias("gpu"),
+        pl.when(is_gpu & linked & (pl.col("_how") == "launch")).then(gap).otherwise(0).alias("launch"),
+        pl.when(is_gpu & linked & (pl.col("_how") == "queue")).then(gap).otherwise(0).alias("queue"),
+        pl.when(is_gpu & linked & (pl.col("_how") == "stream_wait")).then(gap).otherwise(0).alias("stream_wait"),
+        pl.when(is_gpu & ~linked).then(gap).otherwise(0).alias("carryover"),
+        pl.when(synced).then(sync_ret).otherwise(0).alias("sync_return"),
+        pl.when(~is_gpu).then(host).otherwise(0).alias("cpu"))
+    steps = (seg.group_by("step").agg(*(pl.col(s).sum().alias(f"{s}_us") for s in SEGMENTS))
+             .join(k, on="step", how="right")
+             .with_columns(*(pl.col(f"{s}_us").fill_null(0) / NS_PER_US for s in SEGMENTS))
+             .with_columns(((pl.col("T") - pl.col("start")) / NS_PER_US).alias("step_us"),
+                           pl.sum_horizontal(*(f"{s}_us" for s in SEGMENTS)).alias("length_us"))
+             .select("step", "step_us", "length_us", *(f"{s}_us" for s in SEGMENTS)).sort("step"))
+    kern = seg.filter(pl.col("node") < n_g)
+    categories = (kern.group_by("step", "category").agg((pl.col("gpu").sum() / NS_PER_US).alias("time_us"))
+                  .sort("step", "time_us", "category", descending=[False, True, False]))
+    kernels = (kern.group_by("step", "name", "category", "launcher")
+               .agg(pl.len().alias("count"), (pl.col("gpu").sum() / NS_PER_US).alias("time_us"))
+               .sort("step", "time_us", "name", "category", "launcher", descending=[False, True, False, False, False]))
+    faster = categories.select("step", ("kernels of " + pl.col("category") + " 2x faster").alias("change"),
+                               (pl.col("time_us") / 2).alias("saves_us"))
+    after = seg.filter(synced).select(
+        "step", ("remove the " + pl.col("_s_name") + " that returns at " + ((pl.col("_s_end") - pl.col("start")) / NS_PER_US)
+                 .round(1).cast(pl.String) + " µs").alias("change"),
+        (pl.min_horizontal(pl.col("_s_end") - pl.col("_s_ts"), pl.col("cpu")) / NS_PER_US).alias("saves_us"))
+    whatif = (pl.concat([faster, after]).filter(pl.col("saves_us") > 0)
+              .sort("step", "saves_us", "change", descending=[False, True, False]))
+    return CriticalPath(steps, categories, kernels, whatif)

@@ -1,0 +1,116 @@
+"""The critical path per step (issue #29, item 1): length equal to the step, segments that add up, every kernel on
+it in full, and exact answers on steps built to have them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import real_traces, write_trace
+
+import kernscope
+from kernscope.analyze.categories import Categorizer
+from kernscope.analyze.critical_path import SEGMENTS, critical_path
+from kernscope.analyze.kernels import gpu_table
+from kernscope.analyze.summary import analyze
+from kernscope.cli import main
+from kernscope.intervals import union_by
+
+EXAMPLE = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+DATA = Path(__file__).parent / "data"
+REAL = [EXAMPLE, DATA / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz", DATA / "align_h100" / "train.pt.trace.json.gz",
+        *[p for p in real_traces() if "rank0" in p.name or "h100_" in p.name][:4]]
+
+
+def _path(p: Path):
+    t = kernscope.load(p, cache=False)
+    return t, critical_path(t, gpu_table(t, Categorizer.builtin()))
+
+
+@pytest.mark.parametrize("p", REAL, ids=lambda p: p.name[:40])
+def test_real_paths_cover_each_step_once_and_never_exceed_it(p):
+    t, cp = _path(p)
+    if not t.steps.height:
+        pytest.skip("no steps")
+    s = cp.steps
+    assert s.height == t.steps.height
+    assert (s["length_us"] - s["step_us"]).abs().max() < 1e-6  # the segments partition the step
+    for seg in SEGMENTS:
+        assert (s[f"{seg}_us"] >= 0).all(), seg
+    # every kernel on the path in full: the path's GPU time equals its kernels' and categories' sums, and fits in the
+    # GPU's busy time of the step's window
+    per_step_k = cp.kernels.group_by("step").agg(pl.col("time_us").sum())
+    per_step_c = cp.categories.group_by("step").agg(pl.col("time_us").sum())
+    got = s.join(per_step_k, on="step", how="left").join(per_step_c, on="step", how="left", suffix="_c").fill_null(0)
+    assert ((got["gpu_us"] - got["time_us"]).abs() < 1e-3).all() and ((got["time_us"] - got["time_us_c"]).abs() < 1e-3).all()
+    w = t.steps.sort("start").with_columns(pl.col("start").shift(-1).alias("_next"))
+    for r in w.iter_rows(named=True):  # one per step
+        hi = r["_next"] or (1 << 62)
+        g = t.gpu.filter((pl.col("end") > r["start"]) & (pl.col("ts") < hi)).with_columns(
+            pl.max_horizontal("ts", pl.lit(r["start"])).alias("ts"), pl.min_horizontal("end", pl.lit(hi)).alias("end"))
+        busy = union_by(g, []) ["len"][0] / 1000 if g.height else 0.0
+        assert s.filter(pl.col("step") == r["step"])["gpu_us"][0] <= busy + 1e-3
+
+
+def _trace(path: Path, kernels: list[tuple[float, float, float, int]], *, sync: tuple[float, float] | None = None,
+           step: tuple[float, float] = (0.0, 2000.0)) -> None:
+    """One step; kernels as (launch ts, start, duration, stream) in µs; an optional cudaDeviceSynchronize (ts, dur)."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": step[0], "dur": step[1]}]
+    for i, (launch, start, dur, stream) in enumerate(kernels):
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": launch, "dur": 1.0,
+                   "args": {"correlation": i + 1}})
+        ev.append({"ph": "X", "cat": "kernel", "name": f"ampere_sgemm_128x64_nn_{i}", "pid": 0, "tid": stream, "ts": start,
+                   "dur": dur, "args": {"correlation": i + 1, "device": 0, "stream": stream}})
+    if sync:
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": sync[0],
+                   "dur": sync[1]})
+    write_trace(path, ev)
+
+
+def test_gpu_bound_step_is_its_kernels(tmp_path):
+    """10 kernels of 100 µs launched in 10 µs and queued back to back; the host then waits in a sync until 1,061 µs
+    and works until the step's end at 2,000 µs."""
+    p = tmp_path / "g.json"
+    kernels = [(10.0 + i, 20.0 + 100.0 * i + 0.5 * i, 100.0, 7) for i in range(10)]  # 0.5 µs gaps on the stream
+    _trace(p, kernels, sync=(30.0, 1031.0))
+    _, cp = _path(p)
+    r = cp.steps.row(0, named=True)
+    assert r["step_us"] == pytest.approx(2000.0) and r["length_us"] == pytest.approx(2000.0)
+    assert r["gpu_us"] == pytest.approx(1000.0)  # all ten kernels, in full
+    assert r["queue_us"] == pytest.approx(4.5)  # nine 0.5 µs gaps behind the previous kernel
+    assert r["launch_us"] == pytest.approx(10.0)  # first launch at 10 µs, its kernel starts at 20 µs
+    last_end = 20.0 + 100.0 * 9 + 0.5 * 9 + 100.0
+    assert r["sync_return_us"] == pytest.approx(1061.0 - last_end)
+    assert r["cpu_us"] == pytest.approx(10.0 + (2000.0 - 1061.0))  # before the first launch, after the sync
+    assert cp.kernels["count"].sum() == 10
+    whatif = dict(zip(cp.whatif["change"], cp.whatif["saves_us"]))
+    assert whatif["kernels of GEMM 2x faster"] == pytest.approx(500.0)
+    sync = next(v for k, v in whatif.items() if "cudaDeviceSynchronize" in k)
+    assert sync == pytest.approx(min(1031.0, 2000.0 - 1061.0))  # its wait vs the host work after it
+
+
+def test_launch_bound_and_cross_stream_waits(tmp_path):
+    p = tmp_path / "l.json"
+    # launch-bound: each 2 µs kernel launched 8 µs after the previous one, then a kernel on stream 8 launched early
+    # that waits for stream 7's last kernel (an event), then the host syncs on it
+    kernels = [(10.0 + 8.0 * i, 14.0 + 8.0 * i, 2.0, 7) for i in range(50)]
+    last_end = 14.0 + 8.0 * 49 + 2.0
+    kernels.append((15.0, last_end + 3.0, 50.0, 8))
+    _trace(p, kernels, sync=(420.0, last_end + 53.0 + 1.0 - 420.0), step=(0.0, 600.0))
+    _, cp = _path(p)
+    r = cp.steps.row(0, named=True)
+    assert r["length_us"] == pytest.approx(600.0)
+    assert r["stream_wait_us"] == pytest.approx(3.0)  # stream 8 waited for stream 7's last kernel
+    assert r["gpu_us"] == pytest.approx(50.0 + 2.0)  # the waiting kernel and the one it waited for
+    assert r["launch_us"] == pytest.approx(4.0)  # that one's launch → start
+    assert r["sync_return_us"] == pytest.approx(1.0)
+    assert r["cpu_us"] == pytest.approx(600.0 - 52.0 - 3.0 - 4.0 - 1.0)
+
+
+def test_analyze_shows_the_path_and_its_what_ifs(capsys):
+    assert main(["analyze", str(EXAMPLE), "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "Critical path by step" in out and "What-ifs on the critical path" in out
+    a = analyze(kernscope.load(EXAMPLE, cache=False), step=3)
+    assert a.critical_path is not None and a.critical_path.steps["step"].to_list() == [3]
