@@ -65,6 +65,13 @@ if [ "$PART" = intra3 ]; then
   gzip -9 "$OUT/align/train.pt.trace.json"; ls -la "$OUT"/*/
   (cd "$OUT" && tar czf intra3.tgz tut tut_acc mem align && rm -rf tut tut_acc mem align)
 fi
+if [ "$PART" = diag ]; then
+  echo "== GPU test: intra records aligned under their Kineto kernels"
+  timeout 300 python3 -m pytest -m gpu tests/test_gpu.py -q -s -p no:cacheprovider -o addopts="" -k align > "$OUT/gpu_align.txt" 2>&1; tail -6 "$OUT/gpu_align.txt"
+  echo "== traces with a recompilation inside the profiled steps"
+  timeout 400 python3 examples/record_recompile_traces.py "$OUT/recompile" > "$OUT/recompile.log" 2>&1; tail -5 "$OUT/recompile.log"
+  find "$OUT/recompile" -type f | head; (cd "$OUT" && tar czf recompile.tgz recompile && rm -rf recompile)
+fi
 if [ "$PART" = tests ]; then
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
 fi
