@@ -171,3 +171,58 @@ def test_straggler_threshold_from_rules():
     with pytest.raises(KernscopeError):
         FindingRules.load("/nonexistent/rules.toml")
     assert np.isfinite(FindingRules.builtin().rules["tiny_gemm"]["saving_per_kernel_us"])
+
+
+def test_recompile_inside_a_step_on_a_real_torch_compile_trace():
+    """tests/data/recompile_h100: torch.compile(dynamic=False) on an H100, step 2 with a new batch size
+    (examples/record_recompile_traces.py): Dynamo and Inductor compile again inside step 2."""
+    p = Path(__file__).parent / "data" / "recompile_h100" / "torch_compile_recompile.pt.trace.json.gz"
+    raw = json.loads(__import__("gzip").decompress(p.read_bytes()))["traceEvents"]
+    spans = [e for e in raw if e.get("ph") == "X" and e.get("name") in ("entire_frame_compile", "entire_backward_compile")]
+    f = analyze(kernscope.load(p, cache=False)).findings
+    r = f.filter(pl.col("rule") == "recompile")
+    assert r["step"].to_list() == [2]
+    ev = json.loads(r["evidence"][0])
+    assert ev["compile_us"] == pytest.approx(sum(e["dur"] for e in spans), abs=0.01)
+    assert ev["ids"] == "0/1" and "1 entire_frame_compile" in ev["spans"] and "1 entire_backward_compile" in ev["spans"]
+    assert set(f.filter(pl.col("rule") == "step_variance")["step"]) >= {2}  # the slow step it explains
+
+
+def test_low_occupancy_flags_non_gemm_kernels_only(tmp_path, capsys):
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1000.0},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.0, "dur": 900.0}]
+    kernels = [("vectorized_elementwise_kernel", 8, 600.0), ("ampere_sgemm_128x64_nn", 8, 300.0), ("reduce_kernel", 90, 100.0)]
+    t = 5.0
+    for i, (name, occ, dur) in enumerate(kernels):
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2.0 + i, "dur": 1.0,
+                   "args": {"correlation": i + 1}})
+        ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t, "dur": dur,
+                   "args": {"correlation": i + 1, "device": 0, "stream": 7, "est. achieved occupancy %": occ,
+                            "registers per thread": 32}})
+        t += dur
+    p = tmp_path / "occ.json"
+    write_trace(p, ev)
+    f = analyze(kernscope.load(p, cache=False)).findings.filter(pl.col("rule") == "low_occupancy")
+    assert f["kernel"].to_list() == ["vectorized_elementwise_kernel"]  # the GEMM runs one big block per SM by design
+    assert f["win_back_us"][0] == pytest.approx(600.0 * 0.2)
+    ev0 = json.loads(f["evidence"][0])
+    assert ev0["occupancy_pct"] == 8 and ev0["registers"] == 32 and ev0["share_pct"] == pytest.approx(60.0)
+    assert main(["analyze", str(p), "--format", "json", "--no-cache"]) == 0  # the CLI's projected load keeps the args
+    assert [x["kernel"] for x in json.loads(capsys.readouterr().out)["findings"] if x["rule"] == "low_occupancy"] == [
+        "vectorized_elementwise_kernel"]
+
+
+def test_far_from_roofline_in_perf_and_report(tmp_path, capsys):
+    assert main(["perf", str(EXAMPLE), "--format", "json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (f,) = [x for x in doc["findings"] if x["rule"] == "far_from_roofline"][:1]
+    ev = f["evidence"]
+    op = next(o for o in doc["ops"] if o["name"] == ev["op"] and o["pct_of_peak"] == pytest.approx(ev["pct_of_peak"]))
+    assert ev["time_us"] == pytest.approx(op["kernel_time_us"] / 2)  # per step: the trace has 2
+    assert f["win_back_us"] == pytest.approx(ev["time_us"] * (1 - ev["pct_of_peak"] / 70.0))
+    html = tmp_path / "r.html"
+    assert main(["report", str(EXAMPLE), "-o", str(html), "-q", "--no-cache"]) == 0
+    rules = tmp_path / "r.toml"
+    rules.write_text("[far_from_roofline]\nmax_pct_of_peak = 1.0\n")
+    assert main(["perf", str(EXAMPLE), "--format", "json", "--no-cache", "--findings", str(rules)]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []

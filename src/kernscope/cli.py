@@ -544,6 +544,12 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     pm = perf_model(t, step=step_n, peaks=_peaks(peak, t))
     if pm.ops.height:
         extra.update(perf_sheets(pm))
+        import dataclasses
+
+        from .analyze.findings import find_roofline, merged
+
+        roofline = find_roofline(pm.ops, 1 if step_n is not None else t.steps.height, rules=_finding_rules(findings_rules))
+        a = dataclasses.replace(a, findings=merged(a.findings, roofline))  # the report has the perf model's findings too
     from .analyze.memory import memory_timeline
     from .render.memory import chart_data, memory_sheets
 
@@ -615,10 +621,13 @@ def _peaks(spec: str | None, trace: Any) -> Any:
 @click.option("--top", default=None, type=click.IntRange(min=1),
               help="Rows per table [default: 15 in the terminal; every row in JSON/CSV].")
 @click.option("--all", "show_nested", is_flag=True, help="Also list ops that contain another modeled op (aten::linear around aten::addmm).")
+@click.option("--findings", "findings_rules", type=click.Path(dir_okay=False), metavar="FILE",
+              help="TOML file overriding the findings' thresholds and wording (see kernscope/analyze/findings.toml).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.option("-o", "--output", help="Write to FILE instead of stdout; a .xlsx name writes a workbook (one sheet per op class).")
 @trace_options
-def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_nested: bool, fmt: str, output: str | None,
+def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_nested: bool, findings_rules: str | None,
+         fmt: str, output: str | None,
          salvage: bool, no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None,
          step_marker: str | None) -> None:
     """Perf model and roofline: FLOPs, bytes, TFLOP/s, TB/s and % of the device's peak for every op with shapes."""
@@ -629,6 +638,9 @@ def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_n
     step_n = _parse_step(step)
     _check_step(t, step_n)
     pm = perf_model(t, step=step_n, peaks=_peaks(peak, t))
+    from .analyze.findings import find_roofline
+
+    findings = find_roofline(pm.ops, 1 if step_n is not None else t.steps.height, rules=_finding_rules(findings_rules))
     if not quiet:
         for n in pm.notes:
             _notice(f"kernscope: {n}")
@@ -641,8 +653,9 @@ def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_n
         return
     if top is None and fmt == "table":
         top = 15
-    _render_text(fmt, output, lambda con, w: render_perf.render(pm, trace, con, top=top, width=w, show_nested=show_nested),
-                 lambda: render_perf.to_json(pm, trace, top, show_nested), lambda: render_perf.to_csv(pm, top, show_nested))
+    _render_text(fmt, output, lambda con, w: render_perf.render(pm, trace, con, top=top, width=w, show_nested=show_nested,
+                                                                findings=findings),
+                 lambda: render_perf.to_json(pm, trace, top, show_nested, findings), lambda: render_perf.to_csv(pm, top, show_nested))
     _raise_if_empty((t, step_n))
 
 

@@ -9,7 +9,9 @@ device); only the findings themselves (a few rows) are built in Python.
 Rules (``findings.toml``): ``launch_bound`` (GPU idle because launches came late), ``step_start_idle`` (GPU idle
 from the step's start to its first work: CPU or data loading first), ``blocking_sync`` (synchronizing
 runtime calls), ``exposed_comm`` (communication not overlapped by compute), ``tiny_gemm`` (many GEMM kernels
-of a few µs), ``step_variance`` (a step far slower than the median) and, across ranks, ``straggler``.
+of a few µs), ``step_variance`` (a step far slower than the median), ``recompile`` (torch.compile / XLA
+compiling inside a step), ``low_occupancy`` (kernels that leave most of the GPU idle), and where the perf model
+runs (``perf``, ``report``) ``far_from_roofline``; across ranks, ``straggler``.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class FindingRules:
                     raise KernscopeError(f"{path}: [{name}] has no key {key!r} (keys: {', '.join(sorted(rules[name]))})")
                 want = type(rules[name][key])
                 ok = isinstance(value, want) or (want is float and isinstance(value, int) and not isinstance(value, bool))
+                if ok and want is list:
+                    ok = all(isinstance(x, str) for x in value)
                 if not ok:
                     raise KernscopeError(f"{path}: [{name}] {key} must be {want.__name__}, not {type(value).__name__}")
                 rules[name][key] = float(value) if want is float else value
@@ -211,6 +215,89 @@ def step_variance(steps: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, An
     return out
 
 
+def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
+    """Compile spans inside steps (the outermost ones of ``cfg["names"]``), with torch.compile's compile ids (``0/1``:
+    frame 0, recompilation 1) from the annotations Dynamo writes beside them."""
+    host = trace.events.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]))
+    spans = host.filter(pl.col("name").cast(pl.String).str.contains(cfg["names"]))
+    if spans.height == 0 or trace.steps.height == 0:
+        return []
+    steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
+    spans = (spans.select(pl.col("name").cast(pl.String), "ts", "end").sort("ts")
+             .join_asof(steps, left_on="ts", right_on="_s", strategy="backward").filter(pl.col("ts") < pl.col("_e")))
+    if step is not None:
+        spans = spans.filter(pl.col("step") == step)
+    ids = (host.filter(pl.col("name").cast(pl.String).str.contains("compile_id="))
+           .select(pl.col("name").cast(pl.String).str.extract(r"compile_id=([0-9/]+)").alias("_id"), "ts").sort("ts")
+           .join_asof(steps, left_on="ts", right_on="_s", strategy="backward").filter(pl.col("ts") < pl.col("_e"))
+           .group_by("step").agg(pl.col("_id").drop_nulls().unique().sort().alias("_ids")))
+    per = (spans.group_by("step").agg(((pl.col("end") - pl.col("ts")).sum() / NS_PER_US).alias("compile_us"),
+                                      pl.col("name").value_counts(sort=True).alias("_names"))
+           .join(ids, on="step", how="left"))
+    out = []
+    for r in per.sort("step").iter_rows(named=True):  # one per step that compiled
+        if r["compile_us"] >= cfg["min_us"]:
+            names = ", ".join(f"{v['count']} {v['name']}" for v in r["_names"])
+            ev = {"step": r["step"], "compile_us": r["compile_us"], "spans": names, "ids": ", ".join(r["_ids"] or []) or "-"}
+            out.append(_row(cfg, "recompile", r["compile_us"], ev, step=r["step"]))
+    return out
+
+
+def low_occupancy(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    if "occupancy_pct" not in gpu.columns:
+        return []
+    g = gpu.filter(pl.col("step").is_not_null() & (pl.col("kind").cast(pl.String) == "kernel"))
+    step_time = g.group_by("step").agg(pl.col("dur").sum().alias("_step_ns"))
+    skip = list(cfg["skip_categories"])
+    per = (g.filter(pl.col("occupancy_pct").is_not_null() & ~pl.col("category").cast(pl.String).is_in(skip))
+           .group_by("step", pl.col("name").cast(pl.String))
+           .agg(pl.len().alias("count"), pl.col("dur").sum().alias("_ns"),
+                ((pl.col("occupancy_pct") * pl.col("dur")).sum() / pl.col("dur").sum()).alias("occupancy_pct"),
+                pl.col("registers").mean().alias("registers"))
+           .join(step_time, on="step")
+           .with_columns((100.0 * pl.col("_ns") / pl.col("_step_ns")).alias("share_pct"))
+           .filter((pl.col("occupancy_pct") <= cfg["max_occupancy_pct"]) & (pl.col("share_pct") >= cfg["min_share_pct"])))
+    out = []
+    for r in per.sort("step", "_ns", descending=[False, True]).iter_rows(named=True):  # one per flagged kernel
+        time_us = r["_ns"] / NS_PER_US
+        ev = {"step": r["step"], "kernel": r["name"], "count": r["count"], "time_us": time_us, "share_pct": r["share_pct"],
+              "occupancy_pct": r["occupancy_pct"], "registers": r["registers"] or 0.0}
+        out.append(_row(cfg, "low_occupancy", time_us * cfg["assumed_saving_pct"] / 100.0, ev, step=r["step"],
+                        kernel=r["name"]))
+    return out
+
+
+def find_roofline(ops: pl.DataFrame, steps: int, *, rules: FindingRules | None = None) -> pl.DataFrame:
+    """Findings of the perf model (``ops``: :class:`~kernscope.analyze.perf.PerfModel` op rows over ``steps``
+    steps, 0 when the trace has none): ops far below their roofline that take a large share of the modeled
+    time; the win back is per step (the model's target efficiency, ``findings.toml``)."""
+    cfg = (rules or FindingRules.builtin()).rules["far_from_roofline"]
+    if ops.height == 0:
+        return _table([])
+    d = ops.filter(~pl.col("nested") & pl.col("pct_of_peak").is_not_null()) if "nested" in ops.columns else ops
+    total = float(d["kernel_time_us"].sum() or 0.0)
+    per_step = max(steps, 1)
+    rows = []
+    for r in d.sort("kernel_time_us", descending=True).iter_rows(named=True):  # op signatures, not events
+        share = 100.0 * r["kernel_time_us"] / total if total else 0.0
+        if r["pct_of_peak"] > cfg["max_pct_of_peak"] or share < cfg["min_share_pct"]:
+            continue
+        time_us = r["kernel_time_us"] / per_step
+        target_us = time_us * r["pct_of_peak"] / cfg["target_pct_of_peak"]
+        ev = {"op": r["name"], "dtype": r["dtype"] or "-", "calls": r["count"], "time_us": time_us, "share_pct": share,
+              "pct_of_peak": r["pct_of_peak"], "bound": r["bound"] or "-", "tflops_per_s": r["tflops_per_s"] or 0.0,
+              "tb_per_s": r["tb_per_s"] or 0.0, "input_dims": r.get("input_dims"), "target_us": target_us,
+              "steps": steps}
+        rows.append(_row(cfg, "far_from_roofline", time_us - target_us, ev, op=r["name"]))
+    return _table(rows)
+
+
+def merged(*tables: pl.DataFrame) -> pl.DataFrame:
+    """Several findings tables as one, ranked."""
+    rows = [r for t in tables for r in t.iter_rows(named=True)]
+    return _table(rows)
+
+
 def _table(rows: list[dict[str, Any]]) -> pl.DataFrame:
     t = pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
     # a total order: findings that tie on time keep one order whatever the grouping's order was
@@ -226,7 +313,8 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
     r = (rules or FindingRules.builtin()).rules
     rows = (launch_bound(gpu, r["launch_bound"]) + step_start_idle(trace, gpu, r["step_start_idle"])
             + blocking_sync(trace, r["blocking_sync"], step) + exposed_comm(by_step, r["exposed_comm"])
-            + tiny_gemm(gpu, r["tiny_gemm"]) + step_variance(steps, r["step_variance"]))
+            + tiny_gemm(gpu, r["tiny_gemm"]) + step_variance(steps, r["step_variance"])
+            + recompile(trace, r["recompile"], step) + low_occupancy(gpu, r["low_occupancy"]))
     t = _table(rows)
     return t.filter(pl.col("step") == step) if step is not None else t
 

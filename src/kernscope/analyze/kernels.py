@@ -27,7 +27,8 @@ def gpu_table(
     """GPU activity rows (optionally one step, optionally categorized) with string columns.
 
     Columns: name, kind, device, stream, ts, dur, end (ns), launcher, op_name, launch_name,
-    graph_launch, step, correlation, launch_ts/pid/tid, and category/library/decided_by/decided_op when a
+    graph_launch, step, correlation, launch_ts/pid/tid, occupancy_pct and registers (the profiler's estimate and
+    the kernel's registers per thread, null where the trace has none), and category/library/decided_by/decided_op when a
     categorizer is given (the category uses the launching op, or for JAX the HLO instruction, as a second
     signal: see ``launcher_categories``).
     """
@@ -56,6 +57,7 @@ def gpu_table(
         "launch_pid",
         "launch_tid",
     ]
+    cols += [pl.col(c) if c in g.columns else pl.lit(None, pl.Int64).alias(c) for c in ("occupancy_pct", "registers")]
     if categorizer is not None:
         cols += ["category", "library", "decided_by", "decided_op"]
     return g.select(cols)

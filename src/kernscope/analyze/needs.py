@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 
 from ..link.markers import marker_names
-from ..load.argspec import LINK_ARGS
+from ..load.argspec import KERNEL_ARGS, LINK_ARGS
 from ..load.projection import Projection
 
-#: the ``args`` columns the default analysis reads (through the link stage)
-ANALYZE_ARGS = LINK_ARGS
+#: the ``args`` columns the default analysis reads (through the link stage, and the findings' kernel args)
+ANALYZE_ARGS = LINK_ARGS + KERNEL_ARGS
 
 
 def analyze_projection(step_marker: str | None = None) -> Projection | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Bump when the table below changes; it is part of the parse-cache key.
-ARG_SPEC_VERSION = 3
+ARG_SPEC_VERSION = 4
 #: Bump when the XSpace stat table or its mapping to the event table (:mod:`.xplane`) changes; part of the key.
-XPLANE_SPEC_VERSION = 1
+XPLANE_SPEC_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ ARG_FIELDS: tuple[ArgField, ...] = (
     ArgField("Rank", "comm_rank", "int", since=3),
     ArgField("Seq", "comm_seq", "int", since=3),
     ArgField("kind", "gpu_kind", "str", since=2),
+    ArgField("est. achieved occupancy %", "occupancy_pct", "int", since=4),
+    ArgField("registers per thread", "registers", "int", since=4),
     ArgField("name", "meta_name", "text"),
     ArgField("sort_index", "sort_index", "text", since=2),
 )
@@ -55,5 +57,7 @@ TEXT_COLUMNS = tuple(f.column for f in ARG_FIELDS if f.kind == "text")
 
 #: args the link stage reads (CPU op <-> launch <-> GPU, and GPU placement)
 LINK_ARGS = ("correlation", "external_id", "device", "stream")
+#: kernel args the findings read (the low-occupancy rule)
+KERNEL_ARGS = ("occupancy_pct", "registers")
 #: args the loader itself reads (process and thread names from metadata events)
 LOADER_ARGS = ("meta_name", "sort_index")

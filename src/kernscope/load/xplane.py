@@ -39,7 +39,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..model import RawTrace
-from .argspec import ARG_FIELDS, XPLANE_SPEC_VERSION
+from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
 from .protowire import Fields, WireError, as_array, fields_of, walk
 from .xscan import decode_stats, scan_lines
@@ -66,7 +66,7 @@ _MD_ID, _MD_NAME, _MD_DISPLAY, _MD_STATS = 1, 2, 4, 5
 #: JAX columns added to the event table (after Kineto's)
 JAX_COLUMNS: dict[str, Any] = {
     **{f.column: (pl.Int64 if f.kind == "int" else pl.Float64 if f.kind == "float" else pl.Categorical)
-       for f in STAT_FIELDS if f.column not in EVENT_SCHEMA},
+       for f in STAT_FIELDS if f.column not in EVENT_SCHEMA or f.column in KERNEL_ARGS},  # XLA's own occupancy: a float %
     **{c: pl.Int64 for c in KERNEL_DETAIL_COLUMNS},
 }
 _META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
@@ -396,9 +396,10 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
         "flow_id": nulls(ne, pl.String),
     })
     extra: dict[str, pl.Series] = {}
+    own = set(KERNEL_DETAIL_COLUMNS) | set(JAX_COLUMNS)  # what XLA states itself (occupancy as a float %)
     for fld in ARG_FIELDS:
         c = fld.column
-        if c in ("meta_name", "sort_index"):
+        if c in ("meta_name", "sort_index") or c in own:
             continue
         if c in cols:
             extra[c] = cols[c]
@@ -411,7 +412,7 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
     details = kernel_details(cols["kernel_details"])
     table = table.with_columns(
         **{c: s.cast(EVENT_SCHEMA[c]) for c, s in extra.items()},
-        **{c: cols[c].cast(JAX_COLUMNS[c]) for c in JAX_COLUMNS if c in cols and c not in EVENT_SCHEMA},
+        **{c: cols[c].cast(JAX_COLUMNS[c]) for c in JAX_COLUMNS if c in cols and (c not in EVENT_SCHEMA or c in own)},
         **{c: details[c] for c in KERNEL_DETAIL_COLUMNS},
     )
     # aggregated events (num_occurrences instead of an offset) have no time: they are counted, not kept

@@ -14,8 +14,9 @@ from rich.text import Text
 
 from ..analyze.perf import PerfModel
 from ..version import SCHEMA_VERSION
+from .console import render_findings
 from .names import term
-from .tables import csv_text, records
+from .tables import csv_text, findings_records, records
 from .terminal import Col, count, fit_table, pct, us
 
 
@@ -52,7 +53,7 @@ def device_line(pm: PerfModel) -> str:
 
 
 def render(pm: PerfModel, path: str, console: Console, top: int | None = 15, width: int | None = None,
-           show_nested: bool = False) -> None:
+           show_nested: bool = False, findings: pl.DataFrame | None = None) -> None:
     w = width or console.width
     console.print(term(path, "bold"), overflow="fold")
     console.print(term(device_line(pm)), overflow="fold")
@@ -96,6 +97,8 @@ def render(pm: PerfModel, path: str, console: Console, top: int | None = 15, wid
         console.print(fit_table("GPU time outside modeled ops, by launching op", [Col("launcher"), Col("GPU records", True),
                                                                                  Col("time", True)], rows, w,
                                 more=pm.uncovered.height - d.height))
+    if findings is not None:
+        render_findings(findings, console, top=5 if top is not None else None)
 
 
 def listed_ops(pm: PerfModel, show_nested: bool) -> pl.DataFrame:
@@ -103,7 +106,8 @@ def listed_ops(pm: PerfModel, show_nested: bool) -> pl.DataFrame:
     return pm.ops if show_nested else pm.ops.filter(~pl.col("nested"))
 
 
-def to_dict(pm: PerfModel, path: str, top: int | None = None, show_nested: bool = False) -> dict[str, Any]:
+def to_dict(pm: PerfModel, path: str, top: int | None = None, show_nested: bool = False,
+            findings: pl.DataFrame | None = None) -> dict[str, Any]:
     """The ``--format json`` object: device {name, peaks}, coverage, classes, ops (the rows the table lists:
     ``nested_ops_hidden`` says how many containing ops ``--all`` adds), missing, uncovered, notes."""
     ops = listed_ops(pm, show_nested)
@@ -119,11 +123,13 @@ def to_dict(pm: PerfModel, path: str, top: int | None = None, show_nested: bool 
         "missing": records(pm.missing),
         "uncovered": records(pm.uncovered, top),
         "notes": list(pm.notes),
+        "findings": findings_records(findings) if findings is not None else [],
     }
 
 
-def to_json(pm: PerfModel, path: str, top: int | None = None, show_nested: bool = False) -> str:
-    return json.dumps(to_dict(pm, path, top, show_nested), indent=2, ensure_ascii=False)
+def to_json(pm: PerfModel, path: str, top: int | None = None, show_nested: bool = False,
+            findings: pl.DataFrame | None = None) -> str:
+    return json.dumps(to_dict(pm, path, top, show_nested, findings), indent=2, ensure_ascii=False)
 
 
 def to_csv(pm: PerfModel, top: int | None = None, show_nested: bool = False) -> str:
