@@ -72,6 +72,11 @@ if [ "$PART" = diag ]; then
   timeout 400 python3 examples/record_recompile_traces.py "$OUT/recompile" > "$OUT/recompile.log" 2>&1; tail -5 "$OUT/recompile.log"
   find "$OUT/recompile" -type f | head; (cd "$OUT" && tar czf recompile.tgz recompile && rm -rf recompile)
 fi
+if [ "$PART" = jaxrecompile ]; then
+  timeout 300 python3 examples/record_recompile_traces.py "$OUT/recompile" jax > "$OUT/recompile.log" 2>&1; tail -3 "$OUT/recompile.log"
+  f=$(find "$OUT/recompile" -name "*.xplane.pb" | head -1); python3 -m kernscope analyze "$f" --no-cache | tail -25
+  cp "$f" "$OUT/jax_recompile.xplane.pb"; rm -rf "$OUT/recompile"
+fi
 if [ "$PART" = tests ]; then
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
 fi

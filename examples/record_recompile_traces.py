@@ -1,6 +1,6 @@
 """Record traces with a recompilation inside the profiled steps (the findings' recompile rule), on a GPU.
 
-    python examples/record_recompile_traces.py OUT_DIR
+    python examples/record_recompile_traces.py OUT_DIR [torch|jax]
 
 Writes ``OUT_DIR/torch_compile_recompile.pt.trace.json.gz``: a compiled MLP (``torch.compile(dynamic=False)``)
 trained for 4 profiled steps, step 2 with a new batch size, so Dynamo recompiles inside it; and
@@ -71,5 +71,14 @@ def jax_trace(out_dir: str) -> str:
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "recompile_traces"
     os.makedirs(out, exist_ok=True)
-    print("wrote", torch_trace(out))
-    print("wrote", jax_trace(out))
+    which = sys.argv[2] if len(sys.argv) > 2 else "both"
+    # one profiler per process: CUPTI takes a single subscriber, so PyTorch's and JAX's run in separate processes
+    if which == "both":
+        import subprocess
+
+        for part in ("torch", "jax"):
+            subprocess.run([sys.executable, __file__, out, part], check=True)
+    elif which == "torch":
+        print("wrote", torch_trace(out))
+    else:
+        print("wrote", jax_trace(out))
