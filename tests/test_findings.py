@@ -186,6 +186,16 @@ def test_recompile_inside_a_step_on_a_real_torch_compile_trace():
     assert ev["compile_us"] == pytest.approx(sum(e["dur"] for e in spans), abs=0.01)
     assert ev["ids"] == "0/1" and "1 entire_frame_compile" in ev["spans"] and "1 entire_backward_compile" in ev["spans"]
     assert set(f.filter(pl.col("rule") == "step_variance")["step"]) >= {2}  # the slow step it explains
+    # JAX on the same H100: jit(f) called with a new shape in step 2 of 4 (StepTraceAnnotation)
+    jp = p.parent / "jax_recompile.xplane.pb.gz"
+    t = kernscope.load(jp, cache=False)
+    j = analyze(t).findings.filter(pl.col("rule") == "recompile")
+    assert j["step"].to_list() == [2]
+    s2 = t.steps.filter(pl.col("step") == 2).row(0, named=True)
+    pjrt = t.events.filter((pl.col("name").cast(pl.String) == "PJRT_Client_Compile") & (pl.col("ts") >= s2["start"])
+                           & (pl.col("ts") < s2["end"]))
+    assert pjrt.height == 2 and j["win_back_us"][0] == pytest.approx(pjrt["dur"].sum() / 1000, abs=0.01)
+    assert "torch.compile" not in j["text"][0]
 
 
 def test_low_occupancy_flags_non_gemm_kernels_only(tmp_path, capsys):

@@ -87,7 +87,7 @@ class FindingRules:
 
 def _row(cfg: dict[str, Any], rule: str, win_back_us: float, evidence: dict[str, Any], **where: Any) -> dict[str, Any]:
     try:
-        text = str(cfg["text"]).format(**evidence, **{k: v for k, v in cfg.items() if k != "text"})
+        text = str(cfg["text"]).format(**{**{k: v for k, v in cfg.items() if k != "text"}, **evidence})
     except (KeyError, ValueError, IndexError) as e:
         raise KernscopeError(f"findings rule [{rule}]: its text cannot be written ({type(e).__name__}: {e})") from None
     return {"rule": rule, "title": cfg["title"], "step": where.get("step"), "device": where.get("device"),
@@ -238,7 +238,9 @@ def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[
     for r in per.sort("step").iter_rows(named=True):  # one per step that compiled
         if r["compile_us"] >= cfg["min_us"]:
             names = ", ".join(f"{v['count']} {v['name']}" for v in r["_names"])
-            ev = {"step": r["step"], "compile_us": r["compile_us"], "spans": names, "ids": ", ".join(r["_ids"] or []) or "-"}
+            ids = ", ".join(r["_ids"] or [])
+            ev = {"step": r["step"], "compile_us": r["compile_us"], "spans": names, "ids": ids or None,
+                  "ids_note": str(cfg["ids_note"]).format(ids=ids) if ids else ""}
             out.append(_row(cfg, "recompile", r["compile_us"], ev, step=r["step"]))
     return out
 
