@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import real_traces, write_trace
+from conftest import TRACES, real_traces, write_trace
 
 import kernscope
 from kernscope.analyze.categories import Categorizer
@@ -114,3 +114,21 @@ def test_analyze_shows_the_path_and_its_what_ifs(capsys):
     assert "Critical path by step" in out and "What-ifs on the critical path" in out
     a = analyze(kernscope.load(EXAMPLE, cache=False), step=3)
     assert a.critical_path is not None and a.critical_path.steps["step"].to_list() == [3]
+
+
+DDP = sorted((TRACES / "multirank").glob("ddp4_rank*.json.gz"))
+
+
+@pytest.mark.skipif(len(DDP) != 4, reason="../shared/traces/multirank not present")
+def test_ddp_job_paths_wait_for_the_straggler_and_it_waits_for_nobody():
+    """Rank 2 sleeps 8 ms before its backward: the other ranks' paths spend milliseconds in all-reduces waiting
+    for it to arrive; its own path waits for nobody."""
+    from kernscope.analyze.ranks import combine, summarize_rank
+
+    job = combine([summarize_rank(kernscope.load(p, cache=False), str(p)) for p in DDP])
+    cp = job.critical_path
+    assert cp.height == 16 and ((cp["length_us"] - cp["step_us"]).abs() < 1e-6).all()
+    assert (cp["last_arriver_wait_us"] <= cp["gpu_us"] + 1e-6).all()
+    assert cp.filter(pl.col("rank") == 2)["last_arriver_wait_us"].max() == 0
+    late = cp.filter((pl.col("rank") != 2) & pl.col("step").is_in([3, 4, 5]))
+    assert late["last_arriver_wait_us"].min() > 5_000  # the 8 ms sleep, less what the path did meanwhile

@@ -53,6 +53,8 @@ class CriticalPath:
     kernels: pl.DataFrame
     whatif: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    #: the GPU records on the path: step, name, ts, end (ns), on_path_us (their time on it)
+    records: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
@@ -242,4 +244,5 @@ def _summarize(path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.
         (pl.min_horizontal(pl.col("_s_end") - pl.col("_s_ts"), pl.col("cpu")) / NS_PER_US).alias("saves_us"))
     whatif = (pl.concat([faster, after]).filter(pl.col("saves_us") > 0)
               .sort("step", "saves_us", "change", descending=[False, True, False]))
-    return CriticalPath(steps, categories, kernels, whatif)
+    records = kern.select("step", "name", "ts", pl.col("time").alias("end"), (pl.col("gpu") / NS_PER_US).alias("on_path_us"))
+    return CriticalPath(steps, categories, kernels, whatif, records=records)

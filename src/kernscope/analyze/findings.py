@@ -238,9 +238,9 @@ def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[
     for r in per.sort("step").iter_rows(named=True):  # one per step that compiled
         if r["compile_us"] >= cfg["min_us"]:
             names = ", ".join(f"{v['count']} {v['name']}" for v in r["_names"])
-            ids = ", ".join(r["_ids"] or [])
-            ev = {"step": r["step"], "compile_us": r["compile_us"], "spans": names, "ids": ids or None,
-                  "ids_note": str(cfg["ids_note"]).format(ids=ids) if ids else ""}
+            listed = ", ".join(r["_ids"] or [])
+            ev = {"step": r["step"], "compile_us": r["compile_us"], "spans": names, "ids": listed or None,
+                  "ids_note": str(cfg["ids_note"]).format(ids=listed) if listed else ""}
             out.append(_row(cfg, "recompile", r["compile_us"], ev, step=r["step"]))
     return out
 

@@ -84,6 +84,15 @@ def render(j: JobAnalysis, console: Console, top: int | None = 15, width: int | 
             Col("group", min_width=5), Col("type", enum=True), Col("instances", True), Col("MiB", True),
             Col("transfer", True), Col("skew mean", True), Col("skew max", True), Col("busbw GB/s", True),
             Col("algo", True), Col("last arriver", True)], rows, w, more=j.collectives.height - d.height))
+    if j.critical_path.height and "length_us" in j.critical_path.columns:
+        d = j.critical_path.head(top) if top is not None else j.critical_path
+        rows = [[str(r["rank"]), str(r["step"]), us(r["length_us"]), us(r["cpu_us"]), us(r["gpu_us"]),
+                 us(r["last_arriver_wait_us"])] for r in d.iter_rows(named=True)]
+        console.print()
+        console.print(fit_table("Critical path per rank and step (last arriver: path time waiting for the slowest rank)",
+                                [Col("rank", True), Col("step", True), Col("length", True), Col("cpu", True),
+                                 Col("gpu", True), Col("last arriver", True)], rows, w,
+                                more=j.critical_path.height - d.height))
     render_findings(j.findings, console, top=5 if top is not None else None)
 
 
@@ -97,6 +106,7 @@ def to_dict(j: JobAnalysis, top: int | None = None) -> dict[str, Any]:
         "rank_steps": records(j.rank_steps),
         "stragglers": records(j.stragglers),
         "findings": findings_records(j.findings),
+        "critical_path": records(j.critical_path),
         "collectives": records(j.collectives),
         "collective_instances": records(j.instances, top),
         "queues": records(j.queues),
@@ -114,5 +124,6 @@ def to_csv(j: JobAnalysis) -> str:
 
 
 def rank_sheets(j: JobAnalysis) -> dict[str, pl.DataFrame]:
-    return {"ranks": j.ranks, "rank_steps": j.rank_steps, "stragglers": j.stragglers, "findings": j.findings, "collectives": j.collectives,
+    return {"ranks": j.ranks, "rank_steps": j.rank_steps, "stragglers": j.stragglers, "findings": j.findings,
+            "critical_path": j.critical_path, "collectives": j.collectives,
             "collective_instances": j.instances, "collective_waits": j.waits, "queues": j.queues}

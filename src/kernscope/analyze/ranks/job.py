@@ -55,6 +55,8 @@ class JobAnalysis:
         queues: per rank and stream: queue length statistics and the stream's idle time split into host wait,
             kernel wait and other (HTA's idle time breakdown).
         findings: ranked findings across ranks (:func:`kernscope.analyze.findings.find_stragglers`).
+        critical_path: per (rank, step): the rank's critical path and ``last_arriver_wait_us``, the part of it
+            spent in collectives waiting for the last rank to arrive.
     """
 
     ranks: pl.DataFrame
@@ -68,6 +70,7 @@ class JobAnalysis:
     notes: list[str] = field(default_factory=list)
     world_size: int | None = None
     findings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FINDINGS_SCHEMA))
+    critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _check(results: list[RankResult]) -> tuple[list[str], bool]:
@@ -202,7 +205,7 @@ def combine(results: list[RankResult], failures: list[Failure] | None = None) ->
         notes.append(f"{len(results)} of {world} ranks analyzed")
     return JobAnalysis(ranks, rank_steps.sort("rank", "step") if rank_steps.height else rank_steps, instances, waits,
                        _collective_summary(instances), stragglers, queues, list(failures or []), notes, world,
-                       find_stragglers(stragglers))
+                       find_stragglers(stragglers), _critical_paths(results, waits))
 
 
 def _empty_instances() -> pl.DataFrame:
@@ -215,7 +218,26 @@ def _empty_instances() -> pl.DataFrame:
 
 def _empty_waits() -> pl.DataFrame:
     return pl.DataFrame(schema={"pg": pl.String, "type": pl.String, "step": pl.Int64, "key": pl.Int64, "rank": pl.Int64,
-                                "wait_us": pl.Float64, "last_rank": pl.Int64})
+                                "wait_us": pl.Float64, "last_rank": pl.Int64, "on_path_us": pl.Float64,
+                                "path_step": pl.Int64})
+
+
+def _critical_paths(results: list[RankResult], waits: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, step): the rank's critical path (its segments, µs) and ``last_arriver_wait_us``: the time its
+    path spent in collectives waiting for the last rank to arrive (each collective on the path counts the
+    smaller of its wait and its time on the path)."""
+    parts = [r.critical_path.with_columns(pl.lit(r.rank, dtype=pl.Int64).alias("rank")) for r in results
+             if r.critical_path.height]
+    if not parts:
+        return pl.DataFrame(schema={"rank": pl.Int64, "step": pl.Int64})
+    cp = pl.concat(parts, how="diagonal_relaxed")
+    waited = (waits.filter(pl.col("path_step").is_not_null())  # by the step whose path the collective lies on
+              .group_by("rank", pl.col("path_step").alias("step"))
+              .agg(pl.min_horizontal("wait_us", "on_path_us").sum().alias("last_arriver_wait_us")))
+    return (cp.join(waited, on=["rank", "step"], how="left")
+            .with_columns(pl.col("last_arriver_wait_us").fill_null(0.0))
+            .select("rank", "step", *[c for c in cp.columns if c not in ("rank", "step")], "last_arriver_wait_us")
+            .sort("rank", "step"))
 
 
 def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -236,7 +258,10 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
     c = c.with_columns((elems.cast(pl.Float64) * pl.col("elem_bytes").cast(pl.Float64)).alias("_bytes"))  # no Int64 wrap
     last = pl.col("ts").max().over(keys)
     c = c.with_columns(last.alias("_last"), pl.len().over(keys).alias("_n"))
-    waits = c.select(*keys, "rank", ((pl.col("_last") - pl.col("ts")) / NS_PER_US).alias("wait_us"))
+    on_path = pl.col("on_path_us").fill_null(0.0) if "on_path_us" in c.columns else pl.lit(0.0)
+    path_step = pl.col("path_step") if "path_step" in c.columns else pl.lit(None, pl.Int64)
+    waits = c.select(*keys, "rank", ((pl.col("_last") - pl.col("ts")) / NS_PER_US).alias("wait_us"), on_path.alias("on_path_us"),
+                     path_step.alias("path_step"))
     arriver = (c.sort("ts").group_by(keys, maintain_order=True)
                .agg(pl.col("rank").last().alias("last_rank"), pl.col("dur").last().alias("_tdur")))
     inst = c.group_by(keys).agg(
@@ -264,7 +289,7 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
     waits = waits.join(inst.select(*keys, "last_rank"), on=keys, how="left", nulls_equal=True)
     if use_seq:
         waits = waits.join(inst.select("pg", "type", "key", "step"), on=["pg", "type", "key"], how="left")
-    return inst, waits.select("pg", "type", "step", "key", "rank", "wait_us", "last_rank")
+    return inst, waits.select("pg", "type", "step", "key", "rank", "wait_us", "last_rank", "on_path_us", "path_step")
 
 
 def _stragglers(inst: pl.DataFrame, waits: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:

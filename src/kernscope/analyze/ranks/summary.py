@@ -28,9 +28,10 @@ import polars as pl
 from ...intervals import union_by
 from ...model import Trace
 from ...scalars import as_float
+from ..critical_path import critical_path
 from ..facts import trace_facts
 from ..idle import idle_breakdown
-from ..kernels import COMM_PATTERN, NS_PER_US
+from ..kernels import COMM_PATTERN, NS_PER_US, gpu_table, mark_communication
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 _TYPES = (("allreduce", "allreduce"), ("all_reduce", "allreduce"), ("allgather", "allgather"), ("all_gather", "allgather"),
@@ -68,6 +69,8 @@ class RankResult:
     queues: pl.DataFrame
     load_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: the rank's critical path per step (:func:`~kernscope.analyze.critical_path.critical_path`'s ``steps``)
+    critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def rank_of(trace: Trace, path: str) -> tuple[int | None, str]:
@@ -236,12 +239,21 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
              .join(per_step, on="step", how="left").sort("step"))
     t0 = g["ts"].min()
     t1 = g["end"].max()
+    cp = critical_path(trace, mark_communication(gpu_table(trace), otherwise="Compute")) if trace.steps.height else None
+    coll = collective_kernels(trace, g)
+    if cp is not None and cp.records.height:  # each collective's time on the rank's critical path
+        on_path = cp.records.select("name", "ts", "end", "on_path_us", pl.col("step").alias("path_step"))
+        coll = coll.join(on_path.unique(["name", "ts", "end"]), on=["name", "ts", "end"], how="left")
+    else:
+        coll = coll.with_columns(pl.lit(None, pl.Float64).alias("on_path_us"), pl.lit(None, pl.Int64).alias("path_step"))
+    coll = coll.with_columns(pl.col("on_path_us").fill_null(0.0))
     return RankResult(
         path=path, rank=rank, rank_source=source, world_size=trace.world_size, device_names=facts.device_names,
         pg_config=[p for p in info.get("pg_config", []) if isinstance(p, dict)] if isinstance(info.get("pg_config"), list) else [],
         gpu_start_ns=int(t0) if isinstance(t0, int) else None, gpu_end_ns=int(t1) if isinstance(t1, int) else None,
         overall={k: (float(v) if v is not None else None) for k, v in overall.items()},  # type: ignore[misc]
-        steps=steps, collectives=collective_kernels(trace, g), launch=_launch_stats(g), queues=_streams(g), load_s=load_s,
+        steps=steps, collectives=coll, launch=_launch_stats(g), queues=_streams(g), load_s=load_s,
+        critical_path=cp.steps if cp is not None else pl.DataFrame(),
     )
 
 
