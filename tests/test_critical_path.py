@@ -132,3 +132,22 @@ def test_ddp_job_paths_wait_for_the_straggler_and_it_waits_for_nobody():
     assert cp.filter(pl.col("rank") == 2)["last_arriver_wait_us"].max() == 0
     late = cp.filter((pl.col("rank") != 2) & pl.col("step").is_in([3, 4, 5]))
     assert late["last_arriver_wait_us"].min() > 5_000  # the 8 ms sleep, less what the path did meanwhile
+
+
+def test_host_time_on_the_path_is_split_over_the_ops_it_overlaps(tmp_path):
+    """A host-bound step: ops A (0-300 µs) and B (400-700 µs) on the step's thread, then a kernel; the path's host
+    time (no sync) splits into A's 300, B's 300 and the rest between ops."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1000.0},
+          {"ph": "X", "cat": "cpu_op", "name": "A", "pid": 1, "tid": 1, "ts": 0.0, "dur": 300.0},
+          {"ph": "X", "cat": "cpu_op", "name": "inner", "pid": 1, "tid": 1, "ts": 10.0, "dur": 50.0},
+          {"ph": "X", "cat": "cpu_op", "name": "B", "pid": 1, "tid": 1, "ts": 400.0, "dur": 300.0},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 650.0, "dur": 5.0,
+           "args": {"correlation": 1}},
+          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 660.0, "dur": 10.0,
+           "args": {"correlation": 1, "device": 0, "stream": 7}}]
+    p = tmp_path / "h.json"
+    write_trace(p, ev)
+    _, cp = _path(p)
+    got = dict(zip(cp.ops["op"], cp.ops["host_us"]))
+    assert got == pytest.approx({"A": 300.0, "B": 300.0, "(between ops)": 400.0})  # the whole step is host time
+    assert cp.steps["cpu_us"][0] == pytest.approx(1000.0)

@@ -44,9 +44,10 @@ SEGMENTS = ("cpu", "launch", "gpu", "queue", "stream_wait", "sync_return", "carr
 
 @dataclass(frozen=True)
 class CriticalPath:
-    """Per step: ``steps`` (step, start, step_us, length_us and one ``<segment>_us`` column per kind of segment),
+    """Per step: ``steps`` (step, step_us, length_us and one ``<segment>_us`` column per kind of segment),
     ``categories`` (step, category, time_us: kernel time on the path), ``kernels`` (step, name, category,
-    launcher, count, time_us), ``whatif`` (step, change, saves_us); times µs."""
+    launcher, count, time_us), ``ops`` (step, op, host_us: the path's host time split over the top-level CPU ops
+    it overlaps), ``whatif`` (step, change, saves_us); times µs."""
 
     steps: pl.DataFrame
     categories: pl.DataFrame
@@ -55,6 +56,8 @@ class CriticalPath:
     notes: list[str] = field(default_factory=list)
     #: the GPU records on the path: step, name, ts, end (ns), on_path_us (their time on it)
     records: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: the path's host time by top-level CPU op of its thread: step, op, host_us ("(between ops)": in none)
+    ops: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
@@ -173,14 +176,14 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
                               .then(pl.col("_lr")).otherwise(pl.col("_ec")).alias("_end")))
     owner, on_path = _ancestors(pred, ends_tbl["_end"].to_numpy().astype(np.int64), root)
     path = pl.DataFrame({"_k": owner, "node": on_path}).join(nodes, on="node", how="left")
-    return _summarize(path, ends_tbl, g, cpu, n_g)
+    return _summarize(trace, path, ends_tbl, g, cpu, n_g)
 
 
 def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
     """The thread each step runs on (its ProfilerStep annotation's), else the thread that launched most work."""
     names = trace.steps.select("step", "name")
-    ev = trace.events.filter(pl.col("kind") != "gpu").select(pl.col("name").cast(pl.String), pl.col("pid").cast(pl.String),
-                                                             pl.col("tid").cast(pl.String), "ts")
+    ev = (trace.events.filter(pl.col("name").is_in(names["name"].implode()) & (pl.col("kind") != "gpu"))
+          .select(pl.col("name").cast(pl.String), pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), "ts"))
     marks = names.join(ev, on="name", how="inner").sort("ts").unique("step", keep="first").select("step", "pid", "tid")
     busiest = (trace.gpu.group_by(pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String)
                                   .alias("tid")).len().sort("len", descending=True).head(1))
@@ -202,13 +205,14 @@ def _blocking_syncs(trace: Trace, by_end: pl.DataFrame) -> pl.DataFrame:
     return s.filter(pl.col("_a").is_not_null() & (pl.col("_a_end") > pl.col("_s_ts"))).sort("_s_end", "_s_ts", "pid", "tid")
 
 
-def _summarize(path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.DataFrame, n_g: int) -> CriticalPath:
+def _summarize(trace: Trace, path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.DataFrame,
+               n_g: int) -> CriticalPath:
     k = ends.select(pl.int_range(pl.len()).alias("_k"), "step", "start", "T")
     p = path.drop("_step", "_S").join(k, on="_k").with_columns(
         pl.max_horizontal(pl.coalesce("_pt", "start"), "start").alias("_from"))
     rec = g.select(pl.col("_g").alias("node"), "category", "name", "launcher")
     p = p.join(rec, on="node", how="left").join(
-        cpu.select(pl.col("_c").alias("node"), "_s_name", "_s_ts", "_s_end", "_a_end"), on="node", how="left")
+        cpu.select(pl.col("_c").alias("node"), "_s_name", "_s_ts", "_s_end", "_a_end", "pid", "tid"), on="node", how="left")
     is_gpu = pl.col("node") < n_g
     linked = pl.col("pred").is_not_null()
     gap = pl.max_horizontal(pl.col("ts") - pl.col("_from"), pl.lit(0))
@@ -245,4 +249,69 @@ def _summarize(path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.
     whatif = (pl.concat([faster, after]).filter(pl.col("saves_us") > 0)
               .sort("step", "saves_us", "change", descending=[False, True, False]))
     records = kern.select("step", "name", "ts", pl.col("time").alias("end"), (pl.col("gpu") / NS_PER_US).alias("on_path_us"))
-    return CriticalPath(steps, categories, kernels, whatif, records=records)
+    stretches = seg.filter((pl.col("node") >= n_g) & (pl.col("cpu") > 0)).select(
+        "step", "pid", "tid", (pl.col("time") - pl.col("cpu")).alias("a"), pl.col("time").alias("b"))
+    return CriticalPath(steps, categories, kernels, whatif, records=records, ops=_host_by_op(trace, stretches))
+
+
+def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
+    """The path's host stretches ([a, b] on a thread) split over the thread's top-level CPU ops by overlap:
+    per step and op, the host time on the path (``(between ops)``: time in no top-level op). Per thread, the
+    top-level ops are disjoint and sorted, so each stretch covers a range of them: the ends by searchsorted, the
+    fully covered middle by a difference array (numpy, no loop per stretch)."""
+    schema = {"step": pl.Int64, "op": pl.String, "host_us": pl.Float64}
+    if host.height == 0:
+        return pl.DataFrame(schema=schema)
+    threads = host.select("pid", "tid").unique()
+    ops = (trace.cpu_ops.select(pl.col("name").cast(pl.String), pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String),
+                                "ts", "end")
+           .join(threads, on=["pid", "tid"], how="semi").filter(pl.col("end") > pl.col("ts"))
+           # top level: not inside an earlier op of the thread (starts at or after every earlier op's end)
+           .sort("pid", "tid", "ts", pl.col("end"), descending=[False, False, False, True])
+           .filter(pl.col("ts") >= pl.col("end").cum_max().shift(1).over("pid", "tid").fill_null(-(2**62))))
+    parts: list[pl.DataFrame] = []
+    for (pid, tid), segs in host.group_by("pid", "tid"):  # one pass per thread, not per stretch
+        top = ops.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)).sort("ts")
+        a, b = segs["a"].to_numpy().astype(np.int64), segs["b"].to_numpy().astype(np.int64)
+        steps = segs["step"].to_numpy()
+        if top.height == 0:
+            parts.append(pl.DataFrame({"step": steps, "op": ["(between ops)"] * len(a), "_ns": b - a}))
+            continue
+        s0, e0 = top["ts"].to_numpy().astype(np.int64), top["end"].to_numpy().astype(np.int64)
+        names = top["name"].to_numpy()
+        first = np.searchsorted(e0, a, side="right")  # first op ending after a
+        last = np.searchsorted(s0, b, side="left") - 1  # last op starting before b
+        n = len(s0)
+        rows_op, rows_step, rows_ns = [], [], []
+        for idx in (first, last):  # the partial ops at both ends (the same op when a stretch lies inside one)
+            ok = (idx >= 0) & (idx < n) & (first <= last)
+            i = np.clip(idx, 0, n - 1)
+            part = np.where(ok, np.minimum(b, e0[i]) - np.maximum(a, s0[i]), 0)
+            keep = ok & (part > 0) & ((idx == first) | (first != last))
+            rows_op.append(names[i[keep]])
+            rows_step.append(steps[keep])
+            rows_ns.append(part[keep])
+        # ops strictly between first and last are covered in full: count the stretches covering each op
+        cover = np.zeros(n + 1, dtype=np.int64)
+        inner = last - first >= 2
+        np.add.at(cover, first[inner] + 1, 1)
+        np.add.at(cover, last[inner], -1)
+        cover = np.cumsum(cover)[:n]
+        full = cover > 0
+        # each fully covered op's stretch: stretches on a thread are disjoint, so their op ranges are too
+        order = np.argsort(first[inner], kind="stable")
+        starts_in = (first[inner] + 1)[order]
+        k = np.searchsorted(starts_in, np.arange(n), side="right") - 1
+        step_of_op = steps[inner][order][np.clip(k, 0, max(len(starts_in) - 1, 0))] if len(starts_in) else np.zeros(n, np.int64)
+        rows_op.append(names[full])
+        rows_step.append(step_of_op[full])
+        rows_ns.append((e0 - s0)[full] * cover[full])
+        covered = pl.DataFrame({"step": np.concatenate(rows_step).astype(np.int64), "op": np.concatenate(rows_op),
+                                "_ns": np.concatenate(rows_ns).astype(np.int64)})
+        gaps = (pl.DataFrame({"step": steps.astype(np.int64), "_ns": b - a}).group_by("step").agg(pl.col("_ns").sum())
+                .join(covered.group_by("step").agg(pl.col("_ns").sum().alias("_in")), on="step", how="left")
+                .select("step", pl.lit("(between ops)").alias("op"), (pl.col("_ns") - pl.col("_in").fill_null(0)).alias("_ns")))
+        parts += [covered, gaps]
+    out = pl.concat([p.cast({"step": pl.Int64, "op": pl.String, "_ns": pl.Int64}) for p in parts])
+    return (out.group_by("step", "op").agg((pl.col("_ns").sum() / NS_PER_US).alias("host_us"))
+            .filter(pl.col("host_us") > 0).sort("step", "host_us", "op", descending=[False, True, False]))

@@ -47,7 +47,8 @@ def critical_path_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
     cp = a.critical_path
     if cp is None or cp.steps.height == 0:
         return {}
-    return {"critical_path": cp.steps, "critical_path_kernels": cp.kernels, "critical_path_whatif": cp.whatif}
+    return {"critical_path": cp.steps, "critical_path_kernels": cp.kernels, "critical_path_ops": cp.ops,
+            "critical_path_whatif": cp.whatif}
 
 
 def _base_sheets(a: Analysis) -> dict[str, pl.DataFrame]:

@@ -202,6 +202,7 @@ _T = [
     Term("stream_wait_us", "µs", "Critical-path time a record waited for work on another stream (events, cross-stream dependencies).", "critical path"),
     Term("sync_return_us", "µs", "Time from the end of the GPU work a synchronizing call waited for to the call's return.", "critical path"),
     Term("carryover_us", "µs", "Critical-path time at the step's start spent on GPU work launched before the step (carried over from the previous one).", "critical path"),
+    Term("host_us", "µs", "Host time on the critical path that overlaps this top-level CPU op of the step's thread ((between ops): in none, e.g. Python between ops).", "critical path"),
     Term("change", "", "A what-if on the critical path: a category's kernels 2x faster, or a synchronizing call removed.", "critical path"),
     Term("saves_us", "µs", "First-order saving of the change (valid while the path stays critical): half the category's path time, or the smaller of a sync's wait and the host time after it.", "critical path"),
     # -- memory (kernscope memory: profile_memory traces)

@@ -65,7 +65,8 @@ def to_dict(a: Analysis, top: int | None = None) -> dict[str, Any]:
     if a.critical_path is not None:
         cp = a.critical_path
         out["critical_path"] = {"steps": records(cp.steps), "categories": records(cp.categories),
-                                "kernels": records(cp.kernels, top), "whatif": records(cp.whatif), "notes": list(cp.notes)}
+                                "kernels": records(cp.kernels, top), "ops": records(cp.ops, top), "whatif": records(cp.whatif),
+                                "notes": list(cp.notes)}
     if a.facts.salvage_skipped:
         out["salvage_skipped"] = a.facts.salvage_skipped
     if a.benchmark is not None:

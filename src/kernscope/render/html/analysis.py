@@ -108,6 +108,8 @@ def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None, mem
         cp = a.critical_path
         views.append({"name": "critical_path", "title": "Critical path by step (what each step's end waited for)",
                       "table": table(cp.steps, "critical_path")})
+        views.append({"name": "critical_path_ops", "title": "Host time on the critical path, by top-level CPU op",
+                      "table": table(cp.ops, "critical_path_ops")})
         views.append({"name": "critical_path_whatif", "title": "What-ifs on the critical path (first order)",
                       "table": table(cp.whatif, "critical_path_whatif")})
         used.update(cp.steps.columns)
