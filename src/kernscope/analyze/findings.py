@@ -108,7 +108,9 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
     per = (g.group_by("step", "device").agg(
         ((pl.col("end").max() - pl.col("ts").min()) / NS_PER_US).alias("span_us"),
         (pl.col("kind") == "kernel").sum().alias("kernels"),
-        (pl.col("dur").filter(pl.col("kind") == "kernel").median() / NS_PER_US).alias("median_kernel_us"))
+        (pl.col("dur").filter(pl.col("kind") == "kernel").median() / NS_PER_US).alias("median_kernel_us"),
+        # launch lead: how long before it started a record was launched (a short one: an empty launch queue)
+        ((pl.col("ts") - pl.col("launch_ts")).median() / NS_PER_US).alias("median_lead_us"))
         .join(idle, on=["step", "device"]))
     out = []
     for r in per.sort("step", "device").iter_rows(named=True):  # one per (step, device)
@@ -116,7 +118,7 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
         if r["host_wait_us"] >= cfg["min_us"] and share >= cfg["min_share_pct"]:
             ev = {"step": r["step"], "device": r["device"], "wait_us": r["host_wait_us"], "share_pct": share,
                   "gaps": r["host_wait_gaps"], "kernels": r["kernels"], "median_kernel_us": r["median_kernel_us"] or 0.0,
-                  "span_us": r["span_us"]}
+                  "span_us": r["span_us"], "median_lead_us": r["median_lead_us"] or 0.0}
             out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev, step=r["step"], device=r["device"]))
     return out
 
