@@ -101,7 +101,7 @@ def test_entry_checksums_cover_every_file(tmp_path):
     make_trace(p, 100_000)
     kernscope.load(p)
     d = _entry_dir()
-    manifest = kcache._unseal((d / "manifest.json").read_bytes())
+    manifest = kcache._unseal((d / "manifest.json").read_bytes(), kcache._secret(d.parent.parent))
     assert set(manifest["files"]) == {f"{t}.arrow" for t in kcache.TABLES}
     for name, f in manifest["files"].items():
         assert kcache._checksum_file(d / name) == f["xxh3"]
@@ -259,7 +259,7 @@ def test_cache_entries_keep_columns_without_values_as_their_type(tmp_path, monke
     for name in ("events", "gpu", "flows", "steps"):
         assert_frame_equal(getattr(fresh, name), getattr(again, name))
     (entry,) = [d for d in (tmp_path / "cache").glob("v*/*") if d.is_dir()]
-    files = kcache._unseal((entry / "manifest.json").read_bytes())["files"]
+    files = kcache._unseal((entry / "manifest.json").read_bytes(), kcache._secret(entry.parent.parent))["files"]
     nulls = files["events.arrow"]["nulls"]
     assert {"python_id", "bytes", "collective", "pg_name"} <= set(nulls) and nulls["collective"] == "Categorical"
     stored = pl.read_ipc_schema(entry / "events.arrow")
@@ -365,3 +365,83 @@ def test_cache_entries_are_keyed_on_the_code_not_only_the_version(tmp_path):
         os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns))
         code_fingerprint.cache_clear()
     assert code_fingerprint() == before_fp and cache.entry_key("d" * 32, {"a": 1}) == before_key
+
+
+# -- another local user (#31: security) ------------------------------------------------------------------
+def _fallback_env(tmp_path, monkeypatch) -> Path:
+    monkeypatch.delenv("KERNSCOPE_CACHE_DIR")
+    monkeypatch.setenv("HOME", "/proc/no-home-here")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/proc/no-home-here")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    return tmp_path / f"kernscope-cache-{os.getuid()}"
+
+
+def test_fallback_cache_made_by_another_user_is_refused(tmp_path, monkeypatch):
+    """A user who makes kernscope-cache-<uid> first (or plants a link in its place) gets no write through it."""
+    fallback = _fallback_env(tmp_path, monkeypatch)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    fallback.symlink_to(tmp_path / "elsewhere", target_is_directory=True)  # a planted link in the cache's place
+    (tmp_path / "elsewhere").mkdir()
+    p = write_trace(tmp_path / "t.json", [_kernel(1, 2, 1)])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert kernscope.load(p).kernels.height == 1
+    assert any("not a directory" in str(x.message) and "running without a cache" in str(x.message) for x in w)
+    assert not any((tmp_path / "elsewhere").iterdir()) and victim.read_text() == "precious"
+    fallback.unlink()
+    fallback.mkdir(mode=0o777)
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(fallback).st_uid + 1)  # the directory is someone else's
+    assert kcache.cache_root(notify=lambda m: None) is None
+
+
+def test_our_cache_is_made_private_and_entries_need_our_key(tmp_path, monkeypatch):
+    fallback = _fallback_env(tmp_path, monkeypatch)
+    fallback.mkdir(mode=0o777)
+    os.chmod(fallback, 0o777)
+    (fallback / ".probe-1").symlink_to(tmp_path / "victim")  # a predictable probe name is never written through
+    p = write_trace(tmp_path / "t.json", [_kernel(1, 2, 1)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kernscope.load(p)
+    assert os.stat(fallback).st_mode & 0o777 == 0o700 and not (tmp_path / "victim").exists()
+    key = fallback / "key"
+    assert os.stat(key).st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+    (entry,) = [e for e, _, _ in kcache.entries(fallback)]
+    # an entry re-sealed with an unkeyed checksum (what anyone could compute) is refused and rebuilt
+    doc = json.loads((entry / "manifest.json").read_bytes())
+    import xxhash
+
+    forged = doc["body"]
+    (entry / "manifest.json").write_text(json.dumps({"body": forged, "check": xxhash.xxh3_128(forged.encode()).hexdigest()}))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        t = kernscope.load(p)
+    assert not t.from_cache and any("not written by this user" in str(x.message) for x in w)
+    # a stored output: read back with our key; one with an unkeyed check (what anyone could write) is not
+    tables = {n: pl.DataFrame({"a": [1]}) for n in kcache.TABLES}
+    assert kcache.write_entry("d" * 32, {"o": 1}, tables, {}, notify=lambda m: None) is not None
+    e = kcache.open_entry("d" * 32, {"o": 1}, notify=lambda m: None)
+    assert e is not None
+    kcache.write_result(e, {"x": 1}, b"ours")
+    assert kcache.read_result(e, {"x": 1}) == b"ours"
+    kcache._result_path(e, {"x": 1}).write_bytes(xxhash.xxh3_128(b"theirs").hexdigest().encode() + b"\ntheirs")
+    assert kcache.read_result(e, {"x": 1}) is None
+    # a key readable by others is not used
+    os.chmod(key, 0o644)
+    assert kcache._secret(fallback) is None
+
+
+def test_many_small_writes_do_not_rescan_the_cache_each_time(tmp_path, monkeypatch):
+    """#31: 3,000 tiny ranks took 323 s on a first cached run because every write rescanned every entry. Writes now
+    keep a running total; a full pass runs over the cap or every FULL_PASS_EVERY writes."""
+    scans = []
+    real = kcache.entries
+    monkeypatch.setattr(kcache, "entries", lambda root=None: scans.append(1) or real(root))
+    tables = {n: pl.DataFrame({"a": [1]}) for n in kcache.TABLES}
+    for i in range(300):
+        assert kcache.write_entry(f"{i:032x}", {}, tables, {}, notify=lambda m: None) is not None
+    assert len(scans) <= 2  # the first write (no total yet) and at most one periodic pass
+    monkeypatch.setenv("KERNSCOPE_CACHE_MAX_BYTES", "20000")  # now over the cap: the next write evicts
+    kcache.write_entry("f" * 32, {}, tables, {}, notify=lambda m: None)
+    assert sum(size for _, size, _ in real()) <= 20000 + 10000

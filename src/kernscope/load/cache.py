@@ -24,9 +24,11 @@ prints a stored result starts fast.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 import warnings
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 #: Bump whenever decoding or linking changes what is stored.
-CACHE_FORMAT_VERSION = 9
+CACHE_FORMAT_VERSION = 10
 TABLES = ("events", "gpu", "flows", "steps")
 DEFAULT_MAX_BYTES = 2 << 30
 _READ = 16 << 20
@@ -62,39 +64,110 @@ def _warn(msg: str) -> None:
 
 
 # -- location ---------------------------------------------------------------------------------------
-def _usable(d: Path) -> bool:
+def _uid() -> int | None:
+    return os.getuid() if hasattr(os, "getuid") else None
+
+
+def _private_dir(d: Path, *, follow: bool) -> str | None:
+    """Make ``d`` a usable private cache directory of this user; None when it is, else why not.
+
+    Created 0700 when missing. An existing one must be a directory (``follow``: a symlink to one, for a place the
+    user named) owned by this user; a group- or world-accessible one of ours is made private. The write probe is
+    a new file with a random name (``mkstemp``: O_EXCL, no link followed), so nothing planted is written through."""
     try:
-        d.mkdir(parents=True, exist_ok=True)
-        probe = d / f".probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-        return True
-    except OSError:
-        return False
+        d.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(d, 0o700)
+        st = os.stat(d) if follow else os.lstat(d)
+    except OSError as e:
+        return f"cannot create it ({e.strerror or e})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory (a link or file is in its place)"
+    uid = _uid()
+    if uid is not None and st.st_uid != uid:
+        return f"it belongs to another user (uid {st.st_uid})"
+    try:
+        if st.st_mode & 0o077:
+            os.chmod(d, 0o700)
+        fd, probe = tempfile.mkstemp(dir=d, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"it is not writable ({e.strerror or e})"
+    return None
 
 
 def cache_root(notify: Notify | None = None) -> Path | None:
-    """The cache directory, or None when no writable place exists (the cache is then off)."""
+    """The cache directory, or None when no private, writable place exists (the cache is then off)."""
+    say = notify or _warn
     env = os.environ.get("KERNSCOPE_CACHE_DIR")
     if env:
         d = Path(env)
-        if _usable(d):
+        why = _private_dir(d, follow=True)
+        if why is None:
             return d
-        (notify or _warn)(f"kernscope: cache directory {d} is not writable; running without a cache")
+        say(f"kernscope: cache directory {d} cannot be used: {why}; running without a cache")
         return None
     xdg = os.environ.get("XDG_CACHE_HOME")
     try:
         base = Path(xdg) if xdg else Path.home() / ".cache"
     except (RuntimeError, KeyError):
         base = None
-    if base is not None and _usable(base / "kernscope"):
+    if base is not None and _private_dir(base / "kernscope", follow=True) is None:
         return base / "kernscope"
-    fallback = Path(tempfile.gettempdir()) / f"kernscope-cache-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
-    if _usable(fallback):
-        (notify or _warn)(f"kernscope: no usable home cache directory; caching in {fallback}")
+    uid = _uid()
+    fallback = Path(tempfile.gettempdir()) / f"kernscope-cache-{uid if uid is not None else 'user'}"
+    why = _private_dir(fallback, follow=False)  # a shared temp dir: another user may have made this name first
+    if why is None:
+        say(f"kernscope: no usable home cache directory; caching in {fallback}")
         return fallback
-    (notify or _warn)("kernscope: no writable cache directory; running without a cache")
+    say(f"kernscope: no usable cache directory ({fallback}: {why}); running without a cache")
     return None
+
+
+def _read_private(p: Path) -> bytes:
+    """A cache file's bytes, never through a symbolic link (``O_NOFOLLOW``)."""
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _secret(root: Path) -> bytes | None:
+    """This user's key for the cache's MACs (``root/key``, 32 random bytes, 0600, created on first use): entries
+    written by anyone without it fail their check. None when it cannot be read or made safely."""
+    p = root / "key"
+    flags = getattr(os, "O_NOFOLLOW", 0)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return None
+    for _ in range(2):
+        try:
+            fd = os.open(p, os.O_RDONLY | flags)
+        except FileNotFoundError:
+            try:
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | flags, 0o600)
+            except FileExistsError:
+                continue  # another process made it meanwhile: read theirs
+            except OSError:
+                return None
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(32))
+            continue
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            key = f.read(64)
+        uid = _uid()
+        if (uid is not None and st.st_uid != uid) or st.st_mode & 0o077 or len(key) != 32:
+            return None
+        return key
+    return None
+
+
+def _mac(key: bytes, data: bytes) -> str:
+    return hashlib.blake2b(data, key=key, digest_size=16).hexdigest()
 
 
 def max_bytes() -> int:
@@ -136,11 +209,12 @@ class KnownDigest:
 
         identity = FileIdentity.of(path)
         index = _digest_index(root)
-        hexdigest = _indexed(index, identity) if index is not None else None
+        key = _secret(index.parent) if index is not None else None
+        hexdigest = _indexed(index, identity, key) if index is not None and key is not None else None
         if hexdigest is None:
             hexdigest = file_digest(path)
-            if index is not None:
-                _index(index, identity, hexdigest)
+            if index is not None and key is not None:
+                _index(index, identity, hexdigest, key)
         return cls(identity, hexdigest)
 
 
@@ -169,11 +243,11 @@ def _index_file(index: Path, identity: Any) -> Path:
     return index / xxhash.xxh3_64_hexdigest(json.dumps(_identity_fields(identity)).encode())
 
 
-def _indexed(index: Path, identity: Any) -> str | None:
+def _indexed(index: Path, identity: Any, key: bytes) -> str | None:
     """The digest recorded for a file with exactly this identity (path, size, mtime, ctime, inode: any
     write to the file changes its ctime), or None."""
     try:
-        doc = _unseal(_index_file(index, identity).read_bytes())
+        doc = _unseal(_read_private(_index_file(index, identity)), key)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if doc.get("identity") != _identity_fields(identity) or not isinstance(doc.get("digest"), str):
@@ -181,15 +255,16 @@ def _indexed(index: Path, identity: Any) -> str | None:
     return str(doc["digest"])
 
 
-def _index(index: Path, identity: Any, hexdigest: str) -> None:
+def _index(index: Path, identity: Any, hexdigest: str, key: bytes) -> None:
     now = time.time_ns()
     if identity.mtime_ns > now - RACY_NS or identity.ctime_ns > now - RACY_NS:
         return  # changed very recently: hash it again next time
     try:
         index.mkdir(parents=True, exist_ok=True)
         target = _index_file(index, identity)
-        tmp = target.with_name(f".tmp-{os.getpid()}-{target.name}")
-        tmp.write_bytes(_seal({"identity": _identity_fields(identity), "digest": hexdigest}))
+        fd, tmp = tempfile.mkstemp(dir=index, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as out:
+            out.write(_seal({"identity": _identity_fields(identity), "digest": hexdigest}, key))
         os.replace(tmp, target)
         names = os.listdir(index)
         if len(names) > MAX_INDEXED:
@@ -225,16 +300,16 @@ def _checksum_file(p: Path) -> str:
 
 
 # -- manifest ---------------------------------------------------------------------------------------
-def _seal(doc: dict[str, Any]) -> bytes:
+def _seal(doc: dict[str, Any], key: bytes) -> bytes:
     body = json.dumps(doc, sort_keys=True, default=str)
-    return json.dumps({"body": body, "check": xxhash.xxh3_128(body.encode()).hexdigest()}).encode()
+    return json.dumps({"body": body, "check": _mac(key, body.encode())}).encode()
 
 
-def _unseal(data: bytes) -> dict[str, Any]:
+def _unseal(data: bytes, key: bytes) -> dict[str, Any]:
     outer = json.loads(data)
     body = outer["body"]
-    if xxhash.xxh3_128(body.encode()).hexdigest() != outer["check"]:
-        raise ValueError("manifest checksum mismatch")
+    if _mac(key, body.encode()) != outer["check"]:
+        raise ValueError("manifest check failed (damaged, or not written by this user)")
     doc = json.loads(body)
     if not isinstance(doc, dict):
         raise ValueError("manifest is not an object")
@@ -247,6 +322,7 @@ class Entry:
 
     path: Path
     manifest: dict[str, Any]
+    key: bytes = b""  #: this user's MAC key (stored outputs are checked with it)
 
     def table(self, name: str) -> pl.DataFrame:
         """Read one table, checking its checksum first (raises ``ValueError`` when damaged)."""
@@ -254,7 +330,10 @@ class Entry:
 
         p = self.path / f"{name}.arrow"
         want = self.manifest["files"][f"{name}.arrow"]
-        if p.stat().st_size != want["size"] or _checksum_file(p) != want["xxh3"]:
+        st = os.lstat(p)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{name}.arrow is not a regular file")
+        if st.st_size != want["size"] or _checksum_file(p) != want["xxh3"]:
             raise ValueError(f"{name}.arrow does not match its checksum")
         df = pl.read_ipc(p)
         nulls = want.get("nulls") or {}
@@ -279,13 +358,14 @@ def _discard(d: Path, why: str, notify: Notify | None) -> None:
 def open_entry(digest: str, options: dict[str, Any], *, notify: Notify | None = None) -> Entry | None:
     """The verified entry for (input digest, options), or None (absent, or damaged and discarded)."""
     root = cache_root(notify)
-    if root is None:
+    key = _secret(root) if root is not None else None
+    if root is None or key is None:
         return None
     d = _version_dir(root) / entry_key(digest, options)
-    if not d.is_dir():
+    if not d.is_dir() or d.is_symlink():
         return None
     try:
-        manifest = _unseal((d / "manifest.json").read_bytes())
+        manifest = _unseal(_read_private(d / "manifest.json"), key)
         if manifest.get("digest") != digest or manifest.get("format") != CACHE_FORMAT_VERSION:
             raise ValueError("manifest is for another input")
         files = manifest["files"]
@@ -302,14 +382,15 @@ def open_entry(digest: str, options: dict[str, Any], *, notify: Notify | None = 
         return None
     with contextlib.suppress(OSError):
         os.utime(d / "manifest.json")  # last use, for LRU eviction
-    return Entry(d, manifest)
+    return Entry(d, manifest, key)
 
 
 def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataFrame], info: dict[str, Any],
                 *, notify: Notify | None = None) -> Path | None:
     """Store tables and info atomically; returns the entry path, or None when the cache is unwritable."""
     root = cache_root(notify)
-    if root is None:
+    key = _secret(root) if root is not None else None
+    if root is None or key is None:
         return None
     vdir = _version_dir(root)
     final = vdir / entry_key(digest, options)
@@ -319,7 +400,7 @@ def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataF
     except OSError:
         return None
     try:
-        files = {}
+        files: dict[str, dict[str, Any]] = {}
         for name, df in tables.items():
             p = tmp / f"{name}.arrow"
             nulls = _null_columns(df)
@@ -330,7 +411,7 @@ def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataF
         (tmp / "results").mkdir()
         manifest = {"format": CACHE_FORMAT_VERSION, "digest": digest, "options": options, "files": files,
                     "info": info, "created": time.time()}
-        (tmp / "manifest.json").write_bytes(_seal(manifest))
+        (tmp / "manifest.json").write_bytes(_seal(manifest, key))
         try:
             os.rename(tmp, final)
         except OSError:  # another process stored the same entry first: keep it (identical content)
@@ -339,7 +420,8 @@ def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataF
                 os.rename(tmp, final)
             else:
                 shutil.rmtree(tmp, ignore_errors=True)
-        evict(root)
+        if _note_write(root, sum(int(f["size"]) for f in files.values())):
+            evict(root)
         return final
     except (OSError, ValueError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -371,11 +453,11 @@ def read_result(entry: Entry, key: dict[str, Any]) -> bytes | None:
     """A stored output for ``key`` (options, format, width...), checked; None if absent or damaged."""
     p = _result_path(entry, key)
     try:
-        data = p.read_bytes()
+        data = _read_private(p)
     except OSError:
         return None
     check, _, body = data.partition(b"\n")
-    if xxhash.xxh3_128(body).hexdigest().encode() != check:
+    if not entry.key or _mac(entry.key, body).encode() != check:
         p.unlink(missing_ok=True)
         return None
     return body
@@ -386,11 +468,13 @@ def write_result(entry: Entry, key: dict[str, Any], body: bytes) -> None:
     try:
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
-            f.write(xxhash.xxh3_128(body).hexdigest().encode() + b"\n" + body)
+            f.write(_mac(entry.key, body).encode() + b"\n" + body)
         os.replace(tmp, p)
     except OSError:
-        pass
-    evict(entry.path.parent.parent)
+        return
+    root = entry.path.parent.parent
+    if _note_write(root, len(body)):
+        evict(root)
 
 
 # -- size cap -------------------------------------------------------------------------------------
@@ -423,8 +507,31 @@ def entries(root: Path | None = None) -> list[tuple[Path, int, float]]:
     return out
 
 
+#: a full pass over the entries (sizes, eviction) at least every this many writes, else only over the cap
+FULL_PASS_EVERY = 512
+
+
+def _note_write(root: Path, nbytes: int) -> bool:
+    """Add a write of ``nbytes`` to the cache's running total (``root/usage``); True when a full eviction pass is
+    due: over the cap, every :data:`FULL_PASS_EVERY` writes, or no total known. One small file per write
+    instead of a scan of every entry, so many small writes (thousands of ranks) stay linear."""
+    p = root / "usage"
+    try:
+        used, writes = json.loads(_read_private(p))
+        used, writes = int(used) + int(nbytes), int(writes) + 1
+    except (OSError, ValueError, TypeError):
+        return True
+    with contextlib.suppress(OSError):
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-usage-")
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps([used, writes]))
+        os.replace(tmp, p)
+    return used > max_bytes() or writes % FULL_PASS_EVERY == 0
+
+
 def evict(root: Path, limit: int | None = None) -> int:
-    """Remove least recently used entries (and old format versions) until the cache fits ``limit``."""
+    """Remove least recently used entries (and old format versions) until the cache fits ``limit``; records the
+    total it leaves (the running total of :func:`_note_write`)."""
     limit = max_bytes() if limit is None else limit
     removed = 0
     for vdir in root.glob("v*"):
@@ -447,6 +554,11 @@ def evict(root: Path, limit: int | None = None) -> int:
         shutil.rmtree(d, ignore_errors=True)
         total -= size
         removed += 1
+    with contextlib.suppress(OSError):
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-usage-")
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps([total, 0]))
+        os.replace(tmp, root / "usage")
     return removed
 
 
@@ -460,6 +572,8 @@ def clear(root: Path | None = None) -> int:
         shutil.rmtree(vdir, ignore_errors=True)
     shutil.rmtree(root / "digests", ignore_errors=True)
     shutil.rmtree(root / "sizes", ignore_errors=True)
+    with contextlib.suppress(OSError):
+        (root / "usage").unlink()
     return freed
 
 
