@@ -20,6 +20,7 @@ from typing import Any
 from .analyze.ranks import Failure, JobAnalysis, RankResult, RankTask, combine, summarize_file
 from .errors import KernscopeError
 from .files import expand_inputs  # noqa: F401 - re-exported: the CLI reads it from files (no polars import)
+from .load.source import available_memory
 
 #: retries of a task whose worker was lost
 RETRIES = 2
@@ -41,9 +42,17 @@ def _limit_threads(n: int) -> None:
     os.environ["POLARS_MAX_THREADS"] = str(n)
 
 
+def shared_budget(task: RankTask, workers: int) -> RankTask:
+    """``task`` with each rank's memory budget a share of the machine's: ranks loaded at once by ``workers``
+    processes must fit together (each alone would take 80% of free memory)."""
+    if task.max_memory:
+        return task
+    return replace(task, max_memory=max(1 << 28, int(available_memory() * 0.8) // max(1, workers)))
+
+
 def _local(paths: Sequence[str], task: RankTask, workers: int, progress: Callable[[int, int], None] | None) -> list[Any]:
     threads = max(1, (os.cpu_count() or 1) // workers)
-    task = replace(task, threads=task.threads or threads)
+    task = shared_budget(replace(task, threads=task.threads or threads), min(workers, len(paths)))
     results: dict[str, Any] = {}
     tries = {p: 0 for p in paths}
     todo = list(paths)
@@ -93,7 +102,7 @@ def _dask(paths: Sequence[str], task: RankTask, spec: EngineSpec, progress: Call
             cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True, dashboard_address=None,
                                    env={"POLARS_MAX_THREADS": str(max(1, (os.cpu_count() or 1) // n))})
             client = Client(cluster)
-            task = replace(task, threads=task.threads or max(1, (os.cpu_count() or 1) // n))
+            task = shared_budget(replace(task, threads=task.threads or max(1, (os.cpu_count() or 1) // n)), max(1, n))
         try:
             futures = client.map(summarize_file, list(paths), task=task, retries=RETRIES, pure=False)
             index = {f.key: p for f, p in zip(futures, paths)}

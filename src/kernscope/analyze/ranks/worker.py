@@ -12,6 +12,7 @@ from ...link import StepSpec
 from ...link.markers import marker_names
 from ...load.argspec import LINK_ARGS
 from ...load.projection import Projection
+from ...load.source import Limits
 from ...pipeline import load
 from .job import Failure
 from .summary import RankResult, summarize_rank
@@ -41,6 +42,9 @@ class RankTask:
     #: skip, unparsed, the CPU ops, Python events and flow arrows the rank summary does not read (same results,
     #: less parsing)
     projection: bool = True
+    #: bytes each rank's decoded tables may use (0: the loader's default); the engines share the machine's
+    #: budget among the ranks they run at once
+    max_memory: int = 0
 
     def load_projection(self) -> Projection | None:
         """What a rank load may skip: CPU ops and Python functions other than communication ops and the
@@ -61,7 +65,7 @@ def summarize_file(path: str, task: RankTask) -> RankResult | Failure:
     t0 = time.perf_counter()
     try:
         trace = load(path, cache=task.cache, salvage=task.salvage, steps=StepSpec(task.step_marker), workers=task.threads,
-                     projection=task.load_projection())
+                     projection=task.load_projection(), limits=Limits(max_memory=task.max_memory))
         return summarize_rank(trace, path, time.perf_counter() - t0)
     except TraceError as e:
         return Failure(path, e.problem)
