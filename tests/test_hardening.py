@@ -289,3 +289,20 @@ def test_rank_workers_share_the_memory_budget(tmp_path, monkeypatch):
     bomb.write_bytes(_gz.compress(ev.encode()))
     out = summarize_file(str(bomb), RankTask(cache=False, max_memory=1 << 20))
     assert "memory budget" in getattr(out, "problem", "")  # its own line: the job goes on with the other ranks
+
+
+def test_duplicate_keys_one_rule_the_first_occurrence_wins(tmp_path):
+    """#31: duplicate keys resolved differently by value size (first ts for µs times, last for epoch times). The
+    first occurrence wins for every key, whatever the size of its value."""
+    def trace(ts: tuple[str, str], dur: tuple[str, str]) -> str:
+        ev = [f'{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {ts[0]}, "ts": {ts[1]}, "dur": {dur[0]}, '
+              f'"dur": {dur[1]}, "args": {{"correlation": 1, "stream": 7, "device": 0}}}}',
+              '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1, '
+              '"args": {"correlation": 1}}']
+        return '{"traceEvents": [' + ",".join(ev) + "]}"
+
+    for ts, want in ((("10", "20"), 10_000), (("1700000000000000.5", "1700000000000010.5"), 1_700_000_000_000_000_500),
+                     (("10.25", "20.75"), 10_250)):
+        p = tmp_path / "dup.json"
+        p.write_text(trace(ts, ("3", "4")))
+        assert kernscope.load(p, cache=False).kernels.select("ts", "dur").row(0) == (want, 3_000)

@@ -126,9 +126,11 @@ def _pairs(a: np.ndarray, pair: bytes) -> np.ndarray:
 
 def line_key_values(text: bytes, key: bytes, n_lines: int) -> np.ndarray | None:
     """For NDJSON text (one object per line, lines split by the only newlines): the position of the value
-    of each line's ``"key":`` (-1 where the line has none). None when that cannot be told for certain: a
-    line holds the key more than once (nested, or twice), or the text could hide or fake one (a ``\\u``
-    escape anywhere, or a backslash just before a candidate's quote)."""
+    of each line's ``"key":`` (-1 where the line has none). A line holding the key twice as a member of the
+    object itself (a duplicate key) gives its first occurrence, as polars' reader does (the first occurrence of
+    a duplicate key wins, everywhere). None when that cannot be told for certain: a second occurrence inside a
+    nested object, or text that could hide or fake one (a ``\\u`` escape anywhere, or a backslash just before a
+    candidate's quote)."""
     if b"\\" in text and b"\\u" in text:  # (one byte first: a fast search)
         return None
     a = np.frombuffer(text, dtype=np.uint8)
@@ -138,11 +140,21 @@ def line_key_values(text: bytes, key: bytes, n_lines: int) -> np.ndarray | None:
     hit = cand[at(a, cand, pattern, probes=(len(pattern) - 2,))]
     if (a[hit - 1] == ord("\\")).any():
         return None
-    value = solid(a, hit + len(pattern), KEY_GAP)
     nl = np.flatnonzero(a == NEWLINE)
     line = np.searchsorted(nl, hit)
-    if len(line) and (np.bincount(line, minlength=n_lines).max() > 1 or line.max() >= n_lines):
+    if len(line) and line.max() >= n_lines:
         return None
+    if len(line) and np.bincount(line, minlength=n_lines).max() > 1:
+        # duplicates: keep each line's first hit when every hit on the line is a member of the line's own object
+        # (no '{' between the line's opening brace and the hit)
+        braces = np.flatnonzero(a == ord("{"))
+        start = np.where(line > 0, nl[np.maximum(line - 1, 0)] + 1, 0)  # each hit's line start
+        if (count_between(braces, start, hit) > 0).any():
+            return None
+        first = np.ones(len(hit), dtype=bool)
+        first[1:] = line[1:] != line[:-1]
+        hit, line = hit[first], line[first]
+    value = solid(a, hit + len(pattern), KEY_GAP)
     out = np.full(n_lines, -1, dtype=np.int64)
     out[line] = value
     return out
