@@ -306,3 +306,80 @@ def test_duplicate_keys_one_rule_the_first_occurrence_wins(tmp_path):
         p = tmp_path / "dup.json"
         p.write_text(trace(ts, ("3", "4")))
         assert kernscope.load(p, cache=False).kernels.select("ts", "dur").row(0) == (want, 3_000)
+
+
+# -- #31: the rest of the seams: one line, exit 2 ---------------------------------------------------------------
+def test_ids_beyond_any_real_size_are_one_line(tmp_path, capsys):
+    ev = [_k(1, 1, 1), _launch(0, 1)]
+    big = write_trace(tmp_path / "rank0.json", ev, distributedInfo={"rank": 2**70, "world_size": 2})
+    ok = write_trace(tmp_path / "rank1.json", ev, distributedInfo={"rank": 1, "world_size": 2})
+    _one_error(capsys, main(["analyze", str(big), str(ok), "-q", "--no-cache"]), "rank0.json", "rank id is not one")
+    named = write_trace(tmp_path / "rank123456789012345678901234567890.json", ev)
+    _one_error(capsys, main(["analyze", str(named), str(ok), "-q", "--no-cache"]), "rank id is not one")
+    bd = tmp_path / "bd" / "kineto_traces" / "triton_123456789012345678901234567"
+    bd.mkdir(parents=True)
+    write_trace(bd / "t.pt.trace.json", ev)
+    _one_error(capsys, main(["analyze", "--bench", str(tmp_path / "bd"), "-q", "--no-cache"]), "no benchmark traces found")
+    for pid, tid in (("k Core1 CTA99999999999999999999999", "warp 0"), ("k Core1 CTA1", "warp 99999999999999999999999"),
+                     ("k Core99999999999999999999999 CTA1", "warp 1")):
+        p = tmp_path / "p.chrome_trace"
+        p.write_text(json.dumps({"traceEvents": [{"ph": "X", "pid": pid, "tid": tid, "ts": 0, "dur": 1, "name": "a"}]}))
+        _one_error(capsys, main(["intra", "stats", str(p)]), "id beyond 2^31 - 1")
+    p.write_text("[1, 2, 3]")
+    _one_error(capsys, main(["intra", "stats", str(p)]), "no intra-kernel events")
+
+
+def test_scheduler_xlsx_full_disk_and_missing_triton_are_one_line(tmp_path, capsys, monkeypatch):
+    ev = [_k(1, 1, 1), _launch(0, 1)]
+    a = write_trace(tmp_path / "rank0.json", ev)
+    b = write_trace(tmp_path / "rank1.json", ev)
+    _one_error(capsys, main(["analyze", str(a), str(b), "--engine", "dask", "--scheduler", "bad", "-q"]),
+               "not a Dask scheduler address")
+    import errno
+
+    import xlsxwriter
+
+    def full(self):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(xlsxwriter.Workbook, "_store_workbook", full)  # xlsxwriter wraps it in FileCreateError
+        _one_error(capsys, main(["report", str(a), "-o", str(tmp_path / "r.xlsx"), "-q", "--no-cache"]),
+                   "No space left on device")
+    assert not [f for f in os.listdir(tmp_path) if f.endswith((".tmp", ".xlsx"))]
+    script = tmp_path / "x.py"
+    script.write_text("print('hi')")
+    with monkeypatch.context() as m:
+        m.setitem(__import__("sys").modules, "triton", None)
+        _one_error(capsys, main(["intra", "run", "--", "python", str(script)]), "intra run needs triton")
+
+
+def test_mixed_gpus_and_world_size_zero_get_notes(tmp_path, capsys):
+    ev = [_k(1, 1, 1), _launch(0, 1)]
+    r0 = write_trace(tmp_path / "w0.json", ev, distributedInfo={"rank": 0, "world_size": 0},
+                     deviceProperties=[{"id": 0, "name": "NVIDIA H100"}, {"id": 1, "name": "NVIDIA A100"}])
+    r1 = write_trace(tmp_path / "w1.json", ev, distributedInfo={"rank": 1, "world_size": 0},
+                     deviceProperties=[{"id": 0, "name": "NVIDIA H100"}])
+    assert main(["analyze", str(r0), str(r1), "-q", "--no-cache", "--format", "json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any("world_size 0" in n for n in notes) and any("different GPU models" in n for n in notes)
+
+
+def test_a_killed_writer_leaves_nothing_behind_the_next_run(tmp_path, capsys):
+    """kill -9 during report left hidden temporaries in the output folder; the next write there removes those of
+    writers that no longer run, and keeps a live writer's."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    left = tmp_path / f".r.html.{dead}.abc123.tmp"
+    left.write_text("partial")
+    live = tmp_path / f".r.html.{os.getppid()}.def456.tmp"  # a running process's: not ours to remove
+    live.write_text("in progress")
+    csv_left = tmp_path / "csv" / f".kernscope-{dead}.xyz"
+    csv_left.mkdir(parents=True)
+    p = write_trace(tmp_path / "t.json", [_k(1, 1, 1), _launch(0, 1)])
+    assert main(["report", str(p), "-o", str(tmp_path / "r.html"), "-q", "--no-cache"]) == 0
+    assert main(["report", str(p), "-o", str(tmp_path / "csv"), "-q", "--no-cache"]) == 0
+    assert not left.exists() and live.exists() and not csv_left.exists()
+    assert (tmp_path / "r.html").is_file()

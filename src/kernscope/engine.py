@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -93,9 +94,12 @@ def _dask(paths: Sequence[str], task: RankTask, spec: EngineSpec, progress: Call
     cluster = None
     try:
         if spec.scheduler:
+            if not re.fullmatch(r"(?:[a-z][a-z0-9+.-]*://)?[^\s:/]+:\d{1,5}/?", spec.scheduler):
+                raise KernscopeError(f"--scheduler {spec.scheduler!r}: not a Dask scheduler address (expected "
+                                     "tcp://host:port)")
             try:
                 client = Client(spec.scheduler, timeout=f"{spec.connect_timeout_s}s")
-            except (OSError, TimeoutError) as e:
+            except (OSError, TimeoutError, ValueError) as e:
                 raise KernscopeError(f"cannot reach the Dask scheduler at {spec.scheduler} ({e})") from None
         else:
             n = spec.workers or min(os.cpu_count() or 1, len(paths))

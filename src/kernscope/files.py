@@ -3,6 +3,7 @@ never following a symlink at the target. Imports nothing from kernscope but erro
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import glob
 import os
@@ -51,8 +52,9 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     parent = t.parent if str(t.parent) else Path(".")
     if not parent.is_dir():  # never create folders the user did not ask for (a typo would write elsewhere)
         raise KernscopeError(f"{given}: the folder {parent} does not exist; create it first")
+    _sweep(parent, f".{t.name}.")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{t.name}.", suffix=".tmp", dir=parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{t.name}.{os.getpid()}.", suffix=".tmp", dir=parent)
     except OSError as e:
         raise KernscopeError(f"{given}: cannot write output ({e.strerror})") from None
     os.close(fd)
@@ -67,6 +69,32 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         tmp_p.unlink(missing_ok=True)
         raise
+
+
+def _sweep(folder: Path, prefix: str) -> None:
+    """Remove what an earlier write left in ``folder`` when its process was killed (``kill -9``): our temporaries
+    (``<prefix><pid>.<random>``) whose writing process no longer runs. A live writer's are kept."""
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
+    except OSError:
+        return
+    for n in names:  # a handful of leftovers, not per event
+        pid_text = n[len(prefix):].split(".", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+            continue  # its writer is alive (or another user's: not ours to judge)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError, OSError):
+            continue
+        p = folder / n
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                p.unlink()
 
 
 def _stream_target(target: str | os.PathLike[str]) -> bool:
@@ -106,7 +134,8 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
         raise KernscopeError(f"{d}: the folder {d.parent} does not exist; create it first")
     try:
         d.mkdir(exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".kernscope-", dir=d))
+        _sweep(d, ".kernscope-")
+        tmp = Path(tempfile.mkdtemp(prefix=f".kernscope-{os.getpid()}.", dir=d))
     except OSError as e:
         raise KernscopeError(f"{d}: cannot write report ({e.strerror})") from None
     try:

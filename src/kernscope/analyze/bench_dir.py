@@ -29,8 +29,9 @@ from .bench_trace import FLUSH_OPS, BenchmarkView, analyze_benchmark, benchmark_
 from .categories import Categorizer
 from .perf import perf_model
 
-_KS = re.compile(r"^input_(\d+)\.json(\.gz)?$")
-_TB_DIR = re.compile(r"^(.+)_(\d+)$")
+_KS = re.compile(r"^input_(\d{1,9})\.json(\.gz)?$")
+#: input ids of up to 9 digits: longer numbers are no input ids (a folder named so is not a cell)
+_TB_DIR = re.compile(r"^(.+?)_(\d{1,9})$")
 _TB_FILE = re.compile(r"\.pt\.trace\.json(\.gz)?$")
 
 
@@ -84,7 +85,7 @@ def discover(root: str | os.PathLike[str]) -> list[CellPath]:
     cells.sort(key=lambda c: (c.op or "", c.input, c.impl))
     if not cells:
         raise KernscopeError(f"{root}: no benchmark traces found (expected <op>/<impl>/input_<id>.json.gz from kernscope "
-                             "bench, or kineto_traces/<impl>_<i>/*.pt.trace.json from TritonBench)")
+                             "bench, or kineto_traces/<impl>_<i>/*.pt.trace.json from TritonBench; ids of up to 9 digits)")
     return cells
 
 

@@ -43,6 +43,14 @@ _WARP = re.compile(r"(\d+)")
 
 
 _MAX_NS = 2**62  # times in ns beyond this (or ts + dur) do not fit the int64 columns
+_MAX_ID = 2**31  # core, CTA, warp, block and SM ids at or beyond this are no ids (a GPU has far fewer)
+
+
+def _id(v: Any, i: int) -> int:
+    """An id of event ``i`` (block, group, SM, task type): an integer in [-1, 2^31)."""
+    if isinstance(v, bool) or not isinstance(v, int) or not -1 <= v < _MAX_ID:
+        raise KernscopeError(f"event #{i}: an id is not an integer in -1 .. 2^31 - 1 ({v!r})")
+    return v
 
 
 def _ns(e: dict[str, Any], key: str, i: int) -> int:
@@ -75,6 +83,8 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
         core, cta = int(m.group(1)), int(m.group(2))
         w = _WARP.search(str(e.get("tid", "0")))
         warp = int(w.group(1)) if w else 0
+        if max(core, cta, warp) >= _MAX_ID:
+            raise KernscopeError(f"event #{i}: core, CTA or warp id beyond 2^31 - 1 ({e.get('pid')!r}, {e.get('tid')!r})")
         start = _ns(e, "ts", i)
         dur = _ns(e, "dur", i)
         kernel = str(e.get("pid", ""))[: m.start()].strip()
@@ -171,13 +181,16 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
                 return proton
             ev = [(i, e) for i, e in enumerate(doc["traceEvents"] if isinstance(doc, dict) else doc)
                   if isinstance(e, dict) and e.get("ph") == "X"]
+            if not ev:
+                raise KernscopeError("no intra-kernel events in it (kernscope's X events with block args, or Proton's "
+                                     "'<kernel> CoreN CTAm' events)")
             t0 = int(doc.get("otherData", {}).get("t0_ns", 0)) if isinstance(doc, dict) else 0
             rows = []
-            for i, e in ev:
+            for i, e in ev:  # kernscope's own Chrome export: read back event by event (the Perfetto file is the fast path)
                 start, dur = t0 + _ns(e, "ts", i), _ns(e, "dur", i)
                 a = e["args"]
-                rows.append({"block": a["block"], "group": a.get("group", 0), "sm": a.get("sm", e["pid"]),
-                             "task_type": a.get("task_type", -1), "task": e["name"], "start_ns": start,
+                rows.append({"block": _id(a["block"], i), "group": _id(a.get("group", 0), i), "sm": _id(a.get("sm", e["pid"]), i),
+                             "task_type": _id(a.get("task_type", -1), i), "task": e["name"], "start_ns": start,
                              "end_ns": start + dur, "duration_ns": dur})
             unit = str(doc.get("otherData", {}).get("time_unit", "ns")) if isinstance(doc, dict) else "ns"
             return Loaded(pl.DataFrame(rows, schema=SCHEMA), None, "chrome", unit="cycles" if unit == "cycles" else "ns")

@@ -79,8 +79,11 @@ def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Seq
     kernels (all launched kernels when ``kernels`` is empty) profiled; ``warps``: warp sampling."""
     args = program_args(argv, "run")
     script = args[0]
-    import triton
-    import triton.runtime.jit as rj
+    try:
+        import triton
+        import triton.runtime.jit as rj
+    except ImportError:
+        raise KernscopeError('intra run needs triton (and torch with a GPU): pip install "kernscope[gpu]"') from None
 
     wanted = set(kernels)
     state: dict[str, Any] = {"kernels": {}, "regions": tuple(regions), "lines": lines or {},

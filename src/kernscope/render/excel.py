@@ -128,6 +128,7 @@ def write_xlsx(a: Analysis | None, path: str | os.PathLike[str], sheets: dict[st
     charts = REPORT_CHARTS if charts is None else charts
     with atomic_path(path) as tmp:
         import xlsxwriter
+        import xlsxwriter.exceptions
 
         wb = xlsxwriter.Workbook(str(tmp), {"strings_to_formulas": False, "strings_to_urls": False,
                                             "strings_to_numbers": False, "nan_inf_to_errors": False})
@@ -145,7 +146,11 @@ def write_xlsx(a: Analysis | None, path: str | os.PathLike[str], sheets: dict[st
                 used.update(df.columns)
             _definitions(wb, fmt, used)
         finally:
-            wb.close()
+            try:
+                wb.close()
+            except xlsxwriter.exceptions.FileCreateError as e:  # xlsxwriter wraps the OSError of a full disk
+                cause = e.__cause__ or e.__context__ or (e.args[0] if e.args else e)
+                raise cause if isinstance(cause, OSError) else OSError(str(cause)) from None
 
 
 def _definitions(wb: Any, fmt: dict[str, Any], columns: set[str]) -> None:

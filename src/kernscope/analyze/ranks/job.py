@@ -80,6 +80,9 @@ def _check(results: list[RankResult]) -> tuple[list[str], bool]:
     notes: list[str] = []
     seen: dict[int, str] = {}
     for r in results:
+        if r.rank is None and r.rank_source == "out of range":
+            raise KernscopeError(f"{r.path}: its rank id is not one (outside 0 to 2^31 - 1, in distributedInfo.rank or the "
+                                 "file name)")
         if r.rank is None:
             hint = (" (a folder of benchmark traces? add --bench)" if re.search(r"input_\d+\.json|pt\.trace\.json", r.path)
                     else "")
@@ -87,7 +90,11 @@ def _check(results: list[RankResult]) -> tuple[list[str], bool]:
         if r.rank in seen:
             raise KernscopeError(f"rank {r.rank} appears twice: {seen[r.rank]} and {r.path}")
         seen[r.rank] = r.path
-    sizes = {r.world_size for r in results if r.world_size is not None}
+    bad_sizes = sorted({r.world_size for r in results if r.world_size is not None and not 1 <= r.world_size <= 1 << 31})
+    if bad_sizes:
+        notes.append(f"world_size {', '.join(map(str, bad_sizes))} in distributedInfo is no job size: ignored (the ranks "
+                     "given are the job)")
+    sizes = {r.world_size for r in results if r.world_size is not None and 1 <= r.world_size <= 1 << 31}
     if len(sizes) > 1:
         by = ", ".join(f"{r.path} ({r.world_size})" for r in results[:4])
         raise KernscopeError(f"traces of different jobs: world sizes {sorted(sizes)} ({by}, ...)")
@@ -96,6 +103,10 @@ def _check(results: list[RankResult]) -> tuple[list[str], bool]:
         by = "; ".join(f"{p.rsplit('/', 1)[-1]}: {', '.join(sorted(m))}" for p, m in list(models.items())[:4])
         raise KernscopeError(f"these look like separate runs, not ranks of one job: their GPUs differ ({by}); "
                              f"compare two runs with `kernscope diff A B`, or analyze each on its own")
+    if len(models) > 1 and len(set(models.values())) > 1:  # some GPU model in common, but not the same everywhere
+        mixed = sorted({n for m in models.values() for n in m})
+        notes.append(f"the ranks ran on different GPU models ({', '.join(mixed)}): compute times differ by hardware, and "
+                     "the slowest GPU may look like a straggler")
     spans = [(r.gpu_start_ns, r.gpu_end_ns) for r in results if r.gpu_start_ns is not None and r.gpu_end_ns is not None]
     overlap = True
     if len(spans) > 1 and max(s for s, _ in spans) > min(e for _, e in spans):
@@ -200,7 +211,7 @@ def combine(results: list[RankResult], failures: list[Failure] | None = None) ->
     if partial:
         notes.append(f"{partial} collective instance(s) were found on fewer ranks than their group has (a rank's trace "
                      "is missing or its window is shorter)")
-    world = next((r.world_size for r in results if r.world_size is not None), None)
+    world = next((r.world_size for r in results if r.world_size is not None and 1 <= r.world_size <= 1 << 31), None)
     if world is not None and len(results) < world:
         notes.append(f"{len(results)} of {world} ranks analyzed")
     return JobAnalysis(ranks, rank_steps.sort("rank", "step") if rank_steps.height else rank_steps, instances, waits,

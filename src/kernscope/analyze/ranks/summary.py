@@ -73,12 +73,20 @@ class RankResult:
     critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
+#: rank ids at or beyond this are not ranks (no job has 2^31 processes): a corrupt or hostile value, left unknown
+MAX_RANK = 1 << 31
+
+
 def rank_of(trace: Trace, path: str) -> tuple[int | None, str]:
-    """The trace's rank: ``distributedInfo.rank``, else a ``rank-3`` / ``rank3`` / ``_rank3`` in the file name."""
+    """The trace's rank: ``distributedInfo.rank``, else a ``rank-3`` / ``rank3`` / ``_rank3`` in the file name; a
+    value outside [0, 2^31) is no rank id (source ``"out of range"``)."""
     if trace.rank is not None:
-        return trace.rank, "distributedInfo"
+        return (trace.rank, "distributedInfo") if 0 <= trace.rank < MAX_RANK else (None, "out of range")
     m = _RANK_IN_NAME.search(path.replace("\\", "/").rsplit("/", 1)[-1])
-    return (int(m.group(1)), "file name") if m else (None, "none")
+    if m is None:
+        return None, "none"
+    v = int(m.group(1))
+    return (v, "file name") if v < MAX_RANK else (None, "out of range")
 
 
 def collective_type(meta: str | None, name: str) -> str:
