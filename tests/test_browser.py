@@ -251,6 +251,11 @@ def test_first_screen_is_the_answer(browser, tmp_path, capsys):
     assert f"{mean_ms:.3f} ms" in text and f"mean of {len(steps)} steps" in text and f"{busy:.1f}%" in text
     for c in doc["categories"][:3]:
         assert f"{c['pct']:.1f}% {c['category']}" in text
+    # the top findings, on the first screen too, in the JSON's order
+    shown = browser.eval("Array.from(document.querySelectorAll('#headline .findings div span')).map(s => s.textContent)")
+    assert len(shown) == min(3, len(doc["findings"])) and shown
+    for f, line in zip(doc["findings"], shown):
+        assert f["text"] in line
     heads = browser.eval("Array.from(document.querySelectorAll('table[data-table=kernels] th'))"
                          ".map(t => [t.textContent, getComputedStyle(t).textAlign])")
     by = {h.split(" ")[0] if h != "%" else h: a for h, a in heads}
