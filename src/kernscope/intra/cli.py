@@ -149,21 +149,13 @@ def view(path: str, metric: str | None, clock_ghz: float | None, quiet: bool = F
     from ..errors import KernscopeError
     from ..render.intra import render_tree
     from . import stats as st
-    from .hatchet import VIEW_METRICS, hatchet_to_tree, parse_json, pick_metric
+    from .hatchet import VIEW_METRICS, is_hatchet, pick_metric, read_hatchet
     from .io import load_tasks
     from .units import in_time
 
     if metric is not None and metric not in VIEW_METRICS:
         raise KernscopeError(f"unknown metric {metric!r}; use one of {', '.join(VIEW_METRICS)}")
-    tree = None
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096).lstrip()
-        if head[:1] == b"[" and b'"frame"' in head:
-            with open(path, "rb") as f:
-                tree = hatchet_to_tree(parse_json(f.read(), path), path)
-    except (OSError, ValueError):
-        tree = None
+    tree = read_hatchet(path) if is_hatchet(path) else None
     if tree is not None:  # the values proton-viewer shows: inclusive sums where hatchet makes them
         choice = pick_metric(tree, metric, clock_ghz, path)
         if choice.note and not quiet:

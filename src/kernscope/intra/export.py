@@ -231,50 +231,125 @@ def write_chrome(tasks: pl.DataFrame, file_name: str | os.PathLike[str], unit: s
     return path
 
 
+#: TrackEvent fields beyond what we write (other writers: tg4perfetto for Triton-distributed and flashinfer, Perfetto's
+#: own SDKs): the event's name as a string, and the kinds of debug-annotation value
+TE_NAME = 23
+DA_NAME, DA_UINT = 10, 3
+TD_THREAD, TD_PROCESS = 4, 3
+#: debug annotations read as a slice's unit: block (CTA) and group (warp or warp group) ids, and its SM
+_UNIT_ARGS = {"block": "block", "cta": "block", "program": "block", "group": "group", "warp": "group",
+              "warp_group": "group", "sm": "sm", "smid": "sm"}
+
+
 def read_perfetto(data: bytes) -> pl.DataFrame:
-    """Decode a Perfetto trace written by :func:`perfetto_bytes` back into a task table."""
-    names: dict[int, str] = {}
+    """A task table from a Perfetto trace of intra-kernel slices: kernscope's own (:func:`perfetto_bytes`: tracks per
+    SM lane, block and group as debug annotations) or another writer's (TrackEvent slices with interned or plain
+    names, on any tracks). Slices pair per track (begin/end, nested); instants are skipped. A slice's unit: its
+    ``block``/``cta``, ``group``/``warp`` and ``sm`` debug annotations where given, else its track is the unit
+    (block = the track's number, group 0) and the track's parent is its SM. Names and debug-annotation names are
+    interned per packet sequence, as the format defines."""
+    names: dict[tuple[int, int], str] = {}
+    arg_names: dict[tuple[int, int], str] = {}
     tracks: dict[int, tuple[str, int | None]] = {}
-    begins: dict[Any, list[tuple[Any, Any, dict[int, int]]]] = {}
-    rows = []
-    for f, _, pkt in pb.iter_fields(data):
+    open_slices: dict[int, list[tuple[int, str, dict[str, int]]]] = {}
+    rows: list[tuple[int, str, int, int, dict[str, int]]] = []
+    for f, _, pkt in pb.iter_fields(data):  # one step per packet: this reads files, not the hot path
         if f != TRACE_PACKET:
             continue
-        ts = None
+        ts = seq = 0
         te = None
         for pf, _, v in pb.iter_fields(pkt):
             if pf == P_TIMESTAMP:
                 ts = v
+            elif pf == P_SEQ_ID:
+                seq = v
             elif pf == P_INTERNED:
-                for idf, _, entry in pb.iter_fields(v):
-                    if idf == ID_EVENT_NAMES:
-                        d = {k: val for k, _, val in pb.iter_fields(entry)}
-                        names[d[1]] = d[2].decode()
+                _intern(v, seq, names, arg_names)
             elif pf == P_TRACK_DESC:
-                d = {k: val for k, _, val in pb.iter_fields(v)}
-                tracks[d[TD_UUID]] = (d.get(TD_NAME, b"").decode(), d.get(TD_PARENT))
+                uuid, label, parent = _track_desc(v)
+                tracks[uuid] = (label, parent)
             elif pf == P_TRACK_EVENT:
                 te = v
         if te is None:
             continue
-        typ = trk = iid = None
-        args: dict[int, int] = {}
-        for ef, _, v in pb.iter_fields(te):
-            if ef == TE_TYPE:
-                typ = v
-            elif ef == TE_TRACK:
-                trk = v
-            elif ef == TE_NAME_IID:
-                iid = v
-            elif ef == TE_DEBUG:
-                d = {k: val for k, _, val in pb.iter_fields(v)}
-                args[d[DA_NAME_IID]] = d[DA_INT]
+        typ, trk, label, args = _track_event(te, seq, names, arg_names)
         if typ == SLICE_BEGIN:
-            begins.setdefault(trk, []).append((ts, iid, args))
-        elif typ == SLICE_END and ts is not None and trk is not None:
-            s, iid0, a = begins[trk].pop()
-            sm = (trk - LANE_UUID_BASE) >> 16 if trk >= LANE_UUID_BASE else None  # the SM is the track
-            rows.append({"block": a.get(1), "group": a.get(2), "sm": sm, "task": names.get(iid0, str(iid0)),
-                         "start_ns": s, "end_ns": ts, "duration_ns": ts - s})
-    return pl.DataFrame(rows, schema={"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "task": pl.Categorical,
-                                      "start_ns": pl.Int64, "end_ns": pl.Int64, "duration_ns": pl.Int64})
+            open_slices.setdefault(trk, []).append((ts, label, args))
+        elif typ == SLICE_END and open_slices.get(trk):
+            s, label0, a = open_slices[trk].pop()
+            rows.append((trk, label0, s, ts, a))
+    return _slices_table(rows, tracks)
+
+
+def _text(v: Any) -> str:
+    return bytes(v).decode("utf-8", "replace")
+
+
+def _intern(v: bytes, seq: int, names: dict[tuple[int, int], str], arg_names: dict[tuple[int, int], str]) -> None:
+    for idf, _, entry in pb.iter_fields(v):
+        if idf in (ID_EVENT_NAMES, ID_DEBUG_NAMES):
+            d = {k: val for k, _, val in pb.iter_fields(entry)}
+            (names if idf == ID_EVENT_NAMES else arg_names)[(seq, int(d.get(1, 0)))] = _text(d.get(2, b""))
+
+
+def _track_desc(v: bytes) -> tuple[int, str, int | None]:
+    d = {k: val for k, _, val in pb.iter_fields(v)}
+    label = _text(d.get(TD_NAME, b""))
+    for sub, name_field in ((TD_THREAD, 5), (TD_PROCESS, 6)):  # thread_name, process_name
+        if not label and sub in d:
+            inner = {k: val for k, _, val in pb.iter_fields(d[sub])}
+            label = _text(inner.get(name_field, b""))
+    parent = d.get(TD_PARENT)
+    return int(d.get(TD_UUID, 0)), label, int(parent) if parent is not None else None
+
+
+def _track_event(te: bytes, seq: int, names: dict[tuple[int, int], str], arg_names: dict[tuple[int, int], str]
+                 ) -> tuple[int | None, int, str, dict[str, int]]:
+    """(type, track, name, unit args) of one TrackEvent."""
+    typ = iid = None
+    trk = 0
+    name = None
+    args: dict[str, int] = {}
+    for ef, _, v in pb.iter_fields(te):
+        if ef == TE_TYPE:
+            typ = v
+        elif ef == TE_TRACK:
+            trk = int(v)
+        elif ef == TE_NAME_IID:
+            iid = v
+        elif ef == TE_NAME:
+            name = _text(v)
+        elif ef == TE_DEBUG:
+            d = {k: val for k, _, val in pb.iter_fields(v)}
+            key = arg_names.get((seq, int(d[DA_NAME_IID])), "") if DA_NAME_IID in d else _text(d.get(DA_NAME, b""))
+            value = d.get(DA_INT, d.get(DA_UINT))
+            if key.lower() in _UNIT_ARGS and isinstance(value, int):
+                args[_UNIT_ARGS[key.lower()]] = value - (1 << 64) if value >= 1 << 63 else value
+    label = name if name is not None else names.get((seq, int(iid or 0)), str(iid))
+    return typ, trk, label, args
+
+
+def _slices_table(rows: list[tuple[int, str, int, int, dict[str, int]]], tracks: dict[int, tuple[str, int | None]]
+                  ) -> pl.DataFrame:
+    """Slices (track, name, start, end, unit args) as a task table. A unit arg missing on a slice is the first one
+    given on its track (a writer may annotate only a track's first slice); failing that, the track is the unit."""
+    schema = {"block": pl.Int64, "group": pl.Int64, "sm": pl.Int64, "task": pl.Categorical, "start_ns": pl.Int64,
+              "end_ns": pl.Int64, "duration_ns": pl.Int64}
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    order = {u: i for i, u in enumerate(sorted(tracks))}  # tracks numbered by uuid: the same in every read
+    on_track: dict[int, dict[str, int]] = {}
+    for trk, _, _, _, a in rows:
+        if a:
+            seen = on_track.setdefault(trk, {})
+            for k, v in a.items():
+                seen.setdefault(k, v)
+    out = []
+    for trk, label, s, e, a in rows:  # one per slice of the file being read
+        a = {**on_track.get(trk, {}), **a}
+        parent = tracks.get(trk, ("", None))[1]
+        own_sm = (trk - LANE_UUID_BASE) >> 16 if LANE_UUID_BASE <= trk < LANE_UUID_BASE + (1 << 40) else None
+        sm = a.get("sm", own_sm if own_sm is not None else order.get(parent, -1) if parent is not None else -1)
+        out.append({"block": a.get("block", order.get(trk, trk)), "group": a.get("group", 0), "sm": sm, "task": label,
+                    "start_ns": s, "end_ns": e, "duration_ns": e - s})
+    return pl.DataFrame(out, schema=schema)

@@ -16,9 +16,12 @@ its own totals (a parent includes its nested scopes):
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import polars as pl
 
 from ..errors import KernscopeError
@@ -177,10 +180,81 @@ def parse_json(data: bytes | str, source: str) -> Any:
         raise KernscopeError(f"{source}: JSON nested deeper than 1,000 levels") from None
 
 
-def read_hatchet(path: str) -> pl.DataFrame:
+#: Proton's periodic flushing writes one file per phase: ``<name>.part_<N>.<format>``
+_PART = re.compile(r"^(?P<base>.+)\.part_(?P<n>\d{1,9})\.(?P<ext>hatchet|hatchet_msgpack|chrome_trace)$")
+
+
+def part_files(path: str) -> list[str]:
+    """The files of one profile: ``path`` itself, or, for a part of Proton's periodic flushing (``x.part_3.hatchet``)
+    or the name they share (``x`` when only ``x.part_N.<format>`` files exist), every part in phase order."""
+    folder, name = os.path.split(path)
+    m = _PART.match(name)
+    if m is None and os.path.exists(path):
+        return [path]
+    base, ext = (m.group("base"), m.group("ext")) if m else (name, None)
+    found = []
+    for other in os.listdir(folder or "."):
+        om = _PART.match(other)
+        if om and om.group("base") == base and (ext is None or om.group("ext") == ext):
+            found.append((om.group("ext"), int(om.group("n")), os.path.join(folder, other)))
+    exts = {e for e, _, _ in found}
+    if len(exts) > 1:
+        raise KernscopeError(f"{path}: parts in several formats ({', '.join(sorted(exts))}); give one part's name")
+    return [p for _, _, p in sorted(found)] or [path]
+
+
+def _decode(data: bytes, source: str) -> Any:
+    """A hatchet literal from JSON or from msgpack (Proton's ``hatchet_msgpack``)."""
+    first = data[:1]
+    if first and (0x90 <= first[0] <= 0x9F or first[0] in (0xDC, 0xDD, 0xDE, 0xDF) or 0x80 <= first[0] <= 0x8F):
+        try:
+            return msgspec.msgpack.decode(data)
+        except (msgspec.DecodeError, RecursionError) as e:
+            raise KernscopeError(f"{source}: not a hatchet msgpack file ({e})") from None
+    return parse_json(data, source)
+
+
+def is_hatchet(path: str) -> bool:
+    """Whether ``path`` (or its first part) holds a hatchet tree (JSON or msgpack)."""
     try:
-        with open(path, "rb") as f:
-            doc = parse_json(f.read(), path)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise KernscopeError(f"{path}: cannot read hatchet JSON ({e})") from None
-    return hatchet_to_tree(doc, path)
+        with open(part_files(path)[0], "rb") as f:
+            head = f.read(4096)
+    except (OSError, KernscopeError):
+        return False
+    stripped = head.lstrip()
+    return (stripped[:1] == b"[" and b'"frame"' in stripped) or (bool(head) and head[0] in range(0x90, 0xA0)
+                                                                   and b"frame" in head)
+
+
+def read_hatchet(path: str) -> pl.DataFrame:
+    """The scope tree of a hatchet file (JSON or msgpack), or of every part of a periodically flushed profile merged
+    (:func:`merge_trees`)."""
+    trees = []
+    for part in part_files(path):  # a handful of files
+        try:
+            with open(part, "rb") as f:
+                doc = _decode(f.read(), part)
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise KernscopeError(f"{part}: cannot read hatchet JSON ({e})") from None
+        trees.append(hatchet_to_tree(doc, part))
+    return merge_trees(trees) if len(trees) > 1 else trees[0]
+
+
+def merge_trees(trees: list[pl.DataFrame]) -> pl.DataFrame:
+    """One tree of several phases' trees: per node (path), additive metrics summed, ``min_``/``max_`` metrics the
+    extreme, ``mean_``/``avg_`` ones weighted by the node's ``count`` in each phase (a plain mean without counts)."""
+    t = pl.concat(trees, how="diagonal_relaxed").with_row_index("_order")
+    metrics = [c for c in t.columns if c not in ("path", "name", "depth", "_order")]
+    weight = pl.col("count").fill_null(0) if "count" in t.columns else pl.lit(1.0)
+
+    def agg(c: str) -> pl.Expr:
+        if c.startswith("min_"):
+            return pl.col(c).min()
+        if c.startswith("max_"):
+            return pl.col(c).max()
+        if c.startswith(("mean_", "avg_")):
+            return ((pl.col(c) * weight).sum() / weight.filter(pl.col(c).is_not_null()).sum()).alias(c)
+        return pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)  # absent in every phase: null
+
+    return (t.group_by("path", "name", "depth").agg(pl.col("_order").min(), *(agg(c) for c in metrics))
+            .sort("_order").drop("_order"))

@@ -17,7 +17,7 @@ import polars as pl
 from ..errors import KernscopeError
 from .decode import SCHEMA, Decoded, decode_buffer
 from .export import read_perfetto
-from .hatchet import parse_json
+from .hatchet import parse_json, part_files
 from .stats import shift_durations
 from .units import Clock
 
@@ -149,10 +149,40 @@ def _gunzip(data: bytes, path: str) -> bytes:
     return out
 
 
+def _parts(p: str, parts: list[str]) -> Loaded:
+    """A Proton trace flushed in parts (``x.part_N.chrome_trace``): their events read as one trace, so launches
+    split across parts are found as in one file."""
+    events: list[Any] = []
+    for part in parts:  # one per phase file
+        with open(part, "rb") as f:
+            data = f.read()
+        if data[:2] == b"\x1f\x8b":
+            data = _gunzip(data, part)
+        try:
+            doc = parse_json(data, part)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise KernscopeError(f"{part}: not JSON ({e})") from None
+        evs = doc.get("traceEvents") if isinstance(doc, dict) else doc
+        if not isinstance(evs, list):
+            raise KernscopeError(f"{part}: no traceEvents list")
+        events += evs
+    try:
+        loaded = _proton({"traceEvents": events}, p)
+    except KernscopeError as e:
+        raise KernscopeError(f"{p}: {e}") from None
+    if loaded is None:
+        raise KernscopeError(f"{p}: its {len(parts)} parts hold no Proton intra-kernel events")
+    return loaded
+
+
 def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, str] | None = None) -> Loaded:
-    """Tasks of a raw buffer (.npz/.npy), kernscope's Chrome/Perfetto export, or Proton's instrumentation trace
-    (``.chrome_trace``, optionally gzipped)."""
+    """Tasks of a raw buffer (.npz/.npy), kernscope's Chrome/Perfetto export (or another writer's Perfetto trace of
+    intra-kernel slices), or Proton's instrumentation trace (``.chrome_trace``, optionally gzipped; a periodically
+    flushed one as its ``.part_N`` files, read as one)."""
     p = str(path)
+    parts = part_files(p)
+    if len(parts) > 1:
+        return _parts(p, parts)
     if not os.path.isfile(p):
         raise KernscopeError(f"{p}: file not found")
     try:

@@ -1,0 +1,118 @@
+"""One reader for every intra-kernel format (issue #28, item 3): Proton's periodic flushing (``.part_N`` files read
+as one profile), Proton's ``hatchet_msgpack``, and Perfetto traces of intra-kernel slices written by other tools
+(tg4perfetto-style: plain or interned names, thread tracks, unit annotations), besides the formats read before."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import msgspec
+import polars as pl
+import pytest
+
+from kernscope.cli import main
+from kernscope.intra import protobuf as pb
+from kernscope.intra.export import read_perfetto
+from kernscope.intra.hatchet import merge_trees, read_hatchet
+from kernscope.intra.io import load_tasks
+
+DATA = Path(__file__).parent / "data" / "proton_h100"
+TUTORIAL = DATA / "tutorial_override.chrome_trace.gz"
+
+
+def test_periodic_flushing_parts_read_as_one_profile(tmp_path, capsys):
+    doc = json.loads(gzip.decompress(TUTORIAL.read_bytes()))
+    ev = doc["traceEvents"]
+    thirds = [ev[i::3] for i in range(3)]  # any split: the reader merges the events
+    for n, part in enumerate(thirds):
+        (tmp_path / f"add.part_{n}.chrome_trace").write_text(json.dumps({"traceEvents": part}))
+    whole = load_tasks(TUTORIAL).tasks
+    for given in ("add.part_1.chrome_trace", "add"):  # one part's name, or the name the parts share
+        merged = load_tasks(tmp_path / given).tasks
+        assert merged.height == whole.height == 1552
+        key = ["task", "start_ns", "duration_ns"]
+        assert merged.select(key).sort(key).equals(whole.select(key).sort(key))
+    assert main(["intra", "stats", str(tmp_path / "add"), "--format", "json"]) == 0
+    assert {r["name"]: r["count"] for r in json.loads(capsys.readouterr().out)["scopes"]}["load_x_issue"] == 388
+
+
+def _hatchet(count: int, time: float, lo: float, hi: float) -> list:
+    node = {"frame": {"name": "scope", "type": "function"},
+            "metrics": {"count": count, "time (ns)": time, "min_time (ns)": lo, "max_time (ns)": hi,
+                        "mean_time (ns)": time / count}, "children": []}
+    return [{"frame": {"name": "ROOT", "type": "function"}, "metrics": {},
+             "children": [{"frame": {"name": "k", "type": "function"}, "metrics": {}, "children": [node]}]}, {}]
+
+
+def test_hatchet_parts_merge_and_msgpack_reads_like_json(tmp_path, capsys):
+    (tmp_path / "p.part_0.hatchet").write_text(json.dumps(_hatchet(3, 30.0, 8.0, 12.0)))
+    (tmp_path / "p.part_1.hatchet").write_text(json.dumps(_hatchet(5, 60.0, 9.0, 15.0)))
+    t = read_hatchet(str(tmp_path / "p.part_0.hatchet"))
+    row = t.filter(pl.col("name") == "scope").row(0, named=True)
+    assert row["count"] == 8 and row["time (ns)"] == 90.0 and row["min_time (ns)"] == 8.0
+    assert row["max_time (ns)"] == 15.0 and row["mean_time (ns)"] == pytest.approx(90.0 / 8)  # weighted by count
+    assert merge_trees([t]).height == t.height
+    # Proton's hatchet_msgpack: the same tree as its JSON, and intra view shows the same numbers
+    raw = json.loads((DATA / "proton_ops.hatchet").read_text())
+    mp = tmp_path / "ops.hatchet_msgpack"
+    mp.write_bytes(msgspec.msgpack.encode(raw))
+    assert read_hatchet(str(mp)).equals(read_hatchet(str(DATA / "proton_ops.hatchet")))
+    outs = []
+    for f in (DATA / "proton_ops.hatchet", mp):
+        assert main(["intra", "view", str(f), "-m", "cycles"]) == 0
+        out = capsys.readouterr().out
+        outs.append(out[out.index(" scope"):])  # the table below the title (the title names the path)
+    assert outs[0] == outs[1]
+    bad = tmp_path / "bad.hatchet_msgpack"
+    bad.write_bytes(b"\x92\xc1")  # msgpack array head, then a reserved byte
+    assert main(["intra", "view", str(bad)]) == 2
+
+
+def _packet(*fields: bytes) -> bytes:
+    return pb.field_bytes(1, b"".join(fields))
+
+
+def _foreign_trace() -> bytes:
+    """What a writer like tg4perfetto produces: thread tracks under a process track per SM, slices with plain names
+    or names interned per sequence, 'cta'/'warp' annotations on some, and an instant (skipped)."""
+    out = []
+    for sm in range(2):
+        out.append(_packet(pb.field_bytes(60, pb.field_varint(1, 100 + sm) + pb.field_bytes(3, pb.field_string(6, f"SM{sm}")))))
+        for w in range(2):
+            uuid = 1000 + 10 * sm + w
+            thread = pb.field_varint(1, 1) + pb.field_varint(2, uuid) + pb.field_string(5, f"cta{sm} warp{w}")
+            out.append(_packet(pb.field_bytes(60, pb.field_varint(1, uuid) + pb.field_varint(5, 100 + sm) + pb.field_bytes(4, thread))))
+    seq = pb.field_varint(10, 7)
+    interned = pb.field_bytes(12, pb.field_bytes(2, pb.field_varint(1, 1) + pb.field_string(2, "mma")))
+    out.append(_packet(seq, pb.field_varint(13, 1), interned))
+    t = 1_000
+    for sm in range(2):
+        for w in range(2):
+            uuid = 1000 + 10 * sm + w
+            ann = pb.field_bytes(4, pb.field_string(10, "warp") + pb.field_varint(4, w)) if w == 1 else b""
+            out.append(_packet(pb.field_varint(8, t), seq, pb.field_bytes(11, pb.field_varint(9, 1) + pb.field_varint(11, uuid)
+                                                                           + pb.field_string(23, "load") + ann)))
+            out.append(_packet(pb.field_varint(8, t + 10), seq, pb.field_bytes(11, pb.field_varint(9, 1) + pb.field_varint(11, uuid)
+                                                                                + pb.field_varint(10, 1))))  # interned "mma"
+            out.append(_packet(pb.field_varint(8, t + 20), seq, pb.field_bytes(11, pb.field_varint(9, 2) + pb.field_varint(11, uuid))))
+            out.append(_packet(pb.field_varint(8, t + 25), seq, pb.field_bytes(11, pb.field_varint(9, 3) + pb.field_varint(11, uuid)
+                                                                                + pb.field_string(23, "mark"))))
+            out.append(_packet(pb.field_varint(8, t + 40), seq, pb.field_bytes(11, pb.field_varint(9, 2) + pb.field_varint(11, uuid))))
+            t += 100
+    return b"".join(out)
+
+
+def test_a_foreign_perfetto_trace_of_intra_kernel_slices(tmp_path, capsys):
+    t = read_perfetto(_foreign_trace())
+    assert t.height == 8  # 4 tracks x (load ⊃ mma); the instant is skipped
+    by = t.group_by(pl.col("task").cast(pl.String)).agg(pl.len(), pl.col("duration_ns").sum()).sort("task")
+    assert by.rows() == [("load", 4, 160), ("mma", 4, 40)]
+    assert t["block"].n_unique() == 4 and set(t["sm"]) == {0, 1}  # a track per unit, its process track the SM
+    assert set(t.filter(pl.col("group") == 1)["task"].cast(pl.String)) == {"load", "mma"}  # the 'warp' annotation
+    p = tmp_path / "tg.perfetto-trace"
+    p.write_bytes(_foreign_trace())
+    assert main(["intra", "stats", str(p), "--format", "json"]) == 0
+    scopes = {s["path"]: s["count"] for s in json.loads(capsys.readouterr().out)["scopes"]}
+    assert scopes == {"load": 4, "load/mma": 4}
