@@ -314,3 +314,28 @@ def test_memory_chart_and_cycle_axis(browser, tmp_path):
     browser.open(page.as_uri())
     assert browser.errors() == []
     assert browser.eval("kernscope.timeline.fmt(1500)") == "1.50 kcycles"
+
+
+def test_report_with_intra_records_under_their_kernel(browser, tmp_path):
+    """``intra align -o x.html`` (= ``report --intra``): the real H100 run's records on the report's timeline, in
+    rows right below the kernel's stream; zooming onto one launch draws its records."""
+    data = Path(__file__).parent / "data" / "align_h100"
+    html = tmp_path / "m.html"
+    assert main(["intra", "align", str(data / "train.pt.trace.json.gz"), str(data / "bias_gelu.perfetto-trace.gz"),
+                 "-o", str(html)]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    labels = browser.eval("kernscope.timeline.lanes.map(l => l.label)")
+    at = labels.index("GPU 0 \u00b7 stream 7")
+    intra = [i for i, lbl in enumerate(labels) if lbl.startswith("\u21b3 bias_gelu \u00b7 SM ")]
+    assert intra and intra == list(range(at + 1, at + 1 + len(intra)))
+    first = browser.eval("kernscope.timeline.laneFirst")
+    assert sum(first[i + 1] - first[i] for i in intra) == 4 * 4096
+    cats = browser.eval("kernscope.timeline.tl.categories")
+    assert any(c.startswith("intra \u00b7 ") for c in cats)
+    # zoom onto the first record's launch: records drawn in the intra rows
+    s0 = browser.eval(f"kernscope.timeline.start[{first[intra[0]]}]")
+    browser.eval(f"kernscope.timeline.t0 = {s0} - 2000; kernscope.timeline.t1 = {s0} + 20000; kernscope.timeline.draw()")
+    assert browser.eval("kernscope.timeline.drawn") > len(intra)
+    assert set(browser.eval("Object.keys(kernscope.views)")) >= {"intra_launches", "kernels"}

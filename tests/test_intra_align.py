@@ -98,7 +98,10 @@ def test_errors_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "SM cycles with no known clock" in err[0]
     assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(tmp_path / "m.perfetto-trace")]) == 2
-    assert "name it .json or .json.gz" in capsys.readouterr().err
+    assert "Chrome/Kineto JSON (.json, .json.gz) or the HTML report" in capsys.readouterr().err
+    (tmp_path / "other.json.gz").write_bytes(HOST.read_bytes())
+    assert main(["report", str(HOST), str(tmp_path / "other.json.gz"), "--intra", str(RECORDS), "-o", str(tmp_path / "r.html")]) == 2
+    assert "give one trace, not a job" in capsys.readouterr().err
 
 
 def test_cli_writes_one_merged_trace_that_analyze_reads_the_same(tmp_path, capsys):
@@ -122,3 +125,54 @@ def test_cli_writes_one_merged_trace_that_analyze_reads_the_same(tmp_path, capsy
         t = json.loads(capsys.readouterr().out)["trace"]
         facts.append((t["kernels"], t["gpu_events"], t["kernel_time_us"]))
     assert facts[0] == facts[1] == (53, 77, pytest.approx(11560.038))
+
+
+def test_timeline_rows_sit_below_their_stream_one_row_per_sm_lane():
+    from kernscope.intra.align import placed, timeline_rows
+
+    trace = kernscope.load(HOST, cache=False)
+    al = align(trace, load_tasks(RECORDS).tasks, "bias_gelu")
+    rows = timeline_rows([al])
+    assert rows.height == 4 * 4096 and set(rows["stream"]) == {7} and set(rows["device"]) == {0}
+    k = trace.gpu.select(pl.col("idx").alias("gpu_idx"), pl.col("ts").alias("k_ts"), pl.col("end").alias("k_end"))
+    inside = rows.join(k, on="gpu_idx")
+    assert ((inside["ts"] >= inside["k_ts"]) & (inside["ts"] + inside["dur"] <= inside["k_end"])).all()
+    p = placed(al)
+    lanes = p.select("sm", "lane").unique().height
+    assert sorted(rows["sub"].unique()) == list(range(1, lanes + 1))  # one row per (SM, lane), numbered from 1
+    # a row never holds two overlapping units of one launch (the lanes' promise)
+    u = (p.group_by("launch", "block", "group", "sm", "lane").agg(pl.col("start_ns").min().alias("s"),
+                                                                 pl.col("end_ns").max().alias("e"))
+         .sort("sm", "lane", "s"))
+    prev_end = u.select(pl.col("e").shift(1).over("sm", "lane")).to_series()
+    assert ((prev_end.is_null()) | (u["s"] >= prev_end)).all()
+    assert all(lbl.startswith("\u21b3 bias_gelu \u00b7 SM ") for lbl in rows["label"].unique())
+    assert set(rows["category"]) == {"intra \u00b7 " + n for n in p["task"].cast(pl.String).unique()}
+    only_first = timeline_rows([al], al.launches["gpu_idx"].drop_nulls().head(1))
+    assert only_first.height == 4096  # the report's step window keeps the records under its kernels only
+
+
+def test_report_intra_adds_the_launches_sheet_and_timeline_rows(tmp_path, capsys):
+    from kernscope.analyze.summary import analyze as run
+    from kernscope.intra.align import align_files, timeline_rows
+    from kernscope.render.html.analysis import analysis_data
+
+    out = tmp_path / "csv"
+    assert main(["report", str(HOST), "--intra", str(RECORDS), "-o", str(out), "--no-cache"]) == 0
+    sheet = pl.read_csv(out / "intra_launches.csv")
+    assert sheet.height == 6 and sheet["kernel"].unique().to_list() == ["bias_gelu"]
+    assert sheet["gpu_idx"].null_count() == 2 and sheet.filter(pl.col("gpu_idx").is_not_null())["outside"].sum() == 0
+    trace = kernscope.load(HOST, cache=False)
+    a = run(trace)
+    rows = timeline_rows([al for _, al in align_files(trace, [str(RECORDS)])])
+    tl = analysis_data(a, intra=rows)["timeline"]
+    labels = [ln["label"] for ln in tl["lanes"]]
+    at = labels.index("GPU 0 \u00b7 stream 7")
+    subs = labels[at + 1: at + 1 + rows["sub"].max()]
+    assert all(lbl.startswith("\u21b3 bias_gelu") for lbl in subs)  # right below the kernel's stream
+    first = tl["lane_first"]
+    n_intra = sum(first[i + 1] - first[i] for i, lbl in enumerate(labels) if lbl.startswith("\u21b3"))
+    assert n_intra == 4 * 4096 and first[-1] == a.gpu.height + 4 * 4096
+    html = tmp_path / "m.html"
+    assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(html)]) == 0
+    assert "intra_launches" in html.read_text() and "bias_gelu" in html.read_text()

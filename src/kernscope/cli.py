@@ -479,11 +479,18 @@ def _report_target(output: str) -> str:
 @click.option("--diff", "diff_with", metavar="TRACE_B", help="Add the comparison with TRACE_B (diff_* sheets).")
 @click.option("--step-b", default=None, help="With --diff: the step of TRACE_B (default: --step).")
 @click.option("--peak", metavar="DEVICE|KEY=VALUE,...", help="Device peaks for the perf sheets (see kernscope perf).")
+@click.option("--intra", "intra_files", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Intra-kernel records of the same run (kernscope buffers/traces, Proton's traces; repeatable): "
+                   "placed under their kernels (see kernscope intra align): rows on the HTML timeline below the "
+                   "kernel's stream, and the intra_launches table/sheet.")
+@click.option("--intra-kernel", default=None, metavar="NAME", help="With --intra: the host's kernel name "
+                                                                    "[default: the intra file's kernel].")
 @trace_options
 @rank_options
 def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None,
            findings_rules: str | None,
-           by_annotation: str | None, diff_with: str | None, step_b: str | None, peak: str | None, salvage: bool,
+           by_annotation: str | None, diff_with: str | None, step_b: str | None, peak: str | None,
+           intra_files: tuple[str, ...], intra_kernel: str | None, salvage: bool,
            no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None,
            engine: str, scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
     """Write the perf report: Excel workbook, self-contained HTML page, or a directory of CSVs.
@@ -512,6 +519,8 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
             _notice(f"wrote {output}")
         return
     paths = _expand(traces, quiet)
+    if intra_files and len(paths) > 1:
+        raise KernscopeError("--intra places records on one host trace: give one trace, not a job")
     if len(paths) > 1:
         from .render.excel import write_csv_dir, write_xlsx
         from .render.ranks import rank_sheets
@@ -565,6 +574,13 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
         sb = _parse_step(step_b) if step_b is not None else step_n
         _check_step(tb, sb)
         extra.update(diff_sheets(diff(Side(t, step_n), Side(tb, sb), categorizer=cat)))
+    intra_rows = None
+    if intra_files:
+        from .intra.align import align_files, launches_sheet, timeline_rows
+
+        done = align_files(t, intra_files, intra_kernel)
+        extra["intra_launches"] = launches_sheet(done)
+        intra_rows = timeline_rows([al for _, al in done], a.gpu["idx"] if "idx" in a.gpu.columns else None)
     sheets = {**report_sheets(a), **extra} if target in ("xlsx", "dir") else None
     if target == "xlsx":
         from .render.excel import write_xlsx
@@ -573,7 +589,7 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     elif target == "html":
         from .render.html.analysis import render_analysis
 
-        write_text(output, render_analysis(a, extra, chart_data(mem, t.t0) if mem is not None else None))
+        write_text(output, render_analysis(a, extra, chart_data(mem, t.t0) if mem is not None else None, intra_rows))
     else:
         from .render.excel import write_csv_dir
 

@@ -157,3 +157,85 @@ def align(trace: Trace, tasks: pl.DataFrame, kernel: str) -> Alignment:
                 .sort("launch"))
     return Alignment(kernel, launches, moved.drop("_shift", "kernel_ts", "kernel_end"),
                      int(np.rint(line[int(np.argmax(ok))])), float(slope) * 1e6, notes)
+
+
+def placed(al: Alignment) -> pl.DataFrame:
+    """The records of ``al`` that were placed (their launch matched a kernel), each with ``lane``: the blocks of
+    each launch on each SM packed onto the fewest non-overlapping lanes (launches pack separately, so a block id
+    that recurs in the next launch is another unit)."""
+    from .export import assign_lanes
+
+    t = al.tasks.filter(pl.col("gpu_idx").is_not_null())
+    if t.height == 0:
+        return t.with_columns(pl.lit(0, pl.Int64).alias("lane"))
+    keyed = t.with_columns((pl.col("launch").cast(pl.Int64) * (1 << 32) + pl.col("block")).alias("_unit"))
+    lanes = assign_lanes(keyed.drop("block").rename({"_unit": "block"})).units.rename({"block": "_unit"})
+    return keyed.join(lanes, on=["_unit", "group", "sm"], how="left").drop("_unit")
+
+
+def timeline_rows(alignments: list[Alignment], keep_gpu_idx: pl.Series | None = None) -> pl.DataFrame:
+    """The placed records as rows of the report's GPU timeline: columns ``device``, ``stream``, ``sub`` (1, 2, …:
+    the rows right below the kernel's stream, one per SM lane of each aligned kernel), ``label``, ``ts`` and
+    ``dur`` (ns, trace clock), ``name`` (the task), ``category`` (``intra · TASK``), ``gpu_idx`` (the kernel's row).
+    ``keep_gpu_idx``: only records under these kernels (the report's step window)."""
+    schema = {"device": pl.Int64, "stream": pl.Int64, "sub": pl.Int64, "label": pl.String, "ts": pl.Int64,
+              "dur": pl.Int64, "name": pl.String, "category": pl.String, "gpu_idx": pl.Int64}
+    parts = []
+    for k, al in enumerate(alignments):
+        t = placed(al)
+        if keep_gpu_idx is not None:
+            t = t.filter(pl.col("gpu_idx").is_in(keep_gpu_idx.implode()))
+        if t.height == 0:
+            continue
+        parts.append(t.select(
+            pl.col("device").cast(pl.Int64).fill_null(-1), pl.col("stream").cast(pl.Int64).fill_null(-1),
+            pl.lit(k, pl.Int64).alias("_k"), pl.col("sm").cast(pl.Int64), pl.col("lane").cast(pl.Int64),
+            pl.lit(al.kernel).alias("_kernel"), pl.col("start_ns").alias("ts"),
+            (pl.col("end_ns") - pl.col("start_ns")).alias("dur"), pl.col("task").cast(pl.String).alias("name"),
+            pl.col("gpu_idx").cast(pl.Int64)))
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    rows = pl.concat(parts)
+    return rows.with_columns(
+        pl.struct("_k", "sm", "lane").rank("dense").over("device", "stream").cast(pl.Int64).alias("sub"),
+        pl.format("\u21b3 {} \u00b7 SM {} lane {}", "_kernel", "sm", "lane").alias("label"),
+        pl.format("intra \u00b7 {}", "name").alias("category"),
+    ).select(list(schema)).cast(schema)  # type: ignore[arg-type]
+
+
+def align_files(trace: Trace, files: list[str] | tuple[str, ...], kernel: str | None = None,
+                clock_ghz: float | None = None) -> list[tuple[str, Alignment]]:
+    """Align every intra-kernel file (kernscope buffers/traces, Proton's traces) with ``trace``: one alignment
+    per (file, kernel). ``kernel``: the host's kernel name [default: the file's kernels as it names them, else its
+    base name]. Records in SM cycles need a clock (``clock_ghz``, measured or stated); without one the file is
+    refused with a one-line error, as are files whose launches match no kernel."""
+    import os
+
+    from .io import load_tasks
+    from .units import clock_for, in_time
+
+    done = []
+    for f in files:
+        loaded = load_tasks(f)
+        t, unit = in_time(loaded.tasks, loaded.unit, clock_for(loaded, clock_ghz, f))
+        if unit != "ns":
+            raise KernscopeError(f"{f}: its times are SM cycles with no known clock, so they cannot be placed on the "
+                                 "host's clock (records in %globaltimer ns can; see intra stats --clock-ghz)")
+        names = [kernel] if kernel else (sorted(set(loaded.launches["kernel"].to_list())) if loaded.launches is not None
+                                         else [os.path.basename(f).split(".")[0]])
+        for name in names:
+            part = t if loaded.launches is None or kernel else t.filter(
+                pl.col("block").is_in(loaded.launches.filter(pl.col("kernel") == name)["block"].implode()))
+            try:
+                done.append((f, align(trace, part, name)))
+            except KernscopeError as e:
+                raise KernscopeError(f"{f}: {e}" + ("" if kernel else " (--kernel NAME names the host's kernel)")) from None
+    return done
+
+
+def launches_sheet(done: list[tuple[str, Alignment]]) -> pl.DataFrame:
+    """One row per profiled launch of every alignment: ``file``, ``kernel``, then the launch columns of
+    :attr:`Alignment.launches` (times ns, trace clock), for the report's ``intra_launches`` table/sheet."""
+    parts = [al.launches.with_columns(pl.lit(f).alias("file"), pl.lit(al.kernel).alias("kernel"))
+             .select("file", "kernel", *al.launches.columns) for f, al in done]
+    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()

@@ -109,13 +109,10 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
 
 
 def clock_of(loaded: Any, clock_ghz: float | None, path: str) -> Any:
-    """The SM clock for ``loaded`` (see :func:`~kernscope.intra.units.pick_clock`)."""
-    from .units import Clock, pick_clock
+    """The SM clock for ``loaded`` (see :func:`~kernscope.intra.units.clock_for`)."""
+    from .units import clock_for
 
-    d0 = loaded.decoded
-    measured = (Clock(d0.clock_ghz, d0.clock_source or "measured from the buffer")
-                if d0 is not None and d0.cycles and d0.clock_ghz else None)
-    return pick_clock(clock_ghz, measured=measured, stated=loaded.clock, path=path)
+    return clock_for(loaded, clock_ghz, path)
 
 
 def stats_json(summary: dict[str, Any], per_task: Any, per_sm: Any, tree: Any, unit: str) -> str:
@@ -206,52 +203,45 @@ def export(path: str, output: str, task_names: str | None, clock_ghz: float | No
 @click.argument("intra_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
               help="Write the host trace with the records under their kernels: .json or .json.gz (Perfetto UI, "
-                   "chrome://tracing and kernscope analyze read it).")
+                   "chrome://tracing and kernscope analyze read it), or .html (kernscope's report with the records "
+                   "on its timeline, rows below the kernel's stream).")
 @click.option("--kernel", default=None, help="Kernel name in the host trace [default: the intra file's kernel "
                                              "(Proton's traces name it; intra run names files KERNEL.perfetto-trace)].")
+@click.option("--clock-ghz", type=float, default=None,
+              help="SM clock for records in cycles (Proton's cycle-mode traces) [default: measured or stated].")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @_quiet
-def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, kernel: str | None, fmt: str,
-          quiet: bool = False) -> None:
+def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, kernel: str | None,
+          clock_ghz: float | None, fmt: str, quiet: bool = False) -> None:
     """Place intra-kernel records (INTRA_FILES: kernscope buffers/traces, Proton's traces) under their kernels in
     HOST_TRACE (a Kineto trace of the same run): each profiled launch is matched to its kernel by name and time
     order, on the GPU clock both share, and the residual misalignment is reported per launch."""
     import json as _json
-    import os
 
-    import polars as pl
     from rich.console import Console
 
     from .. import load as load_trace
     from ..errors import KernscopeError
-    from ..files import write_bytes
+    from ..files import write_bytes, write_text
     from ..load.source import Limits, open_trace
     from ..render.intra import render_alignment
-    from ..render.intra_align import encode, merged_json
-    from .align import align as place
-    from .io import load_tasks
-    from .units import in_time
+    from .align import align_files
 
-    if output is not None and not output.endswith((".json", ".json.gz")):
-        raise KernscopeError(f"{output}: the merged trace is Chrome/Kineto JSON: name it .json or .json.gz")
+    if output is not None and not output.endswith((".json", ".json.gz", ".html")):
+        raise KernscopeError(f"{output}: the merged output is Chrome/Kineto JSON (.json, .json.gz) or the HTML report "
+                             "(.html)")
     trace = load_trace(host_trace)
-    done = []
-    for f in intra_files:
-        loaded = load_tasks(f)
-        t, unit = in_time(loaded.tasks, loaded.unit, clock_of(loaded, None, f))
-        if unit != "ns":
-            raise KernscopeError(f"{f}: its times are SM cycles with no known clock, so they cannot be placed on the "
-                                 "host's clock (records in %globaltimer ns can; see intra stats --clock-ghz)")
-        names = [kernel] if kernel else (sorted(set(loaded.launches["kernel"].to_list())) if loaded.launches is not None
-                                         else [os.path.basename(f).split(".")[0]])
-        for name in names:
-            part = t if loaded.launches is None or kernel else t.filter(
-                pl.col("block").is_in(loaded.launches.filter(pl.col("kernel") == name)["block"].implode()))
-            try:
-                done.append((f, place(trace, part, name)))
-            except KernscopeError as e:
-                raise KernscopeError(f"{f}: {e}" + ("" if kernel else " (--kernel NAME names the host's kernel)")) from None
-    if output is not None:
+    done = align_files(trace, intra_files, kernel, clock_ghz)
+    if output is not None and output.endswith(".html"):
+        from ..analyze.summary import analyze
+        from ..render.html.analysis import render_analysis
+        from .align import launches_sheet, timeline_rows
+
+        write_text(output, render_analysis(analyze(trace), {"intra_launches": launches_sheet(done)},
+                                           intra=timeline_rows([al for _, al in done])))
+    elif output is not None:
+        from ..render.intra_align import encode, merged_json
+
         src = open_trace(host_trace)
         try:
             host = bytes(src.read_all(Limits()))

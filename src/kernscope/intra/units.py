@@ -116,3 +116,12 @@ def cycle_keys(doc: Any) -> Any:
     if isinstance(doc, list):
         return [cycle_keys(v) for v in doc]
     return doc
+
+
+def clock_for(loaded: Any, clock_ghz: float | None, path: str) -> Clock:
+    """The SM clock for a loaded intra file (:class:`~kernscope.intra.io.Loaded`): ``clock_ghz`` when given, else
+    the clock measured in its buffer, else the one stated next to it (see :func:`pick_clock`)."""
+    d0 = loaded.decoded
+    measured = (Clock(d0.clock_ghz, d0.clock_source or "measured from the buffer")
+                if d0 is not None and d0.cycles and d0.clock_ghz else None)
+    return pick_clock(clock_ghz, measured=measured, stated=loaded.clock, path=path)

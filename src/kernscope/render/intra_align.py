@@ -16,8 +16,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from ..intra.align import Alignment
-from ..intra.export import assign_lanes
+from ..intra.align import Alignment, placed
 from ..model import Trace
 
 #: thread ids of the added rows: above any stream or OS thread id Kineto writes for a GPU process
@@ -32,12 +31,11 @@ def _pid(p: Any) -> Any:
 
 def _rows(al: Alignment, trace: Trace, index: int) -> tuple[bytes, list[dict[str, Any]]]:
     """(X events as comma-joined JSON objects, thread metadata) of one alignment's placed records."""
-    t = al.tasks.filter(pl.col("gpu_idx").is_not_null())
+    t = placed(al)
     if t.height == 0:
         return b"", []
     pids = trace.gpu.select(pl.col("idx").alias("gpu_idx"), pl.col("pid").cast(pl.String))
-    lanes = assign_lanes(t).units
-    t = (t.join(lanes, on=["block", "group", "sm"], how="left").join(pids, on="gpu_idx", how="left")
+    t = (t.join(pids, on="gpu_idx", how="left")
          .with_columns((TID_BASE + pl.lit(index, pl.Int64) * (1 << 32) + pl.col("stream").cast(pl.Int64) * (1 << 20)
                         + pl.col("sm").cast(pl.Int64) * 64 + pl.col("lane")).alias("tid")))
     numeric = t["pid"].str.contains(r"^-?\d+$").all()  # the trace's pid values as written: 0, not "0"

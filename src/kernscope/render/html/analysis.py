@@ -27,19 +27,25 @@ def table(df: pl.DataFrame, title: str, limit: int = MAX_TABLE_ROWS) -> dict[str
     return out
 
 
-def timeline_data(gpu: pl.DataFrame, steps: pl.DataFrame, flush: set[tuple[str, int]] | None = None) -> dict[str, Any]:
-    """GPU rows as typed arrays, grouped by (device, stream) lane and sorted by start (ns from the first)."""
+def timeline_data(gpu: pl.DataFrame, steps: pl.DataFrame, flush: set[tuple[str, int]] | None = None,
+                  intra: pl.DataFrame | None = None) -> dict[str, Any]:
+    """GPU rows as typed arrays, grouped by (device, stream) lane and sorted by start (ns from the first).
+    ``intra``: rows placed below their stream's row (:func:`kernscope.intra.align.timeline_rows`: device, stream,
+    sub ≥ 1, label, ts, dur, name, category)."""
     if gpu.height == 0:
         return {"lanes": [], "names": [], "categories": [], "events": {}, "lane_first": [0], "lane_max_dur": [],
                 "span_ns": 1, "steps": []}
     g = gpu.select(
         pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts", "dur",
         pl.col("name").cast(pl.String).fill_null(""), pl.col("category").cast(pl.String).fill_null(""),
-    ).sort(["device", "stream", "ts"])
+    ).with_columns(pl.lit(0, pl.Int64).alias("sub"), pl.lit(None, pl.String).alias("label"))
+    if intra is not None and intra.height:
+        g = pl.concat([g, intra.select(g.columns).cast(dict(g.schema))])  # type: ignore[arg-type]
+    g = g.sort(["device", "stream", "sub", "ts"])
     t0 = as_int(g["ts"].min())
     span = as_int((g["ts"] + g["dur"]).max()) - t0
-    lanes = g.select("device", "stream").unique(maintain_order=True)
-    lane_idx = g.select(pl.struct("device", "stream").rank("dense") - 1).to_series().to_numpy().astype(np.int64)
+    lanes = g.select("device", "stream", "sub", "label").unique(["device", "stream", "sub"], maintain_order=True)
+    lane_idx = g.select(pl.struct("device", "stream", "sub").rank("dense") - 1).to_series().to_numpy().astype(np.int64)
     counts = np.bincount(lane_idx, minlength=lanes.height)
     first = np.concatenate([[0], np.cumsum(counts)]).tolist()
     max_dur = (g.with_columns(pl.Series("_lane", lane_idx)).group_by("_lane").agg(pl.col("dur").max())
@@ -64,8 +70,8 @@ def timeline_data(gpu: pl.DataFrame, steps: pl.DataFrame, flush: set[tuple[str, 
     for r in lane_rows:
         by_dev[r["device"]] = by_dev.get(r["device"], 0) + 1
     return {
-        "lanes": [{"device": r["device"], "stream": r["stream"], "label": f"GPU {r['device']} · stream {r['stream']}"}
-                  for r in lane_rows],
+        "lanes": [{"device": r["device"], "stream": r["stream"],
+                   "label": r["label"] if r["sub"] else f"GPU {r['device']} · stream {r['stream']}"} for r in lane_rows],
         "names": names.to_list(), "categories": cats.to_list(), "events": ev, "lane_first": first,
         "lane_max_dur": max_dur, "span_ns": max(span, 1), "t0_ns": t0,
         "steps": [{"name": s["name"], "start_ns": int(s["start"]) - t0, "end_ns": int(s["end"]) - t0}
@@ -73,15 +79,16 @@ def timeline_data(gpu: pl.DataFrame, steps: pl.DataFrame, flush: set[tuple[str, 
     }
 
 
-def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None, memory: list[dict[str, Any]] | None = None
-                  ) -> dict[str, Any]:
+def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None, memory: list[dict[str, Any]] | None = None,
+                  intra: pl.DataFrame | None = None) -> dict[str, Any]:
     """The page's data document; ``extra`` sheets (perf model, diff) become sortable views after the tables;
-    ``memory``: the memory chart's series (:func:`kernscope.render.memory.chart_data`)."""
+    ``memory``: the memory chart's series (:func:`kernscope.render.memory.chart_data`); ``intra``: intra-kernel
+    records placed under their kernels (:func:`kernscope.intra.align.timeline_rows`), rows below their stream."""
     f = a.facts.to_dict()
     flush = None
     if a.benchmark is not None:
         flush = {(k.name, k.ts_ns) for k in a.benchmark.flush_kernels if k.ts_ns is not None}
-    tl = timeline_data(a.gpu, a.trace.steps, flush)
+    tl = timeline_data(a.gpu, a.trace.steps, flush, intra)
     sc = a.step_categories
     step_names = sc["name"].unique(maintain_order=True).to_list() if sc.height else []
     cats = sorted(sc["category"].unique().to_list()) if sc.height else []
@@ -140,9 +147,9 @@ def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None, mem
 
 
 def render_analysis(a: Analysis, extra: dict[str, pl.DataFrame] | None = None,
-                    memory: list[dict[str, Any]] | None = None) -> str:
+                    memory: list[dict[str, Any]] | None = None, intra: pl.DataFrame | None = None) -> str:
     """The report page of one trace; ``extra``: more sheets shown as sortable tables (e.g. perf model, diff);
-    ``memory``: the memory chart's series."""
+    ``memory``: the memory chart's series; ``intra``: intra-kernel rows for the timeline."""
     from ...version import __version__
 
-    return page(analysis_data(a, extra, memory), a.facts.path, f"kernscope {__version__} · {a.facts.kernels:,} kernels")
+    return page(analysis_data(a, extra, memory, intra), a.facts.path, f"kernscope {__version__} · {a.facts.kernels:,} kernels")
