@@ -20,6 +20,7 @@ from kernscope.intervals import union_by
 EXAMPLE = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
 DATA = Path(__file__).parent / "data"
 REAL = [EXAMPLE, DATA / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz", DATA / "align_h100" / "train.pt.trace.json.gz",
+        DATA / "recompile_h100" / "jax_recompile.xplane.pb.gz",
         *[p for p in real_traces() if "rank0" in p.name or "h100_" in p.name][:4]]
 
 
@@ -151,3 +152,22 @@ def test_host_time_on_the_path_is_split_over_the_ops_it_overlaps(tmp_path):
     got = dict(zip(cp.ops["op"], cp.ops["host_us"]))
     assert got == pytest.approx({"A": 300.0, "B": 300.0, "(between ops)": 400.0})  # the whole step is host time
     assert cp.steps["cpu_us"][0] == pytest.approx(1000.0)
+
+
+def test_xla_device_to_host_copies_are_synchronizing_calls():
+    """JAX (XLA's CUPTI tracer) names its driver-level device-to-host copies ``MemcpyD2H``: the host waits in them,
+    so the path jumps to the GPU there, and the blocking-sync finding counts them. Real H100 profile: step 2
+    compiles (autotuning copies results back 75 times); steps 0, 1, 3 launch ~2 µs kernels 10–40 µs apart, so
+    their path is host time, as it should be."""
+    t = kernscope.load(DATA / "recompile_h100" / "jax_recompile.xplane.pb.gz", cache=False)
+    a = analyze(t)
+    steps = a.critical_path.steps.sort("step")
+    assert steps.filter(pl.col("step") != 2)["gpu_us"].to_list() == [0.0, 0.0, 0.0]
+    two = steps.filter(pl.col("step") == 2).row(0, named=True)
+    assert two["gpu_us"] > 1000 and two["sync_return_us"] > 0 and two["length_us"] == pytest.approx(two["step_us"])
+    st = t.steps.filter(pl.col("step") == 2).row(0, named=True)
+    raw = t.events.filter((pl.col("name").cast(pl.String) == "MemcpyD2H") & (pl.col("ts") >= st["start"])
+                          & (pl.col("ts") + pl.col("dur") <= st["end"]))
+    (f,) = a.findings.filter(pl.col("rule") == "blocking_sync").to_dicts()
+    assert f["step"] == 2 and "75 MemcpyD2H" in f["text"] and raw.height == 75
+    assert f["win_back_us"] == pytest.approx(raw["dur"].sum() / 1000)

@@ -236,3 +236,22 @@ def test_far_from_roofline_in_perf_and_report(tmp_path, capsys):
     rules.write_text("[far_from_roofline]\nmax_pct_of_peak = 1.0\n")
     assert main(["perf", str(EXAMPLE), "--format", "json", "--no-cache", "--findings", str(rules)]) == 0
     assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
+def test_analyze_roofline_adds_the_perf_models_findings(capsys):
+    """``analyze --roofline``: the far_from_roofline findings of ``perf``, ranked with the others (off by default:
+    the perf model's second read of the file would exceed the diagnoses' 20% budget)."""
+    assert main(["perf", str(EXAMPLE), "--format", "json", "--no-cache"]) == 0
+    want = [x for x in json.loads(capsys.readouterr().out)["findings"] if x["rule"] == "far_from_roofline"]
+    assert main(["analyze", str(EXAMPLE), "--format", "json", "--no-cache"]) == 0
+    plain = json.loads(capsys.readouterr().out)["findings"]
+    assert not any(x["rule"] == "far_from_roofline" for x in plain)
+    assert main(["analyze", str(EXAMPLE), "--format", "json", "--no-cache", "--roofline"]) == 0
+    got = json.loads(capsys.readouterr().out)["findings"]
+    roof = [x for x in got if x["rule"] == "far_from_roofline"]
+    assert want and [(x["op"], x["win_back_us"]) for x in roof] == [(x["op"], x["win_back_us"]) for x in want]
+    assert len(got) == len(plain) + len(roof)
+    wins = [x["win_back_us"] for x in got]
+    assert wins == sorted(wins, reverse=True)  # one ranking
+    assert main(["analyze", str(EXAMPLE), "--roofline", "--no-cache"]) == 0
+    assert f"Findings, by time to win back ({len(got)})" in capsys.readouterr().out  # the terminal counts them too

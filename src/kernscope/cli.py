@@ -294,6 +294,26 @@ def _failures(job: Any) -> None:
                              f"(first: {first.path}: {first.problem}); results cover the others")
 
 
+def _perf(t: Any, step_n: int | None, peak: str | None) -> Any:
+    """The perf model of ``t`` (its op shapes read from the file)."""
+    from .analyze.perf import perf_model
+
+    return perf_model(t, step=step_n, peaks=_peaks(peak, t))
+
+
+def _with_roofline(a: Any, pm: Any, findings_rules: str | None) -> Any:
+    """``a`` with the perf model's far_from_roofline findings merged into its ranked findings."""
+    if not pm.ops.height:
+        return a
+    import dataclasses
+
+    from .analyze.findings import find_roofline, merged
+
+    steps = 1 if a.step is not None else a.trace.steps.height
+    found = find_roofline(pm.ops, steps, rules=_finding_rules(findings_rules))
+    return dataclasses.replace(a, findings=merged(a.findings, found))
+
+
 @cli.command()
 @click.argument("traces", nargs=-1, required=True)
 @click.option("--step", default=None, help="Step number to analyze, or 'all' (default).")
@@ -310,11 +330,14 @@ def _failures(job: Any) -> None:
               help="TOML file overriding the findings' thresholds and wording (see kernscope/analyze/findings.toml).")
 @click.option("--by-annotation", "by_annotation", is_flag=False, flag_value="", default=None, metavar="[REGEX]",
               help="GPU time, categories and timeline by your record_function ranges (all, or those matching REGEX).")
+@click.option("--roofline", is_flag=True,
+              help="Also run the perf model (op shapes: a second, sparse read of the file, ~0.5 s per 200 MB) and add "
+                   "its far_from_roofline findings; report always does.")
 @trace_options
 @rank_options
 def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
             no_categories: bool, linked_only: bool, bench: bool | None, findings_rules: str | None,
-            by_annotation: str | None, salvage: bool,
+            by_annotation: str | None, roofline: bool, salvage: bool,
             no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None,
             engine: str, scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
     """Summarize PyTorch profiler (Kineto) traces: steps, kernels, launching ops, categories, GPU timeline.
@@ -353,7 +376,7 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     key = outputs.result_key("analyze", {"fmt": fmt, "top": top, "step": step, "categories": not no_categories,
                                          "linked_only": linked_only, "bench": bench, "width": width, "color": color,
                                          "by_annotation": by_annotation, "findings": outputs.rules_digest(findings_rules),
-                                         "path": trace},  # the output prints the path: a copy is another output
+                                         "roofline": roofline, "path": trace},  # the output prints the path: a copy is another output
                              rules)
     digest = None
     prefetch = _Prefetch(rules)
@@ -377,6 +400,8 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     step_n = _parse_step(step)  # analyze() refuses a step the trace does not have
     a = run(t, step=step_n, categorizer=prefetch.categorizer(), use_kernel_name_categories=not no_categories,
             linked_only=linked_only, benchmark=bench, by_annotation=by_annotation, finding_rules=finding_rules)
+    if roofline:
+        a = _with_roofline(a, _perf(t, step_n, None), findings_rules)
     if t.salvaged is not None and not quiet:
         _notice(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}")
         for line in t.salvage_skipped:
@@ -544,21 +569,15 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     cat = _categorizer(rules)
     a = run(t, step=step_n, categorizer=cat, linked_only=linked_only, benchmark=bench, by_annotation=by_annotation,
             finding_rules=_finding_rules(findings_rules))
-    from .analyze.perf import perf_model
     from .render.excel import report_sheets
     from .render.perf import perf_sheets
 
     # html: the perf model and the diff as extra tables; workbooks and CSVs: as extra sheets
     extra: dict[str, Any] = {}
-    pm = perf_model(t, step=step_n, peaks=_peaks(peak, t))
+    pm = _perf(t, step_n, peak)
     if pm.ops.height:
         extra.update(perf_sheets(pm))
-        import dataclasses
-
-        from .analyze.findings import find_roofline, merged
-
-        roofline = find_roofline(pm.ops, 1 if step_n is not None else t.steps.height, rules=_finding_rules(findings_rules))
-        a = dataclasses.replace(a, findings=merged(a.findings, roofline))  # the report has the perf model's findings too
+        a = _with_roofline(a, pm, findings_rules)  # the report has the perf model's findings too
     from .analyze.memory import memory_timeline
     from .render.memory import chart_data, memory_sheets
 

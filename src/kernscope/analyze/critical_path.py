@@ -37,8 +37,13 @@ from .kernels import NS_PER_US
 
 #: a record that starts this soon after the previous record of its stream ended was queued behind it (ns)
 QUEUE_GAP_NS = 2_000
-#: synchronizing runtime calls: the host waits for the GPU in them
-SYNC_CALLS = r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|MemcpyDtoH|MemcpyAsync)$"
+#: synchronizing runtime and driver calls: the host waits for the GPU in them. Kineto names runtime calls
+#: (cudaStreamSynchronize); XLA's CUPTI tracer names driver calls, its device-to-host copies ``MemcpyD2H``
+#: (what ``block_until_ready``/``np.asarray`` of a result waits in)
+SYNC_CALLS = (r"^((cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|MemcpyDtoH|MemcpyAsync)"
+              r"|cu(Ctx|Stream|Event)Synchronize|cuMemcpy(DtoH)?(Async)?(_v2)?|MemcpyD2H)$")
+#: the event kinds of those calls
+SYNC_KINDS = ("runtime", "driver")
 SEGMENTS = ("cpu", "launch", "gpu", "queue", "stream_wait", "sync_return", "carryover")
 
 
@@ -195,7 +200,7 @@ def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
 def _blocking_syncs(trace: Trace, by_end: pl.DataFrame) -> pl.DataFrame:
     """Synchronizing runtime calls during which the GPU was still busy (the host blocked), with ``_a``: the GPU
     record that ended last before the call returned (what it waited for) and ``_a_end``."""
-    rt = trace.events.filter(pl.col("kind") == "runtime")
+    rt = trace.events.filter(pl.col("kind").is_in(SYNC_KINDS))
     rt = rt.filter(pl.col("name").cast(pl.String).str.contains(SYNC_CALLS))
     s = (rt.select(pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), pl.col("name").cast(pl.String).alias("_s_name"),
                    pl.col("ts").alias("_s_ts"), pl.col("end").alias("_s_end"))

@@ -144,7 +144,7 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> lis
 
 
 def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
-    rt = trace.events.filter(pl.col("kind") == "runtime")
+    rt = trace.events.filter(pl.col("kind").is_in(("runtime", "driver")))  # Kineto's runtime calls, XLA's driver calls
     rt = rt.filter(pl.col("name").cast(pl.String).str.contains(cfg["names"]))
     if rt.height == 0 or trace.steps.height == 0:
         return []
