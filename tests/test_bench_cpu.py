@@ -204,3 +204,39 @@ def test_tritonbench_style_trace_without_annotation(tmp_path, capsys):
     assert [k["category"] for k in b["compute_kernels"]] == ["GEMM"]
     assert b["kernel_time_us"] == pytest.approx(90.0)
     assert b["warmup_kernels_in_window"] == 1  # step 4's GEMM ran 40..130 µs, into step 5's window
+
+
+def test_tritonbench_names_select_our_impls_and_results_carry_the_typed_name(tmp_path, capsys, monkeypatch):
+    """#27.1: the first seed's command as written (TritonBench's impl names) runs; the table shows the names typed."""
+    from kernscope.bench import runner
+
+    reg = builtin_registry()
+    fa = reg.get("flash_attention")
+    got = runner.resolve_impls(fa(device="cpu"), ["flash_v3", "cudnn", "triton_tutorial_flash_v2", "aten", "sdpa_math"])
+    assert [(s.name, s.method) for s in got] == [("flash_v3", "flash_v3"), ("cudnn", "sdpa_cudnn"),
+                                                 ("triton_tutorial_flash_v2", "triton_flash"), ("aten", "sdpa_math")]
+    for op, alias, method in [("gemm", "aten_matmul", "torch_matmul"), ("gemm", "triton_tutorial_matmul", "triton_matmul"),
+                              ("rms_norm", "llama_rms", "torch_rms_norm"), ("cross_entropy", "cross_entropy_loss", "torch_cross_entropy"),
+                              ("flash_attention", "sdpa", "sdpa_flash")]:
+        (s,) = runner.resolve_impls(reg.get(op)(device="cpu"), [alias])
+        assert (s.name, s.method) == (alias, method)
+    with pytest.raises(KernscopeError, match=r"available \(aliases\): sdpa_math \(aten\), sdpa_flash \(sdpa\)"):
+        runner.resolve_impls(fa(device="cpu"), ["flash_v9"])
+    # a package that is absent: one line naming it and the nearest impl; the others run under the typed name
+    monkeypatch.setattr(runner, "module_available", lambda m: False)
+    r = run(fa, device="cpu", only=["flash_v3", "aten"], metrics=["latency", "accuracy"], warmup=1, rep=3, num_inputs=1)
+    assert r.impls == ["aten"] and [c.impl for c in r.cells] == ["aten"] and r.cells[0].metrics["accuracy"] is True
+    assert r.skipped["flash_v3"].startswith("needs the flash_attn_interface or fa3.hopper.flash_attn_interface package")
+    assert "nearest available: sdpa_cudnn" in r.skipped["flash_v3"]
+    assert main(["bench", "--op", "flash_attention", "--num-inputs", "1", "--metrics", "latency", "--only",
+                 "flash_v3,cudnn,triton_tutorial_flash_v2,aten", *FAST]) == 0
+    out = capsys.readouterr()
+    assert "skipped flash_v3: needs the flash_attn_interface" in out.err and "skipped cudnn: needs a CUDA device" in out.err
+    assert "aten-latency" in out.out and "sdpa_math" not in out.out  # the table says the name typed
+    assert main(["bench", "--op", "flash_attention", "--list-impls"]) == 0
+    listing = capsys.readouterr().out
+    assert "(alias cudnn)" in listing and "flash_v3" in listing and "not installed" in listing
+    assert main(["bench", "--op", "softmax", "--num-inputs", "1", "--metrics", "latency,accuracy", "--only",
+                 "naive_softmax,torch_softmax", "--format", "json", *FAST]) == 0
+    cells = json.loads(capsys.readouterr().out)["results"]
+    assert {c["impl"]: c["metrics"]["accuracy"] for c in cells} == {"naive_softmax": True, "torch_softmax": True}

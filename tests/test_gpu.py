@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -517,3 +519,28 @@ def test_intra_run_records_align_under_their_kineto_kernels(tmp_path, capsys):
           [r["start_gap_ns"] for r in matched], "end gaps", [r["end_gap_ns"] for r in matched], "drift", a["drift_ppm"])
     merged = json.loads(gzip.decompress(out.read_bytes()))
     assert sum(1 for e in merged["traceEvents"] if e.get("cat") == "intra_kernel") == sum(r["records"] for r in matched)
+
+
+@pytest.mark.gpu
+def test_the_seeds_bench_command_as_written(tmp_path, capsys):
+    """#27.1: the first seed's command with TritonBench's impl names: cudnn and triton_tutorial_flash_v2 run under
+    the names typed (accuracy checked, a trace each, analyzed); flash_v3 runs where its package is installed, else
+    one line names the package and the nearest impl."""
+    from kernscope.bench.runner import module_available
+    from kernscope.cli import main
+
+    out = tmp_path / "traces"
+    assert main(["bench", "--op", "flash_attention", "--num-inputs", "2", "--metrics", "latency,accuracy,kineto_trace",
+                 "--only", "flash_v3,cudnn,triton_tutorial_flash_v2", "--output-dir", str(out),
+                 "--json", str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    has_fa3 = module_available("flash_attn_interface") or module_available("fa3.hopper.flash_attn_interface")
+    want = ["flash_v3", "cudnn", "triton_tutorial_flash_v2"] if has_fa3 else ["cudnn", "triton_tutorial_flash_v2"]
+    assert doc["impls"] == want
+    if not has_fa3:
+        assert "skipped flash_v3: needs the flash_attn_interface" in err and "nearest available: sdpa_cudnn" in err
+    for c in doc["results"]:
+        assert c["metrics"]["accuracy"] is True, c["impl"]
+        assert c["analysis"]["compute_kernels"], c["impl"]  # its trace, analyzed
+    assert {p.name for p in (out / "flash_attention").iterdir()} == set(want)  # trace folders by the names typed

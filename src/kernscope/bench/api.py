@@ -63,6 +63,12 @@ class ImplSpec:
     modes: tuple[str, ...] = MODES
     dtypes: tuple[str, ...] | None = None
     doc: str = ""
+    #: other names that select it (TritonBench's: ``cudnn`` for ``sdpa_cudnn``); results carry the name typed
+    aliases: tuple[str, ...] = ()
+    #: Python modules it imports, any one of which will do (``flash_attn_interface``); none importable: skipped
+    modules: tuple[str, ...] = ()
+    #: the implementation to suggest when the modules are missing
+    nearest: str | None = None
 
 
 def impl(
@@ -73,13 +79,18 @@ def impl(
     needs_cuda: bool = False,
     modes: Sequence[str] = MODES,
     dtypes: Sequence[str] | None = None,
+    aliases: Sequence[str] = (),
+    modules: Sequence[str] = (),
+    nearest: str | None = None,
 ) -> Any:
-    """Mark an operator method as an implementation. ``baseline=True`` on exactly one of them."""
+    """Mark an operator method as an implementation. ``baseline=True`` on exactly one of them. ``aliases``: other
+    names that select it; ``modules``: packages it needs (any one of them), else it is skipped with a line naming
+    them and ``nearest``."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         f.__kernscope_impl__ = ImplSpec(  # type: ignore[attr-defined]
             name or f.__name__, f.__name__, baseline, needs_cuda, tuple(modes), tuple(dtypes) if dtypes else None,
-            (inspect.getdoc(f) or "").split("\n")[0],
+            (inspect.getdoc(f) or "").split("\n")[0], tuple(aliases), tuple(modules), nearest,
         )
         return f
 

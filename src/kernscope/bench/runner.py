@@ -95,21 +95,54 @@ def _accuracy(op: Operator, got: list[Any], ref: list[Any]) -> tuple[bool, float
 
 
 # -- selection ------------------------------------------------------------------------------------
+def module_available(name: str) -> bool:
+    """Whether ``name`` (dotted) can be imported, without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a missing parent package
+        return False
+
+
+def resolve_impls(op: Operator, names: Sequence[str]) -> list[ImplSpec]:
+    """The implementations ``names`` select (their own names or aliases), each carrying the name as typed, in the
+    order typed; a name typed twice (or an alias and its implementation) runs once. Unknown names: one error that
+    lists what exists."""
+    import dataclasses
+
+    specs = op.impls()
+    by_name = {s.name: s for s in specs}
+    for s in specs:
+        for a in s.aliases:
+            by_name.setdefault(a, s)
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        avail = ", ".join(s.name + (f" ({', '.join(s.aliases)})" if s.aliases else "") for s in specs)
+        raise KernscopeError(f"{op.name}: unknown impl(s) {', '.join(missing)}; available (aliases): {avail}")
+    out: list[ImplSpec] = []
+    seen: set[str] = set()
+    for n in names:
+        s = by_name[n]
+        if s.method not in seen:
+            seen.add(s.method)
+            out.append(s if s.name == n else dataclasses.replace(s, name=n))
+    return out
+
+
 def select_impls(op: Operator, device: str, only: Sequence[str] | None, skip: Sequence[str]) -> tuple[list[ImplSpec], dict[str, str]]:
     """The implementations to run, and why the others are skipped."""
-    specs = op.impls()
-    names = [s.name for s in specs]
-    if only:
-        missing = [o for o in only if o not in names]
-        if missing:
-            raise KernscopeError(f"{op.name}: unknown impl(s) {', '.join(missing)}; available: {', '.join(names)}")
-        specs = [s for s in specs if s.name in only]
+    specs = resolve_impls(op, only) if only else op.impls()
+    skip_methods = {s.method for s in resolve_impls(op, skip)} if skip else set()
     usable: list[ImplSpec] = []
     skipped: dict[str, str] = {}
     for s in specs:
-        if s.name in skip:
+        if s.method in skip_methods:
             continue
-        if s.needs_cuda and not device.startswith("cuda"):
+        if s.modules and not any(module_available(m) for m in s.modules):
+            skipped[s.name] = (f"needs the {' or '.join(s.modules)} package, not installed here"
+                               + (f"; the nearest available: {s.nearest}" if s.nearest else ""))
+        elif s.needs_cuda and not device.startswith("cuda"):
             skipped[s.name] = "needs a CUDA device"
         elif op.mode not in s.modes:
             skipped[s.name] = f"no {op.mode} mode"

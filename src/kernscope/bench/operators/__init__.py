@@ -74,6 +74,18 @@ class Softmax(Operator):
 
         return lambda: torch.softmax(x, dim=-1)
 
+    @impl
+    def naive_softmax(self, x):
+        """Softmax written out in torch ops (row max, exp, sum, divide): TritonBench's baseline."""
+        import torch
+
+        def f():
+            z = x - x.max(dim=-1, keepdim=True)[0]
+            e = torch.exp(z)
+            return e / e.sum(dim=-1, keepdim=True)
+
+        return f
+
     @impl(needs_cuda=True, modes=("fwd",))
     def triton_softmax(self, x):
         """One row per program, whole row in registers."""
@@ -122,8 +134,9 @@ class LayerNorm(_NormBase):
 class RMSNorm(_NormBase):
     name = "rms_norm"
 
-    @impl(baseline=True)
+    @impl(baseline=True, aliases=("llama_rms",))
     def torch_rms_norm(self, x, w, b):
+        """LlamaRMSNorm's computation (fp32 statistics, eps 1e-6): TritonBench's llama_rms."""
         import torch
 
         def f():
@@ -178,7 +191,7 @@ class Gemm(Operator):
         e = _elt(inp.args[0])
         return gemm_bytes(m, n, k, e, e, 2 if e == 1 else e)
 
-    @impl(baseline=True)
+    @impl(baseline=True, aliases=("aten_matmul",))
     def torch_matmul(self, a, b):
         """torch.matmul (cuBLAS); for fp8 inputs, a bf16 matmul of the same fp8 values."""
         import torch
@@ -187,7 +200,7 @@ class Gemm(Operator):
             return lambda: torch.matmul(a.to(torch.bfloat16), b.to(torch.bfloat16))
         return lambda: torch.matmul(a, b)
 
-    @impl(needs_cuda=True, modes=("fwd",))
+    @impl(needs_cuda=True, modes=("fwd",), aliases=("triton_tutorial_matmul",))
     def triton_matmul(self, a, b):
         """Tiled Triton GEMM, grouped ordering, autotuned over 5 tile configs, fp32 accumulate."""
         import torch
@@ -224,7 +237,7 @@ class CrossEntropy(Operator):
     def bytes(self, inp: Input) -> float:
         return inp.args[0].numel() * _elt(inp.args[0])
 
-    @impl(baseline=True)
+    @impl(baseline=True, aliases=("cross_entropy_loss",))
     def torch_cross_entropy(self, x, t):
         import torch.nn.functional as F
 
@@ -277,17 +290,17 @@ class FlashAttention(Operator):
 
         return f
 
-    @impl(baseline=True)
+    @impl(baseline=True, aliases=("aten",))
     def sdpa_math(self, q, k, v, causal):
         """PyTorch SDPA, math backend (reference)."""
         return self._sdpa("MATH", q, k, v, causal)
 
-    @impl(needs_cuda=True)
+    @impl(needs_cuda=True, aliases=("sdpa",))
     def sdpa_flash(self, q, k, v, causal):
         """PyTorch SDPA, FlashAttention-2 backend."""
         return self._sdpa("FLASH_ATTENTION", q, k, v, causal)
 
-    @impl(needs_cuda=True)
+    @impl(needs_cuda=True, aliases=("cudnn",))
     def sdpa_cudnn(self, q, k, v, causal):
         """PyTorch SDPA, cuDNN backend."""
         return self._sdpa("CUDNN_ATTENTION", q, k, v, causal)
@@ -297,13 +310,44 @@ class FlashAttention(Operator):
         """PyTorch SDPA, memory-efficient (CUTLASS) backend."""
         return self._sdpa("EFFICIENT_ATTENTION", q, k, v, causal)
 
-    @impl(needs_cuda=True)
+    @impl(needs_cuda=True, aliases=("triton_tutorial_flash_v2",))
     def triton_flash(self, q, k, v, causal):
         """kernscope's Triton flash attention (FA2-style fwd + bwd)."""
         from ..kernels.flash_attn import flash_attention
 
         scale = 1.0 / math.sqrt(q.shape[-1])
         return lambda: flash_attention(q, k, v, causal, scale)
+
+    @staticmethod
+    def _bshd(q, k, v):
+        """(B, H, S, D) -> the (B, S, H, D) layout FlashAttention's packages take, copied outside the timing."""
+        return (t.transpose(1, 2).contiguous().detach().requires_grad_(t.requires_grad) for t in (q, k, v))
+
+    @impl(needs_cuda=True, modules=("flash_attn",), nearest="sdpa_flash")
+    def flash_v2(self, q, k, v, causal):
+        """FlashAttention-2, the flash_attn package (output viewed back as (B, H, S, D))."""
+        from flash_attn import flash_attn_func
+
+        qs, ks, vs = self._bshd(q, k, v)
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        return lambda: flash_attn_func(qs, ks, vs, softmax_scale=scale, causal=causal).transpose(1, 2)
+
+    @impl(needs_cuda=True, modules=("flash_attn_interface", "fa3.hopper.flash_attn_interface"), nearest="sdpa_cudnn")
+    def flash_v3(self, q, k, v, causal):
+        """FlashAttention-3 (Hopper), the flash_attn_interface package (output viewed back as (B, H, S, D))."""
+        try:
+            from flash_attn_interface import flash_attn_func
+        except ImportError:
+            from fa3.hopper.flash_attn_interface import flash_attn_func
+
+        qs, ks, vs = self._bshd(q, k, v)
+        scale = 1.0 / math.sqrt(q.shape[-1])
+
+        def f():
+            out = flash_attn_func(qs, ks, vs, softmax_scale=scale, causal=causal)
+            return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)  # some versions return (out, lse)
+
+        return f
 
 
 BUILTIN = (VectorAdd, Softmax, LayerNorm, RMSNorm, Gemm, CrossEntropy, FlashAttention)
