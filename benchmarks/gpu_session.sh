@@ -77,6 +77,16 @@ if [ "$PART" = jaxrecompile ]; then
   f=$(find "$OUT/recompile" -name "*.xplane.pb" | head -1); python3 -m kernscope analyze "$f" --no-cache | tail -25
   cp "$f" "$OUT/jax_recompile.xplane.pb"; rm -rf "$OUT/recompile"
 fi
+if [ "$PART" = seedcmd ]; then
+  echo "== the first seed's bench command as written (TritonBench impl names)"
+  python3 -c 'import importlib.util as u; print("flash_attn", bool(u.find_spec("flash_attn")), "flash_attn_interface", bool(u.find_spec("flash_attn_interface")))'
+  timeout 300 python3 -m kernscope bench --op flash_attention --num-inputs 2 --metrics kineto_trace --only flash_v3,cudnn,triton_tutorial_flash_v2 \
+     --output-dir "$OUT/seedcmd" > "$OUT/seedcmd.txt" 2>"$OUT/seedcmd.err"; echo "rc=$?"; cat "$OUT/seedcmd.txt"; grep -v "^…" "$OUT/seedcmd.err" | tail -5
+  COLUMNS=200 timeout 300 python3 -m kernscope bench --op flash_attention --num-inputs 3 --metrics latency,tflops,speedup,accuracy --only aten,sdpa,cudnn,triton_tutorial_flash_v2,flash_v2 \
+     > "$OUT/seedcmd2.txt" 2>"$OUT/seedcmd2.err"; echo "rc=$?"; cat "$OUT/seedcmd2.txt"; grep -v "^…" "$OUT/seedcmd2.err" | tail -5
+  timeout 300 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" -k "seeds_bench_command or bench_vector_add" > "$OUT/gpu_tests.txt" 2>&1; tail -8 "$OUT/gpu_tests.txt"
+  rm -rf "$OUT/seedcmd"
+fi
 if [ "$PART" = tests ]; then
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
 fi
