@@ -87,12 +87,14 @@ def test_vector_add_table_csv_json_and_traces(tmp_path, capsys):
     assert "torch_add-latency" in text and "torch_add-kineto_trace" in text
     assert "Kineto traces analyzed by kernscope" in text and "ProfilerStep#5" in text
     p0 = trace_path(out, "vector_add", "torch_add", 0)
-    assert str(p0) in text and p0.exists()
+    assert p0.exists() and f"Kineto traces under {out}" in text
+    assert "vector_add/torch_add/input_0.json.gz" in text and str(p0) not in text  # relative to --output-dir
     df = pl.read_csv(tmp_path / "r.csv")
     assert df.height == 2 and set(df["impl"]) == {"torch_add"}
     assert (df["speedup"] == 1.0).all() and df["accuracy"].all()
     doc = json.loads((tmp_path / "r.json").read_text())
     r0 = doc["results"][0]
+    assert doc["output_dir"] == str(out) and r0["trace"] == str(p0)  # JSON keeps the full paths
     assert r0["timing"]["n"] >= 5 and len(r0["timing"]["samples_ms"]) == r0["timing"]["n"]
     assert r0["analysis"]["step"] == "ProfilerStep#5"
     assert [k["name"] for k in r0["analysis"]["flush_kernels"]] == ["aten::zero_"]
@@ -240,3 +242,21 @@ def test_tritonbench_names_select_our_impls_and_results_carry_the_typed_name(tmp
                  "naive_softmax,torch_softmax", "--format", "json", *FAST]) == 0
     cells = json.loads(capsys.readouterr().out)["results"]
     assert {c["impl"]: c["metrics"]["accuracy"] for c in cells} == {"naive_softmax": True, "torch_softmax": True}
+
+
+@pytest.mark.parametrize("width", [60, 80, 120, 200])
+def test_the_input_column_is_never_cut(width):
+    """#27.2 / #30: the results table keeps every input whole (its header wraps instead) at every width."""
+    from rich.console import Console
+
+    from kernscope.render.bench import render
+
+    r = run(builtin_registry().get("flash_attention"), device="cpu", only=["aten", "sdpa_math"], num_inputs=2,
+            metrics=["latency", "speedup", "accuracy"], warmup=1, rep=3)
+    con = Console(width=width, record=True)
+    render(r, con, width=width)
+    lines = con.export_text().splitlines()
+    assert max(len(line) for line in lines) <= width
+    for c in r.cells:
+        shown = "(" + ", ".join(str(v) for v in c.x) + ")"
+        assert any(line.startswith(shown) for line in lines), (width, shown)

@@ -52,10 +52,12 @@ class BenchRun:
     cells: list[Cell] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
+    output_dir: str = ""  #: where the Kineto traces were written (``--output-dir``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "op": self.op, "x_label": list(self.x_label), "mode": self.mode, "dtype": self.dtype, "device": self.device,
+            "output_dir": self.output_dir,
             "impls": self.impls, "metrics": self.metrics, "skipped": self.skipped, "env": self.env,
             "results": [
                 {"input_id": c.input_id, "x": list(c.x), "impl": c.impl, "metrics": c.metrics, "error": c.error,

@@ -381,7 +381,7 @@ def run(
     env["clocks"] = {"locked": lock.locked, "mhz": lock.mhz, "requested": lock.requested, "message": lock.message,
                      "monitor": reader.name}
     result = BenchRun(op.name, tuple(op.x_label), [s.name for s in usable], list(metrics), mode, op.dtype_name, device,
-                      skipped=skipped, env=env)
+                      skipped=skipped, env=env, output_dir=os.path.abspath(str(output_dir)))
     base = op.baseline()
     flusher = L2Flusher(device)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 import polars as pl
@@ -71,7 +72,7 @@ def wide_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
             if c.error:
                 by_input.setdefault(c.input_id, {})[key] = f"error: {c.error}" if m == run.metrics[0] else ""
             else:
-                by_input.setdefault(c.input_id, {})[key] = _cell_text(c, m)
+                by_input.setdefault(c.input_id, {})[key] = _cell_text(c, m, run.output_dir)
     rows = []
     for i in sorted(xs):
         x = xs[i]
@@ -79,8 +80,11 @@ def wide_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
     return cols, rows
 
 
-def _cell_text(c: Cell, m: str) -> str:
+def _cell_text(c: Cell, m: str, output_dir: str = "") -> str:
     v = c.metrics.get(m)
+    if m == "kineto_trace" and isinstance(v, str) and output_dir:
+        rel = os.path.relpath(os.path.abspath(v), output_dir)
+        return v if rel.startswith("..") else rel  # relative to --output-dir (said above the table)
     txt = _fmt(m, v)
     if m == "latency" and c.timing is not None and not math.isnan(c.timing.ci_low_ms) and c.timing.median_ms:
         half = (c.timing.ci_high_ms - c.timing.ci_low_ms) / 2 / c.timing.median_ms * 100
@@ -137,8 +141,10 @@ def render(run: BenchRun, console: Console, width: int | None = None) -> None:
     cols, rows = wide_table(run)
     units = {"latency": "ms", "tflops": "TFLOP/s", "gbps": "GB/s", "gpu_peak_mem": "MiB", "speedup": "x"}
     heads = [cols[0]] + [f"{h} ({units[h.rsplit('-', 1)[1]]})" if h.rsplit("-", 1)[1] in units else h for h in cols[1:]]
+    if "kineto_trace" in run.metrics and run.output_dir:
+        console.print(Text(f"Kineto traces under {run.output_dir}"), overflow="fold")
     console.print(fit_table("Results (latency: median ± 95% CI half-width; speedup [95% CI], ≈ within noise; ⚠ clocks "
-                            "moved)", [Col(heads[0], min_width=8)] + [Col(h, numeric=True) for h in heads[1:]], rows, w))
+                            "moved)", [Col(heads[0], enum=True)] + [Col(h, numeric=True) for h in heads[1:]], rows, w))
     mcols, mrows = machine_table(run)
     if mrows:
         console.print()
