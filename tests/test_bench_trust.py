@@ -6,6 +6,7 @@ import json
 import math
 import time
 
+import numpy as np
 import pytest
 
 from kernscope.bench.machine import CellMachine, GpuState, lock_clocks, reasons_of
@@ -152,6 +153,9 @@ def test_run_records_state_ci_and_speedup_noise(tmp_path):
     slow, fast = r.cells
     assert slow.metrics["speedup_noise"] is True  # the baseline against itself
     assert fast.metrics["speedup"] == pytest.approx(2.0, rel=0.25) and fast.metrics["speedup_noise"] is False
+    assert fast.metrics["speedup_verdict"] == "faster" and fast.metrics["speedup_effect"] < -0.474  # large
+    assert fast.metrics["speedup_test"] in ("bootstrap", "mann-whitney") and fast.metrics["speedup_p"] < 0.05
+    assert slow.metrics["speedup_verdict"] == "within noise"
     lo, hi = fast.metrics["speedup_ci"]
     assert lo <= fast.metrics["speedup"] <= hi
     for c in r.cells:
@@ -177,3 +181,74 @@ def test_cli_states_clocks_and_lock_failure(tmp_path, capsys):
                  "--no-interleave", "--format", "json"]) == 0
     cell = json.loads(capsys.readouterr().out)["results"][0]
     assert cell["timing"]["n"] >= 5
+
+
+def test_mann_whitney_and_cliffs_delta_by_hand():
+    from kernscope.bench.stats import cliffs_delta, effect_label, mann_whitney
+
+    u, p = mann_whitney([1, 2, 3], [4, 5, 6])  # every a below every b: U = 0
+    # normal approximation with continuity: var = 3*3/12*7 = 5.25, z = (4.5 - 0.5)/sqrt(5.25)
+    assert u == 0 and p == pytest.approx(math.erfc((4.0 / math.sqrt(5.25)) / math.sqrt(2)), rel=1e-9)
+    assert cliffs_delta([1, 2, 3], [4, 5, 6]) == -1.0 and cliffs_delta([4, 5, 6], [1, 2, 3]) == 1.0
+    u, p = mann_whitney([1, 1, 2], [1, 2, 2])  # ties: average ranks, tie-corrected variance
+    # ranks: the three 1s share 2, the three 2s share 5; U = 9 - 6 = 3; var = 9/12 * (7 - 2*(27-3)/30) = 4.05
+    assert u == 3.0 and p == pytest.approx(math.erfc((1.0 / math.sqrt(4.05)) / math.sqrt(2)), rel=1e-9)
+    assert cliffs_delta([5.0] * 4, [5.0] * 4) == 0.0 and effect_label(0.1) == "negligible" and effect_label(-0.5) == "large"
+
+
+def test_verdict_picks_the_test_that_fits():
+    from kernscope.bench.stats import skewed, verdict
+
+    rng = np.random.default_rng(1)
+    a = list(1.0 + 0.01 * rng.standard_normal(400))
+    faster = verdict(a, [x * 0.9 for x in a])
+    assert faster["verdict"] == "faster" and faster["test"] == "bootstrap" and faster["ratio"] == pytest.approx(0.9)
+    assert faster["ratio_ci"][1] < 1 and faster["effect"] == "large"
+    same = verdict(a, list(1.0 + 0.01 * rng.standard_normal(400)))
+    assert same["verdict"] == "within noise" and same["ratio_ci"][0] <= 1 <= same["ratio_ci"][1]
+    tail = list(1.0 + 0.01 * rng.standard_normal(400)) + [3.0] * 40  # stalls: a long tail
+    assert skewed(tail) and not skewed(a)
+    v = verdict(a, tail)
+    assert v["test"] == "mann-whitney" and v["verdict"] == "within noise"  # the bulk did not move
+
+
+def test_compare_two_runs(tmp_path, capsys):
+    from kernscope.cli import main
+
+    rng = np.random.default_rng(2)
+
+    def doc(scale, mhz, torch_v):
+        res = []
+        for i, x in enumerate([[1024], [4096]]):
+            for name in ("torch_add", "triton_add"):
+                base = 0.1 * (i + 1) * (1.0 + 0.01 * rng.standard_normal(300))
+                f = scale if name == "triton_add" and i == 1 else 1.0
+                res.append({"input_id": i, "x": x, "impl": name, "error": None, "metrics": {},
+                            "timing": {"samples_ms": list(base * f), "sm_mhz_median": mhz if i == 1 else 1980.0}})
+        return {"op": "vector_add", "mode": "fwd", "dtype": "float32", "results": res,
+                "env": {"gpu": "NVIDIA H100", "torch": torch_v, "clocks": {"locked": False}}}
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(doc(1.0, 1980.0, "2.11")))
+    b.write_text(json.dumps(doc(1.25, 1755.0, "2.12")))
+    assert main(["bench", "--compare", str(a), str(b), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cells = {(c["impl"], c["input"]): c for c in out["cells"]}
+    assert len(cells) == 4
+    slow = cells[("triton_add", "(4096)")]
+    assert slow["verdict"] == "slower" and slow["ratio"] == pytest.approx(1.25, rel=0.02) and slow["clock_moved"]
+    assert cells[("torch_add", "(1024)")]["verdict"] in ("within noise", "faster", "slower")
+    assert cells[("torch_add", "(1024)")]["clock_moved"] is False
+    assert any("torch differs: A 2.11, B 2.12" in n for n in out["notes"])
+    assert any("2 cell(s) ran at a median SM clock" in n for n in out["notes"])
+    assert main(["bench", "--compare", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    assert "slower ⚠" in text and "B/A [95% CI]" in text
+    other = tmp_path / "o.json"
+    other.write_text(json.dumps({**doc(1.0, 1980.0, "2.11"), "op": "softmax"}))
+    assert main(["bench", "--compare", str(a), str(other)]) == 2
+    assert "compare runs of one operator" in capsys.readouterr().err
+    (tmp_path / "x.json").write_text("[1, 2]")
+    assert main(["bench", "--compare", str(a), str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a kernscope bench result file" in err[0]

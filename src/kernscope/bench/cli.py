@@ -36,11 +36,14 @@ def _split(v: str | None) -> list[str]:
 @click.option("--batch-ms", type=float, default=20.0, show_default=True, help="GPU time per batch when interleaving (ms).")
 @click.option("--cooldown", type=float, default=0.0, show_default=True, help="Seconds to idle before each input.")
 @click.option("--duration", type=float, help="Seconds of timed calls per cell (instead of --rep).")
+@click.option("--compare", nargs=2, type=click.Path(dir_okay=False), metavar="RUN_A.json RUN_B.json",
+              help="Compare two --json result files cell by cell (B vs A: faster, slower or within noise, with the test "
+                   "that fits the samples and its effect size); runs nothing.")
 @click.option("--lock-clocks", metavar="max|MHZ", help="Try to lock the SM clock for the run (nvidia-smi, needs root); "
                                                        "the output says whether it worked.")
 def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, input_id, metrics, mode, dtype, warmup, rep,
           cudagraph, device, output_dir, csv_out, json_out, fmt, keep_going, interleave, batch_ms, cooldown, duration,
-          lock_clocks) -> None:
+          compare, lock_clocks) -> None:
     """Benchmark an operator's implementations; with kineto_trace, analyze every trace too."""
     import importlib.util
 
@@ -49,6 +52,17 @@ def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, inpu
     from ..render import bench as report
     from .operators import builtin_registry
 
+    if compare:
+        from rich.console import Console
+
+        from .compare import compare_runs
+
+        cmp = compare_runs(*compare)
+        if fmt == "json":
+            click.echo(report.compare_json(cmp))
+        else:
+            report.render_compare(cmp, Console(highlight=False, emoji=False))
+        return
     reg = builtin_registry()
     for m in op_module:
         reg.load_module(m)

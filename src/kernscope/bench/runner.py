@@ -17,7 +17,7 @@ from .env import probe_env
 from .machine import Backend, CellMachine, ClockLock, max_sm_mhz, open_backend, unlock_clocks
 from .machine import lock_clocks as lock_clocks_
 from .results import BenchRun, Cell
-from .stats import ratio_ci, within_noise
+from .stats import ratio_ci, verdict, within_noise
 from .timing import L2Flusher, Prepared, Timing, do_bench_cudagraph, measure_batches, prepare, reps_for, summarize
 from .traces import analyze_cells, record_trace, trace_path
 
@@ -314,9 +314,14 @@ def _finish_cell(op: Operator, spec: ImplSpec, i: int, inp: Input, s: Settings, 
         if ref_samples:
             ratio = statistics.median(ref_samples) / t.median_ms
             ci = ratio_ci(ref_samples, t.samples_ms)
+            v = verdict(ref_samples, t.samples_ms)  # this impl (B) against the baseline (A)
             cell.metrics["speedup"] = ratio
             cell.metrics["speedup_ci"] = list(ci)
-            cell.metrics["speedup_noise"] = within_noise(ci)
+            cell.metrics["speedup_test"] = v["test"]
+            cell.metrics["speedup_p"] = v["p_value"]
+            cell.metrics["speedup_effect"] = v["cliffs_delta"]
+            cell.metrics["speedup_verdict"] = v["verdict"]
+            cell.metrics["speedup_noise"] = within_noise(ci) or v["verdict"] == "within noise"
         else:
             cell.metrics["speedup"] = None
     if "accuracy" in m:

@@ -191,3 +191,28 @@ def plain(cols: list[str], rows: list[list[str]]) -> str:
 
 def to_json(run: BenchRun) -> str:
     return json.dumps(run.to_dict(), indent=2, default=str)
+
+
+def render_compare(cmp: Any, console: Console, width: int | None = None) -> None:
+    """The run comparison (:class:`kernscope.bench.compare.Comparison`): one row per cell, then the notes."""
+    w = width or console.width
+    console.print(Text(f"{cmp.op}: B = {cmp.b} vs A = {cmp.a} (ratio = median B / median A; < 1: B faster)"),
+                  overflow="fold")
+    rows = [[r["impl"], r["input"], f"{r['median_a_ms']:.4f}", f"{r['median_b_ms']:.4f}",
+             f"{r['ratio']:.3f} [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]", r["test"], f"{r['p_value']:.2g}",
+             f"{r['cliffs_delta']:+.2f} {r['effect']}", r["verdict"] + (" ⚠" if r["clock_moved"] else "")]
+            for r in cmp.cells.iter_rows(named=True)]
+    cols = [Col("impl", min_width=8), Col("input", enum=True), Col("A ms", True), Col("B ms", True),
+            Col("B/A [95% CI]", True), Col("test", enum=True, optional=True), Col("p", True, optional=True),
+            Col("Cliff's delta", enum=True, optional=True), Col("verdict", enum=True)]
+    console.print(fit_table("Cells in both runs (⚠: the median SM clock differs by > 2%)", cols, rows, w))
+    if cmp.only_a or cmp.only_b:
+        console.print(Text(f"{cmp.only_a} cell(s) only in A, {cmp.only_b} only in B (not compared)"), overflow="fold")
+    for n in cmp.notes:
+        console.print(Text(f"note: {n}"), overflow="fold")
+
+
+def compare_json(cmp: Any) -> str:
+    """The comparison as JSON: runs, notes and every cell's numbers."""
+    return json.dumps({"op": cmp.op, "a": cmp.a, "b": cmp.b, "notes": cmp.notes, "only_a": cmp.only_a,
+                       "only_b": cmp.only_b, "cells": cmp.cells.to_dicts()}, indent=2, allow_nan=False, default=str)
