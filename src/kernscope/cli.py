@@ -719,6 +719,33 @@ def memory(trace: str, top: int | None, fmt: str, output: str | None, salvage: b
                  lambda: render_memory.to_json(m, trace, top), lambda: render_memory.to_csv(m, top))
 
 
+@cli.command("sql")
+@click.argument("query")
+@click.argument("trace")
+@click.option("--step", default=None, help="Step of the analysis.* tables (default: all steps).")
+@click.option("--top", default=None, type=click.IntRange(min=1), help="Rows shown [default: 50 in the terminal; all in JSON/CSV].")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("-o", "--output", help="Write to FILE instead of stdout.")
+@trace_options
+def sql_cmd(query: str, trace: str, step: str | None, top: int | None, fmt: str, output: str | None, salvage: bool,
+            no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
+    """Run a SQL QUERY over TRACE's tables: events, gpu, kernels, cpu_ops, launches, steps, flows, call_tree
+    (times int64 ns), and analysis.<table> (analysis.kernels, analysis.categories, analysis.findings,
+    analysis.critical_path, ...; µs in *_us). Polars' SQL dialect; see docs/glossary.md for every table."""
+    from .analyze.sql import sql
+    from .render import frame
+
+    t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
+    step_n = _parse_step(step)
+    if step_n is not None:
+        _check_step(t, step_n)
+    df = sql(t, query, step=step_n, categorizer=_categorizer(rules))
+    if top is None and fmt == "table":
+        top = 50
+    _render_text(fmt, output, lambda con, w: frame.render(df, con, query, w, top), lambda: frame.to_json(df),
+                 lambda: frame.to_csv(df))
+
+
 @cli.command("diff")
 @click.argument("a")
 @click.argument("b")

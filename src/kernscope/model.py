@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import polars as pl
@@ -150,6 +151,26 @@ class Trace:
         ids = self.gpu["launch_idx"].drop_nulls().unique()
         return self.events.filter(pl.col("idx").is_in(ids.implode()))
 
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """The trace's tables by name, as ``sql`` sees them: ``events`` (every event; times ns), ``gpu`` (GPU
+        records with their launch, op and step), ``kernels``, ``cpu_ops``, ``launches``, ``steps``, ``flows``,
+        ``call_tree``. Loaded lazily: a query reads only the tables it names."""
+        return {"events": self.events, "gpu": self.gpu, "kernels": self.kernels, "cpu_ops": self.cpu_ops,
+                "launches": self.launches, "steps": self.steps, "flows": self.flows, "call_tree": self.call_tree}
+
+    def sql(self, query: str) -> pl.DataFrame:
+        """Run a SQL query (polars' SQL dialect) over :meth:`tables`, e.g. ``trace.sql("SELECT name,
+        count(*) AS n, sum(dur) / 1000 AS total_us FROM kernels GROUP BY name ORDER BY total_us DESC")``. Times
+        are int64 ns (``ts``, ``dur``, ``end``)."""
+        return run_sql(query, self.table_makers())
+
+    def table_makers(self) -> dict[str, Callable[[], pl.DataFrame]]:
+        """:meth:`tables`, each built only when called (what a query does not name is never built)."""
+        return {n: partial(self._table, n) for n in TRACE_TABLES}
+
+    def _table(self, name: str) -> pl.DataFrame:
+        return self.tables()[name]
+
     # -- metadata ---------------------------------------------------------------------------
     @property
     def distributed_info(self) -> dict[str, Any]:
@@ -198,3 +219,32 @@ class Trace:
             f"Trace({self.path!r}, events={self.stats.events}, gpu={self.gpu.height}, "
             f"steps={self.steps.height}, unlinked={self.unlinked})"
         )
+
+
+#: the trace tables ``Trace.sql`` and ``kernscope sql`` know
+TRACE_TABLES = ("events", "gpu", "kernels", "cpu_ops", "launches", "steps", "flows", "call_tree")
+
+
+def run_sql(query: str, tables: dict[str, Callable[[], pl.DataFrame]]) -> pl.DataFrame:
+    """``query`` over the named tables (each built only when the query names it). Categorical columns are read
+    as text, so ``WHERE name = '…'`` and ``LIKE`` work. A bad query: :class:`~kernscope.errors.KernscopeError`
+    with polars' one-line reason."""
+    import re
+
+    from .errors import KernscopeError
+
+    ctx = pl.SQLContext()
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", query)}
+    for name, make in tables.items():
+        if name.lower() in words:
+            df = make()
+            cats = [c for c, t in df.schema.items() if isinstance(t, (pl.Categorical, pl.Enum))]
+            ctx.register(name, df.lazy().with_columns(pl.col(cats).cast(pl.String)) if cats else df.lazy())
+    try:
+        out = ctx.execute(query, eager=True)
+    except pl.exceptions.PolarsError as e:  # a bad query (syntax, unknown table or column, types)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        known = ", ".join(tables)
+        raise KernscopeError(f"SQL: {first} (tables: {known})") from None
+    dec = [c for c, t in out.schema.items() if isinstance(t, pl.Decimal)]  # SQL arithmetic on literals: decimals
+    return out.with_columns(pl.col(dec).cast(pl.Float64)) if dec else out

@@ -58,6 +58,22 @@ class Analysis:
     #: the critical path of each step (:mod:`kernscope.analyze.critical_path`); None when the trace has no steps
     critical_path: CriticalPath | None = None
 
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """The result's tables by name (µs in ``*_us`` columns): ``kernels``, ``kernels_by_stream``, ``categories``,
+        ``ops``, ``ops_by_category``, ``launcher_categories``, ``steps``, ``timeline``, ``timeline_by_device``,
+        ``timeline_by_step``, ``step_categories``, ``findings``, and ``critical_path``, ``critical_path_categories``,
+        ``critical_path_ops``, ``critical_path_kernels``, ``critical_path_whatif`` where the trace has steps."""
+        out = {"kernels": self.kernels, "kernels_by_stream": self.kernels_by_stream, "categories": self.categories,
+               "ops": self.ops, "ops_by_category": self.ops_by_category, "launcher_categories": self.launcher_categories,
+               "steps": self.steps, "timeline": self.timeline, "timeline_by_device": self.timeline_by_device,
+               "timeline_by_step": self.timeline_by_step, "step_categories": self.step_categories,
+               "findings": self.findings}
+        if self.critical_path is not None:
+            cp = self.critical_path
+            out.update({"critical_path": cp.steps, "critical_path_categories": cp.categories,
+                        "critical_path_ops": cp.ops, "critical_path_kernels": cp.kernels, "critical_path_whatif": cp.whatif})
+        return out
+
 
 def check_step(trace: Trace, step: int | None) -> None:
     """Raise :class:`KernscopeError` naming the steps there are when ``step`` is not one of them (an

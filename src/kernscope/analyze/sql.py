@@ -1,0 +1,43 @@
+"""SQL over a trace's tables and its analysis's tables (``kernscope sql``; polars' SQL engine, no server).
+
+Input: a :class:`~kernscope.model.Trace` and a query. Tables: the trace's (:meth:`Trace.tables`: ``events``,
+``gpu``, ``kernels``, ``cpu_ops``, ``launches``, ``steps``, ``flows``, ``call_tree``; times int64 ns) and, when
+the query names one, the analysis's (:meth:`Analysis.tables` as ``analysis.<name>``: ``analysis.kernels``,
+``analysis.categories``, ``analysis.findings``, ``analysis.critical_path`` …; times µs floats in ``*_us``). The
+analysis runs only when the query names an ``analysis.`` table. Output: a DataFrame.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import partial
+
+import polars as pl
+
+from ..model import Trace, run_sql
+from .categories import Categorizer
+from .summary import Analysis, analyze
+
+#: the analysis tables, as SQL names
+ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "ops", "ops_by_category", "launcher_categories",
+                   "steps", "timeline", "timeline_by_device", "timeline_by_step", "step_categories", "findings",
+                   "critical_path", "critical_path_categories", "critical_path_ops", "critical_path_kernels",
+                   "critical_path_whatif")
+
+
+def sql(trace: Trace, query: str, *, step: int | None = None, categorizer: Categorizer | None = None) -> pl.DataFrame:
+    """Run ``query`` over the trace's tables and (named ``analysis.<table>``) its analysis's, of step ``step`` (all
+    steps by default). Bad queries: one-line :class:`~kernscope.errors.KernscopeError`."""
+    tables: dict[str, Callable[[], pl.DataFrame]] = trace.table_makers()
+    if re.search(r"\banalysis\.", query, re.IGNORECASE):
+        cache: list[Analysis] = []
+
+        def table(name: str) -> pl.DataFrame:
+            if not cache:  # one analysis for every analysis.* table of the query
+                cache.append(analyze(trace, step=step, categorizer=categorizer))
+            return cache[0].tables().get(name, pl.DataFrame())
+
+        for name in ANALYSIS_TABLES:
+            tables[f"analysis.{name}"] = partial(table, name)
+    return run_sql(query, tables)

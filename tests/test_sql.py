@@ -1,0 +1,83 @@
+"""SQL over a trace's tables and its analysis's (issue #26, item 4): ``kernscope sql`` and ``Trace.sql``,
+checked against the raw JSON and against ``analyze --format json``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import kernscope
+from kernscope.analyze import sql as sql_mod
+from kernscope.cli import main
+from kernscope.errors import KernscopeError
+
+EXAMPLE = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def raw():
+    return json.loads(gzip.decompress(EXAMPLE.read_bytes()))["traceEvents"]
+
+
+def test_trace_sql_counts_kernels_like_the_raw_json(raw):
+    t = kernscope.load(EXAMPLE, cache=False)
+    want: dict[str, list[float]] = defaultdict(list)
+    for e in raw:
+        if e.get("cat") == "kernel":
+            want[e["name"]].append(e["dur"])
+    got = t.sql("SELECT name, count(*) AS n, sum(dur) AS total_ns FROM kernels GROUP BY name")
+    assert got.height == len(want)
+    for name, n, total in got.iter_rows():
+        assert n == len(want[name]) and total == pytest.approx(sum(want[name]) * 1000, abs=n)  # µs -> ns, rounded
+    # categorical columns compare as text; LIKE works
+    nccl = t.sql("SELECT count(*) AS n FROM kernels WHERE name LIKE 'nvjet%'")["n"][0]
+    assert nccl == sum(len(v) for k, v in want.items() if k.startswith("nvjet"))
+    steps = t.sql("SELECT step, name FROM steps ORDER BY step")
+    assert steps["name"].to_list() == t.steps.sort("step")["name"].to_list()
+
+
+def test_cli_sql_agrees_with_analyze_json(capsys):
+    assert main(["analyze", str(EXAMPLE), "--format", "json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert main(["sql", "SELECT category, count, total_us FROM analysis.categories ORDER BY category", str(EXAMPLE),
+                 "--format", "json", "--no-cache"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["category"]: (r["count"], r["total_us"]) for r in rows} == {
+        c["category"]: (c["count"], c["total_us"]) for c in doc["categories"]}
+    # CSV, and an aggregate over an analysis table: the kernel rows' counts per category, as analyze's JSON
+    q = "SELECT category, sum(count) AS n FROM analysis.kernels GROUP BY category ORDER BY category"
+    assert main(["sql", q, str(EXAMPLE), "--format", "csv", "--no-cache"]) == 0
+    got = pl.read_csv(capsys.readouterr().out.encode())
+    want: dict[str, int] = defaultdict(int)
+    for k in doc["kernels"]:
+        want[k["category"]] += k["count"]
+    assert dict(zip(got["category"], got["n"])) == dict(want)
+    assert main(["sql", "SELECT step, length_us, step_us FROM analysis.critical_path", str(EXAMPLE), "--format", "json",
+                 "--no-cache", "--step", "2"]) == 0
+    (cp,) = json.loads(capsys.readouterr().out)["rows"]
+    assert cp["step"] == 2 and cp["length_us"] <= cp["step_us"] + 1e-6
+
+
+def test_trace_queries_never_run_the_analysis(monkeypatch):
+    t = kernscope.load(EXAMPLE, cache=False)
+
+    def boom(*a, **k):
+        raise AssertionError("analysis ran")
+
+    monkeypatch.setattr(sql_mod, "analyze", boom)
+    assert sql_mod.sql(t, "SELECT count(*) AS n FROM gpu")["n"][0] == t.gpu.height
+
+
+def test_bad_queries_are_one_line(capsys):
+    for q, needle in [("SELECT nope FROM kernels", 'unable to find column "nope"'),
+                      ("SELECT * FROM nowhere", "nowhere"), ("SELEC 1", "SQL:")]:
+        assert main(["sql", q, str(EXAMPLE), "--no-cache"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0] and "tables: events, gpu, kernels" in err[0], err
+    with pytest.raises(KernscopeError, match="SQL:"):
+        kernscope.load(EXAMPLE, cache=False).sql("SELECT FROM")
