@@ -234,6 +234,46 @@ def define(name: str) -> str:
     return f"{t.meaning} ({t.unit})" if t.unit else t.meaning
 
 
+#: the SQL tables of ``kernscope sql`` (their columns; kept with the glossary so docs/glossary.md has them)
+SQL_TABLES = """## SQL tables (`kernscope sql QUERY TRACE`, `Trace.sql(query)`)
+
+Polars' SQL dialect over the tables below; a query builds only the tables it names, and the `analysis.*`
+tables run the analysis (of `--step N`, else all steps) only when the query names one. Categorical columns read
+as text (`WHERE name LIKE 'nvjet%'`). Output: the terminal table (numbers never cut), `--format json`
+(`{"columns": …, "rows": […]}`) or `--format csv`. A bad query is one line naming polars' reason and the tables.
+
+| table | one row per | columns |
+|---|---|---|
+| `events` | event (not metadata, not flow) | idx, ph, cat, name, pid, tid, **ts, dur, end (int64 ns)**, flow_id, correlation, external_id, device, stream, python_id, python_parent_id, bytes, in_msg_nelems, out_msg_nelems, group_size, comm_rank, comm_seq, occupancy_pct, registers, collective, comm_dtype, pg_name, pg_desc, pg_ranks, gpu_kind, kind |
+| `gpu` | GPU record (kernel, memcpy, memset) | the `events` columns (no ph/flow/python ids) plus launch_idx, launch_name, launch_ts, launch_dur, launch_pid, launch_tid, launch_external_id, graph_launch, op_idx, op_name, launcher, step |
+| `kernels` | kernel | as `gpu`, `kind = 'kernel'` only |
+| `cpu_ops` | CPU op (`kind = 'cpu_op'`) | as `events` |
+| `launches` | runtime/driver call that launched GPU work | as `events` |
+| `steps` | step | step, name, start, end (ns), kind, phase |
+| `flows` | flow event | idx, ph, cat, name, pid, tid, ts, flow_id |
+| `call_tree` | host event | idx, parent_idx, depth |
+| `analysis.kernels` | (kernel name, launching op, category) | name, launcher, category, library, decided_by, decided_op, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
+| `analysis.kernels_by_stream` | … and (device, stream) | launcher, category, name, device, stream, decided_by, decided_op, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
+| `analysis.categories` | category | category, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
+| `analysis.ops` | launching CPU op | launcher, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
+| `analysis.ops_by_category` | (category, library) | category, library, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
+| `analysis.launcher_categories` | (launching op, category) | launcher, category, count, total_us, mean_us, min_us, max_us, pct, pct_of_launcher |
+| `analysis.steps` | step | step, name, kind, phase, start_us, end_us, cpu_duration_us, kernel_count, kernel_time_us, gpu_event_count, gpu_time_us, gpu_span_us |
+| `analysis.timeline` (`_by_device`, `_by_step`) | time type (compute, communication, idle kinds …) | [device / step,] type, time_us, percent, clipped_kernels |
+| `analysis.step_categories` | (step, category) | step, name, category, total_us |
+| `analysis.findings` | finding | rule, title, step, device, rank, op, kernel, win_back_us, text, evidence (JSON text) |
+| `analysis.critical_path` | step | step, step_us, length_us, cpu_us, launch_us, gpu_us, queue_us, stream_wait_us, sync_return_us, carryover_us |
+| `analysis.critical_path_categories` / `_ops` / `_kernels` / `_whatif` | (step, category) / (step, op) / (step, kernel) / (step, change) | step, category, time_us / step, op, host_us / step, name, category, launcher, count, time_us / step, change, saves_us |
+
+Examples (tested in `tests/test_sql.py` against the raw JSON and `analyze --format json`):
+
+```bash
+kernscope sql "SELECT name, count(*) AS n, sum(dur)/1000.0 AS total_us FROM kernels GROUP BY name ORDER BY total_us DESC LIMIT 5" trace.json.gz
+kernscope sql "SELECT category, total_us FROM analysis.categories ORDER BY total_us DESC" trace.json.gz --format csv
+kernscope sql "SELECT step, length_us, gpu_us, cpu_us FROM analysis.critical_path" trace.json.gz --step 2
+```"""
+
+
 def markdown() -> str:
     groups: dict[str, list[Term]] = {}
     for t in TERMS.values():
@@ -246,7 +286,7 @@ def markdown() -> str:
         out += [f"## {g}", "", "| name | unit | meaning |", "|---|---|---|"]
         out += [f"| `{t.name}` | {t.unit} | {t.meaning.replace('|', '/')} |" for t in terms]
         out.append("")
-    return "\n".join(out)
+    return "\n".join(out) + "\n" + SQL_TABLES + "\n"
 
 
 if __name__ == "__main__":  # pragma: no cover
