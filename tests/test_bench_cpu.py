@@ -260,3 +260,25 @@ def test_the_input_column_is_never_cut(width):
     for c in r.cells:
         shown = "(" + ", ".join(str(v) for v in c.x) + ")"
         assert any(line.startswith(shown) for line in lines), (width, shown)
+
+
+def test_new_operators_triton_kernels_in_the_interpreter(monkeypatch):
+    """The GLU and RoPE Triton kernels, run by Triton's CPU interpreter, equal the torch baselines' math (the
+    looped kernels, embedding and sum, are checked on the GPU: the interpreter cannot run their loops)."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import importlib
+
+    import kernscope.bench.kernels.more as more
+
+    more = importlib.reload(more)  # the decorators read TRITON_INTERPRET when the module is imported
+    torch.manual_seed(0)
+    a, b = torch.randn(8, 300), torch.randn(8, 300)
+    assert torch.allclose(more.glu(a, b, gelu=False), torch.nn.functional.silu(a) * b, atol=1e-5)
+    assert torch.allclose(more.glu(a, b, gelu=True), torch.nn.functional.gelu(a, approximate="tanh") * b, atol=1e-5)
+    rope_op = builtin_registry().get("rope")(device="cpu", dtype="float32")
+    inp = next(iter(rope_op.inputs()))
+    ref = rope_op.torch_rope(*inp.args)()
+    assert torch.allclose(more.rope(*inp.args), ref, atol=1e-5)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    importlib.reload(more)

@@ -544,3 +544,21 @@ def test_the_seeds_bench_command_as_written(tmp_path, capsys):
         assert c["metrics"]["accuracy"] is True, c["impl"]
         assert c["analysis"]["compute_kernels"], c["impl"]  # its trace, analyzed
     assert {p.name for p in (out / "flash_attention").iterdir()} == set(want)  # trace folders by the names typed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["swiglu", "geglu", "embedding", "rope", "sum"])
+def test_new_operators_accuracy_and_a_traced_cell(op, tmp_path):
+    """#27.3: each new operator's Triton implementation matches its torch baseline on the first two inputs, and its
+    Kineto trace is analyzed with the Triton kernel as the profiled step's compute kernel."""
+    from kernscope.bench.operators import builtin_registry
+    from kernscope.bench.runner import run
+
+    r = run(builtin_registry().get(op), device="cuda", num_inputs=2,
+            metrics=["latency", "gbps", "speedup", "accuracy", "kineto_trace"], output_dir=str(tmp_path), warmup=5, rep=20)
+    assert sorted({c.impl for c in r.cells}) == sorted([f"torch_{op}", f"triton_{op}"])
+    for c in r.cells:
+        assert c.error is None and c.metrics["accuracy"] is True, (c.impl, c.error)
+        assert c.metrics["gbps"] > 0 and c.analysis.view.compute_kernels
+    triton_kernels = {k.name for c in r.cells if c.impl.startswith("triton_") for k in c.analysis.view.compute_kernels}
+    assert all(n.startswith("_") and n.endswith("_kernel") for n in triton_kernels), triton_kernels
