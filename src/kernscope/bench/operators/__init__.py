@@ -488,6 +488,9 @@ class Sum(Operator):
     name = "sum"
     x_label = ("M", "N")
     default_dtype = "float32"
+    #: an fp32 sum of N values is exact to ~sqrt(N)·eps·|x| whatever the order: on the H100 ATen's reduce and our
+    #: kernel are both 1.1e-5..1.2e-4 from the fp64 sum at N = 1,024..65,536, so sums near 0 need an atol
+    tolerances = {**Operator.tolerances, "float32": (1e-4, 1e-3)}
 
     def inputs(self) -> Iterator[Input]:
         import torch
