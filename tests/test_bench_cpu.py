@@ -282,3 +282,30 @@ def test_new_operators_triton_kernels_in_the_interpreter(monkeypatch):
     assert torch.allclose(more.rope(*inp.args), ref, atol=1e-5)
     monkeypatch.delenv("TRITON_INTERPRET")
     importlib.reload(more)
+
+
+def test_a_table_too_wide_is_stacked_per_implementation_not_cut():
+    """#27.2: when the TritonBench-shaped table cannot show every <impl>-<metric> column, one table per
+    implementation is printed, each with the input column and every metric, numbers whole."""
+    import io
+
+    from rich.console import Console
+
+    from kernscope.render.bench import render
+
+    r = run(builtin_registry().get("rms_norm"), device="cpu", only=["torch_rms_norm", "torch_fused_rms_norm"],
+            num_inputs=2, metrics=["latency", "gbps", "speedup", "accuracy"], warmup=1, rep=3)
+    for width in (80, 120):
+        con = Console(width=width, file=io.StringIO(), record=True)
+        render(r, con, width=width)
+        text = con.export_text()
+        lines = text.splitlines()
+        assert "not shown at this width" not in text and max(len(line) for line in lines) <= width
+        assert sum(line.startswith("torch_rms_norm · ") for line in lines) == 1
+        assert sum(line.startswith("torch_fused_rms_norm · ") for line in lines) == 1
+        assert sum("accuracy" in line and "latency (ms)" in line for line in lines) == 2  # every metric, per impl
+        for c in r.cells:
+            assert f"{c.metrics['gbps']:.2f}" in text
+    con = Console(width=250, file=io.StringIO(), record=True)  # wide enough: the one wide table
+    render(r, con, width=250)
+    assert "torch_fused_rms_norm-accuracy" in con.export_text()

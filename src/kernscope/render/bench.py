@@ -143,8 +143,18 @@ def render(run: BenchRun, console: Console, width: int | None = None) -> None:
     heads = [cols[0]] + [f"{h} ({units[h.rsplit('-', 1)[1]]})" if h.rsplit("-", 1)[1] in units else h for h in cols[1:]]
     if "kineto_trace" in run.metrics and run.output_dir:
         console.print(Text(f"Kineto traces under {run.output_dir}"), overflow="fold")
-    console.print(fit_table("Results (latency: median ± 95% CI half-width; speedup [95% CI], ≈ within noise; ⚠ clocks "
-                            "moved)", [Col(heads[0], enum=True)] + [Col(h, numeric=True) for h in heads[1:]], rows, w))
+    title = "Results (latency: median ± 95% CI half-width; speedup [95% CI], ≈ within noise; ⚠ clocks moved)"
+    wide = fit_table(title, [Col(heads[0], enum=True)] + [Col(h, numeric=True) for h in heads[1:]], rows, w)
+    if not wide.caption or len(run.impls) < 2:
+        console.print(wide)
+    else:  # the wide table would leave metrics out: one table per implementation, stacked, every number whole
+        n = len(run.metrics)
+        for k, impl_name in enumerate(run.impls):
+            part = slice(1 + k * n, 1 + (k + 1) * n)
+            sub_heads = [heads[0]] + [h.split("-", 1)[1] if h.startswith(impl_name + "-") else h for h in heads[part]]
+            console.print(fit_table(f"{impl_name} · " + (title if k == 0 else "results"),
+                                    [Col(sub_heads[0], enum=True)] + [Col(h, numeric=True) for h in sub_heads[1:]],
+                                    [[r[0], *r[part]] for r in rows], w))
     mcols, mrows = machine_table(run)
     if mrows:
         console.print()
