@@ -252,3 +252,45 @@ def test_compare_two_runs(tmp_path, capsys):
     assert main(["bench", "--compare", str(a), str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a kernscope bench result file" in err[0]
+
+
+def test_compare_with_tritonbench_result_files(tmp_path, capsys, monkeypatch):
+    """#27.5: TritonBench's --output CSV (';'-separated, '<impl>-<metric>' columns, an 'average' row) and its
+    --output-json compared with a kernscope run of the same operator under TritonBench's names. TritonBench's
+    attention input has no causal flag: cells match on the parameters both list."""
+    csv_text = ("(Batch, Heads, SeqLen, Dhead);cudnn-latency;cudnn-tflops;triton_tutorial_flash_v2-latency\n"
+                "(4, 48, 128, 64);0.0150;51.2;0.0140\n(4, 48, 256, 64);0.0200;110.0;0.0200\n"
+                "average;0.0175;80.6;0.0195\n")
+    tb_csv = tmp_path / "op_flash_attention_abc123.csv"
+    tb_csv.write_text(csv_text)
+    tb_json = tmp_path / "tb.json"
+    tb_json.write_text(json.dumps({"tritonbench_flash_attention_fwd[x_(4, 48, 128, 64)-cudnn]_latency": 0.0150,
+                                   "tritonbench_flash_attention_fwd[x_(4, 48, 128, 64)-cudnn]_tflops": 51.2,
+                                   "tritonbench_flash_attention_fwd[x_(4, 48, 256, 64)-cudnn]_latency": 0.0200}))
+    rng = np.random.default_rng(3)
+    res = [{"input_id": i, "x": [4, 48, s, 64, False], "impl": name, "error": None, "metrics": {},
+            "timing": {"samples_ms": list(med * (1 + 0.001 * rng.standard_normal(200))), "sm_mhz_median": 1980.0}}
+           for i, s in enumerate((128, 256)) for name, med in (("cudnn", 0.0131 if s == 128 else 0.0186),
+                                                              ("triton_tutorial_flash_v2", 0.0129 if s == 128 else 0.0222))]
+    ks = tmp_path / "ks.json"
+    ks.write_text(json.dumps({"op": "flash_attention", "mode": "fwd", "dtype": "bfloat16", "results": res, "env": {}}))
+    assert main(["bench", "--compare", str(tb_csv), str(ks), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cells = {(c["impl"], c["input"]): c for c in out["cells"]}
+    assert set(cells) == {("cudnn", "(4, 48, 128, 64, False)"), ("cudnn", "(4, 48, 256, 64, False)"),
+                          ("triton_tutorial_flash_v2", "(4, 48, 128, 64, False)"),
+                          ("triton_tutorial_flash_v2", "(4, 48, 256, 64, False)")}
+    c = cells[("cudnn", "(4, 48, 128, 64, False)")]
+    assert c["median_a_ms"] == 0.0150 and c["ratio"] == pytest.approx(0.0131 / 0.0150, rel=1e-2)
+    assert c["test"] == "none (medians only)" and c["ratio_low"] is None and c["verdict"] == "B faster (no test)"
+    assert cells[("triton_tutorial_flash_v2", "(4, 48, 256, 64, False)")]["verdict"] == "B slower (no test)"
+    assert out["op"] == "flash_attention" and any("A is a TritonBench result file" in n for n in out["notes"])
+    monkeypatch.setenv("COLUMNS", "160")
+    assert main(["bench", "--compare", str(tb_json), str(ks)]) == 0  # the JSON form; terminal table
+    text = capsys.readouterr().out
+    assert "B faster (no test)" in text and "none (medians only)" in text
+    assert "0 cell(s) only in A, 2 only in B" in text  # triton_tutorial_flash_v2: counted, not compared
+    bad = tmp_path / "op_x_1.csv"
+    bad.write_text("a,b,c\n1,2,3\n")
+    assert main(["bench", "--compare", str(bad), str(ks)]) == 2
+    assert "not a TritonBench result CSV" in capsys.readouterr().err

@@ -208,13 +208,18 @@ def render_compare(cmp: Any, console: Console, width: int | None = None) -> None
     w = width or console.width
     console.print(Text(f"{cmp.op}: B = {cmp.b} vs A = {cmp.a} (ratio = median B / median A; < 1: B faster)"),
                   overflow="fold")
-    rows = [[r["impl"], r["input"], f"{r['median_a_ms']:.4f}", f"{r['median_b_ms']:.4f}",
-             f"{r['ratio']:.3f} [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]", r["test"], f"{r['p_value']:.2g}",
-             f"{r['cliffs_delta']:+.2f} {r['effect']}", r["verdict"] + (" ⚠" if r["clock_moved"] else "")]
+    def ratio(r: dict[str, Any]) -> str:
+        ci = f" [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]" if r["ratio_low"] is not None else ""
+        return f"{r['ratio']:.3f}{ci}"
+
+    rows = [[r["impl"], r["input"], f"{r['median_a_ms']:.4f}", f"{r['median_b_ms']:.4f}", ratio(r),
+             r["verdict"] + (" ⚠" if r["clock_moved"] else ""), r["test"],
+             "-" if r["p_value"] is None else f"{r['p_value']:.2g}",
+             "-" if r["cliffs_delta"] is None else f"{r['cliffs_delta']:+.2f} {r['effect']}"]
             for r in cmp.cells.iter_rows(named=True)]
     cols = [Col("impl", min_width=8), Col("input", enum=True), Col("A ms", True), Col("B ms", True),
-            Col("B/A [95% CI]", True), Col("test", enum=True, optional=True), Col("p", True, optional=True),
-            Col("Cliff's delta", enum=True, optional=True), Col("verdict", enum=True)]
+            Col("B/A [95% CI]", True), Col("verdict", enum=True), Col("test", enum=True, optional=True),
+            Col("p", True, optional=True), Col("Cliff's delta", enum=True, optional=True)]
     console.print(fit_table("Cells in both runs (⚠: the median SM clock differs by > 2%)", cols, rows, w))
     if cmp.only_a or cmp.only_b:
         console.print(Text(f"{cmp.only_a} cell(s) only in A, {cmp.only_b} only in B (not compared)"), overflow="fold")
