@@ -90,7 +90,7 @@ fi
 if [ "$PART" = newops ]; then
   echo "== the operators added for TritonBench users"
   timeout 300 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" -k "new_operators" > "$OUT/gpu_tests.txt" 2>&1; tail -6 "$OUT/gpu_tests.txt"
-  for op in swiglu geglu embedding rope sum; do
+  for op in ${OPS:-swiglu geglu embedding rope sum addmm welford}; do
     COLUMNS=160 timeout 150 python3 -m kernscope bench --op $op --metrics latency,gbps,speedup,accuracy --keep-going --json "$OUT/bench_$op.json" > "$OUT/bench_$op.txt" 2>"$OUT/bench_$op.err"
     echo "-- $op rc=$?"; cat "$OUT/bench_$op.txt"; grep -v "^…" "$OUT/bench_$op.err" | tail -3
   done

@@ -263,8 +263,9 @@ def test_the_input_column_is_never_cut(width):
 
 
 def test_new_operators_triton_kernels_in_the_interpreter(monkeypatch):
-    """The GLU and RoPE Triton kernels, run by Triton's CPU interpreter, equal the torch baselines' math (the
-    looped kernels, embedding and sum, are checked on the GPU: the interpreter cannot run their loops)."""
+    """The GLU, RoPE and var_mean Triton kernels, run by Triton's CPU interpreter, equal the torch baselines' math
+    (the looped kernels, embedding, sum and the GEMM, are checked on the GPU: the interpreter cannot run loops
+    bounded by a runtime value here)."""
     pytest.importorskip("triton")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     import importlib
@@ -280,6 +281,10 @@ def test_new_operators_triton_kernels_in_the_interpreter(monkeypatch):
     inp = next(iter(rope_op.inputs()))
     ref = rope_op.torch_rope(*inp.args)()
     assert torch.allclose(more.rope(*inp.args), ref, atol=1e-5)
+    x = 2.0 + torch.randn(16, 3000)
+    var, mean = more.var_mean(x)
+    rv, rm = torch.var_mean(x, dim=-1, correction=0)
+    assert torch.allclose(var, rv, atol=1e-5) and torch.allclose(mean, rm, atol=1e-5)
     monkeypatch.delenv("TRITON_INTERPRET")
     importlib.reload(more)
 

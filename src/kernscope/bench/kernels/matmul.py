@@ -17,8 +17,8 @@ def _configs():
 
 @triton.autotune(configs=_configs(), key=["M", "N", "K"])
 @triton.jit
-def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                   HAS_BIAS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
     pid = tl.program_id(0)
     n_m = tl.cdiv(M, BM)
     n_n = tl.cdiv(N, BN)
@@ -43,15 +43,20 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
         b += BK * sbk
     cm = pm * BM + tl.arange(0, BM)
     cn = pn * BN + tl.arange(0, BN)
+    if HAS_BIAS:  # addmm's epilogue: the bias row added to the fp32 accumulator
+        acc += tl.load(bias_ptr + cn, mask=cn < N, other=0.0).to(tl.float32)[None, :]
     c = c_ptr + cm[:, None] * scm + cn[None, :] * scn
     tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+def matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None,
+           bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ b`` (+ ``bias``, a length-N row, fused in the epilogue: addmm), fp32 accumulation."""
     m, k = a.shape
     k2, n = b.shape
     assert k == k2
     c = torch.empty((m, n), device=a.device, dtype=out_dtype or a.dtype)
     grid = lambda META: (triton.cdiv(m, META["BM"]) * triton.cdiv(n, META["BN"]),)  # noqa: E731
-    _matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    _matmul_kernel[grid](a, b, c, bias if bias is not None else c, m, n, k, a.stride(0), a.stride(1), b.stride(0),
+                         b.stride(1), c.stride(0), c.stride(1), HAS_BIAS=bias is not None)
     return c

@@ -462,7 +462,7 @@ class Rope(Operator):
     def bytes(self, inp: Input) -> float:
         return 2 * inp.args[0].numel() * _elt(inp.args[0])
 
-    @impl(baseline=True)
+    @impl(baseline=True, aliases=("apply_rotary_pos_emb",))
     def torch_rope(self, x, cos, sin):
         """x·cos + rotate_half(x)·sin in torch ops (Llama's apply_rotary_pos_emb), fp32 math."""
         import torch
@@ -522,7 +522,88 @@ class Sum(Operator):
         return lambda: row_sum(x)
 
 
-BUILTIN = (VectorAdd, Softmax, LayerNorm, RMSNorm, Gemm, CrossEntropy, FlashAttention, SwiGLU, GeGLU, Embedding, Rope, Sum)
+class Addmm(Operator):
+    name = "addmm"
+    x_label = ("M", "N", "K")
+    default_dtype = "bfloat16"
+
+    def inputs(self) -> Iterator[Input]:
+        import torch
+
+        shapes = ([(4096, 4096, 4096), (8192, 8192, 8192), (20120, 512, 1536), (34579, 512, 1536), (16384, 1024, 4096)]
+                  if self.device.startswith("cuda") else [(64, 32, 48)])
+        for m, n, k in shapes:
+            g = torch.Generator(device=self.device).manual_seed(m + n + k)
+            rg = self.mode != "fwd"
+            a = torch.randn(m, k, device=self.device, dtype=self.dtype, generator=g, requires_grad=rg)
+            b = torch.randn(k, n, device=self.device, dtype=self.dtype, generator=g, requires_grad=rg)
+            bias = torch.randn(n, device=self.device, dtype=self.dtype, generator=g, requires_grad=rg)
+            yield Input((m, n, k), (bias, a, b))
+
+    def flops(self, inp: Input) -> float:
+        m, n, k = inp.x
+        return float(gemm_flops(m, n, k) + m * n)
+
+    def bytes(self, inp: Input) -> float:
+        m, n, k = inp.x
+        e = _elt(inp.args[1])
+        return gemm_bytes(m, n, k, e, e, e) + n * e
+
+    @impl(baseline=True, aliases=("aten_addmm",))
+    def torch_addmm(self, bias, a, b):
+        """torch.addmm (cuBLAS(Lt) GEMM with the bias in its epilogue)."""
+        import torch
+
+        return lambda: torch.addmm(bias, a, b)
+
+    @impl(needs_cuda=True, modes=("fwd",))
+    def triton_addmm(self, bias, a, b):
+        """kernscope's Triton GEMM with the bias added to the fp32 accumulator in its epilogue."""
+        from ..kernels.matmul import matmul
+
+        return lambda: matmul(a, b, bias=bias)
+
+
+class Welford(Operator):
+    """Row variance and mean (LayerNorm's statistics), as TritonBench's welford operator."""
+
+    name = "welford"
+    x_label = ("M", "N")
+    default_dtype = "float32"
+    tolerances = {**Operator.tolerances, "float32": (1e-4, 1e-4)}
+
+    def inputs(self) -> Iterator[Input]:
+        import torch
+
+        shapes = ([(4096, n) for n in (1024, 2048, 4096, 8192, 16384)] if self.device.startswith("cuda")
+                  else [(64, 256)])
+        for m, n in shapes:
+            g = torch.Generator(device=self.device).manual_seed(m * 3 + n)
+            x = 2.0 + torch.randn(m, n, device=self.device, dtype=self.dtype, generator=g,
+                                  requires_grad=self.mode != "fwd")
+            yield Input((m, n), (x.detach().requires_grad_(self.mode != "fwd"),))
+
+    def bytes(self, inp: Input) -> float:
+        x = inp.args[0]
+        return x.numel() * _elt(x) + 2 * x.shape[0] * _elt(x)
+
+    @impl(baseline=True)
+    def torch_var_mean(self, x):
+        """torch.var_mean(x, -1, correction=0) (ATen's Welford reduction)."""
+        import torch
+
+        return lambda: torch.var_mean(x, dim=-1, correction=0)
+
+    @impl(needs_cuda=True, modes=("fwd",))
+    def triton_var_mean(self, x):
+        """One program per row, the row in registers, fp32 mean then centred sum of squares."""
+        from ..kernels.more import var_mean
+
+        return lambda: var_mean(x)
+
+
+BUILTIN = (VectorAdd, Softmax, LayerNorm, RMSNorm, Gemm, CrossEntropy, FlashAttention, SwiGLU, GeGLU, Embedding, Rope, Sum,
+           Addmm, Welford)
 
 
 def builtin_registry() -> OperatorRegistry:
