@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import KernscopeError
-from .units import sidecar_path
+from .units import SIDECAR_SUFFIX, sidecar_path
 
 _FUNC = re.compile(r"^(\s*)tt\.func\s+public\s+@([\w$.]+)\s*\(")
 _LOOP = re.compile(r"^(?:%[\w#:.]+(?:\s*,\s*%[\w#:.]+)*\s*=\s*)?scf\.(for|while)\b")
@@ -239,7 +239,8 @@ def run_override(argv: Sequence[str], work: str | os.PathLike[str], *, regions: 
         raise KernscopeError(f"step 3 (run with the instrumented TTGIR): the program exited with {r3.returncode}")
     found: str | None = str(trace) if trace.is_file() else None
     if found is None and not session:
-        fresh = [p for d in (Path.cwd(), w) for p in d.glob("*.chrome_trace*") if p.stat().st_mtime >= started]
+        fresh = [p for d in (Path.cwd(), w) for p in d.glob("*.chrome_trace*")
+                 if p.stat().st_mtime >= started and not p.name.endswith(SIDECAR_SUFFIX)]  # a trace, not its clock
         found = str(max(fresh, key=lambda p: p.stat().st_mtime)) if fresh else None
     clock = Path(sidecar_path(str(trace)))
     if found is not None and found != str(trace) and clock.is_file():  # a trace the script named: its clock beside it
