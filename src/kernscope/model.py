@@ -155,8 +155,7 @@ class Trace:
         """The trace's tables by name, as ``sql`` sees them: ``events`` (every event; times ns), ``gpu`` (GPU
         records with their launch, op and step), ``kernels``, ``cpu_ops``, ``launches``, ``steps``, ``flows``,
         ``call_tree``. Loaded lazily: a query reads only the tables it names."""
-        return {"events": self.events, "gpu": self.gpu, "kernels": self.kernels, "cpu_ops": self.cpu_ops,
-                "launches": self.launches, "steps": self.steps, "flows": self.flows, "call_tree": self.call_tree}
+        return {n: getattr(self, n) for n in TRACE_TABLES}  # each name is this class's table attribute
 
     def sql(self, query: str) -> pl.DataFrame:
         """Run a SQL query (polars' SQL dialect) over :meth:`tables`, e.g. ``trace.sql("SELECT name,
@@ -166,10 +165,7 @@ class Trace:
 
     def table_makers(self) -> dict[str, Callable[[], pl.DataFrame]]:
         """:meth:`tables`, each built only when called (what a query does not name is never built)."""
-        return {n: partial(self._table, n) for n in TRACE_TABLES}
-
-    def _table(self, name: str) -> pl.DataFrame:
-        return self.tables()[name]
+        return {n: partial(getattr, self, n) for n in TRACE_TABLES}
 
     # -- metadata ---------------------------------------------------------------------------
     @property

@@ -78,11 +78,11 @@ def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, inpu
         raise KernscopeError('the benchmark harness needs torch (and triton for the Triton implementations): '
                              'pip install "kernscope[gpu]"')
     if list_impls:
-        from .runner import module_available
+        from .runner import installed
 
         for s in cls.impls():
             flags = [f for f, on in (("baseline", s.baseline), ("needs CUDA", s.needs_cuda)) if on]
-            if s.modules and not any(module_available(m) for m in s.modules):
+            if not installed(s):
                 flags.append(f"needs {' or '.join(s.modules)} (not installed)")
             alias = f" (alias {', '.join(s.aliases)})" if s.aliases else ""
             click.echo(f"{s.name:22s} modes={','.join(s.modes)} {' '.join(flags)}  {s.doc}{alias}")

@@ -105,6 +105,11 @@ def module_available(name: str) -> bool:
         return False
 
 
+def installed(spec: ImplSpec) -> bool:
+    """Whether one of the packages ``spec`` needs (any of ``spec.modules``) can be imported; True when it needs none."""
+    return not spec.modules or any(module_available(m) for m in spec.modules)
+
+
 def resolve_impls(op: Operator, names: Sequence[str]) -> list[ImplSpec]:
     """The implementations ``names`` select (their own names or aliases), each carrying the name as typed, in the
     order typed; a name typed twice (or an alias and its implementation) runs once. Unknown names: one error that
@@ -139,7 +144,7 @@ def select_impls(op: Operator, device: str, only: Sequence[str] | None, skip: Se
     for s in specs:
         if s.method in skip_methods:
             continue
-        if s.modules and not any(module_available(m) for m in s.modules):
+        if not installed(s):
             skipped[s.name] = (f"needs the {' or '.join(s.modules)} package, not installed here"
                                + (f"; the nearest available: {s.nearest}" if s.nearest else ""))
         elif s.needs_cuda and not device.startswith("cuda"):
@@ -314,7 +319,9 @@ def _finish_cell(op: Operator, spec: ImplSpec, i: int, inp: Input, s: Settings, 
         if ref_samples:
             ratio = statistics.median(ref_samples) / t.median_ms
             ci = ratio_ci(ref_samples, t.samples_ms)
-            v = verdict(ref_samples, t.samples_ms)  # this impl (B) against the baseline (A)
+            # this impl (B) against the baseline (A); the speedup's interval, inverted, is the time ratio's
+            inv = (1.0 / ci[1], 1.0 / ci[0]) if ci[0] > 0 and ci[1] > 0 else None
+            v = verdict(ref_samples, t.samples_ms, ci=inv)
             cell.metrics["speedup"] = ratio
             cell.metrics["speedup_ci"] = list(ci)
             cell.metrics["speedup_test"] = v["test"]

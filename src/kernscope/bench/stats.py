@@ -127,15 +127,17 @@ def skewed(samples: Sequence[float]) -> bool:
     return bool(sd > 0 and abs(3.0 * (float(x.mean()) - float(np.median(x))) / sd) > 0.5)
 
 
-def verdict(a: Sequence[float], b: Sequence[float], *, alpha: float = 1.0 - LEVEL) -> dict[str, object]:
+def verdict(a: Sequence[float], b: Sequence[float], *, alpha: float = 1.0 - LEVEL,
+            ci: tuple[float, float] | None = None) -> dict[str, object]:
     """Is ``b`` faster or slower than ``a`` (times: smaller is faster)? ``ratio`` = median(b) / median(a) with its
     bootstrap interval; the test that fits the samples (``mann-whitney`` when either set is skewed, else
     ``bootstrap``: the ratio's interval excluding 1) and Cliff's delta of ``b`` vs ``a``. ``verdict``: "faster",
-    "slower", or "within noise" when the test finds no difference or the effect is negligible."""
+    "slower", or "within noise" when the test finds no difference or the effect is negligible. ``ci``: the ratio's
+    interval when the caller has bootstrapped it already."""
     ratio = float(np.median(np.asarray(b, dtype=float)) / np.median(np.asarray(a, dtype=float)))
-    ci = ratio_ci(b, a)
-    _, p = mann_whitney(b, a)
-    delta = cliffs_delta(b, a)
+    ci = ci if ci is not None else ratio_ci(b, a)
+    u, p = mann_whitney(b, a)
+    delta = float(2.0 * u / (len(a) * len(b)) - 1.0)  # Cliff's delta from the same U (one ranking)
     test = "mann-whitney" if skewed(a) or skewed(b) else "bootstrap"
     significant = p < alpha if test == "mann-whitney" else not within_noise(ci)
     effect = effect_label(delta)

@@ -45,10 +45,10 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
     from .export import assign_lanes
     from .hatchet import tree_to_hatchet
     from .io import load_tasks
-    from .units import in_time
+    from .units import clock_for, in_time
 
     loaded = load_tasks(path, task_names.split(",") if task_names else None)
-    clock = clock_of(loaded, clock_ghz, path)
+    clock = clock_for(loaded, clock_ghz, path)
     t, unit = in_time(loaded.tasks, loaded.unit, clock)
     units = loaded.launches
     if kernel is not None:
@@ -108,13 +108,6 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
             render_tree(con, "scope tree (op-measure)", tree, *(("total_ns", "time/ns") if unit == "ns" else ("total_cycles", "cycles")))
 
 
-def clock_of(loaded: Any, clock_ghz: float | None, path: str) -> Any:
-    """The SM clock for ``loaded`` (see :func:`~kernscope.intra.units.clock_for`)."""
-    from .units import clock_for
-
-    return clock_for(loaded, clock_ghz, path)
-
-
 def stats_json(summary: dict[str, Any], per_task: Any, per_sm: Any, tree: Any, unit: str) -> str:
     """The ``intra stats --format json`` document; a table in cycles has ``*_cycles`` keys, never ``*_ns``."""
     import json as _json
@@ -148,7 +141,7 @@ def view(path: str, metric: str | None, clock_ghz: float | None, quiet: bool = F
     from . import stats as st
     from .hatchet import VIEW_METRICS, is_hatchet, pick_metric, read_hatchet
     from .io import load_tasks
-    from .units import in_time
+    from .units import clock_for, in_time
 
     if metric is not None and metric not in VIEW_METRICS:
         raise KernscopeError(f"unknown metric {metric!r}; use one of {', '.join(VIEW_METRICS)}")
@@ -161,7 +154,7 @@ def view(path: str, metric: str | None, clock_ghz: float | None, quiet: bool = F
                     count_column="count (inc)" if "count (inc)" in tree.columns else "count")
         return
     loaded = load_tasks(path)
-    clock = clock_of(loaded, clock_ghz, path)
+    clock = clock_for(loaded, clock_ghz, path)
     t, unit = in_time(loaded.tasks, loaded.unit, clock)
     tree = st.scope_tree(t, clock_ghz=clock.ghz, unit=unit)
     asked = metric or ("time/ns" if unit == "ns" else "cycles")
@@ -186,10 +179,10 @@ def export(path: str, output: str, task_names: str | None, clock_ghz: float | No
     without a known SM clock is written 1 cycle = 1 ns, and said so)."""
     from .export import write_chrome, write_perfetto
     from .io import load_tasks
-    from .units import in_time
+    from .units import clock_for, in_time
 
     loaded = load_tasks(path, task_names.split(",") if task_names else None)
-    t, unit = in_time(loaded.tasks, loaded.unit, clock_of(loaded, clock_ghz, path))
+    t, unit = in_time(loaded.tasks, loaded.unit, clock_for(loaded, clock_ghz, path))
     out = write_chrome(t, output, unit=unit) if output.endswith(".json") else write_perfetto(t, output)
     if not quiet:
         click.echo(f"wrote {out} ({t.height:,} slices)", err=True)
