@@ -489,3 +489,19 @@ def test_api_load_takes_a_run_directory(tmp_path):
     shutil.copy(MLP, run_dir / "other.xplane.pb")
     with pytest.raises(kernscope.KernscopeError, match="2 hosts"):
         kernscope.load(run_dir, cache=False)
+
+
+def test_hlo_columns_equal_through_the_join_fallback(monkeypatch):
+    """The HLO columns reach each GPU row by its combined interned codes (binary search); where the codes
+    could not be combined in an int64 a join does it: both give the same table."""
+    import importlib
+
+    xplane = importlib.import_module("kernscope.load.xplane")
+    fast = parse(TRANSFORMER).events
+    monkeypatch.setattr(xplane, "_COMBINE_LIMIT", 0.0)
+    slow = parse(TRANSFORMER).events
+    cols = ["name", "hlo_instruction", "hlo_desc", "hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params", "op_path"]
+    a, b = (t.select(pl.col(c).cast(pl.String) if t.schema[c] == pl.Categorical else pl.col(c) for c in cols) for t in (fast, slow))
+    assert a.equals(b)
+    gpu = fast.filter(pl.col("cat").cast(pl.String) == "kernel")
+    assert gpu["hlo_instruction"].null_count() < gpu.height and gpu["hlo_flops"].drop_nulls().sum() > 0

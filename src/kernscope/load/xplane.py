@@ -69,6 +69,8 @@ JAX_COLUMNS: dict[str, Any] = {
        for f in STAT_FIELDS if f.column not in EVENT_SCHEMA or f.column in KERNEL_ARGS},  # XLA's own occupancy: a float %
     **{c: pl.Int64 for c in KERNEL_DETAIL_COLUMNS},
 }
+#: the largest product of the HLO key codes' ranges combined into one int64 (above: a join)
+_COMBINE_LIMIT = 2.0**62
 _META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
 _FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
 #: plane stats copied into ``metadata`` (host metadata plane, device planes, task environment)
@@ -274,19 +276,54 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame) -> pl.DataFrame:
                  pl.when(pl.col("_i").is_not_null()).then(pl.col("flops")).otherwise(pl.col("flops_2")).alias("hlo_flops"),
                  pl.when(pl.col("_i").is_not_null()).then(pl.col("bytes")).otherwise(pl.col("bytes_2")).alias("hlo_bytes"),
                  *(pl.when(pl.col("_i").is_not_null()).then(pl.col(c)).otherwise(pl.col(f"{c}_2")).cast(pl.Categorical)
-                   .alias(f"hlo_{c}") for c in ("dtype", "op_class", "params"))))
-    # joined on the interned codes (integers, nulls as one more value): no string per row
-    codes = [pl.col(k).cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1).alias(f"_c{i}") for i, k in enumerate(keys)]
-    d = d.with_columns(codes).drop(keys)
-    out = (table.with_columns(codes).join(d, on=["_c0", "_c1", "_c2"], how="left", maintain_order="left")
-           .drop("_c0", "_c1", "_c2"))
-    hlo_cols = ["hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params"]
-    return out.with_columns(
-        pl.when(gpu).then(pl.col("hlo_instruction")).alias("hlo_instruction"),
-        pl.when(gpu).then(pl.col("hlo_desc")).alias("hlo_desc"),
-        *(pl.when(gpu).then(pl.col(c)).alias(c) for c in hlo_cols),
-        pl.coalesce(pl.col("op_path"), pl.when(gpu).then(pl.col("_p"))).alias("op_path"),
-    ).drop("_p")
+                   .alias(f"hlo_{c}") for c in ("dtype", "op_class", "params")))
+         .unique(keys, keep="first", maintain_order=True))  # one entry per key (a kernel name twice in a module)
+    # each GPU row's entry of ``d``, found by its interned codes (integers, null as one more value) combined
+    # into one int64 and looked up by binary search in the few distinct keys: no string and no hash per row,
+    # and no copy of the table's other columns
+    codes = [pl.col(k).cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1) + 1 for k in keys]
+    radix = [max(int(table.select(c.max()).item() or 0), int(d.select(c.max()).item() or 0)) + 1 for c in codes]
+    if float(np.prod(np.array(radix, dtype=np.float64))) < _COMBINE_LIMIT:
+        key = codes[0]
+        for c, r in zip(codes[1:], radix[1:]):
+            key = key * r + c
+        dk = d.select(key).to_series().to_numpy()
+        order = np.argsort(dk)
+        sk = dk[order]
+        rk = table.select(pl.when(gpu).then(key).otherwise(-1)).to_series().to_numpy()
+        pos = np.minimum(np.searchsorted(sk, rk), sk.size - 1)
+        rows = np.where(sk[pos] == rk, order[pos], -1) if sk.size else np.full(rk.size, -1)
+        at = pl.Series(rows).set(pl.Series(rows < 0), None)
+    else:  # codes too large to combine (a process holding millions of distinct strings): a narrow join
+        names = [f"_c{i}" for i in range(len(codes))]
+        at = (table.select(*(pl.when(gpu).then(c).otherwise(-1).alias(n) for c, n in zip(codes, names)))
+              .join(d.select(*(c.alias(n) for c, n in zip(codes, names))).with_row_index("_r"), on=names, how="left",
+                    maintain_order="left")["_r"])
+    hlo_cols = ["hlo_instruction", "hlo_desc", "hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params"]
+    return table.with_columns(
+        *(d[c].gather(at).alias(c) for c in hlo_cols),
+        pl.coalesce(pl.col("op_path"), pl.lit(d["_p"].gather(at))).alias("op_path"),
+    )
+    radix = np.maximum(keys.max(axis=0), distinct.max(axis=0)) + 2
+    if float(np.prod(radix.astype(np.float64))) >= 2.0**62:  # codes too large to combine: a join
+        k = pl.DataFrame(keys, schema=[f"_c{i}" for i in range(keys.shape[1])], orient="row")
+        dd = pl.DataFrame(distinct, schema=k.columns, orient="row").with_row_index("_r")
+        found = k.join(dd, on=k.columns, how="left", maintain_order="left")["_r"].cast(pl.Int64).fill_null(-1).to_numpy()
+        return np.where(wanted, found, -1)
+
+    def combine(a: np.ndarray) -> np.ndarray:
+        c = np.zeros(a.shape[0], dtype=np.int64)
+        for j in range(a.shape[1]):
+            c = c * int(radix[j]) + (a[:, j] + 1)
+        return c
+
+    dk = combine(distinct)
+    order = np.argsort(dk)
+    sk = dk[order]
+    rk = combine(keys[wanted])
+    pos = np.minimum(np.searchsorted(sk, rk), sk.size - 1)
+    out[np.flatnonzero(wanted)] = np.where(sk[pos] == rk, order[pos], -1)
+    return out
 
 
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> RawTrace:

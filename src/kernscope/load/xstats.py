@@ -221,6 +221,13 @@ def kernel_details(details: pl.Series) -> dict[str, pl.Series]:
     dyn = s.str.extract(r"dynamic_shared:(\d+)", 1).cast(pl.Int64, strict=False)
     group = s.str.extract(r"group_mem:(\d+)", 1).cast(pl.Int64, strict=False)
     parsed["dynamic_shared"] = pl.select(pl.coalesce(pl.lit(dyn), pl.lit(group))).to_series()
-    table = pl.DataFrame({"_c": distinct.to_physical(), **parsed})
-    joined = pl.DataFrame({"_c": cat.to_physical()}).join(table, on="_c", how="left", maintain_order="left")
-    return {c: joined[c].alias(c) for c in KERNEL_DETAIL_COLUMNS}
+    # each row's distinct text, by its interned code: a flat table of the codes (no join, no hashing per row)
+    codes = distinct.to_physical().cast(pl.Int64).to_numpy()
+    row_codes = cat.to_physical()
+    if not codes.size:
+        return {c: nulls(details.len(), pl.Int64).alias(c) for c in KERNEL_DETAIL_COLUMNS}
+    slot = np.full(int(codes.max()) + 2, codes.size, dtype=np.int64)  # the last slot: no text (null)
+    slot[codes] = np.arange(codes.size)
+    rc = row_codes.fill_null(int(codes.max()) + 1).cast(pl.Int64).to_numpy()
+    rows = pl.Series(slot[np.minimum(rc, slot.size - 1)])
+    return {c: pl.concat([parsed[c], nulls(1, pl.Int64)]).gather(rows).alias(c) for c in KERNEL_DETAIL_COLUMNS}
