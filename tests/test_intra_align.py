@@ -44,22 +44,24 @@ def test_real_run_every_matched_record_lies_inside_its_kernel():
     assert any("2 of 6" in n for n in al.notes)
 
 
-def _host(path: Path, kernels: list[tuple[int, int]], base: int) -> None:
-    """A Kineto trace with kernels ``k`` at (ts_ns, dur_ns) on the trace's clock, each launched by a runtime call."""
+def _host(path: Path, kernels: list[tuple[int, int]], base: int, grids: list[int] | None = None) -> None:
+    """A Kineto trace with kernels ``k`` at (ts_ns, dur_ns) on the trace's clock, each launched by a runtime call
+    (grid: ``grids[i]`` blocks, default 8)."""
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::k", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1e6, "args": {"External id": 1}}]
     for i, (ts, dur) in enumerate(kernels):
         ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts / 1000 - 5,
                    "dur": 3.0, "args": {"correlation": 100 + i, "External id": 1}})
         ev.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts / 1000, "dur": dur / 1000,
-                   "args": {"device": 0, "stream": 7, "correlation": 100 + i, "grid": [8, 1, 1]}})
+                   "args": {"device": 0, "stream": 7, "correlation": 100 + i, "grid": [grids[i] if grids else 8, 1, 1]}})
     path.write_text(json.dumps({"traceEvents": ev, "baseTimeNanoseconds": base}))
 
 
-def _records(starts_gpu: list[int], dur: int, lag: int) -> pl.DataFrame:
-    """8 blocks per launch, each from ``lag`` ns after the launch start (GPU timer ns) to ``dur - lag``."""
-    rows = [{"block": 8 * j + b, "group": 0, "sm": b, "task_type": 0, "task": "k", "start_ns": s + lag + 10 * b,
-             "end_ns": s + dur - lag, "duration_ns": dur - 2 * lag - 10 * b}
-            for j, s in enumerate(starts_gpu) for b in range(8)]
+def _records(starts_gpu: list[int], dur: int, lag: int, blocks: int = 8) -> pl.DataFrame:
+    """``blocks`` blocks per launch (numbered across launches, as files do), each from ``lag`` ns after the launch
+    start (GPU timer ns) to ``dur - lag``."""
+    rows = [{"block": blocks * j + b, "group": 0, "sm": b % 132, "task_type": 0, "task": "k", "start_ns": s + lag + 10 * (b % 8),
+             "end_ns": s + dur - lag, "duration_ns": dur - 2 * lag - 10 * (b % 8)}
+            for j, s in enumerate(starts_gpu) for b in range(blocks)]
     return pl.DataFrame(rows)
 
 
@@ -77,6 +79,23 @@ def test_offset_and_drift_are_recovered_and_unmatched_launches_said(tmp_path):
     assert got["start_gap_ns"].to_list() == [0] * 5 and got["outside"].sum() == 0
     assert got["fit_residual_ns"].abs().max() <= 1
     assert abs(al.offset_ns - (offset - 300)) <= 1  # the line meets each launch's first record at its kernel start
+
+
+def test_grid_decides_between_kernels_of_one_name(tmp_path):
+    """Two launches of ``k`` with other grids, either of which the records' times fit: the launch goes to the kernel
+    whose grid can hold its blocks (Kineto's ``grid`` arg), an exact grid first; the launches table says so."""
+    _host(tmp_path / "h.json", [(1_000_000, 20_000), (3_000_000, 20_000)], 0, grids=[8, 64])
+    trace = kernscope.load(tmp_path / "h.json", cache=False)
+    wide = align(trace, _records([10**12], 19_000, 100, blocks=64), "k")  # 64 blocks: only the second kernel holds them
+    row = wide.launches.row(0, named=True)
+    assert wide.matched == 1 and row["kernel_ts"] == 3_000_000 and row["grid_blocks"] == 64 and row["grid_check"] == "equal"
+    narrow = align(trace, _records([10**12], 19_000, 100, blocks=8), "k")  # both hold 8 blocks: the exact grid wins
+    row = narrow.launches.row(0, named=True)
+    assert row["kernel_ts"] == 1_000_000 and row["grid_check"] == "equal"
+    _host(tmp_path / "h2.json", [(1_000_000, 20_000), (3_000_000, 20_000)], 0, grids=[4, 4])
+    none = kernscope.load(tmp_path / "h2.json", cache=False)
+    with pytest.raises(KernscopeError, match="were they recorded in the same run"):  # no kernel's grid holds 8 blocks
+        align(none, _records([10**12], 19_000, 100, blocks=8), "k")
 
 
 def test_split_launches_by_time():
@@ -97,8 +116,9 @@ def test_errors_are_one_line(tmp_path, capsys):
     assert main(["intra", "align", str(tmp_path / "h.json"), str(proton)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "SM cycles with no known clock" in err[0]
-    assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(tmp_path / "m.perfetto-trace")]) == 2
-    assert "Chrome/Kineto JSON (.json, .json.gz) or the HTML report" in capsys.readouterr().err
+    assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(tmp_path / "m.txt")]) == 2
+    assert "Chrome/Kineto JSON (.json, .json.gz), a Perfetto trace (.perfetto-trace, .pftrace" in capsys.readouterr().err
+    assert not (tmp_path / "m.txt").exists()
     (tmp_path / "other.json.gz").write_bytes(HOST.read_bytes())
     assert main(["report", str(HOST), str(tmp_path / "other.json.gz"), "--intra", str(RECORDS), "-o", str(tmp_path / "r.html")]) == 2
     assert "give one trace, not a job" in capsys.readouterr().err
@@ -176,3 +196,125 @@ def test_report_intra_adds_the_launches_sheet_and_timeline_rows(tmp_path, capsys
     html = tmp_path / "m.html"
     assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(html)]) == 0
     assert "intra_launches" in html.read_text() and "bias_gelu" in html.read_text()
+
+
+def _read_pftrace(data: bytes) -> tuple[dict[int, dict], list[dict]]:
+    """Tracks (uuid -> name, parent, pid) and slices (track, name, cat, ts, end, flows, args) of a Perfetto trace, read
+    packet by packet with strict begin/end pairing per track (a test-side reader, independent of the writer)."""
+    from kernscope.intra import protobuf as pb
+
+    tracks: dict[int, dict] = {}
+    names: dict[int, str] = {}
+    cats: dict[int, str] = {}
+    args: dict[int, str] = {}
+    open_: dict[int, list[dict]] = {}
+    slices: list[dict] = []
+    last_ts = -1
+    for f, _, pkt in pb.iter_fields(data):
+        assert f == 1
+        d: dict[int, list] = {}
+        for pf, _, v in pb.iter_fields(pkt):
+            d.setdefault(pf, []).append(v)
+        for v in d.get(12, []):  # interned data
+            for idf, _, entry in pb.iter_fields(v):
+                e = {k: val for k, _, val in pb.iter_fields(entry)}
+                {1: cats, 2: names, 3: args}[idf][e[1]] = bytes(e[2]).decode()
+        for v in d.get(60, []):  # track descriptor
+            t = {k: val for k, _, val in pb.iter_fields(v)}
+            pid = None
+            if 3 in t:
+                pid = {k: val for k, _, val in pb.iter_fields(t[3])}.get(1)
+            tracks[t[1]] = {"name": bytes(t[2]).decode(), "parent": t.get(5), "pid": pid}
+        if 11 not in d:
+            continue
+        ts = d[8][0]
+        assert ts >= last_ts  # packets in time order
+        last_ts = ts
+        te: dict[int, list] = {}
+        for ef, _, v in pb.iter_fields(d[11][0]):
+            te.setdefault(ef, []).append(v)
+        typ, trk = te[9][0], te[11][0]
+        assert trk in tracks
+        if typ in (1, 3):
+            ann = {}
+            for v in te.get(4, []):
+                a = {k: val for k, _, val in pb.iter_fields(v)}
+                ann[args[a[1]]] = a[4]
+            s = {"track": trk, "name": names[te[10][0]], "cat": cats[te[3][0]], "ts": ts, "end": ts,
+                 "flows": [int.from_bytes(x, "little") if isinstance(x, bytes) else x for x in te.get(47, [])], "args": ann}
+            if typ == 1:
+                open_.setdefault(trk, []).append(s)
+            else:
+                slices.append(s)
+        else:
+            s = open_[trk].pop()  # an end closes the innermost open slice of its track
+            s["end"] = ts
+            slices.append(s)
+    assert not any(open_.values())
+    return tracks, slices
+
+
+def test_merged_perfetto_trace_holds_every_event_flows_and_the_records_under_their_kernel(tmp_path, capsys):
+    out = tmp_path / "merged.perfetto-trace"
+    assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(out), "-q"]) == 0
+    tracks, slices = _read_pftrace(out.read_bytes())
+    raw = json.loads(gzip.decompress(HOST.read_bytes()))["traceEvents"]
+    want = sorted((e["name"], round(e["ts"] * 1000), round(e["ts"] * 1000) + round(e.get("dur", 0) * 1000))
+                  for e in raw if e.get("ph") in ("X", "i"))
+    host = [s for s in slices if s["cat"] != "intra_kernel"]
+    assert sorted((s["name"], s["ts"], s["end"]) for s in host) == want  # every event, its times exact (ns)
+    # the streams and threads are tracks under their processes, named as the trace names them
+    stream = next(u for u, t in tracks.items() if t["name"].strip() == "stream 7")
+    assert tracks[tracks[stream]["parent"]]["pid"] == 0
+    # a flow joins each kernel to the runtime call that launched it
+    kernels = [s for s in host if s["cat"] == "kernel"]
+    by_flow = {}
+    for s in host:
+        for f in s["flows"]:
+            by_flow.setdefault(f, []).append(s)
+    linked = kernscope.load(HOST, cache=False).gpu.filter(pl.col("kind") == "kernel")["launch_idx"].is_not_null().sum()
+    assert sum(len(s["flows"]) == 1 for s in kernels) == linked == 52 and all(len(s["flows"]) <= 1 for s in kernels)
+    for s in (s for s in kernels if s["flows"]):
+        launch = [x for x in by_flow[s["flows"][0]] if x["cat"] != "kernel"]
+        assert len(launch) == 1 and launch[0]["cat"] in ("cuda_runtime", "cuda_driver")
+        assert launch[0]["args"]["correlation"] == s["args"]["correlation"] and launch[0]["ts"] < s["ts"]
+    # the records: on child tracks of the kernel's stream, each inside one bias_gelu kernel
+    intra = [s for s in slices if s["cat"] == "intra_kernel"]
+    assert len(intra) == 4 * 4096 and {tracks[s["track"]]["parent"] for s in intra} == {stream}
+    spans = sorted((s["ts"], s["end"]) for s in kernels if s["name"] == "bias_gelu")
+    assert all(any(a <= s["ts"] and s["end"] <= b for a, b in spans) for s in intra)
+    assert {s["args"]["block"] for s in intra} == set(range(2 * 4096, 6 * 4096))  # launches 2..5 (0, 1: warm-up)
+    assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(tmp_path / "m.pftrace.gz"), "-q"]) == 0
+    assert gzip.decompress((tmp_path / "m.pftrace.gz").read_bytes()) == out.read_bytes()
+
+
+def test_merged_perfetto_trace_reads_with_perfettos_own_schema(tmp_path):
+    """Perfetto's published schema (the generated ``perfetto_trace_pb2`` of the ``perfetto`` package, used here only
+    as a cross-check) reads every packet of the merged file, with no field it does not know."""
+    from google.protobuf.unknown_fields import UnknownFieldSet
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
+
+    out = tmp_path / "merged.perfetto-trace"
+    assert main(["intra", "align", str(HOST), str(RECORDS), "-o", str(out), "-q"]) == 0
+    t = Trace.FromString(out.read_bytes())
+    unknown = []
+
+    def walk(m):
+        unknown.extend(UnknownFieldSet(m))
+        for fd, v in m.ListFields():
+            if fd.type == fd.TYPE_MESSAGE:
+                for x in (v if fd.is_repeated else [v]):
+                    walk(x)
+
+    for p in t.packet:
+        walk(p)
+    assert unknown == []
+    events = [p.track_event for p in t.packet if p.HasField("track_event")]
+    begins = sum(e.type == TrackEvent.TYPE_SLICE_BEGIN for e in events)
+    assert begins == sum(e.type == TrackEvent.TYPE_SLICE_END for e in events)
+    raw = json.loads(gzip.decompress(HOST.read_bytes()))["traceEvents"]
+    assert begins + sum(e.type == TrackEvent.TYPE_INSTANT for e in events) == \
+        sum(e.get("ph") in ("X", "i") for e in raw) + 4 * 4096
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in t.packet if p.HasField("track_descriptor")}
+    assert {e.track_uuid for e in events} <= set(tracks)
+    assert {tracks[u].process.pid for u in tracks if tracks[u].HasField("process")} >= {0, 1092}

@@ -71,18 +71,49 @@ def _kernels(trace: Trace, kernel: str) -> pl.DataFrame:
     named = g.filter(pl.col("name").cast(pl.String) == kernel)
     if named.height == 0:  # demangled or decorated names: the profiled function's name inside them
         named = g.filter(pl.col("name").cast(pl.String).str.contains(kernel, literal=True))
-    return named.select(pl.col("idx").alias("gpu_idx"), pl.col("ts").alias("kernel_ts"), pl.col("end").alias("kernel_end"),
-                        "stream", "device").sort("kernel_ts")
+    ks = named.select(pl.col("idx").alias("gpu_idx"), pl.col("ts").alias("kernel_ts"), pl.col("end").alias("kernel_end"),
+                      "stream", "device").sort("kernel_ts")
+    return ks.join(_grids(trace, named), on="gpu_idx", how="left", maintain_order="left")
 
 
-def _score(a: np.ndarray, b: np.ndarray, s: np.ndarray, e: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each candidate offset: launches inside a kernel (within the tolerance), and their summed |start gap|."""
+def _grids(trace: Trace, named: pl.DataFrame) -> pl.DataFrame:
+    """``gpu_idx, grid_blocks`` (the kernel's grid, x·y·z blocks; null where unknown) of the kernels ``named``:
+    XLA states the grid in its own columns, Kineto in each kernel's ``grid`` arg (read from the file for these
+    kernels alone)."""
+    schema = {"gpu_idx": pl.Int64, "grid_blocks": pl.Int64}
+    if {"grid_x", "grid_y", "grid_z"} <= set(named.columns):
+        grids = named.select(pl.col("idx").alias("gpu_idx"), "grid_x", "grid_y", "grid_z")
+    else:
+        from ..errors import TraceError
+        from ..load.opargs import read_kernel_args
+
+        try:
+            grids = read_kernel_args(trace.path, named["idx"].to_list()).rename({"idx": "gpu_idx"})
+        except (OSError, TraceError):  # the file moved since it was loaded: match without grids
+            return pl.DataFrame(schema=schema)
+    return grids.select(pl.col("gpu_idx").cast(pl.Int64),
+                        (pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z")).cast(pl.Int64).alias("grid_blocks"))
+
+
+def _fits(blocks: np.ndarray, grid: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each launch (``blocks``: how many blocks recorded in it) can be kernel ``i`` by its grid (``grid``:
+    its blocks, -1 unknown: any launch fits; block ids are not compared, files number them across launches), and
+    whether the grid equals the blocks."""
+    g = grid[i]
+    return (g < 0) | (blocks <= g), g == blocks
+
+
+def _score(a: np.ndarray, b: np.ndarray, s: np.ndarray, e: np.ndarray, delta: np.ndarray, blocks: np.ndarray,
+           grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each candidate offset: launches inside a kernel (within the tolerance) whose grid can hold them, how
+    many of those have exactly the kernel's grid of blocks, and their summed |start gap|."""
     a2 = a[None, :] + delta[:, None]
     b2 = b[None, :] + delta[:, None]
     i = np.clip(np.searchsorted(s, a2 + MATCH_TOLERANCE_NS, side="right") - 1, 0, len(s) - 1)
-    inside = (s[i] - MATCH_TOLERANCE_NS <= a2) & (b2 <= e[i] + MATCH_TOLERANCE_NS)
+    fit, exact = _fits(blocks[None, :], grid, i)
+    inside = (s[i] - MATCH_TOLERANCE_NS <= a2) & (b2 <= e[i] + MATCH_TOLERANCE_NS) & fit
     gaps = np.where(inside, np.abs(a2 - s[i]), 0).sum(axis=1)
-    return inside.sum(axis=1), gaps
+    return inside.sum(axis=1), (inside & exact).sum(axis=1), gaps
 
 
 def align(trace: Trace, tasks: pl.DataFrame, kernel: str) -> Alignment:
@@ -98,21 +129,23 @@ def align(trace: Trace, tasks: pl.DataFrame, kernel: str) -> Alignment:
                                     pl.col("start_ns").min().alias("_a"), pl.col("end_ns").max().alias("_b"))
            .sort("launch"))
     a, b = per["_a"].to_numpy().astype(np.int64), per["_b"].to_numpy().astype(np.int64)
+    blocks = per["blocks"].to_numpy().astype(np.int64)
+    grid = ks["grid_blocks"].fill_null(-1).to_numpy().astype(np.int64)
     base = trace.base_time_ns or 0
     s = ks["kernel_ts"].to_numpy().astype(np.int64) + base  # the kernels on the wall clock, as %globaltimer counts
     e = ks["kernel_end"].to_numpy().astype(np.int64) + base
     delta = (s[None, :] - a[:, None]).reshape(-1)  # every (launch, kernel) pair proposes an offset
-    best = np.zeros(0, dtype=np.int64)
-    hits, gaps = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    parts: list[tuple[np.ndarray, ...]] = []
     for lo in range(0, len(delta), 4096):  # bounded memory: 4,096 candidates x launches at a time
-        h, g = _score(a, b, s, e, delta[lo:lo + 4096])
-        hits, gaps, best = np.concatenate([hits, h]), np.concatenate([gaps, g]), np.concatenate([best, delta[lo:lo + 4096]])
-    order = np.lexsort((gaps, -hits))
+        parts.append((*_score(a, b, s, e, delta[lo:lo + 4096], blocks, grid), delta[lo:lo + 4096]))
+    hits, exact, gaps, best = (np.concatenate(c) for c in zip(*parts))
+    order = np.lexsort((gaps, -exact, -hits))  # most launches inside a kernel that can hold them, then exact grids
     d0 = int(best[order[0]])
     notes: list[str] = []
     # the match at that offset
     i = np.clip(np.searchsorted(s, a + d0 + MATCH_TOLERANCE_NS, side="right") - 1, 0, len(s) - 1)
-    ok = (s[i] - MATCH_TOLERANCE_NS <= a + d0) & (b + d0 <= e[i] + MATCH_TOLERANCE_NS)
+    fit, _ = _fits(blocks, grid, i)
+    ok = (s[i] - MATCH_TOLERANCE_NS <= a + d0) & (b + d0 <= e[i] + MATCH_TOLERANCE_NS) & fit
     _, first = np.unique(np.where(ok, i, -1 - np.arange(len(i))), return_index=True)
     ok &= np.isin(np.arange(len(i)), first)  # one launch per kernel: the first that claims it
     if not ok.any():
@@ -140,7 +173,8 @@ def align(trace: Trace, tasks: pl.DataFrame, kernel: str) -> Alignment:
         pl.Series("fit_residual_ns", np.rint(residual)).cast(pl.Int64, strict=False))
     kt = ks.with_row_index("_k").with_columns(pl.col("_k").cast(pl.Int64))
     launches = launches.join(kt, on="_k", how="left")
-    moved = (t.join(launches.select("launch", "_shift", "gpu_idx", "stream", "device", "kernel_ts", "kernel_end"), on="launch")
+    moved = (t.join(launches.select("launch", "_shift", "gpu_idx", "stream", "device", "kernel_ts", "kernel_end", "grid_blocks"),
+                    on="launch")
              .with_columns((pl.col("start_ns") + pl.col("_shift")).alias("start_ns"),
                            (pl.col("end_ns") + pl.col("_shift")).alias("end_ns")))
     outside = (moved.filter(pl.col("gpu_idx").is_not_null())
@@ -152,10 +186,15 @@ def align(trace: Trace, tasks: pl.DataFrame, kernel: str) -> Alignment:
                               (pl.col("kernel_end") - pl.col("last_ns")).alias("end_gap_ns"),
                               (pl.col("kernel_ts") - trace.t0).alias("kernel_at_ns"))
                 .join(outside, on="launch", how="left")
+                .with_columns(pl.when(pl.col("gpu_idx").is_null()).then(None)
+                              .when(pl.col("grid_blocks").is_null()).then(pl.lit("unknown"))
+                              .when(pl.col("grid_blocks") == pl.col("blocks")).then(pl.lit("equal"))
+                              .otherwise(pl.lit("fits")).alias("grid_check"))
                 .select("launch", "blocks", "records", "first_ns", "last_ns", "gpu_idx", "kernel_ts", "kernel_end",
-                        "kernel_at_ns", "stream", "device", "start_gap_ns", "end_gap_ns", "fit_residual_ns", "outside")
+                        "kernel_at_ns", "stream", "device", "grid_blocks", "grid_check", "start_gap_ns", "end_gap_ns",
+                        "fit_residual_ns", "outside")
                 .sort("launch"))
-    return Alignment(kernel, launches, moved.drop("_shift", "kernel_ts", "kernel_end"),
+    return Alignment(kernel, launches, moved.drop("_shift", "kernel_ts", "kernel_end", "grid_blocks"),
                      int(np.rint(line[int(np.argmax(ok))])), float(slope) * 1e6, notes)
 
 

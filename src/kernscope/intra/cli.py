@@ -6,6 +6,9 @@ from typing import Any
 
 import click
 
+#: the merged outputs written as Perfetto protobuf (``intra align -o``)
+PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace", ".perfetto-trace.gz", ".pftrace.gz")
+
 _quiet = click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
 
 
@@ -196,8 +199,9 @@ def export(path: str, output: str, task_names: str | None, clock_ghz: float | No
 @click.argument("intra_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
               help="Write the host trace with the records under their kernels: .json or .json.gz (Perfetto UI, "
-                   "chrome://tracing and kernscope analyze read it), or .html (kernscope's report with the records "
-                   "on its timeline, rows below the kernel's stream).")
+                   "chrome://tracing and kernscope analyze read it), .perfetto-trace or .pftrace (Perfetto's protobuf; "
+                   "the records on child tracks of the kernel's stream, flows from launches to kernels), or .html "
+                   "(kernscope's report with the records on its timeline, rows below the kernel's stream).")
 @click.option("--kernel", default=None, help="Kernel name in the host trace [default: the intra file's kernel "
                                              "(Proton's traces name it; intra run names files KERNEL.perfetto-trace)].")
 @click.option("--clock-ghz", type=float, default=None,
@@ -220,9 +224,9 @@ def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, ker
     from ..render.intra import render_alignment
     from .align import align_files
 
-    if output is not None and not output.endswith((".json", ".json.gz", ".html")):
-        raise KernscopeError(f"{output}: the merged output is Chrome/Kineto JSON (.json, .json.gz) or the HTML report "
-                             "(.html)")
+    if output is not None and not output.endswith((".json", ".json.gz", ".html", *PERFETTO_SUFFIXES)):
+        raise KernscopeError(f"{output}: the merged output is Chrome/Kineto JSON (.json, .json.gz), a Perfetto trace "
+                             "(.perfetto-trace, .pftrace; .gz too) or the HTML report (.html)")
     trace = load_trace(host_trace)
     done = align_files(trace, intra_files, kernel, clock_ghz)
     if output is not None and output.endswith(".html"):
@@ -232,6 +236,11 @@ def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, ker
 
         write_text(output, render_analysis(analyze(trace), {"intra_launches": launches_sheet(done)},
                                            intra=timeline_rows([al for _, al in done])))
+    elif output is not None and output.endswith(PERFETTO_SUFFIXES):
+        from ..render.intra_align import encode
+        from ..render.perfetto import perfetto_trace
+
+        write_bytes(output, encode(perfetto_trace(trace, [a for _, a in done]), output))
     elif output is not None:
         from ..render.intra_align import encode, merged_json
 

@@ -46,6 +46,17 @@ class _MemEvent(msgspec.Struct, gc=False):
     args: _MemArgs | None = None
 
 
+class _KernelArgs(msgspec.Struct, gc=False):
+    """A kernel's launch shape: ``grid`` and ``block`` (Kineto writes ``[x, y, z]``)."""
+
+    grid: list[int] | None = None
+    block: list[int] | None = None
+
+
+class _KernelEvent(msgspec.Struct, gc=False):
+    args: _KernelArgs | None = None
+
+
 SCHEMA = {"idx": pl.Int64, "input_dims": pl.String, "input_type": pl.String, "concrete_inputs": pl.String}
 MEMORY_SCHEMA = {"idx": pl.Int64, "total_allocated": pl.Int64, "total_reserved": pl.Int64, "bytes": pl.Int64,
                  "device": pl.Int64, "device_type": pl.Int64, "addr": pl.Int64}
@@ -71,6 +82,24 @@ def read_memory_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.
     rows = _read_args(path, wanted, _MemEvent, lambda i, a: (i, a.total_allocated, a.total_reserved, a.bytes,
                                                              a.device_id, a.device_type, a.addr))
     return pl.DataFrame(rows, schema=MEMORY_SCHEMA, orient="row")
+
+
+KERNEL_SCHEMA = {"idx": pl.Int64, "grid_x": pl.Int64, "grid_y": pl.Int64, "grid_z": pl.Int64, "block_x": pl.Int64,
+                 "block_y": pl.Int64, "block_z": pl.Int64}
+
+
+def _xyz(v: list[int] | None) -> tuple[int | None, int | None, int | None]:
+    if not v:
+        return None, None, None
+    w = [int(x) if isinstance(x, int) and 0 <= x < 1 << 31 else None for x in v[:3]] + [1, 1]
+    return w[0], w[1], w[2]
+
+
+def read_kernel_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.DataFrame:
+    """``idx, grid_x/y/z, block_x/y/z`` of the kernel events at ``wanted`` indices (Kineto's ``grid`` and
+    ``block`` args; null where the event has none, or a value outside [0, 2^31))."""
+    rows = _read_args(path, wanted, _KernelEvent, lambda i, a: (i, *_xyz(a.grid), *_xyz(a.block)))
+    return pl.DataFrame(rows, schema=KERNEL_SCHEMA, orient="row")
 
 
 def _read_args(path: str | os.PathLike[str], wanted: Iterable[int], event: type[Any],

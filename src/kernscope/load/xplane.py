@@ -304,26 +304,6 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame) -> pl.DataFrame:
         *(d[c].gather(at).alias(c) for c in hlo_cols),
         pl.coalesce(pl.col("op_path"), pl.lit(d["_p"].gather(at))).alias("op_path"),
     )
-    radix = np.maximum(keys.max(axis=0), distinct.max(axis=0)) + 2
-    if float(np.prod(radix.astype(np.float64))) >= 2.0**62:  # codes too large to combine: a join
-        k = pl.DataFrame(keys, schema=[f"_c{i}" for i in range(keys.shape[1])], orient="row")
-        dd = pl.DataFrame(distinct, schema=k.columns, orient="row").with_row_index("_r")
-        found = k.join(dd, on=k.columns, how="left", maintain_order="left")["_r"].cast(pl.Int64).fill_null(-1).to_numpy()
-        return np.where(wanted, found, -1)
-
-    def combine(a: np.ndarray) -> np.ndarray:
-        c = np.zeros(a.shape[0], dtype=np.int64)
-        for j in range(a.shape[1]):
-            c = c * int(radix[j]) + (a[:, j] + 1)
-        return c
-
-    dk = combine(distinct)
-    order = np.argsort(dk)
-    sk = dk[order]
-    rk = combine(keys[wanted])
-    pos = np.minimum(np.searchsorted(sk, rk), sk.size - 1)
-    out[np.flatnonzero(wanted)] = np.where(sk[pos] == rk, order[pos], -1)
-    return out
 
 
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> RawTrace:

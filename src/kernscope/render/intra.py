@@ -105,13 +105,15 @@ def render_alignment(con: Console, path: str, al: Any) -> None:
                    f"kernels", style="italic", overflow="fold"))
     cols = [Col("launch", numeric=True), Col("kernel at µs", numeric=True), Col("start gap ns", numeric=True),
             Col("end gap ns", numeric=True), Col("fit residual ns", numeric=True), Col("records", numeric=True),
-            Col("outside", numeric=True)]
+            Col("blocks", numeric=True), Col("grid", numeric=True), Col("outside", numeric=True)]
 
     def n(v: Any) -> str:
         return "-" if v is None else f"{v:,}"
 
     rows = [[str(r["launch"]), "-" if r["kernel_at_ns"] is None else f"{r['kernel_at_ns'] / 1000:,.3f}", n(r["start_gap_ns"]),
-             n(r["end_gap_ns"]), n(r["fit_residual_ns"]), n(r["records"]), n(r["outside"])]
+             n(r["end_gap_ns"]), n(r["fit_residual_ns"]), n(r["records"]), n(r["blocks"]),
+             "-" if r["grid_check"] is None else r["grid_check"] if r["grid_blocks"] is None
+             else f"{r['grid_blocks']:,} ({r['grid_check']})", n(r["outside"])]
             for r in al.launches.iter_rows(named=True)]
     con.print(fit_table("", cols, rows, con.width))
     res = al.launches["fit_residual_ns"].drop_nulls().abs()
