@@ -12,7 +12,8 @@ the step windows of the copies merge.
 Contenders, each in a fresh process on the same file, in turn ``--repeat`` times (median reported):
 ``kernscope_cold`` (``kernscope analyze FILE --format json`` with an empty cache: decode, link, the
 analysis), ``kernscope_decode`` (``kernscope.load.parse`` only), ``kernscope_load`` (decode + link:
-``kernscope.load(path, cache=False)``), and with ``--xprof-python`` (a Python
+``kernscope.load(path, cache=False)``), with ``--base-src DIR`` the same decode and load of another source
+tree (``base_decode``, ``base_load``: an earlier commit, for a before/after in one run), and with ``--xprof-python`` (a Python
 with ``pip install xprof``): ``xprof_trace_viewer`` (xprof's XSpace -> trace JSON, what JAX runs for
 ``create_perfetto_trace``) and ``xprof_op_stats`` (xprof's ``framework_op_stats`` tool).
 """
@@ -124,13 +125,17 @@ def timed(cmd: list[str]) -> dict:
     return {"seconds": dt, "rss": ru.ru_maxrss * 1024, "stdout": out[-500:]}
 
 
-def contenders(path: str, tmp: str, xprof_python: str | None) -> dict[str, list[str]]:
+def contenders(path: str, tmp: str, xprof_python: str | None, base_src: str | None = None) -> dict[str, list[str]]:
     out = os.path.join(tmp, "a.json")
     c = {
         "kernscope_cold": [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out, "--no-cache"],
         "kernscope_decode": [sys.executable, "-c", f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"],
         "kernscope_load": [sys.executable, "-c", f"import kernscope; t = kernscope.load({path!r}, cache=False); print(t.gpu.height)"],
     }
+    if base_src:  # another kernscope source tree (an earlier commit's src/), the same decode + link, in the same run
+        boot = f"import sys; sys.path.insert(0, {base_src!r}); "
+        c["base_decode"] = [sys.executable, "-c", boot + f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"]
+        c["base_load"] = [sys.executable, "-c", boot + f"import kernscope; t = kernscope.load({path!r}, cache=False); print(t.gpu.height)"]
     if xprof_python:
         for name, tool in (("xprof_trace_viewer", "trace_viewer"), ("xprof_op_stats", "framework_op_stats")):
             c[name] = [xprof_python, "-c", "import logging, os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
@@ -146,6 +151,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--xprof-python")
     ap.add_argument("--out")
+    ap.add_argument("--base-src", help="an earlier kernscope src/ folder: its decode and load run in the same rounds")
     a = ap.parse_args()
     raw = Path(a.src).read_bytes()
     raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
@@ -158,7 +164,7 @@ def main() -> int:
         size = os.path.getsize(path)
         print(f"replica: {copies} copies of {a.src} = {size / 1e6:.1f} MB ({time.perf_counter() - t:.1f} s to build)", flush=True)
         runs: dict[str, list[dict]] = {}
-        cmds = contenders(path, tmp, a.xprof_python)
+        cmds = contenders(path, tmp, a.xprof_python, a.base_src)
         for i in range(a.repeat):
             for name, cmd in cmds.items():
                 r = timed(cmd)
@@ -180,7 +186,7 @@ def main() -> int:
         if base and "median_s" in s:
             s["vs_kernscope_cold"] = round(s["median_s"] / base, 2)
     result = {"file_mb": round(size / 1e6, 1), "source": a.src, "copies": copies, "machine": platform.platform(),
-              "cpus": os.cpu_count(), "summary": summary}
+              "cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)), "base_src": a.base_src, "summary": summary}
     print(json.dumps(result, indent=1))
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=1))

@@ -95,6 +95,31 @@ if [ "$PART" = newops ]; then
     echo "-- $op rc=$?"; cat "$OUT/bench_$op.txt"; grep -v "^…" "$OUT/bench_$op.err" | tail -3
   done
 fi
+if [ "$PART" = round4 ] || [ "$PART" = round4xplane ]; then
+  # the compiled XSpace scanner for this Python (what pip install builds), for this tree and the base one
+  inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  suf=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+  gcc -O2 -shared -fPIC -I"$inc" src/kernscope/load/_xspace.c -o "src/kernscope/load/_xspace$suf"
+  [ -d .carry/base_src ] && cp "src/kernscope/load/_xspace$suf" .carry/base_src/kernscope/load/
+fi
+if [ "$PART" = round4 ]; then
+  echo "== GPU tests: the new operators (fwd) and the Triton backward passes"
+  timeout 420 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" -k "new_operators or backward_passes" > "$OUT/gpu_tests.txt" 2>&1; tail -8 "$OUT/gpu_tests.txt"
+  for op in ${OPS:-fp8_gemm bf16xint4_gemm grouped_gemm decoding_attention}; do
+    COLUMNS=200 timeout 200 python3 -m kernscope bench --op $op --metrics latency,tflops,gbps,speedup,accuracy --keep-going --json "$OUT/bench_$op.json" > "$OUT/bench_$op.txt" 2>"$OUT/bench_$op.err"
+    echo "-- $op rc=$?"; cat "$OUT/bench_$op.txt"; grep -v "^…" "$OUT/bench_$op.err" | tail -3
+  done
+  for op in ${BWD_OPS:-swiglu geglu rope embedding}; do
+    COLUMNS=200 timeout 150 python3 -m kernscope bench --op $op --mode bwd --metrics latency,gbps,speedup,accuracy --keep-going --json "$OUT/bench_${op}_bwd.json" > "$OUT/bench_${op}_bwd.txt" 2>"$OUT/bench_${op}_bwd.err"
+    echo "-- $op bwd rc=$?"; cat "$OUT/bench_${op}_bwd.txt"; grep -v "^…" "$OUT/bench_${op}_bwd.err" | tail -3
+  done
+  (cd "$OUT" && tar czf round4.tgz gpu_tests.txt bench_* && rm -f gpu_tests.txt bench_*)  # few files come back
+fi
+if [ "$PART" = round4xplane ]; then
+  echo "== XSpace decode + link on 2 cores (taskset), this tree and the base"
+  POLARS_MAX_THREADS=2 timeout 400 taskset -c 2,3 python3 benchmarks/bench_xplane.py --size-mb 200 --repeat 5 \
+    ${BASE_SRC:+--base-src $BASE_SRC} --out "$OUT/bench_xplane_2cores.json" > "$OUT/bench_xplane.log" 2>&1; tail -40 "$OUT/bench_xplane.log"
+fi
 if [ "$PART" = tests ]; then
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
 fi

@@ -296,6 +296,48 @@ def test_new_operators_triton_kernels_in_the_interpreter(monkeypatch):
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_gemm_family_and_decoding_kernels_in_the_interpreter():
+    """#27.3: the split-K decoding (empty chunks too), grouped GEMM (an empty group too) and int4 GEMM Triton kernels,
+    and the backward passes of the GLU, RoPE and embedding kernels (repeated ids too), run by Triton's CPU
+    interpreter in a fresh process, equal torch's results and autograd's gradients (fp32)."""
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent / "data" / "interpret_new_kernels.py"
+    done = subprocess.run([sys.executable, str(script)], env={**os.environ, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = {line.split()[0]: (float(line.split()[1]), float(line.split()[2])) for line in done.stdout.splitlines()}
+    assert set(got) == {"decode_splits1", "decode_splits4", "decode_splits8", "grouped", "int4", "swiglu_bwd", "geglu_bwd",
+                        "rope_bwd", "embedding_bwd"}
+    for name, (err, scale) in got.items():
+        assert scale > 0.1 and err <= 1e-5 * max(1.0, scale), (name, err, scale)
+
+
+def test_new_gemm_family_inputs_and_counts():
+    """The fp8 inputs hold the scaled values (per-tensor scale from the absolute maximum), int4 packing round-trips,
+    the grouped inputs' groups are multiples of 16 and sum to M, and FLOPs/bytes are the perf model's."""
+    from kernscope.bench.operators.gemms import FP8Gemm, GroupedGemm, Int4Gemm, pack_int4, unpack_int4
+
+    op = FP8Gemm(device="cpu")
+    inp = next(iter(op.inputs()))
+    a8, b8, sa, sb = inp.args
+    assert a8.dtype == torch.float8_e4m3fn and b8.stride() == (1, b8.shape[0])  # B column-major
+    assert float(a8.float().abs().max()) == 448.0 and op.flops(inp) == 2 * 64 * 96 * 128 and op.bytes(inp) == 64 * 128 + 128 * 96 + 2 * 64 * 96
+    q = torch.randint(-8, 8, (256, 8), dtype=torch.int8)
+    assert torch.equal(unpack_int4(pack_int4(q)), q)
+    i4 = Int4Gemm(device="cpu")
+    x, packed, scale = next(iter(i4.inputs())).args
+    assert packed.dtype == torch.uint8 and packed.shape == (128, 64) and scale.shape == (2, 64)
+    gg = GroupedGemm(device="cpu")
+    inp = next(iter(gg.inputs()))
+    counts = torch.diff(inp.args[2].long(), prepend=torch.zeros(1, dtype=torch.long))
+    assert int(counts.sum()) == 96 and (counts % 16 == 0).all() and len(set(counts.tolist())) > 1
+
+
 def test_a_table_too_wide_is_stacked_per_implementation_not_cut():
     """#27.2: when the TritonBench-shaped table cannot show every <impl>-<metric> column, one table per
     implementation is printed, each with the input column and every metric, numbers whole."""

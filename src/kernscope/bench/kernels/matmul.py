@@ -17,8 +17,9 @@ def _configs():
 
 @triton.autotune(configs=_configs(), key=["M", "N", "K"])
 @triton.jit
-def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                   HAS_BIAS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_a_ptr, scale_b_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                   HAS_BIAS: tl.constexpr, HAS_SCALE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                   GROUP: tl.constexpr):
     pid = tl.program_id(0)
     n_m = tl.cdiv(M, BM)
     n_n = tl.cdiv(N, BN)
@@ -43,6 +44,8 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, sam, sak, sbk, sbn, s
         b += BK * sbk
     cm = pm * BM + tl.arange(0, BM)
     cn = pn * BN + tl.arange(0, BN)
+    if HAS_SCALE:  # fp8 GEMM's epilogue: the per-tensor scales of A and B (fp32 scalars)
+        acc = acc * (tl.load(scale_a_ptr) * tl.load(scale_b_ptr))
     if HAS_BIAS:  # addmm's epilogue: the bias row added to the fp32 accumulator
         acc += tl.load(bias_ptr + cn, mask=cn < N, other=0.0).to(tl.float32)[None, :]
     c = c_ptr + cm[:, None] * scm + cn[None, :] * scn
@@ -50,13 +53,17 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, sam, sak, sbk, sbn, s
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None,
-           bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``a @ b`` (+ ``bias``, a length-N row, fused in the epilogue: addmm), fp32 accumulation."""
+           bias: torch.Tensor | None = None, scale_a: torch.Tensor | None = None,
+           scale_b: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ b`` (times ``scale_a * scale_b``, fp32 scalars, then + ``bias``, a length-N row: both fused in the
+    epilogue: fp8 GEMM, addmm), fp32 accumulation."""
     m, k = a.shape
     k2, n = b.shape
     assert k == k2
     c = torch.empty((m, n), device=a.device, dtype=out_dtype or a.dtype)
     grid = lambda META: (triton.cdiv(m, META["BM"]) * triton.cdiv(n, META["BN"]),)  # noqa: E731
-    _matmul_kernel[grid](a, b, c, bias if bias is not None else c, m, n, k, a.stride(0), a.stride(1), b.stride(0),
-                         b.stride(1), c.stride(0), c.stride(1), HAS_BIAS=bias is not None)
+    scaled = scale_a is not None and scale_b is not None
+    _matmul_kernel[grid](a, b, c, bias if bias is not None else c, scale_a if scaled else c, scale_b if scaled else c,
+                         m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                         HAS_BIAS=bias is not None, HAS_SCALE=scaled)
     return c

@@ -118,3 +118,102 @@ def var_mean(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     BLOCK = triton.next_power_of_2(n)
     _var_mean_kernel[(m,)](x, var, mean, n, BLOCK=BLOCK, num_warps=4 if BLOCK <= 2048 else 8 if BLOCK <= 8192 else 16)
     return var, mean
+
+
+# -- backward passes (TritonBench runs these operators fwd and bwd) ---------------------------------------------
+@triton.jit
+def _glu_bwd_kernel(a_ptr, b_ptr, g_ptr, da_ptr, db_ptr, n, GELU: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if GELU:  # d/da of 0.5 a (1 + tanh(u)), u = c (a + 0.044715 a^3)
+        u = 0.7978845608028654 * (a + 0.044715 * a * a * a)
+        t = 2.0 / (1.0 + tl.exp(-2.0 * u)) - 1.0
+        act = 0.5 * a * (1.0 + t)
+        dact = 0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3 * 0.044715 * a * a)
+    else:  # d/da of a sigmoid(a) = sigmoid(a) (1 + a (1 - sigmoid(a)))
+        sg = 1.0 / (1.0 + tl.exp(-a))
+        act = a * sg
+        dact = sg * (1.0 + a * (1.0 - sg))
+    tl.store(da_ptr + offs, (g * b * dact).to(da_ptr.dtype.element_ty), mask=mask)
+    tl.store(db_ptr + offs, (g * act).to(db_ptr.dtype.element_ty), mask=mask)
+
+
+class _Glu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b, gelu):
+        ctx.save_for_backward(a, b)
+        ctx.gelu = gelu
+        return glu(a, b, gelu)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        da, db = torch.empty_like(a), torch.empty_like(b)
+        n = a.numel()
+        BLOCK = 2048
+        _glu_bwd_kernel[(triton.cdiv(n, BLOCK),)](a, b, g.contiguous(), da, db, n, GELU=ctx.gelu, BLOCK=BLOCK, num_warps=8)
+        return da, db, None
+
+
+def glu_autograd(a: torch.Tensor, b: torch.Tensor, gelu: bool) -> torch.Tensor:
+    """:func:`glu` with a Triton backward (one pass: both gradients, fp32 math)."""
+    out: torch.Tensor = _Glu.apply(a, b, gelu)
+    return out
+
+
+class _Rope(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        ctx.save_for_backward(cos, sin)
+        return rope(x, cos, sin)
+
+    @staticmethod
+    def backward(ctx, g):
+        cos, sin = ctx.saved_tensors
+        return rope(g.contiguous(), cos, -sin), None, None  # the rotation's transpose: the same kernel, angle negated
+
+
+def rope_autograd(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """:func:`rope` with a Triton backward (the rotation by the opposite angle)."""
+    out: torch.Tensor = _Rope.apply(x, cos, sin)
+    return out
+
+
+@triton.jit
+def _embedding_bwd_kernel(ids_ptr, g_ptr, dw_ptr, dim, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    idx = tl.load(ids_ptr + row).to(tl.int64)
+    for start in range(0, dim, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < dim
+        g = tl.load(g_ptr + row.to(tl.int64) * dim + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.atomic_add(dw_ptr + idx * dim + cols, g, mask=mask)
+
+
+class _Embedding(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, ids, weight):
+        ctx.save_for_backward(ids)
+        ctx.shape = weight.shape
+        ctx.dtype = weight.dtype
+        return embedding(ids, weight)
+
+    @staticmethod
+    def backward(ctx, g):
+        (ids,) = ctx.saved_tensors
+        flat = ids.reshape(-1)
+        dim = ctx.shape[1]
+        dw = torch.zeros(ctx.shape, device=g.device, dtype=torch.float32)  # fp32 sums: repeated ids add up exactly
+        BLOCK = min(triton.next_power_of_2(dim), 4096)
+        _embedding_bwd_kernel[(flat.numel(),)](flat, g.reshape(-1, dim).contiguous(), dw, dim, BLOCK=BLOCK, num_warps=4)
+        return None, dw.to(ctx.dtype)
+
+
+def embedding_autograd(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """:func:`embedding` with a Triton backward (each token's gradient row added to its weight row, fp32 atomics)."""
+    out: torch.Tensor = _Embedding.apply(ids, weight)
+    return out

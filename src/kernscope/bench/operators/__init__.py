@@ -12,7 +12,8 @@ from typing import Any
 
 from ...analyze.perf.formulas import gemm_bytes, gemm_flops, sdpa_bwd_flops, sdpa_flops
 from ..api import Input, Operator, OperatorRegistry, impl
-from .llm import Addmm, Embedding, GeGLU, Rope, Sum, SwiGLU, Welford
+from .gemms import FP8Gemm, GroupedGemm, Int4Gemm
+from .llm import Addmm, DecodingAttention, Embedding, GeGLU, Rope, Sum, SwiGLU, Welford
 
 
 def _elt(t: Any) -> int:
@@ -352,7 +353,8 @@ class FlashAttention(Operator):
 
 
 BUILTIN = (VectorAdd, Softmax, LayerNorm, RMSNorm, Gemm, CrossEntropy, FlashAttention, SwiGLU, GeGLU, Embedding, Rope, Sum,
-           Addmm, Welford)  # the last seven: .llm
+           Addmm, Welford, DecodingAttention,  # these eight: .llm
+           FP8Gemm, Int4Gemm, GroupedGemm)  # .gemms
 
 
 def builtin_registry() -> OperatorRegistry:

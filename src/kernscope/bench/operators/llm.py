@@ -1,6 +1,6 @@
 """Operators of LLM blocks, added for TritonBench users (issue #27): SwiGLU/GeGLU gates, embedding lookup,
-rotary embedding, row sum, row variance/mean (welford) and addmm. Each has a torch baseline (fwd and bwd) and a
-Triton kernel of ours (``bench/kernels/more.py``, ``bench/kernels/matmul.py``; fwd).
+rotary embedding, row sum, row variance/mean (welford), addmm and decoding attention. Each has a torch baseline
+and a Triton kernel of ours (``bench/kernels/more.py``, ``matmul.py``, ``decode_attn.py``).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ...analyze.perf.formulas import gemm_bytes, gemm_flops
+from ...analyze.perf.formulas import gemm_bytes, gemm_flops, sdpa_flops
 from ..api import Input, Operator, impl
 
 
@@ -47,12 +47,12 @@ class SwiGLU(_Glu):
 
         return lambda: F.silu(a) * b
 
-    @impl(needs_cuda=True, modes=("fwd",))
+    @impl(needs_cuda=True)
     def triton_swiglu(self, a, b):
-        """One fused Triton pass, fp32 math."""
-        from ..kernels.more import glu
+        """One fused Triton pass, fp32 math; backward: one pass for both gradients."""
+        from ..kernels.more import glu_autograd
 
-        return lambda: glu(a, b, gelu=False)
+        return lambda: glu_autograd(a, b, gelu=False)
 
 
 class GeGLU(_Glu):
@@ -65,12 +65,12 @@ class GeGLU(_Glu):
 
         return lambda: F.gelu(a, approximate="tanh") * b
 
-    @impl(needs_cuda=True, modes=("fwd",))
+    @impl(needs_cuda=True)
     def triton_geglu(self, a, b):
-        """One fused Triton pass, fp32 math, GELU's tanh approximation."""
-        from ..kernels.more import glu
+        """One fused Triton pass, fp32 math, GELU's tanh approximation; backward: one pass for both gradients."""
+        from ..kernels.more import glu_autograd
 
-        return lambda: glu(a, b, gelu=True)
+        return lambda: glu_autograd(a, b, gelu=True)
 
 
 class Embedding(Operator):
@@ -100,12 +100,12 @@ class Embedding(Operator):
 
         return lambda: F.embedding(ids, w)
 
-    @impl(needs_cuda=True, modes=("fwd",))
+    @impl(needs_cuda=True)
     def triton_embedding(self, ids, w):
-        """One program per token copies its row."""
-        from ..kernels.more import embedding
+        """One program per token copies its row; backward: each token's gradient added to its row (fp32 atomics)."""
+        from ..kernels.more import embedding_autograd
 
-        return lambda: embedding(ids, w)
+        return lambda: embedding_autograd(ids, w)
 
 
 class Rope(Operator):
@@ -142,12 +142,12 @@ class Rope(Operator):
 
         return f
 
-    @impl(needs_cuda=True, modes=("fwd",))
+    @impl(needs_cuda=True)
     def triton_rope(self, x, cos, sin):
-        """One program per (batch, head, position) row, fp32 math."""
-        from ..kernels.more import rope
+        """One program per (batch, head, position) row, fp32 math; backward: the rotation by the opposite angle."""
+        from ..kernels.more import rope_autograd
 
-        return lambda: rope(x, cos, sin)
+        return lambda: rope_autograd(x, cos, sin)
 
 
 class Sum(Operator):
@@ -266,3 +266,45 @@ class Welford(Operator):
         from ..kernels.more import var_mean
 
         return lambda: var_mean(x)
+
+
+class DecodingAttention(Operator):
+    """One new token per sequence attending to a long KV cache, grouped-query heads (LLM decoding)."""
+
+    name = "decoding_attention"
+    x_label = ("Batch", "Heads", "KVHeads", "KVLen", "Dhead")
+    default_dtype = "bfloat16"
+
+    def inputs(self) -> Iterator[Input]:
+        import torch
+
+        shapes = ([(1, 32, 8, s, 128) for s in (4096, 16384, 65536, 131072)] + [(16, 32, 8, s, 128) for s in (2048, 8192, 32768)]
+                  if self.device.startswith("cuda") else [(2, 4, 2, 300, 64)])
+        for b, h, hkv, s, d in shapes:
+            g = torch.Generator(device=self.device).manual_seed(b * h + hkv + s + d)
+            q = torch.randn(b, h, 1, d, device=self.device, dtype=self.dtype, generator=g)
+            k, v = (torch.randn(b, hkv, s, d, device=self.device, dtype=self.dtype, generator=g) for _ in range(2))
+            yield Input((b, h, hkv, s, d), (q, k, v))
+
+    def flops(self, inp: Input) -> float:
+        b, h, _, s, d = inp.x
+        return sdpa_flops(b, h, 1, s, d, d, False)
+
+    def bytes(self, inp: Input) -> float:
+        """The KV cache read once, the query read and the output written."""
+        b, h, hkv, s, d = inp.x
+        return (2 * b * hkv * s * d + 2 * b * h * d) * _elt(inp.args[0])
+
+    @impl(baseline=True, modes=("fwd",), aliases=("aten", "sdpa"))
+    def torch_sdpa(self, q, k, v):
+        """F.scaled_dot_product_attention with enable_gqa=True (PyTorch picks the backend)."""
+        import torch.nn.functional as F
+
+        return lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    @impl(needs_cuda=True, modes=("fwd",), aliases=("triton_decode",))
+    def triton_splitk(self, q, k, v):
+        """kernscope's Triton split-K decoding (flash-decoding): KV chunks in parallel, merged by log-sum-exp."""
+        from ..kernels.decode_attn import decode_attention
+
+        return lambda: decode_attention(q, k, v)
