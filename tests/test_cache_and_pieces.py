@@ -437,7 +437,12 @@ def test_many_small_writes_do_not_rescan_the_cache_each_time(tmp_path, monkeypat
     keep a running total; a full pass runs over the cap or every FULL_PASS_EVERY writes."""
     scans = []
     real = kcache.entries
-    monkeypatch.setattr(kcache, "entries", lambda root=None: scans.append(1) or real(root))
+
+    def counted(root=None):
+        scans.append(1)
+        return real(root)
+
+    monkeypatch.setattr(kcache, "entries", counted)
     tables = {n: pl.DataFrame({"a": [1]}) for n in kcache.TABLES}
     for i in range(300):
         assert kcache.write_entry(f"{i:032x}", {}, tables, {}, notify=lambda m: None) is not None

@@ -169,7 +169,9 @@ def test_inductor_names_in_linear_time_and_as_before():
              "triton_spl_fused_sum_", "triton_for_x_1_2_3", "triton_poi_fused_cat_٣"]
     for n in names:
         m = _INDUCTOR.match(n)
-        assert (m.group(1), _strip_trailing_numbers(n[m.end():])) == old.match(n).groups(), n
+        o = old.match(n)
+        assert m is not None and o is not None, n
+        assert (m.group(1), _strip_trailing_numbers(n[m.end():])) == o.groups(), n
 
 
 

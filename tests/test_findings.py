@@ -156,7 +156,7 @@ def test_ddp_job_names_the_injected_straggler_first_in_every_step(capsys):
     doc = json.loads(capsys.readouterr().out)
     f = doc["findings"]
     assert f[0]["rule"] == "straggler" and f[0]["rank"] == 2
-    per_step = {}
+    per_step: dict = {}
     for x in f:
         per_step.setdefault(x["step"], x)  # ranked: the first finding of each step
     assert set(per_step) == {2, 3, 4, 5} and all(x["rank"] == 2 for x in per_step.values())

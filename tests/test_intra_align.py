@@ -268,7 +268,7 @@ def test_merged_perfetto_trace_holds_every_event_flows_and_the_records_under_the
     assert tracks[tracks[stream]["parent"]]["pid"] == 0
     # a flow joins each kernel to the runtime call that launched it
     kernels = [s for s in host if s["cat"] == "kernel"]
-    by_flow = {}
+    by_flow: dict = {}
     for s in host:
         for f in s["flows"]:
             by_flow.setdefault(f, []).append(s)

@@ -153,7 +153,8 @@ def test_staged_loop_has_no_global_store_and_bad_options_are_refused():
                 {"BUFFER_TYPE": "registers"}, {"BUFFER_TYPE": "smem"}):
         with pytest.raises(Exception) as err:
             _ptx(**bad)
-        chain, e = [], err.value
+        chain: list[str] = []
+        e: BaseException | None = err.value
         while e is not None:  # Triton wraps the constexpr function's error in a CompilationError
             chain.append(str(e))
             e = e.__cause__ or e.__context__

@@ -43,7 +43,7 @@ def test_tutorial_override_tree_is_one_row_per_scope_with_the_files_counts(path)
                                       "kernel/load_and_add/load_y_issue"]
     assert tree["depth"].to_list() == [0, 1, 2, 2]
     assert dict(zip(tree["name"], tree["count"])) == per_name
-    dur = Counter()
+    dur: Counter = Counter()
     for e in raw:  # µs at Proton's 1 GHz: cycles
         dur[e["name"]] += round(e["dur"] * 1000)
     assert dict(zip(tree["name"], tree["total_ns"])) == pytest.approx(dict(dur), abs=388)
@@ -81,6 +81,7 @@ def test_tree_is_one_row_per_path_under_ties_shuffles_and_odd_names():
         assert tree.select("path", "depth").n_unique() == tree.height  # one row per node
         want = want or got
         assert got == want  # the same tree whatever the row order
+    assert want is not None
     by_key = {(p, d): n for p, d, n in want}
     assert by_key[("kernel/a/b", 2)] == 24 and by_key[("kernel/a/b", 1)] == 24  # two nodes, never merged
     assert by_key[("kernel/same", 1)] == 24 and by_key[("kernel/same/same", 2)] == 24

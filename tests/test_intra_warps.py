@@ -64,7 +64,7 @@ def test_decode_gives_each_sampled_warp_its_own_group():
     assert d.warps == [0, 2, 5] and d.dropped == 0 and d.unpaired == 0
     t = d.tasks
     assert t.height == 4 * 3 * 2 and sorted(set(t["group"].to_list())) == [0, 2, 5]
-    got = {}
+    got: dict = {}
     for r in t.iter_rows(named=True):
         got.setdefault((r["block"], r["group"]), []).append((r["start_ns"], r["end_ns"]))
     assert got == want

@@ -329,3 +329,29 @@ def test_shapes_outside_physical_bounds_get_no_model(tmp_path, k):
     pm = perf_model(load(p, cache=False))
     assert pm.ops.height == 0
     assert pm.missing.rows() == [("aten::mm", "shapes outside physical bounds", 1, 40.0)]
+
+
+def test_a_bug_in_a_model_raises_and_unusable_shapes_are_counted(tmp_path):
+    """#26.5: only NoModel means "no model" (with the model's reason, counted in the notes); any other exception
+    from a model is a bug and propagates instead of reading as "no model"."""
+    from kernscope.analyze.perf.formulas import NoModel, Registry
+
+    trace = load(_ops_trace(tmp_path), cache=False)
+    buggy = Registry()
+
+    @buggy.register("aten::addmm", op_class="GEMM")
+    def _broken(call):
+        return call.shape(1)[7]  # an index bug: IndexError
+
+    with pytest.raises(IndexError):
+        perf_model(trace, registry=buggy)
+    picky = Registry()
+
+    @picky.register("aten::addmm", op_class="GEMM")
+    def _refuses(call):
+        raise NoModel("bias of another rank")
+
+    pm = perf_model(trace, registry=picky)
+    assert pm.ops.height == 0 and pm.missing.row(0, named=True)["reason"] == "bias of another rank"
+    assert "2 op calls (80.0 µs of GPU time) have shapes no model could use: bias of another rank (2)" in pm.notes
+    assert picky.attempt(Call("aten::mm", ((1, 2),), ("float",), ("",))) == (None, "no model for this op")

@@ -293,7 +293,11 @@ def test_names_are_judged_whole_and_exactly(monkeypatch, collide):
     a = np.frombuffer(text, dtype=np.uint8)
     seen: list[str] = []
     rx = NameTest("ProfilerStep|^abcdefgX$")
-    out = P.unwanted_names(a, np.array(starts), lambda b: (seen.append(b.decode()), rx(b))[1])
+    def test(b):
+        seen.append(b.decode())
+        return rx(b)
+
+    out = P.unwanted_names(a, np.array(starts), test)
     # a 96-byte name has no closing quote in the window, an escaped one is not read: both are kept
     expected = [n != "ProfilerStep#7" and n != "abcdefgX" and len(n) < 96 and "\\" not in n for n in names]
     assert out.tolist() == expected

@@ -170,7 +170,7 @@ def _raw_overlap(path: Path) -> float:
     ev = [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("cat") == "kernel"]
 
     def merge(iv):
-        out = []
+        out: list = []
         for s, e in sorted(iv):
             if out and s <= out[-1][1]:
                 out[-1][1] = max(out[-1][1], e)

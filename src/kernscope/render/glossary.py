@@ -114,7 +114,7 @@ _T = [
     Term("pct_of_modeled", "%", "Share of the GPU time of all modeled (innermost) ops.", "perf"),
     Term("gflops", "GFLOP", "Total FLOPs of the group (10^9).", "perf"),
     Term("data_moved_mb", "MiB", "Total bytes moved by the group (2^20 bytes, as TraceLens).", "perf"),
-    Term("reason", "", "Why the model could not use an op: no shapes recorded, tensor-list shapes not recorded, or shapes not usable.", "perf"),
+    Term("reason", "", "Why the model could not use an op: no shapes recorded, tensor-list shapes not recorded, shapes outside physical bounds, or the model's own reason (not a 2-D or 3-D GEMM, shapes that do not broadcast ...).", "perf"),
     Term("op_name", "", "The launching CPU op of GPU work outside every modeled op.", "perf"),
     # -- diff
     Term("a_count", "count", "Occurrences in A (the first trace or step).", "diff"),

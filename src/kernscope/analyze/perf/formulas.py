@@ -26,6 +26,11 @@ from .dtypes import SCALAR_TYPES, bytes_per_element
 Shape = tuple[int, ...]
 
 
+class NoModel(ValueError):
+    """A call whose recorded arguments a model cannot use (not a 2-D GEMM, shapes that do not broadcast, no element
+    type ...): the op gets no model, with this reason. Any other exception from a model is a bug and propagates."""
+
+
 @dataclass(frozen=True)
 class Work:
     """What one call does: FLOPs, bytes moved, and how to place it on the roofline."""
@@ -56,13 +61,13 @@ class Call:
     def shape(self, i: int) -> Shape:
         d = self.dim(i)
         if not _is_shape(d):
-            raise ValueError(f"argument {i} is not a tensor shape")
+            raise NoModel(f"argument {i} is not a tensor shape")
         return tuple(int(x) for x in d)
 
     def bpe(self, i: int) -> int:
         b = bytes_per_element(self.types[i] if i < len(self.types) else None)
         if b is None:
-            raise ValueError(f"argument {i} has no element type")
+            raise NoModel(f"argument {i} has no element type")
         return b
 
     def text(self, i: int) -> str:
@@ -99,13 +104,13 @@ def numel(shape: Sequence[int]) -> int:
 
 
 def broadcast(*shapes: Sequence[int]) -> Shape:
-    """NumPy broadcasting of shapes; raises ValueError when they do not broadcast."""
+    """NumPy broadcasting of shapes; raises NoModel when they do not broadcast."""
     nd = max((len(s) for s in shapes), default=0)
     out = []
     for k in range(nd):
         sizes = {s[len(s) - nd + k] for s in shapes if len(s) - nd + k >= 0} - {1}
         if len(sizes) > 1:
-            raise ValueError(f"shapes {shapes} do not broadcast")
+            raise NoModel(f"shapes {shapes} do not broadcast")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
@@ -185,13 +190,18 @@ class Registry:
 
     def work(self, call: Call) -> Work | None:
         """The model's answer for one call, or None (unknown op, or shapes the model cannot use)."""
+        return self.attempt(call)[0]
+
+    def attempt(self, call: Call) -> tuple[Work | None, str | None]:
+        """(the model's answer, None), or (None, why not): the op is not modeled, or its model raised
+        :class:`NoModel`. A model's other exceptions are bugs: they propagate, never read as "no model"."""
         e = self._models.get(call.name)
         if e is None:
-            return None
+            return None, "no model for this op"
         try:
-            return e.fn(call)
-        except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError):
-            return None
+            return e.fn(call), None
+        except NoModel as why:
+            return None, str(why) or "shapes not usable"
 
 
 REGISTRY = Registry()
@@ -204,11 +214,11 @@ def _gemm(call: Call, a: int, b: int, bias: int | None, out_bpe: int | None = No
     if len(sa) == 2 and len(sb) == 2:
         batch, (m, k), n = 1, sa, sb[1]
         if sb[0] != k:
-            raise ValueError("inner dimensions differ")
+            raise NoModel("inner dimensions differ")
     elif len(sa) == 3 and len(sb) == 3:
         batch, m, k, n = sa[0], sa[1], sa[2], sb[2]
     else:
-        raise ValueError("not a 2-D or 3-D GEMM")
+        raise NoModel("not a 2-D or 3-D GEMM")
     has_bias = bias is not None and call.is_tensor(bias)
     bias_elems = numel(call.shape(bias)) if has_bias and bias is not None else 0
     ba, bb = call.bpe(a), call.bpe(b)
@@ -289,7 +299,7 @@ def _conv(call: Call, *, bias: int | None, stride: int, padding: int, dilation: 
     x, w = call.shape(0), call.shape(1)
     sp = len(x) - 2
     if sp < 1 or len(w) != len(x):
-        raise ValueError("not a convolution")
+        raise NoModel("not a convolution")
     pad_text = call.text(padding).strip("'\" ").lower()
     st = _per_dim(call.ints(stride), sp, 1)
     dl = _per_dim(call.ints(dilation), sp, 1)
@@ -387,7 +397,7 @@ def _bhnd(shape: Shape, layout: str) -> tuple[int, int, int, int]:
     if len(shape) == 3:  # (B*H, N, d) or unbatched (H, N, d)
         shape = (1, *shape) if layout == "bhnd" else (1, shape[0], shape[1], shape[2])
     if len(shape) != 4:
-        raise ValueError("attention tensors must be 3-D or 4-D")
+        raise NoModel("attention tensors must be 3-D or 4-D")
     if layout == "bhnd":
         return shape[0], shape[1], shape[2], shape[3]
     return shape[0], shape[2], shape[1], shape[3]
@@ -400,7 +410,7 @@ def _attention(call: Call) -> Work:
     _, _, _, d_v = _bhnd(call.shape(spec.q + 2), spec.layout)
     causal = call.flag(spec.causal)
     if causal and n_q != n_kv:
-        raise ValueError("causal attention with N_Q != N_KV")
+        raise NoModel("causal attention with N_Q != N_KV")
     bpe = call.bpe(spec.q)
     params = {"B": b, "H_Q": h_q, "H_KV": h_kv, "N_Q": n_q, "N_KV": n_kv, "d_qk": d_qk, "d_v": d_v, "causal": causal}
     if spec.backward:
@@ -442,7 +452,7 @@ def _elementwise(call: Call) -> Work:
     base = base.rstrip("_")
     tensors = [i for i in range(len(call.types)) if call.is_tensor(i)]
     if not tensors:
-        raise ValueError("no tensor operand")
+        raise NoModel("no tensor operand")
     first = tensors[0]
     if base in _UNARY and len(tensors) >= 2 and len(call.shape(tensors[1])) > 0 and base != "pow":
         tensors = tensors[:1]  # a trailing out= tensor is handled below as the output
@@ -495,7 +505,7 @@ def _fill(call: Call) -> Work:
 def _cat(call: Call) -> Work:
     parts = call.dim(0)
     if not isinstance(parts, list) or not parts or not all(_is_shape(p) for p in parts):
-        raise ValueError("no shapes for the tensor list")
+        raise NoModel("no shapes for the tensor list")
     n = sum(numel(p) for p in parts)
     bpe = 2 if call.types[0] == "TensorList" else call.bpe(0)  # element type of a list is not recorded
     return Work(0.0, float(2 * n * bpe), "Copy", "vector", "", {"inputs": len(parts), "elements": n, "assumed_bpe": bpe})
@@ -506,7 +516,7 @@ def _upsample(call: Call) -> Work:
     x = call.shape(0)
     size = call.ints(1)
     if not size:
-        raise ValueError("output size not recorded")
+        raise NoModel("output size not recorded")
     out = (*x[:2], *size)
     b = call.bpe(0)
     return Work(float(numel(out)), float((numel(x) + numel(out)) * b), "UnaryElementwise", "vector", call.types[0],
@@ -765,7 +775,7 @@ _OPT_FLOPS = {"adam": 12, "adamw": 13, "sgd": 3}
 def _tensor_list(call: Call, i: int) -> list[Shape]:
     d = call.dim(i)
     if not isinstance(d, list) or not d or not all(_is_shape(p) for p in d):
-        raise ValueError("tensor list shapes not recorded")
+        raise NoModel("tensor list shapes not recorded")
     return [tuple(p) for p in d]
 
 

@@ -125,12 +125,15 @@ def _physical(d: list[Any]) -> bool:
     return True
 
 
-def _work(registry: Registry, name: str, dims: str | None, types: str | None, concrete: str | None) -> Work | None:
+def _work(registry: Registry, name: str, dims: str | None, types: str | None,
+          concrete: str | None) -> tuple[Work | None, str | None]:
+    """(the model's answer, None) or (None, the model's reason; None where the recorded arguments never reached a
+    model: :func:`_why_missing` says why)."""
     d, t, c = _decode(dims), _decode(types), _decode(concrete)
     if not isinstance(d, list) or not isinstance(t, list) or not _physical(d):
-        return None
+        return None, None
     conc = tuple(str(x) if not isinstance(x, str) else x for x in c) if isinstance(c, list) else ()
-    return registry.work(Call(name, tuple(d), tuple(str(x) for x in t), conc))
+    return registry.attempt(Call(name, tuple(d), tuple(str(x) for x in t), conc))
 
 
 def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | None = None,
@@ -178,9 +181,11 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     rows: list[dict[str, Any]] = []
     miss: list[tuple[str, str, int, float]] = []
     for r in groups.iter_rows(named=True):
-        w = _work(registry, r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
+        w, why = _work(registry, r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
         if w is None:
             reason = _why_missing(r["input_dims"], r["input_type"])
+            if reason == "shapes not usable" and why:  # the model says which
+                reason = why
             if not r["nested"]:
                 miss.append((r["name"], reason, r["count"], r["kernel_time_us"]))
             continue
@@ -210,6 +215,11 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
         if no_shapes.height:
             notes.append(f"{int(no_shapes['count'].sum())} op calls ({float(no_shapes['kernel_time_us'].sum()):,.1f} µs of "
                          "GPU time) have no shapes: record with torch.profiler.profile(record_shapes=True)")
+        unusable = missing.filter(pl.col("reason") != "no shapes recorded")
+        if unusable.height:  # recorded, but no model could use them: counted, with the commonest reasons
+            top = unusable.group_by("reason").agg(pl.col("count").sum()).sort("count", descending=True).head(3)
+            notes.append(f"{int(unusable['count'].sum())} op calls ({float(unusable['kernel_time_us'].sum()):,.1f} µs of GPU "
+                         "time) have shapes no model could use: " + "; ".join(f"{r} ({n})" for r, n in top.iter_rows()))
     return PerfModel(dev, device_name, ops_df, missing, uncovered, _classes(ops_df), coverage, step, tuple(notes))
 
 
