@@ -10,7 +10,7 @@ TORCH_CPU ?= torch==2.13.0
 # triton's frontend compiles kernels to TTIR/PTX without a GPU: the intra-kernel rewrite tests use it
 TRITON_CPU ?= triton==3.6.0
 
-.PHONY: install install-test demo test lint bench-load clean
+.PHONY: install install-test install-browser demo test lint bench-load clean
 
 $(VENV)/.installed: pyproject.toml src/kernscope/load/_xspace.c
 	$(PYTHON) -m venv $(VENV)
@@ -23,14 +23,17 @@ install: $(VENV)/.installed
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install -q -e ".[test]"
 	$(PIP) install -q "$(TORCH_CPU)" "$(TRITON_CPU)"
+	touch $@
+
+install-test: $(VENV)/.installed-test
+
+# Debian's chromium for the browser tests (tests/test_browser.py drives it headless); make test calls this
+install-browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  (echo "installing Debian's chromium for the browser tests"; \
 	   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 || \
 	   (sudo -n apt-get update -qq && sudo -n DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 || \
 	   echo "could not install chromium: the browser tests will fail")
-	touch $@
-
-install-test: $(VENV)/.installed-test
 
 demo: install
 	mkdir -p out
@@ -42,9 +45,11 @@ demo: install
 lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/mypy src/kernscope
+	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
 
-test: lint
-	KERNSCOPE_REQUIRE_BROWSER=1 $(PY) -m pytest -q -p no:cacheprovider
+# the real traces (../shared/traces, or KERNSCOPE_TRACES) are required here: their tests fail, never skip
+test: lint install-browser
+	KERNSCOPE_REQUIRE_BROWSER=1 KERNSCOPE_REQUIRE_TRACES=1 $(PY) -m pytest -q -p no:cacheprovider
 
 bench-load: install
 	$(PIP) install -q holistictraceanalysis

@@ -19,9 +19,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the Chromium driver lives with the tests (not in the shipped package)
+
+from browser import Browser, find_chromium  # noqa: E402
 
 from kernscope.cli import main as ks  # noqa: E402
-from kernscope.testing.browser import Browser, find_chromium  # noqa: E402
 from kernscope.testing.synth import make_trace  # noqa: E402
 
 TIMED = """(() => {{ const out = []; for (let i = 0; i < 5; i++) {{ const t = performance.now(); {body};

@@ -51,6 +51,22 @@ def write_trace(path: Path, events: list[dict], **meta) -> Path:
     return path
 
 
+#: under make test and CI (KERNSCOPE_REQUIRE_TRACES=1) the real-trace tests must run: a skip for want of the traces
+#: fails instead (every such skip names ../shared/traces in its reason)
+REQUIRE_TRACES = os.environ.get("KERNSCOPE_REQUIRE_TRACES") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if REQUIRE_TRACES and rep.skipped and "shared/traces" in str(rep.longrepr):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = (f"the real traces are required here (KERNSCOPE_REQUIRE_TRACES=1, as make test and CI set it) but "
+                        f"{reason.removeprefix('Skipped: ')}: put them at {TRACES} or set KERNSCOPE_TRACES")
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Say how many tests skipped for want of the real traces (they check counts and times against them)."""
     skipped = terminalreporter.stats.get("skipped", [])

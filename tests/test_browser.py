@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from browser import Browser, find_chromium
 from conftest import write_trace
 
 import kernscope
 from kernscope.cli import main
-from kernscope.testing.browser import Browser, find_chromium
 
 pytestmark = pytest.mark.skipif(
     find_chromium() is None and os.environ.get("KERNSCOPE_REQUIRE_BROWSER") != "1",

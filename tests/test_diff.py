@@ -99,7 +99,7 @@ HTA_A = TRACES / "hta" / "a100_8rank_rank3_control.json.gz"
 HTA_B = TRACES / "hta" / "v100_2rank_rank1_test.json.gz"
 
 
-@pytest.mark.skipif(not (HTA_A.exists() and HTA_B.exists()), reason="HTA trace-diff pair not present")
+@pytest.mark.skipif(not (HTA_A.exists() and HTA_B.exists()), reason="HTA trace-diff pair not present (../shared/traces)")
 def test_matches_hta_tracediff_on_its_own_pair():
     """HTA's TraceDiff.compare_traces on ProfilerStep#1009 of each (GPU kernels): 197 kernel names, kernel time
     61,702 µs (control) and 122,197 µs (test); benchmarks/diff_vs_hta.py compares every name."""

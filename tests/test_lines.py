@@ -329,7 +329,7 @@ def test_cli_analyze_default_and_read_all_agree(tmp_path):
     path = max((p for p in real_traces() if "gpt" in p.name or "owlv2" in p.name), key=lambda p: p.stat().st_size,
                default=None)
     if path is None:
-        pytest.skip("no GPT/owlv2 trace")
+        pytest.skip("no GPT/owlv2 trace in ../shared/traces")
     out = {}
     for flag in ([], ["--read-all"]):
         o = tmp_path / f"a{len(flag)}.json"
@@ -424,7 +424,7 @@ def test_mutants_analyze_projection_equals_full_load_or_fails_cleanly(tmp_path, 
 
     path = next((p for p in real_traces() if p.name == name), None)
     if path is None:
-        pytest.skip(f"{name} not present")
+        pytest.skip(f"{name} not present in ../shared/traces")
     data = gzip.decompress(path.read_bytes())
     raw = json.loads(data)["traceEvents"]
     assert any(e.get("cat") == "python_function" or e.get("ph") == "i" for e in raw)  # something to skip

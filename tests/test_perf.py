@@ -223,7 +223,7 @@ def _key(r: dict) -> tuple:
             json.dumps(ast.literal_eval(r["Concrete Inputs_first"])))
 
 
-@pytest.mark.skipif(not REF_NAMES, reason="TraceLens reference outputs not present")
+@pytest.mark.skipif(not REF_NAMES, reason="TraceLens reference outputs not present (../shared/traces)")
 @pytest.mark.parametrize("name", REF_NAMES)
 def test_flops_and_bytes_match_tracelens(name):
     """Every row of TraceLens's per-class sheets with GPU time: FLOPs and bytes equal ours, or differ exactly by

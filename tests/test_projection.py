@@ -62,7 +62,7 @@ def test_rank_summary_identical_and_events_exact(path):
 def test_ddp_rank_cuts_most_cpu_ops():
     path = next((p for p in real_traces() if p.name == "ddp4_rank0.json.gz"), None)
     if path is None:
-        pytest.skip("multirank traces not present")
+        pytest.skip("../shared/traces/multirank not present")
     raw = json.loads(gzip.open(path).read())["traceEvents"]
     ops = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
     comm = [e for e in ops if "record_param_comms" in e["name"] or "nccl" in e["name"] or "c10d" in e["name"]]
@@ -224,7 +224,7 @@ def test_mutants_projected_equal_whole_or_fail_cleanly(tmp_path):
 
     path = next((p for p in real_traces() if p.name == "ddp4_rank1.json.gz"), None)
     if path is None:
-        pytest.skip("multirank traces not present")
+        pytest.skip("../shared/traces/multirank not present")
     data = gzip.decompress(path.read_bytes())
     r = random.Random(20261126)
     names = sorted(fuzz.MUTATORS)
@@ -256,7 +256,7 @@ def test_mutants_projected_equal_whole_or_fail_cleanly(tmp_path):
 def test_cli_read_all_gives_the_same_job(capsys):
     files = sorted(str(p) for p in real_traces() if p.name.startswith("fsdp4_rank"))
     if len(files) < 2:
-        pytest.skip("multirank traces not present")
+        pytest.skip("../shared/traces/multirank not present")
     from kernscope.cli import main
 
     outs = []
@@ -303,3 +303,45 @@ def test_names_are_judged_whole_and_exactly(monkeypatch, collide):
     assert out.tolist() == expected
     whole = {n for n in names if len(n) < 96 and "\\" not in n}
     assert len(seen) == len(set(seen)) and whole <= set(seen)  # each distinct name tested once
+
+
+def test_public_load_takes_the_analyze_projection(tmp_path):
+    """#26.3: ``kernscope.load(path, projection="analyze")`` is the command line's fast load for library users: the
+    Python frames and instants the analysis never reads are skipped, and the analysis is the same."""
+    import kernscope
+    from kernscope.analyze.summary import analyze
+
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000}]
+    for i in range(100):
+        ev.append({"ph": "X", "cat": "python_function", "name": f"model.py(10): forward_{i}", "pid": 1, "tid": 1,
+                   "ts": 1 + i * 10, "dur": 8})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 2 + i * 10, "dur": 5,
+                   "args": {"External id": i + 1}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 3 + i * 10,
+                   "dur": 2, "args": {"External id": i + 1, "correlation": 50 + i}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": 20 + i * 10, "dur": 6,
+                   "args": {"correlation": 50 + i, "device": 0, "stream": 7}})
+        ev.append({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 4 + i * 10, "s": "t",
+                   "args": {"Bytes": 1024}})
+    def kineto(e: dict) -> str:  # Kineto's own layout of one event
+        head = ", ".join(f'"{k}": {json.dumps(e[k])}' for k in ("ph", "cat", "name", "pid", "tid"))
+        times = ", ".join(f'"{k}": {json.dumps(e[k])}' for k in ("ts", "dur", "s") if k in e)
+        args = f',\n    "args": {json.dumps(e["args"])}' if "args" in e else ""
+        return f"  {{\n    {head},\n    {times}{args}\n  }}"
+
+    path = tmp_path / "t.json"
+    path.write_text('{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + ",\n".join(kineto(e) for e in ev) + "\n]}\n")
+    whole = kernscope.load(path, cache=False)
+    fast = kernscope.load(path, cache=False, projection="analyze")
+    assert whole.events.filter(pl.col("cat") == "python_function").height == 100
+    skipped = pl.col("cat").is_in(["python_function", "cpu_instant_event"])
+    # a piece's first and last events are always parsed: nearly all, not all, are skipped
+    assert fast.events.filter(skipped).height <= 10 and fast.stats.projected_out >= 190
+    gone = whole.events.join(fast.events, on="idx", how="anti")
+    assert gone.height == fast.stats.projected_out and gone.filter(~skipped).height == 0
+    assert fast.gpu.height == whole.gpu.height == 100
+    a, b = analyze(whole), analyze(fast)
+    assert_frame_equal(a.kernels, b.kernels) and a.steps.equals(b.steps)
+    with pytest.raises(kernscope.KernscopeError, match="unknown projection 'fast'"):
+        kernscope.load(path, projection="fast")  # type: ignore[arg-type]
+    assert kernscope.Projection is type(PROJ)

@@ -7,7 +7,7 @@ the pipeline on first use, so the command line starts without loading polars whe
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import load as _load_package  # noqa: F401 - the subpackage first, so ``load`` below stays the function
 from .errors import KernscopeError, TraceError
@@ -15,18 +15,33 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .link.steps import StepSpec
+    from .load.projection import Projection
     from .load.source import Limits
     from .model import Trace
 
-__all__ = ["load", "Trace", "KernscopeError", "TraceError", "__version__"]
+__all__ = ["load", "Trace", "Projection", "KernscopeError", "TraceError", "__version__"]
 
 
 def load(path: str | os.PathLike[str], *, cache: bool = True, salvage: bool = False, workers: int | None = None,
-         steps: StepSpec | None = None, limits: Limits | None = None) -> Trace:
+         steps: StepSpec | None = None, limits: Limits | None = None,
+         projection: Projection | Literal["analyze"] | None = None) -> Trace:
     """Load and link a trace: a PyTorch profiler (Kineto) or Chrome JSON trace, a JAX/XLA profile
     (``*.xplane.pb`` or its JSON exports), or a JAX run directory holding one host's profile (its richest
-    file is read). See :func:`kernscope.pipeline.load`."""
+    file is read). See :func:`kernscope.pipeline.load`.
+
+    ``projection``: what the load may skip unparsed, the fast load the command line uses. ``"analyze"`` skips
+    what :func:`kernscope.analyze.summary.analyze` never reads (``python_function`` events other than step
+    markers, instant events, ``args`` other than the link's and the findings'): the same analysis, faster, with
+    those events absent from ``trace.events``. A :class:`~kernscope.load.projection.Projection` says it
+    yourself. Projected loads are cached apart from whole ones. JAX profiles are always read whole."""
     from .pipeline import load as _load
+
+    if isinstance(projection, str):
+        if projection != "analyze":
+            raise KernscopeError(f"unknown projection {projection!r}: 'analyze', a Projection, or None (read all)")
+        from .analyze.needs import analyze_projection
+
+        projection = analyze_projection(steps.marker if steps is not None else None)
 
     if os.path.isdir(path):
         from .files import resolve_run_dir
@@ -37,7 +52,7 @@ def load(path: str | os.PathLike[str], *, cache: bool = True, salvage: bool = Fa
                                  "ranks: kernscope analyze DIR")
         if run is not None:
             path = run[0][0]
-    return _load(path, cache=cache, salvage=salvage, workers=workers, steps=steps, limits=limits)
+    return _load(path, cache=cache, salvage=salvage, workers=workers, steps=steps, limits=limits, projection=projection)
 
 
 def __getattr__(name: str) -> Any:
@@ -45,4 +60,8 @@ def __getattr__(name: str) -> Any:
         from .model import Trace
 
         return Trace
+    if name == "Projection":
+        from .load.projection import Projection
+
+        return Projection
     raise AttributeError(f"module 'kernscope' has no attribute {name!r}")

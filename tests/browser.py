@@ -1,6 +1,7 @@
-"""A small Chrome DevTools Protocol driver for headless Chromium (Debian's ``chromium`` package).
+"""A small Chrome DevTools Protocol driver for headless Chromium (Debian's ``chromium`` package): a test helper,
+kept out of the shipped package.
 
-Used by the browser tests and by the script that takes the report screenshots for the docs: open a
+Used by the browser tests and by the script that takes the report screenshots for the docs (``benchmarks/``): open a
 page, collect console errors and exceptions, evaluate JavaScript, send input events, take screenshots.
 Needs ``websocket-client`` (a test extra); the browser runs on loopback only.
 """
