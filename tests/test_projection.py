@@ -343,5 +343,5 @@ def test_public_load_takes_the_analyze_projection(tmp_path):
     a, b = analyze(whole), analyze(fast)
     assert_frame_equal(a.kernels, b.kernels) and a.steps.equals(b.steps)
     with pytest.raises(kernscope.KernscopeError, match="unknown projection 'fast'"):
-        kernscope.load(path, projection="fast")  # type: ignore[arg-type]
+        kernscope.load(path, projection="fast")
     assert kernscope.Projection is type(PROJ)
