@@ -120,6 +120,11 @@ if [ "$PART" = round4xplane ]; then
   POLARS_MAX_THREADS=2 timeout 400 taskset -c 2,3 python3 benchmarks/bench_xplane.py --size-mb 200 --repeat 5 \
     ${BASE_SRC:+--base-src $BASE_SRC} --out "$OUT/bench_xplane_2cores.json" > "$OUT/bench_xplane.log" 2>&1; tail -40 "$OUT/bench_xplane.log"
 fi
+if [ "$PART" = wsgemm ]; then
+  echo "== warp-specialized Gluon GEMM: GPU test, then kernscope vs Proton scopes"
+  timeout 200 python3 -m pytest -m gpu tests/test_gpu.py -q -s -p no:cacheprovider -o addopts="" -k "warp_specialized" > "$OUT/ws_test.txt" 2>&1; tail -30 "$OUT/ws_test.txt"
+  PYTHONUNBUFFERED=1 timeout 300 python3 benchmarks/bench_ws_gemm.py --rounds 3 --proton-timeout 90 --out "$OUT/bench_ws_gemm.json" > "$OUT/bench_ws_gemm.log" 2>&1; tail -70 "$OUT/bench_ws_gemm.log"
+fi
 if [ "$PART" = tests ]; then
   timeout 400 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.txt" 2>&1; tail -25 "$OUT/gpu_tests.txt"
 fi

@@ -578,3 +578,54 @@ def test_triton_backward_passes_match_autograd(op):
     assert {c.impl.split("_", 1)[0] for c in r.cells} == {"torch", "triton"}
     for c in r.cells:
         assert c.error is None and c.metrics["accuracy"] is True, (c.impl, c.error, c.metrics.get("max_abs_err"))
+
+
+@pytest.mark.gpu
+def test_warp_specialized_gluon_gemm_records_per_warp_group(tmp_path, capsys):
+    """#28.5: a Hopper warp-specialized Gluon GEMM (TMA producer warp, WGMMA consumer warpgroup, mbarrier ring) with
+    kernscope's scopes in each partition: the product is right with and without them, every CTA's two groups recorded
+    every K step, and intra stats shows the producer's loads overlapping the consumer's MMAs per CTA."""
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton.experimental.gluon")
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("needs a Hopper GPU (sm_90)")
+    from kernscope.cli import main
+    from kernscope.intra.host import decode_profiler_buffer
+    from kernscope.intra.stats import group_overlap
+
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    import gluon_ws_gemm as W
+
+    m, n, k = 1024, 1024, 2048
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    ref = a.float() @ b.float()
+    assert torch.allclose(W.ws_gemm(a, b).float(), ref, rtol=1e-2, atol=0.5)
+    ctas, steps = (m // 128) * (n // 128), k // 64
+    buf = alloc_profiler_buffer(ctas * 2 * (4 * steps + 8) + 64)
+    assert torch.allclose(W.ws_gemm(a, b, buf).float(), ref, rtol=1e-2, atol=0.5)
+    torch.cuda.synchronize()
+    d = decode_profiler_buffer(buf, kernels=[W._consumer, W._producer])
+    t = d.tasks
+    assert d.dropped == 0 and d.unpaired == 0
+    per = t.group_by("group", "task").len().with_columns(pl.col("task").cast(pl.String)).sort("group", "task").rows()
+    assert per == [(0, "mma", ctas * steps), (0, "wait_data", ctas * steps), (1, "tma", ctas * steps),
+                   (1, "wait_slot", ctas * steps)]
+    totals, per_cta = group_overlap(t)
+    assert per_cta["block"].n_unique() == ctas and totals.height == 4
+    # the producer runs ahead: it waits for a free stage while the consumer's MMAs run (a compute-bound pipeline),
+    # and the consumer seldom waits for data
+    ms = totals.filter((pl.col("task_a") == "mma") & (pl.col("task_b") == "wait_slot")).row(0, named=True)
+    assert ms["blocks"] == ctas and ms["pct_of_a"] > 50, ms
+    busy = dict(t.group_by("task").agg(pl.col("duration_ns").sum()).with_columns(pl.col("task").cast(pl.String)).rows())
+    assert busy["wait_data"] < busy["mma"], busy
+    from kernscope.intra.host import export_to_perfetto_trace
+
+    path = export_to_perfetto_trace(buf, (), str(tmp_path / "ws"), kernels=[W._consumer, W._producer])
+    assert main(["intra", "stats", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "warp groups: time two groups' tasks run at once" in out
+    print(totals)

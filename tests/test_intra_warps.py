@@ -124,3 +124,41 @@ def test_a_single_sampled_warp_keeps_its_id():
     fill_buffer(b, [Region([(10, True, 0), (20, False, 0)], t0=5) for _ in range(4)], warp_ids=[2])
     d = decode_buffer(b)
     assert d.warps == [2] and d.tasks["group"].to_list() == [2, 2, 2, 2] and d.tasks["block"].to_list() == [0, 1, 2, 3]
+
+
+def _ws_gemm_buffer(programs: int, steps: int) -> np.ndarray:
+    """A warp-specialized GEMM's records, two groups per program: group 0 (consumer) ``wait_data`` [40 ns] then ``mma``
+    [100 ns] per K step; group 1 (producer) ``wait_slot`` [30 ns] then ``tma`` [20 ns] per K step, running ahead of
+    the consumer by ``lead`` ns (program p: lead 10 p)."""
+    regions = []
+    for p in range(programs):
+        t0 = 10_000 * p
+        cons, prod = [], []
+        for i in range(steps):
+            c = t0 + 140 * i
+            cons += [(c, True, 0), (c + 40, False, 0), (c + 40, True, 1), (c + 140, False, 1)]
+            q = c + 10 * p  # the producer's step, shifted by the program's lead
+            prod += [(q, True, 2), (q + 30, False, 2), (q + 30, True, 3), (q + 50, False, 3)]
+        regions += [Region(cons, t0=t0, sm=p), Region(prod, t0=t0, sm=p)]
+    return fill_buffer(empty_buffer(programs * 2 * (4 * steps + 4) + 16), regions, num_groups=2)
+
+
+def test_warp_group_overlap_per_cta(tmp_path, capsys):
+    """#28.5: for warp-specialized kernels, intra stats says per pair of tasks of two groups how long both ran at once,
+    summed over CTAs and per CTA (here computed by hand from the records' layout)."""
+    np.savez(tmp_path / "ws.npz", buffer=_ws_gemm_buffer(3, 4), task_names=np.array(["wait_data", "mma", "wait_slot", "tma"]))
+    assert main(["intra", "stats", str(tmp_path / "ws.npz"), "--format", "json"]) == 0
+    s = json.loads(capsys.readouterr().out)["summary"]
+    pairs = {(r["task_a"], r["task_b"]): r for r in s["group_overlap"]}
+    assert set(pairs) == {("mma", "tma"), ("mma", "wait_slot"), ("wait_data", "tma"), ("wait_data", "wait_slot")}
+    # program p, step i: wait_data [c, c+40), mma [c+40, c+140), tma [c+10p+30, c+10p+50)
+    per = {(r["block"], r["task_a"], r["task_b"]): r["overlap_ns"] for r in s["group_overlap_per_cta"]}
+    assert [per[(p, "mma", "tma")] for p in range(3)] == [4 * 10, 4 * 20, 4 * 20]
+    assert [per[(p, "wait_data", "tma")] for p in range(3)] == [4 * 10, 0, 0]
+    mt = pairs[("mma", "tma")]
+    assert mt["blocks"] == 3 and mt["a_ns"] == 3 * 4 * 100 and mt["b_ns"] == 3 * 4 * 20 and mt["overlap_ns"] == 200
+    assert mt["pct_of_b"] == pytest.approx(100 * 200 / 240) and mt["cta_pct_of_a_min"] == 10.0 and mt["cta_pct_of_a_max"] == 20.0
+    assert main(["intra", "stats", str(tmp_path / "ws.npz"), "--html", str(tmp_path / "ws.html")]) == 0
+    out = capsys.readouterr().out
+    assert "warp groups: time two groups' tasks run at once (over 3 CTAs)" in out and "0·mma" in out and "1·tma" in out
+    assert "Warp groups: overlap per CTA" in (tmp_path / "ws.html").read_text()

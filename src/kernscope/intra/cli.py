@@ -76,6 +76,10 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
         summary["launches"] = launches
         per_sm = pl.concat(sms)
     tree = st.scope_tree(t, clock_ghz=clock.ghz, unit=unit)
+    overlap, overlap_cta = st.group_overlap(t)
+    if overlap.height:  # warp groups (warp-specialized kernels): what each group's tasks overlap, per CTA
+        summary["group_overlap"] = overlap.to_dicts()
+        summary["group_overlap_per_cta"] = overlap_cta.to_dicts()
     summary["source"] = loaded.source
     summary["time_unit"] = unit
     summary["clock_ghz"] = clock.ghz

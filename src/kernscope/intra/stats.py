@@ -150,3 +150,50 @@ def shift_durations(tasks: pl.DataFrame, time_shift_ns: float) -> pl.DataFrame:
     shift = int(round(time_shift_ns))
     return (tasks.with_columns(pl.max_horizontal(pl.col("duration_ns") - shift, pl.lit(0)).alias("duration_ns"))
             .with_columns((pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns")))
+
+
+OVERLAP_SCHEMA = {"group_a": pl.Int64, "task_a": pl.String, "group_b": pl.Int64, "task_b": pl.String, "blocks": pl.UInt32,
+                  "a_ns": pl.Int64, "b_ns": pl.Int64, "overlap_ns": pl.Int64, "pct_of_a": pl.Float64, "pct_of_b": pl.Float64,
+                  "cta_pct_of_a_min": pl.Float64, "cta_pct_of_a_p50": pl.Float64, "cta_pct_of_a_max": pl.Float64}
+
+
+def group_overlap(tasks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """How the warp groups' tasks overlap in time inside each CTA (warp-specialized kernels: a producer group's
+    loads while the consumer group computes). For every pair of tasks of two different groups: per CTA (block), the
+    time each runs (the union of its intervals in that CTA, ns) and the time both run at once (|A ∩ B| =
+    |A| + |B| − |A ∪ B|, per CTA); then the totals over CTAs with the overlap as a share of each task's time, and
+    its spread across CTAs. Returns (totals per task pair, the per-CTA rows: ``block``, the pair, ``a_ns``,
+    ``b_ns``, ``overlap_ns``). Empty when the tasks come from one group."""
+    per_cta_schema = {"block": pl.Int64, "group_a": pl.Int64, "task_a": pl.String, "group_b": pl.Int64, "task_b": pl.String,
+                      "a_ns": pl.Int64, "b_ns": pl.Int64, "overlap_ns": pl.Int64}
+    if tasks.height == 0 or tasks["group"].n_unique() < 2:
+        return pl.DataFrame(schema=OVERLAP_SCHEMA), pl.DataFrame(schema=per_cta_schema)
+    t = tasks.select(pl.col("block").cast(pl.Int64), pl.col("group").cast(pl.Int64), pl.col("task").cast(pl.String),
+                     "start_ns", "end_ns")
+    sets = t.select("group", "task").unique().sort("group", "task").rows()
+    parts = []
+    for ga, ta in sets:
+        a = t.filter((pl.col("group") == ga) & (pl.col("task") == ta))
+        ua = union_by(a, ["block"], start="start_ns", end="end_ns").rename({"len": "a_ns"})
+        for gb, tb in sets:
+            if gb <= ga:
+                continue
+            b = t.filter((pl.col("group") == gb) & (pl.col("task") == tb))
+            ub = union_by(b, ["block"], start="start_ns", end="end_ns").rename({"len": "b_ns"})
+            both = union_by(pl.concat([a, b]), ["block"], start="start_ns", end="end_ns").rename({"len": "ab_ns"})
+            parts.append(both.join(ua, on="block", how="left").join(ub, on="block", how="left")
+                         .with_columns(pl.col("a_ns", "b_ns").fill_null(0))
+                         .select("block", pl.lit(ga, pl.Int64).alias("group_a"), pl.lit(ta).alias("task_a"),
+                                 pl.lit(gb, pl.Int64).alias("group_b"), pl.lit(tb).alias("task_b"), "a_ns", "b_ns",
+                                 (pl.col("a_ns") + pl.col("b_ns") - pl.col("ab_ns")).alias("overlap_ns")))
+    per_cta = pl.concat(parts).sort("group_a", "task_a", "group_b", "task_b", "block").cast(per_cta_schema)  # type: ignore[arg-type]
+    pct = pl.when(pl.col("a_ns") > 0).then(100.0 * pl.col("overlap_ns") / pl.col("a_ns"))
+    totals = (per_cta.with_columns(pct.alias("_p"))
+              .group_by("group_a", "task_a", "group_b", "task_b", maintain_order=True)
+              .agg(pl.len().alias("blocks"), pl.col("a_ns").sum(), pl.col("b_ns").sum(), pl.col("overlap_ns").sum(),
+                   pl.col("_p").min().alias("cta_pct_of_a_min"), pl.col("_p").median().alias("cta_pct_of_a_p50"),
+                   pl.col("_p").max().alias("cta_pct_of_a_max"))
+              .with_columns((100.0 * pl.col("overlap_ns") / pl.col("a_ns").clip(1)).alias("pct_of_a"),
+                            (100.0 * pl.col("overlap_ns") / pl.col("b_ns").clip(1)).alias("pct_of_b"))
+              .select(list(OVERLAP_SCHEMA)).cast(OVERLAP_SCHEMA))  # type: ignore[arg-type]
+    return totals, per_cta

@@ -53,6 +53,8 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
             f"median {summary['median_block_end_ns'] / 1000:,.3f} {u} (tail x{summary['tail_ratio']:.2f}) · SM busy mean "
             f"{summary['sm_busy_fraction_mean']:.1%} · SM imbalance max/mean x{summary['sm_imbalance']:.2f}"
         )
+    if summary.get("group_overlap"):
+        render_overlap(con, summary["group_overlap"], u)
     if "time_unit" in summary:
         con.print(clock_line(summary))
     if summary.get("warps_without_records"):
@@ -69,6 +71,23 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
                   f"per program[/yellow]")
     if summary.get("dropped") or summary.get("unpaired"):
         con.print(f"[yellow]dropped {summary.get('dropped', 0):,} records, {summary.get('unpaired', 0):,} unpaired[/yellow]")
+
+
+def render_overlap(con: Console, rows: list[dict[str, Any]], u: str) -> None:
+    """Warp groups: for each pair of tasks of two groups, the time both ran at once, summed over CTAs, as a share
+    of each task's time, and that share's spread over CTAs (``intra.stats.group_overlap``)."""
+    cols = [Col("group·task A", enum=True), Col("group·task B", enum=True), Col(f"A {u}", numeric=True),
+            Col(f"B {u}", numeric=True), Col(f"both {u}", numeric=True), Col("% of A", numeric=True),
+            Col("% of B", numeric=True), Col("per CTA % of A min/p50/max", numeric=True)]
+
+    def pct(v: Any) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    body = [[f"{r['group_a']}·{r['task_a']}", f"{r['group_b']}·{r['task_b']}", f"{r['a_ns'] / 1000:,.3f}",
+             f"{r['b_ns'] / 1000:,.3f}", f"{r['overlap_ns'] / 1000:,.3f}", pct(r["pct_of_a"]), pct(r["pct_of_b"]),
+             f"{pct(r['cta_pct_of_a_min'])}/{pct(r['cta_pct_of_a_p50'])}/{pct(r['cta_pct_of_a_max'])}"] for r in rows]
+    con.print(fit_table(f"warp groups: time two groups' tasks run at once (over {rows[0]['blocks']:,} CTAs)", cols, body,
+                        con.width))
 
 
 def render_tree(con: Console, title: str, tree: pl.DataFrame, column: str, metric: str,

@@ -53,7 +53,9 @@ def intra_data(tasks: pl.DataFrame, lanes: pl.DataFrame, summary: dict[str, Any]
              if not (isinstance(v, list) and v and isinstance(v[0], dict))}  # row lists become tables below
     unit = "cycles" if summary.get("time_unit") == "cycles" else "ns"
     tables = {"tasks": _table(per_task, f"Per task ({unit})"), "sms": _table(per_sm, "Per SM")}
-    for key, title_ in (("launches", "Per kernel launch"), ("unbalanced", "Unbalanced scopes")):
+    for key, title_ in (("launches", "Per kernel launch"), ("unbalanced", "Unbalanced scopes"),
+                        ("group_overlap", f"Warp groups: time two groups' tasks run at once, all CTAs ({unit})"),
+                        ("group_overlap_per_cta", f"Warp groups: overlap per CTA ({unit})")):
         listed = summary.get(key)
         if isinstance(listed, list) and listed and isinstance(listed[0], dict):
             tables[key] = _table(pl.DataFrame(listed), title_)
