@@ -116,3 +116,52 @@ def test_a_foreign_perfetto_trace_of_intra_kernel_slices(tmp_path, capsys):
     assert main(["intra", "stats", str(p), "--format", "json"]) == 0
     scopes = {s["path"]: s["count"] for s in json.loads(capsys.readouterr().out)["scopes"]}
     assert scopes == {"load": 4, "load/mma": 4}
+
+
+def _iket_doc() -> dict:
+    """An IKET JSON trace in the shape NVIDIA's CUTLASS docs publish ("JSON Trace Shape", run-iket --postprocess json):
+    a warp-specialized GEMM's two launches, 2 CTAs each; warp 4 the TMA producer, warp 0 the MMA consumer."""
+    launches = []
+    for n, (grid_id, kernel) in enumerate([(11, "gemm_kernel"), (12, "gemm_kernel")]):
+        ranges, markers = [], []
+        for cta in range(2):
+            base = 10_000 * n + 1_000 * cta
+            loc = {"smId": 2 * cta + n, "tpcId": 0, "gpcId": 0, "ctaId": [cta, 0, 0]}
+            for k in range(3):  # three K tiles: the load of tile k overlaps the MMA of tile k - 1
+                t = base + 100 * k
+                ranges.append({"rangeName": "tma_k_tile", "rangeScope": 0, "startTs": t, "endTs": t + 60,
+                               "warpLocs": [{**loc, "warpId": 4}], "internalEvents": []})
+                ranges.append({"rangeName": "mma_k_tile", "rangeScope": 0, "startTs": t + 40, "endTs": t + 120,
+                               "warpLocs": [{**loc, "warpId": 0}], "internalEvents": []})
+            markers.append({"markerName": "epilogue_done", "timestamp": base + 400, "location": {**loc, "warpId": 0},
+                            "payloadType": 0, "payloadVal": 0})
+        launches.append({"gridId": grid_id, "kernelName": kernel, "ranges": ranges, "markers": markers,
+                         "warpLifetimes": [{"startTs": 10_000 * n, "endTs": 10_000 * n + 2_000,
+                                            "warpLocation": {"smId": 0, "tpcId": 0, "gpcId": 0, "ctaId": [0, 0, 0], "warpId": 0}}]})
+    return {"launches": launches}
+
+
+def test_iket_json_reads_as_tasks_per_warp_and_launch(tmp_path, capsys):
+    """#28.3: NVIDIA's IKET JSON (CuTe DSL in-kernel event tracing), built from its published schema since run-iket
+    needs a GPU and the nvidia-cutlass-dsl wheel: every range of every warp location is one task, durations are
+    endTs - startTs exactly, CTAs of two launches never merge, and the warps are the groups (producer/consumer)."""
+    doc = _iket_doc()
+    path = tmp_path / "gemm.iket.json"
+    path.write_text(json.dumps(doc))
+    loaded = load_tasks(path)
+    t = loaded.tasks
+    assert loaded.source == "iket" and t.height == 2 * 2 * 3 * 2
+    want = sum(r["endTs"] - r["startTs"] for ln in doc["launches"] for r in ln["ranges"])
+    assert t["duration_ns"].sum() == want and t["block"].n_unique() == 4  # 2 launches x 2 CTAs
+    assert sorted(set(t["group"].to_list())) == [0, 4] and set(t["task"].cast(pl.String)) == {"tma_k_tile", "mma_k_tile"}
+    assert loaded.launches is not None and set(loaded.launches["markers"]) == {2}  # markers are counted, not tasks
+    assert main(["intra", "stats", str(path), "--format", "json"]) == 0
+    s = json.loads(capsys.readouterr().out)["summary"]
+    assert len(s["launches"]) == 2
+    mt = {(r["task_a"], r["task_b"]): r for r in s["group_overlap"]}[("mma_k_tile", "tma_k_tile")]
+    # per CTA: MMAs [40, 120), [140, 220), [240, 320) against loads [0, 60), [100, 160), [200, 260): 5 x 20 = 100 of 240
+    assert mt["blocks"] == 4 and mt["overlap_ns"] == 4 * 100 and mt["a_ns"] == 4 * 240
+    doc["launches"][0]["ranges"][0]["endTs"] = None
+    path.write_text(json.dumps(doc))
+    assert main(["intra", "stats", str(path)]) == 2
+    assert "ranges without a valid startTs/endTs" in capsys.readouterr().err

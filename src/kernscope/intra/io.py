@@ -26,7 +26,7 @@ from .units import Clock
 class Loaded:
     tasks: pl.DataFrame
     decoded: Decoded | None  # present for raw buffers (dropped/unpaired counts)
-    source: str  #: "buffer", "chrome", "perfetto" or "proton" (Proton's instrumentation trace)
+    source: str  #: "buffer", "chrome", "perfetto", "proton" (Proton's instrumentation trace) or "iket" (NVIDIA's IKET JSON)
     #: Proton traces: per CTA the time its profile buffer took to write out ("Finalization Time (ns)")
     finalize: pl.DataFrame | None = None
     #: what the times count: "ns", or "cycles" (Proton's traces at its 1 GHz convention: µs x 1000 = cycles)
@@ -108,6 +108,58 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
     clock = Clock(mhz / 1e3, f"Proton's trace (Frequency {mhz:g} MHz)") if real and mhz else None
     return Loaded(t.sort("block", "group", "start_ns"), None, "proton", finalize, launches=launches,
                   unit="ns" if real else "cycles", clock=clock)
+
+
+def _is_iket(doc: Any) -> bool:
+    """NVIDIA's IKET JSON (CuTe DSL's in-kernel event tracing, ``run-iket --postprocess json``): an object whose
+    ``launches`` list holds launches with ``ranges`` (the published "JSON Trace Shape")."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("launches"), list):
+        return False
+    return any(isinstance(x, dict) and ("ranges" in x or "markers" in x) for x in doc["launches"])
+
+
+def _iket(doc: dict[str, Any]) -> Loaded:
+    """IKET's JSON trace: per launch (``gridId``, ``kernelName``) its ``ranges`` (``rangeName``, ``startTs``,
+    ``endTs`` in the trace's ns timebase, 32 ns granularity) with the ``warpLocs`` of the warps that recorded them
+    (``smId``, ``ctaId`` [x, y, z], ``warpId``). One task per (range, warp location): ``task`` the range's name,
+    ``group`` the warp, ``sm`` the SM, ``block`` the CTA, numbered per (kernel, launch, CTA) so that launches never
+    merge. Markers (point events) and warp lifetimes are not tasks: they are counted in ``launches``."""
+    parts, units = [], []
+    for n, launch in enumerate(doc["launches"]):
+        if not isinstance(launch, dict):
+            raise KernscopeError(f"IKET launch #{n} is not an object")
+        ranges = launch.get("ranges") or []
+        kernel = str(launch.get("kernelName", f"launch {n}"))
+        units.append({"launch": n, "kernel": kernel, "grid_id": launch.get("gridId"), "ranges": len(ranges),
+                      "markers": len(launch.get("markers") or []), "warp_lifetimes": len(launch.get("warpLifetimes") or [])})
+        if not ranges:
+            continue
+        r = pl.DataFrame([{"task": x.get("rangeName"), "start_ns": x.get("startTs"), "end_ns": x.get("endTs"),
+                           "locs": x.get("warpLocs") or []} for x in ranges],
+                         schema={"task": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                                 "locs": pl.List(pl.Struct({"smId": pl.Int64, "ctaId": pl.List(pl.Int64), "warpId": pl.Int64}))},
+                         strict=False)
+        bad = r.filter(pl.col("start_ns").is_null() | pl.col("end_ns").is_null() | (pl.col("end_ns") < pl.col("start_ns")))
+        if bad.height:
+            raise KernscopeError(f"IKET launch #{n} ({kernel}): {bad.height:,} ranges without a valid startTs/endTs")
+        parts.append(r.explode("locs").drop_nulls("locs").unnest("locs").select(
+            pl.lit(n, pl.Int64).alias("launch"), pl.lit(kernel).alias("kernel"),
+            pl.col("ctaId").list.get(0, null_on_oob=True).fill_null(0).alias("cx"),
+            pl.col("ctaId").list.get(1, null_on_oob=True).fill_null(0).alias("cy"),
+            pl.col("ctaId").list.get(2, null_on_oob=True).fill_null(0).alias("cz"),
+            pl.col("warpId").fill_null(0).alias("group"), pl.col("smId").fill_null(-1).alias("sm"),
+            pl.col("task").fill_null("?"), "start_ns", "end_ns"))
+    if not parts:
+        raise KernscopeError("an IKET trace with no ranges (markers alone are not tasks)")
+    t = pl.concat(parts)
+    ids = t.select("kernel", "launch", "cx", "cy", "cz").unique().sort("launch", "cz", "cy", "cx").with_row_index("block")
+    t = t.join(ids.with_columns(pl.col("block").cast(pl.Int64)), on=["kernel", "launch", "cx", "cy", "cz"], how="left")
+    tasks = t.select("block", "group", "sm", pl.lit(-1, pl.Int64).alias("task_type"), "task", "start_ns", "end_ns",
+                     (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns")).cast(SCHEMA)  # type: ignore[arg-type]
+    per_launch = pl.DataFrame(units)
+    launches = (ids.select("kernel", "launch", pl.format("{},{},{}", "cx", "cy", "cz").alias("cta"), pl.col("block").cast(pl.Int64))
+                .join(per_launch.select("launch", "grid_id", "ranges", "markers", "warp_lifetimes"), on="launch", how="left"))
+    return Loaded(tasks.sort("block", "group", "start_ns"), None, "iket", launches=launches if len(units) > 1 else None)
 
 
 def _split_launches(t: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
@@ -206,6 +258,8 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
         head = data.lstrip()[:1]
         if head in (b"{", b"["):
             doc = parse_json(data, p)
+            if _is_iket(doc):
+                return _iket(doc)
             proton = _proton(doc, p)
             if proton is not None:
                 return proton
