@@ -26,25 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests" / "data"))
 import gluon_ws_gemm as W  # noqa: E402
+from gpu_timing import timed  # noqa: E402
 
 from kernscope.intra.host import alloc_profiler_buffer, decode_profiler_buffer  # noqa: E402
 from kernscope.intra.stats import group_overlap, task_stats  # noqa: E402
-
-
-def timed(fn, n: int = 15, batch: int = 20) -> float:
-    """GPU µs per launch: ``batch`` launches back to back between two events, median of ``n`` batches."""
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(n):
-        s.record()
-        for _ in range(batch):
-            fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) * 1e3 / batch)
-    return statistics.median(out)
 
 
 def _inputs(a: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:

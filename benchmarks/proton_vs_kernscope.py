@@ -18,27 +18,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import triton.profiler as proton  # noqa: E402
+from gpu_timing import timed  # noqa: E402
 from record_proton_files import NAMES, rows_kernscope, rows_plain, rows_proton  # noqa: E402
 
 from kernscope.intra.host import alloc_profiler_buffer, decode_profiler_buffer, reset_profiler_buffer  # noqa: E402
 from kernscope.intra.scopes import scope_table  # noqa: E402
-
-
-def timed(fn, n: int = 15, batch: int = 20) -> float:
-    """GPU µs per launch: ``batch`` launches back to back between two events (a queued GPU never waits for
-    Python's launch path, which a single launch between events would measure), median of ``n`` batches."""
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(n):
-        s.record()
-        for _ in range(batch):
-            fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) * 1e3 / batch)
-    return statistics.median(out)
 
 
 def main() -> int:
