@@ -200,3 +200,23 @@ def test_diff_with_an_empty_side_exits_3_naming_the_side(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "By category" in out and err.startswith("kernscope: B: no GPU activity in") and err.count("\n") == 1
     assert main(["diff", str(EXAMPLE), str(EXAMPLE), "--step", "2", "--step-b", "3", "--no-cache", "-q"]) == 0
+
+
+def test_analyze_timings_prints_the_phases_of_a_cold_run(tmp_path, capsys):
+    """#25: ``analyze --timings`` prints, after the unchanged output, the phases of a cold analyze of the user's file
+    (parse with its format, link, analysis, render) with their seconds and the total, on stderr."""
+    from kernscope.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    assert main(["analyze", str(example), "--format", "json", "-o", str(tmp_path / "a.json"), "--no-cache"]) == 0
+    capsys.readouterr()
+    assert main(["analyze", str(example), "--format", "json", "-o", str(tmp_path / "b.json"), "--timings"]) == 0
+    err = capsys.readouterr().err
+    a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    assert a == b  # the output is the same
+    lines = {ln.split("  ")[0].strip(): ln for ln in err.splitlines() if ln.strip()}
+    phases = ["parse (kineto, projected)", "link (correlation, call tree, steps)",
+              "analysis (summaries, categories, findings)", "render (json)"]
+    assert all(p in lines for p in phases) and "total" in lines and "MB on disk, read cold" in err
+    secs = [float(lines[p].split()[-2]) for p in phases]
+    assert abs(sum(secs) - float(lines["total"].split()[-2])) <= 0.005 and all(s >= 0 for s in secs)

@@ -206,7 +206,7 @@ def _emit_bytes(body: bytes, output: str | None) -> None:
 
 def _load(path: str, *, salvage: bool, no_cache: bool, quiet: bool, max_memory: str | None,
           step_marker: str | None = None, projection: Any = None, digest: Any = None,
-          defer_cache_write: Any = None) -> Any:
+          defer_cache_write: Any = None, timings: list[tuple[str, float]] | None = None) -> Any:
     """Load a trace for a command; ``projection``: what the command never reads (None: read all);
     ``digest``: the file's content digest if the command has just computed it; ``defer_cache_write``:
     see :func:`kernscope.pipeline.load`."""
@@ -218,7 +218,7 @@ def _load(path: str, *, salvage: bool, no_cache: bool, quiet: bool, max_memory: 
     try:
         return load(path, cache=not no_cache, salvage=salvage, notify=_silent if quiet else _notice, progress=progress,
                     limits=Limits(max_memory=_parse_size(max_memory)), steps=StepSpec(step_marker),
-                    projection=projection, digest=digest, defer_cache_write=defer_cache_write)
+                    projection=projection, digest=digest, defer_cache_write=defer_cache_write, timings=timings)
     finally:
         progress.close()
 
@@ -333,11 +333,14 @@ def _with_roofline(a: Any, pm: Any, findings_rules: str | None) -> Any:
 @click.option("--roofline", is_flag=True,
               help="Also run the perf model (op shapes: a second, sparse read of the file, ~0.5 s per 200 MB) and add "
                    "its far_from_roofline findings; report always does.")
+@click.option("--timings", is_flag=True,
+              help="After the output, print to stderr where the time went (parse, link, analysis, render), reading "
+                   "the file cold (the cache is neither read nor written).")
 @trace_options
 @rank_options
 def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
             no_categories: bool, linked_only: bool, bench: bool | None, findings_rules: str | None,
-            by_annotation: str | None, roofline: bool, salvage: bool,
+            by_annotation: str | None, roofline: bool, timings: bool, salvage: bool,
             no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None, step_marker: str | None,
             engine: str, scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
     """Summarize PyTorch profiler (Kineto) traces: steps, kernels, launching ops, categories, GPU timeline.
@@ -363,6 +366,9 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
         _failures(job)
         return
     trace = paths[0]
+    laps: list[tuple[str, float]] | None = [] if timings else None
+    if timings:
+        no_cache = True  # the phases of a cold analyze
     finding_rules = _finding_rules(findings_rules)
     if top is None and fmt == "table":
         top = 15
@@ -390,7 +396,8 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     prefetch.start()
     writes: list[Any] = []
     t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker,
-              projection=projection, digest=digest, defer_cache_write=writes.append)
+              projection=projection, digest=digest, defer_cache_write=writes.append, timings=laps)
+    lap = time.perf_counter()
     from .analyze.summary import analyze as run  # imported by the prefetch thread while the trace was parsed
 
     # the parse cache is written while the trace is analyzed (both mostly wait on polars, on other cores)
@@ -402,6 +409,10 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
             linked_only=linked_only, benchmark=bench, by_annotation=by_annotation, finding_rules=finding_rules)
     if roofline:
         a = _with_roofline(a, _perf(t, step_n, None), findings_rules)
+    if laps is not None:
+        laps.append(("analysis (summaries, categories, findings" + (", roofline)" if roofline else ")"),
+                     time.perf_counter() - lap))
+        lap = time.perf_counter()
     if t.salvaged is not None and not quiet:
         _notice(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}")
         for line in t.salvage_skipped:
@@ -427,6 +438,13 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     if writer is not None:
         writer.join()
     _emit_bytes(body, output)
+    if laps is not None:
+        from rich.console import Console
+
+        from .render.timings import render_timings
+
+        laps.append((f"render ({fmt})", time.perf_counter() - lap))
+        render_timings(Console(stderr=True, width=_console_width()), trace, os.path.getsize(trace), laps)
     _raise_if_empty((t, step_n), analysis=a)  # an empty answer is never stored: a stored output would exit 0
     if digest is not None:
         outputs.store(digest, load_key, key, body, _silent if quiet else _notice)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ def load(
     projection: Projection | None = None,
     digest: _cache.KnownDigest | None = None,
     defer_cache_write: Callable[[Callable[[], None]], None] | None = None,
+    timings: list[tuple[str, float]] | None = None,
 ) -> Trace:
     """Load and link a PyTorch profiler (Kineto) trace: ``.json``, ``.json.gz``, ``*.pt.trace.json(.gz)``.
 
@@ -106,12 +108,15 @@ def load(
         defer_cache_write: receives the function that stores the parsed trace in the cache, instead of
             it being called before returning (a command may run it while it analyzes the trace, and must
             have run it before it stores outputs in that cache entry).
+        timings: receives (phase, seconds) of this load's phases: the content hash, the parse (with the format's
+            name), the link and the cache write (``analyze --timings``).
 
     Raises:
         kernscope.errors.TraceError: with one message naming the file and the problem.
     """
     p = str(path)
     opts = LoadOptions(salvage, steps or StepSpec(), projection)
+    lap = _Laps(timings)
     source = open_trace(p)
     before = FileIdentity.of(p)
     try:
@@ -120,6 +125,7 @@ def load(
             if digest is None or digest.identity != before:
                 digest = _cache.KnownDigest.of(p)
             digest_hex = digest.hexdigest if digest.identity == before else _cache.file_digest(p)
+            lap("content hash (the cache key)")
             entry = _cache.open_entry(digest_hex, opts.key(), notify=notify)
             if entry is not None:
                 try:
@@ -132,6 +138,7 @@ def load(
             projection = None
         raw = fmt.parse(source, ParseOptions(salvage=salvage, limits=limits, workers=workers, progress=progress,
                                              projection=projection))
+        lap(f"parse ({fmt.name}{', projected' if projection is not None else ''})")
     except MemoryError:
         raise TraceError(p, "out of memory while reading this trace; try --max-memory to bound it, or a machine "
                             "with more memory") from None
@@ -139,12 +146,13 @@ def load(
         source.close()
     try:
         trace = link(raw, p, steps=opts.steps)
+        lap("link (correlation, call tree, steps)")
     except (NeedsFullRead, TraceError) as e:
         if projection is None or (isinstance(e, TraceError) and not raw.projected_out):
             raise
         # a skipped event may be the earliest, or the projected trace does not link: a full read decides
         return load(p, cache=cache, salvage=salvage, workers=workers, steps=steps, limits=limits, notify=notify,
-                    progress=progress, projection=None, digest=digest, defer_cache_write=defer_cache_write)
+                    progress=progress, projection=None, digest=digest, defer_cache_write=defer_cache_write, timings=timings)
     if cache and FileIdentity.of(p) != before:
         (notify or _warn)(f"kernscope: {p} changed while it was read; not caching it")
     elif cache:
@@ -158,4 +166,19 @@ def load(
             defer_cache_write(write)
         else:
             write()
+            lap("cache write (Arrow IPC, checksums)")
     return trace
+
+
+class _Laps:
+    """Appends (phase, seconds since the previous lap) to ``timings`` (nothing when it is None)."""
+
+    def __init__(self, timings: list[tuple[str, float]] | None) -> None:
+        self.timings = timings
+        self.t = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        if self.timings is not None:
+            now = time.perf_counter()
+            self.timings.append((phase, now - self.t))
+            self.t = now
