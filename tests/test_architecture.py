@@ -67,7 +67,7 @@ MODULES: dict[str, int] = {
     "kernscope.render.intra_align": 6, "kernscope.render.intra_html": 6, "kernscope.render.memory": 6,
     "kernscope.render.names": 6, "kernscope.render.perf": 6, "kernscope.render.perfetto": 6,
     "kernscope.render.ranks": 6, "kernscope.render.schema": 6, "kernscope.render.shortnames": 6,
-    "kernscope.render.tables": 6, "kernscope.render.terminal": 6,
+    "kernscope.render.tables": 6, "kernscope.render.terminal": 6, "kernscope.render.timings": 6,
     # 7: front ends
     "kernscope": 7, "kernscope.__main__": 7, "kernscope.bench.cli": 7, "kernscope.cli": 7, "kernscope.compat": 7,
     "kernscope.compat.tracelens": 7, "kernscope.intra.cli": 7, "kernscope.testing.fuzz": 7,
