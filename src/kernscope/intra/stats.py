@@ -171,16 +171,17 @@ def group_overlap(tasks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     t = tasks.select(pl.col("block").cast(pl.Int64), pl.col("group").cast(pl.Int64), pl.col("task").cast(pl.String),
                      "start_ns", "end_ns")
     sets = t.select("group", "task").unique().sort("group", "task").rows()
+    rows = {k: t.filter((pl.col("group") == k[0]) & (pl.col("task") == k[1])) for k in sets}
+    unions = {k: union_by(r, ["block"], start="start_ns", end="end_ns") for k, r in rows.items()}  # |A| per CTA, once
     parts = []
     for ga, ta in sets:
-        a = t.filter((pl.col("group") == ga) & (pl.col("task") == ta))
-        ua = union_by(a, ["block"], start="start_ns", end="end_ns").rename({"len": "a_ns"})
+        ua = unions[(ga, ta)].rename({"len": "a_ns"})
         for gb, tb in sets:
             if gb <= ga:
                 continue
-            b = t.filter((pl.col("group") == gb) & (pl.col("task") == tb))
-            ub = union_by(b, ["block"], start="start_ns", end="end_ns").rename({"len": "b_ns"})
-            both = union_by(pl.concat([a, b]), ["block"], start="start_ns", end="end_ns").rename({"len": "ab_ns"})
+            ub = unions[(gb, tb)].rename({"len": "b_ns"})
+            both = union_by(pl.concat([rows[(ga, ta)], rows[(gb, tb)]]), ["block"], start="start_ns",
+                            end="end_ns").rename({"len": "ab_ns"})
             parts.append(both.join(ua, on="block", how="left").join(ub, on="block", how="left")
                          .with_columns(pl.col("a_ns", "b_ns").fill_null(0))
                          .select("block", pl.lit(ga, pl.Int64).alias("group_a"), pl.lit(ta).alias("task_a"),

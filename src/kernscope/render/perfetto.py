@@ -26,19 +26,39 @@ import polars as pl
 
 from ..intra import protobuf as pb
 from ..intra.align import Alignment, placed
+from ..intra.export import (  # the field numbers the intra-kernel export already speaks (perfetto/protos/...)
+    DA_INT,
+    DA_NAME_IID,
+    ID_DEBUG_NAMES,
+    ID_EVENT_NAMES,
+    P_INTERNED,
+    P_SEQ_FLAGS,
+    P_SEQ_ID,
+    P_TIMESTAMP,
+    P_TRACK_DESC,
+    P_TRACK_EVENT,
+    SEQ_CLEARED,
+    SEQ_NEEDS_STATE,
+    SLICE_BEGIN,
+    SLICE_END,
+    TD_NAME,
+    TD_PARENT,
+    TD_PROCESS,
+    TD_UUID,
+    TE_DEBUG,
+    TE_NAME_IID,
+    TE_TRACK,
+    TE_TYPE,
+    TRACE_PACKET,
+)
 from ..model import Trace
 
-SEQ_ID = 0x4B54  #: trusted_packet_sequence_id of the packets written here
-# field numbers (perfetto/protos/perfetto/trace/...)
-TRACE_PACKET = 1
-P_TIMESTAMP, P_SEQ_ID, P_TRACK_EVENT, P_INTERNED, P_SEQ_FLAGS, P_TRACK_DESC = 8, 10, 11, 12, 13, 60
-TD_UUID, TD_NAME, TD_PROCESS, TD_PARENT = 1, 2, 3, 5
+SEQ_ID = 0x4B54  #: trusted_packet_sequence_id of the packets written here (the intra export's is another)
+# the fields only the host trace needs
 PD_PID, PD_NAME = 1, 6
-TE_CATEGORY_IIDS, TE_DEBUG, TE_TYPE, TE_NAME_IID, TE_TRACK, TE_FLOW_IDS = 3, 4, 9, 10, 11, 47
-DA_NAME_IID, DA_INT = 1, 4
-ID_CATEGORIES, ID_EVENT_NAMES, ID_DEBUG_NAMES = 1, 2, 3
-SLICE_BEGIN, SLICE_END, INSTANT = 1, 2, 3
-SEQ_CLEARED, SEQ_NEEDS_STATE = 1, 2
+TE_CATEGORY_IIDS, TE_FLOW_IDS = 3, 47
+ID_CATEGORIES = 1
+INSTANT = 3
 #: debug annotation names (interned ids 1, 2, 3)
 ARG_NAMES = ("correlation", "block", "group")
 #: track uuids: processes, threads, intra lanes (disjoint ranges)
@@ -113,14 +133,13 @@ def perfetto_trace(trace: Trace, alignments: Sequence[Alignment] = ()) -> bytes:
             pl.col("task").cast(pl.String).alias("name"), pl.lit("intra_kernel").alias("cat"), pl.lit(0, pl.Int64).alias("flow"),
             pl.lit(-1, pl.Int64).alias("correlation"), pl.col("block").cast(pl.Int64), pl.col("group").cast(pl.Int64))],
             how="vertical_relaxed")
-    return bytes(_interned(rows, head)) + _events(rows)
+    names, cats = rows["name"].unique().sort(), rows["cat"].unique().sort()  # interned ids: 1, 2, ... in this order
+    return bytes(_interned(names.to_list(), cats.to_list(), head)) + _events(rows, names, cats)
 
 
-def _interned(rows: pl.DataFrame, head: bytearray) -> bytearray:
+def _interned(names: list[str], cats: list[str], head: bytearray) -> bytearray:
     """The first packet (interned names, categories and argument names; incremental state cleared), then the
     track descriptors."""
-    names = rows["name"].unique().sort().to_list()
-    cats = rows["cat"].unique().sort().to_list()
     interned = (b"".join(pb.field_bytes(ID_CATEGORIES, pb.field_varint(1, i + 1) + pb.field_string(2, c)) for i, c in enumerate(cats))
                 + b"".join(pb.field_bytes(ID_EVENT_NAMES, pb.field_varint(1, i + 1) + pb.field_string(2, n)) for i, n in enumerate(names))
                 + b"".join(pb.field_bytes(ID_DEBUG_NAMES, pb.field_varint(1, i + 1) + pb.field_string(2, a))
@@ -129,13 +148,12 @@ def _interned(rows: pl.DataFrame, head: bytearray) -> bytearray:
     return bytearray(pb.field_bytes(TRACE_PACKET, first)) + head
 
 
-def _events(rows: pl.DataFrame) -> bytes:
+def _events(rows: pl.DataFrame, names: pl.Series, cats: pl.Series) -> bytes:
     """Begin/end (or instant) packets of every row, in time order: at one time, ends before begins, an inner
-    slice's end before its outer one's, an outer slice's begin before its inner one's."""
+    slice's end before its outer one's, an outer slice's begin before its inner one's. ``names``, ``cats``: the
+    interned strings, in their ids' order."""
     if rows.height == 0:
         return b""
-    names = rows["name"].unique().sort()
-    cats = rows["cat"].unique().sort()
     r = rows.with_columns(
         pl.col("name").replace_strict(names, pl.int_range(1, names.len() + 1, eager=True), return_dtype=pl.Int64).alias("_n"),
         pl.col("cat").replace_strict(cats, pl.int_range(1, cats.len() + 1, eager=True), return_dtype=pl.Int64).alias("_c"))
