@@ -17,9 +17,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the Chromium driver lives with the tests (not shipped)
+
+from browser import Browser, find_chromium  # noqa: E402
 
 from kernscope.cli import main as ks  # noqa: E402
-from kernscope.testing.browser import Browser, find_chromium  # noqa: E402
 
 EXAMPLE = ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
 DDP = ROOT.parent / "shared" / "traces" / "multirank"
