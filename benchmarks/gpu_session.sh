@@ -99,7 +99,7 @@ if [ "$PART" = round4 ] || [ "$PART" = round4xplane ]; then
   # the compiled XSpace scanner for this Python (what pip install builds), for this tree and the base one
   inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
   suf=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-  gcc -O2 -shared -fPIC -I"$inc" src/kernscope/load/_xspace.c -o "src/kernscope/load/_xspace$suf"
+  gcc -O2 -shared -fPIC -I"$inc" src/kernscope/load/_xspace.c src/kernscope/load/_kineto.c -o "src/kernscope/load/_xspace$suf"
   [ -d .carry/base_src ] && cp "src/kernscope/load/_xspace$suf" .carry/base_src/kernscope/load/
 fi
 if [ "$PART" = round4 ]; then

@@ -30,6 +30,15 @@ from kernscope.load.source import Limits, open_trace
 from kernscope.pipeline import load
 from kernscope.render.tables import to_csv, to_json
 
+
+@pytest.fixture(autouse=True, params=["line reader", "compiled scanner"])
+def _reader(request, monkeypatch):
+    """Every test here runs twice: with the line reader and numpy projection these tests are about (the compiled
+    scanner off), and with the scanner first, as users get it (not those that call the line reader itself)."""
+    if request.param == "compiled scanner" and request.node.originalname.startswith("test_line_reader_"):
+        pytest.skip("calls the line reader itself: the scanner has no part in it")
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1" if request.param == "line reader" else "0")
+
 PROJ = analyze_projection(None)
 assert PROJ is not None
 

@@ -23,6 +23,13 @@ from kernscope.load.chunk import parse_chunk
 from kernscope.load.project import project
 from kernscope.pipeline import load
 
+
+@pytest.fixture(autouse=True, params=["numpy projection", "compiled scanner"])
+def _reader(request, monkeypatch):
+    """Every test here runs twice: with the numpy projection of the JSON text (the compiled scanner off) and with
+    the scanner's projection, as users get it."""
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1" if request.param == "numpy projection" else "0")
+
 PROJ = RankTask().load_projection()
 assert PROJ is not None
 

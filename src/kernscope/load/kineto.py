@@ -26,6 +26,8 @@ from ..model import RawTrace
 from .argspec import ARG_FIELDS, LOADER_ARGS
 from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
 from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
+from .fastscan import available as fastscan_available
+from .fastscan import scan as fastscan
 from .lines import to_lines
 from .project import Projection, project
 from .source import Limits, TraceSource
@@ -140,6 +142,8 @@ class _Pipeline:
         self.refused = 0
         #: what the line reader learned about this document (integer epoch µs, typed args)
         self.hints = ReadHints()
+        #: the compiled scanner (:mod:`.fastscan`) is tried first on every piece when it was built
+        self.native = fastscan_available()
 
     # -- parsing one piece ------------------------------------------------------------------
     def _parse(self, piece: Piece) -> Parsed:
@@ -176,7 +180,13 @@ class _Pipeline:
         """A run of whole events, projected when a projection applies, else parsed whole.
 
         It goes through the line reader (:mod:`.lines`); a single event, and text that reader refuses,
-        through the JSON-array reader (errors and their locations come from there)."""
+        through the JSON-array reader (errors and their locations come from there). The compiled scanner
+        goes first; what it declines takes those readers."""
+        if self.native:
+            scanned = fastscan(text, self.args, self.projection, self.keep_rx)
+            if scanned is not None:
+                return Parsed(scanned.table, [], dropped=scanned.dropped, ordinals=scanned.ordinals,
+                              dropped_first_ts=scanned.dropped_first_ts)
         if self.refused < MAX_REFUSED:
             got = self._lines(text)
             if got is not None:

@@ -1,6 +1,6 @@
-"""The compiled scanner (``_xspace.c``), loaded with ctypes when the install could build it.
+"""The compiled scanners (``_xspace.c``: XSpace lines; ``_kineto.c``: Kineto events), loaded with ctypes when the install could build it.
 
-``pip install`` compiles ``kernscope/load/_xspace.c`` with the machine's C compiler (an optional
+``pip install`` compiles ``kernscope/load/_xspace.c`` and ``_kineto.c`` (one library) with the machine's C compiler (an optional
 extension: without a compiler the install goes on). :func:`scanner` returns it, or None when it is
 missing, of another ABI version, or ``KERNSCOPE_NO_NATIVE=1`` asks for the numpy readers (which give the
 same columns: ``tests/test_jax.py`` compares both).
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 6
+ABI_VERSION = 7
 
 
 @functools.lru_cache(maxsize=1)
@@ -31,6 +31,7 @@ def _library() -> Any:
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
                 lib.ks_scan_lines.restype = ctypes.c_int64
+                lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib
             except (OSError, AttributeError):
                 return None

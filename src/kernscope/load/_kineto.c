@@ -1,0 +1,738 @@
+/* kernscope's Kineto event scanner: a run of Chrome-trace events (JSON objects separated by commas, no
+ * brackets) -> flat columns, in one pass, in C. The hot loop of kernscope.load.kineto where a compiler
+ * was available at install (kernscope.load.fastscan drives it; without it, or when this scanner declines a
+ * piece, today's readers parse the piece and give the same table).
+ *
+ * It validates the whole text as strict JSON (RFC 8259: grammar, escapes, UTF-8) and extracts, per event:
+ *   string slots  ph, cat, name, pid, tid, id and the requested string args -> uint32 codes into one
+ *                 dictionary of distinct strings per call, plus one (0: null or absent);
+ *   int slots     ts, dur (exact int64 ns from decimal µs text) and the requested integer args -> int64
+ *                 values and a validity byte.
+ * It declines (returns KS_DECLINE, nothing half-done matters: the caller parses the piece otherwise) whatever
+ * the table readers treat in a special way, so that its columns always equal theirs:
+ *   - a time with more than 3 decimals, an exponent, or beyond int64 ns; a time that is not a number or null;
+ *   - an integer arg that is not a plain JSON integer within int64, a decimal string or a "0x" hex string
+ *     (the readers accept 5.0 and "+7" too);
+ *   - a string slot holding anything but a string, a plain integer or null;
+ *   - an extracted string with escapes that decodes to over 4096 bytes, or with a lone surrogate;
+ *   - a key with an escape, a tracked key twice in one object, nesting over 1000 levels;
+ *   - anything that is not valid JSON or not a run of objects.
+ * No Python API (a plain shared library loaded with ctypes), no global state; the dictionary's hash table
+ * is allocated per call.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+enum { KS_DECLINE = -1, KS_ROWS = -2, KS_NOMEM = -3 };
+#define MAX_STR 4096
+#define MAX_DEPTH 1000
+#define MAX_ARGS 64
+
+/* the fixed slots (the Python side, kernscope.load.fastscan, names them in the same order) */
+enum { S_PH = 0, S_CAT, S_NAME, S_PID, S_TID, S_ID, S_FIXED };
+enum { I_TS = 0, I_DUR, I_FIXED };
+
+/* byte classes inside a string: 0 plain, 1 quote, 2 backslash, 3 control (invalid), 4 non-ASCII */
+static const uint8_t CLS[256] = {
+    [0 ... 31] = 3, ['"'] = 1, ['\\'] = 2, [128 ... 255] = 4,
+};
+
+typedef struct {
+    const uint8_t *b;
+    int64_t n;
+    int64_t p;
+    /* outputs */
+    int64_t nrows, cap_rows;
+    uint32_t **codes;
+    int64_t nscodes;
+    int64_t **ints;
+    uint8_t **valid;
+    int64_t nints;
+    /* dictionary */
+    int64_t *doff;
+    uint8_t *dbytes;
+    int64_t ndict, cap_dict, nbytes, cap_bytes;
+    int32_t *htab;
+    uint64_t *hashes;
+    int64_t hcap, hashes_cap;
+    /* per string slot, the last value seen (its raw text) and its code: most rows repeat the previous one */
+    const uint8_t *last_at[64];
+    int64_t last_len[64];
+    int32_t last_code[64];
+    /* requested args */
+    int64_t nargs;
+    const uint8_t *akeys;
+    const int64_t *aoff;
+    const int64_t *aslot; /* >= 0: string slot; < 0: int slot -(k+1) */
+    uint8_t scratch[MAX_STR + 8];
+} S;
+
+static inline void ws(S *s) {
+    const uint8_t *b = s->b;
+    int64_t p = s->p, n = s->n;
+    while (p < n && (b[p] == ' ' || b[p] == '\n' || b[p] == '\r' || b[p] == '\t')) p++;
+    s->p = p;
+}
+
+/* length of a valid UTF-8 sequence at b[p] (first byte >= 0x80), 0 if invalid */
+static inline int utf8_len(const uint8_t *b, int64_t p, int64_t n) {
+    uint8_t c = b[p];
+    if (c >= 0xC2 && c <= 0xDF) {
+        if (p + 1 < n && (b[p + 1] & 0xC0) == 0x80) return 2;
+        return 0;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (p + 2 >= n) return 0;
+        uint8_t c1 = b[p + 1], c2 = b[p + 2];
+        if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && c1 < 0xA0) return 0; /* overlong */
+        if (c == 0xED && c1 >= 0xA0) return 0; /* surrogate */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (p + 3 >= n) return 0;
+        uint8_t c1 = b[p + 1], c2 = b[p + 2], c3 = b[p + 3];
+        if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80 || (c3 & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && c1 < 0x90) return 0;
+        if (c == 0xF4 && c1 >= 0x90) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+static inline int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static inline int hex4(const uint8_t *b, int64_t p, int64_t n) {
+    if (p + 4 > n) return -1;
+    int v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(b[p + k]);
+        if (h < 0) return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+/* Walk the string whose opening quote is at s->p. On success s->p is just after the closing quote,
+ * start and end bound the raw contents and *esc says whether it holds escapes. 0 on success. */
+static inline int scan_string(S *s, int64_t *start, int64_t *end, int *esc) {
+    const uint8_t *b = s->b;
+    int64_t p = s->p + 1, n = s->n;
+    int e = 0;
+    *start = p;
+    for (;;) {
+#if defined(__SSE2__)
+        /* 16 bytes at a time to the next quote, backslash, control or non-ASCII byte (signed < 0x20) */
+        const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+        while (p + 16 <= n) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(b + p));
+            int m = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                                                   _mm_cmplt_epi8(x, space)));
+            if (m) {
+                p += __builtin_ctz((unsigned)m);
+                break;
+            }
+            p += 16;
+        }
+#endif
+        while (p < n && CLS[b[p]] == 0) p++;
+        if (p >= n) return -1;
+        uint8_t c = b[p];
+        if (c == '"') break;
+        if (c == '\\') {
+            if (p + 1 >= n) return -1;
+            uint8_t d = b[p + 1];
+            e = 1;
+            if (d == 'u') {
+                if (hex4(b, p + 2, n) < 0) return -1;
+                p += 6;
+            } else if (d == '"' || d == '\\' || d == '/' || d == 'b' || d == 'f' || d == 'n' || d == 'r' || d == 't') {
+                p += 2;
+            } else {
+                return -1;
+            }
+            continue;
+        }
+        if (c < 0x20) return -1;
+        int k = utf8_len(b, p, n);
+        if (!k) return -1;
+        p += k;
+    }
+    *end = p;
+    *esc = e;
+    s->p = p + 1;
+    return 0;
+}
+
+/* Decode the escaped string b[start:end) into s->scratch; its length, or -1 (too long, lone surrogate) */
+static int64_t unescape(S *s, int64_t start, int64_t end) {
+    const uint8_t *b = s->b;
+    uint8_t *o = s->scratch;
+    int64_t q = 0;
+    for (int64_t p = start; p < end;) {
+        uint8_t c = b[p];
+        if (c != '\\') {
+            if (q >= MAX_STR) return -1;
+            o[q++] = c;
+            p++;
+            continue;
+        }
+        uint8_t d = b[p + 1];
+        uint32_t cp;
+        if (d == 'u') {
+            cp = (uint32_t)hex4(b, p + 2, end);
+            p += 6;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (p + 6 > end || b[p] != '\\' || b[p + 1] != 'u') return -1;
+                int lo = hex4(b, p + 2, end);
+                if (lo < 0xDC00 || lo > 0xDFFF) return -1;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
+                p += 6;
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                return -1;
+            }
+        } else {
+            p += 2;
+            switch (d) {
+                case 'b': cp = 8; break;
+                case 'f': cp = 12; break;
+                case 'n': cp = 10; break;
+                case 'r': cp = 13; break;
+                case 't': cp = 9; break;
+                default: cp = d; /* " \ / */
+            }
+        }
+        if (q + 4 > MAX_STR) return -1;
+        if (cp < 0x80) {
+            o[q++] = (uint8_t)cp;
+        } else if (cp < 0x800) {
+            o[q++] = (uint8_t)(0xC0 | (cp >> 6));
+            o[q++] = (uint8_t)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            o[q++] = (uint8_t)(0xE0 | (cp >> 12));
+            o[q++] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+            o[q++] = (uint8_t)(0x80 | (cp & 0x3F));
+        } else {
+            o[q++] = (uint8_t)(0xF0 | (cp >> 18));
+            o[q++] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+            o[q++] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+            o[q++] = (uint8_t)(0x80 | (cp & 0x3F));
+        }
+    }
+    return q;
+}
+
+static inline uint64_t hash_bytes(const uint8_t *x, int64_t len) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)len;
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, x + i, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+    }
+    if (i < len) {
+        uint64_t w = 0;
+        memcpy(&w, x + i, (size_t)(len - i));
+        h = (h ^ w) * 0x94D049BB133111EBull;
+        h ^= h >> 31;
+    }
+    return h * 0xD6E8FEB86659FD93ull;
+}
+
+static int grow_table(S *s) {
+    int64_t cap = s->hcap ? s->hcap * 2 : 1024;
+    int32_t *t = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    if (!t) return -1;
+    memset(t, 0xFF, (size_t)cap * sizeof(int32_t));
+    for (int64_t k = 0; k < s->ndict; k++) {
+        uint64_t i = s->hashes[k] & (uint64_t)(cap - 1);
+        while (t[i] >= 0) i = (i + 1) & (uint64_t)(cap - 1);
+        t[i] = (int32_t)k;
+    }
+    free(s->htab);
+    s->htab = t;
+    s->hcap = cap;
+    return 0;
+}
+
+/* the code of a string (added to the dictionary when new); < 0 when an output is full */
+static int32_t intern(S *s, const uint8_t *x, int64_t len) {
+    if (2 * (s->ndict + 1) > s->hcap && grow_table(s)) return KS_NOMEM;
+    uint64_t h = hash_bytes(x, len);
+    uint64_t mask = (uint64_t)(s->hcap - 1), i = h & mask;
+    for (;;) {
+        int32_t k = s->htab[i];
+        if (k < 0) break;
+        if (s->hashes[k] == h && s->doff[k + 1] - s->doff[k] == len && memcmp(s->dbytes + s->doff[k], x, (size_t)len) == 0)
+            return k;
+        i = (i + 1) & mask;
+    }
+    if (s->ndict >= s->cap_dict || s->nbytes + len > s->cap_bytes) return KS_ROWS;
+    if (s->ndict >= s->hashes_cap) {
+        int64_t cap = s->hashes_cap ? s->hashes_cap * 2 : 1024;
+        uint64_t *hs = (uint64_t *)realloc(s->hashes, (size_t)cap * sizeof(uint64_t));
+        if (!hs) return KS_NOMEM;
+        s->hashes = hs;
+        s->hashes_cap = cap;
+    }
+    int32_t k = (int32_t)s->ndict++;
+    memcpy(s->dbytes + s->nbytes, x, (size_t)len);
+    s->nbytes += len;
+    s->doff[k + 1] = s->nbytes;
+    s->hashes[k] = h;
+    s->htab[i] = k;
+    return k;
+}
+
+/* A JSON number at s->p: its extent, and whether it is a plain integer. 0 on success. */
+static inline int scan_number(S *s, int64_t *end, int *plain_int, int *frac_digits, int *has_exp) {
+    const uint8_t *b = s->b;
+    int64_t p = s->p, n = s->n;
+    if (p < n && b[p] == '-') p++;
+    if (p >= n) return -1;
+    if (b[p] == '0') {
+        p++;
+    } else if (b[p] >= '1' && b[p] <= '9') {
+        while (p < n && b[p] >= '0' && b[p] <= '9') p++;
+    } else {
+        return -1;
+    }
+    int fd = 0, ex = 0;
+    if (p < n && b[p] == '.') {
+        p++;
+        int64_t f0 = p;
+        while (p < n && b[p] >= '0' && b[p] <= '9') p++;
+        if (p == f0) return -1;
+        fd = (int)((p - f0) > 1000 ? 1000 : (p - f0));
+    }
+    if (p < n && (b[p] == 'e' || b[p] == 'E')) {
+        p++;
+        if (p < n && (b[p] == '+' || b[p] == '-')) p++;
+        int64_t e0 = p;
+        while (p < n && b[p] >= '0' && b[p] <= '9') p++;
+        if (p == e0) return -1;
+        ex = 1;
+    }
+    *end = p;
+    *plain_int = (fd == 0 && !ex);
+    *frac_digits = fd;
+    *has_exp = ex;
+    return 0;
+}
+
+/* a plain JSON integer b[a:e) as int64; 0 on success */
+static inline int parse_i64(const uint8_t *b, int64_t a, int64_t e, int64_t *out) {
+    int neg = b[a] == '-';
+    if (neg) a++;
+    if (e - a > 19) return -1;
+    uint64_t v = 0;
+    for (int64_t p = a; p < e; p++) v = v * 10 + (uint64_t)(b[p] - '0');
+    if (neg) {
+        if (v > (uint64_t)INT64_MAX + 1) return -1;
+        *out = (int64_t)(0 - v);
+    } else {
+        if (v > (uint64_t)INT64_MAX) return -1;
+        *out = (int64_t)v;
+    }
+    return 0;
+}
+
+static int skip_value(S *s, int depth);
+
+static int skip_container(S *s, int depth, uint8_t close) {
+    if (depth > MAX_DEPTH) return -1;
+    s->p++;
+    ws(s);
+    if (s->p < s->n && s->b[s->p] == close) {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        if (close == '}') {
+            int64_t a, e;
+            int esc;
+            if (s->p >= s->n || s->b[s->p] != '"' || scan_string(s, &a, &e, &esc)) return -1;
+            ws(s);
+            if (s->p >= s->n || s->b[s->p] != ':') return -1;
+            s->p++;
+            ws(s);
+        }
+        if (skip_value(s, depth + 1)) return -1;
+        ws(s);
+        if (s->p >= s->n) return -1;
+        uint8_t c = s->b[s->p];
+        if (c == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (c == close) {
+            s->p++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+static int skip_value(S *s, int depth) {
+    if (s->p >= s->n) return -1;
+    uint8_t c = s->b[s->p];
+    if (c == '"') {
+        int64_t a, e;
+        int esc;
+        return scan_string(s, &a, &e, &esc);
+    }
+    if (c == '{') return skip_container(s, depth, '}');
+    if (c == '[') return skip_container(s, depth, ']');
+    if (c == 't' && s->p + 4 <= s->n && memcmp(s->b + s->p, "true", 4) == 0) { s->p += 4; return 0; }
+    if (c == 'f' && s->p + 5 <= s->n && memcmp(s->b + s->p, "false", 5) == 0) { s->p += 5; return 0; }
+    if (c == 'n' && s->p + 4 <= s->n && memcmp(s->b + s->p, "null", 4) == 0) { s->p += 4; return 0; }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        int64_t e;
+        int pi, fd, ex;
+        if (scan_number(s, &e, &pi, &fd, &ex)) return -1;
+        s->p = e;
+        return 0;
+    }
+    return -1;
+}
+
+static inline int is_null(S *s) {
+    if (s->p + 4 <= s->n && memcmp(s->b + s->p, "null", 4) == 0) {
+        s->p += 4;
+        return 1;
+    }
+    return 0;
+}
+
+/* a string slot's value: a string, a plain integer (its text) or null. 0 on success. */
+static int string_slot(S *s, int slot, int64_t row) {
+    uint8_t c = s->b[s->p];
+    int32_t code;
+    if (c == '"') {
+        int64_t a, e;
+        int esc;
+        if (scan_string(s, &a, &e, &esc)) return KS_DECLINE;
+        if (esc) {
+            int64_t len = unescape(s, a, e);
+            if (len < 0) return KS_DECLINE;
+            code = intern(s, s->scratch, len);
+        } else if (slot < 64 && s->last_at[slot] && s->last_len[slot] == e - a && memcmp(s->last_at[slot], s->b + a, (size_t)(e - a)) == 0) {
+            code = s->last_code[slot];
+        } else {
+            code = intern(s, s->b + a, e - a);
+            if (slot < 64 && code >= 0) {
+                s->last_at[slot] = s->b + a;
+                s->last_len[slot] = e - a;
+                s->last_code[slot] = code;
+            }
+        }
+    } else if (c == 'n') {
+        if (!is_null(s)) return KS_DECLINE;
+        code = -1;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+        int64_t a = s->p, e, v;
+        int pi, fd, ex;
+        if (scan_number(s, &e, &pi, &fd, &ex) || !pi || parse_i64(s->b, a, e, &v)) return KS_DECLINE;
+        s->p = e;
+        code = intern(s, s->b + a, e - a);
+    } else {
+        return KS_DECLINE;
+    }
+    if (code < -1) return (int)code;
+    s->codes[slot][row] = (uint32_t)(code + 1);
+    return 0;
+}
+
+/* an integer arg written as a string (ROCm writes "bytes": "8", "stream": "0x0"): decimal digits with an
+ * optional minus (at most 18), or "0x" and 1-15 hex digits; "" is null. 0 on success, -1 for any other text
+ * (the readers accept more forms, "5.0" or "+7": they decide those). */
+static int int_text(const uint8_t *x, int64_t len, int64_t *out, int *is_null_out) {
+    *is_null_out = 0;
+    if (len == 0) {
+        *is_null_out = 1;
+        return 0;
+    }
+    if (len > 2 && x[0] == '0' && x[1] == 'x') {
+        if (len - 2 > 15) return -1;
+        int64_t v = 0;
+        for (int64_t k = 2; k < len; k++) {
+            int h = hexval(x[k]);
+            if (h < 0) return -1;
+            v = v * 16 + h;
+        }
+        *out = v;
+        return 0;
+    }
+    int neg = x[0] == '-';
+    int64_t a = neg, v = 0;
+    if (len - a < 1 || len - a > 18) return -1;
+    for (int64_t k = a; k < len; k++) {
+        if (x[k] < '0' || x[k] > '9') return -1;
+        v = v * 10 + (x[k] - '0');
+    }
+    *out = neg ? -v : v;
+    return 0;
+}
+
+/* an integer slot's value: a plain JSON integer within int64, an integer string (int_text), or null */
+static int int_slot(S *s, int slot, int64_t row) {
+    uint8_t c = s->b[s->p];
+    if (c == 'n') return is_null(s) ? 0 : KS_DECLINE;
+    int64_t v;
+    if (c == '"') {
+        int64_t a, e;
+        int esc, isnull;
+        if (scan_string(s, &a, &e, &esc) || esc || int_text(s->b + a, e - a, &v, &isnull)) return KS_DECLINE;
+        if (isnull) return 0;
+    } else {
+        int64_t a = s->p, e;
+        int pi, fd, ex;
+        if (scan_number(s, &e, &pi, &fd, &ex) || !pi || parse_i64(s->b, a, e, &v)) return KS_DECLINE;
+        s->p = e;
+    }
+    s->ints[slot][row] = v;
+    s->valid[slot][row] = 1;
+    return 0;
+}
+
+#define MAX_US 9223372036854775LL /* (2^63 - 1) // 1000 */
+
+/* a time in µs (at most 3 decimals, no exponent) as exact ns, or null (missing) */
+static int time_slot(S *s, int slot, int64_t row) {
+    uint8_t c = s->b[s->p];
+    if (c == 'n') return is_null(s) ? 0 : KS_DECLINE;
+    const uint8_t *b = s->b;
+    int64_t a = s->p, e;
+    int pi, fd, ex;
+    if (scan_number(s, &e, &pi, &fd, &ex) || ex || fd > 3) return KS_DECLINE;
+    s->p = e;
+    int neg = b[a] == '-';
+    int64_t p = a + neg, ip = 0;
+    int64_t digits = 0;
+    while (p < e && b[p] != '.') {
+        if (++digits > 16) return KS_DECLINE;
+        ip = ip * 10 + (b[p] - '0');
+        p++;
+    }
+    if (ip >= MAX_US) return KS_DECLINE; /* near the int64 ns limit: the readers decide */
+    int64_t fr = 0;
+    int k = 0;
+    if (p < e) {
+        p++;
+        for (; p < e; p++, k++) fr = fr * 10 + (b[p] - '0');
+    }
+    for (; k < 3; k++) fr *= 10;
+    int64_t ns = ip * 1000 + fr; /* < (MAX_US - 1) * 1000 + 1000 <= INT64_MAX */
+    s->ints[slot][row] = neg ? -ns : ns;
+    s->valid[slot][row] = 1;
+    return 0;
+}
+
+static int parse_args(S *s, int64_t row, int depth) {
+    uint64_t seen = 0;
+    s->p++;
+    ws(s);
+    if (s->p < s->n && s->b[s->p] == '}') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        int64_t a, e;
+        int esc;
+        if (s->p >= s->n || s->b[s->p] != '"' || scan_string(s, &a, &e, &esc)) return KS_DECLINE;
+        if (esc) return KS_DECLINE;
+        int64_t len = e - a, hit = -1;
+        for (int64_t k = 0; k < s->nargs; k++) {
+            if (s->aoff[k + 1] - s->aoff[k] == len && memcmp(s->akeys + s->aoff[k], s->b + a, (size_t)len) == 0) {
+                hit = k;
+                break;
+            }
+        }
+        ws(s);
+        if (s->p >= s->n || s->b[s->p] != ':') return KS_DECLINE;
+        s->p++;
+        ws(s);
+        if (s->p >= s->n) return KS_DECLINE;
+        if (hit >= 0) {
+            if (seen & (1ull << hit)) return KS_DECLINE;
+            seen |= 1ull << hit;
+            int64_t slot = s->aslot[hit];
+            int rc = slot >= 0 ? string_slot(s, (int)slot, row) : int_slot(s, (int)(-slot - 1), row);
+            if (rc) return rc;
+        } else if (skip_value(s, depth + 1)) {
+            return KS_DECLINE;
+        }
+        ws(s);
+        if (s->p >= s->n) return KS_DECLINE;
+        uint8_t c = s->b[s->p];
+        if (c == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (c == '}') {
+            s->p++;
+            return 0;
+        }
+        return KS_DECLINE;
+    }
+}
+
+/* top-level keys: 0..5 string slots (ph cat name pid tid id), 6 ts, 7 dur, 8 args, -1 other */
+static inline int top_key(const uint8_t *k, int64_t len) {
+    switch (len) {
+        case 2:
+            if (k[0] == 'p' && k[1] == 'h') return 0;
+            if (k[0] == 'i' && k[1] == 'd') return 5;
+            if (k[0] == 't' && k[1] == 's') return 6;
+            return -1;
+        case 3:
+            if (memcmp(k, "cat", 3) == 0) return 1;
+            if (memcmp(k, "pid", 3) == 0) return 3;
+            if (memcmp(k, "tid", 3) == 0) return 4;
+            if (memcmp(k, "dur", 3) == 0) return 7;
+            return -1;
+        case 4:
+            if (memcmp(k, "name", 4) == 0) return 2;
+            if (memcmp(k, "args", 4) == 0) return 8;
+            return -1;
+        default:
+            return -1;
+    }
+}
+
+static int parse_event(S *s, int64_t row) {
+    for (int64_t k = 0; k < s->nscodes; k++) s->codes[k][row] = 0;
+    for (int64_t k = 0; k < s->nints; k++) {
+        s->ints[k][row] = 0;
+        s->valid[k][row] = 0;
+    }
+    unsigned seen = 0;
+    s->p++;
+    ws(s);
+    if (s->p < s->n && s->b[s->p] == '}') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        int64_t a, e;
+        int esc;
+        if (s->p >= s->n || s->b[s->p] != '"' || scan_string(s, &a, &e, &esc)) return KS_DECLINE;
+        if (esc) return KS_DECLINE;
+        int key = top_key(s->b + a, e - a);
+        ws(s);
+        if (s->p >= s->n || s->b[s->p] != ':') return KS_DECLINE;
+        s->p++;
+        ws(s);
+        if (s->p >= s->n) return KS_DECLINE;
+        int rc = 0;
+        if (key >= 0) {
+            if (seen & (1u << key)) return KS_DECLINE;
+            seen |= 1u << key;
+        }
+        if (key >= 0 && key <= 5) {
+            rc = string_slot(s, key, row);
+        } else if (key == 6 || key == 7) {
+            rc = time_slot(s, key - 6, row);
+        } else if (key == 8) {
+            uint8_t c = s->b[s->p];
+            if (c == '{') rc = parse_args(s, row, 1);
+            else if (c == 'n') rc = is_null(s) ? 0 : KS_DECLINE;
+            else rc = KS_DECLINE;
+        } else if (skip_value(s, 1)) {
+            rc = KS_DECLINE;
+        }
+        if (rc) return rc;
+        ws(s);
+        if (s->p >= s->n) return KS_DECLINE;
+        uint8_t c = s->b[s->p];
+        if (c == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (c == '}') {
+            s->p++;
+            return 0;
+        }
+        return KS_DECLINE;
+    }
+}
+
+/* Scan the run of events b[0:n). Outputs: codes[nscodes][cap_rows] (uint32, dictionary index + 1, 0 null), ints/valid[nints][cap_rows],
+ * the dictionary (doff[cap_dict + 1] offsets, dbytes[cap_bytes]). Requested args: nargs keys, their bytes
+ * akeys[aoff[k]:aoff[k+1]], and each one's slot (aslot[k] >= 0: string slot; -(j+1): int slot j).
+ * counts[0] = dictionary entries, counts[1] = dictionary bytes, counts[2] = byte where it declined.
+ * Returns the number of events, or KS_DECLINE, KS_ROWS (an output is too small), KS_NOMEM. */
+int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t **codes, int64_t nscodes, int64_t **ints,
+                       uint8_t **valid, int64_t nints, int64_t *doff, uint8_t *dbytes, int64_t cap_dict, int64_t cap_bytes,
+                       const uint8_t *akeys, const int64_t *aoff, const int64_t *aslot, int64_t nargs, int64_t *counts) {
+    if (nargs > MAX_ARGS || nscodes < S_FIXED || nints < I_FIXED) return KS_DECLINE;
+    S *s = (S *)calloc(1, sizeof(S));
+    if (!s) return KS_NOMEM;
+    s->b = b;
+    s->n = n;
+    s->cap_rows = cap_rows;
+    s->codes = codes;
+    s->nscodes = nscodes;
+    s->ints = ints;
+    s->valid = valid;
+    s->nints = nints;
+    s->doff = doff;
+    s->dbytes = dbytes;
+    s->cap_dict = cap_dict;
+    s->cap_bytes = cap_bytes;
+    s->akeys = akeys;
+    s->aoff = aoff;
+    s->aslot = aslot;
+    s->nargs = nargs;
+    doff[0] = 0;
+    int64_t rc = 0, row = 0;
+    ws(s);
+    while (s->p < s->n) {
+        if (s->b[s->p] != '{') {
+            rc = KS_DECLINE;
+            break;
+        }
+        if (row >= s->cap_rows) {
+            rc = KS_ROWS;
+            break;
+        }
+        int r = parse_event(s, row);
+        if (r) {
+            rc = r;
+            break;
+        }
+        row++;
+        ws(s);
+        if (s->p >= s->n) break;
+        if (s->b[s->p] != ',') {
+            rc = KS_DECLINE;
+            break;
+        }
+        s->p++;
+        ws(s);
+        if (s->p >= s->n) { /* a trailing comma */
+            rc = KS_DECLINE;
+            break;
+        }
+    }
+    counts[0] = s->ndict;
+    counts[1] = s->nbytes;
+    counts[2] = s->p;
+    free(s->htab);
+    free(s->hashes);
+    free(s);
+    return rc ? rc : row;
+}

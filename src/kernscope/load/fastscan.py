@@ -1,0 +1,223 @@
+"""The compiled Kineto event scanner (``_kineto.c``): a run of events -> the event table of that piece, in one
+pass over the text, without polars' reader or a Python object per event.
+
+It is the first reader :class:`kernscope.load.kineto._Pipeline` tries on each piece. The scanner validates
+the whole text as strict JSON and declines (:func:`scan` returns None) whatever the table readers treat in a
+special way: times with more than 3 decimals or an exponent, integer args that are not plain integers,
+escaped strings over 4096 bytes, a key written with escapes, a tracked key twice in an event, and anything that is
+not a valid run of objects; the piece then goes through today's readers (:mod:`.lines`, :mod:`.chunk`),
+which give the same table and report errors at their place. ``tests/test_fastscan.py`` checks the tables
+are equal on every real trace and on the mutant corpus.
+
+Strings are interned by the scanner (one dictionary of distinct strings per piece, int32 codes per row):
+the categorical columns are built from the codes. A projection is applied to the scanned rows: an event is
+dropped when its phase is in ``drop_phases``, or it is a ``ph: X`` event of a category in ``drop_cats``
+whose name the projection does not want and whose ``ts`` is known (every such event, not only those whose
+layout numpy can judge: ``dropped`` counts them, each kept row keeps its ordinal).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from .argspec import ARG_FIELDS, LOADER_ARGS
+from .chunk import EVENT_SCHEMA, MAX_NAME_BYTES, Args_, cap_names
+from .native import scanner
+from .projection import NameTest, Projection
+
+__all__ = ["Scanned", "available", "scan"]
+
+#: the scanner's fixed string slots and time slots (the order of the enums in _kineto.c)
+FIXED_STRINGS = ("ph", "cat", "name", "pid", "tid", "flow_id")
+FIXED_INTS = ("ts", "dur")
+KS_DECLINE, KS_ROWS, KS_NOMEM = -1, -2, -3
+#: first guess of the events in a piece: one per 48 bytes (real traces: 100-400 bytes an event); a piece
+#: with more is scanned again with room for every possible event
+BYTES_PER_EVENT = 48
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Which args a scan reads and where they go: string slots after the fixed six, int slots after ts/dur."""
+
+    keys: bytes
+    offsets: np.ndarray  #: int64, len(args) + 1
+    slots: np.ndarray  #: int64: >= 0 string slot, -(j + 1) int slot j
+    strings: tuple[str, ...]  #: column of each string slot
+    ints: tuple[str, ...]  #: column of each int slot
+    columns: tuple[str, ...]  #: the piece table's columns, in EVENT_SCHEMA order
+
+
+@lru_cache(maxsize=16)
+def _layout(args: Args_) -> _Layout:
+    wanted = [f for f in ARG_FIELDS if args is None or f.column in args or f.column in LOADER_ARGS]
+    strings, ints = list(FIXED_STRINGS), list(FIXED_INTS)
+    slots = []
+    for f in wanted:
+        if f.kind == "int":
+            slots.append(-(len(ints) + 1))
+            ints.append(f.column)
+        else:
+            slots.append(len(strings))
+            strings.append(f.column)
+    raw = [f.raw.encode() for f in wanted]
+    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(k) for k in raw])
+    have = {*strings, *ints, "ts_missing", "dur_missing"}
+    return _Layout(b"".join(raw), offsets, np.array(slots, dtype=np.int64), tuple(strings), tuple(ints),
+                   tuple(c for c in EVENT_SCHEMA if c in have))
+
+
+@dataclass
+class Scanned:
+    """One piece's table and what a projection removed (as :class:`kernscope.load.kineto.Parsed` wants)."""
+
+    table: pl.DataFrame
+    dropped: int = 0
+    ordinals: np.ndarray | None = None  #: each kept row's ordinal among the piece's events (None: all kept)
+    dropped_first_ts: float = float("inf")  #: earliest ts (µs) of the ``ph: X`` events dropped
+
+
+def available() -> bool:
+    """True when the compiled scanner can run (built at install, not disabled by ``KERNSCOPE_NO_NATIVE=1``)."""
+    return _lib() is not None
+
+
+def _lib() -> Any:
+    lib = scanner()
+    return lib if lib is not None and hasattr(lib, "ks_kineto_scan") else None
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int) -> tuple[int, list[np.ndarray], list[np.ndarray], list[np.ndarray],
+                                                                      np.ndarray, np.ndarray, np.ndarray]:
+    n = buf.size
+    codes = [np.empty(cap, np.uint32) for _ in lay.strings]
+    ints = [np.empty(cap, np.int64) for _ in lay.ints]
+    valid = [np.empty(cap, np.uint8) for _ in lay.ints]
+    cap_dict = min(cap * len(lay.strings), n + 1)  # each distinct string is a distinct place in the text
+    doff = np.empty(cap_dict + 2, np.int64)
+    dbytes = np.empty(max(n, 1), np.uint8)
+    counts = np.zeros(3, np.int64)
+    vp = ctypes.c_void_p
+    rows = lib.ks_kineto_scan(
+        _ptr(buf), ctypes.c_int64(n), ctypes.c_int64(cap),
+        (vp * len(codes))(*(a.ctypes.data for a in codes)), ctypes.c_int64(len(codes)),
+        (vp * len(ints))(*(a.ctypes.data for a in ints)), (vp * len(valid))(*(a.ctypes.data for a in valid)),
+        ctypes.c_int64(len(ints)), _ptr(doff), _ptr(dbytes), ctypes.c_int64(cap_dict + 1), ctypes.c_int64(dbytes.size),
+        ctypes.c_char_p(lay.keys), _ptr(lay.offsets), _ptr(lay.slots), ctypes.c_int64(len(lay.slots)), _ptr(counts))
+    return int(rows), codes, ints, valid, doff, dbytes, counts
+
+
+def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | None = None,
+         keep: NameTest | None = None) -> Scanned | None:
+    """The event table of ``text`` (a run of events, no brackets), or None when the compiled scanner is not
+    available or declines the text (then parse it with the other readers). ``args``: the args columns read
+    (None: all); ``projection``/``keep``: the events to drop (see the module) and its name test."""
+    lib = _lib()
+    if lib is None:
+        return None
+    buf = np.frombuffer(text, dtype=np.uint8)
+    lay = _layout(args)
+    cap = buf.size // BYTES_PER_EVENT + 64
+    rows, codes, ints, valid, doff, dbytes, counts = _run(lib, buf, lay, cap)
+    if rows == KS_ROWS:
+        rows, codes, ints, valid, doff, dbytes, counts = _run(lib, buf, lay, buf.size // 2 + 2)
+    if rows < 0:
+        return None
+    ndict, nbytes = int(counts[0]), int(counts[1])
+    # the dictionary after a null: code 0 (null or absent) gathers that null
+    offsets = np.concatenate([[0], doff[: ndict + 1]])
+    words = pl.Series(pa.LargeStringArray.from_buffers(ndict + 1, pa.py_buffer(offsets), pa.py_buffer(dbytes[:nbytes]),
+                                                       pa.py_buffer(np.packbits(np.arange(ndict + 1) > 0, bitorder="little"))))
+    raw_words = words  # names are judged whole (a capped one is only for the table)
+    codes = [c[:rows] for c in codes]
+    ints = [a[:rows] for a in ints]
+    present = [v[:rows].view(np.bool_) for v in valid]
+    if ndict and int(np.diff(doff[: ndict + 1]).max()) > MAX_NAME_BYTES:
+        # names over 4 KB keep their head and a hash (chunk.cap_names), as the other readers do; flow ids are
+        # never capped there: a long one is theirs to read
+        long = np.flatnonzero(np.diff(offsets) > MAX_NAME_BYTES)
+        if np.isin(codes[FIXED_STRINGS.index("flow_id")], long).any():
+            return None
+        words = cap_names(pl.DataFrame({"s": words}), ("s",))["s"]
+
+    dropped, ordinals, first_ts = 0, None, float("inf")
+    if projection is not None and projection.drops_events and rows:
+        keep_rows, first_ts = _kept(raw_words, offsets, dbytes, codes, ints[0], present[0], projection, keep or projection.compiled())
+        if keep_rows is not None:
+            dropped = rows - len(keep_rows)
+            ordinals = keep_rows
+            codes = [c[keep_rows] for c in codes]
+            ints = [a[keep_rows] for a in ints]
+            present = [v[keep_rows] for v in present]
+    return Scanned(_table(lay, words, codes, ints, present), dropped, ordinals, first_ts)
+
+
+def _codes_of(offsets: np.ndarray, data: np.ndarray, wanted: tuple[str, ...]) -> np.ndarray:
+    """The dictionary codes (entry 0 is the null) of the strings ``wanted`` that are present."""
+    lens = np.diff(offsets)
+    found = []
+    for w in wanted:
+        wb = np.frombuffer(w.encode(), dtype=np.uint8)
+        cand = np.flatnonzero(lens == len(wb))
+        cand = cand[cand > 0]
+        if len(cand) and len(wb):
+            cand = cand[(data[offsets[cand][:, None] + np.arange(len(wb))] == wb).all(axis=1)]
+        found.append(cand)
+    return np.concatenate(found).astype(np.uint32) if found else np.zeros(0, dtype=np.uint32)
+
+
+def _kept(words: pl.Series, offsets: np.ndarray, data: np.ndarray, codes: list[np.ndarray], ts: np.ndarray,
+          has_ts: np.ndarray, projection: Projection, keep: NameTest) -> tuple[np.ndarray | None, float]:
+    """The rows a projection keeps (None: all) and the earliest ts (µs) of the ``ph: X`` events it drops."""
+    ph, cat, name = codes[0], codes[1], codes[2]
+    drop = np.zeros(len(ph), dtype=bool)
+    by_phase = _codes_of(offsets, data, projection.drop_phases)
+    if len(by_phase):
+        drop |= np.isin(ph, by_phase)
+    first_ts = float("inf")
+    cats, x = _codes_of(offsets, data, projection.drop_cats), _codes_of(offsets, data, ("X",))
+    if len(cats) and len(x):
+        cand = np.flatnonzero((ph == x[0]) & np.isin(cat, cats) & has_ts)
+        if len(cand):
+            uniq = np.unique(name[cand])
+            unwanted = np.zeros(len(words), dtype=bool)  # the null name (code 0) is kept
+            for c, w in zip(uniq.tolist(), words.gather(uniq).to_list()):
+                if w is not None and not keep(w.encode()):
+                    unwanted[c] = True
+            by_cat = cand[unwanted[name[cand]]]
+            if len(by_cat):
+                drop[by_cat] = True
+                first_ts = float(ts[by_cat].min()) / 1000.0
+    if not drop.any():
+        return None, first_ts
+    return np.flatnonzero(~drop), first_ts
+
+
+def _table(lay: _Layout, words: pl.Series, codes: list[np.ndarray], ints: list[np.ndarray],
+           present: list[np.ndarray]) -> pl.DataFrame:
+    idx = pl.DataFrame({name: c for name, c in zip(lay.strings, codes)})
+    cats, text = pl.lit(words.cast(pl.Categorical)), pl.lit(words)
+    cols = {c.name: c for c in idx.select((cats if EVENT_SCHEMA[name] == pl.Categorical else text).gather(pl.col(name)).alias(name)
+                                          for name in lay.strings).get_columns()}
+    for k, (name, v, ok) in enumerate(zip(lay.ints, ints, present)):
+        if k < len(FIXED_INTS):  # times: 0 where missing, and the missing mask
+            cols[name] = pl.Series(name, v)
+            cols[f"{name}_missing"] = pl.Series(f"{name}_missing", ~ok)
+        elif ok.all():
+            cols[name] = pl.Series(name, v)
+        else:
+            arr = pa.Array.from_buffers(pa.int64(), len(v), [pa.py_buffer(np.packbits(ok, bitorder="little")), pa.py_buffer(v)])
+            cols[name] = pl.Series(name, arr)
+    return pl.DataFrame([cols[c] for c in lay.columns])

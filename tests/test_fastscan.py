@@ -1,0 +1,214 @@
+"""The compiled Kineto scanner (``load/_kineto.c`` through ``load/fastscan.py``): its tables equal the other
+readers' on every real trace, with and without a projection, and on mutants of real traces; what it does not
+handle it declines (the piece then takes the other readers), never reads differently."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import TRACES, needs_traces, real_traces, trace_id, write_trace
+from polars.testing import assert_frame_equal
+
+from kernscope.analyze.needs import analyze_projection
+from kernscope.errors import TraceError
+from kernscope.load import fastscan
+from kernscope.load.argspec import ARG_FIELDS, LOADER_ARGS
+from kernscope.load.kineto import parse_source
+from kernscope.load.source import open_trace
+from kernscope.testing import fuzz
+
+pytestmark = pytest.mark.skipif(not fastscan.available(), reason="the compiled scanner was not built")
+DATA = Path(__file__).parent / "data" / "kineto"
+STACKS = DATA / "h100_gpt_stack_shapes.pt.trace.json.gz"  # with_stack + record_shapes, H100 (examples/record_example_trace.py --full)
+EXAMPLE = Path(__file__).parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+
+
+def _parse(path, monkeypatch, native: bool, projection=None):
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "0" if native else "1")
+    src = open_trace(path)
+    try:
+        return parse_source(src, projection=projection)
+    finally:
+        src.close()
+
+
+def _same(a, b) -> None:
+    assert_frame_equal(a.events, b.events)
+    assert_frame_equal(a.flows, b.flows)
+    assert_frame_equal(a.meta_events, b.meta_events)
+    assert a.metadata == b.metadata and a.projected_out == b.projected_out == 0
+
+
+def test_test_data_trace_with_stacks_and_shapes_is_ours():
+    """The with_stack + record_shapes trace recorded on an H100 by examples/record_example_trace.py --full."""
+    d = json.loads(gzip.decompress(STACKS.read_bytes()))
+    cats = [e.get("cat") for e in d["traceEvents"]]
+    assert cats.count("python_function") > 3000 and sum("Input Dims" in e.get("args", {}) for e in d["traceEvents"]) > 4000
+
+
+@pytest.mark.parametrize("path", [STACKS, EXAMPLE], ids=["h100_stack_shapes", "bundled_h200"])
+def test_equal_tables_on_our_recordings(path, monkeypatch):
+    _same(_parse(path, monkeypatch, True), _parse(path, monkeypatch, False))
+
+
+@needs_traces
+@pytest.mark.parametrize("path", real_traces(), ids=trace_id)
+def test_equal_tables_on_every_real_trace(path, monkeypatch):
+    _same(_parse(path, monkeypatch, True), _parse(path, monkeypatch, False))
+
+
+def _check_projected(path, monkeypatch) -> None:
+    """A projected native load = the full load without exactly the events the projection drops; unread args
+    null; the skipped events counted; the earliest skipped start reported."""
+    proj = analyze_projection(None)
+    full, got = _parse(path, monkeypatch, True), _parse(path, monkeypatch, True, proj)
+    unread = [f.column for f in ARG_FIELDS if f.column not in proj.args and f.column not in LOADER_ARGS]
+    ev = full.events
+    kept_idx = got.events["idx"].implode()
+    assert_frame_equal(ev.filter(pl.col("idx").is_in(kept_idx)).drop(unread), got.events.drop(unread))
+    assert got.events.select(pl.col(unread).null_count()).row(0) == (got.events.height,) * len(unread)
+    gone = ev.filter(~pl.col("idx").is_in(kept_idx))
+    name = gone["name"].cast(pl.String)
+    by_phase = gone["ph"].cast(pl.String).is_in(list(proj.drop_phases))
+    by_cat = (gone["ph"].cast(pl.String) == "X") & gone["cat"].cast(pl.String).is_in(list(proj.drop_cats))
+    rx = proj.compiled()
+    assert (by_phase | by_cat).all()
+    assert not any(rx(n.encode()) for n in name.filter(by_cat & ~by_phase).to_list())
+    flows_gone = full.flows.height - got.flows.height
+    assert got.projected_out == gone.height + flows_gone
+    x = gone.filter(by_cat & ~by_phase)
+    if x.height:
+        assert got.projected_first_ts == pytest.approx(x["ts"].min() / 1000.0)
+    # every python_function event not wanted by name is gone (the numpy projection keeps some it cannot judge)
+    left = got.events.filter((pl.col("cat").cast(pl.String) == "python_function") & (pl.col("ph").cast(pl.String) == "X"))
+    assert all(rx(n.encode()) for n in left["name"].cast(pl.String).to_list())
+
+
+def test_projection_drops_exactly_what_it_should_on_stacks(monkeypatch):
+    _check_projected(STACKS, monkeypatch)
+
+
+@needs_traces
+@pytest.mark.parametrize("name", ["hta/v100_2rank_nccl_rank1.json.gz", "tracelens/b200_eager_trace.json.gz",
+                                  "tracelens/mi300x_xdit_sd35_rank0.json.gz", "tracelens/rocm_vllm_piecewise_hipgraph.json.gz"])
+def test_projection_drops_exactly_what_it_should(name, monkeypatch):
+    _check_projected(TRACES / name, monkeypatch)
+
+
+# -- what it reads, and what it declines ---------------------------------------------------------------------
+def _events(text: str):
+    got = fastscan.scan(text.encode())
+    return None if got is None else got.table
+
+
+def test_values_it_reads():
+    t = _events('{"ph": "X", "cat": "kernel", "name": "caf\\u00e9 \\"k\\" \\ud83d\\ude00", "pid": 7, "tid": "stream 7", '
+                '"ts": 1.5, "dur": -2.001, "id": 12, "args": {"correlation": 5, "bytes": "0x1f", "stream": "8", '
+                '"device": "", "kind": "Memcpy", "Input Dims": [[1, 2], []], "name": "x"}},\n'
+                '{"ph": "i", "ts": null}, {}')
+    assert t is not None and t.height == 3
+    r = t.row(0, named=True)
+    assert r["name"] == 'café "k" 😀' and r["pid"] == "7" and r["tid"] == "stream 7" and r["flow_id"] == "12"
+    assert (r["ts"], r["dur"], r["ts_missing"], r["dur_missing"]) == (1500, -2001, False, False)
+    assert (r["correlation"], r["bytes"], r["stream"], r["device"], r["gpu_kind"], r["meta_name"]) == (5, 31, 8, None, "Memcpy", "x")
+    assert t.row(1, named=True)["ts_missing"] and t.row(2, named=True)["ph"] is None
+    assert t.schema["ph"] == pl.Categorical and t.schema["flow_id"] == pl.String and t.schema["ts"] == pl.Int64
+
+
+@pytest.mark.parametrize("text", [
+    '{"ts": 1.2345}',  # 4 decimals: the readers round; they decide
+    '{"ts": 1e3}',  # an exponent
+    '{"ts": "5"}',  # a time as a string
+    '{"args": {"correlation": 5.0}}',  # an integral float arg
+    '{"args": {"correlation": "+7"}}',
+    '{"args": {"correlation": 99999999999999999999}}',  # beyond int64
+    '{"name": true}', '{"name": 1.5}', '{"args": []}',
+    '{"ph": "X", "ph": "i"}', '{"args": {"stream": 1, "stream": 2}}',  # a tracked key twice
+    '{"p\\u0068": "X"}',  # a key with an escape
+    '{"name": "\\ud800"}',  # a lone surrogate in a read string
+    '{"ph": "X",}', '{"ph": "X"},', '{"ph": "X"} {"ph": "i"}', '[{"ph": "X"}]', '{"ph": "X', '{"ph": "\x01"}',
+    '{"a": [1, 2,]}', '{"a": 01}', '{"a": tru}', '{"a": "\\x"}',
+    '{"a": ' + "[" * 1001 + "]" * 1001 + "}",
+])
+def test_it_declines(text):
+    assert _events(text) is None
+
+
+def test_invalid_utf8_is_declined():
+    assert fastscan.scan(b'{"name": "a\xff"}') is None and fastscan.scan(b'{"x": "\xed\xa0\x80"}') is None
+    assert fastscan.scan('{"name": "ü"}'.encode()) is not None
+
+
+def test_a_long_name_is_capped_as_the_readers_cap_it(tmp_path, monkeypatch):
+    long = "k" * 5000
+    p = write_trace(tmp_path / "t.json", [{"ph": "X", "cat": "kernel", "name": long, "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+                                           "args": {"correlation": 1}}] * 3)
+    a, b = _parse(p, monkeypatch, True), _parse(p, monkeypatch, False)
+    _same(a, b)
+    assert len(a.events["name"].cast(pl.String)[0].encode()) < 4200
+
+
+def test_declined_pieces_take_the_other_readers(tmp_path, monkeypatch):
+    """Odd events in a trace of several pieces: their pieces are read by the other readers, the rest by the
+    scanner; the same table as the other readers give alone."""
+    evs: list[dict] = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i + 0.5, "dur": 1.0,
+                        "args": {"correlation": i}} for i in range(100_000)]
+    evs[700]["args"]["correlation"] = 700.0  # the readers take an integral float
+    evs[1500]["ts"] = 1500.50049  # and round a 5th decimal
+    p = write_trace(tmp_path / "t.json", evs)
+    runs: list[tuple] = []
+    real = fastscan._run
+
+    def counted(*a):
+        runs.append(real(*a))
+        return runs[-1]
+
+    monkeypatch.setattr(fastscan, "_run", counted)
+    a = _parse(p, monkeypatch, True)
+    assert sum(r[0] < 0 for r in runs) == 1 and sum(r[0] > 0 for r in runs) >= 2  # one piece declined, the others read
+    _same(a, _parse(p, monkeypatch, False))
+    assert a.events.filter(pl.col("name") == "k1500")["ts"].item() == 1_500_500
+    assert a.events.filter(pl.col("name") == "k700")["correlation"].item() == 700
+
+
+@needs_traces
+def test_mutants_read_alike(tmp_path, monkeypatch):
+    """Mutants of real traces: the scanner-first load and the other readers give the same table, or the same
+    one-line error."""
+    sources = [TRACES / s for s in ("hta/a100_alexnet_cuda_sync.json.gz", "tracelens/rocm_vllm_decode_full_hipgraph.json.gz",
+                                    "hta/mi250_rocm62_minitoy_train.json.gz")]
+    r = random.Random(20261127)
+    names = sorted(fuzz.MUTATORS)
+    outcomes = {"same table": 0, "same error": 0}
+    for i in range(90):
+        data = gzip.decompress(sources[i % len(sources)].read_bytes())
+        p = tmp_path / f"m{i}.json"
+        p.write_bytes(fuzz.MUTATORS[names[i % len(names)]](r, data))
+        got = []
+        for native in (True, False):
+            try:
+                got.append(_parse(p, monkeypatch, native))
+            except TraceError as e:
+                got.append(str(e))
+        if isinstance(got[0], str) or isinstance(got[1], str):
+            assert got[0] == got[1], (names[i % len(names)], got)
+            outcomes["same error"] += 1
+        else:
+            assert_frame_equal(got[0].events, got[1].events)
+            assert_frame_equal(got[0].flows, got[1].flows)
+            outcomes["same table"] += 1
+    assert outcomes["same table"] > 10 and outcomes["same error"] > 10, outcomes
+
+
+def test_rows_beyond_the_first_guess():
+    """Tiny events (more than one per 48 bytes): the scan is redone with room for all."""
+    text = ",".join(['{"ph":"i"}'] * 5000)
+    t = fastscan.scan(text.encode())
+    assert t is not None and t.table.height == 5000 and (t.table["ph"].cast(pl.String) == "i").all()
+    assert np.array_equal(t.table["ts_missing"].to_numpy(), np.ones(5000, bool))
