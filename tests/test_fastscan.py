@@ -23,7 +23,11 @@ from kernscope.load.kineto import parse_source
 from kernscope.load.source import open_trace
 from kernscope.testing import fuzz
 
-pytestmark = pytest.mark.skipif(not fastscan.available(), reason="the compiled scanner was not built")
+
+@pytest.fixture(autouse=True)
+def _built():
+    if not fastscan.available():
+        pytest.fail("the compiled scanner was not built (make install compiles src/kernscope/load/_kineto.c)")
 DATA = Path(__file__).parent / "data" / "kineto"
 STACKS = DATA / "h100_gpt_stack_shapes.pt.trace.json.gz"  # with_stack + record_shapes, H100 (examples/record_example_trace.py --full)
 EXAMPLE = Path(__file__).parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
