@@ -17,7 +17,7 @@ from polars.testing import assert_frame_equal
 
 from kernscope.analyze.needs import analyze_projection
 from kernscope.errors import TraceError
-from kernscope.load import fastscan
+from kernscope.load import fastscan, kineto
 from kernscope.load.argspec import ARG_FIELDS, LOADER_ARGS
 from kernscope.load.kineto import parse_source
 from kernscope.load.source import open_trace
@@ -162,7 +162,7 @@ def test_declined_pieces_take_the_other_readers(tmp_path, monkeypatch):
     """Odd events in a trace of several pieces: their pieces are read by the other readers, the rest by the
     scanner; the same table as the other readers give alone."""
     evs: list[dict] = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i + 0.5, "dur": 1.0,
-                        "args": {"correlation": i}} for i in range(100_000)]
+                        "args": {"correlation": i}} for i in range(20_000)]
     evs[700]["args"]["correlation"] = 700.0  # the readers take an integral float
     evs[1500]["ts"] = 1500.50049  # and round a 5th decimal
     p = write_trace(tmp_path / "t.json", evs)
@@ -174,6 +174,7 @@ def test_declined_pieces_take_the_other_readers(tmp_path, monkeypatch):
         return runs[-1]
 
     monkeypatch.setattr(fastscan, "_run", counted)
+    monkeypatch.setattr(kineto, "NATIVE_CHUNK_BYTES", 1 << 20)  # several pieces
     a = _parse(p, monkeypatch, True)
     assert sum(r[0] < 0 for r in runs) == 1 and sum(r[0] > 0 for r in runs) >= 2  # one piece declined, the others read
     _same(a, _parse(p, monkeypatch, False))

@@ -25,7 +25,7 @@ from ..errors import TraceError
 from ..model import RawTrace
 from .argspec import ARG_FIELDS, LOADER_ARGS
 from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
-from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
+from .document import NATIVE_CHUNK_BYTES, NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
 from .fastscan import available as fastscan_available
 from .fastscan import scan as fastscan
 from .lines import to_lines
@@ -485,7 +485,8 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     # two more threads than cores: a worker's Python steps hold the GIL between its numpy and polars calls,
     # and the spare threads keep the cores busy meanwhile (2 cores: 1.5 -> 1.7 cores used, parse ~10% faster)
     workers = workers if workers is not None else min((os.cpu_count() or 1) + 2, 8)
-    splitter = Splitter(source, limits, salvage=salvage)
+    splitter = Splitter(source, limits, salvage=salvage,
+                        chunk_bytes=NATIVE_CHUNK_BYTES if fastscan_available() and not salvage else None)
     pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
                      projection=projection)
     try:
