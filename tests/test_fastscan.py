@@ -217,3 +217,10 @@ def test_rows_beyond_the_first_guess():
     t = fastscan.scan(text.encode())
     assert t is not None and t.table.height == 5000 and (t.table["ph"].cast(pl.String) == "i").all()
     assert np.array_equal(t.table["ts_missing"].to_numpy(), np.ones(5000, bool))
+
+
+def test_a_dictionary_beyond_the_first_guess():
+    """Distinct long names are most of the text (more than the first guess of the dictionary's bytes)."""
+    names = [f"{i:06d}" + "n" * 300 for i in range(400)]
+    t = fastscan.scan(",".join(f'{{"ph": "X", "name": "{n}"}}' for n in names).encode())
+    assert t is not None and t.table["name"].cast(pl.String).to_list() == names

@@ -38,9 +38,11 @@ __all__ = ["Scanned", "available", "scan"]
 FIXED_STRINGS = ("ph", "cat", "name", "pid", "tid", "flow_id")
 FIXED_INTS = ("ts", "dur")
 KS_DECLINE, KS_ROWS, KS_NOMEM = -1, -2, -3
-#: first guess of the events in a piece: one per 48 bytes (real traces: 100-400 bytes an event); a piece
-#: with more is scanned again with room for every possible event
-BYTES_PER_EVENT = 48
+#: first guess of the outputs' sizes: an event per 96 bytes of text (real traces: 150-500 bytes an event),
+#: 2 distinct strings per event and 1/8 of the text in distinct strings' bytes. A piece that needs more is
+#: scanned again with room for anything (an event per 2 bytes). Outputs sized to what is used keep the
+#: process's memory down: allocated pages the scanner never writes cost nothing, but a reused heap block's do
+BYTES_PER_EVENT = 96
 
 
 @dataclass(frozen=True)
@@ -99,15 +101,17 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
     return ctypes.c_void_p(a.ctypes.data)
 
 
-def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int) -> tuple[int, list[np.ndarray], list[np.ndarray], list[np.ndarray],
-                                                                      np.ndarray, np.ndarray, np.ndarray]:
+def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False) -> tuple[
+        int, list[np.ndarray], list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """One call of the scanner with outputs for ``cap`` events (``roomy``: and for any dictionary)."""
     n = buf.size
     codes = [np.empty(cap, np.uint32) for _ in lay.strings]
     ints = [np.empty(cap, np.int64) for _ in lay.ints]
     valid = [np.empty(cap, np.uint8) for _ in lay.ints]
-    cap_dict = min(cap * len(lay.strings), n + 1)  # each distinct string is a distinct place in the text
+    # each distinct string is a distinct place in the text (so neither count nor bytes can exceed it)
+    cap_dict = min(cap * len(lay.strings), n + 1) if roomy else min(2 * cap + 1024, n + 1)
     doff = np.empty(cap_dict + 2, np.int64)
-    dbytes = np.empty(max(n, 1), np.uint8)
+    dbytes = np.empty(max(n if roomy else n // 8 + 4096, 1), np.uint8)
     counts = np.zeros(3, np.int64)
     vp = ctypes.c_void_p
     rows = lib.ks_kineto_scan(
@@ -132,7 +136,7 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     cap = buf.size // BYTES_PER_EVENT + 64
     rows, codes, ints, valid, doff, dbytes, counts = _run(lib, buf, lay, cap)
     if rows == KS_ROWS:
-        rows, codes, ints, valid, doff, dbytes, counts = _run(lib, buf, lay, buf.size // 2 + 2)
+        rows, codes, ints, valid, doff, dbytes, counts = _run(lib, buf, lay, buf.size // 2 + 2, roomy=True)
     if rows < 0:
         return None
     ndict, nbytes = int(counts[0]), int(counts[1])
