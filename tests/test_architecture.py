@@ -35,7 +35,7 @@ MODULES: dict[str, int] = {
     "kernscope.link.markers": 2, "kernscope.link.ops": 2, "kernscope.link.steps": 2, "kernscope.link.tree": 2,
     "kernscope.link.unlinked": 2,
     # 3: pipeline
-    "kernscope.outputs": 3, "kernscope.pipeline": 3,
+    "kernscope.oneshot": 3, "kernscope.outputs": 3, "kernscope.pipeline": 3,
     # 4: analyze, intra
     "kernscope.analyze": 4, "kernscope.analyze.annotations": 4, "kernscope.analyze.attribute": 4,
     "kernscope.analyze.bench_dir": 4, "kernscope.analyze.bench_trace": 4, "kernscope.analyze.categories": 4,

@@ -2,67 +2,33 @@
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import errno
 import io
 import os
 import shutil
 import sys
-import threading
 import time
 import warnings
 from typing import Any
 
 import click
 
+from . import oneshot
 from .errors import EXIT_EMPTY, EmptyAnswer, KernscopeError, PartialFailure
 
 EXIT_BAD_INPUT = 2
 
 
-def _tune_allocators() -> None:
-    """Memory behaviour for a one-shot command (before polars is imported; the library never does this).
-
-    polars' jemalloc: one arena and a short decay, so memory freed by one parsing thread is reused by
-    the next instead of being held per thread (peak RSS 20-25% lower, same speed). glibc: one arena too
-    (the parsing threads' numpy buffers would otherwise stay in a heap per thread: a 216 MB trace peaked
-    at 2.2x its size, 2.05x with one arena, same speed). A fixed 1 MB mmap threshold (round 2) returned
-    buffers to the system sooner but made every numpy temporary fault in fresh pages (0.3-1.6 s per load);
-    the opposite, buffers up to 32 MB from the heap and the heap never trimmed, keeps the few MB of
-    temporaries each parsing thread needs per piece mapped and reused: 15% fewer page faults, a 206 MB
-    trace's cold analyze 1.29-1.39 -> 1.20-1.24 s, the 216 MB v100 trace 1.64-1.68 -> 1.45 s, same peak RSS.
-    """
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0")
-    if "polars" in sys.modules or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-8, 1)  # M_ARENA_MAX
-        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (the largest glibc takes)
-        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
-
-
 # -- helpers ---------------------------------------------------------------------------------------
-class _Said:
-    """Notices printed by the running command, shared by its threads (the cache write runs on one): each is
-    said once. Reset by :func:`main` for every command (the CLI's own state, not the library's)."""
+class _Notices:
+    """The running command's notices (each said once); :func:`main` starts a new set for every command."""
 
-    lines: set[str] = set()
-    lock = threading.Lock()
+    current = oneshot.Notices(lambda msg: click.echo(msg, err=True))
 
 
 def _notice(msg: str) -> None:
     """One line on stderr, once per command (the cache is asked several times and would repeat itself)."""
-    with _Said.lock:
-        if msg in _Said.lines:
-            return
-        _Said.lines.add(msg)
-    click.echo(msg, err=True)
+    _Notices.current(msg)
 
 
 def _silent(msg: str) -> None:
@@ -146,42 +112,14 @@ def _categorizer(rules: str | None) -> Any:
     return c.with_rules(rules) if rules else c
 
 
-class _Prefetch:
-    """Imports what the analysis needs (polars among it, ~0.15 s) and builds the categorizer on a daemon
-    thread, overlapping the trace's hash and parse instead of adding to them. Started before the hash only
-    when no stored output can answer (none was ever stored for a file of this size), else once the lookup
-    missed: a cached answer stays import-free (overlapping the imports with the hash of a file written a
-    moment ago made its cached answer 0.03 s slower)."""
+def _prefetched(rules: str | None) -> Any:
+    """What :class:`kernscope.oneshot.Prefetch` does while the trace is hashed and parsed: the analysis's imports
+    (polars among them, ~0.15 s) and the categorizer."""
+    from . import pipeline  # noqa: F401
+    from .analyze import summary  # noqa: F401
+    from .render import tables  # noqa: F401
 
-    def __init__(self, rules: str | None) -> None:
-        self.rules = rules
-        self._thread: threading.Thread | None = None
-        self._result: Any = None
-        self._error: BaseException | None = None
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="kernscope-prefetch", daemon=True)
-            self._thread.start()
-
-    def _work(self) -> None:
-        try:
-            from . import pipeline  # noqa: F401
-            from .analyze import summary  # noqa: F401
-            from .render import tables  # noqa: F401
-
-            self._result = _categorizer(self.rules)
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread by categorizer()
-            self._error = e
-
-    def categorizer(self) -> Any:
-        """The categorizer (its errors raised here, where building it would have raised them)."""
-        self.start()
-        assert self._thread is not None
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
+    return _categorizer(rules)
 
 
 def _console_width() -> int:
@@ -375,79 +313,73 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     width = 160 if output or fmt != "table" else _console_width()
     color = fmt == "table" and not output and sys.stdout.isatty()
     from .analyze.needs import analyze_projection
-    from .load.projection import load_key as _load_key
 
-    projection = None if read_all else analyze_projection(step_marker)
-    load_key = _load_key(salvage, step_marker, projection)
-    key = outputs.result_key("analyze", {"fmt": fmt, "top": top, "step": step, "categories": not no_categories,
-                                         "linked_only": linked_only, "bench": bench, "width": width, "color": color,
-                                         "by_annotation": by_annotation, "findings": outputs.rules_digest(findings_rules),
-                                         "roofline": roofline, "path": trace},  # the output prints the path: a copy is another output
-                             rules)
-    digest = None
-    prefetch = _Prefetch(rules)
-    if no_cache or not outputs.may_be_stored(trace):
-        prefetch.start()  # no stored output can answer: import while the file is hashed
-    if not no_cache:
-        digest, stored = outputs.lookup(trace, load_key, key, _silent if quiet else _notice)
-        if stored is not None:
-            _emit_bytes(stored, output)
-            return
-    prefetch.start()
-    writes: list[Any] = []
-    t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker,
-              projection=projection, digest=digest, defer_cache_write=writes.append, timings=laps)
-    lap = time.perf_counter()
-    from .analyze.summary import analyze as run  # imported by the prefetch thread while the trace was parsed
+    req = oneshot.Request(
+        "analyze", trace, {"fmt": fmt, "top": top, "step": step, "categories": not no_categories, "linked_only": linked_only,
+                           "bench": bench, "width": width, "color": color, "by_annotation": by_annotation,
+                           "findings": outputs.rules_digest(findings_rules), "roofline": roofline,
+                           "path": trace},  # the output prints the path: a copy is another output
+        rules, salvage=salvage, step_marker=step_marker, projection=None if read_all else analyze_projection(step_marker),
+        no_cache=no_cache, notify=_silent if quiet else _notice)
+    prefetch = oneshot.Prefetch(lambda: _prefetched(rules))
+    done: dict[str, Any] = {}
 
-    # the parse cache is written while the trace is analyzed (both mostly wait on polars, on other cores)
-    writer = threading.Thread(target=writes[0], name="kernscope-cache-write") if writes else None
-    if writer is not None:
-        writer.start()
-    step_n = _parse_step(step)  # analyze() refuses a step the trace does not have
-    a = run(t, step=step_n, categorizer=prefetch.categorizer(), use_kernel_name_categories=not no_categories,
-            linked_only=linked_only, benchmark=bench, by_annotation=by_annotation, finding_rules=finding_rules)
-    if roofline:
-        a = _with_roofline(a, _perf(t, step_n, None), findings_rules)
-    if laps is not None:
-        laps.append(("analysis (summaries, categories, findings" + (", roofline)" if roofline else ")"),
-                     time.perf_counter() - lap))
+    def load(digest: Any, defer: Any) -> Any:
+        return _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker,
+                     projection=req.projection, digest=digest, defer_cache_write=defer, timings=laps)
+
+    def compute(t: Any) -> bytes:
         lap = time.perf_counter()
-    if t.salvaged is not None and not quiet:
-        _notice(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}")
-        for line in t.salvage_skipped:
-            _notice(f"kernscope: {line}")
+        from .analyze.summary import analyze as run  # imported by the prefetch thread while the trace was parsed
+
+        step_n = done["step"] = _parse_step(step)  # analyze() refuses a step the trace does not have
+        a = done["analysis"] = run(t, step=step_n, categorizer=prefetch.result(), use_kernel_name_categories=not no_categories,
+                                   linked_only=linked_only, benchmark=bench, by_annotation=by_annotation,
+                                   finding_rules=finding_rules)
+        if roofline:
+            a = done["analysis"] = _with_roofline(a, _perf(t, step_n, None), findings_rules)
+        if laps is not None:
+            laps.append(("analysis (summaries, categories, findings" + (", roofline)" if roofline else ")"),
+                         time.perf_counter() - lap))
+            done["lap"] = time.perf_counter()
+        if t.salvaged is not None and not quiet:
+            _notice(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}")
+            for line in t.salvage_skipped:
+                _notice(f"kernscope: {line}")
+        return _analysis_text(a, fmt, top, width, color).encode()
+
+    def emit(body: bytes) -> None:
+        _emit_bytes(body, output)
+        if laps is not None:
+            from rich.console import Console
+
+            from .render.timings import render_timings
+
+            laps.append((f"render ({fmt})", time.perf_counter() - done["lap"]))
+            render_timings(Console(stderr=True, width=_console_width()), trace, os.path.getsize(trace), laps)
+
+    oneshot.answer(req, prefetch, load, compute, emit,
+                   check=lambda t: _raise_if_empty((t, done["step"]), analysis=done["analysis"]))
+
+
+def _analysis_text(a: Any, fmt: str, top: int | None, width: int, color: bool) -> str:
+    """One trace's analysis as ``fmt`` (json, csv, or the terminal table)."""
     if fmt == "json":
         from .render.tables import to_json
 
-        text = to_json(a, top=top)
-    elif fmt == "csv":
+        return to_json(a, top=top)
+    if fmt == "csv":
         from .render.tables import to_csv
 
-        text = to_csv(a, top=top)
-    else:
-        from rich.console import Console
+        return to_csv(a, top=top)
+    from rich.console import Console
 
-        from .render import console
+    from .render import console
 
-        buf = io.StringIO()
-        console.render(a, Console(file=buf, width=width, force_terminal=color, no_color=not color,
-                                  highlight=False, emoji=False), top=top, width=width)
-        text = buf.getvalue()
-    body = text.encode()
-    if writer is not None:
-        writer.join()
-    _emit_bytes(body, output)
-    if laps is not None:
-        from rich.console import Console
-
-        from .render.timings import render_timings
-
-        laps.append((f"render ({fmt})", time.perf_counter() - lap))
-        render_timings(Console(stderr=True, width=_console_width()), trace, os.path.getsize(trace), laps)
-    _raise_if_empty((t, step_n), analysis=a)  # an empty answer is never stored: a stored output would exit 0
-    if digest is not None:
-        outputs.store(digest, load_key, key, body, _silent if quiet else _notice)
+    buf = io.StringIO()
+    console.render(a, Console(file=buf, width=width, force_terminal=color, no_color=not color,
+                              highlight=False, emoji=False), top=top, width=width)
+    return buf.getvalue()
 
 
 def _with_findings(job: Any, path: str | None) -> Any:
@@ -853,9 +785,9 @@ def _show_notice(message: Any, category: Any, *args: Any, **kwargs: Any) -> None
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit code 2, never a traceback."""
-    _tune_allocators()
+    oneshot.tune_allocators()
     _register_optional()
-    _Said.lines = set()
+    _Notices.current = oneshot.Notices(lambda msg: click.echo(msg, err=True))
     try:
         with warnings.catch_warnings():  # a cache notice from a call without a notify: one plain line, not a warning
             warnings.showwarning = _show_notice
@@ -902,20 +834,8 @@ def _internal(e: BaseException) -> int:
 
 
 def run() -> None:  # pragma: no cover - exits the process
-    """The ``kernscope`` command: :func:`main`, then a quick exit.
-
-    After a large load, tearing the interpreter down (freeing every table and module one by one) takes
-    0.05-0.1 s that nobody waits for: the streams are flushed and the ``atexit`` handlers run, then the
-    process ends. With other (non-daemon) threads still running, the normal exit (which waits for them)
-    is used."""
-    rc = main()
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-        sys.exit(rc)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    atexit._run_exitfuncs()
-    os._exit(rc)
+    """The ``kernscope`` command: :func:`main`, then a quick exit (:func:`kernscope.oneshot.quick_exit`)."""
+    oneshot.quick_exit(main())
 
 
 if __name__ == "__main__":  # pragma: no cover

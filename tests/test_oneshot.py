@@ -1,0 +1,98 @@
+"""The one-shot command flow (``kernscope/oneshot.py``): a stored output answers without a load; a miss loads,
+computes, writes the parse cache on a thread, emits and stores; an empty answer is never stored."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from kernscope import oneshot, pipeline
+from kernscope.errors import EmptyAnswer
+
+
+def _req(path, **kw):
+    return oneshot.Request("analyze", str(path), {"fmt": "json"}, **kw)
+
+
+EXAMPLE = Path(__file__).parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+
+
+def _real_load(path, loads):
+    def load(digest, defer):
+        loads.append(digest)
+        return pipeline.load(path, digest=digest, defer_cache_write=defer)
+
+    return load
+
+
+def test_a_miss_loads_computes_emits_and_stores_then_a_hit_answers_alone(tmp_path):
+    p = tmp_path / "t.json.gz"
+    shutil.copy(EXAMPLE, p)
+    out: list[bytes] = []
+    loads: list = []
+    oneshot.answer(_req(p), oneshot.Prefetch(lambda: None), _real_load(p, loads),
+                   lambda t: f"{t.kernels.height} kernels".encode(), out.append)
+    assert out[0].endswith(b" kernels") and int(out[0].split()[0]) == 728  # the bundled step: 728 kernels
+    assert len(loads) == 1 and loads[0] is not None  # the digest of the lookup is handed to the load
+    oneshot.answer(_req(p), oneshot.Prefetch(lambda: pytest.fail("a stored answer imports nothing")),
+                   lambda d, w: pytest.fail("a stored answer loads nothing"), lambda t: b"", out.append)
+    assert out[1] == out[0]
+    # other options are another output: the load comes from the parse cache written on the thread
+    oneshot.answer(oneshot.Request("analyze", str(p), {"fmt": "csv"}), oneshot.Prefetch(lambda: None), _real_load(p, loads),
+                   lambda t: b"csv" if t.from_cache else b"parsed again", out.append)
+    assert out[-1] == b"csv" and len(loads) == 2
+
+
+def test_an_empty_answer_is_emitted_but_never_stored(tmp_path):
+    p = tmp_path / "t.json.gz"
+    shutil.copy(EXAMPLE, p)
+    out: list[bytes] = []
+
+    def empty(t):
+        raise EmptyAnswer("nothing ran on the GPU")
+
+    for _ in range(2):
+        with pytest.raises(EmptyAnswer):
+            oneshot.answer(_req(p), oneshot.Prefetch(lambda: None), _real_load(p, []), lambda t: b"nothing", out.append,
+                           check=empty)
+    assert out == [b"nothing", b"nothing"]  # computed twice: the first was not stored
+
+
+def test_no_cache_neither_reads_nor_writes(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents": []}' + b" " * 200_000)
+    out: list[bytes] = []
+    loads: list = []
+
+    def load(digest, defer):
+        loads.append(digest)
+        return "t"
+
+    for _ in range(2):
+        oneshot.answer(_req(p, no_cache=True), oneshot.Prefetch(lambda: None), load, lambda t: b"x", out.append)
+    assert loads == [None, None] and out == [b"x", b"x"]
+
+
+def test_prefetch_hands_over_its_result_or_its_error():
+    assert oneshot.Prefetch(lambda: 42).result() == 42
+
+    def boom():
+        raise ValueError("bad rules file")
+
+    with pytest.raises(ValueError, match="bad rules file"):
+        oneshot.Prefetch(boom).result()
+
+
+def test_notices_are_said_once_from_any_thread():
+    said: list[str] = []
+    n = oneshot.Notices(said.append)
+    threads = [threading.Thread(target=n, args=("kernscope: cache full",)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    n("kernscope: other")
+    assert said == ["kernscope: cache full", "kernscope: other"]
