@@ -10,6 +10,7 @@ the median is reported (with the range). Usage:
     python benchmarks/bench_load.py --trace my.json --out results.json
 
 Contenders: ``kernscope_cold`` (``kernscope analyze FILE --format json -o OUT`` with an empty cache),
+``kernscope_cold_readers`` (the same with ``KERNSCOPE_NO_NATIVE=1``: polars' readers instead of the compiled scanner),
 ``kernscope_cached`` (the same command again), ``kernscope_api_cold`` (``kernscope.load`` +
 ``analyze`` in Python, no cache), ``json_load`` (stdlib, GC off) and ``hta`` (``TraceAnalysis`` +
 ``get_gpu_kernel_breakdown``, HTA from PyPI).
@@ -86,6 +87,8 @@ def timed(cmd: list[str], env: dict[str, str]) -> dict:
 
 
 def run_contender(name: str, path: str, tmp: str, env: dict[str, str]) -> dict:
+    if name == "kernscope_cold_readers":  # the same command without the compiled scanner (polars' readers)
+        name, env = "kernscope_cold", dict(env, KERNSCOPE_NO_NATIVE="1")
     if name in ("kernscope_cold", "kernscope_cached"):
         out = os.path.join(tmp, "analyze.json")
         r = timed([sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out], env)
@@ -156,13 +159,14 @@ def main() -> int:
     mb = jb / 1e6
     print(f"JSON {mb:,.1f} MB, file {os.path.getsize(path) / 1e6:,.1f} MB; machine {platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}")
-    order = ["kernscope_cold", "kernscope_cached", "kernscope_api_cold", "json_load"] + ([] if args.skip_hta else ["hta"])
+    order = ["kernscope_cold", "kernscope_cached", "kernscope_cold_readers", "kernscope_api_cold", "json_load"] + (
+        [] if args.skip_hta else ["hta"])
     if args.only:
         order = [o for o in order if o in args.only.split(",")]
     runs: dict[str, list[dict]] = {name: [] for name in order}
     for _ in range(max(1, args.repeat)):
         for name in order:
-            if name == "kernscope_cold":
+            if name in ("kernscope_cold", "kernscope_cold_readers"):
                 shutil.rmtree(cache, ignore_errors=True)
             r = run_contender(name, path, tmp, env)
             r.pop("stdout", None)
@@ -186,6 +190,7 @@ def main() -> int:
     cold = res.get("kernscope_cold", {}).get("seconds")
     if cold:
         for other, label in (("kernscope_cached", "cold / cached analyze"),
+                             ("kernscope_cold_readers", "without / with the compiled scanner"),
                              ("json_load", "json.load / kernscope cold analyze"),
                              ("hta", "HTA / kernscope cold analyze")):
             s = res.get(other, {}).get("seconds")
