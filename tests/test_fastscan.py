@@ -17,7 +17,7 @@ from polars.testing import assert_frame_equal
 
 from kernscope.analyze.needs import analyze_projection
 from kernscope.errors import TraceError
-from kernscope.load import fastscan, kineto
+from kernscope.load import document, fastscan
 from kernscope.load.argspec import ARG_FIELDS, LOADER_ARGS
 from kernscope.load.kineto import parse_source
 from kernscope.load.source import open_trace
@@ -174,7 +174,7 @@ def test_declined_pieces_take_the_other_readers(tmp_path, monkeypatch):
         return runs[-1]
 
     monkeypatch.setattr(fastscan, "_run", counted)
-    monkeypatch.setattr(kineto, "NATIVE_CHUNK_BYTES", 1 << 20)  # several pieces
+    monkeypatch.setattr(document, "CHUNK_BYTES", 1 << 20)  # several pieces
     a = _parse(p, monkeypatch, True)
     assert sum(r[0] < 0 for r in runs) == 1 and sum(r[0] > 0 for r in runs) >= 2  # one piece declined, the others read
     _same(a, _parse(p, monkeypatch, False))

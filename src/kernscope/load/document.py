@@ -29,9 +29,6 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 HEAD_LIMIT = 64 << 20
 #: target size of one chunk of events (JSON text)
 CHUNK_BYTES = 4 << 20
-#: ... when the compiled scanner reads the pieces (its per-piece cost is mostly fixed: a 206 MB trace with
-#: stacks parses ~10% faster in 8 MB pieces than in 4 MB ones)
-NATIVE_CHUNK_BYTES = 8 << 20
 
 
 @dataclass

@@ -32,7 +32,7 @@ from .chunk import EVENT_SCHEMA, MAX_NAME_BYTES, Args_, cap_names
 from .native import scanner
 from .projection import NameTest, Projection
 
-__all__ = ["Scanned", "available", "scan"]
+__all__ = ["ScanHints", "Scanned", "available", "scan"]
 
 #: the scanner's fixed string slots and time slots (the order of the enums in _kineto.c)
 FIXED_STRINGS = ("ph", "cat", "name", "pid", "tid", "flow_id")
@@ -123,8 +123,17 @@ def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False)
     return int(rows), codes, ints, valid, doff, dbytes, counts
 
 
+@dataclass
+class ScanHints:
+    """What the scans of one document learned, for its later pieces (shared by the parsing threads; a stale
+    value costs at most one rescan of a piece, never a wrong value)."""
+
+    #: bytes of text per event seen so far (the outputs of a piece are sized from it, with a quarter more room)
+    bytes_per_event: float = float(BYTES_PER_EVENT)
+
+
 def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | None = None,
-         keep: NameTest | None = None) -> Scanned | None:
+         keep: NameTest | None = None, hints: ScanHints | None = None) -> Scanned | None:
     """The event table of ``text`` (a run of events, no brackets), or None when the compiled scanner is not
     available or declines the text (then parse it with the other readers). ``args``: the args columns read
     (None: all); ``projection``/``keep``: the events to drop (see the module) and its name test."""
@@ -133,12 +142,14 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
         return None
     buf = np.frombuffer(text, dtype=np.uint8)
     lay = _layout(args)
-    cap = buf.size // BYTES_PER_EVENT + 64
+    cap = int(buf.size / (hints.bytes_per_event if hints else BYTES_PER_EVENT) * 1.25) + 64
     rows, codes, ints, valid, doff, dbytes, counts = _run(lib, buf, lay, cap)
     if rows == KS_ROWS:
         rows, codes, ints, valid, doff, dbytes, counts = _run(lib, buf, lay, buf.size // 2 + 2, roomy=True)
     if rows < 0:
         return None
+    if hints is not None and rows:
+        hints.bytes_per_event = min(float(BYTES_PER_EVENT), buf.size / rows)
     ndict, nbytes = int(counts[0]), int(counts[1])
     # the dictionary after a null: code 0 (null or absent) gathers that null
     offsets = np.concatenate([[0], doff[: ndict + 1]])
@@ -146,7 +157,9 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
                                                        pa.py_buffer(np.packbits(np.arange(ndict + 1) > 0, bitorder="little"))))
     raw_words = words  # names are judged whole (a capped one is only for the table)
     codes = [c[:rows] for c in codes]
-    ints = [a[:rows] for a in ints]
+    # the columns keep their arrays: right-sized copies, not views that would hold every piece's whole outputs
+    # (sized for the first guess) until the pieces are joined (polars keeps a numpy array it is given)
+    ints = [a[:rows].copy() for a in ints]
     present = [v[:rows].view(np.bool_) for v in valid]
     if ndict and int(np.diff(doff[: ndict + 1]).max()) > MAX_NAME_BYTES:
         # names over 4 KB keep their head and a hash (chunk.cap_names), as the other readers do; flow ids are
@@ -211,10 +224,19 @@ def _kept(words: pl.Series, offsets: np.ndarray, data: np.ndarray, codes: list[n
 
 def _table(lay: _Layout, words: pl.Series, codes: list[np.ndarray], ints: list[np.ndarray],
            present: list[np.ndarray]) -> pl.DataFrame:
-    idx = pl.DataFrame({name: c for name, c in zip(lay.strings, codes)})
-    cats, text = pl.lit(words.cast(pl.Categorical)), pl.lit(words)
-    cols = {c.name: c for c in idx.select((cats if EVENT_SCHEMA[name] == pl.Categorical else text).gather(pl.col(name)).alias(name)
-                                          for name in lay.strings).get_columns()}
+    # only the strings of categorical columns become categories (polars' categories are global and kept for the
+    # process's life: flow ids, or the names of dropped Python events, have no place there); codes renumbered
+    is_cat = [EVENT_SCHEMA[name] == pl.Categorical for name in lay.strings]
+    used = np.zeros(len(words), dtype=bool)
+    for c, cat in zip(codes, is_cat):
+        if cat:
+            used[c] = True
+    used[0] = True  # the null
+    renum = (np.cumsum(used) - 1).astype(np.uint32)
+    idx = pl.DataFrame({name: renum[c] if cat else c for name, c, cat in zip(lay.strings, codes, is_cat)})
+    cats, text = pl.lit(words.filter(pl.Series(used)).cast(pl.Categorical)), pl.lit(words)
+    cols = {c.name: c for c in idx.select((cats if cat else text).gather(pl.col(name)).alias(name)
+                                          for name, cat in zip(lay.strings, is_cat)).get_columns()}
     for k, (name, v, ok) in enumerate(zip(lay.ints, ints, present)):
         if k < len(FIXED_INTS):  # times: 0 where missing, and the missing mask
             cols[name] = pl.Series(name, v)

@@ -25,7 +25,8 @@ from ..errors import TraceError
 from ..model import RawTrace
 from .argspec import ARG_FIELDS, LOADER_ARGS
 from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
-from .document import NATIVE_CHUNK_BYTES, NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
+from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
+from .fastscan import ScanHints
 from .fastscan import available as fastscan_available
 from .fastscan import scan as fastscan
 from .lines import to_lines
@@ -144,6 +145,7 @@ class _Pipeline:
         self.hints = ReadHints()
         #: the compiled scanner (:mod:`.fastscan`) is tried first on every piece when it was built
         self.native = fastscan_available()
+        self.scan_hints = ScanHints()
 
     # -- parsing one piece ------------------------------------------------------------------
     def _parse(self, piece: Piece) -> Parsed:
@@ -183,7 +185,7 @@ class _Pipeline:
         through the JSON-array reader (errors and their locations come from there). The compiled scanner
         goes first; what it declines takes those readers."""
         if self.native:
-            scanned = fastscan(text, self.args, self.projection, self.keep_rx)
+            scanned = fastscan(text, self.args, self.projection, self.keep_rx, self.scan_hints)
             if scanned is not None:
                 return Parsed(scanned.table, [], dropped=scanned.dropped, ordinals=scanned.ordinals,
                               dropped_first_ts=scanned.dropped_first_ts)
@@ -485,8 +487,7 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     # two more threads than cores: a worker's Python steps hold the GIL between its numpy and polars calls,
     # and the spare threads keep the cores busy meanwhile (2 cores: 1.5 -> 1.7 cores used, parse ~10% faster)
     workers = workers if workers is not None else min((os.cpu_count() or 1) + 2, 8)
-    splitter = Splitter(source, limits, salvage=salvage,
-                        chunk_bytes=NATIVE_CHUNK_BYTES if fastscan_available() and not salvage else None)
+    splitter = Splitter(source, limits, salvage=salvage)
     pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
                      projection=projection)
     try:
