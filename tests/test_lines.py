@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import zlib
 from pathlib import Path
 
 import polars as pl
@@ -38,6 +39,9 @@ def _reader(request, monkeypatch):
     scanner off), and with the scanner first, as users get it (not those that call the line reader itself)."""
     if request.param == "compiled scanner" and request.node.originalname.startswith("test_line_reader_"):
         pytest.skip("calls the line reader itself: the scanner has no part in it")
+    if request.param == "line reader" and request.node.originalname == "test_analysis_identical_and_events_exact" and zlib.crc32(request.node.name.encode()) % 2:
+        pytest.skip("half the real traces run this with the fallback reader (test_fastscan compares both readers' "
+                    "tables on all of them); every trace runs it with the compiled scanner")
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1" if request.param == "line reader" else "0")
 
 PROJ = analyze_projection(None)
