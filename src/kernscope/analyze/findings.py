@@ -156,11 +156,12 @@ def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
         rt = rt.filter(pl.col("step") == step)
     probe = rt.select("_g", pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
                       pl.col("ts").alias("launch_ts"), "dur")
-    names = trace.cpu_ops.select(pl.col("idx").alias("op_idx"), pl.col("name").cast(pl.String).alias("op"))
     threads = rt.select("pid", "tid").unique()
     cpu_ops = trace.cpu_ops.select("idx", "pid", "tid", "ts", "end").join(threads, on=["pid", "tid"], how="semi")
-    ops = (op_gpu_pairs(cpu_ops, probe).filter(pl.col("innermost"))
-           .select("_g", "op_idx").join(names, on="op_idx", how="left"))
+    ops = op_gpu_pairs(cpu_ops, probe).filter(pl.col("innermost")).select("_g", "op_idx")
+    names = (trace.cpu_ops.select(pl.col("idx").alias("op_idx"), "name").join(ops.select("op_idx").unique(), on="op_idx")
+             .select("op_idx", pl.col("name").cast(pl.String).alias("op")))  # the names of the ops found only
+    ops = ops.join(names, on="op_idx", how="left")
     per = (rt.join(ops, on="_g", how="left").with_columns(pl.col("op").fill_null("(no CPU op)"))
            .group_by("step", "name", "op").agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("total_us")))
     out = []

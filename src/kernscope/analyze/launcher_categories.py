@@ -44,19 +44,22 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
         return out
     ev = trace.events
     cpu = ev.filter(pl.col("kind") == "cpu_op")
-    names = cpu.select(pl.col("name").cast(pl.String).unique()).drop_nulls()["name"].to_list()
+    # the rules run once per distinct op name; ops are matched on the interned names (no string per op)
+    names = cpu.select(pl.col("name").unique()).drop_nulls()["name"].cast(pl.String).to_list()
     op_cat = categorizer.op_categories(names).drop_nulls()
     op_cat = op_cat.filter(~pl.col("category").is_in(sorted(generic)))
     if op_cat.height == 0:
         return out
-    ops = (cpu.with_columns(pl.col("name").cast(pl.String).alias("_n"))
-           .join(op_cat.rename({"name": "_n", "category": "_op_cat"}), on="_n", how="inner")
+    ops = (cpu.join(op_cat.select(pl.col("name").cast(cpu.schema["name"]), pl.col("category").alias("_op_cat")),
+                    on="name", how="inner", maintain_order="left")
            .select("idx", "pid", "tid", "ts", "end", "_op_cat"))
     pairs = op_gpu_pairs(ops.drop("_op_cat"), cand.select("_g", "launch_pid", "launch_tid", "launch_ts", "dur"))
     if pairs.height == 0:
         return out
-    op_name = cpu.select(pl.col("idx").alias("op_idx"), pl.col("name").cast(pl.String).alias("_op_name"))
-    best = (pairs.filter(pl.col("innermost")).join(ops.select(pl.col("idx").alias("op_idx"), "_op_cat"), on="op_idx")
+    inner = pairs.filter(pl.col("innermost"))
+    op_name = (cpu.select(pl.col("idx").alias("op_idx"), "name").join(inner.select("op_idx").unique(), on="op_idx")
+               .select("op_idx", pl.col("name").cast(pl.String).alias("_op_name")))  # the names of the ops found only
+    best = (inner.join(ops.select(pl.col("idx").alias("op_idx"), "_op_cat"), on="op_idx")
             .join(op_name, on="op_idx", how="left")
             .select("_g", "_op_cat", "_op_name").unique("_g", keep="first"))
     new = out.with_row_index("_g").join(best, on="_g", how="left", maintain_order="left")
