@@ -267,13 +267,14 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
     schema = {"step": pl.Int64, "op": pl.String, "host_us": pl.Float64}
     if host.height == 0:
         return pl.DataFrame(schema=schema)
-    threads = host.select("pid", "tid").unique()
-    ops = (trace.cpu_ops.select(pl.col("name").cast(pl.String), pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String),
-                                "ts", "end")
+    cpu = trace.cpu_ops
+    threads = host.select(pl.col("pid").cast(cpu.schema["pid"]), pl.col("tid").cast(cpu.schema["tid"])).unique()
+    ops = (cpu.select("name", "pid", "tid", "ts", "end")
            .join(threads, on=["pid", "tid"], how="semi").filter(pl.col("end") > pl.col("ts"))
            # top level: not inside an earlier op of the thread (starts at or after every earlier op's end)
            .sort("pid", "tid", "ts", pl.col("end"), descending=[False, False, False, True])
-           .filter(pl.col("ts") >= pl.col("end").cum_max().shift(1).over("pid", "tid").fill_null(-(2**62))))
+           .filter(pl.col("ts") >= pl.col("end").cum_max().shift(1).over("pid", "tid").fill_null(-(2**62)))
+           .with_columns(pl.col("name", "pid", "tid").cast(pl.String)))  # strings for the top-level ops only
     parts: list[pl.DataFrame] = []
     for (pid, tid), segs in host.group_by("pid", "tid"):  # one pass per thread, not per stretch
         top = ops.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)).sort("ts")
