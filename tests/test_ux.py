@@ -215,8 +215,19 @@ def test_analyze_timings_prints_the_phases_of_a_cold_run(tmp_path, capsys):
     a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
     assert a == b  # the output is the same
     lines = {ln.split("  ")[0].strip(): ln for ln in err.splitlines() if ln.strip()}
-    phases = ["parse (kineto, projected)", "link (correlation, call tree, steps)",
-              "analysis (summaries, categories, findings)", "render (json)"]
+    # the parse says which reader read the pieces: the compiled scanner, where the install built it
+    parse = "parse (kineto, projected, compiled scanner 1 of 1 pieces)"
+    phases = [parse, "link (correlation, call tree, steps)", "analysis (summaries, categories, findings)", "render (json)"]
     assert all(p in lines for p in phases) and "total" in lines and "MB on disk, read cold" in err
     secs = [float(lines[p].split()[-2]) for p in phases]
     assert abs(sum(secs) - float(lines["total"].split()[-2])) <= 0.005 and all(s >= 0 for s in secs)
+
+
+def test_analyze_timings_names_the_readers(tmp_path, capsys, monkeypatch):
+    """Without the compiled scanner (or for pieces it declines) the parse line names polars' line reader."""
+    from kernscope.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+    assert main(["analyze", str(example), "--format", "json", "-o", str(tmp_path / "a.json"), "--timings"]) == 0
+    assert "parse (kineto, projected, line reader 1 of 1 pieces)" in capsys.readouterr().err

@@ -66,6 +66,9 @@ class RawTrace:
     projected_out: int = 0  #: events a load projection skipped unparsed (0: every event was read)
     #: earliest ``ts`` in **µs** (read from the text, float) of the ``ph: X`` events skipped; +inf when none
     projected_first_ts: float = float("inf")
+    #: pieces of the text read by each reader ("compiled scanner", "line reader", "array reader", "salvage");
+    #: empty for formats read whole
+    readers: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

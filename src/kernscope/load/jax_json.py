@@ -54,4 +54,4 @@ def adapt(raw: RawTrace) -> RawTrace:
     )
     meta = {**raw.metadata, "framework": "jax", "jax_json": {"empty_events_dropped": dropped, "gpu_processes": len(devices)}}
     return RawTrace(ev, meta, flows=raw.flows, meta_events=raw.meta_events, salvaged=raw.salvaged, skipped=raw.skipped,
-                    projected_out=raw.projected_out, projected_first_ts=raw.projected_first_ts)
+                    projected_out=raw.projected_out, projected_first_ts=raw.projected_first_ts, readers=raw.readers)

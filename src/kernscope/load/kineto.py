@@ -55,6 +55,8 @@ class Parsed:
     dropped: int = 0
     ordinals: np.ndarray | None = None
     dropped_first_ts: float = float("inf")  #: earliest ts (µs) of the ``ph: X`` events cut out
+    #: which reader made the table: "compiled scanner", "line reader", "array reader", "salvage" or "" (no events)
+    reader: str = "array reader"
 
 
 def _bracket(text: bytes | memoryview) -> bytes:
@@ -111,7 +113,7 @@ def salvage_text(text: bytes) -> Parsed:
         what = "an event cut off" if b == len(text.rstrip()) or text[a:b].lstrip()[:1] == b"{" else "bytes that are not an event"
         lines.append((before, f"{what} ({b - a:,} bytes at offset {a:,} of the piece)"))
     table = pl.concat(good) if good else empty_table()
-    return Parsed(table, [], skipped=lines, skipped_count=len(bad) + len(junk))
+    return Parsed(table, [], skipped=lines, skipped_count=len(bad) + len(junk), reader="salvage")
 
 
 class _Pipeline:
@@ -146,6 +148,8 @@ class _Pipeline:
         #: the compiled scanner (:mod:`.fastscan`) is tried first on every piece when it was built
         self.native = fastscan_available()
         self.scan_hints = ScanHints()
+        #: pieces read by each reader (what ``--timings`` shows)
+        self.readers: dict[str, int] = {}
 
     # -- parsing one piece ------------------------------------------------------------------
     def _parse(self, piece: Piece) -> Parsed:
@@ -159,7 +163,7 @@ class _Pipeline:
             for pos, tail in tail_candidates(piece.text, self.splitter.doc.bare_array, self.path, below):
                 head = bytes(piece.text[:pos]).rstrip()
                 if not head.strip():
-                    return Parsed(empty_table(), [], tail)
+                    return Parsed(empty_table(), [], tail, reader="")
                 try:
                     parsed = self._events(head)
                     parsed.tail = tail
@@ -188,7 +192,7 @@ class _Pipeline:
             scanned = fastscan(text, self.args, self.projection, self.keep_rx, self.scan_hints)
             if scanned is not None:
                 return Parsed(scanned.table, [], dropped=scanned.dropped, ordinals=scanned.ordinals,
-                              dropped_first_ts=scanned.dropped_first_ts)
+                              dropped_first_ts=scanned.dropped_first_ts, reader="compiled scanner")
         if self.refused < MAX_REFUSED:
             got = self._lines(text)
             if got is not None:
@@ -211,7 +215,8 @@ class _Pipeline:
             return None
         if bad and nd.dropped:
             return None  # the whole text is parsed, so bad values are reported at their positions
-        return Parsed(df, bad, dropped=nd.dropped, ordinals=nd.ordinals, dropped_first_ts=nd.dropped_first_ts)
+        return Parsed(df, bad, dropped=nd.dropped, ordinals=nd.ordinals, dropped_first_ts=nd.dropped_first_ts,
+                      reader="line reader")
 
     def _projected(self, text: bytes | memoryview) -> Parsed | None:
         """Events ``text`` without those the projection drops; None when nothing was dropped or the kept
@@ -288,6 +293,8 @@ class _Pipeline:
         raise _trace_error(self.path, e, _locate(e, piece, self.events_before))
 
     def _accept(self, parsed: Parsed) -> None:
+        if parsed.reader:
+            self.readers[parsed.reader] = self.readers.get(parsed.reader, 0) + 1
         table = parsed.table
         if parsed.bad:
             rows = np.unique(np.concatenate([b.rows for b in parsed.bad]))
@@ -516,7 +523,7 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     salvaged = table.height + flows.height + metas.height + parts.counters if salvage else None
     return RawTrace(table.select(event_cols), meta, flows=flows, meta_events=metas, salvaged=salvaged,
                     skipped=skipped if salvage else [], projected_out=pipe.dropped,
-                    projected_first_ts=pipe.dropped_first_ts)
+                    projected_first_ts=pipe.dropped_first_ts, readers=dict(pipe.readers))
 
 
 def _bare_pieces(splitter: Splitter, inner: bytes) -> Iterator[Piece]:
