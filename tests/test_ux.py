@@ -231,3 +231,21 @@ def test_analyze_timings_names_the_readers(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
     assert main(["analyze", str(example), "--format", "json", "-o", str(tmp_path / "a.json"), "--timings"]) == 0
     assert "parse (kineto, projected, line reader 1 of 1 pieces)" in capsys.readouterr().err
+
+
+def test_the_html_report_is_the_same_on_every_run(tmp_path):
+    """The page must not depend on the process's string-hash seed (its glossary was built from a set: the
+    order of its entries changed from run to run)."""
+    import os
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    pages = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"r{seed}.html"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, "-m", "kernscope", "report", str(example), "-o", str(out), "--quiet", "--no-cache"],
+                       check=True, env=env)
+        pages.append(out.read_bytes())
+    assert pages[0] == pages[1]

@@ -9,6 +9,7 @@ import shutil
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -441,6 +442,23 @@ def _report_target(output: str) -> str:
     raise KernscopeError(f"{output}: use a .xlsx or .html file, or a directory (for CSVs)")
 
 
+def _write_report(target: str, output: str, sheets: Callable[[], dict[str, Any]], html: Callable[[], str],
+                  analysis: Any = None, charts: dict[str, Any] | None = None) -> None:
+    """One report, whatever it holds, in the format ``target`` names: the HTML page ``html`` makes, or the tables
+    ``sheets`` makes as a workbook ("xlsx") or a directory of CSVs ("dir"); ``analysis`` adds a trace's charts."""
+    if target == "html":  # (render.excel is imported only for its formats: the glossary's order follows imports)
+        from .files import write_text
+
+        write_text(output, html())
+        return
+    from .render.excel import write_csv_dir, write_xlsx
+
+    if target == "xlsx":
+        write_xlsx(analysis, output, sheets=sheets(), **({"charts": charts} if charts is not None else {}))
+    else:
+        write_csv_dir(analysis, output, sheets=sheets())
+
+
 @cli.command()
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, help="report.xlsx (Excel), report.html (self-contained page) or a directory (CSVs).")
@@ -475,21 +493,14 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     from .analyze.summary import analyze as run
 
     target = _report_target(output)
-    from .files import write_text
 
     if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
         from .analyze.bench_dir import analyze_bench_dir
-        from .render.excel import write_csv_dir, write_xlsx
         from .render.html.views import flat, render_bench_dir
 
         b = analyze_bench_dir(traces[0], lambda p: _load(p, salvage=salvage, no_cache=no_cache, quiet=quiet,
                                                          max_memory=max_memory), _categorizer(rules))
-        if target == "html":
-            write_text(output, render_bench_dir(b))
-        elif target == "xlsx":
-            write_xlsx(None, output, sheets={"cells": flat(b.cells)}, charts={})
-        else:
-            write_csv_dir(None, output, sheets={"cells": flat(b.cells)})
+        _write_report(target, output, lambda: {"cells": flat(b.cells)}, lambda: render_bench_dir(b), charts={})
         if not quiet:
             _notice(f"wrote {output}")
         return
@@ -497,19 +508,12 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     if intra_files and len(paths) > 1:
         raise KernscopeError("--intra places records on one host trace: give one trace, not a job")
     if len(paths) > 1:
-        from .render.excel import write_csv_dir, write_xlsx
+        from .render.html.views import render_job
         from .render.ranks import rank_sheets
 
         job = _with_findings(_job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker,
                                   read_all), findings_rules)
-        if target == "html":
-            from .render.html.views import render_job
-
-            write_text(output, render_job(job, rank_sheets(job)))
-        elif target == "xlsx":
-            write_xlsx(None, output, sheets=rank_sheets(job), charts={})
-        else:
-            write_csv_dir(None, output, sheets=rank_sheets(job))
+        _write_report(target, output, lambda: rank_sheets(job), lambda: render_job(job, rank_sheets(job)), charts={})
         if not quiet:
             _notice(f"wrote {output}")
         _failures(job)
@@ -550,19 +554,10 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
         done = align_files(t, intra_files, intra_kernel)
         extra["intra_launches"] = launches_sheet(done)
         intra_rows = timeline_rows([al for _, al in done], a.gpu["idx"] if "idx" in a.gpu.columns else None)
-    sheets = {**report_sheets(a), **extra} if target in ("xlsx", "dir") else None
-    if target == "xlsx":
-        from .render.excel import write_xlsx
+    from .render.html.analysis import render_analysis
 
-        write_xlsx(a, output, sheets=sheets)
-    elif target == "html":
-        from .render.html.analysis import render_analysis
-
-        write_text(output, render_analysis(a, extra, chart_data(mem, t.t0) if mem is not None else None, intra_rows))
-    else:
-        from .render.excel import write_csv_dir
-
-        write_csv_dir(a, output, sheets=sheets)
+    _write_report(target, output, lambda: {**report_sheets(a), **extra},
+                  lambda: render_analysis(a, extra, chart_data(mem, t.t0) if mem is not None else None, intra_rows), a)
     if not quiet:
         _notice(f"wrote {output}")
     _raise_if_empty((t, step_n), analysis=a)

@@ -137,7 +137,7 @@ def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None, mem
         "headline": {**headline(a), "findings": records(a.findings.select("rule", "title", "text", "win_back_us").head(3))},
         "facts": {k: f[k] for k in ("events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names",
                                     "rank", "world_size", "platform", "steps", "step_source", "graph_launches")},
-        "glossary": {k: define(k) for k in used if k in TERMS},
+        "glossary": {k: define(k) for k in sorted(used) if k in TERMS},  # sorted: the page is the same on every run
         "timeline": tl,
         "breakdown": records(a.timeline.select("type", "time_us", "percent")),
         "step_categories": {"steps": step_names, "categories": cats, "values": values},

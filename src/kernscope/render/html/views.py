@@ -63,7 +63,7 @@ def glossary(views: list[dict[str, Any]], extra: Iterable[str] = ()) -> dict[str
     used = set(extra)
     for v in views:
         used.update(v["table"]["columns"])
-    return {k: define(k) for k in used if k in TERMS}
+    return {k: define(k) for k in sorted(used) if k in TERMS}  # sorted: the page is the same on every run
 
 
 def job_data(j: JobAnalysis, sheets: dict[str, pl.DataFrame]) -> dict[str, Any]:
