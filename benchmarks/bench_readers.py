@@ -30,7 +30,6 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.json as paj
@@ -45,21 +44,25 @@ ARGS = {"correlation": pa.int64(), "External id": pa.int64(), "device": pa.int64
 POINTERS = ["/ph", "/cat", "/name", "/pid", "/tid", "/ts", "/dur", "/id", *(f"/args/{k}" for k in ARGS)]
 
 
+def split(text: bytes, pos: int = 0, n: int | None = None) -> list[bytes]:
+    """``text`` (a run of events from ``pos``) in event-aligned pieces of about PIECE bytes (at most ``n``)."""
+    out: list[bytes] = []
+    while pos < len(text) and (n is None or len(out) < n):
+        while pos < len(text) and text[pos] in b" \n\r\t,":
+            pos += 1
+        cut = text.find(b"},\n  {", pos + PIECE)
+        if cut < 0:
+            if n is None:  # the whole text was asked for: its last piece too
+                out.append(text[pos:])
+            break
+        out.append(text[pos : cut + 1])
+        pos = cut + 3
+    return out
+
+
 def pieces(path: str, n: int) -> list[bytes]:
     data = open(path, "rb").read()
-    pos = data.index(b"[", data.index(b'"traceEvents"')) + 1
-    while data[pos] in b" \n\r\t":
-        pos += 1
-    out = []
-    while len(out) < n:
-        cut = data.find(b"},\n  {", pos + PIECE)
-        if cut < 0:
-            break
-        out.append(data[pos : cut + 1])
-        pos = cut + 3
-        while data[pos] in b" \n\r\t":
-            pos += 1
-    return out
+    return split(data, data.index(b"[", data.index(b'"traceEvents"')) + 1, n)
 
 
 class Ev(msgspec.Struct, gc=False):
@@ -80,9 +83,7 @@ def candidates() -> dict[str, Callable[[bytes], int]]:
     out: dict[str, Callable[[bytes], int]] = {}
 
     def c_scanner(p: bytes) -> int:
-        got = fastscan.scan(p, proj.args, proj, keep)
-        assert got is not None, "the scanner declined a piece"
-        return got.table.height + got.dropped
+        return _scan_count(p, proj, keep)
 
     def polars_lines(p: bytes) -> int:
         nd = to_lines(p, None, None)
@@ -184,15 +185,7 @@ def main() -> None:
     for label, group in (("python_function (dropped)", py), ("cpu_op (read)", op)):
         if not group:
             continue
-        text = b",\n  ".join(group)
-        text_pieces = []
-        while text:
-            cut = text.find(b"},\n  {", PIECE)
-            if cut < 0:
-                text_pieces.append(text)
-                break
-            text_pieces.append(text[: cut + 1])
-            text = text[cut + 4 :]
+        text_pieces = split(b",\n  ".join(group))
         size = sum(len(x) for x in text_pieces)
         t, n = best(lambda p: _scan_count(p, proj, keep), text_pieces, a.rounds)
         assert n == len(group)
@@ -201,11 +194,11 @@ def main() -> None:
 
 
 def _scan_count(p: bytes, proj: Any, keep: Any) -> int:
+    """Events in ``p`` (read or dropped) by the scanner."""
     got = fastscan.scan(p, proj.args, proj, keep)
-    assert got is not None
+    assert got is not None, "the scanner declined a piece"
     return got.table.height + got.dropped
 
 
 if __name__ == "__main__":
-    np.seterr(all="ignore")
     main()

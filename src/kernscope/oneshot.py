@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Generic, NoReturn, TypeVar
 
 from . import outputs
@@ -129,12 +130,13 @@ class Request:
     no_cache: bool = False  #: neither read nor write any cache
     notify: Callable[[str], None] = field(default=lambda msg: None)
 
-    @property
+    @cached_property
     def load_key(self) -> dict[str, Any]:
         return load_key(self.salvage, self.step_marker, self.projection)
 
-    @property
+    @cached_property
     def key(self) -> dict[str, Any]:
+        """(Built once: it digests the rules file's content.)"""
         return outputs.result_key(self.command, self.options, self.rules)
 
 

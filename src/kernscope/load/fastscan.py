@@ -89,12 +89,7 @@ class Scanned:
 
 def available() -> bool:
     """True when the compiled scanner can run (built at install, not disabled by ``KERNSCOPE_NO_NATIVE=1``)."""
-    return _lib() is not None
-
-
-def _lib() -> Any:
-    lib = scanner()
-    return lib if lib is not None and hasattr(lib, "ks_kineto_scan") else None
+    return scanner() is not None
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:
@@ -137,7 +132,7 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     """The event table of ``text`` (a run of events, no brackets), or None when the compiled scanner is not
     available or declines the text (then parse it with the other readers). ``args``: the args columns read
     (None: all); ``projection``/``keep``: the events to drop (see the module) and its name test."""
-    lib = _lib()
+    lib = scanner()  # (of ABI 7 or later: it has ks_kineto_scan)
     if lib is None:
         return None
     buf = np.frombuffer(text, dtype=np.uint8)
@@ -153,37 +148,40 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     ndict, nbytes = int(counts[0]), int(counts[1])
     # the dictionary after a null: code 0 (null or absent) gathers that null
     offsets = np.concatenate([[0], doff[: ndict + 1]])
+    lens = np.diff(offsets)
     words = pl.Series(pa.LargeStringArray.from_buffers(ndict + 1, pa.py_buffer(offsets), pa.py_buffer(dbytes[:nbytes]),
                                                        pa.py_buffer(np.packbits(np.arange(ndict + 1) > 0, bitorder="little"))))
     raw_words = words  # names are judged whole (a capped one is only for the table)
     codes = [c[:rows] for c in codes]
-    # the columns keep their arrays: right-sized copies, not views that would hold every piece's whole outputs
-    # (sized for the first guess) until the pieces are joined (polars keeps a numpy array it is given)
-    ints = [a[:rows].copy() for a in ints]
+    ints = [a[:rows] for a in ints]
     present = [v[:rows].view(np.bool_) for v in valid]
-    if ndict and int(np.diff(doff[: ndict + 1]).max()) > MAX_NAME_BYTES:
+    if ndict and int(lens.max()) > MAX_NAME_BYTES:
         # names over 4 KB keep their head and a hash (chunk.cap_names), as the other readers do; flow ids are
         # never capped there: a long one is theirs to read
-        long = np.flatnonzero(np.diff(offsets) > MAX_NAME_BYTES)
-        if np.isin(codes[FIXED_STRINGS.index("flow_id")], long).any():
+        if np.isin(codes[FIXED_STRINGS.index("flow_id")], np.flatnonzero(lens > MAX_NAME_BYTES)).any():
             return None
         words = cap_names(pl.DataFrame({"s": words}), ("s",))["s"]
 
     dropped, ordinals, first_ts = 0, None, float("inf")
+    keep_rows = None
     if projection is not None and projection.drops_events and rows:
-        keep_rows, first_ts = _kept(raw_words, offsets, dbytes, codes, ints[0], present[0], projection, keep or projection.compiled())
-        if keep_rows is not None:
-            dropped = rows - len(keep_rows)
-            ordinals = keep_rows
-            codes = [c[keep_rows] for c in codes]
-            ints = [a[keep_rows] for a in ints]
-            present = [v[keep_rows] for v in present]
+        keep_rows, first_ts = _kept(raw_words, offsets, lens, dbytes, codes, ints[0], present[0], projection,
+                                    keep or projection.compiled())
+    if keep_rows is not None:
+        dropped, ordinals = rows - len(keep_rows), keep_rows
+        codes = [c[keep_rows] for c in codes]
+        ints = [a[keep_rows] for a in ints]
+        present = [v[keep_rows] for v in present]
+    else:
+        # the columns keep their arrays (polars keeps a numpy array it is given): right-sized copies, not views
+        # that would hold every piece's whole outputs, sized for the first guess, until the pieces are joined
+        ints = [a.copy() for a in ints]
     return Scanned(_table(lay, words, codes, ints, present), dropped, ordinals, first_ts)
 
 
-def _codes_of(offsets: np.ndarray, data: np.ndarray, wanted: tuple[str, ...]) -> np.ndarray:
-    """The dictionary codes (entry 0 is the null) of the strings ``wanted`` that are present."""
-    lens = np.diff(offsets)
+def _codes_of(offsets: np.ndarray, lens: np.ndarray, data: np.ndarray, wanted: tuple[str, ...]) -> np.ndarray:
+    """The dictionary codes (entry 0 is the null; ``offsets``/``lens``: each entry's start and length in ``data``)
+    of the strings ``wanted``."""
     found = []
     for w in wanted:
         wb = np.frombuffer(w.encode(), dtype=np.uint8)
@@ -195,16 +193,16 @@ def _codes_of(offsets: np.ndarray, data: np.ndarray, wanted: tuple[str, ...]) ->
     return np.concatenate(found).astype(np.uint32) if found else np.zeros(0, dtype=np.uint32)
 
 
-def _kept(words: pl.Series, offsets: np.ndarray, data: np.ndarray, codes: list[np.ndarray], ts: np.ndarray,
+def _kept(words: pl.Series, offsets: np.ndarray, lens: np.ndarray, data: np.ndarray, codes: list[np.ndarray], ts: np.ndarray,
           has_ts: np.ndarray, projection: Projection, keep: NameTest) -> tuple[np.ndarray | None, float]:
     """The rows a projection keeps (None: all) and the earliest ts (µs) of the ``ph: X`` events it drops."""
     ph, cat, name = codes[0], codes[1], codes[2]
     drop = np.zeros(len(ph), dtype=bool)
-    by_phase = _codes_of(offsets, data, projection.drop_phases)
+    by_phase = _codes_of(offsets, lens, data, projection.drop_phases)
     if len(by_phase):
         drop |= np.isin(ph, by_phase)
     first_ts = float("inf")
-    cats, x = _codes_of(offsets, data, projection.drop_cats), _codes_of(offsets, data, ("X",))
+    cats, x = _codes_of(offsets, lens, data, projection.drop_cats), _codes_of(offsets, lens, data, ("X",))
     if len(cats) and len(x):
         cand = np.flatnonzero((ph == x[0]) & np.isin(cat, cats) & has_ts)
         if len(cand):
