@@ -31,6 +31,7 @@ def main() -> int:
 
     from kernscope import load
     from kernscope.analyze.diff import Side, diff
+    from kernscope.render.diff import verdict_text
 
     t0 = time.perf_counter()
     ta, tb = load(args.a, cache=False), load(args.b, cache=False)
@@ -74,7 +75,7 @@ def main() -> int:
     for r in bad.iter_rows(named=True):
         print(f"  differs: {r['name'][:90]}: HTA {r['Control_counts']}/{r['Test_counts']}, kernscope {r['a_count']}/{r['b_count']}")
     print(f"time: kernscope load+diff {ks_s:.2f} s, HTA parse+diff {hta_s:.2f} s ({hta_s / ks_s:.1f}x)")
-    print(f"verdict: {d.verdict}")
+    print(f"verdict: {verdict_text(d)}")
     return 0
 
 

@@ -48,7 +48,7 @@ def main() -> int:
     from kernscope.load.kineto import parse_source
     from kernscope.load.source import Limits, open_trace
     from kernscope.pipeline import LoadOptions, _info
-    from kernscope.render.tables import to_json
+    from kernscope.render.formats import text as render_text
     t = lap("imports (polars, kernscope)", t)
     digest = cache.file_digest(args.trace)
     t = lap("content hash (xxh3-128, cache key)", t)
@@ -68,11 +68,11 @@ def main() -> int:
     t = lap("cache write (Arrow IPC + checksums)", t)
     a = analyze(trace)
     t = lap("default summary (analyze)", t)
-    text = to_json(a)
+    body = render_text(a)
     t = lap("JSON render", t)
     total = sum(v for _, v in rows)
     cut = next(v for k, v in rows if k.startswith("cut "))
-    print(f"{args.trace}: {size / 1e6:.0f} MB, {trace.stats.events:,} events, {len(text):,} bytes of JSON out")
+    print(f"{args.trace}: {size / 1e6:.0f} MB, {trace.stats.events:,} events, {len(body):,} bytes of JSON out")
     for k, v in rows:
         print(f"  {k:48s} {v:7.2f} s  {100 * v / total:5.1f}%")
     print(f"  {'total (cut counted once, inside parse)':48s} {total - cut:7.2f} s")

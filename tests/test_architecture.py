@@ -19,7 +19,7 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "kernscope"
 MODULES: dict[str, int] = {
     # 0: model and helpers
     "kernscope.errors": 0, "kernscope.examples": 0, "kernscope.files": 0, "kernscope.intervals": 0,
-    "kernscope.model": 0, "kernscope.scalars": 0, "kernscope.testing": 0, "kernscope.testing.replicate": 0,
+    "kernscope.model": 0, "kernscope.result": 0, "kernscope.scalars": 0, "kernscope.testing": 0, "kernscope.testing.replicate": 0,
     "kernscope.testing.synth": 0, "kernscope.version": 0,
     # 1: load
     "kernscope.load": 1, "kernscope.load.argspec": 1, "kernscope.load.cache": 1, "kernscope.load.chunk": 1,
@@ -45,7 +45,7 @@ MODULES: dict[str, int] = {
     "kernscope.analyze.perf": 4, "kernscope.analyze.perf.devices": 4, "kernscope.analyze.perf.dtypes": 4,
     "kernscope.analyze.perf.formulas": 4, "kernscope.analyze.perf.roofline": 4, "kernscope.analyze.perf.xla": 4,
     "kernscope.analyze.ranks": 4, "kernscope.analyze.ranks.job": 4, "kernscope.analyze.ranks.summary": 4,
-    "kernscope.analyze.ranks.worker": 4, "kernscope.analyze.sql": 4, "kernscope.analyze.summary": 4,
+    "kernscope.analyze.ranks.worker": 4, "kernscope.analyze.report": 4, "kernscope.analyze.sql": 4, "kernscope.analyze.summary": 4,
     "kernscope.analyze.timeline": 4, "kernscope.intra": 4, "kernscope.intra.align": 4, "kernscope.intra.decode": 4,
     "kernscope.intra.device": 4, "kernscope.intra.export": 4, "kernscope.intra.hatchet": 4, "kernscope.intra.host": 4,
     "kernscope.intra.io": 4, "kernscope.intra.layout": 4, "kernscope.intra.override": 4,
@@ -66,7 +66,10 @@ MODULES: dict[str, int] = {
     "kernscope.render.frame": 6, "kernscope.render.glossary": 6, "kernscope.render.html": 6,
     "kernscope.render.html.analysis": 6, "kernscope.render.html.views": 6, "kernscope.render.intra": 6,
     "kernscope.render.intra_align": 6, "kernscope.render.intra_html": 6, "kernscope.render.memory": 6,
-    "kernscope.render.names": 6, "kernscope.render.perf": 6, "kernscope.render.perfetto": 6,
+    "kernscope.render.names": 6, "kernscope.render.report": 6, "kernscope.render.views": 6,
+    "kernscope.render.formats": 6, "kernscope.render.formats.table": 6, "kernscope.render.formats.csv": 6,
+    "kernscope.render.formats.html": 6, "kernscope.render.formats.json": 6, "kernscope.render.formats.xlsx": 6,
+    "kernscope.render.perf": 6, "kernscope.render.perfetto": 6,
     "kernscope.render.ranks": 6, "kernscope.render.schema": 6, "kernscope.render.shortnames": 6,
     "kernscope.render.tables": 6, "kernscope.render.terminal": 6, "kernscope.render.timings": 6,
     # 7: front ends

@@ -175,7 +175,7 @@ def test_timeline_rows_sit_below_their_stream_one_row_per_sm_lane():
 def test_report_intra_adds_the_launches_sheet_and_timeline_rows(tmp_path, capsys):
     from kernscope.analyze.summary import analyze as run
     from kernscope.intra.align import align_files, timeline_rows
-    from kernscope.render.html.analysis import analysis_data
+    from kernscope.render.html.analysis import timeline_data
 
     out = tmp_path / "csv"
     assert main(["report", str(HOST), "--intra", str(RECORDS), "-o", str(out), "--no-cache"]) == 0
@@ -185,7 +185,7 @@ def test_report_intra_adds_the_launches_sheet_and_timeline_rows(tmp_path, capsys
     trace = kernscope.load(HOST, cache=False)
     a = run(trace)
     rows = timeline_rows([al for _, al in align_files(trace, [str(RECORDS)])])
-    tl = analysis_data(a, intra=rows)["timeline"]
+    tl = timeline_data(a.gpu, a.trace.steps, None, rows)
     labels = [ln["label"] for ln in tl["lanes"]]
     at = labels.index("GPU 0 \u00b7 stream 7")
     subs = labels[at + 1: at + 1 + rows["sub"].max()]

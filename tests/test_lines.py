@@ -30,7 +30,7 @@ from kernscope.load.document import Splitter
 from kernscope.load.lines import to_lines
 from kernscope.load.source import Limits, open_trace
 from kernscope.pipeline import load
-from kernscope.render.tables import to_csv, to_json
+from kernscope.render.formats import text
 
 
 @pytest.fixture(autouse=True, params=["line reader", "compiled scanner"])
@@ -294,8 +294,8 @@ def test_analysis_identical_and_events_exact(path):
     full = load(path, cache=False)
     proj = load(path, cache=False, projection=PROJ)
     a_full, a_proj = analyze(full, benchmark=None), analyze(proj, benchmark=None)
-    assert to_json(a_proj) == to_json(a_full)
-    assert to_csv(a_proj) == to_csv(a_full)
+    assert text(a_proj) == text(a_full)
+    assert text(a_proj, "csv") == text(a_full, "csv")
     assert proj.stats.events == full.stats.events
     cols = ["idx", "name", "kind", "ts", "dur", *ANALYZE_ARGS]
     f = full.events.select(cols).with_columns(pl.col("name", "kind").cast(pl.String))
@@ -421,7 +421,7 @@ def test_a_skipped_python_event_that_starts_first_is_read_in_full(tmp_path):
     projected = load(p, cache=False, projection=PROJ)
     full = load(p, cache=False)
     assert projected.stats.projected_out == 0 and projected.t0 == full.t0 == -500_000
-    assert to_json(analyze(projected)) == to_json(analyze(full))
+    assert text(analyze(projected)) == text(analyze(full))
 
 
 @needs_traces
@@ -454,7 +454,7 @@ def test_mutants_analyze_projection_equals_full_load_or_fails_cleanly(tmp_path, 
         out = []
         for proj in (None, PROJ):
             try:
-                out.append(to_json(analyze(load(p, cache=False, projection=proj), benchmark=None)))
+                out.append(text(analyze(load(p, cache=False, projection=proj), benchmark=None)))
             except KernscopeError as e:
                 assert str(p) in str(e) and "\n" not in str(e).strip(), str(e)
                 out.append(None)

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import errno
-import io
 import os
 import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import oneshot
 from .errors import EXIT_EMPTY, EmptyAnswer, KernscopeError, PartialFailure
+from .result import Result
+
+if TYPE_CHECKING:
+    from .analyze.bench_dir import BenchDir
+    from .render.views import Options
 
 EXIT_BAD_INPUT = 2
 
@@ -289,19 +292,15 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
     from . import outputs
 
     if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
-        _bench_dir(traces[0], fmt, output, rules, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory)
+        _show(_bench_dir(traces[0], rules, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory),
+              fmt, output, top)
         return
 
     paths = _expand(traces, quiet)
     if len(paths) > 1:
-        from .render import ranks as render_ranks
-
         job = _with_findings(_job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker,
                                   read_all), findings_rules)
-        if top is None and fmt == "table":
-            top = 15
-        _render_text(fmt, output, lambda con, w: render_ranks.render(job, con, top=top, width=w),
-                     lambda: render_ranks.to_json(job, top), lambda: render_ranks.to_csv(job))
+        _show(job, fmt, output, top)
         _failures(job)
         return
     trace = paths[0]
@@ -347,7 +346,9 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
             _notice(f"kernscope: salvaged {t.salvaged:,} complete events from {trace}")
             for line in t.salvage_skipped:
                 _notice(f"kernscope: {line}")
-        return _analysis_text(a, fmt, top, width, color).encode()
+        from .render.views import Options
+
+        return _rendered(a, fmt, Options(top=top, width=width, color=color))
 
     def emit(body: bytes) -> None:
         _emit_bytes(body, output)
@@ -363,24 +364,35 @@ def analyze(traces: tuple[str, ...], step: str | None, top: int | None, fmt: str
                    check=lambda t: _raise_if_empty((t, done["step"]), analysis=done["analysis"]))
 
 
-def _analysis_text(a: Any, fmt: str, top: int | None, width: int, color: bool) -> str:
-    """One trace's analysis as ``fmt`` (json, csv, or the terminal table)."""
-    if fmt == "json":
-        from .render.tables import to_json
+def _rendered(result: Result, fmt: str, options: Options) -> bytes:
+    """``result`` as ``fmt`` (``table``, ``json``, ``csv``, ``xlsx``) through its renderer."""
+    from .render.formats import render
 
-        return to_json(a, top=top)
-    if fmt == "csv":
-        from .render.tables import to_csv
+    out = render(result, fmt, options)
+    assert isinstance(out, bytes)
+    return out
 
-        return to_csv(a, top=top)
-    from rich.console import Console
 
-    from .render import console
+def _show(result: Result, fmt: str, output: str | None, top: int | None, default_top: int = 15) -> None:
+    """``result`` as ``fmt`` to stdout or ``output`` (``top`` rows per long table; in the terminal by default
+    ``default_top``), fitted to the terminal unless written to a file."""
+    from .render.views import Options
 
-    buf = io.StringIO()
-    console.render(a, Console(file=buf, width=width, force_terminal=color, no_color=not color,
-                              highlight=False, emoji=False), top=top, width=width)
-    return buf.getvalue()
+    if top is None and fmt == "table":
+        top = default_top
+    color = fmt == "table" and not output and sys.stdout.isatty()
+    _emit_bytes(_rendered(result, fmt, Options(top=top, width=160 if output else _console_width(), color=color)), output)
+
+
+def _write(result: Result, fmt: str, output: str, quiet: bool, all_tables: bool = False) -> None:
+    """``result`` as a file (``xlsx``, ``html``) or a directory of CSVs (``csv`` with ``all_tables``) at ``output``,
+    written whole or not at all."""
+    from .render.formats import render, write
+    from .render.views import Options
+
+    write(render(result, fmt, Options(all_tables=all_tables)), output, regular=fmt == "xlsx")
+    if not quiet:
+        _notice(f"wrote {output}")
 
 
 def _with_findings(job: Any, path: str | None) -> Any:
@@ -417,46 +429,27 @@ def _raise_if_empty(*sides: tuple[Any, int | None], analysis: Any = None) -> Non
         raise EmptyAnswer("; ".join(reasons))
 
 
-def _bench_dir(root: str, fmt: str, output: str | None, rules: str | None, **load_opts: Any) -> None:
+def _bench_dir(root: str, rules: str | None, **load_opts: Any) -> BenchDir:
     from .analyze.bench_dir import analyze_bench_dir
-    from .render import bench_dir as render_bench
 
-    b = analyze_bench_dir(root, lambda p: _load(p, **load_opts), _categorizer(rules))
-    _render_text(fmt, output, lambda con, w: render_bench.render(b, con, width=w), lambda: render_bench.to_json(b),
-                 lambda: render_bench.to_csv(b))
+    return analyze_bench_dir(root, lambda p: _load(p, **load_opts), _categorizer(rules))
 
 
-def _report_target(output: str) -> str:
-    """'xlsx', 'html' or 'dir' for ``-o``; a directory is recognised with or without a trailing slash."""
+def _report_target(output: str) -> tuple[str, bool]:
+    """(format, one CSV per table) for ``-o``: ``xlsx``, ``html``, or a directory of CSVs (recognised with or without
+    a trailing slash)."""
     low = output.lower()
     if low.endswith(".xlsx"):
         if os.path.isdir(output):
             raise KernscopeError(f"{output}: is a directory; give a file name ending in .xlsx")
-        return "xlsx"
+        return "xlsx", False
     if low.endswith((".html", ".htm")):
         if os.path.isdir(output):
             raise KernscopeError(f"{output}: is a directory; give a file name ending in .html")
-        return "html"
+        return "html", False
     if output.endswith(("/", os.sep)) or os.path.isdir(output) or not os.path.splitext(output)[1]:
-        return "dir"
+        return "csv", True
     raise KernscopeError(f"{output}: use a .xlsx or .html file, or a directory (for CSVs)")
-
-
-def _write_report(target: str, output: str, sheets: Callable[[], dict[str, Any]], html: Callable[[], str],
-                  analysis: Any = None, charts: dict[str, Any] | None = None) -> None:
-    """One report, whatever it holds, in the format ``target`` names: the HTML page ``html`` makes, or the tables
-    ``sheets`` makes as a workbook ("xlsx") or a directory of CSVs ("dir"); ``analysis`` adds a trace's charts."""
-    if target == "html":  # (render.excel is imported only for its formats: the glossary's order follows imports)
-        from .files import write_text
-
-        write_text(output, html())
-        return
-    from .render.excel import write_csv_dir, write_xlsx
-
-    if target == "xlsx":
-        write_xlsx(analysis, output, sheets=sheets(), **({"charts": charts} if charts is not None else {}))
-    else:
-        write_csv_dir(analysis, output, sheets=sheets())
 
 
 @cli.command()
@@ -490,32 +483,21 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
 
     Workbooks and CSV directories also get the perf model's sheets (one per op class, unified_perf_summary) when the
     trace has op shapes, and the diff_* sheets with --diff."""
+    from .analyze.report import Report
     from .analyze.summary import analyze as run
 
-    target = _report_target(output)
-
+    fmt, all_tables = _report_target(output)
     if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
-        from .analyze.bench_dir import analyze_bench_dir
-        from .render.html.views import flat, render_bench_dir
-
-        b = analyze_bench_dir(traces[0], lambda p: _load(p, salvage=salvage, no_cache=no_cache, quiet=quiet,
-                                                         max_memory=max_memory), _categorizer(rules))
-        _write_report(target, output, lambda: {"cells": flat(b.cells)}, lambda: render_bench_dir(b), charts={})
-        if not quiet:
-            _notice(f"wrote {output}")
+        b = _bench_dir(traces[0], rules, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory)
+        _write(b, fmt, output, quiet, all_tables)
         return
     paths = _expand(traces, quiet)
     if intra_files and len(paths) > 1:
         raise KernscopeError("--intra places records on one host trace: give one trace, not a job")
     if len(paths) > 1:
-        from .render.html.views import render_job
-        from .render.ranks import rank_sheets
-
         job = _with_findings(_job(paths, engine, scheduler, workers, strict, quiet, salvage, no_cache, step_marker,
                                   read_all), findings_rules)
-        _write_report(target, output, lambda: rank_sheets(job), lambda: render_job(job, rank_sheets(job)), charts={})
-        if not quiet:
-            _notice(f"wrote {output}")
+        _write(job, fmt, output, quiet, all_tables)
         _failures(job)
         return
     t = _load(paths[0], salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
@@ -523,61 +505,30 @@ def report(traces: tuple[str, ...], output: str, step: str | None, linked_only: 
     cat = _categorizer(rules)
     a = run(t, step=step_n, categorizer=cat, linked_only=linked_only, benchmark=bench, by_annotation=by_annotation,
             finding_rules=_finding_rules(findings_rules))
-    from .render.excel import report_sheets
-    from .render.perf import perf_sheets
-
-    # html: the perf model and the diff as extra tables; workbooks and CSVs: as extra sheets
-    extra: dict[str, Any] = {}
     pm = _perf(t, step_n, peak)
     if pm.ops.height:
-        extra.update(perf_sheets(pm))
         a = _with_roofline(a, pm, findings_rules)  # the report has the perf model's findings too
     from .analyze.memory import memory_timeline
-    from .render.memory import chart_data, memory_sheets
 
-    mem = memory_timeline(t)  # profile_memory traces: memory sheets and, in HTML, the chart
-    if mem is not None:
-        extra.update(memory_sheets(mem))
+    d = None
     if diff_with:
         from .analyze.diff import Side, diff
-        from .render.diff import diff_sheets
 
         tb = _load(diff_with, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory,
                    step_marker=step_marker)
         sb = _parse_step(step_b) if step_b is not None else step_n
         _check_step(tb, sb)
-        extra.update(diff_sheets(diff(Side(t, step_n), Side(tb, sb), categorizer=cat)))
-    intra_rows = None
+        d = diff(Side(t, step_n), Side(tb, sb), categorizer=cat)
+    launches = rows = None
     if intra_files:
         from .intra.align import align_files, launches_sheet, timeline_rows
 
         done = align_files(t, intra_files, intra_kernel)
-        extra["intra_launches"] = launches_sheet(done)
-        intra_rows = timeline_rows([al for _, al in done], a.gpu["idx"] if "idx" in a.gpu.columns else None)
-    from .render.html.analysis import render_analysis
-
-    _write_report(target, output, lambda: {**report_sheets(a), **extra},
-                  lambda: render_analysis(a, extra, chart_data(mem, t.t0) if mem is not None else None, intra_rows), a)
-    if not quiet:
-        _notice(f"wrote {output}")
+        launches = launches_sheet(done)
+        rows = timeline_rows([al for _, al in done], a.gpu["idx"] if "idx" in a.gpu.columns else None)
+    report_ = Report(a, pm if pm.ops.height else None, memory_timeline(t), d, launches, rows)
+    _write(report_, fmt, output, quiet, all_tables)
     _raise_if_empty((t, step_n), analysis=a)
-
-
-def _render_text(fmt: str, output: str | None, table: Any, as_json: Any, as_csv: Any) -> None:
-    """Write a result as JSON, CSV or terminal tables (``table(console, width)``) to stdout or ``output``."""
-    if fmt == "json":
-        text = as_json()
-    elif fmt == "csv":
-        text = as_csv()
-    else:
-        from rich.console import Console
-
-        width = 160 if output else _console_width()
-        color = not output and sys.stdout.isatty()
-        buf = io.StringIO()
-        table(Console(file=buf, width=width, force_terminal=color, no_color=not color, highlight=False, emoji=False), width)
-        text = buf.getvalue()
-    _emit_bytes(text.encode(), output)
 
 
 def _peaks(spec: str | None, trace: Any) -> Any:
@@ -611,31 +562,22 @@ def perf(trace: str, step: str | None, peak: str | None, top: int | None, show_n
          salvage: bool, no_cache: bool, rules: str | None, quiet: bool, max_memory: str | None,
          step_marker: str | None) -> None:
     """Perf model and roofline: FLOPs, bytes, TFLOP/s, TB/s and % of the device's peak for every op with shapes."""
-    from .analyze.perf import perf_model
-    from .render import perf as render_perf
+    from .analyze.findings import find_roofline
+    from .analyze.perf import PerfReport, perf_model
 
     t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
     step_n = _parse_step(step)
     _check_step(t, step_n)
     pm = perf_model(t, step=step_n, peaks=_peaks(peak, t))
-    from .analyze.findings import find_roofline
-
     findings = find_roofline(pm.ops, 1 if step_n is not None else t.steps.height, rules=_finding_rules(findings_rules))
     if not quiet:
         for n in pm.notes:
             _notice(f"kernscope: {n}")
+    result = PerfReport(pm, trace, findings, show_nested)
     if output and output.lower().endswith(".xlsx"):
-        from .render.excel import write_xlsx
-
-        write_xlsx(None, output, sheets=render_perf.perf_sheets(pm), charts={})
-        if not quiet:
-            _notice(f"wrote {output}")
+        _write(result, "xlsx", output, quiet)
         return
-    if top is None and fmt == "table":
-        top = 15
-    _render_text(fmt, output, lambda con, w: render_perf.render(pm, trace, con, top=top, width=w, show_nested=show_nested,
-                                                                findings=findings),
-                 lambda: render_perf.to_json(pm, trace, top, show_nested, findings), lambda: render_perf.to_csv(pm, top, show_nested))
+    _show(result, fmt, output, top)
     _raise_if_empty((t, step_n))
 
 
@@ -650,18 +592,15 @@ def memory(trace: str, top: int | None, fmt: str, output: str | None, salvage: b
            quiet: bool, max_memory: str | None, step_marker: str | None) -> None:
     """Memory over time (a trace recorded with profile_memory=True): per device the peak with the op and step
     that reached it, per step the growth, per op the allocations, their lifetime and what is still held."""
+    import dataclasses
+
     from .analyze.memory import memory_timeline
-    from .errors import EmptyAnswer
-    from .render import memory as render_memory
 
     t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
     m = memory_timeline(t)
     if m is None:
         raise EmptyAnswer(f"{trace}: no [memory] events: record the trace with torch.profiler.profile(profile_memory=True)")
-    if top is None and fmt == "table":
-        top = 15
-    _render_text(fmt, output, lambda con, w: render_memory.render(m, trace, con, top=top, width=w),
-                 lambda: render_memory.to_json(m, trace, top), lambda: render_memory.to_csv(m, top))
+    _show(dataclasses.replace(m, path=trace), fmt, output, top)
 
 
 @cli.command("sql")
@@ -677,18 +616,13 @@ def sql_cmd(query: str, trace: str, step: str | None, top: int | None, fmt: str,
     """Run a SQL QUERY over TRACE's tables: events, gpu, kernels, cpu_ops, launches, steps, flows, call_tree
     (times int64 ns), and analysis.<table> (analysis.kernels, analysis.categories, analysis.findings,
     analysis.critical_path, ...; µs in *_us). Polars' SQL dialect; see docs/glossary.md for every table."""
-    from .analyze.sql import sql
-    from .render import frame
+    from .analyze.sql import QueryResult, sql
 
     t = _load(trace, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
     step_n = _parse_step(step)
     if step_n is not None:
         _check_step(t, step_n)
-    df = sql(t, query, step=step_n, categorizer=_categorizer(rules))
-    if top is None and fmt == "table":
-        top = 50
-    _render_text(fmt, output, lambda con, w: frame.render(df, con, query, w, top), lambda: frame.to_json(df),
-                 lambda: frame.to_csv(df))
+    _show(QueryResult(query, sql(t, query, step=step_n, categorizer=_categorizer(rules))), fmt, output, top, default_top=50)
 
 
 @cli.command("diff")
@@ -708,7 +642,6 @@ def diff_cmd(a: str, b: str, step: str | None, step_b: str | None, match: str, t
              step_marker: str | None) -> None:
     """Compare two traces, two steps of one trace (A A --step 3 --step-b 5) or two ranks: where B spends more or less."""
     from .analyze.diff import Side, diff
-    from .render import diff as render_diff
 
     ta = _load(a, salvage=salvage, no_cache=no_cache, quiet=quiet, max_memory=max_memory, step_marker=step_marker)
     same_file = os.path.realpath(a) == os.path.realpath(b)
@@ -720,16 +653,9 @@ def diff_cmd(a: str, b: str, step: str | None, step_b: str | None, match: str, t
     _check_step(tb, sb)
     d = diff(Side(ta, sa), Side(tb, sb), match=match, categorizer=_categorizer(rules))
     if output and output.lower().endswith(".xlsx"):
-        from .render.excel import write_xlsx
-
-        write_xlsx(None, output, sheets=render_diff.diff_sheets(d), charts={})
-        if not quiet:
-            _notice(f"wrote {output}")
+        _write(d, "xlsx", output, quiet)
     else:
-        if top is None and fmt == "table":
-            top = 15
-        _render_text(fmt, output, lambda con, w: render_diff.render(d, con, top=top, width=w),
-                     lambda: render_diff.to_json(d, top), lambda: render_diff.to_csv(d, top))
+        _show(d, fmt, output, top)
     _raise_if_empty((ta, sa), (tb, sb))  # a side with nothing to compare: the deltas are the other side's totals
 
 

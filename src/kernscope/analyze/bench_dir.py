@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -58,6 +58,20 @@ class BenchDir:
     cells: pl.DataFrame
     views: dict[str, BenchmarkView] = field(default_factory=dict)  #: path -> the cell's benchmark view
     notes: tuple[str, ...] = ()
+
+    kind: ClassVar[str] = "bench_dir"
+
+    @property
+    def title(self) -> str:
+        return self.root
+
+    def facts_dict(self) -> dict[str, Any]:
+        """``root`` (the folder) and ``layout`` (``kernscope`` or ``tritonbench``)."""
+        return {"root": self.root, "layout": self.layout}
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """``cells``: one row per trace (µs)."""
+        return {"cells": self.cells}
 
 
 def discover(root: str | os.PathLike[str]) -> list[CellPath]:

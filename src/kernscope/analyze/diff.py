@@ -1,7 +1,7 @@
 """Compare two traces (or two steps of one, or two ranks): totals, categories, kernels and CPU ops.
 
 Input: two linked traces and what to compare of each (a step, or all). Output: a :class:`TraceDiff` of
-DataFrames (µs), rows sorted by absolute delta, and a one-line verdict. ``B - A``: positive deltas are
+DataFrames (µs), rows sorted by absolute delta (the one-line verdict is the renderers', from these). ``B - A``: positive deltas are
 time B spends more. Kernel names that differ only in template arguments, tile sizes or autotuning
 suffixes match with ``match="loose"`` (:func:`loose_name`).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -19,9 +20,6 @@ from ..scalars import as_int
 from .categories import Categorizer, kernel_head
 from .facts import TraceFacts, trace_facts
 from .kernels import NS_PER_US, gpu_table
-
-#: differences below this share of A's total read as "the same" in the verdict
-SAME_PCT = 0.5
 
 _TILE = re.compile(r"\d+x\d+(?:x\d+)*")
 _TEMPLATE = re.compile(r"<[^<>]*>")
@@ -78,8 +76,24 @@ class TraceDiff:
     categories: pl.DataFrame
     kernels: pl.DataFrame
     ops: pl.DataFrame
-    verdict: str
+    #: (rank of A, rank of B) when A and B are two ranks of one job (:func:`ranks_of_one_job`), else None
+    ranks: tuple[int, int] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    kind: ClassVar[str] = "diff"
+
+    @property
+    def title(self) -> str:
+        return f"{self.a.path} vs {self.b.path}"
+
+    def facts_dict(self) -> dict[str, Any]:
+        """``a``, ``b``: each side's trace facts and step; ``match``; ``ranks``; ``total`` (µs, B − A)."""
+        return {"a": {**self.a.to_dict(), "step": self.step_a}, "b": {**self.b.to_dict(), "step": self.step_b},
+                "match": self.match, "ranks": self.ranks, "total": dict(self.total)}
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """``categories``, ``kernels``, ``ops`` (µs; sorted by absolute delta)."""
+        return {"categories": self.categories, "kernels": self.kernels, "ops": self.ops}
 
 
 def _gpu(side: Side, categorizer: Categorizer) -> pl.DataFrame:
@@ -135,7 +149,7 @@ def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | N
     kern = (kern.with_columns((pl.col("b_us") - pl.col("a_us")).alias("delta_us"),
                               pl.max_horizontal(pl.col("va").fill_null(0), pl.col("vb").fill_null(0)).alias("variants"))
             .rename({"name_key": "name"})
-            .sort([pl.col("delta_us").abs(), "name"], descending=[True, False])
+            .sort([pl.col("delta_us").abs(), "name", "launcher"], descending=[True, False, False])
             .select("name", "launcher", "a_count", "b_count", "a_us", "b_us", "delta_us", "only", "variants"))
 
     def cats(g: pl.DataFrame) -> pl.DataFrame:
@@ -182,8 +196,7 @@ def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | N
         notes.append(f"A has {fa.steps} steps and B {fb.steps}: totals cover all of them; compare one step each with "
                      "--step N --step-b M")
     ranks = ranks_of_one_job(a.trace, b.trace, ga, gb)
-    return TraceDiff(fa, fb, a.step, b.step, match, total, categories, kern, op_rows,
-                     verdict(total, categories, ranks=ranks), tuple(notes))
+    return TraceDiff(fa, fb, a.step, b.step, match, total, categories, kern, op_rows, ranks, tuple(notes))
 
 
 def _framework(trace: Trace) -> str:
@@ -195,58 +208,6 @@ def _busy(g: pl.DataFrame) -> float:
     if g.height == 0:
         return 0.0
     return float(union_by(g.select("ts", "end"), [])["len"][0]) / NS_PER_US
-
-
-def _ms(us: float) -> str:
-    a = abs(us)
-    if a >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if a >= 1e3:
-        return f"{us / 1e3:.1f} ms"
-    return f"{us:.1f} µs"
-
-
-#: communication at or above this share of a side's GPU time, or of the change, gets its own part of the verdict
-COMM_SHARE = 0.25
-
-
-def _head(total: dict[str, float]) -> str:
-    d, pct = total["delta_us"], total["delta_pct"]
-    if abs(pct) < SAME_PCT:
-        return f"B and A take the same GPU time ({_ms(total['b_us'])}, {pct:+.1f}%)"
-    return f"B is {_ms(abs(d))} ({abs(pct):.1f}%) {'slower' if d > 0 else 'faster'} than A in GPU time"
-
-
-def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3, ranks: tuple[int, int] | None = None) -> str:
-    """One line: which side is slower, by how much, and the categories that moved most.
-
-    Communication kernels run as long as their slowest peer makes them wait, so where they weigh (at least
-    :data:`COMM_SHARE` of either side's GPU time or of the change) the line separates compute (every other
-    kernel) from communication. ``ranks``: A and B are these ranks of one job; their GPU time is then no
-    verdict at all (they run the same steps together), only compute and waiting are compared."""
-    if total["a_us"] == 0 and total["b_us"] == 0:
-        return "neither side has GPU activity"
-    rows = list(categories.iter_rows(named=True))
-    comm = next((r for r in rows if r["category"] == "Communication"), None)
-    ca, cb = (comm["a_us"], comm["b_us"]) if comm else (0.0, 0.0)
-    weighs = comm is not None and (ca >= COMM_SHARE * total["a_us"] or cb >= COMM_SHARE * total["b_us"]
-                                   or abs(cb - ca) >= COMM_SHARE * abs(total["delta_us"]) > 0)
-    if not weighs:
-        moved = [r for r in rows if abs(r["delta_us"]) > 0][:top]
-        parts = [f"{r['category']} {'+' if r['delta_us'] > 0 else '-'}{_ms(abs(r['delta_us']))}" for r in moved]
-        return _head(total) + (f"; {', '.join(parts)}" if parts else "")
-    xa, xb = total["a_us"] - ca, total["b_us"] - cb
-    xpct = 100.0 * (xb - xa) / xa if xa else 0.0
-    compute = (f"compute (kernels other than communication) the same ({_ms(xb)}, {xpct:+.1f}%)" if abs(xpct) < SAME_PCT
-               else f"compute {'+' if xb > xa else '-'}{_ms(abs(xb - xa))} ({xpct:+.1f}%)")
-    waiting = (f"communication {'+' if cb > ca else '-'}{_ms(abs(cb - ca))} (communication kernels include "
-               f"waiting for the other ranks")
-    if ranks is None:
-        return f"{_head(total)}: {compute}; {waiting}, so a side that waits less is not faster)"
-    later_rank, later = (ranks[0], "A") if cb > ca else (ranks[1], "B")  # who waits less arrived later
-    return (f"A and B are ranks {ranks[0]} and {ranks[1]} of one job, which run their steps together: "
-            f"{compute}; {waiting}: B waits {'more' if cb > ca else 'less'}, so of the two rank {later_rank} ({later}) "
-            f"arrives later at the collectives); `kernscope analyze` on the job's folder names the stragglers per step")
 
 
 def ranks_of_one_job(a: Trace, b: Trace, ga: pl.DataFrame, gb: pl.DataFrame) -> tuple[int, int] | None:

@@ -16,7 +16,8 @@ Times are ns on the trace's clock; sizes are bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -42,7 +43,22 @@ class MemoryTimeline:
     ops: pl.DataFrame
     #: per (device, step): allocated_at_start, allocated_at_end, growth, peak_allocated, peak_reserved
     steps: pl.DataFrame
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+    path: str = ""  #: the trace's path
+
+    kind: ClassVar[str] = "memory"
+
+    @property
+    def title(self) -> str:
+        return self.path
+
+    def facts_dict(self) -> dict[str, Any]:
+        """``trace`` (path) and ``events`` (how many ``[memory]`` events)."""
+        return {"trace": self.path, "events": self.events.height}
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """``devices``, ``steps``, ``ops`` (bytes; ``*_at_ns`` since the trace's start)."""
+        return {"devices": self.devices, "steps": self.steps, "ops": self.ops}
 
 
 def _innermost_ops(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
@@ -124,7 +140,7 @@ def memory_timeline(trace: Trace) -> MemoryTimeline | None:
     unpaired = int(ev.filter(pl.col("bytes") < 0).height) - int(allocs.filter(pl.col("_life").is_not_null()).height)
     if unpaired > 0:
         notes.append(f"{unpaired:,} frees of blocks allocated before the trace began")
-    return MemoryTimeline(ev, devices, ops, steps, notes)
+    return MemoryTimeline(ev, devices, ops, steps, tuple(notes), trace.path)
 
 
 def _per_step(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:

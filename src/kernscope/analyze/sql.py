@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -24,6 +26,31 @@ ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "ops", "ops_by_
                    "steps", "timeline", "timeline_by_device", "timeline_by_step", "step_categories", "findings",
                    "critical_path", "critical_path_categories", "critical_path_ops", "critical_path_kernels",
                    "critical_path_whatif")
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """A query's answer (result kind ``query``): ``rows`` as polars gave them, and the ``query``."""
+
+    kind: ClassVar[str] = "query"
+    query: str
+    rows: pl.DataFrame
+
+    @property
+    def title(self) -> str:
+        return self.query
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return ()
+
+    def facts_dict(self) -> dict[str, Any]:
+        """``columns``: the answer's column names."""
+        return {"columns": self.rows.columns}
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """``rows``: the answer."""
+        return {"rows": self.rows}
 
 
 def sql(trace: Trace, query: str, *, step: int | None = None, categorizer: Categorizer | None = None) -> pl.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -58,11 +59,29 @@ class Analysis:
     #: the critical path of each step (:mod:`kernscope.analyze.critical_path`); None when the trace has no steps
     critical_path: CriticalPath | None = None
 
+    kind: ClassVar[str] = "analysis"
+
+    @property
+    def title(self) -> str:
+        return self.facts.path
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(self.facts.salvage_skipped)
+
+    def facts_dict(self) -> dict[str, Any]:
+        """``trace`` (:class:`~kernscope.analyze.facts.TraceFacts` as a dict), ``step``, ``unlinked`` (counts),
+        ``salvage_skipped`` (lines), ``benchmark`` (the benchmark view as a dict, or None)."""
+        return {"trace": self.facts.to_dict(), "step": self.step, "unlinked": dict(self.unlinked),
+                "salvage_skipped": list(self.facts.salvage_skipped),
+                "benchmark": self.benchmark.to_dict() if self.benchmark is not None else None}
+
     def tables(self) -> dict[str, pl.DataFrame]:
         """The result's tables by name (µs in ``*_us`` columns): ``kernels``, ``kernels_by_stream``, ``categories``,
         ``ops``, ``ops_by_category``, ``launcher_categories``, ``steps``, ``timeline``, ``timeline_by_device``,
         ``timeline_by_step``, ``step_categories``, ``findings``, and ``critical_path``, ``critical_path_categories``,
-        ``critical_path_ops``, ``critical_path_kernels``, ``critical_path_whatif`` where the trace has steps."""
+        ``critical_path_ops``, ``critical_path_kernels``, ``critical_path_whatif`` where the trace has steps, and
+        ``annotations``, ``annotation_categories``, ``annotation_timeline`` with ``by_annotation``."""
         out = {"kernels": self.kernels, "kernels_by_stream": self.kernels_by_stream, "categories": self.categories,
                "ops": self.ops, "ops_by_category": self.ops_by_category, "launcher_categories": self.launcher_categories,
                "steps": self.steps, "timeline": self.timeline, "timeline_by_device": self.timeline_by_device,
@@ -72,6 +91,9 @@ class Analysis:
             cp = self.critical_path
             out.update({"critical_path": cp.steps, "critical_path_categories": cp.categories,
                         "critical_path_ops": cp.ops, "critical_path_kernels": cp.kernels, "critical_path_whatif": cp.whatif})
+        if self.annotations is not None:
+            out.update({"annotations": self.annotations.ranges, "annotation_categories": self.annotations.categories,
+                        "annotation_timeline": self.annotations.timeline})
         return out
 
 

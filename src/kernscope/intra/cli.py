@@ -223,7 +223,7 @@ def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, ker
 
     from .. import load as load_trace
     from ..errors import KernscopeError
-    from ..files import write_bytes, write_text
+    from ..files import write_bytes
     from ..load.source import Limits, open_trace
     from ..render.intra import render_alignment
     from .align import align_files
@@ -234,12 +234,15 @@ def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, ker
     trace = load_trace(host_trace)
     done = align_files(trace, intra_files, kernel, clock_ghz)
     if output is not None and output.endswith(".html"):
+        from ..analyze.report import Report
         from ..analyze.summary import analyze
-        from ..render.html.analysis import render_analysis
+        from ..render.formats import render
         from .align import launches_sheet, timeline_rows
 
-        write_text(output, render_analysis(analyze(trace), {"intra_launches": launches_sheet(done)},
-                                           intra=timeline_rows([al for _, al in done])))
+        page = render(Report(analyze(trace), intra_launches=launches_sheet(done),
+                             intra_rows=timeline_rows([al for _, al in done])), "html")
+        assert isinstance(page, bytes)
+        write_bytes(output, page)
     elif output is not None and output.endswith(PERFETTO_SUFFIXES):
         from ..render.intra_align import encode
         from ..render.perfetto import perfetto_trace

@@ -1,18 +1,18 @@
-"""Renderers for a folder of benchmark traces (:class:`~kernscope.analyze.bench_dir.BenchDir`)."""
+"""Views of a folder of benchmark traces (:class:`~kernscope.analyze.bench_dir.BenchDir`)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import polars as pl
 from rich.console import Console
 from rich.text import Text
 
-from ..analyze.bench_dir import BenchDir
+from .excel import Sheet
 from .names import term
 from .tables import csv_text, records
 from .terminal import Col, fit_table, pct, us
+from .views import Section, layout, view
 
 
 def _kernels(names: list[str] | None) -> str:
@@ -21,12 +21,19 @@ def _kernels(names: list[str] | None) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1})"
 
 
-def render(b: BenchDir, console: Console, width: int | None = None) -> None:
-    w = width or console.width
-    console.print(term(f"{b.root}: {b.cells.height} benchmark traces ({b.layout} layout)", "bold"), overflow="fold")
+layout("table", "bench_dir", ("cells",))
+layout("json", "bench_dir", ("root", "layout", "notes", "cells"))
+layout("csv", "bench_dir", ("cells",))
+layout("xlsx", "bench_dir", ("cells",))
+
+
+@view("table", "bench_dir.cells")
+def _console_cells(s: Section, out: Console) -> None:
+    b = s.result
+    out.print(term(f"{b.root}: {b.cells.height} benchmark traces ({b.layout} layout)", "bold"), overflow="fold")
     for n in b.notes:
-        console.print(Text(n, style="yellow"), overflow="fold")
-    console.print()
+        out.print(Text(n, style="yellow"), overflow="fold")
+    out.print()
     for (op,), part in b.cells.group_by(["op"], maintain_order=True):
         rows = []
         for r in part.iter_rows(named=True):
@@ -37,19 +44,28 @@ def render(b: BenchDir, console: Console, width: int | None = None) -> None:
         cols = [Col("input", True), Col("impl", min_width=8), Col("step", min_width=8), Col("flush", weight=2, min_width=8),
                 Col("compute kernels", weight=4, min_width=12), Col("kernel time", True), Col("TFLOP/s", True),
                 Col("% of peak", True), Col("vs fastest", True)]
-        console.print(fit_table(f"{op or 'benchmark'}: per input and impl (* fastest; TFLOP/s from the perf model)", cols,
-                                rows, w))
-        console.print()
+        out.print(fit_table(f"{op or 'benchmark'}: per input and impl (* fastest; TFLOP/s from the perf model)", cols,
+                            rows, s.options.width))
+        out.print()
 
 
-def to_dict(b: BenchDir) -> dict[str, Any]:
-    return {"root": b.root, "layout": b.layout, "notes": list(b.notes), "cells": records(b.cells)}
+@view("json", "bench_dir.notes")
+def _json_notes(s: Section) -> list[str]:
+    return list(s.result.notes)
 
 
-def to_json(b: BenchDir) -> str:
-    return json.dumps(to_dict(b), indent=2, ensure_ascii=False)
+@view("json", "bench_dir.cells")
+def _json_cells(s: Section) -> list[dict[str, Any]]:
+    return records(s.df)
 
 
-def to_csv(b: BenchDir) -> str:
-    flat = b.cells.with_columns(pl.col("flush_kernels").list.join(" | "), pl.col("compute_kernels").list.join(" | "))
-    return csv_text(flat)
+@view("csv", "bench_dir.cells")
+def _csv_cells(s: Section) -> str:
+    return csv_text(s.df.with_columns(pl.col("flush_kernels").list.join(" | "), pl.col("compute_kernels").list.join(" | ")))
+
+
+@view("xlsx", "bench_dir.cells")
+def _xlsx_cells(s: Section) -> Sheet:
+    from .html.views import flat
+
+    return Sheet(flat(s.df))

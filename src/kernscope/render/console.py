@@ -1,4 +1,4 @@
-"""Terminal renderer for one trace's :class:`~kernscope.analyze.summary.Analysis`. Formats; computes nothing."""
+"""Terminal views of one trace's :class:`~kernscope.analyze.summary.Analysis`. Formats; computes nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from ..analyze.critical_path import SEGMENTS, CriticalPath
 from ..analyze.summary import Analysis
 from .names import term
 from .terminal import Col, count, fit_table, pct, us
+from .views import Section, layout, view
 
 
 def _limited(df: pl.DataFrame, top: int | None) -> tuple[pl.DataFrame, int]:
@@ -18,24 +19,32 @@ def _limited(df: pl.DataFrame, top: int | None) -> tuple[pl.DataFrame, int]:
     return df.head(top), df.height - top
 
 
-def render(a: Analysis, console: Console, top: int | None = 15, width: int | None = None) -> None:
-    """Every table of the analysis, each no wider than ``width`` (default: the console's)."""
-    w = width or console.width
+layout("table", "analysis", ("trace", "steps", "timeline", "categories", "kernels", "ops", "launcher_categories",
+                            "benchmark", "annotations", "unlinked", "critical_path", "findings"))
+
+
+@view("table", "analysis.trace")
+def _head(s: Section, out: Console) -> None:
+    a: Analysis = s.result
     f = a.facts
     dev = ", ".join(f.device_names) or "-"
     rank = f"{f.rank}/{f.world_size}" if f.rank is not None else "-"
-    console.print(term(f.path, "bold"), overflow="fold")
+    out.print(term(f.path, "bold"), overflow="fold")
     line = (f"{f.events:,} events · {f.gpu_events:,} GPU events ({f.kernels:,} kernels, {us(f.kernel_time_us)}) · "
             f"devices {f.devices or '-'} ({dev}) · rank {rank} · platform {f.platform} · "
             f"{f.steps} steps ({f.step_source}) · {f.graph_launches} graph launches")
-    console.print(term(line), overflow="fold")
+    out.print(term(line), overflow="fold")
     if f.salvaged_events is not None:
-        console.print(Text(f"salvaged {f.salvaged_events:,} events", style="yellow"))
+        out.print(Text(f"salvaged {f.salvaged_events:,} events", style="yellow"))
     if a.step is not None:
-        console.print(Text(f"showing step {a.step} (GPU work launched in that step)", style="bold"))
-    console.print()
-    if a.steps.height:
-        d, more = _limited(a.steps, top)
+        out.print(Text(f"showing step {a.step} (GPU work launched in that step)", style="bold"))
+    out.print()
+
+
+@view("table", "analysis.steps")
+def _steps(s: Section, out: Console) -> None:
+    if s.df.height:
+        d, more = _limited(s.df, s.top)
         rows = [[r["name"], r["kind"] or "", r["phase"] or "", us(r["cpu_duration_us"]), count(r["kernel_count"]),
                  us(r["kernel_time_us"]), us(r["gpu_time_us"])] for r in d.iter_rows(named=True)]
         cols = [Col("step", weight=2), Col("kind", enum=True), Col("phase", enum=True), Col("window", True),
@@ -44,66 +53,109 @@ def render(a: Analysis, console: Console, top: int | None = 15, width: int | Non
             if not any(r[j] for r in rows):
                 cols.pop(j)
                 rows = [r[:j] + r[j + 1:] for r in rows]
-        console.print(fit_table(f"Steps ({a.facts.step_source})", cols, rows, w, more=more))
-        console.print()
-    tl = {r["type"]: r for r in a.timeline.iter_rows(named=True)}
+        out.print(fit_table(f"Steps ({s.result.facts.step_source})", cols, rows, s.options.width, more=more))
+        out.print()
+
+
+@view("table", "analysis.timeline")
+def _timeline(s: Section, out: Console) -> None:
+    tl = {r["type"]: r for r in s.df.iter_rows(named=True)}
     if tl and tl["total_time"]["time_us"] > 0:
         rows = [[k.replace("_", " "), us(v["time_us"]), pct(v["percent"])] for k, v in tl.items()]
-        console.print(fit_table("GPU timeline", [Col(""), Col("time", True), Col("% of span", True)], rows, w))
-        console.print()
-    if a.categories.height:
-        d, more = _limited(a.categories, top)
+        out.print(fit_table("GPU timeline", [Col(""), Col("time", True), Col("% of span", True)], rows, s.options.width))
+        out.print()
+
+
+@view("table", "analysis.categories")
+def _categories(s: Section, out: Console) -> None:
+    if s.df.height:
+        d, more = _limited(s.df, s.top)
         rows = [[r["category"], count(r["count"]), us(r["total_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
-        console.print(fit_table("GPU time by category", [Col("category", enum=True), Col("count", True), Col("total", True),
-                                                         Col("%", True)], rows, w, more=more))
-        console.print()
-    if a.kernels.height:
-        d, more = _limited(a.kernels, top)
+        out.print(fit_table("GPU time by category", [Col("category", enum=True), Col("count", True), Col("total", True),
+                                                     Col("%", True)], rows, s.options.width, more=more))
+        out.print()
+
+
+@view("table", "analysis.kernels")
+def _kernels(s: Section, out: Console) -> None:
+    k = s.df
+    if k.height:
+        d, more = _limited(k, s.top)
         rows = [[r["name"], r["launcher"], r["category"], r.get("decided_by") or "name", count(r["count"]),
                  us(r["total_us"]), us(r["mean_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
         cols = [Col("kernel", weight=5, min_width=14, kernel=True), Col("launcher", weight=2, min_width=10),
                 Col("category", enum=True), Col("by", enum=True, optional=True),
                 Col("count", True), Col("total", True), Col("mean", True, optional=True), Col("%", True)]
-        console.print(fit_table(f"Kernels by name and launching op ({a.kernels.height:,})", cols, rows, w, more=more))
-        console.print()
-    if a.ops.height:
-        d, more = _limited(a.ops, top)
+        out.print(fit_table(f"Kernels by name and launching op ({k.height:,})", cols, rows, s.options.width, more=more))
+        out.print()
+
+
+@view("table", "analysis.ops")
+def _ops(s: Section, out: Console) -> None:
+    if s.df.height:
+        d, more = _limited(s.df, s.top)
         rows = [[r["launcher"], count(r["count"]), us(r["total_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
-        console.print(fit_table("GPU time by launching CPU op", [Col("launcher"), Col("GPU events", True),
-                                                                 Col("total", True), Col("%", True)], rows, w, more=more))
-        console.print()
-    graph = a.launcher_categories.filter(pl.col("launcher").cast(pl.String).str.contains("(?i)graphlaunch"))
+        out.print(fit_table("GPU time by launching CPU op", [Col("launcher"), Col("GPU events", True),
+                                                             Col("total", True), Col("%", True)], rows, s.options.width,
+                            more=more))
+        out.print()
+
+
+@view("table", "analysis.launcher_categories")
+def _graph_launches(s: Section, out: Console) -> None:
+    graph = s.df.filter(pl.col("launcher").cast(pl.String).str.contains("(?i)graphlaunch"))
     if graph.height:
-        d, more = _limited(graph, top)
+        d, more = _limited(graph, s.top)
         rows = [[r["launcher"], r["category"], count(r["count"]), us(r["total_us"]), pct(r["pct_of_launcher"])]
                 for r in d.iter_rows(named=True)]
-        console.print(fit_table("Graph launches by category", [Col("launcher"), Col("category", enum=True), Col("count", True),
-                                                               Col("total", True), Col("% of launcher", True)],
-                                rows, w, more=more))
-        console.print()
-    if a.benchmark:
-        b = a.benchmark
+        out.print(fit_table("Graph launches by category", [Col("launcher"), Col("category", enum=True), Col("count", True),
+                                                           Col("total", True), Col("% of launcher", True)],
+                            rows, s.options.width, more=more))
+        out.print()
+
+
+@view("table", "analysis.benchmark")
+def _benchmark(s: Section, out: Console) -> None:
+    b = s.result.benchmark
+    if b:
         rows = [["flush", k.name, k.category, us(k.dur_us)] for k in b.flush_kernels]
         rows += [["compute", k.name, k.category, us(k.dur_us)] for k in b.compute_kernels]
-        console.print(fit_table(f"Benchmark step {b.step}: compute kernel time {us(b.kernel_time_us)}",
-                                [Col("", min_width=7), Col("kernel", weight=4, kernel=True), Col("category", enum=True), Col("time", True)],
-                                rows, w))
-        console.print()
-    if a.annotations is not None:
-        ann = a.annotations.ranges
-        d, more = _limited(ann, top)
+        out.print(fit_table(f"Benchmark step {b.step}: compute kernel time {us(b.kernel_time_us)}",
+                            [Col("", min_width=7), Col("kernel", weight=4, kernel=True), Col("category", enum=True),
+                             Col("time", True)], rows, s.options.width))
+        out.print()
+
+
+@view("table", "analysis.annotations")
+def _annotations(s: Section, out: Console) -> None:
+    if "annotations" in s.tables:
+        d, more = _limited(s.df, s.top)
         rows = [["  " * int(r["depth"]) + str(r["name"]), count(r["instances"]), count(r["kernel_count"]),
                  us(r["kernel_time_us"]), us(r["busy_us"]), pct(r["pct_of_gpu"])] for r in d.iter_rows(named=True)]
-        console.print(fit_table("GPU time by annotation (nested ranges indented; times include nested ranges)",
-                                [Col("annotation", weight=3), Col("instances", True), Col("kernels", True),
-                                 Col("kernel time", True), Col("GPU busy", True), Col("% of GPU", True)], rows, w, more=more))
-        console.print()
-    nonzero = {k: v for k, v in a.unlinked.items() if v}
-    console.print(term("Unlinked: " + (", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in nonzero.items())
-                                       if nonzero else "none")), overflow="fold")
-    if a.critical_path is not None and a.critical_path.steps.height:
-        render_critical_path(a.critical_path, console, w, top)
-    render_findings(a.findings, console, top=5 if top is not None else None)
+        out.print(fit_table("GPU time by annotation (nested ranges indented; times include nested ranges)",
+                            [Col("annotation", weight=3), Col("instances", True), Col("kernels", True),
+                             Col("kernel time", True), Col("GPU busy", True), Col("% of GPU", True)], rows,
+                            s.options.width, more=more))
+        out.print()
+
+
+@view("table", "analysis.unlinked")
+def _unlinked(s: Section, out: Console) -> None:
+    nonzero = {k: v for k, v in s.value.items() if v}
+    out.print(term("Unlinked: " + (", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in nonzero.items())
+                                   if nonzero else "none")), overflow="fold")
+
+
+@view("table", "analysis.critical_path")
+def _critical_path(s: Section, out: Console) -> None:
+    cp = s.result.critical_path
+    if cp is not None and cp.steps.height:
+        render_critical_path(cp, out, s.options.width, s.top)
+
+
+@view("table", "analysis.findings")
+def _findings(s: Section, out: Console) -> None:
+    render_findings(s.df, out, top=5 if s.top is not None else None)
 
 
 def render_critical_path(cp: CriticalPath, console: Console, width: int, top: int | None) -> None:

@@ -1,8 +1,8 @@
-"""Renderers for a trace diff (:class:`~kernscope.analyze.diff.TraceDiff`): terminal, JSON, CSV, xlsx sheets."""
+"""Views of a trace diff (:class:`~kernscope.analyze.diff.TraceDiff`): the verdict line, terminal tables, JSON,
+CSV and the ``diff_*`` sheets. Formatting only."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import polars as pl
@@ -10,89 +10,207 @@ from rich.console import Console
 from rich.text import Text
 
 from ..analyze.diff import TraceDiff
-from ..version import SCHEMA_VERSION
+from .excel import Sheet
 from .names import term
 from .tables import csv_text, records
 from .terminal import Col, count, fit_table, us
+from .views import Section, layout, view
+
+#: differences below this share of A's total read as "the same" in the verdict
+SAME_PCT = 0.5
+
+layout("table", "diff", ("a", "verdict", "notes", "total", "categories", "kernels", "ops"))
+layout("json", "diff", ("schema_version", "a", "b", "match", "verdict", "notes", "total", "categories", "kernels", "ops"))
+layout("csv", "diff", ("kernels",))
+layout("xlsx", "diff", ("summary", "categories", "kernels", "ops"))
+
+#: the trace facts each side shows in JSON
+SIDE_KEYS = ("path", "events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names", "rank", "world_size",
+             "platform", "steps", "step_source", "graph_launches", "step")
 
 
-def _side(facts: Any, step: int | None) -> str:
-    dev = ", ".join(facts.device_names) or "-"
-    return f"{facts.path}" + (f" (step {step})" if step is not None else "") + f" · {dev}"
+def _ms(us: float) -> str:
+    a = abs(us)
+    if a >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if a >= 1e3:
+        return f"{us / 1e3:.1f} ms"
+    return f"{us:.1f} µs"
+
+
+#: communication at or above this share of a side's GPU time, or of the change, gets its own part of the verdict
+COMM_SHARE = 0.25
+
+
+def _head(total: dict[str, float]) -> str:
+    d, pct = total["delta_us"], total["delta_pct"]
+    if abs(pct) < SAME_PCT:
+        return f"B and A take the same GPU time ({_ms(total['b_us'])}, {pct:+.1f}%)"
+    return f"B is {_ms(abs(d))} ({abs(pct):.1f}%) {'slower' if d > 0 else 'faster'} than A in GPU time"
+
+
+def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3, ranks: tuple[int, int] | None = None) -> str:
+    """One line: which side is slower, by how much, and the categories that moved most.
+
+    Communication kernels run as long as their slowest peer makes them wait, so where they weigh (at least
+    :data:`COMM_SHARE` of either side's GPU time or of the change) the line separates compute (every other
+    kernel) from communication. ``ranks``: A and B are these ranks of one job; their GPU time is then no
+    verdict at all (they run the same steps together), only compute and waiting are compared."""
+    if total["a_us"] == 0 and total["b_us"] == 0:
+        return "neither side has GPU activity"
+    rows = list(categories.iter_rows(named=True))
+    comm = next((r for r in rows if r["category"] == "Communication"), None)
+    ca, cb = (comm["a_us"], comm["b_us"]) if comm else (0.0, 0.0)
+    weighs = comm is not None and (ca >= COMM_SHARE * total["a_us"] or cb >= COMM_SHARE * total["b_us"]
+                                   or abs(cb - ca) >= COMM_SHARE * abs(total["delta_us"]) > 0)
+    if not weighs:
+        moved = [r for r in rows if abs(r["delta_us"]) > 0][:top]
+        parts = [f"{r['category']} {'+' if r['delta_us'] > 0 else '-'}{_ms(abs(r['delta_us']))}" for r in moved]
+        return _head(total) + (f"; {', '.join(parts)}" if parts else "")
+    xa, xb = total["a_us"] - ca, total["b_us"] - cb
+    xpct = 100.0 * (xb - xa) / xa if xa else 0.0
+    compute = (f"compute (kernels other than communication) the same ({_ms(xb)}, {xpct:+.1f}%)" if abs(xpct) < SAME_PCT
+               else f"compute {'+' if xb > xa else '-'}{_ms(abs(xb - xa))} ({xpct:+.1f}%)")
+    waiting = (f"communication {'+' if cb > ca else '-'}{_ms(abs(cb - ca))} (communication kernels include "
+               f"waiting for the other ranks")
+    if ranks is None:
+        return f"{_head(total)}: {compute}; {waiting}, so a side that waits less is not faster)"
+    later_rank, later = (ranks[0], "A") if cb > ca else (ranks[1], "B")  # who waits less arrived later
+    return (f"A and B are ranks {ranks[0]} and {ranks[1]} of one job, which run their steps together: "
+            f"{compute}; {waiting}: B waits {'more' if cb > ca else 'less'}, so of the two rank {later_rank} ({later}) "
+            f"arrives later at the collectives); `kernscope analyze` on the job's folder names the stragglers per step")
+
+
+def verdict_text(d: TraceDiff, top: int = 3) -> str:
+    """The diff's one-line verdict (:func:`verdict` of its totals and categories)."""
+    return verdict(d.total, d.categories, top=top, ranks=d.ranks)
+
+
+def _side(side: dict[str, Any]) -> str:
+    dev = ", ".join(side["device_names"]) or "-"
+    return f"{side['path']}" + (f" (step {side['step']})" if side["step"] is not None else "") + f" · {dev}"
 
 
 def _delta(v: float) -> str:
     return ("+" if v > 0 else "") + us(v) if v else "0"
 
 
-def render(d: TraceDiff, console: Console, top: int | None = 15, width: int | None = None) -> None:
-    w = width or console.width
-    console.print(term("A: " + _side(d.a, d.step_a)), overflow="fold")
-    console.print(term("B: " + _side(d.b, d.step_b)), overflow="fold")
-    console.print(Text(d.verdict, style="bold"), overflow="fold")
-    for n in d.notes:
-        console.print(Text(n, style="yellow"), overflow="fold")
-    t = d.total
-    console.print(term(f"GPU time A {us(t['a_us'])} · B {us(t['b_us'])} · delta {_delta(t['delta_us'])} ({t['delta_pct']:+.1f}%) · "
-                       f"GPU busy A {us(t['a_busy_us'])} · B {us(t['b_busy_us'])}"), overflow="fold")
-    console.print()
+@view("table", "diff.a")
+def _console_sides(s: Section, out: Console) -> None:
+    out.print(term("A: " + _side(s.facts["a"])), overflow="fold")
+    out.print(term("B: " + _side(s.facts["b"])), overflow="fold")
+
+
+@view("table", "diff.verdict")
+def _console_verdict(s: Section, out: Console) -> None:
+    out.print(Text(verdict_text(s.result), style="bold"), overflow="fold")
+
+
+@view("table", "diff.notes")
+def _console_notes(s: Section, out: Console) -> None:
+    for n in s.result.notes:
+        out.print(Text(n, style="yellow"), overflow="fold")
+
+
+@view("table", "diff.total")
+def _console_total(s: Section, out: Console) -> None:
+    t = s.facts["total"]
+    out.print(term(f"GPU time A {us(t['a_us'])} · B {us(t['b_us'])} · delta {_delta(t['delta_us'])} ({t['delta_pct']:+.1f}%) · "
+                   f"GPU busy A {us(t['a_busy_us'])} · B {us(t['b_busy_us'])}"), overflow="fold")
+    out.print()
+
+
+@view("table", "diff.categories")
+def _console_categories(s: Section, out: Console) -> None:
     rows = [[r["category"], count(r["a_count"]), count(r["b_count"]), us(r["a_us"]), us(r["b_us"]), _delta(r["delta_us"])]
-            for r in d.categories.iter_rows(named=True)]
-    console.print(fit_table("By category", [Col("category", enum=True), Col("A count", True), Col("B count", True),
-                                            Col("A", True), Col("B", True), Col("B - A", True)], rows, w))
-    console.print()
-    for title, df, name_cols in (
-        (f"Kernels by |B - A| ({'names matched loosely' if d.match == 'loose' else 'exact names'}; "
-         "'only' = on one side only)", d.kernels, ["name", "launcher"]),
-        ("CPU ops by |B - A| of host time", d.ops, ["name"]),
-    ):
-        part = df.head(top) if top is not None else df
-        cols = [Col("kernel" if "launcher" in name_cols else "op", weight=4, min_width=12, kernel="launcher" in name_cols)]
-        if "launcher" in name_cols:
-            cols.append(Col("launcher", weight=2, min_width=8))
-        cols += [Col("A count", True), Col("B count", True), Col("A", True), Col("B", True), Col("B - A", True),
-                 Col("only", True)]
-        rows = [[*(r[c] for c in name_cols), count(r["a_count"]), count(r["b_count"]), us(r["a_us"]), us(r["b_us"]),
-                 _delta(r["delta_us"]), r["only"]] for r in part.iter_rows(named=True)]
-        console.print(fit_table(title, cols, rows, w, more=df.height - part.height))
-        console.print()
+            for r in s.df.iter_rows(named=True)]
+    out.print(fit_table("By category", [Col("category", enum=True), Col("A count", True), Col("B count", True),
+                                        Col("A", True), Col("B", True), Col("B - A", True)], rows, s.options.width))
+    out.print()
 
 
-def _facts(f: Any) -> dict[str, Any]:
-    keep = ("path", "events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names", "rank", "world_size",
-            "platform", "steps", "step_source", "graph_launches")
-    return {k: getattr(f, k) for k in keep}
+def _console_deltas(s: Section, out: Console, title: str, name_cols: list[str]) -> None:
+    df, top = s.df, s.top
+    part = df.head(top) if top is not None else df
+    cols = [Col("kernel" if "launcher" in name_cols else "op", weight=4, min_width=12, kernel="launcher" in name_cols)]
+    if "launcher" in name_cols:
+        cols.append(Col("launcher", weight=2, min_width=8))
+    cols += [Col("A count", True), Col("B count", True), Col("A", True), Col("B", True), Col("B - A", True),
+             Col("only", True)]
+    rows = [[*(r[c] for c in name_cols), count(r["a_count"]), count(r["b_count"]), us(r["a_us"]), us(r["b_us"]),
+             _delta(r["delta_us"]), r["only"]] for r in part.iter_rows(named=True)]
+    out.print(fit_table(title, cols, rows, s.options.width, more=df.height - part.height))
+    out.print()
 
 
-def to_dict(d: TraceDiff, top: int | None = None) -> dict[str, Any]:
-    """The ``--format json`` object: a, b (trace facts), total, categories, kernels, ops, verdict, notes."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "a": {**_facts(d.a), "step": d.step_a},
-        "b": {**_facts(d.b), "step": d.step_b},
-        "match": d.match,
-        "verdict": d.verdict,
-        "notes": list(d.notes),
-        "total": {k: round(v, 3) for k, v in d.total.items()},
-        "categories": records(d.categories),
-        "kernels": records(d.kernels, top),
-        "ops": records(d.ops, top),
-    }
+@view("table", "diff.kernels")
+def _console_kernels(s: Section, out: Console) -> None:
+    loose = s.facts["match"] == "loose"
+    _console_deltas(s, out, f"Kernels by |B - A| ({'names matched loosely' if loose else 'exact names'}; "
+                            "'only' = on one side only)", ["name", "launcher"])
 
 
-def to_json(d: TraceDiff, top: int | None = None) -> str:
-    return json.dumps(to_dict(d, top), indent=2, ensure_ascii=False)
+@view("table", "diff.ops")
+def _console_ops(s: Section, out: Console) -> None:
+    _console_deltas(s, out, "CPU ops by |B - A| of host time", ["name"])
 
 
-def to_csv(d: TraceDiff, top: int | None = None) -> str:
-    return csv_text(d.kernels.head(top) if top is not None else d.kernels)
+@view("json", "diff.a")
+def _json_a(s: Section) -> dict[str, Any]:
+    return {k: s.facts["a"][k] for k in SIDE_KEYS}
+
+
+@view("json", "diff.b")
+def _json_b(s: Section) -> dict[str, Any]:
+    return {k: s.facts["b"][k] for k in SIDE_KEYS}
+
+
+@view("json", "diff.verdict")
+def _json_verdict(s: Section) -> str:
+    return verdict_text(s.result)
+
+
+@view("json", "diff.notes")
+def _json_notes(s: Section) -> list[str]:
+    return list(s.result.notes)
+
+
+@view("json", "diff.total")
+def _json_total(s: Section) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in s.facts["total"].items()}
+
+
+@view("json", "diff.categories")
+def _json_categories(s: Section) -> list[dict[str, Any]]:
+    return records(s.df)  # every category: a short table
+
+
+def summary_sheet(d: TraceDiff) -> pl.DataFrame:
+    """The diff's sides, match, verdict, notes and totals as (key, value) text rows."""
+    return pl.DataFrame(
+        [("A", d.a.path), ("A step", "" if d.step_a is None else str(d.step_a)), ("A devices", ", ".join(d.a.device_names)),
+         ("B", d.b.path), ("B step", "" if d.step_b is None else str(d.step_b)), ("B devices", ", ".join(d.b.device_names)),
+         ("match", d.match), ("verdict", verdict_text(d)), *(("note", n) for n in d.notes),
+         *((k, f"{v:.3f}") for k, v in d.total.items())],
+        schema={"key": pl.String, "value": pl.String}, orient="row")
+
+
+@view("xlsx", "diff.summary")
+def _xlsx_summary(s: Section) -> Sheet:
+    return Sheet(summary_sheet(s.result), name="diff_summary")
+
+
+def _prefixed(s: Section) -> Sheet:
+    return Sheet(s.df, name=f"diff_{s.name}")
+
+
+for _t in ("categories", "kernels", "ops"):
+    view("xlsx", f"diff.{_t}")(_prefixed)
 
 
 def diff_sheets(d: TraceDiff) -> dict[str, pl.DataFrame]:
-    summary = pl.DataFrame(
-        [("A", d.a.path), ("A step", "" if d.step_a is None else str(d.step_a)), ("A devices", ", ".join(d.a.device_names)),
-         ("B", d.b.path), ("B step", "" if d.step_b is None else str(d.step_b)), ("B devices", ", ".join(d.b.device_names)),
-         ("match", d.match), ("verdict", d.verdict), *(("note", n) for n in d.notes),
-         *((k, f"{v:.3f}") for k, v in d.total.items())],
-        schema={"key": pl.String, "value": pl.String}, orient="row")
-    return {"diff_summary": summary, "diff_categories": d.categories, "diff_kernels": d.kernels, "diff_ops": d.ops}
+    """The ``diff_*`` tables of a report: summary (text), categories, kernels, ops."""
+    return {"diff_summary": summary_sheet(d), "diff_categories": d.categories, "diff_kernels": d.kernels, "diff_ops": d.ops}
+
+
+__all__ = ["SAME_PCT", "csv_text", "diff_sheets", "summary_sheet", "verdict", "verdict_text"]

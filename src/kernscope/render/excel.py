@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from ..analyze.summary import Analysis
-from ..files import atomic_dir, atomic_path
+from ..files import atomic_dir, write_bytes
 from .glossary import TERMS
 from .tables import csv_text, rounded
 
@@ -119,6 +119,46 @@ def _write_sheet(wb: Any, ws: Any, df: pl.DataFrame, fmt: dict[str, Any], chart:
         ws.insert_chart(1, len(cols) + 1, ch)
 
 
+@dataclass(frozen=True)
+class Sheet:
+    """One sheet of a workbook: its table and, where one helps, a chart of it."""
+
+    df: pl.DataFrame
+    chart: Chart | None = None
+    name: str | None = None  #: the sheet's name when it is not the part's
+
+
+def workbook(sheets: dict[str, Sheet]) -> bytes:
+    """A workbook of ``sheets`` (name -> sheet, in order) and a ``definitions`` sheet, as bytes."""
+    import io
+
+    import xlsxwriter
+
+    buf = io.BytesIO()
+    wb = xlsxwriter.Workbook(buf, {"strings_to_formulas": False, "strings_to_urls": False, "in_memory": True,
+                                   "strings_to_numbers": False, "nan_inf_to_errors": False})
+    fmt = {
+        "header": wb.add_format({"bold": True, "bg_color": "#DDE4EE", "bottom": 1, "text_wrap": False}),
+        "us": wb.add_format({"num_format": "#,##0.000"}),
+        "pct": wb.add_format({"num_format": '0.00"%"'}),
+    }
+    used: set[str] = set()
+    for name, sh in sheets.items():
+        sheet = name[:31]
+        ws = wb.add_worksheet(sheet)
+        _write_sheet(wb, ws, sh.df, fmt, sh.chart, sheet)
+        used.update(sh.df.columns)
+    _definitions(wb, fmt, used)
+    import xlsxwriter.exceptions
+
+    try:
+        wb.close()
+    except xlsxwriter.exceptions.FileCreateError as e:  # xlsxwriter wraps the OSError of a full disk
+        cause = e.__cause__ or e.__context__ or (e.args[0] if e.args else e)
+        raise cause if isinstance(cause, OSError) else OSError(str(cause)) from None
+    return buf.getvalue()
+
+
 def write_xlsx(a: Analysis | None, path: str | os.PathLike[str], sheets: dict[str, pl.DataFrame] | None = None,
                charts: dict[str, Chart] | None = None) -> None:
     """Write sheets (default: the analysis report) to ``path`` atomically, plus a ``definitions`` sheet."""
@@ -126,31 +166,7 @@ def write_xlsx(a: Analysis | None, path: str | os.PathLike[str], sheets: dict[st
         assert a is not None
         sheets = report_sheets(a)
     charts = REPORT_CHARTS if charts is None else charts
-    with atomic_path(path) as tmp:
-        import xlsxwriter
-        import xlsxwriter.exceptions
-
-        wb = xlsxwriter.Workbook(str(tmp), {"strings_to_formulas": False, "strings_to_urls": False,
-                                            "strings_to_numbers": False, "nan_inf_to_errors": False})
-        try:
-            fmt = {
-                "header": wb.add_format({"bold": True, "bg_color": "#DDE4EE", "bottom": 1, "text_wrap": False}),
-                "us": wb.add_format({"num_format": "#,##0.000"}),
-                "pct": wb.add_format({"num_format": '0.00"%"'}),
-            }
-            used: set[str] = set()
-            for name, df in sheets.items():
-                sheet = name[:31]
-                ws = wb.add_worksheet(sheet)
-                _write_sheet(wb, ws, df, fmt, charts.get(name), sheet)
-                used.update(df.columns)
-            _definitions(wb, fmt, used)
-        finally:
-            try:
-                wb.close()
-            except xlsxwriter.exceptions.FileCreateError as e:  # xlsxwriter wraps the OSError of a full disk
-                cause = e.__cause__ or e.__context__ or (e.args[0] if e.args else e)
-                raise cause if isinstance(cause, OSError) else OSError(str(cause)) from None
+    write_bytes(path, workbook({name: Sheet(df, charts.get(name)) for name, df in sheets.items()}))
 
 
 def _definitions(wb: Any, fmt: dict[str, Any], columns: set[str]) -> None:

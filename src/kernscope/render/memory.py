@@ -1,8 +1,7 @@
-"""The memory timeline (``kernscope memory``): terminal tables, JSON and CSV. Formatting only."""
+"""Views of the memory timeline (``kernscope memory``): terminal tables, JSON, CSV, sheets and the chart. Formatting only."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -12,11 +11,11 @@ from rich.text import Text
 
 from ..analyze.memory import MemoryTimeline
 from ..scalars import as_int
-from ..version import SCHEMA_VERSION
 from .html import b64
 from .names import term
-from .tables import csv_text, records
+from .tables import records
 from .terminal import Col, count, fit_table
+from .views import Section, layout, view
 
 
 def size(b: float | None) -> str:
@@ -34,50 +33,67 @@ def _ms(ns: int | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
 
 
-def render(m: MemoryTimeline, path: str, console: Console, top: int | None = 15, width: int | None = None) -> None:
-    w = width or console.width
-    console.print(term(path, "bold"), overflow="fold")
-    for n in m.notes:
-        console.print(Text(n, style="yellow"), overflow="fold")
-    console.print()
+layout("table", "memory", ("trace", "devices", "steps", "ops"))
+layout("json", "memory", ("schema_version", "trace", "devices", "steps", "ops", "events", "notes"))
+layout("csv", "memory", ("ops",))
+
+
+@view("table", "memory.trace")
+def _console_head(s: Section, out: Console) -> None:
+    out.print(term(s.facts["trace"], "bold"), overflow="fold")
+    for n in s.result.notes:
+        out.print(Text(n, style="yellow"), overflow="fold")
+    out.print()
+
+
+@view("table", "memory.devices")
+def _console_devices(s: Section, out: Console) -> None:
     rows = [[f"{r['device_type']}:{r['device']}", size(r["peak_allocated"]), size(r["peak_reserved"]), _ms(r["peak_at_ns"]),
              "-" if r["peak_step"] is None else str(r["peak_step"]), r["peak_op"] or "-", size(r["allocated_at_end"]),
-             count(r["events"])] for r in m.devices.iter_rows(named=True)]
-    console.print(fit_table("Memory per device (peak = the largest Total Allocated; at = since the trace's start)",
-                            [Col("device", enum=True), Col("peak allocated", True), Col("peak reserved", True),
-                             Col("at", True), Col("step", True), Col("op at peak", weight=2), Col("allocated at end", True),
-                             Col("events", True, optional=True)], rows, w))
-    console.print()
-    if m.steps.height:
+             count(r["events"])] for r in s.df.iter_rows(named=True)]
+    out.print(fit_table("Memory per device (peak = the largest Total Allocated; at = since the trace's start)",
+                        [Col("device", enum=True), Col("peak allocated", True), Col("peak reserved", True),
+                         Col("at", True), Col("step", True), Col("op at peak", weight=2), Col("allocated at end", True),
+                         Col("events", True, optional=True)], rows, s.options.width))
+    out.print()
+
+
+@view("table", "memory.steps")
+def _console_steps(s: Section, out: Console) -> None:
+    if s.df.height:
         rows = [[f"{r['device_type']}:{r['device']}", str(r["step"]), size(r["allocated_at_start"]), size(r["allocated_at_end"]),
-                 size(r["growth"]), size(r["peak_allocated"]), size(r["peak_reserved"])] for r in m.steps.iter_rows(named=True)]
-        console.print(fit_table("Per step (growth = held at the step's end minus at its start)",
-                                [Col("device", enum=True), Col("step", True), Col("at start", True), Col("at end", True),
-                                 Col("growth", True), Col("peak allocated", True), Col("peak reserved", True)], rows, w))
-        console.print()
-    d = m.ops.head(top) if top is not None else m.ops
+                 size(r["growth"]), size(r["peak_allocated"]), size(r["peak_reserved"])] for r in s.df.iter_rows(named=True)]
+        out.print(fit_table("Per step (growth = held at the step's end minus at its start)",
+                            [Col("device", enum=True), Col("step", True), Col("at start", True), Col("at end", True),
+                             Col("growth", True), Col("peak allocated", True), Col("peak reserved", True)], rows,
+                            s.options.width))
+        out.print()
+
+
+@view("table", "memory.ops")
+def _console_ops(s: Section, out: Console) -> None:
+    top = s.top
+    d = s.df.head(top) if top is not None else s.df
     rows = [[r["op"] or "(outside any op)", f"{r['device_type']}:{r['device']}", count(r["allocations"]), size(r["allocated_bytes"]),
              "-" if r["mean_lifetime_us"] is None else f"{r['mean_lifetime_us']:,.1f} µs", count(r["held_blocks"]),
              size(r["held_bytes"]), count(r["frees"])] for r in d.iter_rows(named=True)]
-    console.print(fit_table("Allocations by CPU op (lifetime: to the free of the same block; held: not freed in the trace)",
-                            [Col("op", weight=2, min_width=12), Col("device", enum=True), Col("allocs", True), Col("bytes", True),
-                             Col("mean lifetime", True), Col("held", True), Col("held bytes", True),
-                             Col("frees", True, optional=True)], rows, w, more=m.ops.height - d.height))
+    out.print(fit_table("Allocations by CPU op (lifetime: to the free of the same block; held: not freed in the trace)",
+                        [Col("op", weight=2, min_width=12), Col("device", enum=True), Col("allocs", True), Col("bytes", True),
+                         Col("mean lifetime", True), Col("held", True), Col("held bytes", True),
+                         Col("frees", True, optional=True)], rows, s.options.width, more=s.df.height - d.height))
 
 
-def to_dict(m: MemoryTimeline, path: str, top: int | None = None) -> dict[str, Any]:
-    """The ``--format json`` object: devices, steps, ops (bytes; ``*_at_ns`` since the trace's start), notes."""
-    return {"schema_version": SCHEMA_VERSION, "trace": path, "devices": records(m.devices), "steps": records(m.steps),
-            "ops": records(m.ops, top),
-            "events": m.events.height, "notes": list(m.notes)}
+def _whole(s: Section) -> list[dict[str, Any]]:
+    return records(s.df)
 
 
-def to_json(m: MemoryTimeline, path: str, top: int | None = None) -> str:
-    return json.dumps(to_dict(m, path, top), indent=2, ensure_ascii=False)
+view("json", "memory.devices")(_whole)
+view("json", "memory.steps")(_whole)
 
 
-def to_csv(m: MemoryTimeline, top: int | None = None) -> str:
-    return csv_text(m.ops.head(top) if top is not None else m.ops)
+@view("json", "memory.notes")
+def _json_notes(s: Section) -> list[str]:
+    return list(s.result.notes)
 
 
 def memory_sheets(m: MemoryTimeline) -> dict[str, pl.DataFrame]:

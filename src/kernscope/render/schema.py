@@ -110,15 +110,16 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
     repository): a trace with annotations and findings, a profile_memory trace, a JAX profile, a job of two ranks."""
     from ..analyze.diff import Side, diff
     from ..analyze.memory import memory_timeline
-    from ..analyze.perf import perf_model
+    from ..analyze.perf import PerfReport, perf_model
     from ..analyze.ranks import combine, summarize_rank
     from ..analyze.summary import analyze
     from ..pipeline import load
-    from . import diff as rdiff
-    from . import memory as rmem
-    from . import perf as rperf
-    from . import ranks as rranks
-    from . import tables
+    from .formats import render
+
+    def as_json(result: Any) -> dict[str, Any]:
+        body = render(result, "json")
+        assert isinstance(body, bytes)
+        return dict(json.loads(body))
 
     example = root / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     memory = root / "tests" / "data" / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"
@@ -128,18 +129,18 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in TITLES}
     for p, t in traces.items():
         ann = "" if p == example else None  # the example has record_function ranges with GPU work
-        out["analyze"].append(json.loads(tables.to_json(analyze(t, by_annotation=ann, benchmark=None))))
-        out["perf"].append(json.loads(rperf.to_json(perf_model(t), str(p))))
+        out["analyze"].append(as_json(analyze(t, by_annotation=ann, benchmark=None)))
+        out["perf"].append(as_json(PerfReport(perf_model(t), str(p))))
     t0 = traces[example]
-    out["diff"].append(json.loads(rdiff.to_json(diff(Side(t0, 2), Side(t0, 3)))))
+    out["diff"].append(as_json(diff(Side(t0, 2), Side(t0, 3))))
     if host in traces:
-        out["diff"].append(json.loads(rdiff.to_json(diff(Side(t0, None), Side(traces[host], None)))))
+        out["diff"].append(as_json(diff(Side(t0, None), Side(traces[host], None))))
     if memory in traces:
         m = memory_timeline(traces[memory])
         assert m is not None
-        out["memory"].append(json.loads(rmem.to_json(m, str(memory))))
+        out["memory"].append(as_json(m))
     job = combine([summarize_rank(t0, "rank0.json"), summarize_rank(t0, "rank1.json")])
-    out["job"].append(json.loads(rranks.to_json(job)))
+    out["job"].append(as_json(job))
     return out
 
 

@@ -9,9 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from ..analyze.summary import Analysis
-from ..version import SCHEMA_VERSION
 from .names import FORMULA_PREFIX
+from .views import OMIT, Section, layout, view
 
 
 def csv_safe(e: pl.Expr) -> pl.Expr:
@@ -38,53 +37,86 @@ def records(df: pl.DataFrame, top: int | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def to_dict(a: Analysis, top: int | None = None) -> dict[str, Any]:
-    """The ``--format json`` object. Times are µs. Every row unless ``top`` is given."""
-    f = a.facts.to_dict()
-    trace = {k: f[k] for k in ("path", "events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names",
-                               "rank", "world_size", "platform", "graph_launches", "salvaged_events", "step_source")}
-    signal = [c for c in ("decided_by", "decided_op") if c in a.kernels.columns]
-    kernels = a.kernels.select(
-        "name", "launcher", "category", "library", *signal, "count", "total_us", "mean_us", "min_us", "max_us", "pct"
-    )
-    out: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "trace": trace,
-        "step": a.step,
-        "steps": records(a.steps, top),
-        "kernels": records(kernels, top),
-        "categories": records(a.categories.select("category", "count", "total_us", "pct")),
-        "ops": records(a.ops.select("launcher", "count", "total_us", "pct"), top),
-        "launcher_categories": records(
-            a.launcher_categories.select("launcher", "category", "count", "total_us", "pct_of_launcher"), top
-        ),
-        "timeline": records(a.timeline.select("type", "time_us", "percent")),
-        "unlinked": a.unlinked,
-        "findings": findings_records(a.findings),
-    }
-    if a.critical_path is not None:
-        cp = a.critical_path
-        out["critical_path"] = {"steps": records(cp.steps), "categories": records(cp.categories),
-                                "kernels": records(cp.kernels, top), "ops": records(cp.ops, top), "whatif": records(cp.whatif),
-                                "notes": list(cp.notes)}
-    if a.facts.salvage_skipped:
-        out["salvage_skipped"] = a.facts.salvage_skipped
-    if a.benchmark is not None:
-        out["benchmark"] = a.benchmark.to_dict()
-    if a.annotations is not None:
-        out["annotations"] = records(a.annotations.ranges, top)
-        out["annotation_categories"] = records(a.annotations.categories)
-        out["annotation_timeline"] = records(a.annotations.timeline)
-    return out
+layout("json", "analysis", ("schema_version", "trace", "step", "steps", "kernels", "categories", "ops",
+                           "launcher_categories", "timeline", "unlinked", "findings", "critical_path", "salvage_skipped",
+                           "benchmark", "annotations", "annotation_categories", "annotation_timeline"))
+layout("csv", "analysis", ("kernels",))
+
+#: the trace facts the analysis JSON shows
+TRACE_KEYS = ("path", "events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names", "rank", "world_size",
+              "platform", "graph_launches", "salvaged_events", "step_source")
+
+
+@view("json", "analysis.trace")
+def _json_trace(s: Section) -> dict[str, Any]:
+    return {k: s.value[k] for k in TRACE_KEYS}
+
+
+@view("json", "analysis.kernels")
+def _json_kernels(s: Section) -> list[dict[str, Any]]:
+    signal = [c for c in ("decided_by", "decided_op") if c in s.df.columns]
+    return records(s.df.select("name", "launcher", "category", "library", *signal, "count", "total_us", "mean_us", "min_us",
+                               "max_us", "pct"), s.top)
+
+
+@view("json", "analysis.categories")
+def _json_categories(s: Section) -> list[dict[str, Any]]:
+    return records(s.df.select("category", "count", "total_us", "pct"))
+
+
+@view("json", "analysis.ops")
+def _json_ops(s: Section) -> list[dict[str, Any]]:
+    return records(s.df.select("launcher", "count", "total_us", "pct"), s.top)
+
+
+@view("json", "analysis.launcher_categories")
+def _json_launcher_categories(s: Section) -> list[dict[str, Any]]:
+    return records(s.df.select("launcher", "category", "count", "total_us", "pct_of_launcher"), s.top)
+
+
+@view("json", "analysis.timeline")
+def _json_timeline(s: Section) -> list[dict[str, Any]]:
+    return records(s.df.select("type", "time_us", "percent"))
+
+
+@view("json", "analysis.findings")
+def _json_findings(s: Section) -> list[dict[str, Any]]:
+    return findings_records(s.df)
+
+
+@view("json", "analysis.critical_path")
+def _json_critical_path(s: Section) -> Any:
+    cp = s.result.critical_path
+    if cp is None:
+        return OMIT
+    return {"steps": records(cp.steps), "categories": records(cp.categories), "kernels": records(cp.kernels, s.top),
+            "ops": records(cp.ops, s.top), "whatif": records(cp.whatif), "notes": list(cp.notes)}
+
+
+@view("json", "analysis.salvage_skipped")
+def _json_salvage_skipped(s: Section) -> Any:
+    return s.value or OMIT
+
+
+@view("json", "analysis.benchmark")
+def _json_benchmark(s: Section) -> Any:
+    return OMIT if s.value is None else s.value
+
+
+@view("json", "analysis.annotations")
+def _json_annotations(s: Section) -> Any:
+    return records(s.df, s.top) if s.name in s.tables else OMIT
+
+
+@view("json", "analysis.annotation_categories")
+@view("json", "analysis.annotation_timeline")
+def _json_annotation_whole(s: Section) -> Any:
+    return records(s.df) if s.name in s.tables else OMIT
 
 
 def findings_records(findings: pl.DataFrame) -> list[dict[str, Any]]:
     """Findings as JSON rows, ranked; ``evidence`` as an object (its numbers, units in the key names)."""
     return [{**r, "evidence": json.loads(r["evidence"])} for r in records(findings)]
-
-
-def to_json(a: Analysis, top: int | None = None) -> str:
-    return json.dumps(to_dict(a, top), indent=2, ensure_ascii=False)
 
 
 def csv_text(df: pl.DataFrame) -> str:
@@ -96,8 +128,3 @@ def csv_text(df: pl.DataFrame) -> str:
     buf = io.StringIO()
     d.write_csv(buf)
     return buf.getvalue()
-
-
-def to_csv(a: Analysis, top: int | None = None) -> str:
-    """The kernel summary as CSV (one row per kernel name and launcher)."""
-    return csv_text(a.kernels.head(top) if top is not None else a.kernels)

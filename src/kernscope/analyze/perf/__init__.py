@@ -6,7 +6,7 @@
 
 from .devices import DevicePeaks, match_device, parse_peak
 from .formulas import REGISTRY, Call, Work, gemm_flops, sdpa_bwd_flops, sdpa_flops
-from .roofline import OP_COLUMNS, PerfModel, perf_model
+from .roofline import OP_COLUMNS, PerfModel, PerfReport, perf_model
 
 __all__ = ["DevicePeaks", "match_device", "parse_peak", "REGISTRY", "Call", "Work", "gemm_flops", "sdpa_flops",
-           "sdpa_bwd_flops", "OP_COLUMNS", "PerfModel", "perf_model"]
+           "sdpa_bwd_flops", "OP_COLUMNS", "PerfModel", "PerfReport", "perf_model"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 import polars as pl
@@ -65,6 +65,15 @@ class PerfModel:
     coverage: dict[str, float]
     step: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def sheet_tables(self) -> dict[str, pl.DataFrame]:
+        """The model as a workbook's tables: one per op class (:meth:`by_class`, without ``op_class``),
+        ``unified_perf_summary`` (every modeled signature), ``perf_by_class``, ``perf_missing_shapes``,
+        ``perf_uncovered``."""
+        out = {cls: df.drop("op_class") for cls, df in self.by_class().items()}
+        out.update({"unified_perf_summary": self.ops, "perf_by_class": self.classes, "perf_missing_shapes": self.missing,
+                    "perf_uncovered": self.uncovered})
+        return out
 
     def by_class(self) -> dict[str, pl.DataFrame]:
         """``ops`` split by op class (TraceLens's sheets: GEMM, CONV_fwd, SDPA_fwd, UnaryElementwise, ...), with
@@ -317,3 +326,46 @@ def _schema() -> dict[str, Any]:
         "peak_tflops": pl.Float64, "peak_tb_per_s": pl.Float64, "pct_of_peak": pl.Float64, "bound": pl.String,
         "params": pl.String,
     }
+
+
+@dataclass(frozen=True)
+class PerfReport:
+    """What ``kernscope perf`` answers (result kind ``perf``): the ``model`` of trace ``path``, its roofline
+    ``findings``, and whether ops that contain another modeled op are listed (``show_nested``)."""
+
+    model: PerfModel
+    path: str
+    findings: pl.DataFrame | None = None
+    show_nested: bool = False
+
+    kind: ClassVar[str] = "perf"
+
+    @property
+    def title(self) -> str:
+        return self.path
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(self.model.notes)
+
+    @property
+    def listed_ops(self) -> pl.DataFrame:
+        """The op rows every output lists: without ops that contain another modeled op unless ``show_nested``."""
+        return self.model.ops if self.show_nested else self.model.ops.filter(~pl.col("nested"))
+
+    def facts_dict(self) -> dict[str, Any]:
+        """``trace`` (path), ``step``, ``device`` (name and peaks), ``coverage`` (µs, %), ``nested_ops_hidden``."""
+        pm = self.model
+        return {"trace": self.path, "step": pm.step,
+                "device": {"name": pm.device_name, "peaks": pm.device.to_dict() if pm.device else None},
+                "coverage": dict(pm.coverage), "nested_ops_hidden": pm.ops.height - self.listed_ops.height}
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """``classes``, ``ops`` (listed rows), ``missing``, ``uncovered``, ``findings``, then
+        :meth:`PerfModel.sheet_tables`."""
+        pm = self.model
+        from ..findings import SCHEMA
+
+        findings = self.findings if self.findings is not None else pl.DataFrame(schema=SCHEMA)
+        return {"classes": pm.classes, "ops": self.listed_ops, "missing": pm.missing, "uncovered": pm.uncovered,
+                "findings": findings, **pm.sheet_tables()}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -71,6 +72,24 @@ class JobAnalysis:
     world_size: int | None = None
     findings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FINDINGS_SCHEMA))
     critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)
+
+    kind: ClassVar[str] = "job"
+
+    @property
+    def title(self) -> str:
+        return f"{self.ranks.height} ranks" + (f" of {self.world_size}" if self.world_size else "")
+
+    def facts_dict(self) -> dict[str, Any]:
+        """``world_size``, ``ranks`` (how many were analyzed) and ``failures`` (path, problem)."""
+        return {"world_size": self.world_size, "ranks": self.ranks.height,
+                "failures": [{"path": f.path, "problem": f.problem} for f in self.failures]}
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """``ranks``, ``rank_steps``, ``stragglers``, ``findings``, ``critical_path``, ``collectives``,
+        ``collective_instances``, ``collective_waits``, ``queues`` (µs)."""
+        return {"ranks": self.ranks, "rank_steps": self.rank_steps, "stragglers": self.stragglers,
+                "findings": self.findings, "critical_path": self.critical_path, "collectives": self.collectives,
+                "collective_instances": self.instances, "collective_waits": self.waits, "queues": self.queues}
 
 
 def _check(results: list[RankResult]) -> tuple[list[str], bool]:

@@ -1,5 +1,6 @@
-"""The HTML report of one trace's analysis: timeline per device and stream, breakdown, per-step
-category bars, sortable kernel/op/category/step tables. Formatting only: arrays are packed, not computed.
+"""HTML pieces of a trace's page: a table as the page's sortable table, the GPU rows as the timeline's packed
+arrays (per device and stream). Formatting only: arrays are packed, not computed (:mod:`kernscope.render.report`
+puts them on the page).
 """
 
 from __future__ import annotations
@@ -9,11 +10,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ...analyze.summary import Analysis, headline
 from ...scalars import as_int
-from ..glossary import TERMS, define
 from ..tables import records
-from . import b64, page
+from . import b64
 
 #: table rows embedded per table (the page can filter and sort them)
 MAX_TABLE_ROWS = 20_000
@@ -77,79 +76,3 @@ def timeline_data(gpu: pl.DataFrame, steps: pl.DataFrame, flush: set[tuple[str, 
         "steps": [{"name": s["name"], "start_ns": int(s["start"]) - t0, "end_ns": int(s["end"]) - t0}
                   for s in steps.iter_rows(named=True)],
     }
-
-
-def analysis_data(a: Analysis, extra: dict[str, pl.DataFrame] | None = None, memory: list[dict[str, Any]] | None = None,
-                  intra: pl.DataFrame | None = None) -> dict[str, Any]:
-    """The page's data document; ``extra`` sheets (perf model, diff) become sortable views after the tables;
-    ``memory``: the memory chart's series (:func:`kernscope.render.memory.chart_data`); ``intra``: intra-kernel
-    records placed under their kernels (:func:`kernscope.intra.align.timeline_rows`), rows below their stream."""
-    f = a.facts.to_dict()
-    flush = None
-    if a.benchmark is not None:
-        flush = {(k.name, k.ts_ns) for k in a.benchmark.flush_kernels if k.ts_ns is not None}
-    tl = timeline_data(a.gpu, a.trace.steps, flush, intra)
-    sc = a.step_categories
-    step_names = sc["name"].unique(maintain_order=True).to_list() if sc.height else []
-    cats = sorted(sc["category"].unique().to_list()) if sc.height else []
-    values = []
-    for s in step_names:
-        d = dict(sc.filter(pl.col("name") == s).select("category", "total_us").iter_rows())
-        values.append([float(d.get(c, 0.0)) for c in cats])
-    used = set()
-    tables = {
-        "kernels": table(a.kernels.select("name", "launcher", "category", "count", "total_us", "pct", "mean_us",
-                                          "min_us", "max_us", "library",
-                                          *[c for c in ("decided_by", "decided_op") if c in a.kernels.columns]),
-                         "Kernels by name and launching op"),
-        "ops": table(a.ops.select("launcher", "count", "total_us", "pct"), "GPU time by launching CPU op"),
-        "categories": table(a.categories.select("category", "count", "total_us", "pct"), "GPU time by category"),
-        "steps": table(a.steps, "Steps"),
-    }
-    for t in tables.values():
-        used.update(t["columns"])
-    used.update(f)
-    used.update(r["type"] for r in a.timeline.iter_rows(named=True))
-    views = []
-    if a.critical_path is not None and a.critical_path.steps.height:
-        cp = a.critical_path
-        views.append({"name": "critical_path", "title": "Critical path by step (what each step's end waited for)",
-                      "table": table(cp.steps, "critical_path")})
-        views.append({"name": "critical_path_ops", "title": "Host time on the critical path, by top-level CPU op",
-                      "table": table(cp.ops, "critical_path_ops")})
-        views.append({"name": "critical_path_whatif", "title": "What-ifs on the critical path (first order)",
-                      "table": table(cp.whatif, "critical_path_whatif")})
-        used.update(cp.steps.columns)
-    if a.annotations is not None:
-        views.append({"name": "annotations", "title": "GPU time by annotation (times include nested ranges)",
-                      "table": table(a.annotations.ranges, "annotations")})
-        used.update(a.annotations.ranges.columns)
-    if extra:
-        from .views import sheet_views
-
-        more = sheet_views(extra)
-        views.extend(more)
-        for v in more:
-            used.update(v["table"]["columns"])
-    return {
-        "views": views,
-        "title": f["path"],
-        "headline": {**headline(a), "findings": records(a.findings.select("rule", "title", "text", "win_back_us").head(3))},
-        "facts": {k: f[k] for k in ("events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names",
-                                    "rank", "world_size", "platform", "steps", "step_source", "graph_launches")},
-        "glossary": {k: define(k) for k in sorted(used) if k in TERMS},  # sorted: the page is the same on every run
-        "timeline": tl,
-        "breakdown": records(a.timeline.select("type", "time_us", "percent")),
-        "step_categories": {"steps": step_names, "categories": cats, "values": values},
-        "tables": tables,
-        "memory": memory or [],
-    }
-
-
-def render_analysis(a: Analysis, extra: dict[str, pl.DataFrame] | None = None,
-                    memory: list[dict[str, Any]] | None = None, intra: pl.DataFrame | None = None) -> str:
-    """The report page of one trace; ``extra``: more sheets shown as sortable tables (e.g. perf model, diff);
-    ``memory``: the memory chart's series; ``intra``: intra-kernel rows for the timeline."""
-    from ...version import __version__
-
-    return page(analysis_data(a, extra, memory, intra), a.facts.path, f"kernscope {__version__} · {a.facts.kernels:,} kernels")

@@ -1,9 +1,8 @@
-"""HTML pages beyond one trace's analysis: extra sheets as sortable views (perf model, diff), a multi-rank job,
+"""HTML views beyond one trace's report: sheets as sortable views (titles, key columns first), a multi-rank job,
 and a benchmark directory. Formatting only: every number comes from the analysis results as they are."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import polars as pl
@@ -11,8 +10,7 @@ import polars as pl
 from ...analyze.bench_dir import BenchDir
 from ...analyze.ranks import JobAnalysis
 from ...scalars import as_float
-from ..glossary import TERMS, define
-from . import page
+from ..views import Section, layout, view
 from .analysis import table
 
 #: titles of known sheets (others get their name)
@@ -58,23 +56,22 @@ def sheet_views(sheets: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
             for name, df in sheets.items() if df.height]
 
 
-def glossary(views: list[dict[str, Any]], extra: Iterable[str] = ()) -> dict[str, str]:
-    """Definitions (glossary.md's text) of every column shown, for the header tooltips."""
-    used = set(extra)
-    for v in views:
-        used.update(v["table"]["columns"])
-    return {k: define(k) for k in sorted(used) if k in TERMS}  # sorted: the page is the same on every run
+layout("html", "job", lambda j: ("job", *j.tables()))
+layout("html", "bench_dir", ("bench", "cells"))
 
 
-def job_data(j: JobAnalysis, sheets: dict[str, pl.DataFrame]) -> dict[str, Any]:
-    """A multi-rank job: per-rank stacked bars (compute, hidden comm, exposed comm, idle) and the rank tables."""
+@view("html", "job.job")
+def _job(s: Section) -> dict[str, Any]:
+    """A multi-rank job: per-rank stacked bars (compute, hidden comm, exposed comm, idle) and its facts."""
+    from ...version import __version__
+
+    j: JobAnalysis = s.result
     r = j.ranks.sort("rank")
     parts = ["compute", "hidden comm", "exposed comm", "idle"]
     values = []
     for row in r.iter_rows(named=True):
         comm, exposed = as_float(row["comm_us"]), as_float(row["exposed_comm_us"])
         values.append([as_float(row["compute_us"]), max(0.0, comm - exposed), exposed, as_float(row["idle_us"])])
-    views = sheet_views(sheets)
     facts: dict[str, Any] = {"ranks": r.height, "world_size": j.world_size,
                              "failed": [f"{f.path}: {f.problem}" for f in j.failures], "notes": list(j.notes)}
     if j.stragglers.height:
@@ -82,47 +79,26 @@ def job_data(j: JobAnalysis, sheets: dict[str, pl.DataFrame]) -> dict[str, Any]:
         w = as_float(worst["wait_us"])
         waited = f"{w / 1000:,.3f} ms" if w >= 1000 else f"{w:,.2f} µs"
         facts["worst_straggler"] = f"rank {worst['rank']} in {worst['step']}: the others waited {waited} for it"
-    return {
-        "title": f"{r.height} ranks" + (f" of {j.world_size}" if j.world_size else ""),
-        "facts": facts,
-        "facts_title": "Job",
-        "charts": [{"name": "ranks", "title": "GPU time per rank (µs): compute, communication hidden under compute, "
-                                              "exposed communication, idle",
-                    "steps": [f"rank {x}" for x in r["rank"].to_list()], "categories": parts, "values": values}],
-        "views": views,
-        "glossary": glossary(views),
-    }
+    return {"facts": facts, "facts_title": "Job", "subtitle": f"kernscope {__version__} · multi-rank job",
+            "charts": [{"name": "ranks", "title": "GPU time per rank (µs): compute, communication hidden under compute, "
+                                                  "exposed communication, idle",
+                        "steps": [f"rank {x}" for x in r["rank"].to_list()], "categories": parts, "values": values}]}
 
 
-def render_job(j: JobAnalysis, sheets: dict[str, pl.DataFrame]) -> str:
+@view("html", "bench_dir.bench")
+def _bench(s: Section) -> dict[str, Any]:
+    """A benchmark directory: kernel time per (input, impl) as bars coloured by impl, and its facts."""
     from ...version import __version__
 
-    d = job_data(j, sheets)
-    return page(d, d["title"], f"kernscope {__version__} · multi-rank job")
-
-
-def bench_data(b: BenchDir) -> dict[str, Any]:
-    """A benchmark directory: kernel time per (input, impl) as bars coloured by impl, and the cells table."""
+    b: BenchDir = s.result
     c = b.cells.sort("input", "impl")
     impls = sorted(c["impl"].unique().to_list())
     labels, values = [], []
     for row in c.iter_rows(named=True):
         labels.append(f"in{row['input']} {row['impl']}")
         values.append([as_float(row["kernel_time_us"]) if i == row["impl"] else 0.0 for i in impls])
-    views = sheet_views({"cells": b.cells})
-    return {
-        "title": b.root,
-        "facts_title": "Benchmark directory",
-        "facts": {"layout": b.layout, "cells": c.height, "inputs": c["input"].n_unique() if c.height else 0,
-                  "impls": impls, "notes": list(b.notes)},
-        "charts": [{"name": "bench", "title": "Kernel time per input and impl (µs, profiled step)",
-                    "steps": labels, "categories": impls, "values": values}],
-        "views": views,
-        "glossary": glossary(views),
-    }
-
-
-def render_bench_dir(b: BenchDir) -> str:
-    from ...version import __version__
-
-    return page(bench_data(b), b.root, f"kernscope {__version__} · benchmark directory")
+    return {"facts_title": "Benchmark directory", "subtitle": f"kernscope {__version__} · benchmark directory",
+            "facts": {"layout": b.layout, "cells": c.height, "inputs": c["input"].n_unique() if c.height else 0,
+                      "impls": impls, "notes": list(b.notes)},
+            "charts": [{"name": "bench", "title": "Kernel time per input and impl (µs, profiled step)",
+                        "steps": labels, "categories": impls, "values": values}]}

@@ -1,0 +1,40 @@
+"""JSON: one document, ``schema_version`` first, then the result's parts in the layout's order (a table as a
+list of row objects, µs rounded to ns; a fact as its value)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...result import Result
+from ...version import SCHEMA_VERSION
+from ..tables import records
+from ..views import OMIT, Options, Section, Walk
+
+
+def default(s: Section) -> Any:
+    """A table as its rows (``top`` of them), a fact as it is, ``schema_version`` as the package's."""
+    if s.name == "schema_version":
+        return SCHEMA_VERSION
+    if s.name in s.tables:
+        return records(s.df, s.top)
+    return s.facts[s.name]
+
+
+class Json:
+    """The ``json`` format. A result without a layout gets ``schema_version``, its facts and its tables."""
+
+    def render(self, result: Result, options: Options) -> bytes:
+        walk = Walk("json", result, options)
+        doc: dict[str, Any] = {}
+        for s, view in walk:
+            value = view(s) if view is not None else default(s)
+            if value is not OMIT:
+                doc[s.name] = value
+        if not walk.has_layout():
+            doc = {"schema_version": SCHEMA_VERSION, **doc}
+        return json.dumps(doc, indent=2, ensure_ascii=False, default=str).encode()
+
+
+#: this module's renderer (the format's name is the module's)
+RENDERER = Json

@@ -1,0 +1,186 @@
+"""#26: one result contract (``kind``, ``title``, ``notes``, ``facts_dict()``, ``tables()``) and one renderer per
+format that takes any result: a result type nobody registered views for renders in every format, and every
+result kind the CLI shows satisfies the contract."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import polars as pl
+import pytest
+
+import kernscope
+from kernscope.result import Result
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+MEMORY = Path(__file__).parent / "data" / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """A result type the renderers have never seen: two facts and two tables, no views, no layout."""
+
+    kind: ClassVar[str] = "occupancy_test"
+    device: str
+    kernels: pl.DataFrame
+
+    @property
+    def title(self) -> str:
+        return f"occupancy on {self.device}"
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return ("registers limit two kernels",)
+
+    def facts_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "kernel_count": self.kernels.height}
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        by_regs = self.kernels.group_by("registers").agg(pl.len().alias("count")).sort("registers")
+        return {"kernels": self.kernels, "by_registers": by_regs}
+
+
+def occupancy() -> Occupancy:
+    return Occupancy("H100", pl.DataFrame({"name": ["gemm_kernel", "softmax_kernel", "=cmd|x"],
+                                           "registers": [255, 32, 32], "occupancy_pct": [12.5, 100.0, 50.0],
+                                           "total_us": [1234.5678, 2.0, 3.25]}))
+
+
+def test_a_new_result_type_renders_in_every_format_without_a_renderer_edit(tmp_path):
+    from kernscope.render.formats import FORMATS, Options, render, write
+
+    r = occupancy()
+    assert isinstance(r, Result)
+    assert set(FORMATS) == {"table", "json", "csv", "xlsx", "html"}  # one module each
+    doc = json.loads(render(r, "json"))
+    assert doc["device"] == "H100" and doc["kernel_count"] == 3 and doc["schema_version"]
+    assert [k["name"] for k in doc["kernels"]] == ["gemm_kernel", "softmax_kernel", "=cmd|x"]
+    assert doc["kernels"][0]["total_us"] == 1234.568  # µs rounded to the ns, as every JSON output
+    assert doc["by_registers"] == [{"registers": 32, "count": 2}, {"registers": 255, "count": 1}]
+    top = json.loads(render(r, "json", Options(top=1)))
+    assert len(top["kernels"]) == 1 and len(top["by_registers"]) == 1
+
+    text = render(r, "table", Options(width=100)).decode()
+    assert "device: H100" in text and "kernels (3 rows)" in text and "by registers (2" in text
+    assert "softmax_kernel" in text and "1,234.568" in text
+
+    csv = render(r, "csv").decode()
+    assert csv.splitlines()[0] == "name,registers,occupancy_pct,total_us"  # the first table
+    assert "'=cmd|x" in csv  # formula injection defused, as in every CSV
+    files = render(r, "csv", Options(all_tables=True))
+    assert isinstance(files, dict) and set(files) == {"facts.csv", "kernels.csv", "by_registers.csv"}
+    write(files, str(tmp_path / "dir"))
+    assert (tmp_path / "dir" / "by_registers.csv").read_text().splitlines() == ["registers,count", "32,2", "255,1"]
+
+    book = render(r, "xlsx")
+    assert isinstance(book, bytes)
+    with zipfile.ZipFile(io.BytesIO(book)) as z:
+        wb = z.read("xl/workbook.xml").decode()
+        strings = z.read("xl/sharedStrings.xml").decode()
+    assert all(f'name="{n}"' in wb for n in ("facts", "kernels", "by_registers", "definitions"))
+    assert "softmax_kernel" in strings and "H100" in strings
+
+    page = render(r, "html").decode()
+    data = json.loads(page.split('id="ks-data">')[1].split("</script>")[0])
+    assert data["title"] == "occupancy on H100"
+    assert data["facts"] == {"device": "H100", "kernel_count": 3, "notes": ["registers limit two kernels"]}
+    assert [v["name"] for v in data["views"]] == ["kernels", "by_registers"]
+    assert data["views"][0]["table"]["rows"][1][:2] == ["softmax_kernel", 32]
+
+
+def test_every_result_the_cli_shows_satisfies_the_contract():
+    """Analysis, diff, perf, memory, job, bench directory, query and report: the five members, tables named and
+    typed, and facts that JSON can hold."""
+    from kernscope.analyze.bench_dir import BenchDir
+    from kernscope.analyze.diff import Side, diff
+    from kernscope.analyze.memory import memory_timeline
+    from kernscope.analyze.perf import PerfReport, perf_model
+    from kernscope.analyze.ranks import combine, summarize_rank
+    from kernscope.analyze.report import Report
+    from kernscope.analyze.sql import QueryResult, sql
+    from kernscope.analyze.summary import analyze
+
+    t = kernscope.load(EXAMPLE, cache=False)
+    a = analyze(t)
+    mem = memory_timeline(kernscope.load(MEMORY, cache=False))
+    assert mem is not None
+    results: list[Any] = [
+        a, diff(Side(t, 2), Side(t, 3)), PerfReport(perf_model(t), str(EXAMPLE)), mem,
+        combine([summarize_rank(t, "rank0.json"), summarize_rank(t, "rank1.json")]),
+        BenchDir("root", "kernscope", pl.DataFrame({"op": ["gemm"]})),
+        QueryResult("select 1", sql(t, "select count(*) as n from kernels")), Report(a, memory=mem)]
+    kinds = set()
+    for r in results:
+        assert isinstance(r, Result), type(r)
+        kinds.add(r.kind)
+        assert isinstance(r.title, str) and r.title and all(isinstance(n, str) for n in r.notes)
+        json.dumps(r.facts_dict(), default=str)
+        tables = r.tables()
+        assert tables and all(isinstance(k, str) and isinstance(v, pl.DataFrame) for k, v in tables.items())
+    assert kinds == {"analysis", "diff", "perf", "memory", "job", "bench_dir", "query", "report"}
+    # the analysis's tables are what `kernscope sql` calls analysis.<name>
+    assert a.tables()["kernels"].height == sql(t, "select * from analysis.kernels").height
+
+
+def test_views_are_registered_by_qualified_table_name_and_layouts_name_real_parts():
+    """Every registered view is ``format``/``kind.part``; every name a layout lists is a fact or table of that kind's
+    result, or a part only a view makes (a view is registered for it)."""
+    from kernscope.render import views
+    from kernscope.render.formats import FORMATS
+
+    for kind in views.VIEW_MODULES:
+        for fmt in FORMATS:
+            views.load_views(fmt, kind)
+    reg = views._REGISTRY
+    assert reg.views and all(fmt in FORMATS and "." in name for fmt, name in reg.views)
+    t = kernscope.load(EXAMPLE, cache=False)
+    from kernscope.analyze.summary import analyze
+
+    a = analyze(t)
+    for fmt in FORMATS:
+        names = views.Walk(fmt, a, views.Options()).names()
+        known = {*a.facts_dict(), *a.tables(), "schema_version"}
+        for n in names:
+            assert n in known or (fmt, f"analysis.{n}") in reg.views, (fmt, n)
+
+
+def test_a_json_answer_imports_no_terminal_or_html_code():
+    """A rendering imports only the views of its format and kind: `analyze --format json` stays as fast to start."""
+    import subprocess
+    import sys
+
+    code = ("import sys, kernscope; from kernscope.analyze.summary import analyze; "
+            "from kernscope.render.formats import text; "
+            f"text(analyze(kernscope.load({str(EXAMPLE)!r}, cache=False)), 'json'); "
+            "print(sorted(m for m in sys.modules if m.startswith('kernscope.render')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(eval(out))
+    assert "kernscope.render.tables" in loaded and "kernscope.render.formats.json" in loaded
+    assert not loaded & {"kernscope.render.console", "kernscope.render.terminal", "kernscope.render.report",
+                         "kernscope.render.html.analysis", "kernscope.render.excel"}
+
+
+@pytest.mark.parametrize("fmt", ["json", "table", "csv"])
+def test_diff_verdict_is_prose_of_the_renderer(fmt):
+    """The diff result holds numbers (totals, categories, the ranks of one job); its one-line verdict is written by
+    the renderer, the same in every format."""
+    from kernscope.analyze.diff import Side, diff
+    from kernscope.render.diff import verdict_text
+    from kernscope.render.formats import Options, render
+
+    t = kernscope.load(EXAMPLE, cache=False)
+    d = diff(Side(t, 2), Side(t, 3))
+    assert not hasattr(d, "verdict")
+    line = verdict_text(d)
+    out = render(d, fmt, Options(width=400)).decode()
+    if fmt == "json":
+        assert json.loads(out)["verdict"] == line
+    elif fmt == "table":
+        assert line in out.replace("\n", " ") or line[:60] in out
+    else:
+        assert out.splitlines()[0].startswith("name,launcher,a_count")
