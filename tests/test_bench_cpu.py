@@ -247,15 +247,12 @@ def test_tritonbench_names_select_our_impls_and_results_carry_the_typed_name(tmp
 @pytest.mark.parametrize("width", [60, 80, 120, 200])
 def test_the_input_column_is_never_cut(width):
     """#27.2 / #30: the results table keeps every input whole (its header wraps instead) at every width."""
-    from rich.console import Console
 
-    from kernscope.render.bench import render
+    from kernscope.render.formats import Options, text
 
     r = run(builtin_registry().get("flash_attention"), device="cpu", only=["aten", "sdpa_math"], num_inputs=2,
             metrics=["latency", "speedup", "accuracy"], warmup=1, rep=3)
-    con = Console(width=width, record=True)
-    render(r, con, width=width)
-    lines = con.export_text().splitlines()
+    lines = text(r, "table", Options(width=width)).splitlines()
     assert max(len(line) for line in lines) <= width
     for c in r.cells:
         shown = "(" + ", ".join(str(v) for v in c.x) + ")"
@@ -341,25 +338,20 @@ def test_new_gemm_family_inputs_and_counts():
 def test_a_table_too_wide_is_stacked_per_implementation_not_cut():
     """#27.2: when the TritonBench-shaped table cannot show every <impl>-<metric> column, one table per
     implementation is printed, each with the input column and every metric, numbers whole."""
-    import io
 
-    from rich.console import Console
 
-    from kernscope.render.bench import render
+    from kernscope.render.formats import Options, text
 
     r = run(builtin_registry().get("rms_norm"), device="cpu", only=["torch_rms_norm", "torch_fused_rms_norm"],
             num_inputs=2, metrics=["latency", "gbps", "speedup", "accuracy"], warmup=1, rep=3)
     for width in (80, 120):
-        con = Console(width=width, file=io.StringIO(), record=True)
-        render(r, con, width=width)
-        text = con.export_text()
-        lines = text.splitlines()
-        assert "not shown at this width" not in text and max(len(line) for line in lines) <= width
+        shown = text(r, "table", Options(width=width))
+        lines = shown.splitlines()
+        assert "not shown at this width" not in shown and max(len(line) for line in lines) <= width
         assert sum(line.startswith("torch_rms_norm · ") for line in lines) == 1
         assert sum(line.startswith("torch_fused_rms_norm · ") for line in lines) == 1
         assert sum("accuracy" in line and "latency (ms)" in line for line in lines) == 2  # every metric, per impl
         for c in r.cells:
-            assert f"{c.metrics['gbps']:.2f}" in text
-    con = Console(width=250, file=io.StringIO(), record=True)  # wide enough: the one wide table
-    render(r, con, width=250)
-    assert "torch_fused_rms_norm-accuracy" in con.export_text()
+            assert f"{c.metrics['gbps']:.2f}" in shown
+    wide = text(r, "table", Options(width=250))  # wide enough: the one wide table
+    assert "torch_fused_rms_norm-accuracy" in wide

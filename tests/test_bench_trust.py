@@ -139,17 +139,15 @@ def test_samples_carry_their_clock_and_the_normalized_median_removes_it():
 
 
 def test_run_records_state_ci_and_speedup_noise(tmp_path):
-    from rich.console import Console
 
-    from kernscope.render.bench import machine_table, render
+    from kernscope.render.bench import machine_table
+    from kernscope.render.formats import Options, text
 
     r = run(_Sleepy, device="cpu", metrics=["latency", "speedup"], warmup=5, rep=60, backend=_Drifting(), batch_ms=10)
     cols, rows = machine_table(r)
     assert len(rows) == 2 and all(len(row) == len(cols) for row in rows)
     for width in (80, 200):  # the terminal tables, with a row per cell of machine state
-        con = Console(width=width, record=True)
-        render(r, con, width=width)
-        assert "GPU state while each cell was timed" in con.export_text()
+        assert "GPU state while each cell was timed" in text(r, "table", Options(width=width))
     slow, fast = r.cells
     assert slow.metrics["speedup_noise"] is True  # the baseline against itself
     assert fast.metrics["speedup"] == pytest.approx(2.0, rel=0.25) and fast.metrics["speedup_noise"] is False

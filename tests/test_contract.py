@@ -94,7 +94,7 @@ def test_a_new_result_type_renders_in_every_format_without_a_renderer_edit(tmp_p
 
 
 def test_every_result_the_cli_shows_satisfies_the_contract():
-    """Analysis, diff, perf, memory, job, bench directory, query and report: the five members, tables named and
+    """Analysis, diff, perf, memory, job, bench directory, query, report, bench run and run comparison: the five members, tables named and
     typed, and facts that JSON can hold."""
     from kernscope.analyze.bench_dir import BenchDir
     from kernscope.analyze.diff import Side, diff
@@ -104,6 +104,8 @@ def test_every_result_the_cli_shows_satisfies_the_contract():
     from kernscope.analyze.report import Report
     from kernscope.analyze.sql import QueryResult, sql
     from kernscope.analyze.summary import analyze
+    from kernscope.bench.compare import Comparison
+    from kernscope.bench.results import BenchRun, Cell
 
     t = kernscope.load(EXAMPLE, cache=False)
     a = analyze(t)
@@ -113,7 +115,10 @@ def test_every_result_the_cli_shows_satisfies_the_contract():
         a, diff(Side(t, 2), Side(t, 3)), PerfReport(perf_model(t), str(EXAMPLE)), mem,
         combine([summarize_rank(t, "rank0.json"), summarize_rank(t, "rank1.json")]),
         BenchDir("root", "kernscope", pl.DataFrame({"op": ["gemm"]})),
-        QueryResult("select 1", sql(t, "select count(*) as n from kernels")), Report(a, memory=mem)]
+        QueryResult("select 1", sql(t, "select count(*) as n from kernels")), Report(a, memory=mem),
+        BenchRun("add", ("n",), ["torch_add"], ["latency"], "fwd", "fp32", "cpu",
+                 cells=[Cell(0, (1024,), "torch_add", {"latency": 0.01})]),
+        Comparison("a.json", "b.json", "add", pl.DataFrame({"impl": ["torch_add"], "ratio": [1.0]}))]
     kinds = set()
     for r in results:
         assert isinstance(r, Result), type(r)
@@ -122,7 +127,12 @@ def test_every_result_the_cli_shows_satisfies_the_contract():
         json.dumps(r.facts_dict(), default=str)
         tables = r.tables()
         assert tables and all(isinstance(k, str) and isinstance(v, pl.DataFrame) for k, v in tables.items())
-    assert kinds == {"analysis", "diff", "perf", "memory", "job", "bench_dir", "query", "report"}
+    assert kinds == {"analysis", "diff", "perf", "memory", "job", "bench_dir", "query", "report", "bench_run",
+                     "bench_compare"}
+    from kernscope.render.formats import text
+
+    run = results[-2]  # the bench run's JSON is its to_dict(), as `kernscope bench --json` always wrote it
+    assert json.loads(text(run, "json")) == json.loads(json.dumps(run.to_dict(), default=str))
     # the analysis's tables are what `kernscope sql` calls analysis.<name>
     assert a.tables()["kernels"].height == sql(t, "select * from analysis.kernels").height
 

@@ -46,22 +46,20 @@ def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, inpu
           compare, lock_clocks) -> None:
     """Benchmark an operator's implementations; with kineto_trace, analyze every trace too."""
     import importlib.util
+    import shutil
+    import sys
 
     from ..errors import KernscopeError
     from ..files import write_text
-    from ..render import bench as report
+    from ..render.formats import Options, text
     from .operators import builtin_registry
 
     if compare:
-        from rich.console import Console
-
         from .compare import compare_runs
 
-        cmp = compare_runs(*compare)
-        if fmt == "json":
-            click.echo(report.compare_json(cmp))
-        else:
-            report.render_compare(cmp, Console(highlight=False, emoji=False))
+        width = max(40, shutil.get_terminal_size((80, 24)).columns)
+        body = text(compare_runs(*compare), "json" if fmt == "json" else "table", Options(width=width))
+        click.echo(body, nl=not body.endswith("\n"))
         return
     reg = builtin_registry()
     for m in op_module:
@@ -97,23 +95,14 @@ def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, inpu
             keep_going=keep_going, progress=progress, interleave=interleave, batch_ms=batch_ms, cooldown=cooldown,
             duration=duration, lock_clocks=lock_clocks)
     if csv_out:
-        import io
-
-        buf = io.StringIO()
-        report.results_frame(r).write_csv(buf)
-        write_text(csv_out, buf.getvalue())
+        write_text(csv_out, text(r, "csv"))
     if json_out:
-        write_text(json_out, report.to_json(r))
+        write_text(json_out, text(r, "json"))
     if fmt == "json":
-        click.echo(report.to_json(r))
+        click.echo(text(r, "json"))
         return
-    for name, why in r.skipped.items():
-        click.echo(f"skipped {name}: {why}", err=True)
-    import shutil
-    import sys
-
-    from rich.console import Console
-
+    for line in r.notes:
+        click.echo(line, err=True)
     color = sys.stdout.isatty()
     width = max(60, shutil.get_terminal_size((160, 24)).columns) if color else 220  # piped: nothing shortened
-    report.render(r, Console(width=width, force_terminal=color, no_color=not color, highlight=False, emoji=False), width)
+    click.echo(text(r, "table", Options(width=width, color=color)), nl=False, color=color)

@@ -17,7 +17,7 @@ import os
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import polars as pl
 
@@ -41,6 +41,20 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     only_a: int = 0  #: cells only in A
     only_b: int = 0  #: cells only in B
+
+    kind: ClassVar[str] = "bench_compare"
+
+    @property
+    def title(self) -> str:
+        return f"{self.op}: B = {self.b} vs A = {self.a}"
+
+    def facts_dict(self) -> dict[str, Any]:
+        """``op``, ``a`` and ``b`` (the runs' paths), ``only_a`` and ``only_b`` (cells on one side only)."""
+        return {"op": self.op, "a": self.a, "b": self.b, "only_a": self.only_a, "only_b": self.only_b}
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """``cells``: one row per cell in both runs (ms; ratio B/A with its interval, test and verdict)."""
+        return {"cells": self.cells}
 
 
 @dataclass

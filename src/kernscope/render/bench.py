@@ -1,8 +1,8 @@
-"""Bench results -> tables (DataFrames), terminal tables, CSV and JSON. Formatting only."""
+"""Views of a bench run (:class:`~kernscope.bench.results.BenchRun`: TritonBench's wide table, the GPU state per
+cell, the analyzed traces; JSON; CSV) and of a comparison of two runs. Formatting only."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Any
@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..bench.results import BenchRun, Cell
 from .terminal import Col, fit_table
+from .views import Section, layout, view
 
 
 def _fmt(metric: str, v: Any) -> str:
@@ -27,36 +28,6 @@ def _fmt(metric: str, v: Any) -> str:
             return f"{v:.4f}"
         return f"{v:.2f}"
     return str(v)
-
-
-def results_frame(run: BenchRun) -> pl.DataFrame:
-    """Long table: one row per (input, impl) with every metric, spread and error."""
-    rows = []
-    for c in run.cells:
-        r: dict[str, Any] = {"input_id": c.input_id, "x": "(" + ", ".join(map(str, c.x)) + ")", "impl": c.impl, "error": c.error}
-        for m in run.metrics:
-            v = c.metrics.get(m)
-            r[m] = v if not isinstance(v, bool) else v
-        if c.timing is not None:
-            r["latency_spread"] = c.timing.spread
-            r["latency_n"] = len(c.timing.samples_ms)
-            r["latency_outliers"] = c.timing.outliers
-            r["ci_low_ms"] = c.timing.ci_low_ms
-            r["ci_high_ms"] = c.timing.ci_high_ms
-            r["sm_mhz_median"] = c.timing.sm_mhz_median
-            r["latency_at_max_sm_clock"] = c.timing.at_ref_clock_ms
-        if "speedup_ci" in c.metrics:
-            r["speedup_ci_low"], r["speedup_ci_high"] = c.metrics["speedup_ci"]
-            r["speedup_noise"] = c.metrics.get("speedup_noise")
-        if c.machine is not None:
-            mc = c.machine
-            r.update(sm_min_mhz=mc.sm_min_mhz, sm_max_mhz=mc.sm_max_mhz, mem_min_mhz=mc.mem_min_mhz,
-                     power_max_w=mc.power_max_w, temp_max_c=mc.temp_max_c, throttle=",".join(mc.reasons) or None,
-                     clocks_moved=mc.moved)
-        if "max_abs_err" in c.metrics:
-            r["max_abs_err"] = c.metrics["max_abs_err"]
-        rows.append(r)
-    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
 def wide_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
@@ -133,42 +104,72 @@ def clocks_line(run: BenchRun) -> str:
     return f"clocks: {state}; GPU state from {c.get('monitor', 'none')}"
 
 
-def render(run: BenchRun, console: Console, width: int | None = None) -> None:
-    """Every bench table, each fitted to the terminal: results (± = 95% CI of the median), machine state, traces."""
-    w = width or console.width
-    console.print(Text(f"{run.op} · {run.mode} · {run.dtype} · {run.env.get('gpu') or run.device} · {clocks_line(run)}"),
-                  overflow="fold")
+layout("table", "bench_run", ("results", "machine", "traces"))
+layout("json", "bench_run", ("op", "x_label", "mode", "dtype", "device", "output_dir", "impls", "metrics", "skipped", "env",
+                             "results"))
+layout("csv", "bench_run", ("results",))
+layout("table", "bench_compare", ("cells",))
+layout("json", "bench_compare", ("op", "a", "b", "notes", "only_a", "only_b", "cells"))
+layout("csv", "bench_compare", ("cells",))
+
+
+@view("table", "bench_run.results")
+def _console_results(s: Section, out: Console) -> None:
+    """TritonBench's table: a row per input, a column per impl and metric (± = 95% CI of the median); one table per
+    implementation, stacked, where the wide one would leave metrics out."""
+    run: BenchRun = s.result
+    w = s.options.width
+    out.print(Text(f"{run.op} · {run.mode} · {run.dtype} · {run.env.get('gpu') or run.device} · {clocks_line(run)}"),
+              overflow="fold")
     cols, rows = wide_table(run)
     units = {"latency": "ms", "tflops": "TFLOP/s", "gbps": "GB/s", "gpu_peak_mem": "MiB", "speedup": "x"}
     heads = [cols[0]] + [f"{h} ({units[h.rsplit('-', 1)[1]]})" if h.rsplit("-", 1)[1] in units else h for h in cols[1:]]
     if "kineto_trace" in run.metrics and run.output_dir:
-        console.print(Text(f"Kineto traces under {run.output_dir}"), overflow="fold")
+        out.print(Text(f"Kineto traces under {run.output_dir}"), overflow="fold")
     title = "Results (latency: median ± 95% CI half-width; speedup [95% CI], ≈ within noise; ⚠ clocks moved)"
     wide = fit_table(title, [Col(heads[0], enum=True)] + [Col(h, numeric=True) for h in heads[1:]], rows, w)
     if not wide.caption or len(run.impls) < 2:
-        console.print(wide)
+        out.print(wide)
     else:  # the wide table would leave metrics out: one table per implementation, stacked, every number whole
         n = len(run.metrics)
         for k, impl_name in enumerate(run.impls):
             part = slice(1 + k * n, 1 + (k + 1) * n)
             sub_heads = [heads[0]] + [h.split("-", 1)[1] if h.startswith(impl_name + "-") else h for h in heads[part]]
-            console.print(fit_table(f"{impl_name} · " + (title if k == 0 else "results"),
-                                    [Col(sub_heads[0], enum=True)] + [Col(h, numeric=True) for h in sub_heads[1:]],
-                                    [[r[0], *r[part]] for r in rows], w))
-    mcols, mrows = machine_table(run)
+            out.print(fit_table(f"{impl_name} · " + (title if k == 0 else "results"),
+                                [Col(sub_heads[0], enum=True)] + [Col(h, numeric=True) for h in sub_heads[1:]],
+                                [[r[0], *r[part]] for r in rows], w))
+
+
+@view("table", "bench_run.machine")
+def _console_machine(s: Section, out: Console) -> None:
+    mcols, mrows = machine_table(s.result)
     if mrows:
-        console.print()
+        out.print()
         text_cols = {"impl", "throttle"}
-        console.print(fit_table("GPU state while each cell was timed (ms @ max SM clk: the median scaled to the card's "
-                                "maximum SM clock, for compute-bound kernels)",
-                                [Col(h, min_width=8) if h in text_cols else Col(h, True) for h in mcols], mrows, w))
-    tcols, trows = trace_table(run)
+        out.print(fit_table("GPU state while each cell was timed (ms @ max SM clk: the median scaled to the card's "
+                            "maximum SM clock, for compute-bound kernels)",
+                            [Col(h, min_width=8) if h in text_cols else Col(h, True) for h in mcols], mrows, s.options.width))
+
+
+@view("table", "bench_run.traces")
+def _console_traces(s: Section, out: Console) -> None:
+    tcols, trows = trace_table(s.result)
     if trows:
-        console.print()
-        console.print(fit_table("Kineto traces analyzed by kernscope (kernels of the profiled step, by launch)",
-                                [Col(tcols[0], True), Col(tcols[1], min_width=8), Col(tcols[2], min_width=8),
-                                 Col(tcols[3], weight=2), Col(tcols[4], weight=4)] + [Col(h, True) for h in tcols[5:]],
-                                trows, w))
+        out.print()
+        out.print(fit_table("Kineto traces analyzed by kernscope (kernels of the profiled step, by launch)",
+                            [Col(tcols[0], True), Col(tcols[1], min_width=8), Col(tcols[2], min_width=8),
+                             Col(tcols[3], weight=2), Col(tcols[4], weight=4)] + [Col(h, True) for h in tcols[5:]],
+                            trows, s.options.width))
+
+
+@view("json", "bench_run.results")
+def _json_results(s: Section) -> list[dict[str, Any]]:
+    return list(s.result.to_dict()["results"])
+
+
+@view("csv", "bench_run.results")
+def _csv_results(s: Section) -> str:
+    return s.df.write_csv()
 
 
 def trace_table(run: BenchRun) -> tuple[list[str], list[list[str]]]:
@@ -199,15 +200,12 @@ def plain(cols: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(cols), "  ".join("-" * x for x in w)] + [line(r) for r in rows])
 
 
-def to_json(run: BenchRun) -> str:
-    return json.dumps(run.to_dict(), indent=2, default=str)
-
-
-def render_compare(cmp: Any, console: Console, width: int | None = None) -> None:
+@view("table", "bench_compare.cells")
+def _console_compare(s: Section, out: Console) -> None:
     """The run comparison (:class:`kernscope.bench.compare.Comparison`): one row per cell, then the notes."""
-    w = width or console.width
-    console.print(Text(f"{cmp.op}: B = {cmp.b} vs A = {cmp.a} (ratio = median B / median A; < 1: B faster)"),
-                  overflow="fold")
+    cmp = s.result
+    out.print(Text(f"{cmp.title} (ratio = median B / median A; < 1: B faster)"), overflow="fold")
+
     def ratio(r: dict[str, Any]) -> str:
         ci = f" [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]" if r["ratio_low"] is not None else ""
         return f"{r['ratio']:.3f}{ci}"
@@ -216,18 +214,23 @@ def render_compare(cmp: Any, console: Console, width: int | None = None) -> None
              r["verdict"] + (" ⚠" if r["clock_moved"] else ""), r["test"],
              "-" if r["p_value"] is None else f"{r['p_value']:.2g}",
              "-" if r["cliffs_delta"] is None else f"{r['cliffs_delta']:+.2f} {r['effect']}"]
-            for r in cmp.cells.iter_rows(named=True)]
+            for r in s.df.iter_rows(named=True)]
     cols = [Col("impl", min_width=8), Col("input", enum=True), Col("A ms", True), Col("B ms", True),
             Col("B/A [95% CI]", True), Col("verdict", enum=True), Col("test", enum=True, optional=True),
             Col("p", True, optional=True), Col("Cliff's delta", enum=True, optional=True)]
-    console.print(fit_table("Cells in both runs (⚠: the median SM clock differs by > 2%)", cols, rows, w))
+    out.print(fit_table("Cells in both runs (⚠: the median SM clock differs by > 2%)", cols, rows, s.options.width))
     if cmp.only_a or cmp.only_b:
-        console.print(Text(f"{cmp.only_a} cell(s) only in A, {cmp.only_b} only in B (not compared)"), overflow="fold")
+        out.print(Text(f"{cmp.only_a} cell(s) only in A, {cmp.only_b} only in B (not compared)"), overflow="fold")
     for n in cmp.notes:
-        console.print(Text(f"note: {n}"), overflow="fold")
+        out.print(Text(f"note: {n}"), overflow="fold")
 
 
-def compare_json(cmp: Any) -> str:
-    """The comparison as JSON: runs, notes and every cell's numbers."""
-    return json.dumps({"op": cmp.op, "a": cmp.a, "b": cmp.b, "notes": cmp.notes, "only_a": cmp.only_a,
-                       "only_b": cmp.only_b, "cells": cmp.cells.to_dicts()}, indent=2, allow_nan=False, default=str)
+@view("json", "bench_compare.notes")
+def _json_compare_notes(s: Section) -> list[str]:
+    return list(s.result.notes)
+
+
+@view("json", "bench_compare.cells")
+def _json_compare_cells(s: Section) -> list[dict[str, Any]]:
+    return s.df.with_columns(pl.col(pl.Float64, pl.Float32).replace([float("inf"), float("-inf")], None)
+                             .fill_nan(None)).to_dicts()

@@ -41,6 +41,8 @@ VIEW_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
     "bench_dir": {"html": ("bench_dir", "html.views"), "*": ("bench_dir",)},
     "query": {"*": ("frame",)},
     "report": {"*": ("report",)},
+    "bench_run": {"*": ("bench",)},
+    "bench_compare": {"*": ("bench",)},
 }
 
 
