@@ -57,7 +57,7 @@ MODULES: dict[str, int] = {
     "kernscope.bench.kernels": 5, "kernscope.bench.kernels.decode_attn": 5, "kernscope.bench.kernels.flash_attn": 5,
     "kernscope.bench.kernels.matmul": 5, "kernscope.bench.kernels.more": 5, "kernscope.bench.kernels.quant": 5,
     "kernscope.bench.kernels.simple": 5, "kernscope.bench.machine": 5, "kernscope.bench.operators": 5,
-    "kernscope.bench.operators.gemms": 5, "kernscope.bench.operators.llm": 5, "kernscope.bench.results": 5,
+    "kernscope.bench.operators.gemms": 5, "kernscope.bench.operators.llm": 5, "kernscope.bench.results": 5, "kernscope.commands": 5,
     "kernscope.bench.runner": 5, "kernscope.bench.stats": 5, "kernscope.bench.timing": 5, "kernscope.bench.traces": 5,
     "kernscope.engine": 5,
     # 6: render
@@ -66,14 +66,14 @@ MODULES: dict[str, int] = {
     "kernscope.render.frame": 6, "kernscope.render.glossary": 6, "kernscope.render.html": 6,
     "kernscope.render.html.analysis": 6, "kernscope.render.html.views": 6, "kernscope.render.intra": 6,
     "kernscope.render.intra_align": 6, "kernscope.render.intra_html": 6, "kernscope.render.memory": 6,
-    "kernscope.render.names": 6, "kernscope.render.report": 6, "kernscope.render.views": 6,
+    "kernscope.render.names": 6, "kernscope.render.output": 6, "kernscope.render.progress": 6, "kernscope.render.report": 6, "kernscope.render.views": 6,
     "kernscope.render.formats": 6, "kernscope.render.formats.table": 6, "kernscope.render.formats.csv": 6,
     "kernscope.render.formats.html": 6, "kernscope.render.formats.json": 6, "kernscope.render.formats.xlsx": 6,
     "kernscope.render.perf": 6, "kernscope.render.perfetto": 6,
     "kernscope.render.ranks": 6, "kernscope.render.schema": 6, "kernscope.render.shortnames": 6,
     "kernscope.render.tables": 6, "kernscope.render.terminal": 6, "kernscope.render.timings": 6,
     # 7: front ends
-    "kernscope": 7, "kernscope.__main__": 7, "kernscope.bench.cli": 7, "kernscope.cli": 7, "kernscope.compat": 7,
+    "kernscope": 7, "kernscope.__main__": 7, "kernscope.bench.cli": 7, "kernscope.cli": 7, "kernscope.compat": 7, "kernscope.exits": 7,
     "kernscope.compat.tracelens": 7, "kernscope.intra.cli": 7, "kernscope.testing.fuzz": 7,
 }
 
@@ -172,3 +172,16 @@ def test_src_layout_imports_the_installed_package_from_the_checkout(tmp_path):
     script.write_text("import kernscope, pathlib; print(pathlib.Path(kernscope.__file__).resolve())")
     out = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(out) == PKG / "__init__.py"
+
+
+def test_readme_layout_matches_the_tree():
+    """#26: the file layout in README names no file that is gone, and names every top-level module and package."""
+    readme = (PKG.parents[1] / "README.md").read_text()
+    block = readme[readme.index("src/kernscope/"):readme.index("benchmarks/ ")]
+    files = {p.name for p in PKG.rglob("*") if p.suffix in (".py", ".c", ".toml")}
+    named = set(re.findall(r"\b([a-z_0-9]+\.(?:py|c|toml))\b", block))
+    assert named and not named - files, f"README names files that are not in src/kernscope: {sorted(named - files)}"
+    top = {p.name for p in PKG.iterdir() if (p.suffix == ".py" and p.name != "__init__.py" and p.name != "__main__.py")
+           or (p.is_dir() and (p / "__init__.py").exists())}
+    shown = {t for t in top if (t if t.endswith(".py") else f"{t}/") in block}
+    assert shown == top, f"README's layout leaves out {sorted(top - shown)}"

@@ -69,10 +69,12 @@ def test_unknown_step_is_an_error_listing_the_steps(capsys):
 
 
 def test_progress_bar_only_for_slow_loads_on_a_terminal(monkeypatch):
-    import kernscope.cli as cli
+    import sys
 
-    monkeypatch.setattr(cli.sys.stderr, "isatty", lambda: True)
-    p = cli.Progress("reading", quiet=False)
+    from kernscope.render.progress import Progress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    p = Progress("reading", quiet=False)
     p(10, 100)
     assert p.bar is None  # under a second: nothing shown
     p.t0 -= 2
@@ -81,13 +83,13 @@ def test_progress_bar_only_for_slow_loads_on_a_terminal(monkeypatch):
     p(100, 100)  # read: the bar says what it is doing while the trace is linked
     assert p.bar.tasks[0].description == "reading: linking and analyzing"
     p.close()
-    r = cli.Progress("analyzing 4 ranks", quiet=False, unit="ranks")
+    r = Progress("analyzing 4 ranks", quiet=False, unit="ranks")
     r.t0 -= 2
     r(2, 4)
     line = "".join(str(c.render(r.bar.tasks[0])) for c in r.bar.columns[1:] if not isinstance(c, str))
     assert "2/4" in line and "ranks" in line and "bytes" not in line and "B" not in line.split("2/4")[1]
     r.close()
-    q = cli.Progress("reading", quiet=True)
+    q = Progress("reading", quiet=True)
     q.t0 -= 2
     q(50, 100)
     assert q.bar is None

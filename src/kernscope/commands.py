@@ -1,0 +1,392 @@
+"""What each ``kernscope`` command computes, typed, with no argument parsing and no rendering: the CLI parses its
+options into a :class:`Session` and one call here, and hands the result to a renderer
+(:mod:`kernscope.render.formats`). Each call returns a result of the contract (:class:`kernscope.result.Result`).
+
+A :class:`Session` holds what every command shares: how traces are loaded (cache, salvage, memory limit, step
+markers), the rule files (categories, findings), and how the command talks to its user while it works (one-line
+notices, progress bars). Its defaults are a quiet library caller's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from . import oneshot, outputs
+from .errors import EmptyAnswer, KernscopeError, PartialFailure
+
+if TYPE_CHECKING:
+    from .analyze.bench_dir import BenchDir
+    from .analyze.categories import Categorizer
+    from .analyze.diff import TraceDiff
+    from .analyze.findings import FindingRules
+    from .analyze.memory import MemoryTimeline
+    from .analyze.perf import DevicePeaks, PerfModel, PerfReport
+    from .analyze.ranks import JobAnalysis
+    from .analyze.report import Report
+    from .analyze.sql import QueryResult
+    from .analyze.summary import Analysis
+    from .model import Trace
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Answer(Generic[R]):
+    """A command's ``result`` and what to check once it is shown: the ``sides`` (trace, step) whose GPU time it
+    covers, and the ``analysis`` (a benchmark trace on the CPU is not empty)."""
+
+    result: R
+    sides: tuple[tuple[Trace, int | None], ...] = ()
+    analysis: Analysis | None = None
+
+    def check(self) -> None:
+        """:class:`EmptyAnswer` when the answer is empty for a reason a trace shows (:func:`check_answer`)."""
+        check_answer(*self.sides, analysis=self.analysis)
+
+
+class Bar(Protocol):
+    """A progress display: called with (done, total) as work advances, closed at the end."""
+
+    def __call__(self, done: int, total: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _NoBar:
+    def __call__(self, done: int, total: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _no_bar(label: str, unit: str) -> Bar:
+    return _NoBar()
+
+
+def _drop(msg: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Session:
+    """A command's settings: ``cache`` (read and write the parse cache), ``salvage`` (keep the complete events of a
+    damaged trace), ``max_memory`` (bytes the decoded tables may use; 0: the default), ``step_marker``, ``rules``
+    (a categorization rules file), ``findings`` (a findings rules file), ``quiet``; ``notice`` says one line to the
+    user, ``progress(label, unit)`` makes a progress display (``unit``: "bytes" or a count's name)."""
+
+    cache: bool = True
+    salvage: bool = False
+    max_memory: int = 0
+    step_marker: str | None = None
+    rules: str | None = None
+    findings: str | None = None
+    quiet: bool = False
+    notice: Callable[[str], None] = _drop
+    progress: Callable[[str, str], Bar] = _no_bar
+
+    # -- inputs ---------------------------------------------------------------------------------------------
+    def say(self, msg: str) -> None:
+        """A notice, unless quiet."""
+        if not self.quiet:
+            self.notice(msg)
+
+    def expand(self, inputs: Sequence[str]) -> list[str]:
+        """The trace files named (files, directories, globs; a JAX run directory: its richest file, said)."""
+        from .files import expand_inputs
+
+        notes: list[str] = []
+        paths = expand_inputs(inputs, notes)
+        for n in notes:
+            self.say(f"kernscope: {n}")
+        return paths
+
+    def load(self, path: str, *, projection: Any = None, digest: Any = None, defer_cache_write: Any = None,
+             timings: list[tuple[str, float]] | None = None) -> Trace:
+        """Load and link ``path`` (:func:`kernscope.pipeline.load`) with a progress display; ``projection``: what
+        the command never reads; ``digest``: the file's content digest when just computed; ``timings``: phases."""
+        from .link import StepSpec
+        from .load.source import Limits
+        from .pipeline import load
+
+        bar = self.progress(f"reading {os.path.basename(path)}", "bytes")
+        try:
+            return load(path, cache=self.cache, salvage=self.salvage, notify=self.notice if not self.quiet else _drop,
+                        progress=bar, limits=Limits(max_memory=self.max_memory), steps=StepSpec(self.step_marker),
+                        projection=projection, digest=digest, defer_cache_write=defer_cache_write, timings=timings)
+        finally:
+            bar.close()
+
+    def load_step(self, path: str, step: int | None) -> Trace:
+        """:meth:`load`, refusing a ``step`` the trace does not have (one line naming the steps there are)."""
+        from .analyze.summary import check_step
+
+        t = self.load(path)
+        check_step(t, step)
+        return t
+
+    def categorizer(self) -> Categorizer:
+        """The built-in categories with ``rules`` applied."""
+        from .analyze.categories import Categorizer
+
+        c = Categorizer.builtin()
+        return c.with_rules(self.rules) if self.rules else c
+
+    def finding_rules(self) -> FindingRules | None:
+        """The findings' rules with ``findings`` applied (None: the built-in ones)."""
+        if not self.findings:
+            return None
+        from .analyze.findings import FindingRules
+
+        return FindingRules.load(self.findings)
+
+    # -- answers --------------------------------------------------------------------------------------------
+    def job(self, paths: Sequence[str], engine: str = "local", scheduler: str | None = None, workers: int | None = None,
+            strict: bool = False, read_all: bool = False) -> JobAnalysis:
+        """Several traces as the ranks of one job (in processes, or on Dask), with the findings' rules applied."""
+        from .analyze.findings import find_stragglers
+        from .analyze.ranks import RankTask
+        from .engine import EngineSpec, analyze_job
+
+        bar = self.progress(f"analyzing {len(paths)} ranks", "ranks")
+        try:
+            job = analyze_job(list(paths), RankTask(cache=self.cache, salvage=self.salvage, step_marker=self.step_marker,
+                                                    projection=not read_all),
+                              EngineSpec(engine, scheduler, workers), strict=strict, progress=bar)
+        finally:
+            bar.close()
+        if self.findings:
+            job = dataclasses.replace(job, findings=find_stragglers(job.stragglers, rules=self.finding_rules()))
+        return job
+
+    def bench_dir(self, root: str) -> BenchDir:
+        """A folder of benchmark traces (kernscope bench's or TritonBench's layout)."""
+        from .analyze.bench_dir import analyze_bench_dir
+
+        plain = dataclasses.replace(self, step_marker=None)
+        return analyze_bench_dir(root, plain.load, self.categorizer())
+
+    def analysis(self, trace: Trace, step: int | None = None, *, categorizer: Categorizer | None = None,
+                 categories: bool = True, linked_only: bool = False, bench: bool | None = None,
+                 by_annotation: str | None = None, roofline: bool = False) -> Analysis:
+        """The default analysis of ``trace``; ``roofline``: with the perf model's findings merged in."""
+        from .analyze.summary import analyze
+
+        a = analyze(trace, step=step, categorizer=categorizer or self.categorizer(), use_kernel_name_categories=categories,
+                    linked_only=linked_only, benchmark=bench, by_annotation=by_annotation,
+                    finding_rules=self.finding_rules())
+        return self.with_roofline(a, self.perf_model(trace, step)) if roofline else a
+
+    def perf_model(self, trace: Trace, step: int | None, peak: str | None = None) -> PerfModel:
+        """The perf model of ``trace`` (its op shapes read from the file), with ``--peak`` applied."""
+        from .analyze.perf import perf_model
+
+        return perf_model(trace, step=step, peaks=peaks(peak, trace))
+
+    def with_roofline(self, a: Analysis, pm: PerfModel) -> Analysis:
+        """``a`` with the perf model's far_from_roofline findings merged into its ranked findings."""
+        if not pm.ops.height:
+            return a
+        from .analyze.findings import find_roofline, merged
+
+        steps = 1 if a.step is not None else a.trace.steps.height
+        found = find_roofline(pm.ops, steps, rules=self.finding_rules())
+        return dataclasses.replace(a, findings=merged(a.findings, found))
+
+    def report(self, path: str, step: int | None = None, *, linked_only: bool = False, bench: bool | None = None,
+               by_annotation: str | None = None, diff_with: str | None = None, step_b: int | None = None,
+               peak: str | None = None, intra_files: Sequence[str] = (), intra_kernel: str | None = None
+               ) -> Answer[Report]:
+        """One trace's report: its analysis, the perf model where ops have shapes (its findings merged), the memory
+        timeline, a diff with ``diff_with`` (its step ``step_b``), intra-kernel records placed under their kernels."""
+        from .analyze.memory import memory_timeline
+        from .analyze.report import Report
+
+        t = self.load(path)
+        cat = self.categorizer()
+        a = self.analysis(t, step, categorizer=cat, linked_only=linked_only, bench=bench, by_annotation=by_annotation)
+        pm = self.perf_model(t, step, peak)
+        a = self.with_roofline(a, pm)
+        d = None
+        if diff_with:
+            from .analyze.diff import Side, diff
+
+            tb = self.load_step(diff_with, step_b)
+            d = diff(Side(t, step), Side(tb, step_b), categorizer=cat)
+        launches = rows = None
+        if intra_files:
+            from .intra.align import align_files, launches_sheet, timeline_rows
+
+            done = align_files(t, list(intra_files), intra_kernel)
+            launches = launches_sheet(done)
+            rows = timeline_rows([al for _, al in done], a.gpu["idx"] if "idx" in a.gpu.columns else None)
+        return Answer(Report(a, pm if pm.ops.height else None, memory_timeline(t), d, launches, rows), ((t, step),), a)
+
+    def perf(self, path: str, step: int | None = None, *, peak: str | None = None,
+             show_nested: bool = False) -> Answer[PerfReport]:
+        """``kernscope perf``: the perf model of ``path`` with its roofline findings (model notes said)."""
+        from .analyze.findings import find_roofline
+        from .analyze.perf import PerfReport
+
+        t = self.load_step(path, step)
+        pm = self.perf_model(t, step, peak)
+        findings = find_roofline(pm.ops, 1 if step is not None else t.steps.height, rules=self.finding_rules())
+        for n in pm.notes:
+            self.say(f"kernscope: {n}")
+        return Answer(PerfReport(pm, path, findings, show_nested), ((t, step),))
+
+    def memory(self, path: str) -> MemoryTimeline:
+        """``kernscope memory``: the memory timeline of a ``profile_memory`` trace."""
+        from .analyze.memory import memory_timeline
+
+        m = memory_timeline(self.load(path))
+        if m is None:
+            raise EmptyAnswer(f"{path}: no [memory] events: record the trace with torch.profiler.profile(profile_memory=True)")
+        return dataclasses.replace(m, path=path)
+
+    def query(self, query: str, path: str, step: int | None = None) -> QueryResult:
+        """``kernscope sql``: ``query`` over the trace's tables and its analysis's."""
+        from .analyze.sql import QueryResult, sql
+
+        t = self.load_step(path, step)
+        return QueryResult(query, sql(t, query, step=step, categorizer=self.categorizer()))
+
+    def diff(self, a: str, b: str, step: int | None = None, step_b: int | None = None,
+             match: str = "exact") -> Answer[TraceDiff]:
+        """``kernscope diff``: two traces, two steps of one (``a == b``) or two ranks."""
+        from .analyze.diff import Side, diff
+
+        ta = self.load_step(a, step)
+        tb = ta if os.path.realpath(a) == os.path.realpath(b) else self.load(b)
+        from .analyze.summary import check_step
+
+        check_step(tb, step_b)
+        d = diff(Side(ta, step), Side(tb, step_b), match=match, categorizer=self.categorizer())
+        return Answer(d, ((ta, step), (tb, step_b)))  # a side with nothing to compare: the deltas are the other's
+
+
+@dataclass(frozen=True)
+class AnalyzeRequest:
+    """One trace's ``kernscope analyze``: every option that changes its output (also the stored output's key)."""
+
+    path: str
+    step: int | None = None
+    fmt: str = "table"
+    top: int | None = None
+    width: int = 160
+    color: bool = False
+    categories: bool = True
+    linked_only: bool = False
+    bench: bool | None = None
+    by_annotation: str | None = None
+    roofline: bool = False
+    read_all: bool = False
+
+
+def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], bytes], emit: Callable[[bytes], None],
+                timings: list[tuple[str, float]] | None = None, warm: Callable[[], object] = lambda: None) -> None:
+    """``kernscope analyze TRACE``: the stored output when the file and options are unchanged (no table loaded),
+    else load (the parse cache written on a thread), analyze, ``render`` and ``emit`` it and store it
+    (:func:`kernscope.oneshot.answer`). ``timings`` (a cold run: no cache): the phases, render included. ``warm``:
+    more to import on the prefetch thread (the renderer's modules)."""
+    from .analyze.needs import analyze_projection
+
+    options = {"fmt": r.fmt, "top": r.top, "step": "all" if r.step is None else str(r.step),
+               "categories": r.categories, "linked_only": r.linked_only, "bench": r.bench, "width": r.width,
+               "color": r.color, "by_annotation": r.by_annotation, "findings": outputs.rules_digest(s.findings),
+               "roofline": r.roofline, "path": r.path}  # the output prints the path: a copy is another output
+    req = oneshot.Request("analyze", r.path, options, s.rules, salvage=s.salvage, step_marker=s.step_marker,
+                          projection=None if r.read_all else analyze_projection(s.step_marker), no_cache=not s.cache,
+                          notify=s.notice if not s.quiet else _drop)
+    prefetch = oneshot.Prefetch(lambda: _prefetched(s, warm))
+    done: dict[str, Any] = {}
+
+    def load(digest: Any, defer: Any) -> Trace:
+        return s.load(r.path, projection=req.projection, digest=digest, defer_cache_write=defer, timings=timings)
+
+    def compute(t: Trace) -> bytes:
+        lap = time.perf_counter()
+        a = done["analysis"] = s.analysis(t, r.step, categorizer=prefetch.result(), categories=r.categories,
+                                          linked_only=r.linked_only, bench=r.bench, by_annotation=r.by_annotation,
+                                          roofline=r.roofline)
+        if t.salvaged is not None:
+            s.say(f"kernscope: salvaged {t.salvaged:,} complete events from {r.path}")
+            for line in t.salvage_skipped:
+                s.say(f"kernscope: {line}")
+        lap2 = time.perf_counter()
+        body = render(a)
+        if timings is not None:
+            timings.append(("analysis (summaries, categories, findings" + (", roofline)" if r.roofline else ")"),
+                            lap2 - lap))
+            timings.append((f"render ({r.fmt})", time.perf_counter() - lap2))
+        return body
+
+    oneshot.answer(req, prefetch, load, compute, emit, check=lambda t: check_answer((t, r.step), analysis=done["analysis"]))
+
+
+def _prefetched(s: Session, warm: Callable[[], object]) -> Categorizer:
+    """What :class:`kernscope.oneshot.Prefetch` does while the trace is hashed and parsed: the analysis's imports
+    (polars among them, ~0.15 s), ``warm`` and the categorizer."""
+    from . import pipeline  # noqa: F401
+    from .analyze import summary  # noqa: F401
+
+    warm()
+    return s.categorizer()
+
+
+def peaks(spec: str | None, trace: Trace) -> DevicePeaks | None:
+    """``--peak``: a known device, or numbers overriding the trace's matched device (None: the trace's)."""
+    if not spec:
+        return None
+    from .analyze.perf import match_device, parse_peak
+
+    base = None
+    if "=" in spec:
+        props = trace.device_properties
+        base = match_device(props[0]) if props else None
+    return parse_peak(spec, base)
+
+
+def check_answer(*sides: tuple[Trace, int | None], analysis: Analysis | None = None) -> None:
+    """:class:`EmptyAnswer` when the answer has no GPU time for a reason a trace shows (``sides``: (trace, step)
+    of one trace, or of A and B, named in the line). A benchmark trace recorded on the CPU is not empty: its
+    benchmark view times CPU ops."""
+    from .analyze.summary import empty_reason
+
+    if analysis is not None and analysis.benchmark is not None:
+        return
+    named = len(sides) > 1
+    reasons = [f"{'AB'[i]}: {r}" if named else r for i, (t, n) in enumerate(sides) if (r := empty_reason(t, n)) is not None]
+    if reasons:
+        raise EmptyAnswer("; ".join(reasons))
+
+
+def check_job(job: JobAnalysis) -> None:
+    """:class:`PartialFailure` when some rank files failed (the results cover the others)."""
+    if job.failures:
+        first = job.failures[0]
+        raise PartialFailure(f"{len(job.failures)} of {len(job.failures) + job.ranks.height} rank files failed "
+                             f"(first: {first.path}: {first.problem}); results cover the others")
+
+
+def report_target(output: str) -> tuple[str, bool]:
+    """(format, one CSV per table) for ``report -o``: ``xlsx``, ``html``, or a directory of CSVs (recognised with
+    or without a trailing slash)."""
+    low = output.lower()
+    if low.endswith(".xlsx"):
+        if os.path.isdir(output):
+            raise KernscopeError(f"{output}: is a directory; give a file name ending in .xlsx")
+        return "xlsx", False
+    if low.endswith((".html", ".htm")):
+        if os.path.isdir(output):
+            raise KernscopeError(f"{output}: is a directory; give a file name ending in .html")
+        return "html", False
+    if output.endswith(("/", os.sep)) or os.path.isdir(output) or not os.path.splitext(output)[1]:
+        return "csv", True
+    raise KernscopeError(f"{output}: use a .xlsx or .html file, or a directory (for CSVs)")

@@ -1,0 +1,59 @@
+"""Where a rendering goes: stdout or a file (atomically), fitted to the terminal it is shown on."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+from ..result import Result
+
+
+def console_width() -> int:
+    """The terminal's width (``COLUMNS`` when set); 120 when piped to a file or another program."""
+    return max(40, shutil.get_terminal_size((120, 24)).columns)
+
+
+def emit_bytes(body: bytes, output: str | None) -> None:
+    """``body`` to ``output`` (atomically; a FIFO as a stream), or to stdout ending in a newline."""
+    from ..files import write_bytes
+
+    if output:
+        write_bytes(output, body)
+    else:
+        body = body if body.endswith(b"\n") else body + b"\n"
+        out = getattr(sys.stdout, "buffer", None)
+        if out is not None:
+            out.write(body)
+        else:  # a text stream (tests, notebooks)
+            sys.stdout.write(body.decode("utf-8", "replace"))
+        sys.stdout.flush()
+
+
+def show(result: Result, fmt: str, output: str | None, top: int | None, default_top: int = 15) -> None:
+    """``result`` as ``fmt`` to stdout or ``output`` (``top`` rows per long table; in the terminal by default
+    ``default_top``), fitted to the terminal unless written to a file (160 columns)."""
+    from .formats import text
+    from .views import Options
+
+    if top is None and fmt == "table":
+        top = default_top
+    color = fmt == "table" and not output and sys.stdout.isatty()
+    emit_bytes(text(result, fmt, Options(top=top, width=160 if output else console_width(), color=color)).encode(), output)
+
+
+def write_result(result: Result, fmt: str, output: str, all_tables: bool = False) -> None:
+    """``result`` as a file (``xlsx``, ``html``) or a directory of CSVs (``csv`` with ``all_tables``) at ``output``,
+    written whole or not at all (a workbook only as a regular file)."""
+    from .formats import render, write
+    from .views import Options
+
+    write(render(result, fmt, Options(all_tables=all_tables)), output, regular=fmt == "xlsx")
+
+
+def warm(fmt: str) -> None:
+    """Import the renderer of ``fmt`` and its views of an analysis (on a prefetch thread, while a trace loads)."""
+    from .formats import renderer
+    from .views import load_views
+
+    renderer(fmt)
+    load_views(fmt, "analysis")
