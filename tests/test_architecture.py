@@ -73,7 +73,7 @@ MODULES: dict[str, int] = {
     "kernscope.render.ranks": 6, "kernscope.render.schema": 6, "kernscope.render.shortnames": 6,
     "kernscope.render.tables": 6, "kernscope.render.terminal": 6, "kernscope.render.timings": 6,
     # 7: front ends
-    "kernscope": 7, "kernscope.__main__": 7, "kernscope.bench.cli": 7, "kernscope.cli": 7, "kernscope.compat": 7, "kernscope.exits": 7,
+    "kernscope": 7, "kernscope.__main__": 7, "kernscope.bench.cli": 7, "kernscope.cli": 7, "kernscope.compat": 7, "kernscope.exits": 7, "kernscope.cache_cli": 7,
     "kernscope.compat.tracelens": 7, "kernscope.intra.cli": 7, "kernscope.testing.fuzz": 7,
 }
 

@@ -14,7 +14,8 @@ import click
 
 from . import exits, oneshot
 from .errors import KernscopeError
-from .render.output import console_width, emit_bytes, show, warm
+from .render.output import console_width, renderer_and_sink, show, warm
+from .render.views import Options
 from .result import Result
 
 if TYPE_CHECKING:
@@ -80,6 +81,18 @@ _trace_opts = [
 ]
 
 
+def output_options(top_help: str = "Rows per table [default: 15 in the terminal; every row in JSON/CSV].",
+                   output_help: str = "Write to FILE instead of stdout.") -> Callable[[F], F]:
+    """``--top``, ``--format`` and ``-o`` of a command that prints a result."""
+
+    def add(f: F) -> F:
+        f = click.option("-o", "--output", help=output_help)(f)
+        f = click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)(f)
+        return click.option("--top", default=None, type=click.IntRange(min=1), help=top_help)(f)
+
+    return add
+
+
 def trace_options(f: F) -> F:
     """The trace options, handed to the command as one :class:`~kernscope.commands.Session` ``s``."""
 
@@ -122,10 +135,7 @@ def rank_options(f: F) -> F:
 @cli.command()
 @click.argument("traces", nargs=-1, required=True)
 @click.option("--step", default=None, help="Step number to analyze, or 'all' (default).")
-@click.option("--top", default=None, type=click.IntRange(min=1),
-              help="Rows per table [default: 15 in the terminal; every row in JSON/CSV].")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("-o", "--output", help="Write to FILE instead of stdout.")
+@output_options()
 @click.option("--no-categories", is_flag=True, help="Skip kernel-name categories.")
 @click.option("--linked-only", is_flag=True, help="Timeline over GPU work launched inside the trace window only.")
 @click.option("--bench/--no-bench", "bench", default=None,
@@ -169,21 +179,7 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     req = commands.AnalyzeRequest(paths[0], _parse_step(step), fmt, top, width, color, not no_categories, linked_only,
                                   bench, by_annotation, roofline, read_all)
 
-    def render(a: Result) -> bytes:
-        from .render.formats import text
-        from .render.views import Options
-
-        return text(a, fmt, Options(top=top, width=width, color=color)).encode()
-
-    def emit(body: bytes) -> None:
-        emit_bytes(body, output)
-        if laps is not None:
-            from rich.console import Console
-
-            from .render.timings import render_timings
-
-            render_timings(Console(stderr=True, width=console_width()), req.path, os.path.getsize(req.path), laps)
-
+    render, emit = renderer_and_sink(fmt, Options(top=top, width=width, color=color), output, req.path, laps)
     commands.analyze_one(s, req, render, emit, laps, warm=lambda: warm(fmt))
 
 
@@ -244,13 +240,10 @@ def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, l
 @click.option("--peak", metavar="DEVICE|KEY=VALUE,...",
               help="Device peaks: a known device (h100, h200, b200, a100, mi300x, ...) or numbers overriding the matched "
                    "device, e.g. bf16=989,fp32=67,bw=3.35 (TFLOP/s, TB/s).")
-@click.option("--top", default=None, type=click.IntRange(min=1),
-              help="Rows per table [default: 15 in the terminal; every row in JSON/CSV].")
 @click.option("--all", "show_nested", is_flag=True, help="Also list ops that contain another modeled op (aten::linear around aten::addmm).")
 @click.option("--findings", "findings_rules", type=click.Path(dir_okay=False), metavar="FILE",
               help="TOML file overriding the findings' thresholds and wording (see kernscope/analyze/findings.toml).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("-o", "--output", help="Write to FILE instead of stdout; a .xlsx name writes a workbook (one sheet per op class).")
+@output_options(output_help="Write to FILE instead of stdout; a .xlsx name writes a workbook (one sheet per op class).")
 @trace_options
 def perf(s: Session, trace: str, step: str | None, peak: str | None, top: int | None, show_nested: bool, fmt: str,
          output: str | None) -> None:
@@ -265,10 +258,7 @@ def perf(s: Session, trace: str, step: str | None, peak: str | None, top: int | 
 
 @cli.command()
 @click.argument("trace")
-@click.option("--top", default=None, type=click.IntRange(min=1),
-              help="Ops listed [default: 15 in the terminal; every row in JSON/CSV].")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("-o", "--output", help="Write to FILE instead of stdout.")
+@output_options("Ops listed [default: 15 in the terminal; every row in JSON/CSV].")
 @trace_options
 def memory(s: Session, trace: str, top: int | None, fmt: str, output: str | None) -> None:
     """Memory over time (a trace recorded with profile_memory=True): per device the peak with the op and step
@@ -280,9 +270,7 @@ def memory(s: Session, trace: str, top: int | None, fmt: str, output: str | None
 @click.argument("query")
 @click.argument("trace")
 @click.option("--step", default=None, help="Step of the analysis.* tables (default: all steps).")
-@click.option("--top", default=None, type=click.IntRange(min=1), help="Rows shown [default: 50 in the terminal; all in JSON/CSV].")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("-o", "--output", help="Write to FILE instead of stdout.")
+@output_options("Rows shown [default: 50 in the terminal; all in JSON/CSV].")
 @trace_options
 def sql_cmd(s: Session, query: str, trace: str, step: str | None, top: int | None, fmt: str, output: str | None) -> None:
     """Run a SQL QUERY over TRACE's tables: events, gpu, kernels, cpu_ops, launches, steps, flows, call_tree
@@ -298,10 +286,7 @@ def sql_cmd(s: Session, query: str, trace: str, step: str | None, top: int | Non
 @click.option("--step-b", default=None, help="Step of B to compare.")
 @click.option("--match", type=click.Choice(["exact", "loose"]), default="exact", show_default=True,
               help="loose: kernel names that differ only in template arguments, tile sizes or tuning numbers match.")
-@click.option("--top", default=None, type=click.IntRange(min=1),
-              help="Rows per table [default: 15 in the terminal; every row in JSON/CSV].")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
-@click.option("-o", "--output", help="Write to FILE instead of stdout; a .xlsx name writes a workbook.")
+@output_options(output_help="Write to FILE instead of stdout; a .xlsx name writes a workbook.")
 @trace_options
 def diff_cmd(s: Session, a: str, b: str, step: str | None, step_b: str | None, match: str, top: int | None, fmt: str,
              output: str | None) -> None:
@@ -315,44 +300,15 @@ def diff_cmd(s: Session, a: str, b: str, step: str | None, step_b: str | None, m
     ans.check()
 
 
-@cli.group("cache")
-def cache_group() -> None:
-    """The parse cache: where it is, how big, and clearing it."""
-
-
-@cache_group.command("info")
-def cache_info() -> None:
-    """Location, entries, size and size cap of the cache."""
-    from .load import cache as c
-
-    root = c.cache_root(_notice)
-    if root is None:
-        click.echo("cache: off (no writable cache directory)")
-        return
-    found = c.entries(root)
-    total = sum(e[1] for e in found)
-    click.echo(f"cache: {root}")
-    click.echo(f"entries: {len(found)}  size: {total / 1e6:,.1f} MB  cap: {c.max_bytes() / 1e6:,.0f} MB "
-               "(KERNSCOPE_CACHE_MAX_BYTES; least recently used entries are evicted first)")
-
-
-@cache_group.command("clear")
-def cache_clear() -> None:
-    """Remove every cache entry."""
-    from .load import cache as c
-
-    freed = c.clear(c.cache_root(_notice))
-    click.echo(f"cache cleared: {freed / 1e6:,.1f} MB freed")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit code 2, never a traceback (:mod:`kernscope.exits`)."""
     from .bench.cli import bench
+    from .cache_cli import cache_group
     from .intra.cli import intra
 
     oneshot.tune_allocators()
-    cli.add_command(bench)
-    cli.add_command(intra)
+    for group in (bench, intra, cache_group):
+        cli.add_command(group)
     _Notices.current = oneshot.Notices(lambda msg: click.echo(msg, err=True))
     return exits.guarded(lambda: cli.main(args=argv, prog_name="kernscope", standalone_mode=False), _notice)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
+from collections.abc import Callable
 
 from ..result import Result
+from .views import Options
 
 
 def console_width() -> int:
@@ -33,7 +36,6 @@ def show(result: Result, fmt: str, output: str | None, top: int | None, default_
     """``result`` as ``fmt`` to stdout or ``output`` (``top`` rows per long table; in the terminal by default
     ``default_top``), fitted to the terminal unless written to a file (160 columns)."""
     from .formats import text
-    from .views import Options
 
     if top is None and fmt == "table":
         top = default_top
@@ -45,7 +47,6 @@ def write_result(result: Result, fmt: str, output: str, all_tables: bool = False
     """``result`` as a file (``xlsx``, ``html``) or a directory of CSVs (``csv`` with ``all_tables``) at ``output``,
     written whole or not at all (a workbook only as a regular file)."""
     from .formats import render, write
-    from .views import Options
 
     write(render(result, fmt, Options(all_tables=all_tables)), output, regular=fmt == "xlsx")
 
@@ -57,3 +58,24 @@ def warm(fmt: str) -> None:
 
     renderer(fmt)
     load_views(fmt, "analysis")
+
+
+def renderer_and_sink(fmt: str, options: Options, output: str | None, path: str,
+                      timings: list[tuple[str, float]] | None) -> tuple[Callable[[Result], bytes], Callable[[bytes], None]]:
+    """For ``analyze`` of one trace: (render a result as ``fmt``, emit the bytes to ``output`` or stdout and then,
+    with ``timings``, the phase table of the cold run of ``path`` on stderr)."""
+    from .formats import text
+
+    def render(result: Result) -> bytes:
+        return text(result, fmt, options).encode()
+
+    def emit(body: bytes) -> None:
+        emit_bytes(body, output)
+        if timings is not None:
+            from rich.console import Console
+
+            from .timings import render_timings
+
+            render_timings(Console(stderr=True, width=console_width()), path, os.path.getsize(path), timings)
+
+    return render, emit

@@ -21,11 +21,12 @@ import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from ..result import Result
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: returned by a view: leave this part out
 OMIT: Any = object()
