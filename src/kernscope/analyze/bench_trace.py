@@ -148,8 +148,11 @@ def looks_like_benchmark(trace: Trace) -> bool:
     return annotated or first["op_name"] in FLUSH_OPS
 
 
-def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step: int | None = None) -> BenchmarkView:
-    """The ``benchmark`` object of ``kernscope analyze --bench --format json`` (see :class:`BenchmarkView`)."""
+def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step: int | None = None,
+                      table: pl.DataFrame | None = None) -> BenchmarkView:
+    """The ``benchmark`` object of ``kernscope analyze --bench --format json`` (see :class:`BenchmarkView`).
+    ``table``: the trace's categorized GPU table (:func:`~kernscope.analyze.kernels.gpu_table` with ``categorizer``)
+    when the caller has built it already."""
     cat = categorizer or Categorizer.builtin()
     s = step if step is not None else benchmark_step(trace)
     if s is None:
@@ -161,9 +164,9 @@ def analyze_benchmark(trace: Trace, categorizer: Categorizer | None = None, step
             step=row["name"], device="cpu", flush_kernels=flush_c, compute_kernels=compute_c,
             kernel_time_us=float(sum(k.dur_us for k in compute_c)), cpu_step_us=(row["end"] - row["start"]) / 1000.0,
         )
-    g = gpu_table(trace, cat, step=s)
+    allg = table if table is not None else gpu_table(trace, cat)
+    g = allg.filter(pl.col("step") == s)
     flush, compute = _split_flush(trace, g, row)
-    allg = gpu_table(trace, cat)
     overlap = allg.filter(
         (pl.col("step") != s).fill_null(True) & (pl.col("end") > row["start"]) & (pl.col("ts") < row["end"])
     ).height

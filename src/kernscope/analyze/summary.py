@@ -171,7 +171,7 @@ def analyze(
         timeline_by_step=by_step,
         step_categories=step_category_summary(trace, all_gpu),
         unlinked=dict(trace.unlinked),
-        benchmark=analyze_benchmark(trace, cat) if want_bench else None,
+        benchmark=analyze_benchmark(trace, cat, table=all_gpu if cat is not None else None) if want_bench else None,
         annotations=by_annotation_(trace, g, by_annotation) if by_annotation is not None else None,
         findings=find(trace, g, steps, by_step, step=step, rules=finding_rules),
         critical_path=critical_path(trace, all_gpu, step=step) if trace.steps.height else None,
