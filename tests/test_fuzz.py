@@ -19,7 +19,7 @@ from kernscope.testing import fuzz
 SMALL = ["hta/triton_example.json.gz", "hta/a100_alexnet_cuda_sync.json.gz", "hta/mi250_rocm62_minitoy_train.json.gz",
          "tracelens/torch_compile_triton.json.gz", "tracelens/rocm_vllm_decode_full_hipgraph.json.gz",
          "hta/event_sync_multi_stream.json.gz", "hta/cpu_only.pt.trace.json.gz"]
-N = int(os.environ.get("KERNSCOPE_FUZZ_N", "360"))
+N = int(os.environ.get("KERNSCOPE_FUZZ_N", "240"))  # benchmarks/fuzz_long.py runs thousands
 
 
 @needs_traces

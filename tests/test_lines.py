@@ -447,7 +447,7 @@ def test_mutants_analyze_projection_equals_full_load_or_fails_cleanly(tmp_path, 
     r = random.Random(20261127 + readers)
     names = sorted(fuzz.MUTATORS)
     same = both_fail = 0
-    for i in range(15):
+    for i in range(15 if len(data) < 4_000_000 else 8):  # fewer of the 9 MB rank trace's (each two loads)
         m = fuzz.MUTATORS[names[i % len(names)]](r, data)
         p = tmp_path / f"m{i}.json"
         p.write_bytes(m)
