@@ -96,3 +96,23 @@ def test_notices_are_said_once_from_any_thread():
         t.join()
     n("kernscope: other")
     assert said == ["kernscope: cache full", "kernscope: other"]
+
+
+def test_load_gives_the_parse_buffers_back_before_linking_and_analysis(monkeypatch):
+    """#25 (peak RSS): pipeline.load returns the C heap's free pages after the parse and after linking; the call is
+    glibc's malloc_trim where there is one, nothing elsewhere."""
+    from pathlib import Path
+
+    from kernscope import pipeline
+    from kernscope.load import native
+
+    calls: list[str] = []
+
+    def counted() -> None:
+        calls.append("trim")
+        native.trim_heap()
+
+    monkeypatch.setattr(pipeline, "trim_heap", counted)
+    example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    t = pipeline.load(str(example), cache=False)
+    assert calls == ["trim", "trim"] and t.gpu.height == 808

@@ -16,6 +16,7 @@ from .link import StepSpec, link
 from .link.tree import call_tree
 from .load import cache as _cache
 from .load.formats import ParseOptions, detect
+from .load.native import trim_heap
 from .load.projection import Projection, load_key
 from .load.source import FileIdentity, Limits, open_trace
 from .model import Lazy, Trace, TraceStats
@@ -152,8 +153,10 @@ def load(
                             "with more memory") from None
     finally:
         source.close()
+    trim_heap()  # the parse's freed buffers back to the system before linking allocates (peak RSS)
     try:
         trace = link(raw, p, steps=opts.steps)
+        trim_heap()  # and linking's numpy temporaries, before the analysis (the run's peak) allocates
         lap("link (correlation, call tree, steps)")
     except (NeedsFullRead, TraceError) as e:
         if projection is None or (isinstance(e, TraceError) and not raw.projected_out):

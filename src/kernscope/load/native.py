@@ -8,6 +8,7 @@ same columns: ``tests/test_jax.py`` compares both).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib.machinery
@@ -43,3 +44,25 @@ def scanner() -> Any:
     if os.environ.get("KERNSCOPE_NO_NATIVE") == "1":
         return None
     return _library()
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL("libc.so.6") if os.uname().sysname == "Linux" else None
+    except OSError:
+        return None
+
+
+def trim_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
+
+    A parse leaves its per-piece numpy buffers (each under glibc's mmap threshold, so in the heap) freed but mapped,
+    and the ``kernscope`` process never trims its heap on its own (:func:`kernscope.oneshot.tune_allocators`),
+    while linking and the analysis allocate through polars' allocator, which cannot reuse those pages: without this
+    the process's peak holds both. Measured after the parse of 200 MB replicas: peak RSS of a cold ``analyze``
+    -10 to -15% (ns-resolution trace 529 -> 448 MB), time unchanged (a few ms)."""
+    libc = _libc()
+    if libc is not None:
+        with contextlib.suppress(AttributeError):  # a libc without it (musl)
+            libc.malloc_trim(0)
