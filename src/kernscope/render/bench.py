@@ -225,10 +225,6 @@ def _console_compare(s: Section, out: Console) -> None:
         out.print(Text(f"note: {n}"), overflow="fold")
 
 
-@view("json", "bench_compare.notes")
-def _json_compare_notes(s: Section) -> list[str]:
-    return list(s.result.notes)
-
 
 @view("json", "bench_compare.cells")
 def _json_compare_cells(s: Section) -> list[dict[str, Any]]:

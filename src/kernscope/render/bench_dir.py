@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 from rich.console import Console
 from rich.text import Text
 
 from .excel import Sheet
+from .formats.json import whole
 from .names import term
-from .tables import csv_text, records
+from .tables import csv_text
 from .terminal import Col, fit_table, pct, us
 from .views import Section, layout, view
 
@@ -49,14 +48,8 @@ def _console_cells(s: Section, out: Console) -> None:
         out.print()
 
 
-@view("json", "bench_dir.notes")
-def _json_notes(s: Section) -> list[str]:
-    return list(s.result.notes)
 
-
-@view("json", "bench_dir.cells")
-def _json_cells(s: Section) -> list[dict[str, Any]]:
-    return records(s.df)
+view("json", "bench_dir.cells")(whole)
 
 
 @view("csv", "bench_dir.cells")

@@ -11,8 +11,9 @@ from rich.text import Text
 
 from ..analyze.diff import TraceDiff
 from .excel import Sheet
+from .formats.json import whole
 from .names import term
-from .tables import csv_text, records
+from .tables import csv_text
 from .terminal import Col, count, fit_table, us
 from .views import Section, layout, view
 
@@ -170,19 +171,13 @@ def _json_verdict(s: Section) -> str:
     return verdict_text(s.result)
 
 
-@view("json", "diff.notes")
-def _json_notes(s: Section) -> list[str]:
-    return list(s.result.notes)
-
 
 @view("json", "diff.total")
 def _json_total(s: Section) -> dict[str, float]:
     return {k: round(v, 3) for k, v in s.facts["total"].items()}
 
 
-@view("json", "diff.categories")
-def _json_categories(s: Section) -> list[dict[str, Any]]:
-    return records(s.df)  # every category: a short table
+view("json", "diff.categories")(whole)  # every category: a short table
 
 
 def summary_sheet(d: TraceDiff) -> pl.DataFrame:

@@ -11,9 +11,9 @@ from rich.text import Text
 
 from ..analyze.memory import MemoryTimeline
 from ..scalars import as_int
+from .formats.json import whole
 from .html import b64
 from .names import term
-from .tables import records
 from .terminal import Col, count, fit_table
 from .views import Section, layout, view
 
@@ -83,17 +83,9 @@ def _console_ops(s: Section, out: Console) -> None:
                          Col("frees", True, optional=True)], rows, s.options.width, more=s.df.height - d.height))
 
 
-def _whole(s: Section) -> list[dict[str, Any]]:
-    return records(s.df)
+view("json", "memory.devices")(whole)
+view("json", "memory.steps")(whole)
 
-
-view("json", "memory.devices")(_whole)
-view("json", "memory.steps")(_whole)
-
-
-@view("json", "memory.notes")
-def _json_notes(s: Section) -> list[str]:
-    return list(s.result.notes)
 
 
 def memory_sheets(m: MemoryTimeline) -> dict[str, pl.DataFrame]:

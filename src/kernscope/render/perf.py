@@ -15,8 +15,9 @@ from rich.text import Text
 from ..analyze.perf import PerfModel, PerfReport
 from .console import render_findings
 from .excel import Sheet
+from .formats.json import whole
 from .names import term
-from .tables import findings_records, records
+from .tables import findings_records
 from .terminal import Col, count, fit_table, pct, us
 from .views import Section, layout, view
 
@@ -140,19 +141,9 @@ def _json_coverage(s: Section) -> dict[str, float]:
     return {k: round(v, 3) for k, v in s.facts["coverage"].items()}
 
 
-@view("json", "perf.classes")
-def _json_classes(s: Section) -> list[dict[str, Any]]:
-    return records(s.df)
+view("json", "perf.classes")(whole)
+view("json", "perf.missing")(whole)
 
-
-@view("json", "perf.missing")
-def _json_missing(s: Section) -> list[dict[str, Any]]:
-    return records(s.df)
-
-
-@view("json", "perf.notes")
-def _json_notes(s: Section) -> list[str]:
-    return list(s.result.notes)
 
 
 @view("json", "perf.findings")

@@ -11,8 +11,9 @@ from rich.text import Text
 from ..analyze.ranks import JobAnalysis
 from ..scalars import as_float
 from .console import render_findings
+from .formats.json import whole
 from .names import term
-from .tables import csv_text, findings_records, records
+from .tables import csv_text, findings_records
 from .terminal import Col, count, fit_table, pct, us
 from .views import Section, layout, view
 
@@ -125,22 +126,14 @@ def _console_findings(s: Section, out: Console) -> None:
     render_findings(s.df, out, top=5 if s.top is not None else None)
 
 
-def _whole(s: Section) -> list[dict[str, Any]]:
-    return records(s.df)
-
-
 for _t in ("ranks", "rank_steps", "stragglers", "critical_path", "collectives", "queues"):
-    view("json", f"job.{_t}")(_whole)
+    view("json", f"job.{_t}")(whole)
 
 
 @view("json", "job.findings")
 def _json_findings(s: Section) -> list[dict[str, Any]]:
     return findings_records(s.df)
 
-
-@view("json", "job.notes")
-def _json_notes(s: Section) -> list[str]:
-    return list(s.result.notes)
 
 
 @view("csv", "job.ranks")

@@ -13,12 +13,20 @@ from ..views import OMIT, Options, Section, Walk
 
 
 def default(s: Section) -> Any:
-    """A table as its rows (``top`` of them), a fact as it is, ``schema_version`` as the package's."""
+    """A table as its rows (``top`` of them), a fact as it is, ``schema_version`` as the package's and ``notes``
+    (when the result has no fact or table of that name) as the result's notes."""
     if s.name == "schema_version":
         return SCHEMA_VERSION
     if s.name in s.tables:
         return records(s.df, s.top)
+    if s.name == "notes" and s.name not in s.facts:
+        return list(s.result.notes)
     return s.facts[s.name]
+
+
+def whole(s: Section) -> list[dict[str, Any]]:
+    """A view: every row of a short table, whatever ``top`` is."""
+    return records(s.df)
 
 
 class Json:
