@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from . import exits, oneshot
-from .errors import KernscopeError
-from .render.output import console_width, renderer_and_sink, show, warm
-from .render.views import Options
-from .result import Result
+from .render.output import options_for, renderer_and_sink, show, warm, write_result
 
 if TYPE_CHECKING:
     from .commands import Session
@@ -54,13 +49,6 @@ def _parse_step(step: str | None, hint: str = "--step") -> int | None:
         return int(step.removeprefix("ProfilerStep#"))
     except ValueError:
         raise click.BadParameter(f"expected a step number or 'all', got {step!r}", param_hint=hint) from None
-
-
-def _write(s: Session, result: Result, fmt: str, output: str, all_tables: bool = False) -> None:
-    from .render.output import write_result
-
-    write_result(result, fmt, output, all_tables)
-    s.say(f"wrote {output}")
 
 
 # -- commands -----------------------------------------------------------------------------------------
@@ -163,23 +151,16 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     from . import commands
 
     s = dataclasses.replace(s, cache=False) if timings else s  # the phases of a cold run
-    if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
-        show(s.bench_dir(traces[0]), fmt, output, top)
-        return
-    paths = s.expand(traces)
-    if len(paths) > 1:
-        job = s.job(paths, engine, scheduler, workers, strict, read_all)
-        show(job, fmt, output, top)
-        commands.check_job(job)
+    got = s.several(traces, bench, engine, scheduler, workers, strict, read_all)
+    if not isinstance(got, str):  # a folder of benchmark traces, or a job
+        show(got, fmt, output, top)
+        commands.check_job(got)
         return
     laps: list[tuple[str, float]] | None = [] if timings else None
-    top = 15 if top is None and fmt == "table" else top
-    width = 160 if output or fmt != "table" else console_width()
-    color = fmt == "table" and not output and sys.stdout.isatty()
-    req = commands.AnalyzeRequest(paths[0], _parse_step(step), fmt, top, width, color, not no_categories, linked_only,
+    o = options_for(fmt, output, top)
+    req = commands.AnalyzeRequest(got, _parse_step(step), fmt, o.top, o.width, o.color, not no_categories, linked_only,
                                   bench, by_annotation, roofline, read_all)
-
-    render, emit = renderer_and_sink(fmt, Options(top=top, width=width, color=color), output, req.path, laps)
+    render, emit = renderer_and_sink(fmt, o, output, req.path, laps)
     commands.analyze_one(s, req, render, emit, laps, warm=lambda: warm(fmt))
 
 
@@ -215,22 +196,17 @@ def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, l
     from . import commands
 
     fmt, all_tables = commands.report_target(output)
-    if len(traces) == 1 and os.path.isdir(traces[0]) and bench:
-        _write(s, s.bench_dir(traces[0]), fmt, output, all_tables)
-        return
-    paths = s.expand(traces)
-    if intra_files and len(paths) > 1:
-        raise KernscopeError("--intra places records on one host trace: give one trace, not a job")
-    if len(paths) > 1:
-        job = s.job(paths, engine, scheduler, workers, strict, read_all)
-        _write(s, job, fmt, output, all_tables)
-        commands.check_job(job)
+    got = s.several(traces, bench, engine, scheduler, workers, strict, read_all, one_only="--intra places records on "
+                    "one host trace: give one trace, not a job" if intra_files else None)
+    if not isinstance(got, str):  # a folder of benchmark traces, or a job
+        write_result(got, fmt, output, all_tables, s.say)
+        commands.check_job(got)
         return
     n = _parse_step(step)
-    ans = s.report(paths[0], n, linked_only=linked_only, bench=bench, by_annotation=by_annotation, diff_with=diff_with,
+    ans = s.report(got, n, linked_only=linked_only, bench=bench, by_annotation=by_annotation, diff_with=diff_with,
                    step_b=_parse_step(step_b, "--step-b") if step_b is not None else n, peak=peak,
                    intra_files=intra_files, intra_kernel=intra_kernel)
-    _write(s, ans.result, fmt, output, all_tables)
+    write_result(ans.result, fmt, output, all_tables, s.say)
     ans.check()
 
 
@@ -250,7 +226,7 @@ def perf(s: Session, trace: str, step: str | None, peak: str | None, top: int | 
     """Perf model and roofline: FLOPs, bytes, TFLOP/s, TB/s and % of the device's peak for every op with shapes."""
     ans = s.perf(trace, _parse_step(step), peak=peak, show_nested=show_nested)
     if output and output.lower().endswith(".xlsx"):
-        _write(s, ans.result, "xlsx", output)
+        write_result(ans.result, "xlsx", output, say=s.say)
         return
     show(ans.result, fmt, output, top)
     ans.check()
@@ -294,7 +270,7 @@ def diff_cmd(s: Session, a: str, b: str, step: str | None, step_b: str | None, m
     n = _parse_step(step)
     ans = s.diff(a, b, n, _parse_step(step_b, "--step-b") if step_b is not None else n, match)
     if output and output.lower().endswith(".xlsx"):
-        _write(s, ans.result, "xlsx", output)
+        write_result(ans.result, "xlsx", output, say=s.say)
     else:
         show(ans.result, fmt, output, top)
     ans.check()

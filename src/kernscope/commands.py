@@ -165,6 +165,21 @@ class Session:
             job = dataclasses.replace(job, findings=find_stragglers(job.stragglers, rules=self.finding_rules()))
         return job
 
+    def several(self, inputs: Sequence[str], bench: bool | None = None, engine: str = "local",
+                scheduler: str | None = None, workers: int | None = None, strict: bool = False, read_all: bool = False,
+                one_only: str | None = None) -> BenchDir | JobAnalysis | str:
+        """What ``inputs`` name: with ``bench``, one folder of benchmark traces (its :meth:`bench_dir`); several
+        traces (files, folders, globs), the ranks of one job (:meth:`job`); one trace, its path. ``one_only``:
+        the error when several traces are not allowed."""
+        if len(inputs) == 1 and os.path.isdir(inputs[0]) and bench:
+            return self.bench_dir(inputs[0])
+        paths = self.expand(inputs)
+        if len(paths) == 1:
+            return paths[0]
+        if one_only:
+            raise KernscopeError(one_only)
+        return self.job(paths, engine, scheduler, workers, strict, read_all)
+
     def bench_dir(self, root: str) -> BenchDir:
         """A folder of benchmark traces (kernscope bench's or TritonBench's layout)."""
         from .analyze.bench_dir import analyze_bench_dir
@@ -367,11 +382,13 @@ def check_answer(*sides: tuple[Trace, int | None], analysis: Analysis | None = N
         raise EmptyAnswer("; ".join(reasons))
 
 
-def check_job(job: JobAnalysis) -> None:
-    """:class:`PartialFailure` when some rank files failed (the results cover the others)."""
-    if job.failures:
-        first = job.failures[0]
-        raise PartialFailure(f"{len(job.failures)} of {len(job.failures) + job.ranks.height} rank files failed "
+def check_job(result: BenchDir | JobAnalysis) -> None:
+    """:class:`PartialFailure` when some rank files of a job failed (the results cover the others); a folder of
+    benchmark traces passes."""
+    failures = getattr(result, "failures", None)
+    if failures:
+        first = failures[0]
+        raise PartialFailure(f"{len(failures)} of {len(failures) + result.tables()['ranks'].height} rank files failed "
                              f"(first: {first.path}: {first.problem}); results cover the others")
 
 

@@ -32,23 +32,30 @@ def emit_bytes(body: bytes, output: str | None) -> None:
         sys.stdout.flush()
 
 
-def show(result: Result, fmt: str, output: str | None, top: int | None, default_top: int = 15) -> None:
-    """``result`` as ``fmt`` to stdout or ``output`` (``top`` rows per long table; in the terminal by default
-    ``default_top``), fitted to the terminal unless written to a file (160 columns)."""
-    from .formats import text
-
+def options_for(fmt: str, output: str | None, top: int | None, default_top: int = 15) -> Options:
+    """How a command prints ``fmt``: ``top`` rows per long table (in the terminal by default ``default_top``), fitted
+    to the terminal (in colour when it is one) unless written to a file or as data (160 columns)."""
     if top is None and fmt == "table":
         top = default_top
-    color = fmt == "table" and not output and sys.stdout.isatty()
-    emit_bytes(text(result, fmt, Options(top=top, width=160 if output else console_width(), color=color)).encode(), output)
+    width = 160 if output or fmt != "table" else console_width()
+    return Options(top=top, width=width, color=fmt == "table" and not output and sys.stdout.isatty())
 
 
-def write_result(result: Result, fmt: str, output: str, all_tables: bool = False) -> None:
+def show(result: Result, fmt: str, output: str | None, top: int | None, default_top: int = 15) -> None:
+    """``result`` as ``fmt`` to stdout or ``output`` (:func:`options_for`)."""
+    from .formats import text
+
+    emit_bytes(text(result, fmt, options_for(fmt, output, top, default_top)).encode(), output)
+
+
+def write_result(result: Result, fmt: str, output: str, all_tables: bool = False,
+                 say: Callable[[str], None] = lambda msg: None) -> None:
     """``result`` as a file (``xlsx``, ``html``) or a directory of CSVs (``csv`` with ``all_tables``) at ``output``,
-    written whole or not at all (a workbook only as a regular file)."""
+    written whole or not at all (a workbook only as a regular file); ``say`` tells the user where."""
     from .formats import render, write
 
     write(render(result, fmt, Options(all_tables=all_tables)), output, regular=fmt == "xlsx")
+    say(f"wrote {output}")
 
 
 def warm(fmt: str) -> None:
