@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import oneshot, outputs
@@ -92,6 +93,11 @@ class Session:
     progress: Callable[[str, str], Bar] = _no_bar
 
     # -- inputs ---------------------------------------------------------------------------------------------
+    @property
+    def notify(self) -> Callable[[str], None]:
+        """Where the load's notices go: ``notice``, or nowhere when quiet."""
+        return _drop if self.quiet else self.notice
+
     def say(self, msg: str) -> None:
         """A notice, unless quiet."""
         if not self.quiet:
@@ -117,7 +123,7 @@ class Session:
 
         bar = self.progress(f"reading {os.path.basename(path)}", "bytes")
         try:
-            return load(path, cache=self.cache, salvage=self.salvage, notify=self.notice if not self.quiet else _drop,
+            return load(path, cache=self.cache, salvage=self.salvage, notify=self.notify,
                         progress=bar, limits=Limits(max_memory=self.max_memory), steps=StepSpec(self.step_marker),
                         projection=projection, digest=digest, defer_cache_write=defer_cache_write, timings=timings)
         finally:
@@ -139,7 +145,11 @@ class Session:
         return c.with_rules(self.rules) if self.rules else c
 
     def finding_rules(self) -> FindingRules | None:
-        """The findings' rules with ``findings`` applied (None: the built-in ones)."""
+        """The findings' rules with ``findings`` applied (None: the built-in ones); the file is read once."""
+        return self._finding_rules
+
+    @cached_property
+    def _finding_rules(self) -> FindingRules | None:
         if not self.findings:
             return None
         from .analyze.findings import FindingRules
@@ -263,7 +273,7 @@ class Session:
         m = memory_timeline(self.load(path))
         if m is None:
             raise EmptyAnswer(f"{path}: no [memory] events: record the trace with torch.profiler.profile(profile_memory=True)")
-        return dataclasses.replace(m, path=path)
+        return m
 
     def query(self, query: str, path: str, step: int | None = None) -> QueryResult:
         """``kernscope sql``: ``query`` over the trace's tables and its analysis's."""
@@ -318,7 +328,7 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
                "roofline": r.roofline, "path": r.path}  # the output prints the path: a copy is another output
     req = oneshot.Request("analyze", r.path, options, s.rules, salvage=s.salvage, step_marker=s.step_marker,
                           projection=None if r.read_all else analyze_projection(s.step_marker), no_cache=not s.cache,
-                          notify=s.notice if not s.quiet else _drop)
+                          notify=s.notify)
     prefetch = oneshot.Prefetch(lambda: _prefetched(s, warm))
     done: dict[str, Any] = {}
 
@@ -385,11 +395,12 @@ def check_answer(*sides: tuple[Trace, int | None], analysis: Analysis | None = N
 def check_job(result: BenchDir | JobAnalysis) -> None:
     """:class:`PartialFailure` when some rank files of a job failed (the results cover the others); a folder of
     benchmark traces passes."""
-    failures = getattr(result, "failures", None)
-    if failures:
-        first = failures[0]
-        raise PartialFailure(f"{len(failures)} of {len(failures) + result.tables()['ranks'].height} rank files failed "
-                             f"(first: {first.path}: {first.problem}); results cover the others")
+    from .analyze.ranks import JobAnalysis
+
+    if isinstance(result, JobAnalysis) and result.failures:
+        first = result.failures[0]
+        raise PartialFailure(f"{len(result.failures)} of {len(result.failures) + result.ranks.height} rank files "
+                             f"failed (first: {first.path}: {first.problem}); results cover the others")
 
 
 def report_target(output: str) -> tuple[str, bool]:

@@ -100,17 +100,18 @@ def generate_perf_report_pytorch(
     **load_kwargs: Any,
 ) -> dict[str, pl.DataFrame]:
     """Build the report tables (and write .xlsx and/or CSVs); returns sheet name -> DataFrame."""
-    from ..render.excel import report_sheets, write_csv_dir, write_xlsx
+    from ..analyze.report import Report
+    from ..render.excel import write_csv_dir, write_xlsx
 
     pa = TreePerfAnalyzer(profile_json_path, use_kernel_name_categories=use_kernel_name_categories, rules=rules, **load_kwargs)
     a = pa.analysis()
-    sheets = dict(report_sheets(a))
+    sheets = Report(a).analysis_tables()
     sheets["gpu_timeline"] = pa.get_df_gpu_timeline()  # TraceLens's columns and linked-only semantics
     sheets["kernel_summary"] = pa.get_df_kernel_summary()
     if use_kernel_name_categories:
         sheets["kernel_category_summary"] = pa.get_df_kernel_category_summary()
     if output_xlsx_path:
-        write_xlsx(a, output_xlsx_path, sheets=sheets)
+        write_xlsx(output_xlsx_path, sheets)
     if output_csvs_dir:
-        write_csv_dir(a, output_csvs_dir, sheets=sheets)
+        write_csv_dir(output_csvs_dir, sheets)
     return sheets

@@ -13,7 +13,6 @@ from ..analyze.diff import TraceDiff
 from .excel import Sheet
 from .formats.json import whole
 from .names import term
-from .tables import csv_text
 from .terminal import Col, count, fit_table, us
 from .views import Section, layout, view
 
@@ -203,9 +202,5 @@ for _t in ("categories", "kernels", "ops"):
     view("xlsx", f"diff.{_t}")(_prefixed)
 
 
-def diff_sheets(d: TraceDiff) -> dict[str, pl.DataFrame]:
-    """The ``diff_*`` tables of a report: summary (text), categories, kernels, ops."""
-    return {"diff_summary": summary_sheet(d), "diff_categories": d.categories, "diff_kernels": d.kernels, "diff_ops": d.ops}
 
-
-__all__ = ["SAME_PCT", "csv_text", "diff_sheets", "summary_sheet", "verdict", "verdict_text"]
+__all__ = ["SAME_PCT", "summary_sheet", "verdict", "verdict_text"]

@@ -14,7 +14,6 @@ from typing import Any
 
 import polars as pl
 
-from ..analyze.summary import Analysis
 from ..files import atomic_dir, write_bytes
 from .glossary import TERMS
 from .tables import csv_text, rounded
@@ -31,39 +30,6 @@ class Chart:
     values: str
     title: str
     max_rows: int = 20
-
-
-def report_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
-    """Sheet name -> table, in report order."""
-    extra = {}
-    if a.annotations is not None:
-        extra = {"annotations": a.annotations.ranges, "annotation_categories": a.annotations.categories,
-                 "annotation_timeline": a.annotations.timeline}
-    return {**_base_sheets(a), **critical_path_sheets(a), **extra}
-
-
-def critical_path_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
-    """The critical path's tables (none without steps)."""
-    cp = a.critical_path
-    if cp is None or cp.steps.height == 0:
-        return {}
-    return {"critical_path": cp.steps, "critical_path_kernels": cp.kernels, "critical_path_ops": cp.ops,
-            "critical_path_whatif": cp.whatif}
-
-
-def _base_sheets(a: Analysis) -> dict[str, pl.DataFrame]:
-    return {
-        "gpu_timeline": a.timeline,
-        "gpu_timeline_by_device": a.timeline_by_device,
-        "gpu_timeline_by_step": a.timeline_by_step,
-        "kernel_summary": a.kernels_by_stream,
-        "category_summary": a.categories,
-        "ops_summary": a.ops,
-        "ops_summary_by_category": a.ops_by_category,
-        "launcher_categories": a.launcher_categories,
-        "steps": a.steps,
-        "findings": a.findings,
-    }
 
 
 REPORT_CHARTS = {
@@ -159,13 +125,9 @@ def workbook(sheets: dict[str, Sheet]) -> bytes:
     return buf.getvalue()
 
 
-def write_xlsx(a: Analysis | None, path: str | os.PathLike[str], sheets: dict[str, pl.DataFrame] | None = None,
-               charts: dict[str, Chart] | None = None) -> None:
-    """Write sheets (default: the analysis report) to ``path`` atomically, plus a ``definitions`` sheet."""
-    if sheets is None:
-        assert a is not None
-        sheets = report_sheets(a)
-    charts = REPORT_CHARTS if charts is None else charts
+def write_xlsx(path: str | os.PathLike[str], sheets: dict[str, pl.DataFrame], charts: dict[str, Chart] = REPORT_CHARTS) -> None:
+    """Write ``sheets`` (with the ``charts`` of the sheets named there) and a ``definitions`` sheet to ``path``,
+    atomically."""
     write_bytes(path, workbook({name: Sheet(df, charts.get(name)) for name, df in sheets.items()}))
 
 
@@ -188,11 +150,8 @@ def _definitions(wb: Any, fmt: dict[str, Any], columns: set[str]) -> None:
     ws.freeze_panes(1, 0)
 
 
-def write_csv_dir(a: Analysis | None, directory: str | os.PathLike[str], sheets: dict[str, pl.DataFrame] | None = None) -> None:
+def write_csv_dir(directory: str | os.PathLike[str], sheets: dict[str, pl.DataFrame]) -> None:
     """One CSV per sheet in ``directory`` (written to a temp dir, then moved in)."""
-    if sheets is None:
-        assert a is not None
-        sheets = report_sheets(a)
     with atomic_dir(directory) as tmp:
         for name, df in sheets.items():
             (tmp / f"{name}.csv").write_text(csv_text(df), encoding="utf-8")

@@ -88,10 +88,6 @@ view("json", "memory.steps")(whole)
 
 
 
-def memory_sheets(m: MemoryTimeline) -> dict[str, pl.DataFrame]:
-    """xlsx/CSV sheets and HTML views: devices, steps and ops (bytes)."""
-    return {"memory_devices": m.devices, "memory_steps": m.steps, "memory_ops": m.ops}
-
 
 #: points per device in the HTML chart; more events are bucketed (max per bucket: the peak stays visible)
 CHART_POINTS = 4000

@@ -12,7 +12,7 @@ import polars as pl
 from rich.console import Console
 from rich.text import Text
 
-from ..analyze.perf import PerfModel, PerfReport
+from ..analyze.perf import PerfModel
 from .console import render_findings
 from .excel import Sheet
 from .formats.json import whole
@@ -131,10 +131,6 @@ def _console_findings(s: Section, out: Console) -> None:
         render_findings(s.df, out, top=5 if s.top is not None else None)
 
 
-def listed_ops(pm: PerfModel, show_nested: bool) -> pl.DataFrame:
-    """The op rows every output lists: without ops that contain another modeled op unless ``show_nested``."""
-    return PerfReport(pm, "", show_nested=show_nested).listed_ops
-
 
 @view("json", "perf.coverage")
 def _json_coverage(s: Section) -> dict[str, float]:
@@ -165,9 +161,3 @@ def device_sheet(pm: PerfModel) -> pl.DataFrame:
 @view("xlsx", "perf.perf_device")
 def _xlsx_device(s: Section) -> Sheet:
     return Sheet(device_sheet(s.result.model))
-
-
-def perf_sheets(pm: PerfModel) -> dict[str, pl.DataFrame]:
-    """xlsx/CSV sheets: one per op class (TraceLens's names, with ``param:`` columns), ``unified_perf_summary``
-    (every modeled signature), the classes, missing and uncovered tables, and the device peaks."""
-    return {**pm.sheet_tables(), "perf_device": device_sheet(pm)}

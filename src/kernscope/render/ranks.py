@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import polars as pl
 from rich.console import Console
 from rich.text import Text
 
@@ -139,7 +138,3 @@ def _json_findings(s: Section) -> list[dict[str, Any]]:
 @view("csv", "job.ranks")
 def _csv_ranks(s: Section) -> str:
     return csv_text(s.df)  # every rank
-
-
-def rank_sheets(j: JobAnalysis) -> dict[str, pl.DataFrame]:
-    return j.tables()

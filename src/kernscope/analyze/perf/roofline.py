@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
 import msgspec
@@ -69,7 +70,11 @@ class PerfModel:
     def sheet_tables(self) -> dict[str, pl.DataFrame]:
         """The model as a workbook's tables: one per op class (:meth:`by_class`, without ``op_class``),
         ``unified_perf_summary`` (every modeled signature), ``perf_by_class``, ``perf_missing_shapes``,
-        ``perf_uncovered``."""
+        ``perf_uncovered`` (built once: a report's layout and its tables both ask)."""
+        return dict(self._sheet_tables)
+
+    @cached_property
+    def _sheet_tables(self) -> dict[str, pl.DataFrame]:
         out = {cls: df.drop("op_class") for cls, df in self.by_class().items()}
         out.update({"unified_perf_summary": self.ops, "perf_by_class": self.classes, "perf_missing_shapes": self.missing,
                     "perf_uncovered": self.uncovered})

@@ -11,7 +11,6 @@ from ...analyze.bench_dir import BenchDir
 from ...analyze.ranks import JobAnalysis
 from ...scalars import as_float
 from ..views import Section, layout, view
-from .analysis import table
 
 #: titles of known sheets (others get their name)
 TITLES = {
@@ -48,12 +47,6 @@ def key_first(df: pl.DataFrame) -> pl.DataFrame:
     first = [c for c in KEY_FIRST if c in df.columns]
     return df.select(*first, *[c for c in df.columns if c not in first])
 
-
-def sheet_views(sheets: dict[str, pl.DataFrame]) -> list[dict[str, Any]]:
-    """One sortable view per non-empty sheet, in the given order (perf sheets with their key columns first)."""
-    return [{"name": name, "title": TITLES.get(name, name.replace("_", " ")),
-             "table": table(flat(key_first(df) if "kernel_time_us" in df.columns else df), name)}
-            for name, df in sheets.items() if df.height]
 
 
 layout("html", "job", lambda j: ("job", *j.tables()))
