@@ -171,3 +171,15 @@ def test_xla_device_to_host_copies_are_synchronizing_calls():
     (f,) = a.findings.filter(pl.col("rule") == "blocking_sync").to_dicts()
     assert f["step"] == 2 and "75 MemcpyD2H" in f["text"] and raw.height == 75
     assert f["win_back_us"] == pytest.approx(raw["dur"].sum() / 1000)
+
+
+def test_jax_json_host_rows_without_thread_say_nothing(tmp_path, capsys):
+    """A JAX JSON export's host stretches without a pid/tid matched no op as before, but polars warned on every
+    comparison with None: three `kernscope: warning:` lines on stderr for one `analyze`."""
+    from pathlib import Path
+
+    from kernscope.cli import main
+
+    trace = Path(__file__).parent / "data" / "jax" / "transformer" / "perfetto_trace.json.gz"
+    assert main(["analyze", str(trace), "--no-cache", "--format", "json", "-o", str(tmp_path / "a.json")]) == 0
+    assert "warning" not in capsys.readouterr().err

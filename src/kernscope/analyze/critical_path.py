@@ -277,7 +277,9 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
            .with_columns(pl.col("name", "pid", "tid").cast(pl.String)))  # strings for the top-level ops only
     parts: list[pl.DataFrame] = []
     for (pid, tid), segs in host.group_by("pid", "tid"):  # one pass per thread, not per stretch
-        top = ops.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)).sort("ts")
+        # eq_missing: a stretch of a thread without a pid or tid (a JAX export's host rows) matches no op, as a
+        # join would, without polars warning on every comparison with None (a line on stderr each)
+        top = ops.filter(pl.col("pid").eq_missing(pid) & pl.col("tid").eq_missing(tid)).sort("ts")
         a, b = segs["a"].to_numpy().astype(np.int64), segs["b"].to_numpy().astype(np.int64)
         steps = segs["step"].to_numpy()
         if top.height == 0:
