@@ -7,11 +7,11 @@ import math
 import os
 from typing import Any
 
-import polars as pl
 from rich.console import Console
 from rich.text import Text
 
 from ..bench.results import BenchRun, Cell
+from .formats.json import raw_rows
 from .terminal import Col, fit_table
 from .views import Section, layout, view
 
@@ -226,7 +226,4 @@ def _console_compare(s: Section, out: Console) -> None:
 
 
 
-@view("json", "bench_compare.cells")
-def _json_compare_cells(s: Section) -> list[dict[str, Any]]:
-    return s.df.with_columns(pl.col(pl.Float64, pl.Float32).replace([float("inf"), float("-inf")], None)
-                             .fill_nan(None)).to_dicts()
+view("json", "bench_compare.cells")(raw_rows)

@@ -4,11 +4,11 @@ titled with the query, ``{"columns": [...], "rows": [{...}]}`` in JSON, CSV with
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import polars as pl
 from rich.console import Console
 
+from .formats.json import raw_rows
 from .formats.table import table
 from .views import Section, layout, view
 
@@ -23,11 +23,7 @@ def console_rows(s: Section, out: Console) -> None:
     table(s, out, title=s.result.title)
 
 
-@view("json", "query.rows")
-def json_rows(s: Section) -> list[dict[str, Any]]:
-    """Row objects; non-finite floats as null."""
-    return s.df.with_columns(pl.col(pl.Float64, pl.Float32).replace([float("inf"), float("-inf")], None)
-                             .fill_nan(None)).to_dicts()
+view("json", "query.rows")(raw_rows)  # row objects; non-finite floats as null
 
 
 @view("csv", "query.rows")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import polars as pl
+
 from ...result import Result
 from ...version import SCHEMA_VERSION
 from ..tables import records
@@ -27,6 +29,14 @@ def default(s: Section) -> Any:
 def whole(s: Section) -> list[dict[str, Any]]:
     """A view: every row of a short table, whatever ``top`` is."""
     return records(s.df)
+
+
+def raw_rows(s: Section) -> list[dict[str, Any]]:
+    """A view: every row as polars holds it (no rounding: a query's answer, a run comparison), non-finite floats
+    as null."""
+    rows: list[dict[str, Any]] = s.df.with_columns(
+        pl.col(pl.Float64, pl.Float32).replace([float("inf"), float("-inf")], None).fill_nan(None)).to_dicts()
+    return rows
 
 
 class Json:
