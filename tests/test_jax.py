@@ -63,20 +63,31 @@ def test_walk_follows_long_runs_exactly():
     assert f.field.tolist()[0] == 2 and f.field.tolist()[-1] == 11
 
 
-def test_fields_of_many_messages_and_value_types():
+@pytest.mark.parametrize("native", [True, False], ids=["compiled", "numpy"])
+def test_fields_of_many_messages_and_value_types(native, monkeypatch):
+    from kernscope.load import native as lib
+
+    if native and lib.scanner() is None:
+        pytest.fail("the compiled reader was not built (make install compiles src/kernscope/load/_xspace.c)")
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "0" if native else "1")
     m1 = _varint(1 << 3 | 0) + _varint(300) + _varint(2 << 3 | 1) + np.float64(2.5).tobytes() + _field(5, b"abc")
     m2 = _varint(3 << 3 | 0) + _varint(2**64 - 1) + _varint(4 << 3 | 5) + (7).to_bytes(4, "little")
     data = m1 + m2
     f: Fields = fields_of(padded(data), np.array([0, len(m1)]), np.array([len(m1), len(data)]))
-    # position by position: the first field of every message, then the second, ...
-    assert list(zip(f.msg.tolist(), f.field.tolist())) == [(0, 1), (1, 3), (0, 2), (1, 4), (0, 5)]
+    # message by message, each message's fields in file order; both readers alike
+    assert list(zip(f.msg.tolist(), f.field.tolist())) == [(0, 1), (0, 2), (0, 5), (1, 3), (1, 4)]
+    assert f.wire.tolist() == [0, 1, 2, 0, 5] and f.size.tolist() == [0, 0, 3, 0, 0]
+    # a value's offset is where its bytes start (after the tag)
+    assert f.off.tolist()[:2] == [1, 4] and f.off.tolist()[3] == len(m1) + 1
     m0, m1 = f.select(f.msg == 0), f.select(f.msg == 1)
     assert int(m0.value[0]) == 300 and m0.value[1:2].view(np.float64)[0] == 2.5
     assert int(m1.value[0]) == 2**64 - 1 and int(m1.value[1]) == 7
     assert bytes(padded(data)[m0.off[2]:m0.off[2] + m0.size[2]]) == b"abc"
 
 
-def test_truncated_message_names_the_byte():
+@pytest.mark.parametrize("native", ["0", "1"], ids=["compiled", "numpy"])
+def test_truncated_message_names_the_byte(native, monkeypatch):
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", native)
     msg = _field(4, b"x" * 50)
     with pytest.raises(WireError) as e:
         fields_of(padded(msg[:30]), np.array([0]), np.array([30]))
@@ -108,39 +119,41 @@ def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
         lens.append(lines.size)
     lo, ll = np.concatenate(offs), np.concatenate(lens)
     lp = np.concatenate([np.full(x.size, i) for i, x in enumerate(offs)])
-    smd = decode(data, str(path))  # a decode builds the table of wanted stats; rebuild it here the same way
-    from kernscope.load.xplane import _planes, _stat_metadata
-    from kernscope.load.xstats import Lookup, field_lut, field_table
+    from kernscope.load.xplane import _event_metadata, _planes, _stat_metadata
+    from kernscope.load.xscan import S_NONE, FieldSpec
+    from kernscope.load.xstats import FIELD_KINDS, Lookup, field_lut, field_table
 
     planes, _ = _planes(buf, len(data), str(path))
     t = _stat_metadata(buf, planes)
     lookup = Lookup(t["plane"].to_numpy(), t["id"].to_numpy())
     table = field_table(t["stat"])
     lut, width = field_lut(t["plane"].to_numpy(), t["id"].to_numpy(), t["stat"])
+    emd, _ = _event_metadata(buf, planes)
+    names = Lookup(emd["plane"].to_numpy(), emd["md"].to_numpy())
 
     def field_of(plane, ids):
         return table[lookup.rows(plane, ids)]
 
-    from kernscope.load.xstats import STAT_FIELDS
-
-    nf = len(STAT_FIELDS)
-    a = scan_lines(buf, lo, ll, lp, field_of, lut, width, nf, native=True)
-    b = scan_lines(buf, lo, ll, lp, field_of, lut, width, nf, native=False)
+    spec = FieldSpec(field_of, lut, width, FIELD_KINDS)
+    a = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=True)
+    b = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=False)
     # outputs too small at first: the scanner grows them and goes on from the line that did not fit
     from kernscope.load import xscan
 
     monkeypatch.setattr(xscan, "EVENTS_PER_BYTE", 1e-9)
-    c = scan_lines(buf, lo, ll, lp, field_of, lut, width, nf, native=True)
+    c = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=True)
     monkeypatch.undo()
-    del smd
-    assert a.unknown == b.unknown > 0
     assert a.native and not b.native
     assert a.unknown == b.unknown > 0 and a.kept == b.kept == c.kept > 0
+    assert (a.ev_name >= 0).all() and a.ev_dur.min() >= 0
     for col in a.__dataclass_fields__:
-        if col in ("col_val", "col_kind"):
-            for x, y, z, k in zip(getattr(a, col), getattr(b, col), getattr(c, col), a.col_kind):
-                has = k > 0  # cells without a stat hold anything
+        if col == "value":
+            for x, y, z, st in zip(a.value, b.value, c.value, a.state):
+                has = st != S_NONE  # cells without a stat hold anything
                 assert np.array_equal(x[has], y[has]) and np.array_equal(z[has], y[has]), col
+        elif col == "state":
+            for x, y, z in zip(a.state, b.state, c.state):
+                assert np.array_equal(x, y) and np.array_equal(z, y), col
         elif col not in ("native", "kept", "unknown"):
             assert np.array_equal(getattr(a, col), getattr(b, col)), col
             assert np.array_equal(getattr(c, col), getattr(b, col)), col
@@ -162,10 +175,14 @@ def test_compiled_scanner_reports_the_offset_of_damage():
     lo, ll = line.off[:1].copy(), line.size[:1].copy()
     bad = buf.copy()
     bad[lo[0] + ll[0] // 2: lo[0] + ll[0] // 2 + 8] = 0xFF  # a run of unterminated varints mid-line
-    lut = np.full(64, -1, dtype=np.int8)
+    from kernscope.load.xscan import FieldSpec
+    from kernscope.load.xstats import FIELD_KINDS, Lookup
+
+    spec = FieldSpec(lambda p, i: np.full(i.size, -1, np.int8), np.full(64, -1, dtype=np.int8), 64, FIELD_KINDS)
+    none = Lookup(np.zeros(1, np.int64), np.zeros(1, np.int64))
     for native in (True, False):
         with pytest.raises(WireError) as e:
-            scan_lines(bad, lo, ll, np.zeros(1, np.int64), lambda p, i: np.full(i.size, -1, np.int8), lut, 64, 16, native=native)
+            scan_lines(bad, lo, ll, np.zeros(1, np.int64), spec, none, none, native=native)
         assert lo[0] <= e.value.offset < lo[0] + ll[0]
 
 
@@ -505,3 +522,78 @@ def test_hlo_columns_equal_through_the_join_fallback(monkeypatch):
     assert a.equals(b)
     gpu = fast.filter(pl.col("cat").cast(pl.String) == "kernel")
     assert gpu["hlo_instruction"].null_count() < gpu.height and gpu["hlo_flops"].drop_nulls().sum() > 0
+
+
+# -- every form a stat may take, in a made-up profile (both readers) -----------------------------
+def _stat(md: int, kind: str, value, field: int = 4) -> bytes:
+    """An XStat as field ``field`` of its owner (XEvent.stats 4, XEventMetadata.stats 5)."""
+    body = _varint(1 << 3) + _varint(md)
+    if kind == "double":
+        body += _varint(2 << 3 | 1) + np.float64(value).tobytes()
+    elif kind in ("u64", "i64", "ref"):
+        body += _varint({"u64": 3, "i64": 4, "ref": 7}[kind] << 3) + _varint(value)
+    elif kind in ("str", "bytes"):
+        body += _field(5 if kind == "str" else 6, value)
+    return _field(field, body)
+
+
+def _event(md: int, offset_ps: int, dur_ps: int, *stats: bytes) -> bytes:
+    return _field(4, _varint(1 << 3) + _varint(md) + _varint(2 << 3) + _varint(offset_ps) + _varint(3 << 3) + _varint(dur_ps)
+                  + b"".join(stats))
+
+
+def _entry(key: int, value: bytes) -> bytes:
+    return _varint(1 << 3) + _varint(key) + _field(2, value)
+
+
+FAR = 2**48  # an id past any flat table (XLA's ids are small; the readers must still find it)
+
+
+def _odd_profile() -> bytes:
+    names = {1: "correlation_id", 2: "hlo_op", 3: "theoretical_occupancy_pct", 4: "step_num", 5: "kernel_details",
+             6: "fusion.1", 7: "hlo_module", 8: "jit_step", FAR: "far_name"}
+    smd = b"".join(_field(5, _entry(i, _varint(1 << 3) + _varint(i) + _field(2, n.encode()))) for i, n in names.items())
+    md_stat = _stat(7, "ref", 8, field=5)  # the module of all events of this metadata
+    emd = (_field(4, _entry(1, _varint(1 << 3) + _varint(1) + _field(2, b"kern_a") + md_stat))
+           + _field(4, _entry(FAR, _varint(1 << 3) + _varint(FAR) + _field(2, b"kern_far"))))
+    events = [
+        _event(1, 1500, 2499, _stat(1, "u64", 7), _stat(2, "ref", 6), _stat(3, "double", 12.5),
+               _stat(5, "str", b"regs:32 static_shared:0 dynamic_shared:64 grid:1,2,3 block:4,5,6"), _stat(4, "str", b" 42 ")),
+        _event(1, 0, 0, _stat(1, "i64", 2**64 - 5), _stat(1, "str", b"9"), _stat(2, "u64", 17), _stat(3, "u64", 50),
+               _stat(4, "double", 3.0), _stat(7, "str", b"own_module")),
+        _event(FAR, 10_000, 1000, _stat(2, "ref", FAR), _stat(1, "double", float("nan")), _stat(4, "ref", 6),
+               _stat(5, "bytes", b"\x00\x01"), _stat(3, "str", b"not a number")),
+        _event(1, 20_000, 1000, _stat(1, "str", b"12"), _stat(1, "u64", 13), _stat(99, "u64", 1)),
+    ]
+    line = _varint(1 << 3) + _varint(5) + _field(2, b"stream 5") + _varint(3 << 3) + _varint(1000) + b"".join(events)
+    plane = _varint(1 << 3) + _varint(1) + _field(2, b"/device:GPU:0") + _field(3, line) + emd + smd
+    return _field(1, plane)
+
+
+@pytest.mark.parametrize("native", ["0", "1", "tiny"], ids=["compiled", "numpy", "compiled-growing"])
+def test_every_form_of_a_stat_reads_the_same(native, monkeypatch):
+    """Refs (near and far ids), numbers as text, numbers where a string is wanted, inline strings, bytes, a NaN,
+    a later stat of a field replacing an earlier one, metadata stats filling only where an event has none."""
+    from kernscope.load import xscan
+
+    if native == "tiny":  # outputs of one event and one odd stat at first: they grow line by line
+        monkeypatch.setattr(xscan, "MIN_EVENTS", 1)
+        monkeypatch.setattr(xscan, "MIN_ODD", 1)
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1" if native == "1" else "0")
+    ev = decode(_odd_profile(), "odd.xplane.pb").events.sort("ts")
+    got = {c: ev[c].cast(pl.String).to_list() if ev[c].dtype == pl.Categorical else ev[c].to_list()
+           for c in ("name", "ts", "dur", "correlation", "hlo_op", "occupancy_pct", "step_num", "hlo_module",
+                     "registers", "grid_y", "block_z", "dynamic_shared")}
+    assert got == {
+        "name": ["kern_a", "kern_a", "kern_far", "kern_a"],
+        "ts": [1000, 1002, 1010, 1020],  # the line's ns + the offset's ps rounded; the end rounded the same way
+        "dur": [0, 2, 1, 1],
+        "correlation": [9, 7, None, 13],  # a later stat wins; a NaN for an int: null
+        "hlo_op": ["17", "fusion.1", "far_name", None],
+        "occupancy_pct": [50.0, 12.5, None, None],
+        "step_num": [3, 42, None, None],  # text parsed; a ref to a name that is no number: null
+        "hlo_module": ["own_module", "jit_step", None, "jit_step"],  # the metadata's where the event has none
+        "registers": [None, 32, None, None], "grid_y": [None, 2, None, None], "block_z": [None, 6, None, None],
+        "dynamic_shared": [None, 64, None, None],
+    }
+    assert decode(_odd_profile(), "odd.xplane.pb").metadata["xplane"]["unknown_stats"] == 1

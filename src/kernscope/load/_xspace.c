@@ -1,11 +1,12 @@
-/* kernscope's XSpace line scanner: the hot loop of kernscope.load.xplane in C.
+/* kernscope's XSpace readers: the hot loops of kernscope.load.xplane in C.
  *
- * Given the byte spans of XLine messages (found by the Python side), walk each line and every event
- * and stat in it, writing flat columns: per line its id, timestamp_ns and name span; per event its line,
- * metadata id, offset_ps, duration_ps and flags; and the stats that become columns straight into those
- * columns (value, kind, string length). Called through ctypes, once per run of lines that fits the
- * outputs. No allocation, no Python API (a plain shared library built by setuptools; optional: the numpy
- * reader in xscan.py gives the same columns where no compiler was available).
+ * ks_fields lists every field of many protobuf messages (the metadata, the HLO programs: what
+ * protowire.fields_of does with numpy). ks_scan_events walks the XLine messages (their byte spans found by
+ * the Python side), every event and stat in them, writing flat columns: per line its id, timestamp_ns and
+ * name span; per event its line, metadata id, name row, start and duration in ns and flags; and the stats
+ * that become columns straight into typed columns. Called through ctypes. No allocation, no Python API (a
+ * plain shared library built by setuptools; optional: the numpy readers in protowire.py and xscan.py give
+ * the same columns where no compiler was available).
  *
  * Schema (tsl/profiler/protobuf/xplane.proto): XLine id 1, name 2, timestamp_ns 3, events 4,
  * duration_ps 9, display_id 10, display_name 11; XEvent metadata_id 1, offset_ps 2, duration_ps 3,
@@ -15,7 +16,7 @@
 #include <string.h>
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 7; }
+int64_t ks_abi_version(void) { return 8; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -26,9 +27,9 @@ static inline int rd_varint(const uint8_t *b, int64_t *p, int64_t end, uint64_t 
         *p += 1;
         return 0;
     }
+    int64_t i = *p;
     uint64_t v = 0;
     int shift = 0;
-    int64_t i = *p;
     while (i < end && shift < 70) {
         uint8_t c = b[i++];
         v |= (uint64_t)(c & 0x7F) << shift;
@@ -74,34 +75,183 @@ static inline int skip_value(const uint8_t *b, int64_t *p, int64_t end, int wire
     }
 }
 
-/* Stats become columns: a stat whose `lut` entry (per plane `lut_width` entries: stat metadata id -> wanted
- * field, -1 for a stat not read) names field f writes event ev's cell of column f: col_kind[f][ev] its
- * kind, col_val[f][ev] its value (a string's or bytes' offset in the buffer), col_len[f][ev] a string's
- * length (where col_len[f] is given). A later stat of an event overwrites an earlier one of the same field.
- * Stats not read are counted. `line_plane`: each line's plane. The outputs hold `cap_ev` events: when a
- * line would overflow them, the call returns 1 with the counts of the lines done before it (the caller
- * grows the outputs and goes on from that line; the cells that line wrote are written again).
- * out_counts: [lines done, events, stats kept, error offset (-1: none), stats not read] */
-int64_t ks_scan_lines(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
-                      const int64_t *line_plane, const int8_t *lut, int64_t lut_width, int64_t lut_size, int64_t cap_ev,
-                      int64_t *ln_id, int64_t *ln_ts, int64_t *ln_name_off, int64_t *ln_name_len,
-                      int32_t *ev_line, int64_t *ev_md, int64_t *ev_offset, int64_t *ev_dur, uint8_t *ev_flags,
-                      uint64_t **col_val, uint8_t **col_kind, int64_t nfields,
-                      int64_t *out_counts) {
-    int64_t ne = 0, ns = 0, skipped = 0;
-    out_counts[3] = -1;
+/* ---- every field of many messages (kernscope.load.protowire.fields_of) ---------------------------------- */
+
+/* One field at *p (< end): field number, wire type, value (varint / fixed bits; 0 for wire 2), offset (the
+ * payload's for wire 2, else the value's) and size (wire 2's payload, else 0). 0 on success, -1 when the field
+ * does not fit (the same checks as protowire._step: a tag or varint over 10 bytes, field 0, a wire type other
+ * than 0/1/2/5, a length over 2^40 or past the message). */
+static inline int one_field(const uint8_t *b, int64_t *p, int64_t end, int64_t *field, int64_t *wire, uint64_t *value,
+                            int64_t *off, int64_t *size) {
+    uint64_t tag;
+    int64_t q = *p;
+    if (rd_varint(b, &q, end, &tag) || q - *p > 10) return -1;
+    *field = (int64_t)(tag >> 3);
+    *wire = (int64_t)(tag & 7);
+    *value = 0;
+    *size = 0;
+    if (*field == 0) return -1;
+    switch (*wire) {
+    case 0: {
+        int64_t v0 = q;
+        if (rd_varint(b, &q, end, value) || q - v0 > 10) return -1;
+        *off = v0;
+        break;
+    }
+    case 1:
+    case 5: {
+        int w = *wire == 1 ? 8 : 4;
+        if (q + w > end) return -1;
+        uint64_t v = 0;
+        memcpy(&v, b + q, (size_t)w);
+        *value = v;
+        *off = q;
+        q += w;
+        break;
+    }
+    case 2: {
+        uint64_t n;
+        int64_t l0 = q;
+        if (rd_varint(b, &q, end, &n) || q - l0 > 10 || n > ((uint64_t)1 << 40) || n > (uint64_t)(end - q)) return -1;
+        *off = q;
+        *size = (int64_t)n;
+        q += (int64_t)n;
+        break;
+    }
+    default:
+        return -1;
+    }
+    *p = q;
+    return 0;
+}
+
+/* Count the fields of messages [start[i], end[i]): the total, or -1 on bad data (info[0]: the offset). */
+int64_t ks_count_fields(const uint8_t *b, int64_t nbuf, const int64_t *start, const int64_t *end, int64_t nmsg, int64_t *info) {
+    int64_t total = 0;
+    for (int64_t i = 0; i < nmsg; i++) {
+        int64_t p = start[i], e = end[i];
+        while (p < e) {
+            int64_t at = p, f, w, o, s;
+            uint64_t v;
+            if (e > nbuf || one_field(b, &p, e, &f, &w, &v, &o, &s)) { info[0] = at; return -1; }
+            total++;
+        }
+    }
+    return total;
+}
+
+/* The fields of messages [start[i], end[i]) message by message, each message's in file order, into outputs of
+ * `cap` rows (ks_count_fields's total): rows written, or -1 on bad data (info[0]: the offset). */
+int64_t ks_fields(const uint8_t *b, int64_t nbuf, const int64_t *start, const int64_t *end, int64_t nmsg, int64_t cap,
+                  int64_t *o_msg, int64_t *o_field, int64_t *o_wire, uint64_t *o_value, int64_t *o_off, int64_t *o_size,
+                  int64_t *info) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < nmsg; i++) {
+        int64_t p = start[i], e = end[i];
+        while (p < e) {
+            int64_t at = p;
+            if (n >= cap || e > nbuf || one_field(b, &p, e, &o_field[n], &o_wire[n], &o_value[n], &o_off[n], &o_size[n])) {
+                info[0] = at;
+                return -1;
+            }
+            o_msg[n++] = i;
+        }
+    }
+    return n;
+}
+
+/* ---- the events of XLine messages, with their stats as typed columns (kernscope.load.xscan) -------------- */
+
+enum { F_INT = 0, F_FLOAT = 1, F_STR = 2 };
+enum { S_NONE = 0, S_VALUE = 1, S_TEXT = 2, S_NULL = 3 };
+
+/* row of (plane, id) in a flat per-plane table of `width` ids (kernscope.load.xstats.Lookup: its last slot is
+ * "none"), or -1 */
+static inline int64_t flat_row(const int64_t *tab, int64_t width, int64_t size, int64_t plane, uint64_t id) {
+    if (tab == NULL || id >= (uint64_t)width) return -1;
+    int64_t key = plane * width + (int64_t)id;
+    return key < size - 1 ? tab[key] : -1;
+}
+
+/* A stat laid out as XLA writes it (metadata_id, then one value field, nothing else): its metadata id, value
+ * kind and value (a string's offset) in one pass of few branches; 0 for any other layout (the caller then
+ * reads it field by field, which gives the same for this one). */
+static inline int stat_fast(const uint8_t *b, int64_t r, int64_t rend, int64_t *smd, uint8_t *kind, uint64_t *sval,
+                            int64_t *soff) {
+    uint64_t md, x;
+    if (r >= rend || b[r] != 0x08) return 0;
+    r++;
+    if (rd_varint(b, &r, rend, &md)) return 0;
+    if (r == rend) { *smd = (int64_t)md; *kind = K_NONE; return 1; }
+    uint8_t t = b[r++];
+    switch (t) {
+    case 0x11: /* double */
+        if (r + 8 != rend) return 0;
+        memcpy(sval, b + r, 8);
+        *kind = K_DOUBLE;
+        break;
+    case 0x18: case 0x20: case 0x38: /* uint64, int64, ref */
+        if (rd_varint(b, &r, rend, &x) || r != rend) return 0;
+        *sval = x;
+        *kind = t == 0x18 ? K_U64 : t == 0x20 ? K_I64 : K_REF;
+        break;
+    case 0x2a: case 0x32: /* str, bytes */
+        if (rd_varint(b, &r, rend, &x) || x != (uint64_t)(rend - r)) return 0;
+        *soff = r;
+        *kind = t == 0x2a ? K_STR : K_BYTES;
+        break;
+    default:
+        return 0;
+    }
+    *smd = (int64_t)md;
+    return 1;
+}
+
+/* floor((a + 500) / 1000) for a picosecond count read as int64 (two's complement wrap like numpy's) */
+static inline int64_t ps_to_ns(int64_t a) {
+    int64_t x = (int64_t)((uint64_t)a + 500u);
+    int64_t q = x / 1000;
+    return (x % 1000 != 0 && x < 0) ? q - 1 : q;
+}
+
+/* Walk lines line_off[i], line_len[i] (in planes line_plane[i]), every event and stat in them:
+ * - per line: id, timestamp_ns, name span (the display name where the name is empty);
+ * - per event: its line (absolute: line_base + i), metadata id, name row (md_tab: (plane, metadata id) -> event
+ *   metadata row, -1 none, -2 an id past md_tab's width), start and duration in ns (timestamp_ns + offset_ps rounded, the end rounded the
+ *   same way), flags (bit 0: num_occurrences);
+ * - stats typed into columns: `lut` maps (plane, stat metadata id) to a field (-1: not read, counted); field f
+ *   of kind fkind[f] writes event ev's cell of fval[f] (int64, double, or int32 for strings: the stat metadata
+ *   row a ref names, through ref_tab) and fstate[f] (S_VALUE, S_NULL for a value that cannot be one, S_TEXT
+ *   for text to be read by the caller: the stat is appended to the odd list: event (absolute: ev_base + ...),
+ *   field, value kind, raw value or string offset). The last stat of a field wins.
+ * Outputs hold cap_ev events and cap_odd odd stats: when a line would overflow them the call returns 1 with
+ * the counts of the lines before it (the caller grows them and goes on from that line). -1: bad data.
+ * counts: [lines done, events, stats kept, error offset (-1: none), stats not read, odd stats] */
+int64_t ks_scan_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len,
+                       const int64_t *line_plane, int64_t nlines, int64_t line_base, int64_t ev_base,
+                       const int8_t *lut, int64_t lut_width, int64_t lut_size,
+                       const int64_t *ref_tab, int64_t ref_width, int64_t ref_size,
+                       const int64_t *md_tab, int64_t md_width, int64_t md_size,
+                       const int8_t *fkind, int64_t nfields, int64_t cap_ev, int64_t cap_odd,
+                       int64_t *ln_id, int64_t *ln_ts, int64_t *ln_name_off, int64_t *ln_name_len,
+                       int32_t *ev_line, int64_t *ev_md, int32_t *ev_name, int64_t *ev_ts, int64_t *ev_dur, uint8_t *ev_flags,
+                       void **fval, uint8_t **fstate,
+                       int64_t *odd_ev, int8_t *odd_field, uint8_t *odd_kind, uint64_t *odd_val,
+                       int64_t *counts) {
+    int64_t ne = 0, ns = 0, skipped = 0, no = 0;
+    counts[3] = -1;
     for (int64_t li = 0; li < nlines; li++) {
-        int64_t ne0 = ne, ns0 = ns, sk0 = skipped;
-        int64_t p = line_off[li], end = line_off[li] + line_len[li];
+        int64_t ne0 = ne, ns0 = ns, sk0 = skipped, no0 = no;
+        int64_t p = line_off[li], end = line_off[li] + line_len[li], plane = line_plane[li];
         int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
-        if (end > nbuf) { out_counts[3] = line_off[li]; return -1; }
+        if (end > nbuf) { counts[3] = line_off[li]; return -1; }
         while (p < end) {
             int64_t at = p;
             uint64_t tag, val = 0;
             int64_t off = 0, len = 0;
-            if (rd_varint(b, &p, end, &tag)) { out_counts[3] = at; return -1; }
+            if (rd_varint(b, &p, end, &tag)) { counts[3] = at; return -1; }
             int field = (int)(tag >> 3), wire = (int)(tag & 7);
-            if (field == 0 || skip_value(b, &p, end, wire, &val, &off, &len)) { out_counts[3] = at; return -1; }
+            if (field == 0 || skip_value(b, &p, end, wire, &val, &off, &len)) { counts[3] = at; return -1; }
             if (field == 4 && wire == 2) { /* an event */
                 int64_t q = off, qend = off + len;
                 int64_t md = 0, offset = 0, dur = 0;
@@ -112,9 +262,9 @@ int64_t ks_scan_lines(const uint8_t *b, int64_t nbuf, const int64_t *line_off, c
                     int64_t eat = q;
                     uint64_t etag, ev_val = 0;
                     int64_t eoff = 0, elen = 0;
-                    if (rd_varint(b, &q, qend, &etag)) { out_counts[3] = eat; return -1; }
+                    if (rd_varint(b, &q, qend, &etag)) { counts[3] = eat; return -1; }
                     int ef = (int)(etag >> 3), ew = (int)(etag & 7);
-                    if (ef == 0 || skip_value(b, &q, qend, ew, &ev_val, &eoff, &elen)) { out_counts[3] = eat; return -1; }
+                    if (ef == 0 || skip_value(b, &q, qend, ew, &ev_val, &eoff, &elen)) { counts[3] = eat; return -1; }
                     if (ew == 0 && ef == 1) md = (int64_t)ev_val;
                     else if (ew == 0 && ef == 2) offset = (int64_t)ev_val;
                     else if (ew == 0 && ef == 3) dur = (int64_t)ev_val;
@@ -124,13 +274,14 @@ int64_t ks_scan_lines(const uint8_t *b, int64_t nbuf, const int64_t *line_off, c
                         int64_t smd = 0, soff = 0;
                         uint64_t sval = 0;
                         uint8_t kind = K_NONE;
+                        if (stat_fast(b, r, rend, &smd, &kind, &sval, &soff)) r = rend; /* the usual layout */
                         while (r < rend) {
                             int64_t sat = r;
                             uint64_t stag, v = 0;
                             int64_t o = 0, l = 0;
-                            if (rd_varint(b, &r, rend, &stag)) { out_counts[3] = sat; return -1; }
+                            if (rd_varint(b, &r, rend, &stag)) { counts[3] = sat; return -1; }
                             int sf = (int)(stag >> 3), sw = (int)(stag & 7);
-                            if (sf == 0 || skip_value(b, &r, rend, sw, &v, &o, &l)) { out_counts[3] = sat; return -1; }
+                            if (sf == 0 || skip_value(b, &r, rend, sw, &v, &o, &l)) { counts[3] = sat; return -1; }
                             if (sf == 1 && sw == 0) smd = (int64_t)v;
                             else if (sf == 2 && sw == 1) { kind = K_DOUBLE; sval = v; }
                             else if (sf == 3 && sw == 0) { kind = K_U64; sval = v; }
@@ -139,40 +290,77 @@ int64_t ks_scan_lines(const uint8_t *b, int64_t nbuf, const int64_t *line_off, c
                             else if (sf == 6 && sw == 2) { kind = K_BYTES; soff = o; }
                             else if (sf == 7 && sw == 0) { kind = K_REF; sval = v; }
                         }
-                        int64_t key = line_plane[li] * lut_width + smd;
-                        int8_t field = (smd >= 0 && smd < lut_width && key < lut_size) ? lut[key] : -1;
-                        if (field < 0 || field >= nfields) {
-                            skipped++;
-                        } else {
-                            col_val[field][ev] = (kind == K_STR || kind == K_BYTES) ? (uint64_t)soff : sval;
-                            col_kind[field][ev] = kind;
-                            ns++;
+                        int64_t key = plane * lut_width + smd;
+                        int8_t fi = (smd >= 0 && smd < lut_width && key < lut_size) ? lut[key] : -1;
+                        if (fi < 0 || fi >= nfields) { skipped++; continue; }
+                        ns++;
+                        uint8_t st = S_NULL;
+                        int fk = fkind[fi];
+                        if (kind == K_NONE) {
+                            st = S_NONE; /* no value: as if the event had no such stat */
+                        } else if (fk == F_STR) {
+                            if (kind == K_REF && sval >= (uint64_t)ref_width) {
+                                st = S_TEXT; /* an id past the flat table: the caller looks it up */
+                            } else if (kind == K_REF) {
+                                int64_t row = flat_row(ref_tab, ref_width, ref_size, plane, sval);
+                                if (row >= 0) { ((int32_t *)fval[fi])[ev] = (int32_t)row; st = S_VALUE; }
+                            } else if (kind != K_BYTES) st = S_TEXT; /* an inline string, or a number: its text */
+                        } else if (kind == K_STR || kind == K_REF) {
+                            st = S_TEXT; /* a number written as text */
+                        } else if (fk == F_INT) {
+                            if (kind == K_U64 || kind == K_I64) { ((int64_t *)fval[fi])[ev] = (int64_t)sval; st = S_VALUE; }
+                            else if (kind == K_DOUBLE) {
+                                double d;
+                                memcpy(&d, &sval, 8);
+                                if (d == d && d < 9223372036854775808.0 && d > -9223372036854775808.0) {
+                                    ((int64_t *)fval[fi])[ev] = (int64_t)d; st = S_VALUE;
+                                }
+                            }
+                        } else { /* F_FLOAT */
+                            if (kind == K_DOUBLE) { memcpy(&((double *)fval[fi])[ev], &sval, 8); st = S_VALUE; }
+                            else if (kind == K_U64 || kind == K_I64) { ((double *)fval[fi])[ev] = (double)(int64_t)sval; st = S_VALUE; }
                         }
+                        if (st == S_TEXT) {
+                            if (no >= cap_odd) goto full;
+                            odd_ev[no] = ev_base + ev; odd_field[no] = fi; odd_kind[no] = kind;
+                            odd_val[no] = (kind == K_STR) ? (uint64_t)soff : sval;
+                            no++;
+                        }
+                        fstate[fi][ev] = st;
                     }
                 }
-                ev_line[ev] = (int32_t)li; ev_md[ev] = md; ev_offset[ev] = offset; ev_dur[ev] = dur; ev_flags[ev] = flags;
+                ev_line[ev] = (int32_t)(line_base + li); ev_md[ev] = md; ev_flags[ev] = flags;
+                ev_name[ev] = (uint64_t)md >= (uint64_t)md_width ? -2 /* past the flat table: the caller looks it up */
+                                                                  : (int32_t)flat_row(md_tab, md_width, md_size, plane, (uint64_t)md);
+                ev_ts[ev] = offset; ev_dur[ev] = dur; /* picoseconds until the line's timestamp is known */
             } else if (field == 1 && wire == 0) id = (int64_t)val;
             else if (field == 3 && wire == 0) ts = (int64_t)val;
             else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
             else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
         }
-        {
-            ln_id[li] = id; ln_ts[li] = ts;
-            if (name_len > 0 || disp_off < 0) { ln_name_off[li] = name_off; ln_name_len[li] = name_len; }
-            else { ln_name_off[li] = disp_off; ln_name_len[li] = disp_len; }
+        for (int64_t e = ne0; e < ne; e++) { /* times: ns, rounded from ps, the end rounded the same way */
+            uint64_t start = (uint64_t)ts + (uint64_t)ps_to_ns(ev_ts[e]);
+            uint64_t stop = (uint64_t)ts + (uint64_t)ps_to_ns((int64_t)((uint64_t)ev_ts[e] + (uint64_t)ev_dur[e]));
+            ev_ts[e] = (int64_t)start;
+            ev_dur[e] = (int64_t)(stop - start);
         }
-        out_counts[0] = li + 1;
+        ln_id[li] = id; ln_ts[li] = ts;
+        if (name_len > 0 || disp_off < 0) { ln_name_off[li] = name_off; ln_name_len[li] = name_len; }
+        else { ln_name_off[li] = disp_off; ln_name_len[li] = disp_len; }
+        counts[0] = li + 1;
         continue;
     full: /* this line does not fit: report the lines before it */
-        out_counts[0] = li;
-        out_counts[1] = ne0;
-        out_counts[2] = ns0;
-        out_counts[4] = sk0;
+        counts[0] = li;
+        counts[1] = ne0;
+        counts[2] = ns0;
+        counts[4] = sk0;
+        counts[5] = no0;
         return 1;
     }
-    out_counts[1] = ne;
-    out_counts[2] = ns;
-    out_counts[4] = skipped;
+    counts[1] = ne;
+    counts[2] = ns;
+    counts[4] = skipped;
+    counts[5] = no;
     return 0;
 }
 

@@ -16,6 +16,7 @@ what the categorizer's ``[[op_category]]`` rules read for JAX kernels whose name
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from .protowire import Fields, fields_of, packed_varints
 _PLUMBING = {"parameter", "tuple", "get-tuple-element", "constant", "bitcast"}
 SCHEMA = {"hlo_module": pl.String, "instruction": pl.String, "kernel": pl.String, "opcode": pl.String,
           "fusion_kind": pl.String, "target": pl.String, "op_path": pl.String, "desc": pl.String,
-          "flops": pl.Float64, "bytes": pl.Float64, "dtype": pl.String, "op_class": pl.String, "params": pl.String}
+          "row": pl.Int64}
 
 
 def _text(buf: np.ndarray, f: Fields) -> list[str]:
@@ -45,10 +46,41 @@ def _packed(buf: np.ndarray, off: int, size: int) -> list[int]:
     return packed_varints(bytes(buf[off : off + size]))
 
 
-def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> pl.DataFrame:
-    """One row per instruction of every module in ``protos`` (offset, size of each ``HloProto``)."""
+def _packed_lists(buf: np.ndarray, f: Fields) -> dict[int, list[int]]:
+    """The values of packed repeated varint fields ``f``, per message (several fields of a message: appended),
+    decoded at once with numpy."""
+    size = f.size.astype(np.int64)
+    if not size.sum():
+        return {}
+    starts = np.zeros(size.size + 1, dtype=np.int64)
+    np.cumsum(size, out=starts[1:])
+    idx = np.arange(int(starts[-1]), dtype=np.int64) - np.repeat(starts[:-1] - f.off, size)
+    b = buf[idx]
+    last = starts[1:][size > 0] - 1
+    if (b[last] >= 0x80).any():  # a payload that ends inside a varint (damaged): the plain reader drops it
+        out: dict[int, list[int]] = {}
+        for i, o, k in zip(f.msg.tolist(), f.off.tolist(), f.size.tolist()):
+            out.setdefault(i, []).extend(_packed(buf, o, k))
+        return out
+    end = b < 0x80
+    which = np.cumsum(end) - end  # each byte's varint
+    first = np.flatnonzero(np.r_[True, end[:-1]])
+    shift = (np.arange(b.size) - first[which]) * 7
+    values = np.zeros(first.size, dtype=np.uint64)
+    keep = shift < 64
+    np.bitwise_or.at(values, which[keep], (b[keep] & 0x7F).astype(np.uint64) << shift[keep].astype(np.uint64))
+    owner = np.repeat(f.msg, size)[end]
+    out = {}
+    for i, v in zip(owner.tolist(), values.tolist()):
+        out.setdefault(i, []).append(v)
+    return out
+
+
+def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.DataFrame, Works]:
+    """One row per instruction of every module in ``protos`` (offset, size of each ``HloProto``; ``row``: the
+    instruction's number for :meth:`Works.of`), and the work model of those instructions."""
     if not protos:
-        return pl.DataFrame(schema=SCHEMA)
+        return pl.DataFrame(schema=SCHEMA), Works()
     po = np.array([p[0] for p in protos], dtype=np.int64)
     ps = np.array([p[1] for p in protos], dtype=np.int64)
     top = fields_of(buf, po, po + ps, what="HloProto").of(1, 2)
@@ -99,30 +131,64 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> pl.DataFrame
         elif op:
             desc[i] = f"hlo:{op}"
     modules = [mod_name[m] for m in ins_module.tolist()]
-    works = _works(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of)
     out = pl.DataFrame({"hlo_module": modules, "instruction": name, "opcode": opcode, "fusion_kind": kind,
-                        "target": target, "op_path": op_path, "desc": desc,
-                        **{k: [w[k] for w in works] for k in ("flops", "bytes", "dtype", "op_class", "params")}},
+                        "target": target, "op_path": op_path, "desc": desc, "row": np.arange(n, dtype=np.int64)},
                        schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
     out = out.with_columns(pl.col("instruction").str.replace_all(".", "_", literal=True).alias("kernel"))
-    return out.select(list(SCHEMA)).filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first")
+    table = out.select(list(SCHEMA)).filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first")
+    return table, Works(lambda: _model(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of))
 
 
-def _works(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode: list[str | None], ins_module: np.ndarray,
-           ins_comp: np.ndarray, called_of: dict[int, list[int]]) -> list[dict[str, Any]]:
-    """FLOPs and bytes of every instruction (:mod:`.hlo_work`), from shapes, operands and dot dimensions."""
-    from .hlo_work import Instr, work
+#: the work columns :meth:`Works.of` gives (FLOPs, bytes moved, element type, op class, parameters)
+WORK_SCHEMA = {"flops": pl.Float64, "bytes": pl.Float64, "dtype": pl.String, "op_class": pl.String, "params": pl.String}
+
+
+class Works:
+    """FLOPs and bytes of instructions (:mod:`.hlo_work`), from shapes, operands and dot dimensions: computed for
+    the instructions asked for (those the trace's kernels ran), not for every instruction of every module."""
+
+    def __init__(self, model: Callable[[], tuple[Any, ...]] | None = None) -> None:
+        self._build = model  #: builds the model on first use (None: no instruction)
+        self._model: tuple[Any, ...] | None = None
+
+    def of(self, rows: list[int]) -> pl.DataFrame:
+        """``row`` and the :data:`WORK_SCHEMA` columns of the instructions ``rows`` (rows of :func:`instructions`)."""
+        if not rows or self._build is None:
+            return pl.DataFrame(schema={"row": pl.Int64, **WORK_SCHEMA})
+        if self._model is None:
+            self._model = self._build()
+        works = [_work(self._model, r) for r in rows]
+        return pl.DataFrame({"row": rows, **{k: [w[k] for w in works] for k in WORK_SCHEMA}},
+                            schema={"row": pl.Int64, **WORK_SCHEMA})
+
+
+_NO_WORK: dict[str, Any] = {"flops": None, "bytes": None, "dtype": "", "op_class": "", "params": ""}
+
+
+def _work(model: tuple[Any, ...], i: int) -> dict[str, Any]:
+    from .hlo_work import work
+
+    modules, comps, fused, ids, ins_module, ins_comp = model
+    m = int(ins_module[i])
+    if (m, int(ins_comp[i])) in fused:
+        return _NO_WORK
+    try:
+        return work(modules[m], comps[m], int(ids[i]))
+    except (KeyError, IndexError):  # an operand or computation the module does not hold: no model
+        return _NO_WORK
+
+
+def _model(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode: list[str | None], ins_module: np.ndarray,
+           ins_comp: np.ndarray, called_of: dict[int, list[int]]) -> tuple[Any, ...]:
+    """Every instruction's shapes, operands and dot dimensions by module (what :func:`.hlo_work.work` reads)."""
+    from .hlo_work import Instr
 
     ids = np.full(n, -1, dtype=np.int64)
     x = inf.of(35, 0)
     ids[x.msg] = x.value.view(np.int64)
-    spans: list[tuple[int, int] | None] = [None] * n
     sh = inf.of(3, 2)
-    for i, o, k in zip(sh.msg.tolist(), sh.off.tolist(), sh.size.tolist()):
-        spans[i] = (o, k)
-    operands: dict[int, list[int]] = {}
-    for i, o, k in zip(inf.of(36, 2).msg.tolist(), inf.of(36, 2).off.tolist(), inf.of(36, 2).size.tolist()):
-        operands.setdefault(i, []).extend(_packed(buf, o, k))
+    spans: dict[int, tuple[int, int]] = dict(zip(sh.msg.tolist(), zip(sh.off.tolist(), sh.size.tolist())))  # the last
+    operands = _packed_lists(buf, inf.of(36, 2))
     contracting: dict[int, tuple[int, ...]] = {}
     dn = inf.of(30, 2)
     if len(dn):
@@ -134,20 +200,9 @@ def _works(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode:
     comps: dict[int, dict[int, list[int]]] = {}
     for i in range(n):
         m, c = int(ins_module[i]), int(ins_comp[i])
-        modules.setdefault(m, {})[int(ids[i])] = Instr(name[i] or "", opcode[i] or "", spans[i], operands.get(i, []),
+        modules.setdefault(m, {})[int(ids[i])] = Instr(name[i] or "", opcode[i] or "", spans.get(i), operands.get(i, []),
                                                         called_of.get(i, []), contracting.get(i, ()), config[i] or "", buf)
         comps.setdefault(m, {}).setdefault(c, []).append(int(ids[i]))
     # instructions inside a fused computation never run as a kernel of their own: no work of theirs is needed
     fused = {(int(ins_module[i]), c) for i in range(n) if opcode[i] == "fusion" for c in called_of.get(i, [])}
-    none: dict[str, Any] = {"flops": None, "bytes": None, "dtype": "", "op_class": "", "params": ""}
-    out = []
-    for i in range(n):
-        m = int(ins_module[i])
-        if (m, int(ins_comp[i])) in fused:
-            out.append(none)
-            continue
-        try:
-            out.append(work(modules[m], comps[m], int(ids[i])))
-        except (KeyError, IndexError):  # an operand or computation the module does not hold: no model
-            out.append(none)
-    return out
+    return modules, comps, fused, ids, ins_module, ins_comp

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 7
+ABI_VERSION = 8
 
 
 @functools.lru_cache(maxsize=1)
@@ -31,7 +31,8 @@ def _library() -> Any:
                 lib.ks_abi_version.restype = ctypes.c_int64
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
-                lib.ks_scan_lines.restype = ctypes.c_int64
+                for fn in ("ks_scan_events", "ks_count_fields", "ks_fields"):
+                    getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib
             except (OSError, AttributeError):

@@ -18,10 +18,14 @@ its end are clipped to its last byte, and a value so read ends past its message,
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from .native import scanner
 
 #: zero bytes the readers need past the end of the data
 PAD = 16
@@ -139,14 +143,44 @@ def _step(buf: np.ndarray, cur: np.ndarray, end: np.ndarray) -> tuple[np.ndarray
 
 
 def fields_of(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, what: str = "message") -> Fields:
-    """Every field of the messages ``buf[starts[i]:ends[i]]``, all messages at once. Rows come position by
-    position (every message's first field, then every second field, ...), so the fields of one message
-    are in file order and ``msg`` says whose each is.
+    """Every field of the messages ``buf[starts[i]:ends[i]]``, all messages at once: message by message, each
+    message's fields in file order (``msg`` says whose each is). The compiled reader (``ks_fields`` in
+    ``_xspace.c``) lists them where it was built; else, and to word an error, numpy reads.
 
     Raises :class:`WireError` at the first field (by offset) that runs past its message's end.
     """
-    starts = np.asarray(starts, dtype=np.int64)
-    ends = np.asarray(ends, dtype=np.int64)
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    lib = scanner()
+    if lib is not None:
+        found = _fields_native(lib, buf, starts, ends)
+        if found is not None:
+            return found
+    f = _fields_numpy(buf, starts, ends, what)
+    order = np.argsort(f.msg, kind="stable")  # message by message, as the compiled reader gives them
+    return f.select(order)
+
+
+def _fields_native(lib: Any, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields | None:
+    """:func:`fields_of` by the compiled reader: a count, then the rows; None where the data is bad (numpy then
+    reads, and words the error)."""
+    info = np.zeros(1, dtype=np.int64)
+    b = np.ascontiguousarray(buf)
+    args = (ctypes.c_void_p(b.ctypes.data), ctypes.c_int64(b.size), ctypes.c_void_p(starts.ctypes.data),
+            ctypes.c_void_p(ends.ctypes.data), ctypes.c_int64(starts.size))
+    n = int(lib.ks_count_fields(*args, ctypes.c_void_p(info.ctypes.data)))
+    if n < 0:
+        return None
+    cols = [np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint64),
+            np.empty(n, np.int64), np.empty(n, np.int64)]
+    got = int(lib.ks_fields(*args, ctypes.c_int64(n), *(ctypes.c_void_p(c.ctypes.data) for c in cols),
+                            ctypes.c_void_p(info.ctypes.data)))
+    return Fields(*cols) if got == n else None
+
+
+def _fields_numpy(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, what: str) -> Fields:
+    """:func:`fields_of` with numpy: rows position by position (every message's first field, then every second
+    field, ...)."""
     parts: list[tuple[np.ndarray, ...]] = []
     live = np.flatnonzero(starts < ends)
     cur = starts[live]
@@ -241,7 +275,7 @@ def varint_bytes(v: int) -> bytes:
         v >>= 7
 
 
-def packed_varints(data: bytes) -> list[int]:
+def packed_varints(data: bytes | memoryview) -> list[int]:
     """The values of a packed repeated varint field's payload (few values: plain Python)."""
     vals, v, shift = [], 0, 0
     for b in data:
@@ -271,7 +305,13 @@ def _py_varint(mv: memoryview, p: int, end: int, bad: str, at: int) -> tuple[int
 
 def walk(buf: np.ndarray, start: int, end: int, runs: tuple[int, ...] = (), what: str = "message") -> Fields:
     """The fields of the one message ``buf[start:end]``, in order. Repeated length-prefixed fields whose
-    numbers are in ``runs`` are read a run at a time with jump pointers (see the module docstring)."""
+    numbers are in ``runs`` are read a run at a time with jump pointers (see the module docstring); the
+    compiled reader, where built, reads the whole message (and numpy words an error)."""
+    lib = scanner()
+    if lib is not None:
+        found = _fields_native(lib, buf, np.array([start], dtype=np.int64), np.array([end], dtype=np.int64))
+        if found is not None:
+            return found
     rows: list[tuple[int, int, int, int, int]] = []
     run_parts: list[tuple[int, np.ndarray, np.ndarray]] = []
     run_tags = {f: _tag_bytes(f, 2) for f in runs}

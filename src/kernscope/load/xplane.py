@@ -41,9 +41,11 @@ from ..errors import TraceError
 from ..model import RawTrace
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
+from .hlo import Works
 from .protowire import Fields, WireError, as_array, fields_of, walk
-from .xscan import decode_stats, scan_lines
+from .xscan import FieldSpec, decode_stats, scan_lines
 from .xstats import (
+    FIELD_KINDS,
     KERNEL_DETAIL_COLUMNS,
     STAT_FIELDS,
     Lookup,
@@ -229,7 +231,8 @@ def _device_of(plane_name: str) -> int | None:
     return None
 
 
-def _hlo(buf: np.ndarray, md_stat_rows: list[tuple[int, int, int, int]], lookup: Lookup, stat_names: pl.Series) -> pl.DataFrame:
+def _hlo(buf: np.ndarray, md_stat_rows: list[tuple[int, int, int, int]], lookup: Lookup,
+         stat_names: pl.Series) -> tuple[pl.DataFrame, Works]:
     """The HLO instructions of every module whose ``HloProto`` the profile carries (:mod:`.hlo`)."""
     from .hlo import instructions
 
@@ -249,7 +252,7 @@ def _hlo(buf: np.ndarray, md_stat_rows: list[tuple[int, int, int, int]], lookup:
     return instructions(buf, list(zip(payload.off.tolist(), payload.size.tolist())))
 
 
-def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame) -> pl.DataFrame:
+def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works) -> pl.DataFrame:
     """GPU rows get ``hlo_instruction`` and ``hlo_desc`` (what XLA compiled the kernel from: the instruction
     named like the kernel, else the one in its ``hlo_op`` stat) and, where the event has none, the JAX
     ``op_path`` from the instruction's metadata. Joined once per distinct (module, kernel, op)."""
@@ -263,21 +266,21 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame) -> pl.DataFrame:
     d = distinct.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"),
                               pl.col("name").cast(pl.String).str.replace(r"\.kd$", "").alias("_k"),
                               pl.col("hlo_op").cast(pl.String).alias("_o"))
-    work = ["flops", "bytes", "dtype", "op_class", "params"]
     by_kernel = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("kernel").alias("_k"), pl.col("instruction").alias("_i"),
-                           pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"), *work)
+                           pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"), pl.col("row").alias("_r"))
     by_op = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("instruction").alias("_o"), pl.col("instruction").alias("_i2"),
-                       pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"), *(pl.col(c).alias(f"{c}_2") for c in work))
+                       pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"), pl.col("row").alias("_r2"))
     d = (d.join(by_kernel, on=["_m", "_k"], how="left").join(by_op, on=["_m", "_o"], how="left")
          .select(*keys, pl.coalesce("_i", "_i2").cast(pl.Categorical).alias("hlo_instruction"),
                  pl.coalesce("_d", "_d2").cast(pl.Categorical).alias("hlo_desc"),
                  pl.coalesce("_p", "_p2").cast(pl.Categorical).alias("_p"),
-                 # what the instruction computes and moves (the perf model of JAX kernels)
-                 pl.when(pl.col("_i").is_not_null()).then(pl.col("flops")).otherwise(pl.col("flops_2")).alias("hlo_flops"),
-                 pl.when(pl.col("_i").is_not_null()).then(pl.col("bytes")).otherwise(pl.col("bytes_2")).alias("hlo_bytes"),
-                 *(pl.when(pl.col("_i").is_not_null()).then(pl.col(c)).otherwise(pl.col(f"{c}_2")).cast(pl.Categorical)
-                   .alias(f"hlo_{c}") for c in ("dtype", "op_class", "params")))
+                 pl.when(pl.col("_i").is_not_null()).then(pl.col("_r")).otherwise(pl.col("_r2")).alias("_row"))
          .unique(keys, keep="first", maintain_order=True))  # one entry per key (a kernel name twice in a module)
+    # what the instructions the kernels ran compute and move (the perf model of JAX kernels): only theirs
+    done = works.of(sorted(set(d["_row"].drop_nulls().to_list())))
+    d = d.join(done.select(pl.col("row").alias("_row"), pl.col("flops").alias("hlo_flops"), pl.col("bytes").alias("hlo_bytes"),
+                           *(pl.col(c).cast(pl.Categorical).alias(f"hlo_{c}") for c in ("dtype", "op_class", "params"))),
+               on="_row", how="left", maintain_order="left")
     # each GPU row's entry of ``d``, found by its interned codes (integers, null as one more value) combined
     # into one int64 and looked up by binary search in the few distinct keys: no string and no hash per row,
     # and no copy of the table's other columns
@@ -339,8 +342,10 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
         return out
 
     flat = field_lut(smd["plane"].to_numpy(), smd["id"].to_numpy(), stat_names)
-    scan = scan_lines(buf, line_off, line_len, line_plane, field_of, flat[0] if flat else None, flat[1] if flat else 0,
-                      len(STAT_FIELDS))
+    spec = FieldSpec(field_of, flat[0] if flat else None, flat[1] if flat else 0, FIELD_KINDS)
+    emd, md_stat_rows = _event_metadata(buf, planes)
+    md_lookup = Lookup(emd["plane"].to_numpy(), emd["md"].to_numpy())
+    scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup)
     ne = scan.ev_md.size
     ev_plane = line_plane[scan.ev_line] if ne else empty
     per_plane = np.bincount(ev_plane, minlength=len(planes)) if ne else np.zeros(len(planes), np.int64)
@@ -349,7 +354,6 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
         names = ", ".join(p.name for p in planes[:8]) or "none"
         raise TraceError(path, f"this JAX/XLA profile has no GPU plane with events (planes: {names}); it was recorded "
                                "without a GPU (CPU or TPU only), or before any GPU work ran")
-    emd, md_stat_rows = _event_metadata(buf, planes)
     # stats -> columns: the events' own, and where an event has none of a field, its metadata's
     unknown = scan.unknown
     if md_stat_rows:
@@ -363,18 +367,12 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
             ev = pl.DataFrame({"plane": ev_plane, "md": scan.ev_md, "_e": np.arange(ne)})
             pairs = owners.join(ev, on=["plane", "md"]).sort("_e", "_w")
             i, e = pairs["_w"].to_numpy(), pairs["_e"].to_numpy()
-            place(e, s_field[i], s_kind[i], s_val[i], scan.col_val, scan.col_kind)
-    cols = columns(buf, scan.col_val, scan.col_kind, ev_plane, stat_names, stat_lookup)
-    # times: ns, rounded from ps
-    line_ts = scan.ln_ts
-    start_ns = line_ts[scan.ev_line] + (scan.ev_offset + 500) // 1000
-    end_ns = line_ts[scan.ev_line] + (scan.ev_offset + scan.ev_dur + 500) // 1000
-    dur_ns = end_ns - start_ns
+            place(e, s_field[i], s_kind[i], s_val[i], mp[i], scan, stat_lookup)
+    cols = columns(buf, scan, ev_plane, stat_names, stat_lookup)
+    start_ns, dur_ns = scan.ev_ts, scan.ev_dur  # ns, rounded from ps
     # names: the event metadata of (plane, md), as codes into its name list
-    md_lookup = Lookup(emd["plane"].to_numpy(), emd["md"].to_numpy())
-    name_row = md_lookup.rows(ev_plane, scan.ev_md)
     md_names = emd["name"].fill_null("<unnamed>").to_list() + ["<unnamed>"]
-    name_row = np.where(name_row < 0, len(md_names) - 1, name_row)
+    name_row = np.where(scan.ev_name < 0, len(md_names) - 1, scan.ev_name)
     ev_dev = device[ev_plane] if ne else empty
     is_gpu = ev_dev >= 0
     plane_stats = {p.index: _plane_stats(buf, p, smd) for p in planes}
@@ -436,7 +434,7 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
     occurrences = (scan.ev_flags & 1).astype(bool)
     if occurrences.any():
         table = table.filter(pl.Series(~occurrences))
-    table = _with_hlo(table, _hlo(buf, md_stat_rows, stat_lookup, stat_names))
+    table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names))
     # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
     # null literal each, which takes no memory
     empty_cols = [c for c in table.columns if table.height and table[c].null_count() == table.height]

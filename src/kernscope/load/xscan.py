@@ -11,12 +11,15 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .native import scanner
 from .protowire import WireError, fields_of, walk
+
+if TYPE_CHECKING:
+    from .xstats import Lookup
 
 #: stat value kinds (``col_kind``): the XStat value field number minus one; 0: no stat
 K_NONE, K_DOUBLE, K_U64, K_I64, K_STR, K_BYTES, K_REF = range(7)
@@ -24,12 +27,208 @@ K_NONE, K_DOUBLE, K_U64, K_I64, K_STR, K_BYTES, K_REF = range(7)
 FieldOf = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
+#: a cell's state (``LineScan.state``): no stat, a value, text still to be read (the stat is in the odd list),
+#: a stat whose value cannot be one (a non-finite double for an int, bytes, a ref to no name)
+S_NONE, S_VALUE, S_TEXT, S_NULL = range(4)
+#: a field's kind (``FieldSpec.kinds``): an int64, a float64, or a string (an int32 row of the stat metadata)
+F_INT, F_FLOAT, F_STR = range(3)
+_VALUE_TYPES = {F_INT: np.int64, F_FLOAT: np.float64, F_STR: np.int32}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """Which stats become which columns: ``field_of(plane, metadata id)`` -> field (int8; -1: not read), the same
+    map as a flat table for the compiled scanner (``lut[plane * width + id]``; None: numpy reads), and each
+    field's kind (``F_*``)."""
+
+    field_of: FieldOf
+    lut: np.ndarray | None
+    width: int
+    kinds: np.ndarray  #: int8 per field
+
+
 @dataclass
 class LineScan:
-    """Per line: id, timestamp (ns), name span. Per event: its line, metadata id, offset and duration (ps),
-    flags (bit 0: an aggregated event with ``num_occurrences``). Per wanted field and event, the last such
-    stat of the event: its kind (``K_*``, 0: none) and value (uint64: raw bits of a double; an int; a ref
-    id; a string's offset: its length is the varint before it, see :func:`lengths_before`)."""
+    """Per line: id, timestamp (ns), name span. Per event: its line, metadata id, name (the row of its event
+    metadata, -1: none), start and duration (ns: the line's timestamp plus the offset in ps, rounded; the end
+    rounded the same way), flags (bit 0: an aggregated event with ``num_occurrences``). Per field and event,
+    the last such stat of the event: ``state`` (``S_*``) and ``value`` (int64, float64, or for a string the
+    int32 row of the stat metadata a ref names). Stats to be read as text (inline strings, numbers written as
+    text, numbers where a string is wanted) are listed in ``odd_*``, in stat order (the last of an event's
+    field wins; only cells still in ``S_TEXT`` take it): the event, field, value kind (``K_*``) and raw
+    value (a string's offset: its length is the varint before it, see :func:`lengths_before`)."""
+
+    ln_id: np.ndarray
+    ln_ts: np.ndarray
+    ln_name_off: np.ndarray
+    ln_name_len: np.ndarray
+    ev_line: np.ndarray
+    ev_md: np.ndarray
+    ev_name: np.ndarray
+    ev_ts: np.ndarray
+    ev_dur: np.ndarray
+    ev_flags: np.ndarray
+    value: list[np.ndarray]
+    state: list[np.ndarray]
+    odd_ev: np.ndarray
+    odd_field: np.ndarray
+    odd_kind: np.ndarray
+    odd_val: np.ndarray
+    native: bool
+    kept: int = 0  #: stats read into the columns
+    unknown: int = 0  #: stats not read (no wanted field)
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray, spec: FieldSpec,
+               refs: Lookup, names: Lookup, *, native: bool | None = None) -> LineScan:
+    """Scan the lines at ``line_off``/``line_len`` (int64) of ``buf``, in planes ``line_plane``; keep the stats
+    ``spec`` maps to a field, typed by the field's kind (refs resolved to rows of ``refs``, the stat metadata);
+    name each event by its row in ``names`` (the event metadata). ``native``: force a reader (None: the compiled
+    one when available and ``spec`` has its flat table)."""
+    lib = scanner() if native in (None, True) and spec.lut is not None else None
+    if native and lib is None:
+        raise RuntimeError("the compiled XSpace scanner is not available")
+    line_off = np.ascontiguousarray(line_off, dtype=np.int64)
+    line_len = np.ascontiguousarray(line_len, dtype=np.int64)
+    line_plane = np.ascontiguousarray(line_plane, dtype=np.int64)
+    if lib is None:
+        return _scan_numpy(buf, line_off, line_len, line_plane, spec, refs, names)
+    return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names)
+
+
+#: first guess of the outputs' size, per byte of line: events (one per ~100 bytes in real profiles), odd stats
+#: (few in real profiles); the outputs grow (doubling) when a profile holds more
+EVENTS_PER_BYTE = 1 / 48
+ODD_PER_BYTE = 1 / 4096
+#: the smallest first outputs (events, odd stats)
+MIN_EVENTS, MIN_ODD = 1024, 64
+
+
+def _fields_of(cap: int, kinds: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    # states start at 0 (no stat): zeroed pages cost nothing until written, and a field no event has stays so
+    return [np.zeros(cap, _VALUE_TYPES[int(k)]) for k in kinds], [np.zeros(cap, np.uint8) for _ in kinds]
+
+
+def _grown(a: np.ndarray, n: int, cap: int) -> np.ndarray:
+    out = np.zeros(cap, a.dtype)
+    out[:n] = a[:n]
+    return out
+
+
+def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
+                 spec: FieldSpec, refs: Lookup, names: Lookup) -> LineScan:
+    """The compiled scanner, line by line into outputs that grow when a line does not fit."""
+    assert spec.lut is not None
+    n = line_off.size
+    nf = spec.kinds.size
+    lut = np.ascontiguousarray(spec.lut, dtype=np.int8)
+    kinds = np.ascontiguousarray(spec.kinds, dtype=np.int8)
+    (ref_tab, ref_width), (md_tab, md_width) = refs.flat_table(), names.flat_table()
+    ln = [np.empty(n, np.int64) for _ in range(4)]
+    ev_types = (np.int32, np.int64, np.int32, np.int64, np.int64, np.uint8)
+    size = int(line_len.sum())
+    cap, cap_odd = max(MIN_EVENTS, int(size * EVENTS_PER_BYTE)), max(MIN_ODD, int(size * ODD_PER_BYTE))
+    ev = [np.empty(cap, t) for t in ev_types]
+    val, state = _fields_of(cap, kinds)
+    odd = [np.empty(cap_odd, t) for t in (np.int64, np.int8, np.uint8, np.uint64)]
+    counts = np.zeros(6, dtype=np.int64)
+    line0 = ne = no = kept = unknown = 0
+    vp_t, sp_t = ctypes.c_void_p * nf, ctypes.c_void_p * nf
+    while True:
+        vp = vp_t(*(a[ne:].ctypes.data for a in val))
+        sp = sp_t(*(a[ne:].ctypes.data for a in state))
+        rc = lib.ks_scan_events(
+            _ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off[line0:]), _ptr(line_len[line0:]), _ptr(line_plane[line0:]),
+            ctypes.c_int64(n - line0), ctypes.c_int64(line0), ctypes.c_int64(ne),
+            _ptr(lut), ctypes.c_int64(spec.width), ctypes.c_int64(lut.size),
+            _ptr(ref_tab), ctypes.c_int64(ref_width), ctypes.c_int64(ref_tab.size),
+            _ptr(md_tab), ctypes.c_int64(md_width), ctypes.c_int64(md_tab.size),
+            _ptr(kinds), ctypes.c_int64(nf), ctypes.c_int64(min(cap - ne, 2**31 - 1)), ctypes.c_int64(cap_odd - no),
+            *(_ptr(a[line0:]) for a in ln), *(_ptr(a[ne:]) for a in ev), vp, sp, *(_ptr(a[no:]) for a in odd), _ptr(counts))
+        if rc < 0:
+            raise WireError("a field of an event line does not fit in it", int(counts[3]))
+        line0, ne, no = line0 + int(counts[0]), ne + int(counts[1]), no + int(counts[5])
+        kept, unknown = kept + int(counts[2]), unknown + int(counts[4])
+        if rc == 0:
+            break
+        # a line did not fit: grow what was full and go on from it (the cells it wrote are written again)
+        need = int(line_len[line0]) // 2 + 1  # an event, and a stat, takes at least 2 bytes of its line
+        if cap - ne < need:
+            cap = max(cap * 2, ne + need)
+            ev = [_grown(a, ne, cap) for a in ev]
+            val = [_grown(a, ne, cap) for a in val]
+            state = [_grown(a, ne, cap) for a in state]
+        if cap_odd - no < need:
+            cap_odd = max(cap_odd * 2, no + need)
+            odd = [_grown(a, no, cap_odd) for a in odd]
+    ev_name = ev[2][:ne].astype(np.int64)
+    far = np.flatnonzero(ev_name == -2)  # metadata ids past the flat table
+    if far.size:
+        ev_name[far] = names.rows(line_plane[ev[0][far]], ev[1][far])
+    return LineScan(ln_id=ln[0], ln_ts=ln[1], ln_name_off=ln[2], ln_name_len=ln[3], ev_line=ev[0][:ne].astype(np.int64),
+                    ev_md=ev[1][:ne], ev_name=ev_name, ev_ts=ev[3][:ne], ev_dur=ev[4][:ne],
+                    ev_flags=ev[5][:ne], value=[a[:ne] for a in val], state=[a[:ne] for a in state],
+                    odd_ev=odd[0][:no], odd_field=odd[1][:no].astype(np.int64), odd_kind=odd[2][:no], odd_val=odd[3][:no],
+                    native=True, kept=kept, unknown=unknown)
+
+
+def typed(fkind: int, kind: np.ndarray, raw: np.ndarray, plane: np.ndarray, refs: Lookup) -> tuple[np.ndarray, np.ndarray]:
+    """Stats of one field (their value kinds ``K_*`` and raw values as the scanner reads them) as the field's
+    typed ``value`` and ``state`` (what the compiled scanner writes): numbers of the field's type, refs to
+    rows of ``refs`` (the stat metadata of ``plane``), text left for later (``S_TEXT``)."""
+    is_int = (kind == K_U64) | (kind == K_I64)
+    is_dbl = kind == K_DOUBLE
+    text = (kind == K_STR) | (kind == K_REF)
+    state = np.where(kind == K_NONE, S_NONE, S_NULL).astype(np.uint8)
+    if fkind == F_STR:
+        value = np.zeros(kind.size, np.int32)
+        ref = np.flatnonzero(kind == K_REF)
+        rows = refs.rows(plane[ref], raw[ref].view(np.int64)) if ref.size else np.zeros(0, np.int64)
+        value[ref] = np.maximum(rows, 0).astype(np.int32)
+        state[ref] = np.where(rows >= 0, S_VALUE, S_NULL)
+        state[(kind == K_STR) | is_int | is_dbl] = S_TEXT
+        return value, state
+    d = raw.view(np.float64)
+    if fkind == F_FLOAT:
+        value = np.where(is_dbl, d, raw.view(np.int64).astype(np.float64))
+        state[is_dbl | is_int] = S_VALUE
+    else:
+        with np.errstate(invalid="ignore"):
+            okd = is_dbl & np.isfinite(d) & (np.abs(d) < 2.0**63)
+            value = np.where(okd, np.where(okd, d, 0).astype(np.int64), raw.view(np.int64))
+        state[is_int | okd] = S_VALUE
+    state[text] = S_TEXT
+    return value, state
+
+
+def _scan_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
+                spec: FieldSpec, refs: Lookup, names: Lookup) -> LineScan:
+    cells = _cells_numpy(buf, line_off, line_len, line_plane, spec.field_of, spec.kinds.size)
+    ts = cells.ln_ts[cells.ev_line]
+    start = ts + (cells.ev_offset + 500) // 1000
+    end = ts + (cells.ev_offset + cells.ev_dur + 500) // 1000
+    plane = line_plane[cells.ev_line]
+    value, state, odd = [], [], []
+    for i, fk in enumerate(spec.kinds.tolist()):
+        v, st = typed(fk, cells.col_kind[i], cells.col_val[i], plane, refs)
+        value.append(v)
+        state.append(st)
+        ev = np.flatnonzero(st == S_TEXT)
+        odd.append((ev, np.full(ev.size, i, np.int64), cells.col_kind[i][ev], cells.col_val[i][ev]))
+    o = ([np.concatenate([x[k] for x in odd]) for k in range(4)] if odd
+         else [np.zeros(0, t) for t in (np.int64, np.int64, np.uint8, np.uint64)])
+    return LineScan(cells.ln_id, cells.ln_ts, cells.ln_name_off, cells.ln_name_len, cells.ev_line, cells.ev_md,
+                    names.rows(plane, cells.ev_md), start, end - start, cells.ev_flags, value, state, odd_ev=o[0],
+                    odd_field=o[1], odd_kind=o[2], odd_val=o[3], native=False, kept=cells.kept, unknown=cells.unknown)
+
+
+@dataclass
+class _Cells:
+    """The numpy reader's scan: per field and event the last stat's kind and raw value."""
 
     ln_id: np.ndarray
     ln_ts: np.ndarray
@@ -42,80 +241,8 @@ class LineScan:
     ev_flags: np.ndarray
     col_val: list[np.ndarray]
     col_kind: list[np.ndarray]
-    native: bool
-    kept: int = 0  #: stats read into the columns
-    unknown: int = 0  #: stats not read (no wanted field)
-
-
-def _ptr(a: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(a.ctypes.data)
-
-
-def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray, field_of: FieldOf,
-               lut: np.ndarray | None, width: int, nfields: int, *, native: bool | None = None) -> LineScan:
-    """Scan the lines at ``line_off``/``line_len`` (int64) of ``buf``, in planes ``line_plane``; keep the stats
-    that ``field_of(plane, metadata id)`` maps to a field (int8, below ``nfields``; -1: not read). ``lut`` is
-    the same map as a flat table (``plane * width + id``) for the compiled scanner, or None (then numpy
-    reads). ``native``: force a reader (None: the compiled one when available)."""
-    lib = scanner() if native in (None, True) and lut is not None else None
-    if native and lib is None:
-        raise RuntimeError("the compiled XSpace scanner is not available")
-    line_off = np.ascontiguousarray(line_off, dtype=np.int64)
-    line_len = np.ascontiguousarray(line_len, dtype=np.int64)
-    line_plane = np.ascontiguousarray(line_plane, dtype=np.int64)
-    if lib is None:
-        return _scan_numpy(buf, line_off, line_len, line_plane, field_of, nfields)
-    assert lut is not None
-    return _scan_native(lib, buf, line_off, line_len, line_plane, np.ascontiguousarray(lut, dtype=np.int8), width, nfields)
-
-
-#: first guess of the outputs' size, per byte of line: events (one per ~100 bytes in real profiles); the
-#: outputs grow (doubling) when a profile holds more
-EVENTS_PER_BYTE = 1 / 48
-
-
-def _columns_of(cap: int, nfields: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    # kinds start at 0 (no stat): zeroed pages cost nothing until written
-    return [np.empty(cap, np.uint64) for _ in range(nfields)], [np.zeros(cap, np.uint8) for _ in range(nfields)]
-
-
-def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
-                 lut: np.ndarray, width: int, nf: int) -> LineScan:
-    """The compiled scanner, line by line into outputs that grow when a line does not fit."""
-    n = line_off.size
-    ln = [np.empty(n, np.int64) for _ in range(4)]
-    ev_types = (np.int32, np.int64, np.int64, np.int64, np.uint8)
-    cap = max(1024, int(int(line_len.sum()) * EVENTS_PER_BYTE))
-    ev = [np.empty(cap, t) for t in ev_types]
-    val, kind = _columns_of(cap, nf)
-    counts = np.zeros(5, dtype=np.int64)
-    line0 = ne = kept = unknown = 0
-    u64p, u8p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint8)
-    while True:
-        vp = (u64p * nf)(*(ctypes.cast(_ptr(a[ne:]), u64p) for a in val))
-        kp = (u8p * nf)(*(ctypes.cast(_ptr(a[ne:]), u8p) for a in kind))
-        rc = lib.ks_scan_lines(
-            _ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off[line0:]), _ptr(line_len[line0:]), ctypes.c_int64(n - line0),
-            _ptr(line_plane[line0:]), _ptr(lut), ctypes.c_int64(width), ctypes.c_int64(lut.size),
-            ctypes.c_int64(min(cap - ne, 2**31 - 1)), *(_ptr(a[line0:]) for a in ln), *(_ptr(a[ne:]) for a in ev),
-            vp, kp, ctypes.c_int64(nf), _ptr(counts))
-        if rc < 0:
-            raise WireError("a field of an event line does not fit in it", int(counts[3]))
-        done, got = int(counts[0]), int(counts[1])
-        ev[0][ne:ne + got] += line0  # line numbers were counted from this call's first line
-        line0, ne, kept, unknown = line0 + done, ne + got, kept + int(counts[2]), unknown + int(counts[4])
-        if rc == 0:
-            break
-        cap *= 2  # a line did not fit: grow and go on from it (the cells it wrote are written again)
-        ev = [np.concatenate([a[:ne], np.empty(cap - ne, a.dtype)]) for a in ev]
-        v2, k2 = _columns_of(cap, nf)
-        for old, new in ((val, v2), (kind, k2)):
-            for a, b in zip(old, new):
-                b[:ne] = a[:ne]
-        val, kind = v2, k2
-    return LineScan(ln_id=ln[0], ln_ts=ln[1], ln_name_off=ln[2], ln_name_len=ln[3], ev_line=ev[0][:ne].astype(np.int64),
-                    ev_md=ev[1][:ne], ev_offset=ev[2][:ne], ev_dur=ev[3][:ne], ev_flags=ev[4][:ne],
-                    col_val=[a[:ne] for a in val], col_kind=[a[:ne] for a in kind], native=True, kept=kept, unknown=unknown)
+    kept: int
+    unknown: int
 
 
 def _last(n: int, msg: np.ndarray, values: np.ndarray, default: int = 0) -> np.ndarray:
@@ -137,8 +264,8 @@ def _last_rows(msg: np.ndarray) -> np.ndarray:
     return mask
 
 
-def _scan_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
-                field_of: FieldOf, nfields: int) -> LineScan:
+def _cells_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
+                 field_of: FieldOf, nfields: int) -> _Cells:
     n = line_off.size
     ln = {k: np.zeros(n, np.int64) for k in ("id", "ts", "name_off", "name_len")}
     ev_off, ev_len, ev_line = [], [], []
@@ -172,7 +299,8 @@ def _scan_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, lin
     event = st.msg.astype(np.int64)
     st_field = field_of(line_plane[ev_line_all[event]], md).astype(np.int64)
     n_kept = int(np.count_nonzero(st_field >= 0))
-    val, kinds = _columns_of(ne, nfields)
+    val = [np.zeros(ne, np.uint64) for _ in range(nfields)]
+    kinds = [np.zeros(ne, np.uint8) for _ in range(nfields)]
     for i in range(nfields):
         m = np.flatnonzero(st_field == i)
         if m.size == 0:
@@ -182,8 +310,8 @@ def _scan_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, lin
         m, rows = m[last], rows[last]
         val[i][rows] = value[m]
         kinds[i][rows] = kind[m]
-    return LineScan(ln["id"], ln["ts"], ln["name_off"], ln["name_len"], ev_line_all, cols["md"], cols["offset"], cols["dur"],
-                    flags, val, kinds, False, n_kept, int(st_field.size - n_kept))
+    return _Cells(ln["id"], ln["ts"], ln["name_off"], ln["name_len"], ev_line_all, cols["md"], cols["offset"], cols["dur"],
+                  flags, val, kinds, n_kept, int(st_field.size - n_kept))
 
 
 def lengths_before(buf: np.ndarray, off: np.ndarray) -> np.ndarray:

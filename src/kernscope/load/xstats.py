@@ -15,9 +15,24 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
-from .xscan import K_DOUBLE, K_I64, K_REF, K_STR, K_U64, lengths_before
+from .xscan import (
+    F_FLOAT,
+    F_INT,
+    F_STR,
+    K_DOUBLE,
+    K_I64,
+    K_REF,
+    K_STR,
+    K_U64,
+    S_NONE,
+    S_NULL,
+    S_TEXT,
+    S_VALUE,
+    LineScan,
+    lengths_before,
+    typed,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,8 @@ STAT_FIELDS: tuple[StatField, ...] = (
     StatField("requested_bytes", "requested_bytes", "int"),
     StatField("allocator_name", "allocator_name", "str"),
 )
+#: each field's kind as the scanners read it (``xscan.F_*``)
+FIELD_KINDS = np.array([{"int": F_INT, "float": F_FLOAT, "str": F_STR}[f.kind] for f in STAT_FIELDS], dtype=np.int8)
 #: parsed from ``kernel_details`` ("regs:154 static_shared:0 dynamic_shared:98328 grid:128,1,1 block:128,1,1
 #: occ_pct:12.5"; AMD: "grid:.. block:.. private_mem:0 group_mem:49280 occ_pct:0")
 KERNEL_DETAIL_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
@@ -53,8 +70,20 @@ KERNEL_DETAIL_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "bl
 _DTYPE = {"int": pl.Int64, "float": pl.Float64, "str": pl.Categorical}
 
 
+#: up to this many strings, :func:`texts` decodes each in Python (cheaper than pyarrow's first use, ~0.1 s)
+FEW_TEXTS = 1 << 16
+
+
 def texts(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> pl.Series:
-    """Payloads as a string Series, gathered with numpy (no Python object per string)."""
+    """Payloads as a string Series (invalid UTF-8 replaced): few decoded in Python, many gathered with numpy
+    into one Arrow buffer (no Python object per string)."""
+    if off.size <= FEW_TEXTS:
+        raw = buf.data if buf.flags.c_contiguous else buf.tobytes()
+        mv = memoryview(raw).cast("B")
+        return pl.Series([bytes(mv[o : o + k]).decode("utf-8", "replace") for o, k in zip(off.tolist(), size.tolist())],
+                         dtype=pl.String)
+    import pyarrow as pa
+
     size = size.astype(np.int64)
     offsets = np.zeros(size.size + 1, dtype=np.int64)
     np.cumsum(size, out=offsets[1:])
@@ -81,6 +110,7 @@ class Lookup:
 
     def __init__(self, plane: np.ndarray, ids: np.ndarray) -> None:
         self.n = ids.size
+        self.plane, self.ids = plane.astype(np.int64), ids.astype(np.int64)
         self.width = int(ids.max()) + 1 if ids.size else 0
         planes = int(plane.max()) + 1 if plane.size else 0
         self.flat = ids.size > 0 and int(ids.min()) >= 0 and self.width * planes <= 1 << 24
@@ -88,6 +118,18 @@ class Lookup:
             self.table = np.full(self.width * planes + 1, -1, dtype=np.int64)  # the last slot: "none"
             self.table[plane * self.width + ids] = np.arange(ids.size)
         self.frame = pl.DataFrame({"plane": plane, "id": ids, "_i": np.arange(ids.size)})
+
+    def flat_table(self, limit: int = 1 << 20) -> tuple[np.ndarray, int]:
+        """A flat ``plane * width + id`` -> row table of the ids below ``limit`` (its last slot: "none"), and its
+        width, for the compiled scanner (which leaves an id past the width to :meth:`rows`)."""
+        if self.flat:
+            return self.table, self.width
+        small = np.flatnonzero((self.ids >= 0) & (self.ids < limit))
+        width = int(self.ids[small].max()) + 1 if small.size else 0
+        planes = int(self.plane.max()) + 1 if self.plane.size else 0
+        table = np.full(width * planes + 1, -1, dtype=np.int64)
+        table[self.plane[small] * width + self.ids[small]] = small
+        return table, width
 
     def rows(self, plane: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """The row of each (plane, id); -1 when there is none."""
@@ -133,76 +175,90 @@ def nulls(n: int, dtype: Any) -> pl.Series:
     return out
 
 
-def place(rows: np.ndarray, field: np.ndarray, kind: np.ndarray, value: np.ndarray, val: list[np.ndarray],
-          kinds: list[np.ndarray]) -> None:
-    """Write stats (owner ``rows`` in order, ``field`` indices) into the columns where a row has no stat of
-    that field yet (the columns' own stats win; of several stats here, the last)."""
-    for i in range(len(val)):
+def place(rows: np.ndarray, field: np.ndarray, kind: np.ndarray, raw: np.ndarray, plane: np.ndarray, scan: LineScan,
+          refs: Lookup) -> None:
+    """Write stats of event metadata into the scan's cells where an event has no stat of that field (the
+    events' own stats win; of several here, the last): ``rows`` the owner events (in order), ``field`` their
+    :data:`STAT_FIELDS` index, ``kind``/``raw`` their value kind and raw value, ``plane`` their plane."""
+    odd: list[tuple[np.ndarray, ...]] = []
+    for i, fk in enumerate(FIELD_KINDS.tolist()):
         m = np.flatnonzero(field == i)
         if m.size == 0:
             continue
         r = rows[m]
         last = np.append(r[1:] != r[:-1], True)
         m, r = m[last], r[last]
-        free = kinds[i][r] == 0
+        free = scan.state[i][r] == S_NONE
         m, r = m[free], r[free]
-        val[i][r] = value[m]
-        kinds[i][r] = kind[m]
+        value, state = typed(fk, kind[m], raw[m], plane[m], refs)
+        scan.value[i][r] = value
+        scan.state[i][r] = state
+        t = state == S_TEXT
+        odd.append((r[t], np.full(int(t.sum()), i, np.int64), kind[m][t], raw[m][t]))
+    if odd:
+        scan.odd_ev, scan.odd_field, scan.odd_kind, scan.odd_val = (
+            np.concatenate([a, *(o[k] for o in odd)]) for k, a in
+            enumerate((scan.odd_ev, scan.odd_field, scan.odd_kind, scan.odd_val)))
 
 
-def columns(buf: np.ndarray, val: list[np.ndarray], kinds: list[np.ndarray], plane: np.ndarray, stat_names: pl.Series,
-            lookup: Lookup) -> dict[str, pl.Series]:
-    """One column per :data:`STAT_FIELDS` entry from the scanned cells (``plane``: each row's plane, for
-    refs): null where a row has no such stat; numbers written as text parsed; refs resolved to the name
-    they point at (a categorical gathered from the stat names: no Python string per row)."""
+def _last_of_each(ev: np.ndarray) -> np.ndarray:
+    """Positions of the last entry of each distinct value of ``ev`` (entries in order)."""
+    if ev.size < 2:
+        return np.arange(ev.size)
+    _, first_from_end = np.unique(ev[::-1], return_index=True)
+    return ev.size - 1 - first_from_end
+
+
+def _odd_texts(buf: np.ndarray, kind: np.ndarray, raw: np.ndarray, plane: np.ndarray, stat_names: pl.Series,
+               refs: Lookup) -> pl.Series:
+    """Stats read as text: inline strings, refs (the name they point at; null for none), numbers (decimal)."""
+    out = nulls(kind.size, pl.String)
+    s = np.flatnonzero(kind == K_STR)
+    if s.size:
+        at = raw[s].view(np.int64)
+        out = out.scatter(s, texts(buf, at, lengths_before(buf, at)))
+    r = np.flatnonzero(kind == K_REF)
+    if r.size:
+        rows = refs.rows(plane[r], raw[r].view(np.int64))
+        ok = rows >= 0
+        if ok.any():
+            out = out.scatter(r[ok], stat_names.gather(pl.Series(rows[ok])))
+    num = np.flatnonzero((kind == K_U64) | (kind == K_I64) | (kind == K_DOUBLE))
+    if num.size:  # a number where a string was expected (rare): its decimal text
+        shown = [repr(float(d)) if k == K_DOUBLE else str(int(i)) for k, i, d in
+                 zip(kind[num].tolist(), raw[num].view(np.int64).tolist(), raw[num].view(np.float64).tolist())]
+        out = out.scatter(num, pl.Series(shown, dtype=pl.String))
+    return out
+
+
+def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.Series, refs: Lookup) -> dict[str, pl.Series]:
+    """One column per :data:`STAT_FIELDS` entry from the scan's typed cells (``plane``: each event's plane,
+    for refs): null where an event has no such stat; numbers written as text parsed; strings a categorical
+    gathered from the stat names (refs: a row each) and the few inline strings (no Python string per row)."""
     out: dict[str, pl.Series] = {}
     for i, f in enumerate(STAT_FIELDS):
-        k, v = kinds[i], val[i]
-        is_int = (k == K_U64) | (k == K_I64)
-        is_dbl = k == K_DOUBLE
-        is_ref = np.flatnonzero(k == K_REF)
-        is_str = np.flatnonzero(k == K_STR)
-        if f.kind == "str":  # one gather from a small dictionary: the stat names, then any inline strings
-            index = np.full(v.size, -1, dtype=np.int64)
-            parts = [stat_names]
-            if is_ref.size:
-                index[is_ref] = lookup.rows(plane[is_ref], v[is_ref].view(np.int64))
-            if is_str.size:
-                at = v[is_str].view(np.int64)
-                index[is_str] = sum(p.len() for p in parts) + np.arange(is_str.size)
-                parts.append(texts(buf, at, lengths_before(buf, at)))
-            num = np.flatnonzero(is_int | is_dbl)
-            if num.size:  # a number where a string was expected (rare): its decimal text
-                shown = [str(int(x)) if i_ else repr(float(y)) for i_, x, y in
-                         zip(is_int[num].tolist(), v[num].view(np.int64).tolist(), v[num].view(np.float64).tolist())]
-                index[num] = sum(p.len() for p in parts) + np.arange(num.size)
-                parts.append(pl.Series(shown, dtype=pl.String))
-            dictionary = (pl.concat(parts) if len(parts) > 1 else parts[0]).cast(pl.Categorical)
-            idx = pl.Series(index).set(pl.Series(index < 0), None)
-            out[f.column] = dictionary.gather(idx).alias(f.column)
+        state, value = scan.state[i], scan.value[i]
+        sel = np.flatnonzero(scan.odd_field == i)
+        text: pl.Series | None = None
+        if sel.size:  # the last text stat of each event's cell, where no later value replaced it
+            sel = sel[_last_of_each(scan.odd_ev[sel])]
+            sel = sel[state[scan.odd_ev[sel]] == S_TEXT]
+            ev = scan.odd_ev[sel]
+            text = _odd_texts(buf, scan.odd_kind[sel], scan.odd_val[sel], plane[ev], stat_names, refs)
+        if f.kind == "str":
+            dictionary = stat_names
+            if text is not None and text.len():
+                value[ev] = stat_names.len() + np.arange(ev.size, dtype=np.int32)
+                state[ev] = np.where(text.is_null().to_numpy(), S_NULL, S_VALUE)
+                dictionary = pl.concat([stat_names, text])
+            idx = pl.Series(value).set(pl.Series(state != S_VALUE), None)
+            out[f.column] = dictionary.cast(pl.Categorical).gather(idx).alias(f.column)
             continue
-        if f.kind == "float":
-            vals = np.where(is_dbl, v.view(np.float64), v.view(np.int64).astype(np.float64))
-            present = is_dbl | is_int
-        else:
-            d = v.view(np.float64)
-            with np.errstate(invalid="ignore"):
-                okd = is_dbl & np.isfinite(d) & (np.abs(d) < 2.0**63)
-                vals = np.where(okd, np.where(okd, d, 0).astype(np.int64), v.view(np.int64))
-            present = is_int | okd
-        col = pl.Series(f.column, vals).set(pl.Series(~present), None)
-        if is_str.size or is_ref.size:  # numbers written as text (a string or a ref)
-            text = nulls(v.size, pl.String)
-            if is_str.size:
-                at = v[is_str].view(np.int64)
-                text = text.scatter(is_str, texts(buf, at, lengths_before(buf, at)))
-            if is_ref.size:
-                rows = lookup.rows(plane[is_ref], v[is_ref].view(np.int64))
-                ok = rows >= 0
-                text = text.scatter(is_ref[ok], stat_names.gather(pl.Series(rows[ok])))
+        if text is not None and text.len():  # numbers written as text (a string or a ref)
             parsed = text.str.strip_chars().cast(_DTYPE[f.kind], strict=False)
-            col = pl.select(pl.coalesce(pl.lit(col), pl.lit(parsed))).to_series().alias(f.column)
-        out[f.column] = col
+            value[ev] = parsed.fill_null(0).to_numpy()
+            state[ev] = np.where(parsed.is_null().to_numpy(), S_NULL, S_VALUE)
+        out[f.column] = pl.Series(f.column, value).set(pl.Series(state != S_VALUE), None)
     return out
 
 
@@ -221,13 +277,19 @@ def kernel_details(details: pl.Series) -> dict[str, pl.Series]:
     dyn = s.str.extract(r"dynamic_shared:(\d+)", 1).cast(pl.Int64, strict=False)
     group = s.str.extract(r"group_mem:(\d+)", 1).cast(pl.Int64, strict=False)
     parsed["dynamic_shared"] = pl.select(pl.coalesce(pl.lit(dyn), pl.lit(group))).to_series()
-    # each row's distinct text, by its interned code: a flat table of the codes (no join, no hashing per row)
+    # each row's distinct text, by its interned code: a flat table of the codes (no join, no hashing per row),
+    # and each column one numpy gather of the distinct values with a validity mask
     codes = distinct.to_physical().cast(pl.Int64).to_numpy()
-    row_codes = cat.to_physical()
     if not codes.size:
         return {c: nulls(details.len(), pl.Int64).alias(c) for c in KERNEL_DETAIL_COLUMNS}
     slot = np.full(int(codes.max()) + 2, codes.size, dtype=np.int64)  # the last slot: no text (null)
     slot[codes] = np.arange(codes.size)
-    rc = row_codes.fill_null(int(codes.max()) + 1).cast(pl.Int64).to_numpy()
-    rows = pl.Series(slot[np.minimum(rc, slot.size - 1)])
-    return {c: pl.concat([parsed[c], nulls(1, pl.Int64)]).gather(rows).alias(c) for c in KERNEL_DETAIL_COLUMNS}
+    rc = cat.to_physical().fill_null(int(codes.max()) + 1).cast(pl.Int64).to_numpy()
+    rows = slot[np.minimum(rc, slot.size - 1)]
+    out: dict[str, pl.Series] = {}
+    for c in KERNEL_DETAIL_COLUMNS:
+        col = parsed[c]
+        values = np.append(col.fill_null(0).to_numpy().astype(np.int64), 0)
+        missing = np.append(col.is_null().to_numpy(), True)
+        out[c] = pl.Series(c, values[rows]).set(pl.Series(missing[rows]), None)
+    return out
