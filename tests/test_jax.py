@@ -137,10 +137,13 @@ def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
     spec = FieldSpec(field_of, lut, width, FIELD_KINDS)
     a = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=True)
     b = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=False)
-    # outputs too small at first: the scanner grows them and goes on from the line that did not fit
+    # the lines in as many parts as there are (one thread each), the odd list too small at first (it grows)
     from kernscope.load import xscan
 
-    monkeypatch.setattr(xscan, "EVENTS_PER_BYTE", 1e-9)
+    monkeypatch.setattr(xscan, "PART_BYTES", 1)
+    monkeypatch.setattr(xscan, "MAX_PARTS", 64)
+    monkeypatch.setattr(xscan, "MIN_ODD", 1)
+    monkeypatch.setattr(xscan.os, "sched_getaffinity", lambda pid: set(range(64)))
     c = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=True)
     monkeypatch.undo()
     assert a.native and not b.native
@@ -508,20 +511,35 @@ def test_api_load_takes_a_run_directory(tmp_path):
         kernscope.load(run_dir, cache=False)
 
 
-def test_hlo_columns_equal_through_the_join_fallback(monkeypatch):
-    """The HLO columns reach each GPU row by its combined interned codes (binary search); where the codes
-    could not be combined in an int64 a join does it: both give the same table."""
+def test_hlo_columns_equal_through_the_sorting_fallback(monkeypatch):
+    """The HLO columns reach each GPU row by the number of its (module, kernel, op), found in a flat table of
+    ranked codes; where that table would be too large, by sorting: both give the same table."""
     import importlib
 
     xplane = importlib.import_module("kernscope.load.xplane")
     fast = parse(TRANSFORMER).events
-    monkeypatch.setattr(xplane, "_COMBINE_LIMIT", 0.0)
+    monkeypatch.setattr(xplane, "_FLAT_KEYS", 0.0)
     slow = parse(TRANSFORMER).events
     cols = ["name", "hlo_instruction", "hlo_desc", "hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params", "op_path"]
     a, b = (t.select(pl.col(c).cast(pl.String) if t.schema[c] == pl.Categorical else pl.col(c) for c in cols) for t in (fast, slow))
     assert a.equals(b)
     gpu = fast.filter(pl.col("cat").cast(pl.String) == "kernel")
     assert gpu["hlo_instruction"].null_count() < gpu.height and gpu["hlo_flops"].drop_nulls().sum() > 0
+
+
+def test_distinct_rows_numbers_combinations_both_ways(monkeypatch):
+    import importlib
+
+    xplane = importlib.import_module("kernscope.load.xplane")
+    a = np.array([5, 5, 0, 9, 5, 0, 7])
+    b = np.array([1, 2, 1, 1, 1, 1, 3])
+    mask = np.array([True, True, True, True, True, True, False])
+    for flat in (float(1 << 24), 0.0):
+        monkeypatch.setattr(xplane, "_FLAT_KEYS", flat)
+        number, first = xplane.distinct_rows([a, b], mask)
+        assert number[6] == -1 and number.max() + 1 == first.size == 4  # (5,1) (5,2) (0,1) (9,1)
+        assert number[0] == number[4] and number[2] == number[5] and len({*number[[0, 1, 2, 3]].tolist()}) == 4
+        assert all(a[first[n]] == a[r] and b[first[n]] == b[r] for r, n in enumerate(number.tolist()) if n >= 0)
 
 
 # -- every form a stat may take, in a made-up profile (both readers) -----------------------------
@@ -576,8 +594,7 @@ def test_every_form_of_a_stat_reads_the_same(native, monkeypatch):
     a later stat of a field replacing an earlier one, metadata stats filling only where an event has none."""
     from kernscope.load import xscan
 
-    if native == "tiny":  # outputs of one event and one odd stat at first: they grow line by line
-        monkeypatch.setattr(xscan, "MIN_EVENTS", 1)
+    if native == "tiny":  # an odd list of one stat at first: it grows
         monkeypatch.setattr(xscan, "MIN_ODD", 1)
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1" if native == "1" else "0")
     ev = decode(_odd_profile(), "odd.xplane.pb").events.sort("ts")
@@ -597,3 +614,16 @@ def test_every_form_of_a_stat_reads_the_same(native, monkeypatch):
         "dynamic_shared": [None, 64, None, None],
     }
     assert decode(_odd_profile(), "odd.xplane.pb").metadata["xplane"]["unknown_stats"] == 1
+
+
+def test_load_leaves_the_cycle_collector_as_it_was():
+    import gc
+
+    kernscope.load(MLP, cache=False)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        kernscope.load(MLP, cache=False)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

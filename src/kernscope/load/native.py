@@ -31,7 +31,7 @@ def _library() -> Any:
                 lib.ks_abi_version.restype = ctypes.c_int64
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
-                for fn in ("ks_scan_events", "ks_count_fields", "ks_fields"):
+                for fn in ("ks_scan_events", "ks_count_events", "ks_count_fields", "ks_fields"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib

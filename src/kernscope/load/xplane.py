@@ -43,7 +43,7 @@ from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
 from .hlo import Works
 from .protowire import Fields, WireError, as_array, fields_of, walk
-from .xscan import FieldSpec, decode_stats, scan_lines
+from .xscan import S_VALUE, FieldSpec, decode_stats, scan_lines
 from .xstats import (
     FIELD_KINDS,
     KERNEL_DETAIL_COLUMNS,
@@ -71,10 +71,12 @@ JAX_COLUMNS: dict[str, Any] = {
        for f in STAT_FIELDS if f.column not in EVENT_SCHEMA or f.column in KERNEL_ARGS},  # XLA's own occupancy: a float %
     **{c: pl.Int64 for c in KERNEL_DETAIL_COLUMNS},
 }
-#: the largest product of the HLO key codes' ranges combined into one int64 (above: a join)
-_COMBINE_LIMIT = 2.0**62
+#: the most combinations of ranked key codes numbered by a flat table (above: by sorting)
+_FLAT_KEYS = float(1 << 24)
 _META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
 _FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
+#: the stat fields that key the HLO columns (with the kernel's name)
+_MODULE, _OP = (next(i for i, f in enumerate(STAT_FIELDS) if f.column == c) for c in ("hlo_module", "hlo_op"))
 #: plane stats copied into ``metadata`` (host metadata plane, device planes, task environment)
 _DEVICE_STATS = {"gpu_device_name": "name", "device_vendor": "vendor", "clock_rate": "clockRateKHz",
                  "core_count": "numSms", "memory_size": "totalGlobalMem", "memory_bandwidth": "memoryBandwidth",
@@ -252,61 +254,77 @@ def _hlo(buf: np.ndarray, md_stat_rows: list[tuple[int, int, int, int]], lookup:
     return instructions(buf, list(zip(payload.off.tolist(), payload.size.tolist())))
 
 
-def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works) -> pl.DataFrame:
+def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Number the distinct combinations of ``codes`` (non-negative int64 per row) among the rows of ``mask``:
+    each row's number (-1 outside ``mask``) and one row of each combination. Each code is first ranked among
+    the values used; where the ranks' product is small the combinations are numbered by a flat table (no sort,
+    no hash), else by sorting."""
+    rows = np.flatnonzero(mask)
+    number = np.full(mask.size, -1, dtype=np.int64)
+    if rows.size == 0:
+        return number, np.zeros(0, dtype=np.int64)
+    ranks, sizes = [], []
+    for c in codes:
+        used = c[rows]
+        present = np.zeros(int(used.max()) + 1, dtype=bool)
+        present[used] = True
+        ranks.append((np.cumsum(present) - 1)[used])
+        sizes.append(int(present.sum()))
+    space = float(np.prod(np.array(sizes, dtype=np.float64)))
+    if space <= _FLAT_KEYS:
+        key = ranks[0]
+        for r, n in zip(ranks[1:], sizes[1:]):
+            key = key * n + r
+        seen = np.zeros(int(space), dtype=bool)
+        seen[key] = True
+        found = np.flatnonzero(seen)
+        slot = np.zeros(int(space), dtype=np.int64)  # zeroed pages: only the few slots written are touched
+        slot[found] = np.arange(found.size)
+        num = slot[key]
+    else:
+        _, num = np.unique(np.stack(ranks, axis=1), axis=0, return_inverse=True)
+        num = num.reshape(-1)
+    number[rows] = num
+    first = np.zeros(int(num.max()) + 1, dtype=np.int64)
+    first[num] = rows
+    return number, first
+
+
+def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.ndarray, first: np.ndarray) -> pl.DataFrame:
     """GPU rows get ``hlo_instruction`` and ``hlo_desc`` (what XLA compiled the kernel from: the instruction
     named like the kernel, else the one in its ``hlo_op`` stat) and, where the event has none, the JAX
-    ``op_path`` from the instruction's metadata. Joined once per distinct (module, kernel, op)."""
-    gpu = pl.col("cat").is_in(["kernel", "gpu_memcpy", "gpu_memset"])  # on the categorical codes
+    ``op_path`` from the instruction's metadata. Joined once per distinct (module, kernel, op): ``number`` says
+    which each row has (-1: not a GPU row), ``first`` is a row of each (:func:`distinct_rows`)."""
     if hlo.height == 0:
         return table.with_columns(*(pl.lit(None, dtype=pl.Categorical).alias(c) for c in
                                     ("hlo_instruction", "hlo_desc", "hlo_dtype", "hlo_op_class", "hlo_params")),
                                   pl.lit(None, dtype=pl.Float64).alias("hlo_flops"), pl.lit(None, dtype=pl.Float64).alias("hlo_bytes"))
     keys = ["hlo_module", "name", "hlo_op"]
-    distinct = table.filter(gpu).select(keys).unique()
-    d = distinct.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"),
-                              pl.col("name").cast(pl.String).str.replace(r"\.kd$", "").alias("_k"),
-                              pl.col("hlo_op").cast(pl.String).alias("_o"))
+    d = table.select(keys)[first].with_row_index("_key")
+    d = d.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"),
+                       pl.col("name").cast(pl.String).str.replace(r"\.kd$", "").alias("_k"),
+                       pl.col("hlo_op").cast(pl.String).alias("_o"))
     by_kernel = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("kernel").alias("_k"), pl.col("instruction").alias("_i"),
                            pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"), pl.col("row").alias("_r"))
     by_op = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("instruction").alias("_o"), pl.col("instruction").alias("_i2"),
                        pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"), pl.col("row").alias("_r2"))
-    d = (d.join(by_kernel, on=["_m", "_k"], how="left").join(by_op, on=["_m", "_o"], how="left")
-         .select(*keys, pl.coalesce("_i", "_i2").cast(pl.Categorical).alias("hlo_instruction"),
+    d = (d.join(by_kernel, on=["_m", "_k"], how="left", maintain_order="left")
+         .join(by_op, on=["_m", "_o"], how="left", maintain_order="left")
+         .select("_key", pl.coalesce("_i", "_i2").cast(pl.Categorical).alias("hlo_instruction"),
                  pl.coalesce("_d", "_d2").cast(pl.Categorical).alias("hlo_desc"),
                  pl.coalesce("_p", "_p2").cast(pl.Categorical).alias("_p"),
                  pl.when(pl.col("_i").is_not_null()).then(pl.col("_r")).otherwise(pl.col("_r2")).alias("_row"))
-         .unique(keys, keep="first", maintain_order=True))  # one entry per key (a kernel name twice in a module)
+         .unique("_key", keep="first", maintain_order=True))  # one entry per key (a kernel name twice in a module)
     # what the instructions the kernels ran compute and move (the perf model of JAX kernels): only theirs
     done = works.of(sorted(set(d["_row"].drop_nulls().to_list())))
     d = d.join(done.select(pl.col("row").alias("_row"), pl.col("flops").alias("hlo_flops"), pl.col("bytes").alias("hlo_bytes"),
                            *(pl.col(c).cast(pl.Categorical).alias(f"hlo_{c}") for c in ("dtype", "op_class", "params"))),
-               on="_row", how="left", maintain_order="left")
-    # each GPU row's entry of ``d``, found by its interned codes (integers, null as one more value) combined
-    # into one int64 and looked up by binary search in the few distinct keys: no string and no hash per row,
-    # and no copy of the table's other columns
-    codes = [pl.col(k).cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1) + 1 for k in keys]
-    radix = [max(int(table.select(c.max()).item() or 0), int(d.select(c.max()).item() or 0)) + 1 for c in codes]
-    if float(np.prod(np.array(radix, dtype=np.float64))) < _COMBINE_LIMIT:
-        key = codes[0]
-        for c, r in zip(codes[1:], radix[1:]):
-            key = key * r + c
-        dk = d.select(key).to_series().to_numpy()
-        order = np.argsort(dk)
-        sk = dk[order]
-        rk = table.select(pl.when(gpu).then(key).otherwise(-1)).to_series().to_numpy()
-        pos = np.minimum(np.searchsorted(sk, rk), sk.size - 1)
-        rows = np.where(sk[pos] == rk, order[pos], -1) if sk.size else np.full(rk.size, -1)
-        at = pl.Series(rows).set(pl.Series(rows < 0), None)
-    else:  # codes too large to combine (a process holding millions of distinct strings): a narrow join
-        names = [f"_c{i}" for i in range(len(codes))]
-        at = (table.select(*(pl.when(gpu).then(c).otherwise(-1).alias(n) for c, n in zip(codes, names)))
-              .join(d.select(*(c.alias(n) for c, n in zip(codes, names))).with_row_index("_r"), on=names, how="left",
-                    maintain_order="left")["_r"])
-    hlo_cols = ["hlo_instruction", "hlo_desc", "hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params"]
-    return table.with_columns(
-        *(d[c].gather(at).alias(c) for c in hlo_cols),
-        pl.coalesce(pl.col("op_path"), pl.lit(d["_p"].gather(at))).alias("op_path"),
-    )
+               on="_row", how="left", maintain_order="left").sort("_key")
+    at = pl.Series(number).set(pl.Series(number < 0), None)
+    hlo_cols = ["hlo_instruction", "hlo_desc", "hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params", "_p"]
+    found = d.select(hlo_cols)[at]  # one gather of every column (in parallel)
+    return table.with_columns(*found.drop("_p").get_columns(),
+                              pl.coalesce(pl.col("op_path"), pl.lit(found["_p"])).alias("op_path"))
 
 
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> RawTrace:
@@ -380,8 +398,7 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
     amd = vendor.upper().startswith("AMD")
     host_pid = [str(plane_stats[p.index].get("process_id", p.name)) for p in planes]
     # the category of each event: from its name (decided once per distinct name) and where it is
-    hlo_names = set(cols["hlo_op"].drop_nulls().cast(pl.String).unique().to_list()) | \
-        set(cols["hlo_module"].drop_nulls().cast(pl.String).unique().to_list())
+    hlo_names = {str(x) for c in ("hlo_op", "hlo_module") for x in cols[c].unique().drop_nulls().cast(pl.String).to_list()}
     nm = pl.Series(md_names, dtype=pl.String)
     low = nm.str.to_lowercase()
     gpu_cat = np.where(low.str.contains("memcpy|memorycopy|copybuffer").to_numpy(), 1,
@@ -434,7 +451,11 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
     occurrences = (scan.ev_flags & 1).astype(bool)
     if occurrences.any():
         table = table.filter(pl.Series(~occurrences))
-    table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names))
+    # each GPU row's (module, kernel, op), numbered from the scan's codes (the HLO columns are found once per number)
+    keep = ~occurrences
+    codes = [(np.where(scan.state[f] == S_VALUE, scan.value[f], -1).astype(np.int64) + 1)[keep] for f in (_MODULE, _OP)]
+    number, first = distinct_rows([codes[0], name_row[keep], codes[1]], is_gpu[keep])
+    table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names), number, first)
     # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
     # null literal each, which takes no memory
     empty_cols = [c for c in table.columns if table.height and table[c].null_count() == table.height]

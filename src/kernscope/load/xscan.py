@@ -9,7 +9,9 @@ their fields with :func:`.protowire.fields_of`, then places the stats.
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -100,12 +102,12 @@ def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line
     return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names)
 
 
-#: first guess of the outputs' size, per byte of line: events (one per ~100 bytes in real profiles), odd stats
-#: (few in real profiles); the outputs grow (doubling) when a profile holds more
-EVENTS_PER_BYTE = 1 / 48
+#: first guess of the odd list's size per byte of line (few in real profiles; it grows, doubling, when full)
 ODD_PER_BYTE = 1 / 4096
-#: the smallest first outputs (events, odd stats)
-MIN_EVENTS, MIN_ODD = 1024, 64
+MIN_ODD = 64
+#: lines are scanned in parts of at least this many bytes, one part per usable core (at most MAX_PARTS)
+PART_BYTES = 8 << 20
+MAX_PARTS = 8
 
 
 def _fields_of(cap: int, kinds: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -119,61 +121,115 @@ def _grown(a: np.ndarray, n: int, cap: int) -> np.ndarray:
     return out
 
 
+def _parts(line_len: np.ndarray) -> list[int]:
+    """Line numbers that split the lines into parts of about equal bytes, one per usable core."""
+    size = int(line_len.sum())
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    k = max(1, min(MAX_PARTS, cores, size // PART_BYTES, line_len.size))
+    if k == 1:
+        return [0, line_len.size]
+    cut = np.searchsorted(np.cumsum(line_len), [size * i // k for i in range(1, k)], side="right")
+    return sorted({0, *cut.tolist(), line_len.size})
+
+
 def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
                  spec: FieldSpec, refs: Lookup, names: Lookup) -> LineScan:
-    """The compiled scanner, line by line into outputs that grow when a line does not fit."""
+    """The compiled scanner: the lines' events counted first (their outputs then have their exact size), the
+    lines scanned in parts on threads (the scanner runs without the GIL), each part's events written in place."""
     assert spec.lut is not None
     n = line_off.size
-    nf = spec.kinds.size
-    lut = np.ascontiguousarray(spec.lut, dtype=np.int8)
+    per_line = np.zeros(n + 1, dtype=np.int64)
+    if lib.ks_count_events(_ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off), _ptr(line_len), ctypes.c_int64(n),
+                           _ptr(per_line)) < 0:
+        raise WireError("a field of an event line does not fit in it", int(per_line[n]))
+    first = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(per_line[:n], out=first[1:])
+    ne = int(first[n])
     kinds = np.ascontiguousarray(spec.kinds, dtype=np.int8)
-    (ref_tab, ref_width), (md_tab, md_width) = refs.flat_table(), names.flat_table()
-    ln = [np.empty(n, np.int64) for _ in range(4)]
-    ev_types = (np.int32, np.int64, np.int32, np.int64, np.int64, np.uint8)
-    size = int(line_len.sum())
-    cap, cap_odd = max(MIN_EVENTS, int(size * EVENTS_PER_BYTE)), max(MIN_ODD, int(size * ODD_PER_BYTE))
-    ev = [np.empty(cap, t) for t in ev_types]
-    val, state = _fields_of(cap, kinds)
-    odd = [np.empty(cap_odd, t) for t in (np.int64, np.int8, np.uint8, np.uint64)]
-    counts = np.zeros(6, dtype=np.int64)
-    line0 = ne = no = kept = unknown = 0
-    vp_t, sp_t = ctypes.c_void_p * nf, ctypes.c_void_p * nf
-    while True:
-        vp = vp_t(*(a[ne:].ctypes.data for a in val))
-        sp = sp_t(*(a[ne:].ctypes.data for a in state))
-        rc = lib.ks_scan_events(
-            _ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off[line0:]), _ptr(line_len[line0:]), _ptr(line_plane[line0:]),
-            ctypes.c_int64(n - line0), ctypes.c_int64(line0), ctypes.c_int64(ne),
-            _ptr(lut), ctypes.c_int64(spec.width), ctypes.c_int64(lut.size),
-            _ptr(ref_tab), ctypes.c_int64(ref_width), ctypes.c_int64(ref_tab.size),
-            _ptr(md_tab), ctypes.c_int64(md_width), ctypes.c_int64(md_tab.size),
-            _ptr(kinds), ctypes.c_int64(nf), ctypes.c_int64(min(cap - ne, 2**31 - 1)), ctypes.c_int64(cap_odd - no),
-            *(_ptr(a[line0:]) for a in ln), *(_ptr(a[ne:]) for a in ev), vp, sp, *(_ptr(a[no:]) for a in odd), _ptr(counts))
-        if rc < 0:
-            raise WireError("a field of an event line does not fit in it", int(counts[3]))
-        line0, ne, no = line0 + int(counts[0]), ne + int(counts[1]), no + int(counts[5])
-        kept, unknown = kept + int(counts[2]), unknown + int(counts[4])
-        if rc == 0:
-            break
-        # a line did not fit: grow what was full and go on from it (the cells it wrote are written again)
-        need = int(line_len[line0]) // 2 + 1  # an event, and a stat, takes at least 2 bytes of its line
-        if cap - ne < need:
-            cap = max(cap * 2, ne + need)
-            ev = [_grown(a, ne, cap) for a in ev]
-            val = [_grown(a, ne, cap) for a in val]
-            state = [_grown(a, ne, cap) for a in state]
-        if cap_odd - no < need:
-            cap_odd = max(cap_odd * 2, no + need)
-            odd = [_grown(a, no, cap_odd) for a in odd]
-    ev_name = ev[2][:ne].astype(np.int64)
+    out = _Out([np.empty(n, np.int64) for _ in range(4)],
+               [np.empty(ne, t) for t in (np.int32, np.int64, np.int32, np.int64, np.int64, np.uint8)], *_fields_of(ne, kinds))
+    scan = _Scan(lib, buf, line_off, line_len, line_plane, first, np.ascontiguousarray(spec.lut, dtype=np.int8), spec.width,
+                 refs.flat_table(), names.flat_table(), kinds, out)
+    bounds = _parts(line_len)
+    pairs = list(zip(bounds[:-1], bounds[1:]))
+    if len(pairs) == 1:
+        found = [scan.part(*pairs[0])]
+    else:
+        with ThreadPoolExecutor(len(pairs)) as pool:
+            found = list(pool.map(lambda lr: scan.part(*lr), pairs))
+    odd = [np.concatenate([f[0][k] for f in found]) for k in range(4)]
+    ev = out.ev
+    ev_name = ev[2].astype(np.int64)
     far = np.flatnonzero(ev_name == -2)  # metadata ids past the flat table
     if far.size:
         ev_name[far] = names.rows(line_plane[ev[0][far]], ev[1][far])
-    return LineScan(ln_id=ln[0], ln_ts=ln[1], ln_name_off=ln[2], ln_name_len=ln[3], ev_line=ev[0][:ne].astype(np.int64),
-                    ev_md=ev[1][:ne], ev_name=ev_name, ev_ts=ev[3][:ne], ev_dur=ev[4][:ne],
-                    ev_flags=ev[5][:ne], value=[a[:ne] for a in val], state=[a[:ne] for a in state],
-                    odd_ev=odd[0][:no], odd_field=odd[1][:no].astype(np.int64), odd_kind=odd[2][:no], odd_val=odd[3][:no],
-                    native=True, kept=kept, unknown=unknown)
+    ln = out.ln
+    return LineScan(ln_id=ln[0], ln_ts=ln[1], ln_name_off=ln[2], ln_name_len=ln[3], ev_line=ev[0].astype(np.int64),
+                    ev_md=ev[1], ev_name=ev_name, ev_ts=ev[3], ev_dur=ev[4], ev_flags=ev[5], value=out.val, state=out.state,
+                    odd_ev=odd[0], odd_field=odd[1].astype(np.int64), odd_kind=odd[2], odd_val=odd[3],
+                    native=True, kept=sum(f[1] for f in found), unknown=sum(f[2] for f in found))
+
+
+@dataclass
+class _Out:
+    ln: list[np.ndarray]
+    ev: list[np.ndarray]
+    val: list[np.ndarray]
+    state: list[np.ndarray]
+
+
+@dataclass
+class _Scan:
+    """One scan's inputs and outputs; :meth:`part` scans some lines into their place (one thread each)."""
+
+    lib: Any
+    buf: np.ndarray
+    line_off: np.ndarray
+    line_len: np.ndarray
+    line_plane: np.ndarray
+    first: np.ndarray  #: each line's first event (and the total after the last)
+    lut: np.ndarray
+    width: int
+    refs: tuple[np.ndarray, int]
+    names: tuple[np.ndarray, int]
+    kinds: np.ndarray
+    out: _Out
+
+    def part(self, l0: int, l1: int) -> tuple[list[np.ndarray], int, int]:
+        """Lines ``l0`` to ``l1`` (their events' outputs are exactly theirs): (odd list, stats kept, stats not read)."""
+        nf = self.kinds.size
+        size = int(self.line_len[l0:l1].sum())
+        cap_odd = max(MIN_ODD, int(size * ODD_PER_BYTE))
+        odd = [np.empty(cap_odd, t) for t in (np.int64, np.int8, np.uint8, np.uint64)]
+        counts = np.zeros(6, dtype=np.int64)
+        (ref_tab, ref_width), (md_tab, md_width) = self.refs, self.names
+        line, no, kept, unknown = l0, 0, 0, 0
+        o = self.out
+        while True:
+            ne = int(self.first[line])
+            vp = (ctypes.c_void_p * nf)(*(a[ne:].ctypes.data for a in o.val))
+            sp = (ctypes.c_void_p * nf)(*(a[ne:].ctypes.data for a in o.state))
+            rc = self.lib.ks_scan_events(
+                _ptr(self.buf), ctypes.c_int64(self.buf.size), _ptr(self.line_off[line:]), _ptr(self.line_len[line:]),
+                _ptr(self.line_plane[line:]), ctypes.c_int64(l1 - line), ctypes.c_int64(line), ctypes.c_int64(ne),
+                _ptr(self.lut), ctypes.c_int64(self.width), ctypes.c_int64(self.lut.size),
+                _ptr(ref_tab), ctypes.c_int64(ref_width), ctypes.c_int64(ref_tab.size),
+                _ptr(md_tab), ctypes.c_int64(md_width), ctypes.c_int64(md_tab.size),
+                _ptr(self.kinds), ctypes.c_int64(nf), ctypes.c_int64(int(self.first[l1]) - ne), ctypes.c_int64(cap_odd - no),
+                *(_ptr(a[line:]) for a in o.ln), *(_ptr(a[ne:]) for a in o.ev), vp, sp, *(_ptr(a[no:]) for a in odd),
+                _ptr(counts))
+            if rc < 0:
+                raise WireError("a field of an event line does not fit in it", int(counts[3]))
+            line, no = line + int(counts[0]), no + int(counts[5])
+            kept, unknown = kept + int(counts[2]), unknown + int(counts[4])
+            if rc == 0:
+                return [a[:no] for a in odd], kept, unknown
+            # the odd list was full: grow it and go on from the line that did not fit (its cells are written again)
+            need = int(self.line_len[line]) // 2 + 1  # a stat takes at least 2 bytes
+            if cap_odd - no >= need:
+                raise RuntimeError("the XSpace scanner found more events than it counted")
+            cap_odd = max(cap_odd * 2, no + need)
+            odd = [_grown(a, no, cap_odd) for a in odd]
 
 
 def typed(fkind: int, kind: np.ndarray, raw: np.ndarray, plane: np.ndarray, refs: Lookup) -> tuple[np.ndarray, np.ndarray]:

@@ -277,8 +277,7 @@ def kernel_details(details: pl.Series) -> dict[str, pl.Series]:
     dyn = s.str.extract(r"dynamic_shared:(\d+)", 1).cast(pl.Int64, strict=False)
     group = s.str.extract(r"group_mem:(\d+)", 1).cast(pl.Int64, strict=False)
     parsed["dynamic_shared"] = pl.select(pl.coalesce(pl.lit(dyn), pl.lit(group))).to_series()
-    # each row's distinct text, by its interned code: a flat table of the codes (no join, no hashing per row),
-    # and each column one numpy gather of the distinct values with a validity mask
+    # each row's distinct text, by its interned code: a flat table of the codes (no join, no hashing per row)
     codes = distinct.to_physical().cast(pl.Int64).to_numpy()
     if not codes.size:
         return {c: nulls(details.len(), pl.Int64).alias(c) for c in KERNEL_DETAIL_COLUMNS}
@@ -286,10 +285,5 @@ def kernel_details(details: pl.Series) -> dict[str, pl.Series]:
     slot[codes] = np.arange(codes.size)
     rc = cat.to_physical().fill_null(int(codes.max()) + 1).cast(pl.Int64).to_numpy()
     rows = slot[np.minimum(rc, slot.size - 1)]
-    out: dict[str, pl.Series] = {}
-    for c in KERNEL_DETAIL_COLUMNS:
-        col = parsed[c]
-        values = np.append(col.fill_null(0).to_numpy().astype(np.int64), 0)
-        missing = np.append(col.is_null().to_numpy(), True)
-        out[c] = pl.Series(c, values[rows]).set(pl.Series(missing[rows]), None)
-    return out
+    table = pl.DataFrame({c: pl.concat([parsed[c], nulls(1, pl.Int64)]) for c in KERNEL_DETAIL_COLUMNS})
+    return dict(zip(KERNEL_DETAIL_COLUMNS, table[pl.Series(rows)].get_columns()))  # one gather of every column
