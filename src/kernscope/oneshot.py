@@ -37,6 +37,9 @@ def tune_allocators() -> None:
     trace's cold analyze 1.29-1.39 -> 1.20-1.24 s, the 216 MB v100 trace 1.64-1.68 -> 1.45 s, same peak RSS.
     """
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0")
+    # numpy's OpenBLAS starts a thread per core at import, which spins a while though kernscope calls no BLAS:
+    # ~3% of the samples of a 200 MB XSpace load on 2 cores, taken from the parse's own threads
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if "polars" in sys.modules or not sys.platform.startswith("linux"):
         return
     try:

@@ -25,11 +25,11 @@ def _validate(ev: pl.DataFrame, path: str) -> None:
         (((ph == "X") | gpu) & pl.col("dur_missing"), "is a complete event ('X') but has no 'dur'"),
         (pl.col("dur") < 0, "has a negative duration"),
     )
-    for cond, problem in checks:
-        bad = ev.filter(cond)
-        if bad.height:
-            r = bad.row(0, named=True)
-            raise TraceError(path, f"event #{r['idx']} ({str(r['name'])[:60]!r}) {problem} ({bad.height:,} such events)")
+    counts = ev.select(*(cond.sum().alias(str(i)) for i, (cond, _) in enumerate(checks))).row(0)  # one pass
+    for (cond, problem), n in zip(checks, counts):
+        if n:
+            r = ev.filter(cond).row(0, named=True)
+            raise TraceError(path, f"event #{r['idx']} ({str(r['name'])[:60]!r}) {problem} ({n:,} such events)")
 
 
 def _names(meta: pl.DataFrame, which: str, keys: list[str]) -> dict[str, str]:

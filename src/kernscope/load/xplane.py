@@ -254,6 +254,24 @@ def _hlo(buf: np.ndarray, md_stat_rows: list[tuple[int, int, int, int]], lookup:
     return instructions(buf, list(zip(payload.off.tolist(), payload.size.tolist())))
 
 
+def _owned(stat_row: np.ndarray, stat: np.ndarray, ev_row: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (event, stat) of the stats ``stat`` of metadata rows ``stat_row`` and the events of each row
+    (``ev_row``: each event's row, -1: none), ordered by event, then stat."""
+    ok = stat_row >= 0
+    stat_row, stat = stat_row[ok], stat[ok]
+    order = np.lexsort((stat, stat_row))
+    stat_row, stat = stat_row[order], stat[order]
+    per_row = np.bincount(stat_row, minlength=n_rows)
+    start = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(per_row, out=start[1:])
+    has = ev_row >= 0
+    n_ev = np.where(has, per_row[np.where(has, ev_row, 0)], 0)
+    events = np.repeat(np.arange(ev_row.size, dtype=np.int64), n_ev)
+    ends = np.cumsum(n_ev)
+    within = np.arange(events.size, dtype=np.int64) - np.repeat(ends - n_ev, n_ev)
+    return events, stat[start[ev_row[events]] + within]
+
+
 def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Number the distinct combinations of ``codes`` (non-negative int64 per row) among the rows of ``mask``:
     each row's number (-1 outside ``mask``) and one row of each combination. Each code is first ranked among
@@ -380,13 +398,10 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
         s_field = fields[stat_lookup.rows(mp, s_md)]
         sel = np.flatnonzero(s_field >= 0)
         unknown += int(mp.size - sel.size)
-        if sel.size:  # owner: a metadata entry -> every event of it
-            owners = pl.DataFrame({"plane": mp[sel], "md": mid[sel], "_w": sel})
-            ev = pl.DataFrame({"plane": ev_plane, "md": scan.ev_md, "_e": np.arange(ne)})
-            pairs = owners.join(ev, on=["plane", "md"]).sort("_e", "_w")
-            i, e = pairs["_w"].to_numpy(), pairs["_e"].to_numpy()
+        if sel.size:  # owner: a metadata entry -> every event of it (the event's name row is its entry)
+            e, i = _owned(md_lookup.rows(mp[sel], mid[sel]), sel, scan.ev_name, len(emd))
             place(e, s_field[i], s_kind[i], s_val[i], mp[i], scan, stat_lookup)
-    cols = columns(buf, scan, ev_plane, stat_names, stat_lookup)
+    cols, strings = columns(buf, scan, ev_plane, stat_names, stat_lookup)
     start_ns, dur_ns = scan.ev_ts, scan.ev_dur  # ns, rounded from ps
     # names: the event metadata of (plane, md), as codes into its name list
     md_names = emd["name"].fill_null("<unnamed>").to_list() + ["<unnamed>"]
@@ -441,7 +456,7 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
             extra[c] = pl.Series(c, np.where(is_gpu, line_ids[scan.ev_line] if ne else empty, 0)).set(~gpu_ser, None)
         else:
             extra[c] = nulls(ne, EVENT_SCHEMA[c]).alias(c)
-    details = kernel_details(cols["kernel_details"])
+    details = kernel_details(strings["kernel_details"])
     table = table.with_columns(
         **{c: s.cast(EVENT_SCHEMA[c]) for c, s in extra.items()},
         **{c: cols[c].cast(JAX_COLUMNS[c]) for c in JAX_COLUMNS if c in cols and (c not in EVENT_SCHEMA or c in own)},

@@ -231,11 +231,23 @@ def _odd_texts(buf: np.ndarray, kind: np.ndarray, raw: np.ndarray, plane: np.nda
     return out
 
 
-def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.Series, refs: Lookup) -> dict[str, pl.Series]:
+@dataclass(frozen=True)
+class Strings:
+    """A string column as codes (int64 per event, -1: null) into its dictionary (the stat names, then the
+    column's inline strings)."""
+
+    codes: np.ndarray
+    dictionary: pl.Series
+
+
+def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.Series,
+            refs: Lookup) -> tuple[dict[str, pl.Series], dict[str, Strings]]:
     """One column per :data:`STAT_FIELDS` entry from the scan's typed cells (``plane``: each event's plane,
     for refs): null where an event has no such stat; numbers written as text parsed; strings a categorical
-    gathered from the stat names (refs: a row each) and the few inline strings (no Python string per row)."""
+    gathered from the stat names (refs: a row each) and the few inline strings (no Python string per row),
+    also given as their codes (:class:`Strings`)."""
     out: dict[str, pl.Series] = {}
+    strings: dict[str, Strings] = {}
     for i, f in enumerate(STAT_FIELDS):
         state, value = scan.state[i], scan.value[i]
         sel = np.flatnonzero(scan.odd_field == i)
@@ -251,23 +263,29 @@ def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.S
                 value[ev] = stat_names.len() + np.arange(ev.size, dtype=np.int32)
                 state[ev] = np.where(text.is_null().to_numpy(), S_NULL, S_VALUE)
                 dictionary = pl.concat([stat_names, text])
-            idx = pl.Series(value).set(pl.Series(state != S_VALUE), None)
+            missing = state != S_VALUE
+            idx = pl.Series(value).set(pl.Series(missing), None)
             out[f.column] = dictionary.cast(pl.Categorical).gather(idx).alias(f.column)
+            strings[f.column] = Strings(np.where(missing, -1, value).astype(np.int64), dictionary)
             continue
         if text is not None and text.len():  # numbers written as text (a string or a ref)
             parsed = text.str.strip_chars().cast(_DTYPE[f.kind], strict=False)
             value[ev] = parsed.fill_null(0).to_numpy()
             state[ev] = np.where(parsed.is_null().to_numpy(), S_NULL, S_VALUE)
         out[f.column] = pl.Series(f.column, value).set(pl.Series(state != S_VALUE), None)
-    return out
+    return out, strings
 
 
-def kernel_details(details: pl.Series) -> dict[str, pl.Series]:
+def kernel_details(details: Strings) -> dict[str, pl.Series]:
     """``grid_x/y/z``, ``block_x/y/z``, ``registers``, ``static_shared``, ``dynamic_shared`` (bytes) from
-    XLA's ``kernel_details`` text (parsed once per distinct text); AMD's ``group_mem`` counts as shared."""
-    cat = details.cast(pl.Categorical)
-    distinct = cat.unique().drop_nulls()
-    s = distinct.cast(pl.String)
+    XLA's ``kernel_details`` text (parsed once per distinct text: the codes used); AMD's ``group_mem`` counts as
+    shared."""
+    codes = details.codes
+    n = codes.size
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=1)) if n else np.zeros(0, np.int64)
+    if not used.size:
+        return {c: nulls(n, pl.Int64).alias(c) for c in KERNEL_DETAIL_COLUMNS}
+    s = details.dictionary.gather(pl.Series(used))
     parsed: dict[str, Any] = {}
     for i, axis in enumerate("xyz"):
         parsed[f"grid_{axis}"] = s.str.extract(r"grid:(\d+),(\d+),(\d+)", i + 1).cast(pl.Int64, strict=False)
@@ -277,13 +295,9 @@ def kernel_details(details: pl.Series) -> dict[str, pl.Series]:
     dyn = s.str.extract(r"dynamic_shared:(\d+)", 1).cast(pl.Int64, strict=False)
     group = s.str.extract(r"group_mem:(\d+)", 1).cast(pl.Int64, strict=False)
     parsed["dynamic_shared"] = pl.select(pl.coalesce(pl.lit(dyn), pl.lit(group))).to_series()
-    # each row's distinct text, by its interned code: a flat table of the codes (no join, no hashing per row)
-    codes = distinct.to_physical().cast(pl.Int64).to_numpy()
-    if not codes.size:
-        return {c: nulls(details.len(), pl.Int64).alias(c) for c in KERNEL_DETAIL_COLUMNS}
-    slot = np.full(int(codes.max()) + 2, codes.size, dtype=np.int64)  # the last slot: no text (null)
-    slot[codes] = np.arange(codes.size)
-    rc = cat.to_physical().fill_null(int(codes.max()) + 1).cast(pl.Int64).to_numpy()
-    rows = slot[np.minimum(rc, slot.size - 1)]
+    # each row's distinct text by its code: a flat table (the last slot: no text), one gather of every column
+    slot = np.full(int(used.max()) + 2, used.size, dtype=np.int64)
+    slot[used] = np.arange(used.size)
+    rows = slot[np.where(codes >= 0, codes, slot.size - 1)]
     table = pl.DataFrame({c: pl.concat([parsed[c], nulls(1, pl.Int64)]) for c in KERNEL_DETAIL_COLUMNS})
-    return dict(zip(KERNEL_DETAIL_COLUMNS, table[pl.Series(rows)].get_columns()))  # one gather of every column
+    return dict(zip(KERNEL_DETAIL_COLUMNS, table[pl.Series(rows)].get_columns()))
