@@ -21,6 +21,7 @@ with ``pip install xprof``): ``xprof_trace_viewer`` (xprof's XSpace -> trace JSO
 from __future__ import annotations
 
 import argparse
+import compileall
 import gzip
 import json
 import os
@@ -153,6 +154,12 @@ def main() -> int:
     ap.add_argument("--out")
     ap.add_argument("--base-src", help="an earlier kernscope src/ folder: its decode and load run in the same rounds")
     a = ap.parse_args()
+    # kernscope as installed: its modules compiled to bytecode, as pip does at install time. A checkout run with
+    # PYTHONDONTWRITEBYTECODE=1 would otherwise compile its changed modules (the base tree: every module) each run
+    import kernscope
+
+    for tree in {Path(kernscope.__file__).parent, *([Path(a.base_src) / "kernscope"] if a.base_src else [])}:
+        compileall.compile_dir(str(tree), quiet=1)
     raw = Path(a.src).read_bytes()
     raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
     one, two = len(replicate(raw, 1)), len(replicate(raw, 2))  # the metadata (HLO programs) is not repeated

@@ -100,7 +100,8 @@ if [ "$PART" = round4 ] || [ "$PART" = round4xplane ]; then
   inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
   suf=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
   gcc -O2 -shared -fPIC -I"$inc" src/kernscope/load/_xspace.c src/kernscope/load/_kineto.c -o "src/kernscope/load/_xspace$suf"
-  [ -d .carry/base_src ] && cp "src/kernscope/load/_xspace$suf" .carry/base_src/kernscope/load/
+  b=.carry/base_src/kernscope/load  # the base tree's own scanner (its ABI may differ from this tree's)
+  [ -d $b ] && gcc -O2 -shared -fPIC -I"$inc" $b/_xspace.c $b/_kineto.c -o "$b/_xspace$suf"
 fi
 if [ "$PART" = round4 ]; then
   echo "== GPU tests: the new operators (fwd) and the Triton backward passes"
