@@ -25,7 +25,7 @@ def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end
     if table.height == 0:
         return pl.DataFrame(schema=schema)
     if keys:
-        codes = table.select(pl.struct(keys).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+        codes = _dense_codes(table, keys)
     else:
         codes = np.zeros(table.height, dtype=np.int64)
     ts = table[start].to_numpy().astype(np.int64, copy=False)
@@ -35,13 +35,31 @@ def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end
     seg_s, seg_e = merged((ts - t0) + codes * span, (en - t0) + codes * span)  # groups never touch on this axis
     n_groups = int(codes.max()) + 1
     lengths = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(lengths, seg_s // span, seg_e - seg_s)
+    group = seg_s // span  # sorted: each group's segments are one run
+    first_seg = np.flatnonzero(np.append(True, group[1:] != group[:-1]))
+    lengths[group[first_seg]] = np.add.reduceat(seg_e - seg_s, first_seg)
     first = np.zeros(n_groups, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]
     if not keys:
         return pl.DataFrame({"len": lengths}, schema={"len": pl.Int64})
     out: pl.DataFrame = table[first.tolist()].select(keys).with_columns(pl.Series("len", lengths, dtype=pl.Int64))
     return out
+
+
+def _dense_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray:
+    """Each row's group as 0..k-1 in the keys' order: one integer key of a small range by a table of the values
+    used (no sort), else by polars' dense rank."""
+    if len(keys) == 1 and table.schema[keys[0]].is_integer() and table[keys[0]].null_count() == 0:
+        v = table[keys[0]].to_numpy().astype(np.int64, copy=False)
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo < 1 << 24:
+            used = np.zeros(hi - lo + 1, dtype=bool)
+            used[v - lo] = True
+            rank: np.ndarray = (np.cumsum(used) - 1)[v - lo]
+            return rank
+    key = pl.col(keys[0]) if len(keys) == 1 else pl.struct(keys)
+    codes: np.ndarray = table.select(key.rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+    return codes
 
 
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -58,16 +76,14 @@ def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray
     e = np.maximum(np.asarray(ends, dtype=np.int64), s)
     if len(s) == 0:
         return s, e
-    o = np.argsort(s, kind="stable")
+    o = np.argsort(s)  # the order of equal starts does not change the union
     s, e = s[o], e[o]
     run = np.maximum.accumulate(e)
     new = np.empty(len(s), dtype=bool)
     new[0] = True
     new[1:] = s[1:] > run[:-1]
-    seg = np.cumsum(new) - 1
-    out_e = np.zeros(int(new.sum()), dtype=np.int64)
-    np.maximum.at(out_e, seg, run)
-    return s[new], out_e
+    last = np.append(new[1:], True)  # a segment's last interval: the running end there is the segment's end
+    return s[new], run[last]
 
 
 def overlap_ns(a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b_ends: np.ndarray) -> int:

@@ -118,10 +118,12 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     if windows.height == 0 or gpu.height == 0:
         none = pl.DataFrame()
         return CriticalPath(none, none, none, none, notes=["no steps with GPU work: the critical path is per step"])
+    # strings stay categorical (interned) here: a categorical sorts by its text, and only the records on the path
+    # become text (a million GPU records cast to text and sorted by it took most of this function's time)
     g = (gpu.select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts", "end", "launch_ts", "step",
-                    pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String).alias("tid"),
-                    pl.col("name").cast(pl.String), pl.col("category").cast(pl.String),
-                    pl.col("launcher").cast(pl.String), "correlation")
+                    pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
+                    pl.col("name").cast(pl.Categorical), pl.col("category").cast(pl.Categorical),
+                    pl.col("launcher").cast(pl.Categorical), "correlation")
          # a total order: records that tie on time get the same node ids from any load of the trace
          .sort("device", "stream", "ts", "end", "correlation", "name", "launcher", nulls_last=True)
          .with_row_index("_g").with_columns(pl.col("_g").cast(pl.Int64)))
@@ -141,8 +143,8 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
                        .when(pl.col("launch_ts").is_not_null()).then(pl.lit("launch")).otherwise(pl.lit("stream_wait"))
                        .alias("_how"))
     # -- CPU points: launches that records waited for, and each step's end on the step's thread
-    launches = g.filter(pl.col("_how") == "launch").select(pl.col("_g").alias("_for"), "pid", "tid",
-                                                           pl.col("launch_ts").alias("t"),
+    launches = g.filter(pl.col("_how") == "launch").select(pl.col("_g").alias("_for"), pl.col("pid").cast(pl.String),
+                                                           pl.col("tid").cast(pl.String), pl.col("launch_ts").alias("t"),
                                                            pl.lit(None, pl.Int64).alias("_end_of"))
     ends = windows.join(_step_threads(trace, windows), on="step", how="left").select(
         pl.lit(None, pl.Int64).alias("_for"), "pid", "tid", pl.col("T").alias("t"), pl.col("step").alias("_end_of"))
@@ -164,12 +166,17 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     nodes = (_step_of(pl.concat([g_nodes, c_nodes]), "time", all_windows)
              .with_columns(pl.coalesce("_end_of", "_step").alias("_step")).drop("_S")
              .join(all_windows.select(pl.col("step").alias("_step"), pl.col("start").alias("_S")), on="_step", how="left"))
-    pred_time = nodes.select(pl.col("node").alias("pred"), pl.col("time").alias("_pt"), pl.col("_step").alias("_ps"))
+    # each node's predecessor's time and step: node ids are 0..n-1, so by position once sorted (no join)
+    nodes = nodes.sort("node")
+    pos = nodes["pred"].fill_null(-1).to_numpy().astype(np.int64)
+    has = pos >= 0
+    at = np.where(has, pos, 0)
+    nodes = nodes.with_columns(pl.Series("_pt", nodes["time"].to_numpy()[at]).set(pl.Series(~has), None),
+                               pl.Series("_ps", nodes["_step"].gather(at)).set(pl.Series(~has), None))
     cut = (pl.col("pred").is_null() | pl.col("_ps").is_null() | (pl.col("_ps") != pl.col("_step"))
            | (pl.col("_pt") < pl.col("_S")))
-    nodes = (nodes.join(pred_time, on="pred", how="left").sort("node")
-             .with_columns(pl.when(cut).then(None).otherwise(pl.col("pred")).alias("pred"),
-                           pl.when(cut).then(None).otherwise(pl.col("_pt")).alias("_pt")))
+    nodes = nodes.with_columns(pl.when(cut).then(None).otherwise(pl.col("pred")).alias("pred"),
+                               pl.when(cut).then(None).otherwise(pl.col("_pt")).alias("_pt")).drop("_ps")
     pred = np.concatenate([nodes["pred"].fill_null(root).to_numpy().astype(np.int64), [root]])
     # -- each step's end node: its last GPU record when the last step's GPU work ends after its CPU work, else
     #    the CPU point at its end
@@ -216,7 +223,7 @@ def _summarize(trace: Trace, path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataF
     p = path.drop("_step", "_S").join(k, on="_k").with_columns(
         pl.max_horizontal(pl.coalesce("_pt", "start"), "start").alias("_from"))
     rec = g.select(pl.col("_g").alias("node"), "category", "name", "launcher")
-    p = p.join(rec, on="node", how="left").join(
+    p = p.join(rec, on="node", how="left").with_columns(pl.col("category", "name", "launcher").cast(pl.String)).join(
         cpu.select(pl.col("_c").alias("node"), "_s_name", "_s_ts", "_s_end", "_a_end", "pid", "tid"), on="node", how="left")
     is_gpu = pl.col("node") < n_g
     linked = pl.col("pred").is_not_null()
