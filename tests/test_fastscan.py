@@ -224,3 +224,16 @@ def test_a_dictionary_beyond_the_first_guess():
     names = [f"{i:06d}" + "n" * 300 for i in range(400)]
     t = fastscan.scan(",".join(f'{{"ph": "X", "name": "{n}"}}' for n in names).encode())
     assert t is not None and t.table["name"].cast(pl.String).to_list() == names
+
+
+def test_dictionary_series_without_pyarrow_equals_the_strings():
+    """The scanner's dictionary becomes a String Series by one decode and a split (a NUL in a string: pyarrow)."""
+    import numpy as np
+
+    from kernscope.load.fastscan import dictionary_series
+
+    for strings in ([], [""], ["a", "", "é中😀", "x" * 5000, ""], ["with\x00nul", "b"]):
+        enc = [s.encode() for s in strings]
+        offsets = np.concatenate([[0], np.cumsum([0] + [len(e) for e in enc])]).astype(np.int64)
+        got = dictionary_series(offsets, np.frombuffer(b"".join(enc), dtype=np.uint8))
+        assert got.dtype == pl.String and got.to_list() == [None, *strings]
