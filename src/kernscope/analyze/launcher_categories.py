@@ -34,7 +34,7 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
         return out
     out = refine_by_hlo(out, categorizer)
     cand = (out.with_row_index("_g")
-            .filter((pl.col("kind").cast(pl.String) == "kernel") & pl.col("category").cast(pl.String).is_in(sorted(generic))
+            .filter((pl.col("kind") == "kernel") & pl.col("category").cast(pl.String).is_in(sorted(generic))
                     & pl.col("launch_ts").is_not_null() & (pl.col("decided_by") == "name")))
     if categorizer.keep and cand.height:  # casts and copies keep their category: tested once per distinct name
         distinct = cand.select(pl.col("name").unique())
@@ -91,11 +91,12 @@ def refine_by_hlo(gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
         table, on="_code", how="left", maintain_order="left")
     cat = pl.col("category").cast(pl.String)
     change = (pl.col("_hlo_cat").is_not_null() & cat.is_in(sorted(generic)) & (pl.col("_hlo_cat") != cat)
-              & (pl.col("kind").cast(pl.String) == "kernel"))
-    who = pl.coalesce(pl.col("hlo_instruction").cast(pl.String), pl.col("hlo_op").cast(pl.String)) \
-        if "hlo_instruction" in gpu.columns else pl.col("hlo_op").cast(pl.String)
+              & (pl.col("kind") == "kernel"))  # on the Enum: no text per row
+    who = pl.coalesce(pl.col("hlo_instruction").cast(pl.Categorical), pl.col("hlo_op").cast(pl.Categorical)) \
+        if "hlo_instruction" in gpu.columns else pl.col("hlo_op").cast(pl.Categorical)
     return joined.with_columns(
         pl.when(change).then(pl.col("_hlo_cat")).otherwise(cat).cast(dtype).alias("category"),
         pl.when(change).then(pl.lit("hlo")).otherwise(pl.col("decided_by")).alias("decided_by"),
-        pl.when(change).then(who).otherwise(pl.col("decided_op")).alias("decided_op"),
+        # interned until chosen: only the rows the HLO decided get the instruction's name as text
+        pl.coalesce(pl.when(change).then(who).cast(pl.String), pl.col("decided_op")).alias("decided_op"),
     ).drop("_code", "_hlo_cat")
