@@ -220,3 +220,34 @@ def test_of_two_ops_starting_together_the_shorter_launches(tmp_path):
     t = kernscope.load(write_trace(tmp_path / "t.json", events), cache=False)
     assert t.gpu["op_name"].cast(pl.String).to_list() == ["aten::addmm"] * 6
 
+
+
+def test_unions_of_several_subsets_from_one_sort_equal_each_alone():
+    """intervals.union_many (the timeline's five unions) against a plain interval walk of each subset and group:
+    touching intervals merge, an end before its start is empty, an empty subset is 0."""
+    from kernscope.intervals import union_many
+
+    rng = np.random.default_rng(5)
+
+    def walk(s, e):
+        total, cur_s, cur_e = 0, None, None
+        for a, b in sorted(zip(s, e)):
+            b = max(a, b)
+            if cur_e is not None and a <= cur_e:
+                cur_e = max(cur_e, b)
+                continue
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = a, b
+        return total + (cur_e - cur_s if cur_e is not None else 0)
+
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        g, s = rng.integers(0, 3, n), rng.integers(0, 300, n)
+        e = s + rng.integers(-3, 40, n)
+        masks = {"some": rng.random(n) < 0.5, "all": np.ones(n, bool), "none": np.zeros(n, bool)}
+        got = union_many(pl.DataFrame({"g": g, "ts": s, "end": e}), ["g"], masks)
+        for name, m in masks.items():
+            for k, v in zip(got["g"].to_list(), got[name].to_list()):
+                sel = m & (g == k)
+                assert v == walk(s[sel].tolist(), e[sel].tolist()), (name, k)

@@ -46,6 +46,56 @@ def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end
     return out
 
 
+def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.ndarray], *, start: str = "ts",
+               end: str = "end") -> pl.DataFrame:
+    """:func:`union_by` of several subsets of ``table`` at once (``subsets``: name -> row mask): per group of
+    ``keys``, one column per subset with its union's length (Int64 ns; 0 where the group has no row in it). The
+    rows are sorted once; each subset is a mask over that order, already sorted."""
+    keys = list(keys)
+    schema: dict[str, pl.DataType] = {**{k: table.schema[k] for k in keys}, **{n: pl.Int64() for n in subsets}}
+    if table.height == 0:
+        return pl.DataFrame(schema=schema)
+    codes = _dense_codes(table, keys) if keys else np.zeros(table.height, dtype=np.int64)
+    ts = table[start].to_numpy().astype(np.int64, copy=False)
+    en = table[end].to_numpy().astype(np.int64, copy=False)
+    t0 = int(ts.min())
+    span = int(max(int(en.max()), int(ts.max())) - t0) + 1
+    s_all, e_all = (ts - t0) + codes * span, (en - t0) + codes * span  # groups never touch on this axis
+    order = np.argsort(s_all)
+    s_all = s_all[order]
+    e_all = np.maximum(e_all[order], s_all)  # an end before its start: an empty interval
+    n_groups = int(codes.max()) + 1
+    cols: dict[str, np.ndarray] = {}
+    for name, mask in subsets.items():
+        m = np.asarray(mask, dtype=bool)[order]
+        seg_s, seg_e = _merged_sorted(s_all[m], e_all[m])
+        lengths = np.zeros(n_groups, dtype=np.int64)
+        if seg_s.size:
+            group = seg_s // span
+            first_seg = np.flatnonzero(np.append(True, group[1:] != group[:-1]))
+            lengths[group[first_seg]] = np.add.reduceat(seg_e - seg_s, first_seg)
+        cols[name] = lengths
+    lens = {n: pl.Series(n, v, dtype=pl.Int64) for n, v in cols.items()}
+    if not keys:
+        return pl.DataFrame(lens)
+    first = np.zeros(n_groups, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    out: pl.DataFrame = table[first.tolist()].select(keys).with_columns(*lens.values())
+    return out
+
+
+def _merged_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`merged` of intervals already sorted by start, with ends at or after their starts."""
+    if len(s) == 0:
+        return s, e
+    run = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run[:-1]
+    last = np.append(new[1:], True)  # a segment's last interval: the running end there is the segment's end
+    return s[new], run[last]
+
+
 def _dense_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray:
     """Each row's group as 0..k-1 in the keys' order: one integer key of a small range by a table of the values
     used (no sort), else by polars' dense rank."""
@@ -77,13 +127,7 @@ def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray
     if len(s) == 0:
         return s, e
     o = np.argsort(s)  # the order of equal starts does not change the union
-    s, e = s[o], e[o]
-    run = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run[:-1]
-    last = np.append(new[1:], True)  # a segment's last interval: the running end there is the segment's end
-    return s[new], run[last]
+    return _merged_sorted(s[o], e[o])
 
 
 def overlap_ns(a_starts: np.ndarray, a_ends: np.ndarray, b_starts: np.ndarray, b_ends: np.ndarray) -> int:

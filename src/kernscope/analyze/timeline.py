@@ -13,9 +13,10 @@ to it (a ROCm timestamp artifact) and counted in ``clipped_kernels``.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from ..intervals import union_by
+from ..intervals import union_many
 
 TIMELINE_ROWS = (
     "computation_time",
@@ -48,20 +49,15 @@ def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """One row per group with every timeline quantity (ns)."""
     is_mem = pl.col("kind") == "memcpy"
     is_comm = (pl.col("category") == "Communication") & ~is_mem
-    parts = {
-        "u_comp": t.filter(~is_mem & ~is_comm),
-        "u_comm": t.filter(is_comm),
-        "u_mem": t.filter(is_mem),
-        "u_comp_comm": t.filter(~is_mem),
-        "u_all": t,
-    }
+    subsets = {"u_comp": ~is_mem & ~is_comm, "u_comm": is_comm, "u_mem": is_mem, "u_comp_comm": ~is_mem}
+    # the five unions from one sort of the rows (a row whose test is null is in no subset, as a filter drops it)
+    masks = t.select(*(e.fill_null(False).alias(n) for n, e in subsets.items()))
+    parts = {n: masks[n].to_numpy() for n in subsets} | {"u_all": np.ones(t.height, dtype=bool)}
     out = t.group_by(keys).agg(
         (pl.col("end").max() - pl.col("ts").min()).alias("total_time"),
         pl.col("clipped").sum().cast(pl.Int64).alias("clipped_kernels"),
     )
-    for name, d in parts.items():
-        out = out.join(union_by(d, keys).rename({"len": name}), on=keys, how="left")
-    out = out.fill_null(0)
+    out = out.join(union_many(t, keys, parts), on=keys, how="left").fill_null(0)
     return out.select(
         *keys,
         pl.col("u_comp").alias("computation_time"),
