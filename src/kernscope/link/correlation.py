@@ -16,7 +16,9 @@ GRAPH_LAUNCH_PATTERN = r"(?i)graphlaunch"
 def launches(events: pl.DataFrame) -> pl.DataFrame:
     """Runtime/driver events that carry a correlation id, one per correlation (earliest wins)."""
     return (
-        events.filter(pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null())
+        # the columns kept first: filtering and sorting the wide event table copied every column of every launch
+        events.select("kind", "correlation", "idx", "name", "ts", "dur", "pid", "tid", "external_id")
+        .filter(pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null())
         .sort("ts")
         .unique("correlation", keep="first", maintain_order=True)
         .select(

@@ -11,12 +11,12 @@ LAUNCH_LIKE = r"(?i)(launchkernel|graphlaunch|modulelaunchkernel|extlaunchkernel
 def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame, has_steps: bool) -> dict[str, int]:
     """``gpu_without_launch``, ``gpu_without_correlation``, ``gpu_launched_before_window``,
     ``launches_without_gpu``, ``launches_without_op``, ``gpu_outside_steps``, ``flows_without_end``."""
-    runtime = events.filter(pl.col("kind").is_in(["runtime", "driver"]))
+    runtime = events.select("kind", "correlation", "name").filter(pl.col("kind").is_in(["runtime", "driver"]))
     first_corr = runtime["correlation"].min()
     gpu_corr = gpu["correlation"].drop_nulls().unique().implode()
-    launch_like = runtime.filter(
-        pl.col("correlation").is_not_null() & pl.col("name").cast(pl.String).str.contains(LAUNCH_LIKE)
-    )
+    # the pattern tested once per distinct name (interned), not once per call
+    names = runtime.select(pl.col("name").unique()).filter(pl.col("name").cast(pl.String).str.contains(LAUNCH_LIKE))
+    launch_like = runtime.filter(pl.col("correlation").is_not_null()).join(names, on="name", how="semi")
     flow_ends = flows.group_by("cat", "flow_id").agg(
         (pl.col("ph").cast(pl.String) == "s").any().alias("_s"),
         (pl.col("ph").cast(pl.String).is_in(["f", "t"])).any().alias("_f"),
