@@ -12,7 +12,8 @@ the step windows of the copies merge.
 Contenders, each in a fresh process on the same file, in turn ``--repeat`` times (median reported):
 ``kernscope_cold`` (``kernscope analyze FILE --format json`` with an empty cache: decode, link, the
 analysis), ``kernscope_decode`` (``kernscope.load.parse`` only), ``kernscope_load`` (decode + link:
-``kernscope.load(path, cache=False)``), with ``--base-src DIR`` the same decode and load of another source
+``kernscope.pipeline.load(path, cache=False)``; it also reports its own decode + link time, without the interpreter's
+start and the imports, as ``inproc_*``), with ``--base-src DIR`` the same decode and load of another source
 tree (``base_decode``, ``base_load``: an earlier commit, for a before/after in one run), and with ``--xprof-python`` (a Python
 with ``pip install xprof``): ``xprof_trace_viewer`` (xprof's XSpace -> trace JSON, what JAX runs for
 ``create_perfetto_trace``) and ``xprof_op_stats`` (xprof's ``framework_op_stats`` tool).
@@ -126,17 +127,23 @@ def timed(cmd: list[str]) -> dict:
     return {"seconds": dt, "rss": ru.ru_maxrss * 1024, "stdout": out[-500:]}
 
 
+#: decode + link in a fresh process; it also prints the load's own decode + link time (its ``timings``: without the
+#: interpreter's start and the imports) as ``inproc=SECONDS``
+_LOAD = ("{boot}import kernscope\nfrom kernscope.pipeline import load\ntm = []\nt = load({path!r}, cache=False, timings=tm)\n"
+         "print(t.gpu.height)\nprint('inproc=%.4f' % sum(s for p, s in tm if p.startswith(('parse', 'link'))))")
+
+
 def contenders(path: str, tmp: str, xprof_python: str | None, base_src: str | None = None) -> dict[str, list[str]]:
     out = os.path.join(tmp, "a.json")
     c = {
         "kernscope_cold": [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out, "--no-cache"],
         "kernscope_decode": [sys.executable, "-c", f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"],
-        "kernscope_load": [sys.executable, "-c", f"import kernscope; t = kernscope.load({path!r}, cache=False); print(t.gpu.height)"],
+        "kernscope_load": [sys.executable, "-c", _LOAD.format(boot="", path=path)],
     }
     if base_src:  # another kernscope source tree (an earlier commit's src/), the same decode + link, in the same run
         boot = f"import sys; sys.path.insert(0, {base_src!r}); "
         c["base_decode"] = [sys.executable, "-c", boot + f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"]
-        c["base_load"] = [sys.executable, "-c", boot + f"import kernscope; t = kernscope.load({path!r}, cache=False); print(t.gpu.height)"]
+        c["base_load"] = [sys.executable, "-c", _LOAD.format(boot=boot, path=path)]
     if xprof_python:
         for name, tool in (("xprof_trace_viewer", "trace_viewer"), ("xprof_op_stats", "framework_op_stats")):
             c[name] = [xprof_python, "-c", "import logging, os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
@@ -176,7 +183,9 @@ def main() -> int:
             for name, cmd in cmds.items():
                 r = timed(cmd)
                 runs.setdefault(name, []).append(r)
-                print(f"  round {i + 1} {name}: " + (r["error"] if "error" in r else f"{r['seconds']:.2f} s, {r['rss'] / 1e6:.0f} MB"),
+                inproc = [x[7:] for x in r.get("stdout", "").splitlines() if x.startswith("inproc=")]
+                print(f"  round {i + 1} {name}: " + (r["error"] if "error" in r else f"{r['seconds']:.2f} s, {r['rss'] / 1e6:.0f} MB"
+                                                     + (f" (decode + link in process {float(inproc[0]):.2f} s)" if inproc else "")),
                       flush=True)
     summary = {}
     for name, rs in runs.items():
@@ -188,6 +197,11 @@ def main() -> int:
         med = statistics.median(secs)
         summary[name] = {"median_s": round(med, 3), "min_s": round(min(secs), 3), "max_s": round(max(secs), 3),
                          "mb_per_s": round(size / 1e6 / med, 1), "peak_rss_x": round(max(r["rss"] for r in rs) / size, 2)}
+        inproc = [float(line[7:]) for r in rs for line in r.get("stdout", "").splitlines() if line.startswith("inproc=")]
+        if len(inproc) == len(rs):  # the load's own decode + link, without the interpreter's start and imports
+            summary[name].update(inproc_median_s=round(statistics.median(inproc), 3), inproc_min_s=round(min(inproc), 3),
+                                 inproc_max_s=round(max(inproc), 3),
+                                 inproc_mb_per_s=round(size / 1e6 / statistics.median(inproc), 1))
     base = summary.get("kernscope_cold", {}).get("median_s")
     for s in summary.values():
         if base and "median_s" in s:
