@@ -233,11 +233,18 @@ def _odd_texts(buf: np.ndarray, kind: np.ndarray, raw: np.ndarray, plane: np.nda
 
 @dataclass(frozen=True)
 class Strings:
-    """A string column as codes (int64 per event, -1: null) into its dictionary (the stat names, then the
-    column's inline strings)."""
+    """A string column as codes into its dictionary (the stat names, then the column's inline strings):
+    ``value`` (int32 per event) where ``missing`` is False."""
 
-    codes: np.ndarray
+    value: np.ndarray
+    missing: np.ndarray
     dictionary: pl.Series
+
+    @property
+    def codes(self) -> np.ndarray:
+        """int64 per event, -1 for null (made when asked: most string columns never need it)."""
+        out: np.ndarray = np.where(self.missing, -1, self.value).astype(np.int64)
+        return out
 
 
 def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.Series,
@@ -266,7 +273,7 @@ def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.S
             missing = state != S_VALUE
             idx = pl.Series(value).set(pl.Series(missing), None)
             out[f.column] = dictionary.cast(pl.Categorical).gather(idx).alias(f.column)
-            strings[f.column] = Strings(np.where(missing, -1, value).astype(np.int64), dictionary)
+            strings[f.column] = Strings(value, missing, dictionary)
             continue
         if text is not None and text.len():  # numbers written as text (a string or a ref)
             parsed = text.str.strip_chars().cast(_DTYPE[f.kind], strict=False)
