@@ -1,4 +1,5 @@
-"""Interval arithmetic on int64 ns columns: union lengths per group, vectorized (numpy, one sort).
+"""Interval arithmetic on int64 ns columns: union lengths per group, vectorized (numpy, one sort); dense ranks of
+integer codes.
 
 Shared by the trace timeline, multi-rank overlap and intra-kernel statistics. Imports nothing from kernscope.
 """
@@ -14,36 +15,13 @@ import polars as pl
 def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end: str = "end") -> pl.DataFrame:
     """Per group of ``keys``: total length (ns) of the union of the ``[start, end)`` intervals.
 
-    Groups are laid end to end on one axis (offset by group code), so one :func:`merged` finds every
-    merged segment of every group at once.
+    Groups are laid end to end on one axis (offset by group code), so one sort finds every merged segment of
+    every group at once (:func:`union_many` with one subset: every row).
 
     Returns:
         One row per group: the key columns and ``len`` (Int64 ns).
     """
-    keys = list(keys)
-    schema: dict[str, pl.DataType] = {**{k: table.schema[k] for k in keys}, "len": pl.Int64()}
-    if table.height == 0:
-        return pl.DataFrame(schema=schema)
-    if keys:
-        codes = _dense_codes(table, keys)
-    else:
-        codes = np.zeros(table.height, dtype=np.int64)
-    ts = table[start].to_numpy().astype(np.int64, copy=False)
-    en = table[end].to_numpy().astype(np.int64, copy=False)
-    t0 = int(ts.min())
-    span = int(max(int(en.max()), int(ts.max())) - t0) + 1
-    seg_s, seg_e = merged((ts - t0) + codes * span, (en - t0) + codes * span)  # groups never touch on this axis
-    n_groups = int(codes.max()) + 1
-    lengths = np.zeros(n_groups, dtype=np.int64)
-    group = seg_s // span  # sorted: each group's segments are one run
-    first_seg = np.flatnonzero(np.append(True, group[1:] != group[:-1]))
-    lengths[group[first_seg]] = np.add.reduceat(seg_e - seg_s, first_seg)
-    first = np.zeros(n_groups, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]
-    if not keys:
-        return pl.DataFrame({"len": lengths}, schema={"len": pl.Int64})
-    out: pl.DataFrame = table[first.tolist()].select(keys).with_columns(pl.Series("len", lengths, dtype=pl.Int64))
-    return out
+    return union_many(table, keys, {"len": np.ones(table.height, dtype=bool)}, start=start, end=end)
 
 
 def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.ndarray], *, start: str = "ts",
@@ -96,17 +74,31 @@ def _merged_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return s[new], run[last]
 
 
+#: the widest range of integers :func:`dense_ranks` ranks with a table
+RANK_TABLE = 1 << 24
+
+
+def dense_ranks(values: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Each integer's rank among the distinct values (0..k-1, in value order) and k, by a table of the values used
+    (no sort, no hash); None where their range is wider than :data:`RANK_TABLE` (then sort)."""
+    if values.size == 0:
+        return values.astype(np.int64), 0
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= RANK_TABLE:
+        return None
+    used = np.zeros(hi - lo + 1, dtype=bool)
+    used[values - lo] = True
+    rank: np.ndarray = (np.cumsum(used) - 1)[values - lo]
+    return rank, int(used.sum())
+
+
 def _dense_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray:
     """Each row's group as 0..k-1 in the keys' order: one integer key of a small range by a table of the values
     used (no sort), else by polars' dense rank."""
     if len(keys) == 1 and table.schema[keys[0]].is_integer() and table[keys[0]].null_count() == 0:
-        v = table[keys[0]].to_numpy().astype(np.int64, copy=False)
-        lo, hi = int(v.min()), int(v.max())
-        if hi - lo < 1 << 24:
-            used = np.zeros(hi - lo + 1, dtype=bool)
-            used[v - lo] = True
-            rank: np.ndarray = (np.cumsum(used) - 1)[v - lo]
-            return rank
+        ranked = dense_ranks(table[keys[0]].to_numpy().astype(np.int64, copy=False))
+        if ranked is not None:
+            return ranked[0]
     key = pl.col(keys[0]) if len(keys) == 1 else pl.struct(keys)
     codes: np.ndarray = table.select(key.rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     return codes

@@ -38,12 +38,13 @@ import numpy as np
 import polars as pl
 
 from ..errors import TraceError
+from ..intervals import dense_ranks
 from ..model import RawTrace
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
 from .hlo import Works
 from .protowire import Fields, WireError, as_array, fields_of, walk
-from .xscan import S_VALUE, FieldSpec, decode_stats, scan_lines
+from .xscan import FieldSpec, decode_stats, scan_lines
 from .xstats import (
     FIELD_KINDS,
     KERNEL_DETAIL_COLUMNS,
@@ -75,8 +76,6 @@ JAX_COLUMNS: dict[str, Any] = {
 _FLAT_KEYS = float(1 << 24)
 _META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
 _FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
-#: the stat fields that key the HLO columns (with the kernel's name)
-_MODULE, _OP = (next(i for i, f in enumerate(STAT_FIELDS) if f.column == c) for c in ("hlo_module", "hlo_op"))
 #: plane stats copied into ``metadata`` (host metadata plane, device planes, task environment)
 _DEVICE_STATS = {"gpu_device_name": "name", "device_vendor": "vendor", "clock_rate": "clockRateKHz",
                  "core_count": "numSms", "memory_size": "totalGlobalMem", "memory_bandwidth": "memoryBandwidth",
@@ -284,10 +283,12 @@ def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray
     ranks, sizes = [], []
     for c in codes:
         used = c[rows]
-        present = np.zeros(int(used.max()) + 1, dtype=bool)
-        present[used] = True
-        ranks.append((np.cumsum(present) - 1)[used])
-        sizes.append(int(present.sum()))
+        ranked = dense_ranks(used)
+        if ranked is None:  # a wide range of codes: rank by sorting
+            distinct, inverse = np.unique(used, return_inverse=True)
+            ranked = inverse.reshape(-1), int(distinct.size)
+        ranks.append(ranked[0])
+        sizes.append(ranked[1])
     space = float(np.prod(np.array(sizes, dtype=np.float64)))
     if space <= _FLAT_KEYS:
         key = ranks[0]
@@ -468,8 +469,8 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
         table = table.filter(pl.Series(~occurrences))
     # each GPU row's (module, kernel, op), numbered from the scan's codes (the HLO columns are found once per number)
     keep = ~occurrences
-    codes = [(np.where(scan.state[f] == S_VALUE, scan.value[f], -1).astype(np.int64) + 1)[keep] for f in (_MODULE, _OP)]
-    number, first = distinct_rows([codes[0], name_row[keep], codes[1]], is_gpu[keep])
+    module, op = (strings[c].codes[keep] + 1 for c in ("hlo_module", "hlo_op"))
+    number, first = distinct_rows([module, name_row[keep], op], is_gpu[keep])
     table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names), number, first)
     # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
     # null literal each, which takes no memory
