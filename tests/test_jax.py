@@ -627,3 +627,16 @@ def test_load_leaves_the_cycle_collector_as_it_was():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_scanner_parts_follow_the_workers_option(monkeypatch):
+    """The XSpace scanner splits the lines per usable core, at most the parse's ``workers`` (a rank worker of a
+    multi-rank job passes its share of the cores), and never into parts smaller than PART_BYTES."""
+    from kernscope.load import xscan
+
+    monkeypatch.setattr(xscan.os, "sched_getaffinity", lambda pid: set(range(8)))
+    lines = np.full(64, xscan.PART_BYTES // 4, dtype=np.int64)  # 16 parts' worth of bytes
+    assert len(xscan._parts(lines)) - 1 == 8
+    assert len(xscan._parts(lines, workers=2)) - 1 == 2
+    assert xscan._parts(lines, workers=1) == [0, 64]
+    assert xscan._parts(lines[:3]) == [0, 3]  # under one part's bytes: one part

@@ -77,7 +77,7 @@ def _parse_xplane(source: TraceSource, opts: ParseOptions) -> RawTrace:
     data = source.read_all(opts.limits or Limits())
     if opts.progress is not None:
         opts.progress(source.stored_bytes, source.stored_bytes)
-    return xplane.decode(data, source.path)
+    return xplane.decode(data, source.path, workers=opts.workers)
 
 
 def _looks_xspace(head: bytes) -> bool:

@@ -346,12 +346,13 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
                               pl.coalesce(pl.col("op_path"), pl.lit(found["_p"])).alias("op_path"))
 
 
-def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> RawTrace:
-    """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table."""
+def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None) -> RawTrace:
+    """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table (``workers``: the
+    scanner's threads at most; None: one per usable core)."""
     n = len(data)
     buf = as_array(data)
     try:
-        return _decode(buf, n, path)
+        return _decode(buf, n, path, workers)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
@@ -363,7 +364,7 @@ def _gather(values: list[Any], idx: np.ndarray, dtype: Any = pl.Categorical) -> 
     return out
 
 
-def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
+def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None) -> RawTrace:
     planes, hosts = _planes(buf, n, path)
     empty = np.zeros(0, np.int64)
     line_plane = np.concatenate([np.full(len(p.lines), p.index, dtype=np.int64) for p in planes]) if planes else empty
@@ -382,7 +383,7 @@ def _decode(buf: np.ndarray, n: int, path: str) -> RawTrace:
     spec = FieldSpec(field_of, flat[0] if flat else None, flat[1] if flat else 0, FIELD_KINDS)
     emd, md_stat_rows = _event_metadata(buf, planes)
     md_lookup = Lookup(emd["plane"].to_numpy(), emd["md"].to_numpy())
-    scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup)
+    scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup, workers=workers)
     ne = scan.ev_md.size
     ev_plane = line_plane[scan.ev_line] if ne else empty
     per_plane = np.bincount(ev_plane, minlength=len(planes)) if ne else np.zeros(len(planes), np.int64)

@@ -86,11 +86,12 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
 
 
 def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray, spec: FieldSpec,
-               refs: Lookup, names: Lookup, *, native: bool | None = None) -> LineScan:
+               refs: Lookup, names: Lookup, *, native: bool | None = None, workers: int | None = None) -> LineScan:
     """Scan the lines at ``line_off``/``line_len`` (int64) of ``buf``, in planes ``line_plane``; keep the stats
     ``spec`` maps to a field, typed by the field's kind (refs resolved to rows of ``refs``, the stat metadata);
     name each event by its row in ``names`` (the event metadata). ``native``: force a reader (None: the compiled
-    one when available and ``spec`` has its flat table)."""
+    one when available and ``spec`` has its flat table). ``workers``: the compiled scanner's threads at most
+    (None: one per usable core; the parse's ``workers`` option, as for Kineto traces)."""
     lib = scanner() if native in (None, True) and spec.lut is not None else None
     if native and lib is None:
         raise RuntimeError("the compiled XSpace scanner is not available")
@@ -99,7 +100,7 @@ def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line
     line_plane = np.ascontiguousarray(line_plane, dtype=np.int64)
     if lib is None:
         return _scan_numpy(buf, line_off, line_len, line_plane, spec, refs, names)
-    return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names)
+    return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names, workers)
 
 
 #: first guess of the odd list's size per byte of line (few in real profiles; it grows, doubling, when full)
@@ -121,10 +122,11 @@ def _grown(a: np.ndarray, n: int, cap: int) -> np.ndarray:
     return out
 
 
-def _parts(line_len: np.ndarray) -> list[int]:
-    """Line numbers that split the lines into parts of about equal bytes, one per usable core."""
+def _parts(line_len: np.ndarray, workers: int | None = None) -> list[int]:
+    """Line numbers that split the lines into parts of about equal bytes, one per usable core (at most ``workers``)."""
     size = int(line_len.sum())
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = min(cores, workers) if workers else cores
     k = max(1, min(MAX_PARTS, cores, size // PART_BYTES, line_len.size))
     if k == 1:
         return [0, line_len.size]
@@ -133,7 +135,7 @@ def _parts(line_len: np.ndarray) -> list[int]:
 
 
 def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
-                 spec: FieldSpec, refs: Lookup, names: Lookup) -> LineScan:
+                 spec: FieldSpec, refs: Lookup, names: Lookup, workers: int | None = None) -> LineScan:
     """The compiled scanner: the lines' events counted first (their outputs then have their exact size), the
     lines scanned in parts on threads (the scanner runs without the GIL), each part's events written in place."""
     assert spec.lut is not None
@@ -150,7 +152,7 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
                [np.empty(ne, t) for t in (np.int32, np.int64, np.int32, np.int64, np.int64, np.uint8)], *_fields_of(ne, kinds))
     scan = _Scan(lib, buf, line_off, line_len, line_plane, first, np.ascontiguousarray(spec.lut, dtype=np.int8), spec.width,
                  refs.flat_table(), names.flat_table(), kinds, out)
-    bounds = _parts(line_len)
+    bounds = _parts(line_len, workers)
     pairs = list(zip(bounds[:-1], bounds[1:]))
     if len(pairs) == 1:
         found = [scan.part(*pairs[0])]
