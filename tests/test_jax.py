@@ -640,3 +640,19 @@ def test_scanner_parts_follow_the_workers_option(monkeypatch):
     assert len(xscan._parts(lines, workers=2)) - 1 == 2
     assert xscan._parts(lines, workers=1) == [0, 64]
     assert xscan._parts(lines[:3]) == [0, 3]  # under one part's bytes: one part
+
+
+def test_packed_varints_of_many_fields_at_once():
+    """hlo._packed_lists (operand and called-computation ids) equals the plain reader, fields of one message
+    appended in order; a payload that ends inside a varint takes the plain reader's way (it drops it)."""
+    from kernscope.load.hlo import _packed_lists
+
+    vals = [[1, 300, 2**40, 0], [5], [2**64 - 1, 127, 128]]
+    data = b"".join(_field(7, b"".join(_varint(v) for v in vs)) for vs in vals)
+    buf = padded(data)
+    f = fields_of(buf, np.array([0]), np.array([len(data)]))
+    f = Fields(np.array([0, 1, 0]), f.field, f.wire, f.value, f.off, f.size)
+    assert _packed_lists(buf, f) == {0: [1, 300, 2**40, 0, 2**64 - 1, 127, 128], 1: [5]}
+    cut = _field(7, _varint(5) + b"\x80")  # the last varint never ends
+    g = fields_of(padded(cut), np.array([0]), np.array([len(cut)]))
+    assert _packed_lists(padded(cut), g) == {0: [5]}

@@ -66,9 +66,8 @@ def _packed_lists(buf: np.ndarray, f: Fields) -> dict[int, list[int]]:
     which = np.cumsum(end) - end  # each byte's varint
     first = np.flatnonzero(np.r_[True, end[:-1]])
     shift = (np.arange(b.size) - first[which]) * 7
-    values = np.zeros(first.size, dtype=np.uint64)
-    keep = shift < 64
-    np.bitwise_or.at(values, which[keep], (b[keep] & 0x7F).astype(np.uint64) << shift[keep].astype(np.uint64))
+    part = np.where(shift < 64, (b & 0x7F).astype(np.uint64) << np.minimum(shift, 63).astype(np.uint64), 0)
+    values = np.add.reduceat(part, first)  # a varint's 7-bit groups never overlap: their sum is their OR
     owner = np.repeat(f.msg, size)[end]
     out = {}
     for i, v in zip(owner.tolist(), values.tolist()):
@@ -111,10 +110,7 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
     for m, c, op in zip(ins_module.tolist(), comp_id[ins_comp].tolist(), opcode):
         if op and op not in _PLUMBING:
             ops_of.setdefault((m, c), set()).add(op)
-    called = inf.of(38, 2)
-    called_of: dict[int, list[int]] = {}
-    for i, o, s in zip(called.msg.tolist(), called.off.tolist(), called.size.tolist()):
-        called_of.setdefault(i, []).extend(_packed(buf, o, s))
+    called_of = _packed_lists(buf, inf.of(38, 2))
     called_v = inf.of(38, 0)  # unpacked encoding
     for i, v in zip(called_v.msg.tolist(), called_v.value.tolist()):
         called_of.setdefault(i, []).append(int(v))
