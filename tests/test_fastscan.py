@@ -237,3 +237,15 @@ def test_dictionary_series_without_pyarrow_equals_the_strings():
         offsets = np.concatenate([[0], np.cumsum([0] + [len(e) for e in enc])]).astype(np.int64)
         got = dictionary_series(offsets, np.frombuffer(b"".join(enc), dtype=np.uint8))
         assert got.dtype == pl.String and got.to_list() == [None, *strings]
+
+
+def test_strings_of_replaces_invalid_utf8_like_a_decode_of_each():
+    """load.strings.strings_of (the XSpace's texts too): invalid bytes replaced within their own string only."""
+    import numpy as np
+
+    from kernscope.load.strings import strings_of
+
+    for raw in ([b"ok", b"\xff\xfebad", b"\xe4\xb8", b"", b"\xe4\xb8\xad"], [b"a\x00b", b"\xff"]):
+        offsets = np.cumsum([0] + [len(r) for r in raw]).astype(np.int64)
+        got = strings_of(offsets, np.frombuffer(b"".join(raw), dtype=np.uint8)).to_list()
+        assert got == [r.decode("utf-8", "replace") for r in raw]

@@ -30,6 +30,7 @@ from .argspec import ARG_FIELDS, LOADER_ARGS
 from .chunk import EVENT_SCHEMA, MAX_NAME_BYTES, Args_, cap_names
 from .native import scanner
 from .projection import NameTest, Projection
+from .strings import strings_of
 
 __all__ = ["ScanHints", "Scanned", "available", "scan"]
 
@@ -178,21 +179,9 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
 
 
 def dictionary_series(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
-    """A null, then the strings ``data[offsets[i]:offsets[i + 1]]`` (valid UTF-8: the scanner checked it), as one
-    String Series: joined with NULs, decoded once and split by polars (pyarrow's import and first use took
-    0.1-0.17 s of every cold run). A dictionary holding a NUL itself is built by pyarrow."""
-    n = offsets.size - 2  # the strings after the null
-    body = pl.Series([None], dtype=pl.String)
-    if n <= 0:
-        return body
-    if not (data == 0).any():
-        joined = np.insert(data, offsets[2 : n + 1], 0).tobytes().decode("utf-8")
-        out: pl.Series = pl.concat([body, pl.Series([joined], dtype=pl.String).str.split("\x00").explode()])
-        return out
-    import pyarrow as pa
-
-    valid = pa.py_buffer(np.packbits(np.arange(n + 1) > 0, bitorder="little"))
-    return pl.Series(pa.LargeStringArray.from_buffers(n + 1, pa.py_buffer(offsets), pa.py_buffer(data), valid))
+    """A null, then the strings ``data[offsets[i]:offsets[i + 1]]`` for i >= 1 (the scanner's dictionary after its
+    null entry; valid UTF-8, the scanner checked it), as one String Series (:func:`.strings.strings_of`)."""
+    return pl.concat([pl.Series([None], dtype=pl.String), strings_of(offsets[1:], data)])
 
 
 def _codes_of(offsets: np.ndarray, lens: np.ndarray, data: np.ndarray, wanted: tuple[str, ...]) -> np.ndarray:

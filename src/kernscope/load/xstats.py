@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from .strings import strings_of
 from .xscan import (
     F_FLOAT,
     F_INT,
@@ -70,20 +71,9 @@ KERNEL_DETAIL_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "bl
 _DTYPE = {"int": pl.Int64, "float": pl.Float64, "str": pl.Categorical}
 
 
-#: up to this many strings, :func:`texts` decodes each in Python (cheaper than pyarrow's first use, ~0.1 s)
-FEW_TEXTS = 1 << 16
-
-
 def texts(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> pl.Series:
-    """Payloads as a string Series (invalid UTF-8 replaced): few decoded in Python, many gathered with numpy
-    into one Arrow buffer (no Python object per string)."""
-    if off.size <= FEW_TEXTS:
-        raw = buf.data if buf.flags.c_contiguous else buf.tobytes()
-        mv = memoryview(raw).cast("B")
-        return pl.Series([bytes(mv[o : o + k]).decode("utf-8", "replace") for o, k in zip(off.tolist(), size.tolist())],
-                         dtype=pl.String)
-    import pyarrow as pa
-
+    """Payloads as a string Series (invalid UTF-8 replaced), gathered with numpy into one buffer (no Python object
+    per string; :func:`.strings.strings_of`)."""
     size = size.astype(np.int64)
     offsets = np.zeros(size.size + 1, dtype=np.int64)
     np.cumsum(size, out=offsets[1:])
@@ -93,15 +83,7 @@ def texts(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> pl.Series:
         data = buf[idx]
     else:
         data = np.zeros(0, dtype=np.uint8)
-    arr = pa.LargeStringArray.from_buffers(size.size, pa.py_buffer(offsets), pa.py_buffer(data.tobytes()))
-    try:
-        arr.validate(full=True)
-    except pa.ArrowInvalid:  # invalid UTF-8: decode each with replacement (rare)
-        raw = data.tobytes()
-        arr = pa.array([raw[a:b].decode("utf-8", "replace") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())],
-                       type=pa.large_string())
-    out: pl.Series = pl.Series(arr).cast(pl.String)
-    return out
+    return strings_of(offsets, data)
 
 
 class Lookup:
