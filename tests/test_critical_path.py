@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from conftest import TRACES, real_traces, write_trace
@@ -183,3 +184,38 @@ def test_jax_json_host_rows_without_thread_say_nothing(tmp_path, capsys):
     trace = Path(__file__).parent / "data" / "jax" / "transformer" / "perfetto_trace.json.gz"
     assert main(["analyze", str(trace), "--no-cache", "--format", "json", "-o", str(tmp_path / "a.json")]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_binary_lifting_equals_a_walk_of_each_chain() -> None:
+    """The chains read by binary lifting (jump tables only as deep as the longest chain) equal a plain walk."""
+    from kernscope.analyze.critical_path import _ancestors
+
+    rng = np.random.default_rng(7)
+    for n, chain_len in ((1, 1), (50, 3), (5000, 700), (3000, 2999)):
+        root = n
+        # forests: each node's predecessor is an earlier node or the root; one long chain among short ones
+        pred = np.array([root if i % chain_len == 0 else int(rng.integers(max(0, i - chain_len), i))
+                         for i in range(n)] + [root], dtype=np.int64)
+        pred[1:min(n, chain_len)] = np.arange(0, min(n, chain_len) - 1)
+        starts = np.array(sorted(set(rng.integers(0, n, size=min(n, 20)).tolist()) | {min(n, chain_len) - 1, root}),
+                          dtype=np.int64)
+        owner, node = _ancestors(pred, starts, root)
+        want_owner, want_node = [], []
+        for k, s in enumerate(starts.tolist()):
+            while s != root:
+                want_owner.append(k)
+                want_node.append(s)
+                s = int(pred[s])
+        assert owner.tolist() == want_owner
+        assert node.tolist() == want_node
+
+
+def test_text_rank_orders_as_the_text_does() -> None:
+    from kernscope.analyze.critical_path import _text_rank
+
+    # categories made in an order unlike the text's, so the physical codes disagree with it
+    df = pl.DataFrame({"s": ["zeta", "b", None, "alpha", "b", "Zulu"]}, schema={"s": pl.Categorical})
+    got = df.select(_text_rank(pl.col("s")).alias("r"))["r"].to_list()
+    assert got == [3, 2, None, 1, 2, 0]  # Zulu < alpha < b < zeta (byte order)
+    by_rank = df.with_columns(_text_rank(pl.col("s")).alias("r")).sort("r", nulls_last=True)["s"].cast(pl.String)
+    assert by_rank.to_list() == df["s"].cast(pl.String).sort(nulls_last=True).to_list()

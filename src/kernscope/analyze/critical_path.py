@@ -27,13 +27,14 @@ overlap the GPU work it waited for (saves the smaller of its wait and the host t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from ..model import Trace
-from .kernels import NS_PER_US
+from .kernels import NS_PER_US, named
 
 #: a record that starts this soon after the previous record of its stream ended was queued behind it (ns)
 QUEUE_GAP_NS = 2_000
@@ -45,6 +46,8 @@ SYNC_CALLS = (r"^((cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchroniz
 #: the event kinds of those calls
 SYNC_KINDS = ("runtime", "driver")
 SEGMENTS = ("cpu", "launch", "gpu", "queue", "stream_wait", "sync_return", "carryover")
+#: how a node was reached (interned: one byte a node, not a string)
+_HOW = pl.Enum(["queue", "stream_wait", "launch", "cpu"])
 
 
 @dataclass(frozen=True)
@@ -84,16 +87,27 @@ def _step_of(times: pl.DataFrame, col: str, windows: pl.DataFrame) -> pl.DataFra
             .drop("_T"))
 
 
+def _text_rank(col: pl.Expr) -> pl.Expr:
+    """A categorical's values as their rank in the text order of its distinct values (nulls: null), UInt32: sorting
+    by it orders rows as sorting by the text would, without the text."""
+    distinct = col.unique().drop_nulls().sort()
+    return col.to_physical().replace_strict(distinct.to_physical(), pl.int_range(distinct.len(), dtype=pl.UInt32),
+                                            default=None, return_dtype=pl.UInt32)
+
+
 def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray]:
-    """(owner, node): every node on the chain of each start (``pred`` up to ``root``, root excluded), by binary
-    lifting: log n vectorized jumps, no loop per node."""
-    n = len(pred)
-    levels = max(1, int(n).bit_length())
-    up = [pred]
-    for _ in range(1, levels):
+    """(owner, node): every node on the chain of each start (``pred`` up to ``root``, root excluded; ``pred[root]``
+    is ``root``), by binary lifting: log d vectorized jumps (d: the longest chain), no loop per node. The jump
+    tables stop at the longest chain's length, not the node count's (a step's path is thousands of nodes, a
+    10 GB trace has millions), in int32 where the ids fit: 23 -> 12 tables of 4 instead of 8 bytes per node."""
+    dtype = np.int32 if len(pred) < 2**31 else np.int64
+    up = [pred.astype(dtype)]
+    # up[k] jumps 2**k links; stop once 2**len(up) links take every start to the root (chains are shorter)
+    while (up[-1][up[-1][starts]] != root).any():
         up.append(up[-1][up[-1]])
+    levels = len(up)
     depth = np.zeros(len(starts), dtype=np.int64)  # nodes before the root on each chain
-    x = starts.copy()
+    x = starts.astype(dtype)
     alive = x != root
     for k in reversed(range(levels)):
         y = up[k][x]
@@ -103,11 +117,11 @@ def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[np.ndar
     depth = np.where(alive, depth + 1, 0)
     owner = np.repeat(np.arange(len(starts)), depth)
     j = np.arange(len(owner)) - np.repeat(np.cumsum(depth) - depth, depth)  # 0 .. depth-1 along each chain
-    node = starts[owner]
+    node = starts.astype(dtype)[owner]
     for k in range(levels):
         bit = (j >> k) & 1 == 1
         node = np.where(bit, up[k][node], node)
-    return owner, node
+    return owner, node.astype(np.int64)
 
 
 def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -> CriticalPath:
@@ -124,10 +138,15 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
                     pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
                     pl.col("name").cast(pl.Categorical), pl.col("category").cast(pl.Categorical),
                     pl.col("launcher").cast(pl.Categorical), "correlation")
-         # a total order: records that tie on time get the same node ids from any load of the trace
-         .sort("device", "stream", "ts", "end", "correlation", "name", "launcher", nulls_last=True)
+         # a total order: records that tie on time get the same node ids from any load of the trace (names by
+         # their text's rank: a sort on the categoricals themselves row-encoded every record's text)
+         .with_columns(_text_rank(pl.col("name")).alias("_nr"), _text_rank(pl.col("launcher")).alias("_lr"))
+         .sort("device", "stream", "ts", "end", "correlation", "_nr", "_lr", nulls_last=True).drop("_nr", "_lr")
          .with_row_index("_g").with_columns(pl.col("_g").cast(pl.Int64)))
     n_g = g.height
+    # what the summary reads of the records, apart: the sorts and joins below copy only what they need
+    labels = g.select("_g", "step", "end", "category", "name", "launcher")
+    g = g.drop("category", "name", "launcher", "correlation")
     # -- GPU records: what let each one start
     g = g.with_columns(pl.col("end").cum_max().shift(1).over("device", "stream").alias("_p_end"),
                        pl.col("_g").shift(1).over("device", "stream").alias("_p"))
@@ -141,7 +160,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     waited = pl.col("_w").is_not_null() & (pl.col("launch_ts").is_null() | (pl.col("_w_end") >= pl.col("launch_ts")))
     g = g.with_columns(pl.when(queued).then(pl.lit("queue")).when(waited).then(pl.lit("stream_wait"))
                        .when(pl.col("launch_ts").is_not_null()).then(pl.lit("launch")).otherwise(pl.lit("stream_wait"))
-                       .alias("_how"))
+                       .cast(_HOW).alias("_how"))
     # -- CPU points: launches that records waited for, and each step's end on the step's thread
     launches = g.filter(pl.col("_how") == "launch").select(pl.col("_g").alias("_for"), pl.col("pid").cast(pl.String),
                                                            pl.col("tid").cast(pl.String), pl.col("launch_ts").alias("t"),
@@ -152,6 +171,8 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     syncs = _blocking_syncs(trace, by_end)
     cpu = (cpu.sort("t", "_c").join_asof(syncs, left_on="t", right_on="_s_end", by=["pid", "tid"], strategy="backward",
                                    check_sortedness=False).sort("_c"))
+    # (the intermediate tables go as soon as they are used: on a 10 GB trace each is hundreds of MB)
+    del launches, ends, syncs, by_end
     root = n_g + cpu.height
     # -- every node: its time, its predecessor, and the step window it lies in (pred across steps: the start)
     launch_of = cpu.filter(pl.col("_for").is_not_null()).select(pl.col("_for").alias("node"), pl.col("_c").alias("_cpu"))
@@ -161,11 +182,14 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
                .join(launch_of, on="node", how="left")
                .with_columns(pl.when(pl.col("_how") == "launch").then(pl.col("_cpu")).otherwise(pl.col("pred")).alias("pred"))
                .drop("_cpu").with_columns(pl.lit(None, pl.Int64).alias("_end_of")))
-    c_nodes = cpu.select(pl.col("_c").alias("node"), pl.col("t").alias("time"), pl.lit("cpu").alias("_how"),
+    c_nodes = cpu.select(pl.col("_c").alias("node"), pl.col("t").alias("time"), pl.lit("cpu", _HOW).alias("_how"),
                          pl.lit(None, pl.Int64).alias("ts"), pl.col("_a").alias("pred"), "_end_of")
     nodes = (_step_of(pl.concat([g_nodes, c_nodes]), "time", all_windows)
              .with_columns(pl.coalesce("_end_of", "_step").alias("_step")).drop("_S")
              .join(all_windows.select(pl.col("step").alias("_step"), pl.col("start").alias("_S")), on="_step", how="left"))
+    del launch_of, g_nodes, c_nodes
+    g = labels
+    del labels
     # each node's predecessor's time and step: node ids are 0..n-1, so by position once sorted (no join)
     nodes = nodes.sort("node")
     pos = nodes["pred"].fill_null(-1).to_numpy().astype(np.int64)
@@ -178,6 +202,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     nodes = nodes.with_columns(pl.when(cut).then(None).otherwise(pl.col("pred")).alias("pred"),
                                pl.when(cut).then(None).otherwise(pl.col("_pt")).alias("_pt")).drop("_ps")
     pred = np.concatenate([nodes["pred"].fill_null(root).to_numpy().astype(np.int64), [root]])
+    del pos, has, at
     # -- each step's end node: its last GPU record when the last step's GPU work ends after its CPU work, else
     #    the CPU point at its end
     last_rec = (g.filter(pl.col("step").is_not_null()).sort("end", "_g")
@@ -187,14 +212,19 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
                 .with_columns(pl.when(pl.col("_last") & pl.col("_lr").is_not_null() & (pl.col("_le") >= pl.col("T")))
                               .then(pl.col("_lr")).otherwise(pl.col("_ec")).alias("_end")))
     owner, on_path = _ancestors(pred, ends_tbl["_end"].to_numpy().astype(np.int64), root)
+    del pred
     path = pl.DataFrame({"_k": owner, "node": on_path}).join(nodes, on="node", how="left")
-    return _summarize(trace, path, ends_tbl, g, cpu, n_g)
+    del owner, on_path, nodes
+    summary, stretches = _summarize(path, ends_tbl, g, cpu, n_g)
+    del path, ends_tbl, g, cpu  # (before the CPU ops are read)
+    return dataclasses.replace(summary, ops=_host_by_op(trace, stretches))
 
 
 def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
     """The thread each step runs on (its ProfilerStep annotation's), else the thread that launched most work."""
     names = trace.steps.select("step", "name")
-    ev = (trace.events.filter(pl.col("name").is_in(names["name"].implode()) & (pl.col("kind") != "gpu"))
+    ev = (trace.events.select("name", "kind", "pid", "tid", "ts")
+          .filter(pl.col("name").is_in(names["name"].implode()) & (pl.col("kind") != "gpu"))
           .select(pl.col("name").cast(pl.String), pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), "ts"))
     marks = names.join(ev, on="name", how="inner").sort("ts").unique("step", keep="first").select("step", "pid", "tid")
     busiest = (trace.gpu.group_by(pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String)
@@ -207,8 +237,7 @@ def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
 def _blocking_syncs(trace: Trace, by_end: pl.DataFrame) -> pl.DataFrame:
     """Synchronizing runtime calls during which the GPU was still busy (the host blocked), with ``_a``: the GPU
     record that ended last before the call returned (what it waited for) and ``_a_end``."""
-    rt = trace.events.filter(pl.col("kind").is_in(SYNC_KINDS))
-    rt = rt.filter(pl.col("name").cast(pl.String).str.contains(SYNC_CALLS))
+    rt = named(trace.rows(SYNC_KINDS, ("pid", "tid", "name", "ts", "end")), SYNC_CALLS)
     s = (rt.select(pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), pl.col("name").cast(pl.String).alias("_s_name"),
                    pl.col("ts").alias("_s_ts"), pl.col("end").alias("_s_end"))
          .sort("_s_end", "_s_ts", "pid", "tid")
@@ -217,8 +246,9 @@ def _blocking_syncs(trace: Trace, by_end: pl.DataFrame) -> pl.DataFrame:
     return s.filter(pl.col("_a").is_not_null() & (pl.col("_a_end") > pl.col("_s_ts"))).sort("_s_end", "_s_ts", "pid", "tid")
 
 
-def _summarize(trace: Trace, path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.DataFrame,
-               n_g: int) -> CriticalPath:
+def _summarize(path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.DataFrame,
+               n_g: int) -> tuple[CriticalPath, pl.DataFrame]:
+    """The path's tables (``ops`` still empty) and its host stretches (step, pid, tid, a, b) for :func:`_host_by_op`."""
     k = ends.select(pl.int_range(pl.len()).alias("_k"), "step", "start", "T")
     p = path.drop("_step", "_S").join(k, on="_k").with_columns(
         pl.max_horizontal(pl.coalesce("_pt", "start"), "start").alias("_from"))
@@ -240,6 +270,7 @@ def _summarize(trace: Trace, path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataF
         pl.when(is_gpu & ~linked).then(gap).otherwise(0).alias("carryover"),
         pl.when(synced).then(sync_ret).otherwise(0).alias("sync_return"),
         pl.when(~is_gpu).then(host).otherwise(0).alias("cpu"))
+    del p
     steps = (seg.group_by("step").agg(*(pl.col(s).sum().alias(f"{s}_us") for s in SEGMENTS))
              .join(k, on="step", how="right")
              .with_columns(*(pl.col(f"{s}_us").fill_null(0) / NS_PER_US for s in SEGMENTS))
@@ -263,7 +294,7 @@ def _summarize(trace: Trace, path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataF
     records = kern.select("step", "name", "ts", pl.col("time").alias("end"), (pl.col("gpu") / NS_PER_US).alias("on_path_us"))
     stretches = seg.filter((pl.col("node") >= n_g) & (pl.col("cpu") > 0)).select(
         "step", "pid", "tid", (pl.col("time") - pl.col("cpu")).alias("a"), pl.col("time").alias("b"))
-    return CriticalPath(steps, categories, kernels, whatif, records=records, ops=_host_by_op(trace, stretches))
+    return CriticalPath(steps, categories, kernels, whatif, records=records), stretches
 
 
 def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
@@ -274,14 +305,16 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
     schema = {"step": pl.Int64, "op": pl.String, "host_us": pl.Float64}
     if host.height == 0:
         return pl.DataFrame(schema=schema)
-    cpu = trace.cpu_ops
-    threads = host.select(pl.col("pid").cast(cpu.schema["pid"]), pl.col("tid").cast(cpu.schema["tid"])).unique()
-    ops = (cpu.select("name", "pid", "tid", "ts", "end")
-           .join(threads, on=["pid", "tid"], how="semi").filter(pl.col("end") > pl.col("ts"))
+    ev = trace.events
+    threads = host.select(pl.col("pid").cast(ev.schema["pid"]), pl.col("tid").cast(ev.schema["tid"])).unique()
+    # one query: the CPU ops of these threads are not first copied out of the event table on their own
+    ops = (ev.lazy().select("kind", "name", "pid", "tid", "ts", "end").filter(pl.col("kind") == "cpu_op").drop("kind")
+           .join(threads.lazy(), on=["pid", "tid"], how="semi").filter(pl.col("end") > pl.col("ts"))
            # top level: not inside an earlier op of the thread (starts at or after every earlier op's end)
            .sort("pid", "tid", "ts", pl.col("end"), descending=[False, False, False, True])
            .filter(pl.col("ts") >= pl.col("end").cum_max().shift(1).over("pid", "tid").fill_null(-(2**62)))
-           .with_columns(pl.col("name", "pid", "tid").cast(pl.String)))  # strings for the top-level ops only
+           .with_columns(pl.col("name", "pid", "tid").cast(pl.String))  # strings for the top-level ops only
+           .collect())
     parts: list[pl.DataFrame] = []
     for (pid, tid), segs in host.group_by("pid", "tid"):  # one pass per thread, not per stretch
         # eq_missing: a stretch of a thread without a pid or tid (a JAX export's host rows) matches no op, as a

@@ -29,7 +29,7 @@ from ..errors import KernscopeError
 from ..model import Trace
 from .attribute import op_gpu_pairs
 from .idle import idle_breakdown
-from .kernels import NS_PER_US
+from .kernels import NS_PER_US, named
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -144,8 +144,8 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> lis
 
 
 def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
-    rt = trace.events.filter(pl.col("kind").is_in(("runtime", "driver")))  # Kineto's runtime calls, XLA's driver calls
-    rt = rt.filter(pl.col("name").cast(pl.String).str.contains(cfg["names"]))
+    # Kineto's runtime calls, XLA's driver calls
+    rt = named(trace.rows(("runtime", "driver"), ("idx", "pid", "tid", "ts", "dur", "name")), cfg["names"])
     if rt.height == 0 or trace.steps.height == 0:
         return []
     steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
@@ -157,10 +157,12 @@ def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
     probe = rt.select("_g", pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
                       pl.col("ts").alias("launch_ts"), "dur")
     threads = rt.select("pid", "tid").unique()
-    cpu_ops = trace.cpu_ops.select("idx", "pid", "tid", "ts", "end").join(threads, on=["pid", "tid"], how="semi")
+    # lazy queries over the event table: the CPU ops are not first copied out on their own (large traces)
+    cpu = trace.events.lazy().filter(pl.col("kind") == "cpu_op")
+    cpu_ops = cpu.select("idx", "pid", "tid", "ts", "end").join(threads.lazy(), on=["pid", "tid"], how="semi").collect()
     ops = op_gpu_pairs(cpu_ops, probe).filter(pl.col("innermost")).select("_g", "op_idx")
-    names = (trace.cpu_ops.select(pl.col("idx").alias("op_idx"), "name").join(ops.select("op_idx").unique(), on="op_idx")
-             .select("op_idx", pl.col("name").cast(pl.String).alias("op")))  # the names of the ops found only
+    names = (cpu.select(pl.col("idx").alias("op_idx"), "name").join(ops.lazy().select("op_idx").unique(), on="op_idx")
+             .select("op_idx", pl.col("name").cast(pl.String).alias("op")).collect())  # the names of the ops found only
     ops = ops.join(names, on="op_idx", how="left")
     per = (rt.join(ops, on="_g", how="left").with_columns(pl.col("op").fill_null("(no CPU op)"))
            .group_by("step", "name", "op").agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("total_us")))
@@ -190,8 +192,9 @@ def exposed_comm(by_step: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, A
 
 
 def tiny_gemm(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    g = gpu.filter(pl.col("step").is_not_null() & (pl.col("kind").cast(pl.String) == "kernel")
-                   & (pl.col("category").cast(pl.String) == cfg["category"]))
+    g = gpu.select("step", "kind", "category", "name", "launcher", "dur").filter(
+        pl.col("step").is_not_null() & (pl.col("kind").cast(pl.String) == "kernel")
+        & (pl.col("category").cast(pl.String) == cfg["category"]))
     if g.height == 0:
         return []
     per = (g.group_by("step", pl.col("name").cast(pl.String), pl.col("launcher").cast(pl.String).alias("op"))
@@ -223,8 +226,8 @@ def step_variance(steps: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, An
 def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
     """Compile spans inside steps (the outermost ones of ``cfg["names"]``), with torch.compile's compile ids (``0/1``:
     frame 0, recompilation 1) from the annotations Dynamo writes beside them."""
-    host = trace.events.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]))
-    spans = host.filter(pl.col("name").cast(pl.String).str.contains(cfg["names"]))
+    host = trace.rows(("cpu_op", "user_annotation"), ("name", "ts", "end"))
+    spans = named(host, cfg["names"])
     if spans.height == 0 or trace.steps.height == 0:
         return []
     steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
@@ -232,7 +235,7 @@ def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[
              .join_asof(steps, left_on="ts", right_on="_s", strategy="backward").filter(pl.col("ts") < pl.col("_e")))
     if step is not None:
         spans = spans.filter(pl.col("step") == step)
-    ids = (host.filter(pl.col("name").cast(pl.String).str.contains("compile_id="))
+    ids = (named(host, "compile_id=")
            .select(pl.col("name").cast(pl.String).str.extract(r"compile_id=([0-9/]+)").alias("_id"), "ts").sort("ts")
            .join_asof(steps, left_on="ts", right_on="_s", strategy="backward").filter(pl.col("ts") < pl.col("_e"))
            .group_by("step").agg(pl.col("_id").drop_nulls().unique().sort().alias("_ids")))
@@ -253,14 +256,17 @@ def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[
 def low_occupancy(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     if "occupancy_pct" not in gpu.columns:
         return []
-    g = gpu.filter(pl.col("step").is_not_null() & (pl.col("kind").cast(pl.String) == "kernel"))
+    g = gpu.select("step", "kind", "dur", "occupancy_pct", "registers", "category", "name").filter(
+        pl.col("step").is_not_null() & (pl.col("kind").cast(pl.String) == "kernel"))
     step_time = g.group_by("step").agg(pl.col("dur").sum().alias("_step_ns"))
     skip = list(cfg["skip_categories"])
+    # grouped by the interned name (grouping by (step, text) row-encoded every kernel's name), text for the groups
     per = (g.filter(pl.col("occupancy_pct").is_not_null() & ~pl.col("category").cast(pl.String).is_in(skip))
-           .group_by("step", pl.col("name").cast(pl.String))
+           .group_by("step", pl.col("name").cast(pl.Categorical))
            .agg(pl.len().alias("count"), pl.col("dur").sum().alias("_ns"),
                 ((pl.col("occupancy_pct") * pl.col("dur")).sum() / pl.col("dur").sum()).alias("occupancy_pct"),
                 pl.col("registers").mean().alias("registers"))
+           .with_columns(pl.col("name").cast(pl.String))
            .join(step_time, on="step")
            .with_columns((100.0 * pl.col("_ns") / pl.col("_step_ns")).alias("share_pct"))
            .filter((pl.col("occupancy_pct") <= cfg["max_occupancy_pct"]) & (pl.col("share_pct") >= cfg["min_share_pct"])))

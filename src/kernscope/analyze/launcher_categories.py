@@ -34,6 +34,7 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
         return out
     out = refine_by_hlo(out, categorizer)
     cand = (out.with_row_index("_g")
+            .select("_g", "kind", "category", "launch_ts", "decided_by", "name", "launch_pid", "launch_tid", "dur")
             .filter((pl.col("kind") == "kernel") & pl.col("category").cast(pl.String).is_in(sorted(generic))
                     & pl.col("launch_ts").is_not_null() & (pl.col("decided_by") == "name")))
     if categorizer.keep and cand.height:  # casts and copies keep their category: tested once per distinct name
@@ -42,27 +43,33 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
         cand = cand.join(kept, on="name", how="anti", maintain_order="left")
     if cand.height == 0:
         return out
-    ev = trace.events
-    cpu = ev.filter(pl.col("kind") == "cpu_op")
+    # CPU ops in lazy queries over the event table: each keeps only the rows and columns it needs (the CPU ops
+    # copied out first were most of this function's memory on large traces)
+    cpu = trace.events.lazy().filter(pl.col("kind") == "cpu_op")
+    name_type = trace.events.schema["name"]
     # the rules run once per distinct op name; ops are matched on the interned names (no string per op)
-    names = cpu.select(pl.col("name").unique()).drop_nulls()["name"].cast(pl.String).to_list()
+    names = cpu.select(pl.col("name").unique()).drop_nulls().collect()["name"].cast(pl.String).to_list()
     op_cat = categorizer.op_categories(names).drop_nulls()
     op_cat = op_cat.filter(~pl.col("category").is_in(sorted(generic)))
     if op_cat.height == 0:
         return out
-    ops = (cpu.join(op_cat.select(pl.col("name").cast(cpu.schema["name"]), pl.col("category").alias("_op_cat")),
-                    on="name", how="inner", maintain_order="left")
-           .select("idx", "pid", "tid", "ts", "end", "_op_cat"))
+    ops = (cpu.select("idx", "name", "pid", "tid", "ts", "end")
+           .join(op_cat.lazy().select(pl.col("name").cast(name_type), pl.col("category").alias("_op_cat")),
+                 on="name", how="inner", maintain_order="left")
+           .select("idx", "pid", "tid", "ts", "end", "_op_cat").collect())
     pairs = op_gpu_pairs(ops.drop("_op_cat"), cand.select("_g", "launch_pid", "launch_tid", "launch_ts", "dur"))
     if pairs.height == 0:
         return out
     inner = pairs.filter(pl.col("innermost"))
-    op_name = (cpu.select(pl.col("idx").alias("op_idx"), "name").join(inner.select("op_idx").unique(), on="op_idx")
-               .select("op_idx", pl.col("name").cast(pl.String).alias("_op_name")))  # the names of the ops found only
+    op_name = (cpu.select(pl.col("idx").alias("op_idx"), "name").join(inner.lazy().select("op_idx").unique(), on="op_idx")
+               .select("op_idx", pl.col("name").cast(pl.String).alias("_op_name")).collect())  # the ops found only
     best = (inner.join(ops.select(pl.col("idx").alias("op_idx"), "_op_cat"), on="op_idx")
             .join(op_name, on="op_idx", how="left")
             .select("_g", "_op_cat", "_op_name").unique("_g", keep="first"))
-    new = out.with_row_index("_g").join(best, on="_g", how="left", maintain_order="left")
+    # the new columns aligned with the rows (a join of the whole table would copy every column)
+    found = out.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_g")).join(
+        best.with_columns(pl.col("_g").cast(pl.Int64)), on="_g", how="left", maintain_order="left")
+    new = out.with_columns(found["_op_cat"], found["_op_name"])
     changed = pl.col("_op_cat").is_not_null() & (pl.col("_op_cat") != pl.col("category").cast(pl.String))
     graph = pl.col("graph_launch").fill_null(False) if "graph_launch" in new.columns else pl.lit(False)
     dtype = gpu.schema["category"]
@@ -71,7 +78,7 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
         pl.when(changed & graph).then(pl.lit("graph")).when(changed).then(pl.lit("op")).otherwise(pl.col("decided_by"))
         .alias("decided_by"),
         pl.when(changed).then(pl.col("_op_name")).otherwise(pl.col("decided_op")).alias("decided_op"),
-    ).drop("_g", "_op_cat", "_op_name")
+    ).drop("_op_cat", "_op_name")
 
 
 def refine_by_hlo(gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
