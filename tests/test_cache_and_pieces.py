@@ -226,6 +226,39 @@ def test_parallel_pieces_equal_one_piece(tmp_path, monkeypatch):
     assert pieces.flows.height == whole.flows.height
 
 
+@pytest.mark.parametrize("trace", [
+    ROOT / "tests" / "data" / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz",  # stacks, shapes, flows
+    ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz",
+])
+@pytest.mark.parametrize("projected", [False, True])
+def test_pieces_merged_into_blocks_equal_pieces_joined_once(trace, projected, tmp_path, monkeypatch):
+    """Large traces merge their parsed pieces into blocks as they go (bounded memory at 10 GB): with blocks of a
+    few pieces (and of one), every table equals the load that joins all pieces at the end."""
+    import importlib
+
+    from kernscope.analyze.needs import analyze_projection
+
+    kineto = importlib.import_module("kernscope.load.kineto")
+    plain = tmp_path / "t.json"
+    plain.write_bytes(gzip.decompress(trace.read_bytes()))
+    trace = plain
+    monkeypatch.setattr(document, "CHUNK_BYTES", 1 << 16)  # dozens of pieces
+    merges: list[int] = []
+    merge = kineto.merge_pieces
+    monkeypatch.setattr(kineto, "merge_pieces", lambda tables: merges.append(len(tables)) or merge(tables))
+    projection = analyze_projection() if projected else None
+    monkeypatch.setattr(kineto, "BLOCK_BYTES", 1 << 40)
+    joined = kernscope.load(trace, cache=False, projection=projection)
+    assert joined.stats.events > 1000
+    for block in (1, 1 << 18):
+        monkeypatch.setattr(kineto, "BLOCK_BYTES", block)
+        merges.clear()
+        merged = kernscope.load(trace, cache=False, projection=projection)
+        assert len(merges) > 3 and (max(merges) == 1 if block == 1 else max(merges) >= 2), merges
+        for name in ("events", "gpu", "flows", "steps"):
+            assert getattr(merged, name).equals(getattr(joined, name)), (name, block)
+
+
 def test_cached_analyze_prints_the_stored_output_without_importing_polars(tmp_path):
     """The second analyze of an unchanged file is a hash and a read: no table library is even imported."""
     trace = tmp_path / "t.json"

@@ -30,6 +30,7 @@ from .fastscan import ScanHints
 from .fastscan import available as fastscan_available
 from .fastscan import scan as fastscan
 from .lines import to_lines
+from .native import trim_heap
 from .project import Projection, project
 from .source import Limits, TraceSource
 from .structure import top_level_objects
@@ -132,6 +133,9 @@ class _Pipeline:
         self.limits = limits
         self.workers = max(1, workers)
         self.tables: list[pl.DataFrame] = []
+        #: the pieces' tables not yet merged into a block (``tables[first_loose:]``) and the bytes of their JSON
+        self.first_loose = 0
+        self.loose_bytes = 0
         self.events_before = 0
         self.skipped: list[str] = []
         self.skipped_count = 0
@@ -278,6 +282,7 @@ class _Pipeline:
                         fut = pool.submit(self._parse, piece)
                         merges += 1
                 self._accept(parsed)
+                self._merge_loose(len(piece.text))
                 src = self.splitter.source
                 src.release(piece.offset + len(piece.text))
                 if self.progress is not None:
@@ -328,6 +333,16 @@ class _Pipeline:
             )
         self.tables.append(table)
 
+    def _merge_loose(self, text_bytes: int) -> None:
+        """Count ``text_bytes`` more of JSON parsed into the loose pieces; merge them into a block past
+        :data:`BLOCK_BYTES`."""
+        self.loose_bytes += text_bytes
+        if self.loose_bytes >= BLOCK_BYTES and len(self.tables) > self.first_loose:
+            self.tables[self.first_loose:] = [merge_pieces(self.tables[self.first_loose:])]
+            self.first_loose = len(self.tables)
+            self.loose_bytes = 0
+            trim_heap()  # the pieces' numpy buffers (C heap) back to the system
+
 
 _ARG_COLUMNS = frozenset(f.column for f in ARG_FIELDS)
 FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
@@ -344,6 +359,30 @@ def _with_idx(table: pl.DataFrame, parsed: Parsed, first: int) -> pl.DataFrame:
         keep[np.unique(np.concatenate([b.rows for b in parsed.bad]))] = False
         idx = idx[keep]
     return table.with_columns(pl.Series("idx", idx))
+
+
+#: the parsed pieces' tables are merged into one block per this many bytes of their JSON: a 10 GB trace's thousands of
+#: small per-piece buffers, kept until the final concatenation, fragmented the allocators' pages (its parse held
+#: 1 GB beyond its tables, and joining them 0.8 GB more); blocks are few and large, and the memory of the pieces
+#: they replace is reused by the next pieces
+BLOCK_BYTES = 256 << 20
+#: from this many rows on, the pieces' columns are joined one at a time (see ``_concat_split``)
+SERIAL_JOIN_ROWS = 8_000_000
+
+
+def merge_pieces(tables: list[pl.DataFrame]) -> pl.DataFrame:
+    """One table (contiguous columns) from consecutive pieces' tables. A column some pieces leave out (an args
+    column they had no value of) is null in their rows; one all of them leave out stays out (the final
+    concatenation makes it one null literal, as it does for a piece)."""
+    columns = list(dict.fromkeys(c for t in tables for c in t.columns))
+    out = []
+    for c in columns:
+        dtype = next(t.schema[c] for t in tables if c in t.columns)
+        parts = [t.get_column(c) if c in t.columns else pl.repeat(None, t.height, dtype=dtype, eager=True).alias(c)
+                 for t in tables]
+        out.append(pl.concat(parts, rechunk=True))
+    tables.clear()
+    return pl.DataFrame(out)
 
 
 @dataclass
@@ -370,10 +409,12 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozen
     for d in per_piece:
         for c in unread:
             d.pop(c, None)
-    ph = pl.concat([d["ph"] for d in per_piece], rechunk=True).cast(pl.String).fill_null("")
-    is_flow = ph.is_in(["s", "f", "t"])
-    is_meta = ph == "M"
-    is_counter = ph == "C"
+    # the phases as stored (interned): as text they were 16 bytes a row more, held through the whole join
+    ph = pl.concat([d["ph"] for d in per_piece], rechunk=True)
+    is_flow = ph.is_in(["s", "f", "t"]).fill_null(False)
+    is_meta = (ph == "M").fill_null(False)
+    is_counter = (ph == "C").fill_null(False)
+    del ph
     rest = ~(is_flow | is_meta | is_counter)
     split = not bool(rest.all())
     out: dict[str, pl.Series] = {}
@@ -393,12 +434,15 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozen
         if c in columns:
             if c in _ARG_COLUMNS and col.null_count() == col.len():  # e.g. no communication in this trace
                 literal.append(c)
-                return
-            out[c] = col.filter(rest).rechunk() if split else col
+            else:
+                out[c] = col.filter(rest).rechunk() if split else col
+        del parts, col
+        trim_heap()
 
     todo = [c for c in dict.fromkeys([*columns, *FLOW_COLUMNS, *META_COLUMNS]) if c not in unread]
-    # columns are independent and polars releases the GIL while it copies: two at a time
-    with ThreadPoolExecutor(2) as pool:
+    # columns are independent and polars releases the GIL while it copies: two at a time, but one at a time on
+    # a large trace (each column in flight holds its parts and its copy: 0.5 GB a column at 10 GB)
+    with ThreadPoolExecutor(2 if len(rest) < SERIAL_JOIN_ROWS else 1) as pool:
         list(pool.map(build, todo))
     events = pl.DataFrame({c: out[c] for c in columns if c in out})
     if literal:
