@@ -194,3 +194,14 @@ def test_diff_verdict_is_prose_of_the_renderer(fmt):
         assert line in out.replace("\n", " ") or line[:60] in out
     else:
         assert out.splitlines()[0].startswith("name,launcher,a_count")
+
+
+def test_json_written_part_by_part_is_json_dumps_of_the_whole_document() -> None:
+    """The JSON renderer writes one part at a time (memory); its text is the one json.dumps(indent=2) makes."""
+    from kernscope.render.formats.json import _dumps
+
+    docs = [{"a": 1, "b": [1, {"x": "y\nz", "w": None}], "c": {}, "d": [], "e": "é\t", "f": 1.5e-7},
+            {"k": {"n": [[], [1, [2, {"m": "\n"}]]]}}, {"only": "one"}]
+    for doc in docs:
+        parts = ",\n".join(f"  {json.dumps(k, ensure_ascii=False)}: {_dumps(v)}" for k, v in doc.items())
+        assert "{\n" + parts + "\n}" == json.dumps(doc, indent=2, ensure_ascii=False, default=str)

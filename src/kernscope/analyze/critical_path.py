@@ -46,8 +46,9 @@ SYNC_CALLS = (r"^((cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchroniz
 #: the event kinds of those calls
 SYNC_KINDS = ("runtime", "driver")
 SEGMENTS = ("cpu", "launch", "gpu", "queue", "stream_wait", "sync_return", "carryover")
-#: how a node was reached (interned: one byte a node, not a string)
+#: how a node was reached (interned: one byte a node, not a string), and the physical codes of its values
 _HOW = pl.Enum(["queue", "stream_wait", "launch", "cpu"])
+_HOW_QUEUE, _HOW_WAIT, _HOW_LAUNCH, _HOW_CPU = range(4)
 
 
 @dataclass(frozen=True)
@@ -78,13 +79,38 @@ def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
                      "_gpu_end", pl.col("_next").is_null().alias("_last"))
 
 
-def _step_of(times: pl.DataFrame, col: str, windows: pl.DataFrame) -> pl.DataFrame:
-    """``times`` with ``_step``/``_S``: the step window [start, T] holding ``col`` (a time equal to the next step's
-    start belongs to that next step)."""
-    w = windows.select(pl.col("start").alias("_S"), pl.col("T").alias("_T"), pl.col("step").alias("_step")).sort("_S")
-    return (times.sort(col).join_asof(w, left_on=col, right_on="_S", strategy="backward")
-            .with_columns(pl.when(pl.col(col) <= pl.col("_T")).then(pl.col("_step")).alias("_step"))
-            .drop("_T"))
+def _ints(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column as (values, 0 where null; valid)."""
+    return s.fill_null(0).to_numpy().astype(np.int64), s.is_not_null().to_numpy()
+
+
+def _masked(values: np.ndarray, valid: np.ndarray, at: np.ndarray) -> pl.Series:
+    """``values[at]`` as an Int64 Series, null where ``valid[at]`` is not."""
+    out = pl.Series(values[at], dtype=pl.Int64)
+    ok = valid[at]
+    return out if ok.all() else out.set(pl.Series(~ok), None)
+
+
+def _windows_of(time: np.ndarray, time_ok: np.ndarray, end_of: tuple[np.ndarray, np.ndarray],
+                windows: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each node's step and its window's start, each with its validity: the window [start, T] holding the node's time
+    (the last one starting at or before it: a time equal to the next step's start belongs to that next step), or
+    ``end_of`` where given (a step's end point belongs to its step)."""
+    w = windows.select("start", "T", "step").sort("start")
+    starts, starts_ok = _ints(w["start"])
+    ends, ends_ok = _ints(w["T"])
+    steps = w["step"].to_numpy().astype(np.int64)
+    i = np.searchsorted(starts, time, side="right") - 1
+    j = np.maximum(i, 0)
+    inside = time_ok & (i >= 0) & starts_ok[j] & ends_ok[j] & (time <= ends[j]) if len(steps) else np.zeros(len(time), bool)
+    step = np.where(inside, steps[j] if len(steps) else 0, 0)
+    step = np.where(end_of[1], end_of[0], step)
+    step_ok = end_of[1] | inside
+    by_step = w.select("step", "start").sort("step")
+    keys, key_starts = by_step["step"].to_numpy().astype(np.int64), by_step["start"].to_numpy().astype(np.int64)
+    k = np.minimum(np.searchsorted(keys, step), max(len(keys) - 1, 0))
+    found = step_ok & (keys[k] == step) if len(keys) else np.zeros(len(step), bool)
+    return step, step_ok, np.where(found, key_starts[k] if len(keys) else 0, 0), found
 
 
 def _text_rank(col: pl.Expr) -> pl.Expr:
@@ -174,35 +200,39 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     # (the intermediate tables go as soon as they are used: on a 10 GB trace each is hundreds of MB)
     del launches, ends, syncs, by_end
     root = n_g + cpu.height
-    # -- every node: its time, its predecessor, and the step window it lies in (pred across steps: the start)
-    launch_of = cpu.filter(pl.col("_for").is_not_null()).select(pl.col("_for").alias("node"), pl.col("_c").alias("_cpu"))
-    g_nodes = (g.select(pl.col("_g").alias("node"), pl.col("end").alias("time"), "_how", "ts",
-                        pl.when(pl.col("_how") == "queue").then(pl.col("_p")).when(pl.col("_how") == "stream_wait")
-                        .then(pl.col("_w")).otherwise(pl.lit(None, pl.Int64)).alias("pred"))
-               .join(launch_of, on="node", how="left")
-               .with_columns(pl.when(pl.col("_how") == "launch").then(pl.col("_cpu")).otherwise(pl.col("pred")).alias("pred"))
-               .drop("_cpu").with_columns(pl.lit(None, pl.Int64).alias("_end_of")))
-    c_nodes = cpu.select(pl.col("_c").alias("node"), pl.col("t").alias("time"), pl.lit("cpu", _HOW).alias("_how"),
-                         pl.lit(None, pl.Int64).alias("ts"), pl.col("_a").alias("pred"), "_end_of")
-    nodes = (_step_of(pl.concat([g_nodes, c_nodes]), "time", all_windows)
-             .with_columns(pl.coalesce("_end_of", "_step").alias("_step")).drop("_S")
-             .join(all_windows.select(pl.col("step").alias("_step"), pl.col("start").alias("_S")), on="_step", how="left"))
-    del launch_of, g_nodes, c_nodes
+    # -- every node (ids 0 .. root-1: the records in ``_g`` order, then the CPU points in ``_c`` order): its time, its
+    #    predecessor, and the step window it lies in (a predecessor in another window, or before the step's start,
+    #    is cut). Arrays indexed by node id (a table of the nodes, sorted and joined, held 1 GB on a 10 GB trace)
+    time, time_ok = _ints(pl.concat([g["end"], cpu["t"]]))
+    how = np.concatenate([g["_how"].to_physical().to_numpy().astype(np.int8), np.full(cpu.height, _HOW_CPU, np.int8)])
+    g_ts, g_ts_ok = _ints(g["ts"])
+    ts = np.concatenate([g_ts, np.zeros(cpu.height, np.int64)])
+    ts_ok = np.concatenate([g_ts_ok, np.zeros(cpu.height, bool)])
+    for_, for_ok = _ints(cpu["_for"])
+    launch_cpu = np.full(n_g, -1, np.int64)  # each launch record's CPU point
+    launch_cpu[for_[for_ok]] = cpu["_c"].to_numpy()[for_ok]
+    (p_, p_ok), (w_, w_ok), (a_, a_ok) = _ints(g["_p"]), _ints(g["_w"]), _ints(cpu["_a"])
+    g_how = how[:n_g]
+    pred = np.concatenate([np.select([g_how == _HOW_QUEUE, g_how == _HOW_WAIT, g_how == _HOW_LAUNCH], [p_, w_, launch_cpu], -1),
+                           np.where(a_ok, a_, -1)])
+    has = np.concatenate([np.select([g_how == _HOW_QUEUE, g_how == _HOW_WAIT, g_how == _HOW_LAUNCH],
+                                    [p_ok, w_ok, launch_cpu >= 0], False), a_ok])
+    del for_, for_ok, launch_cpu, p_, p_ok, w_, w_ok, a_, a_ok, g_ts, g_ts_ok
+    n_step, n_step_ok, n_start, n_start_ok = _windows_of(time, time_ok, _ints(pl.concat([pl.repeat(None, n_g, dtype=pl.Int64,
+                                                                                   eager=True), cpu["_end_of"]])),
+                                                 all_windows)
+    at = np.where(has, pred, 0)
+    pt, pt_ok = time[at], has & time_ok[at]
+    ps, ps_ok = n_step[at], has & n_step_ok[at]
+    # cut where polars' three-valued logic said True: no predecessor, one of no step, of another step, or from
+    # before the step's start
+    cut = ~has | ~ps_ok | (n_step_ok & (ps != n_step)) | (pt_ok & n_start_ok & (pt < n_start))
+    pred = np.where(cut, -1, pred)
+    pt_ok &= ~cut
+    del at, ps, ps_ok, has, n_step, n_step_ok, n_start, n_start_ok
+    root_pred = np.concatenate([np.where(pred >= 0, pred, root), [root]])
     g = labels
     del labels
-    # each node's predecessor's time and step: node ids are 0..n-1, so by position once sorted (no join)
-    nodes = nodes.sort("node")
-    pos = nodes["pred"].fill_null(-1).to_numpy().astype(np.int64)
-    has = pos >= 0
-    at = np.where(has, pos, 0)
-    nodes = nodes.with_columns(pl.Series("_pt", nodes["time"].to_numpy()[at]).set(pl.Series(~has), None),
-                               pl.Series("_ps", nodes["_step"].gather(at)).set(pl.Series(~has), None))
-    cut = (pl.col("pred").is_null() | pl.col("_ps").is_null() | (pl.col("_ps") != pl.col("_step"))
-           | (pl.col("_pt") < pl.col("_S")))
-    nodes = nodes.with_columns(pl.when(cut).then(None).otherwise(pl.col("pred")).alias("pred"),
-                               pl.when(cut).then(None).otherwise(pl.col("_pt")).alias("_pt")).drop("_ps")
-    pred = np.concatenate([nodes["pred"].fill_null(root).to_numpy().astype(np.int64), [root]])
-    del pos, has, at
     # -- each step's end node: its last GPU record when the last step's GPU work ends after its CPU work, else
     #    the CPU point at its end
     last_rec = (g.filter(pl.col("step").is_not_null()).sort("end", "_g")
@@ -211,10 +241,13 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     ends_tbl = (windows.join(end_cpu, on="step", how="left").join(last_rec, on="step", how="left").sort("start")
                 .with_columns(pl.when(pl.col("_last") & pl.col("_lr").is_not_null() & (pl.col("_le") >= pl.col("T")))
                               .then(pl.col("_lr")).otherwise(pl.col("_ec")).alias("_end")))
-    owner, on_path = _ancestors(pred, ends_tbl["_end"].to_numpy().astype(np.int64), root)
-    del pred
-    path = pl.DataFrame({"_k": owner, "node": on_path}).join(nodes, on="node", how="left")
-    del owner, on_path, nodes
+    owner, on_path = _ancestors(root_pred, ends_tbl["_end"].to_numpy().astype(np.int64), root)
+    del root_pred
+    path = pl.DataFrame({"_k": owner, "node": on_path, "time": _masked(time, time_ok, on_path),
+                         "_how": pl.Series(np.array(_HOW.categories.to_list())[how[on_path]]).cast(_HOW),
+                         "ts": _masked(ts, ts_ok, on_path), "pred": _masked(pred, pred >= 0, on_path),
+                         "_pt": _masked(pt, pt_ok, on_path)})
+    del owner, on_path, time, time_ok, how, ts, ts_ok, pred, pt, pt_ok
     summary, stretches = _summarize(path, ends_tbl, g, cpu, n_g)
     del path, ends_tbl, g, cpu  # (before the CPU ops are read)
     return dataclasses.replace(summary, ops=_host_by_op(trace, stretches))
@@ -250,10 +283,11 @@ def _summarize(path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.
                n_g: int) -> tuple[CriticalPath, pl.DataFrame]:
     """The path's tables (``ops`` still empty) and its host stretches (step, pid, tid, a, b) for :func:`_host_by_op`."""
     k = ends.select(pl.int_range(pl.len()).alias("_k"), "step", "start", "T")
-    p = path.drop("_step", "_S").join(k, on="_k").with_columns(
+    p = path.join(k, on="_k").with_columns(
         pl.max_horizontal(pl.coalesce("_pt", "start"), "start").alias("_from"))
     rec = g.select(pl.col("_g").alias("node"), "category", "name", "launcher")
-    p = p.join(rec, on="node", how="left").with_columns(pl.col("category", "name", "launcher").cast(pl.String)).join(
+    # names stay interned while grouped (text only in the small tables made from them)
+    p = p.join(rec, on="node", how="left").join(
         cpu.select(pl.col("_c").alias("node"), "_s_name", "_s_ts", "_s_end", "_a_end", "pid", "tid"), on="node", how="left")
     is_gpu = pl.col("node") < n_g
     linked = pl.col("pred").is_not_null()
@@ -279,9 +313,10 @@ def _summarize(path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.
              .select("step", "step_us", "length_us", *(f"{s}_us" for s in SEGMENTS)).sort("step"))
     kern = seg.filter(pl.col("node") < n_g)
     categories = (kern.group_by("step", "category").agg((pl.col("gpu").sum() / NS_PER_US).alias("time_us"))
-                  .sort("step", "time_us", "category", descending=[False, True, False]))
+                  .with_columns(pl.col("category").cast(pl.String)).sort("step", "time_us", "category", descending=[False, True, False]))
     kernels = (kern.group_by("step", "name", "category", "launcher")
                .agg(pl.len().alias("count"), (pl.col("gpu").sum() / NS_PER_US).alias("time_us"))
+               .with_columns(pl.col("name", "category", "launcher").cast(pl.String))
                .sort("step", "time_us", "name", "category", "launcher", descending=[False, True, False, False, False]))
     faster = categories.select("step", ("kernels of " + pl.col("category") + " 2x faster").alias("change"),
                                (pl.col("time_us") / 2).alias("saves_us"))
@@ -291,7 +326,8 @@ def _summarize(path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.
         (pl.min_horizontal(pl.col("_s_end") - pl.col("_s_ts"), pl.col("cpu")) / NS_PER_US).alias("saves_us"))
     whatif = (pl.concat([faster, after]).filter(pl.col("saves_us") > 0)
               .sort("step", "saves_us", "change", descending=[False, True, False]))
-    records = kern.select("step", "name", "ts", pl.col("time").alias("end"), (pl.col("gpu") / NS_PER_US).alias("on_path_us"))
+    records = kern.select("step", pl.col("name").cast(pl.String), "ts", pl.col("time").alias("end"),
+                          (pl.col("gpu") / NS_PER_US).alias("on_path_us"))
     stretches = seg.filter((pl.col("node") >= n_g) & (pl.col("cpu") > 0)).select(
         "step", "pid", "tid", (pl.col("time") - pl.col("cpu")).alias("a"), pl.col("time").alias("b"))
     return CriticalPath(steps, categories, kernels, whatif, records=records), stretches
