@@ -39,7 +39,8 @@ class Analysis:
     trace: Trace
     step: int | None
     facts: TraceFacts
-    gpu: pl.DataFrame  #: categorized GPU rows of the selected step(s) (times in ns)
+    #: categorized GPU rows of the selected step(s) (times in ns; ``name`` interned, Categorical, as in ``Trace.gpu``)
+    gpu: pl.DataFrame
     steps: pl.DataFrame
     kernels: pl.DataFrame
     kernels_by_stream: pl.DataFrame
@@ -133,9 +134,8 @@ def analyze(
         finding_rules: thresholds and wording of the findings (default: the built-in ``findings.toml``).
     """
     check_step(trace, step)
-    # kernel names stay interned through the analyses (as text they were the largest column: 0.66 GB of a 10 GB
-    # trace's, held through the critical path's peak); tables with names get them as text, and so does the
-    # result's GPU table, made last
+    # kernel names stay interned, as the trace holds them (as text they were the largest column: 0.66 GB of a 10 GB
+    # trace's, held through the critical path and the output); the summaries give them as text
     if use_kernel_name_categories:
         cat = categorizer or Categorizer.builtin()
         all_gpu = gpu_table(trace, cat, text_names=False)
@@ -160,12 +160,11 @@ def analyze(
     path = critical_path(trace, all_gpu, step=step) if trace.steps.height else None
     by_stream = _text_names(kernel_summary(g, by=("launcher", "category", "name", "device", "stream")
                                            + (("decided_by", "decided_op") if "decided_by" in g.columns else ())))
-    g_text = _text_names(g)
     return Analysis(
         trace=trace,
         step=step,
         facts=trace_facts(trace),
-        gpu=g_text,
+        gpu=g,
         steps=steps,
         kernels=kern,
         kernels_by_stream=by_stream,
@@ -178,9 +177,8 @@ def analyze(
         timeline_by_step=by_step,
         step_categories=step_category_summary(trace, all_gpu),
         unlinked=dict(trace.unlinked),
-        benchmark=(analyze_benchmark(trace, cat, table=(g_text if step is None else _text_names(all_gpu)) if cat is not None
-                                     else None) if want_bench else None),
-        annotations=by_annotation_(trace, g_text, by_annotation) if by_annotation is not None else None,
+        benchmark=analyze_benchmark(trace, cat, table=_text_names(all_gpu) if cat is not None else None) if want_bench else None,
+        annotations=by_annotation_(trace, _text_names(g), by_annotation) if by_annotation is not None else None,
         findings=findings,
         critical_path=path,
     )
