@@ -205,3 +205,26 @@ def test_json_written_part_by_part_is_json_dumps_of_the_whole_document() -> None
     for doc in docs:
         parts = ",\n".join(f"  {json.dumps(k, ensure_ascii=False)}: {_dumps(v)}" for k, v in doc.items())
         assert "{\n" + parts + "\n}" == json.dumps(doc, indent=2, ensure_ascii=False, default=str)
+
+
+def test_parts_made_one_at_a_time_write_the_same_text() -> None:
+    """A view's Parts (values made as they are written) give the text of the same object made at once."""
+    from kernscope.render.formats.json import _dumps
+    from kernscope.render.views import Parts
+
+    made: list[str] = []
+
+    def part(name: str, value: Any) -> Any:
+        def make() -> Any:
+            made.append(name)
+            return value
+        return make
+
+    plain = {"steps": [{"a": 1, "b": "x\ny"}], "empty": [], "nested": {"k": [1, 2]}, "notes": []}
+    lazy = Parts({k: part(k, v) for k, v in plain.items()})
+    assert _dumps(lazy) == _dumps(plain) and made == list(plain)
+    assert _dumps(Parts()) == _dumps({}) == "{}"
+    doc = {"x": 1, "cp": plain}
+    parts = ",\n".join(f"  {json.dumps(k)}: {_dumps(Parts({kk: part(kk, vv) for kk, vv in v.items()}) if k == 'cp' else v)}"
+                       for k, v in doc.items())
+    assert "{\n" + parts + "\n}" == json.dumps(doc, indent=2, ensure_ascii=False)

@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from .names import FORMULA_PREFIX
-from .views import OMIT, Section, layout, view
+from .views import OMIT, Parts, Section, layout, view
 
 
 def csv_safe(e: pl.Expr) -> pl.Expr:
@@ -89,8 +89,9 @@ def _json_critical_path(s: Section) -> Any:
     cp = s.result.critical_path
     if cp is None:
         return OMIT
-    return {"steps": records(cp.steps), "categories": records(cp.categories), "kernels": records(cp.kernels, s.top),
-            "ops": records(cp.ops, s.top), "whatif": records(cp.whatif), "notes": list(cp.notes)}
+    return Parts({"steps": lambda: records(cp.steps), "categories": lambda: records(cp.categories),
+                  "kernels": lambda: records(cp.kernels, s.top), "ops": lambda: records(cp.ops, s.top),
+                  "whatif": lambda: records(cp.whatif), "notes": lambda: list(cp.notes)})
 
 
 @view("json", "analysis.salvage_skipped")

@@ -11,7 +11,7 @@ import polars as pl
 from ...result import Result
 from ...version import SCHEMA_VERSION
 from ..tables import records
-from ..views import OMIT, Options, Section, Walk
+from ..views import OMIT, Options, Parts, Section, Walk
 
 
 def default(s: Section) -> Any:
@@ -64,10 +64,21 @@ class Json:
         return b"".join(pieces)
 
 
+def _text(value: Any) -> str:
+    """``json.dumps(value, indent=2)``, :class:`Parts` made one by one."""
+    if not isinstance(value, Parts):
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if not value:
+        return "{}"
+    items = [f"  {json.dumps(k, ensure_ascii=False)}: {_text(make()).replace(chr(10), chr(10) + '  ')}"
+             for k, make in value.items()]
+    return "{\n" + ",\n".join(items) + "\n}"
+
+
 def _dumps(value: Any) -> str:
     """``value`` as it appears one level inside an ``indent=2`` document (its raw newlines are all indentation:
     json.dumps escapes those in strings)."""
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str).replace("\n", "\n  ")
+    return _text(value).replace("\n", "\n  ")
 
 
 #: this module's renderer (the format's name is the module's)
