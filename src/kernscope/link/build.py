@@ -41,7 +41,7 @@ def platform_of(metadata: dict[str, object], events: pl.DataFrame) -> str:
     """``"rocm"``, ``"cuda"`` or ``"unknown"``, from metadata keys and runtime call names."""
     if any(k.startswith(("roctracer", "hip_")) for k in metadata):
         return "rocm"
-    names = events.filter(pl.col("kind") == "runtime")["name"].cast(pl.String)
+    names = events.lazy().filter(pl.col("kind") == "runtime").select(pl.col("name").unique()).collect()["name"].cast(pl.String)
     if names.str.starts_with("hip").any():
         return "rocm"
     if names.str.starts_with("cu").any() or "cuda_runtime_version" in metadata:

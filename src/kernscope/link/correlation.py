@@ -36,13 +36,14 @@ def launches(events: pl.DataFrame) -> pl.DataFrame:
 
 def launcher_ops(launch: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Innermost CPU op of each launch, by External id (same pid, op window contains the launch)."""
-    ops = events.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null()).select(
+    # (lazy: the five columns are read, not every column of the CPU ops copied first)
+    ops = events.lazy().filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null()).select(
         pl.col("external_id").alias("launch_external_id"),
         pl.col("pid").alias("launch_pid"),
         pl.col("idx").alias("op_idx"),
         pl.col("ts").alias("_op_ts"),
         pl.col("end").alias("_op_end"),
-    )
+    ).collect()
     return (
         launch.select("launch_idx", "launch_external_id", "launch_pid", "launch_ts")
         .join(ops, on=["launch_external_id", "launch_pid"], how="inner")

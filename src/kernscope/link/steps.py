@@ -64,7 +64,8 @@ def empty_steps() -> pl.DataFrame:
 
 def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
     """One row per CPU-side ``ProfilerStep#N``: step, name, start, end (ns), kind (null), phase."""
-    cand = events.filter(pl.col("kind").is_in(["user_annotation", "cpu_op"])).select("name", "ts", "end")
+    # (lazy: three columns of the host events are read, not every column copied first)
+    cand = events.lazy().filter(pl.col("kind").is_in(["user_annotation", "cpu_op"])).select("name", "ts", "end").collect()
     names = cand.select(pl.col("name").unique()).filter(pl.col("name").cast(pl.String).str.contains(STEP_PATTERN))
     s = cand.join(names, on="name", how="semi")  # the pattern tested once per distinct name
     t = (
