@@ -245,7 +245,11 @@ def test_pieces_merged_into_blocks_equal_pieces_joined_once(trace, projected, tm
     monkeypatch.setattr(document, "CHUNK_BYTES", 1 << 16)  # dozens of pieces
     merges: list[int] = []
     merge = kineto.merge_pieces
-    monkeypatch.setattr(kineto, "merge_pieces", lambda tables: merges.append(len(tables)) or merge(tables))
+    def counted(tables: list[pl.DataFrame]) -> pl.DataFrame:
+        merges.append(len(tables))
+        return merge(tables)
+
+    monkeypatch.setattr(kineto, "merge_pieces", counted)
     projection = analyze_projection() if projected else None
     monkeypatch.setattr(kineto, "BLOCK_BYTES", 1 << 40)
     joined = kernscope.load(trace, cache=False, projection=projection)

@@ -200,7 +200,7 @@ def test_json_written_part_by_part_is_json_dumps_of_the_whole_document() -> None
     """The JSON renderer writes one part at a time (memory); its text is the one json.dumps(indent=2) makes."""
     from kernscope.render.formats.json import _dumps
 
-    docs = [{"a": 1, "b": [1, {"x": "y\nz", "w": None}], "c": {}, "d": [], "e": "é\t", "f": 1.5e-7},
+    docs: list[dict[str, Any]] = [{"a": 1, "b": [1, {"x": "y\nz", "w": None}], "c": {}, "d": [], "e": "é\t", "f": 1.5e-7},
             {"k": {"n": [[], [1, [2, {"m": "\n"}]]]}}, {"only": "one"}]
     for doc in docs:
         parts = ",\n".join(f"  {json.dumps(k, ensure_ascii=False)}: {_dumps(v)}" for k, v in doc.items())
@@ -220,11 +220,11 @@ def test_parts_made_one_at_a_time_write_the_same_text() -> None:
             return value
         return make
 
-    plain = {"steps": [{"a": 1, "b": "x\ny"}], "empty": [], "nested": {"k": [1, 2]}, "notes": []}
+    plain: dict[str, Any] = {"steps": [{"a": 1, "b": "x\ny"}], "empty": [], "nested": {"k": [1, 2]}, "notes": []}
     lazy = Parts({k: part(k, v) for k, v in plain.items()})
     assert _dumps(lazy) == _dumps(plain) and made == list(plain)
     assert _dumps(Parts()) == _dumps({}) == "{}"
-    doc = {"x": 1, "cp": plain}
+    doc: dict[str, Any] = {"x": 1, "cp": plain}
     parts = ",\n".join(f"  {json.dumps(k)}: {_dumps(Parts({kk: part(kk, vv) for kk, vv in v.items()}) if k == 'cp' else v)}"
                        for k, v in doc.items())
     assert "{\n" + parts + "\n}" == json.dumps(doc, indent=2, ensure_ascii=False)
