@@ -15,6 +15,7 @@ import pytest
 from conftest import TRACES, needs_traces, real_traces, trace_id, write_trace
 from polars.testing import assert_frame_equal
 
+import kernscope
 from kernscope.analyze.needs import analyze_projection
 from kernscope.errors import TraceError
 from kernscope.load import document, fastscan
@@ -169,8 +170,8 @@ def test_declined_pieces_take_the_other_readers(tmp_path, monkeypatch):
     runs: list[tuple] = []
     real = fastscan._run
 
-    def counted(*a):
-        runs.append(real(*a))
+    def counted(*a, **kw):
+        runs.append(real(*a, **kw))
         return runs[-1]
 
     monkeypatch.setattr(fastscan, "_run", counted)
@@ -249,3 +250,33 @@ def test_strings_of_replaces_invalid_utf8_like_a_decode_of_each():
         offsets = np.cumsum([0] + [len(r) for r in raw]).astype(np.int64)
         got = strings_of(offsets, np.frombuffer(b"".join(raw), dtype=np.uint8)).to_list()
         assert got == [r.decode("utf-8", "replace") for r in raw]
+
+
+@pytest.mark.parametrize("trace", [
+    Path(__file__).parent / "data" / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz",  # many Python events
+    Path(__file__).parent / "data" / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz",  # instant (memory) events
+])
+def test_events_the_scanner_drops_itself_give_the_tables_of_dropping_them_after(trace, tmp_path, monkeypatch):
+    """Names judged unwanted in earlier pieces are dropped by the compiled scanner unparsed (no row, no args read):
+    the tables, positions and counts equal those of parsing every event and dropping them afterwards."""
+    plain = tmp_path / "t.json"
+    plain.write_bytes(gzip.decompress(trace.read_bytes()))
+    monkeypatch.setattr(document, "CHUNK_BYTES", 1 << 16)  # dozens of pieces: later ones know the names
+    dropped_in_c: list[int] = []
+    real = fastscan._run
+
+    def counted(*a, **kw):
+        out = real(*a, **kw)
+        dropped_in_c.append(int(out[6][3]) if out[0] >= 0 else 0)
+        return out
+
+    monkeypatch.setattr(fastscan, "_run", counted)
+    fast = kernscope.load(plain, cache=False, projection=analyze_projection())
+    assert sum(dropped_in_c) > 1000  # the scanner dropped events itself
+    monkeypatch.setattr(fastscan._Drops, "of", classmethod(lambda cls, projection, keep: fastscan._NO_DROPS))
+    dropped_in_c.clear()
+    after = kernscope.load(plain, cache=False, projection=analyze_projection())
+    assert sum(dropped_in_c) == 0
+    for name in ("events", "gpu", "flows", "steps"):
+        assert getattr(fast, name).equals(getattr(after, name)), name
+    assert fast.stats == after.stats and fast.stats.projected_out > 0

@@ -68,8 +68,20 @@ typedef struct {
     const uint8_t *akeys;
     const int64_t *aoff;
     const int64_t *aslot; /* >= 0: string slot; < 0: int slot -(k+1) */
+    /* events dropped unparsed (a projection): phases dropped whatever their name; categories of "X" events dropped
+     * when their name is one of the drop names (all as runs of strings: bytes, offsets[k..k+1]) */
+    const uint8_t *dph, *dcat, *dname;
+    const int64_t *dph_off, *dcat_off, *dname_off;
+    int64_t ndph, ndcat, ndname;
+    uint8_t *cls;   /* per dictionary code: CLS_* bits, computed once (0: not yet) */
+    int64_t cls_cap;
+    int64_t *ordinals; /* each emitted row's ordinal among the events */
+    int64_t nevents, ndropped, drop_min_ts; /* drop_min_ts: earliest ts (ns) of the "X" events dropped */
+    int has_drop_ts;
     uint8_t scratch[MAX_STR + 8];
 } S;
+
+enum { CLS_DONE = 1, CLS_DROP_PH = 2, CLS_DROP_CAT = 4, CLS_X = 8, CLS_DROP_NAME = 16 };
 
 static inline void ws(S *s) {
     const uint8_t *b = s->b;
@@ -415,6 +427,28 @@ static inline int is_null(S *s) {
     return 0;
 }
 
+static int in_list(const uint8_t *x, int64_t len, const uint8_t *blob, const int64_t *off, int64_t n) {
+    for (int64_t k = 0; k < n; k++)
+        if (off[k + 1] - off[k] == len && memcmp(blob + off[k], x, (size_t)len) == 0) return 1;
+    return 0;
+}
+
+/* the CLS_* bits of dictionary entry ``code`` (its string as ph, cat or name) */
+static uint8_t classify(S *s, int32_t code) {
+    if (code < 0 || code >= s->cls_cap) return CLS_DONE;
+    uint8_t c = s->cls[code];
+    if (c) return c;
+    const uint8_t *x = s->dbytes + s->doff[code];
+    int64_t len = s->doff[code + 1] - s->doff[code];
+    c = CLS_DONE;
+    if (in_list(x, len, s->dph, s->dph_off, s->ndph)) c |= CLS_DROP_PH;
+    if (in_list(x, len, s->dcat, s->dcat_off, s->ndcat)) c |= CLS_DROP_CAT;
+    if (len == 1 && x[0] == 'X') c |= CLS_X;
+    if (in_list(x, len, s->dname, s->dname_off, s->ndname)) c |= CLS_DROP_NAME;
+    s->cls[code] = c;
+    return c;
+}
+
 /* a string slot's value: a string, a plain integer (its text) or null. 0 on success. */
 static int string_slot(S *s, int slot, int64_t row) {
     uint8_t c = s->b[s->p];
@@ -612,13 +646,19 @@ static inline int top_key(const uint8_t *k, int64_t len) {
     }
 }
 
-static int parse_event(S *s, int64_t row) {
+/* One event into row ``row``. ``*dropped`` is set when the projection drops it: once its ph, cat and name are known
+ * (Kineto writes them first), the rest is only checked as JSON (no strings interned, no args read), except the ts of
+ * a dropped "X" event (the earliest is reported); a dropped "X" event without a ts declines the text (the readers keep
+ * such an event). */
+static int parse_event(S *s, int64_t row, int *dropped) {
     for (int64_t k = 0; k < s->nscodes; k++) s->codes[k][row] = 0;
     for (int64_t k = 0; k < s->nints; k++) {
         s->ints[k][row] = 0;
         s->valid[k][row] = 0;
     }
     unsigned seen = 0;
+    int drop = 0, x_drop = 0, decided = s->ndph == 0 && s->ndcat == 0;
+    *dropped = 0;
     s->p++;
     ws(s);
     if (s->p < s->n && s->b[s->p] == '}') {
@@ -641,7 +681,10 @@ static int parse_event(S *s, int64_t row) {
             if (seen & (1u << key)) return KS_DECLINE;
             seen |= 1u << key;
         }
-        if (key >= 0 && key <= 5) {
+        if (drop) {
+            if (key == 6 && x_drop) rc = time_slot(s, I_TS, row);
+            else if (skip_value(s, 1)) rc = KS_DECLINE;
+        } else if (key >= 0 && key <= 5) {
             rc = string_slot(s, key, row);
         } else if (key == 6 || key == 7) {
             rc = time_slot(s, key - 6, row);
@@ -654,6 +697,22 @@ static int parse_event(S *s, int64_t row) {
             rc = KS_DECLINE;
         }
         if (rc) return rc;
+        if (!decided && !drop && key >= 0 && key <= 2 && (seen & 1u)) {
+            /* ph known (and cat, name as they come): decide whether the projection drops this event */
+            uint8_t ph = classify(s, (int32_t)s->codes[S_PH][row] - 1);
+            if (ph & CLS_DROP_PH) {
+                drop = 1;
+            } else if (!(ph & CLS_X) || s->ndcat == 0) {
+                decided = 1;
+            } else if (seen & 2u) {
+                if (!(classify(s, (int32_t)s->codes[S_CAT][row] - 1) & CLS_DROP_CAT)) {
+                    decided = 1;
+                } else if (seen & 4u) {
+                    if (classify(s, (int32_t)s->codes[S_NAME][row] - 1) & CLS_DROP_NAME) drop = x_drop = 1;
+                    else decided = 1;
+                }
+            }
+        }
         ws(s);
         if (s->p >= s->n) return KS_DECLINE;
         uint8_t c = s->b[s->p];
@@ -664,6 +723,12 @@ static int parse_event(S *s, int64_t row) {
         }
         if (c == '}') {
             s->p++;
+            if (x_drop) {
+                if (!s->valid[I_TS][row]) return KS_DECLINE;
+                if (!s->has_drop_ts || s->ints[I_TS][row] < s->drop_min_ts) s->drop_min_ts = s->ints[I_TS][row];
+                s->has_drop_ts = 1;
+            }
+            *dropped = drop;
             return 0;
         }
         return KS_DECLINE;
@@ -673,14 +738,38 @@ static int parse_event(S *s, int64_t row) {
 /* Scan the run of events b[0:n). Outputs: codes[nscodes][cap_rows] (uint32, dictionary index + 1, 0 null), ints/valid[nints][cap_rows],
  * the dictionary (doff[cap_dict + 1] offsets, dbytes[cap_bytes]). Requested args: nargs keys, their bytes
  * akeys[aoff[k]:aoff[k+1]], and each one's slot (aslot[k] >= 0: string slot; -(j+1): int slot j).
- * counts[0] = dictionary entries, counts[1] = dictionary bytes, counts[2] = byte where it declined.
- * Returns the number of events, or KS_DECLINE, KS_ROWS (an output is too small), KS_NOMEM. */
+ * Events dropped unparsed (see parse_event): phases dph (ndph strings: bytes dph, offsets dph_off), and "X" events of a
+ * category in dcat whose name is in dname; the rows hold only the others, ordinals[row] their ordinal among all events.
+ * counts[0] = dictionary entries, counts[1] = dictionary bytes, counts[2] = byte where it declined, counts[3] = events
+ * dropped, counts[4] = 1 and counts[5] = the earliest ts (ns) when a dropped event was an "X" one.
+ * Returns the number of rows, or KS_DECLINE, KS_ROWS (an output is too small), KS_NOMEM. */
 int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t **codes, int64_t nscodes, int64_t **ints,
                        uint8_t **valid, int64_t nints, int64_t *doff, uint8_t *dbytes, int64_t cap_dict, int64_t cap_bytes,
-                       const uint8_t *akeys, const int64_t *aoff, const int64_t *aslot, int64_t nargs, int64_t *counts) {
+                       const uint8_t *akeys, const int64_t *aoff, const int64_t *aslot, int64_t nargs,
+                       const uint8_t *dph, const int64_t *dph_off, int64_t ndph, const uint8_t *dcat, const int64_t *dcat_off,
+                       int64_t ndcat, const uint8_t *dname, const int64_t *dname_off, int64_t ndname, int64_t *ordinals,
+                       int64_t *counts) {
     if (nargs > MAX_ARGS || nscodes < S_FIXED || nints < I_FIXED) return KS_DECLINE;
     S *s = (S *)calloc(1, sizeof(S));
     if (!s) return KS_NOMEM;
+    s->dph = dph;
+    s->dph_off = dph_off;
+    s->ndph = ndph;
+    s->dcat = dcat;
+    s->dcat_off = dcat_off;
+    s->ndcat = ndcat;
+    s->dname = dname;
+    s->dname_off = dname_off;
+    s->ndname = ndname;
+    s->ordinals = ordinals;
+    if (ndph || ndcat) {
+        s->cls = (uint8_t *)calloc((size_t)cap_dict + 1, 1);
+        if (!s->cls) {
+            free(s);
+            return KS_NOMEM;
+        }
+        s->cls_cap = cap_dict;
+    }
     s->b = b;
     s->n = n;
     s->cap_rows = cap_rows;
@@ -709,12 +798,19 @@ int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t *
             rc = KS_ROWS;
             break;
         }
-        int r = parse_event(s, row);
+        int dropped;
+        int r = parse_event(s, row, &dropped);
         if (r) {
             rc = r;
             break;
         }
-        row++;
+        if (dropped) {
+            s->ndropped++;
+        } else {
+            if (s->ordinals) s->ordinals[row] = s->nevents;
+            row++;
+        }
+        s->nevents++;
         ws(s);
         if (s->p >= s->n) break;
         if (s->b[s->p] != ',') {
@@ -731,6 +827,10 @@ int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t *
     counts[0] = s->ndict;
     counts[1] = s->nbytes;
     counts[2] = s->p;
+    counts[3] = s->ndropped;
+    counts[4] = s->has_drop_ts;
+    counts[5] = s->drop_min_ts;
+    free(s->cls);
     free(s->htab);
     free(s->hashes);
     free(s);

@@ -96,8 +96,37 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
     return ctypes.c_void_p(a.ctypes.data)
 
 
-def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False) -> tuple[
-        int, list[np.ndarray], list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Drops:
+    """What the scanner drops unparsed (``_kineto.c``): phases; "X" events of these categories with these names
+    (those the projection's name test has judged unwanted so far). Each as strings joined, with offsets."""
+
+    phases: tuple[bytes, np.ndarray]
+    cats: tuple[bytes, np.ndarray]
+    names: tuple[bytes, np.ndarray]
+
+    @staticmethod
+    def joined(items: list[bytes]) -> tuple[bytes, np.ndarray]:
+        off = np.zeros(len(items) + 1, dtype=np.int64)
+        off[1:] = np.cumsum([len(x) for x in items])
+        return b"".join(items), off
+
+    @classmethod
+    def of(cls, projection: Projection | None, keep: NameTest | None) -> _Drops:
+        if projection is None or not projection.drops_events:
+            return cls(cls.joined([]), cls.joined([]), cls.joined([]))
+        # (a copy first: the other parsing thread may add names meanwhile; dict.copy holds the GIL throughout)
+        judged = keep.memo.copy() if keep is not None else {}
+        names = [n for n, kept in judged.items() if not kept]
+        return cls(cls.joined([p.encode() for p in projection.drop_phases]),
+                   cls.joined([c.encode() for c in projection.drop_cats]), cls.joined(names))
+
+
+_NO_DROPS = _Drops(_Drops.joined([]), _Drops.joined([]), _Drops.joined([]))
+
+
+def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False, drops: _Drops = _NO_DROPS) -> tuple[
+        int, list[np.ndarray], list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One call of the scanner with outputs for ``cap`` events (``roomy``: and for any dictionary)."""
     n = buf.size
     codes = [np.empty(cap, np.uint32) for _ in lay.strings]
@@ -107,15 +136,20 @@ def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False)
     cap_dict = min(cap * len(lay.strings), n + 1) if roomy else min(2 * cap + 1024, n + 1)
     doff = np.empty(cap_dict + 2, np.int64)
     dbytes = np.empty(max(n if roomy else n // 8 + 4096, 1), np.uint8)
-    counts = np.zeros(3, np.int64)
+    counts = np.zeros(6, np.int64)
+    ordinals = np.empty(cap, np.int64)
     vp = ctypes.c_void_p
+    (ph, ph_off), (cat, cat_off), (name, name_off) = drops.phases, drops.cats, drops.names
     rows = lib.ks_kineto_scan(
         _ptr(buf), ctypes.c_int64(n), ctypes.c_int64(cap),
         (vp * len(codes))(*(a.ctypes.data for a in codes)), ctypes.c_int64(len(codes)),
         (vp * len(ints))(*(a.ctypes.data for a in ints)), (vp * len(valid))(*(a.ctypes.data for a in valid)),
         ctypes.c_int64(len(ints)), _ptr(doff), _ptr(dbytes), ctypes.c_int64(cap_dict + 1), ctypes.c_int64(dbytes.size),
-        ctypes.c_char_p(lay.keys), _ptr(lay.offsets), _ptr(lay.slots), ctypes.c_int64(len(lay.slots)), _ptr(counts))
-    return int(rows), codes, ints, valid, doff, dbytes, counts
+        ctypes.c_char_p(lay.keys), _ptr(lay.offsets), _ptr(lay.slots), ctypes.c_int64(len(lay.slots)),
+        ctypes.c_char_p(ph), _ptr(ph_off), ctypes.c_int64(len(ph_off) - 1),
+        ctypes.c_char_p(cat), _ptr(cat_off), ctypes.c_int64(len(cat_off) - 1),
+        ctypes.c_char_p(name), _ptr(name_off), ctypes.c_int64(len(name_off) - 1), _ptr(ordinals), _ptr(counts))
+    return int(rows), codes, ints, valid, doff, dbytes, counts, ordinals
 
 
 @dataclass
@@ -138,13 +172,20 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     buf = np.frombuffer(text, dtype=np.uint8)
     lay = _layout(args)
     cap = int(buf.size / (hints.bytes_per_event if hints else BYTES_PER_EVENT) * 1.25) + 64
-    rows, codes, ints, valid, doff, dbytes, counts = _run(lib, buf, lay, cap)
+    keep = keep or (projection.compiled() if projection is not None else None)
+    # the events of names judged unwanted in earlier pieces are dropped by the scanner itself, unparsed (a Python
+    # function's event cost 0.6 of a parsed one when it was parsed and then filtered here); new names are judged below
+    drops = _Drops.of(projection, keep)
+    rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, cap, drops=drops)
     if rows == KS_ROWS:
-        rows, codes, ints, valid, doff, dbytes, counts = _run(lib, buf, lay, buf.size // 2 + 2, roomy=True)
+        rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, buf.size // 2 + 2, roomy=True,
+                                                                     drops=drops)
     if rows < 0:
         return None
-    if hints is not None and rows:
-        hints.bytes_per_event = min(float(BYTES_PER_EVENT), buf.size / rows)
+    c_dropped = int(counts[3])
+    c_first_ts = float(counts[5]) / 1000.0 if counts[4] else float("inf")
+    if hints is not None and rows + c_dropped:
+        hints.bytes_per_event = min(float(BYTES_PER_EVENT), buf.size / (rows + c_dropped))
     ndict, nbytes = int(counts[0]), int(counts[1])
     # the dictionary after a null: code 0 (null or absent) gathers that null
     offsets = np.concatenate([[0], doff[: ndict + 1]])
@@ -161,13 +202,14 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
             return None
         words = cap_names(pl.DataFrame({"s": words}), ("s",))["s"]
 
-    dropped, ordinals, first_ts = 0, None, float("inf")
+    dropped, ordinals, first_ts = c_dropped, c_ord[:rows] if c_dropped else None, c_first_ts
     keep_rows = None
-    if projection is not None and projection.drops_events and rows:
-        keep_rows, first_ts = _kept(raw_words, offsets, lens, dbytes, codes, ints[0], present[0], projection,
-                                    keep or projection.compiled())
+    if projection is not None and projection.drops_events and rows and keep is not None:
+        keep_rows, first_ts_rows = _kept(raw_words, offsets, lens, dbytes, codes, ints[0], present[0], projection, keep)
+        first_ts = min(first_ts, first_ts_rows)
     if keep_rows is not None:
-        dropped, ordinals = rows - len(keep_rows), keep_rows
+        dropped += rows - len(keep_rows)
+        ordinals = c_ord[:rows][keep_rows] if c_dropped else keep_rows
         codes = [c[keep_rows] for c in codes]
         ints = [a[keep_rows] for a in ints]
         present = [v[keep_rows] for v in present]
