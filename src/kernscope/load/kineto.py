@@ -375,14 +375,19 @@ def merge_pieces(tables: list[pl.DataFrame]) -> pl.DataFrame:
     column they had no value of) is null in their rows; one all of them leave out stays out (the final
     concatenation makes it one null literal, as it does for a piece)."""
     columns = list(dict.fromkeys(c for t in tables for c in t.columns))
-    out = []
-    for c in columns:
-        dtype = next(t.schema[c] for t in tables if c in t.columns)
-        parts = [t.get_column(c) if c in t.columns else pl.repeat(None, t.height, dtype=dtype, eager=True).alias(c)
-                 for t in tables]
-        out.append(pl.concat(parts, rechunk=True))
+    heights = [t.height for t in tables]
+    out = [_joined(c, [t.get_column(c) if c in t.columns else None for t in tables], heights, rechunk=True)
+           for c in columns]
     tables.clear()
     return pl.DataFrame(out)
+
+
+def _joined(name: str, parts: list[pl.Series | None], heights: list[int], *, rechunk: bool) -> pl.Series:
+    """One column from the pieces' (a piece without it: ``None``, null in its ``heights`` rows, of the type the
+    other pieces give it, else the event schema's)."""
+    dtype = next((p.dtype for p in parts if p is not None), None) or EVENT_SCHEMA[name]
+    return pl.concat([pl.repeat(None, n, dtype=dtype, eager=True).alias(name) if p is None else p
+                      for p, n in zip(parts, heights)], rechunk=rechunk)
 
 
 @dataclass
@@ -425,8 +430,7 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozen
     def build(c: str) -> None:
         # with rows to split off, each filter makes its own contiguous copy (a rechunk first would be another)
         parts = [d.pop(c, None) for d in per_piece]
-        col = pl.concat([pl.repeat(None, n, dtype=EVENT_SCHEMA[c], eager=True).alias(c) if p is None else p
-                         for p, n in zip(parts, heights)], rechunk=not split)
+        col = _joined(c, parts, heights, rechunk=not split)
         if c in FLOW_COLUMNS:
             flows[c] = col.filter(is_flow).rechunk() if split else col.clear()
         if c in META_COLUMNS:
