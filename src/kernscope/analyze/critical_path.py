@@ -18,7 +18,7 @@ Segments are classified: ``cpu`` (host time), ``launch`` (launch call to kernel 
 by category), ``queue`` (a short gap behind the previous record of the stream), ``stream_wait`` (waiting for
 another stream), ``sync_return`` (a synchronizing call returning after its GPU work ended) and ``carryover``
 (GPU work launched before the step). Predecessors are found for all nodes at once (sorts and as-of
-joins); the chain of each step's end is read with binary lifting (numpy, ``O(n log n)``), no loop per event.
+joins); the chain of each step's end is read with binary lifting (numpy, ``O(n log d)``, d the longest chain), no loop per event.
 
 What-ifs are first order, on the path as it is (valid while it stays critical): a category's kernels 2x
 faster save half their time on the path; removing a synchronizing call lets the host work after it
