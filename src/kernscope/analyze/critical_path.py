@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from ..link.kinds import named
 from ..model import Trace
-from .kernels import NS_PER_US, named
+from .kernels import NS_PER_US
 
 #: a record that starts this soon after the previous record of its stream ended was queued behind it (ns)
 QUEUE_GAP_NS = 2_000

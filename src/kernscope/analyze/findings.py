@@ -26,10 +26,11 @@ from typing import Any
 import polars as pl
 
 from ..errors import KernscopeError
+from ..link.kinds import named
 from ..model import Trace
 from .attribute import op_gpu_pairs
 from .idle import idle_breakdown
-from .kernels import NS_PER_US, named
+from .kernels import NS_PER_US
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -73,15 +73,6 @@ def gpu_table(
 COMM_PATTERN = r"(?i)nccl|rccl|nvshmem|all_?reduce|allgather|all_gather|reduce_?scatter|alltoall|sendrecv|custom_?ar"
 
 
-def named(table: pl.DataFrame, pattern: str) -> pl.DataFrame:
-    """The rows of ``table`` whose ``name`` matches the regex ``pattern`` (``str.contains``), in their order. The
-    regex runs once per distinct name and rows are matched on the name as stored (interned): no row's name is
-    cast to text (ten million CPU ops' names were a few hundred MB of strings)."""
-    names = table.select(pl.col("name").unique())
-    hits = names.filter(pl.col("name").cast(pl.String).str.contains(pattern))
-    return table.filter(pl.col("name").is_in(hits["name"].implode()))
-
-
 def mark_communication(table: pl.DataFrame, otherwise: str) -> pl.DataFrame:
     """Add ``category``: "Communication" for collective kernels, ``otherwise`` for the rest (one regex
     test per distinct name)."""

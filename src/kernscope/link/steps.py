@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from ..scalars import as_int
+from .kinds import named
 from .markers import DEFAULT_CASCADE, PRESETS
 
 STEP_PATTERN = r"^ProfilerStep#(\d+)$"
@@ -66,8 +67,7 @@ def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
     """One row per CPU-side ``ProfilerStep#N``: step, name, start, end (ns), kind (null), phase."""
     # (lazy: three columns of the host events are read, not every column copied first)
     cand = events.lazy().filter(pl.col("kind").is_in(["user_annotation", "cpu_op"])).select("name", "ts", "end").collect()
-    names = cand.select(pl.col("name").unique()).filter(pl.col("name").cast(pl.String).str.contains(STEP_PATTERN))
-    s = cand.join(names, on="name", how="semi")  # the pattern tested once per distinct name
+    s = named(cand, STEP_PATTERN)
     t = (
         s.group_by(pl.col("name").cast(pl.String))
         .agg(pl.col("ts").min().alias("start"), pl.col("end").max().alias("end"))
@@ -109,7 +109,7 @@ def module_steps(events: pl.DataFrame) -> pl.DataFrame:
     program run on several GPUs by one process) are one window."""
     if "hlo_module" not in events.columns:
         return empty_steps()
-    m = events.filter((pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).str.contains(MODULE_PATTERN))
+    m = named(events.lazy().filter(pl.col("kind") == "cpu_op").select("name", "dur", "ts", "end").collect(), MODULE_PATTERN)
     if m.height == 0:
         return empty_steps()
     top = (m.group_by(pl.col("name").cast(pl.String)).agg(pl.len().alias("n"), pl.col("dur").sum().alias("d"))

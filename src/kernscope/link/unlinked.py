@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from .kinds import named
+
 #: Runtime/driver calls that queue GPU work (their correlation should find a GPU event).
 LAUNCH_LIKE = r"(?i)(launchkernel|graphlaunch|modulelaunchkernel|extlaunchkernel|launchcooperativekernel|memcpy|memset)"
 
@@ -14,9 +16,7 @@ def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame
     runtime = events.select("kind", "correlation", "name").filter(pl.col("kind").is_in(["runtime", "driver"]))
     first_corr = runtime["correlation"].min()
     gpu_corr = gpu["correlation"].drop_nulls().unique().implode()
-    # the pattern tested once per distinct name (interned), not once per call
-    names = runtime.select(pl.col("name").unique()).filter(pl.col("name").cast(pl.String).str.contains(LAUNCH_LIKE))
-    launch_like = runtime.filter(pl.col("correlation").is_not_null()).join(names, on="name", how="semi")
+    launch_like = named(runtime.filter(pl.col("correlation").is_not_null()), LAUNCH_LIKE)
     flow_ends = flows.group_by("cat", "flow_id").agg(
         (pl.col("ph").cast(pl.String) == "s").any().alias("_s"),
         (pl.col("ph").cast(pl.String).is_in(["f", "t"])).any().alias("_f"),
