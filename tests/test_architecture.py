@@ -18,11 +18,11 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "kernscope"
 #: placed on purpose, never by a default).
 MODULES: dict[str, int] = {
     # 0: model and helpers
-    "kernscope.errors": 0, "kernscope.examples": 0, "kernscope.files": 0, "kernscope.intervals": 0,
+    "kernscope.errors": 0, "kernscope.examples": 0, "kernscope.files": 0, "kernscope.sink": 0, "kernscope.intervals": 0,
     "kernscope.model": 0, "kernscope.result": 0, "kernscope.scalars": 0, "kernscope.testing": 0, "kernscope.testing.replicate": 0,
     "kernscope.testing.synth": 0, "kernscope.version": 0,
     # 1: load
-    "kernscope.load": 1, "kernscope.load.argspec": 1, "kernscope.load.cache": 1, "kernscope.load.chunk": 1,
+    "kernscope.load": 1, "kernscope.load.argspec": 1, "kernscope.load.cache": 1, "kernscope.load.cachedir": 1, "kernscope.load.chunk": 1,
     "kernscope.load.document": 1, "kernscope.load.fastscan": 1, "kernscope.load.fields": 1, "kernscope.load.formats": 1,
     "kernscope.load.hlo": 1,
     "kernscope.load.hlo_work": 1, "kernscope.load.jax_json": 1, "kernscope.load.kineto": 1, "kernscope.load.lines": 1,
@@ -73,7 +73,7 @@ MODULES: dict[str, int] = {
     "kernscope.render.ranks": 6, "kernscope.render.schema": 6, "kernscope.render.shortnames": 6,
     "kernscope.render.tables": 6, "kernscope.render.terminal": 6, "kernscope.render.timings": 6,
     # 7: front ends
-    "kernscope": 7, "kernscope.__main__": 7, "kernscope.bench.cli": 7, "kernscope.cli": 7, "kernscope.compat": 7, "kernscope.exits": 7, "kernscope.cache_cli": 7,
+    "kernscope": 7, "kernscope.__main__": 7, "kernscope.bench.cli": 7, "kernscope.cli": 7, "kernscope.replay": 7, "kernscope.compat": 7, "kernscope.exits": 7, "kernscope.cache_cli": 7,
     "kernscope.compat.tracelens": 7, "kernscope.intra.cli": 7, "kernscope.testing.fuzz": 7,
 }
 

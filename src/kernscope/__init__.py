@@ -7,13 +7,17 @@ the pipeline on first use, so the command line starts without loading polars whe
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Literal
 
 from . import load as _load_package  # noqa: F401 - the subpackage first, so ``load`` below stays the function
 from .errors import KernscopeError, TraceError
 from .version import __version__
 
+#: not ``typing.TYPE_CHECKING``: importing ``typing`` costs a cached ``kernscope analyze`` (:mod:`.replay`) ~5 ms
+TYPE_CHECKING = False
+
 if TYPE_CHECKING:
+    from typing import Any, Literal
+
     from .link.steps import StepSpec
     from .load.projection import Projection
     from .load.source import Limits

@@ -1,5 +1,5 @@
 """``python -m kernscope`` = the ``kernscope`` command."""
 
-from .cli import run
+from .replay import run
 
 run()

@@ -28,11 +28,16 @@ def cache_info() -> None:
     click.echo(f"cache: {root}")
     click.echo(f"entries: {len(found)}  size: {total / 1e6:,.1f} MB  cap: {c.max_bytes() / 1e6:,.0f} MB "
                "(KERNSCOPE_CACHE_MAX_BYTES; least recently used entries are evicted first)")
+    from .replay import MAX_BYTES, MAX_RECORDS, records
+
+    n, size = records(str(root / "replay"))
+    click.echo(f"outputs kept for replay: {n}  size: {size / 1e6:,.1f} MB  cap: {MAX_RECORDS} outputs, "
+               f"{MAX_BYTES / 1e6:,.0f} MB (a repeated command line prints its kept output at once)")
 
 
 @cache_group.command("clear")
 def cache_clear() -> None:
-    """Remove every cache entry."""
+    """Remove every cache entry and every output kept for replay."""
     from .load import cache as c
 
     freed = c.clear(c.cache_root(_notice))

@@ -15,6 +15,7 @@ from .render.output import options_for, renderer_and_sink, show, warm, write_res
 
 if TYPE_CHECKING:
     from .commands import Session
+    from .replay import Invocation
 
 F = TypeVar("F", bound=Callable[..., Any])  # a click command function
 
@@ -90,9 +91,11 @@ def trace_options(f: F) -> F:
         from .commands import Session
         from .render.progress import Progress
 
+        invocation = click.get_current_context().find_root().obj  # a kernscope.replay.Invocation, from main()
         s = Session(cache=not no_cache, salvage=salvage, max_memory=_parse_size(max_memory), step_marker=step_marker,
                     rules=rules, findings=kwargs.pop("findings_rules", None), quiet=quiet, notice=_notice,
-                    progress=lambda label, unit: Progress(label, quiet, unit=unit))
+                    progress=lambda label, unit: Progress(label, quiet, unit=unit),
+                    keep=invocation.record if invocation is not None else None)
         return f(*args, s=s, **kwargs)
 
     for opt in reversed(_trace_opts):
@@ -161,7 +164,10 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     req = commands.AnalyzeRequest(got, _parse_step(step), fmt, o.top, o.width, o.color, not no_categories, linked_only,
                                   bench, by_annotation, roofline, read_all)
     render, emit = renderer_and_sink(fmt, o, output, req.path, laps)
-    commands.analyze_one(s, req, render, emit, laps, warm=lambda: warm(fmt))
+    keep = None
+    if s.keep is not None and traces == (got,):  # a file named as such (a directory or glob may resolve elsewhere)
+        keep = functools.partial(s.keep, [got, *(f for f in (s.rules, s.findings) if f)], output)
+    commands.analyze_one(s, req, render, emit, laps, warm=lambda: warm(fmt), keep=keep)
 
 
 @cli.command()
@@ -276,8 +282,9 @@ def diff_cmd(s: Session, a: str, b: str, step: str | None, step_b: str | None, m
     ans.check()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: bad input is one line on stderr and exit code 2, never a traceback (:mod:`kernscope.exits`)."""
+def main(argv: list[str] | None = None, invocation: Invocation | None = None) -> int:
+    """Entry point: bad input is one line on stderr and exit code 2, never a traceback (:mod:`kernscope.exits`).
+    ``invocation``: the command's :class:`~kernscope.replay.Invocation`, whose output is then kept for replay."""
     from .bench.cli import bench
     from .cache_cli import cache_group
     from .intra.cli import intra
@@ -286,12 +293,13 @@ def main(argv: list[str] | None = None) -> int:
     for group in (bench, intra, cache_group):
         cli.add_command(group)
     _Notices.current = oneshot.Notices(lambda msg: click.echo(msg, err=True))
-    return exits.guarded(lambda: cli.main(args=argv, prog_name="kernscope", standalone_mode=False), _notice)
+    return exits.guarded(lambda: cli.main(args=argv, prog_name="kernscope", standalone_mode=False, obj=invocation),
+                         _notice)
 
 
-def run() -> None:  # pragma: no cover - exits the process
+def run(invocation: Invocation | None = None) -> None:  # pragma: no cover - exits the process
     """The ``kernscope`` command: :func:`main`, then a quick exit (:func:`kernscope.oneshot.quick_exit`)."""
-    oneshot.quick_exit(main())
+    oneshot.quick_exit(main(invocation=invocation))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -91,6 +91,9 @@ class Session:
     quiet: bool = False
     notice: Callable[[str], None] = _drop
     progress: Callable[[str, str], Bar] = _no_bar
+    #: ``keep(files, output, body)``: keeps the output ``body`` a command wrote to ``output`` (None: stdout) after
+    #: reading ``files``, for the next identical command line (:meth:`kernscope.replay.Invocation.record`)
+    keep: Callable[[list[str], str | None, bytes], object] | None = None
 
     # -- inputs ---------------------------------------------------------------------------------------------
     @property
@@ -315,11 +318,12 @@ class AnalyzeRequest:
 
 
 def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], bytes], emit: Callable[[bytes], None],
-                timings: list[tuple[str, float]] | None = None, warm: Callable[[], object] = lambda: None) -> None:
+                timings: list[tuple[str, float]] | None = None, warm: Callable[[], object] = lambda: None,
+                keep: Callable[[bytes], object] | None = None) -> None:
     """``kernscope analyze TRACE``: the stored output when the file and options are unchanged (no table loaded),
     else load (the parse cache written on a thread), analyze, ``render`` and ``emit`` it and store it
     (:func:`kernscope.oneshot.answer`). ``timings`` (a cold run: no cache): the phases, render included. ``warm``:
-    more to import on the prefetch thread (the renderer's modules)."""
+    more to import on the prefetch thread (the renderer's modules). ``keep``: also given a stored output."""
     from .analyze.needs import analyze_projection
 
     options = {"fmt": r.fmt, "top": r.top, "step": "all" if r.step is None else str(r.step),
@@ -328,7 +332,7 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
                "roofline": r.roofline, "path": r.path}  # the output prints the path: a copy is another output
     req = oneshot.Request("analyze", r.path, options, s.rules, salvage=s.salvage, step_marker=s.step_marker,
                           projection=None if r.read_all else analyze_projection(s.step_marker), no_cache=not s.cache,
-                          notify=s.notify)
+                          notify=s.notify, keep=keep)
     prefetch = oneshot.Prefetch(lambda: _prefetched(s, warm))
     done: dict[str, Any] = {}
 

@@ -1,31 +1,21 @@
-"""Safe file output: atomic (temporary file beside the target, then rename), umask-honouring modes,
-never following a symlink at the target. Imports nothing from kernscope but errors."""
+"""Safe file output: atomic (temporary file beside the target, then rename; :mod:`.sink` writes the bytes of one
+file), umask-honouring modes, never following a symlink at the target; and the trace inputs a command names
+(files, directories, globs, JAX run directories). Imports nothing from kernscope but errors and the sink."""
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import glob
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import KernscopeError
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def default_mode() -> int:
-    """File mode a plain ``open(..., 'w')`` would give under the current umask (0644 under 022)."""
-    return 0o666 & ~_umask()
+from .sink import commit, default_mode, discard, prepare, write_bytes
+from .sink import sweep as _sweep
 
 
 @contextmanager
@@ -36,92 +26,21 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     one keeps its mode. A symlink at ``target`` is followed (its destination is replaced, the link stays), as a
     shell redirection would; a dangling one, a directory, a FIFO or a device at ``target`` is an error.
     """
-    given = Path(target)
-    t = Path(os.path.realpath(given)) if given.is_symlink() else given
-    if given.is_symlink() and not t.exists():
-        raise KernscopeError(f"{given}: is a symbolic link to {t}, which does not exist; give the file itself")
-    if t.is_dir():
-        raise KernscopeError(f"{given}: is a directory; give a file name")
-    mode = default_mode()
-    if t.exists():
-        st = t.stat()
-        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would be replaced by a regular file
-            raise KernscopeError(f"{given}: is not a regular file (a FIFO, device or socket); kernscope writes regular "
-                                 "files: give a file name")
-        mode = stat.S_IMODE(st.st_mode)  # replacing a file keeps its permissions (a 0600 file stays private)
-    parent = t.parent if str(t.parent) else Path(".")
-    if not parent.is_dir():  # never create folders the user did not ask for (a typo would write elsewhere)
-        raise KernscopeError(f"{given}: the folder {parent} does not exist; create it first")
-    _sweep(parent, f".{t.name}.")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{t.name}.{os.getpid()}.", suffix=".tmp", dir=parent)
-    except OSError as e:
-        raise KernscopeError(f"{given}: cannot write output ({e.strerror})") from None
-    os.close(fd)
+    t, tmp, mode = prepare(target)
     tmp_p = Path(tmp)
     try:
         yield tmp_p
-        os.chmod(tmp_p, mode)
-        os.replace(tmp_p, t)
     except OSError as e:
-        tmp_p.unlink(missing_ok=True)
+        discard(tmp)
         raise KernscopeError(f"{t}: cannot write output ({e.strerror or e})") from None
     except BaseException:
-        tmp_p.unlink(missing_ok=True)
+        discard(tmp)
         raise
-
-
-def _sweep(folder: Path, prefix: str) -> None:
-    """Remove what an earlier write left in ``folder`` when its process was killed (``kill -9``): our temporaries
-    (``<prefix><pid>.<random>``) whose writing process no longer runs. A live writer's are kept."""
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
-    except OSError:
-        return
-    for n in names:  # a handful of leftovers, not per event
-        pid_text = n[len(prefix):].split(".", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid_text), 0)
-            continue  # its writer is alive (or another user's: not ours to judge)
-        except ProcessLookupError:
-            pass
-        except (PermissionError, OverflowError, OSError):
-            continue
-        p = folder / n
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                p.unlink()
-
-
-def _stream_target(target: str | os.PathLike[str]) -> bool:
-    """True for a FIFO or character device (``-o /dev/stdout``, a named pipe): written as a stream, never
-    replaced by a regular file."""
-    try:
-        st = os.stat(target)
-    except OSError:
-        return False
-    return stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)
+    commit(tmp, t, mode)
 
 
 def write_text(target: str | os.PathLike[str], text: str) -> None:
     write_bytes(target, text.encode("utf-8"))
-
-
-def write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
-    """``data`` to ``target``: atomically (temp file, rename) for a file, as a stream for a FIFO or device."""
-    if _stream_target(target):
-        try:
-            with open(target, "wb") as f:
-                f.write(data)
-        except OSError as e:
-            raise KernscopeError(f"{target}: cannot write output ({e.strerror or e})") from None
-        return
-    with atomic_path(target) as p:
-        p.write_bytes(data)
 
 
 @contextmanager

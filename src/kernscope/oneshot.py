@@ -132,6 +132,9 @@ class Request:
     projection: Projection | None = None  #: what the load may skip
     no_cache: bool = False  #: neither read nor write any cache
     notify: Callable[[str], None] = field(default=lambda msg: None)
+    #: given the output when it is stored or found stored (:mod:`kernscope.replay` keeps it for the next identical
+    #: command line)
+    keep: Callable[[bytes], object] | None = None
 
     @cached_property
     def load_key(self) -> dict[str, Any]:
@@ -160,6 +163,8 @@ def answer(req: Request, prefetch: Prefetch[Any], load: Loader[T], compute: Call
         digest, stored = outputs.lookup(req.path, req.load_key, req.key, req.notify)
         if stored is not None:
             emit(stored)
+            if req.keep is not None:
+                req.keep(stored)
             return
     prefetch.start()
     writes: list[Callable[[], None]] = []
@@ -175,3 +180,5 @@ def answer(req: Request, prefetch: Prefetch[Any], load: Loader[T], compute: Call
     check(trace)  # an empty answer is never stored: a stored output would exit 0
     if digest is not None:
         outputs.store(digest, req.load_key, req.key, body, req.notify)
+        if req.keep is not None:
+            req.keep(body)

@@ -4,8 +4,12 @@ importing the package)."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
+
+try:  # the builtin module: ``hashlib`` would load OpenSSL (~5 ms of a cached answer, :mod:`.replay`)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from hashlib import blake2b
 
 __version__ = "0.2.0"
 #: version of the JSON outputs' contract (``docs/schema/*.schema.json``): the minor part grows when fields are
@@ -22,7 +26,7 @@ def code_fingerprint() -> str:
     outputs made by other code (an edited checkout, a reinstall under the same version number) are never read.
     One ``stat`` per file (about 150), once per process."""
     root = os.path.dirname(os.path.abspath(__file__))
-    h = hashlib.blake2b(digest_size=8)
+    h = blake2b(digest_size=8)
     for base, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):

@@ -223,9 +223,9 @@ def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, ker
 
     from .. import load as load_trace
     from ..errors import KernscopeError
-    from ..files import write_bytes
     from ..load.source import Limits, open_trace
     from ..render.intra import render_alignment
+    from ..sink import write_bytes
     from .align import align_files
 
     if output is not None and not output.endswith((".json", ".json.gz", ".html", *PERFETTO_SUFFIXES)):

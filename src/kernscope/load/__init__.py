@@ -11,9 +11,12 @@ The names below are imported on first use, so ``kernscope.load.cache`` can be us
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # (not imported from typing: see kernscope/__init__.py)
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..model import RawTrace
     from .source import Limits
 

@@ -41,6 +41,10 @@ import xxhash
 
 from ..version import __version__, code_fingerprint
 from .argspec import ARG_SPEC_VERSION, XPLANE_SPEC_VERSION
+from .cachedir import preferred_root
+from .cachedir import read_private as _read_private
+from .cachedir import secret as _secret
+from .cachedir import uid as _uid
 
 if TYPE_CHECKING:
     import polars as pl
@@ -64,10 +68,6 @@ def _warn(msg: str) -> None:
 
 
 # -- location ---------------------------------------------------------------------------------------
-def _uid() -> int | None:
-    return os.getuid() if hasattr(os, "getuid") else None
-
-
 def _private_dir(d: Path, *, follow: bool) -> str | None:
     """Make ``d`` a usable private cache directory of this user; None when it is, else why not.
 
@@ -108,13 +108,9 @@ def cache_root(notify: Notify | None = None) -> Path | None:
             return d
         say(f"kernscope: cache directory {d} cannot be used: {why}; running without a cache")
         return None
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    try:
-        base = Path(xdg) if xdg else Path.home() / ".cache"
-    except (RuntimeError, KeyError):
-        base = None
-    if base is not None and _private_dir(base / "kernscope", follow=True) is None:
-        return base / "kernscope"
+    usual = preferred_root()
+    if usual is not None and _private_dir(Path(usual), follow=True) is None:
+        return Path(usual)
     uid = _uid()
     fallback = Path(tempfile.gettempdir()) / f"kernscope-cache-{uid if uid is not None else 'user'}"
     why = _private_dir(fallback, follow=False)  # a shared temp dir: another user may have made this name first
@@ -122,47 +118,6 @@ def cache_root(notify: Notify | None = None) -> Path | None:
         say(f"kernscope: no usable home cache directory; caching in {fallback}")
         return fallback
     say(f"kernscope: no usable cache directory ({fallback}: {why}); running without a cache")
-    return None
-
-
-def _read_private(p: Path) -> bytes:
-    """A cache file's bytes, never through a symbolic link (``O_NOFOLLOW``)."""
-    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
-
-
-def _secret(root: Path) -> bytes | None:
-    """This user's key for the cache's MACs (``root/key``, 32 random bytes, 0600, created on first use): entries
-    written by anyone without it fail their check. None when it cannot be read or made safely."""
-    p = root / "key"
-    flags = getattr(os, "O_NOFOLLOW", 0)
-    try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
-        return None
-    for _ in range(2):
-        try:
-            fd = os.open(p, os.O_RDONLY | flags)
-        except FileNotFoundError:
-            try:
-                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | flags, 0o600)
-            except FileExistsError:
-                continue  # another process made it meanwhile: read theirs
-            except OSError:
-                return None
-            with os.fdopen(fd, "wb") as f:
-                f.write(os.urandom(32))
-            continue
-        except OSError:
-            return None
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            key = f.read(64)
-        uid = _uid()
-        if (uid is not None and st.st_uid != uid) or st.st_mode & 0o077 or len(key) != 32:
-            return None
-        return key
     return None
 
 
@@ -563,14 +518,16 @@ def evict(root: Path, limit: int | None = None) -> int:
 
 
 def clear(root: Path | None = None) -> int:
-    """Remove every entry; returns the bytes freed."""
+    """Remove every entry, and the stored outputs kept for replay (:mod:`kernscope.replay`); returns the bytes
+    freed."""
     root = root or cache_root()
     if root is None:
         return 0
-    freed = sum(e[1] for e in entries(root))
+    freed = sum(e[1] for e in entries(root)) + _size(root / "replay")
     for vdir in root.glob("v*"):
         shutil.rmtree(vdir, ignore_errors=True)
     shutil.rmtree(root / "digests", ignore_errors=True)
+    shutil.rmtree(root / "replay", ignore_errors=True)  # kernscope.replay's records of stored outputs
     shutil.rmtree(root / "sizes", ignore_errors=True)
     with contextlib.suppress(OSError):
         (root / "usage").unlink()

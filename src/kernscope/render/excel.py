@@ -14,7 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from ..files import atomic_dir, write_bytes
+from ..files import atomic_dir
+from ..sink import write_bytes
 from .glossary import TERMS
 from .tables import csv_text, rounded
 

@@ -8,28 +8,13 @@ import sys
 from collections.abc import Callable
 
 from ..result import Result
+from ..sink import emit_bytes
 from .views import Options
 
 
 def console_width() -> int:
     """The terminal's width (``COLUMNS`` when set); 120 when piped to a file or another program."""
     return max(40, shutil.get_terminal_size((120, 24)).columns)
-
-
-def emit_bytes(body: bytes, output: str | None) -> None:
-    """``body`` to ``output`` (atomically; a FIFO as a stream), or to stdout ending in a newline."""
-    from ..files import write_bytes
-
-    if output:
-        write_bytes(output, body)
-    else:
-        body = body if body.endswith(b"\n") else body + b"\n"
-        out = getattr(sys.stdout, "buffer", None)
-        if out is not None:
-            out.write(body)
-        else:  # a text stream (tests, notebooks)
-            sys.stdout.write(body.decode("utf-8", "replace"))
-        sys.stdout.flush()
 
 
 def options_for(fmt: str, output: str | None, top: int | None, default_top: int = 15) -> Options:

@@ -59,7 +59,8 @@ def write(rendered: Rendered, target: str, *, regular: bool = False) -> None:
     """Write a rendering to ``target`` atomically: a file, or (files) a directory made whole or not at all.
     A FIFO or device takes a file's bytes as a stream unless ``regular`` (a workbook: refused there, as a file
     others would open by name)."""
-    from ...files import atomic_dir, atomic_path, write_bytes
+    from ...files import atomic_dir, atomic_path
+    from ...sink import write_bytes
 
     if isinstance(rendered, bytes):
         if regular:

@@ -1,0 +1,248 @@
+"""The ``kernscope`` command's entry point, and a cached ``kernscope analyze`` answered before anything else is
+imported.
+
+A stored output (:mod:`.outputs`) is found through the trace's content hash, and to find it the command line had to
+be imported and parsed (click, the cache, ~0.1 s: most of a cached answer). When a run stores its output, it also
+keeps a *replay record*: the output bytes, keyed by everything the run's output can depend on besides the files it
+read, and checked against those files' identities. The next run with the same key prints the record and exits,
+importing nothing but this module, :mod:`.sink`, :mod:`.version` and :mod:`.load.cachedir` (os and stat).
+
+- **Key** (:meth:`Invocation.context`): kernscope's version and code fingerprint, the interpreter, the working
+  directory, the arguments as given, the environment (less a shell's bookkeeping variables), and whether stdout and
+  stderr are terminals (with stdout's size). Any difference is a miss, and the command runs as usual.
+- **Files**: the trace and the rules files the run read, by identity (device, inode, size, modification and change
+  times in ns; any write changes the change time). A record is kept only when each of them was last changed at
+  least 2 s before the run began (a write within a coarse file system's timestamp granularity could keep them: git's
+  "racily clean" rule), and only for a trace named as a file (a directory or a glob may resolve to other files
+  later).
+- **Integrity**: a record is sealed with the cache's per-user key (BLAKE2b MAC over key, file identities, output
+  target and bytes); one that fails its check, or a damaged one, is a miss. ``kernscope cache clear`` removes them.
+- **Size**: at most :data:`MAX_RECORDS` records and :data:`MAX_BYTES` in all (least recently used first out); an
+  output over :data:`MAX_BODY` is not kept.
+
+The records live apart from the parse-cache entries, so a trace whose entry is too big for the cache (a 10 GB
+trace's) is still answered at once the second time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .load.cachedir import is_private_dir, preferred_root, read_private, secret
+from .version import __version__, code_fingerprint
+
+try:  # the builtin module: ``hashlib`` would load OpenSSL
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from hashlib import blake2b
+
+MAGIC = b"kernscope-replay-1\n"
+#: a file changed this recently before a run began is not trusted to show a later change (see the module's text)
+RACY_NS = 2_000_000_000
+MAX_RECORDS = 256
+MAX_BYTES = 256 << 20
+MAX_BODY = 32 << 20
+#: variables a shell sets differently for two runs of the same command, which no output depends on
+_VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
+
+
+def _identity(path: str) -> tuple[int, ...]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _records_dir() -> str | None:
+    """``<cache>/replay`` when the cache directory is the usual, private one (elsewhere the command runs as usual:
+    it says why it cannot use the cache)."""
+    root = preferred_root()
+    return os.path.join(root, "replay") if root is not None and is_private_dir(root) else None
+
+
+class Invocation:
+    """One run of the ``kernscope`` command with ``argv`` (the arguments after the program's name): its stored
+    answer (:meth:`answer`), or the record of the answer it computed (:meth:`record`)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = list(argv)
+        self.started_ns = time.time_ns()
+        # as the command began: the command itself sets variables (allocator settings) and may change directory
+        self._env = sorted((k, v) for k, v in os.environ.items() if k not in _VOLATILE)
+        self._cwd = os.getcwd()
+        self._ttys = [os.isatty(1), os.isatty(2)]
+        self._size: tuple[int, ...] | None = None
+        if self._ttys[0]:
+            try:
+                self._size = tuple(os.get_terminal_size(1))
+            except OSError:
+                self._size = None
+        self._context: bytes | None = None
+
+    def context(self) -> bytes:
+        """Everything besides the files read that the output may depend on (see the module's text), as the
+        command began."""
+        if self._context is None:
+            parts = [__version__, code_fingerprint(), sys.executable, sys.version, self._cwd, self.argv, self._env,
+                     self._ttys, self._size]
+            self._context = repr(parts).encode("utf-8", "surrogateescape")
+        return self._context
+
+    def _name(self) -> str:
+        return blake2b(self.context(), digest_size=16).hexdigest()
+
+    def _mac(self, key: bytes, meta: bytes, identities: list[tuple[int, ...]], body: bytes) -> bytes:
+        h = blake2b(key=key, digest_size=32)
+        for part in (self.context(), repr(identities).encode(), meta, body):
+            h.update(len(part).to_bytes(8, "big"))
+            h.update(part)
+        return h.digest()
+
+    def answer(self) -> bool:
+        """Write the stored answer of this invocation (stdout, or the file it names) and return True; False when
+        there is none, or it no longer holds (then nothing was written)."""
+        folder = _records_dir()
+        key = secret(os.path.dirname(folder), create=False) if folder is not None else None
+        if folder is None or key is None:
+            return False
+        path = os.path.join(folder, self._name())
+        try:
+            data = read_private(path)
+            if not data.startswith(MAGIC):
+                return False
+            at = len(MAGIC)
+            mac, n = data[at:at + 32], int.from_bytes(data[at + 32:at + 36], "big")
+            meta, body = data[at + 36:at + 36 + n], data[at + 36 + n:]
+            fields = meta.decode("utf-8", "surrogateescape").split("\0")
+            output, files = fields[0] or None, fields[1:]
+            identities = [_identity(f) for f in files]
+        except (OSError, ValueError):
+            return False
+        if not _equal(mac, self._mac(key, meta, identities, body)):
+            return False
+        from .errors import KernscopeError
+        from .sink import emit_bytes
+
+        try:
+            emit_bytes(body, output)
+        except KernscopeError:
+            return False  # nothing was written: the command runs as usual and says what is wrong
+        try:  # noqa: SIM105 - contextlib's import would cost the cached answer
+            os.utime(path)  # least recently used first out
+        except OSError:
+            pass
+        return True
+
+    def record(self, files: list[str], output: str | None, body: bytes) -> bool:
+        """Keep ``body``, the output this invocation wrote to ``output`` (None: stdout) after reading ``files``, for
+        the next identical invocation. False when it is not kept (a file changed within :data:`RACY_NS` of the
+        run's start or during it, an output over :data:`MAX_BODY`, no usable cache)."""
+        folder = _records_dir()
+        key = secret(os.path.dirname(folder), create=False) if folder is not None else None
+        if folder is None or key is None or len(body) > MAX_BODY:
+            return False
+        try:
+            identities = [_identity(f) for f in files]
+        except OSError:
+            return False
+        if any(i[3] > self.started_ns - RACY_NS or i[4] > self.started_ns - RACY_NS for i in identities):
+            return False
+        meta = "\0".join([output or "", *files]).encode("utf-8", "surrogateescape")
+        data = b"".join([MAGIC, self._mac(key, meta, identities, body), len(meta).to_bytes(4, "big"), meta, body])
+        target = os.path.join(folder, self._name())
+        tmp = f"{target}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        except OSError:
+            _unlink(tmp)
+            return False
+        trim(folder)
+        return True
+
+
+def _equal(a: bytes, b: bytes) -> bool:
+    """Constant-time comparison (``hmac.compare_digest`` without ``hmac``'s import of OpenSSL)."""
+    from _operator import _compare_digest  # what hmac.compare_digest is
+
+    return bool(_compare_digest(a, b))
+
+
+def records(folder: str) -> tuple[int, int]:
+    """(records, bytes) in ``folder``."""
+    try:
+        names = [n for n in os.listdir(folder) if not n.endswith(".tmp")]
+    except OSError:
+        return 0, 0
+    size = 0
+    for n in names:
+        try:
+            size += os.stat(os.path.join(folder, n)).st_size
+        except OSError:
+            continue
+    return len(names), size
+
+
+def trim(folder: str, max_records: int = MAX_RECORDS, max_bytes: int = MAX_BYTES) -> int:
+    """Remove the least recently used records until at most ``max_records`` of at most ``max_bytes`` remain (and
+    temporaries left by killed writers, older than an hour); returns how many were removed."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    found = []
+    now = time.time()
+    for n in names:
+        p = os.path.join(folder, n)
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        if n.endswith(".tmp"):
+            if now - st.st_mtime > 3600:
+                _unlink(p)
+            continue
+        found.append((st.st_mtime, st.st_size, p))
+    found.sort()
+    total = sum(f[1] for f in found)
+    removed = 0
+    while found and (len(found) > max_records or total > max_bytes):
+        _, size, p = found.pop(0)
+        _unlink(p)
+        total -= size
+        removed += 1
+    return removed
+
+
+def _unlink(p: str) -> None:
+    try:  # noqa: SIM105 - contextlib's import would cost the cached answer
+        os.unlink(p)
+    except OSError:
+        pass
+
+
+def _exit_code(error: BaseException) -> int:
+    """``error`` said on stderr as the command line says it (:func:`kernscope.exits.guarded`); its exit code."""
+    from .exits import guarded
+
+    def fail() -> None:
+        raise error
+
+    return guarded(fail, lambda msg: None)
+
+
+def run() -> None:  # pragma: no cover - exits the process
+    """The ``kernscope`` command: a stored answer when one holds, else the command line (:func:`kernscope.cli.run`)."""
+    invocation = Invocation(sys.argv[1:])
+    try:
+        answered = invocation.answer()
+    except (OSError, KeyboardInterrupt) as e:  # writing the answer failed: said as the command line says it
+        os._exit(_exit_code(e))
+    if answered:
+        os._exit(0)
+    from .cli import run as run_cli
+
+    run_cli(invocation)
