@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import polars as pl
 
 from ...result import Result
@@ -67,12 +68,24 @@ class Json:
 def _text(value: Any) -> str:
     """``json.dumps(value, indent=2)``, :class:`Parts` made one by one."""
     if not isinstance(value, Parts):
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        return _indented(value)
     if not value:
         return "{}"
     items = [f"  {json.dumps(k, ensure_ascii=False)}: {_text(make()).replace(chr(10), chr(10) + '  ')}"
              for k, make in value.items()]
     return "{\n" + ",\n".join(items) + "\n}"
+
+
+def _indented(value: Any) -> str:
+    """``json.dumps(value, indent=2, ensure_ascii=False, default=str)``, 2-3x faster: with an indent the standard
+    library encodes in Python; here its C encoder writes the values (the same text for every number and string) and
+    msgspec's formatter indents them. A value the formatter refuses (NaN, which json writes though it is not JSON)
+    takes the standard library's path."""
+    flat = json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        return msgspec.json.format(flat, indent=2)
+    except msgspec.DecodeError:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 def _dumps(value: Any) -> str:
