@@ -234,6 +234,23 @@ def _exit_code(error: BaseException) -> int:
     return guarded(fail, lambda msg: None)
 
 
+def _import_early() -> None:
+    """An ``analyze`` that was not answered will need polars (0.15-0.3 s to import): it is imported on a thread while
+    the command line is imported and parsed, after the allocator settings that must come first."""
+    import contextlib
+    import threading
+
+    from .oneshot import tune_allocators
+
+    tune_allocators()
+
+    def work() -> None:
+        with contextlib.suppress(ImportError):  # said where the command needs it
+            import polars  # noqa: F401
+
+    threading.Thread(target=work, name="kernscope-import", daemon=True).start()
+
+
 def run() -> None:  # pragma: no cover - exits the process
     """The ``kernscope`` command: a stored answer when one holds, else the command line (:func:`kernscope.cli.run`)."""
     invocation = Invocation(sys.argv[1:])
@@ -243,6 +260,8 @@ def run() -> None:  # pragma: no cover - exits the process
         os._exit(_exit_code(e))
     if answered:
         os._exit(0)
+    if invocation.argv[:1] == ["analyze"]:
+        _import_early()
     from .cli import run as run_cli
 
     run_cli(invocation)
