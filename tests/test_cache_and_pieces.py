@@ -487,3 +487,29 @@ def test_many_small_writes_do_not_rescan_the_cache_each_time(tmp_path, monkeypat
     monkeypatch.setenv("KERNSCOPE_CACHE_MAX_BYTES", "20000")  # now over the cap: the next write evicts
     kcache.write_entry("f" * 32, {}, tables, {}, notify=lambda m: None)
     assert sum(size for _, size, _ in real()) <= 20000 + 10000
+
+
+def test_the_content_digest_is_the_xxh3_of_every_byte_across_map_windows(tmp_path, monkeypatch):
+    import xxhash
+
+    from kernscope.load import cache as C
+
+    monkeypatch.setattr(C, "_READ", 1 << 16)  # windows of 64 KB: a file of several, and a partial last one
+    data = os.urandom(5 * (1 << 16) + 12345)
+    p = tmp_path / "t.json"
+    p.write_bytes(data)
+    assert C.file_digest(p) == xxhash.xxh3_128(data).hexdigest()
+    data2 = bytearray(data)
+    data2[3 * (1 << 16) + 7] ^= 1  # one bit in the fourth window
+    p.write_bytes(bytes(data2))
+    assert C.file_digest(p) == xxhash.xxh3_128(bytes(data2)).hexdigest() != xxhash.xxh3_128(data).hexdigest()
+    (tmp_path / "empty").write_bytes(b"")
+    assert C.file_digest(tmp_path / "empty") == xxhash.xxh3_128(b"").hexdigest()
+    fifo = tmp_path / "fifo"  # not mappable: read as a stream
+    os.mkfifo(fifo)
+    import threading
+
+    writer = threading.Thread(target=lambda: fifo.write_bytes(b"abc"))
+    writer.start()
+    assert C.file_digest(fifo) == xxhash.xxh3_128(b"abc").hexdigest()
+    writer.join()
