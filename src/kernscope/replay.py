@@ -42,8 +42,8 @@ MAGIC = b"kernscope-replay-1\n"
 #: a file changed this recently before a run began is not trusted to show a later change (see the module's text)
 RACY_NS = 2_000_000_000
 MAX_RECORDS = 256
-MAX_BYTES = 256 << 20
-MAX_BODY = 32 << 20
+MAX_BYTES = 512 << 20
+MAX_BODY = 256 << 20  # a 10 GB trace's analyze JSON is ~60 MB
 #: variables a shell sets differently for two runs of the same command, which no output depends on
 _VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL"})
 
