@@ -4,9 +4,10 @@ imported.
 A stored output (:mod:`.outputs`) is found through the trace's content hash, and to find it the command line had to
 be imported and parsed (click, the cache, ~0.1 s: most of a cached answer). When a run stores its output, or finds
 it stored, it also keeps a *replay record*: the output bytes, keyed by everything the run's output can depend on
-besides the files it read, and checked against those files' identities. The next run with the same key prints the record and exits,
-importing nothing but the package's front, this module, :mod:`.sink`, :mod:`.errors`, :mod:`.version` and
-:mod:`.load.cachedir` (and of the standard library ``os``, ``stat``, ``time`` and the builtin BLAKE2b).
+besides the files it read, and checked against those files' identities. The next run with the same key prints the
+record and exits, importing nothing but the package's front, this module, :mod:`.sink`, :mod:`.errors`,
+:mod:`.version` and :mod:`.load.cachedir` (and of the standard library ``os``, ``stat``, ``time`` and the builtin
+BLAKE2b).
 
 - **Key** (:meth:`Invocation.context`): kernscope's version and code fingerprint, the interpreter, the working
   directory, the arguments as given, the environment (less a shell's bookkeeping variables), and whether stdout and
