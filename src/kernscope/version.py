@@ -27,11 +27,18 @@ def code_fingerprint() -> str:
     One ``stat`` per file (about 150), once per process."""
     root = os.path.dirname(os.path.abspath(__file__))
     h = blake2b(digest_size=8)
-    for base, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(_CODE_SUFFIXES):
-                p = os.path.join(base, name)
-                st = os.stat(p)
-                h.update(f"{os.path.relpath(p, root)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    todo = [""]  # folders relative to root, walked in name order (os.walk's bookkeeping was half of the 3-5 ms)
+    while todo:
+        rel = todo.pop()
+        with os.scandir(os.path.join(root, rel)) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        subdirs = []
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name != "__pycache__":
+                    subdirs.append(os.path.join(rel, e.name))
+            elif e.name.endswith(_CODE_SUFFIXES):
+                st = e.stat()
+                h.update(f"{os.path.join(rel, e.name)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        todo.extend(reversed(subdirs))
     return h.hexdigest()
