@@ -383,3 +383,25 @@ def test_a_killed_writer_leaves_nothing_behind_the_next_run(tmp_path, capsys):
     assert main(["report", str(p), "-o", str(tmp_path / "csv"), "-q", "--no-cache"]) == 0
     assert not left.exists() and live.exists() and not csv_left.exists()
     assert (tmp_path / "r.html").is_file()
+
+
+def test_a_failed_whole_file_write_leaves_the_target_and_no_temporary(tmp_path):
+    import errno
+    from pathlib import Path
+
+    from kernscope.errors import KernscopeError
+    from kernscope.sink import Temporary
+
+    target = tmp_path / "out.json"
+    target.write_text("before")
+    with pytest.raises(KernscopeError, match=r"out\.json: cannot write output \(No space left"):
+        with Temporary(target) as tmp:
+            Path(tmp).write_text("half")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    with pytest.raises(ValueError, match="a bug"):
+        with Temporary(target) as tmp:
+            raise ValueError("a bug")  # not an I/O error: raised as it is
+    assert target.read_text() == "before" and sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+    with Temporary(target) as tmp:
+        Path(tmp).write_text("after")
+    assert target.read_text() == "after" and sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import KernscopeError
-from .sink import commit, default_mode, discard, prepare, write_bytes
+from .sink import Temporary, default_mode, write_bytes
 from .sink import sweep as _sweep
 
 
@@ -26,17 +26,8 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     one keeps its mode. A symlink at ``target`` is followed (its destination is replaced, the link stays), as a
     shell redirection would; a dangling one, a directory, a FIFO or a device at ``target`` is an error.
     """
-    t, tmp, mode = prepare(target)
-    tmp_p = Path(tmp)
-    try:
-        yield tmp_p
-    except OSError as e:
-        discard(tmp)
-        raise KernscopeError(f"{t}: cannot write output ({e.strerror or e})") from None
-    except BaseException:
-        discard(tmp)
-        raise
-    commit(tmp, t, mode)
+    with Temporary(target) as tmp:
+        yield Path(tmp)
 
 
 def write_text(target: str | os.PathLike[str], text: str) -> None:

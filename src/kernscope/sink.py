@@ -119,6 +119,25 @@ def discard(tmp: str) -> None:
         pass
 
 
+class Temporary:
+    """``with Temporary(target) as tmp:`` write the file ``tmp`` (:func:`prepare`); when the block ends it replaces
+    ``target``, and when the block fails it is removed (an ``OSError`` becomes one line naming the file)."""
+
+    def __init__(self, target: str | os.PathLike[str]) -> None:
+        self.target, self.path, self.mode = prepare(target)
+
+    def __enter__(self) -> str:
+        return self.path
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
+        if error is None:
+            commit(self.path, self.target, self.mode)
+            return
+        discard(self.path)
+        if isinstance(error, OSError):
+            raise KernscopeError(f"{self.target}: cannot write output ({error.strerror or error})") from None
+
+
 def write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
     """``data`` to ``target``: atomically (temp file, rename) for a file, as a stream for a FIFO or device."""
     if stream_target(target):
@@ -128,17 +147,8 @@ def write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
         except OSError as e:
             raise KernscopeError(f"{os.fspath(target)}: cannot write output ({e.strerror or e})") from None
         return
-    t, tmp, mode = prepare(target)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-    except OSError as e:
-        discard(tmp)
-        raise KernscopeError(f"{t}: cannot write output ({e.strerror or e})") from None
-    except BaseException:
-        discard(tmp)
-        raise
-    commit(tmp, t, mode)
+    with Temporary(target) as tmp, open(tmp, "wb") as f:
+        f.write(data)
 
 
 def emit_bytes(body: bytes, output: str | None) -> None:
