@@ -261,6 +261,11 @@ def test_pieces_merged_into_blocks_equal_pieces_joined_once(trace, projected, tm
         assert len(merges) > 3 and (max(merges) == 1 if block == 1 else max(merges) >= 2), merges
         for name in ("events", "gpu", "flows", "steps"):
             assert getattr(merged, name).equals(getattr(joined, name)), (name, block)
+    # the join one column at a time (large traces), against two at a time
+    monkeypatch.setattr(kineto, "SERIAL_JOIN_ROWS", 1)
+    serial = kernscope.load(trace, cache=False, projection=projection)
+    for name in ("events", "gpu", "flows", "steps"):
+        assert getattr(serial, name).equals(getattr(joined, name)), name
 
 
 def test_cached_analyze_prints_the_stored_output_without_importing_polars(tmp_path):
