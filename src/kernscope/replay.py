@@ -33,6 +33,7 @@ import sys
 import time
 
 from .load.cachedir import is_private_dir, preferred_root, read_private, secret
+from .sink import discard
 from .version import __version__, code_fingerprint
 
 try:  # the builtin module: ``hashlib`` would load OpenSSL
@@ -55,11 +56,14 @@ def _identity(path: str) -> tuple[int, ...]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def _records_dir() -> str | None:
-    """``<cache>/replay`` when the cache directory is the usual, private one (elsewhere the command runs as usual:
-    it says why it cannot use the cache)."""
+def _place() -> tuple[str, bytes] | None:
+    """(``<cache>/replay``, the cache's key) when the cache directory is the usual, private one and its key exists
+    (elsewhere the command runs as usual: it says why it cannot use the cache)."""
     root = preferred_root()
-    return os.path.join(root, "replay") if root is not None and is_private_dir(root) else None
+    if root is None or not is_private_dir(root):
+        return None
+    key = secret(root, create=False)
+    return (os.path.join(root, "replay"), key) if key is not None else None
 
 
 class Invocation:
@@ -103,10 +107,10 @@ class Invocation:
     def answer(self) -> bool:
         """Write the stored answer of this invocation (stdout, or the file it names) and return True; False when
         there is none, or it no longer holds (then nothing was written)."""
-        folder = _records_dir()
-        key = secret(os.path.dirname(folder), create=False) if folder is not None else None
-        if folder is None or key is None:
+        place = _place()
+        if place is None:
             return False
+        folder, key = place
         path = os.path.join(folder, self._name())
         try:
             data = read_private(path)
@@ -139,10 +143,10 @@ class Invocation:
         """Keep ``body``, the output this invocation wrote to ``output`` (None: stdout) after reading ``files``, for
         the next identical invocation. False when it is not kept (a file changed within :data:`RACY_NS` of the
         run's start or during it, an output over :data:`MAX_BODY`, no usable cache)."""
-        folder = _records_dir()
-        key = secret(os.path.dirname(folder), create=False) if folder is not None else None
-        if folder is None or key is None or len(body) > MAX_BODY:
+        place = _place()
+        if place is None or len(body) > MAX_BODY:
             return False
+        folder, key = place
         try:
             identities = [_identity(f) for f in files]
         except OSError:
@@ -160,7 +164,7 @@ class Invocation:
                 f.write(data)
             os.replace(tmp, target)
         except OSError:
-            _unlink(tmp)
+            discard(tmp)
             return False
         trim(folder)
         return True
@@ -173,28 +177,13 @@ def _equal(a: bytes, b: bytes) -> bool:
     return bool(_compare_digest(a, b))
 
 
-def records(folder: str) -> tuple[int, int]:
-    """(records, bytes) in ``folder``."""
-    try:
-        names = [n for n in os.listdir(folder) if not n.endswith(".tmp")]
-    except OSError:
-        return 0, 0
-    size = 0
-    for n in names:
-        try:
-            size += os.stat(os.path.join(folder, n)).st_size
-        except OSError:
-            continue
-    return len(names), size
-
-
-def trim(folder: str, max_records: int = MAX_RECORDS, max_bytes: int = MAX_BYTES) -> int:
-    """Remove the least recently used records until at most ``max_records`` of at most ``max_bytes`` remain (and
-    temporaries left by killed writers, older than an hour); returns how many were removed."""
+def _listing(folder: str) -> list[tuple[float, int, str]]:
+    """(last use, bytes, path) of each record in ``folder``, least recently used first; temporaries left by killed
+    writers (over an hour old) are removed on the way."""
     try:
         names = os.listdir(folder)
     except OSError:
-        return 0
+        return []
     found = []
     now = time.time()
     for n in names:
@@ -205,25 +194,30 @@ def trim(folder: str, max_records: int = MAX_RECORDS, max_bytes: int = MAX_BYTES
             continue
         if n.endswith(".tmp"):
             if now - st.st_mtime > 3600:
-                _unlink(p)
+                discard(p)
             continue
         found.append((st.st_mtime, st.st_size, p))
-    found.sort()
+    return sorted(found)
+
+
+def records(folder: str) -> tuple[int, int]:
+    """(records, bytes) in ``folder``."""
+    found = _listing(folder)
+    return len(found), sum(f[1] for f in found)
+
+
+def trim(folder: str, max_records: int = MAX_RECORDS, max_bytes: int = MAX_BYTES) -> int:
+    """Remove the least recently used records until at most ``max_records`` of at most ``max_bytes`` remain (and
+    temporaries left by killed writers, older than an hour); returns how many were removed."""
+    found = _listing(folder)
     total = sum(f[1] for f in found)
     removed = 0
     while found and (len(found) > max_records or total > max_bytes):
         _, size, p = found.pop(0)
-        _unlink(p)
+        discard(p)
         total -= size
         removed += 1
     return removed
-
-
-def _unlink(p: str) -> None:
-    try:  # noqa: SIM105 - contextlib's import would cost the cached answer
-        os.unlink(p)
-    except OSError:
-        pass
 
 
 def _exit_code(error: BaseException) -> int:
