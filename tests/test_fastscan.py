@@ -280,3 +280,116 @@ def test_events_the_scanner_drops_itself_give_the_tables_of_dropping_them_after(
     for name in ("events", "gpu", "flows", "steps"):
         assert getattr(fast, name).equals(getattr(after, name)), name
     assert fast.stats == after.stats and fast.stats.projected_out > 0
+
+
+# -- dropped events matched to the layouts of earlier ones (Layout in _kineto.c) ----------------------------------
+_PY = ('{{\n    "ph": "X", "cat": "python_function", "name": "{name}", "pid": 449, "tid": {tid},\n    "ts": {ts}, '
+       '"dur": {dur},\n    "args": {{\n      "Python parent id": {parent}, "Python id": {id}, "Ev Idx": {id}\n    }}\n  }}')
+_INSTANT = ('{{"ph": "i", "cat": "cpu_instant_event", "name": "{name}", "pid": 449, "tid": {tid}, "ts": {ts}, "s": "t", '
+            '"args": {{"Total Reserved": {id}, "Device Type": "{name}"}}}}')
+_OP = ('{{\n    "ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 449, "tid": {tid},\n    "ts": {ts}, "dur": {dur},\n'
+       '    "args": {{\n      "External id": {id}, "Record function id": 0, "Input Dims": [[8, 8], [8, 8]]\n    }}\n  }}')
+_NAMES = ["model.py(12): forward", "torch/nn/modules/module.py(1751): _call_impl", "ProfilerStep#4", "x.py(3): <lambda>"]
+
+
+def _layout_text(n: int = 60) -> str:
+    evs = []
+    for i in range(n):
+        form = _OP if i % 7 == 3 else _INSTANT if i % 5 == 4 else _PY
+        evs.append(form.format(name=_NAMES[i % len(_NAMES)], tid=449 + i % 2, ts=f"{1000 + 2.5 * i:.3f}", dur=f"{1.5 + i:.3f}",
+                               parent="null" if i % 11 == 0 else i - 1, id=i))
+    return ",\n  ".join(evs)
+
+
+def _with_layouts_and_without(text: bytes):
+    """The scanner's result on ``text`` with the analysis projection (every name of _NAMES judged already, so
+    the scanner drops their events itself), through layouts and without: equal, or both declined."""
+    proj = analyze_projection()
+    keep = proj.compiled()
+    for name in _NAMES:
+        keep(name.encode())
+    got = [fastscan.scan(text, proj.args, proj, keep, layouts=flag) for flag in (True, False)]
+    if got[0] is None or got[1] is None:
+        assert got[0] is got[1] is None
+        return None
+    a, b = got
+    assert_frame_equal(a.table, b.table)
+    assert (a.dropped, a.dropped_first_ts) == (b.dropped, b.dropped_first_ts)
+    assert (a.ordinals is None and b.ordinals is None) or np.array_equal(a.ordinals, b.ordinals)
+    assert b.via_layouts == 0
+    return a
+
+
+def test_dropped_events_matched_to_a_layout_read_as_when_parsed():
+    text = _layout_text().encode()
+    got = _with_layouts_and_without(text)
+    assert got is not None
+    # 60 events: 9 cpu_op and 10 Python events named ProfilerStep#4 are kept; 41 dropped (31 Python events, 10
+    # instant ones), all but the first of each of the three layouts (Python events with a null and with a numeric
+    # parent id, instant events) through a layout
+    assert got.table.height == 19 and got.dropped == 41 and got.via_layouts == 38
+    assert got.dropped_first_ts == 1000.0
+
+
+@pytest.mark.parametrize("old, new, outcome", [
+    ('"ts": 1090.000', '"ts": null', "declined"),  # a dropped X event without a ts: the readers keep it
+    ('"ts": 1090.000', '"ts": 1090.0001', "declined"),  # 4 decimals: the readers round
+    ('"ts": 1090.000', '"ts": 1e3', "declined"),
+    ('"Python id": 36', '"Python id": 036', "declined"),  # not JSON
+    ('"Python id": 36', '"Python id": 3.', "declined"),
+    ('"Python id": 36', '"Python id": -', "declined"),
+    ('"Python id": 36', '"Python id": 3.6e+1', 41),
+    ('"Python id": 36', '"Python id": "36"', 41),  # another token: parsed in full
+    ('"Python id": 36', '"Python id":  36', 41),  # another byte outside the holes
+    ('"name": "model.py(12): forward", "pid": 449, "tid": 449,\n    "ts": 1090.000',
+     '"name": "new.py(1): f", "pid": 449, "tid": 449,\n    "ts": 1090.000', 41),  # a new name: a row, judged after
+    ('"name": "model.py(12): forward", "pid": 449, "tid": 449,\n    "ts": 1090.000',
+     '"name": "model.py(12): forwar\\u0064", "pid": 449, "tid": 449,\n    "ts": 1090.000', 41),  # escaped: parsed
+    ('"name": "model.py(12): forward", "pid": 449, "tid": 449,\n    "ts": 1090.000',
+     '"name": "model.py(12): forw\x01rd", "pid": 449, "tid": 449,\n    "ts": 1090.000', "declined"),
+    ('"Device Type": "ProfilerStep#4"', '"Device Type": "Profiler\\q"', "declined"),  # a bad escape in a string hole
+    ('"Device Type": "ProfilerStep#4"', '"Device Type": "Profiler\\u00e9"', 41),
+    ('"tid": 449,\n    "ts": 1090.000', '"ts": 449,\n    "ts": 1090.000', "declined"),  # a tracked key twice
+])
+def test_a_changed_event_after_its_layout_reads_as_when_parsed(old, new, outcome):
+    text = _layout_text()
+    assert text.count(old) >= 1
+    at = text.index(old, len(text) // 2)  # an event well after its layout was learned
+    got = _with_layouts_and_without((text[:at] + new + text[at + len(old):]).encode())
+    if outcome == "declined":
+        assert got is None
+    else:
+        assert got is not None and got.dropped == outcome
+
+
+def test_mutants_read_alike_through_layouts():
+    """Random bytes changed, removed or added in events after their layouts were learned, and numbers swapped
+    for other tokens: the result through layouts equals the result of parsing every dropped event in full."""
+    base = _layout_text(40).encode()
+    r = random.Random(20261127)
+    tokens = [b"01", b"1.", b"-", b"1e", b"1.5e+3", b"-0", b"null", b"true", b'"x"', b"[1]", b"{}", b"1.2345",
+              b"99999999999999999999", b"", b" 7"]
+    interesting = b'"\\0.e-,}{[] \x01\xff\xc3n:'
+    outcomes = {"declined": 0, "read": 0, "via layouts": 0}
+    for _ in range(300):
+        data = bytearray(base)
+        at = r.randrange(len(data) // 3, len(data))
+        how = r.randrange(4)
+        if how == 0:
+            data[at] = interesting[r.randrange(len(interesting))]
+        elif how == 1:
+            del data[at]
+        elif how == 2:
+            data.insert(at, interesting[r.randrange(len(interesting))])
+        else:
+            digits = [m for m in range(at, len(data)) if 48 <= data[m] <= 57]
+            if digits:
+                m = digits[0]
+                e = m
+                while e < len(data) and 48 <= data[e] <= 57:
+                    e += 1
+                data[m:e] = tokens[r.randrange(len(tokens))]
+        got = _with_layouts_and_without(bytes(data))
+        outcomes["declined" if got is None else "read"] += 1
+        outcomes["via layouts"] += 0 if got is None else int(got.via_layouts > 20)
+    assert outcomes["declined"] > 30 and outcomes["read"] > 100 and outcomes["via layouts"] > 100, outcomes

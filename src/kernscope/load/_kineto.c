@@ -17,8 +17,10 @@
  *   - an extracted string with escapes that decodes to over 4096 bytes, or with a lone surrogate;
  *   - a key with an escape, a tracked key twice in one object, nesting over 1000 levels;
  *   - anything that is not valid JSON or not a run of objects.
+ * Events a projection drops are checked as JSON but not read; those laid out like an earlier dropped event of
+ * the call are checked hole by hole against its layout instead of token by token (see Layout below).
  * No Python API (a plain shared library loaded with ctypes), no global state; the dictionary's hash table
- * is allocated per call.
+ * and the layouts are allocated per call.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,9 +30,33 @@
 #endif
 
 enum { KS_DECLINE = -1, KS_ROWS = -2, KS_NOMEM = -3 };
+enum { KS_NO_LAYOUTS = 1 }; /* options */
 #define MAX_STR 4096
 #define MAX_DEPTH 1000
 #define MAX_ARGS 64
+
+/* Layouts of dropped events. Kineto writes every event of a kind with one format string, so a dropped event's
+ * text is, byte for byte, the text of an earlier dropped one except for its numbers and string values. The
+ * scanner remembers the last N_LAYOUTS dropped events of the call as a layout: the event's text and its holes,
+ * the places of the numbers and value strings (and the name, and the ts that a dropped "X" event reports). An
+ * event that equals a layout outside the holes, with a valid JSON token of the hole's kind in each hole, is valid
+ * JSON with the same keys in the same places (the text around the holes was checked when it was parsed), so it
+ * is dropped without being tokenized: its name is looked up, its ts read, and each hole checked. Anything else,
+ * a different byte, a hole that does not hold its kind, a name not dropped, goes the whole way (parse_event). */
+#define MAX_HOLES 48
+#define N_LAYOUTS 4
+enum { H_NUM = 0, H_STR, H_NAME, H_TS };
+typedef struct {
+    int64_t a, e; /* the hole's token: b[a:e) */
+    int kind;
+} Hole;
+typedef struct {
+    const uint8_t *text; /* the event's text in the input ('{' to '}'), with its holes at offsets */
+    int64_t len;
+    int nholes, x_drop;
+    int32_t ha[MAX_HOLES], he[MAX_HOLES];
+    uint8_t kind[MAX_HOLES];
+} Layout;
 
 /* the fixed slots (the Python side, kernscope.load.fastscan, names them in the same order) */
 enum { S_PH = 0, S_CAT, S_NAME, S_PID, S_TID, S_ID, S_FIXED };
@@ -78,6 +104,13 @@ typedef struct {
     int64_t *ordinals; /* each emitted row's ordinal among the events */
     int64_t nevents, ndropped, drop_min_ts; /* drop_min_ts: earliest ts (ns) of the "X" events dropped */
     int has_drop_ts;
+    /* the layouts of dropped events (see try_layout): the holes of the event being parsed, and the layouts learned */
+    Hole rec[MAX_HOLES];
+    int nrec, rec_over;
+    Layout lay[N_LAYOUTS];
+    int nlay, order[N_LAYOUTS]; /* order: the layouts, the last matched or learned first */
+    int no_layouts;
+    int64_t nlayout; /* events dropped through a layout */
     uint8_t scratch[MAX_STR + 8];
 } S;
 
@@ -88,6 +121,18 @@ static inline void ws(S *s) {
     int64_t p = s->p, n = s->n;
     while (p < n && (b[p] == ' ' || b[p] == '\n' || b[p] == '\r' || b[p] == '\t')) p++;
     s->p = p;
+}
+
+/* a hole of the event being parsed (a layout is made of a dropped event's holes) */
+static inline void hole(S *s, int64_t a, int64_t e, int kind) {
+    if (s->nrec < MAX_HOLES) {
+        s->rec[s->nrec].a = a;
+        s->rec[s->nrec].e = e;
+        s->rec[s->nrec].kind = kind;
+        s->nrec++;
+    } else {
+        s->rec_over = 1;
+    }
 }
 
 /* length of a valid UTF-8 sequence at b[p] (first byte >= 0x80), 0 if invalid */
@@ -399,10 +444,13 @@ static int skip_container(S *s, int depth, uint8_t close) {
 static int skip_value(S *s, int depth) {
     if (s->p >= s->n) return -1;
     uint8_t c = s->b[s->p];
+    int64_t at = s->p;
     if (c == '"') {
         int64_t a, e;
         int esc;
-        return scan_string(s, &a, &e, &esc);
+        if (scan_string(s, &a, &e, &esc)) return -1;
+        hole(s, at, s->p, H_STR);
+        return 0;
     }
     if (c == '{') return skip_container(s, depth, '}');
     if (c == '[') return skip_container(s, depth, ']');
@@ -414,6 +462,7 @@ static int skip_value(S *s, int depth) {
         int pi, fd, ex;
         if (scan_number(s, &e, &pi, &fd, &ex)) return -1;
         s->p = e;
+        hole(s, at, e, H_NUM);
         return 0;
     }
     return -1;
@@ -646,6 +695,134 @@ static inline int top_key(const uint8_t *k, int64_t len) {
     }
 }
 
+/* Keep the dropped event just parsed (b[start:s->p), its holes in s->rec) as the first layout, in place of the
+ * least recently used one. A dropped "X" event's layout has its name and ts as holes (the name is looked up and
+ * the ts read when it is matched); in another dropped event, the name is a string like any other. */
+static void learn(S *s, int64_t start, int x_drop) {
+    if (s->rec_over || s->p - start > INT32_MAX) return;
+    int names = 0, times = 0;
+    for (int k = 0; k < s->nrec; k++) {
+        names += s->rec[k].kind == H_NAME;
+        times += s->rec[k].kind == H_TS;
+    }
+    if (x_drop && (names != 1 || times != 1)) return;
+    int t = s->nlay < N_LAYOUTS ? s->nlay : s->order[N_LAYOUTS - 1];
+    Layout *L = &s->lay[t];
+    for (int k = 0; k < s->nrec; k++) {
+        int kind = s->rec[k].kind;
+        L->ha[k] = (int32_t)(s->rec[k].a - start);
+        L->he[k] = (int32_t)(s->rec[k].e - start);
+        L->kind[k] = (uint8_t)(kind == H_NAME && !x_drop ? H_STR : kind);
+    }
+    L->text = s->b + start;
+    L->len = s->p - start;
+    L->nholes = s->nrec;
+    L->x_drop = x_drop;
+    int k = s->nlay < N_LAYOUTS ? s->nlay++ : N_LAYOUTS - 1;
+    for (; k > 0; k--) s->order[k] = s->order[k - 1];
+    s->order[0] = t;
+}
+
+/* x[0:len) == y[0:len), 16 bytes at a time (overlapping loads; neither is read out of its bounds) */
+static inline int same_bytes(const uint8_t *x, const uint8_t *y, int64_t len) {
+    uint64_t u, v;
+    uint32_t i, j;
+    if (len >= 16) {
+#if defined(__SSE2__)
+        int64_t k = 0;
+        for (; k + 16 <= len; k += 16)
+            if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(x + k)),
+                                                 _mm_loadu_si128((const __m128i *)(y + k)))) != 0xFFFF)
+                return 0;
+        return k == len || _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(x + len - 16)),
+                                                            _mm_loadu_si128((const __m128i *)(y + len - 16)))) == 0xFFFF;
+#else
+        return memcmp(x, y, (size_t)len) == 0;
+#endif
+    }
+    if (len >= 8) {
+        memcpy(&u, x, 8), memcpy(&v, y, 8);
+        if (u != v) return 0;
+        memcpy(&u, x + len - 8, 8), memcpy(&v, y + len - 8, 8);
+        return u == v;
+    }
+    if (len >= 4) {
+        memcpy(&i, x, 4), memcpy(&j, y, 4);
+        if (i != j) return 0;
+        memcpy(&i, x + len - 4, 4), memcpy(&j, y + len - 4, 4);
+        return i == j;
+    }
+    for (int64_t k = 0; k < len; k++)
+        if (x[k] != y[k]) return 0;
+    return 1;
+}
+
+/* The event at s->p dropped through a layout (see Layout): 1 when one matches (s->p is then after the event),
+ * 0 when none does (s->p unchanged; parse_event decides). Writes nothing but row's ts slot, which parse_event
+ * clears. */
+static int try_layout(S *s, int64_t row) {
+    const uint8_t *b = s->b;
+    int64_t p0 = s->p, n = s->n;
+    for (int o = 0; o < s->nlay; o++) {
+        const Layout *L = &s->lay[s->order[o]];
+        int64_t p = p0, off = 0, ts = 0;
+        int ok = 1;
+        for (int h = 0;; h++) {
+            int64_t stop = h < L->nholes ? L->ha[h] : L->len, m = stop - off;
+            if (m > n - p || !same_bytes(b + p, L->text + off, m)) {
+                ok = 0;
+                break;
+            }
+            p += m;
+            if (h == L->nholes) break;
+            if (p >= n) {
+                ok = 0;
+                break;
+            }
+            s->p = p;
+            int64_t a, e = p;
+            int esc, pi, fd, ex;
+            uint8_t c = b[p];
+            switch (L->kind[h]) {
+                case H_NUM:
+                    ok = scan_number(s, &e, &pi, &fd, &ex) == 0;
+                    s->p = e;
+                    break;
+                case H_STR:
+                    ok = c == '"' && scan_string(s, &a, &e, &esc) == 0;
+                    break;
+                case H_NAME: {
+                    ok = c == '"' && scan_string(s, &a, &e, &esc) == 0 && !esc;
+                    if (ok) {
+                        int32_t code = intern(s, b + a, e - a);
+                        ok = code >= 0 && (classify(s, code) & CLS_DROP_NAME);
+                    }
+                    break;
+                }
+                default: /* H_TS: a time (a number; null is parse_event's to decline) */
+                    ok = (c == '-' || (c >= '0' && c <= '9')) && time_slot(s, I_TS, row) == 0;
+                    ts = s->ints[I_TS][row];
+                    break;
+            }
+            if (!ok) break;
+            p = s->p;
+            off = L->he[h];
+        }
+        if (!ok) continue;
+        if (L->x_drop && (!s->has_drop_ts || ts < s->drop_min_ts)) {
+            s->drop_min_ts = ts;
+            s->has_drop_ts = 1;
+        }
+        int t = s->order[o];
+        for (; o > 0; o--) s->order[o] = s->order[o - 1];
+        s->order[0] = t;
+        s->p = p;
+        return 1;
+    }
+    s->p = p0;
+    return 0;
+}
+
 /* One event into row ``row``. ``*dropped`` is set when the projection drops it: once its ph, cat and name are known
  * (Kineto writes them first), the rest is only checked as JSON (no strings interned, no args read), except the ts of
  * a dropped "X" event (the earliest is reported); a dropped "X" event without a ts declines the text (the readers keep
@@ -658,7 +835,9 @@ static int parse_event(S *s, int64_t row, int *dropped) {
     }
     unsigned seen = 0;
     int drop = 0, x_drop = 0, decided = s->ndph == 0 && s->ndcat == 0;
+    int64_t start = s->p;
     *dropped = 0;
+    s->nrec = s->rec_over = 0;
     s->p++;
     ws(s);
     if (s->p < s->n && s->b[s->p] == '}') {
@@ -681,11 +860,17 @@ static int parse_event(S *s, int64_t row, int *dropped) {
             if (seen & (1u << key)) return KS_DECLINE;
             seen |= 1u << key;
         }
+        int64_t at = s->p;
         if (drop) {
-            if (key == 6 && x_drop) rc = time_slot(s, I_TS, row);
-            else if (skip_value(s, 1)) rc = KS_DECLINE;
+            if (key == 6 && x_drop) {
+                rc = time_slot(s, I_TS, row);
+                if (!rc && s->valid[I_TS][row]) hole(s, at, s->p, H_TS);
+            } else if (skip_value(s, 1)) {
+                rc = KS_DECLINE;
+            }
         } else if (key >= 0 && key <= 5) {
             rc = string_slot(s, key, row);
+            if (!rc && key == 2 && s->b[at] == '"') hole(s, at, s->p, H_NAME);
         } else if (key == 6 || key == 7) {
             rc = time_slot(s, key - 6, row);
         } else if (key == 8) {
@@ -729,6 +914,7 @@ static int parse_event(S *s, int64_t row, int *dropped) {
                 s->has_drop_ts = 1;
             }
             *dropped = drop;
+            if (drop && !s->no_layouts) learn(s, start, x_drop);
             return 0;
         }
         return KS_DECLINE;
@@ -741,14 +927,16 @@ static int parse_event(S *s, int64_t row, int *dropped) {
  * Events dropped unparsed (see parse_event): phases dph (ndph strings: bytes dph, offsets dph_off), and "X" events of a
  * category in dcat whose name is in dname; the rows hold only the others, ordinals[row] their ordinal among all events.
  * counts[0] = dictionary entries, counts[1] = dictionary bytes, counts[2] = byte where it declined, counts[3] = events
- * dropped, counts[4] = 1 and counts[5] = the earliest ts (ns) when a dropped event was an "X" one.
+ * dropped, counts[4] = 1 and counts[5] = the earliest ts (ns) when a dropped event was an "X" one, counts[6] = events
+ * dropped through a layout (see Layout). options: KS_NO_LAYOUTS drops every event through parse_event (a test's
+ * reference).
  * Returns the number of rows, or KS_DECLINE, KS_ROWS (an output is too small), KS_NOMEM. */
 int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t **codes, int64_t nscodes, int64_t **ints,
                        uint8_t **valid, int64_t nints, int64_t *doff, uint8_t *dbytes, int64_t cap_dict, int64_t cap_bytes,
                        const uint8_t *akeys, const int64_t *aoff, const int64_t *aslot, int64_t nargs,
                        const uint8_t *dph, const int64_t *dph_off, int64_t ndph, const uint8_t *dcat, const int64_t *dcat_off,
                        int64_t ndcat, const uint8_t *dname, const int64_t *dname_off, int64_t ndname, int64_t *ordinals,
-                       int64_t *counts) {
+                       int64_t *counts, int64_t options) {
     if (nargs > MAX_ARGS || nscodes < S_FIXED || nints < I_FIXED) return KS_DECLINE;
     S *s = (S *)calloc(1, sizeof(S));
     if (!s) return KS_NOMEM;
@@ -762,6 +950,7 @@ int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t *
     s->dname_off = dname_off;
     s->ndname = ndname;
     s->ordinals = ordinals;
+    s->no_layouts = (options & KS_NO_LAYOUTS) != 0;
     if (ndph || ndcat) {
         s->cls = (uint8_t *)calloc((size_t)cap_dict + 1, 1);
         if (!s->cls) {
@@ -798,8 +987,9 @@ int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t *
             rc = KS_ROWS;
             break;
         }
-        int dropped;
-        int r = parse_event(s, row, &dropped);
+        int dropped = 1, r = 0;
+        if (s->nlay && try_layout(s, row)) s->nlayout++;
+        else r = parse_event(s, row, &dropped);
         if (r) {
             rc = r;
             break;
@@ -830,6 +1020,7 @@ int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t *
     counts[3] = s->ndropped;
     counts[4] = s->has_drop_ts;
     counts[5] = s->drop_min_ts;
+    counts[6] = s->nlayout;
     free(s->cls);
     free(s->htab);
     free(s->hashes);

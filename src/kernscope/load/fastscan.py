@@ -38,6 +38,8 @@ __all__ = ["ScanHints", "Scanned", "available", "scan"]
 FIXED_STRINGS = ("ph", "cat", "name", "pid", "tid", "flow_id")
 FIXED_INTS = ("ts", "dur")
 KS_DECLINE, KS_ROWS, KS_NOMEM = -1, -2, -3
+#: scanner options: drop every event through the whole parse, none through a learned layout (a test's reference)
+KS_NO_LAYOUTS = 1
 #: first guess of the outputs' sizes: an event per 96 bytes of text (real traces: 150-500 bytes an event),
 #: 2 distinct strings per event and 1/8 of the text in distinct strings' bytes. A piece that needs more is
 #: scanned again with room for anything (an event per 2 bytes). Outputs sized to what is used keep the
@@ -85,6 +87,7 @@ class Scanned:
     dropped: int = 0
     ordinals: np.ndarray | None = None  #: each kept row's ordinal among the piece's events (None: all kept)
     dropped_first_ts: float = float("inf")  #: earliest ts (µs) of the ``ph: X`` events dropped
+    via_layouts: int = 0  #: of the events dropped, those the scanner matched to a learned layout (not tokenized)
 
 
 def available() -> bool:
@@ -125,9 +128,11 @@ class _Drops:
 _NO_DROPS = _Drops(_Drops.joined([]), _Drops.joined([]), _Drops.joined([]))
 
 
-def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False, drops: _Drops = _NO_DROPS) -> tuple[
+def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False, drops: _Drops = _NO_DROPS,
+         layouts: bool = True) -> tuple[
         int, list[np.ndarray], list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One call of the scanner with outputs for ``cap`` events (``roomy``: and for any dictionary)."""
+    """One call of the scanner with outputs for ``cap`` events (``roomy``: and for any dictionary; ``layouts``:
+    dropped events may be matched to the layouts of earlier ones, see ``Layout`` in _kineto.c)."""
     n = buf.size
     codes = [np.empty(cap, np.uint32) for _ in lay.strings]
     ints = [np.empty(cap, np.int64) for _ in lay.ints]
@@ -136,7 +141,7 @@ def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False,
     cap_dict = min(cap * len(lay.strings), n + 1) if roomy else min(2 * cap + 1024, n + 1)
     doff = np.empty(cap_dict + 2, np.int64)
     dbytes = np.empty(max(n if roomy else n // 8 + 4096, 1), np.uint8)
-    counts = np.zeros(6, np.int64)
+    counts = np.zeros(7, np.int64)
     ordinals = np.empty(cap, np.int64)
     vp = ctypes.c_void_p
     (ph, ph_off), (cat, cat_off), (name, name_off) = drops.phases, drops.cats, drops.names
@@ -148,7 +153,8 @@ def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False,
         ctypes.c_char_p(lay.keys), _ptr(lay.offsets), _ptr(lay.slots), ctypes.c_int64(len(lay.slots)),
         ctypes.c_char_p(ph), _ptr(ph_off), ctypes.c_int64(len(ph_off) - 1),
         ctypes.c_char_p(cat), _ptr(cat_off), ctypes.c_int64(len(cat_off) - 1),
-        ctypes.c_char_p(name), _ptr(name_off), ctypes.c_int64(len(name_off) - 1), _ptr(ordinals), _ptr(counts))
+        ctypes.c_char_p(name), _ptr(name_off), ctypes.c_int64(len(name_off) - 1), _ptr(ordinals), _ptr(counts),
+        ctypes.c_int64(0 if layouts else KS_NO_LAYOUTS))
     return int(rows), codes, ints, valid, doff, dbytes, counts, ordinals
 
 
@@ -162,10 +168,11 @@ class ScanHints:
 
 
 def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | None = None,
-         keep: NameTest | None = None, hints: ScanHints | None = None) -> Scanned | None:
+         keep: NameTest | None = None, hints: ScanHints | None = None, layouts: bool = True) -> Scanned | None:
     """The event table of ``text`` (a run of events, no brackets), or None when the compiled scanner is not
     available or declines the text (then parse it with the other readers). ``args``: the args columns read
-    (None: all); ``projection``/``keep``: the events to drop (see the module) and its name test."""
+    (None: all); ``projection``/``keep``: the events to drop (see the module) and its name test; ``layouts``
+    False: every dropped event is tokenized in full (the same result, slower: a test's reference)."""
     lib = scanner()  # (of ABI 7 or later: it has ks_kineto_scan)
     if lib is None:
         return None
@@ -176,10 +183,10 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     # the events of names judged unwanted in earlier pieces are dropped by the scanner itself, unparsed (a Python
     # function's event cost 0.6 of a parsed one when it was parsed and then filtered here); new names are judged below
     drops = _Drops.of(projection, keep)
-    rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, cap, drops=drops)
+    rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, cap, drops=drops, layouts=layouts)
     if rows == KS_ROWS:
         rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, buf.size // 2 + 2, roomy=True,
-                                                                     drops=drops)
+                                                                     drops=drops, layouts=layouts)
     if rows < 0:
         return None
     c_dropped = int(counts[3])
@@ -217,13 +224,13 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
         # the columns keep their arrays (polars keeps a numpy array it is given): right-sized copies, not views
         # that would hold every piece's whole outputs, sized for the first guess, until the pieces are joined
         ints = [a.copy() for a in ints]
-    return Scanned(_table(lay, words, codes, ints, present), dropped, ordinals, first_ts)
+    return Scanned(_table(lay, words, codes, ints, present), dropped, ordinals, first_ts, int(counts[6]))
 
 
 def dictionary_series(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
     """A null, then the strings ``data[offsets[i]:offsets[i + 1]]`` for i >= 1 (the scanner's dictionary after its
     null entry; valid UTF-8, the scanner checked it), as one String Series (:func:`.strings.strings_of`)."""
-    return pl.concat([pl.Series([None], dtype=pl.String), strings_of(offsets[1:], data)])
+    return strings_of(offsets[1:], data, null_first=True)
 
 
 def _codes_of(offsets: np.ndarray, lens: np.ndarray, data: np.ndarray, wanted: tuple[str, ...]) -> np.ndarray:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 9
+ABI_VERSION = 10
 
 
 @functools.lru_cache(maxsize=1)

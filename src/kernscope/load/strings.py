@@ -6,18 +6,25 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+#: up to this many strings, Python's split of the decoded text and one list -> Series beat polars' split and
+#: explode (226 strings: 0.06 ms against 0.4; they cross near 10,000)
+SMALL = 8192
 
-def strings_of(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
+
+def strings_of(offsets: np.ndarray, data: np.ndarray, null_first: bool = False) -> pl.Series:
     """The strings ``data[offsets[i]:offsets[i + 1]]`` (``offsets[0]`` is 0) as a String Series, invalid UTF-8
-    replaced: joined with NULs, decoded once and split by polars. Where a string holds a NUL itself, each is
-    decoded on its own (rare)."""
+    replaced (after a null when ``null_first``): joined with NULs, decoded once and split. Where a string holds a
+    NUL itself, each is decoded on its own (rare)."""
     n = offsets.size - 1
+    head: list[str | None] = [None] if null_first else []
     if n <= 0:
-        return pl.Series([], dtype=pl.String)
+        return pl.Series(head, dtype=pl.String)
     if (data == 0).any():
         raw = data.tobytes()
-        return pl.Series([raw[a:b].decode("utf-8", "replace") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())],
+        return pl.Series(head + [raw[a:b].decode("utf-8", "replace") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())],
                          dtype=pl.String)
     joined = np.insert(data, offsets[1:n], 0).tobytes().decode("utf-8", "replace")
+    if n <= SMALL:
+        return pl.Series(head + joined.split("\x00"), dtype=pl.String)
     out: pl.Series = pl.Series([joined], dtype=pl.String).str.split("\x00").explode()
-    return out
+    return pl.concat([pl.Series(head, dtype=pl.String), out]) if null_first else out
