@@ -17,7 +17,10 @@ ts, dur, id and the link args); the best of ``--rounds`` is reported in MB/s of 
 
 Packages that are not installed are skipped (``pip install fastsimdjson pysimdjson``). Then the cost of an
 unread event: the scanner's time on a text of only ``python_function`` events (the analysis drops them) and
-on one of only ``cpu_op`` events (it reads them), per event.
+on one of only ``cpu_op`` events (it reads them), per event: ``fastscan.scan`` whole (the piece's table made,
+the events of names judged in earlier pieces dropped by the scanner) and the compiled scanner alone (its call
+on each piece, the projection's drops given). ``--unread-only`` measures only that; the two groups alternate
+in each round.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.json as paj
@@ -156,9 +160,13 @@ def main() -> None:
     ap.add_argument("trace")
     ap.add_argument("--pieces", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--unread-only", action="store_true", help="only what an unread event costs")
     a = ap.parse_args()
     ps = pieces(a.trace, a.pieces)
     mb = sum(len(p) for p in ps) / 1e6
+    if a.unread_only:
+        unread(ps, a.rounds)
+        return
     nd = []
     for p in ps:
         lines = to_lines(p, None, None)
@@ -173,7 +181,11 @@ def main() -> None:
             print(f"  {name:30s} fails: {type(e).__name__}: {str(e)[:100]}")
             continue
         print(f"  {name:30s} {t:7.3f} s  {mb / t:7.1f} MB/s  {n:,} events")
-    # what an unread event costs: the scanner on only python_function events, and on only cpu_op events
+    unread(ps, a.rounds)
+
+
+def unread(ps: list[bytes], rounds: int) -> None:
+    """What an unread event costs: the scanner on only python_function events, and on only cpu_op events."""
     joined = b",\n  ".join(ps)
     starts = [m.start() for m in re.finditer(rb"\{\n    \"ph\": ", joined)]
     ends = starts[1:] + [len(joined)]
@@ -182,15 +194,34 @@ def main() -> None:
     op = [e for e in evs if b'"cat": "cpu_op"' in e[:60]]
     proj = analyze_projection(None)
     keep = proj.compiled()
-    for label, group in (("python_function (dropped)", py), ("cpu_op (read)", op)):
-        if not group:
-            continue
-        text_pieces = split(b",\n  ".join(group))
+    groups = {label: (group, split(b",\n  ".join(group))) for label, group in
+              (("python_function (dropped)", py), ("cpu_op (read)", op)) if group}
+    for _, text_pieces in groups.values():  # the names judged, as in a load's later pieces
+        for p in text_pieces:
+            _scan_count(p, proj, keep)
+    whole = {label: float("inf") for label in groups}
+    alone = dict(whole)
+    drops = fastscan._Drops.of(proj, keep)
+    lay = fastscan._layout(proj.args)
+    lib = fastscan.scanner()
+    for _ in range(rounds):
+        for label, (group, text_pieces) in groups.items():
+            t, n = best(lambda p: _scan_count(p, proj, keep), text_pieces, 1)
+            assert n == len(group)
+            whole[label] = min(whole[label], t)
+            bufs = [np.frombuffer(p, dtype=np.uint8) for p in text_pieces]
+            t0 = time.perf_counter()
+            for b in bufs:
+                assert fastscan._run(lib, b, lay, len(group) + 64, drops=drops)[0] >= 0
+            alone[label] = min(alone[label], time.perf_counter() - t0)
+    for label, (group, text_pieces) in groups.items():
         size = sum(len(x) for x in text_pieces)
-        t, n = best(lambda p: _scan_count(p, proj, keep), text_pieces, a.rounds)
-        assert n == len(group)
         print(f"  unread-event cost: {label:26s} {len(group):,} events, {size / len(group):.0f} bytes each, "
-              f"{t / len(group) * 1e9:.0f} ns an event")
+              f"{whole[label] / len(group) * 1e9:.0f} ns an event (the scanner alone {alone[label] / len(group) * 1e9:.0f} ns)")
+    if len(groups) == 2:
+        (py_label, op_label) = groups
+        print(f"  dropped / read: {whole[py_label] / len(groups[py_label][0]) / (whole[op_label] / len(groups[op_label][0])):.3f} "
+              f"(the scanner alone {alone[py_label] / len(groups[py_label][0]) / (alone[op_label] / len(groups[op_label][0])):.3f})")
 
 
 def _scan_count(p: bytes, proj: Any, keep: Any) -> int:
