@@ -12,7 +12,7 @@ TRITON_CPU ?= triton==3.6.0
 
 .PHONY: install install-test install-browser demo test lint bench-load clean
 
-$(VENV)/.installed: pyproject.toml src/kernscope/load/_xspace.c src/kernscope/load/_kineto.c
+$(VENV)/.installed: pyproject.toml src/kernscope/load/_xspace.c src/kernscope/load/_kineto.c src/kernscope/load/_sweep.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e .

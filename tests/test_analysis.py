@@ -222,6 +222,58 @@ def test_of_two_ops_starting_together_the_shorter_launches(tmp_path):
 
 
 
+def _launches_and_ops(rng, threads=3, n_ops=400, n_launches=300):
+    """Random CPU ops of a few threads (nested, overlapping, equal windows, zero-length, µs-like coarse times so
+    that starts and ends tie often) and launches among them, some at an op's exact start or end, some outside all."""
+    ts = rng.integers(0, 200, n_ops) * 5
+    ops = pl.DataFrame({"_fb": rng.permutation(n_ops).astype(np.int64) + 10_000,
+                        "_lp": pl.Series(rng.integers(0, 2, n_ops).astype(str), dtype=pl.Categorical),
+                        "_lt": pl.Series(rng.integers(0, threads, n_ops).astype(str), dtype=pl.Categorical),
+                        "_os": ts, "_oe": ts + rng.integers(0, 8, n_ops) * rng.integers(0, 30, n_ops)})
+    edge = rng.choice(np.concatenate([ops["_os"].to_numpy(), ops["_oe"].to_numpy()]), n_launches)
+    lts = np.where(rng.random(n_launches) < 0.4, edge, rng.integers(-20, 1300, n_launches))
+    launches = pl.DataFrame({"launch_idx": np.arange(n_launches, dtype=np.int64),
+                             "_lp": pl.Series(rng.integers(0, 2, n_launches).astype(str), dtype=pl.Categorical),
+                             "_lt": pl.Series(rng.integers(0, threads + 1, n_launches).astype(str), dtype=pl.Categorical),
+                             "_ls": lts.astype(np.int64)})
+    return launches, ops
+
+
+def test_the_sweep_finds_the_innermost_op_the_range_join_finds():
+    """link.ops: the compiled sweep (load/_sweep.c) and the range join it replaces choose the same op for every
+    launch: the latest start, of equal starts the earliest end, then the later event; none where none encloses."""
+    from kernscope.link.ops import joined_innermost, swept_innermost
+
+    rng = np.random.default_rng(2026)
+    found = 0
+    for _ in range(40):
+        launches, ops = _launches_and_ops(rng)
+        swept = swept_innermost(launches, ops)
+        assert swept is not None  # the library is built (make install)
+        joined = joined_innermost(launches, ops)
+        assert swept.sort("launch_idx").equals(joined.sort("launch_idx"))
+        found += swept.height
+    assert 3000 < found < 40 * 300  # most launches have an enclosing op, not all
+
+
+def test_without_the_library_the_range_join_links(monkeypatch):
+    from kernscope.link import ops as link_ops
+
+    launches, ops = _launches_and_ops(np.random.default_rng(7))
+    want = link_ops.swept_innermost(launches, ops)
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+    assert link_ops.swept_innermost(launches, ops) is None
+    gpu = pl.DataFrame({"launch_idx": launches["launch_idx"], "op_idx": pl.Series([None] * launches.height, dtype=pl.Int64)})
+    events = pl.concat([
+        launches.select(pl.col("launch_idx").alias("idx"), pl.col("_lp").alias("pid"), pl.col("_lt").alias("tid"),
+                        pl.col("_ls").alias("ts"), pl.col("_ls").alias("end"), pl.lit("cuda_runtime").alias("kind")),
+        ops.select(pl.col("_fb").alias("idx"), pl.col("_lp").alias("pid"), pl.col("_lt").alias("tid"),
+                   pl.col("_os").alias("ts"), pl.col("_oe").alias("end"), pl.lit("cpu_op").alias("kind"))])
+    got = link_ops.fallback_ops(gpu, events).drop_nulls("op_idx")
+    assert want is not None and got.height == want.height > 100
+    assert got.sort("launch_idx")["op_idx"].equals(want.sort("launch_idx")["_fb"], check_names=False)
+
+
 def test_unions_of_several_subsets_from_one_sort_equal_each_alone():
     """intervals.union_many (the timeline's five unions) against a plain interval walk of each subset and group:
     touching intervals merge, an end before its start is empty, an empty subset is 0."""

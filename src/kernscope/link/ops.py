@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..load import native
+
 
 def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """For launches with no External-id match: the innermost ``cpu_op`` enclosing it on its thread.
 
-    A range join (polars ``join_where``) of just those launches against the ops of their threads;
-    the latest-starting enclosing op is the innermost one (of two starting together, the one that ends
-    first).
+    The innermost: of the ops of the launch's thread with ``ts <= launch ts <= end``, the latest-starting one (of
+    two starting together, the one that ends first; then the later event). One sweep over each thread's sorted ops
+    and launches (``load/_sweep.c``), or, without the compiled library, a range join (polars ``join_where``) of the
+    launches against the ops of their threads: the same pairs.
     """
     need = gpu.filter(pl.col("launch_idx").is_not_null() & pl.col("op_idx").is_null())
     if need.height == 0:
@@ -28,6 +31,32 @@ def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     ).join(threads.lazy(), on=["_lp", "_lt"], how="semi").collect()
     if ops.height == 0:
         return gpu
+    fb = swept_innermost(launches, ops)
+    if fb is None:
+        fb = joined_innermost(launches, ops)
+    found = gpu.select("launch_idx", "op_idx").join(fb, on="launch_idx", how="left", maintain_order="left")
+    return gpu.with_columns(found.select(pl.coalesce("op_idx", "_fb").alias("op_idx")).to_series())
+
+
+def swept_innermost(launches: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame | None:
+    """``launch_idx, _fb``: each launch's innermost enclosing op (``launches``: launch_idx, _lp, _lt, _ls; ``ops``:
+    _fb, _lp, _lt, _os, _oe), by the compiled sweep; None without the compiled library."""
+    if native.scanner() is None:
+        return None
+    groups = ops.select("_lp", "_lt").unique().with_row_index("_g")
+    o = (ops.drop_nulls(["_os", "_oe"]).join(groups, on=["_lp", "_lt"])
+         .sort(["_g", "_os", "_oe", "_fb"], descending=[False, False, True, False]))
+    q = launches.drop_nulls("_ls").join(groups, on=["_lp", "_lt"]).sort(["_g", "_ls"])
+    pos = native.innermost(o["_g"].to_numpy(), o["_os"].to_numpy(), o["_oe"].to_numpy(), q["_g"].to_numpy(),
+                           q["_ls"].to_numpy())
+    if pos is None:
+        return None
+    hit = pos >= 0
+    return pl.DataFrame([q["launch_idx"].filter(pl.Series(hit)), o["_fb"].gather(pos[hit])])
+
+
+def joined_innermost(launches: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """:func:`swept_innermost` by a range join (polars ``join_where``) and a sort of the pairs."""
     pairs = launches.join_where(
         ops.rename({"_lp": "_op_pid", "_lt": "_op_tid"}),
         pl.col("_os") <= pl.col("_ls"),
@@ -35,10 +64,8 @@ def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     ).filter((pl.col("_lp") == pl.col("_op_pid")) & (pl.col("_lt") == pl.col("_op_tid")))
     # the innermost: the latest start; of ops starting together, the one ending first (it is inside the other),
     # then the later event (a deterministic choice for identical windows)
-    fb = (pairs.sort(["_os", "_oe", "_fb"], descending=[True, False, True])
-          .unique("launch_idx", keep="first").select("launch_idx", "_fb"))
-    found = gpu.select("launch_idx", "op_idx").join(fb, on="launch_idx", how="left", maintain_order="left")
-    return gpu.with_columns(found.select(pl.coalesce("op_idx", "_fb").alias("op_idx")).to_series())
+    return (pairs.sort(["_os", "_oe", "_fb"], descending=[True, False, True])
+            .unique("launch_idx", keep="first").select("launch_idx", "_fb"))
 
 
 def python_parents(events: pl.DataFrame) -> pl.DataFrame:

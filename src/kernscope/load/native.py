@@ -1,9 +1,10 @@
-"""The compiled scanners (``_xspace.c``: XSpace lines; ``_kineto.c``: Kineto events), loaded with ctypes when the install could build it.
+"""The compiled scanners (``_xspace.c``: XSpace lines; ``_kineto.c``: Kineto events) and interval sweep
+(``_sweep.c``), loaded with ctypes when the install could build them.
 
-``pip install`` compiles ``kernscope/load/_xspace.c`` and ``_kineto.c`` (one library) with the machine's C compiler (an optional
-extension: without a compiler the install goes on). :func:`scanner` returns it, or None when it is
+``pip install`` compiles ``kernscope/load/_xspace.c``, ``_kineto.c`` and ``_sweep.c`` (one library) with the machine's C
+compiler (an optional extension: without a compiler the install goes on). :func:`scanner` returns it, or None when it is
 missing, of another ABI version, or ``KERNSCOPE_NO_NATIVE=1`` asks for the numpy readers (which give the
-same columns: ``tests/test_jax.py`` compares both).
+same columns: ``tests/test_jax.py`` compares both) and polars' joins.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import importlib.machinery
 import os
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
 ABI_VERSION = 10
@@ -31,7 +34,7 @@ def _library() -> Any:
                 lib.ks_abi_version.restype = ctypes.c_int64
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
-                for fn in ("ks_scan_events", "ks_count_events", "ks_count_fields", "ks_fields"):
+                for fn in ("ks_scan_events", "ks_count_events", "ks_count_fields", "ks_fields", "ks_innermost"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib
@@ -45,6 +48,22 @@ def scanner() -> Any:
     if os.environ.get("KERNSCOPE_NO_NATIVE") == "1":
         return None
     return _library()
+
+
+def innermost(group: np.ndarray, start: np.ndarray, end: np.ndarray, qgroup: np.ndarray, qt: np.ndarray) -> np.ndarray | None:
+    """For each query (its group and time, sorted by both), the position of its innermost enclosing interval, or
+    -1: among the intervals of its group with ``start <= t <= end``, the latest start, of those the earliest end,
+    then the later position. The intervals sorted by (group, start, -end, position). All int64 (any unit, the
+    same for all). None when the library is not available (``_sweep.c``: ks_innermost)."""
+    lib = scanner()
+    if lib is None:
+        return None
+    cols = [np.ascontiguousarray(a, dtype=np.int64) for a in (group, start, end, qgroup, qt)]
+    out = np.empty(len(qt), dtype=np.int64)
+    stack = np.empty(max(len(start), 1), dtype=np.int64)
+    p = [ctypes.c_void_p(a.ctypes.data) for a in (*cols, out, stack)]
+    lib.ks_innermost(p[0], p[1], p[2], ctypes.c_int64(len(start)), p[3], p[4], ctypes.c_int64(len(qt)), p[5], p[6])
+    return out
 
 
 @functools.lru_cache(maxsize=1)

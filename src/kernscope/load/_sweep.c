@@ -1,0 +1,34 @@
+/* kernscope's interval sweeps (a part of the library of _xspace.c and _kineto.c, loaded with ctypes).
+ *
+ * ks_innermost: for each query time t of a group (a thread), the innermost interval of that group enclosing it,
+ * as kernscope.link.ops.fallback_ops defines it: among the intervals with start <= t <= end, the latest start;
+ * of those starting together, the one that ends first; then the later row. In one pass over both sorted inputs:
+ *   intervals sorted by (group, start, -end, row), i.e. each group's better candidates later;
+ *   queries sorted by (group, t).
+ * A stack holds the intervals started so far that may still answer a query: later ones on top, their ends
+ * strictly decreasing upwards. An interval that starts is pushed after popping those ending no later than it
+ * (whenever one of them encloses t, so does the new one, and it is later). A query pops those ending before t
+ * (no later query, its t no smaller, can use them); the top then encloses t and is the latest that does.
+ * O(intervals + queries); no allocation (the caller gives the stack, one slot per interval); no global state.
+ */
+#include <stdint.h>
+
+/* out[q] = the position (in the sorted intervals) of query q's innermost enclosing interval, or -1. Returns 0. */
+int64_t ks_innermost(const int64_t *group, const int64_t *start, const int64_t *end, int64_t n, const int64_t *qgroup,
+                     const int64_t *qt, int64_t nq, int64_t *out, int64_t *stack) {
+    int64_t i = 0, top = 0;
+    for (int64_t q = 0; q < nq; q++) {
+        int64_t g = qgroup[q], t = qt[q];
+        if (q == 0 || g != qgroup[q - 1]) {
+            top = 0;
+            while (i < n && group[i] < g) i++;
+        }
+        while (i < n && group[i] == g && start[i] <= t) {
+            while (top && end[stack[top - 1]] <= end[i]) top--;
+            stack[top++] = i++;
+        }
+        while (top && end[stack[top - 1]] < t) top--;
+        out[q] = top ? stack[top - 1] : -1;
+    }
+    return 0;
+}
