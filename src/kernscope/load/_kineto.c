@@ -528,7 +528,17 @@ static int string_slot(S *s, int slot, int64_t row) {
         int pi, fd, ex;
         if (scan_number(s, &e, &pi, &fd, &ex) || !pi || parse_i64(s->b, a, e, &v)) return KS_DECLINE;
         s->p = e;
-        code = intern(s, s->b + a, e - a);
+        /* (its text, as a string's: "449" and 449 are one string; pids and tids repeat the previous row's) */
+        if (slot < 64 && s->last_at[slot] && s->last_len[slot] == e - a && memcmp(s->last_at[slot], s->b + a, (size_t)(e - a)) == 0) {
+            code = s->last_code[slot];
+        } else {
+            code = intern(s, s->b + a, e - a);
+            if (slot < 64 && code >= 0) {
+                s->last_at[slot] = s->b + a;
+                s->last_len[slot] = e - a;
+                s->last_code[slot] = code;
+            }
+        }
     } else {
         return KS_DECLINE;
     }
