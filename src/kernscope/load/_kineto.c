@@ -44,18 +44,30 @@ enum { KS_NO_LAYOUTS = 1 }; /* options */
  * is dropped without being tokenized: its name is looked up, its ts read, and each hole checked. Anything else,
  * a different byte, a hole that does not hold its kind, a name not dropped, goes the whole way (parse_event). */
 #define MAX_HOLES 48
-#define N_LAYOUTS 4
-enum { H_NUM = 0, H_STR, H_NAME, H_TS };
+#define N_LAYOUTS 8
+/* hole kinds: any number, any string, the name of a dropped "X" event (looked up), its ts (read); and in a kept
+ * event's layout, a value read into a string, int or time slot (by the functions parse_event reads it with) */
+enum { H_NUM = 0, H_STR, H_NAME, H_TS, H_SSLOT, H_ISLOT, H_TSLOT };
 typedef struct {
     int64_t a, e; /* the hole's token: b[a:e) */
-    int kind;
+    int kind, slot;
 } Hole;
+/* how the layouts of kept events of one category fare: a category whose events match them less than half the
+ * time (after MAX_TRIES tries) stops trying them (cpu_op events with shapes: a layout per op and shape) */
+#define N_CATS 32
+#define MAX_TRIES 32
+typedef struct {
+    uint32_t cat;
+    int32_t tries, hits;
+} CatStat;
 typedef struct {
     const uint8_t *text; /* the event's text in the input ('{' to '}'), with its holes at offsets */
     int64_t len;
-    int nholes, x_drop;
+    int nholes, x_drop, kept;
+    CatStat *cs; /* a kept event's category's record (NULL: none) */
+    uint32_t ph_code, cat_code; /* a kept event's ph and cat (text of the layout): their row codes */
     int32_t ha[MAX_HOLES], he[MAX_HOLES];
-    uint8_t kind[MAX_HOLES];
+    uint8_t kind[MAX_HOLES], slot[MAX_HOLES];
 } Layout;
 
 /* the fixed slots (the Python side, kernscope.load.fastscan, names them in the same order) */
@@ -110,7 +122,9 @@ typedef struct {
     Layout lay[N_LAYOUTS];
     int nlay, order[N_LAYOUTS]; /* order: the layouts, the last matched or learned first */
     int no_layouts;
-    int64_t nlayout; /* events dropped through a layout */
+    CatStat cats[N_CATS];
+    int ncats;
+    int64_t nlayout, nkept_layout; /* events dropped, and rows read, through a layout */
     uint8_t scratch[MAX_STR + 8];
 } S;
 
@@ -124,11 +138,13 @@ static inline void ws(S *s) {
 }
 
 /* a hole of the event being parsed (a layout is made of a dropped event's holes) */
-static inline void hole(S *s, int64_t a, int64_t e, int kind) {
+static inline void hole(S *s, int64_t a, int64_t e, int kind, int slot) {
+    if (s->rec_over) return;
     if (s->nrec < MAX_HOLES) {
         s->rec[s->nrec].a = a;
         s->rec[s->nrec].e = e;
         s->rec[s->nrec].kind = kind;
+        s->rec[s->nrec].slot = slot;
         s->nrec++;
     } else {
         s->rec_over = 1;
@@ -449,7 +465,7 @@ static int skip_value(S *s, int depth) {
         int64_t a, e;
         int esc;
         if (scan_string(s, &a, &e, &esc)) return -1;
-        hole(s, at, s->p, H_STR);
+        hole(s, at, s->p, H_STR, 0);
         return 0;
     }
     if (c == '{') return skip_container(s, depth, '}');
@@ -462,7 +478,7 @@ static int skip_value(S *s, int depth) {
         int pi, fd, ex;
         if (scan_number(s, &e, &pi, &fd, &ex)) return -1;
         s->p = e;
-        hole(s, at, e, H_NUM);
+        hole(s, at, e, H_NUM, 0);
         return 0;
     }
     return -1;
@@ -660,9 +676,10 @@ static int parse_args(S *s, int64_t row, int depth) {
         if (hit >= 0) {
             if (seen & (1ull << hit)) return KS_DECLINE;
             seen |= 1ull << hit;
-            int64_t slot = s->aslot[hit];
+            int64_t slot = s->aslot[hit], at = s->p;
             int rc = slot >= 0 ? string_slot(s, (int)slot, row) : int_slot(s, (int)(-slot - 1), row);
             if (rc) return rc;
+            hole(s, at, s->p, slot >= 0 ? H_SSLOT : H_ISLOT, (int)(slot >= 0 ? slot : -slot - 1));
         } else if (skip_value(s, depth + 1)) {
             return KS_DECLINE;
         }
@@ -705,29 +722,68 @@ static inline int top_key(const uint8_t *k, int64_t len) {
     }
 }
 
+/* the record of kept layouts of category ``cat`` (a row code), NULL when there is no room (then they are tried) */
+static CatStat *cat_stat(S *s, uint32_t cat) {
+    for (int k = 0; k < s->ncats; k++)
+        if (s->cats[k].cat == cat) return &s->cats[k];
+    if (s->ncats == N_CATS) return NULL;
+    CatStat *c = &s->cats[s->ncats++];
+    c->cat = cat;
+    c->tries = c->hits = 0;
+    return c;
+}
+
+static inline int cat_fares(const CatStat *c) {
+    return !c || c->tries < MAX_TRIES || 2 * c->hits >= c->tries;
+}
+
+/* row's slots emptied (0: null or absent) */
+static inline void clear_row(S *s, int64_t row) {
+    for (int64_t k = 0; k < s->nscodes; k++) s->codes[k][row] = 0;
+    for (int64_t k = 0; k < s->nints; k++) {
+        s->ints[k][row] = 0;
+        s->valid[k][row] = 0;
+    }
+}
+
 /* Keep the dropped event just parsed (b[start:s->p), its holes in s->rec) as the first layout, in place of the
  * least recently used one. A dropped "X" event's layout has its name and ts as holes (the name is looked up and
  * the ts read when it is matched); in another dropped event, the name is a string like any other. */
-static void learn(S *s, int64_t start, int x_drop) {
+static void learn(S *s, int64_t start, int x_drop, int kept, int64_t row) {
     if (s->rec_over || s->p - start > INT32_MAX) return;
-    int names = 0, times = 0;
+    CatStat *cs = kept ? cat_stat(s, s->codes[S_CAT][row]) : NULL;
+    if (kept && !cat_fares(cs)) return;
+    Hole keep[MAX_HOLES];
+    int n = 0, names = 0, times = 0;
     for (int k = 0; k < s->nrec; k++) {
-        names += s->rec[k].kind == H_NAME;
-        times += s->rec[k].kind == H_TS;
+        Hole h = s->rec[k];
+        if (!kept) { /* a dropped event: what parse_event read before it knew is text to match, but the name */
+            if (h.kind == H_SSLOT && h.slot == S_NAME && s->b[h.a] == '"') h.kind = x_drop ? H_NAME : H_STR;
+            else if (h.kind == H_SSLOT || h.kind == H_ISLOT || h.kind == H_TSLOT) continue;
+        } else if (h.kind == H_SSLOT && (h.slot == S_PH || h.slot == S_CAT)) {
+            continue; /* a kept event's ph and cat are text to match: they decided it is kept */
+        }
+        names += h.kind == H_NAME;
+        times += h.kind == H_TS;
+        keep[n++] = h;
     }
     if (x_drop && (names != 1 || times != 1)) return;
     int t = s->nlay < N_LAYOUTS ? s->nlay : s->order[N_LAYOUTS - 1];
     Layout *L = &s->lay[t];
-    for (int k = 0; k < s->nrec; k++) {
-        int kind = s->rec[k].kind;
-        L->ha[k] = (int32_t)(s->rec[k].a - start);
-        L->he[k] = (int32_t)(s->rec[k].e - start);
-        L->kind[k] = (uint8_t)(kind == H_NAME && !x_drop ? H_STR : kind);
+    for (int k = 0; k < n; k++) {
+        L->ha[k] = (int32_t)(keep[k].a - start);
+        L->he[k] = (int32_t)(keep[k].e - start);
+        L->kind[k] = (uint8_t)keep[k].kind;
+        L->slot[k] = (uint8_t)keep[k].slot;
     }
     L->text = s->b + start;
     L->len = s->p - start;
-    L->nholes = s->nrec;
+    L->nholes = n;
     L->x_drop = x_drop;
+    L->kept = kept;
+    L->cs = cs;
+    L->ph_code = kept ? s->codes[S_PH][row] : 0;
+    L->cat_code = kept ? s->codes[S_CAT][row] : 0;
     int k = s->nlay < N_LAYOUTS ? s->nlay++ : N_LAYOUTS - 1;
     for (; k > 0; k--) s->order[k] = s->order[k - 1];
     s->order[0] = t;
@@ -777,6 +833,16 @@ static int try_layout(S *s, int64_t row) {
         const Layout *L = &s->lay[s->order[o]];
         int64_t p = p0, off = 0, ts = 0;
         int ok = 1;
+        CatStat *cs = L->cs;
+        if (L->kept) {
+            if (!cat_fares(cs)) continue; /* (until learn replaces it: the category learns no more layouts) */
+            int64_t m = L->nholes ? L->ha[0] : L->len; /* the text to the first hole: ph and cat are in it */
+            if (m > n - p || !same_bytes(b + p, L->text, m)) continue;
+            if (cs) cs->tries++;
+            clear_row(s, row);
+            s->codes[S_PH][row] = L->ph_code;
+            s->codes[S_CAT][row] = L->cat_code;
+        }
         for (int h = 0;; h++) {
             int64_t stop = h < L->nholes ? L->ha[h] : L->len, m = stop - off;
             if (m > n - p || !same_bytes(b + p, L->text + off, m)) {
@@ -809,9 +875,18 @@ static int try_layout(S *s, int64_t row) {
                     }
                     break;
                 }
-                default: /* H_TS: a time (a number; null is parse_event's to decline) */
+                case H_TS: /* a time (a number; null is parse_event's to decline) */
                     ok = (c == '-' || (c >= '0' && c <= '9')) && time_slot(s, I_TS, row) == 0;
                     ts = s->ints[I_TS][row];
+                    break;
+                case H_SSLOT:
+                    ok = string_slot(s, L->slot[h], row) == 0;
+                    break;
+                case H_ISLOT:
+                    ok = int_slot(s, L->slot[h], row) == 0;
+                    break;
+                default: /* H_TSLOT */
+                    ok = time_slot(s, L->slot[h], row) == 0;
                     break;
             }
             if (!ok) break;
@@ -819,6 +894,7 @@ static int try_layout(S *s, int64_t row) {
             off = L->he[h];
         }
         if (!ok) continue;
+        if (cs) cs->hits++;
         if (L->x_drop && (!s->has_drop_ts || ts < s->drop_min_ts)) {
             s->drop_min_ts = ts;
             s->has_drop_ts = 1;
@@ -827,7 +903,7 @@ static int try_layout(S *s, int64_t row) {
         for (; o > 0; o--) s->order[o] = s->order[o - 1];
         s->order[0] = t;
         s->p = p;
-        return 1;
+        return L->kept ? 2 : 1;
     }
     s->p = p0;
     return 0;
@@ -838,13 +914,9 @@ static int try_layout(S *s, int64_t row) {
  * a dropped "X" event (the earliest is reported); a dropped "X" event without a ts declines the text (the readers keep
  * such an event). */
 static int parse_event(S *s, int64_t row, int *dropped) {
-    for (int64_t k = 0; k < s->nscodes; k++) s->codes[k][row] = 0;
-    for (int64_t k = 0; k < s->nints; k++) {
-        s->ints[k][row] = 0;
-        s->valid[k][row] = 0;
-    }
+    clear_row(s, row);
     unsigned seen = 0;
-    int drop = 0, x_drop = 0, decided = s->ndph == 0 && s->ndcat == 0;
+    int drop = 0, x_drop = 0, decided = s->ndph == 0 && s->ndcat == 0, by_name = 0;
     int64_t start = s->p;
     *dropped = 0;
     s->nrec = s->rec_over = 0;
@@ -874,15 +946,16 @@ static int parse_event(S *s, int64_t row, int *dropped) {
         if (drop) {
             if (key == 6 && x_drop) {
                 rc = time_slot(s, I_TS, row);
-                if (!rc && s->valid[I_TS][row]) hole(s, at, s->p, H_TS);
+                if (!rc && s->valid[I_TS][row]) hole(s, at, s->p, H_TS, I_TS);
             } else if (skip_value(s, 1)) {
                 rc = KS_DECLINE;
             }
         } else if (key >= 0 && key <= 5) {
             rc = string_slot(s, key, row);
-            if (!rc && key == 2 && s->b[at] == '"') hole(s, at, s->p, H_NAME);
+            if (!rc) hole(s, at, s->p, H_SSLOT, key);
         } else if (key == 6 || key == 7) {
             rc = time_slot(s, key - 6, row);
+            if (!rc) hole(s, at, s->p, H_TSLOT, key - 6);
         } else if (key == 8) {
             uint8_t c = s->b[s->p];
             if (c == '{') rc = parse_args(s, row, 1);
@@ -904,10 +977,12 @@ static int parse_event(S *s, int64_t row, int *dropped) {
                     decided = 1;
                 } else if (seen & 4u) {
                     if (classify(s, (int32_t)s->codes[S_NAME][row] - 1) & CLS_DROP_NAME) drop = x_drop = 1;
-                    else decided = 1;
+                    else decided = by_name = 1;
                 }
             }
         }
+        if (key == S_CAT && decided && !drop && !s->rec_over && !cat_fares(cat_stat(s, s->codes[S_CAT][row])))
+            s->rec_over = 1; /* kept, of a category whose layouts do not fare: none to learn */
         ws(s);
         if (s->p >= s->n) return KS_DECLINE;
         uint8_t c = s->b[s->p];
@@ -924,7 +999,8 @@ static int parse_event(S *s, int64_t row, int *dropped) {
                 s->has_drop_ts = 1;
             }
             *dropped = drop;
-            if (drop && !s->no_layouts) learn(s, start, x_drop);
+            /* a kept event's layout when its ph and cat alone decided it is kept (a layout matches their text) */
+            if (!s->no_layouts && (drop || (decided && !by_name))) learn(s, start, x_drop, !drop, row);
             return 0;
         }
         return KS_DECLINE;
@@ -938,7 +1014,7 @@ static int parse_event(S *s, int64_t row, int *dropped) {
  * category in dcat whose name is in dname; the rows hold only the others, ordinals[row] their ordinal among all events.
  * counts[0] = dictionary entries, counts[1] = dictionary bytes, counts[2] = byte where it declined, counts[3] = events
  * dropped, counts[4] = 1 and counts[5] = the earliest ts (ns) when a dropped event was an "X" one, counts[6] = events
- * dropped through a layout (see Layout). options: KS_NO_LAYOUTS drops every event through parse_event (a test's
+ * dropped through a layout (see Layout), counts[7] = rows read through a layout. options: KS_NO_LAYOUTS drops every event through parse_event (a test's
  * reference).
  * Returns the number of rows, or KS_DECLINE, KS_ROWS (an output is too small), KS_NOMEM. */
 int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t **codes, int64_t nscodes, int64_t **ints,
@@ -998,7 +1074,9 @@ int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t *
             break;
         }
         int dropped = 1, r = 0;
-        if (s->nlay && try_layout(s, row)) s->nlayout++;
+        int hit = s->nlay ? try_layout(s, row) : 0;
+        if (hit == 1) s->nlayout++;
+        else if (hit == 2) dropped = 0, s->nkept_layout++;
         else r = parse_event(s, row, &dropped);
         if (r) {
             rc = r;
@@ -1031,6 +1109,7 @@ int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t *
     counts[4] = s->has_drop_ts;
     counts[5] = s->drop_min_ts;
     counts[6] = s->nlayout;
+    counts[7] = s->nkept_layout;
     free(s->cls);
     free(s->htab);
     free(s->hashes);

@@ -38,7 +38,7 @@ __all__ = ["ScanHints", "Scanned", "available", "scan"]
 FIXED_STRINGS = ("ph", "cat", "name", "pid", "tid", "flow_id")
 FIXED_INTS = ("ts", "dur")
 KS_DECLINE, KS_ROWS, KS_NOMEM = -1, -2, -3
-#: scanner options: drop every event through the whole parse, none through a learned layout (a test's reference)
+#: scanner options: every event through the whole parse, none through a learned layout (a test's reference)
 KS_NO_LAYOUTS = 1
 #: first guess of the outputs' sizes: an event per 96 bytes of text (real traces: 150-500 bytes an event),
 #: 2 distinct strings per event and 1/8 of the text in distinct strings' bytes. A piece that needs more is
@@ -88,6 +88,7 @@ class Scanned:
     ordinals: np.ndarray | None = None  #: each kept row's ordinal among the piece's events (None: all kept)
     dropped_first_ts: float = float("inf")  #: earliest ts (µs) of the ``ph: X`` events dropped
     via_layouts: int = 0  #: of the events dropped, those the scanner matched to a learned layout (not tokenized)
+    rows_via_layouts: int = 0  #: of the rows, those read through a learned layout (their values read at its holes)
 
 
 def available() -> bool:
@@ -132,7 +133,7 @@ def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False,
          layouts: bool = True) -> tuple[
         int, list[np.ndarray], list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One call of the scanner with outputs for ``cap`` events (``roomy``: and for any dictionary; ``layouts``:
-    dropped events may be matched to the layouts of earlier ones, see ``Layout`` in _kineto.c)."""
+    events may be matched to the layouts of earlier ones, see ``Layout`` in _kineto.c)."""
     n = buf.size
     codes = [np.empty(cap, np.uint32) for _ in lay.strings]
     ints = [np.empty(cap, np.int64) for _ in lay.ints]
@@ -141,7 +142,7 @@ def _run(lib: Any, buf: np.ndarray, lay: _Layout, cap: int, roomy: bool = False,
     cap_dict = min(cap * len(lay.strings), n + 1) if roomy else min(2 * cap + 1024, n + 1)
     doff = np.empty(cap_dict + 2, np.int64)
     dbytes = np.empty(max(n if roomy else n // 8 + 4096, 1), np.uint8)
-    counts = np.zeros(7, np.int64)
+    counts = np.zeros(8, np.int64)
     ordinals = np.empty(cap, np.int64)
     vp = ctypes.c_void_p
     (ph, ph_off), (cat, cat_off), (name, name_off) = drops.phases, drops.cats, drops.names
@@ -172,7 +173,8 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     """The event table of ``text`` (a run of events, no brackets), or None when the compiled scanner is not
     available or declines the text (then parse it with the other readers). ``args``: the args columns read
     (None: all); ``projection``/``keep``: the events to drop (see the module) and its name test; ``layouts``
-    False: every dropped event is tokenized in full (the same result, slower: a test's reference)."""
+    False: every event is tokenized in full, none matched to the layout of an earlier one (the same result,
+    slower: a test's reference)."""
     lib = scanner()  # (of ABI 7 or later: it has ks_kineto_scan)
     if lib is None:
         return None
@@ -224,7 +226,7 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
         # the columns keep their arrays (polars keeps a numpy array it is given): right-sized copies, not views
         # that would hold every piece's whole outputs, sized for the first guess, until the pieces are joined
         ints = [a.copy() for a in ints]
-    return Scanned(_table(lay, words, codes, ints, present), dropped, ordinals, first_ts, int(counts[6]))
+    return Scanned(_table(lay, words, codes, ints, present), dropped, ordinals, first_ts, int(counts[6]), int(counts[7]))
 
 
 def dictionary_series(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
