@@ -289,13 +289,15 @@ _INSTANT = ('{{"ph": "i", "cat": "cpu_instant_event", "name": "{name}", "pid": 4
             '"args": {{"Total Reserved": {id}, "Device Type": "{name}"}}}}')
 _OP = ('{{\n    "ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 449, "tid": {tid},\n    "ts": {ts}, "dur": {dur},\n'
        '    "args": {{\n      "External id": {id}, "Record function id": 0, "Input Dims": [[8, 8], [8, 8]]\n    }}\n  }}')
+# Kineto's "Record Window End": the name before the phase, read before the event is known to be dropped
+_NAME_FIRST = '{{\n    "name": "Record Window {id}", "ph": "i", "s": "g",\n    "pid": "", "tid": "", "ts": {ts}\n  }}'
 _NAMES = ["model.py(12): forward", "torch/nn/modules/module.py(1751): _call_impl", "ProfilerStep#4", "x.py(3): <lambda>"]
 
 
 def _layout_text(n: int = 60) -> str:
     evs = []
     for i in range(n):
-        form = _OP if i % 7 == 3 else _INSTANT if i % 5 == 4 else _PY
+        form = _OP if i % 7 == 3 else _INSTANT if i % 5 == 4 else _NAME_FIRST if i % 13 == 6 else _PY
         evs.append(form.format(name=_NAMES[i % len(_NAMES)], tid=449 + i % 2, ts=f"{1000 + 2.5 * i:.3f}", dur=f"{1.5 + i:.3f}",
                                parent="null" if i % 11 == 0 else i - 1, id=i))
     return ",\n  ".join(evs)
@@ -313,6 +315,17 @@ def _with_layouts_and_without(text: bytes, projected: bool = True):
         got = [fastscan.scan(text, proj.args, proj, keep, layouts=flag) for flag in (True, False)]
     else:
         got = [fastscan.scan(text, layouts=flag) for flag in (True, False)]
+    # the piece's dictionary too: the same strings in the same order (those of dropped events included)
+    lay = fastscan._layout(proj.args if projected else None)
+    drops = fastscan._Drops.of(proj, keep) if projected else fastscan._NO_DROPS
+    buf = np.frombuffer(text, dtype=np.uint8)
+    runs = [fastscan._run(fastscan.scanner(), buf, lay, len(text) // 2 + 2, roomy=True, drops=drops, layouts=flag)
+            for flag in (True, False)]
+    assert runs[0][0] == runs[1][0]
+    if runs[0][0] >= 0:
+        (n, nbytes), (n2, nbytes2) = runs[0][6][:2], runs[1][6][:2]
+        assert (n, nbytes) == (n2, nbytes2)
+        assert np.array_equal(runs[0][4][: n + 1], runs[1][4][: n + 1]) and np.array_equal(runs[0][5][:nbytes], runs[1][5][:nbytes])
     if got[0] is None or got[1] is None:
         assert got[0] is got[1] is None
         return None
@@ -328,18 +341,18 @@ def test_dropped_events_matched_to_a_layout_read_as_when_parsed():
     text = _layout_text().encode()
     got = _with_layouts_and_without(text)
     assert got is not None
-    # 60 events: 9 cpu_op and 10 Python events named ProfilerStep#4 are kept; 41 dropped (31 Python events, 10
-    # instant ones), all but the first of each of the three layouts (Python events with a null and with a numeric
-    # parent id, instant events) through a layout
-    assert got.table.height == 19 and got.dropped == 41 and got.via_layouts == 38
+    # 60 events: 9 cpu_op and 8 Python events named ProfilerStep#4 are kept; 43 dropped (30 Python events, 10
+    # instant ones, 3 named before their phase), all but the first of each of the four layouts (Python events with
+    # a null and with a numeric parent id, the two kinds of instant events) through a layout
+    assert got.table.height == 17 and got.dropped == 43 and got.via_layouts == 39
     assert got.dropped_first_ts == 1000.0
     # the kept ones: the Python events named ProfilerStep#4 are kept by their name, so they make no layout (one of
     # them could be dropped); all cpu_op events but the first read through a layout
     assert got.rows_via_layouts == 8
     everything = _with_layouts_and_without(text, projected=False)
     assert everything is not None and everything.table.height == 60 and everything.dropped == 0
-    # all but the first of each of the three layouts (read, a parent id null or not is a value of the same slot)
-    assert everything.rows_via_layouts == 60 - 3
+    # all but the first of each of the four layouts (read, a parent id null or not is a value of the same slot)
+    assert everything.rows_via_layouts == 60 - 4
 
 
 @pytest.mark.parametrize("old, new, outcome", [
@@ -349,17 +362,17 @@ def test_dropped_events_matched_to_a_layout_read_as_when_parsed():
     ('"Python id": 36', '"Python id": 036', "declined"),  # not JSON
     ('"Python id": 36', '"Python id": 3.', "declined"),
     ('"Python id": 36', '"Python id": -', "declined"),
-    ('"Python id": 36', '"Python id": 3.6e+1', 41),
-    ('"Python id": 36', '"Python id": "36"', 41),  # another token: parsed in full
-    ('"Python id": 36', '"Python id":  36', 41),  # another byte outside the holes
+    ('"Python id": 36', '"Python id": 3.6e+1', 43),
+    ('"Python id": 36', '"Python id": "36"', 43),  # another token: parsed in full
+    ('"Python id": 36', '"Python id":  36', 43),  # another byte outside the holes
     ('"name": "model.py(12): forward", "pid": 449, "tid": 449,\n    "ts": 1090.000',
-     '"name": "new.py(1): f", "pid": 449, "tid": 449,\n    "ts": 1090.000', 41),  # a new name: a row, judged after
+     '"name": "new.py(1): f", "pid": 449, "tid": 449,\n    "ts": 1090.000', 43),  # a new name: a row, judged after
     ('"name": "model.py(12): forward", "pid": 449, "tid": 449,\n    "ts": 1090.000',
-     '"name": "model.py(12): forwar\\u0064", "pid": 449, "tid": 449,\n    "ts": 1090.000', 41),  # escaped: parsed
+     '"name": "model.py(12): forwar\\u0064", "pid": 449, "tid": 449,\n    "ts": 1090.000', 43),  # escaped: parsed
     ('"name": "model.py(12): forward", "pid": 449, "tid": 449,\n    "ts": 1090.000',
      '"name": "model.py(12): forw\x01rd", "pid": 449, "tid": 449,\n    "ts": 1090.000', "declined"),
     ('"Device Type": "ProfilerStep#4"', '"Device Type": "Profiler\\q"', "declined"),  # a bad escape in a string hole
-    ('"Device Type": "ProfilerStep#4"', '"Device Type": "Profiler\\u00e9"', 41),
+    ('"Device Type": "ProfilerStep#4"', '"Device Type": "Profiler\\u00e9"', 43),
     ('"tid": 449,\n    "ts": 1090.000', '"ts": 449,\n    "ts": 1090.000', "declined"),  # a tracked key twice
 ])
 def test_a_changed_event_after_its_layout_reads_as_when_parsed(old, new, outcome):

@@ -757,8 +757,9 @@ static void learn(S *s, int64_t start, int x_drop, int kept, int64_t row) {
     int n = 0, names = 0, times = 0;
     for (int k = 0; k < s->nrec; k++) {
         Hole h = s->rec[k];
-        if (!kept) { /* a dropped event: what parse_event read before it knew is text to match, but the name */
-            if (h.kind == H_SSLOT && h.slot == S_NAME && s->b[h.a] == '"') h.kind = x_drop ? H_NAME : H_STR;
+        if (!kept) { /* a dropped event: what parse_event read before it knew is text to match, but the name (read
+                      * as parse_event reads it: its dictionary gets the same strings in the same order) */
+            if (h.kind == H_SSLOT && h.slot == S_NAME && s->b[h.a] == '"') h.kind = x_drop ? H_NAME : H_SSLOT;
             else if (h.kind == H_SSLOT || h.kind == H_ISLOT || h.kind == H_TSLOT) continue;
         } else if (h.kind == H_SSLOT && (h.slot == S_PH || h.slot == S_CAT)) {
             continue; /* a kept event's ph and cat are text to match: they decided it is kept */
