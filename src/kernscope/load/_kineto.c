@@ -17,8 +17,8 @@
  *   - an extracted string with escapes that decodes to over 4096 bytes, or with a lone surrogate;
  *   - a key with an escape, a tracked key twice in one object, nesting over 1000 levels;
  *   - anything that is not valid JSON or not a run of objects.
- * Events a projection drops are checked as JSON but not read; those laid out like an earlier dropped event of
- * the call are checked hole by hole against its layout instead of token by token (see Layout below).
+ * Events a projection drops are checked as JSON but not read. An event laid out like an earlier event of the
+ * call is checked, and read, hole by hole against its layout instead of token by token (see Layout below).
  * No Python API (a plain shared library loaded with ctypes), no global state; the dictionary's hash table
  * and the layouts are allocated per call.
  */
@@ -35,14 +35,19 @@ enum { KS_NO_LAYOUTS = 1 }; /* options */
 #define MAX_DEPTH 1000
 #define MAX_ARGS 64
 
-/* Layouts of dropped events. Kineto writes every event of a kind with one format string, so a dropped event's
- * text is, byte for byte, the text of an earlier dropped one except for its numbers and string values. The
- * scanner remembers the last N_LAYOUTS dropped events of the call as a layout: the event's text and its holes,
- * the places of the numbers and value strings (and the name, and the ts that a dropped "X" event reports). An
- * event that equals a layout outside the holes, with a valid JSON token of the hole's kind in each hole, is valid
- * JSON with the same keys in the same places (the text around the holes was checked when it was parsed), so it
- * is dropped without being tokenized: its name is looked up, its ts read, and each hole checked. Anything else,
- * a different byte, a hole that does not hold its kind, a name not dropped, goes the whole way (parse_event). */
+/* Layouts. Kineto writes every event of a kind with one format string, so an event's text is, byte for byte,
+ * the text of an earlier one of its kind except for its numbers and string values. The scanner remembers the
+ * last N_LAYOUTS events of the call that parse_event read in full as layouts: the event's text and its holes,
+ * the places of its values. An event that equals a layout outside the holes, with a valid JSON token of the
+ * hole's kind in each hole, is valid JSON with the same keys in the same places (the text around the holes was
+ * checked when it was parsed), so it is not tokenized:
+ *   - a dropped event's layout has holes for its numbers and value strings (checked), its name (looked up: it
+ *     must be one the projection drops) and the ts that a dropped "X" event reports (read);
+ *   - a kept event's layout has holes for the values parse_event read into slots (read by the same functions,
+ *     in the same order: the same dictionary) and the other numbers and strings (checked); its ph and cat are
+ *     text to match (they decided it is kept), so an event kept by its name makes none.
+ * Anything else (a different byte, a hole that does not hold its kind, a name not dropped) goes the whole way
+ * (parse_event). */
 #define MAX_HOLES 48
 #define N_LAYOUTS 8
 /* hole kinds: any number, any string, the name of a dropped "X" event (looked up), its ts (read); and in a kept
@@ -746,9 +751,9 @@ static inline void clear_row(S *s, int64_t row) {
     }
 }
 
-/* Keep the dropped event just parsed (b[start:s->p), its holes in s->rec) as the first layout, in place of the
- * least recently used one. A dropped "X" event's layout has its name and ts as holes (the name is looked up and
- * the ts read when it is matched); in another dropped event, the name is a string like any other. */
+/* Keep the event just parsed (b[start:s->p), its holes in s->rec, kept or dropped) as the first layout, in place
+ * of the least recently used one (see Layout). Not a kept event of a category whose layouts do not fare, nor a
+ * dropped "X" event whose name or ts was read before it was known to be dropped. */
 static void learn(S *s, int64_t start, int x_drop, int kept, int64_t row) {
     if (s->rec_over || s->p - start > INT32_MAX) return;
     CatStat *cs = kept ? cat_stat(s, s->codes[S_CAT][row]) : NULL;
@@ -824,9 +829,9 @@ static inline int same_bytes(const uint8_t *x, const uint8_t *y, int64_t len) {
     return 1;
 }
 
-/* The event at s->p dropped through a layout (see Layout): 1 when one matches (s->p is then after the event),
- * 0 when none does (s->p unchanged; parse_event decides). Writes nothing but row's ts slot, which parse_event
- * clears. */
+/* The event at s->p through a layout (see Layout): 1 when a dropped event's layout matches, 2 when a kept one's
+ * does (row is then read; s->p is after the event), 0 when none does (s->p unchanged; parse_event decides: it
+ * clears row, which a layout that did not match may have written). */
 static int try_layout(S *s, int64_t row) {
     const uint8_t *b = s->b;
     int64_t p0 = s->p, n = s->n;

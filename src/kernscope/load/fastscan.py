@@ -14,6 +14,10 @@ the categorical columns are built from the codes. A projection is applied to the
 dropped when its phase is in ``drop_phases``, or it is a ``ph: X`` event of a category in ``drop_cats``
 whose name the projection does not want and whose ``ts`` is known (every such event, not only those whose
 layout numpy can judge: ``dropped`` counts them, each kept row keeps its ordinal).
+
+An event laid out like an earlier one of the piece (Kineto writes each kind with one format string) is matched
+to that layout instead of tokenized: its text outside the values compared, its values read or checked (``Layout``
+in _kineto.c). ``scan(..., layouts=False)`` tokenizes every event: the same table, the tests' reference.
 """
 
 from __future__ import annotations
