@@ -519,6 +519,20 @@ static uint8_t classify(S *s, int32_t code) {
     return c;
 }
 
+/* the code of the text b[a:e) in string slot ``slot``: the previous row's of that slot when it is the same text
+ * (most rows repeat it: ph, cat, pid, tid), else from the dictionary */
+static inline int32_t intern_as_last(S *s, int slot, int64_t a, int64_t e) {
+    if (slot < 64 && s->last_at[slot] && s->last_len[slot] == e - a && memcmp(s->last_at[slot], s->b + a, (size_t)(e - a)) == 0)
+        return s->last_code[slot];
+    int32_t code = intern(s, s->b + a, e - a);
+    if (slot < 64 && code >= 0) {
+        s->last_at[slot] = s->b + a;
+        s->last_len[slot] = e - a;
+        s->last_code[slot] = code;
+    }
+    return code;
+}
+
 /* a string slot's value: a string, a plain integer (its text) or null. 0 on success. */
 static int string_slot(S *s, int slot, int64_t row) {
     uint8_t c = s->b[s->p];
@@ -531,15 +545,8 @@ static int string_slot(S *s, int slot, int64_t row) {
             int64_t len = unescape(s, a, e);
             if (len < 0) return KS_DECLINE;
             code = intern(s, s->scratch, len);
-        } else if (slot < 64 && s->last_at[slot] && s->last_len[slot] == e - a && memcmp(s->last_at[slot], s->b + a, (size_t)(e - a)) == 0) {
-            code = s->last_code[slot];
         } else {
-            code = intern(s, s->b + a, e - a);
-            if (slot < 64 && code >= 0) {
-                s->last_at[slot] = s->b + a;
-                s->last_len[slot] = e - a;
-                s->last_code[slot] = code;
-            }
+            code = intern_as_last(s, slot, a, e);
         }
     } else if (c == 'n') {
         if (!is_null(s)) return KS_DECLINE;
@@ -549,17 +556,7 @@ static int string_slot(S *s, int slot, int64_t row) {
         int pi, fd, ex;
         if (scan_number(s, &e, &pi, &fd, &ex) || !pi || parse_i64(s->b, a, e, &v)) return KS_DECLINE;
         s->p = e;
-        /* (its text, as a string's: "449" and 449 are one string; pids and tids repeat the previous row's) */
-        if (slot < 64 && s->last_at[slot] && s->last_len[slot] == e - a && memcmp(s->last_at[slot], s->b + a, (size_t)(e - a)) == 0) {
-            code = s->last_code[slot];
-        } else {
-            code = intern(s, s->b + a, e - a);
-            if (slot < 64 && code >= 0) {
-                s->last_at[slot] = s->b + a;
-                s->last_len[slot] = e - a;
-                s->last_code[slot] = code;
-            }
-        }
+        code = intern_as_last(s, slot, a, e); /* its text, as a string's: "449" and 449 are one string */
     } else {
         return KS_DECLINE;
     }
