@@ -751,9 +751,10 @@ static inline void clear_row(S *s, int64_t row) {
 /* Keep the event just parsed (b[start:s->p), its holes in s->rec, kept or dropped) as the first layout, in place
  * of the least recently used one (see Layout). Not a kept event of a category whose layouts do not fare, nor a
  * dropped "X" event whose name or ts was read before it was known to be dropped. */
-static void learn(S *s, int64_t start, int x_drop, int kept, int64_t row) {
+static void learn(S *s, int64_t start, int x_drop, int kept, int64_t row, CatStat *cs) {
     if (s->rec_over || s->p - start > INT32_MAX) return;
-    CatStat *cs = kept ? cat_stat(s, s->codes[S_CAT][row]) : NULL;
+    if (!kept) cs = NULL;
+    else if (!cs) cs = cat_stat(s, s->codes[S_CAT][row]); /* (parse_event looked it up when the cat decided) */
     if (kept && !cat_fares(cs)) return;
     Hole keep[MAX_HOLES];
     int n = 0, names = 0, times = 0;
@@ -841,6 +842,7 @@ static int try_layout(S *s, int64_t row) {
             if (!cat_fares(cs)) continue; /* (until learn replaces it: the category learns no more layouts) */
             int64_t m = L->nholes ? L->ha[0] : L->len; /* the text to the first hole: ph and cat are in it */
             if (m > n - p || !same_bytes(b + p, L->text, m)) continue;
+            p += m, off = m; /* (the loop goes on from the first hole) */
             if (cs) cs->tries++;
             clear_row(s, row);
             s->codes[S_PH][row] = L->ph_code;
@@ -920,6 +922,7 @@ static int parse_event(S *s, int64_t row, int *dropped) {
     clear_row(s, row);
     unsigned seen = 0;
     int drop = 0, x_drop = 0, decided = s->ndph == 0 && s->ndcat == 0, by_name = 0;
+    CatStat *cs = NULL; /* a kept event's category's record, once its cat is read */
     int64_t start = s->p;
     *dropped = 0;
     s->nrec = s->rec_over = 0;
@@ -984,7 +987,7 @@ static int parse_event(S *s, int64_t row, int *dropped) {
                 }
             }
         }
-        if (key == S_CAT && decided && !drop && !s->rec_over && !cat_fares(cat_stat(s, s->codes[S_CAT][row])))
+        if (key == S_CAT && decided && !drop && !s->rec_over && !cat_fares(cs = cat_stat(s, s->codes[S_CAT][row])))
             s->rec_over = 1; /* kept, of a category whose layouts do not fare: none to learn */
         ws(s);
         if (s->p >= s->n) return KS_DECLINE;
@@ -1003,7 +1006,7 @@ static int parse_event(S *s, int64_t row, int *dropped) {
             }
             *dropped = drop;
             /* a kept event's layout when its ph and cat alone decided it is kept (a layout matches their text) */
-            if (!s->no_layouts && (drop || (decided && !by_name))) learn(s, start, x_drop, !drop, row);
+            if (!s->no_layouts && (drop || (decided && !by_name))) learn(s, start, x_drop, !drop, row, cs);
             return 0;
         }
         return KS_DECLINE;
