@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -303,3 +304,27 @@ def test_unions_of_several_subsets_from_one_sort_equal_each_alone():
             for k, v in zip(got["g"].to_list(), got[name].to_list()):
                 sel = m & (g == k)
                 assert v == walk(s[sel].tolist(), e[sel].tolist()), (name, k)
+
+
+@pytest.mark.parametrize("step", [None, 0])
+def test_analyses_run_beside_each_other_give_what_each_gives_alone(step):
+    """``analyze`` runs the critical path, the per-stream kernels and the device timelines in a second thread:
+    each table equals the one its function gives when called alone (for the whole trace and for one step)."""
+    from kernscope.analyze.critical_path import critical_path
+    from kernscope.analyze.kernels import kernel_summary
+    from kernscope.analyze.timeline import gpu_timeline
+
+    t = kernscope.load(Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz", cache=False)
+    step = None if step is None else int(t.steps["step"][1])
+    a = analyze(t, step=step)
+    all_gpu = gpu_table(t, Categorizer.builtin(), text_names=False)
+    g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
+    cp = critical_path(t, all_gpu, step=step)
+    assert a.critical_path is not None and a.critical_path.steps.height == (1 if step is not None else t.steps.height)
+    for got, want in ((a.critical_path.steps, cp.steps), (a.critical_path.kernels, cp.kernels),
+                      (a.critical_path.ops, cp.ops), (a.critical_path.whatif, cp.whatif)):
+        assert got.equals(want)
+    by = ("launcher", "category", "name", "device", "stream", "decided_by", "decided_op")
+    assert a.kernels_by_stream.equals(kernel_summary(g, by=by).with_columns(pl.col("name").cast(pl.String)))
+    assert a.timeline_by_device.equals(gpu_timeline(g, by="device"))
+    assert a.timeline.equals(gpu_timeline(g, by="device").drop("device"))

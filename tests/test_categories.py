@@ -189,3 +189,25 @@ def test_adversarial_inductor_names_analyze_in_bounded_time(tmp_path):
     a = analyze(t)
     assert time.perf_counter() - t0 < 5.0  # was 84 s
     assert a.kernels.height == 1000
+
+
+def test_regexes_polars_refuses_run_in_python_and_the_table_api_agrees():
+    """Lookaround and backreferences are refused by polars' (Rust) engine: such a rule's regex runs in Python. The
+    table API (:meth:`Categorizer.lookup`, one polars query) gives what the one-name API (Python's ``re``) gives, for
+    rules of both kinds, and the refused syntax is known without asking polars."""
+    from kernscope.analyze.categories import _rust_ok
+
+    for p in ("conv(?!ert)", "(?<=x)gemm", "(?<!x)gemm", "(?=g)gemm", r"(ab)\1", "(?P<w>ab)(?P=w)"):
+        assert not _rust_ok(p)
+    for p in ("gemm|conv", "(?i)Gemm", r"\bmm\d+", "(?P<w>ab)", "a(?:b)"):
+        assert _rust_ok(p)
+    rules = {"category": [{"value": "Lookahead", "pattern": "^fancy_(?!slow)"},
+                          {"value": "Backref", "pattern": r"^(ab)\1_k"},
+                          {"value": "Plain", "pattern": "plain_kernel"}]}
+    names = ["fancy_fast", "fancy_slow", "abab_k", "ab_k", "plain_kernel_1", "other"]
+    one = C.with_rules(rules)  # (each categorizer remembers its answers: two, so neither API reads the other's)
+    want = [one.category(n) for n in names]
+    got = C.with_rules(rules).lookup([(n, "kernel", "") for n in names])["category"].to_list()
+    assert got == want
+    assert [want[0], want[2], want[4]] == ["Lookahead", "Backref", "Plain"]
+    assert want[1] != "Lookahead" and want[3] != "Backref"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -145,42 +146,57 @@ def analyze(
             pl.lit(UNCATEGORIZED).alias("library")
         )
     g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
-    # one row per kernel, launcher and category: a row never hides a mix of categories
-    by = ("name", "launcher", "category", "library") + (("decided_by", "decided_op") if "decided_by" in g.columns else ())
-    kern = _text_names(kernel_summary(g, by=by))
+    decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
+    with ThreadPoolExecutor(1) as side:
+        # the critical path (the largest analysis), the per-stream summary and the device timelines run in a second
+        # thread, beside the rest:
+        # polars and numpy release the GIL in their work, and the analyses read the same tables and write nothing
+        # shared (one thread kept a 2-core machine ~1.25 cores busy)
+        path_f = side.submit(critical_path, trace, all_gpu, step=step) if trace.steps.height else None
+        by_stream_f = side.submit(lambda: _text_names(kernel_summary(
+            g, by=("launcher", "category", "name", "device", "stream") + decided)))
+        timelines_f = side.submit(_device_timelines, g, linked_only)
+        rest = _summaries(trace, g, all_gpu, step, cat, linked_only, benchmark, by_annotation, finding_rules, decided)
+        path, by_stream = path_f.result() if path_f is not None else None, by_stream_f.result()
+        timeline, by_dev = timelines_f.result()
+    return Analysis(trace=trace, step=step, kernels_by_stream=by_stream, critical_path=path, timeline=timeline,
+                    timeline_by_device=by_dev, **rest)
+
+
+def _device_timelines(g: pl.DataFrame, linked_only: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The GPU timeline overall and by device."""
     by_dev = gpu_timeline(g, by="device", linked_only=linked_only)
     if g["device"].n_unique() <= 1 and by_dev.height:  # one device: the overall view is that device's
-        timeline = by_dev.drop("device")
-    else:
-        timeline = gpu_timeline(g, by=None, linked_only=linked_only)
+        return by_dev.drop("device"), by_dev
+    return gpu_timeline(g, by=None, linked_only=linked_only), by_dev
+
+
+def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, step: int | None, cat: Categorizer | None,
+               linked_only: bool, benchmark: bool | None, by_annotation: str | None,
+               finding_rules: FindingRules | None, decided: tuple[str, ...]) -> dict[str, Any]:
+    """The :class:`Analysis` fields but those :func:`analyze` computes in its second thread."""
+    # one row per kernel, launcher and category: a row never hides a mix of categories
+    by = ("name", "launcher", "category", "library") + decided
+    kern = _text_names(kernel_summary(g, by=by))
     by_step = gpu_timeline(all_gpu.filter(pl.col("step").is_not_null()), by="step", linked_only=linked_only)
     want_bench = looks_like_benchmark(trace) if benchmark is None else benchmark
     steps = step_summary(trace, all_gpu)
     findings = find(trace, g, steps, by_step, step=step, rules=finding_rules)
-    path = critical_path(trace, all_gpu, step=step) if trace.steps.height else None
-    by_stream = _text_names(kernel_summary(g, by=("launcher", "category", "name", "device", "stream")
-                                           + (("decided_by", "decided_op") if "decided_by" in g.columns else ())))
-    return Analysis(
-        trace=trace,
-        step=step,
+    return dict(
         facts=trace_facts(trace),
         gpu=g,
         steps=steps,
         kernels=kern,
-        kernels_by_stream=by_stream,
         categories=category_summary(g),
         ops=op_summary(g),
         ops_by_category=op_category_summary(g),
         launcher_categories=launcher_category_summary(g),
-        timeline=timeline,
-        timeline_by_device=by_dev,
         timeline_by_step=by_step,
         step_categories=step_category_summary(trace, all_gpu),
         unlinked=dict(trace.unlinked),
         benchmark=analyze_benchmark(trace, cat, table=_text_names(all_gpu) if cat is not None else None) if want_bench else None,
         annotations=by_annotation_(trace, _text_names(g), by_annotation) if by_annotation is not None else None,
         findings=findings,
-        critical_path=path,
     )
 
 
