@@ -1,6 +1,6 @@
 """Parse cache that cannot lie: entries keyed by a hash of the input's content, checked on every read.
 
-An entry is ``<cache dir>/v<format>/<key>/``: the linked tables as uncompressed Arrow IPC, a
+An entry is ``<cache dir>/v<format>/<key>/``: the linked tables as zstd-compressed Arrow IPC, a
 ``manifest.json`` with the xxh3-128 checksum of every file (and of itself), and ``results/``, rendered
 outputs keyed by the options that made them (so an unchanged ``analyze`` is not recomputed).
 
@@ -379,8 +379,10 @@ def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataF
         for name, df in tables.items():
             p = tmp / f"{name}.arrow"
             nulls = _null_columns(df)
-            # a cached reload is a plain read of Arrow buffers; columns with no value are kept as their type
-            df.drop(list(nulls)).write_ipc(p, compression="uncompressed")
+            # columns with no value are kept as their type. zstd: the 200 MB JAX class's entry is 25 MB instead of 927
+            # (its many mostly-null columns), written in 0.8 s instead of 1.5-2.3 s and read back in 0.4 s instead of
+            # 0.9-1.9; a 216 MB Kineto trace's 78 -> 7 MB, written in the same 0.2 s, read in 0.09 s instead of 0.06
+            df.drop(list(nulls)).write_ipc(p, compression="zstd")
             files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p), "columns": df.columns,
                              "nulls": nulls}
         (tmp / "results").mkdir()
