@@ -306,10 +306,16 @@ def test_unions_of_several_subsets_from_one_sort_equal_each_alone():
                 assert v == walk(s[sel].tolist(), e[sel].tolist()), (name, k)
 
 
+@pytest.mark.parametrize("side", [True, False], ids=["second thread", "in order"])
 @pytest.mark.parametrize("step", [None, 0])
-def test_analyses_run_beside_each_other_give_what_each_gives_alone(step):
-    """``analyze`` runs the critical path, the per-stream kernels and the device timelines in a second thread:
-    each table equals the one its function gives when called alone (for the whole trace and for one step)."""
+def test_analyses_run_beside_each_other_give_what_each_gives_alone(step, side, monkeypatch):
+    """``analyze`` runs the critical path, the per-stream kernels and the device timelines in a second thread (in
+    order, in its own, above ``SIDE_BY_SIDE_MAX_ROWS`` GPU rows): each table equals the one its function gives when
+    called alone (for the whole trace and for one step)."""
+    from kernscope.analyze import summary
+
+    if not side:
+        monkeypatch.setattr(summary, "SIDE_BY_SIDE_MAX_ROWS", 0)
     from kernscope.analyze.critical_path import critical_path
     from kernscope.analyze.kernels import kernel_summary
     from kernscope.analyze.timeline import gpu_timeline
