@@ -656,3 +656,46 @@ def test_packed_varints_of_many_fields_at_once():
     cut = _field(7, _varint(5) + b"\x80")  # the last varint never ends
     g = fields_of(padded(cut), np.array([0]), np.array([len(cut)]))
     assert _packed_lists(padded(cut), g) == {0: [5]}
+
+
+_XSPACES = sorted([*(Path(__file__).parent / "data").rglob("*.xplane.pb*"), *TRACES.glob("tracelens/jax/*.xplane.pb")])
+
+
+@pytest.mark.parametrize("roofline", [False, True], ids=["analyze", "roofline"])
+@pytest.mark.parametrize("p", _XSPACES, ids=lambda p: f"{p.parent.name}/{p.name}"[:50])
+def test_analyze_projection_of_a_jax_profile_prints_what_a_full_read_prints(p, roofline, tmp_path):
+    """``kernscope analyze`` loads a JAX profile with its own columns it never reads null (HLO costs, launch
+    dimensions, memory stats: most of a large profile's table); the JSON it prints is byte-identical to a full read's
+    (``--read-all``), with and without ``--roofline`` (which reads the HLO costs)."""
+    from kernscope.cli import main
+
+    extra = ["--roofline"] if roofline else []
+    outs: list[bytes] = []
+    for flag in ([], ["--read-all"]):
+        out = tmp_path / f"{len(outs)}.json"
+        assert main(["analyze", str(p), "--no-cache", "-q", "--format", "json", "-o", str(out), *extra, *flag]) == 0
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+
+
+def test_projected_jax_load_reads_only_the_columns_the_analysis_reads():
+    """The analyze projection leaves null exactly the profile's own columns it does not list (and the HLO costs
+    are read with ``--roofline``'s projection); what it lists is read as in a full load."""
+    from kernscope.analyze.needs import ANALYZE_XLA_STATS, ROOFLINE_XLA_STATS, analyze_projection
+    from kernscope.load.xplane import XLA_COLUMNS
+
+    p = Path(__file__).parent / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
+    full = kernscope.load(p, cache=False).events
+    for roofline in (False, True):
+        proj = analyze_projection(roofline=roofline)
+        assert proj is not None
+        ev = kernscope.load(p, cache=False, projection=proj).events
+        read = set(ANALYZE_XLA_STATS) | (set(ROOFLINE_XLA_STATS) if roofline else set())
+        assert ev.columns == full.columns and ev.height == full.height
+        for c in ev.columns:
+            if c in XLA_COLUMNS and c not in read:
+                assert ev[c].null_count() == ev.height, c
+            else:
+                assert ev[c].equals(full[c]), c
+        # the columns made null held values in the full load (the projection is not a no-op)
+        assert any(full[c].null_count() < full.height for c in XLA_COLUMNS - read if c in full.columns)

@@ -36,8 +36,9 @@ def load(path: str | os.PathLike[str], *, cache: bool = True, salvage: bool = Fa
     ``projection``: what the load may skip unparsed, the fast load the command line uses. ``"analyze"`` skips
     what :func:`kernscope.analyze.summary.analyze` never reads (``python_function`` events other than step
     markers, instant events, ``args`` other than the link's and the findings'): the same analysis, faster, with
-    those events absent from ``trace.events``. A :class:`~kernscope.load.projection.Projection` says it
-    yourself. Projected loads are cached apart from whole ones. JAX profiles are always read whole."""
+    those events absent from ``trace.events``; of a JAX profile, its own columns the analysis does not read (HLO
+    costs, launch dimensions, memory stats) are null. A :class:`~kernscope.load.projection.Projection` says it
+    yourself. Projected loads are cached apart from whole ones."""
     from .pipeline import load as _load
 
     if isinstance(projection, str):

@@ -331,7 +331,8 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
                "color": r.color, "by_annotation": r.by_annotation, "findings": outputs.rules_digest(s.findings),
                "roofline": r.roofline, "path": r.path}  # the output prints the path: a copy is another output
     req = oneshot.Request("analyze", r.path, options, s.rules, salvage=s.salvage, step_marker=s.step_marker,
-                          projection=None if r.read_all else analyze_projection(s.step_marker), no_cache=not s.cache,
+                          projection=None if r.read_all else analyze_projection(s.step_marker, roofline=r.roofline),
+                          no_cache=not s.cache,
                           notify=s.notify, keep=keep)
     prefetch = oneshot.Prefetch(lambda: _prefetched(s, warm))
     done: dict[str, Any] = {}

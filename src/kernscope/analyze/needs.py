@@ -18,14 +18,23 @@ from ..load.projection import Projection
 ANALYZE_ARGS = LINK_ARGS + KERNEL_ARGS
 
 
-def analyze_projection(step_marker: str | None = None) -> Projection | None:
+#: the XSpace (JAX) profile's own columns the default analysis reads: the HLO op and module (link, steps), the step
+#: number, the kernel's occupancy and registers (findings), its HLO instruction and description (categories)
+ANALYZE_XLA_STATS = ("hlo_op", "hlo_module", "step_num", "occupancy_pct", "registers", "hlo_instruction", "hlo_desc")
+#: and those ``--roofline`` reads besides (the HLO cost model's)
+ROOFLINE_XLA_STATS = ("hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params")
+
+
+def analyze_projection(step_marker: str | None = None, *, roofline: bool = False) -> Projection | None:
     """What a load for ``kernscope analyze`` of one trace may skip: args columns other than
     :data:`ANALYZE_ARGS`, instant events (memory records, markers: ``ph`` "i"), and ``python_function``
-    events other than those steps may come from (``step_marker``, ProfilerStep, the presets). None when
+    events other than those steps may come from (``step_marker``, ProfilerStep, the presets); of a JAX profile's own
+    columns, those other than :data:`ANALYZE_XLA_STATS` (and :data:`ROOFLINE_XLA_STATS` with ``roofline``). None when
     ``step_marker`` is not a valid regex (the load then reads everything and linking reports it)."""
     keep = marker_names(step_marker)
     try:
         re.compile(keep)
     except re.error:
         return None
-    return Projection(keep=keep, drop_cats=("python_function",), drop_phases=("i",), args=ANALYZE_ARGS)
+    return Projection(keep=keep, drop_cats=("python_function",), drop_phases=("i",), args=ANALYZE_ARGS,
+                      stats=ANALYZE_XLA_STATS + (ROOFLINE_XLA_STATS if roofline else ()))

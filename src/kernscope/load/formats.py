@@ -77,7 +77,8 @@ def _parse_xplane(source: TraceSource, opts: ParseOptions) -> RawTrace:
     data = source.read_all(opts.limits or Limits())
     if opts.progress is not None:
         opts.progress(source.stored_bytes, source.stored_bytes)
-    return xplane.decode(data, source.path, workers=opts.workers)
+    stats = opts.projection.stats if opts.projection is not None else None
+    return xplane.decode(data, source.path, workers=opts.workers, stats=stats)
 
 
 def _looks_xspace(head: bytes) -> bool:
@@ -91,14 +92,14 @@ class Format:
     name: str
     detect: Callable[[bytes], bool]
     parse: Callable[[TraceSource, ParseOptions], RawTrace]
-    #: whether a load projection (skipping unread JSON events) applies
+    #: whether a load projection applies (Kineto: unread JSON events and args skipped; XSpace: unread columns null)
     projects: bool = False
 
 
 #: in the order they are tried
 FORMATS: tuple[Format, ...] = (
     Format("kineto", _is_json, _parse_kineto, projects=True),
-    Format("xplane", _looks_xspace, _parse_xplane),
+    Format("xplane", _looks_xspace, _parse_xplane, projects=True),
 )
 
 

@@ -22,6 +22,9 @@ class Projection:
     drop_phases: tuple[str, ...] = ()
     #: the args columns read (the others stay null); None: all of :data:`.argspec.ARG_FIELDS`
     args: tuple[str, ...] | None = None
+    #: of an XSpace (JAX) profile's own columns (:data:`.xplane.XLA_COLUMNS`: HLO costs, kernel launch details,
+    #: memory stats ...), those read (the others stay null); None: all
+    stats: tuple[str, ...] | None = None
 
     @property
     def drops_events(self) -> bool:
@@ -33,6 +36,8 @@ class Projection:
                                "drop_phases": list(self.drop_phases)}
         if self.args is not None:
             key["args"] = sorted(self.args)
+        if self.stats is not None:
+            key["stats"] = sorted(self.stats)
         return key
 
     def compiled(self) -> NameTest:

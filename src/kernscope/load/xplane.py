@@ -30,6 +30,7 @@ Unknown stats are ignored and counted (``metadata["xplane"]["unknown_stats"]``).
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 from dataclasses import dataclass
 from typing import Any
@@ -346,16 +347,29 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
                               pl.coalesce(pl.col("op_path"), pl.lit(found["_p"])).alias("op_path"))
 
 
-def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None) -> RawTrace:
+#: the XSpace profile's own columns (XLA's stats, the launch details parsed from them, the HLO costs): a projection's
+#: ``stats`` says which of them a load reads
+XLA_COLUMNS = frozenset(JAX_COLUMNS) | {"hlo_instruction", "hlo_desc", "hlo_flops", "hlo_bytes", "hlo_dtype",
+                                        "hlo_op_class", "hlo_params", "op_path"}
+
+
+def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None,
+           stats: tuple[str, ...] | None = None) -> RawTrace:
     """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table (``workers``: the
-    scanner's threads at most; None: one per usable core)."""
+    scanner's threads at most; None: one per usable core). ``stats``: of :data:`XLA_COLUMNS`, those read; the others
+    are null (one literal each: no memory; None: all read)."""
     n = len(data)
     buf = as_array(data)
     try:
-        return _decode(buf, n, path, workers)
+        raw = _decode(buf, n, path, workers)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+    if stats is not None:
+        ev = raw.events
+        unread = [c for c in ev.columns if c in XLA_COLUMNS and c not in stats]
+        raw = dataclasses.replace(raw, events=ev.with_columns(pl.lit(None, dtype=ev.schema[c]).alias(c) for c in unread))
+    return raw
 
 
 def _gather(values: list[Any], idx: np.ndarray, dtype: Any = pl.Categorical) -> pl.Series:
