@@ -334,3 +334,24 @@ def test_analyses_run_beside_each_other_give_what_each_gives_alone(step, side, m
     assert a.kernels_by_stream.equals(kernel_summary(g, by=by).with_columns(pl.col("name").cast(pl.String)))
     assert a.timeline_by_device.equals(gpu_timeline(g, by="device"))
     assert a.timeline.equals(gpu_timeline(g, by="device").drop("device"))
+
+
+def test_text_keys_stay_interned_in_the_analysis_and_are_text_in_its_results():
+    """``gpu_table(..., text_keys=False)`` keeps kind, category, library, decided_by and decided_op interned (the same
+    values as text); the analysis works on those, and what it gives (its GPU rows, the summaries) has them as text."""
+    from kernscope.analyze.kernels import TEXT_KEYS
+
+    t = kernscope.load(Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz", cache=False)
+    text = gpu_table(t, Categorizer.builtin())
+    interned = gpu_table(t, Categorizer.builtin(), text_keys=False)
+    for c in TEXT_KEYS:
+        assert text.schema[c] == pl.String and interned.schema[c] != pl.String, c
+        assert interned[c].cast(pl.String).equals(text[c]), c
+    assert set(text["decided_by"].unique().to_list()) >= {"name", "op"}  # the refinement ran on interned values
+    a = analyze(t)
+    for c in TEXT_KEYS:
+        assert a.gpu.schema[c] == pl.String, c
+    for table in (a.kernels, a.kernels_by_stream, a.categories, a.ops_by_category, a.launcher_categories):
+        for c in TEXT_KEYS:
+            if c in table.columns:
+                assert table.schema[c] == pl.String, c

@@ -387,7 +387,7 @@ class Categorizer:
         return pl.coalesce(exprs) if exprs else pl.lit(None, dtype=pl.String)
 
     def categorize(self, gpu: pl.DataFrame) -> pl.DataFrame:
-        """Add ``category`` and ``library`` columns to a GPU event table (one lookup per distinct name).
+        """Add ``category`` and ``library`` columns (categorical) to a GPU event table (one lookup per distinct name).
 
         The distinct keys are found and joined back on the interned (physical) codes of the name and
         launch columns, so no per-row string work is done.
@@ -408,7 +408,8 @@ class Categorizer:
         names = rows["name"].cast(pl.String).fill_null("").to_list()
         kinds = rows["kind"].cast(pl.String).fill_null("").to_list()
         launches = rows[launch].cast(pl.String).fill_null("").to_list() if launch else [""] * rows.height
-        table = self.lookup(zip(names, kinds, launches)).select("category", "library")
+        # interned: each row gets a code of the few distinct values, not a copy of the text
+        table = self.lookup(zip(names, kinds, launches)).select(pl.col("category", "library").cast(pl.Categorical))
         table = pl.concat([first.select("_n", "_k", "_l"), table], how="horizontal")
         out = keyed.join(table, on=["_n", "_k", "_l"], how="left", maintain_order="left").select("category", "library")
         return gpu.with_columns(out["category"], out["library"])

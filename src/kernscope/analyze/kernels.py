@@ -24,6 +24,7 @@ def gpu_table(
     step: int | None = None,
     kinds: Sequence[str] = ("kernel", "memcpy", "memset"),
     text_names: bool = True,
+    text_keys: bool = True,
 ) -> pl.DataFrame:
     """GPU activity rows (optionally one step, optionally categorized) with string columns.
 
@@ -32,7 +33,8 @@ def gpu_table(
     the kernel's registers per thread, null where the trace has none), and category/library/decided_by/decided_op when a
     categorizer is given (the category uses the launching op, or for JAX the HLO instruction, as a second
     signal: see ``launcher_categories``). ``text_names=False`` keeps ``name`` interned (Categorical), as the trace
-    holds it: a 10 GB trace's 2.3 M kernel names are 0.66 GB as text.
+    holds it: a 10 GB trace's 2.3 M kernel names are 0.66 GB as text; ``text_keys=False`` keeps the :data:`TEXT_KEYS`
+    (kind, category, library, decided_by, decided_op) interned too (a 200 MB JAX profile's 1.4 M rows: ~110 MB as text).
     """
     g = trace.gpu
     wanted = g["kind"].is_in(list(kinds))
@@ -46,7 +48,7 @@ def gpu_table(
         g = refine_by_launcher(trace, categorizer.categorize(g), categorizer)
     cols = [
         pl.col("name").cast(pl.String) if text_names else pl.col("name"),
-        pl.col("kind").cast(pl.String),
+        pl.col("kind").cast(pl.String) if text_keys else pl.col("kind"),
         "device",
         "stream",
         "ts",
@@ -64,8 +66,18 @@ def gpu_table(
     ]
     cols += [pl.col(c) if c in g.columns else pl.lit(None, pl.Int64).alias(c) for c in ("occupancy_pct", "registers")]
     if categorizer is not None:
-        cols += ["category", "library", "decided_by", "decided_op"]
+        cols += [pl.col(c).cast(pl.String) if text_keys else c for c in ("category", "library", "decided_by", "decided_op")]
     return g.select(cols)
+
+
+#: the GPU table's columns the summaries give as text (:func:`gpu_table` may keep them interned)
+TEXT_KEYS = ("kind", "category", "library", "decided_by", "decided_op")
+
+
+def text_keys(table: pl.DataFrame) -> pl.DataFrame:
+    """``table`` with its :data:`TEXT_KEYS` columns as text."""
+    interned = [c for c in TEXT_KEYS if c in table.columns and table.schema[c] != pl.String]
+    return table.with_columns(pl.col(interned).cast(pl.String)) if interned else table
 
 
 #: Collective-communication kernels (NCCL, RCCL, NVSHMEM, custom all-reduce): the timeline needs them
@@ -93,6 +105,8 @@ def summarize(
     # row-encoded every row's texts (0.9 GB for the 2.3 M kernels of a 10 GB trace)
     text = [c for c in dict.fromkeys(by) if table.schema[c] == pl.String]
     keyed = table.select(*dict.fromkeys([*by, "dur"])).with_columns(pl.col(text).cast(pl.Categorical)) if text else table
+    # and the interned text keys are given as text
+    text += [c for c in dict.fromkeys(by) if c in TEXT_KEYS and table.schema[c] != pl.String]
     out = keyed.group_by(list(by)).agg(
         pl.len().alias("count"),
         (pl.col("dur").sum() / NS_PER_US).alias("total_us"),

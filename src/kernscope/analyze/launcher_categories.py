@@ -28,14 +28,15 @@ from .categories import OTHER, Categorizer
 
 def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
     """``gpu`` (categorized rows with launch columns) with ``category`` refined and a ``decided_by`` column."""
-    out = gpu.with_columns(pl.lit("name").alias("decided_by"), pl.lit(None, dtype=pl.String).alias("decided_op"))
+    out = gpu.with_columns(pl.lit("name", dtype=pl.Categorical).alias("decided_by"),
+                           pl.lit(None, dtype=pl.Categorical).alias("decided_op"))
     generic = categorizer.generic | {OTHER}
     if not categorizer.op_rules or gpu.height == 0:
         return out
     out = refine_by_hlo(out, categorizer)
     cand = (out.with_row_index("_g")
             .select("_g", "kind", "category", "launch_ts", "decided_by", "name", "launch_pid", "launch_tid", "dur")
-            .filter((pl.col("kind") == "kernel") & pl.col("category").cast(pl.String).is_in(sorted(generic))
+            .filter((pl.col("kind") == "kernel") & pl.col("category").is_in(sorted(generic))
                     & pl.col("launch_ts").is_not_null() & (pl.col("decided_by") == "name")))
     if categorizer.keep and cand.height:  # casts and copies keep their category: tested once per distinct name
         distinct = cand.select(pl.col("name").unique())
@@ -70,13 +71,15 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
     found = out.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_g")).join(
         best.with_columns(pl.col("_g").cast(pl.Int64)), on="_g", how="left", maintain_order="left")
     new = out.with_columns(found["_op_cat"], found["_op_name"])
-    changed = pl.col("_op_cat").is_not_null() & (pl.col("_op_cat") != pl.col("category").cast(pl.String))
-    graph = pl.col("graph_launch").fill_null(False) if "graph_launch" in new.columns else pl.lit(False)
+    # the new values as the columns' types: no row's text made (categories are interned)
     dtype = gpu.schema["category"]
+    new = new.with_columns(pl.col("_op_cat").cast(dtype), pl.col("_op_name").cast(pl.Categorical))
+    changed = pl.col("_op_cat").is_not_null() & (pl.col("_op_cat") != pl.col("category"))
+    graph = pl.col("graph_launch").fill_null(False) if "graph_launch" in new.columns else pl.lit(False)
     return new.with_columns(
-        pl.when(changed).then(pl.col("_op_cat")).otherwise(pl.col("category").cast(pl.String)).cast(dtype).alias("category"),
-        pl.when(changed & graph).then(pl.lit("graph")).when(changed).then(pl.lit("op")).otherwise(pl.col("decided_by"))
-        .alias("decided_by"),
+        pl.when(changed).then(pl.col("_op_cat")).otherwise(pl.col("category")).alias("category"),
+        pl.when(changed & graph).then(pl.lit("graph", dtype=pl.Categorical)).when(changed)
+        .then(pl.lit("op", dtype=pl.Categorical)).otherwise(pl.col("decided_by")).alias("decided_by"),
         pl.when(changed).then(pl.col("_op_name")).otherwise(pl.col("decided_op")).alias("decided_op"),
     ).drop("_op_cat", "_op_name")
 
@@ -91,19 +94,19 @@ def refine_by_hlo(gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
     distinct = gpu["hlo_desc"].cast(pl.Categorical).unique().drop_nulls()
     cats = categorizer.op_categories(distinct.cast(pl.String).to_list())
     table = pl.DataFrame({"_code": distinct.to_physical(), "_hlo_cat": cats["category"]}).drop_nulls()
+    dtype = gpu.schema["category"]
+    table = table.with_columns(pl.col("_hlo_cat").cast(dtype))
     if table.height == 0:
         return gpu
-    dtype = gpu.schema["category"]
     joined = gpu.with_columns(pl.col("hlo_desc").cast(pl.Categorical).to_physical().alias("_code")).join(
         table, on="_code", how="left", maintain_order="left")
-    cat = pl.col("category").cast(pl.String)
+    cat = pl.col("category")
     change = (pl.col("_hlo_cat").is_not_null() & cat.is_in(sorted(generic)) & (pl.col("_hlo_cat") != cat)
-              & (pl.col("kind") == "kernel"))  # on the Enum: no text per row
+              & (pl.col("kind") == "kernel"))  # on the interned values: no text per row
     who = pl.coalesce(pl.col("hlo_instruction").cast(pl.Categorical), pl.col("hlo_op").cast(pl.Categorical)) \
         if "hlo_instruction" in gpu.columns else pl.col("hlo_op").cast(pl.Categorical)
     return joined.with_columns(
-        pl.when(change).then(pl.col("_hlo_cat")).otherwise(cat).cast(dtype).alias("category"),
-        pl.when(change).then(pl.lit("hlo")).otherwise(pl.col("decided_by")).alias("decided_by"),
-        # interned until chosen: only the rows the HLO decided get the instruction's name as text
-        pl.coalesce(pl.when(change).then(who).cast(pl.String), pl.col("decided_op")).alias("decided_op"),
+        pl.when(change).then(pl.col("_hlo_cat")).otherwise(cat).alias("category"),
+        pl.when(change).then(pl.lit("hlo", dtype=pl.Categorical)).otherwise(pl.col("decided_by")).alias("decided_by"),
+        pl.coalesce(pl.when(change).then(who), pl.col("decided_op").cast(pl.Categorical)).alias("decided_op"),
     ).drop("_code", "_hlo_cat")

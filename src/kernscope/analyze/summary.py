@@ -29,6 +29,7 @@ from .kernels import (
     op_summary,
     step_category_summary,
     step_summary,
+    text_keys,
 )
 from .timeline import gpu_timeline
 
@@ -140,10 +141,10 @@ def analyze(
     # trace's, held through the critical path and the output); the summaries give them as text
     if use_kernel_name_categories:
         cat = categorizer or Categorizer.builtin()
-        all_gpu = gpu_table(trace, cat, text_names=False)
+        all_gpu = gpu_table(trace, cat, text_names=False, text_keys=False)
     else:
         cat = None
-        all_gpu = mark_communication(gpu_table(trace, text_names=False), otherwise=UNCATEGORIZED).with_columns(
+        all_gpu = mark_communication(gpu_table(trace, text_names=False, text_keys=False), otherwise=UNCATEGORIZED).with_columns(
             pl.lit(UNCATEGORIZED).alias("library")
         )
     g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
@@ -159,6 +160,9 @@ def analyze(
         rest = _summaries(trace, g, all_gpu, step, cat, linked_only, benchmark, by_annotation, finding_rules, decided)
         path, by_stream = path_f.result() if path_f is not None else None, by_stream_f.result()
         timeline, by_dev = timelines_f.result()
+    # the rows given with the kind, category and library as text, as gpu_table gives them (made after the analyses:
+    # while they ran, the interned values were a quarter of the text's memory)
+    rest["gpu"] = text_keys(rest["gpu"])
     return Analysis(trace=trace, step=step, kernels_by_stream=by_stream, critical_path=path, timeline=timeline,
                     timeline_by_device=by_dev, **rest)
 
@@ -220,8 +224,9 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, step: int |
         timeline_by_step=by_step,
         step_categories=step_category_summary(trace, all_gpu),
         unlinked=dict(trace.unlinked),
-        benchmark=analyze_benchmark(trace, cat, table=_text_names(all_gpu) if cat is not None else None) if want_bench else None,
-        annotations=by_annotation_(trace, _text_names(g), by_annotation) if by_annotation is not None else None,
+        benchmark=(analyze_benchmark(trace, cat, table=text_keys(_text_names(all_gpu)) if cat is not None else None)
+                   if want_bench else None),
+        annotations=by_annotation_(trace, text_keys(_text_names(g)), by_annotation) if by_annotation is not None else None,
         findings=findings,
     )
 
