@@ -48,7 +48,7 @@ def gpu_table(
         g = refine_by_launcher(trace, categorizer.categorize(g), categorizer)
     cols = [
         pl.col("name").cast(pl.String) if text_names else pl.col("name"),
-        pl.col("kind").cast(pl.String) if text_keys else pl.col("kind"),
+        "kind",
         "device",
         "stream",
         "ts",
@@ -66,17 +66,19 @@ def gpu_table(
     ]
     cols += [pl.col(c) if c in g.columns else pl.lit(None, pl.Int64).alias(c) for c in ("occupancy_pct", "registers")]
     if categorizer is not None:
-        cols += [pl.col(c).cast(pl.String) if text_keys else c for c in ("category", "library", "decided_by", "decided_op")]
-    return g.select(cols)
+        cols += ["category", "library", "decided_by", "decided_op"]
+    out = g.select(cols)
+    return with_text_keys(out) if text_keys else out
 
 
 #: the GPU table's columns the summaries give as text (:func:`gpu_table` may keep them interned)
 TEXT_KEYS = ("kind", "category", "library", "decided_by", "decided_op")
 
 
-def text_keys(table: pl.DataFrame) -> pl.DataFrame:
-    """``table`` with its :data:`TEXT_KEYS` columns as text."""
-    interned = [c for c in TEXT_KEYS if c in table.columns and table.schema[c] != pl.String]
+def with_text_keys(table: pl.DataFrame, *, names: bool = False) -> pl.DataFrame:
+    """``table`` with its :data:`TEXT_KEYS` columns (and ``name`` with ``names``) as text."""
+    wanted = (*TEXT_KEYS, "name") if names else TEXT_KEYS
+    interned = [c for c in wanted if c in table.columns and table.schema[c] != pl.String]
     return table.with_columns(pl.col(interned).cast(pl.String)) if interned else table
 
 

@@ -29,7 +29,7 @@ from .kernels import (
     op_summary,
     step_category_summary,
     step_summary,
-    text_keys,
+    with_text_keys,
 )
 from .timeline import gpu_timeline
 
@@ -162,7 +162,7 @@ def analyze(
         timeline, by_dev = timelines_f.result()
     # the rows given with the kind, category and library as text, as gpu_table gives them (made after the analyses:
     # while they ran, the interned values were a quarter of the text's memory)
-    rest["gpu"] = text_keys(rest["gpu"])
+    rest["gpu"] = with_text_keys(rest["gpu"])
     return Analysis(trace=trace, step=step, kernels_by_stream=by_stream, critical_path=path, timeline=timeline,
                     timeline_by_device=by_dev, **rest)
 
@@ -224,9 +224,9 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, step: int |
         timeline_by_step=by_step,
         step_categories=step_category_summary(trace, all_gpu),
         unlinked=dict(trace.unlinked),
-        benchmark=(analyze_benchmark(trace, cat, table=text_keys(_text_names(all_gpu)) if cat is not None else None)
+        benchmark=(analyze_benchmark(trace, cat, table=with_text_keys(all_gpu, names=True) if cat is not None else None)
                    if want_bench else None),
-        annotations=by_annotation_(trace, text_keys(_text_names(g)), by_annotation) if by_annotation is not None else None,
+        annotations=by_annotation_(trace, with_text_keys(g, names=True), by_annotation) if by_annotation is not None else None,
         findings=findings,
     )
 
