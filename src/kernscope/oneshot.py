@@ -173,11 +173,13 @@ def answer(req: Request, prefetch: Prefetch[Any], load: Loader[T], compute: Call
     writer = threading.Thread(target=writes[0], name="kernscope-cache-write") if writes else None
     if writer is not None:
         writer.start()
-    body = compute(trace)
-    if writer is not None:
-        writer.join()
-    emit(body)
-    check(trace)  # an empty answer is never stored: a stored output would exit 0
+    try:
+        body = compute(trace)
+        emit(body)  # the output as soon as it is made, while the parse cache may still be written
+        check(trace)  # an empty answer is never stored: a stored output would exit 0
+    finally:
+        if writer is not None:
+            writer.join()
     if digest is not None:
         outputs.store(digest, req.load_key, req.key, body, req.notify)
         if req.keep is not None:
