@@ -125,6 +125,40 @@ def test_bad_rule_files(tmp_path, text, needle):
     assert needle in str(e.value)
 
 
+def test_builtin_rules_compile_on_first_use_and_all_compile():
+    """The built-in rules are not compiled by Python's ``re`` as they are read (they are matched with polars' engine,
+    which takes the text); each of their regular expressions does compile, and a rule matches the same with its
+    regex compiled up front."""
+    import re
+
+    from kernscope.analyze.categories import Regex, _builtin
+
+    _builtin.cache_clear()
+    fresh = Categorizer.builtin()
+    rules = [*fresh.categories, *fresh.libraries, *fresh.op_rules]
+    regexes = [x for r in rules for x in (r.pattern, r.launch, r.residual) if x is not None]
+    assert len(regexes) > 60 and all(isinstance(x, Regex) for x in regexes)
+    assert all(x._rx is None for x in regexes)  # nothing compiled while the rules were read
+    for x in regexes:
+        re.compile(x.pattern)
+    names = ["ampere_sgemm_32x32_sliced1x4_tn", "flash_fwd_kernel", "triton_poi_fused_add_0", "ncclDevKernel_AllReduce"]
+    for r in rules:
+        for n in names:
+            eager = [Regex(x.pattern, re.compile(x.pattern)) if x is not None else None for x in (r.launch, r.residual)]
+            assert r.matches(n, "kernel", n) == type(r)(r.value, r.pattern, r.priority, r.kinds, eager[0], r.order,
+                                                     r.source, r.case_sensitive, r.words, eager[1]).matches(n, "kernel", n)
+
+
+def test_a_user_rules_regexes_are_compiled_as_read():
+    """A user's rule is compiled as it is read (its pattern and its launch pattern), so a bad one is reported with
+    the rules file, not at the first name that reaches it."""
+    with pytest.raises(RulesError, match="invalid regular expression"):
+        C.with_rules({"category": [{"value": "X", "pattern": "gemm", "launch": "aten::(mm"}]})
+    c = C.with_rules({"category": [{"value": "X", "pattern": "gemm|^cutlass_\\d+", "launch": "aten::mm"}]})
+    rule = next(r for r in c.categories if r.value == "X")
+    assert all(x is not None and x._rx is not None for x in (rule.pattern, rule.launch, rule.residual))
+
+
 def test_cli_bad_rules_exit_2(tmp_path, capsys):
     from kernscope.cli import main
     from kernscope.testing.synth import make_trace

@@ -10,7 +10,7 @@ import functools
 import itertools
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -109,6 +109,38 @@ def kernel_head(name: str) -> str:
     return n
 
 
+class Regex:
+    """A regular expression compiled by Python's ``re`` on its first :meth:`search`. An analysis matches names with
+    polars' engine, which takes the text (``pattern``); Python's engine is for what polars' refuses (lookaround,
+    backreferences) and for single names. Compiling the built-in rules' ~100 expressions up front took ~50 ms of
+    every command's start."""
+
+    __slots__ = ("pattern", "_rx")
+
+    def __init__(self, pattern: str, compiled: re.Pattern[str] | None = None) -> None:
+        self.pattern = pattern
+        self._rx = compiled
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._rx is None:
+            self._rx = re.compile(self.pattern)
+        return self._rx.search(text)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Regex) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"Regex({self.pattern!r})"
+
+
+def _checked(pattern: str) -> Regex:
+    """``pattern`` compiled now (``re.error`` when it is not a regular expression)."""
+    return Regex(pattern, re.compile(pattern))
+
+
 @dataclass(frozen=True)
 class Rule:
     """One pattern -> value rule. Higher ``priority`` wins; ties go to the earlier rule.
@@ -118,15 +150,15 @@ class Rule:
     """
 
     value: str
-    pattern: re.Pattern[str]
+    pattern: Regex
     priority: int
     kinds: frozenset[str] | None = None
-    launch: re.Pattern[str] | None = None
+    launch: Regex | None = None
     order: int = 0
     source: str = "builtin"
     case_sensitive: bool = False
     words: tuple[str, ...] = ()
-    residual: re.Pattern[str] | None = None
+    residual: Regex | None = None
 
     def matches(self, name: str, kind: str, launch: str, lowered: str | None = None) -> bool:
         if self.kinds is not None and kind not in self.kinds:
@@ -170,27 +202,35 @@ def _split_alternatives(pattern: str) -> list[str]:
     return parts
 
 
-def _words_and_residual(pattern: str) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
-    if pattern.startswith("(?"):  # global inline flags: keep the regex whole
-        return (), re.compile(pattern)
-    alts = _split_alternatives(pattern)
+def _words_and_residual(pattern: Regex, make: Callable[[str], Regex]) -> tuple[tuple[str, ...], Regex | None]:
+    """The top-level alternatives of ``pattern`` that are plain words, and a regex of the others (``make``: how it is
+    made, compiled now or on first use)."""
+    if pattern.pattern.startswith("(?"):  # global inline flags: keep the regex whole
+        return (), pattern
+    alts = _split_alternatives(pattern.pattern)
     words = tuple(a for a in alts if a and not (_META & set(a)))
     rest = [a for a in alts if not a or (_META & set(a))]
-    return words, (re.compile("|".join(rest)) if rest else None)
+    if not words:
+        return (), pattern
+    return words, (make("|".join(rest)) if rest else None)
 
 
 def _compile(d: dict[str, Any], where: str, order: int, source: str, default_priority: int) -> Rule:
+    """One rule of a rules file. Its regular expressions are compiled now, so that a bad one is reported as the
+    rules are read, except the built-in rules' (``source`` "builtin"), which tests compile."""
     for key in ("value", "pattern"):
         if not isinstance(d.get(key), str) or not d[key]:
             raise RulesError(f"{where}: rule needs a non-empty string '{key}'")
     cs = bool(d.get("case_sensitive"))
+    make = Regex if source == "builtin" else _checked
     try:
         try:
-            pat = re.compile(d["pattern"] if cs else _lower_pattern(d["pattern"]))
+            pat = make(d["pattern"] if cs else _lower_pattern(d["pattern"]))
         except re.error:
             re.compile(d["pattern"])  # report the error against the pattern as written
             raise
-        launch = re.compile(d["launch"]) if d.get("launch") else None
+        launch = make(d["launch"]) if d.get("launch") else None
+        words, residual = _words_and_residual(pat, make)
     except re.error as e:
         raise RulesError(f"{where}: invalid regular expression {d.get('pattern')!r}: {e}") from None
     prio = d.get("priority", default_priority)
@@ -202,7 +242,6 @@ def _compile(d: dict[str, Any], where: str, order: int, source: str, default_pri
     unknown = set(d) - {"value", "pattern", "priority", "kinds", "launch", "case_sensitive"}
     if unknown:
         raise RulesError(f"{where}: unknown key(s) {sorted(unknown)}")
-    words, residual = _words_and_residual(pat.pattern)
     return Rule(d["value"], pat, prio, frozenset(kinds) if kinds else None, launch, order, source, cs, words, residual)
 
 
