@@ -149,6 +149,24 @@ def test_builtin_rules_compile_on_first_use_and_all_compile():
                                                      r.source, r.case_sensitive, r.words, eager[1]).matches(n, "kernel", n)
 
 
+def test_polars_accepts_exactly_the_builtin_regexes_the_syntax_check_lets_through():
+    """The built-in rules' regexes go to polars' engine without asking it first (``_rust_ok(..., ask=False)``): for
+    each, the syntax check's answer is the one polars gives (a regex it refused would fail the whole analysis)."""
+    from kernscope.analyze.categories import _rust_ok
+
+    c = Categorizer.builtin()
+    patterns = {x.pattern for r in [*c.categories, *c.libraries, *c.op_rules] for x in (r.residual, r.launch)
+                if x is not None}
+    refused = set()
+    for p in patterns:
+        try:
+            pl.Series([""]).str.contains(p)
+        except pl.exceptions.PolarsError:
+            refused.add(p)
+    assert len(patterns) > 30 and refused  # lookaround among them: both answers are exercised
+    assert {p for p in patterns if not _rust_ok(p, False)} == refused
+
+
 def test_a_user_rules_regexes_are_compiled_as_read():
     """A user's rule is compiled as it is read (its pattern and its launch pattern), so a bad one is reported with
     the rules file, not at the first name that reaches it."""
