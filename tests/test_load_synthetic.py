@@ -126,6 +126,25 @@ def test_unlinked_are_counted_not_dropped(tmp_path):
     assert t.unlinked["flows_without_end"] == 1
 
 
+def test_flows_without_end_count_each_started_flow_with_no_end_of_its_category_and_id(tmp_path):
+    """A flow is its (category, id): counted once however often it starts, not when any of its ends ("f", or a step
+    "t") is there, and an end of another category or id does not end it; a flow without an id is one flow too."""
+    def flow(ph, fid, cat="ac2g", ts=70):
+        return {"ph": ph, "pid": 1, "tid": 1, "ts": ts, "cat": cat, "name": cat, **({} if fid is None else {"id": fid})}
+
+    ev = [_launch(50, 1, 5, 1), _kernel(60, 1, 5)]
+    ev += [flow("s", 1), flow("f", 1)]  # ended
+    ev += [flow("s", 2), flow("s", 2, ts=71)]  # two starts, no end: one flow
+    ev += [flow("s", 3), flow("t", 3)]  # a step ends it
+    ev += [flow("s", 4), flow("f", 4, cat="fwdbwd")]  # an end of another category: not its own
+    ev += [flow("s", 5, cat="fwdbwd"), flow("f", 6, cat="fwdbwd")]  # an end of another id
+    ev += [flow("s", None), flow("s", None, ts=72)]  # no id: one flow, no end
+    ev += [flow("s", None, cat="fwdbwd"), flow("f", None, cat="fwdbwd")]  # no id, ended
+    ev += [flow("f", 7)]  # an end with no start
+    t = kernscope.load(write_trace(tmp_path / "f.json", ev), cache=False)
+    assert t.unlinked["flows_without_end"] == 4  # ids 2, 4, 5 and the flow without an id
+
+
 def test_launcher_falls_back_to_nesting_without_external_id(tmp_path):
     ev = [_op(0, 100, 1, name="aten::linear"), _op(10, 50, 2, name="aten::addmm"),
           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
