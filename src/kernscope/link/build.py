@@ -89,7 +89,8 @@ def _as_int(df: pl.DataFrame, col: str) -> pl.Series:
 
 def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
     """GPU rows with launch, CPU op, launcher, device and stream columns."""
-    launch = launches(events)
+    gpu_corr = events.lazy().filter(pl.col("kind").is_in(list(GPU_KINDS))).select(pl.col("correlation").drop_nulls().unique())
+    launch = launches(events, among=gpu_corr.collect()["correlation"])
     gpu = link_gpu(events, launch)
     ops = launcher_ops(launch.filter(pl.col("launch_idx").is_in(gpu["launch_idx"].drop_nulls().implode())), events)
     gpu = gpu.with_columns(gpu.select("launch_idx").join(ops, on="launch_idx", how="left", maintain_order="left")["op_idx"])

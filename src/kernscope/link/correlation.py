@@ -13,25 +13,28 @@ from .kinds import GPU_KINDS
 GRAPH_LAUNCH_PATTERN = r"(?i)graphlaunch"
 
 
-def launches(events: pl.DataFrame) -> pl.DataFrame:
-    """Runtime/driver events that carry a correlation id, one per correlation (earliest wins)."""
-    return (
-        # the columns kept first: filtering and sorting the wide event table copied every column of every launch
-        events.select("kind", "correlation", "idx", "name", "ts", "dur", "pid", "tid", "external_id")
-        .filter(pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null())
-        .sort("ts")
-        .unique("correlation", keep="first", maintain_order=True)
-        .select(
-            pl.col("correlation"),
-            pl.col("idx").alias("launch_idx"),
-            pl.col("name").alias("launch_name"),  # interned: no string per row
-            pl.col("ts").alias("launch_ts"),
-            pl.col("dur").alias("launch_dur"),
-            pl.col("pid").alias("launch_pid"),
-            pl.col("tid").alias("launch_tid"),
-            pl.col("external_id").alias("launch_external_id"),
-        )
-    )
+def launches(events: pl.DataFrame, among: pl.Series | None = None) -> pl.DataFrame:
+    """Runtime/driver events that carry a correlation id, one per correlation (the earliest; of equal starts, the
+    first in the file), in order of start. ``among``: only these correlations (the GPU rows': a trace's other runtime
+    calls carry correlations too, 219 k of them beside 52 k launches in a 207 MB CUDA-graph trace)."""
+    keep = pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null()
+    if among is not None:
+        keep = keep & pl.col("correlation").is_in(among.implode())
+    # which rows, found on the four columns that decide it; then only those rows' columns are gathered (sorting the
+    # launch columns of every runtime call took the 207 MB trace's run to its peak: +58 MB)
+    rows = (events.lazy().with_row_index("_r").select("_r", "kind", "correlation", "ts").filter(keep)
+            .sort("ts", maintain_order=True).unique("correlation", keep="first", maintain_order=True)
+            .collect()["_r"])
+    return events.select(
+        pl.col("correlation"),
+        pl.col("idx").alias("launch_idx"),
+        pl.col("name").alias("launch_name"),  # interned: no string per row
+        pl.col("ts").alias("launch_ts"),
+        pl.col("dur").alias("launch_dur"),
+        pl.col("pid").alias("launch_pid"),
+        pl.col("tid").alias("launch_tid"),
+        pl.col("external_id").alias("launch_external_id"),
+    ).select(pl.all().gather(rows))
 
 
 def launcher_ops(launch: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
