@@ -220,3 +220,26 @@ def test_cache_dir_unwritable_is_not_fatal(tmp_path, monkeypatch):
     p = write_trace(tmp_path / "w.json", [_launch(1, 1, 3, 1), _kernel(5, 2, 3)])
     monkeypatch.setenv("KERNSCOPE_CACHE_DIR", "/proc/kernscope-no-such-dir")
     assert kernscope.load(p).kernels.height == 1
+
+
+def test_launches_one_per_correlation_the_earliest_then_the_first_in_the_file():
+    """``launches``: a runtime or driver call per correlation, the earliest (of equal starts the first in the file),
+    in order of start; ``among`` keeps only those correlations (the GPU rows'), the same rows otherwise."""
+    import polars as pl
+
+    from kernscope.link.correlation import launches
+
+    rows = [  # (kind, correlation, name, ts)
+        ("runtime", 1, "late", 30), ("runtime", 1, "early", 10),  # the earliest wins
+        ("driver", 2, "first", 20), ("runtime", 2, "second", 20),  # equal starts: the first in the file
+        ("cpu_op", 3, "op", 5), ("runtime", 3, "call", 40),  # not a runtime call: not a launch
+        ("runtime", None, "no correlation", 1), ("runtime", 4, "other", 50),
+    ]
+    ev = pl.DataFrame({"kind": [r[0] for r in rows], "correlation": [r[1] for r in rows],
+                       "idx": list(range(len(rows))), "name": [r[2] for r in rows], "ts": [r[3] for r in rows],
+                       "dur": [1] * len(rows), "pid": ["1"] * len(rows), "tid": ["1"] * len(rows),
+                       "external_id": [None] * len(rows)}, schema_overrides={"external_id": pl.Int64})
+    got = launches(ev)
+    assert got.select("correlation", "launch_name").rows() == [(1, "early"), (2, "first"), (3, "call"), (4, "other")]
+    some = launches(ev, among=pl.Series([2, 4, 9]))
+    assert some.equals(got.filter(pl.col("correlation").is_in([2, 4])))
