@@ -39,8 +39,10 @@ def launches(events: pl.DataFrame, among: pl.Series | None = None) -> pl.DataFra
 
 def launcher_ops(launch: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Innermost CPU op of each launch, by External id (same pid, op window contains the launch)."""
-    # (lazy: the five columns are read, not every column of the CPU ops copied first)
-    ops = events.lazy().filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null()).select(
+    # (lazy: the five columns are read, not every column of the CPU ops copied first; and only of the ops whose
+    # External id a launch has: the ns-resolution replica's 335 k ops with one took +41 MB, these +20 MB)
+    ext = launch["launch_external_id"].drop_nulls().unique().implode()
+    ops = events.lazy().filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_in(ext)).select(
         pl.col("external_id").alias("launch_external_id"),
         pl.col("pid").alias("launch_pid"),
         pl.col("idx").alias("op_idx"),
