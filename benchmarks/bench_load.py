@@ -13,7 +13,10 @@ Contenders: ``kernscope_cold`` (``kernscope analyze FILE --format json -o OUT`` 
 ``kernscope_cold_readers`` (the same with ``KERNSCOPE_NO_NATIVE=1``: polars' readers instead of the compiled scanner),
 ``kernscope_cached`` (the same command again), ``kernscope_api_cold`` (``kernscope.load`` +
 ``analyze`` in Python, no cache), ``json_load`` (stdlib, GC off) and ``hta`` (``TraceAnalysis`` +
-``get_gpu_kernel_breakdown``, HTA from PyPI).
+``get_gpu_kernel_breakdown``, HTA from PyPI). Two more measure what any run costs on the machine of the moment:
+``kernscope_floor`` (the cold command on the bundled 160 KB example trace: start-up, imports and the analysis's
+fixed work) and ``imports`` (``python -c "import polars, numpy"``); with HTA in the same run the report prints HTA's
+time over the floor, the most any cold kernscope run could reach against HTA there.
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ PY_TASKS = {
     """,
 }
 
+#: the bundled example trace (160 KB gzip): what the floor contender analyzes
+EXAMPLE = ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+
 RUNNER = """
 import os, sys, json
 PATH = {path!r}; TMP = {tmp!r}
@@ -89,6 +95,10 @@ def timed(cmd: list[str], env: dict[str, str]) -> dict:
 def run_contender(name: str, path: str, tmp: str, env: dict[str, str]) -> dict:
     if name == "kernscope_cold_readers":  # the same command without the compiled scanner (polars' readers)
         name, env = "kernscope_cold", dict(env, KERNSCOPE_NO_NATIVE="1")
+    if name == "imports":
+        return dict(timed([sys.executable, "-c", "import polars, numpy"], env), n=0)
+    if name == "kernscope_floor":
+        name, path = "kernscope_cold", str(EXAMPLE)
     if name in ("kernscope_cold", "kernscope_cached"):
         out = os.path.join(tmp, "analyze.json")
         r = timed([sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out], env)
@@ -159,14 +169,14 @@ def main() -> int:
     mb = jb / 1e6
     print(f"JSON {mb:,.1f} MB, file {os.path.getsize(path) / 1e6:,.1f} MB; machine {platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}")
-    order = ["kernscope_cold", "kernscope_cached", "kernscope_cold_readers", "kernscope_api_cold", "json_load"] + (
-        [] if args.skip_hta else ["hta"])
+    order = ["kernscope_cold", "kernscope_cached", "kernscope_cold_readers", "kernscope_api_cold", "json_load",
+             "kernscope_floor", "imports"] + ([] if args.skip_hta else ["hta"])
     if args.only:
         order = [o for o in order if o in args.only.split(",")]
     runs: dict[str, list[dict]] = {name: [] for name in order}
     for _ in range(max(1, args.repeat)):
         for name in order:
-            if name in ("kernscope_cold", "kernscope_cold_readers"):
+            if name in ("kernscope_cold", "kernscope_cold_readers", "kernscope_floor"):
                 shutil.rmtree(cache, ignore_errors=True)
             r = run_contender(name, path, tmp, env)
             r.pop("stdout", None)
@@ -183,6 +193,9 @@ def main() -> int:
              "n": runs[name][0]["n"]}
         res[name] = r
         spread = f" ({secs[0]:.2f}-{secs[-1]:.2f}, {len(secs)} runs)" if len(secs) > 1 else ""
+        if name in ("kernscope_floor", "imports"):  # they do not read the trace
+            print(f"{name:20s} {r['seconds']:8.2f} s{spread}  peak RSS {r['rss'] / 1e9:6.2f} GB")
+            continue
         print(f"{name:20s} {r['seconds']:8.2f} s{spread}  {mb / r['seconds']:8.1f} MB/s  peak RSS {r['rss'] / 1e9:6.2f} GB "
               f"({r['rss'] / jb:4.2f}x JSON)  kernels={r['n']:,}")
     print()
@@ -196,8 +209,13 @@ def main() -> int:
             s = res.get(other, {}).get("seconds")
             if s:
                 ratios[label] = (cold / s) if other == "kernscope_cached" else (s / cold)
-        for label, r in ratios.items():
-            print(f"{label:40s} {r:6.1f}x")
+    floor, hta = res.get("kernscope_floor", {}).get("seconds"), res.get("hta", {}).get("seconds")
+    if floor and cold:
+        ratios["floor / kernscope cold analyze"] = floor / cold
+    if floor and hta:
+        ratios["HTA / floor (the most any cold run reaches)"] = hta / floor
+    for label, r in ratios.items():
+        print(f"{label:44s} {r:6.2f}x" if label.startswith("floor") else f"{label:44s} {r:6.1f}x")
     if args.out:
         Path(args.out).write_text(json.dumps({"origin": origin, "json_mb": mb, "file_mb": os.path.getsize(path) / 1e6,
                                               "results": res, "ratios": ratios,
