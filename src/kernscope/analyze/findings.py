@@ -96,13 +96,15 @@ def _row(cfg: dict[str, Any], rule: str, win_back_us: float, evidence: dict[str,
             "win_back_us": float(win_back_us), "text": text, "evidence": json.dumps(evidence, default=str)}
 
 
-def _device_work(gpu: pl.DataFrame) -> pl.DataFrame:
-    return gpu.filter(pl.col("step").is_not_null()).select("step", pl.col("device").fill_null(-1), "ts", "end", "dur",
-                                                           "launch_ts", pl.col("kind").cast(pl.String))
+def _device_work(gpu: pl.DataFrame, *more: str) -> pl.DataFrame:
+    """The GPU rows in steps: ``step``, ``device`` (-1 where unknown), ``ts``, ``end`` and the columns ``more`` (only
+    those read: a JAX profile has over a million rows)."""
+    return gpu.lazy().filter(pl.col("step").is_not_null()).select(
+        "step", pl.col("device").fill_null(-1), "ts", "end", *more).collect()
 
 
 def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    g = _device_work(gpu)
+    g = _device_work(gpu, "dur", "launch_ts", "kind")
     if g.height == 0:
         return []
     idle = idle_breakdown(g, ["step", "device"])
