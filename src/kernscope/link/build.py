@@ -6,7 +6,7 @@ import polars as pl
 
 from ..errors import NeedsFullRead, TraceError
 from ..model import Lazy, RawTrace, Trace, TraceStats
-from .correlation import launcher_ops, launches, link_gpu
+from .correlation import launcher_ops, link_gpu
 from .kinds import GPU_KINDS, classify
 from .ops import fallback_ops, op_names
 from .steps import MarkerError, StepNumberError, StepSpec, assign_steps, find_steps, mark_phases
@@ -89,10 +89,11 @@ def _as_int(df: pl.DataFrame, col: str) -> pl.Series:
 
 def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
     """GPU rows with launch, CPU op, launcher, device and stream columns."""
-    gpu_corr = events.lazy().filter(pl.col("kind").is_in(list(GPU_KINDS))).select(pl.col("correlation").drop_nulls().unique())
-    launch = launches(events, among=gpu_corr.collect()["correlation"])
-    gpu = link_gpu(events, launch)
-    ops = launcher_ops(launch.filter(pl.col("launch_idx").is_in(gpu["launch_idx"].drop_nulls().implode())), events)
+    gpu = link_gpu(events)
+    # the launches of these GPU rows, one row each (their launch columns)
+    launched = (gpu.select("launch_idx", "launch_external_id", "launch_pid", "launch_ts").drop_nulls("launch_idx")
+                .unique("launch_idx"))
+    ops = launcher_ops(launched, events)
     gpu = gpu.with_columns(gpu.select("launch_idx").join(ops, on="launch_idx", how="left", maintain_order="left")["op_idx"])
     gpu = op_names(fallback_ops(gpu, events), events)
     hlo = "hlo_op" in gpu.columns  # XLA: a kernel's launching op is its HLO op (a command buffer for graph kernels)

@@ -67,10 +67,10 @@ def gpu_events(events: pl.DataFrame) -> pl.DataFrame:
     return events.filter(pl.col("kind").is_in(GPU_KINDS))
 
 
-def link_gpu(events: pl.DataFrame, launch: pl.DataFrame | None = None) -> pl.DataFrame:
+def link_gpu(events: pl.DataFrame) -> pl.DataFrame:
     """GPU rows with their launch columns (null where the launch is not in the trace)."""
-    launch = launches(events) if launch is None else launch
     g = gpu_events(events)
+    launch = launches(events, among=g["correlation"].drop_nulls().unique())
     # the join on the key alone, its columns added beside: the GPU table is wide, a join would copy it
     found = g.select("correlation").join(launch, on="correlation", how="left", maintain_order="left").drop("correlation")
     # graph launch or not: decided once per distinct launch name
