@@ -1,8 +1,8 @@
 """Parse cache that cannot lie: entries keyed by a hash of the input's content, checked on every read.
 
-An entry is ``<cache dir>/v<format>/<key>/``: the linked tables as zstd-compressed Arrow IPC, a
-``manifest.json`` with the xxh3-128 checksum of every file (and of itself), and ``results/``, rendered
-outputs keyed by the options that made them (so an unchanged ``analyze`` is not recomputed).
+An entry is ``<cache dir>/v<format>/<key>/``: the linked tables as Arrow IPC (zstd-compressed above
+:data:`COMPRESS_ABOVE`), a ``manifest.json`` with the xxh3-128 checksum of every file (and of itself), and
+``results/``, rendered outputs keyed by the options that made them (so an unchanged ``analyze`` is not recomputed).
 
 - **Same input**: the key is derived from the xxh3-128 of the trace file's bytes (about 30 GB/s), the
   parse/link options and the format version, so an edited file — same size and mtime or not — never
