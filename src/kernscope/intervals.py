@@ -93,15 +93,45 @@ def dense_ranks(values: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 
 def _dense_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray:
-    """Each row's group as 0..k-1 in the keys' order: one integer key of a small range by a table of the values
-    used (no sort), else by polars' dense rank."""
-    if len(keys) == 1 and table.schema[keys[0]].is_integer() and table[keys[0]].null_count() == 0:
-        ranked = dense_ranks(table[keys[0]].to_numpy().astype(np.int64, copy=False))
-        if ranked is not None:
-            return ranked[0]
+    """Each row's group as 0..k-1 in the keys' order (the first key first): integer keys without nulls by their
+    dense ranks (a table of the values used, no sort) combined, else by polars' dense rank of their struct (of a
+    JAX profile's 1.4 M GPU rows by step and device: 0.11 s, the ranks combined 0.02 s)."""
+    fast = integer_codes(table, keys)
+    if fast is not None:
+        return fast
     key = pl.col(keys[0]) if len(keys) == 1 else pl.struct(keys)
     codes: np.ndarray = table.select(key.rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     return codes
+
+
+def integer_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray | None:
+    """Each row's group as 0..k-1 in the keys' order (the first key first), for integer keys without nulls (each ranked
+    by :func:`dense_ranks`, or by sorting where its range is too wide) whose combinations fit in int64; else None
+    (then rank them with polars)."""
+    if not keys or any(not table.schema[k].is_integer() or table[k].null_count() for k in keys):
+        return None
+    combined: np.ndarray | None = None
+    for k in keys:
+        values = table[k].to_numpy()
+        ranked = dense_ranks(values.astype(np.int64, copy=False)) if values.dtype != np.uint64 else None
+        if ranked is None:
+            distinct, inverse = np.unique(values, return_inverse=True)
+            ranked = inverse.astype(np.int64).reshape(-1), len(distinct)
+        rank, n = ranked
+        if combined is None:
+            combined = rank
+        else:
+            if int(combined.max(initial=0) + 1) * max(n, 1) >= 2**62:
+                return None
+            combined = combined * n + rank  # lexicographic: the earlier keys' ranks weigh more
+    assert combined is not None
+    if len(keys) == 1:
+        return combined
+    ranked = dense_ranks(combined)
+    if ranked is not None:
+        return ranked[0]
+    groups: np.ndarray = np.unique(combined, return_inverse=True)[1]
+    return groups.astype(np.int64).reshape(-1)
 
 
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -112,12 +142,13 @@ def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(union_by(d, [])["len"][0])
 
 
-def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of ``[start, end)`` intervals as sorted, disjoint segments (starts, ends)."""
+def merged(starts: np.ndarray, ends: np.ndarray, *, presorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The union of ``[start, end)`` intervals as sorted, disjoint segments (starts, ends); ``presorted``: the
+    intervals come sorted by start (no sort here)."""
     s = np.asarray(starts, dtype=np.int64)
     e = np.maximum(np.asarray(ends, dtype=np.int64), s)
-    if len(s) == 0:
-        return s, e
+    if len(s) == 0 or presorted:
+        return _merged_sorted(s, e)
     o = np.argsort(s)  # the order of equal starts does not change the union
     return _merged_sorted(s[o], e[o])
 

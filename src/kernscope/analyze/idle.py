@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..intervals import merged
+from ..intervals import integer_codes, merged
 from .kernels import NS_PER_US
 
 #: gaps shorter than this, before a kernel launched in time, count as launch overhead (µs)
@@ -31,9 +31,10 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
                         "kernel_wait_us": pl.Float64(), "other_idle_us": pl.Float64(), "host_wait_gaps": pl.Int64()})
     if g.height == 0:
         return pl.DataFrame(schema=schema)
-    t = g.select(*keys, "ts", "end", "launch_ts").with_columns(pl.struct(keys).rank("dense").cast(pl.Int64).sub(1).alias("_code"))
-    t = t.sort("_code", "ts", maintain_order=True)
-    code = t["_code"].to_numpy()
+    t = g.select(*keys, "ts", "end", "launch_ts")
+    code = integer_codes(t, keys)
+    if code is None:
+        code = t.select(pl.struct(keys).rank("dense").cast(pl.Int64).sub(1)).to_series().to_numpy()
     ts = t["ts"].to_numpy().astype(np.int64)
     en = t["end"].to_numpy().astype(np.int64)
     has_launch = t["launch_ts"].is_not_null().to_numpy()
@@ -41,7 +42,10 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     t0 = int(min(ts.min(), en.min(), launch[has_launch].min() if has_launch.any() else ts.min()))
     span = int(max(ts.max(), en.max(), launch[has_launch].max() if has_launch.any() else ts.max()) - t0) + 2
     off = code * span - t0  # a group's times shifted onto its own stretch of the axis
-    s, e = merged(ts + off, en + off)
+    # the rows by group, then start (ties in row order): one stable sort of the shifted starts
+    order = np.argsort(ts + off, kind="stable")
+    code, ts, en, has_launch, launch, off = (a[order] for a in (code, ts, en, has_launch, launch, off))
+    s, e = merged(ts + off, en + off, presorted=True)
     seg_code = s // span
     n = int(code.max()) + 1
     busy = np.bincount(seg_code, weights=(e - s).astype(np.float64), minlength=n).astype(np.int64)
@@ -62,10 +66,9 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         kern = np.bincount(gc, weights=np.where(quick, gap, 0).astype(np.float64), minlength=n) / NS_PER_US
         other = np.bincount(gc, weights=np.where(~late & ~quick, gap, 0).astype(np.float64), minlength=n) / NS_PER_US
         late_n = np.bincount(gc, weights=late.astype(np.float64), minlength=n).astype(np.int64)
-    firsts = t.select(*keys, "_code").unique("_code", keep="first", maintain_order=True).sort("_code")
-    out = firsts.with_columns(pl.Series("_busy", busy[firsts["_code"].to_numpy()], dtype=pl.Int64),
-                              pl.Series("host_wait_us", host[firsts["_code"].to_numpy()]),
-                              pl.Series("kernel_wait_us", kern[firsts["_code"].to_numpy()]),
-                              pl.Series("other_idle_us", other[firsts["_code"].to_numpy()]),
-                              pl.Series("host_wait_gaps", late_n[firsts["_code"].to_numpy()], dtype=pl.Int64))
-    return out.drop("_code").cast(dict(schema))  # type: ignore[arg-type]
+    # each group's keys from its first row (in group order: the codes are sorted)
+    first = order[np.flatnonzero(np.append(True, code[1:] != code[:-1]))]
+    out = t.select(keys)[first].with_columns(pl.Series("_busy", busy, dtype=pl.Int64), pl.Series("host_wait_us", host),
+                                              pl.Series("kernel_wait_us", kern), pl.Series("other_idle_us", other),
+                                              pl.Series("host_wait_gaps", late_n, dtype=pl.Int64))
+    return out.cast(dict(schema))  # type: ignore[arg-type]

@@ -1,0 +1,152 @@
+"""The analyses' numpy fast paths against the straightforward polars formulation they replace (random tables with
+ties, nulls and many groups, and the GPU rows of real traces): group codes, the same-stream clip, the idle gaps and
+the critical path's predecessors."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import TRACES
+
+from kernscope.analyze.critical_path import _last_ended, _running_max
+from kernscope.analyze.idle import idle_breakdown
+from kernscope.analyze.kernels import gpu_table
+from kernscope.analyze.timeline import clip_overruns
+from kernscope.intervals import integer_codes, merged
+from kernscope.pipeline import load
+
+REAL = [TRACES / "hta" / "v100_2rank_rank1_test.json.gz", TRACES / "tracelens" / "b200_eager_trace.json.gz"]
+
+
+def _random_gpu(seed: int, n: int = 4000, nulls: bool = False) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    dev = rng.integers(0, 3, n)
+    stream = rng.choice([7, 13, 2**40, 21], n)
+    ts = rng.integers(0, 50_000, n)  # many ties within a stream
+    dur = rng.integers(0, 400, n)
+    launch = ts - rng.integers(-50, 3000, n)
+    df = pl.DataFrame({"step": rng.integers(0, 4, n), "device": dev, "stream": stream, "ts": ts, "end": ts + dur,
+                       "launch_ts": launch})
+    if nulls:
+        def holes(col: str, share: float) -> pl.Expr:
+            return pl.when(pl.lit(pl.Series(rng.random(n) < share))).then(None).otherwise(pl.col(col)).alias(col)
+
+        df = df.with_columns(holes("device", 0.05), holes("stream", 0.05), holes("launch_ts", 0.2))
+    return df
+
+
+def _clip_reference(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The clip as one polars sort and window (what ``clip_overruns`` did before its numpy form)."""
+    t = table.with_row_index("_row").sort(["device", "stream", "ts", "_row"]).with_columns(
+        pl.col("ts").shift(-1).over(["device", "stream"]).alias("_next"))
+    over = ((pl.col("_next").is_not_null()) & (pl.col("end") > pl.col("_next"))).fill_null(False).alias("clipped")
+    t = t.with_columns(over).with_columns(
+        pl.when(pl.col("clipped")).then(pl.col("_next")).otherwise(pl.col("end")).alias("end")).drop("_next")
+    return t.sort("_row").drop("_row"), int(t["clipped"].sum())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_clip_equals_the_sort_and_window(seed: int) -> None:
+    table = _random_gpu(seed, nulls=seed % 2 == 1)
+    got, n = clip_overruns(table)
+    want, n_want = _clip_reference(table)
+    assert n == n_want and n > 0
+    assert got.equals(want)  # in the table's own row order, ties clipped in row order
+
+
+def test_clip_of_real_traces_counts_the_overruns() -> None:
+    for path in REAL:
+        if not path.exists():
+            pytest.skip(f"{path} not in shared/traces")
+        g = gpu_table(load(path, cache=False), text_names=False)
+        got, n = clip_overruns(g.select("device", "stream", "ts", "end"))
+        want, n_want = _clip_reference(g.select("device", "stream", "ts", "end"))
+        assert (n, got.equals(want)) == (n_want, True)
+        assert n > 0  # both traces have kernels that overrun the next one of their stream (31 and 74)
+
+
+@pytest.mark.parametrize("keys", [["step"], ["step", "device"], ["device", "stream", "step"]])
+def test_integer_codes_equal_the_struct_rank(keys: list[str]) -> None:
+    table = _random_gpu(3)
+    want = table.select(pl.struct(keys).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+    got = integer_codes(table, keys)
+    assert got is not None and np.array_equal(got, want)
+
+
+def test_integer_codes_decline_nulls_and_text() -> None:
+    table = _random_gpu(4, nulls=True).with_columns(pl.col("step").cast(pl.String).alias("name"))
+    assert integer_codes(table, ["device"]) is None  # nulls: polars ranks them
+    assert integer_codes(table, ["name"]) is None
+    wide = pl.DataFrame({"a": [2**50, 1, 2**50, -(2**60)]})  # past the table of values: ranked by sorting
+    assert np.array_equal(integer_codes(wide, ["a", "a"]), [2, 1, 2, 0])
+
+
+def _idle_reference(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``idle_breakdown`` with polars' struct rank, a table sort and the sorting union (its form before numpy)."""
+    from kernscope.analyze.idle import KERNEL_WAIT_US
+
+    t = g.select(*keys, "ts", "end", "launch_ts").with_columns(pl.struct(keys).rank("dense").cast(pl.Int64).sub(1).alias("_code"))
+    t = t.sort("_code", "ts", maintain_order=True)
+    code = t["_code"].to_numpy()
+    ts, en = t["ts"].to_numpy().astype(np.int64), t["end"].to_numpy().astype(np.int64)
+    has_launch = t["launch_ts"].is_not_null().to_numpy()
+    launch = t["launch_ts"].fill_null(0).to_numpy().astype(np.int64)
+    t0 = int(min(ts.min(), en.min(), launch[has_launch].min()))
+    span = int(max(ts.max(), en.max(), launch[has_launch].max()) - t0) + 2
+    off = code * span - t0
+    s, e = merged(ts + off, en + off)
+    seg = s // span
+    n = int(code.max()) + 1
+    busy = np.bincount(seg, weights=(e - s).astype(float), minlength=n).astype(np.int64)
+    same = seg[1:] == seg[:-1]
+    gap_start, nxt = e[:-1][same], s[1:][same]
+    gap = nxt - gap_start
+    first = np.searchsorted(ts + off, nxt, side="left")
+    late = has_launch[first] & (launch[first] + off[first] > gap_start)
+    quick = ~late & has_launch[first] & (gap < KERNEL_WAIT_US * 1000)
+    gc = seg[1:][same]
+
+    def per(w: np.ndarray) -> np.ndarray:
+        return np.bincount(gc, weights=np.where(w, gap, 0).astype(float), minlength=n) / 1000
+
+    firsts = t.select(*keys, "_code").unique("_code", keep="first", maintain_order=True).sort("_code")
+    c = firsts["_code"].to_numpy()
+    return firsts.with_columns(pl.Series("_busy", busy[c]), pl.Series("host_wait_us", per(late)[c]),
+                               pl.Series("kernel_wait_us", per(quick)[c]), pl.Series("other_idle_us", per(~late & ~quick)[c]),
+                               pl.Series("host_wait_gaps", np.bincount(gc, weights=late.astype(float), minlength=n)
+                                         .astype(np.int64)[c])).drop("_code")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_idle_breakdown_equals_the_sorting_form(seed: int) -> None:
+    g = _random_gpu(seed, nulls=seed >= 2)
+    keys = ["step", "device"] if seed < 2 else ["step", "stream"]  # nulls in the keys: polars ranks them
+    got = idle_breakdown(g, keys)
+    want = _idle_reference(g, keys)
+    assert got.height == want.height > 3
+    assert got.select(want.columns).equals(want.cast(dict(got.select(want.columns).schema)))
+    assert got["host_wait_gaps"].sum() > 0 and got["kernel_wait_us"].sum() > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_running_max_and_last_ended_equal_polars(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    g = (_random_gpu(seed).with_columns(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))
+         .sort("device", "stream", "ts", "end").with_row_index("_g").with_columns(pl.col("_g").cast(pl.Int64)))
+    if seed == 3:  # a range too wide to lift the runs: each on its own
+        g = g.with_columns(pl.col("end") + pl.Series(rng.integers(0, 2, g.height) * 2**61))
+    want = g.with_columns(pl.col("end").cum_max().shift(1).over("device", "stream").alias("_p_end"))["_p_end"]
+    dev, stream = g["device"].to_numpy(), g["stream"].to_numpy()
+    first = np.ones(g.height, dtype=bool)
+    first[1:] = (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])
+    got = _running_max(g["end"].to_numpy(), first)
+    ok = ~first
+    assert np.array_equal(got[:-1][ok[1:]], want.to_numpy()[1:][ok[1:]])
+    # the as-of search: the device's record that ended last at or before each start (equal ends: the later record)
+    by_end = g.select("device", pl.col("end").alias("_w_end"), pl.col("_g").alias("_w")).sort("_w_end", "_w")
+    ref = (g.sort("ts", "_g").join_asof(by_end, left_on="ts", right_on="_w_end", by="device", strategy="backward",
+                                        check_sortedness=False).sort("_g"))
+    w, w_ok = _last_ended(dev, g["ts"].to_numpy(), g["end"].to_numpy())
+    assert np.array_equal(w_ok, ref["_w"].is_not_null().to_numpy())
+    assert np.array_equal(w[w_ok], ref["_w"].to_numpy()[w_ok])
