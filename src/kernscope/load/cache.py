@@ -389,7 +389,12 @@ def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataF
         for name, df in tables.items():
             p = tmp / f"{name}.arrow"
             nulls = nulls_of[name]
-            stored.pop(name).write_ipc(p, compression="zstd" if big else "uncompressed")
+            # one record batch: the table reads back with contiguous columns, as a parse leaves them (in batches of
+            # polars' default 2**17 rows, a query on the read table copied every column of it into one chunk first:
+            # +0.5 GB and 1.3 GB peak on the 200 MB JAX class's cached analyze, against 1.1 GB cold)
+            table = stored.pop(name)
+            table.write_ipc(p, compression="zstd" if big else "uncompressed", record_batch_size=max(table.height, 1))
+            del table
             files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p), "columns": df.columns,
                              "nulls": nulls}
         (tmp / "results").mkdir()
