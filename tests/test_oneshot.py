@@ -3,6 +3,7 @@ computes, writes the parse cache on a thread, emits and stores; an empty answer 
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -140,3 +141,18 @@ def test_load_gives_the_parse_buffers_back_before_linking_and_analysis(monkeypat
     example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     t = pipeline.load(str(example), cache=False)
     assert calls == ["trim", "trim"] and t.gpu.height == 808
+
+
+@pytest.mark.parametrize(("args", "decay"), [
+    (["analyze", "run/host.xplane.pb"], oneshot.XSPACE_DECAY_MS),
+    (["analyze", "PROFILE.XPLANE.PB.GZ", "--format", "json"], oneshot.XSPACE_DECAY_MS),
+    (["analyze", "trace.json.gz"], oneshot.DECAY_MS),
+    (["analyze", "trace.json", "--rules=extra.pb"], oneshot.DECAY_MS),  # an option's value is not the trace
+    ([], oneshot.DECAY_MS),
+])
+def test_allocator_decay_follows_the_trace_class(monkeypatch, args, decay):
+    """An XSpace profile's analysis gets polars' allocator a longer decay (fewer page faults); a Kineto trace keeps
+    the short one its peak memory needs. (polars is already imported here: only the setting is made.)"""
+    monkeypatch.delenv("_RJEM_MALLOC_CONF", raising=False)
+    oneshot.tune_allocators(args)
+    assert os.environ["_RJEM_MALLOC_CONF"] == f"narenas:1,dirty_decay_ms:{decay},muzzy_decay_ms:0"

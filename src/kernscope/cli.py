@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -289,7 +290,7 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     from .cache_cli import cache_group
     from .intra.cli import intra
 
-    oneshot.tune_allocators()
+    oneshot.tune_allocators(sys.argv[1:] if argv is None else argv)
     for group in (bench, intra, cache_group):
         cli.add_command(group)
     _Notices.current = oneshot.Notices(lambda msg: click.echo(msg, err=True))

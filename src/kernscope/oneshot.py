@@ -13,7 +13,7 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, NoReturn, TypeVar
@@ -24,11 +24,26 @@ from .load.projection import Projection, load_key
 T = TypeVar("T")
 
 
-def tune_allocators() -> None:
-    """Memory behaviour for a one-shot command (call before polars is imported).
+#: how long polars' allocator keeps freed pages before giving them back (ms): Kineto traces, XSpace profiles
+DECAY_MS = 200
+XSPACE_DECAY_MS = 3000
+
+
+def is_xspace_name(arg: str) -> bool:
+    """Whether a command-line argument names an XSpace profile (``*.xplane.pb``, ``*.pb``, gzipped or not)."""
+    return not arg.startswith("-") and arg.lower().removesuffix(".gz").endswith(".pb")
+
+
+def tune_allocators(args: Sequence[str] = ()) -> None:
+    """Memory behaviour for a one-shot command (call before polars is imported); ``args``: the command's arguments.
 
     polars' jemalloc: one arena and a short decay, so memory freed by one parsing thread is reused by
-    the next instead of being held per thread (peak RSS 20-25% lower, same speed). glibc: one arena too
+    the next instead of being held per thread (peak RSS 20-25% lower, same speed). When ``args`` name an XSpace
+    profile (:func:`is_xspace_name`) the decay is longer (:data:`XSPACE_DECAY_MS`): its analysis sorts and copies
+    columns of millions of rows for seconds, and pages given back after 0.2 s were faulted in again by the next
+    copy (a 200 MB profile's cold analyze: 400-440 k page faults, 2.1-2.9 s of system time; with 3 s: 235-242 k,
+    1.2-1.5 s, 5.4-6.1 -> 4.6-5.1 s, the same peak RSS). A Kineto trace's peak rises with it (the ns-resolution
+    replica 283-293 -> 323-329 MB), so it keeps the short one. glibc: one arena too
     (the parsing threads' numpy buffers would otherwise stay in a heap per thread: a 216 MB trace peaked
     at 2.2x its size, 2.05x with one arena, same speed). A fixed 1 MB mmap threshold (round 2) returned
     buffers to the system sooner but made every numpy temporary fault in fresh pages (0.3-1.6 s per load);
@@ -36,7 +51,8 @@ def tune_allocators() -> None:
     temporaries each parsing thread needs per piece mapped and reused: 15% fewer page faults, a 206 MB
     trace's cold analyze 1.29-1.39 -> 1.20-1.24 s, the 216 MB v100 trace 1.64-1.68 -> 1.45 s, same peak RSS.
     """
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,dirty_decay_ms:200,muzzy_decay_ms:0")
+    decay = XSPACE_DECAY_MS if any(is_xspace_name(a) for a in args) else DECAY_MS
+    os.environ.setdefault("_RJEM_MALLOC_CONF", f"narenas:1,dirty_decay_ms:{decay},muzzy_decay_ms:0")
     # numpy's OpenBLAS starts a thread per core at import, which spins a while though kernscope calls no BLAS:
     # ~3% of the samples of a 200 MB XSpace load on 2 cores, taken from the parse's own threads
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -233,7 +233,7 @@ def _exit_code(error: BaseException) -> int:
     return guarded(fail, lambda msg: None)
 
 
-def _import_early() -> None:
+def _import_early(args: list[str]) -> None:
     """An ``analyze`` that was not answered will need polars (0.15-0.3 s to import): it is imported on a thread while
     the command line is imported and parsed, after the allocator settings that must come first."""
     import contextlib
@@ -241,7 +241,7 @@ def _import_early() -> None:
 
     from .oneshot import tune_allocators
 
-    tune_allocators()
+    tune_allocators(args)
 
     def work() -> None:
         with contextlib.suppress(ImportError):  # said where the command needs it
@@ -264,7 +264,7 @@ def run() -> None:  # pragma: no cover - exits the process
     # those objects, 40-50 ms of a cold analyze; young objects are now collected every 100,000 allocations
     gc.set_threshold(GC_YOUNG, 50, 100)
     if invocation.argv[:1] == ["analyze"]:
-        _import_early()
+        _import_early(invocation.argv)
     from .cli import run as run_cli
 
     run_cli(invocation)
