@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import mmap
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,11 @@ JAX_COLUMNS: dict[str, Any] = {
 }
 #: the most combinations of ranked key codes numbered by a flat table (above: by sorting)
 _FLAT_KEYS = float(1 << 24)
+#: the columns the HLO instructions give GPU rows (:func:`_with_hlo`), with their types; of them, the cost model's
+HLO_COST_COLUMNS: dict[str, Any] = {"hlo_flops": pl.Float64, "hlo_bytes": pl.Float64, "hlo_dtype": pl.Categorical,
+                                    "hlo_op_class": pl.Categorical, "hlo_params": pl.Categorical}
+HLO_COLUMNS: dict[str, Any] = {"hlo_instruction": pl.Categorical, "hlo_desc": pl.Categorical, **HLO_COST_COLUMNS,
+                               "op_path": pl.Categorical}
 _META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
 _FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
 #: plane stats copied into ``metadata`` (host metadata plane, device planes, task environment)
@@ -310,15 +316,16 @@ def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray
     return number, first
 
 
-def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.ndarray, first: np.ndarray) -> pl.DataFrame:
+def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.ndarray, first: np.ndarray,
+              wanted: Callable[[str], bool] = lambda c: True) -> pl.DataFrame:
     """GPU rows get ``hlo_instruction`` and ``hlo_desc`` (what XLA compiled the kernel from: the instruction
     named like the kernel, else the one in its ``hlo_op`` stat) and, where the event has none, the JAX
     ``op_path`` from the instruction's metadata. Joined once per distinct (module, kernel, op): ``number`` says
-    which each row has (-1: not a GPU row), ``first`` is a row of each (:func:`distinct_rows`)."""
-    if hlo.height == 0:
-        return table.with_columns(*(pl.lit(None, dtype=pl.Categorical).alias(c) for c in
-                                    ("hlo_instruction", "hlo_desc", "hlo_dtype", "hlo_op_class", "hlo_params")),
-                                  pl.lit(None, dtype=pl.Float64).alias("hlo_flops"), pl.lit(None, dtype=pl.Float64).alias("hlo_bytes"))
+    which each row has (-1: not a GPU row), ``first`` is a row of each (:func:`distinct_rows`). Of these columns
+    and the HLO costs (:data:`HLO_COST_COLUMNS`), those not ``wanted`` are null (the costs are then not computed)."""
+    nothing = {c: pl.lit(None, dtype=HLO_COLUMNS[c]).alias(c) for c in HLO_COLUMNS}
+    if hlo.height == 0 or not any(wanted(c) for c in HLO_COLUMNS):
+        return table.with_columns(*(e for c, e in nothing.items() if c != "op_path"))
     keys = ["hlo_module", "name", "hlo_op"]
     d = table.select(keys)[first].with_row_index("_key")
     d = d.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"),
@@ -335,16 +342,19 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
                  pl.coalesce("_p", "_p2").cast(pl.Categorical).alias("_p"),
                  pl.when(pl.col("_i").is_not_null()).then(pl.col("_r")).otherwise(pl.col("_r2")).alias("_row"))
          .unique("_key", keep="first", maintain_order=True))  # one entry per key (a kernel name twice in a module)
-    # what the instructions the kernels ran compute and move (the perf model of JAX kernels): only theirs
-    done = works.of(sorted(set(d["_row"].drop_nulls().to_list())))
-    d = d.join(done.select(pl.col("row").alias("_row"), pl.col("flops").alias("hlo_flops"), pl.col("bytes").alias("hlo_bytes"),
-                           *(pl.col(c).cast(pl.Categorical).alias(f"hlo_{c}") for c in ("dtype", "op_class", "params"))),
-               on="_row", how="left", maintain_order="left").sort("_key")
+    if any(wanted(c) for c in HLO_COST_COLUMNS):
+        # what the instructions the kernels ran compute and move (the perf model of JAX kernels): only theirs (0.16 s
+        # of a 200 MB profile's load: skipped where the costs are not read)
+        done = works.of(sorted(set(d["_row"].drop_nulls().to_list())))
+        d = d.join(done.select(pl.col("row").alias("_row"), pl.col("flops").alias("hlo_flops"), pl.col("bytes").alias("hlo_bytes"),
+                               *(pl.col(c).cast(pl.Categorical).alias(f"hlo_{c}") for c in ("dtype", "op_class", "params"))),
+                   on="_row", how="left", maintain_order="left")
+    d = d.sort("_key").rename({"_p": "op_path"})
     at = pl.Series(number).set(pl.Series(number < 0), None)
-    hlo_cols = ["hlo_instruction", "hlo_desc", "hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params", "_p"]
-    found = d.select(hlo_cols)[at]  # one gather of every column (in parallel)
-    return table.with_columns(*found.drop("_p").get_columns(),
-                              pl.coalesce(pl.col("op_path"), pl.lit(found["_p"])).alias("op_path"))
+    read = [c for c in HLO_COLUMNS if wanted(c) and c in d.columns]
+    found = d.select(read)[at]  # one gather of every column read (in parallel)
+    return table.with_columns(*(found[c] if c in read else nothing[c] for c in HLO_COLUMNS if c != "op_path"),
+                              *([pl.coalesce(pl.col("op_path"), pl.lit(found["op_path"])).alias("op_path")] if "op_path" in read else []))
 
 
 #: the XSpace profile's own columns (XLA's stats, the launch details parsed from them, the HLO costs): a projection's
@@ -361,7 +371,7 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
     n = len(data)
     buf = as_array(data)
     try:
-        raw = _decode(buf, n, path, workers)
+        raw = _decode(buf, n, path, workers, stats)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
@@ -378,7 +388,11 @@ def _gather(values: list[Any], idx: np.ndarray, dtype: Any = pl.Categorical) -> 
     return out
 
 
-def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None) -> RawTrace:
+def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
+            stats: tuple[str, ...] | None = None) -> RawTrace:
+    def wanted(column: str) -> bool:  # (an XLA column that ``stats`` leaves out is null: not worth building)
+        return stats is None or column not in XLA_COLUMNS or column in stats
+
     planes, hosts = _planes(buf, n, path)
     empty = np.zeros(0, np.int64)
     line_plane = np.concatenate([np.full(len(p.lines), p.index, dtype=np.int64) for p in planes]) if planes else empty
@@ -417,7 +431,11 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None) -> R
         if sel.size:  # owner: a metadata entry -> every event of it (the event's name row is its entry)
             e, i = _owned(md_lookup.rows(mp[sel], mid[sel]), sel, scan.ev_name, len(emd))
             place(e, s_field[i], s_kind[i], s_val[i], mp[i], scan, stat_lookup)
-    cols, strings = columns(buf, scan, ev_plane, stat_names, stat_lookup)
+    # the stats' columns: those read, and those the decode itself needs (the HLO op and module name the kernels'
+    # instructions, the kernel details give the registers)
+    needed = {"hlo_op", "hlo_module", *(["kernel_details"] if any(wanted(c) for c in KERNEL_DETAIL_COLUMNS) else [])}
+    cols, strings = columns(buf, scan, ev_plane, stat_names, stat_lookup,
+                            skip={f.column for f in STAT_FIELDS if not wanted(f.column) and f.column not in needed})
     start_ns, dur_ns = scan.ev_ts, scan.ev_dur  # ns, rounded from ps
     # names: the event metadata of (plane, md), as codes into its name list
     md_names = emd["name"].fill_null("<unnamed>").to_list() + ["<unnamed>"]
@@ -472,11 +490,13 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None) -> R
             extra[c] = pl.Series(c, np.where(is_gpu, line_ids[scan.ev_line] if ne else empty, 0)).set(~gpu_ser, None)
         else:
             extra[c] = nulls(ne, EVENT_SCHEMA[c]).alias(c)
-    details = kernel_details(strings["kernel_details"])
+    details = kernel_details(strings["kernel_details"], [c for c in KERNEL_DETAIL_COLUMNS if wanted(c)]) \
+        if "kernel_details" in strings else {}
     table = table.with_columns(
         **{c: s.cast(EVENT_SCHEMA[c]) for c, s in extra.items()},
-        **{c: cols[c].cast(JAX_COLUMNS[c]) for c in JAX_COLUMNS if c in cols and (c not in EVENT_SCHEMA or c in own)},
-        **{c: details[c] for c in KERNEL_DETAIL_COLUMNS},
+        **{c: cols[c].cast(JAX_COLUMNS[c]) if c in cols and wanted(c) else pl.lit(None, dtype=JAX_COLUMNS[c])
+           for c in JAX_COLUMNS if c not in KERNEL_DETAIL_COLUMNS and (c not in EVENT_SCHEMA or c in own)},
+        **{c: details[c] if c in details else pl.lit(None, dtype=pl.Int64) for c in KERNEL_DETAIL_COLUMNS},
     )
     # aggregated events (num_occurrences instead of an offset) have no time: they are counted, not kept
     occurrences = (scan.ev_flags & 1).astype(bool)
@@ -486,7 +506,7 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None) -> R
     keep = ~occurrences
     module, op = (strings[c].codes[keep] + 1 for c in ("hlo_module", "hlo_op"))
     number, first = distinct_rows([module, name_row[keep], op], is_gpu[keep])
-    table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names), number, first)
+    table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names), number, first, wanted)
     # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
     # null literal each, which takes no memory
     empty_cols = [c for c in table.columns if table.height and table[c].null_count() == table.height]

@@ -10,6 +10,7 @@ string per event.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,14 +231,16 @@ class Strings:
 
 
 def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.Series,
-            refs: Lookup) -> tuple[dict[str, pl.Series], dict[str, Strings]]:
-    """One column per :data:`STAT_FIELDS` entry from the scan's typed cells (``plane``: each event's plane,
-    for refs): null where an event has no such stat; numbers written as text parsed; strings a categorical
-    gathered from the stat names (refs: a row each) and the few inline strings (no Python string per row),
-    also given as their codes (:class:`Strings`)."""
+            refs: Lookup, skip: Collection[str] = ()) -> tuple[dict[str, pl.Series], dict[str, Strings]]:
+    """One column per :data:`STAT_FIELDS` entry (but the columns in ``skip``) from the scan's typed cells
+    (``plane``: each event's plane, for refs): null where an event has no such stat; numbers written as text parsed;
+    strings a categorical gathered from the stat names (refs: a row each) and the few inline strings (no Python
+    string per row), also given as their codes (:class:`Strings`)."""
     out: dict[str, pl.Series] = {}
     strings: dict[str, Strings] = {}
     for i, f in enumerate(STAT_FIELDS):
+        if f.column in skip:
+            continue
         state, value = scan.state[i], scan.value[i]
         sel = np.flatnonzero(scan.odd_field == i)
         text: pl.Series | None = None
@@ -265,15 +268,15 @@ def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.S
     return out, strings
 
 
-def kernel_details(details: Strings) -> dict[str, pl.Series]:
+def kernel_details(details: Strings, wanted: Sequence[str] = KERNEL_DETAIL_COLUMNS) -> dict[str, pl.Series]:
     """``grid_x/y/z``, ``block_x/y/z``, ``registers``, ``static_shared``, ``dynamic_shared`` (bytes) from
     XLA's ``kernel_details`` text (parsed once per distinct text: the codes used); AMD's ``group_mem`` counts as
-    shared."""
+    shared. Only the columns ``wanted`` are made (each is a gather of every event's row)."""
     codes = details.codes
     n = codes.size
     used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=1)) if n else np.zeros(0, np.int64)
-    if not used.size:
-        return {c: nulls(n, pl.Int64).alias(c) for c in KERNEL_DETAIL_COLUMNS}
+    if not used.size or not wanted:
+        return {c: nulls(n, pl.Int64).alias(c) for c in wanted}
     s = details.dictionary.gather(pl.Series(used))
     parsed: dict[str, Any] = {}
     for i, axis in enumerate("xyz"):
@@ -288,5 +291,5 @@ def kernel_details(details: Strings) -> dict[str, pl.Series]:
     slot = np.full(int(used.max()) + 2, used.size, dtype=np.int64)
     slot[used] = np.arange(used.size)
     rows = slot[np.where(codes >= 0, codes, slot.size - 1)]
-    table = pl.DataFrame({c: pl.concat([parsed[c], nulls(1, pl.Int64)]) for c in KERNEL_DETAIL_COLUMNS})
-    return dict(zip(KERNEL_DETAIL_COLUMNS, table[pl.Series(rows)].get_columns()))
+    table = pl.DataFrame({c: pl.concat([parsed[c], nulls(1, pl.Int64)]) for c in wanted})
+    return dict(zip(wanted, table[pl.Series(rows)].get_columns()))
