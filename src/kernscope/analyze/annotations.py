@@ -34,8 +34,8 @@ class AnnotationBreakdown:
 
 def _ranges(trace: Trace, pattern: str) -> pl.DataFrame:
     ev = trace.events
-    ann = ev.filter((pl.col("kind") == "user_annotation") & (pl.col("ph").cast(pl.String) == "X"))
-    names = ann["name"].cast(pl.String).unique().drop_nulls().to_list()
+    ann = ev.filter((pl.col("kind") == "user_annotation") & (pl.col("ph") == "X"))
+    names = ann["name"].unique().drop_nulls().cast(pl.String).to_list()
     try:
         rx = re.compile(pattern)
     except re.error as e:

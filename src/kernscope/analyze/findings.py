@@ -195,9 +195,9 @@ def exposed_comm(by_step: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, A
 
 
 def tiny_gemm(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    # compared on the interned kind and category (a JAX profile's 1.4 M rows cast to text: 0.09 s)
     g = gpu.select("step", "kind", "category", "name", "launcher", "dur").filter(
-        pl.col("step").is_not_null() & (pl.col("kind").cast(pl.String) == "kernel")
-        & (pl.col("category").cast(pl.String) == cfg["category"]))
+        pl.col("step").is_not_null() & (pl.col("kind") == "kernel") & (pl.col("category") == cfg["category"]))
     if g.height == 0:
         return []
     per = (g.group_by("step", pl.col("name").cast(pl.String), pl.col("launcher").cast(pl.String).alias("op"))
@@ -260,11 +260,11 @@ def low_occupancy(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]
     if "occupancy_pct" not in gpu.columns:
         return []
     g = gpu.select("step", "kind", "dur", "occupancy_pct", "registers", "category", "name").filter(
-        pl.col("step").is_not_null() & (pl.col("kind").cast(pl.String) == "kernel"))
+        pl.col("step").is_not_null() & (pl.col("kind") == "kernel"))  # (on the interned kind)
     step_time = g.group_by("step").agg(pl.col("dur").sum().alias("_step_ns"))
     skip = list(cfg["skip_categories"])
     # grouped by the interned name (grouping by (step, text) row-encoded every kernel's name), text for the groups
-    per = (g.filter(pl.col("occupancy_pct").is_not_null() & ~pl.col("category").cast(pl.String).is_in(skip))
+    per = (g.filter(pl.col("occupancy_pct").is_not_null() & ~pl.col("category").is_in(skip))
            .group_by("step", pl.col("name").cast(pl.Categorical))
            .agg(pl.len().alias("count"), pl.col("dur").sum().alias("_ns"),
                 ((pl.col("occupancy_pct") * pl.col("dur")).sum() / pl.col("dur").sum()).alias("occupancy_pct"),

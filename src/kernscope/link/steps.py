@@ -93,7 +93,7 @@ def annotated_steps(events: pl.DataFrame) -> pl.DataFrame:
     if "step_num" not in events.columns:
         return empty_steps()
     s = events.filter(pl.col("step_num").is_not_null() & pl.col("kind").is_in(list(MARKER_KINDS))
-                      & (pl.col("ph").cast(pl.String) == "X"))
+                      & (pl.col("ph") == "X"))
     if s.height == 0:
         return empty_steps()
     t = (s.group_by("step_num")
@@ -155,8 +155,8 @@ def marker_steps(events: pl.DataFrame, marker: str) -> tuple[pl.DataFrame, str]:
         rx = re.compile(pattern)
     except re.error as e:
         raise MarkerError(f"--step-marker {marker!r} is not a valid regular expression ({e})") from None
-    cand = events.filter(pl.col("kind").is_in(list(MARKER_KINDS)) & (pl.col("ph").cast(pl.String) == "X"))
-    names = cand["name"].cast(pl.String).unique().drop_nulls().to_list()
+    cand = events.filter(pl.col("kind").is_in(list(MARKER_KINDS)) & (pl.col("ph") == "X"))
+    names = cand["name"].unique().drop_nulls().cast(pl.String).to_list()
     kinds: dict[str, str | None] = {}
     for n in names:  # one regex test per distinct name
         m = rx.search(n)
@@ -165,7 +165,7 @@ def marker_steps(events: pl.DataFrame, marker: str) -> tuple[pl.DataFrame, str]:
     if not kinds:
         return empty_steps(), f"marker:{marker}"
     hits = (
-        cand.filter(pl.col("name").cast(pl.String).is_in(list(kinds)))
+        cand.filter(pl.col("name").is_in(list(kinds)))
         .select(pl.col("name").cast(pl.String), "ts", "end")
         .sort("ts")
     )
@@ -189,7 +189,7 @@ def _outermost(hits: pl.DataFrame) -> pl.DataFrame:
 
 
 def frequent_annotations(events: pl.DataFrame, n: int = 8) -> list[tuple[str, int]]:
-    ann = events.filter(pl.col("kind").is_in(["user_annotation", "cpu_op"]) & (pl.col("ph").cast(pl.String) == "X"))
+    ann = events.filter(pl.col("kind").is_in(["user_annotation", "cpu_op"]) & (pl.col("ph") == "X"))
     counts = ann.group_by(pl.col("name").cast(pl.String)).len().sort("len", descending=True).head(n)
     return [(str(a), int(b)) for a, b in counts.iter_rows()]
 

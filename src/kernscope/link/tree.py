@@ -56,7 +56,7 @@ def _nest(order_idx: np.ndarray, starts: np.ndarray, ends: np.ndarray, groups: n
 def call_tree(events: pl.DataFrame, bleed_ns: int = DEFAULT_BLEED_NS) -> pl.DataFrame:
     """Return ``idx, parent_idx, depth`` for host events (roots have null parent)."""
     host = (
-        events.filter(pl.col("kind").is_in(CPU_TREE_KINDS) & (pl.col("ph").cast(pl.String) == "X"))
+        events.filter(pl.col("kind").is_in(CPU_TREE_KINDS) & (pl.col("ph") == "X"))
         .select("idx", "pid", "tid", "ts", "end")
         .with_columns(pl.struct(pl.col("pid").to_physical(), pl.col("tid").to_physical()).hash().alias("_g"))
         .sort(["_g", "ts", "end", "idx"], descending=[False, False, True, False])

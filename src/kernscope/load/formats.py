@@ -67,7 +67,7 @@ def _is_proton_trace(raw: RawTrace) -> bool:
     ev = raw.events
     if ev.height == 0 or "pid" not in ev.columns:
         return False
-    pids = ev["pid"].cast(pl.String).unique().drop_nulls()
+    pids = ev["pid"].unique().drop_nulls().cast(pl.String)
     return bool(pids.len()) and bool(pids.str.contains(_PROTON_PID).all())
 
 

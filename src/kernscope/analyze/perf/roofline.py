@@ -168,7 +168,7 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     if has_hlo(trace):  # JAX: FLOPs and bytes from the HLO programs in the profile
         return _xla_model(gpu, dev, device_name, step, total_ns)
     ev = trace.events
-    ops = ev.filter((pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).is_in(sorted(names))).select(
+    ops = ev.filter((pl.col("kind") == "cpu_op") & pl.col("name").is_in(sorted(names))).select(
         "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
     pairs = op_gpu_pairs(ops, gpu)
     per_op = pairs.group_by("op_idx").agg(
