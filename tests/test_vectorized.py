@@ -150,3 +150,25 @@ def test_running_max_and_last_ended_equal_polars(seed: int) -> None:
     w, w_ok = _last_ended(dev, g["ts"].to_numpy(), g["end"].to_numpy())
     assert np.array_equal(w_ok, ref["_w"].is_not_null().to_numpy())
     assert np.array_equal(w[w_ok], ref["_w"].to_numpy()[w_ok])
+
+
+@pytest.mark.parametrize("by_gpu_time", [False, True])
+def test_assign_steps_equals_the_asof_join(by_gpu_time: bool) -> None:
+    """Each GPU row's step: the window starting last at or before its launch (or start), when the key is before that
+    window's end; null keys, keys before every window and keys in gaps between windows get none."""
+    from kernscope.link.steps import assign_steps
+
+    gpu = _random_gpu(7, nulls=True).drop("step")
+    edges = [999, 1_000, 8_000, 9_000, 20_000, 21_000, 48_000]  # on the windows' starts and ends
+    gpu = pl.concat([gpu, gpu.head(len(edges)).with_columns(pl.Series("ts", edges), pl.Series("launch_ts", edges))])
+    steps = pl.DataFrame({"step": [3, 4, 5, 6], "start": [1_000, 9_000, 20_000, 33_000],
+                          "end": [8_000, 21_000, 30_000, 48_000]})  # a gap, an overlap
+    key = "ts" if by_gpu_time else "launch_ts"
+    ref = (gpu.with_row_index("_r").filter(pl.col(key).is_not_null()).sort(key)
+           .join_asof(steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s"),
+                      left_on=key, right_on="_s", strategy="backward")
+           .select("_r", pl.when(pl.col(key) < pl.col("_e")).then(pl.col("step")).alias("step")))
+    want = pl.Series([None] * gpu.height, dtype=pl.Int64).scatter(ref["_r"], ref["step"])
+    got = assign_steps(gpu, steps, by_gpu_time=by_gpu_time)["step"]
+    assert got.equals(want.alias("step"))
+    assert got.null_count() > 0 and got.n_unique() == 5  # four steps and the rows in none

@@ -338,12 +338,17 @@ def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame, *, by_gpu_time: bo
     windows in GPU time); null if none."""
     if step_table.height == 0 or gpu.height == 0:
         return gpu.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
-    key = "ts" if by_gpu_time else "launch_ts"
-    windows = step_table.select(pl.col("start").alias("_key"), pl.col("step"), pl.col("end").alias("_step_end")).sort("_key")
-    # on a narrow frame (row number and key): the GPU table is wide, sorting it twice would copy every column
-    keyed = gpu.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_r"), pl.col(key).alias("_key"))
-    valid = keyed.filter(pl.col("_key").is_not_null()).sort("_key")
-    joined = valid.join_asof(windows, on="_key", strategy="backward").select(
-        "_r", pl.when(pl.col("_key") < pl.col("_step_end")).then(pl.col("step")).otherwise(None).alias("step"))
-    step = pl.repeat(None, gpu.height, dtype=pl.Int64, eager=True).scatter(joined["_r"], joined["step"].cast(pl.Int64))
-    return gpu.with_columns(step.alias("step"))
+    key = gpu["ts" if by_gpu_time else "launch_ts"]
+    # the window that starts last at or before each key (of windows starting together, the last in start order), in
+    # numpy: the GPU table is not sorted (a sort and an as-of join took 0.14 s of a JAX profile's 1.4 M rows). Steps
+    # come from events, whose times are never null
+    w = step_table.select("start", "end", "step").sort("start", maintain_order=True)
+    starts = w["start"].to_numpy().astype(np.int64)
+    ends, ends_ok = w["end"].fill_null(0).to_numpy().astype(np.int64), w["end"].is_not_null().to_numpy()
+    k, k_ok = key.fill_null(0).to_numpy().astype(np.int64), key.is_not_null().to_numpy()
+    at = np.searchsorted(starts, k, side="right") - 1
+    j = np.maximum(at, 0)
+    numbers = w["step"].cast(pl.Int64)
+    inside = k_ok & (at >= 0) & ends_ok[j] & (k < ends[j]) & numbers.is_not_null().to_numpy()[j]
+    step = pl.Series("step", numbers.fill_null(0).to_numpy()[j], dtype=pl.Int64)
+    return gpu.with_columns(step.set(pl.Series(~inside), None) if not inside.all() else step)
