@@ -239,6 +239,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     w_, w_ok = _last_ended(dev, g_ts, g_end)
     waited = w_ok & (~launch_ok | (g_end[w_] >= launch_ts))
     g_how = np.select([queued, waited, launch_ok], [_HOW_QUEUE, _HOW_WAIT, _HOW_LAUNCH], _HOW_WAIT).astype(np.int8)
+    del dev, stream, launch_ts, launch_ok, p_end, queued, waited  # (each array a row per record, held to the end else)
     by_end = np.argsort(g_end, kind="stable")  # the records by end (equal ends in record order)
     # -- CPU points: launches that records waited for, and each step's end on the step's thread
     launches = g.filter(pl.Series(g_how == _HOW_LAUNCH)).select(
@@ -269,7 +270,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
                            np.where(a_ok, a_, -1)])
     has = np.concatenate([np.select([g_how == _HOW_QUEUE, g_how == _HOW_WAIT, g_how == _HOW_LAUNCH],
                                     [p_ok, w_ok, launch_cpu >= 0], False), a_ok])
-    del for_, for_ok, launch_cpu, p_, p_ok, w_, w_ok, a_, a_ok, g_ts, g_end, cpu_t, cpu_t_ok, p_end, queued, waited
+    del for_, for_ok, launch_cpu, p_, p_ok, w_, w_ok, a_, a_ok, g_ts, g_end, cpu_t, cpu_t_ok
     n_step, n_step_ok, n_start, n_start_ok = _windows_of(time, time_ok, _ints(pl.concat([pl.repeat(None, n_g, dtype=pl.Int64,
                                                                                    eager=True), cpu["_end_of"]])),
                                                  all_windows)
