@@ -17,8 +17,10 @@ time, never more) and every kernel on the path counts in full:
 Segments are classified: ``cpu`` (host time), ``launch`` (launch call to kernel start), ``gpu`` (kernel time,
 by category), ``queue`` (a short gap behind the previous record of the stream), ``stream_wait`` (waiting for
 another stream), ``sync_return`` (a synchronizing call returning after its GPU work ended) and ``carryover``
-(GPU work launched before the step). Predecessors are found for all nodes at once (sorts and as-of
-joins); the chain of each step's end is read with binary lifting (numpy, ``O(n log d)``, d the longest chain), no loop per event.
+(GPU work launched before the step). Predecessors are found for all nodes at once: the records sorted once by
+(device, stream, start), then in numpy a running maximum per stream and an as-of ``searchsorted`` per device (the CPU
+points' synchronizing calls by an as-of join); the chain of each step's end is read with binary lifting (numpy,
+``O(n log d)``, d the longest chain), no loop per event.
 
 What-ifs are first order, on the path as it is (valid while it stays critical): a category's kernels 2x
 faster save half their time on the path; removing a synchronizing call lets the host work after it
