@@ -156,3 +156,12 @@ def test_allocator_decay_follows_the_trace_class(monkeypatch, args, decay):
     monkeypatch.delenv("_RJEM_MALLOC_CONF", raising=False)
     oneshot.tune_allocators(args)
     assert os.environ["_RJEM_MALLOC_CONF"] == f"narenas:1,dirty_decay_ms:{decay},muzzy_decay_ms:0"
+
+
+def test_a_jax_run_directory_counts_as_an_xspace_profile(tmp_path):
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_11_28"
+    run.mkdir(parents=True)
+    assert not oneshot.is_xspace_name(str(tmp_path / "logs"))
+    (run / "host.xplane.pb").write_bytes(b"")
+    assert all(oneshot.is_xspace_name(str(d)) for d in (run, tmp_path / "logs", tmp_path / "logs" / "plugins" / "profile"))
+    assert not oneshot.is_xspace_name(str(tmp_path / "nowhere"))

@@ -172,3 +172,15 @@ def test_assign_steps_equals_the_asof_join(by_gpu_time: bool) -> None:
     got = assign_steps(gpu, steps, by_gpu_time=by_gpu_time)["step"]
     assert got.equals(want.alias("step"))
     assert got.null_count() > 0 and got.n_unique() == 5  # four steps and the rows in none
+
+
+def test_last_ended_over_the_whole_int64_range() -> None:
+    """Times far apart (a damaged trace's) on one device or several: no lifting that overflows, no endless split."""
+    ts = np.array([-(2**62), 0, 5, 2**62, 2**62 + 10], dtype=np.int64)
+    end = ts + np.array([3, 5, 1, 10, 1], dtype=np.int64)
+    for device in (np.zeros(5, dtype=np.int64), np.array([0, 1, 0, 1, 0], dtype=np.int64)):
+        w, ok = _last_ended(device, ts, end)
+        for i in range(5):  # the straightforward search: the latest end at or before my start, then the later record
+            cand = [j for j in range(5) if device[j] == device[i] and end[j] <= ts[i]]
+            best = max(cand, key=lambda j: (end[j], j)) if cand else None
+            assert (bool(ok[i]), int(w[i]) if ok[i] else None) == (best is not None, best)

@@ -30,8 +30,19 @@ XSPACE_DECAY_MS = 3000
 
 
 def is_xspace_name(arg: str) -> bool:
-    """Whether a command-line argument names an XSpace profile (``*.xplane.pb``, ``*.pb``, gzipped or not)."""
-    return not arg.startswith("-") and arg.lower().removesuffix(".gz").endswith(".pb")
+    """Whether a command-line argument names an XSpace profile (``*.xplane.pb``, ``*.pb``, gzipped or not) or a JAX
+    run directory holding one (where :func:`kernscope.files.resolve_run_dir` looks: the directory, ``*/`` and
+    ``plugins/profile/*/``)."""
+    if arg.startswith("-"):
+        return False
+    if arg.lower().removesuffix(".gz").endswith(".pb"):
+        return True
+    if not os.path.isdir(arg):
+        return False
+    import glob
+
+    return any(glob.glob(os.path.join(glob.escape(arg), pattern, "*.xplane.pb"))
+               for pattern in ("", "*", os.path.join("plugins", "profile", "*")))
 
 
 def tune_allocators(args: Sequence[str] = ()) -> None:

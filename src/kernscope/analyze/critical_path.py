@@ -182,18 +182,21 @@ def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np
     ranked = dense_ranks(device)
     codes, n_dev = ranked if ranked is not None else (np.unique(device, return_inverse=True)[1].reshape(-1),
                                                       len(np.unique(device)))
-    lo = int(min(ts.min(), end.min()))
-    span = int(max(ts.max(), end.max())) - lo + 1
-    if n_dev * span >= 2**62:  # (a range too wide to lay the devices end to end: one device at a time)
-        out, ok = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
-        for d in range(n_dev):
-            rows = np.flatnonzero(codes == d)
-            w, w_ok = _last_ended(np.zeros(len(rows), dtype=np.int64), ts[rows], end[rows])
-            out[rows], ok[rows] = rows[w], w_ok
-        return out, ok
-    key_end = codes * span + (end - lo)
+    if n_dev == 1:
+        key_end, key_ts = end, ts
+    else:
+        lo = int(min(ts.min(), end.min()))
+        span = int(max(ts.max(), end.max())) - lo + 1
+        if n_dev * span >= 2**62:  # (a range too wide to lay the devices end to end: one device at a time)
+            out, ok = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+            for d in range(n_dev):
+                rows = np.flatnonzero(codes == d)
+                w, w_ok = _last_ended(np.zeros(len(rows), dtype=np.int64), ts[rows], end[rows])
+                out[rows], ok[rows] = rows[w], w_ok
+            return out, ok
+        key_end, key_ts = codes * span + (end - lo), codes * span + (ts - lo)
     order = np.argsort(key_end, kind="stable")  # by device, then end, equal ends in record order
-    at = np.searchsorted(key_end[order], codes * span + (ts - lo), side="right") - 1
+    at = np.searchsorted(key_end[order], key_ts, side="right") - 1
     w = order[np.maximum(at, 0)]
     ok = (at >= 0) & (codes[w] == codes)
     return np.where(ok, w, 0).astype(np.int64), ok
