@@ -92,6 +92,17 @@ def dense_ranks(values: np.ndarray) -> tuple[np.ndarray, int] | None:
     return rank, int(used.sum())
 
 
+def ranks(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each integer's rank among the distinct values (0..k-1, in value order, int64) and k: by :func:`dense_ranks`
+    where their range is narrow, else by sorting."""
+    if values.dtype != np.uint64:  # (past 2**63 a uint64 would not fit the table's int64 offsets)
+        ranked = dense_ranks(values.astype(np.int64, copy=False))
+        if ranked is not None:
+            return ranked
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return inverse.astype(np.int64).reshape(-1), int(distinct.size)
+
+
 def _dense_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray:
     """Each row's group as 0..k-1 in the keys' order (the first key first): integer keys without nulls by their
     dense ranks (a table of the values used, no sort) combined, else by polars' dense rank of their struct (of a
@@ -105,19 +116,13 @@ def _dense_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray:
 
 
 def integer_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray | None:
-    """Each row's group as 0..k-1 in the keys' order (the first key first), for integer keys without nulls (each ranked
-    by :func:`dense_ranks`, or by sorting where its range is too wide) whose combinations fit in int64; else None
-    (then rank them with polars)."""
+    """Each row's group as 0..k-1 in the keys' order (the first key first), for integer keys without nulls (each by
+    :func:`ranks`) whose combinations fit in int64; else None (then rank them with polars)."""
     if not keys or any(not table.schema[k].is_integer() or table[k].null_count() for k in keys):
         return None
     combined: np.ndarray | None = None
     for k in keys:
-        values = table[k].to_numpy()
-        ranked = dense_ranks(values.astype(np.int64, copy=False)) if values.dtype != np.uint64 else None
-        if ranked is None:
-            distinct, inverse = np.unique(values, return_inverse=True)
-            ranked = inverse.astype(np.int64).reshape(-1), len(distinct)
-        rank, n = ranked
+        rank, n = ranks(table[k].to_numpy())
         if combined is None:
             combined = rank
         else:
@@ -125,13 +130,7 @@ def integer_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray | None:
                 return None
             combined = combined * n + rank  # lexicographic: the earlier keys' ranks weigh more
     assert combined is not None
-    if len(keys) == 1:
-        return combined
-    ranked = dense_ranks(combined)
-    if ranked is not None:
-        return ranked[0]
-    groups: np.ndarray = np.unique(combined, return_inverse=True)[1]
-    return groups.astype(np.int64).reshape(-1)
+    return combined if len(keys) == 1 else ranks(combined)[0]
 
 
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:

@@ -31,18 +31,21 @@ XSPACE_DECAY_MS = 3000
 
 def is_xspace_name(arg: str) -> bool:
     """Whether a command-line argument names an XSpace profile (``*.xplane.pb``, ``*.pb``, gzipped or not) or a JAX
-    run directory holding one (where :func:`kernscope.files.resolve_run_dir` looks: the directory, ``*/`` and
-    ``plugins/profile/*/``)."""
+    run directory whose profile is one (:func:`kernscope.files.resolve_run_dir` picks it)."""
     if arg.startswith("-"):
         return False
     if arg.lower().removesuffix(".gz").endswith(".pb"):
         return True
     if not os.path.isdir(arg):
         return False
-    import glob
+    from .errors import KernscopeError
+    from .files import resolve_run_dir
 
-    return any(glob.glob(os.path.join(glob.escape(arg), pattern, "*.xplane.pb"))
-               for pattern in ("", "*", os.path.join("plugins", "profile", "*")))
+    try:
+        run = resolve_run_dir(arg)
+    except KernscopeError:  # several runs: the command says so
+        return False
+    return run is not None and any(f.endswith(".xplane.pb") for f in run[0])
 
 
 def tune_allocators(args: Sequence[str] = ()) -> None:

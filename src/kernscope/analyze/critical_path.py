@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..intervals import dense_ranks
+from ..intervals import ranks
 from ..link.kinds import named
 from ..model import Trace
 from .kernels import NS_PER_US
@@ -179,9 +179,7 @@ def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np
     n = len(ts)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-    ranked = dense_ranks(device)
-    codes, n_dev = ranked if ranked is not None else (np.unique(device, return_inverse=True)[1].reshape(-1),
-                                                      len(np.unique(device)))
+    codes, n_dev = ranks(device)
     if n_dev == 1:
         key_end, key_ts = end, ts
     else:

@@ -42,10 +42,11 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     t0 = int(min(ts.min(), en.min(), launch[has_launch].min() if has_launch.any() else ts.min()))
     span = int(max(ts.max(), en.max(), launch[has_launch].max() if has_launch.any() else ts.max()) - t0) + 2
     off = code * span - t0  # a group's times shifted onto its own stretch of the axis
+    start = ts + off
     # the rows by group, then start (ties in row order): one stable sort of the shifted starts
-    order = np.argsort(ts + off, kind="stable")
-    code, ts, en, has_launch, launch, off = (a[order] for a in (code, ts, en, has_launch, launch, off))
-    s, e = merged(ts + off, en + off, presorted=True)
+    order = np.argsort(start, kind="stable")
+    code, start, en, has_launch, launch, off = (a[order] for a in (code, start, en, has_launch, launch, off))
+    s, e = merged(start, en + off, presorted=True)
     seg_code = s // span
     n = int(code.max()) + 1
     busy = np.bincount(seg_code, weights=(e - s).astype(np.float64), minlength=n).astype(np.int64)
@@ -57,7 +58,7 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     if same.any():
         gap_start, nxt = e[:-1][same], s[1:][same]
         gap = nxt - gap_start
-        first = np.searchsorted(ts + off, nxt, side="left")  # the record that starts each later segment
+        first = np.searchsorted(start, nxt, side="left")  # the record that starts each later segment
         launched = has_launch[first]
         late = launched & (launch[first] + off[first] > gap_start)
         quick = ~late & launched & (gap < KERNEL_WAIT_US * NS_PER_US)

@@ -48,8 +48,10 @@ def clip_overruns(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 
     (dev, dev_null), (stream, stream_null), (ts, ts_null), (end, end_null) = (key(c) for c in ("device", "stream", "ts", "end"))
     order = np.lexsort((ts, ~ts_null, stream, stream_null, dev, dev_null))  # the last key sorts first
-    same = ((dev[order[1:]] == dev[order[:-1]]) & (dev_null[order[1:]] == dev_null[order[:-1]])
-            & (stream[order[1:]] == stream[order[:-1]]) & (stream_null[order[1:]] == stream_null[order[:-1]]))
+    same = np.ones(n - 1, dtype=bool)  # each sorted row and the next: the same stream
+    for key_of in (dev, dev_null, stream, stream_null):
+        k = key_of[order]
+        same &= k[1:] == k[:-1]
     nxt = np.zeros(n, dtype=np.int64)
     has_next = np.zeros(n, dtype=bool)
     nxt[order[:-1]] = ts[order[1:]]

@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import TraceError
-from ..intervals import dense_ranks
+from ..intervals import ranks
 from ..model import RawTrace
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
@@ -287,19 +287,15 @@ def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray
     number = np.full(mask.size, -1, dtype=np.int64)
     if rows.size == 0:
         return number, np.zeros(0, dtype=np.int64)
-    ranks, sizes = [], []
-    for c in codes:
-        used = c[rows]
-        ranked = dense_ranks(used)
-        if ranked is None:  # a wide range of codes: rank by sorting
-            distinct, inverse = np.unique(used, return_inverse=True)
-            ranked = inverse.reshape(-1), int(distinct.size)
-        ranks.append(ranked[0])
-        sizes.append(ranked[1])
+    ranked, sizes = [], []
+    for c in codes:  # (a wide range of codes is ranked by sorting)
+        rank, size = ranks(c[rows])
+        ranked.append(rank)
+        sizes.append(size)
     space = float(np.prod(np.array(sizes, dtype=np.float64)))
     if space <= _FLAT_KEYS:
-        key = ranks[0]
-        for r, n in zip(ranks[1:], sizes[1:]):
+        key = ranked[0]
+        for r, n in zip(ranked[1:], sizes[1:]):
             key = key * n + r
         seen = np.zeros(int(space), dtype=bool)
         seen[key] = True
@@ -308,7 +304,7 @@ def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray
         slot[found] = np.arange(found.size)
         num = slot[key]
     else:
-        _, num = np.unique(np.stack(ranks, axis=1), axis=0, return_inverse=True)
+        _, num = np.unique(np.stack(ranked, axis=1), axis=0, return_inverse=True)
         num = num.reshape(-1)
     number[rows] = num
     first = np.zeros(int(num.max()) + 1, dtype=np.int64)
