@@ -393,13 +393,12 @@ def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataF
         for name, df in tables.items():
             p = tmp / f"{name}.arrow"
             nulls = nulls_of[name]
-            # record batches of BATCH_ROWS: a table of fewer rows reads back with contiguous columns, as a parse leaves
-            # them (in batches of polars' default 2**17 rows, a query on the read table copied every column of it into
-            # one chunk first: +0.5 GB and 1.3 GB peak on the 200 MB JAX class's cached analyze, against 1.1 GB cold);
-            # larger ones keep several batches, which polars compresses and reads in parallel
+            # one record batch (a compressed table: batches of BATCH_ROWS), so that the table reads back with contiguous
+            # columns as a parse leaves them: in polars' default batches of 2**17 rows, a query on the read table first
+            # copied every column into one chunk (+0.5 GB on the 200 MB JAX class's cached analyze)
             table = stored.pop(name)
-            table.write_ipc(p, compression="zstd" if big else "uncompressed",
-                            record_batch_size=max(table.height if not big else min(table.height, BATCH_ROWS), 1))
+            rows = min(table.height, BATCH_ROWS) if big else table.height
+            table.write_ipc(p, compression="zstd" if big else "uncompressed", record_batch_size=max(rows, 1))
             del table
             files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p), "columns": df.columns,
                              "nulls": nulls}
