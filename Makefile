@@ -42,10 +42,12 @@ demo: install
 	$(VENV)/bin/kernscope report $(EXAMPLE) -o out/report.html
 	@echo "Reports: out/report.html (open it in a browser) and out/report.xlsx"
 
+# the two mypy runs side by side (one per core, each its own cache): 76 s one after the other -> 49 s cold
 lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/mypy src/kernscope
-	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
+	$(VENV)/bin/mypy --cache-dir .mypy_cache/src src/kernscope & pkg=$$!; \
+	  $(VENV)/bin/mypy --cache-dir .mypy_cache/tests --config-file tests/mypy.ini tests; rc=$$?; \
+	  wait $$pkg && exit $$rc
 
 # the real traces (../shared/traces, or KERNSCOPE_TRACES) are required here: their tests fail, never skip.
 # Two workers (pytest-xdist, one per core; a test file stays on one worker), a fixed terminal width for the
