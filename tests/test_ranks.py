@@ -153,9 +153,8 @@ def test_local_processes_and_dask_local_cluster_agree(tmp_path):
 
 
 # -- the real 4-rank jobs ----------------------------------------------------------------------------------
-def _raw_nccl_per_step(path: Path) -> dict[str, float]:
-    """NCCL kernel time per ProfilerStep from the raw JSON: kernels starting inside the step's CPU window."""
-    ev = json.load(gzip.open(path))["traceEvents"]
+def _raw_nccl_per_step(ev: list[dict]) -> dict[str, float]:
+    """NCCL kernel time per ProfilerStep from the raw JSON events: kernels starting inside the step's CPU window."""
     steps = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in ev
                    if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#"))
     out = {}
@@ -165,9 +164,9 @@ def _raw_nccl_per_step(path: Path) -> dict[str, float]:
     return out
 
 
-def _raw_overlap(path: Path) -> float:
-    """HTA's definition from the raw JSON, brute force: |union(nccl) ∩ union(other kernels)| / |union(nccl)|."""
-    ev = [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("cat") == "kernel"]
+def _raw_overlap(events: list[dict]) -> float:
+    """HTA's definition from the raw JSON events, brute force: |union(nccl) ∩ union(other kernels)| / |union(nccl)|."""
+    ev = [e for e in events if e.get("cat") == "kernel"]
 
     def merge(iv):
         out: list = []
@@ -197,7 +196,11 @@ def _raw_overlap(path: Path) -> float:
 def test_real_jobs_straggler_and_overlap(job):
     paths = sorted(str(p) for p in MULTI.glob(f"{job}_rank*.json.gz"))
     j = analyze_job(paths, RankTask(), EngineSpec(workers=2))
-    raw = {r: _raw_nccl_per_step(Path(p)) for r, p in enumerate(paths)}
+    raw, overlap = {}, {}
+    for r, p in enumerate(paths):  # each rank's JSON read once (the standard library's reader: seconds a rank)
+        events = json.load(gzip.open(p))["traceEvents"]
+        raw[r], overlap[r] = _raw_nccl_per_step(events), _raw_overlap(events)
+        del events
     for row in j.stragglers.iter_rows(named=True):
         least = min(raw, key=lambda r: raw[r][row["step"]])  # the rank that waited least is the one waited for
         assert row["rank"] == least == 2, (row, {r: raw[r][row["step"]] for r in raw})
@@ -205,7 +208,7 @@ def test_real_jobs_straggler_and_overlap(job):
     assert j.stragglers.height == 4
     for r, p in enumerate(paths):
         ours = j.ranks.filter(pl.col("rank") == r)["overlap_pct"][0]
-        assert ours == pytest.approx(_raw_overlap(Path(p)), abs=1e-3)  # float µs in the brute force, exact ns here
+        assert ours == pytest.approx(overlap[r], abs=1e-3)  # float µs in the brute force, exact ns here
     inst = j.instances
     assert (inst["ranks"] == 4).all() and not inst["size_mismatch"].any()
     assert set(inst["type"]) == ({"allreduce"} if job == "ddp4" else {"allgather", "reduce_scatter"})
