@@ -45,7 +45,7 @@ def main() -> int:
     from kernscope.link import StepSpec, link
     from kernscope.load import cache
     from kernscope.load.document import Splitter
-    from kernscope.load.kineto import parse_source
+    from kernscope.load.kineto import parse_source, piece_bytes
     from kernscope.load.source import Limits, open_trace
     from kernscope.pipeline import LoadOptions, _info
     from kernscope.render.formats import text as render_text
@@ -53,7 +53,7 @@ def main() -> int:
     digest = cache.file_digest(args.trace)
     t = lap("content hash (xxh3-128, cache key)", t)
     src = open_trace(args.trace)
-    n = sum(1 for _ in Splitter(src, Limits()).pieces())
+    n = sum(1 for _ in Splitter(src, Limits(), chunk_bytes=piece_bytes()).pieces())
     src.close()
     t = lap(f"cut into {n} event-aligned pieces (no parse)", t)
     projection = None if args.read_all else analyze_projection(None)

@@ -420,3 +420,27 @@ def test_mutants_read_alike_through_layouts():
         outcomes["rows via layouts"] += 0 if every is None else int(every.rows_via_layouts > 20)
     assert outcomes["declined"] > 30 and outcomes["read"] > 100 and outcomes["via layouts"] > 100, outcomes
     assert outcomes["rows via layouts"] > 100, outcomes
+
+
+def test_the_scanner_reads_larger_pieces_than_the_other_readers(tmp_path, monkeypatch):
+    """The compiled scanner's pieces are ``CHUNK_BYTES`` (its per-piece cost is mostly fixed); the other readers', and
+    a salvage's, are ``READER_CHUNK_BYTES`` (their peak grows with the piece): the same table either way."""
+    evs: list[dict] = [{"ph": "X", "cat": "kernel", "name": f"k{i % 50}", "pid": 0, "tid": 7, "ts": i + 0.5,
+                        "dur": 1.0, "args": {"correlation": i}} for i in range(12_000)]
+    p = write_trace(tmp_path / "t.json", evs)
+    size = p.stat().st_size
+    monkeypatch.setattr(document, "CHUNK_BYTES", size // 3)
+    monkeypatch.setattr(document, "READER_CHUNK_BYTES", size // 6)
+    scanned = _parse(p, monkeypatch, True)
+    read = _parse(p, monkeypatch, False)
+    assert scanned.readers == {"compiled scanner": 3}, scanned.readers
+    assert sum(read.readers.values()) == 6 and "compiled scanner" not in read.readers, read.readers
+    _same(scanned, read)
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "0")
+    src = open_trace(p)
+    try:
+        salvaged = parse_source(src, salvage=True)
+    finally:
+        src.close()
+    assert sum(salvaged.readers.values()) == 6
+    assert_frame_equal(salvaged.events, scanned.events)

@@ -23,6 +23,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..model import RawTrace
+from . import document
 from .argspec import ARG_FIELDS, LOADER_ARGS
 from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
 from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
@@ -533,6 +534,14 @@ def _whole_document(source: TraceSource, limits: Limits) -> tuple[dict[str, Any]
     return meta, ev
 
 
+def piece_bytes(salvage: bool = False) -> int:
+    """The size (bytes of JSON text) of the pieces a parse cuts: the compiled scanner's (``document.CHUNK_BYTES``), or
+    the other readers' smaller ones where it is not available or ``salvage`` reads a damaged file."""
+    if fastscan_available() and not salvage:
+        return document.CHUNK_BYTES
+    return document.reader_chunk_bytes()
+
+
 def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits | None = None,
                  workers: int | None = None, progress: Callable[[int, int], None] | None = None,
                  projection: Projection | None = None) -> RawTrace:
@@ -544,7 +553,8 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     # two more threads than cores: a worker's Python steps hold the GIL between its numpy and polars calls,
     # and the spare threads keep the cores busy meanwhile (2 cores: 1.5 -> 1.7 cores used, parse ~10% faster)
     workers = workers if workers is not None else min((os.cpu_count() or 1) + 2, 8)
-    splitter = Splitter(source, limits, salvage=salvage)
+    chunk_bytes = piece_bytes(salvage)
+    splitter = Splitter(source, limits, salvage=salvage, chunk_bytes=chunk_bytes)
     pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
                      projection=projection)
     try:
@@ -554,7 +564,7 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
         meta, events_text = _whole_document(source, limits)
         inner = events_text[1:-1] if events_text.endswith(b"]") else events_text[1:]
         whole = TraceSource(source.path, inner, gz=False)
-        sub = Splitter(whole, limits, salvage=salvage)
+        sub = Splitter(whole, limits, salvage=salvage, chunk_bytes=chunk_bytes)
         sub.doc.bare_array = True
         pipe = _Pipeline(sub, salvage=salvage, limits=limits, workers=workers, projection=projection)
         pipe.run(_bare_pieces(sub, inner))

@@ -16,7 +16,7 @@ import msgspec
 import polars as pl
 
 from ..errors import TraceError
-from .document import NeedsWholeDocument, Piece, Splitter, tail_candidates
+from .document import NeedsWholeDocument, Piece, Splitter, reader_chunk_bytes, tail_candidates
 from .source import Limits, open_trace
 from .structure import top_level_objects
 
@@ -113,7 +113,7 @@ def _read_args(path: str | os.PathLike[str], wanted: Iterable[int], event: type[
     source = open_trace(path)
     rows: list[tuple[Any, ...]] = []
     try:
-        splitter = Splitter(source, Limits())
+        splitter = Splitter(source, Limits(), chunk_bytes=reader_chunk_bytes())  # msgspec structs: the readers' pieces
         pieces = splitter.pieces()
         before = 0
         j = 0
