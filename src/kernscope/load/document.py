@@ -28,8 +28,8 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 #: the array must start within this many bytes of the document start
 HEAD_LIMIT = 64 << 20
 #: target size of one chunk of events (JSON text) for the compiled scanner. Its per-piece cost is mostly fixed (the
-#: piece's table, dictionary and outputs): cold ``analyze`` of 200 MB replicas 4-12% faster than in 4 MB pieces, the
-#: same peak RSS (docs/performance.md, session 21; 16 MB: +70 MB peak)
+#: piece's table, dictionary and outputs): cold ``analyze`` of 200 MB replicas 4-12% faster than in 4 MB pieces on five
+#: classes of six (owlv2 the same), the same peak RSS (docs/performance.md, session 21; 16 MB: +70 MB peak)
 CHUNK_BYTES = 8 << 20
 #: the other readers' pieces (polars' JSON reader, the line reader): at most this (their peak grows with the piece)
 READER_CHUNK_BYTES = 4 << 20
