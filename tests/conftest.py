@@ -51,6 +51,23 @@ def write_trace(path: Path, events: list[dict], **meta) -> Path:
     return path
 
 
+def scanned_once(kept: dict, path: Path, monkeypatch, read):
+    """``read(path)`` with the compiled scanner on (``KERNSCOPE_NO_NATIVE=0``), once a trace for a test that runs with
+    the fallback readers first, then with the scanner: the fallback readers' run keeps its result in ``kept`` for the
+    scanner's run, which takes it (test_fastscan checks both readers give the same tables on every real trace)."""
+    if str(path) in kept:
+        return kept.pop(str(path))
+    reader = os.environ.get("KERNSCOPE_NO_NATIVE")
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "0")
+    try:
+        out = read(path)
+    finally:
+        monkeypatch.setenv("KERNSCOPE_NO_NATIVE", reader or "0")
+    if reader == "1":  # the scanner's run of this trace comes next
+        kept[str(path)] = out
+    return out
+
+
 #: under make test and CI (KERNSCOPE_REQUIRE_TRACES=1) the real-trace tests must run: a skip for want of the traces
 #: fails instead (every such skip names ../shared/traces in its reason)
 REQUIRE_TRACES = os.environ.get("KERNSCOPE_REQUIRE_TRACES") == "1"

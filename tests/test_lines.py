@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import needs_traces, real_traces, trace_id
+from conftest import needs_traces, real_traces, scanned_once, trace_id
 from polars.testing import assert_frame_equal
 
 import kernscope
@@ -307,20 +307,16 @@ _WHOLE: dict[str, _Whole] = {}
 
 
 def _whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> _Whole:
-    """The whole load of ``path`` as the analysis test compares it, read by the compiled scanner (test_fastscan checks
-    both readers give its tables on every real trace)."""
-    if str(path) in _WHOLE:
-        return _WHOLE.pop(str(path))
-    reader = os.environ.get("KERNSCOPE_NO_NATIVE")
-    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "0")
-    full = load(path, cache=False)
-    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", reader or "0")
-    a = analyze(full, benchmark=None)
-    rows = (full.events.select("idx", "name", "kind", "ts", "dur", *ANALYZE_ARGS)
-            .with_columns(pl.col("name", "kind").cast(pl.String)))
-    out = _Whole(text(a), text(a, "csv"), full.stats.events, rows, full.gpu, full.flows)
-    if reader == "1":  # the compiled scanner's run of this trace comes next
-        _WHOLE[str(path)] = out
+    """The whole load of ``path`` as the analysis test compares it, read by the compiled scanner once a trace."""
+
+    def read(p: Path) -> _Whole:
+        full = load(p, cache=False)
+        a = analyze(full, benchmark=None)
+        rows = (full.events.select("idx", "name", "kind", "ts", "dur", *ANALYZE_ARGS)
+                .with_columns(pl.col("name", "kind").cast(pl.String)))
+        return _Whole(text(a), text(a, "csv"), full.stats.events, rows, full.gpu, full.flows)
+
+    out: _Whole = scanned_once(_WHOLE, path, monkeypatch, read)
     return out
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import needs_traces, real_traces, trace_id
+from conftest import needs_traces, real_traces, scanned_once, trace_id
 from polars.testing import assert_frame_equal
 
 from kernscope.analyze.ranks import RankTask, summarize_file
@@ -53,18 +53,14 @@ _WHOLE: dict[str, tuple[RankResult, pl.DataFrame, int, int]] = {}
 
 def _whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RankResult, pl.DataFrame, int, int]:
     """The rank summary, events (``idx, name, kind, ts, dur``), event count and flow count of the whole load of
-    ``path``, read by the compiled scanner (test_fastscan checks both readers give its tables on every real trace)."""
-    if str(path) in _WHOLE:
-        return _WHOLE.pop(str(path))
-    reader = os.environ.get("KERNSCOPE_NO_NATIVE")
-    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "0")
-    full = load(path, cache=False)
-    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", reader or "0")
-    cols = ["idx", "name", "kind", "ts", "dur"]
-    out = (summarize_rank(full, str(path)), full.events.select(cols).with_columns(pl.col("name", "kind").cast(pl.String)),
-           full.stats.events, full.flows.height)
-    if reader == "1":  # the compiled scanner's run of this trace comes next
-        _WHOLE[str(path)] = out
+    ``path``, read by the compiled scanner once a trace."""
+
+    def read(p: Path) -> tuple[RankResult, pl.DataFrame, int, int]:
+        full = load(p, cache=False)
+        events = full.events.select("idx", "name", "kind", "ts", "dur").with_columns(pl.col("name", "kind").cast(pl.String))
+        return summarize_rank(full, str(p)), events, full.stats.events, full.flows.height
+
+    out: tuple[RankResult, pl.DataFrame, int, int] = scanned_once(_WHOLE, path, monkeypatch, read)
     return out
 
 
