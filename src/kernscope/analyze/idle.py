@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..intervals import integer_codes, merged
+from ..intervals import dense_codes, merged
 from .kernels import NS_PER_US
 
 #: gaps shorter than this, before a kernel launched in time, count as launch overhead (µs)
@@ -32,9 +32,7 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     if g.height == 0:
         return pl.DataFrame(schema=schema)
     t = g.select(*keys, "ts", "end", "launch_ts")
-    code = integer_codes(t, keys)
-    if code is None:
-        code = t.select(pl.struct(keys).rank("dense").cast(pl.Int64).sub(1)).to_series().to_numpy()
+    code = dense_codes(t, keys)
     ts = t["ts"].to_numpy().astype(np.int64)
     en = t["end"].to_numpy().astype(np.int64)
     has_launch = t["launch_ts"].is_not_null().to_numpy()
