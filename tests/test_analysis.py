@@ -257,6 +257,59 @@ def test_the_sweep_finds_the_innermost_op_the_range_join_finds():
     assert 3000 < found < 40 * 300  # most launches have an enclosing op, not all
 
 
+def _python_nest(monkeypatch, *arrays, bleed):
+    from kernscope.link.tree import _nest
+
+    with monkeypatch.context() as m:
+        m.setenv("KERNSCOPE_NO_NATIVE", "1")
+        return _nest(*arrays, bleed)
+
+
+def test_the_compiled_call_tree_nests_as_the_python_loop(monkeypatch):
+    """link.tree: the compiled stack (load/_sweep.c ks_nest) gives every event the parent and depth the Python loop
+    gives: random threads of nested, overlapping, tied and zero-length events (coarse times, so that ends tie and
+    overrun their parent by less and by more than the bleed), negative and zero bleeds, times at int64's ends."""
+    from kernscope.link.tree import _nest
+
+    rng = np.random.default_rng(2026)
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    nested = 0
+    for trial in range(60):
+        n = int(rng.integers(1, 600))
+        groups = np.sort(rng.integers(0, 4, n)).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # hash-like
+        starts = rng.integers(0, 300, n).astype(np.int64) * 5
+        ends = starts + rng.integers(0, 8, n) * rng.integers(0, 40, n)
+        if trial % 10 == 9:  # times where te + bleed overflows int64
+            starts[: n // 2] = hi - rng.integers(0, 50, n // 2)
+            ends[: n // 2] = hi
+            starts[n // 2:] = lo
+            ends[n // 2:] = lo + rng.integers(0, 50, n - n // 2)
+        order = np.lexsort((-ends, starts, groups))  # as call_tree sorts: (group, start, -end)
+        arrays = (rng.permutation(n).astype(np.int64)[order], starts[order], ends[order], groups[order])
+        for bleed in (1000, 7, 0, -3, hi, lo):
+            parent, depth = _nest(*arrays, bleed)
+            want_parent, want_depth = _python_nest(monkeypatch, *arrays, bleed=bleed)
+            assert np.array_equal(parent, want_parent) and np.array_equal(depth, want_depth), (trial, bleed)
+            assert depth.dtype == np.int32 and parent.dtype == np.int64
+            nested += int((parent >= 0).sum())
+    assert nested > 10_000  # most events have a parent: the trees are not flat
+
+
+@needs_traces
+@pytest.mark.parametrize("name", ["hta/v100_2rank_nccl_rank1.json.gz", "hta/a100_16rank_rank0_triton.json.gz"])
+def test_the_call_tree_of_a_real_trace_is_the_same_without_the_library(name, monkeypatch):
+    from kernscope.link.tree import call_tree
+
+    path = TRACES / name
+    if not path.exists():
+        pytest.skip(f"{name} not in ../shared/traces")
+    events = kernscope.load(path, cache=False).events
+    tree = call_tree(events)
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+    assert tree.equals(call_tree(events))
+    assert tree.height > 50_000 and tree["parent_idx"].null_count() < tree.height and tree["depth"].max() >= 5
+
+
 def test_without_the_library_the_range_join_links(monkeypatch):
     from kernscope.link import ops as link_ops
 

@@ -3,6 +3,9 @@
 Events of one (pid, tid) are sorted by (start asc, end desc) and nested with a stack. Kineto
 rounds times independently per event, so a child may end a little after its parent
 ("boundary bleed"); an end overrun of at most ``bleed_ns`` still counts as nested.
+
+The stack runs in the compiled library (``load/_sweep.c``: ks_nest; a 200 MB trace's 1.2 M host events in
+~10 ms); where it could not be built, :func:`_nest` does the same in Python (~1 s per million events).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ..load import native
 from .kinds import CPU_TREE_KINDS
 
 #: Tolerated child-past-parent end overrun (ns).
@@ -17,7 +21,12 @@ DEFAULT_BLEED_NS = 1000
 
 
 def _nest(order_idx: np.ndarray, starts: np.ndarray, ends: np.ndarray, groups: np.ndarray, bleed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stack nesting over pre-sorted arrays; returns (parent row idx or -1, depth)."""
+    """Stack nesting over pre-sorted arrays; returns (parent row idx or -1, depth): the compiled stack's, or where
+    the library is not available the same loop in Python."""
+    compiled = native.nest(groups, starts, ends, bleed)
+    if compiled is not None:
+        pos, depth = compiled
+        return np.where(pos >= 0, order_idx[np.maximum(pos, 0)], -1), depth
     n = len(order_idx)
     parent = np.full(n, -1, dtype=np.int64)
     depth = np.zeros(n, dtype=np.int32)

@@ -10,6 +10,11 @@
  * (whenever one of them encloses t, so does the new one, and it is later). A query pops those ending before t
  * (no later query, its t no smaller, can use them); the top then encloses t and is the latest that does.
  * O(intervals + queries); no allocation (the caller gives the stack, one slot per interval); no global state.
+ *
+ * ks_nest: the host call tree (kernscope.link.tree): events sorted by (group, start, -end, row), each event's parent
+ * the innermost earlier event of its group still open when it starts. A stack of open events: one that ended at or
+ * before the start, or that the new event outlasts by more than `bleed` (Kineto rounds each event's times on its
+ * own, so a child may end a little after its parent), is popped for good; the top then is the parent. O(events).
  */
 #include <stdint.h>
 
@@ -29,6 +34,35 @@ int64_t ks_innermost(const int64_t *group, const int64_t *start, const int64_t *
         }
         while (top && end[stack[top - 1]] < t) top--;
         out[q] = top ? stack[top - 1] : -1;
+    }
+    return 0;
+}
+
+/* e > te + bleed, without overflowing int64 */
+static int outlasts(int64_t e, int64_t te, int64_t bleed) {
+    if (bleed >= 0) return te > INT64_MAX - bleed ? 0 : e > te + bleed;
+    return te < INT64_MIN - bleed ? 1 : e > te + bleed;
+}
+
+/* parent[i] = the position (in the sorted events) of event i's parent, or -1; depth[i] its depth (roots 0). Returns 0. */
+int64_t ks_nest(const int64_t *group, const int64_t *start, const int64_t *end, int64_t n, int64_t bleed,
+                int64_t *parent, int32_t *depth, int64_t *stack) {
+    int64_t top = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i == 0 || group[i] != group[i - 1]) top = 0;
+        while (top) {
+            int64_t te = end[stack[top - 1]];
+            if (te <= start[i] || outlasts(end[i], te, bleed)) top--;
+            else break;
+        }
+        if (top) {
+            parent[i] = stack[top - 1];
+            depth[i] = depth[stack[top - 1]] + 1;
+        } else {
+            parent[i] = -1;
+            depth[i] = 0;
+        }
+        stack[top++] = i;
     }
     return 0;
 }

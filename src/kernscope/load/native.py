@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 10
+ABI_VERSION = 11
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,7 +34,7 @@ def _library() -> Any:
                 lib.ks_abi_version.restype = ctypes.c_int64
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
-                for fn in ("ks_scan_events", "ks_count_events", "ks_count_fields", "ks_fields", "ks_innermost"):
+                for fn in ("ks_scan_events", "ks_count_events", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib
@@ -64,6 +64,30 @@ def innermost(group: np.ndarray, start: np.ndarray, end: np.ndarray, qgroup: np.
     p = [ctypes.c_void_p(a.ctypes.data) for a in (*cols, out, stack)]
     lib.ks_innermost(p[0], p[1], p[2], ctypes.c_int64(len(start)), p[3], p[4], ctypes.c_int64(len(qt)), p[5], p[6])
     return out
+
+
+def _int64(a: np.ndarray) -> np.ndarray:
+    """``a`` as contiguous int64 (8-byte unsigned integers reinterpreted: the same values compare equal)."""
+    a = np.ascontiguousarray(a)
+    return a.view(np.int64) if a.dtype.kind in "iu" and a.dtype.itemsize == 8 else a.astype(np.int64)
+
+
+def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, bleed: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The call tree's stack nesting of events sorted by (group, start, -end, row): per event the position of its
+    parent in that order, or -1, and its depth (int32, roots 0); an end overrun of at most ``bleed`` still nests
+    (:mod:`kernscope.link.tree`). All int64 (any unit, the same for all; ``group`` compared for equality only).
+    None when the library is not available (``_sweep.c``: ks_nest)."""
+    lib = scanner()
+    if lib is None:
+        return None
+    cols = [_int64(a) for a in (group, start, end)]
+    n = len(cols[1])
+    parent = np.empty(n, dtype=np.int64)
+    depth = np.empty(n, dtype=np.int32)
+    stack = np.empty(max(n, 1), dtype=np.int64)
+    p = [ctypes.c_void_p(a.ctypes.data) for a in (*cols, parent, depth, stack)]
+    lib.ks_nest(p[0], p[1], p[2], ctypes.c_int64(n), ctypes.c_int64(max(-(1 << 63), min(bleed, (1 << 63) - 1))), p[3], p[4], p[5])
+    return parent, depth
 
 
 @functools.lru_cache(maxsize=1)
