@@ -216,12 +216,9 @@ class Splitter:
             raise NeedsWholeDocument("no 'traceEvents' array found")
         del buf[:start]
         offset = start
-        nxt = next(blocks, None)
-        while nxt is not None:
-            buf += nxt
-            nxt = next(blocks, None)
-            # cut what is there, after the last block too (a small file arrives as one or two blocks: its pieces
-            # still parse in parallel); the array's end never follows a boundary, so it stays in the final piece
+        while True:
+            # cut what is there, the first block and the last too (a small file arrives as one or two blocks: its
+            # pieces still parse in parallel); the array's end never follows a boundary, so it stays in the final piece
             while len(buf) > self.chunk_bytes:
                 m = _BOUNDARY.search(buf, self.chunk_bytes)
                 if m is None:
@@ -229,9 +226,15 @@ class Splitter:
                         raise TraceError(self.path, f"an event is larger than {self.limits.max_event_bytes >> 20} MB "
                                                     f"(near byte {offset:,}); this is not a Kineto trace or it is corrupt")
                     break
-                yield Piece(bytes(buf[: m.start() + 1]), offset, bytes(buf[m.start() + 1 : m.end() - 1]))
+                with memoryview(buf) as view:  # one copy of the piece's text (a slice of the bytearray was another)
+                    piece = Piece(bytes(view[: m.start() + 1]), offset, bytes(view[m.start() + 1 : m.end() - 1]))
+                yield piece
                 del buf[: m.end() - 1]
                 offset += m.end() - 1
+            nxt = next(blocks, None)
+            if nxt is None:
+                break
+            buf += nxt
         yield Piece(bytes(buf), offset, final=True)
 
 
