@@ -257,12 +257,12 @@ def test_the_sweep_finds_the_innermost_op_the_range_join_finds():
     assert 3000 < found < 40 * 300  # most launches have an enclosing op, not all
 
 
-def _python_nest(monkeypatch, *arrays, bleed):
+def _python_nest(monkeypatch, order_idx, starts, ends, groups, *, bleed):
     from kernscope.link.tree import _nest
 
     with monkeypatch.context() as m:
         m.setenv("KERNSCOPE_NO_NATIVE", "1")
-        return _nest(*arrays, bleed)
+        return _nest(order_idx, starts, ends, groups, bleed)
 
 
 def test_the_compiled_call_tree_nests_as_the_python_loop(monkeypatch):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,7 +56,7 @@ def test_cell_machine_flags_moving_clocks():
 
 def test_batches_are_round_robin():
     calls: list[str] = []
-    items = {k: Prepared(lambda k=k: calls.append(k), None, 1.0, 0) for k in "ab"}
+    items = {k: Prepared(functools.partial(calls.append, k), None, 1.0, 0) for k in "ab"}
     readings: list[str] = []
     out = measure_batches(items, {"a": 9, "b": 9}, device="cpu", flusher=None, batch_ms=3.0, read=lambda: 0,
                           on_reading=lambda k, _s: readings.append(k))
@@ -199,10 +201,10 @@ def test_verdict_picks_the_test_that_fits():
 
     rng = np.random.default_rng(1)
     a = list(1.0 + 0.01 * rng.standard_normal(400))
-    faster = verdict(a, [x * 0.9 for x in a])
+    faster: dict[str, Any] = verdict(a, [x * 0.9 for x in a])
     assert faster["verdict"] == "faster" and faster["test"] == "bootstrap" and faster["ratio"] == pytest.approx(0.9)
     assert faster["ratio_ci"][1] < 1 and faster["effect"] == "large"
-    same = verdict(a, list(1.0 + 0.01 * rng.standard_normal(400)))
+    same: dict[str, Any] = verdict(a, list(1.0 + 0.01 * rng.standard_normal(400)))
     assert same["verdict"] == "within noise" and same["ratio_ci"][0] <= 1 <= same["ratio_ci"][1]
     tail = list(1.0 + 0.01 * rng.standard_normal(400)) + [3.0] * 40  # stalls: a long tail
     assert skewed(tail) and not skewed(a)

@@ -103,7 +103,9 @@ def test_entry_checksums_cover_every_file(tmp_path):
     make_trace(p, 100_000)
     kernscope.load(p)
     d = _entry_dir()
-    manifest = kcache._unseal((d / "manifest.json").read_bytes(), kcache._secret(d.parent.parent))
+    key = kcache._secret(d.parent.parent)
+    assert key is not None
+    manifest = kcache._unseal((d / "manifest.json").read_bytes(), key)
     assert set(manifest["files"]) == {f"{t}.arrow" for t in kcache.TABLES}
     for name, f in manifest["files"].items():
         assert kcache._checksum_file(d / name) == f["xxh3"]
@@ -386,7 +388,9 @@ def test_cache_entries_keep_columns_without_values_as_their_type(tmp_path, monke
     for name in ("events", "gpu", "flows", "steps"):
         assert_frame_equal(getattr(fresh, name), getattr(again, name))
     (entry,) = [d for d in (tmp_path / "cache").glob("v*/*") if d.is_dir()]
-    files = kcache._unseal((entry / "manifest.json").read_bytes(), kcache._secret(entry.parent.parent))["files"]
+    key = kcache._secret(entry.parent.parent)
+    assert key is not None
+    files = kcache._unseal((entry / "manifest.json").read_bytes(), key)["files"]
     nulls = files["events.arrow"]["nulls"]
     assert {"python_id", "bytes", "collective", "pg_name"} <= set(nulls) and nulls["collective"] == "Categorical"
     stored = pl.read_ipc_schema(entry / "events.arrow")

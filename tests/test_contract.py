@@ -57,12 +57,16 @@ def test_a_new_result_type_renders_in_every_format_without_a_renderer_edit(tmp_p
     r = occupancy()
     assert isinstance(r, Result)
     assert set(FORMATS) == {"table", "json", "csv", "xlsx", "html"}  # one module each
-    doc = json.loads(render(r, "json"))
+    body = render(r, "json")
+    assert isinstance(body, bytes)  # one file (a multi-file format gives a dict of them)
+    doc = json.loads(body)
     assert doc["device"] == "H100" and doc["kernel_count"] == 3 and doc["schema_version"]
     assert [k["name"] for k in doc["kernels"]] == ["gemm_kernel", "softmax_kernel", "=cmd|x"]
     assert doc["kernels"][0]["total_us"] == 1234.568  # µs rounded to the ns, as every JSON output
     assert doc["by_registers"] == [{"registers": 32, "count": 2}, {"registers": 255, "count": 1}]
-    top = json.loads(render(r, "json", Options(top=1)))
+    body = render(r, "json", Options(top=1))
+    assert isinstance(body, bytes)
+    top = json.loads(body)
     assert len(top["kernels"]) == 1 and len(top["by_registers"]) == 1
 
     text = render(r, "table", Options(width=100)).decode()

@@ -332,7 +332,10 @@ def _with_layouts_and_without(text: bytes, projected: bool = True):
     a, b = got
     assert_frame_equal(a.table, b.table)
     assert (a.dropped, a.dropped_first_ts) == (b.dropped, b.dropped_first_ts)
-    assert (a.ordinals is None and b.ordinals is None) or np.array_equal(a.ordinals, b.ordinals)
+    if a.ordinals is None or b.ordinals is None:
+        assert a.ordinals is None and b.ordinals is None
+    else:
+        assert np.array_equal(a.ordinals, b.ordinals)
     assert b.via_layouts == b.rows_via_layouts == 0
     return a
 

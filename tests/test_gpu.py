@@ -375,7 +375,7 @@ def test_scheduling_safe_end_record_times_a_single_load():
         torch.cuda.synchronize()
         d = decode_profiler_buffer(buf)
         assert d.tasks.height == programs and torch.equal(out, x[::stride])
-        return float(d.tasks["duration_ns"].median()) * (d.clock_ghz or 1.0)  # cycles
+        return float(d.tasks["duration_ns"].median()) * (d.clock_ghz or 1.0)  # type: ignore[arg-type]  # cycles
 
     hbm, l2 = scope(True, False), scope(True, True)
     issue_hbm, issue_l2 = scope(False, False), scope(False, True)

@@ -188,7 +188,7 @@ def test_report_intra_adds_the_launches_sheet_and_timeline_rows(tmp_path, capsys
     tl = timeline_data(a.gpu, a.trace.steps, None, rows)
     labels = [ln["label"] for ln in tl["lanes"]]
     at = labels.index("GPU 0 \u00b7 stream 7")
-    subs = labels[at + 1: at + 1 + rows["sub"].max()]
+    subs = labels[at + 1: at + 1 + int(rows["sub"].max())]  # type: ignore[arg-type]  # polars' scalar: an int here
     assert all(lbl.startswith("\u21b3 bias_gelu") for lbl in subs)  # right below the kernel's stream
     first = tl["lane_first"]
     n_intra = sum(first[i + 1] - first[i] for i, lbl in enumerate(labels) if lbl.startswith("\u21b3"))

@@ -127,7 +127,9 @@ def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
     t = _stat_metadata(buf, planes)
     lookup = Lookup(t["plane"].to_numpy(), t["id"].to_numpy())
     table = field_table(t["stat"])
-    lut, width = field_lut(t["plane"].to_numpy(), t["id"].to_numpy(), t["stat"])
+    flat = field_lut(t["plane"].to_numpy(), t["id"].to_numpy(), t["stat"])
+    assert flat is not None  # this profile's stat ids fit a flat table
+    lut, width = flat
     emd, _ = _event_metadata(buf, planes)
     names = Lookup(emd["plane"].to_numpy(), emd["md"].to_numpy())
 

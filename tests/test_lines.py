@@ -29,6 +29,7 @@ from kernscope.load.argspec import ARG_FIELDS
 from kernscope.load.chunk import EVENT_SCHEMA, ChunkError, parse_chunk, parse_lines
 from kernscope.load.document import Splitter
 from kernscope.load.lines import to_lines
+from kernscope.load.projection import Projection
 from kernscope.load.source import Limits, open_trace
 from kernscope.pipeline import load
 from kernscope.render.formats import text
@@ -45,7 +46,9 @@ def _reader(request, monkeypatch):
                     "tables on all of them); every trace runs it with the compiled scanner")
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1" if request.param == "line reader" else "0")
 
-PROJ = analyze_projection(None)
+_PROJ = analyze_projection(None)
+assert _PROJ is not None
+PROJ: Projection = _PROJ
 assert PROJ is not None
 
 
@@ -483,7 +486,7 @@ def test_mutants_analyze_projection_equals_full_load_or_fails_cleanly(tmp_path, 
         m = fuzz.MUTATORS[names[i % len(names)]](r, data)
         p = tmp_path / f"m{i}.json"
         p.write_bytes(m)
-        out = []
+        out: list[str | None] = []
         for proj in (None, PROJ):
             try:
                 out.append(text(analyze(load(p, cache=False, projection=proj), benchmark=None)))

@@ -174,9 +174,9 @@ def test_python_function_tree_by_python_ids(tmp_path):
     from kernscope.link.ops import python_parents
 
     t = kernscope.load(write_trace(tmp_path / "py.json", ev), cache=False)
-    ev = python_parents(t.events)  # computed on demand, not while linking
-    child = ev.filter(pl.col("name").cast(pl.String) == "nn.Module: Linear").row(0, named=True)
-    parent = ev.filter(pl.col("name").cast(pl.String) == "train.py(10): step").row(0, named=True)
+    linked = python_parents(t.events)  # computed on demand, not while linking
+    child = linked.filter(pl.col("name").cast(pl.String) == "nn.Module: Linear").row(0, named=True)
+    parent = linked.filter(pl.col("name").cast(pl.String) == "train.py(10): step").row(0, named=True)
     assert child["py_parent_idx"] == parent["idx"]
 
 

@@ -23,6 +23,7 @@ from kernscope.analyze.ranks.summary import RankResult, summarize_rank
 from kernscope.errors import TraceError
 from kernscope.load.chunk import parse_chunk
 from kernscope.load.project import project
+from kernscope.load.projection import Projection
 from kernscope.pipeline import load
 
 
@@ -35,8 +36,9 @@ def _reader(request, monkeypatch):
                     "tables on all of them); every trace runs it with the compiled scanner")
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1" if request.param == "numpy projection" else "0")
 
-PROJ = RankTask().load_projection()
-assert PROJ is not None
+_PROJ = RankTask().load_projection()
+assert _PROJ is not None
+PROJ: Projection = _PROJ
 
 
 def _same_result(a: RankResult, b: RankResult) -> None:
@@ -264,7 +266,7 @@ def test_mutants_projected_equal_whole_or_fail_cleanly(tmp_path):
         m = fuzz.MUTATORS[names[i % len(names)]](r, data)
         p = tmp_path / f"m{i}.json"
         p.write_bytes(m)
-        results = []
+        results: list[RankResult | None] = []
         for proj in (None, PROJ):
             try:
                 results.append(summarize_rank(load(p, cache=False, projection=proj), str(p)))
@@ -328,7 +330,7 @@ def test_names_are_judged_whole_and_exactly(monkeypatch, collide):
         seen.append(b.decode())
         return rx(b)
 
-    out = P.unwanted_names(a, np.array(starts), test)
+    out = P.unwanted_names(a, np.array(starts), test)  # type: ignore[arg-type]  # a spy standing in for the NameTest
     # a 96-byte name has no closing quote in the window, an escaped one is not read: both are kept
     expected = [n != "ProfilerStep#7" and n != "abcdefgX" and len(n) < 96 and "\\" not in n for n in names]
     assert out.tolist() == expected
@@ -374,5 +376,5 @@ def test_public_load_takes_the_analyze_projection(tmp_path):
     a, b = analyze(whole), analyze(fast)
     assert_frame_equal(a.kernels, b.kernels) and a.steps.equals(b.steps)
     with pytest.raises(kernscope.KernscopeError, match="unknown projection 'fast'"):
-        kernscope.load(path, projection="fast")
+        kernscope.load(path, projection="fast")  # type: ignore[arg-type]  # the refusal is what is tested
     assert kernscope.Projection is type(PROJ)
