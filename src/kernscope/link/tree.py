@@ -4,8 +4,9 @@ Events of one (pid, tid) are sorted by (start asc, end desc) and nested with a s
 rounds times independently per event, so a child may end a little after its parent
 ("boundary bleed"); an end overrun of at most ``bleed_ns`` still counts as nested.
 
-The stack runs in the compiled library (``load/_sweep.c``: ks_nest; a 200 MB trace's 1.2 M host events in
-~10 ms); where it could not be built, :func:`_nest` does the same in Python (~1 s per million events).
+The stack runs in the compiled library (``load/_sweep.c``: ks_nest); where it could not be built, :func:`_nest`
+does the same in Python, ~1 s per million events (the 200 MB ns-resolution replica's 550 K host events: the whole
+``call_tree``, its filter and sort included, 0.68 s with the loop, 0.13 s with the compiled stack).
 """
 
 from __future__ import annotations
