@@ -232,3 +232,18 @@ def test_parts_made_one_at_a_time_write_the_same_text() -> None:
     parts = ",\n".join(f"  {json.dumps(k)}: {_dumps(Parts({kk: part(kk, vv) for kk, vv in v.items()}) if k == 'cp' else v)}"
                        for k, v in doc.items())
     assert "{\n" + parts + "\n}" == json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def test_json_rows_give_a_non_finite_float_as_null():
+    """JSON has no NaN or infinity: a table's rows give them as null (rounded as ever), other values as they are."""
+    from kernscope.render.tables import records
+
+    df = pl.DataFrame({"a_us": [1.23456789, float("inf"), float("-inf"), float("nan"), None], "n": [1, 2, 3, 4, 5],
+                       "s": ["x", "y", None, "z", "w"],
+                       "f32": pl.Series([0.5, float("nan"), 1.0, float("-inf"), None], dtype=pl.Float32)})
+    rows = records(df)
+    assert [r["a_us"] for r in rows] == [1.235, None, None, None, None]
+    assert [r["f32"] for r in rows] == [0.5, None, 1.0, None, None]
+    assert [r["n"] for r in rows] == [1, 2, 3, 4, 5] and [r["s"] for r in rows] == ["x", "y", None, "z", "w"]
+    assert records(df, 2) == rows[:2]
+    json.dumps(rows, allow_nan=False)  # strict JSON
