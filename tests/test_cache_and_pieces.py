@@ -281,6 +281,31 @@ def test_parallel_pieces_equal_one_piece(tmp_path, monkeypatch):
     assert pieces.flows.height == whole.flows.height
 
 
+def test_a_gzip_traces_pieces_are_its_buffers_not_copies(tmp_path, monkeypatch):
+    """A gzip trace's pieces are cut from the decompressed buffer by handing the buffer itself over (no copy of the
+    piece's text): joined with their separators they are the plain file's, cut at the same places."""
+    from kernscope.load import source
+    from kernscope.load.document import Splitter
+
+    example = ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    text = gzip.decompress(example.read_bytes())
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    monkeypatch.setattr(source, "BLOCK_BYTES", 1 << 14)
+    cut = {}
+    for path in (plain, packed):
+        src = source.open_trace(path)
+        try:
+            pieces = list(Splitter(src, source.Limits(), chunk_bytes=1 << 16).pieces())
+            cut[path] = [(p.offset, bytes(p.text), p.sep, p.final) for p in pieces]
+            if path == packed:
+                assert all(isinstance(p.text, memoryview) and isinstance(p.text.obj, bytearray) for p in pieces)
+        finally:
+            src.close()
+    assert len(cut[packed]) > 20 and cut[packed] == cut[plain]
+
+
 def test_a_gzip_traces_heap_is_trimmed_as_its_pieces_are_parsed(tmp_path, monkeypatch):
     """A gzip trace's pieces are decompressed copies from the C heap: it is trimmed every ``TRIM_BYTES`` of text
     parsed (the 216 MB v100 replica gzipped: peak 393-434 -> 339-348 MB), a plain one's is not; the same

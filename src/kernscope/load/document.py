@@ -226,16 +226,18 @@ class Splitter:
                         raise TraceError(self.path, f"an event is larger than {self.limits.max_event_bytes >> 20} MB "
                                                     f"(near byte {offset:,}); this is not a Kineto trace or it is corrupt")
                     break
-                with memoryview(buf) as view:  # one copy of the piece's text (a slice of the bytearray was another)
-                    piece = Piece(bytes(view[: m.start() + 1]), offset, bytes(view[m.start() + 1 : m.end() - 1]))
-                yield piece
-                del buf[: m.end() - 1]
-                offset += m.end() - 1
+                # the buffer itself becomes the piece (cut after its last event): no copy of the piece's text; what
+                # follows the cut, under a block, starts the next buffer
+                rest, sep, at = buf[m.end() - 1 :], bytes(buf[m.start() + 1 : m.end() - 1]), m.end() - 1
+                del buf[m.start() + 1 :]
+                yield Piece(memoryview(buf), offset, sep)
+                buf = rest
+                offset += at
             nxt = next(blocks, None)
             if nxt is None:
                 break
             buf += nxt
-        yield Piece(bytes(buf), offset, final=True)
+        yield Piece(memoryview(buf), offset, final=True)
 
 
 class NeedsWholeDocument(Exception):

@@ -21,8 +21,9 @@ from ..errors import TraceError
 _ZError: type[Exception] = _zlib.error  # type: ignore[assignment]  # the stub types it as an instance
 
 GZIP_MAGIC = b"\x1f\x8b"
-#: decompressed bytes handed to the parser at a time
-BLOCK_BYTES = 8 << 20
+#: decompressed bytes handed to the parser at a time: small beside a piece (``document.CHUNK_BYTES``), so that what
+#: is left after a piece is cut, copied to start the next, is small too
+BLOCK_BYTES = 1 << 20
 
 
 def available_memory() -> int:
