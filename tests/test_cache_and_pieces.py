@@ -281,17 +281,23 @@ def test_parallel_pieces_equal_one_piece(tmp_path, monkeypatch):
     assert pieces.flows.height == whole.flows.height
 
 
+def _plain_and_gzipped(tmp_path: Path) -> tuple[bytes, Path, Path]:
+    """The bundled example's JSON text, written plain and gzipped."""
+    example = ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    text = gzip.decompress(example.read_bytes())
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    return text, plain, packed
+
+
 def test_a_gzip_traces_pieces_are_its_buffers_not_copies(tmp_path, monkeypatch):
     """A gzip trace's pieces are cut from the decompressed buffer by handing the buffer itself over (no copy of the
     piece's text): joined with their separators they are the plain file's, cut at the same places."""
     from kernscope.load import source
     from kernscope.load.document import Splitter
 
-    example = ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
-    text = gzip.decompress(example.read_bytes())
-    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
-    plain.write_bytes(text)
-    packed.write_bytes(gzip.compress(text))
+    text, plain, packed = _plain_and_gzipped(tmp_path)
     monkeypatch.setattr(source, "BLOCK_BYTES", 1 << 14)
     cut = {}
     for path in (plain, packed):
@@ -307,17 +313,13 @@ def test_a_gzip_traces_pieces_are_its_buffers_not_copies(tmp_path, monkeypatch):
 
 
 def test_a_gzip_traces_heap_is_trimmed_as_its_pieces_are_parsed(tmp_path, monkeypatch):
-    """A gzip trace's pieces are decompressed copies from the C heap: it is trimmed every ``TRIM_BYTES`` of text
+    """A gzip trace's pieces are decompressed buffers from the C heap: it is trimmed every ``TRIM_BYTES`` of text
     parsed (the 216 MB v100 replica gzipped: peak 393-434 -> 339-348 MB), a plain one's is not; the same
     tables either way."""
     import importlib
 
     kineto = importlib.import_module("kernscope.load.kineto")
-    example = ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
-    text = gzip.decompress(example.read_bytes())
-    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
-    plain.write_bytes(text)
-    packed.write_bytes(gzip.compress(text))
+    text, plain, packed = _plain_and_gzipped(tmp_path)
     monkeypatch.setattr(document, "CHUNK_BYTES", 1 << 16)  # dozens of pieces
     monkeypatch.setattr(kineto, "TRIM_BYTES", 1 << 18)
     trims: list[int] = []

@@ -369,7 +369,7 @@ def _with_idx(table: pl.DataFrame, parsed: Parsed, first: int) -> pl.DataFrame:
     return table.with_columns(pl.Series("idx", idx))
 
 
-#: a gzip trace's C heap is trimmed after this many bytes of decompressed text were parsed: its pieces are copies
+#: a gzip trace's C heap is trimmed after this many bytes of decompressed text were parsed: its pieces are buffers
 #: from the C heap, freed but kept mapped until a trim (200 MB replicas of six classes gzipped: peak RSS -12 to -25%,
 #: the same time; a trim after every 8 MB piece: v100 -17% instead of -13%, but 5% slower)
 TRIM_BYTES = 16 << 20

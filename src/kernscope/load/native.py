@@ -66,12 +66,6 @@ def innermost(group: np.ndarray, start: np.ndarray, end: np.ndarray, qgroup: np.
     return out
 
 
-def _int64(a: np.ndarray) -> np.ndarray:
-    """``a`` as contiguous int64 (8-byte unsigned integers reinterpreted: the same values compare equal)."""
-    a = np.ascontiguousarray(a)
-    return a.view(np.int64) if a.dtype.kind in "iu" and a.dtype.itemsize == 8 else a.astype(np.int64)
-
-
 def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, bleed: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The call tree's stack nesting of events sorted by (group, start, -end, row): per event the position of its
     parent in that order, or -1, and its depth (int32, roots 0); an end overrun of at most ``bleed`` still nests
@@ -80,7 +74,8 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, bleed: int) -> t
     lib = scanner()
     if lib is None:
         return None
-    cols = [_int64(a) for a in (group, start, end)]
+    # (uint64 hashes as int64 wrap: equal stays equal)
+    cols: list[np.ndarray] = [np.ascontiguousarray(a, dtype=np.int64) for a in (group, start, end)]
     n = len(cols[1])
     parent = np.empty(n, dtype=np.int64)
     depth = np.empty(n, dtype=np.int32)
