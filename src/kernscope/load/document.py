@@ -85,18 +85,75 @@ def _head(text: bytes, path: str) -> tuple[dict[str, Any], bool, int] | None:
     if start == b"[":
         return {}, True, lead + 1
     if start != b"{":
-        raise TraceError(path, "not JSON: expected a JSON object with 'traceEvents' (or an event array)")
+        raise _not_json(path)
     m = _EVENTS_KEY.search(text)
     if m is None:
         return None
-    head = text[: m.start()].rstrip().rstrip(b",")
+    return _metadata_before(text[: m.start()], m.end(), path)
+
+
+def _not_json(path: str) -> TraceError:
+    return TraceError(path, "not JSON: expected a JSON object with 'traceEvents' (or an event array)")
+
+
+#: the ``"`` that closes ``"traceEvents"`` is this many bytes after the one that opens it
+_KEY_QUOTES = len(b'"traceEvents"') - 1
+#: what may follow that closing quote before the ``[``
+_KEY_GAP = b" \t\n\r\x0b\x0c:"
+
+
+class _HeadFinder:
+    """:func:`_head` of a growing buffer (a stream's first blocks) that looks at each byte about once: searching
+    the whole buffer again after each 1 MB block was quadratic (60 MB of blanks, or of one metadata string, before
+    the events took 5.8 s). The first non-blank byte is searched from where the last search ended, and the
+    ``"traceEvents"`` key from where one that the text so far ends inside would begin: within the last
+    :data:`_KEY_QUOTES` bytes, or, when the text ends in a quote and then only blanks and colons, at that quote's
+    :data:`_KEY_QUOTES` bytes before."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.first = -1  #: the first non-blank byte (-1: none yet)
+        self.seen = 0  #: bytes looked at
+        self.solid = -1  #: the last byte looked at that is not in _KEY_GAP
+        self.key_from = 0  #: no "traceEvents" key starts before this
+
+    def __call__(self, buf: bytearray) -> tuple[dict[str, Any], bool, int] | None:
+        n = min(len(buf), HEAD_LIMIT)
+        new = bytes(buf[self.seen : n])  # the bytes not looked at yet
+        solid = new.rstrip(_KEY_GAP)
+        if solid:
+            self.solid = self.seen + len(solid) - 1
+        if self.first < 0:
+            lead = len(new) - len(new.lstrip())
+            if lead == len(new):
+                self.seen = n
+                return None
+            self.first = self.key_from = self.seen + lead
+        self.seen = n
+        if buf[self.first] == ord("["):
+            return {}, True, self.first + 1
+        if buf[self.first] != ord("{"):
+            raise _not_json(self.path)
+        k = _EVENTS_KEY.search(buf, self.key_from, n)
+        if k is None:
+            quote = self.solid >= 0 and buf[self.solid] == ord('"')
+            self.key_from = max(self.key_from, (self.solid if quote else n) - _KEY_QUOTES)
+            return None
+        return _metadata_before(bytes(buf[: k.start()]), k.end(), self.path)
+
+
+def _metadata_before(text: bytes, events_at: int, path: str) -> tuple[dict[str, Any], bool, int] | None:
+    """The metadata keys of ``text`` (the document before its ``"traceEvents"`` key), the events starting at
+    ``events_at``; None when they do not decode as the start of an object ("traceEvents" inside a string, or an
+    odd layout: the caller falls back)."""
+    head = text.rstrip().rstrip(b",")
     try:
         raw = _TOP.decode(head + b"}")
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        return None  # "traceEvents" inside a string, or an odd layout: the caller falls back
+        return None
     except RecursionError:
         raise TraceError(path, "metadata before 'traceEvents' is nested too deeply") from None
-    return decode_metadata(raw, path), False, m.end()
+    return decode_metadata(raw, path), False, events_at
 
 
 _BLANK = b" \t\r\n"
@@ -202,9 +259,10 @@ class Splitter:
         buf = bytearray()
         offset = 0  # document offset of buf[0]
         start = None
+        head = _HeadFinder(self.path)
         for block in blocks:
             buf += block
-            found = _head(bytes(buf[:HEAD_LIMIT]), self.path)
+            found = head(buf)
             if found is not None:
                 self.doc.metadata, self.doc.bare_array, start = found
                 break
@@ -216,20 +274,23 @@ class Splitter:
             raise NeedsWholeDocument("no 'traceEvents' array found")
         del buf[:start]
         offset = start
+        cuts = _Boundaries(self.chunk_bytes)
         while True:
             # cut what is there, the first block and the last too (a small file arrives as one or two blocks: its
             # pieces still parse in parallel); the array's end never follows a boundary, so it stays in the final piece
             while len(buf) > self.chunk_bytes:
-                m = _BOUNDARY.search(buf, self.chunk_bytes)
+                m = cuts.find(buf)
                 if m is None:
                     if len(buf) > self.chunk_bytes + self.limits.max_event_bytes:
                         raise TraceError(self.path, f"an event is larger than {self.limits.max_event_bytes >> 20} MB "
                                                     f"(near byte {offset:,}); this is not a Kineto trace or it is corrupt")
                     break
+                cuts = _Boundaries(self.chunk_bytes)
                 # the buffer itself becomes the piece (cut after its last event): no copy of the piece's text; what
                 # follows the cut, under a block, starts the next buffer
-                rest, sep, at = buf[m.end() - 1 :], bytes(buf[m.start() + 1 : m.end() - 1]), m.end() - 1
-                del buf[m.start() + 1 :]
+                close, brace = m
+                rest, sep, at = buf[brace:], bytes(buf[close + 1 : brace]), brace
+                del buf[close + 1 :]
                 yield Piece(memoryview(buf), offset, sep)
                 buf = rest
                 offset += at
@@ -238,6 +299,48 @@ class Splitter:
                 break
             buf += nxt
         yield Piece(memoryview(buf), offset, final=True)
+
+
+#: what may follow an event's "}" up to a boundary's end: blanks, a comma, blanks (a prefix of _BOUNDARY's rest)
+_BOUNDARY_TAIL = re.compile(rb"\s*(,\s*)?")
+
+
+class _Boundaries:
+    """The first boundary between events (``}``, blanks, ``,``, blanks, ``{``) at or after ``start`` of a growing
+    buffer, each byte looked at about once: searching the buffer again after each block was quadratic (320 MB of
+    blanks between two events of a gzip took 19 s to refuse). When a search finds none, the text may end inside one:
+    it begins at the last ``}`` and only blanks and a comma follow (:data:`_BOUNDARY_TAIL`); that is kept, and the
+    next bytes continue it or end it; before it, and anywhere else searched, no boundary begins."""
+
+    def __init__(self, start: int) -> None:
+        self.pos = start  #: bytes before this are known: no boundary begins there but at ``open``
+        self.open = -1  #: the "}" of the boundary the text may end inside (-1: none)
+        self.comma = False  #: and whether its comma came
+
+    def find(self, buf: bytearray) -> tuple[int, int] | None:
+        """(position of the boundary's ``}``, of its ``{``), or None when the text so far holds none."""
+        n = len(buf)
+        while self.open >= 0:  # continue the open boundary with the new bytes only
+            new = bytes(buf[self.pos : n])
+            j = self.pos + len(new) - len(new.lstrip())
+            if j == n:
+                self.pos = n
+                return None
+            if buf[j] == ord(",") and not self.comma:
+                self.comma, self.pos = True, j + 1
+                continue
+            if buf[j] == ord("{") and self.comma:
+                return self.open, j
+            self.open, self.pos = -1, j  # it was not one; what follows is searched
+        m = _BOUNDARY.search(buf, self.pos)
+        if m is not None:
+            return m.start(), m.end() - 1
+        last = buf.rfind(b"}", self.pos)
+        tail = _BOUNDARY_TAIL.fullmatch(buf, last + 1) if last >= 0 else None
+        if tail is not None:
+            self.open, self.comma = last, tail.group(1) is not None
+        self.pos = n
+        return None
 
 
 class NeedsWholeDocument(Exception):
