@@ -160,11 +160,29 @@ _BLANK = b" \t\r\n"
 
 
 def _last_nonblank(b: bytes, end: int) -> int:
-    """Index of the last non-blank byte of ``b[:end]`` (-1 if none), without copying the prefix."""
-    i = end - 1
-    while i >= 0 and b[i] in _BLANK:
-        i -= 1
-    return i
+    """Index of the last non-blank byte of ``b[:end]`` (-1 if none), without copying the prefix: windows that double
+    from the end, stripped in C (a loop per byte took 5 s over 30 MB of blanks at a trace's end)."""
+    width = 64
+    while end > 0:
+        lo = max(0, end - width)
+        kept = b[lo:end].rstrip(_BLANK)
+        if kept:
+            return lo + len(kept) - 1
+        end, width = lo, width * 2
+    return -1
+
+
+def _first_nonblank(b: bytes, start: int, stop: int) -> int:
+    """Index of the first non-blank byte of ``b[start:stop]`` (``stop`` if none), as :func:`_last_nonblank` does."""
+    width = 64
+    while start < stop:
+        hi = min(stop, start + width)
+        window = b[start:hi]
+        lead = len(window) - len(window.lstrip(_BLANK))
+        if lead < len(window):
+            return start + lead
+        start, width = hi, width * 2
+    return stop
 
 
 def tail_candidates(text: bytes | memoryview, bare: bool, path: str,
@@ -189,9 +207,7 @@ def tail_candidates(text: bytes | memoryview, bare: bool, path: str,
         j = _last_nonblank(b, pos)
         if j >= 0 and b[j] != ord("}"):
             continue
-        k = pos + 1
-        while k <= last and b[k] in _BLANK:
-            k += 1
+        k = _first_nonblank(b, pos + 1, last + 1)
         if bare:
             if k > last:
                 yield pos, {}
