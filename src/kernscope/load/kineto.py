@@ -373,11 +373,14 @@ def _with_idx(table: pl.DataFrame, parsed: Parsed, first: int) -> pl.DataFrame:
 #: from the C heap, freed but kept mapped until a trim (200 MB replicas of six classes gzipped: peak RSS -12 to -25%,
 #: the same time; a trim after every 8 MB piece: v100 -17% instead of -13%, but 5% slower)
 TRIM_BYTES = 16 << 20
-#: the parsed pieces' tables are merged into one block per this many bytes of their JSON: a 10 GB trace's thousands of
-#: small per-piece buffers, kept until the final concatenation, fragmented the allocators' pages (its parse held
-#: 1 GB beyond its tables, and joining them 0.8 GB more); blocks are few and large, and the memory of the pieces
-#: they replace is reused by the next pieces
-BLOCK_BYTES = 256 << 20
+#: the parsed pieces' tables are merged into one block per this many bytes of their JSON, so that a huge trace's
+#: thousands of per-piece buffers do not all wait for the final concatenation (session 15: they fragmented the
+#: allocators' pages, 1 GB beyond the tables at 10 GB). Each merge copies its pieces, which are copied again by the
+#: final concatenation. Session 23, alternating runs: blocks of 256 MB cost the 1 GB replicas 3-10% of their time and
+#: 2-15% of their peak RSS against no merge (a100 6.6-7.7 -> 6.1-7.0 s, 1.08-1.17x -> 0.97-1.00x its JSON), and at
+#: 10 GB they were no better than larger blocks: peak 3.99-4.16 GB with 256 MB blocks, 3.89-3.92 with 1 GB, 3.76-3.81
+#: with 2 GB, 3.88-3.91 with none; 41-50 s each. So a trace of up to 2 GB is joined once, at the end
+BLOCK_BYTES = 2 << 30
 #: from this many rows on, the pieces' columns are joined one at a time (see ``_concat_split``): two columns in
 #: flight held 0.13 GB more at the peak of a 1.1 GB trace's cold analyze (4.8 M events: 1.07 -> 0.94x the JSON, the
 #: same time); below it, two at a time save ~13 ms on a 200 MB trace
