@@ -376,10 +376,11 @@ TRIM_BYTES = 16 << 20
 #: the parsed pieces' tables are merged into one block per this many bytes of their JSON, so that a huge trace's
 #: thousands of per-piece buffers do not all wait for the final concatenation (session 15: they fragmented the
 #: allocators' pages, 1 GB beyond the tables at 10 GB). Each merge copies its pieces, which are copied again by the
-#: final concatenation. Session 23, alternating runs: blocks of 256 MB cost the 1 GB replicas 3-10% of their time and
-#: 2-15% of their peak RSS against no merge (a100 6.6-7.7 -> 6.1-7.0 s, 1.08-1.17x -> 0.97-1.00x its JSON), and at
-#: 10 GB they were no better than larger blocks: peak 3.99-4.16 GB with 256 MB blocks, 3.89-3.92 with 1 GB, 3.76-3.81
-#: with 2 GB, 3.88-3.91 with none; 41-50 s each. So a trace of up to 2 GB is joined once, at the end
+#: final concatenation. Session 23, alternating runs: with the command's allocator settings (``oneshot.tune_allocators``)
+#: blocks of 256 MB and of 2 GB give the same time and peak (1 GB replicas within noise; 10 GB: 3.74-3.82 against
+#: 3.79-3.80 GB, 40-43 s). Without them, as in a notebook that imported polars first, 256 MB blocks cost the 1 GB
+#: replicas 3-10% of their time and 2-15% of their peak (a100: 1.08-1.16x -> 1.01-1.04x its JSON) and the 10 GB replica
+#: 3.99-4.16 GB against 3.76-3.81. So a trace of up to 2 GB is joined once, at the end
 BLOCK_BYTES = 2 << 30
 #: from this many rows on, the pieces' columns are joined one at a time (see ``_concat_split``): two columns in
 #: flight held 0.13 GB more at the peak of a 1.1 GB trace's cold analyze (4.8 M events: 1.07 -> 0.94x the JSON, the
