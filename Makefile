@@ -54,7 +54,7 @@ lint: install-test
 # Two workers (pytest-xdist, one per core; a test file stays on one worker), a fixed terminal width for the
 # tests that print tables without setting one: 7:51 serial -> 4:59 on this 2-core machine for the 1,058 tests then;
 # 5:36-6:05 for the 1,368 tests of session 21, after lint (49 s cold); 4:09-4:57 for the 1,372-1,374 of session 22 on a
-# faster machine, after lint (18 s cold).
+# faster machine, after lint (18 s cold); 4:07-4:24 for the 1,394 of session 23 (a gzip test of 29 s now takes 2 s).
 test: lint install-browser
 	COLUMNS=150 KERNSCOPE_REQUIRE_BROWSER=1 KERNSCOPE_REQUIRE_TRACES=1 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
