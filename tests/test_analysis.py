@@ -253,8 +253,27 @@ def test_the_sweep_finds_the_innermost_op_the_range_join_finds():
         assert swept is not None  # the library is built (make install)
         joined = joined_innermost(launches, ops)
         assert swept.sort("launch_idx").equals(joined.sort("launch_idx"))
+        # threads named by text, not categories: numbered by a join instead of their codes, the same ops
+        text = [t.with_columns(pl.col("_lp", "_lt").cast(pl.String)) for t in (launches, ops)]
+        by_text = swept_innermost(*text)
+        assert by_text is not None and by_text.sort("launch_idx").equals(swept.sort("launch_idx"))
         found += swept.height
     assert 3000 < found < 40 * 300  # most launches have an enclosing op, not all
+
+
+def test_launch_rows_are_found_in_file_order_or_joined():
+    """link.ops: the launches' event rows, found by binary search in a table in file order (``idx`` increasing) and
+    by a join in any other order: the same rows; an ``idx`` that is not there is not found."""
+    from kernscope.link.ops import _launch_rows
+
+    rng = np.random.default_rng(11)
+    idx = np.sort(rng.choice(10_000, 3_000, replace=False)).astype(np.int64)
+    events = pl.DataFrame({"idx": idx, "ts": rng.integers(0, 1 << 40, idx.size)})
+    wanted = pl.Series(np.concatenate([rng.choice(idx, 500, replace=False), [-5, 10_001, int(idx[0]) + 1]]))
+    in_order = _launch_rows(wanted, events)
+    shuffled = _launch_rows(wanted, events.sample(fraction=1.0, shuffle=True, seed=3))
+    assert in_order.sort("idx").equals(shuffled.sort("idx"))
+    assert set(in_order["idx"].to_list()) == set(wanted.to_list()) & set(idx.tolist())
 
 
 def _python_nest(monkeypatch, order_idx, starts, ends, groups, *, bleed):
