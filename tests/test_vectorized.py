@@ -185,3 +185,28 @@ def test_last_ended_over_the_whole_int64_range() -> None:
             cand = [j for j in range(5) if device[j] == device[i] and end[j] <= ts[i]]
             best = max(cand, key=lambda j: (end[j], j)) if cand else None
             assert (bool(ok[i]), int(w[i]) if ok[i] else None) == (best is not None, best)
+
+
+@pytest.mark.parametrize("dtype", ["categorical", "enum", "text"])
+def test_event_kinds_by_code_table_equal_by_search_and_by_text(dtype: str, monkeypatch) -> None:
+    """link.kinds.classify: each row's kind from its phase's and category's codes, through a table from code to
+    index, equals the binary search it replaced and the kind of each row's text (nulls, unknown categories)."""
+    from kernscope.link import kinds
+
+    rng = np.random.default_rng(4)
+    n = 20_000
+    ph = rng.choice(["X", "i", "s", "f", "M", "C", "B", ""], n)
+    cat = rng.choice(["kernel", "cpu_op", "cuda_runtime", "python_function", "gpu_memcpy", "ac2g", "Kernel", "odd", ""], n)
+
+    def series(values: np.ndarray) -> pl.Series:
+        s = pl.Series(values.tolist())
+        s = s.set(s == "", None)
+        if dtype == "text":
+            return s
+        return s.cast(pl.Categorical if dtype == "categorical" else pl.Enum(sorted(set(values.tolist()) - {""})))
+
+    got = kinds.classify(series(ph), series(cat))
+    monkeypatch.setattr(kinds, "LUT_MAX_CODE", 0)  # every code through the binary search
+    assert got.equals(kinds.classify(series(ph), series(cat)))
+    want = [kinds._kind_of(p, c) for p, c in zip(ph.tolist(), cat.tolist())]
+    assert got.cast(pl.String).to_list() == want and len(set(want)) >= 5

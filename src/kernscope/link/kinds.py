@@ -63,6 +63,10 @@ def _kind_of(ph: str, cat: str) -> str:
     return _CAT_TO_KIND.get(cat.lower(), "other")
 
 
+#: category codes up to this are mapped to their index by a table (8 bytes a code), larger ones by binary search
+LUT_MAX_CODE = 1 << 24
+
+
 def _codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
     """Each row's index into a list of the column's distinct values (null as "")."""
     if isinstance(s.dtype, (pl.Categorical, pl.Enum)):  # the physical codes: no string per row
@@ -71,7 +75,16 @@ def _codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
         codes = distinct.to_physical().fill_null(none).to_numpy().astype(np.int64)
         order = np.argsort(codes)
         names = distinct.cast(pl.String).fill_null("").to_list()
-        rows = s.to_physical().fill_null(none).to_numpy().astype(np.int64)
+        physical = s.to_physical()
+        top = int(codes[codes != none].max(initial=-1))
+        if top < LUT_MAX_CODE:
+            # a table from each code to its index (the null's after the largest code): one gather per row, where a
+            # binary search per row took 0.05 s per column of 2.7 M rows
+            lut = np.zeros(top + 2, dtype=np.int64)
+            lut[np.minimum(codes[order], top + 1)] = np.arange(len(order))
+            rows = physical.fill_null(top + 1).to_numpy()
+            return lut[rows], [names[i] for i in order]
+        rows = physical.fill_null(none).to_numpy().astype(np.int64)
         return np.searchsorted(codes[order], rows), [names[i] for i in order]
     text = s.cast(pl.String).fill_null("")
     enum = text.cast(pl.Enum(text.unique().sort().to_list()))
