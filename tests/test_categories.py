@@ -263,3 +263,32 @@ def test_regexes_polars_refuses_run_in_python_and_the_table_api_agrees():
     assert got == want
     assert [want[0], want[2], want[4]] == ["Lookahead", "Backref", "Plain"]
     assert want[1] != "Lookahead" and want[3] != "Backref"
+
+
+def test_categories_joined_on_one_packed_key_are_each_rows_own():
+    """``Categorizer.categorize`` packs a row's interned name, kind and launch codes into one int64 key when they fit,
+    and joins the distinct keys' categories back on it; text columns are still joined on three (hashed) keys. Either
+    way each row gets what ``lookup`` gives its own (name, kind, launch), with null launches (no launch in the trace);
+    a row whose interned name is null matches nothing and has no category."""
+    import numpy as np
+
+    from kernscope.link.kinds import KindEnum
+
+    rng = np.random.default_rng(9)
+    n = 5_000
+    names = rng.choice([p[0] for p in PINNED] + ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "my_custom_kernel"], n)
+    kinds = rng.choice(["kernel", "memcpy", "memset"], n)
+    launches = rng.choice(["cudaLaunchKernel", "cudaGraphLaunch", "cuLaunchKernelEx", ""], n)
+    text = pl.DataFrame({"name": names, "kind": pl.Series(kinds).cast(KindEnum), "launch_name": launches}).with_columns(
+        pl.when(pl.col("launch_name") == "").then(None).otherwise(pl.col("launch_name")).alias("launch_name"))
+    cc = Categorizer(C.categories, C.libraries, C.inductor_order, C.inductor_tokens)
+    want = cc.lookup(zip(names.tolist(), kinds.tolist(), launches.tolist())).select(pl.col("category", "library").cast(pl.String))
+    assert want["category"].n_unique() >= 4
+    interned = text.with_columns(pl.col("name", "launch_name").cast(pl.Categorical))
+    for table in (interned, text):
+        got = cc.categorize(table).select(pl.col("category", "library").cast(pl.String))
+        assert got.equals(want)
+    holes = interned.with_columns(pl.when(pl.int_range(pl.len()) % 97 == 5).then(None).otherwise(pl.col("name")).alias("name"))
+    got = cc.categorize(holes).select(pl.col("category", "library").cast(pl.String))
+    named = holes["name"].is_not_null()
+    assert got.filter(named).equals(want.filter(named)) and got.filter(~named)["category"].null_count() == (~named).sum() > 0
