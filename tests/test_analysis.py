@@ -262,16 +262,16 @@ def test_the_sweep_finds_the_innermost_op_the_range_join_finds():
 
 
 def test_launch_rows_are_found_in_file_order_or_joined():
-    """link.ops: the launches' event rows, found by binary search in a table in file order (``idx`` increasing) and
+    """link.ops: the launches' (and ops') event rows, found by binary search in a table in file order (``idx`` increasing) and
     by a join in any other order: the same rows; an ``idx`` that is not there is not found."""
-    from kernscope.link.ops import _launch_rows
+    from kernscope.link.ops import rows_by_idx
 
     rng = np.random.default_rng(11)
     idx = np.sort(rng.choice(10_000, 3_000, replace=False)).astype(np.int64)
     events = pl.DataFrame({"idx": idx, "ts": rng.integers(0, 1 << 40, idx.size)})
     wanted = pl.Series(np.concatenate([rng.choice(idx, 500, replace=False), [-5, 10_001, int(idx[0]) + 1]]))
-    in_order = _launch_rows(wanted, events)
-    shuffled = _launch_rows(wanted, events.sample(fraction=1.0, shuffle=True, seed=3))
+    in_order = rows_by_idx(events, wanted)
+    shuffled = rows_by_idx(events.sample(fraction=1.0, shuffle=True, seed=3), wanted)
     assert in_order.sort("idx").equals(shuffled.sort("idx"))
     assert set(in_order["idx"].to_list()) == set(wanted.to_list()) & set(idx.tolist())
 

@@ -19,7 +19,7 @@ def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     need = gpu.filter(pl.col("launch_idx").is_not_null() & pl.col("op_idx").is_null())
     if need.height == 0:
         return gpu
-    launches = _launch_rows(need["launch_idx"].unique(), events.select("idx", "pid", "tid", "ts")).select(
+    launches = rows_by_idx(events.select("idx", "pid", "tid", "ts"), need["launch_idx"].unique()).select(
         pl.col("idx").alias("launch_idx"), pl.col("pid").alias("_lp"), pl.col("tid").alias("_lt"), pl.col("ts").alias("_ls"))
     threads = launches.select("_lp", "_lt").unique()
     # lazy: the CPU ops' five columns are read, not all their columns copied first (1 GB on a 10 GB trace)
@@ -36,10 +36,10 @@ def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     return gpu.with_columns(found.select(pl.coalesce("op_idx", "_fb").alias("op_idx")).to_series())
 
 
-def _launch_rows(idx: pl.Series, events: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``events`` whose ``idx`` is in ``idx`` (distinct values). The event table is in file order, its
-    ``idx`` increasing: the rows are found by binary search and gathered (a hash join of 264 k launches against
-    2.7 M events took 0.06 s); a table not in that order is joined."""
+def rows_by_idx(events: pl.DataFrame, idx: pl.Series) -> pl.DataFrame:
+    """The rows of ``events`` whose ``idx`` is in ``idx`` (distinct values; the rows in no particular order). The event
+    table is in file order, its ``idx`` increasing: the rows are found by binary search and gathered (a hash join of
+    264 k launches against 2.7 M events took 0.06 s); a table not in that order is joined."""
     col = events.get_column("idx")
     if col.null_count() == 0 and idx.null_count() == 0 and col.len():
         at = col.to_numpy()
@@ -117,10 +117,6 @@ def python_parents(events: pl.DataFrame) -> pl.DataFrame:
 
 def op_names(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Add ``op_name`` (the launching CPU op's name) from ``op_idx``."""
-    names = (
-        events.select(pl.col("idx").alias("op_idx"), "name")
-        .join(gpu.select("op_idx").drop_nulls().unique(), on="op_idx", how="semi")
-        .with_columns(pl.col("name").alias("op_name"))  # interned: no string per row
-        .drop("name")
-    )
+    names = rows_by_idx(events.select("idx", "name"), gpu["op_idx"].drop_nulls().unique()).select(
+        pl.col("idx").alias("op_idx"), pl.col("name").alias("op_name"))  # interned: no string per row
     return gpu.with_columns(gpu.select("op_idx").join(names, on="op_idx", how="left", maintain_order="left")["op_name"])

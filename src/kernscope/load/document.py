@@ -78,22 +78,7 @@ def decode_metadata(raw: dict[str, msgspec.Raw], path: str) -> dict[str, Any]:
 
 def _head(text: bytes, path: str) -> tuple[dict[str, Any], bool, int] | None:
     """(metadata before the events, bare array?, offset where the events begin) or None if not found yet."""
-    start = text.lstrip()[:1]
-    if not start:
-        return None
-    lead = len(text) - len(text.lstrip())
-    if start == b"[":
-        return {}, True, lead + 1
-    if start != b"{":
-        raise _not_json(path)
-    m = _EVENTS_KEY.search(text)
-    if m is None:
-        return None
-    return _metadata_before(text[: m.start()], m.end(), path)
-
-
-def _not_json(path: str) -> TraceError:
-    return TraceError(path, "not JSON: expected a JSON object with 'traceEvents' (or an event array)")
+    return _HeadFinder(path, limit=len(text))(text)
 
 
 #: the ``"`` that closes ``"traceEvents"`` is this many bytes after the one that opens it
@@ -103,22 +88,24 @@ _KEY_GAP = b" \t\n\r\x0b\x0c:"
 
 
 class _HeadFinder:
-    """:func:`_head` of a growing buffer (a stream's first blocks) that looks at each byte about once: searching
+    """:func:`_head` of a growing buffer (a stream's first blocks; ``_head`` is one call on the whole text) that looks
+    at each byte about once: searching
     the whole buffer again after each 1 MB block was quadratic (60 MB of blanks, or of one metadata string, before
     the events took 5.8 s). The first non-blank byte is searched from where the last search ended, and the
     ``"traceEvents"`` key from where one that the text so far ends inside would begin: within the last
     :data:`_KEY_QUOTES` bytes, or, when the text ends in a quote and then only blanks and colons, at that quote's
     :data:`_KEY_QUOTES` bytes before."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, limit: int = HEAD_LIMIT) -> None:
         self.path = path
+        self.limit = limit  #: bytes of the buffer searched at most
         self.first = -1  #: the first non-blank byte (-1: none yet)
         self.seen = 0  #: bytes looked at
         self.solid = -1  #: the last byte looked at that is not in _KEY_GAP
         self.key_from = 0  #: no "traceEvents" key starts before this
 
-    def __call__(self, buf: bytearray) -> tuple[dict[str, Any], bool, int] | None:
-        n = min(len(buf), HEAD_LIMIT)
+    def __call__(self, buf: bytes | bytearray) -> tuple[dict[str, Any], bool, int] | None:
+        n = min(len(buf), self.limit)
         new = bytes(buf[self.seen : n])  # the bytes not looked at yet
         solid = new.rstrip(_KEY_GAP)
         if solid:
@@ -133,7 +120,7 @@ class _HeadFinder:
         if buf[self.first] == ord("["):
             return {}, True, self.first + 1
         if buf[self.first] != ord("{"):
-            raise _not_json(self.path)
+            raise TraceError(self.path, "not JSON: expected a JSON object with 'traceEvents' (or an event array)")
         k = _EVENTS_KEY.search(buf, self.key_from, n)
         if k is None:
             quote = self.solid >= 0 and buf[self.solid] == ord('"')
