@@ -12,6 +12,7 @@ files arrive as decompressed blocks and are cut as they stream, holding at most 
 
 from __future__ import annotations
 
+import mmap
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -104,7 +105,7 @@ class _HeadFinder:
         self.solid = -1  #: the last byte looked at that is not in _KEY_GAP
         self.key_from = 0  #: no "traceEvents" key starts before this
 
-    def __call__(self, buf: bytes | bytearray) -> tuple[dict[str, Any], bool, int] | None:
+    def __call__(self, buf: bytes | bytearray | memoryview) -> tuple[dict[str, Any], bool, int] | None:
         n = min(len(buf), self.limit)
         new = bytes(buf[self.seen : n])  # the bytes not looked at yet
         solid = new.rstrip(_KEY_GAP)
@@ -234,8 +235,9 @@ class Splitter:
         mv = memoryview(data)
         found = None
         window = 1 << 16
+        head = _HeadFinder(self.path, limit=len(mv))  # each larger window searched from where the last one ended
         while found is None:  # the array starts within the first kilobytes in Kineto's layout
-            found = _head(bytes(mv[:window]), self.path)
+            found = head(mv[:window])
             if found is None and (window >= HEAD_LIMIT or window >= len(mv)):
                 raise NeedsWholeDocument("no 'traceEvents' array found near the start")
             window *= 8
@@ -246,14 +248,15 @@ class Splitter:
             cut = pos + self.chunk_bytes
             if cut >= n:
                 break
-            m = _BOUNDARY.search(data, cut)
+            m = _Boundaries(cut).find(data)  # (the stream's search, here over the whole mapped file at once)
             if m is None:
                 break
-            if m.start() - pos > self.chunk_bytes + self.limits.max_event_bytes:
+            close, brace = m
+            if close - pos > self.chunk_bytes + self.limits.max_event_bytes:
                 raise TraceError(self.path, f"an event is larger than {self.limits.max_event_bytes >> 20} MB "
                                             f"(near byte {cut:,}); this is not a Kineto trace or it is corrupt")
-            yield Piece(mv[pos : m.start() + 1], pos, bytes(mv[m.start() + 1 : m.end() - 1]))
-            pos = m.end() - 1
+            yield Piece(mv[pos : close + 1], pos, bytes(mv[close + 1 : brace]))
+            pos = brace
         yield Piece(mv[pos:n], pos, final=True)
 
     # -- streamed (gzip) ------------------------------------------------------------------------
@@ -309,18 +312,19 @@ _BOUNDARY_TAIL = re.compile(rb"\s*(,\s*)?")
 
 
 class _Boundaries:
-    """The first boundary between events (``}``, blanks, ``,``, blanks, ``{``) at or after ``start`` of a growing
-    buffer, each byte looked at about once: searching the buffer again after each block was quadratic (320 MB of
-    blanks between two events of a gzip took 19 s to refuse). When a search finds none, the text may end inside one:
-    it begins at the last ``}`` and only blanks and a comma follow (:data:`_BOUNDARY_TAIL`); that is kept, and the
-    next bytes continue it or end it; before it, and anywhere else searched, no boundary begins."""
+    """The first boundary between events (``}``, blanks, ``,``, blanks, ``{``) at or after ``start`` of a buffer (a
+    mapped file, whole, or a stream's growing buffer), each byte looked at about once: searching a stream's buffer
+    again after each block was quadratic (320 MB of blanks between two events of a gzip took 19 s to refuse). When a
+    search finds none, the text may end inside one: it begins at the last ``}`` and only blanks and a comma follow
+    (:data:`_BOUNDARY_TAIL`); that is kept, and the next bytes continue it or end it; before it, and anywhere else
+    searched, no boundary begins."""
 
     def __init__(self, start: int) -> None:
         self.pos = start  #: bytes before this are known: no boundary begins there but at ``open``
         self.open = -1  #: the "}" of the boundary the text may end inside (-1: none)
         self.comma = False  #: and whether its comma came
 
-    def find(self, buf: bytearray) -> tuple[int, int] | None:
+    def find(self, buf: bytearray | mmap.mmap | bytes) -> tuple[int, int] | None:
         """(position of the boundary's ``}``, of its ``{``), or None when the text so far holds none."""
         n = len(buf)
         while self.open >= 0:  # continue the open boundary with the new bytes only
