@@ -49,15 +49,16 @@ def test_same_size_edit_with_mtime_restored_is_not_served_stale(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["flip_bit", "truncate", "empty", "manifest_empty_object", "manifest_garbage",
-                                    "missing_table"])
-def test_damaged_entry_is_discarded_and_rebuilt(tmp_path, damage):
+                                    "missing_table", "strings_flip_bit", "strings_missing"])
+def test_damaged_entry_is_discarded_and_rebuilt(tmp_path, damage, monkeypatch):
+    monkeypatch.setattr(kcache, "STRINGS_SLACK", 1 << 40)  # codes and strings, however many strings this process holds
     p = tmp_path / "t.json"
     make_trace(p, 200_000)
     want = kernscope.load(p, cache=False)
     kernscope.load(p)  # writes the entry
     d = _entry_dir()
-    target = d / "gpu.arrow"
-    if damage == "flip_bit":
+    target = d / ("strings.arrow" if damage.startswith("strings") else "gpu.arrow")
+    if damage in ("flip_bit", "strings_flip_bit"):
         b = bytearray(target.read_bytes())
         b[len(b) // 2] ^= 0x10
         target.write_bytes(bytes(b))
@@ -81,6 +82,82 @@ def test_damaged_entry_is_discarded_and_rebuilt(tmp_path, damage):
     assert again.from_cache and again.gpu.select("ts", "dur").equals(want.gpu.select("ts", "dur"))
 
 
+def _categorical_tables(n: int, end_off_by: int | None = None) -> dict[str, pl.DataFrame]:
+    names = pl.Series([f"kernel_{i % 37}" if i % 5 else None for i in range(n)], dtype=pl.Categorical)
+    ts = pl.Series([1_000 + 7 * i for i in range(n)], dtype=pl.Int64)
+    dur = pl.Series([None if i % 11 == 0 else i % 13 for i in range(n)], dtype=pl.Int64)
+    events = pl.DataFrame({"name": names, "ts": ts, "dur": dur,
+                           "tid": pl.Series([str(i % 3) for i in range(n)], dtype=pl.Categorical)})
+    events = events.with_columns((pl.col("ts") + pl.col("dur")).alias("end"), pl.Series("n", range(n), dtype=pl.Int64))
+    if end_off_by is not None:
+        events = events.with_columns(pl.when(pl.col("n") == n // 2).then(pl.col("end") + end_off_by)
+                                     .otherwise(pl.col("end")).alias("end"))
+    gpu = events.head(n // 2).select("ts", "name")
+    return {"events": events, "gpu": gpu, "flows": events.head(0).select("ts"), "steps": pl.DataFrame({"step": [0]})}
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_entry_writes_categoricals_as_codes_and_end_as_a_sum(monkeypatch, compressed):
+    """Categorical columns are written as their codes with the strings of the codes once for the entry, and ``end``
+    (= ``ts`` + ``dur`` in every row, null with ``dur``) is not written but summed when read: the tables read back
+    equal, types and nulls included; an ``end`` that differs in one row is written as it is."""
+    from polars.testing import assert_frame_equal
+
+    monkeypatch.setattr(kcache, "COMPRESS_ABOVE", 0 if compressed else 1 << 40)
+    monkeypatch.setattr(kcache, "STRINGS_SLACK", 1 << 40)  # however many strings this process holds
+    for i, off in enumerate((None, 1)):
+        tables = _categorical_tables(5_000, off)
+        d = kcache.write_entry(f"{i:032x}", {"o": 3}, tables, {}, notify=lambda m: None)
+        assert d is not None
+        e = kcache.open_entry(f"{i:032x}", {"o": 3}, notify=lambda m: None)
+        assert e is not None
+        for t in kcache.TABLES:
+            assert_frame_equal(e.table(t), tables[t], check_exact=True)
+        files = e.manifest["files"]
+        assert files["events.arrow"]["codes"] == ["name", "tid"] and files["gpu.arrow"]["codes"] == ["name"]
+        stored = pl.read_ipc_schema(d / "events.arrow")
+        assert stored["name"] == pl.UInt32 and stored["tid"] == pl.UInt32
+        if off is None:
+            assert files["events.arrow"]["derived"] == {"end": ["ts", "dur"]} and "end" not in stored
+        else:
+            assert files["events.arrow"]["derived"] == {} and "end" in stored
+        strings = pl.read_ipc(d / kcache.STRINGS_FILE)["value"]
+        assert {"kernel_0", "kernel_36", "0", "2"} <= set(strings.drop_nulls().to_list())
+
+
+def test_entry_writes_categoricals_as_such_when_the_process_holds_many_more_strings(monkeypatch):
+    """polars' categories are the process's: when it holds many more strings than the tables have rows, the
+    columns are written as categoricals (no strings file), and read back equal."""
+    from polars.testing import assert_frame_equal
+
+    monkeypatch.setattr(kcache, "STRINGS_PER_ROW", 0)
+    monkeypatch.setattr(kcache, "STRINGS_SLACK", 0)
+    tables = _categorical_tables(2_000)
+    d = kcache.write_entry("c" * 32, {"o": 4}, tables, {}, notify=lambda m: None)
+    assert d is not None and not (d / kcache.STRINGS_FILE).exists()
+    e = kcache.open_entry("c" * 32, {"o": 4}, notify=lambda m: None)
+    assert e is not None and e.manifest["files"]["events.arrow"]["codes"] == []
+    assert pl.read_ipc_schema(d / "events.arrow")["name"] == pl.Categorical
+    for t in kcache.TABLES:
+        assert_frame_equal(e.table(t), tables[t], check_exact=True)
+
+
+def test_a_code_without_its_string_is_a_damaged_entry(monkeypatch):
+    """A code past the strings written (a strings file of another entry, checksums and all) is damage, not a wrong
+    name: reading the table raises ValueError, which the load turns into a discarded entry."""
+    monkeypatch.setattr(kcache, "STRINGS_SLACK", 1 << 40)
+    tables = _categorical_tables(2_000)
+    d = kcache.write_entry("b" * 32, {"o": 5}, tables, {}, notify=lambda m: None)
+    assert d is not None
+    e = kcache.open_entry("b" * 32, {"o": 5}, notify=lambda m: None)
+    assert e is not None
+    short = d / kcache.STRINGS_FILE
+    pl.read_ipc(short).head(1).write_ipc(short)
+    e.manifest["files"][kcache.STRINGS_FILE].update(size=short.stat().st_size, xxh3=kcache._checksum_file(short))
+    with pytest.raises(ValueError, match="code without a string"):
+        e.table("events")
+
+
 def test_flipped_bit_in_lazy_events_table_reparses(tmp_path):
     p = tmp_path / "t.json"
     make_trace(p, 200_000)
@@ -98,7 +175,8 @@ def test_flipped_bit_in_lazy_events_table_reparses(tmp_path):
     assert ev.height == kernscope.load(p, cache=False).events.height
 
 
-def test_entry_checksums_cover_every_file(tmp_path):
+def test_entry_checksums_cover_every_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(kcache, "STRINGS_SLACK", 1 << 40)  # codes and strings, however many strings this process holds
     p = tmp_path / "t.json"
     make_trace(p, 100_000)
     kernscope.load(p)
@@ -106,7 +184,8 @@ def test_entry_checksums_cover_every_file(tmp_path):
     key = kcache._secret(d.parent.parent)
     assert key is not None
     manifest = kcache._unseal((d / "manifest.json").read_bytes(), key)
-    assert set(manifest["files"]) == {f"{t}.arrow" for t in kcache.TABLES}
+    assert set(manifest["files"]) == {f"{t}.arrow" for t in kcache.TABLES} | {kcache.STRINGS_FILE}
+    assert set(manifest["files"]) == {f.name for f in d.iterdir() if f.is_file() and f.name != "manifest.json"}
     for name, f in manifest["files"].items():
         assert kcache._checksum_file(d / name) == f["xxh3"]
 

@@ -1,8 +1,10 @@
 """Parse cache that cannot lie: entries keyed by a hash of the input's content, checked on every read.
 
 An entry is ``<cache dir>/v<format>/<key>/``: the linked tables as Arrow IPC (zstd-compressed above
-:data:`COMPRESS_ABOVE`), a ``manifest.json`` with the xxh3-128 checksum of every file (and of itself), and
-``results/``, rendered outputs keyed by the options that made them (so an unchanged ``analyze`` is not recomputed).
+:data:`COMPRESS_ABOVE`; categorical columns as their codes with the codes' strings in :data:`STRINGS_FILE`, and a
+column that is the sum of two others in every row, ``end``, left out and summed when read), a ``manifest.json`` with
+the xxh3-128 checksum of every file (and of itself), and ``results/``, rendered outputs keyed by the options that
+made them (so an unchanged ``analyze`` is not recomputed).
 
 - **Same input**: the key is derived from the xxh3-128 of the trace file's bytes (about 30 GB/s), the
   parse/link options and the format version, so an edited file — same size and mtime or not — never
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 #: Bump whenever decoding or linking changes what is stored.
-CACHE_FORMAT_VERSION = 10
+CACHE_FORMAT_VERSION = 11
 TABLES = ("events", "gpu", "flows", "steps")
 DEFAULT_MAX_BYTES = 2 << 30
 #: an entry whose tables take more than this in memory (bytes, all tables, all-null columns left out) is written
@@ -310,23 +312,41 @@ class Entry:
     manifest: dict[str, Any]
     key: bytes = b""  #: this user's MAC key (stored outputs are checked with it)
 
+    def _checked(self, name: str) -> Path:
+        """The path of the entry's file ``name``, checked against its checksum (``ValueError`` when damaged)."""
+        p = self.path / name
+        want = self.manifest["files"][name]
+        st = os.lstat(p)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{name} is not a regular file")
+        if st.st_size != want["size"] or _checksum_file(p) != want["xxh3"]:
+            raise ValueError(f"{name} does not match its checksum")
+        return p
+
     def table(self, name: str) -> pl.DataFrame:
         """Read one table, checking its checksum first (raises ``ValueError`` when damaged)."""
         import polars as pl
 
-        p = self.path / f"{name}.arrow"
         want = self.manifest["files"][f"{name}.arrow"]
-        st = os.lstat(p)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{name}.arrow is not a regular file")
-        if st.st_size != want["size"] or _checksum_file(p) != want["xxh3"]:
-            raise ValueError(f"{name}.arrow does not match its checksum")
-        df = pl.read_ipc(p)
-        nulls = want.get("nulls") or {}
+        df = pl.read_ipc(self._checked(f"{name}.arrow"))
+        nulls, derived, codes = want.get("nulls") or {}, want.get("derived") or {}, want.get("codes") or []
+        if codes:
+            if STRINGS_FILE not in self.manifest["files"] or not set(codes) <= set(df.columns):
+                raise ValueError(f"{name}.arrow: categorical columns without their strings")
+            cats = pl.read_ipc(self._checked(STRINGS_FILE))["value"].cast(pl.Categorical)
+            try:
+                df = df.with_columns(pl.lit(cats).gather(pl.col(c)).alias(c) for c in codes)
+            except pl.exceptions.PolarsError as e:
+                raise ValueError(f"{name}.arrow: a code without a string ({e})") from None
+        if derived:
+            if any(c not in _SUMS or list(_SUMS[c]) != ab or not set(ab) <= set(df.columns) for c, ab in derived.items()):
+                raise ValueError(f"{name}.arrow: unknown derived column in the manifest")
+            df = df.with_columns((pl.col(a) + pl.col(b)).alias(c) for c, (a, b) in derived.items())
         if nulls:
             if not set(nulls.values()) <= set(_NULL_TYPES):
                 raise ValueError(f"{name}.arrow: unknown column type in the manifest")
             df = df.with_columns(pl.lit(None, dtype=getattr(pl, t)()).alias(c) for c, t in nulls.items())
+        if nulls or derived:
             df = df.select(want["columns"])
         return df
 
@@ -355,10 +375,9 @@ def open_entry(digest: str, options: dict[str, Any], *, notify: Notify | None = 
         if manifest.get("digest") != digest or manifest.get("format") != CACHE_FORMAT_VERSION:
             raise ValueError("manifest is for another input")
         files = manifest["files"]
-        for name in TABLES:
-            p = d / f"{name}.arrow"
-            if p.stat().st_size != files[f"{name}.arrow"]["size"]:
-                raise ValueError(f"{name}.arrow has the wrong size")
+        for name in [f"{t}.arrow" for t in TABLES] + ([STRINGS_FILE] if STRINGS_FILE in files else []):
+            if (d / name).stat().st_size != files[name]["size"]:
+                raise ValueError(f"{name} has the wrong size")
     except FileNotFoundError:
         if d.exists():
             _discard(d, "files missing", notify)
@@ -385,23 +404,33 @@ def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataF
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=vdir))
     except OSError:
         return None
+    import polars as pl
+
     try:
         files: dict[str, dict[str, Any]] = {}
         nulls_of = {name: _null_columns(df) for name, df in tables.items()}  # kept as their type alone
         stored = {name: df.drop(list(nulls_of[name])) for name, df in tables.items()}
         big = sum(df.estimated_size() for df in stored.values()) > COMPRESS_ABOVE
+        derived_of = {name: _derived_columns(df) for name, df in stored.items()}
+        strings, codes_of = _strings_as_codes(stored)
+        if strings is not None:
+            p = tmp / STRINGS_FILE
+            strings.to_frame("value").write_ipc(p, compression="zstd" if big else "uncompressed")
+            files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p)}
         for name, df in tables.items():
             p = tmp / f"{name}.arrow"
-            nulls = nulls_of[name]
+            nulls, derived, codes = nulls_of[name], derived_of[name], codes_of.get(name, [])
             # one record batch (a compressed table: batches of BATCH_ROWS), so that the table reads back with contiguous
             # columns as a parse leaves them: in polars' default batches of 2**17 rows, a query on the read table first
             # copied every column into one chunk (+0.5 GB on the 200 MB JAX class's cached analyze)
-            table = stored.pop(name)
+            table = stored.pop(name).drop(list(derived))
+            if codes:
+                table = table.with_columns(pl.col(codes).to_physical())
             rows = min(table.height, BATCH_ROWS) if big else table.height
             table.write_ipc(p, compression="zstd" if big else "uncompressed", record_batch_size=max(rows, 1))
             del table
             files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p), "columns": df.columns,
-                             "nulls": nulls}
+                             "nulls": nulls, "derived": derived, "codes": codes}
         (tmp / "results").mkdir()
         manifest = {"format": CACHE_FORMAT_VERSION, "digest": digest, "options": options, "files": files,
                     "info": info, "created": time.time()}
@@ -435,6 +464,56 @@ def _null_columns(df: Any) -> dict[str, str]:
     counts = df.null_count().row(0)
     return {c: type(t).__name__ for (c, t), n in zip(df.schema.items(), counts)
             if n == df.height and type(t).__name__ in _NULL_TYPES}
+
+
+#: the file of an entry that holds the text of its categorical columns' codes (see :func:`_strings_as_codes`)
+STRINGS_FILE = "strings.arrow"
+#: the codes are written with the strings of ids 0..max only when there are at most this many per row of the tables,
+#: plus the slack (else the columns are written as categoricals)
+STRINGS_PER_ROW, STRINGS_SLACK = 4, 4096
+#: a column computed from others when read, when every row equals it: name -> (a, b) for ``a + b``
+_SUMS = {"end": ("ts", "dur")}
+
+
+def _derived_columns(df: Any) -> dict[str, list[str]]:
+    """Columns of ``df`` that equal a sum of two others in every row (``end`` = ``ts`` + ``dur``, nulls where
+    either is null), as :data:`_SUMS` gives them: not written, computed when read. ``end`` was a fifth of a 1 GB
+    trace's compressed entry and of the CPU time its write took (a timestamp compresses poorly)."""
+    import polars as pl
+
+    out: dict[str, list[str]] = {}
+    for c, (a, b) in _SUMS.items():
+        if ({c, a, b} <= set(df.columns) and all(df.schema[x] == pl.Int64 for x in (c, a, b))
+                and df.select((pl.col(a) + pl.col(b)).eq_missing(pl.col(c)).all()).item()):
+            out[c] = [a, b]
+    return out
+
+
+def _strings_as_codes(tables: dict[str, Any]) -> tuple[Any, dict[str, list[str]]]:
+    """The text of the tables' categorical columns, and those columns by table: they are written as their codes
+    (polars' physical ids) with the strings of ids 0..max beside them, once for the entry. Written as categoricals,
+    polars converted each code to an Arrow dictionary's, one at a time: a quarter of the CPU time of a 1 GB trace's
+    entry. None when no column is categorical, or when the process holds many more strings than the tables have rows
+    (polars' categories are the process's: a long session's would be written whole): then they are written as
+    categoricals."""
+    import itertools
+
+    import polars as pl
+
+    codes_of = {name: [c for c, t in df.schema.items() if isinstance(t, pl.Categorical) and t.categories.is_global()]
+                for name, df in tables.items()}
+    codes_of = {name: cs for name, cs in codes_of.items() if cs}
+    if not codes_of:
+        return None, {}
+    top = max((tables[n].select(pl.col(cs).to_physical().max()).max_horizontal().item() for n, cs in codes_of.items()),
+              key=lambda v: -1 if v is None else v)
+    rows = sum(df.height for df in tables.values())
+    if top is None or top + 1 > STRINGS_PER_ROW * rows + STRINGS_SLACK:
+        return None, {}
+    strings = list(itertools.islice(iter(pl.Categorical().categories), top + 1))
+    if len(strings) != top + 1:
+        return None, {}
+    return pl.Series("value", strings, dtype=pl.String), codes_of
 
 
 # -- results (rendered outputs) -------------------------------------------------------------------
