@@ -36,7 +36,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -311,6 +311,7 @@ class Entry:
     path: Path
     manifest: dict[str, Any]
     key: bytes = b""  #: this user's MAC key (stored outputs are checked with it)
+    _strings: Any = field(default=None, repr=False, compare=False)  #: the codes' strings, read once for all tables
 
     def _checked(self, name: str) -> Path:
         """The path of the entry's file ``name``, checked against its checksum (``ValueError`` when damaged)."""
@@ -333,7 +334,9 @@ class Entry:
         if codes:
             if STRINGS_FILE not in self.manifest["files"] or not set(codes) <= set(df.columns):
                 raise ValueError(f"{name}.arrow: categorical columns without their strings")
-            cats = pl.read_ipc(self._checked(STRINGS_FILE))["value"].cast(pl.Categorical)
+            if self._strings is None:
+                self._strings = pl.read_ipc(self._checked(STRINGS_FILE))["value"].cast(pl.Categorical)
+            cats = self._strings
             try:
                 df = df.with_columns(pl.lit(cats).gather(pl.col(c)).alias(c) for c in codes)
             except pl.exceptions.PolarsError as e:
@@ -505,8 +508,8 @@ def _strings_as_codes(tables: dict[str, Any]) -> tuple[Any, dict[str, list[str]]
     codes_of = {name: cs for name, cs in codes_of.items() if cs}
     if not codes_of:
         return None, {}
-    top = max((tables[n].select(pl.col(cs).to_physical().max()).max_horizontal().item() for n, cs in codes_of.items()),
-              key=lambda v: -1 if v is None else v)
+    tops = [tables[n].select(pl.col(cs).to_physical().max()).max_horizontal().item() for n, cs in codes_of.items()]
+    top = max((t for t in tops if t is not None), default=None)
     rows = sum(df.height for df in tables.values())
     if top is None or top + 1 > STRINGS_PER_ROW * rows + STRINGS_SLACK:
         return None, {}
