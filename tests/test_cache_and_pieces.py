@@ -201,6 +201,7 @@ def test_entry_tables_over_the_threshold_are_compressed_and_read_back_equal(monk
     profile's entry was 37x smaller compressed): with the threshold at 0 the example trace's entry is well under its
     tables' size in memory, and a cached load gives the same tables."""
     monkeypatch.setattr(kcache, "COMPRESS_ABOVE", 0)
+    monkeypatch.setattr(kcache, "COMPRESS_EVENTS_ABOVE", 0)  # a load's event table, written first, decides
     fresh = kernscope.load(EXAMPLE)
     stored, in_memory = _stored_and_in_memory(fresh)
     assert stored * 3 < in_memory, (stored, in_memory)
@@ -239,6 +240,97 @@ def test_entry_tables_read_back_in_one_chunk_or_in_batches_when_large(monkeypatc
         back = e.table(t)
         assert back.equals(tables[t])
         assert back["a"].n_chunks() == (3 if compressed else 1)
+
+
+def test_a_loads_event_table_decides_the_entrys_compression(monkeypatch):
+    """A load writes the event table before the other tables exist, so its size alone decides (over
+    COMPRESS_EVENTS_ABOVE: compressed), whatever COMPRESS_ABOVE says; the entry reads back equal either way."""
+    monkeypatch.setattr(kcache, "COMPRESS_ABOVE", 1 << 40)
+    monkeypatch.setattr(kcache, "COMPRESS_EVENTS_ABOVE", 0)
+    fresh = kernscope.load(EXAMPLE)
+    stored, in_memory = _stored_and_in_memory(fresh)
+    assert stored * 3 < in_memory, (stored, in_memory)
+    manifest_files = kcache.open_entry(*_only_entry_key(), notify=lambda m: None).manifest["files"]
+    assert set(manifest_files) == {f"{t}.arrow" for t in kcache.TABLES} | {kcache.STRINGS_FILE}
+    again = kernscope.load(EXAMPLE)
+    assert again.from_cache
+    for t in ("events", "gpu", "flows", "steps"):
+        assert getattr(again, t).equals(getattr(fresh, t)), t
+
+
+def _only_entry_key() -> tuple[str, dict]:
+    import json as _json
+
+    d = _entry_dir()
+    body = _json.loads(_json.loads((d / "manifest.json").read_bytes())["body"])
+    return body["digest"], body["options"]
+
+
+@pytest.mark.parametrize("salvage", [False, True])
+def test_link_hands_over_the_event_table_it_keeps(tmp_path, salvage):
+    """``link`` hands the event table over (the load starts writing it to the cache) once, and it is the very table
+    the trace keeps: also when salvaging, where a step annotation whose number does not fit int64 is filtered out
+    of it first."""
+    from kernscope.link import StepSpec, link
+    from kernscope.load.formats import ParseOptions, detect
+    from kernscope.load.source import open_trace
+
+    events = [_kernel(10, 2, 1), {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                                  "ts": 5, "dur": 1, "args": {"correlation": 1}},
+              {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99999999999999999999", "pid": 1, "tid": 1,
+               "ts": 1, "dur": 30}]
+    p = write_trace(tmp_path / "t.json", events if salvage else events[:2])
+    src = open_trace(str(p))
+    raw = detect(src).parse(src, ParseOptions(salvage=salvage))
+    src.close()
+    if salvage:
+        raw.salvaged = raw.salvaged or 3  # a salvaged read of a whole file (the error path needs one)
+    handed: list[pl.DataFrame] = []
+    trace = link(raw, str(p), steps=StepSpec(), events_ready=handed.append)
+    assert len(handed) == 1
+    assert handed[0] is trace.events
+    assert trace.events.height == 2  # the launch and the kernel: the bad step annotation is gone when salvaging
+
+
+def test_entry_writer_keeps_nothing_when_abandoned_or_incomplete(tmp_path):
+    """An entry written table by table is visible only once committed whole: abandoned, or committed without all its
+    tables (a failed write), it leaves no entry and no temporary directory."""
+    tables = _categorical_tables(50)
+    w = kcache.EntryWriter("a" * 32, {"o": 1}, notify=lambda m: None)
+    w.add("events", tables["events"])
+    w.abandon()
+    assert not w.active
+    notes: list[str] = []
+    w = kcache.EntryWriter("a" * 32, {"o": 1}, notify=notes.append)
+    w.add("events", tables["events"])
+    assert w.commit({}) is None
+    assert "could not write the cache" in notes[0]
+    assert kcache.open_entry("a" * 32, {"o": 1}, notify=lambda m: None) is None
+    root = kcache.cache_root()
+    assert not list(root.rglob(".tmp-*")), list(root.rglob("*"))
+    w = kcache.EntryWriter("a" * 32, {"o": 1}, notify=lambda m: None)
+    for name, df in tables.items():
+        w.add(name, df)
+    assert w.commit({}) is not None
+    e = kcache.open_entry("a" * 32, {"o": 1}, notify=lambda m: None)
+    assert e is not None and all(e.table(n).equals(df) for n, df in tables.items())
+
+
+def test_a_link_that_fails_after_the_event_table_was_handed_over_leaves_no_entry(tmp_path):
+    """A step marker that matches nothing fails the link after the event table went to the cache writer: the error is
+    the usual one, and the cache holds neither an entry nor a temporary directory; the same trace then loads and
+    caches as usual."""
+    from kernscope.errors import TraceError
+    from kernscope.link import StepSpec
+
+    p = write_trace(tmp_path / "t.json", [_kernel(1, 2, 1), _kernel(10, 3, 2)])
+    with pytest.raises(TraceError, match="matches no annotation"):
+        kernscope.load(p, steps=StepSpec(marker="no_such_marker"))
+    root = kcache.cache_root()
+    assert kcache.entries() == []
+    assert not list(root.rglob(".tmp-*"))
+    assert kernscope.load(p).gpu.height == 2
+    assert kernscope.load(p).from_cache
 
 
 def test_concurrent_cold_loads_leave_one_clean_entry(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
 from ..errors import NeedsFullRead, TraceError
@@ -115,12 +117,15 @@ def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
+def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None,
+         events_ready: Callable[[pl.DataFrame], None] | None = None) -> Trace:
     """Link a decoded trace: GPU <-> launch <-> CPU op, python parents, steps, unlinked counts.
 
     Args:
         raw: the decoded trace (its event table is consumed: not kept alive while linking).
         steps: how to find step windows (default: ``ProfilerStep#N``, else automatic windows).
+        events_ready: called with the trace's event table as soon as it is final, before the rest is linked (the
+            load starts writing it to the parse cache then). The link may still raise after it.
     """
     decoded, raw.events = raw.events, pl.DataFrame()  # do not keep the decoded table alive while linking
     if decoded.height == 0 and raw.meta_events.height == 0 and raw.flows.height == 0:
@@ -137,6 +142,8 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
     flows = raw.flows
     if events.height == 0:
         raise TraceError(path, "trace has only metadata events, nothing to analyze")
+    if events_ready is not None and raw.salvaged is None:
+        events_ready(events)  # final: only a salvaged trace's steps may still filter it
     gpu = link_gpu_table(events)
     while True:
         try:
@@ -150,6 +157,8 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None) -> Trace:
             raw.skipped.append(f"skipped {e.count} step annotation(s) {e.name[:60]!r}: number does not fit int64")
         except MarkerError as e:
             raise TraceError(path, str(e)) from None
+    if events_ready is not None and raw.salvaged is not None:
+        events_ready(events)
     gpu = assign_steps(gpu, found.table, by_gpu_time=found.by_gpu_time)
     step_table = mark_phases(found.table, gpu)
     gpu = gpu.drop([c for c in _HOST_ONLY if c in gpu.columns]).with_columns(

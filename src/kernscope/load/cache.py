@@ -67,6 +67,11 @@ COMPRESS_ABOVE = 256 << 20
 #: reads back contiguous, several are compressed and read in parallel (a 1.5 M-row table as one batch: written in
 #: 0.5-0.7 s and read in 0.45 s, against 0.35-0.43 s and 0.25 s in polars' default batches of 2**17 rows)
 BATCH_ROWS = 1 << 22
+#: a load writes the event table first, before the others exist (:class:`EntryWriter`), so it decides alone: an entry
+#: whose event table takes more than this is compressed. It is two thirds of a Kineto entry's bytes (0.66-0.70 of
+#: the tables of the v100, ns-resolution, a100 and GPT-with-stacks classes), so the entries compressed are those of
+#: about :data:`COMPRESS_ABOVE` of tables, as when all the tables decided
+COMPRESS_EVENTS_ABOVE = COMPRESS_ABOVE * 2 // 3
 _READ = 16 << 20
 
 
@@ -396,63 +401,157 @@ def open_entry(digest: str, options: dict[str, Any], *, notify: Notify | None = 
 def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataFrame], info: dict[str, Any],
                 *, notify: Notify | None = None) -> Path | None:
     """Store tables and info atomically; returns the entry path, or None when the cache is unwritable."""
-    root = cache_root(notify)
-    key = _secret(root) if root is not None else None
-    if root is None or key is None:
-        return None
-    vdir = _version_dir(root)
-    final = vdir / entry_key(digest, options)
-    try:
-        vdir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=vdir))
-    except OSError:
-        return None
-    import polars as pl
+    writer = EntryWriter(digest, options, notify=notify,
+                         compress=sum(_stored_size(df) for df in tables.values()) > COMPRESS_ABOVE)
+    for name, df in tables.items():
+        writer.add(name, df)
+    return writer.commit(info)
 
-    try:
-        files: dict[str, dict[str, Any]] = {}
-        nulls_of = {name: _null_columns(df) for name, df in tables.items()}  # kept as their type alone
-        stored = {name: df.drop(list(nulls_of[name])) for name, df in tables.items()}
-        big = sum(df.estimated_size() for df in stored.values()) > COMPRESS_ABOVE
-        derived_of = {name: _derived_columns(df) for name, df in stored.items()}
-        strings, codes_of = _strings_as_codes(stored)
-        if strings is not None:
-            p = tmp / STRINGS_FILE
-            strings.to_frame("value").write_ipc(p, compression="zstd" if big else "uncompressed")
-            files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p)}
-        for name, df in tables.items():
-            p = tmp / f"{name}.arrow"
-            nulls, derived, codes = nulls_of[name], derived_of[name], codes_of.get(name, [])
-            # one record batch (a compressed table: batches of BATCH_ROWS), so that the table reads back with contiguous
-            # columns as a parse leaves them: in polars' default batches of 2**17 rows, a query on the read table first
-            # copied every column into one chunk (+0.5 GB on the 200 MB JAX class's cached analyze)
-            table = stored.pop(name).drop(list(derived))
-            if codes:
-                table = table.with_columns(pl.col(codes).to_physical())
-            rows = min(table.height, BATCH_ROWS) if big else table.height
-            table.write_ipc(p, compression="zstd" if big else "uncompressed", record_batch_size=max(rows, 1))
-            del table
-            files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p), "columns": df.columns,
-                             "nulls": nulls, "derived": derived, "codes": codes}
-        (tmp / "results").mkdir()
-        manifest = {"format": CACHE_FORMAT_VERSION, "digest": digest, "options": options, "files": files,
-                    "info": info, "created": time.time()}
-        (tmp / "manifest.json").write_bytes(_seal(manifest, key))
+
+def _stored_size(df: Any) -> int:
+    """Bytes of ``df`` in memory without its all-null columns (what decides whether an entry is compressed)."""
+    return int(df.drop(list(_null_columns(df))).estimated_size())
+
+
+class EntryWriter:
+    """Writes one cache entry table by table, then makes it visible whole (:meth:`commit`) or not at all
+    (:meth:`abandon`). A table can be written as soon as it is final, while the rest of the trace is still being
+    linked: a load writes the event table (nine tenths of an entry) while the GPU table is linked.
+
+    ``add`` and ``commit`` may run on other threads than the one that made the writer, one call at a time. A
+    failure to write (disk full, unwritable cache) is told once through ``notify`` and the entry is dropped; the
+    load goes on without it. ``compress``: write the tables zstd-compressed (default: when the first table added
+    is the event table and takes more than :data:`COMPRESS_EVENTS_ABOVE` bytes in memory, or is another table and
+    takes more than :data:`COMPRESS_ABOVE`)."""
+
+    def __init__(self, digest: str, options: dict[str, Any], *, notify: Notify | None = None,
+                 compress: bool | None = None) -> None:
+        self.digest, self.options, self.notify = digest, options, notify
+        self.compress = compress
+        self._files: dict[str, dict[str, Any]] = {}
+        self._rows = 0  #: rows of the tables added so far (bounds the strings their codes may need)
+        self._top = -1  #: the largest code written (the strings file holds the strings of ids 0..top)
+        self._tmp: Path | None = None
+        root = cache_root(notify)
+        self._root, self._key = root, (_secret(root) if root is not None else None)
+        if root is None or self._key is None:
+            return
+        vdir = _version_dir(root)
         try:
-            os.rename(tmp, final)
-        except OSError:  # another process stored the same entry first: keep it (identical content)
-            if open_entry(digest, options, notify=notify) is None:
-                shutil.rmtree(final, ignore_errors=True)
+            vdir.mkdir(parents=True, exist_ok=True)
+            self._tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=vdir))
+        except OSError:
+            self._tmp = None
+
+    @property
+    def active(self) -> bool:
+        """False once the entry is committed, abandoned or failed (or when the cache is unwritable)."""
+        return self._tmp is not None
+
+    def add(self, name: str, df: pl.DataFrame) -> None:
+        """Write table ``name`` (one of :data:`TABLES`) into the entry."""
+        if self._tmp is None:
+            return
+        try:
+            self._write_table(self._tmp, name, df)
+        except (OSError, ValueError) as e:
+            self._fail(e)
+
+    def _write_table(self, tmp: Path, name: str, df: Any) -> None:
+        import polars as pl
+
+        nulls = _null_columns(df)  # kept as their type alone
+        table = df.drop(list(nulls))
+        if self.compress is None:
+            self.compress = table.estimated_size() > (COMPRESS_EVENTS_ABOVE if name == "events" else COMPRESS_ABOVE)
+        derived = _derived_columns(table)
+        table = table.drop(list(derived))
+        self._rows += df.height
+        codes = self._codes(table)
+        if codes:
+            table = table.with_columns(pl.col(codes).to_physical())
+        p = tmp / f"{name}.arrow"
+        # one record batch (a compressed table: batches of BATCH_ROWS), so that the table reads back with contiguous
+        # columns as a parse leaves them: in polars' default batches of 2**17 rows, a query on the read table first
+        # copied every column into one chunk (+0.5 GB on the 200 MB JAX class's cached analyze)
+        rows = min(table.height, BATCH_ROWS) if self.compress else table.height
+        table.write_ipc(p, compression="zstd" if self.compress else "uncompressed", record_batch_size=max(rows, 1))
+        del table
+        self._files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p), "columns": df.columns,
+                               "nulls": nulls, "derived": derived, "codes": codes}
+
+    def _codes(self, table: Any) -> list[str]:
+        """The categorical columns of ``table`` to write as their codes (polars' physical ids), with the strings of ids
+        0..max once for the entry (:data:`STRINGS_FILE`). Written as categoricals, polars converted each code to an
+        Arrow dictionary's, one at a time: a quarter of the CPU time of a 1 GB trace's entry. None when the process
+        holds many more strings than the tables have rows (polars' categories are the process's: a long session's
+        would be written whole): then they are written as categoricals."""
+        import polars as pl
+
+        cols = [c for c, t in table.schema.items() if isinstance(t, pl.Categorical) and t.categories.is_global()]
+        if not cols or table.height == 0:
+            return []
+        top = table.select(pl.col(cols).to_physical().max()).max_horizontal().item()
+        if top is None or max(top, self._top) + 1 > STRINGS_PER_ROW * self._rows + STRINGS_SLACK:
+            return []
+        self._top = max(top, self._top)
+        return cols
+
+    def commit(self, info: dict[str, Any]) -> Path | None:
+        """Write the strings and the manifest and move the entry into place; returns its path (None when it could not
+        be written: told through ``notify``)."""
+        tmp = self._tmp
+        if tmp is None or self._root is None or self._key is None:
+            return None
+        root, key = self._root, self._key
+        final = _version_dir(root) / entry_key(self.digest, self.options)
+        try:
+            if set(TABLES) - {n.removesuffix(".arrow") for n in self._files}:
+                raise ValueError("an entry without all its tables")
+            if self._top >= 0:
+                self._write_strings(tmp)
+            (tmp / "results").mkdir()
+            manifest = {"format": CACHE_FORMAT_VERSION, "digest": self.digest, "options": self.options,
+                        "files": self._files, "info": info, "created": time.time()}
+            (tmp / "manifest.json").write_bytes(_seal(manifest, key))
+            try:
                 os.rename(tmp, final)
-            else:
-                shutil.rmtree(tmp, ignore_errors=True)
-        if _note_write(root, sum(int(f["size"]) for f in files.values())):
+            except OSError:  # another process stored the same entry first: keep it (identical content)
+                if open_entry(self.digest, self.options, notify=self.notify) is None:
+                    shutil.rmtree(final, ignore_errors=True)
+                    os.rename(tmp, final)
+                else:
+                    shutil.rmtree(tmp, ignore_errors=True)
+        except (OSError, ValueError) as e:
+            self._fail(e)
+            return None
+        self._tmp = None
+        if _note_write(root, sum(int(f["size"]) for f in self._files.values())):
             evict(root)
         return final
-    except (OSError, ValueError) as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        (notify or _warn)(f"kernscope: could not write the cache ({e}); continuing without it")
-        return None
+
+    def _write_strings(self, tmp: Path) -> None:
+        import itertools
+
+        import polars as pl
+
+        strings = list(itertools.islice(iter(pl.Categorical().categories), self._top + 1))
+        if len(strings) != self._top + 1:
+            raise ValueError("the categories hold fewer strings than the codes written")
+        p = tmp / STRINGS_FILE
+        pl.Series("value", strings, dtype=pl.String).to_frame().write_ipc(
+            p, compression="zstd" if self.compress else "uncompressed")
+        self._files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p)}
+
+    def abandon(self) -> None:
+        """Drop the entry: nothing of it is kept."""
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _fail(self, e: Exception) -> None:
+        self.abandon()
+        (self.notify or _warn)(f"kernscope: could not write the cache ({e}); continuing without it")
 
 
 #: column types a table's all-null column may have to be stored as its type alone
@@ -490,33 +589,6 @@ def _derived_columns(df: Any) -> dict[str, list[str]]:
                 and df.select((pl.col(a) + pl.col(b)).eq_missing(pl.col(c)).all()).item()):
             out[c] = [a, b]
     return out
-
-
-def _strings_as_codes(tables: dict[str, Any]) -> tuple[Any, dict[str, list[str]]]:
-    """The text of the tables' categorical columns, and those columns by table: they are written as their codes
-    (polars' physical ids) with the strings of ids 0..max beside them, once for the entry. Written as categoricals,
-    polars converted each code to an Arrow dictionary's, one at a time: a quarter of the CPU time of a 1 GB trace's
-    entry. None when no column is categorical, or when the process holds many more strings than the tables have rows
-    (polars' categories are the process's: a long session's would be written whole): then they are written as
-    categoricals."""
-    import itertools
-
-    import polars as pl
-
-    codes_of = {name: [c for c, t in df.schema.items() if isinstance(t, pl.Categorical) and t.categories.is_global()]
-                for name, df in tables.items()}
-    codes_of = {name: cs for name, cs in codes_of.items() if cs}
-    if not codes_of:
-        return None, {}
-    tops = [tables[n].select(pl.col(cs).to_physical().max()).max_horizontal().item() for n, cs in codes_of.items()]
-    top = max((t for t in tops if t is not None), default=None)
-    rows = sum(df.height for df in tables.values())
-    if top is None or top + 1 > STRINGS_PER_ROW * rows + STRINGS_SLACK:
-        return None, {}
-    strings = list(itertools.islice(iter(pl.Categorical().categories), top + 1))
-    if len(strings) != top + 1:
-        return None, {}
-    return pl.Series("value", strings, dtype=pl.String), codes_of
 
 
 # -- results (rendered outputs) -------------------------------------------------------------------
