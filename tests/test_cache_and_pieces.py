@@ -15,6 +15,7 @@ import pytest
 from conftest import ROOT, write_trace
 
 import kernscope
+from kernscope import pipeline
 from kernscope.cli import main
 from kernscope.load import cache as kcache
 from kernscope.load import document
@@ -314,6 +315,22 @@ def test_entry_writer_keeps_nothing_when_abandoned_or_incomplete(tmp_path):
     assert w.commit({}) is not None
     e = kcache.open_entry("a" * 32, {"o": 1}, notify=lambda m: None)
     assert e is not None and all(e.table(n).equals(df) for n, df in tables.items())
+
+
+def test_an_event_table_write_that_fails_on_its_thread_is_told_and_the_load_goes_on(tmp_path, monkeypatch):
+    """The event table is written on a thread during the link: an error there (polars' own, here) is one notice, no
+    traceback, no entry and no temporary directory; the load returns the linked trace."""
+    p = write_trace(tmp_path / "t.json", [_kernel(1, 2, 1), _kernel(10, 3, 2)])
+
+    def broken(self, tmp, name, df):
+        raise pl.exceptions.ComputeError("no space for the event table")
+
+    monkeypatch.setattr(kcache.EntryWriter, "_write_table", broken)
+    notes: list[str] = []
+    assert pipeline.load(str(p), notify=notes.append).gpu.height == 2
+    assert notes == ["kernscope: could not write the cache (no space for the event table); continuing without it"]
+    assert kcache.entries() == []
+    assert not list(kcache.cache_root().rglob(".tmp-*"))
 
 
 def test_a_link_that_fails_after_the_event_table_was_handed_over_leaves_no_entry(tmp_path):

@@ -193,7 +193,7 @@ def load(
 
 
 class _StagedWrite:
-    """A load's parse-cache entry, written table by table: the event table (nine tenths of the entry) on a thread as
+    """A load's parse-cache entry, written table by table: the event table (two thirds of the tables) on a thread as
     soon as the link has it final, while the link goes on at ~1.5 of 2 cores; the other tables and the manifest after
     the link (:meth:`finish`). Nothing of it is kept when the link fails (:meth:`abandon`). Without a writer (no
     cache) every method does nothing."""

@@ -416,7 +416,7 @@ def _stored_size(df: Any) -> int:
 class EntryWriter:
     """Writes one cache entry table by table, then makes it visible whole (:meth:`commit`) or not at all
     (:meth:`abandon`). A table can be written as soon as it is final, while the rest of the trace is still being
-    linked: a load writes the event table (nine tenths of an entry) while the GPU table is linked.
+    linked: a load writes the event table (two thirds of an entry's tables in memory) while the GPU table is linked.
 
     ``add`` and ``commit`` may run on other threads than the one that made the writer, one call at a time. A
     failure to write (disk full, unwritable cache) is told once through ``notify`` and the entry is dropped; the
@@ -452,9 +452,11 @@ class EntryWriter:
         """Write table ``name`` (one of :data:`TABLES`) into the entry."""
         if self._tmp is None:
             return
+        import polars as pl
+
         try:
             self._write_table(self._tmp, name, df)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, MemoryError, pl.exceptions.PolarsError) as e:  # on a thread: told, not raised
             self._fail(e)
 
     def _write_table(self, tmp: Path, name: str, df: Any) -> None:
