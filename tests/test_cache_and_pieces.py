@@ -333,6 +333,25 @@ def test_an_event_table_write_that_fails_on_its_thread_is_told_and_the_load_goes
     assert not list(kcache.cache_root().rglob(".tmp-*"))
 
 
+def test_a_trace_removed_while_it_was_linked_is_kept_and_not_cached(tmp_path, monkeypatch):
+    """The file is gone by the time the link ends (its event table already went to the cache writer): the trace read
+    is returned, with the notice that it changed, and the cache holds no entry and no temporary directory."""
+    p = write_trace(tmp_path / "t.json", [_kernel(1, 2, 1), _kernel(10, 3, 2)])
+    real = pipeline.link
+
+    def link_then_remove(*a, **k):
+        trace = real(*a, **k)
+        p.unlink()
+        return trace
+
+    monkeypatch.setattr(pipeline, "link", link_then_remove)
+    notes: list[str] = []
+    assert pipeline.load(str(p), notify=notes.append).gpu.height == 2
+    assert notes == [f"kernscope: {p} changed while it was read; not caching it"]
+    assert kcache.entries() == []
+    assert not list(kcache.cache_root().rglob(".tmp-*"))
+
+
 def test_a_link_that_fails_after_the_event_table_was_handed_over_leaves_no_entry(tmp_path):
     """A step marker that matches nothing fails the link after the event table went to the cache writer: the error is
     the usual one, and the cache holds neither an entry nor a temporary directory; the same trace then loads and

@@ -174,7 +174,7 @@ def load(
     except BaseException:
         staged.abandon()
         raise
-    if cache and FileIdentity.of(p) != before:
+    if cache and not _unchanged(p, before):
         staged.abandon()
         (notify or _warn)(f"kernscope: {p} changed while it was read; not caching it")
     elif cache:
@@ -190,6 +190,15 @@ def load(
             write()
             lap("cache write (Arrow IPC, checksums)")
     return trace
+
+
+def _unchanged(path: str, before: FileIdentity) -> bool:
+    """Whether the file at ``path`` still has the identity it had when it was read (a file removed or replaced by
+    something unreadable since has not: the trace read is kept, not cached)."""
+    try:
+        return FileIdentity.of(path) == before
+    except TraceError:
+        return False
 
 
 class _StagedWrite:
