@@ -201,7 +201,9 @@ def main() -> int:
             print(f"{name:20s} ERROR {failed[0]['error']}")
             continue
         secs = sorted(r["seconds"] for r in runs[name])
-        r = {"seconds": statistics.median(secs), "seconds_all": secs, "rss": max(x["rss"] for x in runs[name]),
+        # the rounds' times in the order they ran too: a slow run right after another contender's shows as such
+        r = {"seconds": statistics.median(secs), "seconds_all": secs, "seconds_by_round": [x["seconds"] for x in runs[name]],
+             "rss": max(x["rss"] for x in runs[name]), "rss_by_round": [x["rss"] for x in runs[name]],
              "n": runs[name][0]["n"]}
         res[name] = r
         spread = f" ({secs[0]:.2f}-{secs[-1]:.2f}, {len(secs)} runs)" if len(secs) > 1 else ""

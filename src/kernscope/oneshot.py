@@ -199,7 +199,8 @@ def answer(req: Request, prefetch: Prefetch[Any], load: Loader[T], compute: Call
     prefetch.start()
     writes: list[Callable[[], None]] = []
     trace = load(digest, writes.append)
-    # the parse cache is written while the trace is analyzed (both mostly wait on polars, on other cores)
+    # the rest of the parse cache's entry is written while the trace is analyzed (both mostly wait on polars, on other
+    # cores); its event table was written while the trace was linked (``pipeline._StagedWrite``)
     writer = threading.Thread(target=writes[0], name="kernscope-cache-write") if writes else None
     if writer is not None:
         writer.start()
