@@ -333,6 +333,23 @@ def test_an_event_table_write_that_fails_on_its_thread_is_told_and_the_load_goes
     assert not list(kcache.cache_root().rglob(".tmp-*"))
 
 
+def test_an_error_committing_the_entry_is_told_and_leaves_nothing(tmp_path, monkeypatch):
+    """The strings and the manifest are written last, on the analysis's writer thread: polars failing there is one
+    notice, no entry and no temporary directory."""
+    def broken(self, tmp):
+        raise pl.exceptions.ComputeError("strings not written")
+
+    monkeypatch.setattr(kcache.EntryWriter, "_write_strings", broken)
+    notes: list[str] = []
+    w = kcache.EntryWriter("c" * 32, {"o": 1}, notify=notes.append)
+    for name, df in _categorical_tables(50).items():
+        w.add(name, df)
+    assert w.commit({}) is None
+    assert notes == ["kernscope: could not write the cache (strings not written); continuing without it"]
+    assert kcache.entries() == []
+    assert not list(kcache.cache_root().rglob(".tmp-*"))
+
+
 def test_a_trace_removed_while_it_was_linked_is_kept_and_not_cached(tmp_path, monkeypatch):
     """The file is gone by the time the link ends (its event table already went to the cache writer): the trace read
     is returned, with the notice that it changed, and the cache holds no entry and no temporary directory."""

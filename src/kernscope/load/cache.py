@@ -452,11 +452,9 @@ class EntryWriter:
         """Write table ``name`` (one of :data:`TABLES`) into the entry."""
         if self._tmp is None:
             return
-        import polars as pl
-
         try:
             self._write_table(self._tmp, name, df)
-        except (OSError, ValueError, MemoryError, pl.exceptions.PolarsError) as e:  # on a thread: told, not raised
+        except _write_errors() as e:  # on a thread: told, not raised
             self._fail(e)
 
     def _write_table(self, tmp: Path, name: str, df: Any) -> None:
@@ -524,7 +522,7 @@ class EntryWriter:
                     os.rename(tmp, final)
                 else:
                     shutil.rmtree(tmp, ignore_errors=True)
-        except (OSError, ValueError) as e:
+        except _write_errors() as e:
             self._fail(e)
             return None
         self._tmp = None
@@ -554,6 +552,14 @@ class EntryWriter:
     def _fail(self, e: Exception) -> None:
         self.abandon()
         (self.notify or _warn)(f"kernscope: could not write the cache ({e}); continuing without it")
+
+
+def _write_errors() -> tuple[type[Exception], ...]:
+    """What writing an entry may raise that drops the entry with a notice (it runs on a thread beside the analysis: a
+    traceback there would be a crash the command does not have): the file system's, polars', memory."""
+    import polars as pl
+
+    return (OSError, ValueError, MemoryError, pl.exceptions.PolarsError)
 
 
 #: column types a table's all-null column may have to be stored as its type alone
