@@ -209,20 +209,17 @@ class _StagedWrite:
 
     def __init__(self, writer: _cache.EntryWriter | None) -> None:
         self.writer = writer
-        self._thread: threading.Thread | None = None
-        self._sent = False  #: the event table was handed to the writer's thread
+        self._thread: threading.Thread | None = None  #: the event table's write, once the link handed it over
 
     def events(self, events: pl.DataFrame) -> None:
-        if self.writer is not None and not self._sent:
-            self._sent = True
+        if self.writer is not None and self._thread is None:
             self._thread = threading.Thread(target=self.writer.add, args=("events", events),
                                             name="kernscope-cache-events")
             self._thread.start()
 
     def _join(self) -> None:
         if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+            self._thread.join()  # (again: returns at once)
 
     def finish(self, tables: dict[str, pl.DataFrame], info: dict[str, Any]) -> None:
         """Write ``tables`` (the event table's write is waited for, or done here when the link did not hand it
@@ -231,7 +228,7 @@ class _StagedWrite:
         if self.writer is None:
             return
         for name, df in tables.items():
-            if not (name == "events" and self._sent):
+            if not (name == "events" and self._thread is not None):
                 self.writer.add(name, df)
         self.writer.commit(info)
 
