@@ -421,8 +421,15 @@ def test_text_keys_stay_interned_in_the_analysis_and_are_text_in_its_results():
         assert interned[c].cast(pl.String).equals(text[c]), c
     assert set(text["decided_by"].unique().to_list()) >= {"name", "op"}  # the refinement ran on interned values
     a = analyze(t)
+    # the GPU rows as text are made on first use only (the default analysis and its renderers do not read them)
+    assert "gpu" not in vars(a)
     for c in TEXT_KEYS:
+        assert a.gpu_interned.schema[c] != pl.String, c
         assert a.gpu.schema[c] == pl.String, c
+    assert a.gpu is a.gpu  # made once
+    assert a.gpu.schema == a.gpu_interned.with_columns(pl.col(TEXT_KEYS).cast(pl.String)).schema
+    assert a.gpu.select(TEXT_KEYS).schema == text.select(TEXT_KEYS).schema  # (equals does not compare the types)
+    assert a.gpu.select(TEXT_KEYS).equals(text.select(TEXT_KEYS)) and a.gpu.drop(TEXT_KEYS).equals(a.gpu_interned.drop(TEXT_KEYS))
     for table in (a.kernels, a.kernels_by_stream, a.categories, a.ops_by_category, a.launcher_categories):
         for c in TEXT_KEYS:
             if c in table.columns:

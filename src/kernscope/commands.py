@@ -253,7 +253,8 @@ class Session:
 
             done = align_files(t, list(intra_files), intra_kernel)
             launches = launches_sheet(done)
-            rows = timeline_rows([al for _, al in done], a.gpu["idx"] if "idx" in a.gpu.columns else None)
+            g = a.gpu_interned
+            rows = timeline_rows([al for _, al in done], g["idx"] if "idx" in g.columns else None)
         return Answer(Report(a, pm if pm.ops.height else None, memory_timeline(t), d, launches, rows), ((t, step),), a)
 
     def perf(self, path: str, step: int | None = None, *, peak: str | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar, TypeVar
 
 import polars as pl
@@ -42,8 +43,9 @@ class Analysis:
     trace: Trace
     step: int | None
     facts: TraceFacts
-    #: categorized GPU rows of the selected step(s) (times in ns; ``name`` interned, Categorical, as in ``Trace.gpu``)
-    gpu: pl.DataFrame
+    #: the categorized GPU rows of the selected step(s) as the analyses read them: ``name`` and the
+    #: :data:`~kernscope.analyze.kernels.TEXT_KEYS` interned (Categorical); :attr:`gpu` gives the keys as text
+    gpu_interned: pl.DataFrame = field(repr=False)
     steps: pl.DataFrame
     kernels: pl.DataFrame
     kernels_by_stream: pl.DataFrame
@@ -64,6 +66,14 @@ class Analysis:
     critical_path: CriticalPath | None = None
 
     kind: ClassVar[str] = "analysis"
+
+    @cached_property
+    def gpu(self) -> pl.DataFrame:
+        """The categorized GPU rows of the selected step(s) (times in ns; ``name`` interned, Categorical, as in
+        ``Trace.gpu``; kind, category, library, decided_by and decided_op as text). Made on first use: the default
+        analysis and its renderers do not read it, and as text those five columns of a 200 MB JAX profile's 1.4 M
+        rows are ~110 MB."""
+        return with_text_keys(self.gpu_interned)
 
     @property
     def title(self) -> str:
@@ -160,9 +170,6 @@ def analyze(
         rest = _summaries(trace, g, all_gpu, step, cat, linked_only, benchmark, by_annotation, finding_rules, decided)
         path, by_stream = path_f.result() if path_f is not None else None, by_stream_f.result()
         timeline, by_dev = timelines_f.result()
-    # the rows given with the kind, category and library as text, as gpu_table gives them (made after the analyses:
-    # while they ran, the interned values were a quarter of the text's memory)
-    rest["gpu"] = with_text_keys(rest["gpu"])
     return Analysis(trace=trace, step=step, kernels_by_stream=by_stream, critical_path=path, timeline=timeline,
                     timeline_by_device=by_dev, **rest)
 
@@ -214,7 +221,7 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, step: int |
     findings = find(trace, g, steps, by_step, step=step, rules=finding_rules)
     return dict(
         facts=trace_facts(trace),
-        gpu=g,
+        gpu_interned=g,
         steps=steps,
         kernels=kern,
         categories=category_summary(g),
