@@ -69,7 +69,7 @@ def _html_timeline(s: Section) -> dict[str, Any]:
     for name in step_names:
         d = dict(sc.filter(pl.col("name") == name).select("category", "total_us").iter_rows())
         values.append([float(d.get(c, 0.0)) for c in cats])
-    return {"timeline": timeline_data(a.gpu, a.trace.steps, flush, r.intra_rows),
+    return {"timeline": timeline_data(a.gpu_interned, a.trace.steps, flush, r.intra_rows),
             "breakdown": records(a.timeline.select("type", "time_us", "percent")),
             "step_categories": {"steps": step_names, "categories": cats, "values": values},
             "memory": chart_data(r.memory, s.facts["t0_ns"]) if r.memory is not None else [],
