@@ -18,7 +18,7 @@ from polars.testing import assert_frame_equal
 import kernscope
 from kernscope.analyze.needs import analyze_projection
 from kernscope.errors import TraceError
-from kernscope.load import document, fastscan
+from kernscope.load import document, fastscan, kineto
 from kernscope.load.argspec import ARG_FIELDS, LOADER_ARGS
 from kernscope.load.kineto import parse_source
 from kernscope.load.source import open_trace
@@ -121,7 +121,8 @@ def test_values_it_reads():
     r = t.row(0, named=True)
     assert r["name"] == 'café "k" 😀' and r["pid"] == "7" and r["tid"] == "stream 7" and r["flow_id"] == "12"
     assert (r["ts"], r["dur"], r["ts_missing"], r["dur_missing"]) == (1500, -2001, False, False)
-    assert (r["correlation"], r["bytes"], r["stream"], r["device"], r["gpu_kind"], r["meta_name"]) == (5, 31, 8, None, "Memcpy", "x")
+    assert (r["correlation"], r["bytes"], r["stream"], r["gpu_kind"], r["meta_name"]) == (5, 31, 8, "Memcpy", "x")
+    assert "device" not in t.columns  # an args column without a value in the piece is left out (the join makes it null)
     assert t.row(1, named=True)["ts_missing"] and t.row(2, named=True)["ph"] is None
     assert t.schema["ph"] == pl.Categorical and t.schema["flow_id"] == pl.String and t.schema["ts"] == pl.Int64
 
@@ -181,6 +182,37 @@ def test_declined_pieces_take_the_other_readers(tmp_path, monkeypatch):
     _same(a, _parse(p, monkeypatch, False))
     assert a.events.filter(pl.col("name") == "k1500")["ts"].item() == 1_500_500
     assert a.events.filter(pl.col("name") == "k700")["correlation"].item() == 700
+
+
+def test_args_a_piece_has_no_value_of_are_left_out_and_joined_as_nulls(tmp_path, monkeypatch):
+    """The scanner leaves an args column out of a piece where no event has a value of it: the joined table equals the
+    other readers' where the column has values in some pieces only (with a piece of the other readers between them),
+    and a column no piece has a value of is one null literal, as theirs is."""
+    evs: list[dict] = [{"ph": "X", "cat": "kernel", "name": f"k{i % 50}", "pid": 0, "tid": 7, "ts": i + 0.5,
+                        "dur": 1.0, "args": {"correlation": i}} for i in range(12_000)]
+    for i in range(9_000, 12_000):  # the last pieces only: a stream and a communicator's name
+        evs[i]["args"].update({"stream": 7, "Process Group Name": "pg0"})
+    evs[5_000]["args"]["correlation"] = 5000.0  # a middle piece goes to the other readers
+    p = write_trace(tmp_path / "t.json", evs)
+    monkeypatch.setattr(document, "CHUNK_BYTES", p.stat().st_size // 4)
+    pieces: list = []
+    real = fastscan.scan
+
+    def kept(*a, **kw):
+        pieces.append(real(*a, **kw))
+        return pieces[-1]
+
+    monkeypatch.setattr(kineto, "fastscan", kept)
+    scanned, read = _parse(p, monkeypatch, True), _parse(p, monkeypatch, False)
+    tables = [x.table for x in pieces if x is not None]
+    assert len(tables) >= 2 and len(tables) < len(pieces)  # a piece declined
+    assert "stream" not in tables[0].columns and "stream" in tables[-1].columns
+    assert "pg_name" not in tables[0].columns and "python_id" not in tables[-1].columns
+    _same(scanned, read)
+    ev = scanned.events
+    assert ev.filter(pl.col("ts") < 9_000_000)["stream"].null_count() == 9_000 and ev["stream"].drop_nulls().to_list() == [7] * 3_000
+    assert ev["pg_name"].cast(pl.String).drop_nulls().unique().to_list() == ["pg0"]
+    assert ev["python_id"].null_count() == ev.height
 
 
 @needs_traces

@@ -87,7 +87,7 @@ def _layout(args: Args_) -> _Layout:
 class Scanned:
     """One piece's table and what a projection removed (as :class:`kernscope.load.kineto.Parsed` wants)."""
 
-    table: pl.DataFrame
+    table: pl.DataFrame  #: an args column without a value in the piece is left out (the pieces' join makes it null)
     dropped: int = 0
     ordinals: np.ndarray | None = None  #: each kept row's ordinal among the piece's events (None: all kept)
     dropped_first_ts: float = float("inf")  #: earliest ts (µs) of the ``ph: X`` events dropped
@@ -284,23 +284,27 @@ def _table(lay: _Layout, words: pl.Series, codes: list[np.ndarray], ints: list[n
            present: list[np.ndarray]) -> pl.DataFrame:
     # only the strings of categorical columns become categories (polars' categories are global and kept for the
     # process's life: flow ids, or the names of dropped Python events, have no place there); codes renumbered
-    is_cat = [EVENT_SCHEMA[name] == pl.Categorical for name in lay.strings]
+    # an args column without a value in the piece is left out of its table (the pieces' join makes it null in the
+    # piece's rows, and one null literal where no piece has a value): materialized, such columns were ~20 MB of the
+    # pieces a 200 MB trace holds until they are joined (ns-resolution: Python ids, communicator ranks)
+    strings = [(k, name, c) for k, (name, c) in enumerate(zip(lay.strings, codes)) if k < len(FIXED_STRINGS) or c.any()]
+    is_cat = {name: EVENT_SCHEMA[name] == pl.Categorical for _, name, _ in strings}
     used = np.zeros(len(words), dtype=bool)
-    for c, cat in zip(codes, is_cat):
-        if cat:
+    for _, name, c in strings:
+        if is_cat[name]:
             used[c] = True
     used[0] = True  # the null
     renum = (np.cumsum(used) - 1).astype(np.uint32)
-    idx = pl.DataFrame({name: renum[c] if cat else c for name, c, cat in zip(lay.strings, codes, is_cat)})
+    idx = pl.DataFrame({name: renum[c] if is_cat[name] else c for _, name, c in strings})
     cats, text = pl.lit(words.filter(pl.Series(used)).cast(pl.Categorical)), pl.lit(words)
-    cols = {c.name: c for c in idx.select((cats if cat else text).gather(pl.col(name)).alias(name)
-                                          for name, cat in zip(lay.strings, is_cat)).get_columns()}
+    cols = {c.name: c for c in idx.select((cats if is_cat[name] else text).gather(pl.col(name)).alias(name)
+                                          for _, name, _ in strings).get_columns()}
     for k, (name, v, ok) in enumerate(zip(lay.ints, ints, present)):
         if k < len(FIXED_INTS):  # times: 0 where missing, and the missing mask
             cols[name] = pl.Series(name, v)
             cols[f"{name}_missing"] = pl.Series(f"{name}_missing", ~ok)
         elif ok.all():
             cols[name] = pl.Series(name, v)
-        else:
+        elif ok.any():
             cols[name] = pl.Series(name, v).set(pl.Series(~ok), None)
-    return pl.DataFrame([cols[c] for c in lay.columns])
+    return pl.DataFrame([cols[c] for c in lay.columns if c in cols])

@@ -444,10 +444,15 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozen
     flows: dict[str, pl.Series] = {}
     metas: dict[str, pl.Series] = {}
     literal = [c for c in columns if c in unread]  # event columns made one null literal each
+    # (the compiled scanner leaves an args column out of a piece where it has no value)
+    literal_if_absent = frozenset(c for c in columns if c in _ARG_COLUMNS and c not in FLOW_COLUMNS and c not in META_COLUMNS)
 
     def build(c: str) -> None:
         # with rows to split off, each filter makes its own contiguous copy (a rechunk first would be another)
         parts = [d.pop(c, None) for d in per_piece]
+        if c in literal_if_absent and all(p is None for p in parts):  # no piece has a value: nothing to join
+            literal.append(c)
+            return
         col = _joined(c, parts, heights, rechunk=not split)
         if c in FLOW_COLUMNS:
             flows[c] = col.filter(is_flow).rechunk() if split else col.clear()
