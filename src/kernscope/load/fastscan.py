@@ -287,18 +287,18 @@ def _table(lay: _Layout, words: pl.Series, codes: list[np.ndarray], ints: list[n
     # an args column without a value in the piece is left out of its table (the pieces' join makes it null in the
     # piece's rows, and one null literal where no piece has a value): materialized, such columns were ~20 MB of the
     # pieces a 200 MB trace holds until they are joined (ns-resolution: Python ids, communicator ranks)
-    strings = [(k, name, c) for k, (name, c) in enumerate(zip(lay.strings, codes)) if k < len(FIXED_STRINGS) or c.any()]
-    is_cat = {name: EVENT_SCHEMA[name] == pl.Categorical for _, name, _ in strings}
+    strings = {name: c for k, (name, c) in enumerate(zip(lay.strings, codes)) if k < len(FIXED_STRINGS) or c.any()}
+    is_cat = {name: EVENT_SCHEMA[name] == pl.Categorical for name in strings}
     used = np.zeros(len(words), dtype=bool)
-    for _, name, c in strings:
+    for name, c in strings.items():
         if is_cat[name]:
             used[c] = True
     used[0] = True  # the null
     renum = (np.cumsum(used) - 1).astype(np.uint32)
-    idx = pl.DataFrame({name: renum[c] if is_cat[name] else c for _, name, c in strings})
+    idx = pl.DataFrame({name: renum[c] if is_cat[name] else c for name, c in strings.items()})
     cats, text = pl.lit(words.filter(pl.Series(used)).cast(pl.Categorical)), pl.lit(words)
     cols = {c.name: c for c in idx.select((cats if is_cat[name] else text).gather(pl.col(name)).alias(name)
-                                          for _, name, _ in strings).get_columns()}
+                                          for name in strings).get_columns()}
     for k, (name, v, ok) in enumerate(zip(lay.ints, ints, present)):
         if k < len(FIXED_INTS):  # times: 0 where missing, and the missing mask
             cols[name] = pl.Series(name, v)
