@@ -155,6 +155,26 @@ def test_host_time_on_the_path_is_split_over_the_ops_it_overlaps(tmp_path):
     assert cp.steps["cpu_us"][0] == pytest.approx(1000.0)
 
 
+def test_an_op_without_a_name_keeps_its_host_time_as_null(tmp_path):
+    """An op of the step's thread without a name (a trace written without the key: the long fuzz run's drop_key
+    mutant of a real trace) is a null op with its time, not an error (its name once became a numpy object and the
+    column polars' Object type, which no cast takes)."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1000.0},
+          {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 0.0, "dur": 300.0},  # no name
+          {"ph": "X", "cat": "cpu_op", "name": "B", "pid": 1, "tid": 1, "ts": 400.0, "dur": 300.0},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 650.0, "dur": 5.0,
+           "args": {"correlation": 1}},
+          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 660.0, "dur": 10.0,
+           "args": {"correlation": 1, "device": 0, "stream": 7}}]
+    p = tmp_path / "h.json"
+    write_trace(p, ev)
+    _, cp = _path(p)
+    assert cp.ops.schema["op"] == pl.String
+    got = dict(zip(cp.ops["op"], cp.ops["host_us"]))
+    assert got == pytest.approx({None: 300.0, "B": 300.0, "(between ops)": 400.0})
+    assert main(["analyze", str(p), "--no-cache", "--format", "json", "-o", str(tmp_path / "out.json")]) == 0
+
+
 def test_xla_device_to_host_copies_are_synchronizing_calls():
     """JAX (XLA's CUPTI tracer) names its driver-level device-to-host copies ``MemcpyD2H``: the host waits in them,
     so the path jumps to the GPU there, and the blocking-sync finding counts them. Real H100 profile: step 2

@@ -426,7 +426,8 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
             parts.append(pl.DataFrame({"step": steps, "op": ["(between ops)"] * len(a), "_ns": b - a}))
             continue
         s0, e0 = top["ts"].to_numpy().astype(np.int64), top["end"].to_numpy().astype(np.int64)
-        names = top["name"].to_numpy()
+        # the ops are kept as their rows in ``top`` and named by one gather at the end (an op without a name stays
+        # null: as numpy objects, a None among the names made the column polars' Object type)
         first = np.searchsorted(e0, a, side="right")  # first op ending after a
         last = np.searchsorted(s0, b, side="left") - 1  # last op starting before b
         n = len(s0)
@@ -436,7 +437,7 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
             i = np.clip(idx, 0, n - 1)
             part = np.where(ok, np.minimum(b, e0[i]) - np.maximum(a, s0[i]), 0)
             keep = ok & (part > 0) & ((idx == first) | (first != last))
-            rows_op.append(names[i[keep]])
+            rows_op.append(i[keep])
             rows_step.append(steps[keep])
             rows_ns.append(part[keep])
         # ops strictly between first and last are covered in full: count the stretches covering each op
@@ -451,10 +452,11 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
         starts_in = (first[inner] + 1)[order]
         k = np.searchsorted(starts_in, np.arange(n), side="right") - 1
         step_of_op = steps[inner][order][np.clip(k, 0, max(len(starts_in) - 1, 0))] if len(starts_in) else np.zeros(n, np.int64)
-        rows_op.append(names[full])
+        rows_op.append(np.flatnonzero(full))
         rows_step.append(step_of_op[full])
         rows_ns.append((e0 - s0)[full] * cover[full])
-        covered = pl.DataFrame({"step": np.concatenate(rows_step).astype(np.int64), "op": np.concatenate(rows_op),
+        covered = pl.DataFrame({"step": np.concatenate(rows_step).astype(np.int64),
+                                "op": top["name"].gather(np.concatenate(rows_op).astype(np.int64)),
                                 "_ns": np.concatenate(rows_ns).astype(np.int64)})
         gaps = (pl.DataFrame({"step": steps.astype(np.int64), "_ns": b - a}).group_by("step").agg(pl.col("_ns").sum())
                 .join(covered.group_by("step").agg(pl.col("_ns").sum().alias("_in")), on="step", how="left")
