@@ -1,6 +1,6 @@
 """Long mutation-fuzzing run for before releases: many mutants of every small real trace, per-class figures.
 
-    python benchmarks/fuzz_long.py [--n 20000] [--seed 1] [--out docs/results/fuzz_long.json]
+    python benchmarks/fuzz_long.py [--n 20000] [--seed 1] [--out docs/results/fuzz_long_seedN.json]
 
 Failing mutants are kept in the work directory and listed. Record the figures in docs/reliability.md.
 """
