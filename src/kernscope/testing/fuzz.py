@@ -1,5 +1,7 @@
 """Mutation fuzzing of trace files, with an oracle: kernscope either rejects a mutant with one clear
-error, or what it reports equals what the raw JSON says (kernel count and exact summed durations).
+error, or what it reports equals what the raw JSON says (kernel count and exact summed durations). Binary profiles
+(XSpace protobufs) have their own mutations (:data:`BINARY_MUTATORS`); their oracle is the other reader: the
+compiled scanner and the numpy one must agree.
 
 Used by ``tests/test_fuzz.py`` (a few hundred seeded mutants per CI run) and ``benchmarks/fuzz_long.py``
 (many more, before releases).
@@ -94,6 +96,33 @@ def _drop_key(r: random.Random, b: bytes) -> bytes:
 MUTATORS: dict[str, Mutator] = {
     "truncate": _truncate, "flip": _flip, "delete_range": _delete_range, "duplicate_range": _duplicate_range,
     "number": _number, "name_injection": _name, "deep_nesting": _nest, "retype": _retype, "drop_key": _drop_key,
+}
+
+
+def _long_varint(r: random.Random, b: bytes) -> bytes:
+    """A varint that never ends within ten bytes (or a length beyond the file) in place of one byte."""
+    i = r.randrange(len(b))
+    return b[:i] + b"\xff" * r.randint(1, 10) + b[i + 1:]
+
+
+def _length(r: random.Random, b: bytes) -> bytes:
+    """One byte shifted by a small or large step: where it is a length prefix, the message it sizes overruns or
+    stops short."""
+    a = bytearray(b)
+    i = r.randrange(len(a))
+    a[i] = (a[i] + r.choice([1, 2, 64, 127, 255])) % 256
+    return bytes(a)
+
+
+def _insert(r: random.Random, b: bytes) -> bytes:
+    i = r.randrange(len(b) + 1)
+    return b[:i] + bytes(r.randrange(256) for _ in range(r.randint(1, 16))) + b[i:]
+
+
+#: mutations of a binary profile (an XSpace protobuf): the byte-level ones above, and ones aimed at the wire format
+BINARY_MUTATORS: dict[str, Mutator] = {
+    "truncate": _truncate, "flip": _flip, "delete_range": _delete_range, "duplicate_range": _duplicate_range,
+    "long_varint": _long_varint, "length": _length, "insert": _insert,
 }
 
 
