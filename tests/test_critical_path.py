@@ -136,12 +136,11 @@ def test_ddp_job_paths_wait_for_the_straggler_and_it_waits_for_nobody():
     assert late["last_arriver_wait_us"].min() > 5_000  # the 8 ms sleep, less what the path did meanwhile
 
 
-def test_host_time_on_the_path_is_split_over_the_ops_it_overlaps(tmp_path):
-    """A host-bound step: ops A (0-300 µs) and B (400-700 µs) on the step's thread, then a kernel; the path's host
-    time (no sync) splits into A's 300, B's 300 and the rest between ops."""
+def _host_bound_step(tmp_path, first_ops: list[dict]):
+    """The critical path of a host-bound step: ``first_ops`` at its start, op B (400-700 µs) on the step's thread,
+    then a kernel launched at 650 µs."""
     ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1000.0},
-          {"ph": "X", "cat": "cpu_op", "name": "A", "pid": 1, "tid": 1, "ts": 0.0, "dur": 300.0},
-          {"ph": "X", "cat": "cpu_op", "name": "inner", "pid": 1, "tid": 1, "ts": 10.0, "dur": 50.0},
+          *({"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, **op} for op in first_ops),
           {"ph": "X", "cat": "cpu_op", "name": "B", "pid": 1, "tid": 1, "ts": 400.0, "dur": 300.0},
           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 650.0, "dur": 5.0,
            "args": {"correlation": 1}},
@@ -149,7 +148,13 @@ def test_host_time_on_the_path_is_split_over_the_ops_it_overlaps(tmp_path):
            "args": {"correlation": 1, "device": 0, "stream": 7}}]
     p = tmp_path / "h.json"
     write_trace(p, ev)
-    _, cp = _path(p)
+    return p, _path(p)[1]
+
+
+def test_host_time_on_the_path_is_split_over_the_ops_it_overlaps(tmp_path):
+    """A host-bound step: ops A (0-300 µs) and B (400-700 µs) on the step's thread, then a kernel; the path's host
+    time (no sync) splits into A's 300, B's 300 and the rest between ops."""
+    _, cp = _host_bound_step(tmp_path, [{"name": "A", "ts": 0.0, "dur": 300.0}, {"name": "inner", "ts": 10.0, "dur": 50.0}])
     got = dict(zip(cp.ops["op"], cp.ops["host_us"]))
     assert got == pytest.approx({"A": 300.0, "B": 300.0, "(between ops)": 400.0})  # the whole step is host time
     assert cp.steps["cpu_us"][0] == pytest.approx(1000.0)
@@ -159,16 +164,7 @@ def test_an_op_without_a_name_keeps_its_host_time_as_null(tmp_path):
     """An op of the step's thread without a name (a trace written without the key: the long fuzz run's drop_key
     mutant of a real trace) is a null op with its time, not an error (its name once became a numpy object and the
     column polars' Object type, which no cast takes)."""
-    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1000.0},
-          {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 0.0, "dur": 300.0},  # no name
-          {"ph": "X", "cat": "cpu_op", "name": "B", "pid": 1, "tid": 1, "ts": 400.0, "dur": 300.0},
-          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 650.0, "dur": 5.0,
-           "args": {"correlation": 1}},
-          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 660.0, "dur": 10.0,
-           "args": {"correlation": 1, "device": 0, "stream": 7}}]
-    p = tmp_path / "h.json"
-    write_trace(p, ev)
-    _, cp = _path(p)
+    p, cp = _host_bound_step(tmp_path, [{"ts": 0.0, "dur": 300.0}])  # no name
     assert cp.ops.schema["op"] == pl.String
     got = dict(zip(cp.ops["op"], cp.ops["host_us"]))
     assert got == pytest.approx({None: 300.0, "B": 300.0, "(between ops)": 400.0})
