@@ -464,6 +464,7 @@ def parse_lines(text: bytes, lines: int, args: Args_ = None, hints: ReadHints | 
             text.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start) from None
+    text = without_lone_surrogates(text)
     raw, error = _read_lines(text, args, hints, meta)
     if raw is not None and not meta and raw["ph"].eq("M").any():
         raw, error = _read_lines(text, args, hints, True)
@@ -574,6 +575,27 @@ def _fallback(text: bytes) -> pl.DataFrame:
     return pl.DataFrame(cols)
 
 
+#: the escape of a UTF-16 surrogate (``\ud800``-``\udfff``), a high one with its low half first; the backslashes before
+#: it come in pairs (each an escaped backslash), so it is an escape, not text
+_SURROGATE_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+                               rb"|\\u[dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def without_lone_surrogates(text: bytes) -> bytes:
+    """``text`` with each escaped lone UTF-16 surrogate (a high half without its low half after it, or a low half
+    alone) written as U+FFFD's escape, the same length (byte offsets hold). JSON's grammar allows them, though they
+    name no character: polars' reader made one a NUL and msgspec refused it, so a name's text depended on which
+    reader read its piece (the compiled scanner declines such a piece). Text without a ``\\ud`` escape is returned
+    as it is."""
+    if b"\\ud" not in text and b"\\uD" not in text:
+        return text
+
+    def fixed(m: re.Match[bytes]) -> bytes:
+        return m.group(0) if len(m.group(2)) == 12 else m.group(1) + b"\\ufffd"
+
+    return _SURROGATE_ESCAPE.sub(fixed, text)
+
+
 def parse_chunk(text: bytes, args: Args_ = None) -> tuple[pl.DataFrame, list[Bad]]:
     """Parse ``[ev, ev, ...]`` text. Raises :class:`ChunkError` when it is not a valid event array.
 
@@ -583,6 +605,7 @@ def parse_chunk(text: bytes, args: Args_ = None) -> tuple[pl.DataFrame, list[Bad
             text.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start, syntax=False) from None
+    text = without_lone_surrogates(text)
     try:
         raw = _polars(text, args)
     except (pl.exceptions.PolarsError, OverflowError, ValueError):
