@@ -459,12 +459,7 @@ def parse_lines(text: bytes, lines: int, args: Args_ = None, hints: ReadHints | 
     Raises :class:`ChunkError` when the reader refuses the text or the row count is not ``lines``
     (the caller then parses the original text with :func:`parse_chunk`, which locates any error)."""
     hints = hints if hints is not None else ReadHints()
-    try:
-        if not text.isascii():  # (isascii: no copy of the text)
-            text.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start) from None
-    text = without_lone_surrogates(text)
+    text = _readable(text)
     raw, error = _read_lines(text, args, hints, meta)
     if raw is not None and not meta and raw["ph"].eq("M").any():
         raw, error = _read_lines(text, args, hints, True)
@@ -596,16 +591,23 @@ def without_lone_surrogates(text: bytes) -> bytes:
     return _SURROGATE_ESCAPE.sub(fixed, text)
 
 
+def _readable(text: bytes) -> bytes:
+    """The text the readers are given: checked to be UTF-8 throughout (polars does not check the strings it skips;
+    :class:`ChunkError` at the first bad byte, ``isascii`` first: no copy of the text), its lone surrogate escapes
+    made U+FFFD's (:func:`without_lone_surrogates`)."""
+    try:
+        if not text.isascii():
+            text.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start) from None
+    return without_lone_surrogates(text)
+
+
 def parse_chunk(text: bytes, args: Args_ = None) -> tuple[pl.DataFrame, list[Bad]]:
     """Parse ``[ev, ev, ...]`` text. Raises :class:`ChunkError` when it is not a valid event array.
 
     ``args``: the args columns to read (None: all); the others are null."""
-    try:
-        if not text.isascii():  # polars does not check the strings it skips; JSON must be UTF-8 throughout
-            text.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ChunkError(f"invalid UTF-8 ({e.reason})", byte=e.start, syntax=False) from None
-    text = without_lone_surrogates(text)
+    text = _readable(text)
     try:
         raw = _polars(text, args)
     except (pl.exceptions.PolarsError, OverflowError, ValueError):
