@@ -34,6 +34,15 @@ def test_mutants_of_real_traces_keep_the_promise(tmp_path):
     assert sum(c["accepted"] for c in by.values()) > 0 and sum(c["rejected"] for c in by.values()) > 0
 
 
+def _kept_promise(rc: int, err: str, path) -> None:
+    """The CLI's promise on bad input: a result (0), one line naming the file (2), or an empty result said (3); never a
+    traceback or an internal error."""
+    assert rc in (0, 2, 3), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    if rc == 2:
+        assert len([x for x in err.splitlines() if x.strip()]) == 1 and str(path) in err, err
+
+
 @needs_traces
 def test_cli_on_mutants_exits_0_2_or_3_with_one_line(tmp_path):
     """Mutated real traces: a result (0), one line naming the file and the problem (2), or a result that is
@@ -50,10 +59,7 @@ def test_cli_on_mutants_exits_0_2_or_3_with_one_line(tmp_path):
         with redirect_stdout(out), redirect_stderr(err):
             rc = main(["analyze", str(p), "--no-cache", "--format", "json", *(["--salvage"] if i % 5 == 0 else [])])
         e = err.getvalue()
-        assert rc in (0, 2, 3), e
-        assert "Traceback" not in e and "internal error" not in e, e
-        if rc == 2:
-            assert len([x for x in e.splitlines() if x.strip()]) == 1 and str(p) in e, e
+        _kept_promise(rc, e, p)
         if rc == 3:
             last = [x for x in e.splitlines() if x.strip()][-1]
             assert str(p) in last and ("no GPU activity" in last or "launched no GPU work" in last), e
@@ -88,10 +94,7 @@ def test_mutants_of_jax_profiles_are_read_alike_or_rejected_in_one_line(tmp_path
         p.write_bytes(m)
         got = [_analyze(p, tmp_path / f"o{i}_{native}.json", native, monkeypatch) for native in (True, False)]
         for rc, e in got:
-            assert rc in (0, 2, 3), (names[i % len(names)], e)
-            assert "Traceback" not in e and "internal error" not in e, e
-            if rc == 2:
-                assert len([x for x in e.splitlines() if x.strip()]) == 1 and str(p) in e, e
+            _kept_promise(rc, e, p)
         assert got[0][0] == got[1][0], (names[i % len(names)], got)
         if got[0][0] == 0:
             assert (tmp_path / f"o{i}_True.json").read_bytes() == (tmp_path / f"o{i}_False.json").read_bytes()
