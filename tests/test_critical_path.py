@@ -235,3 +235,42 @@ def test_text_rank_orders_as_the_text_does() -> None:
     assert got == [3, 2, None, 1, 2, 0]  # Zulu < alpha < b < zeta (byte order)
     by_rank = df.with_columns(_text_rank(pl.col("s")).alias("r")).sort("r", nulls_last=True)["s"].cast(pl.String)
     assert by_rank.to_list() == df["s"].cast(pl.String).sort(nulls_last=True).to_list()
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["one-key", "too-wide-for-one-key"])
+def test_node_order_is_the_rows_sorted_by_every_key_ties_included(wide: bool) -> None:
+    """The records' node order (one argsort of lane and start, ties ordered apart) equals a stable sort of the rows by
+    all seven keys, whatever order the rows come in: nodes get the same ids from any load of the trace."""
+    from kernscope.analyze.critical_path import _node_order
+
+    rng = np.random.default_rng(11)
+    n = 4000
+
+    def pick(values: list, p_null: float = 0.0) -> list:
+        out = [values[i] for i in rng.integers(0, len(values), n)]
+        return [None if rng.random() < p_null else v for v in out]
+
+    # few distinct starts, so most rows tie on (device, stream, start); nulls in every key that may have them
+    ts = rng.integers(0, 40, n) * (2**56 if wide else 1_000)
+    gpu = pl.DataFrame({"device": pick([0, 1, 7], 0.05), "stream": pick([7, 13, 20], 0.05), "ts": ts,
+                        "end": ts + rng.integers(0, 3, n), "correlation": pick([5, 9, 2], 0.3),
+                        "name": pick(["sgemm", "Zeta", "b", "alpha"], 0.2), "launcher": pick(["aten::mm", "x"], 0.3)},
+                       schema_overrides={"device": pl.Int64, "stream": pl.Int64, "ts": pl.Int64, "end": pl.Int64,
+                                         "correlation": pl.Int64, "name": pl.Categorical, "launcher": pl.Categorical})
+    keys = ["device", "stream", "ts", "end", "correlation", "name", "launcher"]
+    want = (gpu.with_row_index("_row")
+            .with_columns(pl.col("device", "stream").fill_null(-1), pl.col("name", "launcher").cast(pl.String))
+            .sort(keys, nulls_last=True, maintain_order=True))
+    order, lane, device = _node_order(gpu)
+    assert order.tolist() == want["_row"].to_list()
+    # the lanes and devices as codes in key order: equal where the keys are, and rising with them
+    dev_stream = want.select("device", "stream").rows()
+    assert [lane[i] == lane[i + 1] for i in range(n - 1)] == [dev_stream[i] == dev_stream[i + 1] for i in range(n - 1)]
+    assert (np.diff(lane) >= 0).all() and (np.diff(device) >= 0).all()
+    assert [device[i] == device[i + 1] for i in range(n - 1)] == [dev_stream[i][0] == dev_stream[i + 1][0] for i in range(n - 1)]
+    # another order of the same rows: the same records in the same node order (a row's key tuple, nulls as None)
+    shuffled = gpu[rng.permutation(n).tolist()]
+    again, _, _ = _node_order(shuffled)
+    as_text = [pl.col("name", "launcher").cast(pl.String)]
+    assert (shuffled[again.tolist()].with_columns(as_text).select(keys).rows()
+            == gpu[order.tolist()].with_columns(as_text).select(keys).rows())

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..intervals import ranks
+from ..intervals import dense_codes, ranks
 from ..link.kinds import named
 from ..model import Trace
 from .kernels import NS_PER_US
@@ -200,6 +200,46 @@ def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np
     return np.where(ok, w, 0).astype(np.int64), ok
 
 
+def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, lane, device): the GPU records as nodes, and each node's stream and device as codes in key order. Node
+    k is row ``order[k]`` of ``gpu``: the rows by (device, stream, start), then a total order, so that records that
+    tie get the same node ids from any load of the trace: by end, correlation, name and launcher (by their text;
+    nulls last), then row.
+
+    One stable argsort of an int64 key (stream lane, start), the tied rows ordered apart by all seven keys. Sorting
+    every row by the seven keys, and then its columns by them, grew the process by ~290 MB in the critical path of a
+    200 MB JAX profile's 1.4 M records; this way, with its columns gathered in node order as they are needed: ~180 MB
+    (in a process of its own; the command's peak, where other analyses run beside it, fell less)."""
+    keys = gpu.select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))
+    lane = dense_codes(keys, ["device", "stream"])
+    device = ranks(keys["device"].to_numpy())[0]
+    del keys
+    ts = gpu["ts"].to_numpy()
+    lo, span = int(ts.min()), int(ts.max()) - int(ts.min()) + 1
+    if (int(lane.max()) + 1) * span < 2**62:
+        key = lane * span + (ts - lo)
+        order = np.argsort(key, kind="stable")  # (rows of a stream come nearly in time order: timsort's runs)
+        key = key[order]
+        tie = np.flatnonzero(key[1:] == key[:-1])  # positions whose next node ties with them
+        del key
+        pos = np.union1d(tie, tie + 1)  # every position of a run of ties
+    else:  # (a range too wide to lay the streams end to end: all rows order by the whole key)
+        order = np.arange(len(ts), dtype=np.int64)
+        pos = order.copy()
+    if len(pos):
+        # the tied rows by the whole key: each run of ties has a key of its own, and the runs lie in key order, so
+        # each comes back to its own positions, ordered within
+        tied = gpu.select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts", "end", "correlation",
+                          pl.col("name").cast(pl.Categorical), pl.col("launcher").cast(pl.Categorical)
+                          ).gather(pl.Series(order[pos]))
+        within = tied.select(pl.arg_sort_by("device", "stream", "ts", "end", "correlation", _text_rank(pl.col("name")),
+                                            _text_rank(pl.col("launcher")), nulls_last=True, maintain_order=True)
+                             ).to_series().to_numpy()
+        order[pos] = order[pos][within]
+    order = order.astype(np.int64, copy=False)
+    return order, lane[order], device[order]
+
+
 def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -> CriticalPath:
     """The critical path of every step of ``trace`` (or of ``step``). ``gpu``: the categorized GPU rows of the
     whole trace (``category``, ``launcher``, ``step``, ``launch_ts``, ``launch_pid``, ``launch_tid``)."""
@@ -208,30 +248,22 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     if windows.height == 0 or gpu.height == 0:
         none = pl.DataFrame()
         return CriticalPath(none, none, none, none, notes=["no steps with GPU work: the critical path is per step"])
-    # strings stay categorical (interned) here: a categorical sorts by its text, and only the records on the path
-    # become text (a million GPU records cast to text and sorted by it took most of this function's time)
-    g = (gpu.select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "ts", "end", "launch_ts", "step",
-                    pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-                    pl.col("name").cast(pl.Categorical), pl.col("category").cast(pl.Categorical),
-                    pl.col("launcher").cast(pl.Categorical), "correlation")
-         # a total order: records that tie on time get the same node ids from any load of the trace (names by
-         # their text's rank: a sort on the categoricals themselves row-encoded every record's text)
-         .with_columns(_text_rank(pl.col("name")).alias("_nr"), _text_rank(pl.col("launcher")).alias("_lr"))
-         .sort("device", "stream", "ts", "end", "correlation", "_nr", "_lr", nulls_last=True).drop("_nr", "_lr")
-         .with_row_index("_g").with_columns(pl.col("_g").cast(pl.Int64)))
-    n_g = g.height
-    # what the summary reads of the records, apart: the sorts and joins below copy only what they need
-    labels = g.select("_g", "step", "end", "category", "name", "launcher")
-    g = g.drop("category", "name", "launcher", "correlation")
-    # -- GPU records: what let each one start, in numpy over the sorted rows (as polars window functions, an as-of
-    #    join and two sorts they took 0.4 s of a JAX profile's 1.4 M records)
-    dev, stream = g["device"].to_numpy().astype(np.int64), g["stream"].to_numpy().astype(np.int64)
-    g_ts, g_end = g["ts"].to_numpy().astype(np.int64), g["end"].to_numpy().astype(np.int64)  # never null (link checks)
-    launch_ts, launch_ok = _ints(g["launch_ts"])
+    order, lane, device = _node_order(gpu)
+    n_g = len(order)
+    by_node = pl.Series(order)
+
+    def sorted_ints(name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A column of the records in node order: (values, 0 where null; valid)."""
+        return _ints(gpu[name].gather(by_node))
+
+    # -- GPU records: what let each one start, in numpy over the records in node order (as polars window functions,
+    #    an as-of join and two sorts they took 0.4 s of a JAX profile's 1.4 M records)
+    g_ts, g_end = sorted_ints("ts")[0], sorted_ints("end")[0]  # never null (link checks)
+    launch_ts, launch_ok = sorted_ints("launch_ts")
     # the previous record of its stream, and the latest end of the stream's records before it
     p_ok = np.ones(n_g, dtype=bool)
     p_ok[0] = False
-    p_ok[1:] = (dev[1:] == dev[:-1]) & (stream[1:] == stream[:-1])
+    p_ok[1:] = lane[1:] == lane[:-1]
     p_end = np.empty(n_g, dtype=np.int64)
     p_end[1:] = _running_max(g_end, ~p_ok)[:-1]
     p_ = np.arange(n_g, dtype=np.int64) - 1
@@ -239,15 +271,16 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     # the device's record that ended last at or before this one started (of equal ends the later record): when it
     # ended after this one's launch, this record waited for it (an event, another stream, a full queue); else it
     # waited for its launch
-    w_, w_ok = _last_ended(dev, g_ts, g_end)
+    w_, w_ok = _last_ended(device, g_ts, g_end)
     waited = w_ok & (~launch_ok | (g_end[w_] >= launch_ts))
     g_how = np.select([queued, waited, launch_ok], [_HOW_QUEUE, _HOW_WAIT, _HOW_LAUNCH], _HOW_WAIT).astype(np.int8)
-    del dev, stream, launch_ts, launch_ok, p_end, queued, waited  # (each array a row per record, held to the end else)
+    del lane, device, launch_ts, launch_ok, p_end, queued, waited  # (each array a row per record, held to the end else)
     by_end = np.argsort(g_end, kind="stable")  # the records by end (equal ends in record order)
     # -- CPU points: launches that records waited for, and each step's end on the step's thread
-    launches = g.filter(pl.Series(g_how == _HOW_LAUNCH)).select(
-        pl.col("_g").alias("_for"), pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String),
-        pl.col("launch_ts").alias("t"), pl.lit(None, pl.Int64).alias("_end_of"))
+    launched = np.flatnonzero(g_how == _HOW_LAUNCH)
+    launches = gpu.select(pl.col("launch_pid").alias("pid").cast(pl.String), pl.col("launch_tid").alias("tid").cast(pl.String),
+                          pl.col("launch_ts").alias("t")).gather(pl.Series(order[launched])).select(
+        pl.Series("_for", launched, dtype=pl.Int64), "pid", "tid", "t", pl.lit(None, pl.Int64).alias("_end_of"))
     ends = windows.join(_step_threads(trace, windows), on="step", how="left").select(
         pl.lit(None, pl.Int64).alias("_for"), "pid", "tid", pl.col("T").alias("t"), pl.col("step").alias("_end_of"))
     cpu = pl.concat([launches, ends]).with_row_index("_c").with_columns((pl.col("_c").cast(pl.Int64) + n_g).alias("_c"))
@@ -255,7 +288,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     cpu = (cpu.sort("t", "_c").join_asof(syncs, left_on="t", right_on="_s_end", by=["pid", "tid"], strategy="backward",
                                    check_sortedness=False).sort("_c"))
     # (the intermediate tables go as soon as they are used: on a 10 GB trace each is hundreds of MB)
-    del launches, ends, syncs, by_end, g
+    del launches, ends, syncs, by_end, launched
     root = n_g + cpu.height
     # -- every node (ids 0 .. root-1: the records in ``_g`` order, then the CPU points in ``_c`` order): its time, its
     #    predecessor, and the step window it lies in (a predecessor in another window, or before the step's start,
@@ -287,11 +320,10 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     pt_ok &= ~cut
     del at, ps, ps_ok, has, n_step, n_step_ok, n_start, n_start_ok
     root_pred = np.concatenate([np.where(pred >= 0, pred, root), [root]])
-    g = labels
-    del labels
     # -- each step's end node: its last GPU record when the last step's GPU work ends after its CPU work, else
     #    the CPU point at its end
-    last_rec = (g.filter(pl.col("step").is_not_null()).sort("end", "_g")
+    last_rec = (pl.DataFrame({"step": gpu["step"].gather(by_node), "end": time[:n_g], "_g": np.arange(n_g, dtype=np.int64)})
+                .filter(pl.col("step").is_not_null()).sort("end", "_g")
                 .group_by("step").agg(pl.col("_g").last().alias("_lr"), pl.col("end").last().alias("_le")))
     end_cpu = cpu.filter(pl.col("_end_of").is_not_null()).select(pl.col("_end_of").alias("step"), pl.col("_c").alias("_ec"))
     ends_tbl = (windows.join(end_cpu, on="step", how="left").join(last_rec, on="step", how="left").sort("start")
@@ -306,8 +338,9 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
                          "ts": _masked(ts, ts_ok, on_path), "pred": _masked(pred, pred >= 0, on_path),
                          "_pt": _masked(pt, pt_ok, on_path)})
     del owner, on_path, time, time_ok, how, ts, ts_ok, pred, pt, pt_ok
-    summary, stretches = _summarize(path, ends_tbl, g, cpu, n_g)
-    del path, ends_tbl, g, cpu  # (before the CPU ops are read)
+    labels = gpu.select(pl.col("category", "name", "launcher").cast(pl.Categorical))
+    summary, stretches = _summarize(path, ends_tbl, labels, order, cpu)
+    del path, ends_tbl, labels, cpu  # (before the CPU ops are read)
     return dataclasses.replace(summary, ops=_host_by_op(trace, stretches))
 
 
@@ -340,17 +373,22 @@ def _blocking_syncs(trace: Trace, by_end: pl.DataFrame) -> pl.DataFrame:
     return s.filter(pl.col("_a").is_not_null() & (pl.col("_a_end") > pl.col("_s_ts"))).sort("_s_end", "_s_ts", "pid", "tid")
 
 
-def _summarize(path: pl.DataFrame, ends: pl.DataFrame, g: pl.DataFrame, cpu: pl.DataFrame,
-               n_g: int) -> tuple[CriticalPath, pl.DataFrame]:
-    """The path's tables (``ops`` still empty) and its host stretches (step, pid, tid, a, b) for :func:`_host_by_op`."""
+def _summarize(path: pl.DataFrame, ends: pl.DataFrame, labels: pl.DataFrame, order: np.ndarray,
+               cpu: pl.DataFrame) -> tuple[CriticalPath, pl.DataFrame]:
+    """The path's tables (``ops`` still empty) and its host stretches (step, pid, tid, a, b) for :func:`_host_by_op`.
+    ``labels``: the GPU records' category, name and launcher, in the trace's order; node id k < ``len(order)`` is
+    record ``order[k]``."""
+    n_g = len(order)
     k = ends.select(pl.int_range(pl.len()).alias("_k"), "step", "start", "T")
     p = path.join(k, on="_k").with_columns(
         pl.max_horizontal(pl.coalesce("_pt", "start"), "start").alias("_from"))
-    # each node's record or CPU point, gathered by id (a record's id is its row of ``g``, a CPU point's ``n_g`` + its
-    # row of ``cpu``; joins on the id took 0.13 s of a JAX profile's path); names stay interned while grouped (text
-    # only in the small tables made from them)
+    # each node's record or CPU point, gathered by id (a record's id is its place in ``order``, a CPU point's ``n_g``
+    # + its row of ``cpu``; joins on the id took 0.13 s of a JAX profile's path); names stay interned while grouped
+    # (text only in the small tables made from them)
     node = p["node"]
-    rec = g.select(pl.col("category", "name", "launcher").gather(node.set(node >= n_g, None)))
+    is_rec = (node < n_g).to_numpy()
+    rows = pl.Series(order[np.where(is_rec, node.to_numpy(), 0)], dtype=pl.Int64)
+    rec = labels.select(pl.all().gather(rows.set(pl.Series(~is_rec), None)))
     at_cpu = cpu.select(pl.col("_s_name", "_s_ts", "_s_end", "_a_end", "pid", "tid").gather((node - n_g).set(node < n_g, None)))
     p = pl.concat([p, rec, at_cpu], how="horizontal")
     is_gpu = pl.col("node") < n_g
