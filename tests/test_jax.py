@@ -405,6 +405,30 @@ def test_parse_detects_the_format():
     assert parse(TRANSFORMER).metadata["trace_format"] == "xplane"
 
 
+def test_a_plain_profile_leaves_the_process_once_its_events_are_read(tmp_path, monkeypatch):
+    """A plain (mapped) XSpace file's pages are dropped from the process once the events are read, and the rest
+    of the decode, which reads the metadata and the lines' names, gives what a decode of the bytes in memory gives."""
+    from kernscope.load.source import TraceSource
+
+    plain = tmp_path / "vm.xplane.pb"
+    plain.write_bytes(xspace_bytes(TRANSFORMER))
+    released: list[int] = []
+    real = TraceSource.release
+
+    def spy(self: TraceSource, upto: int) -> None:
+        released.append(upto)
+        real(self, upto)
+
+    monkeypatch.setattr(TraceSource, "release", spy)
+    got = parse(plain)
+    assert released == [plain.stat().st_size]
+    want = decode(plain.read_bytes(), str(plain))
+    assert got.events.equals(want.events)
+    assert got.meta_events.equals(want.meta_events)
+    threads = got.meta_events.filter(pl.col("name") == "thread_name")["meta_name"].to_list()
+    assert threads and all(threads)  # the lines' names, read before the pages went
+
+
 # -- ranks, diff ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("engine", ["local", "dask"])
 def test_host_files_are_ranks_in_file_order(tmp_path, engine):

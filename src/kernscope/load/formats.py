@@ -78,7 +78,8 @@ def _parse_xplane(source: TraceSource, opts: ParseOptions) -> RawTrace:
     if opts.progress is not None:
         opts.progress(source.stored_bytes, source.stored_bytes)
     stats = opts.projection.stats if opts.projection is not None else None
-    return xplane.decode(data, source.path, workers=opts.workers, stats=stats)
+    # a plain file's mapped pages leave the process once the events are read (the page cache keeps them)
+    return xplane.decode(data, source.path, workers=opts.workers, stats=stats, scanned=lambda: source.release(len(data)))
 
 
 def _looks_xspace(head: bytes) -> bool:

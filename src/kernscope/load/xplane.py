@@ -360,14 +360,16 @@ XLA_COLUMNS = frozenset(JAX_COLUMNS) | {"hlo_instruction", "hlo_desc", "hlo_flop
 
 
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None,
-           stats: tuple[str, ...] | None = None) -> RawTrace:
+           stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None) -> RawTrace:
     """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table (``workers``: the
     scanner's threads at most; None: one per usable core). ``stats``: of :data:`XLA_COLUMNS`, those read; the others
-    are null (one literal each: no memory; None: all read)."""
+    are null (one literal each: no memory; None: all read). ``scanned``: called once the events' bytes are read (the
+    caller may drop a mapped file's pages from the process then: the rest of the decode reads only the metadata,
+    whose pages come back as they are read)."""
     n = len(data)
     buf = as_array(data)
     try:
-        raw = _decode(buf, n, path, workers, stats)
+        raw = _decode(buf, n, path, workers, stats, scanned)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
@@ -385,7 +387,7 @@ def _gather(values: list[Any], idx: np.ndarray, dtype: Any = pl.Categorical) -> 
 
 
 def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
-            stats: tuple[str, ...] | None = None) -> RawTrace:
+            stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None) -> RawTrace:
     def wanted(column: str) -> bool:  # (an XLA column that ``stats`` leaves out is null: not worth building)
         return stats is None or column not in XLA_COLUMNS or column in stats
 
@@ -432,6 +434,11 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     needed = {"hlo_op", "hlo_module", *(["kernel_details"] if any(wanted(c) for c in KERNEL_DETAIL_COLUMNS) else [])}
     cols, strings = columns(buf, scan, ev_plane, stat_names, stat_lookup,
                             skip={f.column for f in STAT_FIELDS if not wanted(f.column) and f.column not in needed})
+    # (the lines' names lie beside their events, all over the file: read before its pages go)
+    line_names = [buf[o : o + k].tobytes().decode("utf-8", "replace") if o >= 0 else ""
+                  for o, k in zip(scan.ln_name_off.tolist(), scan.ln_name_len.tolist())]
+    if scanned is not None:  # (a 1 GB profile's pages were ~1 GB of the decode's peak, held to its end for nothing)
+        scanned()
     start_ns, dur_ns = scan.ev_ts, scan.ev_dur  # ns, rounded from ps
     # names: the event metadata of (plane, md), as codes into its name list
     md_names = emd["name"].fill_null("<unnamed>").to_list() + ["<unnamed>"]
@@ -507,8 +514,6 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     # null literal each, which takes no memory
     empty_cols = [c for c in table.columns if table.height and table[c].null_count() == table.height]
     table = table.with_columns(pl.lit(None, dtype=table.schema[c]).alias(c) for c in empty_cols)
-    line_names = [buf[o : o + k].tobytes().decode("utf-8", "replace") if o >= 0 else ""
-                  for o, k in zip(scan.ln_name_off.tolist(), scan.ln_name_len.tolist())]
     metas = _meta_rows(planes, line_plane, tid_values, line_names, pid_values, plane_stats)
     flows = pl.DataFrame(schema={c: (EVENT_SCHEMA.get(c, pl.Int64) if c != "idx" else pl.Int64) for c in _FLOW_COLUMNS})
     metadata = _metadata(planes, plane_stats, hosts, unknown, int(occurrences.sum()), [p.name for p in planes])
