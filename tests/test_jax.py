@@ -406,8 +406,9 @@ def test_parse_detects_the_format():
 
 
 def test_a_plain_profile_leaves_the_process_once_its_events_are_read(tmp_path, monkeypatch):
-    """A plain (mapped) XSpace file's pages are dropped from the process once the events are read, and the rest
-    of the decode, which reads the metadata and the lines' names, gives what a decode of the bytes in memory gives."""
+    """A plain (mapped) XSpace file's pages are dropped from the process once the events (and the lines' names beside
+    them) are read, and the rest of the decode, which reads the metadata, gives what a decode of the bytes in memory
+    gives."""
     from kernscope.load.source import TraceSource
 
     plain = tmp_path / "vm.xplane.pb"
