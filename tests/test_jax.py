@@ -430,6 +430,54 @@ def test_a_plain_profile_leaves_the_process_once_its_events_are_read(tmp_path, m
     assert threads and all(threads)  # the lines' names, read before the pages went
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["compiled", "numpy"])
+def test_a_plain_profile_says_how_far_its_events_were_read(tmp_path, monkeypatch, native):
+    """A plain profile's load reports its progress in file bytes as the scanner reads the events' lines (the
+    compiled one every ``PROGRESS_BYTES`` on each thread, here 64 KB; the numpy one at its end), rising to the file's
+    size; the scanner called a run of lines at a time reads what it reads in one call per part."""
+    import importlib.util
+
+    from kernscope.load import xscan
+    from kernscope.load.formats import ParseOptions
+    from kernscope.load.formats import parse as parse_any
+    from kernscope.load.source import open_trace
+
+    spec = importlib.util.spec_from_file_location("bench_xplane", Path(__file__).parents[1] / "benchmarks" / "bench_xplane.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    plain = tmp_path / "vm.xplane.pb"
+    plain.write_bytes(bench.replicate(xspace_bytes(TRANSFORMER), 30))  # 120 lines, ~5.7 MB
+    size = plain.stat().st_size
+    if not native:
+        monkeypatch.setattr(xscan, "scanner", lambda: None)
+    monkeypatch.setattr(xscan, "PROGRESS_BYTES", 64 << 10)
+    seen: list[tuple[int, int]] = []
+    src = open_trace(plain)
+    try:
+        got = parse_any(src, ParseOptions(progress=lambda done, total: seen.append((done, total))))
+    finally:
+        src.close()
+    assert {t for _, t in seen} == {size}
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and done[-1] == size and all(0 <= d <= size for d in done)
+    assert len(done) >= (30 if native else 1)  # (lines of 168 KB and less: about one a call)
+    monkeypatch.setattr(xscan, "PROGRESS_BYTES", 1 << 40)
+    assert got.events.equals(parse(plain).events)
+    # gzipped: its compressed bytes as it is inflated, up to the file's size
+    packed = tmp_path / "vm.xplane.pb.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes(), compresslevel=1))
+    seen.clear()
+    src = open_trace(packed)
+    try:
+        parse_any(src, ParseOptions(progress=lambda done, total: seen.append((done, total))))
+    finally:
+        src.close()
+    done = [d for d, _ in seen]
+    assert {t for _, t in seen} == {packed.stat().st_size} and done == sorted(done) and done[-1] == packed.stat().st_size
+    assert len(done) > 2
+
+
 # -- ranks, diff ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("engine", ["local", "dask"])
 def test_host_files_are_ranks_in_file_order(tmp_path, engine):

@@ -74,12 +74,21 @@ def _is_proton_trace(raw: RawTrace) -> bool:
 def _parse_xplane(source: TraceSource, opts: ParseOptions) -> RawTrace:
     from . import xplane
 
-    data = source.read_all(opts.limits or Limits())
-    if opts.progress is not None:
-        opts.progress(source.stored_bytes, source.stored_bytes)
+    # progress: a gzipped file's compressed bytes as it is inflated (whole, first); a plain one's events' lines, most
+    # of the file, as the scanner reads them
+    stored, said = source.stored_bytes, opts.progress
+    data = source.read_all(opts.limits or Limits(), progress=said)
+    scanning = None
+    if said is not None:
+        if source.gz:
+            said(stored, stored)
+        else:
+            def scanning(done: int, total: int) -> None:
+                said(min(stored, done * stored // max(total, 1)), stored)
     stats = opts.projection.stats if opts.projection is not None else None
     # a plain file's mapped pages leave the process once the events are read (the page cache keeps them)
-    return xplane.decode(data, source.path, workers=opts.workers, stats=stats, scanned=lambda: source.release(len(data)))
+    return xplane.decode(data, source.path, workers=opts.workers, stats=stats, scanned=lambda: source.release(len(data)),
+                         progress=scanning)
 
 
 def _looks_xspace(head: bytes) -> bool:

@@ -10,7 +10,7 @@ import contextlib
 import mmap
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,9 +170,10 @@ class TraceSource:
         except _ZError:
             return b""
 
-    def read_all(self, limits: Limits) -> bytes | mmap.mmap:
+    def read_all(self, limits: Limits, progress: Callable[[int, int], None] | None = None) -> bytes | mmap.mmap:
         """The whole (decompressed) content for a binary format, bounded by ``limits`` (a gzip bomb
-        stops with a one-line error at the budget)."""
+        stops with a one-line error at the budget). ``progress``: called with (compressed bytes read, file size)
+        as a gzipped file is inflated."""
         if not self.gz:
             return self._data
         budget = limits.memory()
@@ -184,6 +185,8 @@ class TraceSource:
                 raise TraceError(self.path, f"decompressed content exceeds the memory budget ({budget / 1e9:.1f} GB; "
                                             "--max-memory sets it)")
             parts.append(bytes(block))
+            if progress is not None:
+                progress(self.consumed, self.stored_bytes)
         return b"".join(parts)
 
     def release(self, upto: int) -> None:

@@ -360,16 +360,18 @@ XLA_COLUMNS = frozenset(JAX_COLUMNS) | {"hlo_instruction", "hlo_desc", "hlo_flop
 
 
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None,
-           stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None) -> RawTrace:
+           stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
+           progress: Callable[[int, int], None] | None = None) -> RawTrace:
     """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table (``workers``: the
     scanner's threads at most; None: one per usable core). ``stats``: of :data:`XLA_COLUMNS`, those read; the others
     are null (one literal each: no memory; None: all read). ``scanned``: called once the events' bytes are read (the
     caller may drop a mapped file's pages from the process then: the rest of the decode reads only the metadata,
-    whose pages come back as they are read)."""
+    whose pages come back as they are read). ``progress``: called with (bytes of event lines scanned, bytes of all)
+    as the events are read, from the scanning threads (:func:`~kernscope.load.xscan.scan_lines`)."""
     n = len(data)
     buf = as_array(data)
     try:
-        raw = _decode(buf, n, path, workers, stats, scanned)
+        raw = _decode(buf, n, path, workers, stats, scanned, progress)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
@@ -387,7 +389,8 @@ def _gather(values: list[Any], idx: np.ndarray, dtype: Any = pl.Categorical) -> 
 
 
 def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
-            stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None) -> RawTrace:
+            stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
+            progress: Callable[[int, int], None] | None = None) -> RawTrace:
     def wanted(column: str) -> bool:  # (an XLA column that ``stats`` leaves out is null: not worth building)
         return stats is None or column not in XLA_COLUMNS or column in stats
 
@@ -409,7 +412,7 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     spec = FieldSpec(field_of, flat[0] if flat else None, flat[1] if flat else 0, FIELD_KINDS)
     emd, md_stat_rows = _event_metadata(buf, planes)
     md_lookup = Lookup(emd["plane"].to_numpy(), emd["md"].to_numpy())
-    scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup, workers=workers)
+    scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup, workers=workers, progress=progress)
     ne = scan.ev_md.size
     ev_plane = line_plane[scan.ev_line] if ne else empty
     per_plane = np.bincount(ev_plane, minlength=len(planes)) if ne else np.zeros(len(planes), np.int64)

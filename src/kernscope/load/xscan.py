@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -86,12 +87,15 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
 
 
 def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray, spec: FieldSpec,
-               refs: Lookup, names: Lookup, *, native: bool | None = None, workers: int | None = None) -> LineScan:
+               refs: Lookup, names: Lookup, *, native: bool | None = None, workers: int | None = None,
+               progress: Callable[[int, int], None] | None = None) -> LineScan:
     """Scan the lines at ``line_off``/``line_len`` (int64) of ``buf``, in planes ``line_plane``; keep the stats
     ``spec`` maps to a field, typed by the field's kind (refs resolved to rows of ``refs``, the stat metadata);
     name each event by its row in ``names`` (the event metadata). ``native``: force a reader (None: the compiled
     one when available and ``spec`` has its flat table). ``workers``: the compiled scanner's threads at most
-    (None: one per usable core; the parse's ``workers`` option, as for Kineto traces)."""
+    (None: one per usable core; the parse's ``workers`` option, as for Kineto traces). ``progress``: called with
+    (bytes of lines scanned, bytes of all lines) as the scan goes (every :data:`PROGRESS_BYTES` on each thread of
+    the compiled scanner; once, at its end, for the other), from the scanning threads."""
     lib = scanner() if native in (None, True) and spec.lut is not None else None
     if native and lib is None:
         raise RuntimeError("the compiled XSpace scanner is not available")
@@ -99,8 +103,27 @@ def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line
     line_len = np.ascontiguousarray(line_len, dtype=np.int64)
     line_plane = np.ascontiguousarray(line_plane, dtype=np.int64)
     if lib is None:
-        return _scan_numpy(buf, line_off, line_len, line_plane, spec, refs, names)
-    return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names, workers)
+        out = _scan_numpy(buf, line_off, line_len, line_plane, spec, refs, names)
+        if progress is not None:
+            total = int(line_len.sum())
+            progress(total, total)
+        return out
+    return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names, workers, progress)
+
+
+class _Tally:
+    """The bytes scanned by every thread together, handed to ``progress`` (one thread at a time)."""
+
+    def __init__(self, total: int, progress: Callable[[int, int], None] | None) -> None:
+        self.total, self.progress, self.done = total, progress, 0
+        self._lock = threading.Lock()
+
+    def add(self, nbytes: int) -> None:
+        if self.progress is None:
+            return
+        with self._lock:
+            self.done += nbytes
+            self.progress(self.done, self.total)
 
 
 #: first guess of the odd list's size per byte of line (few in real profiles; it grows, doubling, when full)
@@ -109,6 +132,8 @@ MIN_ODD = 64
 #: lines are scanned in parts of at least this many bytes, one part per usable core (at most MAX_PARTS)
 PART_BYTES = 8 << 20
 MAX_PARTS = 8
+#: a part's thread says how far it got about every this many bytes of lines (a call of the scanner each)
+PROGRESS_BYTES = 32 << 20
 
 
 def _fields_of(cap: int, kinds: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -135,7 +160,8 @@ def _parts(line_len: np.ndarray, workers: int | None = None) -> list[int]:
 
 
 def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
-                 spec: FieldSpec, refs: Lookup, names: Lookup, workers: int | None = None) -> LineScan:
+                 spec: FieldSpec, refs: Lookup, names: Lookup, workers: int | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> LineScan:
     """The compiled scanner: the lines' events counted first (their outputs then have their exact size), the
     lines scanned in parts on threads (the scanner runs without the GIL), each part's events written in place."""
     assert spec.lut is not None
@@ -150,8 +176,10 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
     kinds = np.ascontiguousarray(spec.kinds, dtype=np.int8)
     out = _Out([np.empty(n, np.int64) for _ in range(4)],
                [np.empty(ne, t) for t in (np.int32, np.int64, np.int32, np.int64, np.int64, np.uint8)], *_fields_of(ne, kinds))
+    ends = np.zeros(n + 1, dtype=np.int64)  # the bytes of the lines before each line
+    np.cumsum(line_len, out=ends[1:])
     scan = _Scan(lib, buf, line_off, line_len, line_plane, first, np.ascontiguousarray(spec.lut, dtype=np.int8), spec.width,
-                 refs.flat_table(), names.flat_table(), kinds, out)
+                 refs.flat_table(), names.flat_table(), kinds, out, ends, _Tally(int(ends[n]), progress))
     bounds = _parts(line_len, workers)
     pairs = list(zip(bounds[:-1], bounds[1:]))
     if len(pairs) == 1:
@@ -196,28 +224,37 @@ class _Scan:
     names: tuple[np.ndarray, int]
     kinds: np.ndarray
     out: _Out
+    ends: np.ndarray  #: the bytes of the lines before each line (and of all after the last)
+    tally: _Tally
 
     def part(self, l0: int, l1: int) -> tuple[list[np.ndarray], int, int]:
-        """Lines ``l0`` to ``l1`` (their events' outputs are exactly theirs): (odd list, stats kept, stats not read)."""
+        """Lines ``l0`` to ``l1`` (their events' outputs are exactly theirs): (odd list, stats kept, stats not read).
+        The scanner is called on about :data:`PROGRESS_BYTES` of lines at a time, each call's lines told to the
+        tally."""
         nf = self.kinds.size
-        size = int(self.line_len[l0:l1].sum())
+        size = int(self.ends[l1] - self.ends[l0])
         cap_odd = max(MIN_ODD, int(size * ODD_PER_BYTE))
         odd = [np.empty(cap_odd, t) for t in (np.int64, np.int8, np.uint8, np.uint64)]
         counts = np.zeros(6, dtype=np.int64)
         (ref_tab, ref_width), (md_tab, md_width) = self.refs, self.names
         line, no, kept, unknown = l0, 0, 0, 0
         o = self.out
+        # where each call stops: the first line past each further PROGRESS_BYTES (at least one line a call)
+        stops = np.searchsorted(self.ends, self.ends[l0] + PROGRESS_BYTES * np.arange(1, size // PROGRESS_BYTES + 1),
+                                side="right") - 1
+        stops = [int(x) for x in np.unique(np.clip(stops, l0 + 1, l1))] + [l1]
+        stop, told = stops.pop(0), l0
         while True:
             ne = int(self.first[line])
             vp = (ctypes.c_void_p * nf)(*(a[ne:].ctypes.data for a in o.val))
             sp = (ctypes.c_void_p * nf)(*(a[ne:].ctypes.data for a in o.state))
             rc = self.lib.ks_scan_events(
                 _ptr(self.buf), ctypes.c_int64(self.buf.size), _ptr(self.line_off[line:]), _ptr(self.line_len[line:]),
-                _ptr(self.line_plane[line:]), ctypes.c_int64(l1 - line), ctypes.c_int64(line), ctypes.c_int64(ne),
+                _ptr(self.line_plane[line:]), ctypes.c_int64(stop - line), ctypes.c_int64(line), ctypes.c_int64(ne),
                 _ptr(self.lut), ctypes.c_int64(self.width), ctypes.c_int64(self.lut.size),
                 _ptr(ref_tab), ctypes.c_int64(ref_width), ctypes.c_int64(ref_tab.size),
                 _ptr(md_tab), ctypes.c_int64(md_width), ctypes.c_int64(md_tab.size),
-                _ptr(self.kinds), ctypes.c_int64(nf), ctypes.c_int64(int(self.first[l1]) - ne), ctypes.c_int64(cap_odd - no),
+                _ptr(self.kinds), ctypes.c_int64(nf), ctypes.c_int64(int(self.first[stop]) - ne), ctypes.c_int64(cap_odd - no),
                 *(_ptr(a[line:]) for a in o.ln), *(_ptr(a[ne:]) for a in o.ev), vp, sp, *(_ptr(a[no:]) for a in odd),
                 _ptr(counts))
             if rc < 0:
@@ -225,7 +262,12 @@ class _Scan:
             line, no = line + int(counts[0]), no + int(counts[5])
             kept, unknown = kept + int(counts[2]), unknown + int(counts[4])
             if rc == 0:
-                return [a[:no] for a in odd], kept, unknown
+                self.tally.add(int(self.ends[line] - self.ends[told]))
+                told = line
+                if line >= l1:
+                    return [a[:no] for a in odd], kept, unknown
+                stop = stops.pop(0)
+                continue
             # the odd list was full: grow it and go on from the line that did not fit (its cells are written again)
             need = int(self.line_len[line]) // 2 + 1  # a stat takes at least 2 bytes
             if cap_odd - no >= need:
