@@ -100,3 +100,48 @@ def test_mutants_of_jax_profiles_are_read_alike_or_rejected_in_one_line(tmp_path
             assert (tmp_path / f"o{i}_True.json").read_bytes() == (tmp_path / f"o{i}_False.json").read_bytes()
         outcomes[got[0][0]] += 1
     assert outcomes[0] >= 5 and outcomes[2] >= 20, outcomes
+
+
+def test_mutants_of_a_many_line_profile_scan_alike_a_run_of_lines_at_a_time(monkeypatch):
+    """The compiled scanner called on a few KB of lines at a time (as it says its progress) gives, on mutants of a
+    profile of many lines, the same table or the same error as called once per part. (Session 28: 2,000 such
+    mutants in a process of their own, the same outcome in all.)"""
+    import importlib.util
+
+    import polars as pl
+
+    from kernscope.errors import TraceError
+    from kernscope.load import xscan
+    from kernscope.load.xplane import decode
+
+    spec = importlib.util.spec_from_file_location("bench_xplane", Path(__file__).parents[1] / "benchmarks" / "bench_xplane.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    transformer = next(p for p in XSPACE if "transformer" in str(p))
+    raw = bench.replicate(gzip.decompress(transformer.read_bytes()), 12)  # 48 lines, 3.4 MB
+
+    def read(b: bytes, step: int) -> tuple[str, pl.DataFrame | str, list[int]]:
+        monkeypatch.setattr(xscan, "PROGRESS_BYTES", step)
+        said: list[int] = []
+        try:
+            t = decode(b, "m.xplane.pb", progress=lambda done, total: said.append(done))
+        except TraceError as e:
+            return "rejected", str(e), said
+        return "read", pl.concat([t.events.select(pl.all().cast(pl.String)), t.meta_events.select(pl.all().cast(pl.String))],
+                                 how="diagonal"), said
+
+    r = random.Random(int(os.environ.get("KERNSCOPE_FUZZ_SEED", "20261129")))
+    names = sorted(fuzz.BINARY_MUTATORS)
+    read_n = 0
+    for i in range(int(os.environ.get("KERNSCOPE_XFUZZ_N", "84"))):
+        m = fuzz.BINARY_MUTATORS[names[i % len(names)]](r, raw)
+        whole, steps = read(m, 1 << 40), read(m, 2048)
+        assert whole[0] == steps[0], (names[i % len(names)], whole[1] if whole[0] == "rejected" else steps[1])
+        if whole[0] == "read":
+            assert isinstance(whole[1], pl.DataFrame) and isinstance(steps[1], pl.DataFrame)
+            assert whole[1].equals(steps[1]) and steps[2] == sorted(steps[2])
+            read_n += 1
+        else:
+            assert whole[1] == steps[1]
+    assert read_n >= 5, read_n
