@@ -106,20 +106,15 @@ def test_mutants_of_a_many_line_profile_scan_alike_a_run_of_lines_at_a_time(monk
     """The compiled scanner called on a few KB of lines at a time (as it says its progress) gives, on mutants of a
     profile of many lines, the same table or the same error as called once per part. (Session 28: 2,000 such
     mutants in a process of their own, the same outcome in all.)"""
-    import importlib.util
-
     import polars as pl
 
     from kernscope.errors import TraceError
     from kernscope.load import xscan
     from kernscope.load.xplane import decode
+    from kernscope.testing.xspace import replicate_xspace
 
-    spec = importlib.util.spec_from_file_location("bench_xplane", Path(__file__).parents[1] / "benchmarks" / "bench_xplane.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     transformer = next(p for p in XSPACE if "transformer" in str(p))
-    raw = bench.replicate(gzip.decompress(transformer.read_bytes()), 12)  # 48 lines, 3.4 MB
+    raw = replicate_xspace(gzip.decompress(transformer.read_bytes()), 12)  # 48 lines, 3.4 MB
 
     def read(b: bytes, step: int) -> tuple[str, pl.DataFrame | str, list[int]]:
         monkeypatch.setattr(xscan, "PROGRESS_BYTES", step)

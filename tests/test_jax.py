@@ -435,19 +435,14 @@ def test_a_plain_profile_says_how_far_its_events_were_read(tmp_path, monkeypatch
     """A plain profile's load reports its progress in file bytes as the scanner reads the events' lines (the
     compiled one every ``PROGRESS_BYTES`` on each thread, here 64 KB; the numpy one at its end), rising to the file's
     size; the scanner called a run of lines at a time reads what it reads in one call per part."""
-    import importlib.util
-
     from kernscope.load import xscan
     from kernscope.load.formats import ParseOptions
     from kernscope.load.formats import parse as parse_any
     from kernscope.load.source import open_trace
+    from kernscope.testing.xspace import replicate_xspace
 
-    spec = importlib.util.spec_from_file_location("bench_xplane", Path(__file__).parents[1] / "benchmarks" / "bench_xplane.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     plain = tmp_path / "vm.xplane.pb"
-    plain.write_bytes(bench.replicate(xspace_bytes(TRANSFORMER), 30))  # 120 lines, ~5.7 MB
+    plain.write_bytes(replicate_xspace(xspace_bytes(TRANSFORMER), 30))  # 120 lines, ~5.7 MB
     size = plain.stat().st_size
     if not native:
         monkeypatch.setattr(xscan, "scanner", lambda: None)
