@@ -47,15 +47,27 @@ def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.n
     e_all = np.maximum(e_all[order], s_all)  # an end before its start: an empty interval
     n_groups = int(codes.max()) + 1
     cols: dict[str, np.ndarray] = {}
+    done: list[tuple[np.ndarray, np.ndarray]] = []  # (mask, lengths) of the subsets computed
     for name, mask in subsets.items():
-        m = np.asarray(mask, dtype=bool)[order]
-        seg_s, seg_e = _merged_sorted(s_all[m], e_all[m])
+        m = np.asarray(mask, dtype=bool)
+        # a subset equal to an earlier one is not merged again (the timeline's five often hold two or three distinct
+        # sets: a trace without communication has computation == computation + communication)
+        same = next((lengths for seen, lengths in done if np.array_equal(seen, m)), None)
+        if same is not None:
+            cols[name] = same
+            continue
+        if m.all():  # (every row: no gather)
+            seg_s, seg_e = _merged_sorted(s_all, e_all)
+        else:
+            mo = m[order]
+            seg_s, seg_e = _merged_sorted(s_all[mo], e_all[mo])
         lengths = np.zeros(n_groups, dtype=np.int64)
         if seg_s.size:
             group = seg_s // span
             first_seg = np.flatnonzero(np.append(True, group[1:] != group[:-1]))
             lengths[group[first_seg]] = np.add.reduceat(seg_e - seg_s, first_seg)
         cols[name] = lengths
+        done.append((m, lengths))
     lens = {n: pl.Series(n, v, dtype=pl.Int64) for n, v in cols.items()}
     if not keys:
         return pl.DataFrame(lens)

@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import TraceError
-from ..intervals import ranks
+from ..intervals import RANK_TABLE, ranks
 from ..model import RawTrace
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
@@ -270,42 +270,68 @@ def _owned(stat_row: np.ndarray, stat: np.ndarray, ev_row: np.ndarray, n_rows: i
     per_row = np.bincount(stat_row, minlength=n_rows)
     start = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(per_row, out=start[1:])
-    has = ev_row >= 0
-    n_ev = np.where(has, per_row[np.where(has, ev_row, 0)], 0)
-    events = np.repeat(np.arange(ev_row.size, dtype=np.int64), n_ev)
+    # only the events of rows that have stats are expanded (a profile's few such rows own few of its events); the
+    # last slot of ``owns`` answers for the events of no row (-1)
+    owns = np.append(per_row > 0, False)
+    ev = np.flatnonzero(owns[ev_row])
+    n_ev = per_row[ev_row[ev]]
+    events = np.repeat(ev, n_ev)
     ends = np.cumsum(n_ev)
     within = np.arange(events.size, dtype=np.int64) - np.repeat(ends - n_ev, n_ev)
     return events, stat[start[ev_row[events]] + within]
 
 
 def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Number the distinct combinations of ``codes`` (non-negative int64 per row) among the rows of ``mask``:
-    each row's number (-1 outside ``mask``) and one row of each combination. Each code is first ranked among
-    the values used; where the ranks' product is small the combinations are numbered by a flat table (no sort,
-    no hash), else by sorting."""
+    """Number the distinct combinations of ``codes`` (integers per row) among the rows of ``mask``: each row's
+    number (-1 outside ``mask``) and one row of each combination. Each code is first ranked among the values used,
+    then the ranks are combined into one key; where the ranks' product is small the keys are numbered by a flat
+    table (no sort, no hash), else by sorting. Either way the combinations are numbered in the order of their ranks.
+
+    The codes of the rows are taken into one buffer at a time (a 1 GB profile has ~7 M rows: each array of them is
+    56 MB of fresh memory, and the first touch of it cost more than the work)."""
     rows = np.flatnonzero(mask)
-    number = np.full(mask.size, -1, dtype=np.int64)
+    number = np.full(mask.size, -1, dtype=np.int32)  # (a number per combination: never near 2**31)
     if rows.size == 0:
         return number, np.zeros(0, dtype=np.int64)
-    ranked, sizes = [], []
-    for c in codes:  # (a wide range of codes is ranked by sorting)
-        rank, size = ranks(c[rows])
-        ranked.append(rank)
-        sizes.append(size)
-    space = float(np.prod(np.array(sizes, dtype=np.float64)))
+    key = np.zeros(rows.size, dtype=np.int64)
+    taken, ranked = np.empty(rows.size, dtype=np.int64), np.empty(rows.size, dtype=np.int64)
+    space = 1.0
+    for c in codes:
+        np.take(c, rows, out=taken)
+        lo, hi = int(taken.min()), int(taken.max())
+        if hi - lo >= RANK_TABLE or space * (hi - lo + 1) >= 2.0**62:  # (wide codes: ranked by sorting)
+            return _distinct_rows_sorted(codes, rows, number)
+        taken -= lo
+        used = np.zeros(hi - lo + 1, dtype=bool)
+        used[taken] = True
+        rank = np.cumsum(used) - 1
+        size = int(rank[-1]) + 1
+        np.take(rank, taken, out=ranked)
+        key *= size
+        key += ranked
+        space *= size
     if space <= _FLAT_KEYS:
-        key = ranked[0]
-        for r, n in zip(ranked[1:], sizes[1:]):
-            key = key * n + r
         seen = np.zeros(int(space), dtype=bool)
         seen[key] = True
         found = np.flatnonzero(seen)
         slot = np.zeros(int(space), dtype=np.int64)  # zeroed pages: only the few slots written are touched
         slot[found] = np.arange(found.size)
-        num = slot[key]
+        num = np.take(slot, key, out=taken)
     else:
-        _, num = np.unique(np.stack(ranked, axis=1), axis=0, return_inverse=True)
+        _, num = np.unique(key, return_inverse=True)
         num = num.reshape(-1)
+    number[rows] = num
+    first = np.zeros(int(num.max()) + 1, dtype=np.int64)
+    first[num] = rows
+    return number, first
+
+
+def _distinct_rows_sorted(codes: list[np.ndarray], rows: np.ndarray, number: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distinct_rows` of codes whose values or ranks span too wide a range to combine: by sorting rows of
+    ranks."""
+    ranked = [ranks(c[rows])[0] for c in codes]
+    _, num = np.unique(np.stack(ranked, axis=1), axis=0, return_inverse=True)
+    num = num.reshape(-1)
     number[rows] = num
     first = np.zeros(int(num.max()) + 1, dtype=np.int64)
     first[num] = rows
@@ -446,8 +472,9 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     # names: the event metadata of (plane, md), as codes into its name list
     md_names = emd["name"].fill_null("<unnamed>").to_list() + ["<unnamed>"]
     name_row = np.where(scan.ev_name < 0, len(md_names) - 1, scan.ev_name)
-    ev_dev = device[ev_plane] if ne else empty
-    is_gpu = ev_dev >= 0
+    # each line's device (-1: a host line) and stream: gathered per event once, as the device and stream columns
+    line_dev = device[line_plane] if line_plane.size else empty
+    is_gpu = (line_dev >= 0)[scan.ev_line] if ne else np.zeros(0, dtype=bool)
     plane_stats = {p.index: _plane_stats(buf, p, smd) for p in planes}
     vendor = next((str(s.get("device_vendor", "")) for s in plane_stats.values() if s.get("device_vendor")), "")
     amd = vendor.upper().startswith("AMD")
@@ -462,15 +489,19 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     py = nm.str.starts_with("$").to_numpy()
     op = (nm.is_in(sorted(hlo_names)) | nm.str.contains(r"(?:^XlaModule:|:XLA GPU module$|^jit_[\w.]+$)")).to_numpy()
     host_cat = np.where(py, 6, np.where(op, 7, 8))
-    has_corr = cols["correlation"].is_not_null().to_numpy()
-    cat_code = np.where(is_gpu, gpu_cat[name_row], np.where(has_corr, launch_cat[name_row], host_cat[name_row]))
+    # each event's category: row 0 of the table for a GPU event, 1 for a launch (it has a correlation), 2 for the
+    # rest, by its name (one small-integer gather: int64 temporaries of every event were most of the time at 1 GB)
+    by_name = np.stack([gpu_cat, launch_cat, host_cat]).astype(np.int8)
+    where = np.where(cols["correlation"].is_not_null().to_numpy(), np.int8(1), np.int8(2))
+    where[is_gpu] = 0
+    cat_code = by_name[where, name_row]
     cats = ["kernel", "gpu_memcpy", "gpu_memset", "cuda_driver", "cuda_runtime", "hip_runtime", "python_function", "cpu_op",
             "user_annotation"]
-    ph_code = np.where(is_gpu | (dur_ns > 0), 0, 1)
+    ph_code = (~(is_gpu | (dur_ns > 0))).view(np.int8)
     pid_values = [str(int(device[p.index])) if device[p.index] >= 0 else host_pid[p.index] for p in planes]
     line_ids = scan.ln_id
     tid_values = [str(int(x)) for x in line_ids.tolist()]
-    gpu_ser = pl.Series(is_gpu)
+    ev_line = pl.Series(scan.ev_line)
     table = pl.DataFrame({
         "idx": np.arange(ne, dtype=np.int64),
         "ph": _gather(["X", "i"], ph_code),
@@ -490,10 +521,9 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
             continue
         if c in cols:
             extra[c] = cols[c]
-        elif c == "device":
-            extra[c] = pl.Series(c, np.where(is_gpu, ev_dev, 0)).set(~gpu_ser, None)
-        elif c == "stream":
-            extra[c] = pl.Series(c, np.where(is_gpu, line_ids[scan.ev_line] if ne else empty, 0)).set(~gpu_ser, None)
+        elif c in ("device", "stream"):
+            per_line = pl.Series(c, line_dev if c == "device" else line_ids).set(pl.Series(line_dev < 0), None)
+            extra[c] = per_line.gather(ev_line)
         else:
             extra[c] = nulls(ne, EVENT_SCHEMA[c]).alias(c)
     details = kernel_details(strings["kernel_details"], [c for c in KERNEL_DETAIL_COLUMNS if wanted(c)]) \
@@ -510,8 +540,10 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
         table = table.filter(pl.Series(~occurrences))
     # each GPU row's (module, kernel, op), numbered from the scan's codes (the HLO columns are found once per number)
     keep = ~occurrences
-    module, op = (strings[c].codes[keep] + 1 for c in ("hlo_module", "hlo_op"))
-    number, first = distinct_rows([module, name_row[keep], op], is_gpu[keep])
+    module, op = (strings[c].codes for c in ("hlo_module", "hlo_op"))
+    if occurrences.any():
+        module, op, name_row, is_gpu = module[keep], op[keep], name_row[keep], is_gpu[keep]
+    number, first = distinct_rows([module, name_row, op], is_gpu)
     table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names), number, first, wanted)
     # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
     # null literal each, which takes no memory

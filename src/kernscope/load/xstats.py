@@ -226,7 +226,8 @@ class Strings:
     @property
     def codes(self) -> np.ndarray:
         """int64 per event, -1 for null (made when asked: most string columns never need it)."""
-        out: np.ndarray = np.where(self.missing, -1, self.value).astype(np.int64)
+        out: np.ndarray = self.value.astype(np.int64)
+        out[self.missing] = -1
         return out
 
 
@@ -274,7 +275,10 @@ def kernel_details(details: Strings, wanted: Sequence[str] = KERNEL_DETAIL_COLUM
     shared. Only the columns ``wanted`` are made (each is a gather of every event's row)."""
     codes = details.codes
     n = codes.size
-    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=1)) if n else np.zeros(0, np.int64)
+    # the texts used: a table of the codes (its last slot gathers the nulls, -1)
+    seen = np.zeros(int(codes.max(initial=-1)) + 2, dtype=bool)
+    seen[codes] = True
+    used = np.flatnonzero(seen[:-1])
     if not used.size or not wanted:
         return {c: nulls(n, pl.Int64).alias(c) for c in wanted}
     s = details.dictionary.gather(pl.Series(used))
@@ -287,9 +291,10 @@ def kernel_details(details: Strings, wanted: Sequence[str] = KERNEL_DETAIL_COLUM
     dyn = s.str.extract(r"dynamic_shared:(\d+)", 1).cast(pl.Int64, strict=False)
     group = s.str.extract(r"group_mem:(\d+)", 1).cast(pl.Int64, strict=False)
     parsed["dynamic_shared"] = pl.select(pl.coalesce(pl.lit(dyn), pl.lit(group))).to_series()
-    # each row's distinct text by its code: a flat table (the last slot: no text), one gather of every column
-    slot = np.full(int(used.max()) + 2, used.size, dtype=np.int64)
-    slot[used] = np.arange(used.size)
-    rows = slot[np.where(codes >= 0, codes, slot.size - 1)]
+    # each row's distinct text by its code: a flat table (the last slot, where -1 lands: no text), one gather of
+    # every column
+    slot = np.full(int(used.max()) + 2, used.size, dtype=np.uint32)
+    slot[used] = np.arange(used.size, dtype=np.uint32)
+    rows = slot[codes]
     table = pl.DataFrame({c: pl.concat([parsed[c], nulls(1, pl.Int64)]) for c in wanted})
     return dict(zip(wanted, table[pl.Series(rows)].get_columns()))
