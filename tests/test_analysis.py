@@ -349,7 +349,8 @@ def test_without_the_library_the_range_join_links(monkeypatch):
 
 def test_unions_of_several_subsets_from_one_sort_equal_each_alone():
     """intervals.union_many (the timeline's five unions) against a plain interval walk of each subset and group:
-    touching intervals merge, an end before its start is empty, an empty subset is 0."""
+    touching intervals merge, an end before its start is empty, an empty subset is 0, a subset equal to an earlier
+    one has its lengths."""
     from kernscope.intervals import union_many
 
     rng = np.random.default_rng(5)
@@ -370,7 +371,10 @@ def test_unions_of_several_subsets_from_one_sort_equal_each_alone():
         n = int(rng.integers(1, 40))
         g, s = rng.integers(0, 3, n), rng.integers(0, 300, n)
         e = s + rng.integers(-3, 40, n)
-        masks = {"some": rng.random(n) < 0.5, "all": np.ones(n, bool), "none": np.zeros(n, bool)}
+        some = rng.random(n) < 0.5
+        # subsets equal to earlier ones (merged once: a trace without communication has two such pairs)
+        masks = {"some": some, "all": np.ones(n, bool), "none": np.zeros(n, bool), "some again": some.copy(),
+                 "all again": np.ones(n, bool), "other": rng.random(n) < 0.5}
         got = union_many(pl.DataFrame({"g": g, "ts": s, "end": e}), ["g"], masks)
         for name, m in masks.items():
             for k, v in zip(got["g"].to_list(), got[name].to_list()):

@@ -604,12 +604,33 @@ def test_distinct_rows_numbers_combinations_both_ways(monkeypatch):
     a = np.array([5, 5, 0, 9, 5, 0, 7])
     b = np.array([1, 2, 1, 1, 1, 1, 3])
     mask = np.array([True, True, True, True, True, True, False])
-    for flat in (float(1 << 24), 0.0):
+    # a flat table, a sort of the combined keys, and (codes too wide to rank by a table, or negative) a sort of rows
+    for flat, scale, shift in ((float(1 << 24), 1, 0), (0.0, 1, 0), (float(1 << 24), 1 << 30, 0), (0.0, 1, -8)):
         monkeypatch.setattr(xplane, "_FLAT_KEYS", flat)
-        number, first = xplane.distinct_rows([a, b], mask)
+        number, first = xplane.distinct_rows([a * scale + shift, b], mask)
         assert number[6] == -1 and number.max() + 1 == first.size == 4  # (5,1) (5,2) (0,1) (9,1)
         assert number[0] == number[4] and number[2] == number[5] and len({*number[[0, 1, 2, 3]].tolist()}) == 4
         assert all(a[first[n]] == a[r] and b[first[n]] == b[r] for r, n in enumerate(number.tolist()) if n >= 0)
+        # numbered in the order of the combinations: (0,1) (5,1) (5,2) (9,1)
+        assert number[:6].tolist() == [1, 2, 0, 3, 1, 0]
+
+
+def test_metadata_stats_go_to_every_event_of_their_rows_and_only_theirs():
+    """``xplane._owned`` (a metadata entry's stats, given to each of its events): against a plain walk, with rows
+    that own no stat, events of no row (-1) and stats listed out of order."""
+    import importlib
+
+    xplane = importlib.import_module("kernscope.load.xplane")
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        n_rows = int(rng.integers(1, 12))
+        stat_row = rng.integers(-1, n_rows, int(rng.integers(0, 20)))
+        stat = rng.permutation(stat_row.size)
+        ev_row = rng.integers(-1, n_rows, int(rng.integers(0, 50)))
+        events, stats = xplane._owned(stat_row, stat, ev_row, n_rows)
+        want = [(e, int(k)) for e, r in enumerate(ev_row.tolist()) if r >= 0
+                for k in sorted(stat[stat_row == r].tolist())]
+        assert list(zip(events.tolist(), stats.tolist())) == want
 
 
 # -- every form a stat may take, in a made-up profile (both readers) -----------------------------
