@@ -44,6 +44,11 @@ def test_bundled_trace_is_launch_bound_with_the_measured_wait():
         assert r["win_back_us"] == pytest.approx(_host_wait_us(g), abs=0.01)
         ev = json.loads(r["evidence"])
         assert ev["kernels"] == g.filter(pl.col("kind") == "kernel").height and ev["median_kernel_us"] < 10
+        # the medians of the evidence, of this step's and device's records (made for the findings only)
+        durs = sorted(g.filter(pl.col("kind") == "kernel")["dur"].to_list())
+        leads = sorted((g["ts"] - g["launch_ts"]).drop_nulls().to_list())
+        assert ev["median_kernel_us"] == pytest.approx(float(np.median(durs)) / 1000)
+        assert ev["median_lead_us"] == pytest.approx(float(np.median(leads)) / 1000) and ev["median_lead_us"] > 0
         assert f"step {r['step']}, GPU {r['device']}" in r["text"]
     sync = f.filter(pl.col("rule") == "blocking_sync")
     assert sync.height and set(sync["op"]) == {"aten::_local_scalar_dense"}  # loss.item() in each step

@@ -110,19 +110,24 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
     idle = idle_breakdown(g, ["step", "device"])
     per = (g.group_by("step", "device").agg(
         ((pl.col("end").max() - pl.col("ts").min()) / NS_PER_US).alias("span_us"),
-        (pl.col("kind") == "kernel").sum().alias("kernels"),
+        (pl.col("kind") == "kernel").sum().alias("kernels"))
+        .join(idle, on=["step", "device"]))
+    share = pl.when(pl.col("span_us") != 0).then(100.0 * pl.col("host_wait_us") / pl.col("span_us")).otherwise(0.0)
+    hit = per.with_columns(share.alias("_share")).filter(
+        (pl.col("host_wait_us") >= cfg["min_us"]) & (pl.col("_share") >= cfg["min_share_pct"]))
+    if hit.height == 0:
+        return []
+    # the medians of the evidence, for the (step, device) found only (each is a sort of its rows)
+    medians = g.join(hit.select("step", "device"), on=["step", "device"], how="semi").group_by("step", "device").agg(
         (pl.col("dur").filter(pl.col("kind") == "kernel").median() / NS_PER_US).alias("median_kernel_us"),
         # launch lead: how long before it started a record was launched (a short one: an empty launch queue)
         ((pl.col("ts") - pl.col("launch_ts")).median() / NS_PER_US).alias("median_lead_us"))
-        .join(idle, on=["step", "device"]))
     out = []
-    for r in per.sort("step", "device").iter_rows(named=True):  # one per (step, device)
-        share = 100.0 * r["host_wait_us"] / r["span_us"] if r["span_us"] else 0.0
-        if r["host_wait_us"] >= cfg["min_us"] and share >= cfg["min_share_pct"]:
-            ev = {"step": r["step"], "device": r["device"], "wait_us": r["host_wait_us"], "share_pct": share,
-                  "gaps": r["host_wait_gaps"], "kernels": r["kernels"], "median_kernel_us": r["median_kernel_us"] or 0.0,
-                  "span_us": r["span_us"], "median_lead_us": r["median_lead_us"] or 0.0}
-            out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev, step=r["step"], device=r["device"]))
+    for r in hit.join(medians, on=["step", "device"], how="left").sort("step", "device").iter_rows(named=True):
+        ev = {"step": r["step"], "device": r["device"], "wait_us": r["host_wait_us"], "share_pct": r["_share"],
+              "gaps": r["host_wait_gaps"], "kernels": r["kernels"], "median_kernel_us": r["median_kernel_us"] or 0.0,
+              "span_us": r["span_us"], "median_lead_us": r["median_lead_us"] or 0.0}
+        out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev, step=r["step"], device=r["device"]))
     return out
 
 
@@ -130,10 +135,11 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> lis
     g = _device_work(gpu)
     if g.height == 0 or trace.steps.height == 0:
         return []
-    # per device, each record's predecessor end (the latest end of earlier records): the GPU was busy until then
-    g = g.sort("device", "ts").with_columns(pl.col("end").cum_max().shift(1).over("device").alias("_prev_end"))
-    first = g.group_by("step", "device").agg(pl.col("ts").min().alias("_first"),
-                                             pl.col("_prev_end").sort_by("ts").first().alias("_prev_end"))
+    # per device, each record's predecessor end (the latest end of earlier records): the GPU was busy until then; a
+    # step's first record on a device is its group's first row in that order (a stable sort: ties in row order)
+    g = g.sort("device", "ts", maintain_order=True).with_columns(
+        pl.col("end").cum_max().shift(1).over("device").alias("_prev_end"))
+    first = g.group_by("step", "device").agg(pl.col("ts").first().alias("_first"), pl.col("_prev_end").first())
     steps = trace.steps.select("step", "start", "end")
     out = []
     for r in first.join(steps, on="step").sort("step", "device").iter_rows(named=True):
