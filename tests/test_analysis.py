@@ -438,3 +438,43 @@ def test_text_keys_stay_interned_in_the_analysis_and_are_text_in_its_results():
         for c in TEXT_KEYS:
             if c in table.columns:
                 assert table.schema[c] == pl.String, c
+
+
+@pytest.mark.parametrize("which", ["bundled Kineto trace", "JAX profile"])
+def test_summaries_rolled_up_from_one_grouping_equal_each_grouped_from_the_rows(which):
+    """``analyze`` groups the GPU rows once by every summary's keys and rolls the groups up: each summary equals a
+    plain group-by of the rows (count, total, mean, min and max exactly: a group's mean is its integer sum over its
+    count, as polars' grouped mean is), and a step's summaries its rows' alone."""
+    root = Path(kernscope.__file__).parent
+    path = (root / "examples" / "h200_gpt_train_step.pt.trace.json.gz" if which == "bundled Kineto trace"
+            else Path(__file__).parent / "data" / "jax" / "transformer" / "vm.xplane.pb.gz")
+    trace = kernscope.load(path, cache=False)
+    steps = trace.steps["step"].to_list()
+    for step in (None, steps[-1]):
+        a = analyze(trace, step=step)
+        rows = a.gpu  # the step's rows, keys as text (names interned)
+        decided = ["decided_by", "decided_op"]
+
+        def plain(t, by):
+            wall = int(rows["end"].max()) - int(rows["ts"].min())
+            total = t["dur"].sum()
+            return (t.group_by(by).agg(pl.len().alias("count"), (pl.col("dur").sum() / 1000).alias("total_us"),
+                                       (pl.col("dur").mean() / 1000).alias("mean_us"),
+                                       (pl.col("dur").min() / 1000).alias("min_us"), (pl.col("dur").max() / 1000).alias("max_us"))
+                    .with_columns((pl.col("total_us") * 1000.0 * 100.0 / total).alias("pct"),
+                                  (pl.col("total_us") * 1000.0 * 100.0 / wall).alias("pct_wall")))
+
+        def same(got, want, by):
+            # (keys as text on both sides, rows in key order: the summaries' own order is tested elsewhere)
+            def norm(t):
+                return t.select(want.columns).with_columns(pl.col(by).cast(pl.String)).sort(by, nulls_last=True)
+            return norm(got).equals(norm(want), null_equal=True)
+
+        kernels = rows.filter(pl.col("kind") == "kernel")
+        for got, t, by in ((a.kernels, kernels, ["name", "launcher", "category", "library", *decided]),
+                           (a.kernels_by_stream, kernels, ["launcher", "category", "name", "device", "stream", *decided]),
+                           (a.categories, rows, ["category"]), (a.ops, rows, ["launcher"]),
+                           (a.ops_by_category, rows, ["category", "library"])):
+            assert got.height > 0 and same(got, plain(t, by), by), by
+        lc = plain(rows, ["launcher", "category"]).drop("pct_wall")
+        assert same(a.launcher_categories, lc, ["launcher", "category"])

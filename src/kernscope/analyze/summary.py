@@ -28,8 +28,10 @@ from .kernels import (
     mark_communication,
     op_category_summary,
     op_summary,
+    rows_by,
     step_category_summary,
     step_summary,
+    wall_time_ns,
     with_text_keys,
 )
 from .timeline import gpu_timeline
@@ -159,21 +161,28 @@ def analyze(
         )
     g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
     decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
+    # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows)
+    grouped = rows_by(g, SUMMARY_KEYS + decided)
+    wall = wall_time_ns(g)
     with ThreadPoolExecutor(1) if all_gpu.height <= SIDE_BY_SIDE_MAX_ROWS else _InOrder() as side:
         # the critical path (the largest analysis), the per-stream summary and the device timelines run in a second
         # thread, beside the rest: polars and numpy release the GIL in their work, and the analyses read the same
         # tables and write nothing shared (one thread kept a 2-core machine ~1.25 cores busy)
         path_f = side.submit(critical_path, trace, all_gpu, step=step) if trace.steps.height else None
         by_stream_f = side.submit(lambda: _text_names(kernel_summary(
-            g, by=("launcher", "category", "name", "device", "stream") + decided)))
+            g, by=("launcher", "category", "name", "device", "stream") + decided, grouped=grouped, wall_ns=wall)))
         timelines_f = side.submit(_device_timelines, g, linked_only)
-        rest = _summaries(trace, g, all_gpu, step, cat, linked_only, benchmark, by_annotation, finding_rules, decided)
+        rest = _summaries(trace, g, all_gpu, step, cat, linked_only, benchmark, by_annotation, finding_rules, decided,
+                          grouped, wall)
         path, by_stream = path_f.result() if path_f is not None else None, by_stream_f.result()
         timeline, by_dev = timelines_f.result()
     return Analysis(trace=trace, step=step, kernels_by_stream=by_stream, critical_path=path, timeline=timeline,
                     timeline_by_device=by_dev, **rest)
 
 
+#: what :func:`analyze` groups the GPU rows by once, for all its summaries (with ``decided_by`` and ``decided_op``
+#: where the categories were decided)
+SUMMARY_KEYS = ("name", "launcher", "category", "library", "kind", "device", "stream")
 #: ``analyze`` runs analyses in a second thread for GPU tables of at most this many rows; above, the two threads'
 #: intermediates held at once cost more memory than the time saved is worth (a 10 GB trace, 2.1 M GPU rows: peak RSS
 #: 3.85 -> 4.03 GB side by side; the 200 MB JAX class, 1.39 M rows: its analysis 2.9-4.0 -> 2.5-2.9 s)
@@ -210,11 +219,13 @@ def _device_timelines(g: pl.DataFrame, linked_only: bool) -> tuple[pl.DataFrame,
 
 def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, step: int | None, cat: Categorizer | None,
                linked_only: bool, benchmark: bool | None, by_annotation: str | None,
-               finding_rules: FindingRules | None, decided: tuple[str, ...]) -> dict[str, Any]:
-    """The :class:`Analysis` fields but those :func:`analyze` computes in its second thread."""
+               finding_rules: FindingRules | None, decided: tuple[str, ...], grouped: pl.DataFrame,
+               wall: int) -> dict[str, Any]:
+    """The :class:`Analysis` fields but those :func:`analyze` computes in its second thread (``grouped``: ``g``'s rows
+    by :data:`SUMMARY_KEYS`; ``wall``: ``g``'s wall time, ns)."""
     # one row per kernel, launcher and category: a row never hides a mix of categories
     by = ("name", "launcher", "category", "library") + decided
-    kern = _text_names(kernel_summary(g, by=by))
+    kern = _text_names(kernel_summary(g, by=by, grouped=grouped, wall_ns=wall))
     by_step = gpu_timeline(all_gpu.filter(pl.col("step").is_not_null()), by="step", linked_only=linked_only)
     want_bench = looks_like_benchmark(trace) if benchmark is None else benchmark
     steps = step_summary(trace, all_gpu)
@@ -224,10 +235,10 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, step: int |
         gpu_interned=g,
         steps=steps,
         kernels=kern,
-        categories=category_summary(g),
-        ops=op_summary(g),
-        ops_by_category=op_category_summary(g),
-        launcher_categories=launcher_category_summary(g),
+        categories=category_summary(g, grouped=grouped, wall_ns=wall),
+        ops=op_summary(g, grouped=grouped, wall_ns=wall),
+        ops_by_category=op_category_summary(g, grouped=grouped, wall_ns=wall),
+        launcher_categories=launcher_category_summary(g, grouped=grouped),
         timeline_by_step=by_step,
         step_categories=step_category_summary(trace, all_gpu),
         unlinked=dict(trace.unlinked),
