@@ -161,14 +161,16 @@ def analyze(
         )
     g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
     decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
-    # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows)
-    grouped = rows_by(g, SUMMARY_KEYS + decided)
-    wall = wall_time_ns(g)
     with ThreadPoolExecutor(1) if all_gpu.height <= SIDE_BY_SIDE_MAX_ROWS else _InOrder() as side:
         # the critical path (the largest analysis), the per-stream summary and the device timelines run in a second
         # thread, beside the rest: polars and numpy release the GIL in their work, and the analyses read the same
         # tables and write nothing shared (one thread kept a 2-core machine ~1.25 cores busy)
         path_f = side.submit(critical_path, trace, all_gpu, step=step) if trace.steps.height else None
+        # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows).
+        # After the critical path where both run in this thread: the grouping's freed memory, still held by polars'
+        # allocator, was under the critical path's (numpy's) peak (1 GB JAX class: 2.9 -> 3.0 GB)
+        grouped = rows_by(g, SUMMARY_KEYS + decided)
+        wall = wall_time_ns(g)
         by_stream_f = side.submit(lambda: _text_names(kernel_summary(
             g, by=("launcher", "category", "name", "device", "stream") + decided, grouped=grouped, wall_ns=wall)))
         timelines_f = side.submit(_device_timelines, g, linked_only)
