@@ -84,8 +84,9 @@ def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ints(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """An integer column as (values, 0 where null; valid)."""
-    return s.fill_null(0).to_numpy().astype(np.int64), s.is_not_null().to_numpy()
+    """An integer column as (values, 0 where null; valid); the values as they are where they are int64 already (no
+    caller writes to them: a copy was a row-sized array more, 56 MB at a 1 GB JAX profile's 7 M records)."""
+    return s.fill_null(0).to_numpy().astype(np.int64, copy=False), s.is_not_null().to_numpy()
 
 
 def _masked(values: np.ndarray, valid: np.ndarray, at: np.ndarray) -> pl.Series:
