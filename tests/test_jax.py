@@ -607,7 +607,7 @@ def test_distinct_rows_numbers_combinations_both_ways(monkeypatch):
     # a flat table, a sort of the combined keys, and (codes too wide to rank by a table, or negative) a sort of rows
     for flat, scale, shift in ((float(1 << 24), 1, 0), (0.0, 1, 0), (float(1 << 24), 1 << 30, 0), (0.0, 1, -8)):
         monkeypatch.setattr(xplane, "_FLAT_KEYS", flat)
-        number, first = xplane.distinct_rows([a * scale + shift, b], mask)
+        number, first = xplane.distinct_rows([a * scale + shift, b.astype(np.int32)], mask)  # (any integer type)
         assert number[6] == -1 and number.max() + 1 == first.size == 4  # (5,1) (5,2) (0,1) (9,1)
         assert number[0] == number[4] and number[2] == number[5] and len({*number[[0, 1, 2, 3]].tolist()}) == 4
         assert all(a[first[n]] == a[r] and b[first[n]] == b[r] for r, n in enumerate(number.tolist()) if n >= 0)

@@ -297,7 +297,7 @@ def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray
     taken, ranked = np.empty(rows.size, dtype=np.int64), np.empty(rows.size, dtype=np.int64)
     space = 1.0
     for c in codes:
-        np.take(c, rows, out=taken)
+        np.take(np.asarray(c, dtype=np.int64), rows, out=taken)
         lo, hi = int(taken.min()), int(taken.max())
         if hi - lo >= RANK_TABLE or space * (hi - lo + 1) >= 2.0**62:  # (wide codes: ranked by sorting)
             return _distinct_rows_sorted(codes, rows, number)
