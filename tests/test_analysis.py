@@ -456,7 +456,7 @@ def test_summaries_rolled_up_from_one_grouping_equal_each_grouped_from_the_rows(
         decided = ["decided_by", "decided_op"]
 
         def plain(t, by):
-            wall = int(rows["end"].max()) - int(rows["ts"].min())
+            wall = rows.select(pl.col("end").max() - pl.col("ts").min()).item()
             total = t["dur"].sum()
             return (t.group_by(by).agg(pl.len().alias("count"), (pl.col("dur").sum() / 1000).alias("total_us"),
                                        (pl.col("dur").mean() / 1000).alias("mean_us"),
