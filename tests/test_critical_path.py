@@ -274,3 +274,15 @@ def test_node_order_is_the_rows_sorted_by_every_key_ties_included(wide: bool) ->
     as_text = [pl.col("name", "launcher").cast(pl.String)]
     assert (shuffled[again.tolist()].with_columns(as_text).select(keys).rows()
             == gpu[order.tolist()].with_columns(as_text).select(keys).rows())
+
+
+def test_a_step_ending_on_the_gpu_ends_at_its_last_record_of_equal_ends_the_later(tmp_path):
+    """The last step's GPU work ends after its CPU window: the path ends at the record that ends last. Two kernels end
+    together on two streams (500 and 400 µs long, launched at 10 and 20 µs): the path ends at the later node (stream
+    8's), and runs through that kernel, not the other."""
+    p = tmp_path / "t.json"
+    _trace(p, [(10.0, 2000.0, 500.0, 7), (20.0, 2100.0, 400.0, 8)])
+    _, cp = _path(p)
+    names = cp.kernels["name"].cast(pl.String).to_list()
+    assert names == ["ampere_sgemm_128x64_nn_1"], names
+    assert cp.steps.row(0, named=True)["gpu_us"] == pytest.approx(400.0)

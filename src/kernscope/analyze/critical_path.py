@@ -204,7 +204,7 @@ def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np
     at = np.searchsorted(key_end[order], key_ts, side="right") - 1
     w = order[np.maximum(at, 0)]
     ok = (at >= 0) & (codes[w] == codes)
-    return np.where(ok, w, 0).astype(np.int64), ok
+    return np.where(ok, w, 0).astype(np.int64, copy=False), ok
 
 
 def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -331,9 +331,11 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     root_pred = np.concatenate([np.where(pred >= 0, pred, root), [root]])
     # -- each step's end node: its last GPU record when the last step's GPU work ends after its CPU work, else
     #    the CPU point at its end
+    #    (the record that ends last, of equal ends the later node: a maximum per step, not a sort of every record)
     last_rec = (pl.DataFrame({"step": gpu["step"].gather(by_node), "end": time[:n_g], "_g": np.arange(n_g, dtype=np.int64)})
-                .filter(pl.col("step").is_not_null()).sort("end", "_g")
-                .group_by("step").agg(pl.col("_g").last().alias("_lr"), pl.col("end").last().alias("_le")))
+                .filter(pl.col("step").is_not_null())
+                .group_by("step").agg(pl.col("_g").filter(pl.col("end") == pl.col("end").max()).max().alias("_lr"),
+                                      pl.col("end").max().alias("_le")))
     end_cpu = cpu.filter(pl.col("_end_of").is_not_null()).select(pl.col("_end_of").alias("step"), pl.col("_c").alias("_ec"))
     ends_tbl = (windows.join(end_cpu, on="step", how="left").join(last_rec, on="step", how="left").sort("start")
                 .with_columns(pl.when(pl.col("_last") & pl.col("_lr").is_not_null() & (pl.col("_le") >= pl.col("T")))
