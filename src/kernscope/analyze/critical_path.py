@@ -84,9 +84,8 @@ def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ints(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """An integer column as (values, 0 where null; valid); the values as they are where they are int64 already (no
-    caller writes to them: a copy was a row-sized array more, 56 MB at a 1 GB JAX profile's 7 M records)."""
-    return s.fill_null(0).to_numpy().astype(np.int64, copy=False), s.is_not_null().to_numpy()
+    """An integer column as (values, 0 where null; valid)."""
+    return s.fill_null(0).to_numpy().astype(np.int64), s.is_not_null().to_numpy()
 
 
 def _masked(values: np.ndarray, valid: np.ndarray, at: np.ndarray) -> pl.Series:
@@ -204,7 +203,7 @@ def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np
     at = np.searchsorted(key_end[order], key_ts, side="right") - 1
     w = order[np.maximum(at, 0)]
     ok = (at >= 0) & (codes[w] == codes)
-    return np.where(ok, w, 0).astype(np.int64, copy=False), ok
+    return np.where(ok, w, 0).astype(np.int64), ok
 
 
 def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -33,22 +33,18 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     t = g.select(*keys, "ts", "end", "launch_ts")
     code = dense_codes(t, keys)
-    # (the columns as they are where they are int64 already: ~7 M rows of a 1 GB JAX profile, and every array of them
-    # made is 56 MB of fresh memory)
-    ts = t["ts"].to_numpy().astype(np.int64, copy=False)
-    en = t["end"].to_numpy().astype(np.int64, copy=False)
+    ts = t["ts"].to_numpy().astype(np.int64)
+    en = t["end"].to_numpy().astype(np.int64)
     has_launch = t["launch_ts"].is_not_null().to_numpy()
-    launch = t["launch_ts"].fill_null(0).to_numpy().astype(np.int64, copy=False)
+    launch = t["launch_ts"].fill_null(0).to_numpy().astype(np.int64)
     t0 = int(min(ts.min(), en.min(), launch[has_launch].min() if has_launch.any() else ts.min()))
     span = int(max(ts.max(), en.max(), launch[has_launch].max() if has_launch.any() else ts.max()) - t0) + 2
     off = code * span - t0  # a group's times shifted onto its own stretch of the axis
     start = ts + off
     # the rows by group, then start (ties in row order): one stable sort of the shifted starts
     order = np.argsort(start, kind="stable")
-    code, start, has_launch, launch, off = (a[order] for a in (code, start, has_launch, launch, off))
-    en = en[order]
-    en += off  # the ends on the shifted axis (in place: the gathered array is this function's own)
-    s, e = merged(start, en, presorted=True)
+    code, start, en, has_launch, launch, off = (a[order] for a in (code, start, en, has_launch, launch, off))
+    s, e = merged(start, en + off, presorted=True)
     seg_code = s // span
     n = int(code.max()) + 1
     busy = np.bincount(seg_code, weights=(e - s).astype(np.float64), minlength=n).astype(np.int64)
