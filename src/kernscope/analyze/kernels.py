@@ -161,12 +161,17 @@ def wall_time_ns(table: pl.DataFrame) -> int:
     return as_int(table["end"].max()) - as_int(table["ts"].min())
 
 
+def _wall(table: pl.DataFrame, wall_ns: int | None) -> int:
+    """``wall_ns`` when the caller knows it, else ``table``'s :func:`wall_time_ns`."""
+    return wall_ns if wall_ns is not None else wall_time_ns(table)
+
+
 def kernel_summary(table: pl.DataFrame, by: Sequence[str] = ("name", "launcher"), *,
                    grouped: pl.DataFrame | None = None, wall_ns: int | None = None) -> pl.DataFrame:
     """Kernels (kind == kernel) grouped by ``by`` (default: name and launching CPU op). ``grouped``: ``table``'s rows
     grouped by keys that include ``by`` and ``kind`` (:func:`rows_by`); ``wall_ns``: ``table``'s
     :func:`wall_time_ns` when known."""
-    wall = wall_ns if wall_ns is not None else wall_time_ns(table)
+    wall = _wall(table, wall_ns)
     if grouped is not None:
         return summarize(None, by, wall_ns=wall, grouped=grouped.filter(pl.col("kind") == "kernel"))
     # the grouped columns only: a copy of the whole table's kernel rows (names as text) was most of its memory
@@ -178,21 +183,20 @@ def category_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None
                      wall_ns: int | None = None) -> pl.DataFrame:
     """All GPU activity grouped by category (needs a categorized table). ``grouped``, ``wall_ns``: as for
     :func:`kernel_summary`."""
-    return summarize(table, ["category"], wall_ns=wall_ns if wall_ns is not None else wall_time_ns(table), grouped=grouped)
+    return summarize(table, ["category"], wall_ns=_wall(table, wall_ns), grouped=grouped)
 
 
 def op_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None, wall_ns: int | None = None) -> pl.DataFrame:
     """GPU time by launching CPU op (graph kernels count under their graph launch). ``grouped``, ``wall_ns``: as for
     :func:`kernel_summary`."""
-    return summarize(table, ["launcher"], wall_ns=wall_ns if wall_ns is not None else wall_time_ns(table), grouped=grouped)
+    return summarize(table, ["launcher"], wall_ns=_wall(table, wall_ns), grouped=grouped)
 
 
 def op_category_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None,
                         wall_ns: int | None = None) -> pl.DataFrame:
     """GPU time by category over all launchers (like TraceLens ``ops_summary_by_category``). ``grouped``,
     ``wall_ns``: as for :func:`kernel_summary`."""
-    return summarize(table, ["category", "library"], wall_ns=wall_ns if wall_ns is not None else wall_time_ns(table),
-                     grouped=grouped)
+    return summarize(table, ["category", "library"], wall_ns=_wall(table, wall_ns), grouped=grouped)
 
 
 def launcher_category_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None) -> pl.DataFrame:

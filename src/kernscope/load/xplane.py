@@ -319,11 +319,7 @@ def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray
         num = np.take(slot, key, out=taken)
     else:
         _, num = np.unique(key, return_inverse=True)
-        num = num.reshape(-1)
-    number[rows] = num
-    first = np.zeros(int(num.max()) + 1, dtype=np.int64)
-    first[num] = rows
-    return number, first
+    return _numbered(number, rows, num.reshape(-1))
 
 
 def _distinct_rows_sorted(codes: list[np.ndarray], rows: np.ndarray, number: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -331,7 +327,11 @@ def _distinct_rows_sorted(codes: list[np.ndarray], rows: np.ndarray, number: np.
     ranks."""
     ranked = [ranks(c[rows])[0] for c in codes]
     _, num = np.unique(np.stack(ranked, axis=1), axis=0, return_inverse=True)
-    num = num.reshape(-1)
+    return _numbered(number, rows, num.reshape(-1))
+
+
+def _numbered(number: np.ndarray, rows: np.ndarray, num: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distinct_rows`' answer: ``number`` with ``rows`` numbered ``num``, and one row of each number."""
     number[rows] = num
     first = np.zeros(int(num.max()) + 1, dtype=np.int64)
     first[num] = rows
