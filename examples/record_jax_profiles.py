@@ -1,6 +1,7 @@
 """Record real JAX profiles on a GPU machine: the JAX test data of kernscope's JAX reader.
 
-    python examples/record_jax_profiles.py OUT_DIR [--which mlp,transformer,long] [--steps 3]
+    python examples/record_jax_profiles.py OUT_DIR [--which mlp,transformer,long] [--steps 3] [--long-steps 40]
+        [--no-perfetto] [--no-reference] [--max-gpu-events N]
 
 Each run is ``jax.profiler.trace(dir, create_perfetto_trace=True)`` around ``--steps`` jit-compiled
 training steps (compiled and warmed up before the trace starts), each step inside
@@ -11,7 +12,12 @@ training steps (compiled and warmed up before the trace starts), each step insid
 - ``mlp``: a 4-layer bf16 MLP, softmax cross entropy, SGD (GEMMs, elementwise and reduction fusions).
 - ``transformer``: a small decoder (embedding, ``lax.scan`` over 4 layers, layer norm, attention through
   ``jax.nn.dot_product_attention(..., implementation="cudnn")``, GELU MLP), its gradient and SGD.
-- ``long``: the transformer for 40 steps (the file the decode benchmark replicates to size).
+- ``long``: the transformer for ``--long-steps`` steps (40 by default). With 3,300 steps it is a real ~200 MB
+  profile, the size the load benchmarks measure (``benchmarks/bench_xplane.py --trace``); ``--no-perfetto`` and
+  ``--no-reference`` then skip the Perfetto JSON and JAX's own (slow, Python) read of the result. JAX's GPU
+  tracer keeps ~2 M activity events by default and drops the rest ("Already too many activity events"): a
+  15,500-step run then gives a 365 MB profile whose last ~70% of steps have no kernels. ``--max-gpu-events``
+  raises that cap (and the callback events') so that such a run is recorded whole (~1 GB).
 
 Needs only ``jax`` with its CUDA plugin (no flax/optax); one GPU.
 """
@@ -93,7 +99,8 @@ def transformer_setup(key: jax.Array) -> tuple[Params, tuple[jax.Array, jax.Arra
     return params, (data[:, :-1], data[:, 1:]), loss_fn
 
 
-def record(name: str, setup: Callable[..., Any], steps: int, out: str) -> dict[str, Any]:
+def record(name: str, setup: Callable[..., Any], steps: int, out: str, perfetto: bool = True,
+           max_gpu_events: int | None = None) -> dict[str, Any]:
     params, (x, y), loss_fn = setup(jax.random.PRNGKey(0))
 
     @jax.jit
@@ -106,7 +113,11 @@ def record(name: str, setup: Callable[..., Any], steps: int, out: str) -> dict[s
     loss.block_until_ready()
     log_dir = os.path.join(out, name)
     t = time.perf_counter()
-    with jax.profiler.trace(log_dir, create_perfetto_trace=True):
+    options = jax.profiler.ProfileOptions()
+    if max_gpu_events:  # assigned whole: the property gives a copy, so an item set on it would be lost
+        options.advanced_configuration = {"gpu_max_activity_api_events": max_gpu_events,
+                                          "gpu_max_callback_api_events": max_gpu_events}
+    with jax.profiler.trace(log_dir, create_perfetto_trace=perfetto, profiler_options=options):
         for i in range(steps):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 params, loss = train_step(params, x, y)
@@ -124,14 +135,22 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--which", default="mlp,transformer")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--long-steps", type=int, default=40, help="steps of the 'long' run")
+    ap.add_argument("--no-perfetto", dest="perfetto", action="store_false", help="no perfetto_trace.json.gz")
+    ap.add_argument("--no-reference", dest="reference", action="store_false",
+                    help="skip JAX's own read of each profile (record_info.json's 'reference')")
+    ap.add_argument("--max-gpu-events", type=int, default=None,
+                    help="the GPU tracer's cap on activity and callback events (JAX's default: ~2 M)")
     a = ap.parse_args()
-    runs = {"mlp": (mlp_setup, a.steps), "transformer": (transformer_setup, a.steps), "long": (transformer_setup, 40)}
+    runs = {"mlp": (mlp_setup, a.steps), "transformer": (transformer_setup, a.steps),
+            "long": (transformer_setup, a.long_steps)}
     info: dict[str, Any] = {"jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
                             "device_kind": jax.devices()[0].device_kind, "runs": []}
     for name in a.which.split(","):
         setup, steps = runs[name]
-        info["runs"].append(record(name, setup, steps, a.out))
-    info["reference"] = reference(a.out)
+        info["runs"].append(record(name, setup, steps, a.out, a.perfetto, a.max_gpu_events))
+    if a.reference:
+        info["reference"] = reference(a.out)
     print(json.dumps({k: v for k, v in info.items() if k != "reference"}, indent=1))
     with open(os.path.join(a.out, "record_info.json"), "w") as f:
         json.dump(info, f, indent=1)
