@@ -864,3 +864,60 @@ def test_plane_stats_read_every_stat_once():
             assert got == want
             compared += len(want)
     assert compared >= 40  # the real profiles' planes have stats (process ids, device properties, ...)
+
+
+# -- one long line scanned in runs of its fields, on several threads ---------------------------------------------
+def _late_header_profile() -> bytes:
+    """A GPU line of 300 events whose header comes after them: an empty name, two timestamps (the last counts), a
+    display name, an id; and a second line of the usual layout."""
+    names = {1: "correlation_id", 2: "hlo_op"}
+    smd = b"".join(_field(5, _entry(i, _varint(1 << 3) + _varint(i) + _field(2, n.encode()))) for i, n in names.items())
+    emd = b"".join(_field(4, _entry(i, _varint(1 << 3) + _varint(i) + _field(2, f"kern_{i}".encode()))) for i in (1, 2, 3))
+    each = [_event(1 + i % 3, 1000 * i + 499 * (i % 2), 2500 + i, _stat(1, "u64", i), _stat(2, "str", b"op%d" % (i % 7)))
+            for i in range(300)]
+    events = b"".join(each)
+    late = (events + _field(2, b"") + _varint(3 << 3) + _varint(5) + _varint(3 << 3) + _varint(2**40 + 7)
+            + _field(11, b"late stream") + _varint(1 << 3) + _varint(9))
+    usual = _varint(1 << 3) + _varint(4) + _field(2, b"stream 4") + _varint(3 << 3) + _varint(123) + b"".join(each[:100])
+    plane = (_varint(1 << 3) + _varint(1) + _field(2, b"/device:GPU:0") + _field(3, late) + _field(3, usual) + emd + smd)
+    return _field(1, plane)
+
+
+@pytest.mark.parametrize("source", ["late header", *(p.name[:30] for p in _xspace_files())])
+def test_long_lines_cut_into_runs_read_the_same(source, monkeypatch):
+    """A line longer than SEGMENT_BYTES is scanned in runs of its fields cut at field boundaries, as lines of their
+    own on the scanner's threads (a real 975 MB profile's GPU stream is one 881 MB line), then put back together:
+    the events and the lines' names are those of a scan of whole lines, whatever the header's place in the line."""
+    from kernscope.load import native, xscan
+
+    if native.scanner() is None:
+        pytest.skip("the compiled scanner was not built")
+    data = _late_header_profile() if source == "late header" else \
+        xspace_bytes(next(p for p in _xspace_files() if p.name[:30] == source))
+
+    def read() -> tuple[pl.DataFrame, pl.DataFrame]:
+        raw = decode(data, "cut.xplane.pb")
+        return (raw.events.with_columns(pl.col(pl.Categorical).cast(pl.String)),
+                raw.meta_events.with_columns(pl.col(pl.Categorical).cast(pl.String)))
+
+    whole = read()
+    cuts = []
+    real_cut = xscan._cut_long_lines
+
+    def spy(*a):
+        found = real_cut(*a)
+        cuts.append(0 if found is None else int(found.cut.sum()))
+        return found
+
+    monkeypatch.setattr(xscan, "_cut_long_lines", spy)
+    monkeypatch.setattr(xscan, "SEGMENT_BYTES", 64)
+    runs = read()
+    assert cuts and cuts[0] >= 1  # some line was cut
+    for a, b in zip(runs, whole):
+        assert a.equals(b)
+    if source == "late header":
+        ev = whole[0].sort("ts")
+        assert ev.height == 400 and ev["ts"][0] == 123  # the usual line's first event
+        late = ev.filter(pl.col("tid") != ev["tid"][0])
+        assert late["ts"].min() == 2**40 + 7 and late["tid"].unique().to_list() == ["9"]
+        assert "late stream" in whole[1]["meta_name"].to_list()

@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 11; }
+int64_t ks_abi_version(void) { return 12; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -179,6 +179,48 @@ int64_t ks_count_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off,
         counts[li] = n;
     }
     return 0;
+}
+
+/* Where lines of more than `seg` bytes can be cut into runs of their fields of about `seg` bytes each, so that one
+ * long line (a GPU stream's: 91% of the bytes of a real 1 GB profile) is scanned on several threads. For each such
+ * line li: its cuts (each the first field boundary at least `seg` bytes past the previous cut, or past the line's
+ * start) as (cut_line, cut_at), and its header as a walk of the whole line gives it: hdr[4 li ..] = the last id,
+ * the last timestamp_ns, and the name span (the display name's where the name is empty), as ks_scan_events
+ * reports them; other lines' hdr are not written. Returns the number of cuts, -1 on bad data (cut_at[0]: its
+ * offset), -2 when more than cap cuts were found (cap >= the long lines' bytes / seg is always enough). */
+int64_t ks_cut_lines(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
+                     int64_t seg, int64_t cap, int64_t *cut_line, int64_t *cut_at, int64_t *hdr) {
+    int64_t nc = 0;
+    if (seg < 1) return -2;
+    for (int64_t li = 0; li < nlines; li++) {
+        if (line_len[li] <= seg) continue;
+        int64_t p = line_off[li], end = line_off[li] + line_len[li], next = line_off[li] + seg;
+        int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
+        if (end > nbuf) { cut_at[0] = p; return -1; }
+        while (p < end) {
+            if (p >= next) {
+                if (nc >= cap) return -2;
+                cut_line[nc] = li;
+                cut_at[nc] = p;
+                nc++;
+                next = p + seg;
+            }
+            int64_t at = p, off = 0, len = 0;
+            uint64_t tag, val = 0;
+            if (rd_varint(b, &p, end, &tag)) { cut_at[0] = at; return -1; }
+            int field = (int)(tag >> 3), wire = (int)(tag & 7);
+            if (field == 0 || skip_value(b, &p, end, wire, &val, &off, &len)) { cut_at[0] = at; return -1; }
+            if (field == 1 && wire == 0) id = (int64_t)val;
+            else if (field == 3 && wire == 0) ts = (int64_t)val;
+            else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
+            else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
+        }
+        hdr[4 * li] = id;
+        hdr[4 * li + 1] = ts;
+        if (name_len > 0 || disp_off < 0) { hdr[4 * li + 2] = name_off; hdr[4 * li + 3] = name_len; }
+        else { hdr[4 * li + 2] = disp_off; hdr[4 * li + 3] = disp_len; }
+    }
+    return nc;
 }
 
 /* ---- the events of XLine messages, with their stats as typed columns (kernscope.load.xscan) -------------- */

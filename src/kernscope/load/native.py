@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 11
+ABI_VERSION = 12
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,7 +34,7 @@ def _library() -> Any:
                 lib.ks_abi_version.restype = ctypes.c_int64
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
-                for fn in ("ks_scan_events", "ks_count_events", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest"):
+                for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib

@@ -165,6 +165,10 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
     """The compiled scanner: the lines' events counted first (their outputs then have their exact size), the
     lines scanned in parts on threads (the scanner runs without the GIL), each part's events written in place."""
     assert spec.lut is not None
+    n_real = line_off.size
+    cut = _cut_long_lines(lib, buf, line_off, line_len)
+    if cut is not None:  # the long lines' runs of fields scanned as lines of their own, put back together below
+        line_off, line_len, line_plane = cut.off, cut.len, line_plane[cut.parent]
     n = line_off.size
     per_line = np.zeros(n + 1, dtype=np.int64)
     if lib.ks_count_events(_ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off), _ptr(line_len), ctypes.c_int64(n),
@@ -193,11 +197,77 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
     far = np.flatnonzero(ev_name == -2)  # metadata ids past the flat table
     if far.size:
         ev_name[far] = names.rows(line_plane[ev[0][far]], ev[1][far])
-    ln = out.ln
-    return LineScan(ln_id=ln[0], ln_ts=ln[1], ln_name_off=ln[2], ln_name_len=ln[3], ev_line=ev[0].astype(np.int64),
+    ln, ev_line = out.ln, ev[0].astype(np.int64)
+    if cut is not None:
+        ln, ev_line = cut.joined(ln, first, ev_line, ev[3], n_real)
+    return LineScan(ln_id=ln[0], ln_ts=ln[1], ln_name_off=ln[2], ln_name_len=ln[3], ev_line=ev_line,
                     ev_md=ev[1], ev_name=ev_name, ev_ts=ev[3], ev_dur=ev[4], ev_flags=ev[5], value=out.val, state=out.state,
                     odd_ev=odd[0], odd_field=odd[1].astype(np.int64), odd_kind=odd[2], odd_val=odd[3],
                     native=True, kept=sum(f[1] for f in found), unknown=sum(f[2] for f in found))
+
+
+#: lines longer than this are scanned in runs of their fields of about this many bytes, on as many threads as
+#: there are parts (a real 975 MB profile's GPU stream is one 881 MB line: scanned whole it kept one of two cores
+#: busy for 91% of the scan)
+SEGMENT_BYTES = 16 << 20
+
+
+@dataclass
+class _Cut:
+    """Long lines cut into runs of their fields (:func:`_cut_long_lines`), each scanned as a line of its own: the
+    runs' spans, the line each belongs to, and each cut line's header (id, timestamp_ns, name span) as a scan of
+    the whole line reads it."""
+
+    off: np.ndarray
+    len: np.ndarray
+    parent: np.ndarray
+    cut: np.ndarray  #: bool per line: cut
+    hdr: np.ndarray  #: (lines, 4) int64; rows of lines not cut unused
+
+    def joined(self, ln: list[np.ndarray], first: np.ndarray, ev_line: np.ndarray, ev_ts: np.ndarray,
+               n: int) -> tuple[list[np.ndarray], np.ndarray]:
+        """The per-line outputs of the runs as the whole lines' (each run's first for lines not cut, the header for
+        cut ones), the events' lines as the whole lines, and ``ev_ts`` (in place) as the line's timestamp gives it:
+        a run scanned alone added the timestamp it saw (0 for none) to the rounded offsets."""
+        first_run = np.flatnonzero(np.append(True, self.parent[1:] != self.parent[:-1]))
+        whole = [a[first_run] for a in ln]
+        for k in range(4):
+            whole[k][self.cut] = self.hdr[self.cut, k]
+        shift = whole[1][self.parent] - ln[1]  # int64, wrapping as the scanner's unsigned sums do
+        for r in np.flatnonzero(shift).tolist():
+            ev_ts[first[r]:first[r + 1]] += shift[r]
+        return whole, self.parent[ev_line]
+
+
+def _cut_long_lines(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray) -> _Cut | None:
+    """The lines of more than :data:`SEGMENT_BYTES` cut at field boundaries (``ks_cut_lines``), or None when no line
+    is that long."""
+    seg = SEGMENT_BYTES
+    long = line_len > seg
+    if not long.any():
+        return None
+    n = line_off.size
+    cap = int(line_len[long].sum() // seg) + 1
+    cut_line, cut_at, hdr = np.empty(cap, np.int64), np.empty(cap, np.int64), np.zeros(4 * n, np.int64)
+    offs, lens = np.ascontiguousarray(line_off, dtype=np.int64), np.ascontiguousarray(line_len, dtype=np.int64)
+    nc = int(lib.ks_cut_lines(_ptr(buf), ctypes.c_int64(buf.size), _ptr(offs), _ptr(lens), ctypes.c_int64(n),
+                              ctypes.c_int64(seg), ctypes.c_int64(cap), _ptr(cut_line), _ptr(cut_at), _ptr(hdr)))
+    if nc == -1:
+        raise WireError("a field of an event line does not fit in it", int(cut_at[0]))
+    if nc < 0:
+        raise RuntimeError("the XSpace scanner found more cuts than a line's bytes allow")
+    if nc == 0:
+        return None
+    parent = np.concatenate([np.arange(n, dtype=np.int64), cut_line[:nc]])
+    start = np.concatenate([offs, cut_at[:nc]])
+    order = np.lexsort((start, parent))
+    parent, start = parent[order], start[order]
+    end = np.append(start[1:], 0)
+    last = np.append(parent[1:] != parent[:-1], True)
+    end[last] = offs[parent[last]] + lens[parent[last]]
+    cut = np.zeros(n, dtype=bool)
+    cut[cut_line[:nc]] = True
+    return _Cut(start, end - start, parent, cut, hdr.reshape(n, 4))
 
 
 @dataclass
