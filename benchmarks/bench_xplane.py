@@ -1,17 +1,25 @@
-"""JAX profile (XSpace) benchmark: kernscope's decoder vs xprof's own converter, on a real profile replicated to size.
+"""JAX profile (XSpace) benchmark: kernscope against xprof's own converter, on a real profile as recorded or replicated to size.
 
+    python benchmarks/bench_xplane.py --trace vm.xplane.pb [--repeat 3] [--out results.json]
     python benchmarks/bench_xplane.py --size-mb 200 [--from tests/data/jax/transformer/vm.xplane.pb.gz]
         [--xprof-python /path/to/venv/bin/python] [--repeat 3] [--out results.json]
 
-The replica repeats every line ``k`` times, each copy shifted in time by the profile's span and given a new
-line id (the event bytes are the real ones), so the file keeps the real mix of kernels, launches, TraceMe
-and Python events, their stats and the HLO programs. Correlation ids repeat across copies (each copy's
-kernels link to the first copy's launches): the decode and link work is that of a real profile of this size,
-the step windows of the copies merge.
+``--trace`` measures a profile as it is: a real recording of the size wanted is the measure to trust
+(``examples/record_jax_profiles.py OUT --which long --long-steps 3300 --no-perfetto --no-reference`` records a
+207 MB one on one GPU, ``--long-steps 15500 --max-gpu-events 16000000`` a 975 MB one). Without it the benchmark
+replicates ``--from`` to ``--size-mb``: every line repeated ``k`` times, each copy shifted in time by the profile's span
+and given a new line id (the event bytes are the real ones). That replica flatters the decoder, and its numbers are
+kept only to compare with earlier sessions: a real long profile keeps a GPU stream's events in one line (91% of the
+bytes of the 975 MB recording, where the replica has 1,058 small lines at 200 MB), and ~13 plane stats per step that
+the replica does not repeat (session 30 found both: a scan of whole lines on one core, and a plane-stat read
+quadratic in the profile's length, 64 s at 975 MB). Its correlation ids repeat across copies (each copy's kernels link
+to the first copy's launches) and its step windows merge (3 steps of 63 s at 200 MB, where the recording has 3,300
+of ~5 ms).
 
 Contenders, each in a fresh process on the same file, in turn ``--repeat`` times (median reported):
-``kernscope_cold`` (``kernscope analyze FILE --format json`` with an empty cache: decode, link, the
-analysis), ``kernscope_decode`` (``kernscope.load.parse`` only), ``kernscope_load`` (decode + link:
+``kernscope_cold`` (``kernscope analyze FILE --format json`` with an empty cache: decode, link, the analysis, and
+the parse cache written, as ``bench_load.py``'s cold run), ``kernscope_cached`` (the same command again, on that
+cache), ``kernscope_decode`` (``kernscope.load.parse`` only), ``kernscope_load`` (decode + link:
 ``kernscope.pipeline.load(path, cache=False)``; it also reports its own decode + link time, without the interpreter's
 start and the imports, as ``inproc_*``), with ``--base-src DIR`` the same decode and load of another source
 tree (``base_decode``, ``base_load``: an earlier commit, for a before/after in one run), and with ``--xprof-python`` (a Python
@@ -40,9 +48,9 @@ sys.path.insert(0, str(ROOT / "src"))
 from kernscope.testing.xspace import replicate_xspace as replicate  # noqa: E402
 
 
-def timed(cmd: list[str]) -> dict:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     _, status, ru = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t0
     out = p.stdout.read().decode() if p.stdout else ""
@@ -58,10 +66,18 @@ _LOAD = ("{boot}import kernscope\nfrom kernscope.pipeline import load\ntm = []\n
          "print(t.gpu.height)\nprint('inproc=%.4f' % sum(s for p, s in tm if p.startswith(('parse', 'link'))))")
 
 
+def _read_through(path: str) -> None:
+    """Read the file through (untimed), as ``bench_load.py`` does before each contender."""
+    with open(path, "rb", buffering=0) as f:
+        while f.read(1 << 24):
+            pass
+
+
 def contenders(path: str, tmp: str, xprof_python: str | None, base_src: str | None = None) -> dict[str, list[str]]:
     out = os.path.join(tmp, "a.json")
     c = {
-        "kernscope_cold": [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out, "--no-cache"],
+        "kernscope_cold": [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out],
+        "kernscope_cached": [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out],
         "kernscope_decode": [sys.executable, "-c", f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"],
         "kernscope_load": [sys.executable, "-c", _LOAD.format(boot="", path=path)],
     }
@@ -79,6 +95,7 @@ def contenders(path: str, tmp: str, xprof_python: str | None, base_src: str | No
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", help="measure this profile as it is (no replica)")
     ap.add_argument("--from", dest="src", default=str(ROOT / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"))
     ap.add_argument("--size-mb", type=float, default=200)
     ap.add_argument("--repeat", type=int, default=3)
@@ -92,21 +109,29 @@ def main() -> int:
 
     for tree in {Path(kernscope.__file__).parent, *([Path(a.base_src) / "kernscope"] if a.base_src else [])}:
         compileall.compile_dir(str(tree), quiet=1)
-    raw = Path(a.src).read_bytes()
-    raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-    one, two = len(replicate(raw, 1)), len(replicate(raw, 2))  # the metadata (HLO programs) is not repeated
-    copies = max(1, round((a.size_mb * 1e6 - one) / (two - one)) + 1)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "replica.xplane.pb")
-        t = time.perf_counter()
-        Path(path).write_bytes(replicate(raw, copies))
-        size = os.path.getsize(path)
-        print(f"replica: {copies} copies of {a.src} = {size / 1e6:.1f} MB ({time.perf_counter() - t:.1f} s to build)", flush=True)
+        if a.trace:
+            path, copies, source = a.trace, 0, a.trace
+            size = os.path.getsize(path)
+            print(f"profile: {path} = {size / 1e6:.1f} MB", flush=True)
+        else:
+            raw = Path(a.src).read_bytes()
+            raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+            one, two = len(replicate(raw, 1)), len(replicate(raw, 2))  # the metadata (HLO programs) is not repeated
+            copies = max(1, round((a.size_mb * 1e6 - one) / (two - one)) + 1)
+            path, source = os.path.join(tmp, "replica.xplane.pb"), a.src
+            t = time.perf_counter()
+            Path(path).write_bytes(replicate(raw, copies))
+            size = os.path.getsize(path)
+            print(f"replica: {copies} copies of {a.src} = {size / 1e6:.1f} MB ({time.perf_counter() - t:.1f} s to build)", flush=True)
         runs: dict[str, list[dict]] = {}
         cmds = contenders(path, tmp, a.xprof_python, a.base_src)
         for i in range(a.repeat):
+            cache = tempfile.mkdtemp(dir=tmp)  # empty for the cold run, then the cached run's
             for name, cmd in cmds.items():
-                r = timed(cmd)
+                env = dict(os.environ, KERNSCOPE_CACHE_DIR=cache) if name in ("kernscope_cold", "kernscope_cached") else None
+                _read_through(path)  # every contender finds the file in the page cache
+                r = timed(cmd, env)
                 runs.setdefault(name, []).append(r)
                 inproc = [x[7:] for x in r.get("stdout", "").splitlines() if x.startswith("inproc=")]
                 print(f"  round {i + 1} {name}: " + (r["error"] if "error" in r else f"{r['seconds']:.2f} s, {r['rss'] / 1e6:.0f} MB"
@@ -131,7 +156,12 @@ def main() -> int:
     for s in summary.values():
         if base and "median_s" in s:
             s["vs_kernscope_cold"] = round(s["median_s"] / base, 2)
-    result = {"file_mb": round(size / 1e6, 1), "source": a.src, "copies": copies, "machine": platform.platform(),
+    cold, cached = summary.get("kernscope_cold", {}).get("median_s"), summary.get("kernscope_cached", {}).get("median_s")
+    ratios = {"cold / cached": round(cold / cached, 1)} if cold and cached else {}
+    xprof = summary.get("xprof_trace_viewer", {}).get("median_s")
+    if cold and xprof:
+        ratios["xprof trace_viewer / kernscope cold"] = round(xprof / cold, 1)
+    result = {"file_mb": round(size / 1e6, 1), "source": source, "copies": copies, "ratios": ratios, "machine": platform.platform(),
               "cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)), "base_src": a.base_src, "summary": summary}
     print(json.dumps(result, indent=1))
     if a.out:
