@@ -165,7 +165,6 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
     """The compiled scanner: the lines' events counted first (their outputs then have their exact size), the
     lines scanned in parts on threads (the scanner runs without the GIL), each part's events written in place."""
     assert spec.lut is not None
-    n_real = line_off.size
     cut = _cut_long_lines(lib, buf, line_off, line_len)
     if cut is not None:  # the long lines' runs of fields scanned as lines of their own, put back together below
         line_off, line_len, line_plane = cut.off, cut.len, line_plane[cut.parent]
@@ -199,7 +198,7 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
         ev_name[far] = names.rows(line_plane[ev[0][far]], ev[1][far])
     ln, ev_line = out.ln, ev[0].astype(np.int64)
     if cut is not None:
-        ln, ev_line = cut.joined(ln, first, ev_line, ev[3], n_real)
+        ln, ev_line = cut.joined(ln, first, ev_line, ev[3])
     return LineScan(ln_id=ln[0], ln_ts=ln[1], ln_name_off=ln[2], ln_name_len=ln[3], ev_line=ev_line,
                     ev_md=ev[1], ev_name=ev_name, ev_ts=ev[3], ev_dur=ev[4], ev_flags=ev[5], value=out.val, state=out.state,
                     odd_ev=odd[0], odd_field=odd[1].astype(np.int64), odd_kind=odd[2], odd_val=odd[3],
@@ -224,8 +223,8 @@ class _Cut:
     cut: np.ndarray  #: bool per line: cut
     hdr: np.ndarray  #: (lines, 4) int64; rows of lines not cut unused
 
-    def joined(self, ln: list[np.ndarray], first: np.ndarray, ev_line: np.ndarray, ev_ts: np.ndarray,
-               n: int) -> tuple[list[np.ndarray], np.ndarray]:
+    def joined(self, ln: list[np.ndarray], first: np.ndarray, ev_line: np.ndarray,
+               ev_ts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
         """The per-line outputs of the runs as the whole lines' (each run's first for lines not cut, the header for
         cut ones), the events' lines as the whole lines, and ``ev_ts`` (in place) as the line's timestamp gives it:
         a run scanned alone added the timestamp it saw (0 for none) to the rounded offsets."""
