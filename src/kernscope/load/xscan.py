@@ -395,6 +395,11 @@ def _scan_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, lin
                     odd_field=o[1], odd_kind=o[2], odd_val=o[3], native=False, kept=cells.kept, unknown=cells.unknown)
 
 
+#: the numpy reader (no compiled scanner) reads the events' fields this many events at a time: all at once, the real
+#: 207 MB profile's 1.87 M events peaked at 8.1 GB (39x the file)
+NUMPY_BATCH_EVENTS = 1 << 18
+
+
 @dataclass
 class _Cells:
     """The numpy reader's scan: per field and event the last stat's kind and raw value."""
@@ -453,34 +458,40 @@ def _cells_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, li
         ln["name_off"][i], ln["name_len"][i] = (int(pick.off[-1]), int(pick.size[-1])) if len(pick) else (-1, 0)
     off = np.concatenate(ev_off) if ev_off else np.zeros(0, np.int64)
     size = np.concatenate(ev_len) if ev_len else np.zeros(0, np.int64)
+    del ev_off, ev_len
     ne = off.size
-    f = fields_of(buf, off, off + size, what="XEvent")
-    cols = {}
-    for key, field in (("md", 1), ("offset", 2), ("dur", 3)):
-        x = f.of(field, 0)
-        cols[key] = _last(ne, x.msg, x.value.view(np.int64))
-    flags = np.zeros(ne, np.uint8)
-    flags[f.of(5, 0).msg] = 1
-    st = f.of(4, 2)
-    st = st.select(np.lexsort((st.off, st.msg)))  # by event, then in file order
-    md, kind, value = decode_stats(buf, st.off, st.size)
     ev_line_all = np.concatenate(ev_line) if ev_line else np.zeros(0, np.int64)
-    event = st.msg.astype(np.int64)
-    st_field = field_of(line_plane[ev_line_all[event]], md).astype(np.int64)
-    n_kept = int(np.count_nonzero(st_field >= 0))
+    cols = {key: np.zeros(ne, np.int64) for key in ("md", "offset", "dur")}
+    flags = np.zeros(ne, np.uint8)
     val = [np.zeros(ne, np.uint64) for _ in range(nfields)]
     kinds = [np.zeros(ne, np.uint8) for _ in range(nfields)]
-    for i in range(nfields):
-        m = np.flatnonzero(st_field == i)
-        if m.size == 0:
-            continue
-        rows = event[m]
-        last = np.append(rows[1:] != rows[:-1], True)  # events in order: an event's last stat of this field
-        m, rows = m[last], rows[last]
-        val[i][rows] = value[m]
-        kinds[i][rows] = kind[m]
+    n_kept = n_stats = 0
+    for b0 in range(0, ne, NUMPY_BATCH_EVENTS):  # the events' fields a batch at a time: ~50 bytes each per field
+        b1 = min(ne, b0 + NUMPY_BATCH_EVENTS)
+        f = fields_of(buf, off[b0:b1], off[b0:b1] + size[b0:b1], what="XEvent")
+        for key, field in (("md", 1), ("offset", 2), ("dur", 3)):
+            x = f.of(field, 0)
+            cols[key][b0:b1] = _last(b1 - b0, x.msg, x.value.view(np.int64))
+        flags[b0 + f.of(5, 0).msg] = 1
+        st = f.of(4, 2)
+        del f
+        st = st.select(np.lexsort((st.off, st.msg)))  # by event, then in file order
+        md, kind, value = decode_stats(buf, st.off, st.size)
+        event = st.msg.astype(np.int64) + b0
+        st_field = field_of(line_plane[ev_line_all[event]], md).astype(np.int64)
+        n_kept += int(np.count_nonzero(st_field >= 0))
+        n_stats += int(st_field.size)
+        for i in range(nfields):
+            m = np.flatnonzero(st_field == i)
+            if m.size == 0:
+                continue
+            rows = event[m]
+            last = np.append(rows[1:] != rows[:-1], True)  # events in order: an event's last stat of this field
+            m, rows = m[last], rows[last]
+            val[i][rows] = value[m]
+            kinds[i][rows] = kind[m]
     return _Cells(ln["id"], ln["ts"], ln["name_off"], ln["name_len"], ev_line_all, cols["md"], cols["offset"], cols["dur"],
-                  flags, val, kinds, n_kept, int(st_field.size - n_kept))
+                  flags, val, kinds, n_kept, n_stats - n_kept)
 
 
 def lengths_before(buf: np.ndarray, off: np.ndarray) -> np.ndarray:
