@@ -883,24 +883,34 @@ def _late_header_profile() -> bytes:
     return _field(1, plane)
 
 
+def _source_bytes(source: str) -> bytes:
+    """The made-up late-header profile, or the real profile whose name starts so (the test is skipped where the
+    compiled scanner, which the tests compare with, was not built)."""
+    from kernscope.load import native
+
+    if native.scanner() is None:
+        pytest.skip("the compiled scanner was not built")
+    if source == "late header":
+        return _late_header_profile()
+    return xspace_bytes(next(p for p in _xspace_files() if p.name[:30] == source))
+
+
+def _decoded_tables(data: bytes) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The event and metadata tables of a decode, categoricals as text (comparable across decodes)."""
+    raw = decode(data, "x.xplane.pb")
+    return (raw.events.with_columns(pl.col(pl.Categorical).cast(pl.String)),
+            raw.meta_events.with_columns(pl.col(pl.Categorical).cast(pl.String)))
+
+
 @pytest.mark.parametrize("source", ["late header", *(p.name[:30] for p in _xspace_files())])
 def test_long_lines_cut_into_runs_read_the_same(source, monkeypatch):
     """A line longer than SEGMENT_BYTES is scanned in runs of its fields cut at field boundaries, as lines of their
     own on the scanner's threads (a real 975 MB profile's GPU stream is one 881 MB line), then put back together:
     the events and the lines' names are those of a scan of whole lines, whatever the header's place in the line."""
-    from kernscope.load import native, xscan
+    from kernscope.load import xscan
 
-    if native.scanner() is None:
-        pytest.skip("the compiled scanner was not built")
-    data = _late_header_profile() if source == "late header" else \
-        xspace_bytes(next(p for p in _xspace_files() if p.name[:30] == source))
-
-    def read() -> tuple[pl.DataFrame, pl.DataFrame]:
-        raw = decode(data, "cut.xplane.pb")
-        return (raw.events.with_columns(pl.col(pl.Categorical).cast(pl.String)),
-                raw.meta_events.with_columns(pl.col(pl.Categorical).cast(pl.String)))
-
-    whole = read()
+    data = _source_bytes(source)
+    whole = _decoded_tables(data)
     cuts = []
     real_cut = xscan._cut_long_lines
 
@@ -911,7 +921,7 @@ def test_long_lines_cut_into_runs_read_the_same(source, monkeypatch):
 
     monkeypatch.setattr(xscan, "_cut_long_lines", spy)
     monkeypatch.setattr(xscan, "SEGMENT_BYTES", 64)
-    runs = read()
+    runs = _decoded_tables(data)
     assert cuts and cuts[0] >= 1  # some line was cut
     for a, b in zip(runs, whole):
         assert a.equals(b)
@@ -927,19 +937,10 @@ def test_long_lines_cut_into_runs_read_the_same(source, monkeypatch):
 def test_numpy_reader_in_small_batches_reads_the_same(source, monkeypatch):
     """The numpy reader (no compiled scanner) reads the events' fields a batch at a time (all at once, a real 207 MB
     profile peaked at 8.1 GB): batches of 7 events give the tables of the compiled scanner."""
-    from kernscope.load import native, xscan
+    from kernscope.load import xscan
 
-    if native.scanner() is None:
-        pytest.skip("the compiled scanner was not built")
-    data = _late_header_profile() if source == "late header" else \
-        xspace_bytes(next(p for p in _xspace_files() if p.name[:30] == source))
-
-    def read() -> tuple[pl.DataFrame, pl.DataFrame]:
-        raw = decode(data, "batches.xplane.pb")
-        return (raw.events.with_columns(pl.col(pl.Categorical).cast(pl.String)),
-                raw.meta_events.with_columns(pl.col(pl.Categorical).cast(pl.String)))
-
-    compiled = read()
+    data = _source_bytes(source)
+    compiled = _decoded_tables(data)
     batches = []
     real_fields_of = xscan.fields_of
 
@@ -951,7 +952,7 @@ def test_numpy_reader_in_small_batches_reads_the_same(source, monkeypatch):
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
     monkeypatch.setattr(xscan, "NUMPY_BATCH_EVENTS", 7)
     monkeypatch.setattr(xscan, "fields_of", spy)
-    numpy_read = read()
+    numpy_read = _decoded_tables(data)
     assert len(batches) > 1 and max(batches) <= 7  # read in batches
     for a, b in zip(numpy_read, compiled):
         assert a.equals(b)
