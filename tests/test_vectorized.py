@@ -131,6 +131,27 @@ def test_idle_breakdown_equals_the_sorting_form(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_idle_breakdown_extent_and_counts_equal_a_group_by(seed: int) -> None:
+    """``span_us`` and the counts that ``launch_bound`` reads from the idle breakdown's sort equal the group-by they
+    replaced, float bits included (the span's µs by polars' division); null tests count as not."""
+    rng = np.random.default_rng(seed)
+    g = _random_gpu(seed, nulls=seed >= 2).with_columns(
+        pl.Series("kind", rng.choice(["kernel", "memcpy", None], 4000).tolist(), dtype=pl.String),
+        (pl.col("ts") + 4_802_299_396_839_288).alias("ts"), (pl.col("end") + 4_802_299_396_839_288).alias("end"),
+        (pl.col("launch_ts") + 4_802_299_396_839_288).alias("launch_ts"))  # epoch-like ns, as Kineto writes them
+    keys = ["step", "device"] if seed < 2 else ["step", "stream"]
+    got = idle_breakdown(g, keys, extent=True, counts={"kernels": pl.col("kind") == "kernel"})
+    want = g.group_by(keys).agg(((pl.col("end").max() - pl.col("ts").min()) / 1000.0).alias("span_us"),
+                                (pl.col("kind") == "kernel").sum().cast(pl.Int64).alias("kernels"))
+    joined = got.join(want, on=keys, how="full", nulls_equal=True, suffix="_want")
+    assert joined.height == got.height == want.height > 3
+    assert joined["span_us"].to_list() == joined["span_us_want"].to_list()
+    assert joined["kernels"].to_list() == joined["kernels_want"].to_list() and got["kernels"].sum() > 0
+    plain = idle_breakdown(g, keys)
+    assert got.drop("span_us", "kernels").equals(plain)  # the breakdown itself is unchanged
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_running_max_and_last_ended_equal_polars(seed: int) -> None:
     rng = np.random.default_rng(seed)
     g = (_random_gpu(seed).with_columns(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))

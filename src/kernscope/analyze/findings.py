@@ -107,11 +107,8 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
     g = _device_work(gpu, "dur", "launch_ts", "kind")
     if g.height == 0:
         return []
-    idle = idle_breakdown(g, ["step", "device"])
-    per = (g.group_by("step", "device").agg(
-        ((pl.col("end").max() - pl.col("ts").min()) / NS_PER_US).alias("span_us"),
-        (pl.col("kind") == "kernel").sum().alias("kernels"))
-        .join(idle, on=["step", "device"]))
+    # the idle gaps, each (step, device)'s span and kernels, from one sort of the rows
+    per = idle_breakdown(g, ["step", "device"], extent=True, counts={"kernels": pl.col("kind") == "kernel"})
     share = pl.when(pl.col("span_us") != 0).then(100.0 * pl.col("host_wait_us") / pl.col("span_us")).otherwise(0.0)
     hit = per.with_columns(share.alias("_share")).filter(
         (pl.col("host_wait_us") >= cfg["min_us"]) & (pl.col("_share") >= cfg["min_share_pct"]))

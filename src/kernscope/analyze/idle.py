@@ -18,20 +18,25 @@ from .kernels import NS_PER_US
 KERNEL_WAIT_US = 10.0
 
 
-def idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def idle_breakdown(g: pl.DataFrame, keys: list[str], *, extent: bool = False,
+                   counts: dict[str, pl.Expr] | None = None) -> pl.DataFrame:
     """Per group of ``keys`` (rows ``ts``, ``end``, ``launch_ts`` in ns): the length of the busy union (``_busy``, ns)
     and its gaps, classified by the launch of the record that ends each gap (µs): ``host_wait_us`` (launched after
     the GPU went idle: the CPU was late; ``host_wait_gaps`` of them), ``kernel_wait_us`` (launched in time, gap
-    under :data:`KERNEL_WAIT_US`), ``other_idle_us``.
+    under :data:`KERNEL_WAIT_US`), ``other_idle_us``. With ``extent``, also ``span_us``: the group's last end minus
+    its first start (µs); with ``counts``, per name the number of the group's rows for which the boolean expression
+    holds (null: not), from the same sort (a group-by of a JAX profile's 6.7 M rows took 0.3 s).
 
     Vectorized over every group at once: the groups are laid end to end on one time axis (offset by group code,
     as :func:`~kernscope.intervals.union_by` does), so one sort and one :func:`~kernscope.intervals.merged` find
     every group's busy segments and gaps."""
+    counts = counts or {}
     schema = pl.Schema({**{k: g.schema[k] for k in keys}, "_busy": pl.Int64(), "host_wait_us": pl.Float64(),
-                        "kernel_wait_us": pl.Float64(), "other_idle_us": pl.Float64(), "host_wait_gaps": pl.Int64()})
+                        "kernel_wait_us": pl.Float64(), "other_idle_us": pl.Float64(), "host_wait_gaps": pl.Int64(),
+                        **({"span_us": pl.Float64()} if extent else {}), **{c: pl.Int64() for c in counts}})
     if g.height == 0:
         return pl.DataFrame(schema=schema)
-    t = g.select(*keys, "ts", "end", "launch_ts")
+    t = g.select(*keys, "ts", "end", "launch_ts", *(e.fill_null(False).alias(c) for c, e in counts.items()))
     code = dense_codes(t, keys)
     ts = t["ts"].to_numpy().astype(np.int64)
     en = t["end"].to_numpy().astype(np.int64)
@@ -66,8 +71,16 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         other = np.bincount(gc, weights=np.where(~late & ~quick, gap, 0).astype(np.float64), minlength=n) / NS_PER_US
         late_n = np.bincount(gc, weights=late.astype(np.float64), minlength=n).astype(np.int64)
     # each group's keys from its first row (in group order: the codes are sorted)
-    first = order[np.flatnonzero(np.append(True, code[1:] != code[:-1]))]
+    at = np.flatnonzero(np.append(True, code[1:] != code[:-1]))
+    first = order[at]
+    extra = []
+    if extent:  # a group's first row has its earliest start (sorted by start); its latest end, a reduction
+        extra.append(pl.Series("span_us", np.maximum.reduceat(en, at) - (start[at] - off[at]), dtype=pl.Int64))
+    for c in counts:
+        extra.append(pl.Series(c, np.add.reduceat(t[c].to_numpy()[order].astype(np.int64), at), dtype=pl.Int64))
     out = t.select(keys)[first].with_columns(pl.Series("_busy", busy, dtype=pl.Int64), pl.Series("host_wait_us", host),
                                               pl.Series("kernel_wait_us", kern), pl.Series("other_idle_us", other),
-                                              pl.Series("host_wait_gaps", late_n, dtype=pl.Int64))
+                                              pl.Series("host_wait_gaps", late_n, dtype=pl.Int64), *extra)
+    if extent:  # ns to µs by polars' division, as a grouped one gives them (its float rounding depends on the path)
+        out = out.with_columns(pl.col("span_us") / NS_PER_US)
     return out.cast(dict(schema))  # type: ignore[arg-type]
