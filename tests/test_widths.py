@@ -192,3 +192,25 @@ def test_every_output_of_one_run_agrees(tmp_path, capsys, monkeypatch):
     table = out[start + 2:start + 2 + len(kernels)]
     for line, k in zip(table, kernels, strict=True):
         assert f" {k['count']:,} " in line and (f"{k['total_us']:,.2f} µs" in line or f"{k['total_us'] / 1e3:,.3f} ms" in line)
+
+
+@pytest.mark.parametrize("columns", [60, 150])
+def test_rows_left_out_are_counted_in_words_that_fit(columns):
+    """A table cut to its top rows says how many more there are in words a reader can read, under the first column
+    where they fit, else under the table (a steps table's first column is as narrow as a step's name: 3,294 more
+    steps were shown as "… 3,…re")."""
+    from rich.console import Console
+
+    from kernscope.render.terminal import Col, fit_table
+
+    def shown(first: str, more: int) -> str:
+        console = Console(width=columns, record=True, color_system=None)
+        console.print(fit_table("Steps", [Col(first), Col("kernels", numeric=True)],
+                                [["train#0", 288], ["train#1", 288]], columns, more=more))
+        return console.export_text()
+
+    narrow = shown("step", 3294)
+    assert "… 3,294 more" in narrow and "…re" not in narrow
+    wide = shown("a step's long name column", 12)
+    assert [line.strip() for line in wide.splitlines() if "more" in line] == ["… 12 more"]
+    assert "more" not in shown("step", 0)

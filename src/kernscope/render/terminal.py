@@ -144,10 +144,17 @@ def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], wi
                      no_wrap=True, overflow="crop", min_width=widths[i], max_width=widths[i])
     for r in cells:
         t.add_row(*(Text(v if cols[i].whole else shorten_middle(v, widths[i])) for i, v in enumerate(r)))
-    if more > 0:
-        t.add_row(Text(shorten_middle(f"… {more:,} more", widths[0]), style="dim"), *([Text("")] * (len(cols) - 1)))
+    notes = []
+    if more > 0:  # a row under the first column where the words fit in it, else under the table (a steps table's
+        # first column is a step's name: "… 3,…re" for 3,294 more steps)
+        if len(f"… {more:,} more") <= widths[0]:
+            t.add_row(Text(f"… {more:,} more", style="dim"), *([Text("")] * (len(cols) - 1)))
+        else:
+            notes.append(f"… {more:,} more")
     if dropped:
-        t.caption = f"not shown at this width: {', '.join(reversed(dropped))} (wider terminal or --format json)"
+        notes.append(f"not shown at this width: {', '.join(reversed(dropped))} (wider terminal or --format json)")
+    if notes:
+        t.caption = "\n".join(notes)
         t.caption_justify = "left"
         t.caption_style = "dim"
     return t
