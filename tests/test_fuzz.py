@@ -103,9 +103,11 @@ def test_mutants_of_jax_profiles_are_read_alike_or_rejected_in_one_line(tmp_path
 
 
 def test_mutants_of_a_many_line_profile_scan_alike_a_run_of_lines_at_a_time(monkeypatch):
-    """The compiled scanner called on a few KB of lines at a time (as it says its progress) gives, on mutants of a
-    profile of many lines, the same table or the same error as called once per part. (Session 28: 2,000 such
-    mutants in a process of their own, the same outcome in all.)"""
+    """The compiled scanner called on a few KB of lines at a time (as it says its progress), and with every line cut
+    into runs of ~4 KB of its fields (as a real profile's long GPU line is), gives on mutants of a profile of many lines
+    the same table or the same error as called once per part on whole lines. (Session 28: 2,000 such mutants in a
+    process of their own, the same outcome in all; session 30: 300 mutants of the transformer profile cut into 64-byte
+    runs, the same outcome, error text included, in all.)"""
     import polars as pl
 
     from kernscope.errors import TraceError
@@ -116,8 +118,9 @@ def test_mutants_of_a_many_line_profile_scan_alike_a_run_of_lines_at_a_time(monk
     transformer = next(p for p in XSPACE if "transformer" in str(p))
     raw = replicate_xspace(gzip.decompress(transformer.read_bytes()), 12)  # 48 lines, 3.4 MB
 
-    def read(b: bytes, step: int) -> tuple[str, pl.DataFrame | str, list[int]]:
+    def read(b: bytes, step: int, run: int = 1 << 62) -> tuple[str, pl.DataFrame | str, list[int]]:
         monkeypatch.setattr(xscan, "PROGRESS_BYTES", step)
+        monkeypatch.setattr(xscan, "SEGMENT_BYTES", run)
         said: list[int] = []
         try:
             t = decode(b, "m.xplane.pb", progress=lambda done, total: said.append(done))
@@ -131,12 +134,13 @@ def test_mutants_of_a_many_line_profile_scan_alike_a_run_of_lines_at_a_time(monk
     read_n = 0
     for i in range(int(os.environ.get("KERNSCOPE_XFUZZ_N", "84"))):
         m = fuzz.BINARY_MUTATORS[names[i % len(names)]](r, raw)
-        whole, steps = read(m, 1 << 40), read(m, 2048)
-        assert whole[0] == steps[0], (names[i % len(names)], whole[1] if whole[0] == "rejected" else steps[1])
-        if whole[0] == "read":
-            assert isinstance(whole[1], pl.DataFrame) and isinstance(steps[1], pl.DataFrame)
-            assert whole[1].equals(steps[1]) and steps[2] == sorted(steps[2])
-            read_n += 1
-        else:
-            assert whole[1] == steps[1]
+        whole, steps, runs = read(m, 1 << 40), read(m, 2048), read(m, 1 << 40, 4096)
+        for other in (steps, runs):
+            assert whole[0] == other[0], (names[i % len(names)], whole[1] if whole[0] == "rejected" else other[1])
+            if whole[0] == "read":
+                assert isinstance(whole[1], pl.DataFrame) and isinstance(other[1], pl.DataFrame)
+                assert whole[1].equals(other[1]) and other[2] == sorted(other[2])
+            else:
+                assert whole[1] == other[1]
+        read_n += whole[0] == "read"
     assert read_n >= 5, read_n
