@@ -46,7 +46,7 @@ from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
 from .hlo import Works
 from .protowire import Fields, WireError, as_array, fields_of, walk
-from .xscan import FieldSpec, decode_stats, scan_lines
+from .xscan import FieldSpec, decode_stats, last_value, scan_lines
 from .xstats import (
     FIELD_KINDS,
     KERNEL_DETAIL_COLUMNS,
@@ -205,17 +205,6 @@ def _event_metadata(buf: np.ndarray, planes: list[_Plane]) -> tuple[pl.DataFrame
     return md.unique(["plane", "md"], keep="last"), stat_rows
 
 
-def _last_rows(f: Fields, n: int, field: int, wire: int) -> np.ndarray:
-    """For each of ``n`` messages, the row in ``f.of(field, wire)`` of its last such field (-1: none); ``f`` lists
-    its messages' fields message by message, as :func:`fields_of` gives them."""
-    last = np.full(n, -1, dtype=np.int64)
-    msg = f.of(field, wire).msg
-    if msg.size:
-        ends = np.flatnonzero(np.append(msg[1:] != msg[:-1], True))  # each message's last row (one per message)
-        last[msg[ends]] = ends
-    return last
-
-
 #: a plane stat's value: the first of these fields that it has (its last such field), in this order
 _PLANE_STAT_VALUES = ((_ST_STR, 2), (_ST_I64, 0), (_ST_U64, 0), (_ST_DOUBLE, 1), (_ST_REF, 0))
 
@@ -230,14 +219,16 @@ def _plane_stats(buf: np.ndarray, plane: _Plane, smd: pl.DataFrame) -> dict[str,
     f = fields_of(buf, plane.stats.off, plane.stats.off + plane.stats.size, what="XStat")
     names = smd.filter(pl.col("plane") == plane.index)
     by_id = dict(zip(names["id"].to_list(), names["stat"].to_list()))
-    md_rows = _last_rows(f, n, _ST_MD, 0)
-    md_values = f.of(_ST_MD, 0).value
-    md_id = np.where(md_rows >= 0, md_values[np.maximum(md_rows, 0)] if md_values.size else 0, 0).astype(np.uint64)
+    md = f.of(_ST_MD, 0)
+    md_id = last_value(n, md.msg, md.value)  # uint64; 0 where a stat has none
     named_ids = np.array([i for i, name in by_id.items() if name is not None and i >= 0], dtype=np.uint64)
     named = np.flatnonzero(np.isin(md_id, named_ids))  # the stats whose metadata names them, in stat order
     if not named.size:
         return {}
-    kinds = [(field, f.of(field, wire), _last_rows(f, n, field, wire)) for field, wire in _PLANE_STAT_VALUES]
+    kinds = []
+    for field, wire in _PLANE_STAT_VALUES:  # each kind's rows, and each stat's last row of that kind (-1: none)
+        x = f.of(field, wire)
+        kinds.append((field, x, last_value(n, x.msg, np.arange(len(x), dtype=np.int64), -1)))
     out: dict[str, Any] = {}
     for i in named.tolist():
         name = by_id[int(md_id[i])]

@@ -419,7 +419,7 @@ class _Cells:
     unknown: int
 
 
-def _last(n: int, msg: np.ndarray, values: np.ndarray, default: int = 0) -> np.ndarray:
+def last_value(n: int, msg: np.ndarray, values: np.ndarray, default: int = 0) -> np.ndarray:
     """Per message, the value of its last row (rows of a message come in file order)."""
     out = np.full(n, default, dtype=values.dtype)
     if msg.size:
@@ -471,7 +471,7 @@ def _cells_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, li
         f = fields_of(buf, off[b0:b1], off[b0:b1] + size[b0:b1], what="XEvent")
         for key, field in (("md", 1), ("offset", 2), ("dur", 3)):
             x = f.of(field, 0)
-            cols[key][b0:b1] = _last(b1 - b0, x.msg, x.value.view(np.int64))
+            cols[key][b0:b1] = last_value(b1 - b0, x.msg, x.value.view(np.int64))
         flags[b0 + f.of(5, 0).msg] = 1
         st = f.of(4, 2)
         del f
@@ -518,7 +518,7 @@ def decode_stats(buf: np.ndarray, off: np.ndarray, size: np.ndarray) -> tuple[np
     md = sf.of(1, 0)
     wire_of = np.where(sf.field == 2, 1, np.where(np.isin(sf.field, (5, 6)), 2, 0))
     vals = sf.select((sf.field >= 2) & (sf.field <= 7) & (sf.wire == wire_of))
-    kind = _last(nst, vals.msg, (vals.field - 1).astype(np.uint8))  # field 2..7 -> K_DOUBLE..K_REF
+    kind = last_value(nst, vals.msg, (vals.field - 1).astype(np.uint8))  # field 2..7 -> K_DOUBLE..K_REF
     is_span = np.isin(vals.field, (5, 6))
-    return (_last(nst, md.msg, md.value.view(np.int64)), kind,
-            _last(nst, vals.msg, np.where(is_span, vals.off.astype(np.uint64), vals.value)))
+    return (last_value(nst, md.msg, md.value.view(np.int64)), kind,
+            last_value(nst, vals.msg, np.where(is_span, vals.off.astype(np.uint64), vals.value)))
