@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 from conftest import TRACES
 
-from kernscope.analyze.critical_path import _last_ended, _running_max
+from kernscope.analyze.critical_path import _last_ended
 from kernscope.analyze.idle import idle_breakdown
 from kernscope.analyze.kernels import gpu_table
 from kernscope.analyze.timeline import clip_overruns
-from kernscope.intervals import integer_codes, merged
+from kernscope.intervals import integer_codes, merged, running_max
 from kernscope.pipeline import load
 
 REAL = [TRACES / "hta" / "v100_2rank_rank1_test.json.gz", TRACES / "tracelens" / "b200_eager_trace.json.gz"]
@@ -53,6 +53,23 @@ def test_clip_equals_the_sort_and_window(seed: int) -> None:
     want, n_want = _clip_reference(table)
     assert n == n_want and n > 0
     assert got.equals(want)  # in the table's own row order, ties clipped in row order
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_clip_of_rows_in_stream_order_equals_the_sort_and_window(seed: int) -> None:
+    """Rows already sorted by (device, stream, start), as a JAX profile's come, are clipped in place (no sort): the
+    same table as the polars form, and as through the sort (rows out of order, or a null key, take the sort)."""
+    import kernscope.analyze.timeline as tl
+
+    table = _random_gpu(seed).sort("device", "stream", "ts", maintain_order=True)
+    assert tl._in_stream_order(*(table[c].to_numpy() for c in ("device", "stream", "ts")))
+    got, n = clip_overruns(table)
+    want, n_want = _clip_reference(table)
+    assert n == n_want and n > 0 and got.equals(want)
+    swapped = pl.concat([table.slice(1, 1), table.slice(0, 1), table.slice(2)])
+    assert not tl._in_stream_order(*(swapped[c].to_numpy() for c in ("device", "stream", "ts")))
+    got, n = clip_overruns(swapped)
+    assert got.equals(_clip_reference(swapped)[0])
 
 
 def test_clip_of_real_traces_counts_the_overruns() -> None:
@@ -162,7 +179,7 @@ def test_running_max_and_last_ended_equal_polars(seed: int) -> None:
     dev, stream = g["device"].to_numpy(), g["stream"].to_numpy()
     first = np.ones(g.height, dtype=bool)
     first[1:] = (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])
-    got = _running_max(g["end"].to_numpy(), first)
+    got = running_max(g["end"].to_numpy(), first)
     ok = ~first
     assert np.array_equal(got[:-1][ok[1:]], want.to_numpy()[1:][ok[1:]])
     # the as-of search: the device's record that ended last at or before each start (equal ends: the later record)
@@ -231,3 +248,87 @@ def test_event_kinds_by_code_table_equal_by_search_and_by_text(dtype: str, monke
     assert got.equals(kinds.classify(series(ph), series(cat)))
     want = [kinds._kind_of(p, c) for p, c in zip(ph.tolist(), cat.tolist())]
     assert got.cast(pl.String).to_list() == want and len(set(want)) >= 5
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_idle_breakdown_of_rows_in_order_reads_them_in_place(seed: int, monkeypatch) -> None:
+    """Rows that come sorted by group and start (a JAX profile's do) skip the sort and its gathers: the same
+    breakdown, extent and counts as through the sort (its order, the identity, applied)."""
+    import kernscope.analyze.idle as idle
+    from kernscope.intervals import stable_order
+
+    keys = ["step", "device"]
+    g = _random_gpu(seed).with_columns(pl.col("device").fill_null(-1)).sort(*keys, "ts", maintain_order=True)
+    g = g.with_columns(pl.Series("kind", np.where(np.arange(g.height) % 3 == 0, "memcpy", "kernel")))
+    counts = {"kernels": pl.col("kind") == "kernel"}
+    seen: list[object] = []
+
+    def spied(key: np.ndarray) -> np.ndarray | None:
+        seen.append(stable_order(key))
+        return stable_order(key)
+
+    monkeypatch.setattr(idle, "stable_order", spied)
+    got = idle_breakdown(g, keys, extent=True, counts=counts)
+    monkeypatch.setattr(idle, "stable_order", lambda key: np.argsort(key, kind="stable"))
+    want = idle_breakdown(g, keys, extent=True, counts=counts)
+    assert seen == [None] and got.height > 3 and got.equals(want)
+    assert got.drop("span_us", "kernels").equals(_idle_reference(g, keys).select(got.drop("span_us", "kernels").columns))
+
+
+def _step_firsts_reference(g: pl.DataFrame) -> pl.DataFrame:
+    """What ``step_start_idle`` computed in polars before its numpy form."""
+    g = g.sort("device", "ts", maintain_order=True).with_columns(
+        pl.col("end").cum_max().shift(1).over("device").alias("_prev_end"))
+    return (g.group_by("step", "device").agg(pl.col("ts").first().alias("_first"), pl.col("_prev_end").first())
+            .sort("step", "device"))
+
+
+@pytest.mark.parametrize("layout", ["random", "in order", "far apart"])
+def test_step_firsts_equal_the_sort_and_window(layout: str) -> None:
+    from kernscope.analyze.findings import _step_firsts
+
+    g = _random_gpu(11).with_columns(pl.col("device").fill_null(-1)).select("step", "device", "ts", "end")
+    if layout == "in order":  # the identity order: no sort at all
+        g = g.sort("device", "ts", maintain_order=True)
+    if layout == "far apart":  # devices too far apart in time to lay end to end on one axis
+        g = g.with_columns(pl.col("ts") + pl.col("device") * 2**61, pl.col("end") + pl.col("device") * 2**61)
+    got = _step_firsts(g).sort("step", "device")
+    want = _step_firsts_reference(g)
+    assert got.height == want.height > 6 and got.equals(want.select(got.columns))
+    assert got["_prev_end"].null_count() == 3  # each device's first record has none before it
+
+
+def test_step_firsts_of_real_traces() -> None:
+    from kernscope.analyze.findings import _device_work, _step_firsts
+
+    for path in REAL + [TRACES / "multirank" / "ddp4_rank0.json.gz"]:
+        if not path.exists():
+            pytest.skip(f"{path} not present")
+        g = _device_work(load(str(path)).gpu)
+        got = _step_firsts(g).sort("step", "device")
+        assert got.height > 0 and got.equals(_step_firsts_reference(g).select(got.columns))
+
+
+def test_sort_helpers_equal_numpy() -> None:
+    from kernscope.analyze.critical_path import _lookup
+    from kernscope.intervals import merged_at, stable_order
+
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 50, 1000)
+    order = stable_order(x)
+    assert order is not None and np.array_equal(order, np.argsort(x, kind="stable"))
+    assert stable_order(np.sort(x)) is None and stable_order(x[:1]) is None
+    # segments of sorted intervals and the first interval of each, as a search of the starts finds it
+    s = np.sort(rng.integers(0, 20_000, 1000))
+    e = s + rng.integers(0, 60, 1000)
+    seg_s, seg_e, at = merged_at(s, e)
+    want_s, want_e = merged(s, e, presorted=True)
+    assert np.array_equal(seg_s, want_s) and np.array_equal(seg_e, want_e) and 50 < len(at) < 1000
+    assert np.array_equal(at, np.searchsorted(s, seg_s, side="left"))
+    # each step's first position in the sorted keys, by a table or (wide keys) a search
+    for keys in (np.array([2, 3, 3, 5, 9, 9, 9]), np.array([-2**62, 3, 3, 2**62]), np.array([2**63 - 9, 2**63 - 2])):
+        values = np.concatenate([keys, keys - 1, keys + 1, [-2**63, 2**63 - 1]])
+        k, found = _lookup(keys, values)
+        want = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+        want_found = keys[want] == values
+        assert np.array_equal(found, want_found) and np.array_equal(k[found], want[found]) and found.sum() >= len(keys)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..intervals import dense_codes, merged
+from ..intervals import dense_codes, merged_at, stable_order
 from .kernels import NS_PER_US
 
 #: gaps shorter than this, before a kernel launched in time, count as launch overhead (µs)
@@ -47,9 +47,10 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str], *, extent: bool = False,
     off = code * span - t0  # a group's times shifted onto its own stretch of the axis
     start = ts + off
     # the rows by group, then start (ties in row order): one stable sort of the shifted starts
-    order = np.argsort(start, kind="stable")
-    code, start, en, has_launch, launch, off = (a[order] for a in (code, start, en, has_launch, launch, off))
-    s, e = merged(start, en + off, presorted=True)
+    order = stable_order(start)
+    if order is not None:
+        code, start, en, has_launch, launch, off = (a[order] for a in (code, start, en, has_launch, launch, off))
+    s, e, seg_at = merged_at(start, np.maximum(en + off, start))
     seg_code = s // span
     n = int(code.max()) + 1
     busy = np.bincount(seg_code, weights=(e - s).astype(np.float64), minlength=n).astype(np.int64)
@@ -61,7 +62,7 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str], *, extent: bool = False,
     if same.any():
         gap_start, nxt = e[:-1][same], s[1:][same]
         gap = nxt - gap_start
-        first = np.searchsorted(start, nxt, side="left")  # the record that starts each later segment
+        first = seg_at[1:][same]  # the record that starts each later segment
         launched = has_launch[first]
         late = launched & (launch[first] + off[first] > gap_start)
         quick = ~late & launched & (gap < KERNEL_WAIT_US * NS_PER_US)
@@ -72,12 +73,13 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str], *, extent: bool = False,
         late_n = np.bincount(gc, weights=late.astype(np.float64), minlength=n).astype(np.int64)
     # each group's keys from its first row (in group order: the codes are sorted)
     at = np.flatnonzero(np.append(True, code[1:] != code[:-1]))
-    first = order[at]
+    first = order[at] if order is not None else at
     extra = []
     if extent:  # a group's first row has its earliest start (sorted by start); its latest end, a reduction
         extra.append(pl.Series("span_us", np.maximum.reduceat(en, at) - (start[at] - off[at]), dtype=pl.Int64))
     for c in counts:
-        extra.append(pl.Series(c, np.add.reduceat(t[c].to_numpy()[order].astype(np.int64), at), dtype=pl.Int64))
+        v = t[c].to_numpy()
+        extra.append(pl.Series(c, np.add.reduceat((v if order is None else v[order]).astype(np.int64), at), dtype=pl.Int64))
     out = t.select(keys)[first].with_columns(pl.Series("_busy", busy, dtype=pl.Int64), pl.Series("host_wait_us", host),
                                               pl.Series("kernel_wait_us", kern), pl.Series("other_idle_us", other),
                                               pl.Series("host_wait_gaps", late_n, dtype=pl.Int64), *extra)

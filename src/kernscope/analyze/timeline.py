@@ -47,21 +47,39 @@ def clip_overruns(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         return col.fill_null(0).to_numpy().astype(np.int64, copy=False), col.is_null().to_numpy()
 
     (dev, dev_null), (stream, stream_null), (ts, ts_null), (end, end_null) = (key(c) for c in ("device", "stream", "ts", "end"))
-    order = np.lexsort((ts, ~ts_null, stream, stream_null, dev, dev_null))  # the last key sorts first
     same = np.ones(n - 1, dtype=bool)  # each sorted row and the next: the same stream
-    for key_of in (dev, dev_null, stream, stream_null):
-        k = key_of[order]
-        same &= k[1:] == k[:-1]
     nxt = np.zeros(n, dtype=np.int64)
     has_next = np.zeros(n, dtype=bool)
-    nxt[order[:-1]] = ts[order[1:]]
-    has_next[order[:-1]] = same & ~ts_null[order[1:]]
+    if not (dev_null.any() or stream_null.any() or ts_null.any()) and _in_stream_order(dev, stream, ts):
+        # (the rows come sorted, as a JAX profile's do: read in place, no sort and no gathers of 1.4-6.7 M rows)
+        for key_of in (dev, stream):
+            same &= key_of[1:] == key_of[:-1]
+        nxt[:-1] = ts[1:]
+        has_next[:-1] = same
+    else:
+        order = np.lexsort((ts, ~ts_null, stream, stream_null, dev, dev_null))  # the last key sorts first
+        for key_of in (dev, dev_null, stream, stream_null):
+            k = key_of[order]
+            same &= k[1:] == k[:-1]
+        nxt[order[:-1]] = ts[order[1:]]
+        has_next[order[:-1]] = same & ~ts_null[order[1:]]
     clipped = has_next & ~end_null & (end > nxt)
     new_end = pl.Series("end", np.where(clipped, nxt, end))
     if end_null.any():
         new_end = new_end.set(pl.Series(end_null), None)
     out = table.with_columns(new_end.cast(table.schema["end"]), pl.Series("clipped", clipped))
     return out, int(clipped.sum())
+
+
+def _in_stream_order(dev: np.ndarray, stream: np.ndarray, ts: np.ndarray) -> bool:
+    """Whether rows (without nulls) are already sorted by (device, stream, start)."""
+    if len(ts) < 2:
+        return True
+    d_up, d_eq = dev[1:] > dev[:-1], dev[1:] == dev[:-1]
+    if not (d_up | d_eq).all():
+        return False
+    s_up, s_eq = stream[1:] > stream[:-1], stream[1:] == stream[:-1]
+    return bool((d_up | (d_eq & (s_up | (s_eq & (ts[1:] >= ts[:-1]))))).all())
 
 
 def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
