@@ -604,8 +604,10 @@ def test_distinct_rows_numbers_combinations_both_ways(monkeypatch):
     a = np.array([5, 5, 0, 9, 5, 0, 7])
     b = np.array([1, 2, 1, 1, 1, 1, 3])
     mask = np.array([True, True, True, True, True, True, False])
-    # a flat table, a sort of the combined keys, and (codes too wide to rank by a table, or negative) a sort of rows
-    for flat, scale, shift in ((float(1 << 24), 1, 0), (0.0, 1, 0), (float(1 << 24), 1 << 30, 0), (0.0, 1, -8)):
+    # the values' own flat table, a flat table of ranks (values too spread for the first), a sort of the combined
+    # keys, and (codes too wide to rank by a table, or negative) a sort of rows
+    for flat, scale, shift in ((float(1 << 24), 1, 0), (100.0, 1000, 0), (0.0, 1, 0), (float(1 << 24), 1 << 30, 0),
+                               (0.0, 1, -8)):
         monkeypatch.setattr(xplane, "_FLAT_KEYS", flat)
         number, first = xplane.distinct_rows([a * scale + shift, b.astype(np.int32)], mask)  # (any integer type)
         assert number[6] == -1 and number.max() + 1 == first.size == 4  # (5,1) (5,2) (0,1) (9,1)
@@ -613,6 +615,27 @@ def test_distinct_rows_numbers_combinations_both_ways(monkeypatch):
         assert all(a[first[n]] == a[r] and b[first[n]] == b[r] for r, n in enumerate(number.tolist()) if n >= 0)
         # numbered in the order of the combinations: (0,1) (5,1) (5,2) (9,1)
         assert number[:6].tolist() == [1, 2, 0, 3, 1, 0]
+
+
+def test_distinct_rows_by_value_equal_the_ranked_form(monkeypatch):
+    """The values' own flat table (every row keyed in place) numbers random codes (nulls as -1, a mask) as the
+    ranked form does; a row of each number has that number's codes; a mask of no row numbers nothing."""
+    import importlib
+
+    xplane = importlib.import_module("kernscope.load.xplane")
+    rng = np.random.default_rng(8)
+    for trial in range(20):
+        n = int(rng.integers(1, 3000))
+        codes = [rng.integers(-1, int(rng.integers(1, 60)), n) for _ in range(3)]
+        mask = rng.random(n) < (0.0 if trial == 0 else 0.7)
+        got = xplane._distinct_rows_by_value(codes, mask)
+        assert got is not None
+        monkeypatch.setattr(xplane, "_distinct_rows_by_value", lambda codes, mask: None)
+        want = xplane.distinct_rows(codes, mask)
+        monkeypatch.undo()
+        assert np.array_equal(got[0], want[0]) and got[0].dtype == np.int32 and got[1].size == want[1].size
+        for k, row in enumerate(got[1].tolist()):
+            assert got[0][row] == k
 
 
 def test_metadata_stats_go_to_every_event_of_their_rows_and_only_theirs():
