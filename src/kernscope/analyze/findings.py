@@ -88,14 +88,19 @@ class FindingRules:
         return cls(rules)
 
 
+#: the evidence's JSON text, as ``json.dumps(evidence, default=str)`` writes it (one encoder for every finding: a
+#: long JAX profile has ~15,000, and ``dumps`` with an option builds an encoder per call)
+_EVIDENCE = json.JSONEncoder(default=str)
+
+
 def _row(cfg: dict[str, Any], rule: str, win_back_us: float, evidence: dict[str, Any], **where: Any) -> dict[str, Any]:
     try:
-        text = str(cfg["text"]).format(**{**{k: v for k, v in cfg.items() if k != "text"}, **evidence})
+        text = str(cfg["text"]).format_map({**{k: v for k, v in cfg.items() if k != "text"}, **evidence})
     except (KeyError, ValueError, IndexError) as e:
         raise KernscopeError(f"findings rule [{rule}]: its text cannot be written ({type(e).__name__}: {e})") from None
     return {"rule": rule, "title": cfg["title"], "step": where.get("step"), "device": where.get("device"),
             "rank": where.get("rank"), "op": where.get("op"), "kernel": where.get("kernel"),
-            "win_back_us": float(win_back_us), "text": text, "evidence": json.dumps(evidence, default=str)}
+            "win_back_us": float(win_back_us), "text": text, "evidence": _EVIDENCE.encode(evidence)}
 
 
 def _device_work(gpu: pl.DataFrame, *more: str) -> pl.DataFrame:
