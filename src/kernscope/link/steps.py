@@ -345,7 +345,7 @@ def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame, *, by_gpu_time: bo
     w = step_table.select("start", "end", "step").sort("start", maintain_order=True)
     starts = w["start"].to_numpy().astype(np.int64)
     ends, ends_ok = w["end"].fill_null(0).to_numpy().astype(np.int64), w["end"].is_not_null().to_numpy()
-    k, k_ok = key.fill_null(0).to_numpy().astype(np.int64), key.is_not_null().to_numpy()
+    k, k_ok = key.fill_null(0).to_numpy().astype(np.int64, copy=False), key.is_not_null().to_numpy()
     at = np.searchsorted(starts, k, side="right") - 1
     j = np.maximum(at, 0)
     numbers = w["step"].cast(pl.Int64)
