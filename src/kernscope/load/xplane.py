@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import TraceError
-from ..intervals import RANK_TABLE, ranks
+from ..intervals import ranks
 from ..model import RawTrace
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
@@ -74,7 +74,7 @@ JAX_COLUMNS: dict[str, Any] = {
        for f in STAT_FIELDS if f.column not in EVENT_SCHEMA or f.column in KERNEL_ARGS},  # XLA's own occupancy: a float %
     **{c: pl.Int64 for c in KERNEL_DETAIL_COLUMNS},
 }
-#: the most combinations of ranked key codes numbered by a flat table (above: by sorting)
+#: the most combinations of key codes (their values, or else their ranks) numbered by a flat table (above: by sorting)
 _FLAT_KEYS = float(1 << 24)
 #: the columns the HLO instructions give GPU rows (:func:`_with_hlo`), with their types; of them, the cost model's
 HLO_COST_COLUMNS: dict[str, Any] = {"hlo_flops": pl.Float64, "hlo_bytes": pl.Float64, "hlo_dtype": pl.Categorical,
@@ -299,12 +299,12 @@ def _owned(stat_row: np.ndarray, stat: np.ndarray, ev_row: np.ndarray, n_rows: i
 
 def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Number the distinct combinations of ``codes`` (integers per row) among the rows of ``mask``: each row's
-    number (-1 outside ``mask``) and one row of each combination. Each code is first ranked among the values used,
-    then the ranks are combined into one key; where the ranks' product is small the keys are numbered by a flat
-    table (no sort, no hash), else by sorting. Either way the combinations are numbered in the order of their ranks.
+    number (-1 outside ``mask``) and one row of each combination, numbered in the order of the combinations.
 
-    The codes of the rows are taken into one buffer at a time (a 1 GB profile has ~7 M rows: each array of them is
-    56 MB of fresh memory, and the first touch of it cost more than the work)."""
+    Where the product of the codes' ranges is small (a real profile's), every row is keyed by the values themselves
+    (:func:`_distinct_rows_by_value`); else each code is ranked among the values the mask's rows use
+    (:func:`kernscope.intervals.ranks`) and the ranks are keyed the same way, or, where even their product is
+    too large, the rows of ranks are sorted. Ranks keep the values' order, so the numbers are the same either way."""
     by_value = _distinct_rows_by_value(codes, mask)
     if by_value is not None:
         return by_value
@@ -312,41 +312,24 @@ def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray
     number = np.full(mask.size, -1, dtype=np.int32)  # (a number per combination: never near 2**31)
     if rows.size == 0:
         return number, np.zeros(0, dtype=np.int64)
-    key = np.zeros(rows.size, dtype=np.int64)
-    taken, ranked = np.empty(rows.size, dtype=np.int64), np.empty(rows.size, dtype=np.int64)
-    space = 1.0
-    for c in codes:
-        np.take(np.asarray(c, dtype=np.int64), rows, out=taken)
-        lo, hi = int(taken.min()), int(taken.max())
-        if hi - lo >= RANK_TABLE or space * (hi - lo + 1) >= 2.0**62:  # (wide codes: ranked by sorting)
-            return _distinct_rows_sorted(codes, rows, number)
-        taken -= lo
-        used = np.zeros(hi - lo + 1, dtype=bool)
-        used[taken] = True
-        rank = np.cumsum(used) - 1
-        size = int(rank[-1]) + 1
-        np.take(rank, taken, out=ranked)
-        key *= size
-        key += ranked
-        space *= size
-    if space <= _FLAT_KEYS:
-        seen = np.zeros(int(space), dtype=bool)
-        seen[key] = True
-        found = np.flatnonzero(seen)
-        slot = np.zeros(int(space), dtype=np.int64)  # zeroed pages: only the few slots written are touched
-        slot[found] = np.arange(found.size)
-        num = np.take(slot, key, out=taken)
-    else:
-        _, num = np.unique(key, return_inverse=True)
-    return _numbered(number, rows, num.reshape(-1))
+    ranked = [ranks(np.asarray(c)[rows])[0] for c in codes]
+    by_rank = _distinct_rows_by_value(ranked, np.ones(rows.size, dtype=bool))
+    if by_rank is not None:
+        num = by_rank[0]
+    else:  # (too many combinations for a flat table: sorted)
+        num = np.unique(np.stack(ranked, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    number[rows] = num
+    first = np.zeros(int(num.max()) + 1, dtype=np.int64)
+    first[num] = rows
+    return number, first
 
 
 def _distinct_rows_by_value(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`distinct_rows` where the product of the codes' ranges over every row is small (a JAX profile's module,
     kernel and op codes: ~1 M combinations): each row's key from the values themselves, in int32, over every row in
     place (no gather of the mask's rows, no ranks); numbered by a flat table of the keys the mask's rows use, in
-    the same order (the values' order is the ranks' order). None where it does not apply. (At 1 GB the ranked form
-    made five 53 MB arrays, 0.79 s of the decode, most of it the first touch of their pages.)"""
+    the values' order. None where it does not apply. (At 1 GB a ranked form made five 53 MB arrays, 0.79 s of the
+    decode, most of it the first touch of their pages.)"""
     n = mask.size
     if n == 0 or n >= 2**31 or not codes:
         return None
@@ -377,22 +360,6 @@ def _distinct_rows_by_value(codes: list[np.ndarray], mask: np.ndarray) -> tuple[
     first = np.zeros(found + 1, dtype=np.int64)
     first[number] = np.arange(n, dtype=np.int32)  # (of repeats the last write: a row of each; -1 writes the spare)
     return number, first[:found]
-
-
-def _distinct_rows_sorted(codes: list[np.ndarray], rows: np.ndarray, number: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`distinct_rows` of codes whose values or ranks span too wide a range to combine: by sorting rows of
-    ranks."""
-    ranked = [ranks(c[rows])[0] for c in codes]
-    _, num = np.unique(np.stack(ranked, axis=1), axis=0, return_inverse=True)
-    return _numbered(number, rows, num.reshape(-1))
-
-
-def _numbered(number: np.ndarray, rows: np.ndarray, num: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`distinct_rows`' answer: ``number`` with ``rows`` numbered ``num``, and one row of each number."""
-    number[rows] = num
-    first = np.zeros(int(num.max()) + 1, dtype=np.int64)
-    first[num] = rows
-    return number, first
 
 
 def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.ndarray, first: np.ndarray,
