@@ -72,10 +72,17 @@ def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.n
     lens = {n: pl.Series(n, v, dtype=pl.Int64) for n, v in cols.items()}
     if not keys:
         return pl.DataFrame(lens)
-    first = np.zeros(n_groups, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    first = first_positions(codes, n_groups)
     out: pl.DataFrame = table[first.tolist()].select(keys).with_columns(*lens.values())
     return out
+
+
+def first_positions(codes: np.ndarray, size: int) -> np.ndarray:
+    """For each code 0..size-1, the position of its first row in ``codes`` (non-negative integers below ``size``), -1
+    where it has none: one write per row, last rows first, so that each code's first row is written last."""
+    first = np.full(size, -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    return first
 
 
 def stable_order(key: np.ndarray) -> np.ndarray | None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..intervals import RANK_TABLE, dense_codes, ranks, running_max, stable_order
+from ..intervals import RANK_TABLE, dense_codes, first_positions, ranks, running_max, stable_order
 from ..link.kinds import named
 from ..model import Trace
 from .kernels import NS_PER_US
@@ -125,8 +125,7 @@ def _lookup(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
         return np.zeros(len(values), dtype=np.int64), np.zeros(len(values), dtype=bool)
     lo, hi = int(keys[0]), int(keys[-1])
     if hi - lo < RANK_TABLE:
-        table = np.full(hi - lo + 1, -1, dtype=np.int64)
-        table[keys[::-1] - lo] = np.arange(len(keys) - 1, -1, -1)  # (of equal keys, the first: written last)
+        table = first_positions(keys - lo, hi - lo + 1)  # (of equal keys, the first)
         inside = (values >= lo) & (values <= hi)
         k = table[np.where(inside, values, lo) - lo]
         found = inside & (k >= 0)

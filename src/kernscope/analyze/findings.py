@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import KernscopeError
-from ..intervals import ranks, running_max, stable_order
+from ..intervals import first_positions, ranks, running_max, stable_order
 from ..link.kinds import named
 from ..model import Trace
 from .attribute import op_gpu_pairs
@@ -179,8 +179,7 @@ def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
     del step_code
     group += dev_code
     del dev_code
-    pos = np.full(n_step * n_dev, -1, dtype=np.int64)
-    pos[group[::-1]] = np.arange(g.height - 1, -1, -1)  # each group's first position (of repeats, the last write)
+    pos = first_positions(group, n_step * n_dev)  # each group's first row in that order
     del group
     pos = pos[pos >= 0]
     prev_ok = ~new_dev[pos]
