@@ -101,14 +101,9 @@ def _xspace_files() -> list[Path]:
     return files
 
 
-@pytest.mark.parametrize("path", _xspace_files(), ids=lambda p: p.name[:30])
-def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
-    """The C scanner (built by the install) and the numpy reader give the same columns and the same trace."""
-    from kernscope.load import native
-    from kernscope.load.xscan import scan_lines
-
-    if native.scanner() is None:
-        pytest.fail("the compiled scanner was not built (make install compiles src/kernscope/load/_xspace.c)")
+def _lines_and_spec(path: Path, unread: frozenset[int] = frozenset()):
+    """A profile's event lines (offsets, lengths, planes), its stat and event metadata lookups and the field spec
+    the decode would make (``unread``: field indices left out)."""
     data = xspace_bytes(path)
     buf = padded(data)
     space = walk(buf, 0, len(data))
@@ -120,14 +115,14 @@ def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
     lo, ll = np.concatenate(offs), np.concatenate(lens)
     lp = np.concatenate([np.full(x.size, i) for i, x in enumerate(offs)])
     from kernscope.load.xplane import _event_metadata, _planes, _stat_metadata
-    from kernscope.load.xscan import S_NONE, FieldSpec
+    from kernscope.load.xscan import FieldSpec
     from kernscope.load.xstats import FIELD_KINDS, Lookup, field_lut, field_table
 
     planes, _ = _planes(buf, len(data), str(path))
     t = _stat_metadata(buf, planes)
     lookup = Lookup(t["plane"].to_numpy(), t["id"].to_numpy())
-    table = field_table(t["stat"])
-    flat = field_lut(t["plane"].to_numpy(), t["id"].to_numpy(), t["stat"])
+    table = field_table(t["stat"], unread)
+    flat = field_lut(t["plane"].to_numpy(), t["id"].to_numpy(), t["stat"], unread)
     assert flat is not None  # this profile's stat ids fit a flat table
     lut, width = flat
     emd, _ = _event_metadata(buf, planes)
@@ -136,7 +131,18 @@ def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
     def field_of(plane, ids):
         return table[lookup.rows(plane, ids)]
 
-    spec = FieldSpec(field_of, lut, width, FIELD_KINDS)
+    return data, buf, (lo, ll, lp), FieldSpec(field_of, lut, width, FIELD_KINDS, unread), lookup, names
+
+
+@pytest.mark.parametrize("path", _xspace_files(), ids=lambda p: p.name[:30])
+def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
+    """The C scanner (built by the install) and the numpy reader give the same columns and the same trace."""
+    from kernscope.load import native
+    from kernscope.load.xscan import S_NONE, scan_lines
+
+    if native.scanner() is None:
+        pytest.fail("the compiled scanner was not built (make install compiles src/kernscope/load/_xspace.c)")
+    data, buf, (lo, ll, lp), spec, lookup, names = _lines_and_spec(path)
     a = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=True)
     b = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=False)
     # the lines in as many parts as there are (one thread each), the odd list too small at first (it grows)
@@ -166,6 +172,34 @@ def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
     slow = decode(data, str(path))
     assert fast.events.equals(slow.events) and fast.metadata == slow.metadata
+
+
+@pytest.mark.parametrize("path", _xspace_files(), ids=lambda p: p.name[:30])
+def test_fields_left_unread_get_no_cells_and_are_not_counted_unknown(path):
+    """A scan that leaves fields out (``analyze`` reads 6 of 16) gives them empty cells; every other field's cells
+    are those of the whole scan, its stats are not counted as unknown, and both readers agree."""
+    from kernscope.load.xscan import scan_lines
+    from kernscope.load.xstats import STAT_FIELDS
+
+    unread = frozenset(i for i, f in enumerate(STAT_FIELDS) if f.column in
+                       {"op_path", "program_id", "cuda_graph_id", "memcpy_details", "bytes_allocated", "allocator_name"})
+    _, buf, (lo, ll, lp), whole_spec, lookup, names = _lines_and_spec(path)
+    whole = scan_lines(buf, lo, ll, lp, whole_spec, lookup, names, native=True)
+    _, buf, (lo, ll, lp), spec, lookup, names = _lines_and_spec(path, unread)
+    left_out = sum(int(np.count_nonzero(whole.state[i])) for i in unread)  # (a cell holds an event's last stat)
+    for native in (True, False):
+        part = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=native)
+        assert part.unknown == whole.unknown > 0
+        assert part.kept <= whole.kept - left_out and part.kept > 0
+        for i in range(len(STAT_FIELDS)):
+            if i in unread:
+                assert part.value[i].size == part.state[i].size == 0
+            else:
+                assert np.array_equal(part.state[i], whole.state[i])
+                has = whole.state[i] != 0
+                assert np.array_equal(part.value[i][has], whole.value[i][has])
+        assert not np.isin(part.odd_field, list(unread)).any()
+    assert left_out > 0 or path != TRANSFORMER  # (the transformer profile has program ids: the test leaves some out)
 
 
 def test_compiled_scanner_reports_the_offset_of_damage():
@@ -799,11 +833,15 @@ def test_projected_jax_load_reads_only_the_columns_the_analysis_reads():
     from kernscope.load.xplane import XLA_COLUMNS
 
     p = Path(__file__).parent / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
-    full = kernscope.load(p, cache=False).events
+    whole = kernscope.load(p, cache=False)
+    full = whole.events
     for roofline in (False, True):
         proj = analyze_projection(roofline=roofline)
         assert proj is not None
-        ev = kernscope.load(p, cache=False, projection=proj).events
+        projected = kernscope.load(p, cache=False, projection=proj)
+        # the stats of the fields left unread are not counted as unknown ones
+        assert projected.metadata["xplane"] == whole.metadata["xplane"]
+        ev = projected.events
         read = set(ANALYZE_XLA_STATS) | (set(ROOFLINE_XLA_STATS) if roofline else set())
         assert ev.columns == full.columns and ev.height == full.height
         for c in ev.columns:

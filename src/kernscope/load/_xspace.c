@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 12; }
+int64_t ks_abi_version(void) { return 13; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -226,6 +226,8 @@ int64_t ks_cut_lines(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
 /* ---- the events of XLine messages, with their stats as typed columns (kernscope.load.xscan) -------------- */
 
 enum { F_INT = 0, F_FLOAT = 1, F_STR = 2 };
+/* a lut entry of a known stat that this scan leaves out (its field has no column) */
+enum { F_UNREAD = -2 };
 enum { S_NONE = 0, S_VALUE = 1, S_TEXT = 2, S_NULL = 3 };
 
 /* row of (plane, id) in a flat per-plane table of `width` ids (kernscope.load.xstats.Lookup: its last slot is
@@ -282,7 +284,8 @@ static inline int64_t ps_to_ns(int64_t a) {
  * - per event: its line (absolute: line_base + i), metadata id, name row (md_tab: (plane, metadata id) -> event
  *   metadata row, -1 none, -2 an id past md_tab's width), start and duration in ns (timestamp_ns + offset_ps rounded, the end rounded the
  *   same way), flags (bit 0: num_occurrences);
- * - stats typed into columns: `lut` maps (plane, stat metadata id) to a field (-1: not read, counted); field f
+ * - stats typed into columns: `lut` maps (plane, stat metadata id) to a field (-1: not read, counted; -2: a known
+ *   field this scan does not read, not counted and given no column); field f
  *   of kind fkind[f] writes event ev's cell of fval[f] (int64, double, or int32 for strings: the stat metadata
  *   row a ref names, through ref_tab) and fstate[f] (S_VALUE, S_NULL for a value that cannot be one, S_TEXT
  *   for text to be read by the caller: the stat is appended to the odd list: event (absolute: ev_base + ...),
@@ -355,7 +358,7 @@ int64_t ks_scan_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off, 
                         }
                         int64_t key = plane * lut_width + smd;
                         int8_t fi = (smd >= 0 && smd < lut_width && key < lut_size) ? lut[key] : -1;
-                        if (fi < 0 || fi >= nfields) { skipped++; continue; }
+                        if (fi < 0 || fi >= nfields) { skipped += (fi != F_UNREAD); continue; }
                         ns++;
                         uint8_t st = S_NULL;
                         int fk = fkind[fi];

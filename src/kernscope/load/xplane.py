@@ -173,7 +173,7 @@ def _stat_metadata(buf: np.ndarray, planes: list[_Plane]) -> pl.DataFrame:
                                    "stat": texts(buf, names.off, names.size)}))
     if not parts:
         return pl.DataFrame(schema={"plane": pl.Int64, "id": pl.Int64, "stat": pl.String})
-    return pl.concat(parts).unique(["plane", "id"], keep="last")
+    return pl.concat(parts).unique(["plane", "id"], keep="last", maintain_order=True)  # (the same rows each run)
 
 
 def _event_metadata(buf: np.ndarray, planes: list[_Plane]) -> tuple[pl.DataFrame, list[tuple[int, int, int, int]]]:
@@ -452,14 +452,19 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     smd = _stat_metadata(buf, planes)
     stat_lookup = Lookup(smd["plane"].to_numpy(), smd["id"].to_numpy())
     stat_names = smd["stat"]
-    fields = field_table(stat_names)
+    # the stats' columns: those read, and those the decode itself needs (the HLO op and module name the kernels'
+    # instructions, the kernel details give the registers); the scanner gives the others no cells
+    needed = {"hlo_op", "hlo_module", *(["kernel_details"] if any(wanted(c) for c in KERNEL_DETAIL_COLUMNS) else [])}
+    skip = {f.column for f in STAT_FIELDS if not wanted(f.column) and f.column not in needed}
+    unread = frozenset(i for i, f in enumerate(STAT_FIELDS) if f.column in skip)
+    fields = field_table(stat_names, unread)
 
     def field_of(plane: np.ndarray, ids: np.ndarray) -> np.ndarray:
         out: np.ndarray = fields[stat_lookup.rows(plane, ids)]
         return out
 
-    flat = field_lut(smd["plane"].to_numpy(), smd["id"].to_numpy(), stat_names)
-    spec = FieldSpec(field_of, flat[0] if flat else None, flat[1] if flat else 0, FIELD_KINDS)
+    flat = field_lut(smd["plane"].to_numpy(), smd["id"].to_numpy(), stat_names, unread)
+    spec = FieldSpec(field_of, flat[0] if flat else None, flat[1] if flat else 0, FIELD_KINDS, unread)
     emd, md_stat_rows = _event_metadata(buf, planes)
     md_lookup = Lookup(emd["plane"].to_numpy(), emd["md"].to_numpy())
     scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup, workers=workers, progress=progress)
@@ -478,15 +483,11 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
         s_md, s_kind, s_val = decode_stats(buf, mo, ms)
         s_field = fields[stat_lookup.rows(mp, s_md)]
         sel = np.flatnonzero(s_field >= 0)
-        unknown += int(mp.size - sel.size)
+        unknown += int(np.count_nonzero(s_field == -1))  # (a field left unread: not counted)
         if sel.size:  # owner: a metadata entry -> every event of it (the event's name row is its entry)
             e, i = _owned(md_lookup.rows(mp[sel], mid[sel]), sel, scan.ev_name, len(emd))
             place(e, s_field[i], s_kind[i], s_val[i], mp[i], scan, stat_lookup)
-    # the stats' columns: those read, and those the decode itself needs (the HLO op and module name the kernels'
-    # instructions, the kernel details give the registers)
-    needed = {"hlo_op", "hlo_module", *(["kernel_details"] if any(wanted(c) for c in KERNEL_DETAIL_COLUMNS) else [])}
-    cols, strings = columns(buf, scan, ev_plane, stat_names, stat_lookup,
-                            skip={f.column for f in STAT_FIELDS if not wanted(f.column) and f.column not in needed})
+    cols, strings = columns(buf, scan, ev_plane, stat_names, stat_lookup, skip=skip)
     # (the lines' names lie beside their events, all over the file: read before its pages go)
     line_names = [buf[o : o + k].tobytes().decode("utf-8", "replace") if o >= 0 else ""
                   for o, k in zip(scan.ln_name_off.tolist(), scan.ln_name_len.tolist())]

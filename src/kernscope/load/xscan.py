@@ -35,19 +35,24 @@ FieldOf = Callable[[np.ndarray, np.ndarray], np.ndarray]
 S_NONE, S_VALUE, S_TEXT, S_NULL = range(4)
 #: a field's kind (``FieldSpec.kinds``): an int64, a float64, or a string (an int32 row of the stat metadata)
 F_INT, F_FLOAT, F_STR = range(3)
+#: what ``field_of`` and the flat table give for a known stat whose field this scan leaves out
+#: (``FieldSpec.unread``): the stat is neither kept nor counted as unknown, and the field has no cells
+F_UNREAD = -2
 _VALUE_TYPES = {F_INT: np.int64, F_FLOAT: np.float64, F_STR: np.int32}
 
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """Which stats become which columns: ``field_of(plane, metadata id)`` -> field (int8; -1: not read), the same
-    map as a flat table for the compiled scanner (``lut[plane * width + id]``; None: numpy reads), and each
-    field's kind (``F_*``)."""
+    """Which stats become which columns: ``field_of(plane, metadata id)`` -> field (int8; -1: an unknown stat,
+    :data:`F_UNREAD`: a field in ``unread``), the same map as a flat table for the compiled scanner
+    (``lut[plane * width + id]``; None: numpy reads), and each field's kind (``F_*``). The fields in ``unread``
+    (indices) get no cells: their ``LineScan.value`` and ``state`` are empty arrays."""
 
     field_of: FieldOf
     lut: np.ndarray | None
     width: int
     kinds: np.ndarray  #: int8 per field
+    unread: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -56,7 +61,7 @@ class LineScan:
     metadata, -1: none), start and duration (ns: the line's timestamp plus the offset in ps, rounded; the end
     rounded the same way), flags (bit 0: an aggregated event with ``num_occurrences``). Per field and event,
     the last such stat of the event: ``state`` (``S_*``) and ``value`` (int64, float64, or for a string the
-    int32 row of the stat metadata a ref names). Stats to be read as text (inline strings, numbers written as
+    int32 row of the stat metadata a ref names; empty for a field the spec leaves unread). Stats to be read as text (inline strings, numbers written as
     text, numbers where a string is wanted) are listed in ``odd_*``, in stat order (the last of an event's
     field wins; only cells still in ``S_TEXT`` take it): the event, field, value kind (``K_*``) and raw
     value (a string's offset: its length is the varint before it, see :func:`lengths_before`)."""
@@ -136,9 +141,12 @@ MAX_PARTS = 8
 PROGRESS_BYTES = 32 << 20
 
 
-def _fields_of(cap: int, kinds: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    # states start at 0 (no stat): zeroed pages cost nothing until written, and a field no event has stays so
-    return [np.zeros(cap, _VALUE_TYPES[int(k)]) for k in kinds], [np.zeros(cap, np.uint8) for _ in kinds]
+def _fields_of(cap: int, kinds: np.ndarray, unread: frozenset[int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    # states start at 0 (no stat): zeroed pages cost nothing until written, and a field no event has stays so; a
+    # field left unread has no cells (its stats were ~80 bytes an event, most of them written, in a real profile)
+    sizes = [0 if i in unread else cap for i in range(kinds.size)]
+    return ([np.zeros(n, _VALUE_TYPES[int(k)]) for n, k in zip(sizes, kinds)],
+            [np.zeros(n, np.uint8) for n in sizes])
 
 
 def _grown(a: np.ndarray, n: int, cap: int) -> np.ndarray:
@@ -178,7 +186,7 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
     ne = int(first[n])
     kinds = np.ascontiguousarray(spec.kinds, dtype=np.int8)
     out = _Out([np.empty(n, np.int64) for _ in range(4)],
-               [np.empty(ne, t) for t in (np.int32, np.int64, np.int32, np.int64, np.int64, np.uint8)], *_fields_of(ne, kinds))
+               [np.empty(ne, t) for t in (np.int32, np.int64, np.int32, np.int64, np.int64, np.uint8)], *_fields_of(ne, kinds, spec.unread))
     ends = np.zeros(n + 1, dtype=np.int64)  # the bytes of the lines before each line
     np.cumsum(line_len, out=ends[1:])
     scan = _Scan(lib, buf, line_off, line_len, line_plane, first, np.ascontiguousarray(spec.lut, dtype=np.int8), spec.width,
@@ -376,13 +384,17 @@ def typed(fkind: int, kind: np.ndarray, raw: np.ndarray, plane: np.ndarray, refs
 
 def _scan_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
                 spec: FieldSpec, refs: Lookup, names: Lookup) -> LineScan:
-    cells = _cells_numpy(buf, line_off, line_len, line_plane, spec.field_of, spec.kinds.size)
+    cells = _cells_numpy(buf, line_off, line_len, line_plane, spec.field_of, spec.kinds.size, spec.unread)
     ts = cells.ln_ts[cells.ev_line]
     start = ts + (cells.ev_offset + 500) // 1000
     end = ts + (cells.ev_offset + cells.ev_dur + 500) // 1000
     plane = line_plane[cells.ev_line]
     value, state, odd = [], [], []
     for i, fk in enumerate(spec.kinds.tolist()):
+        if i in spec.unread:
+            value.append(np.zeros(0, _VALUE_TYPES[fk]))
+            state.append(np.zeros(0, np.uint8))
+            continue
         v, st = typed(fk, cells.col_kind[i], cells.col_val[i], plane, refs)
         value.append(v)
         state.append(st)
@@ -439,7 +451,7 @@ def _last_rows(msg: np.ndarray) -> np.ndarray:
 
 
 def _cells_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
-                 field_of: FieldOf, nfields: int) -> _Cells:
+                 field_of: FieldOf, nfields: int, unread: frozenset[int] = frozenset()) -> _Cells:
     n = line_off.size
     ln = {k: np.zeros(n, np.int64) for k in ("id", "ts", "name_off", "name_len")}
     ev_off, ev_len, ev_line = [], [], []
@@ -463,9 +475,9 @@ def _cells_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, li
     ev_line_all = np.concatenate(ev_line) if ev_line else np.zeros(0, np.int64)
     cols = {key: np.zeros(ne, np.int64) for key in ("md", "offset", "dur")}
     flags = np.zeros(ne, np.uint8)
-    val = [np.zeros(ne, np.uint64) for _ in range(nfields)]
-    kinds = [np.zeros(ne, np.uint8) for _ in range(nfields)]
-    n_kept = n_stats = 0
+    val = [np.zeros(0 if i in unread else ne, np.uint64) for i in range(nfields)]
+    kinds = [np.zeros(0 if i in unread else ne, np.uint8) for i in range(nfields)]
+    n_kept = n_unknown = 0
     for b0 in range(0, ne, NUMPY_BATCH_EVENTS):  # the events' fields a batch at a time: ~50 bytes each per field
         b1 = min(ne, b0 + NUMPY_BATCH_EVENTS)
         f = fields_of(buf, off[b0:b1], off[b0:b1] + size[b0:b1], what="XEvent")
@@ -480,7 +492,7 @@ def _cells_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, li
         event = st.msg.astype(np.int64) + b0
         st_field = field_of(line_plane[ev_line_all[event]], md).astype(np.int64)
         n_kept += int(np.count_nonzero(st_field >= 0))
-        n_stats += int(st_field.size)
+        n_unknown += int(np.count_nonzero(st_field == -1))  # (a field left unread: not kept, not unknown)
         for i in range(nfields):
             m = np.flatnonzero(st_field == i)
             if m.size == 0:
@@ -491,7 +503,7 @@ def _cells_numpy(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, li
             val[i][rows] = value[m]
             kinds[i][rows] = kind[m]
     return _Cells(ln["id"], ln["ts"], ln["name_off"], ln["name_len"], ev_line_all, cols["md"], cols["offset"], cols["dur"],
-                  flags, val, kinds, n_kept, n_stats - n_kept)
+                  flags, val, kinds, n_kept, n_unknown)
 
 
 def lengths_before(buf: np.ndarray, off: np.ndarray) -> np.ndarray:

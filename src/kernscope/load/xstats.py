@@ -22,6 +22,7 @@ from .xscan import (
     F_FLOAT,
     F_INT,
     F_STR,
+    F_UNREAD,
     K_DOUBLE,
     K_I64,
     K_REF,
@@ -130,18 +131,20 @@ class Lookup:
         return found
 
 
-def field_table(stat_names: pl.Series) -> np.ndarray:
-    """For each stat metadata row (and a trailing -1 for "no row"), its :data:`STAT_FIELDS` index, or -1."""
-    index = {f.raw: i for i, f in enumerate(STAT_FIELDS)}
+def field_table(stat_names: pl.Series, unread: Collection[int] = ()) -> np.ndarray:
+    """For each stat metadata row (and a trailing -1 for "no row"), its :data:`STAT_FIELDS` index, -1 for a stat
+    of no field, or :data:`.xscan.F_UNREAD` for one of a field in ``unread`` (indices)."""
+    index = {f.raw: (F_UNREAD if i in unread else i) for i, f in enumerate(STAT_FIELDS)}
     return np.array([index.get(n, -1) if n is not None else -1 for n in stat_names.to_list()] + [-1], dtype=np.int8)
 
 
-def field_lut(plane: np.ndarray, ids: np.ndarray, stat_names: pl.Series) -> tuple[np.ndarray, int] | None:
+def field_lut(plane: np.ndarray, ids: np.ndarray, stat_names: pl.Series,
+              unread: Collection[int] = ()) -> tuple[np.ndarray, int] | None:
     """The flat ``plane * width + id`` -> field table the compiled scanner reads, and its width: only the
-    wanted stats' ids need a slot (any other id reads -1 or falls outside). None when a wanted id is too
-    large for a flat table (the numpy reader then joins)."""
-    fields = field_table(stat_names)[:-1]
-    w = np.flatnonzero(fields >= 0)
+    known stats' ids need a slot (any other id reads -1 or falls outside; a field in ``unread`` reads
+    :data:`.xscan.F_UNREAD`). None when a known id is too large for a flat table (the numpy reader then joins)."""
+    fields = field_table(stat_names, unread)[:-1]
+    w = np.flatnonzero(fields != -1)
     if w.size == 0:
         return np.full(1, -1, dtype=np.int8), 1
     if int(ids[w].min()) < 0 or int(ids[w].max()) >= 1 << 20:
