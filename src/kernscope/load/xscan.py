@@ -61,10 +61,11 @@ class LineScan:
     metadata, -1: none), start and duration (ns: the line's timestamp plus the offset in ps, rounded; the end
     rounded the same way), flags (bit 0: an aggregated event with ``num_occurrences``). Per field and event,
     the last such stat of the event: ``state`` (``S_*``) and ``value`` (int64, float64, or for a string the
-    int32 row of the stat metadata a ref names; empty for a field the spec leaves unread). Stats to be read as text (inline strings, numbers written as
-    text, numbers where a string is wanted) are listed in ``odd_*``, in stat order (the last of an event's
-    field wins; only cells still in ``S_TEXT`` take it): the event, field, value kind (``K_*``) and raw
-    value (a string's offset: its length is the varint before it, see :func:`lengths_before`)."""
+    int32 row of the stat metadata a ref names; empty for a field the spec leaves unread). Stats to be read as
+    text (inline strings, numbers written as text, numbers where a string is wanted) are listed in ``odd_*``, in
+    stat order (the last of an event's field wins; only cells still in ``S_TEXT`` take it): the event, field, value
+    kind (``K_*``) and raw value (a string's offset: its length is the varint before it, see
+    :func:`lengths_before`)."""
 
     ln_id: np.ndarray
     ln_ts: np.ndarray
