@@ -332,3 +332,32 @@ def test_sort_helpers_equal_numpy() -> None:
         want = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
         want_found = keys[want] == values
         assert np.array_equal(found, want_found) and np.array_equal(k[found], want[found]) and found.sum() >= len(keys)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_search_right_equals_numpy(compiled: bool, monkeypatch) -> None:
+    """``intervals.search_right`` (compiled: each search gallops from the last answer) is numpy's right-side search,
+    on queries in order, nearly in order, in no order, with ties, runs of equal values and the int64 extremes."""
+    from kernscope.intervals import search_right
+    from kernscope.load import native
+
+    if compiled and native.scanner() is None:
+        pytest.fail("the compiled library was not built (make install compiles src/kernscope/load/_sweep.c)")
+    if not compiled:
+        monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+    rng = np.random.default_rng(11)
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    cases = []
+    for n, m in ((0, 5), (5, 0), (1, 7), (40, 300), (3_000, 20_000), (20_000, 3_000)):
+        for narrow in (True, False):
+            hay = np.sort(rng.integers(-50, 50, n) if narrow else rng.integers(lo, hi, n, dtype=np.int64))
+            q = rng.integers(-60, 60, m) if narrow else rng.integers(lo, hi, m, dtype=np.int64)
+            nearly = np.sort(q)
+            swap = rng.integers(0, max(m - 1, 1), m // 10)
+            if m > 1:
+                nearly[swap], nearly[swap + 1] = nearly[swap + 1], nearly[swap].copy()
+            cases += [(hay, q), (hay, np.sort(q)), (hay, np.sort(q)[::-1].copy()), (hay, nearly),
+                      (hay, np.concatenate([q, [lo, hi, lo, hi]]).astype(np.int64))]
+    cases.append((np.array([lo, lo, 0, hi, hi], dtype=np.int64), np.array([hi, lo, 0, -1, 1, hi, lo], dtype=np.int64)))
+    for hay, q in cases:
+        assert np.array_equal(search_right(hay, q), np.searchsorted(hay, q, side="right"))

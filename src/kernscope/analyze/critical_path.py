@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..intervals import RANK_TABLE, dense_codes, first_positions, ranks, running_max, stable_order
+from ..intervals import RANK_TABLE, dense_codes, first_positions, ranks, running_max, search_right, stable_order
 from ..link.kinds import named
 from ..model import Trace
 from .kernels import NS_PER_US
@@ -104,7 +104,7 @@ def _windows_of(time: np.ndarray, time_ok: np.ndarray, end_of: tuple[np.ndarray,
     starts, starts_ok = _ints(w["start"])
     ends, ends_ok = _ints(w["T"])
     steps = w["step"].to_numpy().astype(np.int64)
-    i = np.searchsorted(starts, time, side="right") - 1
+    i = search_right(starts, time) - 1
     j = np.maximum(i, 0)
     inside = time_ok & (i >= 0) & starts_ok[j] & ends_ok[j] & (time <= ends[j]) if len(steps) else np.zeros(len(time), bool)
     step = np.where(inside, steps[j] if len(steps) else 0, 0)
@@ -171,15 +171,18 @@ def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[np.ndar
     return owner, node.astype(np.int64)
 
 
-def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                by_end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For each record, the record of its device that ended last at or before its start (of equal ends, the later
-    record), and whether there is one: an as-of search on (device, end) keys."""
+    record), and whether there is one: an as-of search on (device, end) keys. ``by_end``: ``stable_order(end)``
+    where the caller has it (it serves as the keys' order when there is one device)."""
     n = len(ts)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
     codes, n_dev = ranks(device)
     if n_dev == 1:
         key_end, key_ts = end, ts
+        order = stable_order(end) if by_end is None else by_end
     else:
         lo = int(min(ts.min(), end.min()))
         span = int(max(ts.max(), end.max())) - lo + 1
@@ -191,8 +194,8 @@ def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np
                 out[rows], ok[rows] = rows[w], w_ok
             return out, ok
         key_end, key_ts = codes * span + (end - lo), codes * span + (ts - lo)
-    order = stable_order(key_end)  # by device, then end, equal ends in record order (None: already)
-    at = np.searchsorted(key_end if order is None else key_end[order], key_ts, side="right") - 1
+        order = stable_order(key_end)  # by device, then end, equal ends in record order (None: already)
+    at = search_right(key_end if order is None else key_end[order], key_ts) - 1
     w = np.maximum(at, 0) if order is None else order[np.maximum(at, 0)]
     ok = (at >= 0) & (codes[w] == codes)
     return np.where(ok, w, 0).astype(np.int64), ok
@@ -273,11 +276,13 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     # the device's record that ended last at or before this one started (of equal ends the later record): when it
     # ended after this one's launch, this record waited for it (an event, another stream, a full queue); else it
     # waited for its launch
-    w_, w_ok = _last_ended(device, g_ts, g_end)
+    end_order = stable_order(g_end)  # the records by end, equal ends in record order (None: in order already)
+    w_, w_ok = _last_ended(device, g_ts, g_end, end_order)
     waited = w_ok & (~launch_ok | (g_end[w_] >= launch_ts))
     g_how = np.select([queued, waited, launch_ok], [_HOW_QUEUE, _HOW_WAIT, _HOW_LAUNCH], _HOW_WAIT).astype(np.int8)
     del lane, device, launch_ts, launch_ok, p_end, queued, waited  # (each array a row per record, held to the end else)
-    by_end = np.argsort(g_end, kind="stable")  # the records by end (equal ends in record order)
+    by_end = np.arange(n_g, dtype=np.int64) if end_order is None else end_order
+    del end_order
     # -- CPU points: launches that records waited for, and each step's end on the step's thread
     launched = np.flatnonzero(g_how == _HOW_LAUNCH)
     # (the launched records gathered first, then their threads made text: not every record's)

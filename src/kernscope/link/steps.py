@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from ..intervals import search_right
 from ..scalars import as_int
 from .kinds import named
 from .markers import DEFAULT_CASCADE, PRESETS
@@ -346,7 +347,7 @@ def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame, *, by_gpu_time: bo
     starts = w["start"].to_numpy().astype(np.int64)
     ends, ends_ok = w["end"].fill_null(0).to_numpy().astype(np.int64), w["end"].is_not_null().to_numpy()
     k, k_ok = key.fill_null(0).to_numpy().astype(np.int64, copy=False), key.is_not_null().to_numpy()
-    at = np.searchsorted(starts, k, side="right") - 1
+    at = search_right(starts, k) - 1  # (the rows come nearly in time order: each search starts where the last ended)
     j = np.maximum(at, 0)
     numbers = w["step"].cast(pl.Int64)
     inside = k_ok & (at >= 0) & ends_ok[j] & (k < ends[j]) & numbers.is_not_null().to_numpy()[j]

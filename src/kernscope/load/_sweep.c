@@ -66,3 +66,49 @@ int64_t ks_nest(const int64_t *group, const int64_t *start, const int64_t *end, 
     }
     return 0;
 }
+
+/* ks_search_right: out[j] = the number of hay values <= q[j] (hay sorted non-decreasing): numpy's
+ * searchsorted(hay, q, side="right"). Each search starts from the previous query's answer and gallops (steps of
+ * 1, 2, 4 ... away from it, then a binary search between the last two probes), so queries in order, or nearly, cost
+ * O(1) each and read the hay once from end to end; queries in no order cost O(log n) each, as a binary search.
+ * Returns 0. */
+int64_t ks_search_right(const int64_t *hay, int64_t n, const int64_t *q, int64_t m, int64_t *out) {
+    int64_t pos = 0; /* the previous answer: hay[0 .. pos) <= its query < hay[pos ..] */
+    for (int64_t j = 0; j < m; j++) {
+        int64_t x = q[j], lo, hi; /* the answer lies in [lo, hi] */
+        if (pos < n && hay[pos] <= x) { /* after pos: a few steps, then gallop forwards */
+            int64_t stop = n - pos < 8 ? n : pos + 8;
+            int64_t i = pos + 1;
+            while (i < stop && hay[i] <= x) i++;
+            if (i < stop || i == n) { out[j] = pos = i; continue; }
+            pos = i - 1; /* hay[pos] <= x */
+            int64_t bound = 1;
+            lo = pos + 1;
+            hi = n;
+            while (bound <= n - pos - 1) {
+                int64_t i = pos + bound;
+                if (hay[i] <= x) { lo = i + 1; bound <<= 1; }
+                else { hi = i; break; }
+            }
+        } else if (pos > 0 && hay[pos - 1] > x) { /* before pos: gallop backwards */
+            int64_t bound = 1;
+            lo = 0;
+            hi = pos - 1;
+            while (bound <= pos - 1) {
+                int64_t i = pos - 1 - bound;
+                if (hay[i] > x) { hi = i; bound <<= 1; }
+                else { lo = i + 1; break; }
+            }
+        } else {
+            out[j] = pos; /* hay[pos - 1] <= x < hay[pos] */
+            continue;
+        }
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (hay[mid] <= x) lo = mid + 1;
+            else hi = mid;
+        }
+        out[j] = pos = lo;
+    }
+    return 0;
+}

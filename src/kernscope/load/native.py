@@ -34,7 +34,8 @@ def _library() -> Any:
                 lib.ks_abi_version.restype = ctypes.c_int64
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
-                for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest"):
+                for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest",
+                           "ks_search_right"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib
@@ -83,6 +84,20 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, bleed: int) -> t
     p = [ctypes.c_void_p(a.ctypes.data) for a in (*cols, parent, depth, stack)]
     lib.ks_nest(p[0], p[1], p[2], ctypes.c_int64(n), ctypes.c_int64(max(-(1 << 63), min(bleed, (1 << 63) - 1))), p[3], p[4], p[5])
     return parent, depth
+
+
+def search_right(hay: np.ndarray, q: np.ndarray) -> np.ndarray | None:
+    """``np.searchsorted(hay, q, side="right")`` for int64 ``hay`` (sorted) and ``q``, each search galloping from the
+    previous one's answer: queries in order cost O(1) each (``_sweep.c``: ks_search_right). None when the library is
+    not available."""
+    lib = scanner()
+    if lib is None:
+        return None
+    h, x = (np.ascontiguousarray(a, dtype=np.int64) for a in (hay, q))
+    out = np.empty(len(x), dtype=np.int64)
+    lib.ks_search_right(ctypes.c_void_p(h.ctypes.data), ctypes.c_int64(len(h)), ctypes.c_void_p(x.ctypes.data),
+                        ctypes.c_int64(len(x)), ctypes.c_void_p(out.ctypes.data))
+    return out
 
 
 @functools.lru_cache(maxsize=1)
