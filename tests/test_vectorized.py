@@ -361,3 +361,43 @@ def test_search_right_equals_numpy(compiled: bool, monkeypatch) -> None:
     cases.append((np.array([lo, lo, 0, hi, hi], dtype=np.int64), np.array([hi, lo, 0, -1, 1, hi, lo], dtype=np.int64)))
     for hay, q in cases:
         assert np.array_equal(search_right(hay, q), np.searchsorted(hay, q, side="right"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_by_one_integer_key_equals_polars_group_by(seed: int) -> None:
+    """``kernels.rows_by`` groups by one integer a row (``intervals.row_keys``) where the keys allow it: the groups
+    and their counts, sums, minima and maxima are polars' group-by of the keys themselves (nulls a group of their own),
+    for categorical, enum, text, boolean and integer keys (one with values near the int64 extremes: the wide path)."""
+    from kernscope.analyze.kernels import rows_by
+    from kernscope.intervals import row_keys
+
+    rng = np.random.default_rng(seed)
+    n = 3000
+    kinds = pl.Enum(["kernel", "memcpy", "memset"])
+
+    def holes(values: list, share: float) -> list:
+        return [None if rng.random() < share else v for v in values]
+
+    t = pl.DataFrame({
+        "name": pl.Series(holes([f"k{i}" for i in rng.integers(0, 40, n)], 0.05), dtype=pl.Categorical),
+        "launcher": pl.Series(holes([f"op{i}" for i in rng.integers(0, 9, n)], 0.1)),  # text
+        "kind": pl.Series(holes(["kernel", "memcpy", "memset"] * (n // 3), 0.02), dtype=kinds),
+        "graph": pl.Series(holes([bool(x) for x in rng.integers(0, 2, n)], 0.1), dtype=pl.Boolean),
+        "device": pl.Series(holes([int(x) for x in rng.integers(0, 3, n)], 0.05), dtype=pl.Int64),
+        "stream": pl.Series([int(x) for x in rng.choice([7, 13, 2**40], n)], dtype=pl.Int64),
+        "dur": pl.Series(holes([int(x) for x in rng.integers(0, 500, n)], 0.1), dtype=pl.Int64),
+    })
+    keys = ["name", "launcher", "kind", "graph", "device", "stream"]
+    if seed == 3:  # a key too wide to combine: polars' group-by of the keys
+        t = t.with_columns(pl.Series("stream", rng.choice([-(2**62), 0, 2**62], n)))
+    want = (t.group_by(keys).agg(pl.len().alias("_rows"), pl.col("dur").count().alias("_n"), pl.col("dur").sum().alias("_sum"),
+                                 pl.col("dur").min().alias("_min"), pl.col("dur").max().alias("_max")))
+    got = rows_by(t, keys)
+    assert got.schema == want.schema and got.height == want.height > 100
+    order = [pl.col(k).cast(pl.String) for k in keys]
+    assert got.sort(order, nulls_last=True).equals(want.sort(order, nulls_last=True))
+    one = row_keys(t.with_columns(pl.col("launcher").cast(pl.Categorical)), keys)
+    assert (one is None) == (seed == 3)
+    if one is not None:  # equal keys, equal numbers; different keys, different numbers
+        assert pl.Series(one).n_unique() == want.height
+    assert row_keys(t, ["name", "dur"]) is not None and row_keys(t.with_columns(pl.col("dur").cast(pl.Float64)), ["dur"]) is None

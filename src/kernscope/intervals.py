@@ -199,6 +199,43 @@ def integer_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray | None:
     return combined if len(keys) == 1 else ranks(combined)[0]
 
 
+def row_keys(table: pl.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
+    """Each row's combination of ``keys`` as one int64 (rows with equal keys, nulls equal, get equal numbers; the
+    numbers are not dense), for keys that are integers, booleans, categoricals or enums (by their codes) whose ranges
+    multiply to under 2**62; else None. Grouping by it is grouping by the keys, without polars' row encoding of every
+    row's keys (a 1 GB JAX profile's 6.7 M GPU rows by the summaries' nine keys: 120 k page faults, 480 MB)."""
+    combined: np.ndarray | None = None
+    space = 1
+    for k in keys:
+        s = table[k]
+        if isinstance(s.dtype, (pl.Categorical, pl.Enum)):
+            s = s.to_physical()
+        elif s.dtype == pl.Boolean:
+            s = s.cast(pl.UInt8)
+        elif not s.dtype.is_integer():
+            return None
+        nulls = s.null_count()
+        if nulls == s.len():
+            continue  # (one value for every row: it tells no rows apart)
+        lo, hi = int(s.min()), int(s.max())  # type: ignore[arg-type]
+        if nulls:
+            hi += 1
+            s = s.fill_null(hi)  # (null: a code of its own)
+        size = hi - lo + 1
+        space *= size
+        if space >= 2**62:
+            return None
+        v = s.to_numpy()
+        if combined is None:
+            combined = v.astype(np.int64)
+            combined -= lo
+        else:  # (in place: one array of a row each, however many keys)
+            combined *= size
+            np.add(combined, v, out=combined, casting="unsafe")
+            combined -= lo
+    return combined if combined is not None else np.zeros(table.height, dtype=np.int64)
+
+
 def running_max(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     """The running maximum of ``values`` (int64) within each run of rows that starts where ``first`` is True (row 0
     starts one): each run is lifted above the runs before it, so one accumulate serves all of them."""
