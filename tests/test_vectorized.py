@@ -401,3 +401,26 @@ def test_rows_by_one_integer_key_equals_polars_group_by(seed: int) -> None:
     if one is not None:  # equal keys, equal numbers; different keys, different numbers
         assert pl.Series(one).n_unique() == want.height
     assert row_keys(t, ["name", "dur"]) is not None and row_keys(t.with_columns(pl.col("dur").cast(pl.Float64)), ["dur"]) is None
+
+
+@pytest.mark.parametrize("share", [0.0, 0.01, 0.5, 1.0])
+def test_rows_of_groups_equals_the_semi_join(share: float) -> None:
+    """``findings._rows_of``: the rows whose (step, device) a group table lists, through one integer a row, are the
+    rows a semi join on the two keys keeps (none, a few, half, every group; null keys match nothing, as in a join)."""
+    from kernscope.analyze.findings import _rows_of
+    from kernscope.intervals import group_by_keys
+
+    g = _random_gpu(3, nulls=True).with_row_index("_r")
+    groups = g.select("step", "device").unique().sort("step", "device", nulls_last=True)
+    groups = groups.filter(pl.Series(np.random.default_rng(1).random(groups.height) < share) | (pl.int_range(pl.len()) == 0))
+    groups = groups.head(0) if share == 0.0 else groups
+    if share == 1.0:
+        groups = groups.drop_nulls()  # (every group a join can match)
+    got = _rows_of(g, ["step", "device"], groups).sort("_r")
+    want = g.join(groups, on=["step", "device"], how="semi").sort("_r")
+    assert got.equals(want) and (got.height == 0) == (share == 0.0)
+    # the group-by through one integer a row: the same groups and aggregates as polars' group-by of the keys
+    aggs = (pl.len().alias("n"), pl.col("ts").mean().alias("mean_ts"), pl.col("end").median().alias("median_end"))
+    a = group_by_keys(g, ["step", "device", "stream"], aggs).sort("step", "device", "stream", nulls_last=True)
+    b = g.group_by("step", "device", "stream").agg(*aggs).sort("step", "device", "stream", nulls_last=True)
+    assert a.equals(b) and a.height > 20

@@ -236,6 +236,20 @@ def row_keys(table: pl.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
     return combined if combined is not None else np.zeros(table.height, dtype=np.int64)
 
 
+def group_by_keys(table: pl.DataFrame, keys: Sequence[str], aggs: Sequence[pl.Expr]) -> pl.DataFrame:
+    """``table.group_by(keys).agg(aggs)`` (the keys, then the aggregates; groups in no set order), grouped by one
+    integer a row (:func:`row_keys`) where the keys allow it, each group's keys taken from its first row: polars
+    row-encodes every row's keys when there are several (a 1 GB JAX profile's 6.7 M kernels by step and name, 1.3 M
+    groups: 0.4-0.5 s and 80-100 k page faults, against 0.3 s and 15 k)."""
+    keys = list(dict.fromkeys(keys))
+    one = row_keys(table, keys) if len(keys) > 1 else None
+    if one is None:
+        return table.group_by(keys).agg(*aggs)
+    out = (table.with_columns(pl.Series("_row_key", one)).group_by("_row_key")
+           .agg(*aggs, *(pl.col(k).first() for k in keys)))
+    return out.select(*keys, pl.exclude(*keys, "_row_key"))
+
+
 def running_max(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     """The running maximum of ``values`` (int64) within each run of rows that starts where ``first`` is True (row 0
     starts one): each run is lifted above the runs before it, so one accumulate serves all of them."""

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import KernscopeError
-from ..intervals import first_positions, ranks, running_max, stable_order
+from ..intervals import first_positions, group_by_keys, ranks, row_keys, running_max, stable_order
 from ..link.kinds import named
 from ..model import Trace
 from .attribute import op_gpu_pairs
@@ -122,10 +122,10 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
     if hit.height == 0:
         return []
     # the medians of the evidence, for the (step, device) found only (each is a sort of its rows)
-    medians = g.join(hit.select("step", "device"), on=["step", "device"], how="semi").group_by("step", "device").agg(
+    medians = group_by_keys(_rows_of(g, ["step", "device"], hit), ["step", "device"], (
         (pl.col("dur").filter(pl.col("kind") == "kernel").median() / NS_PER_US).alias("median_kernel_us"),
         # launch lead: how long before it started a record was launched (a short one: an empty launch queue)
-        ((pl.col("ts") - pl.col("launch_ts")).median() / NS_PER_US).alias("median_lead_us"))
+        ((pl.col("ts") - pl.col("launch_ts")).median() / NS_PER_US).alias("median_lead_us")))
     out = []
     for r in hit.join(medians, on=["step", "device"], how="left").sort("step", "device").iter_rows(named=True):
         ev = {"step": r["step"], "device": r["device"], "wait_us": r["host_wait_us"], "share_pct": r["_share"],
@@ -133,6 +133,20 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
               "span_us": r["span_us"], "median_lead_us": r["median_lead_us"] or 0.0}
         out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev, step=r["step"], device=r["device"]))
     return out
+
+
+def _rows_of(g: pl.DataFrame, keys: list[str], groups: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``g`` whose ``keys`` are those of a row of ``groups`` (a semi join), found through one integer a
+    row where the keys allow it (:func:`kernscope.intervals.row_keys`): the groups' numbers, then the rows of them."""
+    one = row_keys(g, keys)
+    if one is None:
+        return g.join(groups.select(keys), on=keys, how="semi")
+    keyed = g.with_columns(pl.Series("_row_key", one))
+    per_group = keyed.group_by("_row_key").agg(pl.col(k).first() for k in keys)
+    numbers = per_group.join(groups.select(keys), on=keys, how="semi")["_row_key"]
+    if numbers.len() == per_group.height:  # (every group: every row)
+        return g
+    return keyed.filter(pl.col("_row_key").is_in(numbers.implode())).drop("_row_key")
 
 
 def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -306,12 +320,14 @@ def low_occupancy(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]
         pl.col("step").is_not_null() & (pl.col("kind") == "kernel"))  # (on the interned kind)
     step_time = g.group_by("step").agg(pl.col("dur").sum().alias("_step_ns"))
     skip = list(cfg["skip_categories"])
-    # grouped by the interned name (grouping by (step, text) row-encoded every kernel's name), text for the groups
-    per = (g.filter(pl.col("occupancy_pct").is_not_null() & ~pl.col("category").is_in(skip))
-           .group_by("step", pl.col("name").cast(pl.Categorical))
-           .agg(pl.len().alias("count"), pl.col("dur").sum().alias("_ns"),
-                ((pl.col("occupancy_pct") * pl.col("dur")).sum() / pl.col("dur").sum()).alias("occupancy_pct"),
-                pl.col("registers").mean().alias("registers"))
+    # grouped by the interned name (grouping by (step, text) row-encoded every kernel's name), and by one integer a
+    # row for the two keys (intervals.group_by_keys), text for the groups
+    rated = g.filter(pl.col("occupancy_pct").is_not_null() & ~pl.col("category").is_in(skip)).with_columns(
+        pl.col("name").cast(pl.Categorical))
+    per = (group_by_keys(rated, ["step", "name"], (
+               pl.len().alias("count"), pl.col("dur").sum().alias("_ns"),
+               ((pl.col("occupancy_pct") * pl.col("dur")).sum() / pl.col("dur").sum()).alias("occupancy_pct"),
+               pl.col("registers").mean().alias("registers")))
            .with_columns(pl.col("name").cast(pl.String))
            .join(step_time, on="step")
            .with_columns((100.0 * pl.col("_ns") / pl.col("_step_ns")).alias("share_pct"))
