@@ -199,41 +199,72 @@ def integer_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray | None:
     return combined if len(keys) == 1 else ranks(combined)[0]
 
 
-def row_keys(table: pl.DataFrame, keys: Sequence[str]) -> np.ndarray | None:
-    """Each row's combination of ``keys`` as one int64 (rows with equal keys, nulls equal, get equal numbers; the
-    numbers are not dense), for keys that are integers, booleans, categoricals or enums (by their codes) whose ranges
-    multiply to under 2**62; else None. Grouping by it is grouping by the keys, without polars' row encoding of every
-    row's keys (a 1 GB JAX profile's 6.7 M GPU rows by the summaries' nine keys: 120 k page faults, 480 MB)."""
-    combined: np.ndarray | None = None
+def _as_integers(s: pl.Series) -> pl.Series | None:
+    """A key column as integers (categoricals and enums by their codes, booleans as 0/1), or None (other types)."""
+    if isinstance(s.dtype, (pl.Categorical, pl.Enum)):
+        codes: pl.Series = s.to_physical()
+        return codes
+    if s.dtype == pl.Boolean:
+        return s.cast(pl.UInt8)
+    return s if s.dtype.is_integer() else None
+
+
+def key_ranges(table: pl.DataFrame, keys: Sequence[str]) -> list[tuple[int, int, bool]] | None:
+    """Per key of ``table``, the (lowest value, number of codes, whether it has nulls) that :func:`row_keys` numbers
+    its rows by (a null is the code past the highest value; a column of nulls, (0, 1, True)); None where a key is not
+    an integer, boolean, categorical or enum, or the ranges multiply to 2**62 or more."""
+    out = []
     space = 1
     for k in keys:
-        s = table[k]
-        if isinstance(s.dtype, (pl.Categorical, pl.Enum)):
-            s = s.to_physical()
-        elif s.dtype == pl.Boolean:
-            s = s.cast(pl.UInt8)
-        elif not s.dtype.is_integer():
+        s = _as_integers(table[k])
+        if s is None:
             return None
         nulls = s.null_count()
         if nulls == s.len():
-            continue  # (one value for every row: it tells no rows apart)
+            out.append((0, 1, True))
+            continue
         lo, hi = int(s.min()), int(s.max())  # type: ignore[arg-type]
-        if nulls:
-            hi += 1
-            s = s.fill_null(hi)  # (null: a code of its own)
-        size = hi - lo + 1
+        size = hi - lo + 1 + (1 if nulls else 0)
         space *= size
         if space >= 2**62:
             return None
+        out.append((lo, size, nulls > 0))
+    return out
+
+
+def row_keys(table: pl.DataFrame, keys: Sequence[str],
+             ranges: list[tuple[int, int, bool]] | None = None) -> np.ndarray | None:
+    """Each row's combination of ``keys`` as one int64 (rows with equal keys, nulls equal, get equal numbers; the
+    numbers are not dense), for keys that are integers, booleans, categoricals or enums (by their codes) whose ranges
+    multiply to under 2**62 (:func:`key_ranges`); else None. Grouping by it is grouping by the keys, without polars'
+    row encoding of every row's keys (a 1 GB JAX profile's 6.7 M GPU rows by the summaries' nine keys: 120 k page
+    faults, 480 MB). ``ranges``: another table's (its numbers for these rows; -1 for a row with a value, or a null,
+    that table's numbering does not have)."""
+    own = ranges is None
+    ranges = key_ranges(table, keys) if own else ranges
+    if ranges is None:
+        return None
+    combined = np.zeros(table.height, dtype=np.int64)
+    bad = None if own else np.zeros(table.height, dtype=bool)
+    for k, (lo, size, has_null) in zip(keys, ranges):
+        s = _as_integers(table[k])
+        if s is None:
+            return None
+        if size == 1 and own and s.null_count() == s.len():
+            continue  # (a column of nulls: one value for every row)
+        if s.null_count():
+            if bad is not None:
+                bad |= s.is_null().to_numpy()
+            s = s.fill_null(lo + size - 1)  # (null: a code of its own, past the highest value)
         v = s.to_numpy()
-        if combined is None:
-            combined = v.astype(np.int64)
-            combined -= lo
-        else:  # (in place: one array of a row each, however many keys)
-            combined *= size
-            np.add(combined, v, out=combined, casting="unsafe")
-            combined -= lo
-    return combined if combined is not None else np.zeros(table.height, dtype=np.int64)
+        combined *= size  # (in place: one array of a row each, however many keys)
+        np.add(combined, v, out=combined, casting="unsafe")
+        combined -= lo
+        if bad is not None:  # (a value past the other table's: the null code there, or none of its codes)
+            bad |= (v < lo) | (v >= lo + size - (1 if has_null else 0))
+    if bad is not None:
+        combined[bad] = -1
+    return combined
 
 
 def group_by_keys(table: pl.DataFrame, keys: Sequence[str], aggs: Sequence[pl.Expr]) -> pl.DataFrame:

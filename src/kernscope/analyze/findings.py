@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import KernscopeError
-from ..intervals import first_positions, group_by_keys, ranks, row_keys, running_max, stable_order
+from ..intervals import first_positions, group_by_keys, key_ranges, ranks, row_keys, running_max, stable_order
 from ..link.kinds import named
 from ..model import Trace
 from .attribute import op_gpu_pairs
@@ -136,17 +136,19 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
 
 
 def _rows_of(g: pl.DataFrame, keys: list[str], groups: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``g`` whose ``keys`` are those of a row of ``groups`` (a semi join), found through one integer a
-    row where the keys allow it (:func:`kernscope.intervals.row_keys`): the groups' numbers, then the rows of them."""
-    one = row_keys(g, keys)
-    if one is None:
+    """The rows of ``g`` whose ``keys`` are those of a row of ``groups`` (a semi join: null keys match nothing),
+    found through one integer a row where the keys allow it (:func:`kernscope.intervals.row_keys`): the groups
+    numbered as ``g``'s rows are, then the rows of those numbers."""
+    ranges = key_ranges(g, keys)
+    if ranges is None:
         return g.join(groups.select(keys), on=keys, how="semi")
-    keyed = g.with_columns(pl.Series("_row_key", one))
-    per_group = keyed.group_by("_row_key").agg(pl.col(k).first() for k in keys)
-    numbers = per_group.join(groups.select(keys), on=keys, how="semi")["_row_key"]
-    if numbers.len() == per_group.height:  # (every group: every row)
-        return g
-    return keyed.filter(pl.col("_row_key").is_in(numbers.implode())).drop("_row_key")
+    wanted = row_keys(groups.select(keys).drop_nulls(), keys, ranges)
+    one = row_keys(g, keys, ranges)
+    if wanted is None or one is None:  # (keys of other types than g's)
+        return g.join(groups.select(keys), on=keys, how="semi")
+    numbers = pl.Series(np.unique(wanted[wanted >= 0]))
+    keep = pl.Series(one).is_in(numbers.implode())
+    return g if bool(keep.all()) else g.filter(keep)
 
 
 def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
