@@ -201,12 +201,16 @@ def integer_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray | None:
 
 def _as_integers(s: pl.Series) -> pl.Series | None:
     """A key column as integers (categoricals and enums by their codes, booleans as 0/1), or None (other types)."""
+    codes: pl.Series
     if isinstance(s.dtype, (pl.Categorical, pl.Enum)):
-        codes: pl.Series = s.to_physical()
-        return codes
-    if s.dtype == pl.Boolean:
-        return s.cast(pl.UInt8)
-    return s if s.dtype.is_integer() else None
+        codes = s.to_physical()
+    elif s.dtype == pl.Boolean:
+        codes = s.cast(pl.UInt8)
+    elif s.dtype.is_integer():
+        codes = s
+    else:
+        return None
+    return codes
 
 
 def key_ranges(table: pl.DataFrame, keys: Sequence[str]) -> list[tuple[int, int, bool]] | None:
