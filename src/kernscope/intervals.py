@@ -11,8 +11,6 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from .load.native import search_right as _compiled_search_right
-
 
 def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end: str = "end") -> pl.DataFrame:
     """Per group of ``keys``: total length (ns) of the union of the ``[start, end)`` intervals.
@@ -95,15 +93,6 @@ def stable_order(key: np.ndarray) -> np.ndarray | None:
     if key.size < 2 or bool((key[1:] >= key[:-1]).all()):
         return None
     return np.argsort(key, kind="stable")
-
-
-def search_right(hay: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``np.searchsorted(hay, q, side="right")`` (int64: how many of ``hay``, sorted, are at or below each of ``q``).
-    The compiled library starts each search from the previous query's answer, so queries that come nearly in order
-    (GPU records by stream and time, nodes by time) cost O(1) each: 6.7 M queries into 6.7 M sorted ends 0.30 ->
-    0.04 s, into 15,500 step starts 0.19 -> 0.01 s (queries in no order: about numpy's time)."""
-    out = _compiled_search_right(hay, q)
-    return np.searchsorted(hay, q, side="right") if out is None else out
 
 
 def _merged_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..intervals import RANK_TABLE, dense_codes, first_positions, ranks, running_max, search_right, stable_order
+from ..intervals import RANK_TABLE, dense_codes, first_positions, ranks, running_max, stable_order
 from ..link.kinds import named
+from ..load.native import search_right
 from ..model import Trace
 from .kernels import NS_PER_US
 

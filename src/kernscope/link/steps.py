@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ..intervals import search_right
+from ..load.native import search_right
 from ..scalars import as_int
 from .kinds import named
 from .markers import DEFAULT_CASCADE, PRESETS

@@ -86,13 +86,16 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, bleed: int) -> t
     return parent, depth
 
 
-def search_right(hay: np.ndarray, q: np.ndarray) -> np.ndarray | None:
-    """``np.searchsorted(hay, q, side="right")`` for int64 ``hay`` (sorted) and ``q``, each search galloping from the
-    previous one's answer: queries in order cost O(1) each (``_sweep.c``: ks_search_right). None when the library is
-    not available."""
+def search_right(hay: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(hay, q, side="right")`` (int64: how many of ``hay``, sorted, are at or below each of ``q``).
+    The compiled library (``_sweep.c``: ks_search_right) starts each search from the previous query's answer, so
+    queries that come nearly in order (GPU records by stream and time, nodes by time) cost O(1) each: 6.7 M queries
+    into 6.7 M sorted ends 0.30 -> 0.04 s, into 15,500 step starts 0.19 -> 0.01 s (queries in no order: about numpy's
+    time). Without the library, numpy's search."""
     lib = scanner()
     if lib is None:
-        return None
+        out: np.ndarray = np.searchsorted(hay, q, side="right")
+        return out
     h, x = (np.ascontiguousarray(a, dtype=np.int64) for a in (hay, q))
     out = np.empty(len(x), dtype=np.int64)
     lib.ks_search_right(ctypes.c_void_p(h.ctypes.data), ctypes.c_int64(len(h)), ctypes.c_void_p(x.ctypes.data),
