@@ -408,6 +408,10 @@ def test_rows_by_one_integer_key_equals_polars_group_by(seed: int) -> None:
     assert fast.with_columns(pl.col("name", "launcher").cast(pl.String)).sort(order, nulls_last=True).equals(
         want.with_columns(pl.col("name", "launcher").cast(pl.String)).sort(order, nulls_last=True))
     assert row_keys(t, ["name", "dur"]) is not None and row_keys(t.with_columns(pl.col("dur").cast(pl.Float64)), ["dur"]) is None
+    # uint64 keys past int64 (hashes), even of a narrow range: not combined, and grouped by polars as they are
+    hashed = t.with_columns(pl.Series("stream", rng.choice(np.array([2**63 + 5, 2**63 + 7], dtype=np.uint64), n)))
+    assert row_keys(hashed, keys) is None
+    assert rows_by(hashed, keys).height == hashed.group_by(keys).len().height
 
 
 @pytest.mark.parametrize("share", [0.0, 0.01, 0.5, 1.0])

@@ -217,6 +217,8 @@ def key_ranges(table: pl.DataFrame, keys: Sequence[str]) -> list[tuple[int, int,
             out.append((0, 1, True))
             continue
         lo, hi = int(s.min()), int(s.max())  # type: ignore[arg-type]
+        if lo <= -(2**62) or hi >= 2**62:  # (values near the int64 bounds, or uint64 past them: polars groups them)
+            return None
         size = hi - lo + 1 + (1 if nulls else 0)
         space *= size
         if space >= 2**62:

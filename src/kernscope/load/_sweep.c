@@ -86,18 +86,18 @@ int64_t ks_search_right(const int64_t *hay, int64_t n, const int64_t *q, int64_t
             lo = pos + 1;
             hi = n;
             while (bound <= n - pos - 1) {
-                int64_t i = pos + bound;
-                if (hay[i] <= x) { lo = i + 1; bound <<= 1; }
-                else { hi = i; break; }
+                int64_t at = pos + bound;
+                if (hay[at] <= x) { lo = at + 1; bound <<= 1; }
+                else { hi = at; break; }
             }
         } else if (pos > 0 && hay[pos - 1] > x) { /* before pos: gallop backwards */
             int64_t bound = 1;
             lo = 0;
             hi = pos - 1;
             while (bound <= pos - 1) {
-                int64_t i = pos - 1 - bound;
-                if (hay[i] > x) { hi = i; bound <<= 1; }
-                else { lo = i + 1; break; }
+                int64_t at = pos - 1 - bound;
+                if (hay[at] > x) { hi = at; bound <<= 1; }
+                else { lo = at + 1; break; }
             }
         } else {
             out[j] = pos; /* hay[pos - 1] <= x < hay[pos] */
