@@ -270,24 +270,35 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
 
     # -- GPU records: what let each one start, in numpy over the records in node order (as polars window functions,
     #    an as-of join and two sorts they took 0.4 s of a JAX profile's 1.4 M records)
-    g_ts, g_end = sorted_ints("ts")[0], sorted_ints("end")[0]  # never null (link checks)
-    launch_ts, launch_ok = sorted_ints("launch_ts")
-    # the previous record of its stream, and the latest end of the stream's records before it
+    # (each array below is a row per record, 53 MB at 1 GB of JAX: each is made when it is needed and goes when it
+    # has been read, and arrays that are no longer read are written over; the critical path was the command's peak)
+    # the previous record of its stream
     p_ok = np.ones(n_g, dtype=bool)
     p_ok[0] = False
-    p_ok[1:] = lane[1:] == lane[:-1]
-    p_end = np.empty(n_g, dtype=np.int64)
-    p_end[1:] = running_max(g_end, ~p_ok)[:-1]
-    p_ = np.arange(n_g, dtype=np.int64) - 1
-    queued = p_ok & (np.where(launch_ok, launch_ts, -(2**62)) <= p_end) & (g_ts - p_end <= QUEUE_GAP_NS)
+    np.equal(lane[1:], lane[:-1], out=p_ok[1:])
+    del lane
+    g_ts, g_end = sorted_ints("ts")[0], sorted_ints("end")[0]  # never null (link checks)
+    launch_ts, launch_ok = sorted_ints("launch_ts")
+    launch_ts[~launch_ok] = -(2**62)  # (no launch: never after the previous record's end)
+    # queued behind the previous record of its stream: launched before the stream's records before it had ended (the
+    # running maximum of their ends, read one row on: ``before[i - 1]`` is record i's), and started soon after
+    before = running_max(g_end, ~p_ok)
+    queued = np.zeros(n_g, dtype=bool)
+    np.less_equal(launch_ts[1:], before[:-1], out=queued[1:])
+    queued &= p_ok
+    np.subtract(g_ts[1:], before[:-1], out=before[:-1])
+    queued[1:] &= before[:-1] <= QUEUE_GAP_NS
+    del before
     # the device's record that ended last at or before this one started (of equal ends the later record): when it
     # ended after this one's launch, this record waited for it (an event, another stream, a full queue); else it
     # waited for its launch
     end_order = stable_order(g_end)  # the records by end, equal ends in record order (None: in order already)
     w_, w_ok = _last_ended(device, g_ts, g_end, end_order)
-    waited = w_ok & (~launch_ok | (g_end[w_] >= launch_ts))
+    del device
+    waited = g_end[w_]
+    waited = w_ok & (~launch_ok | (waited >= launch_ts))
     g_how = np.select([queued, waited, launch_ok], [_HOW_QUEUE, _HOW_WAIT, _HOW_LAUNCH], _HOW_WAIT).astype(np.int8)
-    del lane, device, launch_ts, launch_ok, p_end, queued, waited  # (each array a row per record, held to the end else)
+    del launch_ts, launch_ok, queued, waited
     by_end = np.arange(n_g, dtype=np.int64) if end_order is None else end_order
     del end_order
     # -- CPU points: launches that records waited for, and each step's end on the step's thread
@@ -317,6 +328,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     launch_cpu = np.full(n_g, -1, np.int64)  # each launch record's CPU point
     launch_cpu[for_[for_ok]] = cpu["_c"].to_numpy()[for_ok]
     a_, a_ok = _ints(cpu["_a"])
+    p_ = np.arange(-1, n_g - 1, dtype=np.int64)  # (each record's previous record: queued ones wait for it)
     pred = np.concatenate([np.select([g_how == _HOW_QUEUE, g_how == _HOW_WAIT, g_how == _HOW_LAUNCH], [p_, w_, launch_cpu], -1),
                            np.where(a_ok, a_, -1)])
     has = np.concatenate([np.select([g_how == _HOW_QUEUE, g_how == _HOW_WAIT, g_how == _HOW_LAUNCH],
