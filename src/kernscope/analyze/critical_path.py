@@ -105,17 +105,34 @@ def _windows_of(time: np.ndarray, time_ok: np.ndarray, end_of: tuple[np.ndarray,
     starts, starts_ok = _ints(w["start"])
     ends, ends_ok = _ints(w["T"])
     steps = w["step"].to_numpy().astype(np.int64)
-    i = search_right(starts, time) - 1
-    j = np.maximum(i, 0)
-    inside = time_ok & (i >= 0) & starts_ok[j] & ends_ok[j] & (time <= ends[j]) if len(steps) else np.zeros(len(time), bool)
-    step = np.where(inside, steps[j] if len(steps) else 0, 0)
-    step = np.where(end_of[1], end_of[0], step)
+    # (in place where it can: each array is a node each, 53 MB at 1 GB of JAX, and this is the critical path's peak)
+    if len(steps):
+        j = search_right(starts, time)
+        j -= 1
+        inside = j >= 0
+        np.maximum(j, 0, out=j)
+        inside &= time_ok
+        inside &= starts_ok[j]
+        inside &= ends_ok[j]
+        inside &= time <= ends[j]
+        step = steps.take(j)
+        del j
+        step[~inside] = 0
+    else:
+        inside, step = np.zeros(len(time), bool), np.zeros(len(time), np.int64)
+    step[end_of[1]] = end_of[0][end_of[1]]
     step_ok = end_of[1] | inside
+    del inside
     by_step = w.select("step", "start").sort("step")
     keys, key_starts = by_step["step"].to_numpy().astype(np.int64), by_step["start"].to_numpy().astype(np.int64)
     k, found = _lookup(keys, step)
     found &= step_ok
-    return step, step_ok, np.where(found, key_starts[k] if len(keys) else 0, 0), found
+    if len(keys):
+        start = key_starts.take(k)
+        start[~found] = 0
+    else:
+        start = np.zeros(len(step), np.int64)
+    return step, step_ok, start, found
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,9 +145,13 @@ def _lookup(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
     if hi - lo < RANK_TABLE:
         table = first_positions(keys - lo, hi - lo + 1)  # (of equal keys, the first)
         inside = (values >= lo) & (values <= hi)
-        k = table[np.where(inside, values, lo) - lo]
+        at = np.where(inside, values, lo)  # (in place where it can: a node each)
+        at -= lo
+        k = table.take(at)
+        del at
         found = inside & (k >= 0)
-        return np.where(found, k, 0), found
+        k[~found] = 0
+        return k, found
     k = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
     return k, keys[k] == values
 
@@ -328,22 +349,34 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     launch_cpu = np.full(n_g, -1, np.int64)  # each launch record's CPU point
     launch_cpu[for_[for_ok]] = cpu["_c"].to_numpy()[for_ok]
     a_, a_ok = _ints(cpu["_a"])
-    p_ = np.arange(-1, n_g - 1, dtype=np.int64)  # (each record's previous record: queued ones wait for it)
-    pred = np.concatenate([np.select([g_how == _HOW_QUEUE, g_how == _HOW_WAIT, g_how == _HOW_LAUNCH], [p_, w_, launch_cpu], -1),
-                           np.where(a_ok, a_, -1)])
-    has = np.concatenate([np.select([g_how == _HOW_QUEUE, g_how == _HOW_WAIT, g_how == _HOW_LAUNCH],
-                                    [p_ok, w_ok, launch_cpu >= 0], False), a_ok])
-    del for_, for_ok, launch_cpu, p_, p_ok, w_, w_ok, a_, a_ok, g_ts, g_end, cpu_t, cpu_t_ok
-    n_step, n_step_ok, n_start, n_start_ok = _windows_of(time, time_ok, _ints(pl.concat([pl.repeat(None, n_g, dtype=pl.Int64,
-                                                                                   eager=True), cpu["_end_of"]])),
-                                                 all_windows)
+    # each node's predecessor (-1: none) and whether it has one, written in place by how the record started: queued
+    # ones wait for the previous record, waiting ones for the record that ended last, launched ones for their launch's
+    # CPU point; the CPU points for the record their thread waited on
+    pred, has = np.empty(root, dtype=np.int64), np.empty(root, dtype=bool)
+    g_pred, g_has = pred[:n_g], has[:n_g]  # (views)
+    np.cumsum(np.ones(n_g, dtype=np.int8), out=g_pred)  # (no array of positions beside it: most records are queued)
+    g_pred -= 2  # each record's previous one, -1 for the first
+    g_has[:] = p_ok
+    waits = g_how == _HOW_WAIT
+    g_pred[waits], g_has[waits] = w_[waits], w_ok[waits]
+    del waits
+    launches_at = g_how == _HOW_LAUNCH
+    g_pred[launches_at] = launch_cpu[launches_at]
+    g_has[launches_at] = launch_cpu[launches_at] >= 0
+    del launches_at, g_pred, g_has
+    pred[n_g:], has[n_g:] = np.where(a_ok, a_, -1), a_ok
+    del for_, for_ok, launch_cpu, p_ok, w_, w_ok, a_, a_ok, g_ts, g_end, cpu_t, cpu_t_ok
+    end_of, end_of_ok = np.zeros(root, np.int64), np.zeros(root, bool)  # (a step's end point: the records have none)
+    end_of[n_g:], end_of_ok[n_g:] = _ints(cpu["_end_of"])
+    n_step, n_step_ok, n_start, n_start_ok = _windows_of(time, time_ok, (end_of, end_of_ok), all_windows)
+    del end_of, end_of_ok
     at = np.where(has, pred, 0)
     pt, pt_ok = time[at], has & time_ok[at]
     ps, ps_ok = n_step[at], has & n_step_ok[at]
     # cut where polars' three-valued logic said True: no predecessor, one of no step, of another step, or from
     # before the step's start
     cut = ~has | ~ps_ok | (n_step_ok & (ps != n_step)) | (pt_ok & n_start_ok & (pt < n_start))
-    pred = np.where(cut, -1, pred)
+    pred[cut] = -1
     pt_ok &= ~cut
     del at, ps, ps_ok, has, n_step, n_step_ok, n_start, n_start_ok
     root_pred = np.concatenate([np.where(pred >= 0, pred, root), [root]])
