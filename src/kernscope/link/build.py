@@ -53,7 +53,9 @@ def platform_of(metadata: dict[str, object], events: pl.DataFrame) -> str:
 
 def earliest_start(events: pl.DataFrame) -> int | None:
     """The trace's time origin (ns): the earliest start of a classified event other than instants."""
-    t = events.select(pl.col("ts").filter(pl.col("kind") != "instant").min()).item()  # two columns read, not the table
+    # (two columns read, not the table; as a when/then, polars takes the minimum without making the filtered column:
+    # 64 MB of fresh pages for 8.8 M events of a 1 GB JAX profile)
+    t = events.select(pl.when(pl.col("kind") != "instant").then(pl.col("ts")).min()).item()
     return int(t) if isinstance(t, int) else None
 
 
@@ -96,7 +98,10 @@ def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
     launched = (gpu.select("launch_idx", "launch_external_id", "launch_pid", "launch_ts").drop_nulls("launch_idx")
                 .unique("launch_idx"))
     ops = launcher_ops(launched, events)
-    gpu = gpu.with_columns(gpu.select("launch_idx").join(ops, on="launch_idx", how="left", maintain_order="left")["op_idx"])
+    if ops.height:
+        gpu = gpu.with_columns(gpu.select("launch_idx").join(ops, on="launch_idx", how="left", maintain_order="left")["op_idx"])
+    else:  # (no launch has an External-id match, as in every JAX profile: no join of every GPU row with nothing)
+        gpu = gpu.with_columns(pl.lit(None, dtype=pl.Int64).alias("op_idx"))
     gpu = op_names(fallback_ops(gpu, events), events)
     hlo = "hlo_op" in gpu.columns  # XLA: a kernel's launching op is its HLO op (a command buffer for graph kernels)
     gpu = gpu.with_columns(pl.col("op_name").cast(pl.Categorical), pl.col("launch_name").cast(pl.Categorical))
