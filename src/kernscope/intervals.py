@@ -239,8 +239,8 @@ def row_keys(table: pl.DataFrame, keys: Sequence[str],
     ranges = key_ranges(table, keys) if own else ranges
     if ranges is None:
         return None
-    combined = np.zeros(table.height, dtype=np.int64)
     bad = None if own else np.zeros(table.height, dtype=bool)
+    values, used = [], []
     for k, (lo, size, has_null) in zip(keys, ranges):
         s = _as_integers(table[k])
         if s is None:
@@ -252,14 +252,29 @@ def row_keys(table: pl.DataFrame, keys: Sequence[str],
                 bad |= s.is_null().to_numpy()
             s = s.fill_null(lo + size - 1)  # (null: a code of its own, past the highest value)
         v = s.to_numpy()
-        combined *= size  # (in place: one array of a row each, however many keys)
-        np.add(combined, v, out=combined, casting="unsafe")
-        combined -= lo
         if bad is not None:  # (a value past the other table's: the null code there, or none of its codes)
             bad |= (v < lo) | (v >= lo + size - (1 if has_null else 0))
+        values.append(v)
+        used.append((lo, size))
+    combined = combine_codes(values, used, table.height)
     if bad is not None:
         combined[bad] = -1
     return combined
+
+
+def combine_codes(values: Sequence[np.ndarray], ranges: Sequence[tuple[int, int]], n: int,
+                  dtype: type[np.signedinteger] = np.int64) -> np.ndarray:
+    """Each of ``n`` rows' values of several integer arrays as one integer of ``dtype``: ``((v0 - lo0) * size1 + (v1 -
+    lo1)) * size2 + ...`` for ``ranges`` of (lowest value, number of values). Rows equal in every value get equal
+    numbers, in the values' lexicographic order. Built in place in one array, however many keys: the caller makes sure
+    the sizes multiply to a number that fits ``dtype`` (a step in between may wrap; the wrapping arithmetic comes back
+    exact)."""
+    key = np.zeros(n, dtype=dtype)
+    for v, (lo, size) in zip(values, ranges):
+        key *= size
+        np.add(key, v, out=key, casting="unsafe")
+        key -= lo
+    return key
 
 
 def group_by_keys(table: pl.DataFrame, keys: Sequence[str], aggs: Sequence[pl.Expr]) -> pl.DataFrame:

@@ -320,7 +320,8 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     waited = w_ok & (~launch_ok | (waited >= launch_ts))
     g_how = np.select([queued, waited, launch_ok], [_HOW_QUEUE, _HOW_WAIT, _HOW_LAUNCH], _HOW_WAIT).astype(np.int8)
     del launch_ts, launch_ok, queued, waited
-    by_end = np.arange(n_g, dtype=np.int64) if end_order is None else end_order
+    # the records by end (in node order already where end_order is None: no gather of the ends)
+    by_end = (g_end, np.arange(n_g, dtype=np.int64)) if end_order is None else (g_end[end_order], end_order)
     del end_order
     # -- CPU points: launches that records waited for, and each step's end on the step's thread
     launched = np.flatnonzero(g_how == _HOW_LAUNCH)
@@ -331,7 +332,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     ends = windows.join(_step_threads(trace, windows), on="step", how="left").select(
         pl.lit(None, pl.Int64).alias("_for"), "pid", "tid", pl.col("T").alias("t"), pl.col("step").alias("_end_of"))
     cpu = pl.concat([launches, ends]).with_row_index("_c").with_columns((pl.col("_c").cast(pl.Int64) + n_g).alias("_c"))
-    syncs = _blocking_syncs(trace, pl.DataFrame({"_w_end": g_end[by_end], "_w": by_end.astype(np.int64)}))
+    syncs = _blocking_syncs(trace, pl.DataFrame({"_w_end": by_end[0], "_w": by_end[1]}))
     cpu = (cpu.sort("t", "_c").join_asof(syncs, left_on="t", right_on="_s_end", by=["pid", "tid"], strategy="backward",
                                    check_sortedness=False).sort("_c"))
     # (the intermediate tables go as soon as they are used: on a 10 GB trace each is hundreds of MB)

@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import TraceError
-from ..intervals import ranks
+from ..intervals import combine_codes, ranks
 from ..model import RawTrace
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
@@ -341,13 +341,7 @@ def _distinct_rows_by_value(codes: list[np.ndarray], mask: np.ndarray) -> tuple[
         if space > _FLAT_KEYS:
             return None
         span.append((lo, hi - lo + 1))
-    key = np.zeros(n, dtype=np.int32)
-    part = np.empty(n, dtype=np.int32)
-    for c, (lo, size) in zip(codes, span):
-        key *= size
-        np.subtract(c, lo, out=part, casting="unsafe")  # (0 .. size - 1: fits)
-        key += part
-    del part
+    key = combine_codes(codes, span, n, np.int32)  # (int32: the product is under _FLAT_KEYS)
     key[~mask] = space  # the rows outside the mask: a key of their own, past the table's
     seen = np.zeros(space + 1, dtype=bool)
     seen[key] = True
