@@ -347,12 +347,18 @@ def test_without_the_library_the_range_join_links(monkeypatch):
     assert got.sort("launch_idx")["op_idx"].equals(want.sort("launch_idx")["_fb"], check_names=False)
 
 
-def test_unions_of_several_subsets_from_one_sort_equal_each_alone():
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled sweep", "numpy"])
+def test_unions_of_several_subsets_from_one_sort_equal_each_alone(compiled):
     """intervals.union_many (the timeline's five unions) against a plain interval walk of each subset and group:
     touching intervals merge, an end before its start is empty, an empty subset is 0, a subset equal to an earlier
-    one has its lengths."""
+    one has its lengths; with the compiled sweep (one pass for up to 8 subsets: here 6 distinct and 11 in all, so
+    two passes) and with numpy's merges; rows in order and out of it."""
     from kernscope.intervals import union_many
+    from kernscope.load import native
 
+    if compiled and native.scanner() is None:
+        pytest.fail("the compiled library was not built (make install compiles src/kernscope/load/_sweep.c)")
+    sweep = native.union_lengths if compiled else None
     rng = np.random.default_rng(5)
 
     def walk(s, e):
@@ -374,12 +380,19 @@ def test_unions_of_several_subsets_from_one_sort_equal_each_alone():
         some = rng.random(n) < 0.5
         # subsets equal to earlier ones (merged once: a trace without communication has two such pairs)
         masks = {"some": some, "all": np.ones(n, bool), "none": np.zeros(n, bool), "some again": some.copy(),
-                 "all again": np.ones(n, bool), "other": rng.random(n) < 0.5}
-        got = union_many(pl.DataFrame({"g": g, "ts": s, "end": e}), ["g"], masks)
+                 "all again": np.ones(n, bool), "other": rng.random(n) < 0.5,
+                 **{f"more {i}": rng.random(n) < 0.3 for i in range(5)}}
+        if _ % 2:  # rows in (group, start) order: read in place
+            at = np.lexsort((s, g))
+            g, s, e = g[at], s[at], e[at]
+            masks = {k: m[at] for k, m in masks.items()}
+        got = union_many(pl.DataFrame({"g": g, "ts": s, "end": e}), ["g"], masks, sweep=sweep)
         for name, m in masks.items():
             for k, v in zip(got["g"].to_list(), got[name].to_list()):
                 sel = m & (g == k)
                 assert v == walk(s[sel].tolist(), e[sel].tolist()), (name, k)
+        whole = union_many(pl.DataFrame({"ts": s, "end": e}), [], {"all": np.ones(n, bool), "some": some}, sweep=sweep)
+        assert whole.row(0) == (walk(s.tolist(), e.tolist()), walk(s[some].tolist(), e[some].tolist()))
 
 
 @pytest.mark.parametrize("side", [True, False], ids=["second thread", "in order"])

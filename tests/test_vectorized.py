@@ -19,6 +19,19 @@ from kernscope.pipeline import load
 REAL = [TRACES / "hta" / "v100_2rank_rank1_test.json.gz", TRACES / "tracelens" / "b200_eager_trace.json.gz"]
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def sweeps(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that takes it runs twice: with the compiled sweeps (``_sweep.c``: the clip, the idle gaps, the
+    unions) and with their numpy forms (``KERNSCOPE_NO_NATIVE=1``)."""
+    from kernscope.load import native
+
+    if request.param == "compiled" and native.scanner() is None:
+        pytest.fail("the compiled library was not built (make install compiles src/kernscope/load/_sweep.c)")
+    if request.param == "numpy":
+        monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+    return str(request.param)
+
+
 def _random_gpu(seed: int, n: int = 4000, nulls: bool = False) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     dev = rng.integers(0, 3, n)
@@ -47,7 +60,7 @@ def _clip_reference(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_clip_equals_the_sort_and_window(seed: int) -> None:
+def test_clip_equals_the_sort_and_window(seed: int, sweeps: str) -> None:
     table = _random_gpu(seed, nulls=seed % 2 == 1)
     got, n = clip_overruns(table)
     want, n_want = _clip_reference(table)
@@ -55,8 +68,18 @@ def test_clip_equals_the_sort_and_window(seed: int) -> None:
     assert got.equals(want)  # in the table's own row order, ties clipped in row order
 
 
+def test_clip_tells_null_keys_from_zero(sweeps: str) -> None:
+    """A null device or stream is a key of its own, not the 0 its cell is filled with: a record on stream 0 is not
+    clipped by the next record of the null stream, nor the other way round (rows in the sort's order)."""
+    table = pl.DataFrame({"device": [0, 0, None, None, 0, 0], "stream": [None, 0, 0, 0, 0, None],
+                          "ts": [0, 5, 0, 5, 100, 105], "end": [50, 60, 50, 60, 150, 160]})
+    got, n = clip_overruns(table)
+    want, n_want = _clip_reference(table)
+    assert (n, got["end"].to_list()) == (n_want, want["end"].to_list()) == (1, [50, 60, 5, 60, 150, 160])
+
+
 @pytest.mark.parametrize("seed", range(3))
-def test_clip_of_rows_in_stream_order_equals_the_sort_and_window(seed: int) -> None:
+def test_clip_of_rows_in_stream_order_equals_the_sort_and_window(seed: int, sweeps: str) -> None:
     """Rows already sorted by (device, stream, start), as a JAX profile's come, are clipped in place (no sort): the
     same table as the polars form, and as through the sort (rows out of order, or a null key, take the sort)."""
     import kernscope.analyze.timeline as tl
@@ -72,7 +95,7 @@ def test_clip_of_rows_in_stream_order_equals_the_sort_and_window(seed: int) -> N
     assert got.equals(_clip_reference(swapped)[0])
 
 
-def test_clip_of_real_traces_counts_the_overruns() -> None:
+def test_clip_of_real_traces_counts_the_overruns(sweeps: str) -> None:
     for path in REAL:
         if not path.exists():
             pytest.skip(f"{path} not in shared/traces")
@@ -137,7 +160,7 @@ def _idle_reference(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_idle_breakdown_equals_the_sorting_form(seed: int) -> None:
+def test_idle_breakdown_equals_the_sorting_form(seed: int, sweeps: str) -> None:
     g = _random_gpu(seed, nulls=seed >= 2)
     keys = ["step", "device"] if seed < 2 else ["step", "stream"]  # nulls in the keys: polars ranks them
     got = idle_breakdown(g, keys)
@@ -148,7 +171,7 @@ def test_idle_breakdown_equals_the_sorting_form(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_idle_breakdown_extent_and_counts_equal_a_group_by(seed: int) -> None:
+def test_idle_breakdown_extent_and_counts_equal_a_group_by(seed: int, sweeps: str) -> None:
     """``span_us`` and the counts that ``launch_bound`` reads from the idle breakdown's sort equal the group-by they
     replaced, float bits included (the span's µs by polars' division); null tests count as not."""
     rng = np.random.default_rng(seed)
@@ -251,7 +274,7 @@ def test_event_kinds_by_code_table_equal_by_search_and_by_text(dtype: str, monke
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_idle_breakdown_of_rows_in_order_reads_them_in_place(seed: int, monkeypatch) -> None:
+def test_idle_breakdown_of_rows_in_order_reads_them_in_place(seed: int, sweeps: str, monkeypatch) -> None:
     """Rows that come sorted by group and start (a JAX profile's do) skip the sort and its gathers: the same
     breakdown, extent and counts as through the sort (its order, the identity, applied)."""
     import kernscope.analyze.idle as idle

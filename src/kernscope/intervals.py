@@ -6,7 +6,7 @@ Shared by the trace timeline, multi-rank overlap and intra-kernel statistics. Im
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -24,11 +24,20 @@ def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end
     return union_many(table, keys, {"len": np.ones(table.height, dtype=bool)}, start=start, end=end)
 
 
+#: a compiled sweep for :func:`union_many`: (shifted starts, starts, ends, order by shifted start or None, span, masks
+#: (None: every row), number of groups) -> (each mask's lengths per group, each group's first row), or None where it
+#: is not available
+Sweep = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int, list[np.ndarray | None], int],
+                 tuple[list[np.ndarray], np.ndarray] | None]
+
+
 def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.ndarray], *, start: str = "ts",
-               end: str = "end") -> pl.DataFrame:
+               end: str = "end", sweep: Sweep | None = None) -> pl.DataFrame:
     """:func:`union_by` of several subsets of ``table`` at once (``subsets``: name -> row mask): per group of
     ``keys``, one column per subset with its union's length (Int64 ns; 0 where the group has no row in it). The
-    rows are sorted once; each subset is a mask over that order, already sorted."""
+    rows are sorted once; each subset is a mask over that order, already sorted. ``sweep``: a compiled pass that
+    finds every subset's lengths at once without gathering the rows in order
+    (:func:`kernscope.load.native.union_lengths`, which this layer may not import); the same lengths."""
     keys = list(keys)
     schema: dict[str, pl.DataType] = {**{k: table.schema[k] for k in keys}, **{n: pl.Int64() for n in subsets}}
     if table.height == 0:
@@ -38,25 +47,51 @@ def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.n
     en = table[end].to_numpy().astype(np.int64, copy=False)
     t0 = int(ts.min())
     span = int(max(int(en.max()), int(ts.max())) - t0) + 1
-    s_all, e_all = (ts - t0) + codes * span, (en - t0) + codes * span  # groups never touch on this axis
+    # groups never touch on this axis: each row shifted by codes * span - t0 (in place: one array)
+    s_all = codes * span
+    s_all -= t0
+    s_all += ts
     # a stable sort (timsort) finds the runs the rows already come in (a trace's GPU rows are nearly in time order
     # per group: a JAX profile's 1.4 M rows by step, 0.09 s with numpy's default sort, 0.01 s this way); the
     # order of equal starts does not change a union
     order = stable_order(s_all)
+    n_groups = int(codes.max()) + 1
+    # a subset equal to an earlier one is not merged again (the timeline's five often hold two or three distinct
+    # sets: a trace without communication has computation == computation + communication)
+    distinct: list[np.ndarray] = []
+    which: dict[str, int] = {}
+    for name, mask in subsets.items():
+        m = np.asarray(mask, dtype=bool)
+        which[name] = next((i for i, seen in enumerate(distinct) if np.array_equal(seen, m)), len(distinct))
+        if which[name] == len(distinct):
+            distinct.append(m)
+    swept = sweep(s_all, ts, en, order, span, [None if m.all() else m for m in distinct], n_groups) if sweep else None
+    if swept is not None:
+        lengths, first = swept
+        lens = {n: pl.Series(n, lengths[i], dtype=pl.Int64) for n, i in which.items()}
+    else:
+        e_all = en - ts
+        e_all += s_all
+        lens = {n: pl.Series(n, v, dtype=pl.Int64) for n, v in _union_lengths(s_all, e_all, order, span, distinct,
+                                                                               which, n_groups).items()}
+        if not keys:
+            return pl.DataFrame(lens)
+        first = first_positions(codes, n_groups)
+    if not keys:
+        return pl.DataFrame(lens)
+    # (any row of a group has its keys: its first in row order, or by start)
+    out: pl.DataFrame = table[first.tolist()].select(keys).with_columns(*lens.values())
+    return out
+
+
+def _union_lengths(s_all: np.ndarray, e_all: np.ndarray, order: np.ndarray | None, span: int,
+                   distinct: list[np.ndarray], which: dict[str, int], n_groups: int) -> dict[str, np.ndarray]:
+    """:func:`union_many`'s lengths in numpy: the rows gathered in order once, each distinct mask's segments merged."""
     if order is not None:
         s_all, e_all = s_all[order], e_all[order]
     e_all = np.maximum(e_all, s_all, out=e_all)  # an end before its start: an empty interval
-    n_groups = int(codes.max()) + 1
-    cols: dict[str, np.ndarray] = {}
-    done: list[tuple[np.ndarray, np.ndarray]] = []  # (mask, lengths) of the subsets computed
-    for name, mask in subsets.items():
-        m = np.asarray(mask, dtype=bool)
-        # a subset equal to an earlier one is not merged again (the timeline's five often hold two or three distinct
-        # sets: a trace without communication has computation == computation + communication)
-        same = next((lengths for seen, lengths in done if np.array_equal(seen, m)), None)
-        if same is not None:
-            cols[name] = same
-            continue
+    done: list[np.ndarray] = []
+    for m in distinct:
         if m.all():  # (every row: no gather)
             seg_s, seg_e = _merged_sorted(s_all, e_all)
         else:
@@ -67,14 +102,8 @@ def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.n
             group = seg_s // span
             first_seg = np.flatnonzero(np.append(True, group[1:] != group[:-1]))
             lengths[group[first_seg]] = np.add.reduceat(seg_e - seg_s, first_seg)
-        cols[name] = lengths
-        done.append((m, lengths))
-    lens = {n: pl.Series(n, v, dtype=pl.Int64) for n, v in cols.items()}
-    if not keys:
-        return pl.DataFrame(lens)
-    first = first_positions(codes, n_groups)
-    out: pl.DataFrame = table[first.tolist()].select(keys).with_columns(*lens.values())
-    return out
+        done.append(lengths)
+    return {n: done[i] for n, i in which.items()}
 
 
 def first_positions(codes: np.ndarray, size: int) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from ..intervals import dense_codes, merged_at, stable_order
+from ..load.native import idle_gaps
 from .kernels import NS_PER_US
 
 #: gaps shorter than this, before a kernel launched in time, count as launch overhead (µs)
@@ -45,15 +46,47 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str], *, extent: bool = False,
     launch = t["launch_ts"].fill_null(0).to_numpy().astype(np.int64, copy=False)
     t0 = int(min(ts.min(), en.min(), launch[has_launch].min() if has_launch.any() else ts.min()))
     span = int(max(ts.max(), en.max(), launch[has_launch].max() if has_launch.any() else ts.max()) - t0) + 2
-    off = code * span - t0  # a group's times shifted onto its own stretch of the axis
-    start = ts + off
+    # a group's times shifted onto its own stretch of the axis: by code * span - t0 (in place: one array)
+    start = code * span
+    start -= t0
+    start += ts
     # the rows by group, then start (ties in row order): one stable sort of the shifted starts
     order = stable_order(start)
+    n = int(code.max()) + 1
+    swept = idle_gaps(start, en, launch, has_launch, code, order, span, t0, KERNEL_WAIT_US * NS_PER_US, n)
+    if swept is not None:  # one compiled pass, no gather (1 GB JAX profile: 0.4 -> 0.1 s)
+        del start
+        busy = swept.busy.astype(np.int64)
+        host, kern, other = swept.host / NS_PER_US, swept.kern / NS_PER_US, swept.other / NS_PER_US
+        late_n, first = swept.late_n, swept.first
+        ext = swept.max_end - ts[first] if extent else None
+    else:
+        busy, host, kern, other, late_n, first, ext = _idle_numpy(code, start, en, has_launch, launch, start - ts, order,
+                                                                  span, n, extent)
+    extra = []
+    if extent:
+        extra.append(pl.Series("span_us", ext, dtype=pl.Int64))
+    for c in counts:  # (integer counts per group: exact, in any order)
+        extra.append(pl.Series(c, np.bincount(code, weights=t[c].to_numpy(), minlength=n).astype(np.int64),
+                               dtype=pl.Int64))
+    out = t.select(keys)[first].with_columns(pl.Series("_busy", busy, dtype=pl.Int64), pl.Series("host_wait_us", host),
+                                              pl.Series("kernel_wait_us", kern), pl.Series("other_idle_us", other),
+                                              pl.Series("host_wait_gaps", late_n, dtype=pl.Int64), *extra)
+    if extent:  # ns to µs by polars' division, as a grouped one gives them (its float rounding depends on the path)
+        out = out.with_columns(pl.col("span_us") / NS_PER_US)
+    return out.cast(dict(schema))  # type: ignore[arg-type]
+
+
+def _idle_numpy(code: np.ndarray, start: np.ndarray, en: np.ndarray, has_launch: np.ndarray, launch: np.ndarray,
+                off: np.ndarray, order: np.ndarray | None, span: int, n: int,
+                extent: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                       np.ndarray | None]:
+    """:func:`idle_breakdown`'s per-group sums without the compiled library: the rows gathered in order, their busy
+    segments merged (:func:`~kernscope.intervals.merged_at`) and each gap classified by the record that ends it."""
     if order is not None:
         code, start, en, has_launch, launch, off = (a[order] for a in (code, start, en, has_launch, launch, off))
     s, e, seg_at = merged_at(start, np.maximum(en + off, start))
     seg_code = s // span
-    n = int(code.max()) + 1
     busy = np.bincount(seg_code, weights=(e - s).astype(np.float64), minlength=n).astype(np.int64)
     host = np.zeros(n)
     kern = np.zeros(n)
@@ -86,15 +119,6 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str], *, extent: bool = False,
     # each group's keys from its first row (in group order: the codes are sorted)
     at = np.flatnonzero(np.append(True, code[1:] != code[:-1]))
     first = order[at] if order is not None else at
-    extra = []
-    if extent:  # a group's first row has its earliest start (sorted by start); its latest end, a reduction
-        extra.append(pl.Series("span_us", np.maximum.reduceat(en, at) - (start[at] - off[at]), dtype=pl.Int64))
-    for c in counts:
-        v = t[c].to_numpy()
-        extra.append(pl.Series(c, np.add.reduceat((v if order is None else v[order]).astype(np.int64), at), dtype=pl.Int64))
-    out = t.select(keys)[first].with_columns(pl.Series("_busy", busy, dtype=pl.Int64), pl.Series("host_wait_us", host),
-                                              pl.Series("kernel_wait_us", kern), pl.Series("other_idle_us", other),
-                                              pl.Series("host_wait_gaps", late_n, dtype=pl.Int64), *extra)
-    if extent:  # ns to µs by polars' division, as a grouped one gives them (its float rounding depends on the path)
-        out = out.with_columns(pl.col("span_us") / NS_PER_US)
-    return out.cast(dict(schema))  # type: ignore[arg-type]
+    # a group's first row has its earliest start (sorted by start); its latest end, a reduction
+    ext = np.maximum.reduceat(en, at) - (start[at] - off[at]) if extent else None
+    return busy, host, kern, other, late_n, first, ext

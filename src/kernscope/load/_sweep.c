@@ -112,3 +112,135 @@ int64_t ks_search_right(const int64_t *hay, int64_t n, const int64_t *q, int64_t
     }
     return 0;
 }
+
+/* Floor division by a positive span (a segment's group; starts are shifted to be >= 0, this keeps numpy's // for
+ * any). */
+static int64_t group_of(int64_t x, int64_t span) {
+    int64_t q = x / span;
+    return (x % span != 0 && x < 0) ? q - 1 : q;
+}
+
+/* ks_union_lengths: the length of the union of each group's intervals, for up to 8 subsets of the rows in one pass
+ * (kernscope.intervals.union_many). Row r's start s[r] is shifted so that its group g lies in [g * span,
+ * (g + 1) * span); its end is shifted alike: s[r] + end[r] - start[r] (end and start unshifted). order (NULL: the
+ * identity) lists the rows by s; masks[j] (NULL: every row) says which rows subset j holds. An interval whose end
+ * is before its start is empty. A segment is a maximal run of intervals each starting at or before the running end
+ * of those before it; out[j * n_groups + g] (zeroed by the caller) gets the summed lengths of subset j's segments
+ * in group g, and first[g] (NULL: not asked; filled with -1 by the caller) the group's first row by s. Returns 0, or
+ * -1 where k is out of range. */
+int64_t ks_union_lengths(const int64_t *s, const int64_t *start, const int64_t *end, int64_t n, const int64_t *order,
+                         int64_t span, const uint8_t *const *masks, int64_t k, int64_t n_groups, int64_t *out,
+                         int64_t *first) {
+    int64_t rs[8], re[8];
+    int open[8];
+    if (k < 0 || k > 8) return -1;
+    for (int64_t j = 0; j < k; j++) open[j] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = order ? order[i] : i;
+        int64_t x = s[r], y = (int64_t)((uint64_t)x + (uint64_t)end[r] - (uint64_t)start[r]);
+        if (y < x) y = x;
+        if (first) {
+            int64_t g = group_of(x, span);
+            if (first[g] < 0) first[g] = r;
+        }
+        for (int64_t j = 0; j < k; j++) {
+            if (masks[j] && !masks[j][r]) continue;
+            if (!open[j] || x > re[j]) {
+                if (open[j]) out[j * n_groups + group_of(rs[j], span)] += re[j] - rs[j];
+                rs[j] = x;
+                re[j] = y;
+                open[j] = 1;
+            } else if (y > re[j]) {
+                re[j] = y;
+            }
+        }
+    }
+    for (int64_t j = 0; j < k; j++)
+        if (open[j]) out[j * n_groups + group_of(rs[j], span)] += re[j] - rs[j];
+    return 0;
+}
+
+/* ks_idle_gaps: the busy union of each group's GPU records and its gaps, classified by the record that ends each
+ * gap (kernscope.analyze.idle.idle_breakdown). Row r's times are shifted by off = code[r] * span - t0 (group g on
+ * [g * span, (g + 1) * span)): start[r] (shifted already), end[r] + off (at least the start), launch[r] + off where
+ * has_launch[r]. order (NULL: the identity) lists the rows by shifted start. Per group (arrays zeroed by the caller):
+ * busy (the segments' lengths), and for a gap between two of its segments, of length gap and ending at the first
+ * row r of the later segment: late (r launched after the gap began) adds gap to host and 1 to late_n; else a
+ * launched r with gap < quick_ns adds gap to kern; else gap goes to other. The sums are in doubles, in the order of
+ * the segments (numpy's bincount of the same weights adds them so). first[g] gets the group's first row in order
+ * and max_end[g] the largest unshifted end of its rows (first filled with -1 by the caller, max_end with INT64_MIN).
+ * Returns 0. */
+int64_t ks_idle_gaps(const int64_t *start, const int64_t *end, const int64_t *launch, const uint8_t *has_launch,
+                     const int64_t *code, const int64_t *order, int64_t n, int64_t span, int64_t t0, double quick_ns,
+                     double *busy, double *host, double *kern, double *other, int64_t *late_n, int64_t *first,
+                     int64_t *max_end) {
+    int64_t rs = 0, re = 0, g = 0;
+    int open = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = order ? order[i] : i;
+        int64_t off = (int64_t)((uint64_t)code[r] * (uint64_t)span - (uint64_t)t0);
+        int64_t x = start[r], y = (int64_t)((uint64_t)end[r] + (uint64_t)off);
+        if (y < x) y = x;
+        if (first[code[r]] < 0) first[code[r]] = r;
+        if (end[r] > max_end[code[r]]) max_end[code[r]] = end[r];
+        if (open && x <= re) {
+            if (y > re) re = y;
+            continue;
+        }
+        if (open) {
+            busy[g] += (double)(re - rs);
+            int64_t ng = group_of(x, span);
+            if (ng == g) { /* a gap of this group, ended by row r */
+                int64_t gap = x - re;
+                int launched = has_launch[r] != 0;
+                int late = launched && (int64_t)((uint64_t)launch[r] + (uint64_t)off) > re;
+                if (late) {
+                    host[g] += (double)gap;
+                    late_n[g] += 1;
+                } else if (launched && (double)gap < quick_ns) {
+                    kern[g] += (double)gap;
+                } else {
+                    other[g] += (double)gap;
+                }
+            }
+        }
+        rs = x;
+        re = y;
+        g = group_of(x, span);
+        open = 1;
+    }
+    if (open) busy[g] += (double)(re - rs);
+    return 0;
+}
+
+/* ks_clip: each GPU record's end clipped to the start of the next record of its (device, stream)
+ * (kernscope.analyze.timeline.clip_overruns). order (NULL: the identity) lists the rows sorted by (device, stream,
+ * start), records that start together in row order, nulls as that function sorts them; dev_null, stream_null,
+ * ts_null and end_null (each NULL where the column has no null) mark null cells, whose values (dev, stream, ts, end)
+ * the caller filled with 0. A row is clipped where the next row in that order has its device and stream (null
+ * equal to null) and a start, it has an end, and that end is after the next start; new_end gets the next start
+ * there, its end elsewhere, and clipped 1 or 0. Returns the number clipped. */
+int64_t ks_clip(const int64_t *dev, const int64_t *stream, const int64_t *ts, const int64_t *end, const uint8_t *dev_null,
+                const uint8_t *stream_null, const uint8_t *ts_null, const uint8_t *end_null, const int64_t *order,
+                int64_t n, int64_t *new_end, uint8_t *clipped) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t a = order ? order[i] : i;
+        int64_t e = end[a];
+        int hit = 0;
+        if (i + 1 < n && !(end_null && end_null[a])) {
+            int64_t b = order ? order[i + 1] : i + 1;
+            int same = dev[a] == dev[b] && stream[a] == stream[b]
+                       && (!dev_null || dev_null[a] == dev_null[b])
+                       && (!stream_null || stream_null[a] == stream_null[b]);
+            if (same && !(ts_null && ts_null[b]) && e > ts[b]) {
+                e = ts[b];
+                hit = 1;
+            }
+        }
+        new_end[a] = e;
+        clipped[a] = (uint8_t)hit;
+        count += hit;
+    }
+    return count;
+}

@@ -15,12 +15,12 @@ import functools
 import importlib.machinery
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 13
+ABI_VERSION = 14
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,7 +35,7 @@ def _library() -> Any:
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
                 for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest",
-                           "ks_search_right"):
+                           "ks_search_right", "ks_union_lengths", "ks_idle_gaps", "ks_clip"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib
@@ -100,6 +100,100 @@ def search_right(hay: np.ndarray, q: np.ndarray) -> np.ndarray:
     out = np.empty(len(x), dtype=np.int64)
     lib.ks_search_right(ctypes.c_void_p(h.ctypes.data), ctypes.c_int64(len(h)), ctypes.c_void_p(x.ctypes.data),
                         ctypes.c_int64(len(x)), ctypes.c_void_p(out.ctypes.data))
+    return out
+
+
+def _ptr(a: np.ndarray | None) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data if a is not None else None)
+
+
+#: subsets :func:`union_lengths` sweeps in one pass (``ks_union_lengths``' limit)
+UNION_SUBSETS = 8
+
+
+def union_lengths(s: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.ndarray | None, span: int,
+                  masks: list[np.ndarray | None], n_groups: int) -> tuple[list[np.ndarray], np.ndarray] | None:
+    """Per subset of the rows (``masks``: one boolean array each, None for every row), the length of each group's
+    union of intervals (int64, the times' unit), and each group's first row by start (-1 where it has none). Rows
+    in row order: ``start`` and ``end`` (int64) unshifted, ``s`` the starts shifted so that group g lies in
+    [g * span, (g + 1) * span) (each end is shifted alike), ``order`` listing them by ``s`` (None: in order). One
+    pass over the rows for up to :data:`UNION_SUBSETS` subsets, no gather of any array (``_sweep.c``:
+    ks_union_lengths). None when the library is not available."""
+    lib = scanner()
+    if lib is None:
+        return None
+    n = len(s)
+    cols = [np.ascontiguousarray(a, dtype=np.int64) for a in (s, start, end)]
+    at = None if order is None else np.ascontiguousarray(order, dtype=np.int64)
+    first = np.full(n_groups, -1, dtype=np.int64)
+    out: list[np.ndarray] = []
+    for k in range(0, max(len(masks), 1), UNION_SUBSETS):
+        part = [None if m is None else np.ascontiguousarray(m, dtype=np.bool_) for m in masks[k:k + UNION_SUBSETS]]
+        ptrs = (ctypes.c_void_p * max(len(part), 1))(*(None if m is None else m.ctypes.data for m in part))
+        lengths = np.zeros((len(part), n_groups), dtype=np.int64)
+        lib.ks_union_lengths(_ptr(cols[0]), _ptr(cols[1]), _ptr(cols[2]), ctypes.c_int64(n), _ptr(at),
+                             ctypes.c_int64(span), ptrs, ctypes.c_int64(len(part)), ctypes.c_int64(n_groups),
+                             _ptr(lengths), _ptr(first) if k == 0 else _ptr(None))
+        out.extend(lengths)
+    return out, first
+
+
+def clip_ends(dev: np.ndarray, stream: np.ndarray, ts: np.ndarray, end: np.ndarray,
+              nulls: tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None, np.ndarray | None],
+              order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Each record's end clipped to the next start on its (device, stream) (int64, row order, null cells filled with
+    0 and marked in ``nulls``: device, stream, start, end; None where a column has none), ``order`` listing the rows
+    by (device, stream, start) (None: in order): the new ends, a boolean mask of the clipped rows and their number.
+    One pass, no gather (``_sweep.c``: ks_clip). None when the library is not available."""
+    lib = scanner()
+    if lib is None:
+        return None
+    n = len(ts)
+    cols = [np.ascontiguousarray(a, dtype=np.int64) for a in (dev, stream, ts, end)]
+    marks = [None if m is None else np.ascontiguousarray(m, dtype=np.bool_) for m in nulls]
+    at = None if order is None else np.ascontiguousarray(order, dtype=np.int64)
+    new_end = np.empty(n, dtype=np.int64)
+    clipped = np.empty(n, dtype=np.bool_)
+    count = lib.ks_clip(*(_ptr(a) for a in cols), *(_ptr(m) for m in marks), _ptr(at), ctypes.c_int64(n),
+                        _ptr(new_end), _ptr(clipped))
+    return new_end, clipped, int(count)
+
+
+class IdleGaps(NamedTuple):
+    """What :func:`idle_gaps` finds per group: ``busy``, ``host``, ``kern`` and ``other`` (sums of int64 lengths in
+    float64, in the unit of the times), ``late_n`` (int64), ``first`` (the group's first row by start) and
+    ``max_end`` (the largest unshifted end of its rows)."""
+
+    busy: np.ndarray
+    host: np.ndarray
+    kern: np.ndarray
+    other: np.ndarray
+    late_n: np.ndarray
+    first: np.ndarray
+    max_end: np.ndarray
+
+
+def idle_gaps(start: np.ndarray, end: np.ndarray, launch: np.ndarray, has_launch: np.ndarray, code: np.ndarray,
+              order: np.ndarray | None, span: int, t0: int, quick: float, n_groups: int) -> IdleGaps | None:
+    """The busy union of each group's records and its gaps, classified by the record that ends each gap
+    (:func:`kernscope.analyze.idle.idle_breakdown`'s rules; ``quick``: the launch-overhead threshold, in the times'
+    unit): rows in row order, each shifted by ``code * span - t0`` (``start`` already shifted; ``end`` and ``launch``
+    not), ``order`` listing them by shifted start (None: in order). One pass, no gather (``_sweep.c``: ks_idle_gaps).
+    None when the library is not available."""
+    lib = scanner()
+    if lib is None:
+        return None
+    n = len(start)
+    cols = [np.ascontiguousarray(a, dtype=np.int64) for a in (start, end, launch, code)]
+    launched = np.ascontiguousarray(has_launch, dtype=np.bool_)
+    at = None if order is None else np.ascontiguousarray(order, dtype=np.int64)
+    out = IdleGaps(busy=np.zeros(n_groups), host=np.zeros(n_groups), kern=np.zeros(n_groups),
+                   other=np.zeros(n_groups), late_n=np.zeros(n_groups, dtype=np.int64),
+                   first=np.full(n_groups, -1, dtype=np.int64),
+                   max_end=np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64))
+    lib.ks_idle_gaps(_ptr(cols[0]), _ptr(cols[1]), _ptr(cols[2]), _ptr(launched), _ptr(cols[3]), _ptr(at),
+                     ctypes.c_int64(n), ctypes.c_int64(span), ctypes.c_int64(t0), ctypes.c_double(quick),
+                     *(_ptr(a) for a in out))
     return out
 
 
