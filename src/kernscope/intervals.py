@@ -11,24 +11,24 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
-
-def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end: str = "end") -> pl.DataFrame:
-    """Per group of ``keys``: total length (ns) of the union of the ``[start, end)`` intervals.
-
-    Groups are laid end to end on one axis (offset by group code), so one sort finds every merged segment of
-    every group at once (:func:`union_many` with one subset: every row).
-
-    Returns:
-        One row per group: the key columns and ``len`` (Int64 ns).
-    """
-    return union_many(table, keys, {"len": np.ones(table.height, dtype=bool)}, start=start, end=end)
-
-
 #: a compiled sweep for :func:`union_many`: (shifted starts, starts, ends, order by shifted start or None, span, masks
 #: (None: every row), number of groups) -> (each mask's lengths per group, each group's first row), or None where it
 #: is not available
 Sweep = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int, list[np.ndarray | None], int],
                  tuple[list[np.ndarray], np.ndarray] | None]
+
+
+def union_by(table: pl.DataFrame, keys: Sequence[str], *, start: str = "ts", end: str = "end",
+             sweep: Sweep | None = None) -> pl.DataFrame:
+    """Per group of ``keys``: total length (ns) of the union of the ``[start, end)`` intervals.
+
+    Groups are laid end to end on one axis (offset by group code), so one sort finds every merged segment of
+    every group at once (:func:`union_many` with one subset: every row; ``sweep`` as there).
+
+    Returns:
+        One row per group: the key columns and ``len`` (Int64 ns).
+    """
+    return union_many(table, keys, {"len": np.ones(table.height, dtype=bool)}, start=start, end=end, sweep=sweep)
 
 
 def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.ndarray], *, start: str = "ts",

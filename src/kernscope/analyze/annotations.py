@@ -14,6 +14,7 @@ import polars as pl
 
 from ..errors import KernscopeError
 from ..intervals import union_by
+from ..load.native import union_lengths
 from ..model import Trace
 from .kernels import NS_PER_US
 from .timeline import gpu_timeline
@@ -93,7 +94,8 @@ def by_annotation(trace: Trace, gpu: pl.DataFrame, pattern: str = "") -> Annotat
         (pl.when(pl.col("kind") == "kernel").then(pl.col("dur")).otherwise(0).sum() / NS_PER_US).alias("kernel_time_us"),
         (pl.col("dur").sum() / NS_PER_US).alias("gpu_time_us"),
     )
-    busy = union_by(pairs.select("path", "ts", "end"), ["path"]).select("path", (pl.col("len") / NS_PER_US).alias("busy_us"))
+    busy = union_by(pairs.select("path", "ts", "end"), ["path"], sweep=union_lengths).select(
+        "path", (pl.col("len") / NS_PER_US).alias("busy_us"))
     out = (inst.join(per, on="path", how="left").join(busy, on="path", how="left")
            .with_columns(pl.col("kernel_count").fill_null(0), pl.col("kernel_time_us").fill_null(0.0),
                          pl.col("gpu_time_us").fill_null(0.0), pl.col("busy_us").fill_null(0.0))

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from ..intervals import union_by
+from ..load.native import union_lengths
 from ..model import Trace
 from ..scalars import as_int
 from .categories import Categorizer, kernel_head
@@ -207,7 +208,7 @@ def _framework(trace: Trace) -> str:
 def _busy(g: pl.DataFrame) -> float:
     if g.height == 0:
         return 0.0
-    return float(union_by(g.select("ts", "end"), [])["len"][0]) / NS_PER_US
+    return float(union_by(g.select("ts", "end"), [], sweep=union_lengths)["len"][0]) / NS_PER_US
 
 
 def ranks_of_one_job(a: Trace, b: Trace, ga: pl.DataFrame, gb: pl.DataFrame) -> tuple[int, int] | None:

@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from ...intervals import union_by
+from ...load.native import union_lengths
 from ...model import Trace
 from ...scalars import as_float
 from ..critical_path import critical_path
@@ -101,7 +102,7 @@ def collective_type(meta: str | None, name: str) -> str:
 def _union(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     if df.height == 0:
         return pl.DataFrame(schema={**{k: df.schema[k] for k in keys}, "len": pl.Int64})
-    return union_by(df, keys)
+    return union_by(df, keys, sweep=union_lengths)
 
 
 def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
