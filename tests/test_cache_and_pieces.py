@@ -860,3 +860,82 @@ def test_the_content_digest_is_the_xxh3_of_every_byte_across_map_windows(tmp_pat
     writer.start()
     assert C.file_digest(fifo) == xxhash.xxh3_128(b"abc").hexdigest()
     writer.join()
+
+
+def _gpu_run_tables(n: int, start: int, m: int) -> dict[str, pl.DataFrame]:
+    """An event table (idx, interned names, ``end`` as a sum, a column without values) and a GPU table that is the run
+    of its rows ``start .. start + m``: its event columns as they are but ``device`` (filled in, as the link does),
+    and columns of its own."""
+    events = pl.DataFrame({
+        "idx": pl.Series(range(0, 2 * n, 2), dtype=pl.Int64),
+        "name": pl.Series([f"k{i % 37}" for i in range(n)], dtype=pl.Categorical),
+        "ts": pl.Series(range(1000, 1000 + 10 * n, 10), dtype=pl.Int64),
+        "dur": pl.Series([i % 7 for i in range(n)], dtype=pl.Int64),
+        "device": pl.Series([None if i % 5 == 0 else 0 for i in range(n)], dtype=pl.Int64),
+        "bytes": pl.Series([None] * n, dtype=pl.Int64),
+    }).with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
+    run = events.slice(start, m)
+    gpu = run.with_columns(pl.col("device").fill_null(3), pl.Series("step", [i // 100 for i in range(m)]),
+                           pl.col("name").alias("launcher"))
+    return {"events": events, "gpu": gpu, "flows": events.head(0).select("ts"), "steps": pl.DataFrame({"step": [0]})}
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_gpu_table_that_is_a_run_of_the_events_reads_their_columns_from_its_file(monkeypatch, compressed):
+    """A GPU table whose rows are one run of the event table's (every JAX profile's) is written without the columns
+    it shares with it, cell for cell; they are read from the event table's file over that run, and the table reads
+    back equal, column order, types and nulls included. A column that differs (``device``, filled in), ``idx`` (the
+    check of the run) and the GPU table's own columns are written. Rows that are not one run share nothing."""
+    from polars.testing import assert_frame_equal
+
+    monkeypatch.setattr(kcache, "COMPRESS_ABOVE", 0 if compressed else 1 << 40)
+    monkeypatch.setattr(kcache, "STRINGS_SLACK", 1 << 40)
+    for i, (start, m) in enumerate(((300, 5_000), (0, 6_000), (5_995, 5))):
+        tables = _gpu_run_tables(6_000, start, m)
+        d = kcache.write_entry(f"{i:032x}", {"run": 1}, tables, {}, notify=lambda m: None)
+        assert d is not None
+        e = kcache.open_entry(f"{i:032x}", {"run": 1}, notify=lambda m: None)
+        assert e is not None
+        assert e.manifest["files"]["gpu.arrow"]["shared"] == {"start": start, "columns": ["name", "ts", "dur", "end"]}
+        assert set(pl.read_ipc_schema(d / "gpu.arrow")) == {"idx", "device", "step", "launcher"}
+        for t in kcache.TABLES:
+            assert_frame_equal(e.table(t), tables[t], check_exact=True)
+    scattered = _gpu_run_tables(6_000, 0, 6_000)
+    scattered["gpu"] = scattered["gpu"].gather_every(2)
+    d = kcache.write_entry("e" * 32, {"run": 2}, scattered, {}, notify=lambda m: None)
+    e = kcache.open_entry("e" * 32, {"run": 2}, notify=lambda m: None)
+    assert d is not None and e is not None and e.manifest["files"]["gpu.arrow"]["shared"] is None
+    assert_frame_equal(e.table("gpu"), scattered["gpu"], check_exact=True)
+
+
+def test_a_gpu_table_read_from_the_wrong_run_of_events_is_a_damaged_entry():
+    """The GPU table keeps its ``idx``: shared columns read from any other run of the event table's rows (a manifest
+    from another entry, its checksums right) raise ValueError, which the load turns into a discarded entry."""
+    tables = _gpu_run_tables(3_000, 100, 1_000)
+    assert kcache.write_entry("f" * 32, {"run": 3}, tables, {}, notify=lambda m: None) is not None
+    e = kcache.open_entry("f" * 32, {"run": 3}, notify=lambda m: None)
+    assert e is not None
+    e.manifest["files"]["gpu.arrow"]["shared"]["start"] = 101
+    with pytest.raises(ValueError, match="not the event table's run"):
+        e.table("gpu")
+    e.manifest["files"]["gpu.arrow"]["shared"]["start"] = 2_500  # past the end: fewer rows
+    with pytest.raises(ValueError, match="not the event table's run"):
+        e.table("gpu")
+
+
+def test_a_jax_profiles_gpu_table_shares_the_event_columns_in_its_entry(tmp_path, monkeypatch):
+    """The real JAX fixture's GPU rows are one run of its events: the entry's GPU table holds its own columns, and the
+    cached trace's tables equal the parsed ones."""
+    from polars.testing import assert_frame_equal
+
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    path = ROOT / "tests" / "data" / "jax" / "mlp" / "vm.xplane.pb"
+    fresh = kernscope.load(path)
+    e = kcache.open_entry(kcache.file_digest(path), pipeline.LoadOptions().key(), notify=lambda m: None)
+    assert e is not None
+    shared = e.manifest["files"]["gpu.arrow"]["shared"]
+    assert {"name", "ts", "dur", "end", "correlation", "hlo_op"} <= set(shared["columns"])
+    again = kernscope.load(path)
+    assert again.from_cache
+    for t in ("gpu", "events", "steps"):
+        assert_frame_equal(getattr(again, t), getattr(fresh, t), check_exact=True)
