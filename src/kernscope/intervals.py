@@ -74,9 +74,7 @@ def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.n
         e_all += s_all
         lens = {n: pl.Series(n, v, dtype=pl.Int64) for n, v in _union_lengths(s_all, e_all, order, span, distinct,
                                                                                which, n_groups).items()}
-        if not keys:
-            return pl.DataFrame(lens)
-        first = first_positions(codes, n_groups)
+        first = first_positions(codes, n_groups) if keys else codes[:0]
     if not keys:
         return pl.DataFrame(lens)
     # (any row of a group has its keys: its first in row order, or by start)

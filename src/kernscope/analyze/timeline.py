@@ -53,6 +53,7 @@ def clip_overruns(table: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         order = None  # (the rows come sorted, as a JAX profile's do: read in place, no sort and no gathers)
     else:
         order = np.lexsort((ts, ~ts_null, stream, stream_null, dev, dev_null))  # the last key sorts first
+
     def marks(m: np.ndarray) -> np.ndarray | None:
         return m if m.any() else None
 

@@ -133,14 +133,17 @@ int64_t ks_union_lengths(const int64_t *s, const int64_t *start, const int64_t *
                          int64_t *first) {
     int64_t rs[8], re[8];
     int open[8];
+    int64_t lo = 1, hi = 0; /* the current group's stretch [lo, hi) of the axis (none yet) */
     if (k < 0 || k > 8) return -1;
     for (int64_t j = 0; j < k; j++) open[j] = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t r = order ? order[i] : i;
         int64_t x = s[r], y = (int64_t)((uint64_t)x + (uint64_t)end[r] - (uint64_t)start[r]);
         if (y < x) y = x;
-        if (first) {
+        if (first && (x < lo || x >= hi)) { /* the first row of a group: one division a group, not a row */
             int64_t g = group_of(x, span);
+            lo = g * span;
+            hi = lo + span;
             if (first[g] < 0) first[g] = r;
         }
         for (int64_t j = 0; j < k; j++) {

@@ -103,8 +103,10 @@ def search_right(hay: np.ndarray, q: np.ndarray) -> np.ndarray:
     return out
 
 
-def _ptr(a: np.ndarray | None) -> ctypes.c_void_p:
+def ptr(a: np.ndarray | None) -> ctypes.c_void_p:
+    """The address of ``a``'s data for a call of the library (NULL for None)."""
     return ctypes.c_void_p(a.ctypes.data if a is not None else None)
+
 
 
 #: subsets :func:`union_lengths` sweeps in one pass (``ks_union_lengths``' limit)
@@ -131,9 +133,9 @@ def union_lengths(s: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.n
         part = [None if m is None else np.ascontiguousarray(m, dtype=np.bool_) for m in masks[k:k + UNION_SUBSETS]]
         ptrs = (ctypes.c_void_p * max(len(part), 1))(*(None if m is None else m.ctypes.data for m in part))
         lengths = np.zeros((len(part), n_groups), dtype=np.int64)
-        lib.ks_union_lengths(_ptr(cols[0]), _ptr(cols[1]), _ptr(cols[2]), ctypes.c_int64(n), _ptr(at),
+        lib.ks_union_lengths(ptr(cols[0]), ptr(cols[1]), ptr(cols[2]), ctypes.c_int64(n), ptr(at),
                              ctypes.c_int64(span), ptrs, ctypes.c_int64(len(part)), ctypes.c_int64(n_groups),
-                             _ptr(lengths), _ptr(first) if k == 0 else _ptr(None))
+                             ptr(lengths), ptr(first) if k == 0 else ptr(None))
         out.extend(lengths)
     return out, first
 
@@ -154,8 +156,8 @@ def clip_ends(dev: np.ndarray, stream: np.ndarray, ts: np.ndarray, end: np.ndarr
     at = None if order is None else np.ascontiguousarray(order, dtype=np.int64)
     new_end = np.empty(n, dtype=np.int64)
     clipped = np.empty(n, dtype=np.bool_)
-    count = lib.ks_clip(*(_ptr(a) for a in cols), *(_ptr(m) for m in marks), _ptr(at), ctypes.c_int64(n),
-                        _ptr(new_end), _ptr(clipped))
+    count = lib.ks_clip(*(ptr(a) for a in cols), *(ptr(m) for m in marks), ptr(at), ctypes.c_int64(n),
+                        ptr(new_end), ptr(clipped))
     return new_end, clipped, int(count)
 
 
@@ -191,9 +193,9 @@ def idle_gaps(start: np.ndarray, end: np.ndarray, launch: np.ndarray, has_launch
                    other=np.zeros(n_groups), late_n=np.zeros(n_groups, dtype=np.int64),
                    first=np.full(n_groups, -1, dtype=np.int64),
                    max_end=np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64))
-    lib.ks_idle_gaps(_ptr(cols[0]), _ptr(cols[1]), _ptr(cols[2]), _ptr(launched), _ptr(cols[3]), _ptr(at),
+    lib.ks_idle_gaps(ptr(cols[0]), ptr(cols[1]), ptr(cols[2]), ptr(launched), ptr(cols[3]), ptr(at),
                      ctypes.c_int64(n), ctypes.c_int64(span), ctypes.c_int64(t0), ctypes.c_double(quick),
-                     *(_ptr(a) for a in out))
+                     *(ptr(a) for a in out))
     return out
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .native import ptr as _ptr
 from .native import scanner
 from .protowire import WireError, fields_of, walk
 
@@ -86,10 +87,6 @@ class LineScan:
     native: bool
     kept: int = 0  #: stats read into the columns
     unknown: int = 0  #: stats not read (no wanted field)
-
-
-def _ptr(a: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(a.ctypes.data)
 
 
 def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray, spec: FieldSpec,
