@@ -330,8 +330,9 @@ class Entry:
         return p
 
     def table(self, name: str) -> pl.DataFrame:
-        """Read one table, checking its checksum first (raises ``ValueError`` when damaged)."""
-
+        """Read one table, checking its checksums first (raises ``ValueError`` when damaged): its file, and for a GPU
+        table stored as a run of the event table's rows (:func:`_shared_run`), the shared columns from the event
+        table's file over that run, whose ``idx`` must be the GPU table's."""
         want = self.manifest["files"][f"{name}.arrow"]
         df = self._columns(name)
         shared = want.get("shared")
