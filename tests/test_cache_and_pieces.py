@@ -924,8 +924,8 @@ def test_a_gpu_table_read_from_the_wrong_run_of_events_is_a_damaged_entry():
 
 
 def test_a_jax_profiles_gpu_table_shares_the_event_columns_in_its_entry(tmp_path, monkeypatch):
-    """The real JAX fixture's GPU rows are one run of its events: the entry's GPU table holds its own columns, and the
-    cached trace's tables equal the parsed ones."""
+    """The real JAX fixture's GPU rows are one run of its events: the entry's GPU table holds its own columns, its
+    ``idx`` is a range, and the cached trace's tables equal the parsed ones."""
     from polars.testing import assert_frame_equal
 
     monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
@@ -935,7 +935,36 @@ def test_a_jax_profiles_gpu_table_shares_the_event_columns_in_its_entry(tmp_path
     assert e is not None
     shared = e.manifest["files"]["gpu.arrow"]["shared"]
     assert {"name", "ts", "dur", "end", "correlation", "hlo_op"} <= set(shared["columns"])
+    assert e.manifest["files"]["events.arrow"]["ranges"] == {"idx": 0}  # every event read, numbered in order
     again = kernscope.load(path)
     assert again.from_cache
     for t in ("gpu", "events", "steps"):
         assert_frame_equal(getattr(again, t), getattr(fresh, t), check_exact=True)
+
+
+def test_an_idx_that_counts_up_by_one_is_written_as_its_first_value(monkeypatch):
+    """``idx`` holding first, first + 1, ... in every row (a JAX profile's events, and its GPU table, a run of them)
+    is not written: the manifest keeps its first value and a read makes it again, also over a run of rows. An
+    ``idx`` with a gap, a repeat or a null is written as it is."""
+    from polars.testing import assert_frame_equal
+
+    monkeypatch.setattr(kcache, "STRINGS_SLACK", 1 << 40)
+    tables = _gpu_run_tables(4_000, 1_000, 2_000)
+    tables = {k: (t.with_columns(pl.col("idx") // 2 + 7) if "idx" in t.columns else t) for k, t in tables.items()}
+    d = kcache.write_entry("a1" * 16, {"run": 4}, tables, {}, notify=lambda m: None)
+    e = kcache.open_entry("a1" * 16, {"run": 4}, notify=lambda m: None)
+    assert d is not None and e is not None
+    files = e.manifest["files"]
+    assert files["events.arrow"]["ranges"] == {"idx": 7} and files["gpu.arrow"]["ranges"] == {"idx": 1_007}
+    assert "idx" not in pl.read_ipc_schema(d / "events.arrow") and "idx" not in pl.read_ipc_schema(d / "gpu.arrow")
+    assert files["gpu.arrow"]["shared"]["start"] == 1_000
+    for t in kcache.TABLES:
+        assert_frame_equal(e.table(t), tables[t], check_exact=True)
+    cases: list[list[int | None]] = [[0, 1, 3], [0, 1, 1], [0, None, 2], [5, 4, 3]]
+    for i, idx in enumerate(cases):
+        odd = {**tables, "events": pl.DataFrame({"idx": pl.Series(idx, dtype=pl.Int64), "ts": [1, 2, 3]})}
+        odd["gpu"] = odd["events"].head(0)
+        d = kcache.write_entry(f"b{i}" * 16, {"run": 5}, odd, {}, notify=lambda m: None)
+        e = kcache.open_entry(f"b{i}" * 16, {"run": 5}, notify=lambda m: None)
+        assert d is not None and e is not None and e.manifest["files"]["events.arrow"]["ranges"] == {}
+        assert_frame_equal(e.table("events"), odd["events"], check_exact=True)

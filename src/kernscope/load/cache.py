@@ -355,6 +355,9 @@ class Entry:
 
         want = self.manifest["files"][f"{name}.arrow"]
         nulls, derived, codes = want.get("nulls") or {}, want.get("derived") or {}, want.get("codes") or []
+        ranges: dict[str, int] = want.get("ranges") or {}
+        if not all(isinstance(v, int) for v in ranges.values()):
+            raise ValueError(f"{name}.arrow: a range column without its first value")
         shared = set((want.get("shared") or {}).get("columns") or ())
         order = [c for c in want["columns"] if c not in shared] if columns is None else columns
         path = self._checked(f"{name}.arrow")
@@ -363,14 +366,20 @@ class Entry:
         else:
             nulls = {c: t for c, t in nulls.items() if c in order}
             derived = {c: ab for c, ab in derived.items() if c in order}
+            ranges = {c: v for c, v in ranges.items() if c in order}
             needed = [*order, *(x for ab in derived.values() for x in ab)]
-            stored = set(want["columns"]) - shared - set(want.get("nulls") or {}) - set(want.get("derived") or {})
-            if not set(needed) <= stored | set(nulls) | set(derived):
+            stored = (set(want["columns"]) - shared - set(want.get("nulls") or {}) - set(want.get("derived") or {})
+                      - set(want.get("ranges") or {}))
+            if not set(needed) <= stored | set(nulls) | set(derived) | set(ranges):
                 raise ValueError(f"{name}.arrow: columns it does not have")
             read = list(dict.fromkeys(c for c in needed if c in stored))
             codes = [c for c in codes if c in read]
             lf = pl.scan_ipc(path).select(read)
             df = (lf.slice(*rows) if rows is not None else lf).collect()
+        if ranges:  # (a column that counts up by one from its first value: not written)
+            at = rows[0] if rows is not None else 0
+            df = df.with_columns(pl.int_range(v + at, v + at + df.height, dtype=pl.Int64, eager=True).alias(c)
+                                 for c, v in ranges.items())
         if codes:
             if STRINGS_FILE not in self.manifest["files"] or not set(codes) <= set(df.columns):
                 raise ValueError(f"{name}.arrow: categorical columns without their strings")
@@ -389,7 +398,7 @@ class Entry:
             if not set(nulls.values()) <= set(_NULL_TYPES):
                 raise ValueError(f"{name}.arrow: unknown column type in the manifest")
             df = df.with_columns(pl.lit(None, dtype=getattr(pl, t)()).alias(c) for c, t in nulls.items())
-        if nulls or derived or columns is not None:
+        if nulls or derived or ranges or columns is not None:
             df = df.select(order)
         return df
 
@@ -506,7 +515,8 @@ class EntryWriter:
         if self.compress is None:
             self.compress = table.estimated_size() > (COMPRESS_EVENTS_ABOVE if name == "events" else COMPRESS_ABOVE)
         derived = _derived_columns(table)
-        table = table.drop(list(derived))
+        ranges = _range_columns(table)
+        table = table.drop([*derived, *ranges])
         self._rows += df.height
         codes = self._codes(table)
         if codes:
@@ -519,7 +529,7 @@ class EntryWriter:
         table.write_ipc(p, compression="zstd" if self.compress else "uncompressed", record_batch_size=max(rows, 1))
         del table
         self._files[p.name] = {"size": p.stat().st_size, "xxh3": _checksum_file(p), "columns": df.columns,
-                               "nulls": nulls, "derived": derived, "codes": codes, "shared": shared}
+                               "nulls": nulls, "derived": derived, "ranges": ranges, "codes": codes, "shared": shared}
 
     def _codes(self, table: Any) -> list[str]:
         """The categorical columns of ``table`` to write as their codes (polars' physical ids), with the strings of ids
@@ -637,6 +647,27 @@ def _derived_columns(df: Any) -> dict[str, list[str]]:
         if ({c, a, b} <= set(df.columns) and all(df.schema[x] == pl.Int64 for x in (c, a, b))
                 and df.select((pl.col(a) + pl.col(b)).eq_missing(pl.col(c)).all()).item()):
             out[c] = [a, b]
+    return out
+
+
+#: columns written as their first value where they count up by one from it in every row (a JAX profile's ``idx``: its
+#: event number, every event read)
+_RANGES = ("idx",)
+
+
+def _range_columns(df: Any) -> dict[str, int]:
+    """Columns of :data:`_RANGES` that hold ``first, first + 1, ...`` in every row (Int64, no null): their first
+    values. Not written, made again when read: a JAX profile's ``idx`` was 0.19 of the 1.1 s of CPU its 975 MB
+    profile's event table took to compress, for an array of 8.8 M consecutive numbers."""
+    import polars as pl
+
+    out: dict[str, int] = {}
+    for c in _RANGES:
+        if c not in df.columns or df.schema[c] != pl.Int64 or df.height == 0 or df[c].null_count():
+            continue
+        v = df[c].to_numpy()
+        if int(v[-1]) - int(v[0]) == len(v) - 1 and bool((v[1:] > v[:-1]).all()):  # (increasing integers: every one)
+            out[c] = int(v[0])
     return out
 
 
