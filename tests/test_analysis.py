@@ -395,16 +395,23 @@ def test_unions_of_several_subsets_from_one_sort_equal_each_alone(compiled):
         assert whole.row(0) == (walk(s.tolist(), e.tolist()), walk(s[some].tolist(), e[some].tolist()))
 
 
-@pytest.mark.parametrize("side", [True, False], ids=["second thread", "in order"])
+@pytest.mark.parametrize(("rows", "events", "side"), [(None, None, True), (0, None, True), (None, 0, True), (0, 0, False)],
+                         ids=["second thread", "many GPU rows", "many events", "in order"])
 @pytest.mark.parametrize("step", [None, 0])
-def test_analyses_run_beside_each_other_give_what_each_gives_alone(step, side, monkeypatch):
+def test_analyses_run_beside_each_other_give_what_each_gives_alone(step, rows, events, side, monkeypatch):
     """``analyze`` runs the critical path, the per-stream kernels and the device timelines in a second thread (in
-    order, in its own, above ``SIDE_BY_SIDE_MAX_ROWS`` GPU rows): each table equals the one its function gives when
-    called alone (for the whole trace and for one step)."""
+    order, in its own, above ``SIDE_BY_SIDE_MAX_ROWS`` GPU rows and ``SIDE_BY_SIDE_MAX_EVENTS`` events): each table
+    equals the one its function gives when called alone (for the whole trace and for one step)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from kernscope.analyze import summary
 
-    if not side:
-        monkeypatch.setattr(summary, "SIDE_BY_SIDE_MAX_ROWS", 0)
+    threads = []
+    monkeypatch.setattr(summary, "ThreadPoolExecutor", lambda n: threads.append(n) or ThreadPoolExecutor(n))
+    if rows is not None:  # (a trace over a bound)
+        monkeypatch.setattr(summary, "SIDE_BY_SIDE_MAX_ROWS", rows)
+    if events is not None:
+        monkeypatch.setattr(summary, "SIDE_BY_SIDE_MAX_EVENTS", events)
     from kernscope.analyze.critical_path import critical_path
     from kernscope.analyze.kernels import kernel_summary
     from kernscope.analyze.timeline import gpu_timeline
@@ -423,6 +430,7 @@ def test_analyses_run_beside_each_other_give_what_each_gives_alone(step, side, m
     assert a.kernels_by_stream.equals(kernel_summary(g, by=by).with_columns(pl.col("name").cast(pl.String)))
     assert a.timeline_by_device.equals(gpu_timeline(g, by="device"))
     assert a.timeline.equals(gpu_timeline(g, by="device").drop("device"))
+    assert threads == ([1] if side else [])
 
 
 def test_text_keys_stay_interned_in_the_analysis_and_are_text_in_its_results():

@@ -161,7 +161,8 @@ def analyze(
         )
     g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
     decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
-    with ThreadPoolExecutor(1) if all_gpu.height <= SIDE_BY_SIDE_MAX_ROWS else _InOrder() as side:
+    beside = all_gpu.height <= SIDE_BY_SIDE_MAX_ROWS or trace.events.height <= SIDE_BY_SIDE_MAX_EVENTS
+    with ThreadPoolExecutor(1) if beside else _InOrder() as side:
         # the critical path (the largest analysis), the per-stream summary and the device timelines run in a second
         # thread, beside the rest: polars and numpy release the GIL in their work, and the analyses read the same
         # tables and write nothing shared (one thread kept a 2-core machine ~1.25 cores busy)
@@ -186,10 +187,16 @@ def analyze(
 #: what :func:`analyze` groups the GPU rows by once, for all its summaries (with ``decided_by`` and ``decided_op``
 #: where the categories were decided)
 SUMMARY_KEYS = ("name", "launcher", "category", "library", "kind", "device", "stream")
-#: ``analyze`` runs analyses in a second thread for GPU tables of at most this many rows; above, the two threads'
-#: intermediates held at once cost more memory than the time saved is worth (a 10 GB trace, 2.1 M GPU rows: peak RSS
-#: 3.85 -> 4.03 GB side by side; the 200 MB JAX class, 1.39 M rows: its analysis 2.9-4.0 -> 2.5-2.9 s)
+#: ``analyze`` runs analyses in a second thread for GPU tables of at most this many rows, or for event tables of at
+#: most :data:`SIDE_BY_SIDE_MAX_EVENTS` rows; a trace over both runs them in order, in one thread. There the tables
+#: already hold most of the memory, and the two threads' intermediates held at once cost more than the time saved is
+#: worth: the 10 GB replica (2.3 M GPU rows, 31.7 M events) side by side went from 3.85 to 4.03 GB peak RSS, over the
+#: issue's 4 GB. Below either bound time is the scarcer: the 200 MB JAX class (1.39 M GPU rows) analyzed in 2.5-2.9 s
+#: against 2.9-4.0 s; a real 975 MB JAX profile (6.7 M GPU rows, 8.8 M events) cold in 7.5-8.2 s against 8.3-9.7 s,
+#: for 0.1-0.25 GB more at its peak (2.45-2.51 GB against 2.20-2.39 GB)
 SIDE_BY_SIDE_MAX_ROWS = 1_500_000
+#: see :data:`SIDE_BY_SIDE_MAX_ROWS` (about a 5 GB Kineto trace, or a 1.8 GB XSpace)
+SIDE_BY_SIDE_MAX_EVENTS = 16_000_000
 T = TypeVar("T")
 
 
