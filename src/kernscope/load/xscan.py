@@ -175,10 +175,7 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
     if cut is not None:  # the long lines' runs of fields scanned as lines of their own, put back together below
         line_off, line_len, line_plane = cut.off, cut.len, line_plane[cut.parent]
     n = line_off.size
-    per_line = np.zeros(n + 1, dtype=np.int64)
-    if lib.ks_count_events(_ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off), _ptr(line_len), ctypes.c_int64(n),
-                           _ptr(per_line)) < 0:
-        raise WireError("a field of an event line does not fit in it", int(per_line[n]))
+    per_line = _count_events(lib, buf, line_off, line_len, None if cut is None else cut.events)
     first = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(per_line[:n], out=first[1:])
     ne = int(first[n])
@@ -228,6 +225,7 @@ class _Cut:
     parent: np.ndarray
     cut: np.ndarray  #: bool per line: cut
     hdr: np.ndarray  #: (lines, 4) int64; rows of lines not cut unused
+    events: np.ndarray  #: each run's events, counted as the long lines were cut; -1 for the runs of short lines
 
     def joined(self, ln: list[np.ndarray], first: np.ndarray, ev_line: np.ndarray,
                ev_ts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -244,6 +242,27 @@ class _Cut:
         return whole, self.parent[ev_line]
 
 
+def _count_events(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray,
+                  known: np.ndarray | None) -> np.ndarray:
+    """Each line's events (``ks_count_events``; and a last 0), but for those ``known`` (>= 0: the cut lines' runs,
+    counted as they were cut)."""
+    n = line_off.size
+    todo = None if known is None else np.flatnonzero(known < 0)
+    if todo is not None and todo.size < n:
+        line_off, line_len = np.ascontiguousarray(line_off[todo]), np.ascontiguousarray(line_len[todo])
+    m = line_off.size
+    counts = np.zeros(m + 1, dtype=np.int64)
+    if m and lib.ks_count_events(_ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off), _ptr(line_len),
+                                 ctypes.c_int64(m), _ptr(counts)) < 0:
+        raise WireError("a field of an event line does not fit in it", int(counts[m]))
+    if m == n:
+        return counts
+    assert known is not None and todo is not None
+    out = np.append(known, 0)
+    out[todo] = counts[:m]
+    return out
+
+
 def _cut_long_lines(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray) -> _Cut | None:
     """The lines of more than :data:`SEGMENT_BYTES` cut at field boundaries (``ks_cut_lines``), or None when no line
     is that long."""
@@ -254,9 +273,11 @@ def _cut_long_lines(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: n
     n = line_off.size
     cap = int(line_len[long].sum() // seg) + 1
     cut_line, cut_at, hdr = np.empty(cap, np.int64), np.empty(cap, np.int64), np.zeros(4 * n, np.int64)
+    head_events, cut_events = np.full(n, -1, np.int64), np.empty(cap, np.int64)
     offs, lens = np.ascontiguousarray(line_off, dtype=np.int64), np.ascontiguousarray(line_len, dtype=np.int64)
     nc = int(lib.ks_cut_lines(_ptr(buf), ctypes.c_int64(buf.size), _ptr(offs), _ptr(lens), ctypes.c_int64(n),
-                              ctypes.c_int64(seg), ctypes.c_int64(cap), _ptr(cut_line), _ptr(cut_at), _ptr(hdr)))
+                              ctypes.c_int64(seg), ctypes.c_int64(cap), _ptr(cut_line), _ptr(cut_at), _ptr(hdr),
+                              _ptr(head_events), _ptr(cut_events)))
     if nc == -1:
         raise WireError("a field of an event line does not fit in it", int(cut_at[0]))
     if nc < 0:
@@ -267,12 +288,13 @@ def _cut_long_lines(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: n
     start = np.concatenate([offs, cut_at[:nc]])
     order = np.lexsort((start, parent))
     parent, start = parent[order], start[order]
+    events = np.concatenate([head_events, cut_events[:nc]])[order]
     end = np.append(start[1:], 0)
     last = np.append(parent[1:] != parent[:-1], True)
     end[last] = offs[parent[last]] + lens[parent[last]]
     cut = np.zeros(n, dtype=bool)
     cut[cut_line[:nc]] = True
-    return _Cut(start, end - start, parent, cut, hdr.reshape(n, 4))
+    return _Cut(start, end - start, parent, cut, hdr.reshape(n, 4), events)
 
 
 @dataclass
