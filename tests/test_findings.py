@@ -227,6 +227,32 @@ def test_low_occupancy_flags_non_gemm_kernels_only(tmp_path, capsys):
         "vectorized_elementwise_kernel"]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_low_occupancy_finds_what_it_found_without_its_numpy_prefilter(seed, monkeypatch):
+    """The groups that cannot hold ``min_share_pct`` of their step are dropped before the grouping
+    (``_may_hold_share``): the findings are those of the grouping of every rated kernel, on random steps, names, nulls
+    and categories, and for a kernel at exactly the share bound (kept: the bound is ``>=``)."""
+    from kernscope.analyze import findings
+
+    rng = np.random.default_rng(seed)
+    n = 4000
+    gpu = pl.DataFrame({
+        "step": rng.integers(0, 25, n), "kind": rng.choice(["kernel", "memcpy"], n, p=[0.9, 0.1]),
+        "name": rng.choice([f"k{i}" for i in range(14)], n), "category": rng.choice(["Elementwise", "GEMM"], n),
+        "dur": rng.integers(1, 2000, n), "occupancy_pct": rng.uniform(0, 32, n), "registers": rng.integers(16, 128, n),
+    }).with_columns(pl.when(pl.lit(pl.Series(rng.random(n) < 0.1))).then(None).otherwise(pl.col("occupancy_pct"))
+                    .alias("occupancy_pct"))
+    edge = pl.DataFrame({"step": [99, 99], "kind": ["kernel"] * 2, "name": ["at_the_bound", "k0"],
+                         "category": ["Elementwise", "GEMM"], "dur": [50, 950], "occupancy_pct": [10.0, 10.0],
+                         "registers": [32, 32]})
+    gpu = pl.concat([gpu, edge])
+    cfg = FindingRules.builtin().rules["low_occupancy"] | {"min_share_pct": 5.0}
+    got = findings.low_occupancy(gpu, cfg)
+    monkeypatch.setattr(findings, "_may_hold_share", lambda rated, *_: rated)
+    assert got == findings.low_occupancy(gpu, cfg)
+    assert "at_the_bound" in [r["kernel"] for r in got] and len(got) > 5
+
+
 def test_far_from_roofline_in_perf_and_report(tmp_path, capsys):
     assert main(["perf", str(EXAMPLE), "--format", "json", "--no-cache"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -325,6 +325,7 @@ def low_occupancy(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]
     step_time = g.group_by("step").agg(pl.col("dur").sum().alias("_step_ns")).collect()
     rated = g.filter(pl.col("occupancy_pct").is_not_null() & ~pl.col("category").is_in(skip)).select(
         "step", pl.col("name").cast(pl.Categorical), "dur", "occupancy_pct", "registers").collect()
+    rated = _may_hold_share(rated, step_time, cfg["min_share_pct"])
     # grouped by the interned name (grouping by (step, text) row-encoded every kernel's name), and by one integer a
     # row for the two keys (intervals.group_by_keys), text for the groups
     per = (group_by_keys(rated, ["step", "name"], (
@@ -343,6 +344,27 @@ def low_occupancy(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]
         out.append(_row(cfg, "low_occupancy", time_us * cfg["assumed_saving_pct"] / 100.0, ev, step=r["step"],
                         kernel=r["name"]))
     return out
+
+
+def _may_hold_share(rated: pl.DataFrame, step_time: pl.DataFrame, min_share_pct: float) -> pl.DataFrame:
+    """The rows of ``rated`` (``step``, ``name``, ``dur`` in ns) whose (step, name) group may hold ``min_share_pct`` of
+    its step's ``_step_ns`` (``step_time``): every group's time summed in numpy, one bincount over the two keys' ranks,
+    and tested a hair below the bound (the exact test runs on the groups kept). The rows of a group are kept or
+    dropped together, so what is computed of them after is what all the rows gave: a 1 GB JAX profile's 3.4 M rated
+    kernels are 1.05 M groups, whose grouping took 0.27-0.38 s; a few percent of them can hold a share."""
+    if rated.height == 0 or any(rated[c].null_count() for c in ("step", "name", "dur")):
+        return rated  # (nulls: polars groups them)
+    step = rated["step"].to_numpy()
+    step_rank, n_step = ranks(step)
+    name_rank, n_name = ranks(rated["name"].to_physical().to_numpy())
+    if n_step * n_name > 4 * rated.height + 4096:  # (few of the pairs are used: bincount's table would be too large)
+        return rated
+    key = step_rank * n_name + name_rank
+    group_ns = np.bincount(key, weights=rated["dur"].to_numpy(), minlength=n_step * n_name)
+    step_ns = (pl.DataFrame({"step": step[first_positions(step_rank, n_step)]})  # (each rank's step)
+               .join(step_time, on="step", how="left", maintain_order="left")["_step_ns"].to_numpy())
+    bound = np.repeat(np.nan_to_num(step_ns.astype(np.float64), nan=np.inf) * (min_share_pct * (1 - 1e-9)), n_name)
+    return rated.filter(pl.Series((100.0 * group_ns >= bound)[key]))
 
 
 def find_roofline(ops: pl.DataFrame, steps: int, *, rules: FindingRules | None = None) -> pl.DataFrame:
