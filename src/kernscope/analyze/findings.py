@@ -259,9 +259,13 @@ def tiny_gemm(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
         pl.col("step").is_not_null() & (pl.col("kind") == "kernel") & (pl.col("category") == cfg["category"]))
     if g.height == 0:
         return []
-    per = (g.group_by("step", pl.col("name").cast(pl.String), pl.col("launcher").cast(pl.String).alias("op"))
-           .agg(pl.len().alias("count"), (pl.col("dur").mean() / NS_PER_US).alias("mean_us"))
-           .filter((pl.col("mean_us") <= cfg["max_mean_us"]) & (pl.col("count") >= cfg["min_count"])))
+    # grouped by the interned names, as text for the groups found only (the text of every GEMM row's name and op: a
+    # 1 GB JAX profile's 0.8 M GEMM kernels took 0.08 s alone, 0.22 s beside the critical path)
+    per = (group_by_keys(g, ["step", "name", "launcher"], (
+               pl.len().alias("count"), (pl.col("dur").mean() / NS_PER_US).alias("mean_us")))
+           .filter((pl.col("mean_us") <= cfg["max_mean_us"]) & (pl.col("count") >= cfg["min_count"]))
+           .select("step", pl.col("name").cast(pl.String), pl.col("launcher").cast(pl.String).alias("op"), "count",
+                   "mean_us"))
     out = []
     for r in per.sort("step", "count", descending=[False, True]).iter_rows(named=True):
         saving = r["count"] * min(r["mean_us"], cfg["saving_per_kernel_us"])
