@@ -406,8 +406,13 @@ def test_analyses_run_beside_each_other_give_what_each_gives_alone(step, rows, e
 
     from kernscope.analyze import summary
 
-    threads = []
-    monkeypatch.setattr(summary, "ThreadPoolExecutor", lambda n: threads.append(n) or ThreadPoolExecutor(n))
+    threads: list[int] = []
+
+    def pool(n: int) -> ThreadPoolExecutor:
+        threads.append(n)
+        return ThreadPoolExecutor(n)
+
+    monkeypatch.setattr(summary, "ThreadPoolExecutor", pool)
     if rows is not None:  # (a trace over a bound)
         monkeypatch.setattr(summary, "SIDE_BY_SIDE_MAX_ROWS", rows)
     if events is not None:
