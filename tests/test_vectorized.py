@@ -106,9 +106,11 @@ def test_clip_of_real_traces_counts_the_overruns(sweeps: str) -> None:
         assert n > 0  # both traces have kernels that overrun the next one of their stream (31 and 74)
 
 
-@pytest.mark.parametrize("keys", [["step"], ["step", "device"], ["device", "stream", "step"]])
+@pytest.mark.parametrize("keys", [["step"], ["step", "device"], ["device", "stream", "step"], ["one"], ["one", "step"],
+                                  ["step", "one", "device"], ["step", "device", "one"]])
 def test_integer_codes_equal_the_struct_rank(keys: list[str]) -> None:
-    table = _random_gpu(3)
+    """Keys of one value (``one``: a one-GPU profile's device) add nothing to the order and are left out."""
+    table = _random_gpu(3).with_columns(pl.lit(7, dtype=pl.Int64).alias("one"))
     want = table.select(pl.struct(keys).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     got = integer_codes(table, keys)
     assert got is not None and np.array_equal(got, want)

@@ -203,16 +203,25 @@ def integer_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray | None:
     if not keys or any(not table.schema[k].is_integer() or table[k].null_count() for k in keys):
         return None
     combined: np.ndarray | None = None
+    space = 1  # (the combined ranks are below it)
+    varied = 0
     for k in keys:
         rank, n = ranks(table[k].to_numpy())
+        if n <= 1:  # (one value, as a one-GPU profile's device: the same rank in every row, nothing to order by)
+            continue
+        varied += 1
         if combined is None:
             combined = rank
         else:
-            if int(combined.max(initial=0) + 1) * max(n, 1) >= 2**62:
+            if space * n >= 2**62:
                 return None
-            combined = combined * n + rank  # lexicographic: the earlier keys' ranks weigh more
-    assert combined is not None
-    return combined if len(keys) == 1 else ranks(combined)[0]
+            combined *= n
+            combined += rank  # lexicographic: the earlier keys' ranks weigh more
+        space *= n
+    if combined is None:
+        return np.zeros(table.height, dtype=np.int64)
+    # (one key's ranks are dense already; of several keys', the combinations used are ranked)
+    return combined if varied == 1 else ranks(combined)[0]
 
 
 def _as_integers(s: pl.Series) -> pl.Series | None:
