@@ -305,8 +305,11 @@ def combine_codes(values: Sequence[np.ndarray], ranges: Sequence[tuple[int, int]
     numbers, in the values' lexicographic order. Built in place in one array, however many keys: the caller makes sure
     the sizes multiply to a number that fits ``dtype`` (a step in between may wrap; the wrapping arithmetic comes back
     exact)."""
-    key = np.zeros(n, dtype=dtype)
-    for v, (lo, size) in zip(values, ranges):
+    if not values:
+        return np.zeros(n, dtype=dtype)
+    key = np.asarray(values[0]).astype(dtype, casting="unsafe")  # (the first key as it is: no pass over zeros)
+    key -= ranges[0][0]
+    for v, (lo, size) in zip(values[1:], ranges[1:]):
         key *= size
         np.add(key, v, out=key, casting="unsafe")
         key -= lo

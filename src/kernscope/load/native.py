@@ -108,6 +108,11 @@ def ptr(a: np.ndarray | None) -> ctypes.c_void_p:
     return ctypes.c_void_p(a.ctypes.data if a is not None else None)
 
 
+def _c(a: np.ndarray | None, dtype: Any = np.int64) -> np.ndarray | None:
+    """``a`` as a contiguous array of ``dtype`` for the library (a copy only where it is not one already; None stays
+    None: a NULL pointer)."""
+    return None if a is None else np.ascontiguousarray(a, dtype=dtype)
+
 
 #: subsets :func:`union_lengths` sweeps in one pass (``ks_union_lengths``' limit)
 UNION_SUBSETS = 8
@@ -125,12 +130,12 @@ def union_lengths(s: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.n
     if lib is None:
         return None
     n = len(s)
-    cols = [np.ascontiguousarray(a, dtype=np.int64) for a in (s, start, end)]
-    at = None if order is None else np.ascontiguousarray(order, dtype=np.int64)
+    cols = [_c(a) for a in (s, start, end)]
+    at = _c(order)
     first = np.full(n_groups, -1, dtype=np.int64)
     out: list[np.ndarray] = []
     for k in range(0, max(len(masks), 1), UNION_SUBSETS):
-        part = [None if m is None else np.ascontiguousarray(m, dtype=np.bool_) for m in masks[k:k + UNION_SUBSETS]]
+        part = [_c(m, np.bool_) for m in masks[k:k + UNION_SUBSETS]]
         ptrs = (ctypes.c_void_p * max(len(part), 1))(*(None if m is None else m.ctypes.data for m in part))
         lengths = np.zeros((len(part), n_groups), dtype=np.int64)
         lib.ks_union_lengths(ptr(cols[0]), ptr(cols[1]), ptr(cols[2]), ctypes.c_int64(n), ptr(at),
@@ -151,9 +156,9 @@ def clip_ends(dev: np.ndarray, stream: np.ndarray, ts: np.ndarray, end: np.ndarr
     if lib is None:
         return None
     n = len(ts)
-    cols = [np.ascontiguousarray(a, dtype=np.int64) for a in (dev, stream, ts, end)]
-    marks = [None if m is None else np.ascontiguousarray(m, dtype=np.bool_) for m in nulls]
-    at = None if order is None else np.ascontiguousarray(order, dtype=np.int64)
+    cols = [_c(a) for a in (dev, stream, ts, end)]
+    marks = [_c(m, np.bool_) for m in nulls]
+    at = _c(order)
     new_end = np.empty(n, dtype=np.int64)
     clipped = np.empty(n, dtype=np.bool_)
     count = lib.ks_clip(*(ptr(a) for a in cols), *(ptr(m) for m in marks), ptr(at), ctypes.c_int64(n),
@@ -186,9 +191,9 @@ def idle_gaps(start: np.ndarray, end: np.ndarray, launch: np.ndarray, has_launch
     if lib is None:
         return None
     n = len(start)
-    cols = [np.ascontiguousarray(a, dtype=np.int64) for a in (start, end, launch, code)]
-    launched = np.ascontiguousarray(has_launch, dtype=np.bool_)
-    at = None if order is None else np.ascontiguousarray(order, dtype=np.int64)
+    cols = [_c(a) for a in (start, end, launch, code)]
+    launched = _c(has_launch, np.bool_)
+    at = _c(order)
     out = IdleGaps(busy=np.zeros(n_groups), host=np.zeros(n_groups), kern=np.zeros(n_groups),
                    other=np.zeros(n_groups), late_n=np.zeros(n_groups, dtype=np.int64),
                    first=np.full(n_groups, -1, dtype=np.int64),
