@@ -31,6 +31,7 @@ from kernscope.load.document import Splitter
 from kernscope.load.lines import to_lines
 from kernscope.load.projection import Projection
 from kernscope.load.source import Limits, open_trace
+from kernscope.model import literal_nulls
 from kernscope.pipeline import load
 from kernscope.render.formats import text
 
@@ -243,6 +244,39 @@ def test_unread_and_empty_args_columns_take_no_memory():
     assert full.events.select(pl.col(empty).is_null().all()).row(0) == (True,) * len(empty)
     assert full.events.select(empty).estimated_size() < 1000
     assert full.events.select(pl.col("correlation").is_not_null().sum()).item() > 0  # values are kept
+
+
+def test_literal_nulls_same_frame_without_null_buffers():
+    n = 50_000
+    cats = pl.Series("c", ["a", None] * (n // 2), dtype=pl.Categorical)
+    df = pl.DataFrame({
+        "ts": pl.Series(range(n), dtype=pl.Int64),
+        "x": pl.Series([None] * n, dtype=pl.Int64),  # a buffer of nulls, as a gather of nulls makes
+        "name": pl.Series([None] * n, dtype=pl.String).cast(pl.Categorical),
+        "kind": pl.Series([None] * n, dtype=pl.String).cast(pl.Enum(["kernel", "memcpy"])),
+        "c": cats,  # partly null: kept as it is
+    }).with_columns(pl.lit(None, dtype=pl.Float64).alias("lit"))
+    assert df.select("x").estimated_size() >= 8 * n
+    out = literal_nulls(df)
+    assert_frame_equal(out, df)  # the same columns, types and values
+    assert out.select("x", "name", "kind", "lit").estimated_size() < 1000
+    assert out.select("ts", "c").estimated_size() == df.select("ts", "c").estimated_size()
+    assert out.filter(pl.col("ts") % 3 == 0).select("x", "name").estimated_size() < 1000  # a filter copies nothing
+    # read without materializing a literal column (which would keep its buffer in the frame)
+    assert df.select("lit").estimated_size() < 1000
+    for empty in (df.clear(), pl.DataFrame()):
+        assert_frame_equal(literal_nulls(empty), empty)
+
+
+def test_jax_gpu_table_null_columns_take_no_memory():
+    # gathered and filtered from nulls, a JAX profile's launch_external_id and step_num were buffers of nulls (16
+    # bytes a GPU row, 0.11 GB of a 975 MB profile's table, copied by each filter and sort of it)
+    t = load(Path(__file__).parent / "data" / "jax" / "mlp" / "vm.xplane.pb", cache=False)
+    for table, must, many in ((t.gpu, {"launch_external_id", "step_num", "bytes", "collective"}, 20),
+                              (t.events, {"bytes", "external_id"}, 10)):
+        empty = [c for c, k in zip(table.columns, table.select(pl.all().null_count()).row(0)) if k == table.height]
+        assert must <= set(empty) and len(empty) >= many
+        assert table.select(empty).estimated_size() < 1000
 
 
 # -- dropping lines ---------------------------------------------------------------------------------------------

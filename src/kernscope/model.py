@@ -226,6 +226,18 @@ class Trace:
         )
 
 
+def literal_nulls(table: pl.DataFrame) -> pl.DataFrame:
+    """``table`` with each column that holds only nulls as one null literal of its type (polars keeps it as a scalar
+    column: no buffer, and a filter, sort or gather of the table does not copy it). The same columns, types and
+    values. The null counts are read without materializing a column already held as a literal (``table[c]`` would,
+    and would keep the materialized buffer in the table)."""
+    if table.height == 0 or table.width == 0:
+        return table
+    counts = table.select(pl.all().null_count()).row(0)
+    empty = [c for c, n in zip(table.columns, counts) if n == table.height]
+    return table.with_columns(pl.lit(None, dtype=table.schema[c]).alias(c) for c in empty) if empty else table
+
+
 #: the trace tables ``Trace.sql`` and ``kernscope sql`` know
 TRACE_TABLES = ("events", "gpu", "kernels", "cpu_ops", "launches", "steps", "flows", "call_tree")
 

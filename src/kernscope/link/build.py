@@ -7,7 +7,7 @@ from collections.abc import Callable
 import polars as pl
 
 from ..errors import NeedsFullRead, TraceError
-from ..model import Lazy, RawTrace, Trace, TraceStats
+from ..model import Lazy, RawTrace, Trace, TraceStats, literal_nulls
 from .correlation import launcher_ops, link_gpu
 from .kinds import GPU_KINDS, classify
 from .ops import fallback_ops, op_names
@@ -169,6 +169,9 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None,
     gpu = gpu.drop([c for c in _HOST_ONLY if c in gpu.columns]).with_columns(
         pl.col("launch_name", "op_name", "launcher").cast(pl.Categorical)
     )
+    # (columns gathered or filtered from nulls are buffers of nulls: a JAX profile's step_num and launch_external_id,
+    # 16 bytes a GPU row, copied again by each filter and sort of the table)
+    gpu = literal_nulls(gpu)
     return Trace(
         path=path,
         events_table=Lazy.of(events),

@@ -41,7 +41,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..intervals import combine_codes, ranks
-from ..model import RawTrace
+from ..model import RawTrace, literal_nulls
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
 from .hlo import Works
@@ -566,8 +566,7 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names), number, first, wanted)
     # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
     # null literal each, which takes no memory
-    empty_cols = [c for c in table.columns if table.height and table[c].null_count() == table.height]
-    table = table.with_columns(pl.lit(None, dtype=table.schema[c]).alias(c) for c in empty_cols)
+    table = literal_nulls(table)
     metas = _meta_rows(planes, line_plane, tid_values, line_names, pid_values, plane_stats)
     flows = pl.DataFrame(schema={c: (EVENT_SCHEMA.get(c, pl.Int64) if c != "idx" else pl.Int64) for c in _FLOW_COLUMNS})
     metadata = _metadata(planes, plane_stats, hosts, unknown, int(occurrences.sum()), [p.name for p in planes])
