@@ -28,6 +28,7 @@ from kernscope.load import parse
 from kernscope.load.protowire import Fields, WireError, fields_of, padded, walk
 from kernscope.load.protowire import varint_bytes as _varint
 from kernscope.load.xplane import decode, is_xspace
+from kernscope.load.xstats import KERNEL_DETAIL_COLUMNS, Strings, kernel_details
 
 DATA = Path(__file__).parent / "data" / "jax"
 REF = json.loads((DATA / "reference.json").read_text())["runs"]
@@ -262,6 +263,31 @@ def test_gpu_rows_are_linked_typed_and_carry_xla_columns():
     assert t.device_properties[0]["name"] == "NVIDIA H100 80GB HBM3" and t.device_properties[0]["numSms"] == 132
     assert t.platform == "cuda" and t.metadata["jax_version"] == "0.11.2"
     assert t.base_time_ns == 1795719179966125275
+
+
+def test_kernel_details_parsed_once_per_text_and_gathered_per_event():
+    texts = ["fusion.1",  # a stat name, not a kernel's details: no value
+             "regs:154 static_shared:0 dynamic_shared:98328 grid:128,1,1 block:128,1,1 occ_pct:12.5",
+             "grid:64,2,1 block:256,1,1 private_mem:0 group_mem:49280 occ_pct:0",  # AMD: group_mem is shared
+             "regs:32"]
+    value = np.array([1, 2, 3, 7, 1, 0, 3, 2], dtype=np.int32)  # 7: a cell of an event without the stat
+    missing = np.array([False, False, False, True, False, False, False, True])
+    details = Strings(value, missing, pl.Series(texts))
+    got = kernel_details(details)
+    assert list(got) == list(KERNEL_DETAIL_COLUMNS) and all(got[c].name == c for c in got)
+    want = {"grid_x": [128, 64, None, None, 128, None, None, None], "grid_y": [1, 2, None, None, 1, None, None, None],
+            "block_x": [128, 256, None, None, 128, None, None, None], "registers": [154, None, 32, None, 154, None, 32, None],
+            "static_shared": [0, None, None, None, 0, None, None, None],
+            "dynamic_shared": [98328, 49280, None, None, 98328, None, None, None]}
+    for c, v in want.items():
+        assert got[c].to_list() == v, c
+    # only some columns asked; the texts used give registers alone: the others are nulls of every event
+    only = kernel_details(Strings(value, missing | (value != 3), pl.Series(texts)), ["grid_x", "registers"])
+    assert only["registers"].to_list() == [None, None, 32, None, None, None, 32, None]
+    assert only["grid_x"].dtype == pl.Int64 and only["grid_x"].len() == 8 and only["grid_x"].null_count() == 8
+    # no text at all
+    none = kernel_details(Strings(value, np.ones(8, dtype=bool), pl.Series(texts)), ["block_z"])
+    assert none["block_z"].len() == 8 and none["block_z"].null_count() == 8
 
 
 @pytest.mark.parametrize("path,kernels_per_step", [(MLP, 30), (TRANSFORMER, 288)])

@@ -247,6 +247,12 @@ def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.S
         if f.column in skip:
             continue
         state, value = scan.state[i], scan.value[i]
+        if state.size == value.size == scan.ev_ts.size and not state.any():
+            # no event has this stat (its cells never written): nulls, not a gather of every event
+            out[f.column] = nulls(state.size, _DTYPE[f.kind]).alias(f.column)
+            if f.kind == "str":
+                strings[f.column] = Strings(value, np.ones(state.size, dtype=bool), stat_names)
+            continue
         sel = np.flatnonzero(scan.odd_field == i)
         text: pl.Series | None = None
         if sel.size:  # the last text stat of each event's cell, where no later value replaced it
@@ -275,13 +281,17 @@ def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.S
 
 def kernel_details(details: Strings, wanted: Sequence[str] = KERNEL_DETAIL_COLUMNS) -> dict[str, pl.Series]:
     """``grid_x/y/z``, ``block_x/y/z``, ``registers``, ``static_shared``, ``dynamic_shared`` (bytes) from
-    XLA's ``kernel_details`` text (parsed once per distinct text: the codes used); AMD's ``group_mem`` counts as
-    shared. Only the columns ``wanted`` are made (each is a gather of every event's row)."""
-    codes = details.codes
-    n = codes.size
-    # the texts used: a table of the codes (its last slot gathers the nulls, -1)
-    seen = np.zeros(int(codes.max(initial=-1)) + 2, dtype=bool)
-    seen[codes] = True
+    XLA's ``kernel_details`` text (parsed once per distinct text used); AMD's ``group_mem`` counts as shared. Only the
+    columns ``wanted`` are made, and of them only those some text gives are gathered for every event (a real 975 MB
+    profile's texts give ``registers`` alone); the others are nulls."""
+    value = details.value if details.value.dtype == np.int32 else details.value.astype(np.int32)
+    n = value.size
+    size = details.dictionary.len()
+    # each event's text as its row in the dictionary, the row past its end for none (read from the scan's cells
+    # as they are: Strings.codes would copy them first)
+    rows = np.where(details.missing, np.uint32(size), value.view(np.uint32))
+    seen = np.zeros(size + 1, dtype=bool)
+    seen[rows] = True
     used = np.flatnonzero(seen[:-1])
     if not used.size or not wanted:
         return {c: nulls(n, pl.Int64).alias(c) for c in wanted}
@@ -295,10 +305,10 @@ def kernel_details(details: Strings, wanted: Sequence[str] = KERNEL_DETAIL_COLUM
     dyn = s.str.extract(r"dynamic_shared:(\d+)", 1).cast(pl.Int64, strict=False)
     group = s.str.extract(r"group_mem:(\d+)", 1).cast(pl.Int64, strict=False)
     parsed["dynamic_shared"] = pl.select(pl.coalesce(pl.lit(dyn), pl.lit(group))).to_series()
-    # each row's distinct text by its code: a flat table (the last slot, where -1 lands: no text), one gather of
-    # every column
-    slot = np.full(int(used.max()) + 2, used.size, dtype=np.uint32)
-    slot[used] = np.arange(used.size, dtype=np.uint32)
-    rows = slot[codes]
-    table = pl.DataFrame({c: pl.concat([parsed[c], nulls(1, pl.Int64)]) for c in wanted})
-    return dict(zip(wanted, table[pl.Series(rows)].get_columns()))
+    valued = [c for c in wanted if parsed[c].null_count() < parsed[c].len()]
+    out = {c: nulls(n, pl.Int64) for c in wanted if c not in valued}
+    if valued:  # a row per dictionary entry (null but for the texts used; the last: no text), gathered once
+        at = pl.Series(used)
+        table = pl.DataFrame({c: nulls(size + 1, pl.Int64).scatter(at, parsed[c]) for c in valued})
+        out.update(zip(valued, table[pl.Series(rows)].get_columns()))
+    return {c: out[c].alias(c) for c in wanted}
