@@ -463,3 +463,30 @@ def test_rows_of_groups_equals_the_semi_join(share: float) -> None:
     a = group_by_keys(g, ["step", "device", "stream"], aggs).sort("step", "device", "stream", nulls_last=True)
     b = g.group_by("step", "device", "stream").agg(*aggs).sort("step", "device", "stream", nulls_last=True)
     assert a.equals(b) and a.height > 20
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_looked_up_equals_the_left_join(seed: int) -> None:
+    from kernscope.link.ops import looked_up
+
+    rng = np.random.default_rng(seed)
+    n, k = 20_000, 700
+    table_keys = rng.choice(np.arange(-50, 3 * k), size=k, replace=False).astype(np.int64)  # negatives too
+    table = pl.DataFrame({"key": table_keys, "v": pl.Series(rng.integers(0, 1 << 40, k), dtype=pl.Int64)})
+    table = table.with_columns(pl.when(pl.col("v") % 7 == 0).then(None).otherwise(pl.col("v")).alias("v"))  # null values
+    keys = pl.Series("key", rng.integers(-80, 3 * k + 60, n), dtype=pl.Int64)  # some outside the table's range
+    keys = keys.scatter(rng.choice(n, 300, replace=False), None)
+    got = looked_up(keys, table["key"], table["v"])
+    want = keys.to_frame().join(table, on="key", how="left", maintain_order="left")["v"]
+    assert got is not None and got.name == "v" and got.equals(want)
+
+
+def test_looked_up_declines_wide_ranges_and_other_types() -> None:
+    from kernscope.link.ops import DENSE_RANGE, looked_up
+
+    keys = pl.Series([1, 2, None], dtype=pl.Int64)
+    wide = pl.Series([0, DENSE_RANGE * 10], dtype=pl.Int64)  # a range over DENSE_RANGE times the rows: a join
+    assert looked_up(keys, wide, pl.Series([5, 6], dtype=pl.Int64)) is None
+    assert looked_up(keys.cast(pl.Int32), pl.Series([1], dtype=pl.Int32), pl.Series([5], dtype=pl.Int64)) is None
+    assert looked_up(keys, pl.Series([], dtype=pl.Int64), pl.Series([], dtype=pl.Int64)) is None
+    assert looked_up(keys, pl.Series([2, 1], dtype=pl.Int64), pl.Series([20, 10], dtype=pl.Int64)).to_list() == [10, 20, None]

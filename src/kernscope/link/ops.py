@@ -32,8 +32,33 @@ def fallback_ops(gpu: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     fb = swept_innermost(launches, ops)
     if fb is None:
         fb = joined_innermost(launches, ops)
-    found = gpu.select("launch_idx", "op_idx").join(fb, on="launch_idx", how="left", maintain_order="left")
-    return gpu.with_columns(found.select(pl.coalesce("op_idx", "_fb").alias("op_idx")).to_series())
+    found = looked_up(gpu["launch_idx"], fb["launch_idx"], fb["_fb"])
+    if found is None:
+        found = gpu.select("launch_idx").join(fb, on="launch_idx", how="left", maintain_order="left")["_fb"]
+    return gpu.with_columns(pl.coalesce(pl.col("op_idx"), pl.lit(found)).alias("op_idx"))
+
+
+#: :func:`looked_up` builds a table over the keys' range when it is at most this many times the rows involved
+DENSE_RANGE = 4
+
+
+def looked_up(keys: pl.Series, table_keys: pl.Series, values: pl.Series) -> pl.Series | None:
+    """``values`` at each of ``keys`` (Int64 columns; ``table_keys`` distinct, not null): null where a key is null or not
+    in ``table_keys``, in the order of ``keys``. Through a flat table over the table keys' range (a left join of a
+    JAX profile's 6.7 M GPU rows with 170 k launches took 0.06-0.1 s, this 0.035-0.04 s); None where that range is
+    over :data:`DENSE_RANGE` times the rows, or a column is not Int64: the caller joins."""
+    if table_keys.len() == 0 or any(s.dtype != pl.Int64 for s in (keys, table_keys, values)) or table_keys.null_count():
+        return None
+    k = table_keys.to_numpy()
+    lo, hi = int(k.min()), int(k.max())
+    if hi - lo + 1 > DENSE_RANGE * (keys.len() + k.size):
+        return None
+    slot = np.full(hi - lo + 2, k.size, dtype=np.int64)  # the last slot: no value (a null row of values)
+    slot[k - lo] = np.arange(k.size, dtype=np.int64)
+    q = keys.to_numpy() if keys.null_count() == 0 else keys.fill_null(lo - 1).to_numpy()
+    inside = (q >= lo) & (q <= hi)
+    rows = slot[np.where(inside, q - lo, hi - lo + 1)]
+    return pl.concat([values, pl.Series([None], dtype=pl.Int64)]).gather(pl.Series(rows)).alias(values.name)
 
 
 def rows_by_idx(events: pl.DataFrame, idx: pl.Series) -> pl.DataFrame:
