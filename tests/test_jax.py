@@ -290,6 +290,15 @@ def test_kernel_details_parsed_once_per_text_and_gathered_per_event():
     assert none["block_z"].len() == 8 and none["block_z"].null_count() == 8
 
 
+def test_a_stat_no_event_has_is_a_null_column_of_its_type():
+    # (read without a gather of every event: the scan wrote none of its cells)
+    t = kernscope.load(MLP, cache=False)
+    assert t.events.schema["memcpy_details"] == pl.Categorical
+    assert t.events["memcpy_details"].null_count() == t.events.height
+    for col in ("kernel_details", "bytes_allocated"):  # stats some events have: kept
+        assert 0 < t.events[col].drop_nulls().len() < t.events.height
+
+
 @pytest.mark.parametrize("path,kernels_per_step", [(MLP, 30), (TRANSFORMER, 288)])
 def test_steps_from_step_trace_annotation(path, kernels_per_step):
     t = kernscope.load(path, cache=False)

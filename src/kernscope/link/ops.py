@@ -53,8 +53,8 @@ def looked_up(keys: pl.Series, table_keys: pl.Series, values: pl.Series) -> pl.S
     lo, hi = int(k.min()), int(k.max())
     if hi - lo + 1 > DENSE_RANGE * (keys.len() + k.size):
         return None
-    slot = np.full(hi - lo + 2, k.size, dtype=np.int64)  # the last slot: no value (a null row of values)
-    slot[k - lo] = np.arange(k.size, dtype=np.int64)
+    slot = np.full(hi - lo + 2, k.size, dtype=np.int64 if k.size >= 2**31 else np.int32)  # the last: no value
+    slot[k - lo] = np.arange(k.size, dtype=slot.dtype)
     q = keys.to_numpy() if keys.null_count() == 0 else keys.fill_null(lo - 1).to_numpy()
     inside = (q >= lo) & (q <= hi)
     rows = slot[np.where(inside, q - lo, hi - lo + 1)]
