@@ -282,8 +282,8 @@ def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.S
 def kernel_details(details: Strings, wanted: Sequence[str] = KERNEL_DETAIL_COLUMNS) -> dict[str, pl.Series]:
     """``grid_x/y/z``, ``block_x/y/z``, ``registers``, ``static_shared``, ``dynamic_shared`` (bytes) from
     XLA's ``kernel_details`` text (parsed once per distinct text used); AMD's ``group_mem`` counts as shared. Only the
-    columns ``wanted`` are made, and of them only those some text gives are gathered for every event (a real 975 MB
-    profile's texts give ``registers`` alone); the others are nulls."""
+    columns ``wanted`` are made (``analyze`` wants ``registers`` alone), and of them only those some text gives are
+    gathered for every event (AMD's texts give no registers); the others are nulls."""
     value = details.value if details.value.dtype == np.int32 else details.value.astype(np.int32)
     n = value.size
     size = details.dictionary.len()
