@@ -426,12 +426,6 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
     return raw
 
 
-def _gather(values: list[Any], idx: np.ndarray, dtype: Any = pl.Categorical) -> pl.Series:
-    """``values[idx]`` as a Series, gathered from the small dictionary ``values`` (interned strings stay codes)."""
-    out: pl.Series = pl.Series(values, dtype=pl.String).cast(dtype).gather(pl.Series(idx))
-    return out
-
-
 def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
             stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
             progress: Callable[[int, int], None] | None = None) -> RawTrace:
@@ -520,14 +514,18 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     pid_values = [str(int(device[p.index])) if device[p.index] >= 0 else host_pid[p.index] for p in planes]
     line_ids = scan.ln_id
     tid_values = [str(int(x)) for x in line_ids.tolist()]
-    ev_line = pl.Series(scan.ev_line)
+    per_line = {c: pl.Series(c, line_dev if c == "device" else line_ids).set(pl.Series(line_dev < 0), None)
+                for c in ("device", "stream")}
+    # the interned columns, and each line's device and stream, gathered from their small tables in one select: polars
+    # runs the gathers side by side (one after the other, 0.09-0.21 s at 975 MB; together 0.06-0.1 s)
+    interned = {"ph": ["X", "i"], "cat": cats, "name": md_names, "pid": pid_values, "tid": tid_values}
+    gathered = pl.DataFrame({"ph": ph_code, "cat": cat_code, "name": name_row, "pid": ev_plane, "tid": scan.ev_line}).select(
+        *(pl.lit(pl.Series(v, dtype=pl.String).cast(pl.Categorical)).gather(pl.col(c)).alias(c) for c, v in interned.items()),
+        *(pl.lit(s).gather(pl.col("tid")).alias(c) for c, s in per_line.items()),
+    )
     table = pl.DataFrame({
         "idx": np.arange(ne, dtype=np.int64),
-        "ph": _gather(["X", "i"], ph_code),
-        "cat": _gather(cats, cat_code),
-        "name": _gather(md_names, name_row),
-        "pid": _gather(pid_values, ev_plane),
-        "tid": _gather(tid_values, scan.ev_line),
+        **{c: gathered[c] for c in interned},
         "ts": start_ns, "dur": dur_ns,
         "ts_missing": np.zeros(ne, dtype=bool), "dur_missing": np.zeros(ne, dtype=bool),
         "flow_id": nulls(ne, pl.String),
@@ -540,9 +538,8 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
             continue
         if c in cols:
             extra[c] = cols[c]
-        elif c in ("device", "stream"):
-            per_line = pl.Series(c, line_dev if c == "device" else line_ids).set(pl.Series(line_dev < 0), None)
-            extra[c] = per_line.gather(ev_line)
+        elif c in per_line:
+            extra[c] = gathered[c]
         else:
             extra[c] = nulls(ne, EVENT_SCHEMA[c]).alias(c)
     details = kernel_details(strings["kernel_details"], [c for c in KERNEL_DETAIL_COLUMNS if wanted(c)]) \
