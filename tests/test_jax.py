@@ -918,7 +918,8 @@ def _plane_stats_one_by_one(buf: np.ndarray, plane, smd: pl.DataFrame) -> dict:
 
 
 def _plane_with_stats() -> bytes:
-    names = {0: "zero", 1: "a", 2: "b", 3: "c", 4: "d", 5: "e", FAR: "far", 7: "count", 2**64 - 3: "negative"}
+    names = {0: "zero", 1: "a", 2: "b", 3: "c", 4: "d", 5: "e", FAR: "far", 7: "count", 2**64 - 3: "negative",
+             10: "dup", 11: "dup"}  # (two metadata of one name)
     smd = b"".join(_field(5, _entry(i, _varint(1 << 3) + _varint(i) + _field(2, n.encode()))) for i, n in names.items())
     stats = [
         _stat(1, "str", b"text", field=6),
@@ -927,11 +928,15 @@ def _plane_with_stats() -> bytes:
         _field(6, _varint(1 << 3) + _varint(4) + _varint(2 << 3 | 1) + np.float64(2.5).tobytes()
                + _varint(2 << 3 | 1) + np.float64(4.5).tobytes()),  # two values of a kind: the last
         _stat(5, "ref", 1, field=6),  # a ref: the name of the stat metadata it points to
+        _stat(10, "u64", 1, field=6),  # a name of two metadata ids: its place here, its value the last (below)
         _stat(6, "u64", 1, field=6),  # no metadata of that id: not read
         _stat(2**64 - 3, "u64", 1, field=6),  # a negative id (an int64 as a varint): not matched, as one by one
         _field(6, _varint(3 << 3) + _varint(99)),  # no metadata id: the metadata of id 0
         _stat(FAR, "bytes", b"\x00", field=6) + _stat(FAR, "u64", 8, field=6),
         *(_stat(7, "u64", i, field=6) for i in range(3000)),  # many stats of one name (a long profile's)
+        _stat(1, "str", b"again", field=6),  # a name again, last: its value, at its first place
+        _stat(11, "u64", 2, field=6) + _stat(10, "u64", 3, field=6),
+        _stat(FAR, "bytes", b"\x01", field=6),  # a later stat of a name without a value of a kind read: no change
     ]
     plane = _varint(1 << 3) + _varint(3) + _field(2, b"/host:__ScopeRangeCallStack__") + smd + b"".join(stats)
     return _field(1, plane)
@@ -952,12 +957,13 @@ def test_plane_stats_read_every_stat_once():
         return [(xplane._plane_stats(buf, p, smd), _plane_stats_one_by_one(buf, p, smd)) for p in planes]
 
     [(got, want)] = both(_plane_with_stats(), "stats.xplane.pb")
-    assert got == want == {"a": "text", "b": -7, "c": "str wins", "d": 4.5, "e": "a", "zero": 99, "far": 8,
-                           "count": 2999}
+    assert got == want == {"a": "again", "b": -7, "c": "str wins", "d": 4.5, "e": "a", "zero": 99, "far": 8,
+                           "count": 2999, "dup": 3}
+    assert list(got) == list(want)  # in the order of each name's first stat (the metadata's keys keep it)
     compared = 0
     for p in _xspace_files():
         for got, want in both(xspace_bytes(p), str(p)):
-            assert got == want
+            assert got == want and list(got) == list(want)
             compared += len(want)
     assert compared >= 40  # the real profiles' planes have stats (process ids, device properties, ...)
 

@@ -236,11 +236,13 @@ class Strings:
 
 
 def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.Series,
-            refs: Lookup, skip: Collection[str] = ()) -> tuple[dict[str, pl.Series], dict[str, Strings]]:
+            refs: Lookup, skip: Collection[str] = (),
+            codes_only: Collection[str] = ()) -> tuple[dict[str, pl.Series], dict[str, Strings]]:
     """One column per :data:`STAT_FIELDS` entry (but the columns in ``skip``) from the scan's typed cells
     (``plane``: each event's plane, for refs): null where an event has no such stat; numbers written as text parsed;
     strings a categorical gathered from the stat names (refs: a row each) and the few inline strings (no Python
-    string per row), also given as their codes (:class:`Strings`)."""
+    string per row), also given as their codes (:class:`Strings`). String columns in ``codes_only`` are given as
+    their codes alone (``analyze`` reads the kernel details' registers, not their text)."""
     out: dict[str, pl.Series] = {}
     strings: dict[str, Strings] = {}
     for i, f in enumerate(STAT_FIELDS):
@@ -249,7 +251,8 @@ def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.S
         state, value = scan.state[i], scan.value[i]
         if state.size == value.size == scan.ev_ts.size and not state.any():
             # no event has this stat (its cells never written): nulls, not a gather of every event
-            out[f.column] = nulls(state.size, _DTYPE[f.kind]).alias(f.column)
+            if f.column not in codes_only:
+                out[f.column] = nulls(state.size, _DTYPE[f.kind]).alias(f.column)
             if f.kind == "str":
                 strings[f.column] = Strings(value, np.ones(state.size, dtype=bool), stat_names)
             continue
@@ -267,9 +270,10 @@ def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.S
                 state[ev] = np.where(text.is_null().to_numpy(), S_NULL, S_VALUE)
                 dictionary = pl.concat([stat_names, text])
             missing = state != S_VALUE
-            idx = pl.Series(value).set(pl.Series(missing), None)
-            out[f.column] = dictionary.cast(pl.Categorical).gather(idx).alias(f.column)
             strings[f.column] = Strings(value, missing, dictionary)
+            if f.column not in codes_only:
+                idx = pl.Series(value).set(pl.Series(missing), None)
+                out[f.column] = dictionary.cast(pl.Categorical).gather(idx).alias(f.column)
             continue
         if text is not None and text.len():  # numbers written as text (a string or a ref)
             parsed = text.str.strip_chars().cast(_DTYPE[f.kind], strict=False)
