@@ -95,6 +95,32 @@ def test_progress_bar_only_for_slow_loads_on_a_terminal(monkeypatch):
     assert q.bar is None
 
 
+@pytest.mark.parametrize("width", [60, 80, 120])
+@pytest.mark.parametrize("name", ["real1g.xplane.pb", "a_very_long_profile_name_of_some_training_run.xplane.pb"])
+def test_progress_bar_is_one_line_on_narrow_terminals(name, width):
+    # the count ("975.2/975.2 MB") was wrapped onto a second line at 80 columns; the description gives way instead
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress as RichProgress
+
+    from kernscope.render.progress import columns
+
+    for done, what in ((500_000_000, f"reading {name}"), (975_200_000, f"reading {name}: linking and analyzing")):
+        out = io.StringIO()
+        console = Console(file=out, width=width, force_terminal=True, color_system=None)
+        bar = RichProgress(*columns("bytes", width), console=console, transient=True, auto_refresh=False)
+        bar.update(bar.add_task(what, total=975_200_000), completed=done)
+        console.print(bar.get_renderable())
+        lines = out.getvalue().splitlines()
+        assert len(lines) == 1 and len(lines[0]) <= width, lines
+        assert f"{done / 1e6:.1f}/975.2 MB" in lines[0] and "reading" in lines[0] and "\u2501" in lines[0]  # and a bar
+        if len(what) > width - 46:
+            assert "\u2026" in lines[0]  # the description cut with an ellipsis
+        else:
+            assert what in lines[0]
+
+
 def test_csv_numbers_carry_no_float_noise(capsys, tmp_path):
     assert main(["report", str(EXAMPLE), "--no-cache", "-o", str(tmp_path / "csvs"), "--quiet"]) == 0
     for f in (tmp_path / "csvs").iterdir():

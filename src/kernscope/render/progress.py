@@ -29,12 +29,10 @@ class Progress:
             if time.monotonic() - self.t0 < 1.0:
                 return
             from rich.console import Console
-            from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeRemainingColumn
             from rich.progress import Progress as RichProgress
 
-            count = (DownloadColumn(),) if self.unit == "bytes" else (MofNCompleteColumn(), TextColumn(self.unit))
-            self.bar = RichProgress(SpinnerColumn(), "[progress.description]{task.description}", BarColumn(), *count,
-                                    TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            console = Console(stderr=True)
+            self.bar = RichProgress(*columns(self.unit, console.width), console=console, transient=True)
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=total)
         described = f"{self.label}: {self.after}" if self.unit == "bytes" and total and done >= total else self.label
@@ -44,3 +42,27 @@ class Progress:
         if self.bar is not None:
             self.bar.stop()
 
+
+#: the columns but the description take about this many of a terminal's: spinner, a bar of BAR_WIDTH, the count
+#: ("975.2/975.2 MB"), the time left, and the gaps between them
+BAR_WIDTH = 20
+OTHER_COLUMNS = 46
+
+
+def columns(unit: str, width: int) -> tuple[Any, ...]:
+    """The bar's columns for a terminal ``width`` columns wide: a spinner, the description, the bar, the count (bytes,
+    or items of ``unit``), the time left. The description is cut with an ellipsis to what the others leave; the count
+    and the time never wrap (at 80 columns "975.2/975.2 MB" was wrapped onto a second line, redrawn at every update)."""
+    from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeRemainingColumn
+    from rich.table import Column
+
+    def whole() -> Column:
+        return Column(no_wrap=True)
+
+    count = ((DownloadColumn(table_column=whole()),) if unit == "bytes"
+             else (MofNCompleteColumn(table_column=whole()), TextColumn(unit, table_column=whole())))
+    room = max(10, width - OTHER_COLUMNS)
+    return (SpinnerColumn(),
+            TextColumn("[progress.description]{task.description}",
+                       table_column=Column(no_wrap=True, overflow="ellipsis", max_width=room)),
+            BarColumn(bar_width=BAR_WIDTH), *count, TimeRemainingColumn(table_column=whole()))
