@@ -95,6 +95,35 @@ def test_progress_bar_only_for_slow_loads_on_a_terminal(monkeypatch):
     assert q.bar is None
 
 
+def test_no_progress_bar_when_the_output_goes_to_a_pipe(monkeypatch, tmp_path):
+    # `kernscope analyze big.json --format json | jq`: stderr is the terminal, but the bar would draw over jq's output
+    import os
+    import sys
+
+    from kernscope.render import progress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    read_end, write_end = os.pipe()
+    try:
+        with os.fdopen(write_end, "w") as piped:
+            monkeypatch.setattr(sys, "stdout", piped)
+            assert progress.stdout_is_pipe()
+            p = progress.Progress("reading", quiet=False)
+            p.t0 -= 2
+            p(50, 100)
+            assert p.bar is None
+        with open(tmp_path / "out.json", "w") as to_file:  # a file is not a pipe: the bar shows
+            monkeypatch.setattr(sys, "stdout", to_file)
+            assert not progress.stdout_is_pipe()
+            f = progress.Progress("reading", quiet=False)
+            f.t0 -= 2
+            f(50, 100)
+            assert f.bar is not None
+            f.close()
+    finally:
+        os.close(read_end)
+
+
 @pytest.mark.parametrize("width", [60, 80, 120])
 @pytest.mark.parametrize("name", ["real1g.xplane.pb", "a_very_long_profile_name_of_some_training_run.xplane.pb"])
 def test_progress_bar_is_one_line_on_narrow_terminals(name, width):
@@ -104,18 +133,24 @@ def test_progress_bar_is_one_line_on_narrow_terminals(name, width):
     from rich.console import Console
     from rich.progress import Progress as RichProgress
 
-    from kernscope.render.progress import columns
+    from kernscope.render.progress import OTHER_COLUMNS, columns
 
     for done, what in ((500_000_000, f"reading {name}"), (975_200_000, f"reading {name}: linking and analyzing")):
         out = io.StringIO()
         console = Console(file=out, width=width, force_terminal=True, color_system=None)
-        bar = RichProgress(*columns("bytes", width), console=console, transient=True, auto_refresh=False)
-        bar.update(bar.add_task(what, total=975_200_000), completed=done)
+        clock = [0.0]
+        bar = RichProgress(*columns("bytes", width), console=console, transient=True, auto_refresh=False,
+                           get_time=lambda: clock[0])
+        task = bar.add_task(what, total=975_200_000)
+        for t in (1.0, 2.0):  # half of it in the first second, the rest in the next
+            clock[0] = t
+            bar.update(task, completed=int(done * t / 2))
         console.print(bar.get_renderable())
         lines = out.getvalue().splitlines()
         assert len(lines) == 1 and len(lines[0]) <= width, lines
         assert f"{done / 1e6:.1f}/975.2 MB" in lines[0] and "reading" in lines[0] and "\u2501" in lines[0]  # and a bar
-        if len(what) > width - 46:
+        assert f"{done / 2e6:.1f} MB/s" in lines[0]  # the rate
+        if len(what) > width - OTHER_COLUMNS:
             assert "\u2026" in lines[0]  # the description cut with an ellipsis
         else:
             assert what in lines[0]
