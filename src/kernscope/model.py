@@ -233,7 +233,7 @@ def literal_nulls(table: pl.DataFrame) -> pl.DataFrame:
     and would keep the materialized buffer in the table)."""
     if table.height == 0 or table.width == 0:
         return table
-    counts = table.select(pl.all().null_count()).row(0)
+    counts = table.null_count().row(0)
     empty = [c for c, n in zip(table.columns, counts) if n == table.height]
     return table.with_columns(pl.lit(None, dtype=table.schema[c]).alias(c) for c in empty) if empty else table
 

@@ -104,18 +104,13 @@ def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
         gpu = gpu.with_columns(gpu.select("launch_idx").join(ops, on="launch_idx", how="left", maintain_order="left")["op_idx"])
     else:  # (no launch has an External-id match, as in every JAX profile: no join of every GPU row with nothing)
         gpu = gpu.with_columns(pl.lit(None, dtype=pl.Int64).alias("op_idx"))
-    gpu = fallback_ops(gpu, events)
-    # XLA: a kernel's launching op is its HLO op (a command buffer for graph kernels); the name of its CPU op only
-    # where it has none (in a JAX profile every GPU row has one: the names of 6.7 M rows' ops were looked up for
-    # nothing)
+    # XLA: a kernel's launching op is its HLO op (a command buffer for graph kernels); its CPU op's name only where it
+    # has none
     hlo = "hlo_op" in gpu.columns
-    if hlo and gpu["hlo_op"].null_count() == 0:
-        gpu = gpu.with_columns(pl.col("hlo_op").cast(pl.Categorical).alias("op_name"))
-    else:
-        gpu = op_names(gpu, events).with_columns(pl.col("op_name").cast(pl.Categorical))
-        if hlo:
-            gpu = gpu.with_columns(pl.coalesce(pl.col("hlo_op").cast(pl.Categorical), "op_name").alias("op_name"))
-    gpu = gpu.with_columns(pl.col("launch_name").cast(pl.Categorical))
+    gpu = op_names(fallback_ops(gpu, events), events, where=pl.col("hlo_op").is_null() if hlo else None)
+    gpu = gpu.with_columns(pl.col("op_name").cast(pl.Categorical), pl.col("launch_name").cast(pl.Categorical))
+    if hlo:
+        gpu = gpu.with_columns(pl.coalesce(pl.col("hlo_op").cast(pl.Categorical), "op_name").alias("op_name"))
     # the numbers of pid/tid where no device/stream arg says: read once per distinct pid/tid, only when needed
     fill = [(c, k) for c, k in (("device", "pid"), ("stream", "tid")) if gpu[c].null_count()]
     return gpu.with_columns(

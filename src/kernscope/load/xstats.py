@@ -234,6 +234,26 @@ class Strings:
         out[self.missing] = -1
         return out
 
+    def rows(self) -> np.ndarray:
+        """uint32 per event: its row in ``dictionary``, the row past its end where it has none (read from the cells as
+        they are, not copied as :attr:`codes` first)."""
+        value = self.value if self.value.dtype == np.int32 else self.value.astype(np.int32)
+        out: np.ndarray = np.where(self.missing, np.uint32(self.dictionary.len()), value.view(np.uint32))
+        return out
+
+    def used(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The rows of ``dictionary`` some event has, in order (``rows``: :meth:`rows`, when the caller has them): a
+        table of the rows, no pass over the column's categorical (0.08 s for two columns of 8.8 M events)."""
+        size = self.dictionary.len()
+        seen = np.zeros(size + 1, dtype=bool)
+        seen[self.rows() if rows is None else rows] = True
+        return np.flatnonzero(seen[:size])
+
+    def used_texts(self) -> list[str]:
+        """The distinct texts some event has (:meth:`used`)."""
+        texts: list[str] = self.dictionary.gather(pl.Series(self.used())).drop_nulls().to_list()
+        return texts
+
 
 def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.Series,
             refs: Lookup, skip: Collection[str] = (),
@@ -288,15 +308,10 @@ def kernel_details(details: Strings, wanted: Sequence[str] = KERNEL_DETAIL_COLUM
     XLA's ``kernel_details`` text (parsed once per distinct text used); AMD's ``group_mem`` counts as shared. Only the
     columns ``wanted`` are made (``analyze`` wants ``registers`` alone), and of them only those some text gives are
     gathered for every event (AMD's texts give no registers); the others are nulls."""
-    value = details.value if details.value.dtype == np.int32 else details.value.astype(np.int32)
-    n = value.size
+    n = details.value.size
     size = details.dictionary.len()
-    # each event's text as its row in the dictionary, the row past its end for none (read from the scan's cells
-    # as they are: Strings.codes would copy them first)
-    rows = np.where(details.missing, np.uint32(size), value.view(np.uint32))
-    seen = np.zeros(size + 1, dtype=bool)
-    seen[rows] = True
-    used = np.flatnonzero(seen[:-1])
+    rows = details.rows()  # each event's text as its row in the dictionary (the row past its end: none)
+    used = details.used(rows)
     if not used.size or not wanted:
         return {c: nulls(n, pl.Int64).alias(c) for c in wanted}
     s = details.dictionary.gather(pl.Series(used))
