@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zipfile
 from pathlib import Path
@@ -396,21 +397,25 @@ def test_unions_of_several_subsets_from_one_sort_equal_each_alone(compiled):
 
 
 @pytest.mark.parametrize(("rows", "events", "side"), [(None, None, True), (0, None, True), (None, 0, True), (0, 0, False)],
-                         ids=["second thread", "many GPU rows", "many events", "in order"])
+                         ids=["two threads", "many GPU rows", "many events", "in order"])
 @pytest.mark.parametrize("step", [None, 0])
-def test_analyses_run_beside_each_other_give_what_each_gives_alone(step, rows, events, side, monkeypatch):
-    """``analyze`` runs the critical path, the per-stream kernels and the device timelines in a second thread (in
-    order, in its own, above ``SIDE_BY_SIDE_MAX_ROWS`` GPU rows and ``SIDE_BY_SIDE_MAX_EVENTS`` events): each table
-    equals the one its function gives when called alone (for the whole trace and for one step)."""
+@pytest.mark.parametrize("trace", ["h200 (GPU rows outside steps)", "jax (every GPU row in a step)"])
+def test_analyses_run_beside_each_other_give_what_each_gives_alone(trace, step, rows, events, side, monkeypatch):
+    """``analyze`` runs its analyses on two threads (in order, in its own, above ``SIDE_BY_SIDE_MAX_ROWS`` GPU rows
+    and ``SIDE_BY_SIDE_MAX_EVENTS`` events), the findings' rules too, and clips the rows once for the timelines by
+    step and by device where every GPU row is in a step: each table equals the one its function gives when called
+    alone (for the whole trace and for one step)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from kernscope.analyze import summary
+    from kernscope.analyze.facts import trace_facts
+    from kernscope.analyze.findings import find
 
     threads: list[int] = []
 
-    def pool(n: int) -> ThreadPoolExecutor:
+    def pool(n: int, thread_name_prefix: str = "") -> ThreadPoolExecutor:
         threads.append(n)
-        return ThreadPoolExecutor(n)
+        return ThreadPoolExecutor(n, thread_name_prefix=thread_name_prefix)
 
     monkeypatch.setattr(summary, "ThreadPoolExecutor", pool)
     if rows is not None:  # (a trace over a bound)
@@ -418,13 +423,20 @@ def test_analyses_run_beside_each_other_give_what_each_gives_alone(step, rows, e
     if events is not None:
         monkeypatch.setattr(summary, "SIDE_BY_SIDE_MAX_EVENTS", events)
     from kernscope.analyze.critical_path import critical_path
-    from kernscope.analyze.kernels import kernel_summary
+    from kernscope.analyze.kernels import kernel_summary, step_category_summary, step_summary
     from kernscope.analyze.timeline import gpu_timeline
 
-    t = kernscope.load(Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz", cache=False)
+    examples = Path(kernscope.__file__).parent / "examples"
+    path = (examples / "h200_gpt_train_step.pt.trace.json.gz" if trace.startswith("h200")
+            else Path(__file__).parent / "data" / "jax" / "mlp" / "vm.xplane.pb")
+    t = kernscope.load(path, cache=False)
+    if trace.startswith("h200"):  # (its rows are all in steps: the first 50 as if launched before the first step)
+        t = dataclasses.replace(t, gpu=t.gpu.with_columns(
+            pl.when(pl.int_range(pl.len()) >= 50).then(pl.col("step")).alias("step")))
+    assert bool(t.gpu["step"].null_count()) == trace.startswith("h200")  # (both ways of making the timelines' rows)
     step = None if step is None else int(t.steps["step"][1])
     a = analyze(t, step=step)
-    all_gpu = gpu_table(t, Categorizer.builtin(), text_names=False)
+    all_gpu = gpu_table(t, Categorizer.builtin(), text_names=False, text_keys=False)
     g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
     cp = critical_path(t, all_gpu, step=step)
     assert a.critical_path is not None and a.critical_path.steps.height == (1 if step is not None else t.steps.height)
@@ -435,7 +447,14 @@ def test_analyses_run_beside_each_other_give_what_each_gives_alone(step, rows, e
     assert a.kernels_by_stream.equals(kernel_summary(g, by=by).with_columns(pl.col("name").cast(pl.String)))
     assert a.timeline_by_device.equals(gpu_timeline(g, by="device"))
     assert a.timeline.equals(gpu_timeline(g, by="device").drop("device"))
-    assert threads == ([1] if side else [])
+    by_step = gpu_timeline(all_gpu.filter(pl.col("step").is_not_null()), by="step")
+    assert a.timeline_by_step.equals(by_step) and by_step.height
+    steps = step_summary(t, all_gpu)
+    assert a.steps.equals(steps)
+    assert a.step_categories.equals(step_category_summary(t, all_gpu))
+    assert a.findings.equals(find(t, g, steps, by_step, step=step))
+    assert a.facts == trace_facts(t)
+    assert threads == ([2] if side else [])
 
 
 def test_text_keys_stay_interned_in_the_analysis_and_are_text_in_its_results():

@@ -19,7 +19,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -410,15 +413,20 @@ def _table(rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataFrame, *, step: int | None = None,
-         rules: FindingRules | None = None) -> pl.DataFrame:
+         rules: FindingRules | None = None, pool: Executor | None = None) -> pl.DataFrame:
     """The findings of one trace, ranked by ``win_back_us``: ``gpu`` the categorized GPU rows analyzed (with
     ``step``, ``launch_ts``, ``category``, ``launcher``), ``steps`` the step summary (``cpu_duration_us``),
-    ``by_step`` the GPU timeline per step; ``step`` keeps the findings of that step only."""
+    ``by_step`` the GPU timeline per step; ``step`` keeps the findings of that step only. ``pool``: an executor the
+    rules run on side by side (:func:`kernscope.analyze.analyze` hands its own); the same table."""
     r = (rules or FindingRules.builtin()).rules
-    rows = (launch_bound(gpu, r["launch_bound"]) + step_start_idle(trace, gpu, r["step_start_idle"])
-            + blocking_sync(trace, r["blocking_sync"], step) + exposed_comm(by_step, r["exposed_comm"])
-            + tiny_gemm(gpu, r["tiny_gemm"]) + step_variance(steps, r["step_variance"])
-            + recompile(trace, r["recompile"], step) + low_occupancy(gpu, r["low_occupancy"]))
+    calls: list[Callable[[], list[dict[str, Any]]]] = [
+        partial(launch_bound, gpu, r["launch_bound"]), partial(step_start_idle, trace, gpu, r["step_start_idle"]),
+        partial(blocking_sync, trace, r["blocking_sync"], step), partial(exposed_comm, by_step, r["exposed_comm"]),
+        partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
+        partial(recompile, trace, r["recompile"], step), partial(low_occupancy, gpu, r["low_occupancy"])]
+    # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)
+    parts = [pool.submit(c) for c in calls] if pool is not None else None
+    rows = [row for part in (parts or calls) for row in (part.result() if isinstance(part, Future) else part())]
     t = _table(rows)
     return t.filter(pl.col("step") == step) if step is not None else t
 

@@ -217,8 +217,9 @@ def launcher_category_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | No
 
 def step_category_summary(trace: Trace, table: pl.DataFrame) -> pl.DataFrame:
     """GPU time (µs) per step and category, steps in time order (for per-step stacked bars)."""
-    per = (table.filter(pl.col("step").is_not_null()).group_by("step", "category")
-           .agg((pl.col("dur").sum() / NS_PER_US).alias("total_us")))
+    # (grouped by one integer a row: polars row-encodes two keys, 0.2 s of a 1 GB JAX profile's 6.7 M rows)
+    per = group_by_keys(table.select("step", "category", "dur").filter(pl.col("step").is_not_null()), ["step", "category"],
+                        ((pl.col("dur").sum() / NS_PER_US).alias("total_us"),))
     return (trace.steps.select("step", "name", "start").join(per, on="step", how="inner")
             .sort(["start", "category"]).select("step", "name", "category", "total_us"))
 

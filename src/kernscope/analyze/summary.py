@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, ClassVar, TypeVar
 
 import polars as pl
@@ -34,7 +34,7 @@ from .kernels import (
     wall_time_ns,
     with_text_keys,
 )
-from .timeline import gpu_timeline
+from .timeline import gpu_timeline, timeline_of, timeline_rows
 
 #: category/library given to every row when categories are off
 UNCATEGORIZED = "Uncategorized"
@@ -162,32 +162,46 @@ def analyze(
     g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
     decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
     beside = all_gpu.height <= SIDE_BY_SIDE_MAX_ROWS or trace.events.height <= SIDE_BY_SIDE_MAX_EVENTS
-    with ThreadPoolExecutor(1) if beside else _InOrder() as side:
-        # the critical path (the largest analysis), the per-stream summary and the device timelines run in a second
-        # thread, beside the rest: polars and numpy release the GIL in their work, and the analyses read the same
-        # tables and write nothing shared (one thread kept a 2-core machine ~1.25 cores busy)
-        path_f = side.submit(critical_path, trace, all_gpu, step=step) if trace.steps.height else None
-        # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows).
-        # After the critical path where both run in this thread: the grouping's freed memory, still held by polars'
-        # allocator, sat under the critical path's (numpy's) peak when it ran first (1 GB JAX class: 2.99-3.08 GB
-        # against 2.90-2.95 GB this way, as without the grouping)
-        grouped = rows_by(g, SUMMARY_KEYS + decided)
-        wall = wall_time_ns(g)
-        by_stream_f = side.submit(lambda: _text_names(kernel_summary(
-            g, by=("launcher", "category", "name", "device", "stream") + decided, grouped=grouped, wall_ns=wall)))
-        timelines_f = side.submit(_device_timelines, g, linked_only)
-        rest = _summaries(trace, g, all_gpu, step, cat, linked_only, benchmark, by_annotation, finding_rules, decided,
-                          grouped, wall)
-        path, by_stream = path_f.result() if path_f is not None else None, by_stream_f.result()
+    with ThreadPoolExecutor(2, thread_name_prefix="kernscope-analysis") if beside else _InOrder() as pool:
+        # the analyses run on two threads, each taking the next one when it is done (polars and numpy release the
+        # GIL in their work, and the analyses read the same tables and write nothing shared); the largest first, so
+        # that the small ones fill in at the end. One fixed split (the critical path beside everything else) left a
+        # thread idle for a third of the time on a 1 GB JAX profile. This thread hands the work out and rolls up the
+        # small summaries
+        path_f = pool.submit(critical_path, trace, all_gpu, step=step) if trace.steps.height else None
+        dev_rows: Callable[[], pl.DataFrame]
+        if g is all_gpu and not all_gpu["step"].null_count():
+            # every row is in a step (a JAX profile's are): the timelines by step and by device read the same rows,
+            # clipped once (0.1 s of a 1 GB JAX profile's 6.7 M rows, each time)
+            rows_f = pool.submit(timeline_rows, g, keys=("device", "step"), linked_only=linked_only)
+            by_step_f = pool.submit(lambda: timeline_of(rows_f.result(), by="step"))
+            dev_rows = rows_f.result
+        else:
+            by_step_f = pool.submit(gpu_timeline, all_gpu.filter(pl.col("step").is_not_null()), by="step",
+                                    linked_only=linked_only)
+            dev_rows = partial(timeline_rows, g, linked_only=linked_only)
+        steps_f = pool.submit(step_summary, trace, all_gpu)
+        timelines_f = pool.submit(lambda: _device_timelines(dev_rows()))
+        # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows;
+        # in order, after the critical path: the grouping's freed memory, still held by polars' allocator, sat under
+        # the critical path's (numpy's) peak when it ran first: 1 GB JAX class 2.99-3.08 GB against 2.90-2.95 GB)
+        grouped_f = pool.submit(rows_by, g, SUMMARY_KEYS + decided)
+        step_cats_f = pool.submit(step_category_summary, trace, all_gpu)
+        facts_f = pool.submit(trace_facts, trace)
+        findings = find(trace, g, steps_f.result(), by_step_f.result(), step=step, rules=finding_rules, pool=pool)
+        grouped, wall = grouped_f.result(), wall_time_ns(g)
+        rest = _summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
+        path = path_f.result() if path_f is not None else None
         timeline, by_dev = timelines_f.result()
-    return Analysis(trace=trace, step=step, kernels_by_stream=by_stream, critical_path=path, timeline=timeline,
-                    timeline_by_device=by_dev, **rest)
+        rest.update(facts=facts_f.result(), steps=steps_f.result(), timeline_by_step=by_step_f.result(),
+                    step_categories=step_cats_f.result(), findings=findings)
+    return Analysis(trace=trace, step=step, critical_path=path, timeline=timeline, timeline_by_device=by_dev, **rest)
 
 
 #: what :func:`analyze` groups the GPU rows by once, for all its summaries (with ``decided_by`` and ``decided_op``
 #: where the categories were decided)
 SUMMARY_KEYS = ("name", "launcher", "category", "library", "kind", "device", "stream")
-#: ``analyze`` runs analyses in a second thread for GPU tables of at most this many rows, or for event tables of at
+#: ``analyze`` runs its analyses on two threads for GPU tables of at most this many rows, or for event tables of at
 #: most :data:`SIDE_BY_SIDE_MAX_EVENTS` rows; a trace over both runs them in order, in one thread. There the tables
 #: already hold most of the memory, and the two threads' intermediates held at once cost more than the time saved is
 #: worth: the 10 GB replica (2.3 M GPU rows, 31.7 M events) side by side went from 3.85 to 4.03 GB peak RSS, over the
@@ -200,15 +214,9 @@ SIDE_BY_SIDE_MAX_EVENTS = 16_000_000
 T = TypeVar("T")
 
 
-class _InOrder:
+class _InOrder(Executor):
     """An executor that runs what it is given at once, in the calling thread (``analyze`` above
     :data:`SIDE_BY_SIDE_MAX_ROWS`)."""
-
-    def __enter__(self) -> _InOrder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         done: Future[T] = Future()
@@ -219,43 +227,34 @@ class _InOrder:
         return done
 
 
-def _device_timelines(g: pl.DataFrame, linked_only: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The GPU timeline overall and by device."""
-    by_dev = gpu_timeline(g, by="device", linked_only=linked_only)
-    if g["device"].n_unique() <= 1 and by_dev.height:  # one device: the overall view is that device's
+def _device_timelines(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The GPU timeline overall and by device, of rows made by :func:`~kernscope.analyze.timeline.timeline_rows`."""
+    by_dev = timeline_of(rows, by="device")
+    if rows["device"].n_unique() <= 1 and by_dev.height:  # one device: the overall view is that device's
         return by_dev.drop("device"), by_dev
-    return gpu_timeline(g, by=None, linked_only=linked_only), by_dev
+    return timeline_of(rows, by=None), by_dev
 
 
-def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, step: int | None, cat: Categorizer | None,
-               linked_only: bool, benchmark: bool | None, by_annotation: str | None,
-               finding_rules: FindingRules | None, decided: tuple[str, ...], grouped: pl.DataFrame,
-               wall: int) -> dict[str, Any]:
-    """The :class:`Analysis` fields but those :func:`analyze` computes in its second thread (``grouped``: ``g``'s rows
-    by :data:`SUMMARY_KEYS`; ``wall``: ``g``'s wall time, ns)."""
+def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Categorizer | None, benchmark: bool | None,
+               by_annotation: str | None, decided: tuple[str, ...], grouped: pl.DataFrame, wall: int) -> dict[str, Any]:
+    """The :class:`Analysis` fields rolled up from ``grouped`` (``g``'s rows by :data:`SUMMARY_KEYS`; ``wall``:
+    ``g``'s wall time, ns), and the optional views."""
     # one row per kernel, launcher and category: a row never hides a mix of categories
     by = ("name", "launcher", "category", "library") + decided
-    kern = _text_names(kernel_summary(g, by=by, grouped=grouped, wall_ns=wall))
-    by_step = gpu_timeline(all_gpu.filter(pl.col("step").is_not_null()), by="step", linked_only=linked_only)
     want_bench = looks_like_benchmark(trace) if benchmark is None else benchmark
-    steps = step_summary(trace, all_gpu)
-    findings = find(trace, g, steps, by_step, step=step, rules=finding_rules)
     return dict(
-        facts=trace_facts(trace),
         gpu_interned=g,
-        steps=steps,
-        kernels=kern,
+        kernels=_text_names(kernel_summary(g, by=by, grouped=grouped, wall_ns=wall)),
+        kernels_by_stream=_text_names(kernel_summary(g, by=("launcher", "category", "name", "device", "stream") + decided,
+                                                     grouped=grouped, wall_ns=wall)),
         categories=category_summary(g, grouped=grouped, wall_ns=wall),
         ops=op_summary(g, grouped=grouped, wall_ns=wall),
         ops_by_category=op_category_summary(g, grouped=grouped, wall_ns=wall),
         launcher_categories=launcher_category_summary(g, grouped=grouped),
-        timeline_by_step=by_step,
-        step_categories=step_category_summary(trace, all_gpu),
         unlinked=dict(trace.unlinked),
         benchmark=(analyze_benchmark(trace, cat, table=with_text_keys(all_gpu, names=True) if cat is not None else None)
                    if want_bench else None),
         annotations=by_annotation_(trace, with_text_keys(g, names=True), by_annotation) if by_annotation is not None else None,
-        findings=findings,
     )
 
 

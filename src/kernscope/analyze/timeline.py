@@ -13,6 +13,8 @@ to it (a ROCm timestamp artifact) and counted in ``clipped_kernels``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 
@@ -146,19 +148,30 @@ def gpu_timeline(
     Returns:
         Long table: ``[<by>,] type, time_us, percent, clipped_kernels`` (percent of total_time).
     """
-    # only the columns read here: the GPU table's others would be sorted and filtered five times for nothing
-    wanted = dict.fromkeys(c for c in (by, "device", "stream", "ts", "end", "kind", "category", "launch_ts") if c)
+    return timeline_of(timeline_rows(table, keys=(by,) if by else (), clip=clip, linked_only=linked_only), by=by)
+
+
+def timeline_rows(table: pl.DataFrame, *, keys: Sequence[str] = ("device",), clip: bool = True,
+                  linked_only: bool = False) -> pl.DataFrame:
+    """The rows :func:`timeline_of` reads, made once for timelines by any of ``keys``: only the columns read (the GPU
+    table's others would be sorted and filtered for nothing), without the work launched before the trace with
+    ``linked_only``, with same-stream overruns clipped with ``clip`` (:func:`clip_overruns`; ``clipped`` marks
+    them)."""
+    wanted = dict.fromkeys(c for c in (*keys, "device", "stream", "ts", "end", "kind", "category", "launch_ts"))
     table = table.select(c for c in wanted if c in table.columns)
     if linked_only:
         table = table.filter(pl.col("launch_ts").is_not_null())
     if clip and table.height:
-        table, _ = clip_overruns(table)
-    else:
-        table = table.with_columns(pl.lit(False).alias("clipped"))
+        return clip_overruns(table)[0]
+    return table.with_columns(pl.lit(False).alias("clipped"))
+
+
+def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFrame:
+    """:func:`gpu_timeline` of rows made by :func:`timeline_rows` (with ``by`` among its keys)."""
     keys = [by] if by else ["_all"]
     if not by:
-        table = table.with_columns(pl.lit(0).alias("_all"))
-    wide = _breakdown(table, keys)
+        rows = rows.with_columns(pl.lit(0).alias("_all"))
+    wide = _breakdown(rows, keys)
     if wide.height == 0 and not by:
         wide = pl.DataFrame({"_all": [0], **{k: [0] for k in TIMELINE_ROWS}, "clipped_kernels": [0]})
     long = wide.unpivot(index=[*keys, "clipped_kernels"], on=list(TIMELINE_ROWS), variable_name="type", value_name="ns")
