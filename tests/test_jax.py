@@ -700,11 +700,49 @@ def test_distinct_rows_by_value_equal_the_ranked_form(monkeypatch):
         got = xplane._distinct_rows_by_value(codes, mask)
         assert got is not None
         monkeypatch.setattr(xplane, "_distinct_rows_by_value", lambda codes, mask: None)
+        monkeypatch.setattr(xplane, "native_distinct_rows", lambda *a: None)
         want = xplane.distinct_rows(codes, mask)
         monkeypatch.undo()
         assert np.array_equal(got[0], want[0]) and got[0].dtype == np.int32 and got[1].size == want[1].size
         for k, row in enumerate(got[1].tolist()):
             assert got[0][row] == k
+
+
+def test_distinct_rows_compiled_equal_numpy(monkeypatch):
+    """The compiled passes (:func:`kernscope.load.native.distinct_rows`) number random codes as numpy does: int32 and
+    int64 columns read as they are, rows marked missing reading -1 (their cells hold anything), a mask or none, one to
+    four columns; the same numbers and the same row of each (the last); codes too spread for a flat table are left
+    to the numpy forms."""
+    import importlib
+
+    from kernscope.load import native
+
+    if native.scanner() is None:
+        pytest.skip("the compiled library is not built")
+    xplane = importlib.import_module("kernscope.load.xplane")
+    rng = np.random.default_rng(36)
+    for trial in range(40):
+        n = int(rng.integers(1, 4000))
+        k = int(rng.integers(1, 5))
+        codes = [rng.integers(-1, int(rng.integers(1, 40)), n).astype(rng.choice([np.int32, np.int64])) for _ in range(k)]
+        missing = [None if rng.random() < 0.4 else rng.random(n) < 0.3 for _ in range(k)]
+        cells = [np.where(m, rng.integers(-5, 99, n), c).astype(c.dtype) if m is not None else c
+                 for c, m in zip(codes, missing)]  # (what a missing row's cell holds is not read)
+        mask = None if trial % 5 == 0 else rng.random(n) < (0.0 if trial == 1 else 0.6)
+        got = native.distinct_rows(cells, missing, mask, float(1 << 24))
+        assert got is not None
+        want_codes = [np.where(m, -1, c) if m is not None else c for c, m in zip(codes, missing)]
+        want = xplane._distinct_rows_by_value(want_codes, np.ones(n, dtype=bool) if mask is None else mask)
+        assert want is not None
+        assert np.array_equal(got[0], want[0]) and got[0].dtype == np.int32
+        assert np.array_equal(got[1], want[1]) and got[1].dtype == np.int64
+        monkeypatch.setattr(xplane, "native_distinct_rows", lambda *a: None)
+        assert all(np.array_equal(a, b) for a, b in zip(xplane.distinct_rows(cells, mask if mask is not None else
+                                                                             np.ones(n, dtype=bool), missing), got))
+        monkeypatch.undo()
+    wide = [np.array([0, 1 << 20, 5], dtype=np.int64), np.array([0, 1 << 10, 3], dtype=np.int32)]
+    assert native.distinct_rows(wide, [None, None], None, float(1 << 24)) is None  # (2**30 combinations)
+    assert native.distinct_rows([np.array([1.5])], [None], None, float(1 << 24)) is None  # (not integers)
 
 
 def test_metadata_stats_go_to_every_event_of_their_rows_and_only_theirs():

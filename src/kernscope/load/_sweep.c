@@ -247,3 +247,62 @@ int64_t ks_clip(const int64_t *dev, const int64_t *stream, const int64_t *ts, co
     }
     return count;
 }
+
+/* A row's integer in a column of width 4 (int32) or 8 (int64) bytes; -1 where missing (NULL: none) marks the row. */
+static inline int64_t code_at(const void *col, int64_t width, const uint8_t *missing, int64_t r) {
+    if (missing && missing[r]) return -1;
+    return width == 4 ? (int64_t)((const int32_t *)col)[r] : ((const int64_t *)col)[r];
+}
+
+/* ks_code_range: out[0], out[1] = the lowest and highest of the n > 0 rows' integers (code_at). Returns 0, or -1
+ * where the width is neither 4 nor 8. */
+int64_t ks_code_range(const void *col, int64_t width, const uint8_t *missing, int64_t n, int64_t *out) {
+    if (width != 4 && width != 8) return -1;
+    int64_t lo = code_at(col, width, missing, 0), hi = lo;
+    for (int64_t r = 1; r < n; r++) {
+        int64_t v = code_at(col, width, missing, r);
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+    }
+    out[0] = lo;
+    out[1] = hi;
+    return 0;
+}
+
+/* ks_distinct_keys: the first pass of kernscope.load.xplane.distinct_rows. Each row of mask (NULL: every row) is keyed
+ * by its k (at most 8) columns' integers (code_at), ((v0 - lo0) * size1 + (v1 - lo1)) * size2 + ..., below space
+ * (under 2**31, the product of the sizes, each integer within [lo, lo + size)); number[r] gets the key, or -1 outside
+ * mask. slot (space ints, zeroed by the caller) then numbers the keys used, in key order: slot[key] = 0, 1, 2 ... where
+ * a row has it, -1 where none has. Returns how many keys are used, or -1 where k or a width is out of range. */
+int64_t ks_distinct_keys(const void *const *cols, const int64_t *width, const uint8_t *const *missing,
+                         const int64_t *lo, const int64_t *size, int64_t k, const uint8_t *mask, int64_t n,
+                         int64_t space, int32_t *slot, int32_t *number) {
+    if (k < 1 || k > 8) return -1;
+    for (int64_t j = 0; j < k; j++)
+        if (width[j] != 4 && width[j] != 8) return -1;
+    for (int64_t r = 0; r < n; r++) {
+        if (mask && !mask[r]) {
+            number[r] = -1;
+            continue;
+        }
+        int64_t key = 0;
+        for (int64_t j = 0; j < k; j++) key = key * size[j] + (code_at(cols[j], width[j], missing[j], r) - lo[j]);
+        number[r] = (int32_t)key;
+        slot[key] = 1;
+    }
+    int64_t found = 0;
+    for (int64_t s = 0; s < space; s++) slot[s] = slot[s] ? (int32_t)found++ : -1;
+    return found;
+}
+
+/* ks_distinct_number: the second pass: each keyed row's number[r] (a key, or -1) becomes slot[key], its number, and
+ * first[number] the last row with it (first: one per key used). Returns 0. */
+int64_t ks_distinct_number(const int32_t *slot, int64_t n, int32_t *number, int64_t *first) {
+    for (int64_t r = 0; r < n; r++) {
+        if (number[r] < 0) continue;
+        int32_t num = slot[number[r]];
+        number[r] = num;
+        first[num] = r;
+    }
+    return 0;
+}

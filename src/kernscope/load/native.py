@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 15
+ABI_VERSION = 16
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,7 +35,8 @@ def _library() -> Any:
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
                 for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest",
-                           "ks_search_right", "ks_union_lengths", "ks_idle_gaps", "ks_clip"):
+                           "ks_search_right", "ks_union_lengths", "ks_idle_gaps", "ks_clip", "ks_code_range",
+                           "ks_distinct_keys", "ks_distinct_number"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib
@@ -202,6 +203,49 @@ def idle_gaps(start: np.ndarray, end: np.ndarray, launch: np.ndarray, has_launch
                      ctypes.c_int64(n), ctypes.c_int64(span), ctypes.c_int64(t0), ctypes.c_double(quick),
                      *(ptr(a) for a in out))
     return out
+
+
+#: the most columns :func:`distinct_rows` keys a row by (``ks_distinct_keys``' limit)
+DISTINCT_COLUMNS = 8
+
+
+def distinct_rows(cols: list[np.ndarray], missing: list[np.ndarray | None], mask: np.ndarray | None,
+                  max_space: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`kernscope.load.xplane.distinct_rows` in two compiled passes over the rows, reading the columns as they
+    are: ``cols`` int32 or int64 per row, ``missing`` (one per column, None: none) marks rows that read -1 there,
+    ``mask`` (None: every row) the rows numbered. Returns (number: int32 per row, -1 outside ``mask``; first: the
+    last row of each number), numbered in the order of the combinations; None where the library is not available,
+    the columns are not int32/int64, there are more than :data:`DISTINCT_COLUMNS`, no row, 2**31 rows or more, or
+    the product of the columns' ranges is over ``max_space`` (then the caller numbers them otherwise)."""
+    lib = scanner()
+    n = len(mask) if mask is not None else (len(cols[0]) if cols else 0)
+    if (lib is None or not cols or len(cols) > DISTINCT_COLUMNS or n == 0 or n >= 2**31
+            or any(c.dtype not in (np.int32, np.int64) or len(c) != n for c in cols)):
+        return None
+    cs = [np.ascontiguousarray(c) for c in cols]
+    ms = [None if m is None else _c(m, np.bool_) for m in missing]
+    lo, size = np.zeros(len(cs), dtype=np.int64), np.zeros(len(cs), dtype=np.int64)
+    space = 1
+    for j, (c, m) in enumerate(zip(cs, ms)):
+        got = np.zeros(2, dtype=np.int64)
+        lib.ks_code_range(ptr(c), ctypes.c_int64(c.itemsize), ptr(m), ctypes.c_int64(n), ptr(got))
+        lo[j], size[j] = got[0], got[1] - got[0] + 1
+        space *= int(size[j])
+        if space > max_space or space >= 2**31:
+            return None
+    widths = np.array([c.itemsize for c in cs], dtype=np.int64)
+    col_ptrs = (ctypes.c_void_p * len(cs))(*(c.ctypes.data for c in cs))
+    miss_ptrs = (ctypes.c_void_p * len(cs))(*(None if m is None else m.ctypes.data for m in ms))
+    at = _c(mask, np.bool_) if mask is not None else None
+    slot = np.zeros(space, dtype=np.int32)
+    number = np.empty(n, dtype=np.int32)
+    found = lib.ks_distinct_keys(col_ptrs, ptr(widths), miss_ptrs, ptr(lo), ptr(size), ctypes.c_int64(len(cs)),
+                                 ptr(at), ctypes.c_int64(n), ctypes.c_int64(space), ptr(slot), ptr(number))
+    if found < 0:
+        return None
+    first = np.zeros(found, dtype=np.int64)
+    lib.ks_distinct_number(ptr(slot), ctypes.c_int64(n), ptr(number), ptr(first))
+    return number, first
 
 
 @functools.lru_cache(maxsize=1)

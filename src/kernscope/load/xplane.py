@@ -45,6 +45,7 @@ from ..model import RawTrace, literal_nulls
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
 from .hlo import Works
+from .native import distinct_rows as native_distinct_rows
 from .protowire import Fields, WireError, as_array, fields_of, walk
 from .xscan import FieldSpec, decode_stats, last_value, scan_lines
 from .xstats import (
@@ -313,14 +314,23 @@ def _owned(stat_row: np.ndarray, stat: np.ndarray, ev_row: np.ndarray, n_rows: i
     return events, stat[start[ev_row[events]] + within]
 
 
-def distinct_rows(codes: list[np.ndarray], mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Number the distinct combinations of ``codes`` (integers per row) among the rows of ``mask``: each row's
-    number (-1 outside ``mask``) and one row of each combination, numbered in the order of the combinations.
+def distinct_rows(codes: list[np.ndarray], mask: np.ndarray,
+                  missing: list[np.ndarray | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Number the distinct combinations of ``codes`` (integers per row; ``missing``: per code, None or a mask of the
+    rows that read -1 there) among the rows of ``mask``: each row's number (-1 outside ``mask``) and one row of each
+    combination, numbered in the order of the combinations.
 
-    Where the product of the codes' ranges is small (a real profile's), every row is keyed by the values themselves
-    (:func:`_distinct_rows_by_value`); else each code is ranked among the values the mask's rows use
-    (:func:`kernscope.intervals.ranks`) and the ranks are keyed the same way, or, where even their product is
-    too large, the rows of ranks are sorted. Ranks keep the values' order, so the numbers are the same either way."""
+    Where the product of the codes' ranges is small (a real profile's), every row is keyed by the values themselves:
+    in two compiled passes that read the codes as they are (:func:`kernscope.load.native.distinct_rows`; at 1 GB the
+    numpy form took 0.25-0.6 s, most of it the first touch of its fresh arrays), or :func:`_distinct_rows_by_value`;
+    else each code is ranked among the values the mask's rows use (:func:`kernscope.intervals.ranks`) and the ranks
+    are keyed the same way, or, where even their product is too large, the rows of ranks are sorted. Ranks keep the
+    values' order, so the numbers are the same either way."""
+    missing = missing or [None] * len(codes)
+    native = native_distinct_rows(codes, missing, mask, _FLAT_KEYS)
+    if native is not None:
+        return native
+    codes = [c if m is None or not m.any() else np.where(m, -1, c) for c, m in zip(codes, missing)]
     by_value = _distinct_rows_by_value(codes, mask)
     if by_value is not None:
         return by_value
@@ -572,11 +582,14 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     if occurrences.any():
         table = table.filter(pl.Series(~occurrences))
     # each GPU row's (module, kernel, op), numbered from the scan's codes (the HLO columns are found once per number)
-    keep = ~occurrences
-    module, op = (strings[c].codes for c in ("hlo_module", "hlo_op"))
     if occurrences.any():
-        module, op, name_row, is_gpu = module[keep], op[keep], name_row[keep], is_gpu[keep]
-    number, first = distinct_rows([module, name_row, op], is_gpu)
+        keep = ~occurrences
+        module, op = (strings[c].codes[keep] for c in ("hlo_module", "hlo_op"))
+        number, first = distinct_rows([module, name_row[keep], op], is_gpu[keep])
+    else:  # (the cells as the scan left them, their missing rows reading -1: no copy of either as codes)
+        module_s, op_s = strings["hlo_module"], strings["hlo_op"]
+        number, first = distinct_rows([module_s.value, name_row, op_s.value], is_gpu,
+                                      missing=[module_s.missing, None, op_s.missing])
     table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names), number, first, wanted)
     # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
     # null literal each, which takes no memory
