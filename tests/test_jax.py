@@ -724,10 +724,11 @@ def test_distinct_rows_compiled_equal_numpy(monkeypatch):
     for trial in range(40):
         n = int(rng.integers(1, 4000))
         k = int(rng.integers(1, 5))
-        codes = [rng.integers(-1, int(rng.integers(1, 40)), n).astype(rng.choice([np.int32, np.int64])) for _ in range(k)]
+        codes = [rng.integers(-1, int(rng.integers(1, 40)), n).astype(np.int32 if rng.random() < 0.5 else np.int64)
+                 for _ in range(k)]
         missing = [None if rng.random() < 0.4 else rng.random(n) < 0.3 for _ in range(k)]
-        cells = [np.where(m, rng.integers(-5, 99, n), c).astype(c.dtype) if m is not None else c
-                 for c, m in zip(codes, missing)]  # (what a missing row's cell holds is not read)
+        cells: list[np.ndarray] = [np.where(m, rng.integers(-5, 99, n), c).astype(c.dtype) if m is not None else c
+                                   for c, m in zip(codes, missing)]  # (what a missing row's cell holds is not read)
         mask = None if trial % 5 == 0 else rng.random(n) < (0.0 if trial == 1 else 0.6)
         got = native.distinct_rows(cells, missing, mask, float(1 << 24))
         assert got is not None
@@ -740,7 +741,7 @@ def test_distinct_rows_compiled_equal_numpy(monkeypatch):
         assert all(np.array_equal(a, b) for a, b in zip(xplane.distinct_rows(cells, mask if mask is not None else
                                                                              np.ones(n, dtype=bool), missing), got))
         monkeypatch.undo()
-    wide = [np.array([0, 1 << 20, 5], dtype=np.int64), np.array([0, 1 << 10, 3], dtype=np.int32)]
+    wide: list[np.ndarray] = [np.array([0, 1 << 20, 5], dtype=np.int64), np.array([0, 1 << 10, 3], dtype=np.int32)]
     assert native.distinct_rows(wide, [None, None], None, float(1 << 24)) is None  # (2**30 combinations)
     assert native.distinct_rows([np.array([1.5])], [None], None, float(1 << 24)) is None  # (not integers)
 
