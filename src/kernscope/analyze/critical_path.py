@@ -353,10 +353,10 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     # each node's predecessor (-1: none) and whether it has one, written in place by how the record started: queued
     # ones wait for the previous record, waiting ones for the record that ended last, launched ones for their launch's
     # CPU point; the CPU points for the record their thread waited on
-    pred, has = np.empty(root, dtype=np.int64), np.empty(root, dtype=bool)
+    # each record's previous one, -1 for the first, written once (no array of positions beside it: most records are
+    # queued); the CPU points' part is written below
+    pred, has = np.arange(-1, root - 1, dtype=np.int64), np.empty(root, dtype=bool)
     g_pred, g_has = pred[:n_g], has[:n_g]  # (views)
-    np.cumsum(np.ones(n_g, dtype=np.int8), out=g_pred)  # (no array of positions beside it: most records are queued)
-    g_pred -= 2  # each record's previous one, -1 for the first
     g_has[:] = p_ok
     waits = g_how == _HOW_WAIT
     g_pred[waits], g_has[waits] = w_[waits], w_ok[waits]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import mmap
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,7 @@ from .xstats import (
     KERNEL_DETAIL_COLUMNS,
     STAT_FIELDS,
     Lookup,
+    Strings,
     columns,
     field_lut,
     field_table,
@@ -515,82 +517,80 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     # each line's device (-1: a host line) and stream: gathered per event once, as the device and stream columns
     line_dev = device[line_plane] if line_plane.size else empty
     is_gpu = (line_dev >= 0)[scan.ev_line] if ne else np.zeros(0, dtype=bool)
-    plane_stats = {p.index: _plane_stats(buf, p, smd) for p in planes}
-    vendor = next((str(s.get("device_vendor", "")) for s in plane_stats.values() if s.get("device_vendor")), "")
-    amd = vendor.upper().startswith("AMD")
-    host_pid = [str(plane_stats[p.index].get("process_id", p.name)) for p in planes]
-    # the category of each event: from its name (decided once per distinct name) and where it is
-    hlo_names = {x for c in ("hlo_op", "hlo_module") for x in strings[c].used_texts()}
-    nm = pl.Series(md_names, dtype=pl.String)
-    low = nm.str.to_lowercase()
-    gpu_cat = np.where(low.str.contains("memcpy|memorycopy|copybuffer").to_numpy(), 1,
-                       np.where(low.str.contains("memset|fillbuffer").to_numpy(), 2, 0))
-    launch_cat = np.full(len(md_names), 5) if amd else np.where(nm.str.starts_with("cuda").to_numpy(), 4, 3)
-    py = nm.str.starts_with("$").to_numpy()
-    op = (nm.is_in(sorted(hlo_names)) | nm.str.contains(r"(?:^XlaModule:|:XLA GPU module$|^jit_[\w.]+$)")).to_numpy()
-    host_cat = np.where(py, 6, np.where(op, 7, 8))
-    # each event's category: row 0 of the table for a GPU event, 1 for a launch (it has a correlation), 2 for the
-    # rest, by its name (one small-integer gather: int64 temporaries of every event were most of the time at 1 GB)
-    by_name = np.stack([gpu_cat, launch_cat, host_cat]).astype(np.int8)
-    where = np.where(cols["correlation"].is_not_null().to_numpy(), np.int8(1), np.int8(2))
-    where[is_gpu] = 0
-    cat_code = by_name[where, name_row]
-    cats = ["kernel", "gpu_memcpy", "gpu_memset", "cuda_driver", "cuda_runtime", "hip_runtime", "python_function", "cpu_op",
-            "user_annotation"]
-    ph_code = (~(is_gpu | (dur_ns > 0))).view(np.int8)
-    pid_values = [str(int(device[p.index])) if device[p.index] >= 0 else host_pid[p.index] for p in planes]
-    line_ids = scan.ln_id
-    tid_values = [str(int(x)) for x in line_ids.tolist()]
-    per_line = {c: pl.Series(c, line_dev if c == "device" else line_ids).set(pl.Series(line_dev < 0), None)
-                for c in ("device", "stream")}
-    # the interned columns, and each line's device and stream, gathered from their small tables in one select: polars
-    # runs the gathers side by side (one after the other, 0.09-0.21 s at 975 MB; together 0.06-0.1 s)
-    interned = {"ph": ["X", "i"], "cat": cats, "name": md_names, "pid": pid_values, "tid": tid_values}
-    gathered = pl.DataFrame({"ph": ph_code, "cat": cat_code, "name": name_row, "pid": ev_plane, "tid": scan.ev_line}).select(
-        *(pl.lit(pl.Series(v, dtype=pl.String).cast(pl.Categorical)).gather(pl.col(c)).alias(c) for c, v in interned.items()),
-        *(pl.lit(s).gather(pl.col("tid")).alias(c) for c, s in per_line.items()),
-    )
-    table = pl.DataFrame({
-        "idx": np.arange(ne, dtype=np.int64),
-        **{c: gathered[c] for c in interned},
-        "ts": start_ns, "dur": dur_ns,
-        "ts_missing": np.zeros(ne, dtype=bool), "dur_missing": np.zeros(ne, dtype=bool),
-        "flow_id": nulls(ne, pl.String),
-    })
-    extra: dict[str, pl.Series] = {}
-    own = set(KERNEL_DETAIL_COLUMNS) | set(JAX_COLUMNS)  # what XLA states itself (occupancy as a float %)
-    for fld in ARG_FIELDS:
-        c = fld.column
-        if c in ("meta_name", "sort_index") or c in own:
-            continue
-        if c in cols:
-            extra[c] = cols[c]
-        elif c in per_line:
-            extra[c] = gathered[c]
-        else:
-            extra[c] = nulls(ne, EVENT_SCHEMA[c]).alias(c)
-    details = kernel_details(strings["kernel_details"], [c for c in KERNEL_DETAIL_COLUMNS if wanted(c)]) \
-        if "kernel_details" in strings else {}
-    table = table.with_columns(
-        **{c: s.cast(EVENT_SCHEMA[c]) for c, s in extra.items()},
-        **{c: cols[c].cast(JAX_COLUMNS[c]) if c in cols and wanted(c) else pl.lit(None, dtype=JAX_COLUMNS[c])
-           for c in JAX_COLUMNS if c not in KERNEL_DETAIL_COLUMNS and (c not in EVENT_SCHEMA or c in own)},
-        **{c: details[c] if c in details else pl.lit(None, dtype=pl.Int64) for c in KERNEL_DETAIL_COLUMNS},
-    )
     # aggregated events (num_occurrences instead of an offset) have no time: they are counted, not kept
     occurrences = (scan.ev_flags & 1).astype(bool)
-    if occurrences.any():
-        table = table.filter(pl.Series(~occurrences))
-    # each GPU row's (module, kernel, op), numbered from the scan's codes (the HLO columns are found once per number)
-    if occurrences.any():
-        keep = ~occurrences
-        module, op = (strings[c].codes[keep] for c in ("hlo_module", "hlo_op"))
-        number, first = distinct_rows([module, name_row[keep], op], is_gpu[keep])
-    else:  # (the cells as the scan left them, their missing rows reading -1: no copy of either as codes)
-        module_s, op_s = strings["hlo_module"], strings["hlo_op"]
-        number, first = distinct_rows([module_s.value, name_row, op_s.value], is_gpu,
-                                      missing=[module_s.missing, None, op_s.missing])
-    table = _with_hlo(table, *_hlo(buf, md_stat_rows, stat_lookup, stat_names), number, first, wanted)
+    with ThreadPoolExecutor(1, thread_name_prefix="kernscope-decode") as side:
+        # the kernel details and the GPU rows' HLO columns on a second thread, beside the event table's other columns
+        # (numpy and polars release the GIL in their work; each reads what the scan made and writes nothing shared)
+        details_f = side.submit(kernel_details, strings["kernel_details"],
+                                [c for c in KERNEL_DETAIL_COLUMNS if wanted(c)]) if "kernel_details" in strings else None
+        hlo_f = side.submit(lambda: (_hlo_numbers(strings, name_row, is_gpu, occurrences),
+                                     _hlo(buf, md_stat_rows, stat_lookup, stat_names)))
+        plane_stats = {p.index: _plane_stats(buf, p, smd) for p in planes}
+        vendor = next((str(s.get("device_vendor", "")) for s in plane_stats.values() if s.get("device_vendor")), "")
+        amd = vendor.upper().startswith("AMD")
+        host_pid = [str(plane_stats[p.index].get("process_id", p.name)) for p in planes]
+        # the category of each event: from its name (decided once per distinct name) and where it is
+        hlo_names = {x for c in ("hlo_op", "hlo_module") for x in strings[c].used_texts()}
+        nm = pl.Series(md_names, dtype=pl.String)
+        low = nm.str.to_lowercase()
+        gpu_cat = np.where(low.str.contains("memcpy|memorycopy|copybuffer").to_numpy(), 1,
+                           np.where(low.str.contains("memset|fillbuffer").to_numpy(), 2, 0))
+        launch_cat = np.full(len(md_names), 5) if amd else np.where(nm.str.starts_with("cuda").to_numpy(), 4, 3)
+        py = nm.str.starts_with("$").to_numpy()
+        op = (nm.is_in(sorted(hlo_names)) | nm.str.contains(r"(?:^XlaModule:|:XLA GPU module$|^jit_[\w.]+$)")).to_numpy()
+        host_cat = np.where(py, 6, np.where(op, 7, 8))
+        # each event's category: row 0 of the table for a GPU event, 1 for a launch (it has a correlation), 2 for the
+        # rest, by its name (one small-integer gather: int64 temporaries of every event were most of the time at 1 GB)
+        by_name = np.stack([gpu_cat, launch_cat, host_cat]).astype(np.int8)
+        where = np.where(cols["correlation"].is_not_null().to_numpy(), np.int8(1), np.int8(2))
+        where[is_gpu] = 0
+        cat_code = by_name[where, name_row]
+        cats = ["kernel", "gpu_memcpy", "gpu_memset", "cuda_driver", "cuda_runtime", "hip_runtime", "python_function", "cpu_op",
+                "user_annotation"]
+        ph_code = (~(is_gpu | (dur_ns > 0))).view(np.int8)
+        pid_values = [str(int(device[p.index])) if device[p.index] >= 0 else host_pid[p.index] for p in planes]
+        line_ids = scan.ln_id
+        tid_values = [str(int(x)) for x in line_ids.tolist()]
+        per_line = {c: pl.Series(c, line_dev if c == "device" else line_ids).set(pl.Series(line_dev < 0), None)
+                    for c in ("device", "stream")}
+        # the interned columns, and each line's device and stream, gathered from their small tables in one select: polars
+        # runs the gathers side by side (one after the other, 0.09-0.21 s at 975 MB; together 0.06-0.1 s)
+        interned = {"ph": ["X", "i"], "cat": cats, "name": md_names, "pid": pid_values, "tid": tid_values}
+        gathered = pl.DataFrame({"ph": ph_code, "cat": cat_code, "name": name_row, "pid": ev_plane, "tid": scan.ev_line}).select(
+            *(pl.lit(pl.Series(v, dtype=pl.String).cast(pl.Categorical)).gather(pl.col(c)).alias(c) for c, v in interned.items()),
+            *(pl.lit(s).gather(pl.col("tid")).alias(c) for c, s in per_line.items()),
+        )
+        table = pl.DataFrame({
+            "idx": pl.int_range(ne, dtype=pl.Int64, eager=True),  # (polars' buffer: numpy's arange was 0.05-0.13 s at 975 MB)
+            **{c: gathered[c] for c in interned},
+            "ts": start_ns, "dur": dur_ns,
+            "ts_missing": np.zeros(ne, dtype=bool), "dur_missing": np.zeros(ne, dtype=bool),
+            "flow_id": nulls(ne, pl.String),
+        })
+        extra: dict[str, pl.Series] = {}
+        own = set(KERNEL_DETAIL_COLUMNS) | set(JAX_COLUMNS)  # what XLA states itself (occupancy as a float %)
+        for fld in ARG_FIELDS:
+            c = fld.column
+            if c in ("meta_name", "sort_index") or c in own:
+                continue
+            if c in cols:
+                extra[c] = cols[c]
+            elif c in per_line:
+                extra[c] = gathered[c]
+            else:
+                extra[c] = nulls(ne, EVENT_SCHEMA[c]).alias(c)
+        details = details_f.result() if details_f is not None else {}
+        table = table.with_columns(
+            **{c: s.cast(EVENT_SCHEMA[c]) for c, s in extra.items()},
+            **{c: cols[c].cast(JAX_COLUMNS[c]) if c in cols and wanted(c) else pl.lit(None, dtype=JAX_COLUMNS[c])
+               for c in JAX_COLUMNS if c not in KERNEL_DETAIL_COLUMNS and (c not in EVENT_SCHEMA or c in own)},
+            **{c: details[c] if c in details else pl.lit(None, dtype=pl.Int64) for c in KERNEL_DETAIL_COLUMNS},
+        )
+        if occurrences.any():
+            table = table.filter(pl.Series(~occurrences))
+        (number, first), hlo = hlo_f.result()
+    table = _with_hlo(table, *hlo, number, first, wanted)
     # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
     # null literal each, which takes no memory
     table = literal_nulls(table)
@@ -598,6 +598,19 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     flows = pl.DataFrame(schema={c: (EVENT_SCHEMA.get(c, pl.Int64) if c != "idx" else pl.Int64) for c in _FLOW_COLUMNS})
     metadata = _metadata(planes, plane_stats, hosts, unknown, int(occurrences.sum()), [p.name for p in planes])
     return RawTrace(table, metadata, flows=flows, meta_events=metas)
+
+
+def _hlo_numbers(strings: dict[str, Strings], name_row: np.ndarray, is_gpu: np.ndarray,
+                 occurrences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU row's (module, kernel, op) numbered from the scan's codes (:func:`distinct_rows`; the HLO columns are
+    found once per number), of the rows kept (not the aggregated ``occurrences``)."""
+    if occurrences.any():
+        keep = ~occurrences
+        module, op = (strings[c].codes[keep] for c in ("hlo_module", "hlo_op"))
+        return distinct_rows([module, name_row[keep], op], is_gpu[keep])
+    # (the cells as the scan left them, their missing rows reading -1: no copy of either as codes)
+    module_s, op_s = strings["hlo_module"], strings["hlo_op"]
+    return distinct_rows([module_s.value, name_row, op_s.value], is_gpu, missing=[module_s.missing, None, op_s.missing])
 
 
 def _meta_rows(planes: list[_Plane], line_plane: np.ndarray, tids: list[str], line_names: list[str], pids: list[str],
