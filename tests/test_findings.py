@@ -15,7 +15,7 @@ import pytest
 from conftest import TRACES, write_trace
 
 import kernscope
-from kernscope.analyze.findings import FindingRules, find_stragglers
+from kernscope.analyze.findings import FindingRules, find_roofline, find_stragglers
 from kernscope.analyze.summary import analyze
 from kernscope.cli import main
 from kernscope.errors import KernscopeError
@@ -130,7 +130,10 @@ def test_rules_are_data_a_user_file_moves_thresholds_and_bad_files_are_one_line(
     assert main(["analyze", str(p), "--format", "json", "--no-cache"]) == 0
     assert [x["rule"] for x in json.loads(capsys.readouterr().out)["findings"]] == ["launch_bound"]
     for text, says in (("[nope]\nx = 1\n", "unknown findings rule [nope]"), ("[launch_bound]\nmin_us = 'a'\n", "must be float"),
-                       ("[launch_bound]\nfoo = 1\n", "has no key 'foo'"), ("[launch_bound\n", "not valid TOML")):
+                       ("[launch_bound]\nfoo = 1\n", "has no key 'foo'"), ("[launch_bound\n", "not valid TOML"),
+                       # (a text naming a value the rule's findings do not have: found while the rule runs, on one of
+                       # the analysis's threads)
+                       ('[launch_bound]\ntext = "x {nope}"\n', "[launch_bound]: its text cannot be written (KeyError: 'nope')")):
         bad = tmp_path / "bad.toml"
         bad.write_text(text)
         assert main(["analyze", str(p), "--findings", str(bad), "--no-cache"]) == 2
@@ -176,6 +179,24 @@ def test_straggler_threshold_from_rules():
     with pytest.raises(KernscopeError):
         FindingRules.load("/nonexistent/rules.toml")
     assert np.isfinite(FindingRules.builtin().rules["tiny_gemm"]["saving_per_kernel_us"])
+
+
+def test_a_rule_text_that_cannot_be_written_names_the_rules_file(tmp_path):
+    """A user's text naming a value the rule's findings do not have fails when a finding is written: the error names
+    the rules file and the rule (straggler and far_from_roofline findings are made outside ``find``)."""
+    bad = tmp_path / "words.toml"
+    bad.write_text('[straggler]\ntext = "rank {rank} {nope}"\n[far_from_roofline]\ntext = "{op} {nope}"\n')
+    rules = FindingRules.load(bad)
+    s = pl.DataFrame({"step_number": [1], "rank": [3], "wait_us": [80.0], "max_wait_us": [90.0], "collectives": [2],
+                      "last_in": [2]})
+    with pytest.raises(KernscopeError, match=r"words\.toml: findings rule \[straggler\]: its text cannot be written"):
+        find_stragglers(s, rules=rules)
+    assert find_stragglers(s.with_columns(pl.lit(10.0).alias("wait_us")), rules=rules).height == 0  # (no finding)
+    ops = pl.DataFrame({"name": ["aten::mm"], "dtype": ["bf16"], "count": [4], "kernel_time_us": [100.0],
+                        "pct_of_peak": [5.0], "bound": ["compute"], "tflops_per_s": [1.0], "tb_per_s": [0.1]})
+    with pytest.raises(KernscopeError, match=r"words\.toml: findings rule \[far_from_roofline\]"):
+        find_roofline(ops, 2, rules=rules)
+    assert find_roofline(ops, 2).height == 1  # (the built-in text)
 
 
 def test_recompile_inside_a_step_on_a_real_torch_compile_trace():

@@ -53,6 +53,8 @@ class FindingRules:
     """Thresholds and wording per rule (``findings.toml``)."""
 
     rules: dict[str, dict[str, Any]]
+    #: the user's file the rules were read from (None: the built-in ones); errors in its texts name it
+    source: str | None = None
 
     @classmethod
     def builtin(cls) -> FindingRules:
@@ -88,7 +90,15 @@ class FindingRules:
                 if not ok:
                     raise KernscopeError(f"{path}: [{name}] {key} must be {want.__name__}, not {type(value).__name__}")
                 rules[name][key] = float(value) if want is float else value
-        return cls(rules)
+        return cls(rules, source=str(path))
+
+    def named(self, e: RuleTextError) -> KernscopeError:
+        """``e`` with the rules file's name in front, where the rules came from one."""
+        return KernscopeError(f"{self.source}: {e}") if self.source else e
+
+
+class RuleTextError(KernscopeError):
+    """A rule's text cannot be written with its findings' values (a name it does not have, a bad format)."""
 
 
 #: the evidence's JSON text, as ``json.dumps(evidence, default=str)`` writes it (one encoder for every finding: a
@@ -100,7 +110,7 @@ def _row(cfg: dict[str, Any], rule: str, win_back_us: float, evidence: dict[str,
     try:
         text = str(cfg["text"]).format_map({**{k: v for k, v in cfg.items() if k != "text"}, **evidence})
     except (KeyError, ValueError, IndexError) as e:
-        raise KernscopeError(f"findings rule [{rule}]: its text cannot be written ({type(e).__name__}: {e})") from None
+        raise RuleTextError(f"findings rule [{rule}]: its text cannot be written ({type(e).__name__}: {e})") from None
     return {"rule": rule, "title": cfg["title"], "step": where.get("step"), "device": where.get("device"),
             "rank": where.get("rank"), "op": where.get("op"), "kernel": where.get("kernel"),
             "win_back_us": float(win_back_us), "text": text, "evidence": _EVIDENCE.encode(evidence)}
@@ -378,9 +388,16 @@ def find_roofline(ops: pl.DataFrame, steps: int, *, rules: FindingRules | None =
     """Findings of the perf model (``ops``: :class:`~kernscope.analyze.perf.PerfModel` op rows over ``steps``
     steps, 0 when the trace has none): ops far below their roofline that take a large share of the modeled
     time; the win back is per step (the model's target efficiency, ``findings.toml``)."""
-    cfg = (rules or FindingRules.builtin()).rules["far_from_roofline"]
+    given = rules or FindingRules.builtin()
+    try:
+        return _table(_roofline_rows(ops, steps, given.rules["far_from_roofline"]))
+    except RuleTextError as e:
+        raise given.named(e) from None
+
+
+def _roofline_rows(ops: pl.DataFrame, steps: int, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     if ops.height == 0:
-        return _table([])
+        return []
     d = ops.filter(~pl.col("nested") & pl.col("pct_of_peak").is_not_null()) if "nested" in ops.columns else ops
     total = float(d["kernel_time_us"].sum() or 0.0)
     per_step = max(steps, 1)
@@ -396,7 +413,7 @@ def find_roofline(ops: pl.DataFrame, steps: int, *, rules: FindingRules | None =
               "tb_per_s": r["tb_per_s"] or 0.0, "input_dims": r.get("input_dims"), "target_us": target_us,
               "steps": steps}
         rows.append(_row(cfg, "far_from_roofline", time_us - target_us, ev, op=r["name"]))
-    return _table(rows)
+    return rows
 
 
 def merged(*tables: pl.DataFrame) -> pl.DataFrame:
@@ -418,7 +435,8 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
     ``step``, ``launch_ts``, ``category``, ``launcher``), ``steps`` the step summary (``cpu_duration_us``),
     ``by_step`` the GPU timeline per step; ``step`` keeps the findings of that step only. ``pool``: an executor the
     rules run on side by side (:func:`kernscope.analyze.analyze` hands its own); the same table."""
-    r = (rules or FindingRules.builtin()).rules
+    given = rules or FindingRules.builtin()
+    r = given.rules
     calls: list[Callable[[], list[dict[str, Any]]]] = [
         partial(launch_bound, gpu, r["launch_bound"]), partial(step_start_idle, trace, gpu, r["step_start_idle"]),
         partial(blocking_sync, trace, r["blocking_sync"], step), partial(exposed_comm, by_step, r["exposed_comm"]),
@@ -426,7 +444,10 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
         partial(recompile, trace, r["recompile"], step), partial(low_occupancy, gpu, r["low_occupancy"])]
     # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)
     parts = [pool.submit(c) for c in calls] if pool is not None else None
-    rows = [row for part in (parts or calls) for row in (part.result() if isinstance(part, Future) else part())]
+    try:
+        rows = [row for part in (parts or calls) for row in (part.result() if isinstance(part, Future) else part())]
+    except RuleTextError as e:
+        raise given.named(e) from None
     t = _table(rows)
     return t.filter(pl.col("step") == step) if step is not None else t
 
@@ -434,11 +455,15 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
 def find_stragglers(stragglers: pl.DataFrame, *, rules: FindingRules | None = None) -> pl.DataFrame:
     """Findings across ranks: per step, the rank the collectives waited for (a job's ``stragglers`` table:
     ``step_number``, ``rank``, ``wait_us``, ``max_wait_us``, ``collectives``, ``last_in``)."""
-    cfg = (rules or FindingRules.builtin()).rules["straggler"]
+    given = rules or FindingRules.builtin()
+    cfg = given.rules["straggler"]
     rows = []
-    for r in stragglers.iter_rows(named=True):  # one per step
-        if (r["wait_us"] or 0.0) >= cfg["min_us"]:
-            ev = {"step": r["step_number"], "rank": r["rank"], "wait_us": r["wait_us"], "max_wait_us": r["max_wait_us"],
-                  "collectives": r["collectives"], "last_in": r["last_in"] or 0}
-            rows.append(_row(cfg, "straggler", r["wait_us"], ev, step=r["step_number"], rank=r["rank"]))
+    try:
+        for r in stragglers.iter_rows(named=True):  # one per step
+            if (r["wait_us"] or 0.0) >= cfg["min_us"]:
+                ev = {"step": r["step_number"], "rank": r["rank"], "wait_us": r["wait_us"], "max_wait_us": r["max_wait_us"],
+                      "collectives": r["collectives"], "last_in": r["last_in"] or 0}
+                rows.append(_row(cfg, "straggler", r["wait_us"], ev, step=r["step_number"], rank=r["rank"]))
+    except RuleTextError as e:
+        raise given.named(e) from None
     return _table(rows)
