@@ -247,3 +247,65 @@ def test_json_rows_give_a_non_finite_float_as_null():
     assert [r["n"] for r in rows] == [1, 2, 3, 4, 5] and [r["s"] for r in rows] == ["x", "y", None, "z", "w"]
     assert records(df, 2) == rows[:2]
     json.dumps(rows, allow_nan=False)  # strict JSON
+
+
+def _as_written(value: object) -> str:
+    """A part's text in the JSON format (its indenting: ``json.dumps(value, indent=2)`` for Python values)."""
+    from kernscope.render.formats.json import _indented
+
+    return _indented(value)
+
+
+def test_table_rows_written_by_polars_are_the_text_of_their_records():
+    """The JSON format's table rows written by polars (``json_rows``) are, once indented, the text of the rows as
+    Python values: integers, Float64 (shortest text, exponents, -0.0, 0.1 + 0.2, non-finite as null), text with
+    escapes, non-ASCII, an emoji, a line separator, categoricals, enums, booleans, nulls, lists; ``top`` rows; and
+    tables of other types (Float32, dates, structs) are records, written by the standard library."""
+    import datetime
+
+    from kernscope.render.tables import JsonRows, json_rows, records
+
+    df = pl.DataFrame({
+        "n": [1, -2**62, None, 7, 0], "u": pl.Series([2**63 + 5, 0, 1, None, 3], dtype=pl.UInt64),
+        "f": [1e16, 1.2345678901234567e17, -0.0, 0.1 + 0.2, float("nan")],
+        "x_us": [1.23456789, 1e-5, float("inf"), 123456.7895, None], "b": [True, False, None, True, False],
+        "s": ['q"u\\o', "tab\t nl\n \x01", "µs é", "\U0001F600 \u2028", None],
+        "c": pl.Series(["a", "b", None, "a", "c"], dtype=pl.Categorical),
+        "e": pl.Series(["k", "m", "k", None, "m"], dtype=pl.Enum(["k", "m"])),
+        "l": [[1, 2], [], None, [3], [None, 4]], "z": [None] * 5})
+    got = json_rows(df)
+    assert isinstance(got, JsonRows)
+    assert _as_written(got) == json.dumps(records(df), indent=2, ensure_ascii=False)
+    top = json_rows(df, 2)
+    assert isinstance(top, JsonRows) and _as_written(top) == json.dumps(records(df, 2), indent=2, ensure_ascii=False)
+    empty = json_rows(df.head(0))
+    assert isinstance(empty, JsonRows) and _as_written(empty) == "[]"
+    for other in (pl.Series("h", [0.1, 0.5], dtype=pl.Float32), pl.Series("d", [datetime.date(2026, 1, 2)] * 2),
+                  pl.Series("t", [{"a": 1}, {"a": 2}])):
+        assert json_rows(pl.DataFrame({"n": [1, 2]}).with_columns(other)) == records(pl.DataFrame({"n": [1, 2]}).with_columns(other))
+
+
+def test_findings_written_with_their_stored_evidence_are_the_text_of_their_records():
+    """The JSON format's findings (``findings_json``): the other columns written by polars and each evidence's stored
+    text after them give the text of the records with the evidence parsed; evidence whose stored text is not what
+    json.dumps would write (a non-ASCII character escaped, NaN, Infinity) takes the records' path."""
+    from kernscope.analyze.findings import SCHEMA
+    from kernscope.render.tables import JsonRows, findings_json, findings_records
+
+    def table(evidence: list[dict[str, object]]) -> pl.DataFrame:
+        enc = json.JSONEncoder(default=str)  # (as the findings store it)
+        n = len(evidence)
+        return pl.DataFrame({"rule": ["launch_bound"] * n, "title": ["t"] * n, "step": list(range(n)), "device": [0] * n,
+                             "rank": [None] * n, "op": ["aten::mm"] * n, "kernel": [None] * n,
+                             "win_back_us": [12.3456789 * (i + 1) for i in range(n)], "text": ['a "b"\n'] * n,
+                             "evidence": [enc.encode(e) for e in evidence]}, schema=SCHEMA)
+
+    plain = table([{"step": 1, "wait_us": 1e16, "share_pct": 0.1 + 0.2, "kernels": 3, "none": None},
+                   {"step": 2, "nested": {"a": [1, 2.5]}, "flag": True, "op": 'x"y'}])
+    got = findings_json(plain)
+    assert isinstance(got, JsonRows)
+    assert _as_written(got) == json.dumps(findings_records(plain), indent=2, ensure_ascii=False)
+    for odd in ({"op": "µ-kernel"}, {"x": float("nan")}, {"x": float("inf")}):
+        t = table([{"step": 1}, odd])
+        assert findings_json(t) == findings_records(t)  # (the records: their text is json.dumps's)
+    assert findings_json(table([])) == []

@@ -17,7 +17,7 @@ from .console import render_findings
 from .excel import Sheet
 from .formats.json import whole
 from .names import term
-from .tables import findings_records
+from .tables import JsonRows, findings_json
 from .terminal import Col, count, fit_table, pct, us
 from .views import Section, layout, view
 
@@ -143,8 +143,8 @@ view("json", "perf.missing")(whole)
 
 
 @view("json", "perf.findings")
-def _json_findings(s: Section) -> list[dict[str, Any]]:
-    return findings_records(s.df) if s.result.findings is not None else []
+def _json_findings(s: Section) -> JsonRows | list[dict[str, Any]]:
+    return findings_json(s.df) if s.result.findings is not None else []
 
 
 def device_sheet(pm: PerfModel) -> pl.DataFrame:

@@ -12,7 +12,7 @@ from ..scalars import as_float
 from .console import render_findings
 from .formats.json import whole
 from .names import term
-from .tables import csv_text, findings_records
+from .tables import JsonRows, csv_text, findings_json
 from .terminal import Col, count, fit_table, pct, us
 from .views import Section, layout, view
 
@@ -130,8 +130,8 @@ for _t in ("ranks", "rank_steps", "stragglers", "critical_path", "collectives", 
 
 
 @view("json", "job.findings")
-def _json_findings(s: Section) -> list[dict[str, Any]]:
-    return findings_records(s.df)
+def _json_findings(s: Section) -> JsonRows | list[dict[str, Any]]:
+    return findings_json(s.df)
 
 
 

@@ -11,7 +11,7 @@ import polars as pl
 
 from ...result import Result
 from ...version import SCHEMA_VERSION
-from ..tables import records
+from ..tables import JsonRows, json_rows
 from ..views import OMIT, Options, Parts, Section, Walk
 
 
@@ -21,15 +21,15 @@ def default(s: Section) -> Any:
     if s.name == "schema_version":
         return SCHEMA_VERSION
     if s.name in s.tables:
-        return records(s.df, s.top)
+        return json_rows(s.df, s.top)
     if s.name == "notes" and s.name not in s.facts:
         return list(s.result.notes)
     return s.facts[s.name]
 
 
-def whole(s: Section) -> list[dict[str, Any]]:
+def whole(s: Section) -> JsonRows | list[dict[str, Any]]:
     """A view: every row of a short table, whatever ``top`` is."""
-    return records(s.df)
+    return json_rows(s.df)
 
 
 def raw_rows(s: Section) -> list[dict[str, Any]]:
@@ -80,7 +80,10 @@ def _indented(value: Any) -> str:
     """``json.dumps(value, indent=2, ensure_ascii=False, default=str)``, 2-3x faster: with an indent the standard
     library encodes in Python; here its C encoder writes the values (the same text for every number and string) and
     msgspec's formatter indents them. A value the formatter refuses (NaN, which json writes though it is not JSON)
-    takes the standard library's path."""
+    takes the standard library's path. A table's rows written by polars (:class:`~kernscope.render.tables.JsonRows`)
+    are only indented."""
+    if isinstance(value, JsonRows):
+        return msgspec.json.format(value.text, indent=2).decode()
     flat = json.dumps(value, ensure_ascii=False, default=str)
     try:
         return msgspec.json.format(flat, indent=2)
