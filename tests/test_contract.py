@@ -305,7 +305,8 @@ def test_findings_written_with_their_stored_evidence_are_the_text_of_their_recor
     got = findings_json(plain)
     assert isinstance(got, JsonRows)
     assert _as_written(got) == json.dumps(findings_records(plain), indent=2, ensure_ascii=False)
-    for odd in ({"op": "µ-kernel"}, {"x": float("nan")}, {"x": float("inf")}):
+    odds: list[dict[str, object]] = [{"op": "µ-kernel"}, {"x": float("nan")}, {"x": float("inf")}]
+    for odd in odds:
         t = table([{"step": 1}, odd])
         assert findings_json(t) == findings_records(t)  # (the records: their text is json.dumps's)
     assert findings_json(table([])) == []
