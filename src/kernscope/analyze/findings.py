@@ -16,10 +16,11 @@ runs (``perf``, ``report``) ``far_from_roofline``; across ranks, ``straggler``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import partial
@@ -92,9 +93,14 @@ class FindingRules:
                 rules[name][key] = float(value) if want is float else value
         return cls(rules, source=str(path))
 
-    def named(self, e: RuleTextError) -> KernscopeError:
-        """``e`` with the rules file's name in front, where the rules came from one."""
-        return KernscopeError(f"{self.source}: {e}") if self.source else e
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Where findings of these rules are written: a text that cannot be written (:class:`RuleTextError`) is
+        raised with the rules file's name in front, where the rules came from one."""
+        try:
+            yield
+        except RuleTextError as e:
+            raise (KernscopeError(f"{self.source}: {e}") if self.source else e) from None
 
 
 class RuleTextError(KernscopeError):
@@ -389,10 +395,8 @@ def find_roofline(ops: pl.DataFrame, steps: int, *, rules: FindingRules | None =
     steps, 0 when the trace has none): ops far below their roofline that take a large share of the modeled
     time; the win back is per step (the model's target efficiency, ``findings.toml``)."""
     given = rules or FindingRules.builtin()
-    try:
+    with given.writing():
         return _table(_roofline_rows(ops, steps, given.rules["far_from_roofline"]))
-    except RuleTextError as e:
-        raise given.named(e) from None
 
 
 def _roofline_rows(ops: pl.DataFrame, steps: int, cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -444,10 +448,8 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
         partial(recompile, trace, r["recompile"], step), partial(low_occupancy, gpu, r["low_occupancy"])]
     # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)
     parts = [pool.submit(c) for c in calls] if pool is not None else None
-    try:
+    with given.writing():
         rows = [row for part in (parts or calls) for row in (part.result() if isinstance(part, Future) else part())]
-    except RuleTextError as e:
-        raise given.named(e) from None
     t = _table(rows)
     return t.filter(pl.col("step") == step) if step is not None else t
 
@@ -458,12 +460,10 @@ def find_stragglers(stragglers: pl.DataFrame, *, rules: FindingRules | None = No
     given = rules or FindingRules.builtin()
     cfg = given.rules["straggler"]
     rows = []
-    try:
+    with given.writing():
         for r in stragglers.iter_rows(named=True):  # one per step
             if (r["wait_us"] or 0.0) >= cfg["min_us"]:
                 ev = {"step": r["step_number"], "rank": r["rank"], "wait_us": r["wait_us"], "max_wait_us": r["max_wait_us"],
                       "collectives": r["collectives"], "last_in": r["last_in"] or 0}
                 rows.append(_row(cfg, "straggler", r["wait_us"], ev, step=r["step_number"], rank=r["rank"]))
-    except RuleTextError as e:
-        raise given.named(e) from None
     return _table(rows)
