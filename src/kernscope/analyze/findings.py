@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -447,10 +447,9 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
         partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
         partial(recompile, trace, r["recompile"], step), partial(low_occupancy, gpu, r["low_occupancy"])]
     # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)
-    parts = [pool.submit(c) for c in calls] if pool is not None else None
     with given.writing():
-        rows = [row for part in (parts or calls) for row in (part.result() if isinstance(part, Future) else part())]
-    t = _table(rows)
+        made = [f.result() for f in [pool.submit(c) for c in calls]] if pool is not None else [c() for c in calls]
+    t = _table([row for part in made for row in part])
     return t.filter(pl.col("step") == step) if step is not None else t
 
 

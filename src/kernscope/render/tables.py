@@ -88,30 +88,30 @@ def _json_trace(s: Section) -> dict[str, Any]:
 
 
 @view("json", "analysis.kernels")
-def _json_kernels(s: Section) -> list[dict[str, Any]]:
+def _json_kernels(s: Section) -> JsonRows | list[dict[str, Any]]:
     signal = [c for c in ("decided_by", "decided_op") if c in s.df.columns]
-    return records(s.df.select("name", "launcher", "category", "library", *signal, "count", "total_us", "mean_us", "min_us",
+    return json_rows(s.df.select("name", "launcher", "category", "library", *signal, "count", "total_us", "mean_us", "min_us",
                                "max_us", "pct"), s.top)
 
 
 @view("json", "analysis.categories")
-def _json_categories(s: Section) -> list[dict[str, Any]]:
-    return records(s.df.select("category", "count", "total_us", "pct"))
+def _json_categories(s: Section) -> JsonRows | list[dict[str, Any]]:
+    return json_rows(s.df.select("category", "count", "total_us", "pct"))
 
 
 @view("json", "analysis.ops")
-def _json_ops(s: Section) -> list[dict[str, Any]]:
-    return records(s.df.select("launcher", "count", "total_us", "pct"), s.top)
+def _json_ops(s: Section) -> JsonRows | list[dict[str, Any]]:
+    return json_rows(s.df.select("launcher", "count", "total_us", "pct"), s.top)
 
 
 @view("json", "analysis.launcher_categories")
-def _json_launcher_categories(s: Section) -> list[dict[str, Any]]:
-    return records(s.df.select("launcher", "category", "count", "total_us", "pct_of_launcher"), s.top)
+def _json_launcher_categories(s: Section) -> JsonRows | list[dict[str, Any]]:
+    return json_rows(s.df.select("launcher", "category", "count", "total_us", "pct_of_launcher"), s.top)
 
 
 @view("json", "analysis.timeline")
-def _json_timeline(s: Section) -> list[dict[str, Any]]:
-    return records(s.df.select("type", "time_us", "percent"))
+def _json_timeline(s: Section) -> JsonRows | list[dict[str, Any]]:
+    return json_rows(s.df.select("type", "time_us", "percent"))
 
 
 @view("json", "analysis.findings")
@@ -141,13 +141,13 @@ def _json_benchmark(s: Section) -> Any:
 
 @view("json", "analysis.annotations")
 def _json_annotations(s: Section) -> Any:
-    return records(s.df, s.top) if s.name in s.tables else OMIT
+    return json_rows(s.df, s.top) if s.name in s.tables else OMIT
 
 
 @view("json", "analysis.annotation_categories")
 @view("json", "analysis.annotation_timeline")
 def _json_annotation_whole(s: Section) -> Any:
-    return records(s.df) if s.name in s.tables else OMIT
+    return json_rows(s.df) if s.name in s.tables else OMIT
 
 
 def findings_records(findings: pl.DataFrame) -> list[dict[str, Any]]:
