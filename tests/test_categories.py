@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 from conftest import needs_traces, real_traces, trace_id
@@ -292,3 +294,48 @@ def test_categories_joined_on_one_packed_key_are_each_rows_own():
     got = cc.categorize(holes).select(pl.col("category", "library").cast(pl.String))
     named = holes["name"].is_not_null()
     assert got.filter(named).equals(want.filter(named)) and got.filter(~named)["category"].null_count() == (~named).sum() > 0
+
+
+def test_categories_by_compiled_numbering_equal_polars_unique_and_join(monkeypatch):
+    """Interned (name, kind, launch) codes are numbered by the compiled library (``_numbered_keys``) and each row's
+    category gathered by its number; the same categories as polars' distinct keys joined back, with null launches,
+    null names (no category) and a mask-free numbering of every row. Without the library (or with codes spread too
+    wide) the polars path runs."""
+    import numpy as np
+
+    from kernscope.analyze import categories as mod
+    from kernscope.link.kinds import KindEnum
+    from kernscope.load.native import scanner
+
+    if scanner() is None:
+        pytest.skip("the compiled library is not built")
+    rng = np.random.default_rng(3)
+    n = 20_000
+    names = rng.choice([p[0] for p in PINNED] + ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "my_custom_kernel"], n)
+    kinds = rng.choice(["kernel", "memcpy", "memset"], n)
+    launches = rng.choice(["cudaLaunchKernel", "cudaGraphLaunch", "cuLaunchKernelEx", ""], n)
+    table = pl.DataFrame({"name": names, "kind": pl.Series(kinds).cast(KindEnum), "launch_name": launches}).with_columns(
+        pl.when(pl.col("launch_name") == "").then(None).otherwise(pl.col("launch_name")).alias("launch_name"),
+        pl.when(pl.int_range(pl.len()) % 89 == 3).then(None).otherwise(pl.col("name")).alias("name"),
+    ).with_columns(pl.col("name", "launch_name").cast(pl.Categorical))
+    assert mod._numbered_keys(table, ["name", "kind", "launch_name"]) is not None
+    cc = Categorizer(C.categories, C.libraries, C.inductor_order, C.inductor_tokens)
+    fast = cc.categorize(table)
+    monkeypatch.setattr(mod, "_numbered_keys", lambda *a, **k: None)
+    slow = cc.categorize(table)
+    assert fast.equals(slow)
+    assert fast["category"].null_count() == table["name"].null_count() > 0
+    assert fast.filter(pl.col("name").is_not_null())["category"].n_unique() >= 4
+
+
+@needs_traces
+@pytest.mark.parametrize("path", real_traces() + sorted(Path(__file__).parent.glob("data/jax/*/*.xplane.pb*")), ids=trace_id)
+def test_categories_by_compiled_numbering_on_real_traces(path, monkeypatch):
+    """Every real trace's categorized GPU table (launch and HLO refinements included) is the same by either path."""
+    from kernscope.analyze import categories as mod
+    from kernscope.analyze.summary import gpu_table
+
+    t = kernscope.load(path, cache=False)
+    fast = gpu_table(t, C, text_names=False, text_keys=False)
+    monkeypatch.setattr(mod, "_numbered_keys", lambda *a, **k: None)
+    assert fast.equals(gpu_table(t, C, text_names=False, text_keys=False))
