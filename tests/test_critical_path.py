@@ -261,8 +261,8 @@ def test_node_order_is_the_rows_sorted_by_every_key_ties_included(wide: bool) ->
     want = (gpu.with_row_index("_row")
             .with_columns(pl.col("device", "stream").fill_null(-1), pl.col("name", "launcher").cast(pl.String))
             .sort(keys, nulls_last=True, maintain_order=True))
-    order, lane, device = _node_order(gpu)
-    assert order.tolist() == want["_row"].to_list()
+    order, lane, device, identity = _node_order(gpu)
+    assert order.tolist() == want["_row"].to_list() and not identity
     # the lanes and devices as codes in key order: equal where the keys are, and rising with them
     dev_stream = want.select("device", "stream").rows()
     assert [lane[i] == lane[i + 1] for i in range(n - 1)] == [dev_stream[i] == dev_stream[i + 1] for i in range(n - 1)]
@@ -270,10 +270,43 @@ def test_node_order_is_the_rows_sorted_by_every_key_ties_included(wide: bool) ->
     assert [device[i] == device[i + 1] for i in range(n - 1)] == [dev_stream[i][0] == dev_stream[i + 1][0] for i in range(n - 1)]
     # another order of the same rows: the same records in the same node order (a row's key tuple, nulls as None)
     shuffled = gpu[rng.permutation(n).tolist()]
-    again, _, _ = _node_order(shuffled)
+    again, _, _, _ = _node_order(shuffled)
     as_text = [pl.col("name", "launcher").cast(pl.String)]
     assert (shuffled[again.tolist()].with_columns(as_text).select(keys).rows()
             == gpu[order.tolist()].with_columns(as_text).select(keys).rows())
+    # the rows in node order already (ties included): the identity, said, with the same lanes and devices
+    in_order = gpu[order.tolist()]
+    same, lane2, device2, identity = _node_order(in_order)
+    assert identity and same.tolist() == list(range(n))
+    assert lane2.tolist() == lane.tolist() and device2.tolist() == device.tolist()
+
+
+@pytest.mark.parametrize("path", [Path(__file__).parent / "data" / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz",
+                                  *[p for p in real_traces() if p.name in ("v100_2rank_nccl_rank1.json.gz",
+                                                                           "a100_16rank_rank0_triton.json.gz")],
+                                  Path(__file__).parent / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"],
+                         ids=lambda p: p.name.split(".")[0])
+def test_the_path_of_rows_in_node_order_read_in_place_equals_the_gathered_one(path, monkeypatch):
+    """Where the records lie in node order already (a real JAX profile's do), the critical path reads their columns as
+    they are instead of gathering them in node order. The same path on a trace's rows as loaded (gathered) and in
+    node order (read in place), and in node order with the identity not taken (gathered again)."""
+    from kernscope.analyze import critical_path as cp_mod
+
+    t = kernscope.load(path, cache=False)
+    g = gpu_table(t, Categorizer.builtin(), text_names=False, text_keys=False)
+    order, _, _, identity = cp_mod._node_order(g)
+    in_order = g[order.tolist()]
+    assert cp_mod._node_order(in_order)[3]
+    got = [cp_mod.critical_path(t, in_order)]
+    if not identity:
+        got.append(cp_mod.critical_path(t, g))
+    real = cp_mod._node_order
+    monkeypatch.setattr(cp_mod, "_node_order", lambda gpu: (*real(gpu)[:3], False))
+    got.append(cp_mod.critical_path(t, in_order))
+    assert got[0].steps.height > 0
+    for other in got[1:]:
+        for name in ("steps", "categories", "kernels", "whatif", "records", "ops"):
+            assert getattr(got[0], name).equals(getattr(other, name)), name
 
 
 def test_a_step_ending_on_the_gpu_ends_at_its_last_record_of_equal_ends_the_later(tmp_path):

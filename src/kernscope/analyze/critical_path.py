@@ -84,9 +84,10 @@ def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
                      "_gpu_end", pl.col("_next").is_null().alias("_last"))
 
 
-def _ints(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """An integer column as (values, 0 where null; valid)."""
-    return s.fill_null(0).to_numpy().astype(np.int64), s.is_not_null().to_numpy()
+def _ints(s: pl.Series, *, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column as (values, 0 where null; valid). ``copy`` False: the values may be polars' own buffer
+    (read-only), where the column is int64 with no null."""
+    return s.fill_null(0).to_numpy().astype(np.int64, copy=copy), s.is_not_null().to_numpy()
 
 
 def _masked(values: np.ndarray, valid: np.ndarray, at: np.ndarray) -> pl.Series:
@@ -229,11 +230,12 @@ def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray,
     return w.astype(np.int64, copy=False), ok
 
 
-def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(order, lane, device): the GPU records as nodes, and each node's stream and device as codes in key order. Node
-    k is row ``order[k]`` of ``gpu``: the rows by (device, stream, start), then a total order, so that records that
-    tie get the same node ids from any load of the trace: by end, correlation, name and launcher (by their text;
-    nulls last), then row.
+def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """(order, lane, device, identity): the GPU records as nodes, and each node's stream and device as codes in key
+    order. Node k is row ``order[k]`` of ``gpu``: the rows by (device, stream, start), then a total order, so that
+    records that tie get the same node ids from any load of the trace: by end, correlation, name and launcher (by
+    their text; nulls last), then row. ``identity``: node k is row k (a real JAX profile's rows lie in this order:
+    its columns are then read as they are, not gathered into copies).
 
     One stable argsort of an int64 key (stream lane, start), the tied rows ordered apart by all seven keys. Sorting
     every row by the seven keys, and then its columns by them, grew the process by ~290 MB in the critical path of a
@@ -246,18 +248,19 @@ def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     del keys
     ts = gpu["ts"].to_numpy()
     lo, span = int(ts.min()), int(ts.max()) - int(ts.min()) + 1
+    natural = False  # the rows in key order already
     if (int(lane.max()) + 1) * span < 2**62:
         key = lane * span + (ts - lo)
         order = stable_order(key)  # (rows of a stream come nearly in time order: timsort's runs; None: in order)
         if order is None:
-            order = np.arange(len(key), dtype=np.int64)
+            order, natural = np.arange(len(key), dtype=np.int64), True
         else:
             key = key[order]
         tie = np.flatnonzero(key[1:] == key[:-1])  # positions whose next node ties with them
         del key
         pos = np.union1d(tie, tie + 1)  # every position of a run of ties
     else:  # (a range too wide to lay the streams end to end: all rows order by the whole key)
-        order = np.arange(len(ts), dtype=np.int64)
+        order, natural = np.arange(len(ts), dtype=np.int64), True
         pos = order.copy()
     if len(pos):
         # the tied rows by the whole key: each run of ties has a key of its own, and the runs lie in key order, so
@@ -268,9 +271,12 @@ def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         within = tied.select(pl.arg_sort_by("device", "stream", "ts", "end", "correlation", _text_rank(pl.col("name")),
                                             _text_rank(pl.col("launcher")), nulls_last=True, maintain_order=True)
                              ).to_series().to_numpy()
+        natural = natural and bool((within[1:] > within[:-1]).all())  # (ties in row order already)
         order[pos] = order[pos][within]
     order = order.astype(np.int64, copy=False)
-    return order, lane[order], device[order]
+    if natural:
+        return order, lane, device, True
+    return order, lane[order], device[order], False
 
 
 def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -> CriticalPath:
@@ -281,13 +287,17 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     if windows.height == 0 or gpu.height == 0:
         none = pl.DataFrame()
         return CriticalPath(none, none, none, none, notes=["no steps with GPU work: the critical path is per step"])
-    order, lane, device = _node_order(gpu)
+    order, lane, device, identity = _node_order(gpu)
     n_g = len(order)
-    by_node = pl.Series(order)
+    by_node = None if identity else pl.Series(order)
 
-    def sorted_ints(name: str) -> tuple[np.ndarray, np.ndarray]:
-        """A column of the records in node order: (values, 0 where null; valid)."""
-        return _ints(gpu[name].gather(by_node))
+    def in_node_order(name: str) -> pl.Series:
+        return gpu[name] if by_node is None else gpu[name].gather(by_node)
+
+    def sorted_ints(name: str, *, writable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """A column of the records in node order: (values, 0 where null; valid); read-only unless ``writable`` (in
+        node order already, an int64 column without nulls is read where polars holds it)."""
+        return _ints(in_node_order(name), copy=writable)
 
     # -- GPU records: what let each one start, in numpy over the records in node order (as polars window functions,
     #    an as-of join and two sorts they took 0.4 s of a JAX profile's 1.4 M records)
@@ -299,7 +309,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     np.equal(lane[1:], lane[:-1], out=p_ok[1:])
     del lane
     g_ts, g_end = sorted_ints("ts")[0], sorted_ints("end")[0]  # never null (link checks)
-    launch_ts, launch_ok = sorted_ints("launch_ts")
+    launch_ts, launch_ok = sorted_ints("launch_ts", writable=True)
     launch_ts[~launch_ok] = -(2**62)  # (no launch: never after the previous record's end)
     # queued behind the previous record of its stream: launched before the stream's records before it had ended (the
     # running maximum of their ends, read one row on: ``before[i - 1]`` is record i's), and started soon after
@@ -384,7 +394,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     # -- each step's end node: its last GPU record when the last step's GPU work ends after its CPU work, else
     #    the CPU point at its end
     #    (the record that ends last, of equal ends the later node: a maximum per step, not a sort of every record)
-    last_rec = (pl.DataFrame({"step": gpu["step"].gather(by_node), "end": time[:n_g], "_g": np.arange(n_g, dtype=np.int64)})
+    last_rec = (pl.DataFrame({"step": in_node_order("step"), "end": time[:n_g], "_g": np.arange(n_g, dtype=np.int64)})
                 .filter(pl.col("step").is_not_null())
                 .group_by("step").agg(pl.col("_g").filter(pl.col("end") == pl.col("end").max()).max().alias("_lr"),
                                       pl.col("end").max().alias("_le")))
@@ -402,7 +412,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
                          "_pt": _masked(pt, pt_ok, on_path)})
     del owner, on_path, time, time_ok, how, ts, ts_ok, pred, pt, pt_ok
     labels = gpu.select(pl.col("category", "name", "launcher").cast(pl.Categorical))
-    summary, stretches = _summarize(path, ends_tbl, labels, order, cpu)
+    summary, stretches = _summarize(path, ends_tbl, labels, None if identity else order, cpu, n_g)
     del path, ends_tbl, labels, cpu  # (before the CPU ops are read)
     return dataclasses.replace(summary, ops=_host_by_op(trace, stretches))
 
@@ -436,12 +446,11 @@ def _blocking_syncs(trace: Trace, by_end: pl.DataFrame) -> pl.DataFrame:
     return s.filter(pl.col("_a").is_not_null() & (pl.col("_a_end") > pl.col("_s_ts"))).sort("_s_end", "_s_ts", "pid", "tid")
 
 
-def _summarize(path: pl.DataFrame, ends: pl.DataFrame, labels: pl.DataFrame, order: np.ndarray,
-               cpu: pl.DataFrame) -> tuple[CriticalPath, pl.DataFrame]:
+def _summarize(path: pl.DataFrame, ends: pl.DataFrame, labels: pl.DataFrame, order: np.ndarray | None,
+               cpu: pl.DataFrame, n_g: int) -> tuple[CriticalPath, pl.DataFrame]:
     """The path's tables (``ops`` still empty) and its host stretches (step, pid, tid, a, b) for :func:`_host_by_op`.
-    ``labels``: the GPU records' category, name and launcher, in the trace's order; node id k < ``len(order)`` is
-    record ``order[k]``."""
-    n_g = len(order)
+    ``labels``: the GPU records' category, name and launcher, in the trace's order; node id k < ``n_g`` is record
+    ``order[k]`` (None: record k)."""
     k = ends.select(pl.int_range(pl.len()).alias("_k"), "step", "start", "T")
     p = path.join(k, on="_k").with_columns(
         pl.max_horizontal(pl.coalesce("_pt", "start"), "start").alias("_from"))
@@ -450,7 +459,8 @@ def _summarize(path: pl.DataFrame, ends: pl.DataFrame, labels: pl.DataFrame, ord
     # (text only in the small tables made from them)
     node = p["node"]
     is_rec = (node < n_g).to_numpy()
-    rows = pl.Series(order[np.where(is_rec, node.to_numpy(), 0)], dtype=pl.Int64)
+    at = np.where(is_rec, node.to_numpy(), 0)
+    rows = pl.Series(at if order is None else order[at], dtype=pl.Int64)
     rec = labels.select(pl.all().gather(rows.set(pl.Series(~is_rec), None)))
     at_cpu = cpu.select(pl.col("_s_name", "_s_ts", "_s_end", "_a_end", "pid", "tid").gather((node - n_g).set(node < n_g, None)))
     p = pl.concat([p, rec, at_cpu], how="horizontal")
