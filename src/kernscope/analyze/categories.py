@@ -437,8 +437,8 @@ class Categorizer:
         if numbered is not None:
             # the distinct (name, kind, launch) codes numbered in two compiled passes, each row's category gathered
             # by its number (the JAX class at 1 GB, 6.7 M rows: 0.34-0.50 s with polars' unique and join back)
-            number, first, unmatched = numbered
-            rows = gpu[first]
+            number, one_row, unmatched = numbered
+            rows = gpu[one_row]
             table = self.lookup(zip(rows["name"].cast(pl.String).fill_null("").to_list(),
                                     rows["kind"].cast(pl.String).fill_null("").to_list(),
                                     rows[launch].cast(pl.String).fill_null("").to_list() if launch else [""] * rows.height))
