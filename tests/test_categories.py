@@ -267,22 +267,28 @@ def test_regexes_polars_refuses_run_in_python_and_the_table_api_agrees():
     assert want[1] != "Lookahead" and want[3] != "Backref"
 
 
+def _random_gpu_rows(seed: int, n: int) -> tuple:
+    """(names, kinds, launches, table): ``n`` GPU rows of pinned and other kernel names, kinds and launch names as
+    text (numpy arrays) and as a table (kind as the trace's enum; an empty launch name null: no launch)."""
+    import numpy as np
+
+    from kernscope.link.kinds import KindEnum
+
+    rng = np.random.default_rng(seed)
+    names = rng.choice([p[0] for p in PINNED] + ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "my_custom_kernel"], n)
+    kinds = rng.choice(["kernel", "memcpy", "memset"], n)
+    launches = rng.choice(["cudaLaunchKernel", "cudaGraphLaunch", "cuLaunchKernelEx", ""], n)
+    table = pl.DataFrame({"name": names, "kind": pl.Series(kinds).cast(KindEnum), "launch_name": launches}).with_columns(
+        pl.when(pl.col("launch_name") == "").then(None).otherwise(pl.col("launch_name")).alias("launch_name"))
+    return names, kinds, launches, table
+
+
 def test_categories_joined_on_one_packed_key_are_each_rows_own():
     """``Categorizer.categorize`` packs a row's interned name, kind and launch codes into one int64 key when they fit,
     and joins the distinct keys' categories back on it; text columns are still joined on three (hashed) keys. Either
     way each row gets what ``lookup`` gives its own (name, kind, launch), with null launches (no launch in the trace);
     a row whose interned name is null matches nothing and has no category."""
-    import numpy as np
-
-    from kernscope.link.kinds import KindEnum
-
-    rng = np.random.default_rng(9)
-    n = 5_000
-    names = rng.choice([p[0] for p in PINNED] + ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "my_custom_kernel"], n)
-    kinds = rng.choice(["kernel", "memcpy", "memset"], n)
-    launches = rng.choice(["cudaLaunchKernel", "cudaGraphLaunch", "cuLaunchKernelEx", ""], n)
-    text = pl.DataFrame({"name": names, "kind": pl.Series(kinds).cast(KindEnum), "launch_name": launches}).with_columns(
-        pl.when(pl.col("launch_name") == "").then(None).otherwise(pl.col("launch_name")).alias("launch_name"))
+    names, kinds, launches, text = _random_gpu_rows(9, 5_000)
     cc = Categorizer(C.categories, C.libraries, C.inductor_order, C.inductor_tokens)
     want = cc.lookup(zip(names.tolist(), kinds.tolist(), launches.tolist())).select(pl.col("category", "library").cast(pl.String))
     assert want["category"].n_unique() >= 4
@@ -301,21 +307,12 @@ def test_categories_by_compiled_numbering_equal_polars_unique_and_join(monkeypat
     category gathered by its number; the same categories as polars' distinct keys joined back, with null launches,
     null names (no category) and a mask-free numbering of every row. Without the library (or with codes spread too
     wide) the polars path runs."""
-    import numpy as np
-
     from kernscope.analyze import categories as mod
-    from kernscope.link.kinds import KindEnum
     from kernscope.load.native import scanner
 
     if scanner() is None:
         pytest.skip("the compiled library is not built")
-    rng = np.random.default_rng(3)
-    n = 20_000
-    names = rng.choice([p[0] for p in PINNED] + ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "my_custom_kernel"], n)
-    kinds = rng.choice(["kernel", "memcpy", "memset"], n)
-    launches = rng.choice(["cudaLaunchKernel", "cudaGraphLaunch", "cuLaunchKernelEx", ""], n)
-    table = pl.DataFrame({"name": names, "kind": pl.Series(kinds).cast(KindEnum), "launch_name": launches}).with_columns(
-        pl.when(pl.col("launch_name") == "").then(None).otherwise(pl.col("launch_name")).alias("launch_name"),
+    table = _random_gpu_rows(3, 20_000)[3].with_columns(
         pl.when(pl.int_range(pl.len()) % 89 == 3).then(None).otherwise(pl.col("name")).alias("name"),
     ).with_columns(pl.col("name", "launch_name").cast(pl.Categorical))
     assert mod._numbered_keys(table, ["name", "kind", "launch_name"]) is not None
