@@ -429,14 +429,16 @@ class Categorizer:
     def categorize(self, gpu: pl.DataFrame) -> pl.DataFrame:
         """Add ``category`` and ``library`` columns (categorical) to a GPU event table (one lookup per distinct name).
 
-        The distinct keys are found and joined back on the interned (physical) codes of the name and
-        launch columns, so no per-row string work is done.
+        The distinct keys are found on the interned (physical) codes of the name, kind and launch columns, so no
+        per-row string work is done: numbered by the compiled library where it is there (each row's category
+        gathered by its number), else with polars' distinct keys joined back.
         """
         launch = "launch_name" if "launch_name" in gpu.columns else None
         numbered = _numbered_keys(gpu, ["name", "kind", *([launch] if launch else [])])
         if numbered is not None:
             # the distinct (name, kind, launch) codes numbered in two compiled passes, each row's category gathered
-            # by its number (the JAX class at 1 GB, 6.7 M rows: 0.34-0.50 s with polars' unique and join back)
+            # by its number (the JAX class at 1 GB, 6.7 M rows, on first use: 0.32-0.59 s with polars' unique and join
+            # back, 0.07-0.09 s so)
             number, one_row, unmatched = numbered
             rows = gpu[one_row]
             table = self.lookup(zip(rows["name"].cast(pl.String).fill_null("").to_list(),

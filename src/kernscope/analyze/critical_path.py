@@ -85,8 +85,8 @@ def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ints(s: pl.Series, *, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """An integer column as (values, 0 where null; valid). ``copy`` False: the values may be polars' own buffer
-    (read-only), where the column is int64 with no null."""
+    """An integer column as (values, 0 where null; valid). ``copy`` False: an int64 column's values are read where
+    polars holds them (read-only)."""
     return s.fill_null(0).to_numpy().astype(np.int64, copy=copy), s.is_not_null().to_numpy()
 
 
