@@ -307,3 +307,59 @@ def test_analyze_roofline_adds_the_perf_models_findings(capsys):
     assert wins == sorted(wins, reverse=True)  # one ranking
     assert main(["analyze", str(EXAMPLE), "--roofline", "--no-cache"]) == 0
     assert f"Findings, by time to win back ({len(got)})" in capsys.readouterr().out  # the terminal counts them too
+
+
+def _pairs_with_and_without_holding(ops: pl.DataFrame, probe: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    from kernscope.analyze.attribute import holding, op_gpu_pairs
+
+    kept = holding(ops, probe)
+    order = ["_g", "op_idx"]
+    return op_gpu_pairs(kept, probe).sort(order), op_gpu_pairs(ops, probe).sort(order), kept.height
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ops_holding_a_launch_pair_as_all_ops_do(seed: int) -> None:
+    """``attribute.holding`` keeps the ops that hold a launch of their thread (start and end included), in numpy
+    before any op is copied: the pairs ``op_gpu_pairs`` makes of what it keeps are those it makes of every op, on
+    random nested ops of three threads (zero-length ops, launches at ops' edges, an op of a thread with no launch)."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    pid = rng.choice(["1", "2"], n)
+    tid = rng.choice(["7", "9", "11"], n)
+    ts = rng.integers(0, 10_000, n)
+    end = ts + rng.choice([0, 1, 5, 50, 500], n)
+    ops = pl.DataFrame({"idx": np.arange(n), "pid": pid, "tid": tid, "ts": ts, "end": end}).with_columns(
+        pl.col("pid", "tid").cast(pl.Categorical))
+    m = 200
+    at = rng.integers(0, 10_000, m)
+    at[:20] = ts[:20]  # launches on ops' starts and ends
+    at[20:40] = end[20:40]
+    probe = pl.DataFrame({"_g": np.arange(m, dtype=np.uint32), "launch_pid": rng.choice(["1", "2"], m),
+                          "launch_tid": rng.choice(["7", "9"], m), "launch_ts": at, "dur": np.ones(m, dtype=np.int64)}
+                         ).with_columns(pl.col("launch_pid", "launch_tid").cast(pl.Categorical))
+    fast, whole, kept = _pairs_with_and_without_holding(ops, probe)
+    assert fast.equals(whole) and whole.height > 100
+    from kernscope.analyze.attribute import holding
+
+    assert kept < n and holding(ops, probe).filter(pl.col("tid") == "11").height == 0  # (thread 11 has no launch)
+
+
+@pytest.mark.skipif(not TRACES.exists(), reason="real traces not available")
+@pytest.mark.parametrize("name", ["hta/a100_alexnet_cuda_sync.json.gz", "multirank/fsdp4_rank2.json.gz",
+                                  "hta/event_sync_multi_stream.json.gz"])
+def test_ops_holding_the_sync_calls_of_real_traces_pair_as_all_ops_do(name: str) -> None:
+    """The blocking-sync finding's pairing of sync calls to their CPU ops, and the launches' pairing to every CPU op,
+    on real traces: the same pairs with the ops that hold one only as with every op."""
+    from kernscope.link.kinds import named
+
+    t = kernscope.load(TRACES / name, cache=False)
+    cpu = t.events.filter(pl.col("kind") == "cpu_op").select("idx", "pid", "tid", "ts", "end")
+    rt = named(t.rows(("runtime", "driver"), ("idx", "pid", "tid", "ts", "dur", "name")), FindingRules.builtin().rules["blocking_sync"]["names"])
+    syncs = rt.with_row_index("_g").select("_g", pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
+                                          pl.col("ts").alias("launch_ts"), "dur")
+    launches = t.gpu.with_row_index("_g").select("_g", "launch_pid", "launch_tid", "launch_ts", "dur")
+    fast, whole, kept = _pairs_with_and_without_holding(cpu, syncs)
+    assert fast.equals(whole)
+    assert cpu.height < 100 or kept < cpu.height / 2  # (few ops hold a sync call)
+    fast, whole, _ = _pairs_with_and_without_holding(cpu, launches)
+    assert fast.equals(whole) and whole.height > 0
