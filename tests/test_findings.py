@@ -310,11 +310,17 @@ def test_analyze_roofline_adds_the_perf_models_findings(capsys):
 
 
 def _pairs_with_and_without_holding(ops: pl.DataFrame, probe: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """(pairs of the ops ``holding`` keeps, pairs of every op by the as-of join alone, ops kept)."""
+    import unittest.mock
+
+    from kernscope.analyze import attribute
     from kernscope.analyze.attribute import holding, op_gpu_pairs
 
     kept = holding(ops, probe)
     order = ["_g", "op_idx"]
-    return op_gpu_pairs(kept, probe).sort(order), op_gpu_pairs(ops, probe).sort(order), kept.height
+    with unittest.mock.patch.object(attribute, "_held", lambda ops, gpu: None):  # the as-of join's pruning
+        whole = op_gpu_pairs(ops, probe).sort(order)
+    return op_gpu_pairs(kept, probe).sort(order), whole, kept.height
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

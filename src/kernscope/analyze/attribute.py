@@ -12,28 +12,33 @@ import numpy as np
 import polars as pl
 
 from ..intervals import nesting_depth
+from ..link.ops import thread_key
 from ..scalars import as_int
 
 
 def holding(ops: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``ops`` (``idx, pid, tid, ts, end``; ``pid``/``tid`` interned) that hold a launch of ``gpu``
-    (``launch_pid, launch_tid, launch_ts``) of their thread, start and end included: the only ops
-    :func:`op_gpu_pairs` can pair. Found in numpy on the ops' own columns, so that many ops and few launches (a
-    trace's CPU ops and its sync calls) are not copied, sorted and joined whole first (the blocking-sync finding on
-    a 10 GB trace: its ~8 M CPU ops, +0.4-0.6 GB). ``ops`` itself where the threads' codes or times do not allow it."""
-    g = gpu.filter(pl.col("launch_ts").is_not_null())
+    """The rows of ``ops`` (``idx, pid, tid, ts, end``) that hold a launch of ``gpu`` (``launch_pid, launch_tid,
+    launch_ts``) of their thread, start and end included (:func:`_held`): the only ops :func:`op_gpu_pairs` can
+    pair. ``ops`` itself where the threads' codes or times do not allow finding them so."""
+    held = _held(ops, gpu)
+    return ops if held is None else ops.filter(pl.Series(held))
+
+
+def _held(ops: pl.DataFrame, gpu: pl.DataFrame) -> np.ndarray | None:
+    """Whether each op of ``ops`` holds a launch of ``gpu`` of its thread (see :func:`holding`), in numpy on the ops'
+    own columns, so that many ops and few launches (a trace's CPU ops and its sync calls) are not copied, sorted and
+    joined whole first (the blocking-sync finding at 10 GB: 3.06 M CPU ops, of which 11 k hold a call). None where
+    ``pid``/``tid`` are not interned alike on both sides, a time is null, or the threads' stretches of one time axis
+    would not fit in an int64."""
     interned = all(isinstance(ops.schema[c], pl.Categorical) and gpu.schema[f"launch_{c}"] == ops.schema[c]
                    for c in ("pid", "tid"))
-    if not interned or ops.height == 0 or g.height == 0 or ops["ts"].null_count() or ops["end"].null_count():
-        return ops
-
-    def thread(pid: pl.Series, tid: pl.Series) -> np.ndarray:
-        key = pid.to_physical().fill_null(2**32 - 1).to_numpy().astype(np.int64)
-        key <<= 32
-        key |= tid.to_physical().fill_null(2**32 - 1).to_numpy().astype(np.int64)
-        return key
-
-    launches = thread(g["launch_pid"], g["launch_tid"])
+    if not interned or ops.height == 0 or ops["ts"].null_count() or ops["end"].null_count():
+        return None
+    # threads as one int64 each (a null pid or tid: no thread, matching nothing, as in an as-of join's ``by``)
+    g = gpu.select(thread_key("launch_pid", "launch_tid"), "launch_ts").drop_nulls()
+    if g.height == 0:
+        return None
+    launches = g["_g"].to_numpy()
     threads = np.unique(launches)
     at = np.searchsorted(threads, launches)
     ts = ops["ts"].to_numpy()
@@ -42,11 +47,11 @@ def holding(ops: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     lo = min(int(ts.min()), int(launch_ts.min()))
     span = max(int(end.max()), int(launch_ts.max())) - lo + 1
     if len(threads) * span >= 2**62:
-        return ops
+        return None
     # each time laid out on its thread's own stretch of one axis: the launches sorted there, and an op holds one when
     # fewer launches lie before its start than at or before its end
     marks = np.sort(at * span + (launch_ts - lo))
-    key = thread(ops["pid"], ops["tid"])
+    key = ops.select(thread_key("pid", "tid").fill_null(-1))["_g"].to_numpy()  # (-1: no launch's thread)
     row = np.searchsorted(threads, key)
     np.minimum(row, len(threads) - 1, out=row)
     known = threads[row] == key
@@ -55,10 +60,10 @@ def holding(ops: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     row -= lo
     first = np.searchsorted(marks, row + ts, side="left")
     row += end
-    keep = np.searchsorted(marks, row, side="right") > first
+    keep: np.ndarray = np.searchsorted(marks, row, side="right") > first
     del row, first
     keep &= known
-    return ops.filter(pl.Series(keep))
+    return keep
 
 
 def op_gpu_pairs(ops: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
@@ -74,19 +79,23 @@ def op_gpu_pairs(ops: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     """
     schema = pl.Schema({"_g": pl.UInt32(), "op_idx": pl.Int64(), "depth": pl.Int32(), "dur": pl.Int64(),
                         "innermost": pl.Boolean()})
-    ops = ops.filter(pl.col("end") > pl.col("ts"))
     g = gpu.filter(pl.col("launch_ts").is_not_null()).select("_g", "launch_pid", "launch_tid", "launch_ts", "dur")
     if ops.height == 0 or g.height == 0:
         return pl.DataFrame(schema=schema)
     # only ops that hold a launch can pair: the others are dropped before the nesting pass (a sync call's op
-    # among 200 k CPU ops: 28 -> ~10 ms). An op holds one when the first launch of its thread at or after its
-    # start is not after its end; depths are then counted among the ops kept (still nested: only ``innermost``
-    # is used)
-    launches = g.select(pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-                        pl.col("launch_ts").alias("_next")).sort("_next")
-    ops = (ops.sort("ts").join_asof(launches, left_on="ts", right_on="_next", by=["pid", "tid"], strategy="forward",
-                                    check_sortedness=False)
-           .filter(pl.col("_next") <= pl.col("end")).drop("_next"))
+    # among 200 k CPU ops: 28 -> ~10 ms); depths are then counted among the ops kept (still nested: only
+    # ``innermost`` is used). Found in numpy before any op is copied (:func:`_held`), else by an as-of join: an op
+    # holds one when the first launch of its thread at or after its start is not after its end
+    held = _held(ops, g)
+    if held is not None:
+        ops = ops.filter(pl.Series(held)).filter(pl.col("end") > pl.col("ts")).sort("ts")
+    else:
+        launches = g.select(pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
+                            pl.col("launch_ts").alias("_next")).sort("_next")
+        ops = (ops.filter(pl.col("end") > pl.col("ts")).sort("ts")
+               .join_asof(launches, left_on="ts", right_on="_next", by=["pid", "tid"], strategy="forward",
+                          check_sortedness=False)
+               .filter(pl.col("_next") <= pl.col("end")).drop("_next"))
     if ops.height == 0:
         return pl.DataFrame(schema=schema)
     ops = ops.with_columns(nesting_depth(ops))

@@ -34,7 +34,7 @@ from ..errors import KernscopeError
 from ..intervals import first_positions, group_by_keys, key_ranges, ranks, row_keys, running_max, stable_order
 from ..link.kinds import named
 from ..model import Trace
-from .attribute import holding, op_gpu_pairs
+from .attribute import op_gpu_pairs
 from .idle import idle_breakdown
 from .kernels import NS_PER_US
 
@@ -241,8 +241,7 @@ def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
     # lazy queries over the event table: the CPU ops are not first copied out on their own (large traces)
     cpu = trace.events.lazy().filter(pl.col("kind") == "cpu_op")
     cpu_ops = cpu.select("idx", "pid", "tid", "ts", "end").join(threads.lazy(), on=["pid", "tid"], how="semi").collect()
-    # (the ops that hold a sync call only, found before any op is copied: a 10 GB trace's sync threads have ~8 M)
-    ops = op_gpu_pairs(holding(cpu_ops, probe), probe).filter(pl.col("innermost")).select("_g", "op_idx")
+    ops = op_gpu_pairs(cpu_ops, probe).filter(pl.col("innermost")).select("_g", "op_idx")
     names = (cpu.select(pl.col("idx").alias("op_idx"), "name").join(ops.lazy().select("op_idx").unique(), on="op_idx")
              .select("op_idx", pl.col("name").cast(pl.String).alias("op")).collect())  # the names of the ops found only
     ops = ops.join(names, on="op_idx", how="left")

@@ -77,7 +77,7 @@ def rows_by_idx(events: pl.DataFrame, idx: pl.Series) -> pl.DataFrame:
     return events.join(idx.alias("idx").to_frame(), on="idx", how="semi")
 
 
-def _thread(pid: str, tid: str) -> pl.Expr:
+def thread_key(pid: str, tid: str) -> pl.Expr:
     """A thread as one int64 (``_g``): the category codes of its pid and tid, or null."""
     return (pl.col(pid).to_physical().cast(pl.Int64) * (1 << 32) + pl.col(tid).to_physical().cast(pl.Int64)).alias("_g")
 
@@ -94,8 +94,8 @@ def swept_innermost(launches: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame |
            for c in ("_lp", "_lt")):
         # both sides' pid and tid are of one event table: their category codes name a thread alike (joining every op
         # to a numbered list of threads took 0.1 s for the 1 M ops of a 1 GB trace)
-        o = ops.with_columns(_thread("_lp", "_lt")).drop_nulls(["_g", "_os", "_oe"])
-        q = launches.with_columns(_thread("_lp", "_lt")).drop_nulls(["_g", "_ls"])
+        o = ops.with_columns(thread_key("_lp", "_lt")).drop_nulls(["_g", "_os", "_oe"])
+        q = launches.with_columns(thread_key("_lp", "_lt")).drop_nulls(["_g", "_ls"])
     else:
         groups = ops.select("_lp", "_lt").unique().with_row_index("_g").with_columns(pl.col("_g").cast(pl.Int64))
         o = ops.drop_nulls(["_os", "_oe"]).join(groups, on=["_lp", "_lt"])
