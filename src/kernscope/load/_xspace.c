@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 16; }
+int64_t ks_abi_version(void) { return 17; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -290,9 +290,11 @@ static inline int64_t ps_to_ns(int64_t a) {
 
 /* Walk lines line_off[i], line_len[i] (in planes line_plane[i]), every event and stat in them:
  * - per line: id, timestamp_ns, name span (the display name where the name is empty);
- * - per event: its line (absolute: line_base + i), metadata id, name row (md_tab: (plane, metadata id) -> event
- *   metadata row, -1 none, -2 an id past md_tab's width), start and duration in ns (timestamp_ns + offset_ps rounded, the end rounded the
- *   same way), flags (bit 0: num_occurrences);
+ * - per event: its line (absolute: line_base + i, or line_map[i] where line_map is given: the line a run of a cut
+ *   line belongs to), metadata id, name row (md_tab: (plane, metadata id) -> event metadata row, -1 none, -2 an
+ *   id past md_tab's width), start and duration in ns (timestamp_ns + offset_ps rounded, the end rounded the same
+ *   way; where run_fixed[i] is set, run_ts[i] is the timestamp: a run of a cut line has its line's header, not its
+ *   own), flags (bit 0: num_occurrences). Line and name are written as int64, the caller's types;
  * - stats typed into columns: `lut` maps (plane, stat metadata id) to a field (-1: not read, counted; -2: a known
  *   field this scan does not read, not counted and given no column); field f
  *   of kind fkind[f] writes event ev's cell of fval[f] (int64, double, or int32 for strings: the stat metadata
@@ -308,8 +310,9 @@ int64_t ks_scan_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off, 
                        const int64_t *ref_tab, int64_t ref_width, int64_t ref_size,
                        const int64_t *md_tab, int64_t md_width, int64_t md_size,
                        const int8_t *fkind, int64_t nfields, int64_t cap_ev, int64_t cap_odd,
+                       const int64_t *line_map, const int64_t *run_ts, const uint8_t *run_fixed,
                        int64_t *ln_id, int64_t *ln_ts, int64_t *ln_name_off, int64_t *ln_name_len,
-                       int32_t *ev_line, int64_t *ev_md, int32_t *ev_name, int64_t *ev_ts, int64_t *ev_dur, uint8_t *ev_flags,
+                       int64_t *ev_line, int64_t *ev_md, int64_t *ev_name, int64_t *ev_ts, int64_t *ev_dur, uint8_t *ev_flags,
                        void **fval, uint8_t **fstate,
                        int64_t *odd_ev, int8_t *odd_field, uint8_t *odd_kind, uint64_t *odd_val,
                        int64_t *counts) {
@@ -318,6 +321,7 @@ int64_t ks_scan_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off, 
     for (int64_t li = 0; li < nlines; li++) {
         int64_t ne0 = ne, ns0 = ns, sk0 = skipped, no0 = no;
         int64_t p = line_off[li], end = line_off[li] + line_len[li], plane = line_plane[li];
+        int64_t out_line = line_map ? line_map[li] : line_base + li;
         int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
         if (end > nbuf) { counts[3] = line_off[li]; return -1; }
         while (p < end) {
@@ -404,18 +408,19 @@ int64_t ks_scan_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off, 
                         fstate[fi][ev] = st;
                     }
                 }
-                ev_line[ev] = (int32_t)(line_base + li); ev_md[ev] = md; ev_flags[ev] = flags;
+                ev_line[ev] = out_line; ev_md[ev] = md; ev_flags[ev] = flags;
                 ev_name[ev] = (uint64_t)md >= (uint64_t)md_width ? -2 /* past the flat table: the caller looks it up */
-                                                                  : (int32_t)flat_row(md_tab, md_width, md_size, plane, (uint64_t)md);
+                                                                  : flat_row(md_tab, md_width, md_size, plane, (uint64_t)md);
                 ev_ts[ev] = offset; ev_dur[ev] = dur; /* picoseconds until the line's timestamp is known */
             } else if (field == 1 && wire == 0) id = (int64_t)val;
             else if (field == 3 && wire == 0) ts = (int64_t)val;
             else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
             else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
         }
+        uint64_t base = (run_fixed && run_fixed[li]) ? (uint64_t)run_ts[li] : (uint64_t)ts;
         for (int64_t e = ne0; e < ne; e++) { /* times: ns, rounded from ps, the end rounded the same way */
-            uint64_t start = (uint64_t)ts + (uint64_t)ps_to_ns(ev_ts[e]);
-            uint64_t stop = (uint64_t)ts + (uint64_t)ps_to_ns((int64_t)((uint64_t)ev_ts[e] + (uint64_t)ev_dur[e]));
+            uint64_t start = base + (uint64_t)ps_to_ns(ev_ts[e]);
+            uint64_t stop = base + (uint64_t)ps_to_ns((int64_t)((uint64_t)ev_ts[e] + (uint64_t)ev_dur[e]));
             ev_ts[e] = (int64_t)start;
             ev_dur[e] = (int64_t)(stop - start);
         }

@@ -172,6 +172,7 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
     lines scanned in parts on threads (the scanner runs without the GIL), each part's events written in place."""
     assert spec.lut is not None
     cut = _cut_long_lines(lib, buf, line_off, line_len)
+    plane_of_line = line_plane
     if cut is not None:  # the long lines' runs of fields scanned as lines of their own, put back together below
         line_off, line_len, line_plane = cut.off, cut.len, line_plane[cut.parent]
     n = line_off.size
@@ -181,11 +182,12 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
     ne = int(first[n])
     kinds = np.ascontiguousarray(spec.kinds, dtype=np.int8)
     out = _Out([np.empty(n, np.int64) for _ in range(4)],
-               [np.empty(ne, t) for t in (np.int32, np.int64, np.int32, np.int64, np.int64, np.uint8)], *_fields_of(ne, kinds, spec.unread))
+               [np.empty(ne, t) for t in (np.int64, np.int64, np.int64, np.int64, np.int64, np.uint8)], *_fields_of(ne, kinds, spec.unread))
     ends = np.zeros(n + 1, dtype=np.int64)  # the bytes of the lines before each line
     np.cumsum(line_len, out=ends[1:])
     scan = _Scan(lib, buf, line_off, line_len, line_plane, first, np.ascontiguousarray(spec.lut, dtype=np.int8), spec.width,
-                 refs.flat_table(), names.flat_table(), kinds, out, ends, _Tally(int(ends[n]), progress))
+                 refs.flat_table(), names.flat_table(), kinds, out, ends, _Tally(int(ends[n]), progress),
+                 None if cut is None else (cut.parent, cut.run_ts, cut.run_fixed))
     bounds = _parts(line_len, workers)
     pairs = list(zip(bounds[:-1], bounds[1:]))
     if len(pairs) == 1:
@@ -195,13 +197,13 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
             found = list(pool.map(lambda lr: scan.part(*lr), pairs))
     odd = [np.concatenate([f[0][k] for f in found]) for k in range(4)]
     ev = out.ev
-    ev_name = ev[2].astype(np.int64)
+    # (the scanner wrote each event's whole line and its name row as int64, and the runs of a cut line with that
+    # line's timestamp: converting and joining them here took 0.45 s of one core at 975 MB)
+    ev_line, ev_name = ev[0], ev[2]
     far = np.flatnonzero(ev_name == -2)  # metadata ids past the flat table
     if far.size:
-        ev_name[far] = names.rows(line_plane[ev[0][far]], ev[1][far])
-    ln, ev_line = out.ln, ev[0].astype(np.int64)
-    if cut is not None:
-        ln, ev_line = cut.joined(ln, first, ev_line, ev[3])
+        ev_name[far] = names.rows(plane_of_line[ev_line[far]], ev[1][far])
+    ln = out.ln if cut is None else cut.joined(out.ln)
     return LineScan(ln_id=ln[0], ln_ts=ln[1], ln_name_off=ln[2], ln_name_len=ln[3], ev_line=ev_line,
                     ev_md=ev[1], ev_name=ev_name, ev_ts=ev[3], ev_dur=ev[4], ev_flags=ev[5], value=out.val, state=out.state,
                     odd_ev=odd[0], odd_field=odd[1].astype(np.int64), odd_kind=odd[2], odd_val=odd[3],
@@ -218,7 +220,8 @@ SEGMENT_BYTES = 16 << 20
 class _Cut:
     """Long lines cut into runs of their fields (:func:`_cut_long_lines`), each scanned as a line of its own: the
     runs' spans, the line each belongs to, and each cut line's header (id, timestamp_ns, name span) as a scan of
-    the whole line reads it."""
+    the whole line reads it. The scanner writes each run's events with the line it belongs to and, for the runs of
+    a cut line, that line's timestamp (``run_ts`` where ``run_fixed``): a run alone may not hold it."""
 
     off: np.ndarray
     len: np.ndarray
@@ -226,20 +229,17 @@ class _Cut:
     cut: np.ndarray  #: bool per line: cut
     hdr: np.ndarray  #: (lines, 4) int64; rows of lines not cut unused
     events: np.ndarray  #: each run's events, counted as the long lines were cut; -1 for the runs of short lines
+    run_ts: np.ndarray  #: int64 per run: its line's timestamp_ns where the line is cut (else unused)
+    run_fixed: np.ndarray  #: uint8 per run: 1 where its line is cut (the scanner then times events by ``run_ts``)
 
-    def joined(self, ln: list[np.ndarray], first: np.ndarray, ev_line: np.ndarray,
-               ev_ts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    def joined(self, ln: list[np.ndarray]) -> list[np.ndarray]:
         """The per-line outputs of the runs as the whole lines' (each run's first for lines not cut, the header for
-        cut ones), the events' lines as the whole lines, and ``ev_ts`` (in place) as the line's timestamp gives it:
-        a run scanned alone added the timestamp it saw (0 for none) to the rounded offsets."""
+        cut ones)."""
         first_run = np.flatnonzero(np.append(True, self.parent[1:] != self.parent[:-1]))
         whole = [a[first_run] for a in ln]
         for k in range(4):
             whole[k][self.cut] = self.hdr[self.cut, k]
-        shift = whole[1][self.parent] - ln[1]  # int64, wrapping as the scanner's unsigned sums do
-        for r in np.flatnonzero(shift).tolist():
-            ev_ts[first[r]:first[r + 1]] += shift[r]
-        return whole, self.parent[ev_line]
+        return whole
 
 
 def _count_events(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray,
@@ -294,7 +294,9 @@ def _cut_long_lines(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: n
     end[last] = offs[parent[last]] + lens[parent[last]]
     cut = np.zeros(n, dtype=bool)
     cut[cut_line[:nc]] = True
-    return _Cut(start, end - start, parent, cut, hdr.reshape(n, 4), events)
+    hdr = hdr.reshape(n, 4)
+    return _Cut(start, end - start, parent, cut, hdr, events, np.ascontiguousarray(hdr[parent, 1]),
+                cut[parent].view(np.uint8))
 
 
 @dataclass
@@ -323,6 +325,8 @@ class _Scan:
     out: _Out
     ends: np.ndarray  #: the bytes of the lines before each line (and of all after the last)
     tally: _Tally
+    #: a cut's runs (:class:`_Cut`): each run's line, its line's timestamp, whether that timestamp is used
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def part(self, l0: int, l1: int) -> tuple[list[np.ndarray], int, int]:
         """Lines ``l0`` to ``l1`` (their events' outputs are exactly theirs): (odd list, stats kept, stats not read).
@@ -352,6 +356,7 @@ class _Scan:
                 _ptr(ref_tab), ctypes.c_int64(ref_width), ctypes.c_int64(ref_tab.size),
                 _ptr(md_tab), ctypes.c_int64(md_width), ctypes.c_int64(md_tab.size),
                 _ptr(self.kinds), ctypes.c_int64(nf), ctypes.c_int64(int(self.first[stop]) - ne), ctypes.c_int64(cap_odd - no),
+                *((_ptr(None),) * 3 if self.runs is None else (_ptr(a[line:]) for a in self.runs)),
                 *(_ptr(a[line:]) for a in o.ln), *(_ptr(a[ne:]) for a in o.ev), vp, sp, *(_ptr(a[no:]) for a in odd),
                 _ptr(counts))
             if rc < 0:
