@@ -216,17 +216,24 @@ def test_running_max_and_last_ended_equal_polars(seed: int) -> None:
     assert np.array_equal(w[w_ok], ref["_w"].to_numpy()[w_ok])
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("by_gpu_time", [False, True])
-def test_assign_steps_equals_the_asof_join(by_gpu_time: bool) -> None:
+def test_assign_steps_equals_the_asof_join(by_gpu_time: bool, compiled: bool, monkeypatch) -> None:
     """Each GPU row's step: the window starting last at or before its launch (or start), when the key is before that
-    window's end; null keys, keys before every window and keys in gaps between windows get none."""
+    window's end; null keys, keys before every window, keys in gaps between windows and keys in a window without an
+    end or a number get none. The compiled pass (``ks_window_of``) and numpy's search agree."""
+    from kernscope.load import native
     from kernscope.link.steps import assign_steps
 
+    if compiled and native.scanner() is None:
+        pytest.fail("the compiled library was not built (make install compiles src/kernscope/load/_sweep.c)")
+    if not compiled:
+        monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
     gpu = _random_gpu(7, nulls=True).drop("step")
-    edges = [999, 1_000, 8_000, 9_000, 20_000, 21_000, 48_000]  # on the windows' starts and ends
+    edges = [999, 1_000, 8_000, 9_000, 20_000, 21_000, 48_000, 50_000, 60_500, 70_000]  # on the windows' edges
     gpu = pl.concat([gpu, gpu.head(len(edges)).with_columns(pl.Series("ts", edges), pl.Series("launch_ts", edges))])
-    steps = pl.DataFrame({"step": [3, 4, 5, 6], "start": [1_000, 9_000, 20_000, 33_000],
-                          "end": [8_000, 21_000, 30_000, 48_000]})  # a gap, an overlap
+    steps = pl.DataFrame({"step": [3, 4, 5, 6, None, 8], "start": [1_000, 9_000, 20_000, 33_000, 50_000, 60_000],
+                          "end": [8_000, 21_000, 30_000, 48_000, 55_000, None]})  # a gap, an overlap, no number, no end
     key = "ts" if by_gpu_time else "launch_ts"
     ref = (gpu.with_row_index("_r").filter(pl.col(key).is_not_null()).sort(key)
            .join_asof(steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s"),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ..load.native import search_right
+from ..load.native import search_right, window_of
 from ..scalars import as_int
 from .kinds import named
 from .markers import DEFAULT_CASCADE, PRESETS
@@ -347,9 +347,15 @@ def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame, *, by_gpu_time: bo
     starts = w["start"].to_numpy().astype(np.int64)
     ends, ends_ok = w["end"].fill_null(0).to_numpy().astype(np.int64), w["end"].is_not_null().to_numpy()
     k, k_ok = key.fill_null(0).to_numpy().astype(np.int64, copy=False), key.is_not_null().to_numpy()
-    at = search_right(starts, k) - 1  # (the rows come nearly in time order: each search starts where the last ended)
-    j = np.maximum(at, 0)
     numbers = w["step"].cast(pl.Int64)
-    inside = k_ok & (at >= 0) & ends_ok[j] & (k < ends[j]) & numbers.is_not_null().to_numpy()[j]
-    step = pl.Series("step", numbers.fill_null(0).to_numpy()[j], dtype=pl.Int64)
+    values, values_ok = numbers.fill_null(0).to_numpy(), numbers.is_not_null().to_numpy()
+    found = window_of(starts, ends, ends_ok, values, values_ok, k, k_ok)
+    if found is not None:  # (compiled: the search, checks and gather in one pass)
+        number, inside = found
+    else:
+        at = search_right(starts, k) - 1  # (the rows come nearly in time order: each search starts where the last ended)
+        j = np.maximum(at, 0)
+        inside = k_ok & (at >= 0) & ends_ok[j] & (k < ends[j]) & values_ok[j]
+        number = values[j]
+    step = pl.Series("step", number, dtype=pl.Int64)
     return gpu.with_columns(step.set(pl.Series(~inside), None) if not inside.all() else step)

@@ -72,45 +72,64 @@ int64_t ks_nest(const int64_t *group, const int64_t *start, const int64_t *end, 
  * 1, 2, 4 ... away from it, then a binary search between the last two probes), so queries in order, or nearly, cost
  * O(1) each and read the hay once from end to end; queries in no order cost O(log n) each, as a binary search.
  * Returns 0. */
+/* The number of hay values <= x, searched from *pos (the previous answer), which it becomes (see ks_search_right). */
+static inline int64_t gallop_right(const int64_t *hay, int64_t n, int64_t x, int64_t *pos_io) {
+    int64_t pos = *pos_io, lo, hi; /* the answer lies in [lo, hi] */
+    if (pos < n && hay[pos] <= x) { /* after pos: a few steps, then gallop forwards */
+        int64_t stop = n - pos < 8 ? n : pos + 8;
+        int64_t i = pos + 1;
+        while (i < stop && hay[i] <= x) i++;
+        if (i < stop || i == n) return *pos_io = i;
+        pos = i - 1; /* hay[pos] <= x */
+        int64_t bound = 1;
+        lo = pos + 1;
+        hi = n;
+        while (bound <= n - pos - 1) {
+            int64_t at = pos + bound;
+            if (hay[at] <= x) { lo = at + 1; bound <<= 1; }
+            else { hi = at; break; }
+        }
+    } else if (pos > 0 && hay[pos - 1] > x) { /* before pos: gallop backwards */
+        int64_t bound = 1;
+        lo = 0;
+        hi = pos - 1;
+        while (bound <= pos - 1) {
+            int64_t at = pos - 1 - bound;
+            if (hay[at] > x) { hi = at; bound <<= 1; }
+            else { lo = at + 1; break; }
+        }
+    } else {
+        return pos; /* hay[pos - 1] <= x < hay[pos] */
+    }
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (hay[mid] <= x) lo = mid + 1;
+        else hi = mid;
+    }
+    return *pos_io = lo;
+}
+
 int64_t ks_search_right(const int64_t *hay, int64_t n, const int64_t *q, int64_t m, int64_t *out) {
     int64_t pos = 0; /* the previous answer: hay[0 .. pos) <= its query < hay[pos ..] */
-    for (int64_t j = 0; j < m; j++) {
-        int64_t x = q[j], lo, hi; /* the answer lies in [lo, hi] */
-        if (pos < n && hay[pos] <= x) { /* after pos: a few steps, then gallop forwards */
-            int64_t stop = n - pos < 8 ? n : pos + 8;
-            int64_t i = pos + 1;
-            while (i < stop && hay[i] <= x) i++;
-            if (i < stop || i == n) { out[j] = pos = i; continue; }
-            pos = i - 1; /* hay[pos] <= x */
-            int64_t bound = 1;
-            lo = pos + 1;
-            hi = n;
-            while (bound <= n - pos - 1) {
-                int64_t at = pos + bound;
-                if (hay[at] <= x) { lo = at + 1; bound <<= 1; }
-                else { hi = at; break; }
-            }
-        } else if (pos > 0 && hay[pos - 1] > x) { /* before pos: gallop backwards */
-            int64_t bound = 1;
-            lo = 0;
-            hi = pos - 1;
-            while (bound <= pos - 1) {
-                int64_t at = pos - 1 - bound;
-                if (hay[at] > x) { hi = at; bound <<= 1; }
-                else { lo = at + 1; break; }
-            }
-        } else {
-            out[j] = pos; /* hay[pos - 1] <= x < hay[pos] */
-            continue;
-        }
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (hay[mid] <= x) lo = mid + 1;
-            else hi = mid;
-        }
-        out[j] = pos = lo;
-    }
+    for (int64_t j = 0; j < m; j++) out[j] = gallop_right(hay, n, q[j], &pos);
     return 0;
+}
+
+/* ks_window_of: for each query q[j] (q_ok[j]: it has one), the value[w] of the window w that starts last at or before
+ * it (start sorted non-decreasing, searched as ks_search_right does), where that window has an end (end_ok) after
+ * q[j] and a value (value_ok): out[j] = value[w], ok[j] = 1; else out[j] = 0, ok[j] = 0. One pass, no array of the
+ * windows found. Returns the rows with a window. */
+int64_t ks_window_of(const int64_t *start, const int64_t *end, const uint8_t *end_ok, const int64_t *value,
+                     const uint8_t *value_ok, int64_t n, const int64_t *q, const uint8_t *q_ok, int64_t m,
+                     int64_t *out, uint8_t *ok) {
+    int64_t pos = 0, found = 0;
+    for (int64_t j = 0; j < m; j++) {
+        int64_t w = -1;
+        if (q_ok[j]) w = gallop_right(start, n, q[j], &pos) - 1;
+        if (w >= 0 && end_ok[w] && q[j] < end[w] && value_ok[w]) { out[j] = value[w]; ok[j] = 1; found++; }
+        else { out[j] = 0; ok[j] = 0; }
+    }
+    return found;
 }
 
 /* Floor division by a positive span (a segment's group; starts are shifted to be >= 0, this keeps numpy's // for
@@ -303,6 +322,19 @@ int64_t ks_distinct_number(const int32_t *slot, int64_t n, int32_t *number, int6
         int32_t num = slot[number[r]];
         number[r] = num;
         first[num] = r;
+    }
+    return 0;
+}
+
+/* ks_mark_used: seen[v] = 1 for the value v of each of the n rows not missing (missing NULL: none); the values are
+ * int32 rows of a table of `size` rows. Returns 0, or -1 where a value is outside 0 .. size-1 (seen then partly
+ * written: the caller marks them otherwise). */
+int64_t ks_mark_used(const int32_t *value, const uint8_t *missing, int64_t n, int64_t size, uint8_t *seen) {
+    for (int64_t i = 0; i < n; i++) {
+        if (missing && missing[i]) continue;
+        int32_t v = value[i];
+        if (v < 0 || (int64_t)v >= size) return -1;
+        seen[v] = 1;
     }
     return 0;
 }

@@ -36,7 +36,7 @@ def _library() -> Any:
                     return None
                 for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest",
                            "ks_search_right", "ks_union_lengths", "ks_idle_gaps", "ks_clip", "ks_code_range",
-                           "ks_distinct_keys", "ks_distinct_number"):
+                           "ks_distinct_keys", "ks_distinct_number", "ks_mark_used", "ks_window_of"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib
@@ -102,6 +102,24 @@ def search_right(hay: np.ndarray, q: np.ndarray) -> np.ndarray:
     lib.ks_search_right(ctypes.c_void_p(h.ctypes.data), ctypes.c_int64(len(h)), ctypes.c_void_p(x.ctypes.data),
                         ctypes.c_int64(len(x)), ctypes.c_void_p(out.ctypes.data))
     return out
+
+
+def window_of(start: np.ndarray, end: np.ndarray, end_ok: np.ndarray, value: np.ndarray, value_ok: np.ndarray,
+              q: np.ndarray, q_ok: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """For each query ``q`` (where ``q_ok``): the ``value`` of the window that starts last at or before it (``start``
+    sorted; of equal starts the last), where that window's ``end`` (where ``end_ok``) is after the query and it has a
+    value (``value_ok``). Returns (value: int64, 0 where none; found: bool) in one compiled pass (``ks_window_of``:
+    the search of :func:`search_right`, the checks and the gather together, no array of the windows found: 6.7 M GPU
+    rows into 15,500 steps 0.14 -> 0.02 s); None without the library."""
+    lib = scanner()
+    if lib is None:
+        return None
+    s, e, v, x = (np.ascontiguousarray(a, dtype=np.int64) for a in (start, end, value, q))
+    eo, vo, xo = (np.ascontiguousarray(a, dtype=np.bool_) for a in (end_ok, value_ok, q_ok))
+    out, found = np.empty(len(x), dtype=np.int64), np.empty(len(x), dtype=np.bool_)
+    lib.ks_window_of(ptr(s), ptr(e), ptr(eo), ptr(v), ptr(vo), ctypes.c_int64(len(s)), ptr(x), ptr(xo),
+                     ctypes.c_int64(len(x)), ptr(out), ptr(found))
+    return out, found
 
 
 def ptr(a: np.ndarray | None) -> ctypes.c_void_p:
@@ -246,6 +264,20 @@ def distinct_rows(cols: list[np.ndarray], missing: list[np.ndarray | None], mask
     first = np.zeros(found, dtype=np.int64)
     lib.ks_distinct_number(ptr(slot), ctypes.c_int64(n), ptr(number), ptr(first))
     return number, first
+
+
+def mark_used(value: np.ndarray, missing: np.ndarray | None, size: int) -> np.ndarray | None:
+    """bool per row of a table of ``size`` rows: whether some ``value`` (int32 rows of it) not ``missing`` names it,
+    in one compiled pass (no array of every row's value made first); None where the library is not available, the
+    values are not int32 or one is outside the table."""
+    lib = scanner()
+    if lib is None or value.dtype != np.int32 or (missing is not None and len(missing) != len(value)):
+        return None
+    v, m = np.ascontiguousarray(value), _c(missing, np.bool_)
+    seen = np.zeros(size, dtype=np.bool_)
+    if lib.ks_mark_used(ptr(v), ptr(m), ctypes.c_int64(len(v)), ctypes.c_int64(size), ptr(seen)) < 0:
+        return None
+    return seen
 
 
 @functools.lru_cache(maxsize=1)

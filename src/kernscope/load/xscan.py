@@ -60,7 +60,7 @@ class FieldSpec:
 class LineScan:
     """Per line: id, timestamp (ns), name span. Per event: its line, metadata id, name (the row of its event
     metadata, -1: none), start and duration (ns: the line's timestamp plus the offset in ps, rounded; the end
-    rounded the same way), flags (bit 0: an aggregated event with ``num_occurrences``). Per field and event,
+    rounded the same way), flags (0 or 1: 1 for an aggregated event, with ``num_occurrences``). Per field and event,
     the last such stat of the event: ``state`` (``S_*``) and ``value`` (int64, float64, or for a string the
     int32 row of the stat metadata a ref names; empty for a field the spec leaves unread). Stats to be read as
     text (inline strings, numbers written as text, numbers where a string is wanted) are listed in ``odd_*``, in

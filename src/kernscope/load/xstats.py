@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from .native import mark_used
 from .strings import strings_of
 from .xscan import (
     F_FLOAT,
@@ -245,6 +246,9 @@ class Strings:
         """The rows of ``dictionary`` some event has, in order (``rows``: :meth:`rows`, when the caller has them): a
         table of the rows, no pass over the column's categorical (0.08 s for two columns of 8.8 M events)."""
         size = self.dictionary.len()
+        marked = mark_used(self.value, self.missing, size) if rows is None else None
+        if marked is not None:  # (one compiled pass over the cells: the rows of 8.8 M events made first took 0.06 s)
+            return np.flatnonzero(marked)
         seen = np.zeros(size + 1, dtype=bool)
         seen[self.rows() if rows is None else rows] = True
         return np.flatnonzero(seen[:size])
