@@ -319,3 +319,87 @@ def test_a_step_ending_on_the_gpu_ends_at_its_last_record_of_equal_ends_the_late
     names = cp.kernels["name"].cast(pl.String).to_list()
     assert names == ["ampere_sgemm_128x64_nn_1"], names
     assert cp.steps.row(0, named=True)["gpu_us"] == pytest.approx(400.0)
+
+
+@pytest.mark.parametrize("p", [*REAL, *[p for p in real_traces() if p.name in ("v100_2rank_nccl_rank1.json.gz",
+                                                                           "a100_16rank_rank0_triton.json.gz")]],
+                         ids=lambda p: p.name[:40])
+def test_the_compiled_link_cut_equals_numpy(p, monkeypatch):
+    """Each node's link to its predecessor is cut in two compiled passes (``native.node_windows``) or in numpy
+    (``_windows_of`` and the gathers at the predecessors), and each step's last record found in one compiled pass
+    (``native.group_last_max``) or by polars: the same path, tables cell for cell, on real traces (steps, JAX modules,
+    ranks) and on a single step of each."""
+    from kernscope.analyze import critical_path as cp_mod
+    from kernscope.load import native
+
+    if native.scanner() is None:
+        pytest.fail("the compiled library was not built (make install compiles src/kernscope/load/_sweep.c)")
+    t = kernscope.load(p, cache=False)
+    g = gpu_table(t, Categorizer.builtin())
+    calls = []
+    real = cp_mod.node_windows
+    monkeypatch.setattr(cp_mod, "node_windows", lambda *a: calls.append(1) or real(*a))
+    first = t.steps["step"].head(1).to_list()
+    compiled = [cp_mod.critical_path(t, g), *(cp_mod.critical_path(t, g, step=s) for s in first)]
+    if compiled[0].steps.height == 0:
+        pytest.skip("no steps with GPU work")
+    assert calls
+    monkeypatch.setattr(cp_mod, "node_windows", lambda *a: None)
+    monkeypatch.setattr(cp_mod, "group_last_max", lambda *a: None)
+    by_numpy = [cp_mod.critical_path(t, g), *(cp_mod.critical_path(t, g, step=s) for s in first)]
+    for a, b in zip(compiled, by_numpy):
+        for name in ("steps", "categories", "kernels", "whatif", "records", "ops"):
+            assert getattr(a, name).equals(getattr(b, name)), name
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_link_cut_equals_numpy_on_random_nodes(seed, monkeypatch):
+    """``_cut_links`` compiled and in numpy on random nodes whose times fall on the windows' starts and ends (ties),
+    invalid times, step end points, windows that overlap, share a number, lack an end, and numbers in a narrow or a
+    wide range (a table of first positions, or a binary search): the same links cut and the same predecessor times."""
+    from kernscope.analyze import critical_path as cp_mod
+    from kernscope.load import native
+
+    if native.scanner() is None:
+        pytest.fail("the compiled library was not built (make install compiles src/kernscope/load/_sweep.c)")
+    rng = np.random.default_rng(seed)
+    n, nw = 3_000, 12
+    starts = np.sort(rng.integers(0, 200, nw)) * 10
+    ends = starts + rng.integers(0, 400, nw)
+    steps = rng.integers(0, 8, nw) * (1 if seed % 2 else 2**40)  # repeats; wide numbers on even seeds
+    windows = pl.DataFrame({"start": starts, "T": pl.Series(ends).set(pl.Series(rng.random(nw) < 0.15), None),
+                            "step": steps})
+    edges = np.concatenate([starts, ends, starts - 1, ends + 1])
+    time = np.where(rng.random(n) < 0.5, rng.choice(edges, n), rng.integers(-50, 2_500, n)).astype(np.int64)
+    time_ok = rng.random(n) < 0.9
+    end_of = rng.choice(steps, n).astype(np.int64)
+    end_of_ok = rng.random(n) < 0.05
+    pred0 = rng.integers(-1, n, n).astype(np.int64)
+    has0 = (pred0 >= 0) & (rng.random(n) < 0.95)
+    pred0[~has0] = rng.integers(0, n, int((~has0).sum()))  # (a pred where there is none: never read)
+    got = []
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(cp_mod, "node_windows", lambda *a: None)
+        pred = pred0.copy()
+        pt, pt_ok = cp_mod._cut_links(time, time_ok, (end_of, end_of_ok), windows, pred, has0.copy())
+        got.append((pred, pt, pt_ok))
+    (p1, t1, o1), (p2, t2, o2) = got
+    assert np.array_equal(p1, p2) and np.array_equal(o1, o2) and np.array_equal(t1, t2)
+    assert 0 < int((p1 == -1).sum()) < n and o1.any()  # some links cut, some kept
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_each_steps_last_record_compiled_equals_polars(seed, monkeypatch):
+    """Per step, the record that ends last, of equal ends the later one: compiled over a table of the step numbers,
+    and polars' grouping, on random records with many equal ends, null steps and negative step numbers."""
+    from kernscope.analyze import critical_path as cp_mod
+
+    rng = np.random.default_rng(seed)
+    n = 5_000
+    step = pl.Series("step", rng.integers(-3, 40, n)).set(pl.Series(rng.random(n) < 0.1), None)
+    end = rng.integers(0, 30, n).astype(np.int64)  # many ties
+    got = cp_mod._last_records(step, end).sort("step")
+    monkeypatch.setattr(cp_mod, "group_last_max", lambda *a: None)
+    want = cp_mod._last_records(step, end).sort("step")
+    assert got.equals(want) and got.height == 43

@@ -338,3 +338,80 @@ int64_t ks_mark_used(const int32_t *value, const uint8_t *missing, int64_t n, in
     }
     return 0;
 }
+
+/* The position of the first of the nk sorted keys equal to v, or -1: a table of first positions (tab[v - tab_lo], -1
+ * none, for v in tab_lo .. tab_lo + ntab - 1) where given, else a binary search. */
+static inline int64_t first_equal(const int64_t *keys, int64_t nk, const int64_t *tab, int64_t tab_lo, int64_t ntab,
+                                  int64_t v) {
+    if (tab) {
+        uint64_t at = (uint64_t)v - (uint64_t)tab_lo;
+        return at < (uint64_t)ntab ? tab[at] : -1;
+    }
+    int64_t lo = 0, hi = nk;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < nk && keys[lo] == v) ? lo : -1;
+}
+
+/* ks_node_windows: the critical path's cut of each node's link to its predecessor (kernscope.analyze.critical_path,
+ * whose numpy form this is, in two passes and no array per condition).
+ * Pass 1, each node i: its step, the window (w_start sorted, w_end = the step's end T, w_step its number; a value's
+ * _ok says it is not null) that starts last at or before time[i], where time[i] is valid and within [start, T]; or
+ * end_of[i] where end_of_ok[i] (a step's end point): written to step[i], step_ok[i].
+ * Pass 2, each node i with predecessor pred[i] (has[i]): the link is cut (pred[i] = -1) where there is none, the
+ * predecessor has no step or another step than the node's, or it ended (time) before the start of the node's step
+ * (the start of the first window of that number: keys sorted with key_start beside, looked up through tab where
+ * given). pt[i] = time[pred] (time[0] where none), pt_ok[i]: the predecessor's time is valid and the link not cut.
+ * Returns 0. */
+int64_t ks_node_windows(const int64_t *time, const uint8_t *time_ok, const int64_t *end_of, const uint8_t *end_of_ok,
+                        int64_t n, const int64_t *w_start, const uint8_t *w_start_ok, const int64_t *w_end,
+                        const uint8_t *w_end_ok, const int64_t *w_step, int64_t nw, const int64_t *keys,
+                        const int64_t *key_start, int64_t nk, const int64_t *tab, int64_t tab_lo, int64_t ntab,
+                        int64_t *pred, const uint8_t *has, int64_t *step, uint8_t *step_ok, int64_t *pt, uint8_t *pt_ok) {
+    int64_t pos = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = 0;
+        uint8_t ok = 0;
+        if (end_of_ok[i]) { s = end_of[i]; ok = 1; }
+        else if (nw > 0) {
+            int64_t j = gallop_right(w_start, nw, time[i], &pos) - 1;
+            int64_t jj = j > 0 ? j : 0;
+            if (j >= 0 && time_ok[i] && w_start_ok[jj] && w_end_ok[jj] && time[i] <= w_end[jj]) { s = w_step[jj]; ok = 1; }
+        }
+        step[i] = s;
+        step_ok[i] = ok;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t a = has[i] ? pred[i] : 0;
+        int64_t t = time[a];
+        uint8_t tok = has[i] && time_ok[a];
+        int cut = !has[i] || !step_ok[a] || (step_ok[i] && step[a] != step[i]);
+        if (!cut && tok && step_ok[i]) {
+            int64_t k = first_equal(keys, nk, tab, tab_lo, ntab, step[i]);
+            if (k >= 0 && t < key_start[k]) cut = 1;
+        }
+        if (cut) { pred[i] = -1; tok = 0; }
+        pt[i] = t;
+        pt_ok[i] = tok;
+    }
+    return 0;
+}
+
+/* ks_group_last_max: per group g = key[i] - lo (rows with key_ok[i]; 0 <= g < size, the caller's range): the largest
+ * value of its rows (best[g]) and the last row holding it (arg[g]); seen[g] = 1 for groups with a row (the others'
+ * best and arg are not written). Returns the groups seen, or -1 where a key is outside the range. */
+int64_t ks_group_last_max(const int64_t *key, const uint8_t *key_ok, int64_t lo, int64_t size, const int64_t *value,
+                          int64_t n, int64_t *best, int64_t *arg, uint8_t *seen) {
+    int64_t groups = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!key_ok[i]) continue;
+        uint64_t g = (uint64_t)key[i] - (uint64_t)lo;
+        if (g >= (uint64_t)size) return -1;
+        if (!seen[g]) { seen[g] = 1; best[g] = value[i]; arg[g] = i; groups++; }
+        else if (value[i] >= best[g]) { best[g] = value[i]; arg[g] = i; }
+    }
+    return groups;
+}

@@ -36,7 +36,7 @@ def _library() -> Any:
                     return None
                 for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest",
                            "ks_search_right", "ks_union_lengths", "ks_idle_gaps", "ks_clip", "ks_code_range",
-                           "ks_distinct_keys", "ks_distinct_number", "ks_mark_used", "ks_window_of"):
+                           "ks_distinct_keys", "ks_distinct_number", "ks_mark_used", "ks_window_of", "ks_node_windows", "ks_group_last_max"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib
@@ -120,6 +120,61 @@ def window_of(start: np.ndarray, end: np.ndarray, end_ok: np.ndarray, value: np.
     lib.ks_window_of(ptr(s), ptr(e), ptr(eo), ptr(v), ptr(vo), ctypes.c_int64(len(s)), ptr(x), ptr(xo),
                      ctypes.c_int64(len(x)), ptr(out), ptr(found))
     return out, found
+
+
+def node_windows(time: np.ndarray, time_ok: np.ndarray, end_of: np.ndarray, end_of_ok: np.ndarray,
+                 windows: tuple[np.ndarray, ...], keys: np.ndarray, key_start: np.ndarray,
+                 table: tuple[np.ndarray, int] | None, pred: np.ndarray,
+                 has: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The critical path's cut of each node's link to its predecessor in two compiled passes (``ks_node_windows``;
+    :func:`kernscope.analyze.critical_path.critical_path` has the numpy form): each node's step window (``windows``:
+    start, start valid, end, end valid, step, sorted by start; ``end_of`` where ``end_of_ok`` instead), then the
+    links cut (``pred`` set to -1 in place) that come from no node, a node of no or another step, or from before the
+    start of the node's step (``keys`` sorted, ``key_start`` beside them; ``table``: first positions of keys from a
+    lowest value, or None: a binary search). Returns (pt: the predecessor's time, int64; pt_ok: bool, valid and not
+    cut); None without the library (``pred`` untouched then)."""
+    lib = scanner()
+    n = len(time)
+    if lib is None or len(pred) != n or pred.dtype != np.int64 or not pred.flags.c_contiguous or not pred.flags.writeable:
+        return None
+    ws, wso, we, weo, wst = windows
+    ints = [np.ascontiguousarray(a, dtype=np.int64) for a in (time, end_of, ws, we, wst, keys, key_start)]
+    flags = [np.ascontiguousarray(a, dtype=np.bool_) for a in (time_ok, end_of_ok, wso, weo, has)]
+    tab, lo = (np.ascontiguousarray(table[0], dtype=np.int64), table[1]) if table is not None else (None, 0)
+    step, step_ok = np.empty(n, np.int64), np.empty(n, np.bool_)
+    pt, pt_ok = np.empty(n, np.int64), np.empty(n, np.bool_)
+    lib.ks_node_windows(ptr(ints[0]), ptr(flags[0]), ptr(ints[1]), ptr(flags[1]), ctypes.c_int64(n), ptr(ints[2]),
+                        ptr(flags[2]), ptr(ints[3]), ptr(flags[3]), ptr(ints[4]), ctypes.c_int64(len(ints[2])),
+                        ptr(ints[5]), ptr(ints[6]), ctypes.c_int64(len(ints[5])), ptr(tab), ctypes.c_int64(lo),
+                        ctypes.c_int64(0 if tab is None else len(tab)), ptr(pred), ptr(flags[4]), ptr(step),
+                        ptr(step_ok), ptr(pt), ptr(pt_ok))
+    return pt, pt_ok
+
+
+def group_last_max(key: np.ndarray, key_ok: np.ndarray, value: np.ndarray,
+                   max_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per distinct ``key`` (int64, rows where ``key_ok``): the key, the largest ``value`` of its rows and the last row
+    holding it, in key order, in one compiled pass over a table of the keys' range (``ks_group_last_max``); None
+    without the library, or where the range is over ``max_size``."""
+    lib = scanner()
+    if lib is None:
+        return None
+    k, v = np.ascontiguousarray(key, dtype=np.int64), np.ascontiguousarray(value, dtype=np.int64)
+    ok = np.ascontiguousarray(key_ok, dtype=np.bool_)
+    if not ok.any():
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    valid = k[ok]
+    lo, hi = int(valid.min()), int(valid.max())
+    if hi - lo >= max_size:
+        return None
+    size = hi - lo + 1
+    best, arg, seen = np.empty(size, np.int64), np.empty(size, np.int64), np.zeros(size, np.bool_)
+    if lib.ks_group_last_max(ptr(k), ptr(ok), ctypes.c_int64(lo), ctypes.c_int64(size), ptr(v), ctypes.c_int64(len(k)),
+                             ptr(best), ptr(arg), ptr(seen)) < 0:
+        return None
+    at = np.flatnonzero(seen)
+    return at + lo, best[at], arg[at]
 
 
 def ptr(a: np.ndarray | None) -> ctypes.c_void_p:
