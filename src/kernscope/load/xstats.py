@@ -259,11 +259,11 @@ class Strings:
         return texts
 
 
-def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.Series,
+def columns(buf: np.ndarray, scan: LineScan, line_plane: np.ndarray, stat_names: pl.Series,
             refs: Lookup, skip: Collection[str] = (),
             codes_only: Collection[str] = ()) -> tuple[dict[str, pl.Series], dict[str, Strings]]:
     """One column per :data:`STAT_FIELDS` entry (but the columns in ``skip``) from the scan's typed cells
-    (``plane``: each event's plane, for refs): null where an event has no such stat; numbers written as text parsed;
+    (``line_plane``: each line's plane, an event's being its line's, for refs): null where an event has no such stat; numbers written as text parsed;
     strings a categorical gathered from the stat names (refs: a row each) and the few inline strings (no Python
     string per row), also given as their codes (:class:`Strings`). String columns in ``codes_only`` are given as
     their codes alone (``analyze`` reads the kernel details' registers, not their text)."""
@@ -286,7 +286,7 @@ def columns(buf: np.ndarray, scan: LineScan, plane: np.ndarray, stat_names: pl.S
             sel = sel[_last_of_each(scan.odd_ev[sel])]
             sel = sel[state[scan.odd_ev[sel]] == S_TEXT]
             ev = scan.odd_ev[sel]
-            text = _odd_texts(buf, scan.odd_kind[sel], scan.odd_val[sel], plane[ev], stat_names, refs)
+            text = _odd_texts(buf, scan.odd_kind[sel], scan.odd_val[sel], line_plane[scan.ev_line[ev]], stat_names, refs)
         if f.kind == "str":
             dictionary = stat_names
             if text is not None and text.len():
