@@ -1097,3 +1097,22 @@ def test_numpy_reader_in_small_batches_reads_the_same(source, monkeypatch):
     assert len(batches) > 1 and max(batches) <= 7  # read in batches
     for a, b in zip(numpy_read, compiled):
         assert a.equals(b)
+
+
+@pytest.mark.parametrize("path", _xspace_files(), ids=lambda p: p.name[:30])
+def test_hlo_categories_by_compiled_numbering_equal_the_join(path, monkeypatch):
+    """JAX kernels whose name gives a generic category take their HLO instruction's (``decided_by`` = ``hlo``): the
+    rows' descriptions numbered in compiled passes, each number's category gathered, give the categorized GPU table
+    of the join on the descriptions' codes, cell for cell, on every real profile."""
+    from kernscope.analyze import launcher_categories as lc
+    from kernscope.analyze.categories import Categorizer
+    from kernscope.analyze.kernels import gpu_table
+
+    t = kernscope.load(path, cache=False)
+    cat = Categorizer.builtin()
+    compiled = gpu_table(t, cat, text_names=False, text_keys=False)
+    monkeypatch.setattr(lc, "numbered", lambda *a, **k: None)
+    joined = gpu_table(t, cat, text_names=False, text_keys=False)
+    assert compiled.equals(joined)
+    if path in (MLP, TRANSFORMER):
+        assert (compiled["decided_by"].cast(pl.String) == "hlo").sum() > 0  # some kernels decided by their HLO

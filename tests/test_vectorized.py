@@ -259,8 +259,9 @@ def test_last_ended_over_the_whole_int64_range() -> None:
 
 @pytest.mark.parametrize("dtype", ["categorical", "enum", "text"])
 def test_event_kinds_by_code_table_equal_by_search_and_by_text(dtype: str, monkeypatch) -> None:
-    """link.kinds.classify: each row's kind from its phase's and category's codes, through a table from code to
-    index, equals the binary search it replaced and the kind of each row's text (nulls, unknown categories)."""
+    """link.kinds.classify: each row's kind from its phase's and category's codes, by the compiled numbering of the
+    distinct pairs, equals it through a table from code to index, the binary search that replaced, and the kind of
+    each row's text (nulls, unknown categories)."""
     from kernscope.link import kinds
 
     rng = np.random.default_rng(4)
@@ -276,6 +277,10 @@ def test_event_kinds_by_code_table_equal_by_search_and_by_text(dtype: str, monke
         return s.cast(pl.Categorical if dtype == "categorical" else pl.Enum(sorted(set(values.tolist()) - {""})))
 
     got = kinds.classify(series(ph), series(cat))
+    if dtype != "text":
+        assert kinds.numbered([series(ph), series(cat)]) is not None  # (the compiled numbering ran)
+    monkeypatch.setattr(kinds, "numbered", lambda *a, **k: None)
+    assert got.equals(kinds.classify(series(ph), series(cat)))  # by a table of codes
     monkeypatch.setattr(kinds, "LUT_MAX_CODE", 0)  # every code through the binary search
     assert got.equals(kinds.classify(series(ph), series(cat)))
     want = [kinds._kind_of(p, c) for p, c in zip(ph.tolist(), cat.tolist())]

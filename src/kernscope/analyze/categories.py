@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import RulesError
+from ..link.kinds import FLAT_KEYS, numbered
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -482,29 +483,20 @@ class Categorizer:
 
 
 #: the most (name, kind, launch) code combinations :func:`_numbered_keys` numbers by a flat table
-_FLAT_KEYS = float(1 << 24)
+_FLAT_KEYS = FLAT_KEYS
 
 
 def _numbered_keys(gpu: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The distinct combinations of the interned ``columns`` of ``gpu``, numbered by the compiled library
-    (:func:`kernscope.load.native.distinct_rows`): (each row's number, one row of each combination, and per number
+    (:func:`kernscope.link.kinds.numbered`): (each row's number, one row of each combination, and per number
     whether its name or kind is null: such rows match no rule), or None where the columns are not all interned,
     the library is not there, or their codes' ranges multiply past :data:`_FLAT_KEYS`."""
-    if not gpu.height or any(not isinstance(gpu.schema[c], (pl.Enum, pl.Categorical)) for c in columns):
+    if not gpu.height:
         return None
-    from ..load.native import distinct_rows
-
-    cols, missing = [], []
-    for c in columns:
-        codes = gpu[c].to_physical()
-        nulls = codes.null_count()
-        missing.append(codes.is_null().to_numpy() if nulls else None)
-        v = (codes.fill_null(0) if nulls else codes).to_numpy()
-        cols.append(v.view(np.int32) if v.dtype == np.uint32 else v.astype(np.int32))
-    got = distinct_rows(cols, missing, None, _FLAT_KEYS)
+    got = numbered([gpu[c] for c in columns], _FLAT_KEYS)
     if got is None:
         return None
-    number, first = got
+    number, first, missing = got
     unmatched = np.zeros(len(first), dtype=bool)
     for m in missing[:2]:  # name, kind
         if m is not None:

@@ -19,8 +19,10 @@ Vectorized: one nesting pass over the named ops.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
+from ..link.kinds import numbered
 from ..model import Trace
 from .attribute import op_gpu_pairs
 from .categories import OTHER, Categorizer
@@ -91,17 +93,29 @@ def refine_by_hlo(gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
     if "hlo_desc" not in gpu.columns or gpu["hlo_desc"].null_count() == gpu.height:
         return gpu
     generic = categorizer.generic | {OTHER}
-    distinct = gpu["hlo_desc"].cast(pl.Categorical).unique().drop_nulls()
-    cats = categorizer.op_categories(distinct.cast(pl.String).to_list())
-    table = pl.DataFrame({"_code": distinct.to_physical(), "_hlo_cat": cats["category"]}).drop_nulls()
+    desc = gpu["hlo_desc"].cast(pl.Categorical)
     dtype = gpu.schema["category"]
-    table = table.with_columns(pl.col("_hlo_cat").cast(dtype))
-    if table.height == 0:
-        return gpu
-    # each row's HLO category aligned with the rows (a join of the whole table copied every column: 6.7 M rows of
-    # ~70 at 1 GB)
-    codes = gpu.select(pl.col("hlo_desc").cast(pl.Categorical).to_physical().alias("_code"))
-    joined = gpu.with_columns(codes.join(table, on="_code", how="left", maintain_order="left")["_hlo_cat"])
+    found = numbered([desc])
+    if found is not None:  # the rows' descriptions numbered in two compiled passes, each number's category gathered
+        number, first, _ = found
+        texts = desc.gather(pl.Series(first)).cast(pl.String)
+        known = texts.drop_nulls().to_list()
+        by_text = dict(zip(known, categorizer.op_categories(known)["category"].to_list()))
+        per_number = pl.Series("_hlo_cat", [None if t is None else by_text[t] for t in texts.to_list()], dtype=pl.String)
+        if per_number.null_count() == per_number.len():
+            return gpu
+        joined = gpu.with_columns(per_number.cast(dtype).gather(pl.Series(number.view(np.uint32))))
+    else:
+        distinct = desc.unique().drop_nulls()
+        cats = categorizer.op_categories(distinct.cast(pl.String).to_list())
+        table = pl.DataFrame({"_code": distinct.to_physical(), "_hlo_cat": cats["category"]}).drop_nulls()
+        table = table.with_columns(pl.col("_hlo_cat").cast(dtype))
+        if table.height == 0:
+            return gpu
+        # each row's HLO category aligned with the rows (a join of the whole table copied every column: 6.7 M rows of
+        # ~70 at 1 GB)
+        codes = gpu.select(desc.to_physical().alias("_code"))
+        joined = gpu.with_columns(codes.join(table, on="_code", how="left", maintain_order="left")["_hlo_cat"])
     cat = pl.col("category")
     change = (pl.col("_hlo_cat").is_not_null() & cat.is_in(sorted(generic)) & (pl.col("_hlo_cat") != cat)
               & (pl.col("kind") == "kernel"))  # on the interned values: no text per row
