@@ -336,9 +336,14 @@ def test_the_compiled_link_cut_equals_numpy(p, monkeypatch):
         pytest.fail("the compiled library was not built (make install compiles src/kernscope/load/_sweep.c)")
     t = kernscope.load(p, cache=False)
     g = gpu_table(t, Categorizer.builtin())
-    calls = []
+    calls: list[int] = []
     real = cp_mod.node_windows
-    monkeypatch.setattr(cp_mod, "node_windows", lambda *a: calls.append(1) or real(*a))
+
+    def counted(*a):
+        calls.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(cp_mod, "node_windows", counted)
     first = t.steps["step"].head(1).to_list()
     compiled = [cp_mod.critical_path(t, g), *(cp_mod.critical_path(t, g, step=s) for s in first)]
     if compiled[0].steps.height == 0:

@@ -222,8 +222,8 @@ def test_assign_steps_equals_the_asof_join(by_gpu_time: bool, compiled: bool, mo
     """Each GPU row's step: the window starting last at or before its launch (or start), when the key is before that
     window's end; null keys, keys before every window, keys in gaps between windows and keys in a window without an
     end or a number get none. The compiled pass (``ks_window_of``) and numpy's search agree."""
-    from kernscope.load import native
     from kernscope.link.steps import assign_steps
+    from kernscope.load import native
 
     if compiled and native.scanner() is None:
         pytest.fail("the compiled library was not built (make install compiles src/kernscope/load/_sweep.c)")

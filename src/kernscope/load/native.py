@@ -36,7 +36,8 @@ def _library() -> Any:
                     return None
                 for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest",
                            "ks_search_right", "ks_union_lengths", "ks_idle_gaps", "ks_clip", "ks_code_range",
-                           "ks_distinct_keys", "ks_distinct_number", "ks_mark_used", "ks_window_of", "ks_node_windows", "ks_group_last_max"):
+                           "ks_distinct_keys", "ks_distinct_number", "ks_mark_used", "ks_window_of", "ks_node_windows",
+                           "ks_group_last_max"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_kineto_scan.restype = ctypes.c_int64
                 return lib

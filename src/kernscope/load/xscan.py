@@ -294,8 +294,8 @@ def _cut_long_lines(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: n
     end[last] = offs[parent[last]] + lens[parent[last]]
     cut = np.zeros(n, dtype=bool)
     cut[cut_line[:nc]] = True
-    hdr = hdr.reshape(n, 4)
-    return _Cut(start, end - start, parent, cut, hdr, events, np.ascontiguousarray(hdr[parent, 1]),
+    header = hdr.reshape(n, 4)
+    return _Cut(start, end - start, parent, cut, header, events, np.ascontiguousarray(header[parent, 1]),
                 cut[parent].view(np.uint8))
 
 

@@ -263,10 +263,11 @@ def columns(buf: np.ndarray, scan: LineScan, line_plane: np.ndarray, stat_names:
             refs: Lookup, skip: Collection[str] = (),
             codes_only: Collection[str] = ()) -> tuple[dict[str, pl.Series], dict[str, Strings]]:
     """One column per :data:`STAT_FIELDS` entry (but the columns in ``skip``) from the scan's typed cells
-    (``line_plane``: each line's plane, an event's being its line's, for refs): null where an event has no such stat; numbers written as text parsed;
-    strings a categorical gathered from the stat names (refs: a row each) and the few inline strings (no Python
-    string per row), also given as their codes (:class:`Strings`). String columns in ``codes_only`` are given as
-    their codes alone (``analyze`` reads the kernel details' registers, not their text)."""
+    (``line_plane``: each line's plane, an event's being its line's, for refs): null where an event has no such
+    stat; numbers written as text parsed; strings a categorical gathered from the stat names (refs: a row each) and
+    the few inline strings (no Python string per row), also given as their codes (:class:`Strings`). String columns
+    in ``codes_only`` are given as their codes alone (``analyze`` reads the kernel details' registers, not their
+    text)."""
     out: dict[str, pl.Series] = {}
     strings: dict[str, Strings] = {}
     for i, f in enumerate(STAT_FIELDS):
