@@ -277,7 +277,7 @@ def test_event_kinds_by_code_table_equal_by_search_and_by_text(dtype: str, monke
         return s.cast(pl.Categorical if dtype == "categorical" else pl.Enum(sorted(set(values.tolist()) - {""})))
 
     got = kinds.classify(series(ph), series(cat))
-    if dtype != "text":
+    if dtype == "enum":  # (an Enum's codes are its own: narrow; a categorical's are the process's, wide in a long one)
         assert kinds.numbered([series(ph), series(cat)]) is not None  # (the compiled numbering ran)
     monkeypatch.setattr(kinds, "numbered", lambda *a, **k: None)
     assert got.equals(kinds.classify(series(ph), series(cat)))  # by a table of codes
