@@ -502,3 +502,24 @@ def test_looked_up_declines_wide_ranges_and_other_types() -> None:
     assert looked_up(keys.cast(pl.Int32), pl.Series([1], dtype=pl.Int32), pl.Series([5], dtype=pl.Int64)) is None
     assert looked_up(keys, pl.Series([], dtype=pl.Int64), pl.Series([], dtype=pl.Int64)) is None
     assert looked_up(keys, pl.Series([2, 1], dtype=pl.Int64), pl.Series([20, 10], dtype=pl.Int64)).to_list() == [10, 20, None]
+
+
+def test_steps_in_order_are_said_sorted_and_group_the_same() -> None:
+    """GPU rows all in steps and in step order (a JAX profile's) get a ``step`` column flagged sorted, so polars groups
+    it in runs; rows out of order, or some in no step, are not flagged. Grouped by step, the flagged column gives the
+    same sums as the same values unflagged."""
+    from kernscope.link.steps import assign_steps
+
+    steps = pl.DataFrame({"step": [7, 8, 9], "start": [0, 100, 200], "end": [100, 200, 300]})
+    rng = np.random.default_rng(5)
+    launch = np.sort(rng.integers(0, 300, 5_000))
+    gpu = pl.DataFrame({"launch_ts": launch, "dur": rng.integers(1, 50, 5_000)})
+    in_order = assign_steps(gpu, steps)["step"]
+    assert in_order.flags["SORTED_ASC"] and in_order.null_count() == 0
+    shuffled = assign_steps(gpu.sample(fraction=1.0, shuffle=True, seed=1), steps)["step"]
+    assert not shuffled.flags["SORTED_ASC"]
+    partly = assign_steps(gpu.with_columns(pl.col("launch_ts") + 50), steps)["step"]  # the last rows in no step
+    assert partly.null_count() > 0 and not partly.flags["SORTED_ASC"]
+    flagged = gpu.with_columns(in_order).group_by("step").agg(pl.col("dur").sum()).sort("step")
+    plain = gpu.with_columns(pl.Series("step", in_order.to_list())).group_by("step").agg(pl.col("dur").sum()).sort("step")
+    assert flagged.equals(plain) and flagged.height == 3

@@ -358,4 +358,11 @@ def assign_steps(gpu: pl.DataFrame, step_table: pl.DataFrame, *, by_gpu_time: bo
         inside = k_ok & (at >= 0) & ends_ok[j] & (k < ends[j]) & values_ok[j]
         number = values[j]
     step = pl.Series("step", number, dtype=pl.Int64)
-    return gpu.with_columns(step.set(pl.Series(~inside), None) if not inside.all() else step)
+    if not inside.all():
+        return gpu.with_columns(step.set(pl.Series(~inside), None))
+    if len(number) > 1 and bool((number[1:] >= number[:-1]).all()):
+        # every row in a step and the rows in step order (a JAX profile's): said, so that polars groups by step in runs
+        # instead of hashing every row (6.7 M rows by 15,500 steps: 0.04-0.06 -> 0.008 s, in each of the summaries
+        # and timelines by step)
+        step = step.set_sorted()
+    return gpu.with_columns(step)
