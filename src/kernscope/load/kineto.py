@@ -459,10 +459,16 @@ def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozen
         if c in META_COLUMNS:
             metas[c] = col.filter(is_meta).rechunk() if split else col.clear()
         if c in columns:
-            if c in _ARG_COLUMNS and col.null_count() == col.len():  # e.g. no communication in this trace
+            # (nulls in every event row, e.g. no communication in this trace: values only in the flow or metadata rows
+            # split off count too; such columns were 235 MB of the 10 GB replica's table at the end of its parse)
+            if c in _ARG_COLUMNS and col.null_count() == col.len():
                 literal.append(c)
             else:
-                out[c] = col.filter(rest).rechunk() if split else col
+                kept = col.filter(rest).rechunk() if split else col
+                if c in _ARG_COLUMNS and kept.null_count() == kept.len():
+                    literal.append(c)
+                else:
+                    out[c] = kept
         del parts, col
         trim_heap()
 
