@@ -482,18 +482,15 @@ class Categorizer:
         return gpu.with_columns(out["category"], out["library"])
 
 
-#: the most (name, kind, launch) code combinations :func:`_numbered_keys` numbers by a flat table
-_FLAT_KEYS = FLAT_KEYS
-
-
 def _numbered_keys(gpu: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The distinct combinations of the interned ``columns`` of ``gpu``, numbered by the compiled library
     (:func:`kernscope.link.kinds.numbered`): (each row's number, one row of each combination, and per number
     whether its name or kind is null: such rows match no rule), or None where the columns are not all interned,
-    the library is not there, or their codes' ranges multiply past :data:`_FLAT_KEYS`."""
+    the library is not there, or their codes' ranges multiply past
+    :data:`~kernscope.link.kinds.FLAT_KEYS`."""
     if not gpu.height:
         return None
-    got = numbered([gpu[c] for c in columns], _FLAT_KEYS)
+    got = numbered([gpu[c] for c in columns], FLAT_KEYS)
     if got is None:
         return None
     number, first, missing = got

@@ -145,9 +145,9 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None,
     _check_projection(raw, t0)
     _validate(events, path)
     events = events.with_columns((pl.col("ts") + pl.col("dur")).alias("end")).drop("ts_missing", "dur_missing")
-    # columns the trace has no value in (a Kineto trace's collective and memory args, python ids ...): one null
-    # literal each, no buffer, and not copied by a filter or gather of the events (the 10 GB replica held 235 MB of
-    # them, and each filter of its 10 M CPU ops copied them again)
+    # columns the trace has no value in (a Kineto trace's collective and memory args, python ids, an XSpace's Kineto
+    # columns ...), whatever the format: one null literal each, no buffer, and not copied by a filter or gather of the
+    # events (the 10 GB replica held 235 MB of them, and each filter of its 10 M CPU ops copied them again)
     events = literal_nulls(events)
     meta = raw.meta_events
     process_names = _names(meta, "process_name", ["pid"]) if meta.height else {}
