@@ -671,6 +671,68 @@ def test_size_marks_say_when_no_stored_output_can_answer(tmp_path, monkeypatch):
     assert not outputs.may_be_stored(str(trace))
 
 
+def test_a_file_of_an_unseen_size_is_parsed_first_and_hashed_beside_the_link(tmp_path, monkeypatch):
+    """No entry can exist for a file whose size no entry has: the load parses at once and the entry's writer hashes
+    the file on its own thread; the entry has the content's key all the same (a copy of the file is served it), and
+    the size is marked by the entry alone (no output stored)."""
+    from kernscope import outputs
+    from kernscope.analyze.needs import analyze_projection
+
+    monkeypatch.setattr(kcache, "RACY_NS", 0)  # the digest index written at once
+    trace = tmp_path / "t.json"
+    make_trace(trace, 300_000)
+    real = kcache.file_digest
+    hashed: list[str] = []
+
+    def digest(path):
+        import threading
+
+        hashed.append(threading.current_thread().name)
+        return real(path)
+
+    monkeypatch.setattr(kcache, "file_digest", digest)
+    proj = analyze_projection(None)
+    fresh = kernscope.load(trace, projection=proj)
+    assert not fresh.from_cache and hashed == ["kernscope-cache-events"]
+    assert outputs.may_be_stored(str(trace)) and kcache.size_seen(trace.stat().st_size)
+    again = kernscope.load(trace, projection=proj)  # the digest index knows the file: not read again
+    assert again.from_cache and hashed == ["kernscope-cache-events"]
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(trace.read_bytes())
+    assert kernscope.load(copy, projection=proj).from_cache and hashed[-1] == "MainThread"
+    assert _entry_dir().name == kcache.entry_key(real(trace), pipeline.LoadOptions(projection=proj).key())
+    for name in ("events", "gpu", "steps"):
+        assert getattr(fresh, name).equals(getattr(again, name)), name
+
+
+def test_a_file_changed_before_its_pending_hash_is_not_cached(tmp_path, monkeypatch):
+    """The pending digest is checked against the file's identity when it was read: a file edited after its parse and
+    before its hash gets no entry (a notice says so), and the next load reads the new content."""
+    from kernscope import outputs
+    from kernscope.load.source import FileIdentity
+
+    trace = write_trace(tmp_path / "t.json", [_kernel(1, 2, 1)])
+    real = kcache.file_digest
+
+    def edit_then_hash(path):
+        write_trace(Path(path), [_kernel(1, 2, 1), _kernel(5, 3, 2, name="later")])
+        return real(path)
+
+    notes: list[str] = []
+    monkeypatch.setattr(kcache, "file_digest", edit_then_hash)
+    first = pipeline.load(trace, notify=notes.append)
+    assert first.gpu.height == 1 and any("changed while it was read" in n for n in notes), notes
+    assert not kcache.entries()
+    monkeypatch.setattr(kcache, "file_digest", real)
+    second = kernscope.load(trace)
+    assert not second.from_cache and second.gpu["name"].cast(pl.String).to_list() == ["k", "later"]
+    # a pending digest never hashed (its entry was not written) stores no output, and does not hash to find out
+    pending = kcache.PendingDigest(str(trace), FileIdentity.of(trace))
+    monkeypatch.setattr(kcache, "file_digest", edit_then_hash)
+    outputs.store(pending, {}, {"command": "analyze"}, b"out", None)
+    assert pending.known() is None
+
+
 # -- digest index ---------------------------------------------------------------------------------------
 def test_digest_index_skips_reading_an_unchanged_file(tmp_path, monkeypatch):
     from kernscope.load import cache as C

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .load import cache as _cache
-from .load.source import open_trace
+from .load.source import FileIdentity, open_trace
 
 Notify = Callable[[str], None]
 
@@ -32,18 +32,24 @@ def result_key(command: str, options: dict[str, Any], rules: str | None = None) 
 
 
 def lookup(path: str, load_key: dict[str, Any], key: dict[str, Any],
-           notify: Notify | None) -> tuple[_cache.KnownDigest, bytes | None]:
+           notify: Notify | None) -> tuple[_cache.KnownDigest | _cache.PendingDigest, bytes | None]:
     """(content digest of ``path``, stored output or None). The digest can be handed to
-    :func:`kernscope.pipeline.load` so that the file is not hashed twice."""
+    :func:`kernscope.pipeline.load` so that the file is not hashed twice; it is a pending one (not hashed yet, and
+    nothing stored) when no cache entry was ever written for a file of its size."""
     open_trace(path).close()  # the same checks and messages as a load (missing file, directory, empty)
+    pending = _cache.digest_later(path, FileIdentity.of(path))
+    if pending is not None:
+        return pending, None
     known = _cache.KnownDigest.of(path)
     entry = _cache.open_entry(known.hexdigest, load_key, notify=notify)
     return known, (_cache.read_result(entry, key) if entry is not None else None)
 
 
-def store(digest: _cache.KnownDigest, load_key: dict[str, Any], key: dict[str, Any], body: bytes,
-          notify: Notify | None) -> None:
-    entry = _cache.open_entry(digest.hexdigest, load_key, notify=notify)
+def store(digest: _cache.KnownDigest | _cache.PendingDigest, load_key: dict[str, Any], key: dict[str, Any],
+          body: bytes, notify: Notify | None) -> None:
+    # (a pending digest not hashed yet: its load wrote no entry, so there is nowhere to store the output)
+    hexdigest = digest.hexdigest if isinstance(digest, _cache.KnownDigest) else digest.known()
+    entry = _cache.open_entry(hexdigest, load_key, notify=notify) if hexdigest is not None else None
     if entry is not None:
         _cache.write_result(entry, key, body)
         _cache.mark_size(digest.identity.size)

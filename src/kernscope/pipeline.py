@@ -97,7 +97,7 @@ def load(
     notify: Notify | None = None,
     progress: Callable[[int, int], None] | None = None,
     projection: Projection | None = None,
-    digest: _cache.KnownDigest | None = None,
+    digest: _cache.KnownDigest | _cache.PendingDigest | None = None,
     defer_cache_write: Callable[[Callable[[], None]], None] | None = None,
     timings: list[tuple[str, float]] | None = None,
 ) -> Trace:
@@ -116,7 +116,9 @@ def load(
             the trace then holds only the rest (``stats.projected_out`` counts the events skipped; args
             columns not read are null).
         digest: the file's content digest when the caller has just computed it (used while the file
-            still has the identity it had then; else the file is hashed again).
+            still has the identity it had then; else the file is hashed again), or the pending one of a file no
+            cache entry can hold yet. Without it a file whose size no entry has is not hashed before the parse
+            (:class:`kernscope.load.cache.PendingDigest`: it is hashed while the entry is written).
         defer_cache_write: receives the function that stores the parsed trace in the cache, instead of
             it being called before returning (a command may run it while it analyzes the trace, and must
             have run it before it stores outputs in that cache entry).
@@ -132,13 +134,21 @@ def load(
     source = open_trace(p)
     before = FileIdentity.of(p)
     try:
-        digest_hex = ""
+        digest_hex: str | _cache.PendingDigest = ""
         if cache:
-            if digest is None or digest.identity != before:
-                digest = _cache.KnownDigest.of(p)
-            digest_hex = digest.hexdigest if digest.identity == before else _cache.file_digest(p)
-            lap("content hash (the cache key)")
-            entry = _cache.open_entry(digest_hex, opts.key(), notify=notify)
+            if isinstance(digest, _cache.PendingDigest) and digest.identity != before:
+                digest = None
+            if digest is None:  # no entry can exist for a file of an unseen size: parse first, hash later
+                digest = _cache.digest_later(p, before)
+            entry = None
+            if isinstance(digest, _cache.PendingDigest):
+                digest_hex = digest
+            else:
+                if digest is None or digest.identity != before:
+                    digest = _cache.KnownDigest.of(p)
+                digest_hex = digest.hexdigest if digest.identity == before else _cache.file_digest(p)
+                lap("content hash (the cache key)")
+                entry = _cache.open_entry(digest_hex, opts.key(), notify=notify)
             if entry is not None:
                 try:
                     return _from_entry(entry, p, lambda: load(p, cache=False, salvage=salvage, workers=workers,
@@ -158,7 +168,7 @@ def load(
     finally:
         source.close()
     trim_heap()  # the parse's freed buffers back to the system before linking allocates (peak RSS)
-    staged = _StagedWrite(_cache.EntryWriter(digest_hex, opts.key(), notify=notify) if cache else None)
+    staged = _StagedWrite(_cache.EntryWriter(digest_hex, opts.key(), notify=notify, size=before.size) if cache else None)
     try:
         with _gc_paused():
             trace = link(raw, p, steps=opts.steps, events_ready=staged.events)
@@ -213,9 +223,14 @@ class _StagedWrite:
 
     def events(self, events: pl.DataFrame) -> None:
         if self.writer is not None and self._thread is None:
-            self._thread = threading.Thread(target=self.writer.add, args=("events", events),
+            self._thread = threading.Thread(target=self._write_events, args=(self.writer, events),
                                             name="kernscope-cache-events")
             self._thread.start()
+
+    @staticmethod
+    def _write_events(writer: _cache.EntryWriter, events: pl.DataFrame) -> None:
+        writer.add("events", events)
+        writer.settle_digest()  # a pending digest hashed here, while the link still runs on the other core
 
     def _join(self) -> None:
         if self._thread is not None:

@@ -33,6 +33,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -209,6 +210,52 @@ class KnownDigest:
             if index is not None and key is not None:
                 _index(index, identity, hexdigest, key)
         return cls(identity, hexdigest)
+
+
+class PendingDigest:
+    """The content digest of a file that no cache entry can hold yet, hashed when first asked for rather than before
+    the parse. No entry (and so no stored output) was ever written for a file of its size (:func:`size_seen`), so
+    nothing can be looked up under its digest: a cold load parses at once, and the entry's writer hashes the file
+    on its thread while the trace is linked and analyzed (a 975 MB profile's hash is 0.16 s, a 200 MB trace's
+    0.03-0.04 s, on the cold run's critical path before). :meth:`get` is None when the file no longer has
+    ``identity`` after it was hashed (it changed after it was read: its entry is not written)."""
+
+    def __init__(self, path: str | os.PathLike[str], identity: Any, root: Path | None = None) -> None:
+        self.path, self.identity, self.root = str(path), identity, root
+        self._lock = threading.Lock()
+        self._done = False
+        self._hex: str | None = None
+
+    def known(self) -> str | None:
+        """The digest when :meth:`get` has hashed the file (None before, or when it changed); never hashes."""
+        with self._lock:
+            return self._hex
+
+    def get(self) -> str | None:
+        """The digest (hashed on the first call, once), or None when the file changed since it was read."""
+        from .source import FileIdentity
+
+        with self._lock:
+            if not self._done:
+                self._done = True
+                try:
+                    hexdigest = file_digest(self.path)
+                    same = FileIdentity.of(self.path) == self.identity
+                except Exception:  # noqa: BLE001 - removed or unreadable since: not cached, as a changed file
+                    same = False
+                if same:
+                    self._hex = hexdigest
+                    index = _digest_index(self.root)
+                    key = _secret(index.parent) if index is not None else None
+                    if index is not None and key is not None:
+                        _index(index, self.identity, hexdigest, key)
+            return self._hex
+
+
+def digest_later(path: str | os.PathLike[str], identity: Any, root: Path | None = None) -> PendingDigest | None:
+    """A :class:`PendingDigest` for ``path`` when no cache entry can exist for a file of its size (then it need not be
+    hashed before it is parsed), else None (look it up: :meth:`KnownDigest.of`)."""
+    return None if size_seen(identity.size, root) else PendingDigest(path, identity, root)
 
 
 #: a file is indexed only when it has not changed for this long (a change made within the timestamp
@@ -468,9 +515,11 @@ class EntryWriter:
     is the event table and takes more than :data:`COMPRESS_EVENTS_ABOVE` bytes in memory, or is another table and
     takes more than :data:`COMPRESS_ABOVE`)."""
 
-    def __init__(self, digest: str, options: dict[str, Any], *, notify: Notify | None = None,
-                 compress: bool | None = None) -> None:
+    def __init__(self, digest: str | PendingDigest, options: dict[str, Any], *, notify: Notify | None = None,
+                 compress: bool | None = None, size: int | None = None) -> None:
         self.digest, self.options, self.notify = digest, options, notify
+        #: the file's size (as stored): marked at the commit (:func:`mark_size`), so that a file of this size is looked up
+        self.size = digest.identity.size if isinstance(digest, PendingDigest) else size
         self.compress = compress
         self._files: dict[str, dict[str, Any]] = {}
         self._rows = 0  #: rows of the tables added so far (bounds the strings their codes may need)
@@ -492,6 +541,12 @@ class EntryWriter:
     def active(self) -> bool:
         """False once the entry is committed, abandoned or failed (or when the cache is unwritable)."""
         return self._tmp is not None
+
+    def settle_digest(self) -> None:
+        """Hash the file now when its digest is pending (:class:`PendingDigest`; else nothing): a load calls it on the
+        thread that wrote the event table, while the link still runs."""
+        if self._tmp is not None and isinstance(self.digest, PendingDigest):
+            self.digest.get()
 
     def add(self, name: str, df: pl.DataFrame) -> None:
         """Write table ``name`` (one of :data:`TABLES`) into the entry."""
@@ -555,20 +610,32 @@ class EntryWriter:
         if tmp is None or self._root is None or self._key is None:
             return None
         root, key = self._root, self._key
-        final = _version_dir(root) / entry_key(self.digest, self.options)
+        pending: PendingDigest | None = None
+        digest: str | None
+        if isinstance(self.digest, str):
+            digest = self.digest
+        else:
+            pending = self.digest
+            digest = pending.get()
+        if digest is None:
+            self.abandon()
+            (self.notify or _warn)(f"kernscope: {pending.path if pending else 'the trace'} changed while it was read; "
+                                   "not caching it")
+            return None
+        final = _version_dir(root) / entry_key(digest, self.options)
         try:
             if set(TABLES) - {n.removesuffix(".arrow") for n in self._files}:
                 raise ValueError("an entry without all its tables")
             if self._top >= 0:
                 self._write_strings(tmp)
             (tmp / "results").mkdir()
-            manifest = {"format": CACHE_FORMAT_VERSION, "digest": self.digest, "options": self.options,
+            manifest = {"format": CACHE_FORMAT_VERSION, "digest": digest, "options": self.options,
                         "files": self._files, "info": info, "created": time.time()}
             (tmp / "manifest.json").write_bytes(_seal(manifest, key))
             try:
                 os.rename(tmp, final)
             except OSError:  # another process stored the same entry first: keep it (identical content)
-                if open_entry(self.digest, self.options, notify=self.notify) is None:
+                if open_entry(digest, self.options, notify=self.notify) is None:
                     shutil.rmtree(final, ignore_errors=True)
                     os.rename(tmp, final)
                 else:
@@ -577,6 +644,8 @@ class EntryWriter:
             self._fail(e)
             return None
         self._tmp = None
+        if self.size is not None:
+            mark_size(self.size, root)
         if _note_write(root, sum(int(f["size"]) for f in self._files.values())):
             evict(root)
         return final
@@ -827,17 +896,18 @@ def clear(root: Path | None = None) -> int:
     return freed
 
 
-# -- file sizes with stored outputs ------------------------------------------------------------------
-# A stored output is found by its file's content hash, so a command hashes the file before anything else.
-# Content of a given hash has one size: when no output was ever stored for a file of this size, none can
-# be found, and the command may start its other work while it hashes (the marks are never removed with
-# an entry: a stale one only means hashing first, as before).
+# -- file sizes with cache entries ------------------------------------------------------------------
+# An entry (and a stored output in it) is found by its file's content hash, so a load would hash the file before
+# anything else. Content of a given hash has one size: when no entry was ever written for a file of this size, none
+# can be found, and the file is parsed at once, hashed later (:class:`PendingDigest`). The marks are never removed
+# with an entry: a stale one only means hashing first, as before; an entry written before marks existed is found
+# again once a load of its file has written it anew.
 def _sizes(root: Path | None) -> Path | None:
     return _subdir(root, "sizes")
 
 
 def mark_size(size: int, root: Path | None = None) -> None:
-    """Record that an output was stored for a file of ``size`` bytes (as stored)."""
+    """Record that an entry or an output was stored for a file of ``size`` bytes (as stored)."""
     d = _sizes(root)
     if d is None:
         return
@@ -847,7 +917,7 @@ def mark_size(size: int, root: Path | None = None) -> None:
 
 
 def size_seen(size: int, root: Path | None = None) -> bool:
-    """False only when no output was ever stored for a file of ``size`` bytes (so none can be found)."""
+    """False only when no entry or output was ever stored for a file of ``size`` bytes (so none can be found)."""
     d = _sizes(root)
     if d is None:
         return False
