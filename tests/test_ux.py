@@ -279,7 +279,11 @@ def test_analyze_timings_prints_the_phases_of_a_cold_run(tmp_path, capsys):
     assert a == b  # the output is the same
     lines = {ln.split("  ")[0].strip(): ln for ln in err.splitlines() if ln.strip()}
     # the parse says which reader read the pieces: the compiled scanner, where the install built it
-    parse = "parse (kineto, projected, compiled scanner 1 of 1 pieces)"
+    # (and, for a gzip file, how much JSON it inflated to: its rate on disk says little of the parse)
+    import gzip
+
+    inflated = len(gzip.decompress(example.read_bytes())) / 1e6
+    parse = f"parse (kineto, from gzip: {inflated:,.1f} MB inflated, projected, compiled scanner 1 of 1 pieces)"
     phases = [parse, "link (correlation, call tree, steps)", "analysis (summaries, categories, findings)", "render (json)"]
     assert all(p in lines for p in phases) and "total" in lines and "MB on disk, read cold" in err
     secs = [float(lines[p].split()[-2]) for p in phases]
@@ -293,6 +297,12 @@ def test_analyze_timings_names_the_readers(tmp_path, capsys, monkeypatch):
     example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
     assert main(["analyze", str(example), "--format", "json", "-o", str(tmp_path / "a.json"), "--timings"]) == 0
+    assert "inflated, projected, line reader 1 of 1 pieces)" in capsys.readouterr().err
+    plain = tmp_path / "plain.json"  # a plain file: no gzip in the label
+    import gzip
+
+    plain.write_bytes(gzip.decompress(example.read_bytes()))
+    assert main(["analyze", str(plain), "--format", "json", "-o", str(tmp_path / "b.json"), "--timings"]) == 0
     assert "parse (kineto, projected, line reader 1 of 1 pieces)" in capsys.readouterr().err
 
 

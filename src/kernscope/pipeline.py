@@ -161,7 +161,9 @@ def load(
         with _gc_paused():
             raw = fmt.parse(source, ParseOptions(salvage=salvage, limits=limits, workers=workers, progress=progress,
                                                  projection=projection))
-        lap(f"parse ({fmt.name}{', projected' if projection is not None else ''}{_readers(raw.readers)})")
+        # (a gzip file's rate on disk says little of the parse: the label gives the JSON it inflated to)
+        inflated = f", from gzip: {source.json_bytes / 1e6:,.1f} MB inflated" if source.gz else ""
+        lap(f"parse ({fmt.name}{inflated}{', projected' if projection is not None else ''}{_readers(raw.readers)})")
     except MemoryError:
         raise TraceError(p, "out of memory while reading this trace; try --max-memory to bound it, or a machine "
                             "with more memory") from None
