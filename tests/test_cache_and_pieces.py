@@ -731,6 +731,10 @@ def test_a_file_changed_before_its_pending_hash_is_not_cached(tmp_path, monkeypa
     monkeypatch.setattr(kcache, "file_digest", edit_then_hash)
     outputs.store(pending, {}, {"command": "analyze"}, b"out", None)
     assert pending.known() is None
+    monkeypatch.setattr(kcache, "file_digest", real)
+    gone = kcache.PendingDigest(str(trace), FileIdentity.of(trace))
+    trace.unlink()  # removed before its hash: no digest, no error
+    assert gone.get() is None and gone.known() is None
 
 
 # -- digest index ---------------------------------------------------------------------------------------
