@@ -737,6 +737,23 @@ def test_a_file_changed_before_its_pending_hash_is_not_cached(tmp_path, monkeypa
     assert gone.get() is None and gone.known() is None
 
 
+def test_a_trace_read_from_its_entry_renders_as_a_fresh_one(tmp_path):
+    """An output made from a cached load is the same, byte for byte, as the one a fresh load makes: the trace's info
+    (the unlinked counts, names, metadata) keeps its order through the entry's manifest (sorted there, a cached
+    load's ``unlinked`` came out in another order, and the JSON differed from a cold run's)."""
+    from kernscope.analyze.needs import analyze_projection
+
+    first, cached, fresh = (tmp_path / n for n in ("first.json", "cached.json", "fresh.json"))
+    assert main(["analyze", str(EXAMPLE), "--format", "json", "-o", str(first)]) == 0  # writes the entry
+    assert main(["analyze", str(EXAMPLE), "--format", "json", "--top", "3", "-o", str(cached)]) == 0
+    assert main(["analyze", str(EXAMPLE), "--format", "json", "--top", "3", "--no-cache", "-o", str(fresh)]) == 0
+    assert kernscope.load(EXAMPLE, projection=analyze_projection(None)).from_cache  # (the second run read the entry)
+    assert cached.read_bytes() == fresh.read_bytes()
+    doc = {"unlinked": {"b": 1, "a": 2}, "z": [1], "m": {"2": "x", "10": "y"}}
+    key = b"k" * 32
+    assert list(kcache._unseal(kcache._seal(doc, key), key)["unlinked"]) == ["b", "a"]
+
+
 # -- digest index ---------------------------------------------------------------------------------------
 def test_digest_index_skips_reading_an_unchanged_file(tmp_path, monkeypatch):
     from kernscope.load import cache as C
