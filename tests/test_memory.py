@@ -106,6 +106,25 @@ def test_lifetimes_held_blocks_and_growth_across_steps(tmp_path):
     assert any("allocated before the trace began" in n for n in m.notes)
 
 
+def test_ops_on_two_devices_tied_on_bytes_come_in_one_order(tmp_path):
+    """The by-op table is in a total order: ops tied on allocated bytes by name, then device type and device (an op
+    freeing on the CPU and on GPU 0, no allocation on either, came out in either order from run to run)."""
+    ev, total = [], 0
+    for i in range(8):
+        ts = 100.0 * i
+        ev.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "pid": 1, "tid": 1, "ts": ts, "dur": 50.0})
+        for k, (dtype, dev, b) in enumerate(((1, 0, -4096), (0, -1, -64), (1, 1, -128))):
+            ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
+                       "ts": ts + 10 + k, "args": {"Total Reserved": 1 << 20, "Total Allocated": total, "Bytes": b,
+                                                   "Device Id": dev, "Device Type": dtype, "Addr": 100 * i + k}})
+    p = tmp_path / "ties.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    m = memory_timeline(kernscope.load(p, cache=False))
+    assert m is not None
+    got = [(r["op"], r["device_type"], r["device"]) for r in m.ops.iter_rows(named=True)]
+    assert got == sorted(got) and len(got) == 24, got
+
+
 def test_cli_memory_outputs_and_report(tmp_path, capsys):
     assert main(["memory", str(H100), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

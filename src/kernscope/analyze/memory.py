@@ -106,7 +106,7 @@ def memory_timeline(trace: Trace) -> MemoryTimeline | None:
         return None
     t0 = trace.t0
     dev = ["device_type", "device"]
-    peak_rows = (ev.sort("allocated", "ts", descending=[True, False]).unique(dev, keep="first")
+    peak_rows = (ev.sort("allocated", "ts", "idx", descending=[True, False, False]).unique(dev, keep="first")
                  .select(*dev, pl.col("allocated").alias("peak_allocated"), (pl.col("ts") - t0).alias("peak_at_ns"),
                          pl.col("op").alias("peak_op"), pl.col("step").alias("peak_step")))
     devices = (ev.group_by(dev).agg(pl.len().alias("events"), pl.col("reserved").max().alias("peak_reserved"),
@@ -132,7 +132,8 @@ def memory_timeline(trace: Trace) -> MemoryTimeline | None:
                          .fill_null(0))
            .select(*dev, "op", "allocations", "allocated_bytes", "frees", "freed_bytes", "mean_lifetime_us", "held_blocks",
                    "held_bytes")
-           .sort("allocated_bytes", "op", descending=[True, False], nulls_last=True))
+           # (a total order: an op on two devices tied on bytes came out in either order from run to run)
+           .sort("allocated_bytes", "op", *dev, descending=[True, False, False, False], nulls_last=True))
     steps = _per_step(trace, ev)
     notes = []
     if ev["op"].null_count():
