@@ -355,3 +355,20 @@ def test_a_bug_in_a_model_raises_and_unusable_shapes_are_counted(tmp_path):
     assert pm.ops.height == 0 and pm.missing.row(0, named=True)["reason"] == "bias of another rank"
     assert "2 op calls (80.0 µs of GPU time) have shapes no model could use: bias of another rank (2)" in pm.notes
     assert picky.attempt(Call("aten::mm", ((1, 2),), ("float",), ("",))) == (None, "no model for this op")
+
+
+def test_the_commonest_unusable_reasons_are_in_one_order():
+    """The note on op calls no model could use names the three commonest reasons; of equal counts the first in the
+    reason's text (a real trace's two broadcast failures of one count came out in either order from run to run)."""
+    from kernscope.analyze.perf.roofline import commonest_reasons
+
+    reasons = [f"shapes (({k}, 8), (8,)) do not broadcast" for k in (512, 256, 384, 128)]
+    rows = [(r, 2) for r in reasons] + [("argument 0 has no element type", 9), ("argument 0 has no element type", 1),
+                                         ("tensor-list shapes not recorded", 35)]
+    missing = pl.DataFrame(rows, schema={"reason": pl.String, "count": pl.Int64}, orient="row")
+    for _ in range(5):
+        assert commonest_reasons(missing.sample(fraction=1.0, shuffle=True)) == [
+            ("tensor-list shapes not recorded", 35), ("argument 0 has no element type", 10),
+            ("shapes ((128, 8), (8,)) do not broadcast", 2)]
+    assert commonest_reasons(missing, n=5)[3:] == [("shapes ((256, 8), (8,)) do not broadcast", 2),
+                                                   ("shapes ((384, 8), (8,)) do not broadcast", 2)]

@@ -231,10 +231,18 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
                          "GPU time) have no shapes: record with torch.profiler.profile(record_shapes=True)")
         unusable = missing.filter(pl.col("reason") != "no shapes recorded")
         if unusable.height:  # recorded, but no model could use them: counted, with the commonest reasons
-            top = unusable.group_by("reason").agg(pl.col("count").sum()).sort("count", descending=True).head(3)
             notes.append(f"{int(unusable['count'].sum())} op calls ({float(unusable['kernel_time_us'].sum()):,.1f} µs of GPU "
-                         "time) have shapes no model could use: " + "; ".join(f"{r} ({n})" for r, n in top.iter_rows()))
+                         "time) have shapes no model could use: "
+                         + "; ".join(f"{r} ({n})" for r, n in commonest_reasons(unusable)))
     return PerfModel(dev, device_name, ops_df, missing, uncovered, _classes(ops_df), coverage, step, tuple(notes))
+
+
+def commonest_reasons(missing: pl.DataFrame, n: int = 3) -> list[tuple[str, int]]:
+    """The ``n`` reasons of ``missing`` (``reason``, ``count``) with the most op calls, as (reason, calls); of equal
+    counts the first in the reason's text (two reasons of one count came out in either order from run to run)."""
+    top = (missing.group_by("reason").agg(pl.col("count").sum())
+           .sort("count", "reason", descending=[True, False]).head(n))
+    return [(str(r), int(c)) for r, c in top.iter_rows()]
 
 
 def _xla_model(gpu: pl.DataFrame, dev: DevicePeaks | None, device_name: str, step: int | None, total_ns: int) -> PerfModel:
