@@ -431,6 +431,11 @@ def test_truncated_xspace_is_one_line_with_the_offset(tmp_path):
     r = run("analyze", str(bad), "-o", str(tmp_path / "out.json"), "--format", "json")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert str(bad) in r.stderr and not (tmp_path / "out.json").exists()
+    assert "--salvage" not in r.stderr
+    # --salvage asked for: the same one line, saying salvage is for JSON traces (a plane's names follow its events)
+    r = run("analyze", str(bad), "--salvage", "-o", str(tmp_path / "out.json"), "--format", "json")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a valid XSpace protobuf" in r.stderr
+    assert "--salvage recovers the events of JSON traces only" in r.stderr and not (tmp_path / "out.json").exists()
 
 
 def test_garbled_and_foreign_bytes(tmp_path):

@@ -87,8 +87,15 @@ def _parse_xplane(source: TraceSource, opts: ParseOptions) -> RawTrace:
                 said(min(stored, done * stored // max(total, 1)), stored)
     stats = opts.projection.stats if opts.projection is not None else None
     # a plain file's mapped pages leave the process once the events are read (the page cache keeps them)
-    return xplane.decode(data, source.path, workers=opts.workers, stats=stats, scanned=lambda: source.release(len(data)),
-                         progress=scanning)
+    try:
+        return xplane.decode(data, source.path, workers=opts.workers, stats=stats,
+                             scanned=lambda: source.release(len(data)), progress=scanning)
+    except TraceError as e:
+        if opts.salvage and e.problem.startswith("not a valid XSpace protobuf"):
+            # (a protobuf holds each plane's names and metadata after its events: a cut plane's events are nameless)
+            raise TraceError(source.path, f"{e.problem}; --salvage recovers the events of JSON traces only, an XSpace "
+                                          "profile must be whole") from None
+        raise
 
 
 def _looks_xspace(head: bytes) -> bool:
