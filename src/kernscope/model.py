@@ -242,6 +242,11 @@ def literal_nulls(table: pl.DataFrame) -> pl.DataFrame:
 TRACE_TABLES = ("events", "gpu", "kernels", "cpu_ops", "launches", "steps", "flows", "call_tree")
 
 
+#: the first words of statements that are not queries, which ``run_sql`` refuses (other words go to polars' parser)
+SQL_STATEMENT_WORDS = frozenset({"drop", "create", "insert", "update", "delete", "truncate", "alter", "replace", "merge",
+                                 "copy", "attach", "detach", "set", "use", "grant", "revoke", "rename"})
+
+
 def run_sql(query: str, tables: dict[str, Callable[[], pl.DataFrame]]) -> pl.DataFrame:
     """``query`` over the named tables (each built only when the query names it). Categorical columns are read
     as text, so ``WHERE name = '…'`` and ``LIKE`` work. A bad query: :class:`~kernscope.errors.KernscopeError`
@@ -250,6 +255,16 @@ def run_sql(query: str, tables: dict[str, Callable[[], pl.DataFrame]]) -> pl.Dat
 
     from .errors import KernscopeError
 
+    # the statement's first word, past comments and parentheses: only queries read a trace (polars' engine would run
+    # DROP or CREATE on its own context and print nothing, and SHOW TABLES would list only the tables a query names)
+    head = re.sub(r"--[^\n]*|/\*.*?\*/|[\s(;]+", " ", query, flags=re.DOTALL).split()
+    first = head[0].lower() if head else ""
+    if [w.lower() for w in head] == ["show", "tables"]:
+        return pl.DataFrame({"name": list(tables)}, schema={"name": pl.String})
+    if not first or first in SQL_STATEMENT_WORDS:
+        what = f"{first.upper()} changes nothing in a trace" if first else "the query is empty"
+        raise KernscopeError(f"SQL: only queries run here (SELECT, WITH, or SHOW TABLES): {what} "
+                             f"(tables: {', '.join(tables)})")
     ctx = pl.SQLContext()
     words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", query)}
     for name, make in tables.items():

@@ -9,7 +9,6 @@ analysis runs only when the query names an ``analysis.`` table. Output: a DataFr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -57,14 +56,13 @@ def sql(trace: Trace, query: str, *, step: int | None = None, categorizer: Categ
     """Run ``query`` over the trace's tables and (named ``analysis.<table>``) its analysis's, of step ``step`` (all
     steps by default). Bad queries: one-line :class:`~kernscope.errors.KernscopeError`."""
     tables: dict[str, Callable[[], pl.DataFrame]] = trace.table_makers()
-    if re.search(r"\banalysis\.", query, re.IGNORECASE):
-        cache: list[Analysis] = []
+    cache: list[Analysis] = []
 
-        def table(name: str) -> pl.DataFrame:
-            if not cache:  # one analysis for every analysis.* table of the query
-                cache.append(analyze(trace, step=step, categorizer=categorizer))
-            return cache[0].tables().get(name, pl.DataFrame())
+    def table(name: str) -> pl.DataFrame:
+        if not cache:  # one analysis for every analysis.* table of the query (none when it names none)
+            cache.append(analyze(trace, step=step, categorizer=categorizer))
+        return cache[0].tables().get(name, pl.DataFrame())
 
-        for name in ANALYSIS_TABLES:
-            tables[f"analysis.{name}"] = partial(table, name)
+    for name in ANALYSIS_TABLES:
+        tables[f"analysis.{name}"] = partial(table, name)
     return run_sql(query, tables)
