@@ -581,3 +581,48 @@ def test_hostile_hatchet_files_are_one_line(tmp_path, capsys, doc, says):
     assert main(["intra", "view", str(p)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and says in err, err
+
+
+def test_intra_run_reports_the_programs_own_error_as_its_own(tmp_path, capsys):
+    """A program that raises is not kernscope's internal error: its traceback as Python prints it (from its own
+    frames), exit 1, the JSON says the error, and what it defined is kept."""
+    pytest.importorskip("triton")
+    from kernscope.cli import main
+    from kernscope.intra.run import run_script
+
+    script = tmp_path / "prog.py"
+    script.write_text("import triton\n@triton.jit\ndef k(p):\n    pass\n"
+                      "def f():\n    return undefined_name\nf()\n")
+    res = run_script(["python", str(script)])
+    err = capsys.readouterr().err
+    assert res.exit_code == 1 and res.error == "NameError: name 'undefined_name' is not defined" and res.defined == ["k"]
+    assert err.startswith("Traceback (most recent call last):") and f'File "{script}", line 7' in err
+    assert "runpy" not in err and "kernscope" not in err
+    assert main(["intra", "run", "--format", "json", "-o", str(tmp_path / "out"), "python", str(script)]) == 1
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["exit_code"] == 1 and doc["error"].startswith("NameError") and doc["kernels"] == []
+    assert err.strip().splitlines()[-1] == (f"kernscope: {script}: the program raised NameError: name 'undefined_name' "
+                                            "is not defined (its traceback above); the kernels it launched before are "
+                                            "profiled")
+    assert "internal error" not in err
+
+
+def test_proton_session_that_cannot_start_is_one_line(tmp_path, monkeypatch, capsys):
+    """No GPU driver (or no Proton backend): the child runner of ``intra override`` says so in one line, exit 2,
+    instead of Proton's traceback."""
+    pytest.importorskip("triton")
+    import triton.profiler
+
+    from kernscope.intra import proton_session
+
+    def no_driver(*a, **k):
+        raise RuntimeError("0 active drivers ([]). There should only be one.\nmore")
+
+    monkeypatch.setattr(triton.profiler, "start", no_driver)
+    script = tmp_path / "s.py"
+    script.write_text("raise SystemExit(0)\n")
+    assert proton_session.main(["--name", str(tmp_path / "p"), "--", str(script)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kernscope: Proton could not start its session (RuntimeError: 0 active drivers ([]). There should "
+                   "only be one.); intra override needs a GPU and triton with Proton"]

@@ -322,7 +322,8 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
     os.makedirs(out_dir, exist_ok=True)
     clock = device_clock()  # the GPU the kernels just ran on: cycles in the trees, and recorded beside each trace
     kernels_doc: list[dict[str, object]] = []
-    doc: dict[str, object] = {"program": list(program), "exit_code": res.exit_code, "kernels": kernels_doc,
+    doc: dict[str, object] = {"program": list(program), "exit_code": res.exit_code, "error": res.error,
+                              "kernels": kernels_doc,
                               "clock_ghz": clock.ghz if clock else None, "clock_source": clock.source if clock else "unknown"}
     con = Console(stderr=fmt == "json")
     for name, ik in res.kernels.items():
@@ -342,6 +343,11 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
         con.print(f"no chosen kernel was launched (defined: {', '.join(res.defined) or 'none'})")
     if fmt == "json":
         click.echo(_json.dumps(doc, indent=2))
+    if res.error is not None:  # (the kernels launched before the error are profiled above)
+        from ..errors import PartialFailure
+
+        raise PartialFailure(f"{res.script}: the program raised {res.error} (its traceback above); the kernels it "
+                             "launched before are profiled")
 
 
 @intra.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

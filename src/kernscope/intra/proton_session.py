@@ -34,7 +34,13 @@ def main(argv: list[str] | None = None) -> int:
         import triton.profiler
 
         session = triton.profiler
-        session.start(a.name, data="trace", backend="instrumentation", mode=a.mode)
+        try:
+            session.start(a.name, data="trace", backend="instrumentation", mode=a.mode)
+        except Exception as e:  # noqa: BLE001 - no GPU driver, no Proton backend: one line, not Proton's traceback
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            sys.stderr.write(f"kernscope: Proton could not start its session ({type(e).__name__}: {first}); intra "
+                             "override needs a GPU and triton with Proton\n")
+            return 2
     sys.argv = [module, *program[2:]] if module else list(program)
     sys.path.insert(0, os.getcwd() if module else os.path.dirname(os.path.abspath(script)))
     code = 0

@@ -29,6 +29,20 @@ class RunResult:
     kernels: dict[str, InstrumentedKernel] = field(default_factory=dict)
     defined: list[str] = field(default_factory=list)  #: every @triton.jit function the script defined
     exit_code: int = 0
+    #: the exception the program raised (its traceback was printed on stderr, as Python prints it), or None
+    error: str | None = None
+    script: str = ""  #: the program's script
+
+
+def _print_program_traceback(e: BaseException, script: str) -> None:
+    """``e``'s traceback on stderr from the program's first frame on (kernscope's and runpy's frames left out)."""
+    import traceback
+
+    tb = e.__traceback__
+    target = os.path.abspath(script)
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != target:
+        tb = tb.tb_next
+    traceback.print_exception(type(e), e, tb if tb is not None else e.__traceback__, file=sys.stderr)
 
 
 def _hooked_run(orig_run: Any, state: dict[str, Any]) -> Any:
@@ -89,7 +103,7 @@ def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Seq
     state: dict[str, Any] = {"kernels": {}, "regions": tuple(regions), "lines": lines or {},
                              "max_launches": max_launches, "wanted": wanted, "warps": tuple(warps),
                              "by_kernel": {}}
-    result = RunResult()
+    result = RunResult(script=script)
     orig_jit, orig_run = rj.jit, rj.JITFunction.run
 
     def jit(fn: Any = None, **kw: Any) -> Any:  # only records which kernels the program defines
@@ -110,6 +124,9 @@ def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Seq
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         result.exit_code = int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Exception as e:  # noqa: BLE001 - the program's own error: its traceback, as Python shows it; exit code 1
+        _print_program_traceback(e, script)
+        result.exit_code, result.error = 1, f"{type(e).__name__}: {e}"
     finally:
         triton.jit = orig_jit
         rj.jit = orig_jit
