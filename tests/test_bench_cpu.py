@@ -122,6 +122,9 @@ def test_input_id_only_skip_and_modes(tmp_path):
         run(reg.get("gemm"), device="cpu", only=["nope"])
     with pytest.raises(KernscopeError, match="unknown metric"):
         run(reg.get("gemm"), device="cpu", metrics=["latency", "vibes"])
+    # an input id the operator does not have on this device: an error naming the ids (it was an empty table, exit 0)
+    with pytest.raises(KernscopeError, match=r"softmax: no input 2 on cpu \(its inputs there: ids 0-1\)"):
+        run(reg.get("softmax"), device="cpu", input_id=2, metrics=["latency"], warmup=1, rep=3)
 
 
 def test_all_builtin_operators_run_on_cpu():

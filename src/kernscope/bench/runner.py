@@ -159,13 +159,22 @@ def select_impls(op: Operator, device: str, only: Sequence[str] | None, skip: Se
 
 
 def _inputs(op: Operator, num_inputs: int | None, input_id: int | None) -> list[tuple[int, Input]]:
+    """The inputs to run, by id: the first ``num_inputs``, or the one ``input_id`` (an id the operator does not have on
+    this device is an error naming the ids it has, not an empty table)."""
     out = []
+    n = 0
     for i, inp in enumerate(op.inputs()):
-        if input_id is not None and i != input_id:
+        n = i + 1
+        if input_id is not None:
+            if i == input_id:
+                return [(i, inp)]
             continue
-        if num_inputs is not None and input_id is None and i >= num_inputs:
+        if num_inputs is not None and i >= num_inputs:
             break
         out.append((i, inp))
+    if input_id is not None:
+        have = f"ids 0-{n - 1}" if n > 1 else ("id 0" if n == 1 else "none")
+        raise KernscopeError(f"{op.name}: no input {input_id} on {op.device} (its inputs there: {have})")
     return out
 
 
