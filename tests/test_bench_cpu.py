@@ -122,6 +122,14 @@ def test_input_id_only_skip_and_modes(tmp_path):
         run(reg.get("gemm"), device="cpu", only=["nope"])
     with pytest.raises(KernscopeError, match="unknown metric"):
         run(reg.get("gemm"), device="cpu", metrics=["latency", "vibes"])
+    # backward of an op with an input it does not use (rms_norm's bias): that input's gradient is zero, and the
+    # accuracy check compares it (it failed with AttributeError on the missing .grad)
+    r = run(reg.get("rms_norm"), device="cpu", mode="bwd", num_inputs=1, metrics=["latency", "accuracy"], warmup=1, rep=3,
+            only=["torch_rms_norm", "torch_fused_rms_norm"])
+    assert [c.metrics["accuracy"] for c in r.cells] == [True, True] and not any(c.error for c in r.cells)
+    # an inference operator has no backward: one error saying so (it failed on the baseline's first input)
+    with pytest.raises(KernscopeError, match=r"fp8_gemm has no bwd mode: none of its implementations has one \(modes: fwd\)"):
+        run(reg.get("fp8_gemm"), device="cpu", mode="bwd", metrics=["latency"])
     # an input id the operator does not have on this device: an error naming the ids (it was an empty table, exit 0)
     with pytest.raises(KernscopeError, match=r"softmax: no input 2 on cpu \(its inputs there: ids 0-1\)"):
         run(reg.get("softmax"), device="cpu", input_id=2, metrics=["latency"], warmup=1, rep=3)

@@ -72,7 +72,8 @@ class _Callable:
         def grads_of() -> list[Any]:
             clear()
             torch.autograd.backward(_tensors(fwd()), grads)
-            return [t.grad.detach().clone() for t in self.leaves]
+            # (an input the implementation does not use has no gradient: zero, as the math says; rms_norm's bias)
+            return [t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t) for t in self.leaves]
 
         self.outputs = grads_of
 
@@ -394,6 +395,9 @@ def run(
         raise KernscopeError("CUDA is not available: use --device cpu")
     op = op_cls(device=device, dtype=dtype, mode=mode)
     usable, skipped = select_impls(op, device, only, skip)
+    if mode != "fwd" and not any(mode in s.modes for s in op.impls()):  # (an inference operator: no backward at all)
+        raise KernscopeError(f"{op.name} has no {mode} mode: none of its implementations has one (modes: "
+                             f"{', '.join(sorted({m for s in op.impls() for m in s.modes}))})")
     settings = Settings(device, tuple(metrics), warmup, rep, cudagraph, str(output_dir), interleave, batch_ms, cooldown,
                         duration)
     env = probe_env(device)
