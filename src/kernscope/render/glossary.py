@@ -241,6 +241,8 @@ Polars' SQL dialect over the tables below; a query builds only the tables it nam
 tables run the analysis (of `--step N`, else all steps) only when the query names one. Categorical columns read
 as text (`WHERE name LIKE 'nvjet%'`). Output: the terminal table (numbers never cut), `--format json`
 (`{"columns": …, "rows": […]}`) or `--format csv`. A bad query is one line naming polars' reason and the tables.
+`SHOW TABLES` lists every table, `analysis.*` included, without building one; a statement that is not a query
+(`DROP`, `CREATE`, `INSERT`, …) or an empty one is refused in one line (exit 2): nothing changes a trace.
 
 | table | one row per | columns |
 |---|---|---|
