@@ -626,3 +626,12 @@ def test_proton_session_that_cannot_start_is_one_line(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["kernscope: Proton could not start its session (RuntimeError: 0 active drivers ([]). There should "
                    "only be one.); intra override needs a GPU and triton with Proton"]
+
+
+def test_stats_of_a_hatchet_tree_points_to_view(capsys):
+    """``intra stats`` reads traces of intra-kernel events; given a hatchet scope tree (Proton's or ours) it says so
+    and names the command that shows one, in one line, exit 2."""
+    assert main(["intra", "stats", str(PROTON_H100 / "proton_ops.hatchet")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("a hatchet scope tree, not a trace of intra-kernel events: "
+                                             "`kernscope intra view` shows it"), err

@@ -266,6 +266,9 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
             ev = [(i, e) for i, e in enumerate(doc["traceEvents"] if isinstance(doc, dict) else doc)
                   if isinstance(e, dict) and e.get("ph") == "X"]
             if not ev:
+                if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "frame" in doc[0]:
+                    raise KernscopeError("a hatchet scope tree, not a trace of intra-kernel events: `kernscope intra "
+                                         "view` shows it")
                 raise KernscopeError("no intra-kernel events in it (kernscope's X events with block args, or Proton's "
                                      "'<kernel> CoreN CTAm' events)")
             t0 = int(doc.get("otherData", {}).get("t0_ns", 0)) if isinstance(doc, dict) else 0
