@@ -136,10 +136,16 @@ def test_cli_bad_program_is_one_line(tmp_path, capsys):
     assert main(["intra", "override", "-o", str(tmp_path / "w"), "--", "python", str(tmp_path / "nope.py")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"kernscope: error: {tmp_path / 'nope.py'}: no such script"]
+    assert not (tmp_path / "w").exists()  # refused before any folder was made
     failing = tmp_path / "fail.py"
     failing.write_text("raise SystemExit(5)\n")
     assert main(["intra", "override", "--no-session", "-o", str(tmp_path / "w"), "--", "python", str(failing)]) == 2
     assert "step 1 (dump the TTGIR): the program exited with 5" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()  # the failed first step left no empty work folder behind
+    (tmp_path / "kept").mkdir()  # a folder the user gave that existed stays
+    assert main(["intra", "override", "--no-session", "-o", str(tmp_path / "kept"), "--", "python", str(failing)]) == 2
+    capsys.readouterr()
+    assert (tmp_path / "kept").is_dir() and not any((tmp_path / "kept").iterdir())
     quiet = tmp_path / "quiet.py"
     quiet.write_text("x = 1\n")
     assert main(["intra", "override", "--no-session", "-o", str(tmp_path / "w"), "--", "python", str(quiet)]) == 2

@@ -599,6 +599,7 @@ def test_intra_run_reports_the_programs_own_error_as_its_own(tmp_path, capsys):
     assert err.startswith("Traceback (most recent call last):") and f'File "{script}", line 7' in err
     assert "runpy" not in err and "kernscope" not in err
     assert main(["intra", "run", "--format", "json", "-o", str(tmp_path / "out"), "python", str(script)]) == 1
+    assert not (tmp_path / "out").exists()  # nothing profiled, nothing written: no empty folder
     out, err = capsys.readouterr()
     doc = json.loads(out)
     assert doc["exit_code"] == 1 and doc["error"].startswith("NameError") and doc["kernels"] == []

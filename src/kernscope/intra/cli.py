@@ -319,7 +319,8 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
             raise KernscopeError(f"--warps {warp_spec!r}: expected warp ids like 0,1,2,3") from None
     res = run_script(program, kernels=kernels, regions=[r.strip() for r in regions.split(",") if r.strip()],
                      lines=lines, max_launches=max_launches, warps=warps)
-    os.makedirs(out_dir, exist_ok=True)
+    if res.kernels:  # (nothing profiled, nothing written: no empty folder left behind)
+        os.makedirs(out_dir, exist_ok=True)
     clock = device_clock()  # the GPU the kernels just ran on: cycles in the trees, and recorded beside each trace
     kernels_doc: list[dict[str, object]] = []
     doc: dict[str, object] = {"program": list(program), "exit_code": res.exit_code, "error": res.error,

@@ -20,6 +20,7 @@ session's options do not change which file overrides which kernel.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -218,16 +219,21 @@ def run_override(argv: Sequence[str], work: str | os.PathLike[str], *, regions: 
     if importlib.util.find_spec("triton") is None or (session and importlib.util.find_spec("triton.profiler") is None):
         raise KernscopeError("intra override needs triton with Proton (triton.profiler): pip install \"kernscope[gpu]\"")
     w = Path(work).resolve()
+    name = str(w / "proton")
+    cmd = _child(argv, name=name, mode=mode, session=session)  # (a missing script: refused before any folder is made)
+    made = not w.exists()  #: the work folder is this run's: a failed first step leaves nothing of it behind
     dump = w / "ttgir_dump"
     if dump.exists():
         shutil.rmtree(dump)
     dump.mkdir(parents=True)
-    name = str(w / "proton")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_KERNEL_", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR"))}
-    cmd = _child(argv, name=name, mode=mode, session=session)
     env1 = {**base, "TRITON_ALWAYS_COMPILE": "1", "TRITON_KERNEL_DUMP": "1", "TRITON_DUMP_DIR": str(dump)}
     r1 = subprocess.run(cmd, env=env1, timeout=timeout, check=False)
     if r1.returncode != 0:
+        with contextlib.suppress(OSError):  # (empty folders only: a dump the program did write stays to be read)
+            dump.rmdir()
+            if made:
+                w.rmdir()
         raise KernscopeError(f"step 1 (dump the TTGIR): the program exited with {r1.returncode}")
     files = prepare_dump(dump, regions=regions, kernels=kernels)
     trace = Path(name + ".chrome_trace")
