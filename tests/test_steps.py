@@ -165,3 +165,13 @@ def test_breakdown_by_nested_annotations(tmp_path, capsys):
                for r in doc["annotation_timeline"])  # two overlapping 100 µs GEMMs: 150 µs busy
     assert main(["analyze", str(p), "--no-cache", "--by-annotation", "^mlp$", "--format", "json"]) == 0
     assert [r["path"] for r in json.loads(capsys.readouterr().out)["annotations"]] == ["mlp"]
+    # no match: the line lists the user's ranges only (a profiler step listed beside "matches no annotation" read as a
+    # contradiction) and says what is not counted
+    assert main(["analyze", str(p), "--no-cache", "--by-annotation", "^nope$"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--by-annotation '^nope$' matches no user annotation" in err[0]
+    assert "the most frequent are: 'attention' (1), 'forward' (1), 'mlp' (1)" in err[0]
+    steps_only = write_trace(tmp_path / "s.json", [_ev("ProfilerStep#1", 0, 1000), *_kernel("k", 10, 5, 1, 5)])
+    assert main(["analyze", str(steps_only), "--no-cache", "--by-annotation"]) == 2
+    err = capsys.readouterr().err
+    assert "--by-annotation finds no user annotation (profiler steps" in err and err.strip().endswith("are: none")

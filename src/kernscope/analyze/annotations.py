@@ -44,10 +44,16 @@ def _ranges(trace: Trace, pattern: str) -> pl.DataFrame:
     skip = re.compile(_SKIP)
     keep = [n for n in names if rx.search(n) and not skip.match(n)]
     if not keep:
-        top = (ann.group_by(pl.col("name").cast(pl.String)).len().sort(["len", "name"], descending=[True, False])
+        # (the annotations listed are the user's ranges only: a profiler step listed beside "matches no annotation"
+        # read as a contradiction)
+        user = ann.filter(~pl.col("name").cast(pl.String).str.contains(_SKIP))
+        top = (user.group_by(pl.col("name").cast(pl.String)).len().sort(["len", "name"], descending=[True, False])
                .head(8).iter_rows())
         listed = ", ".join(f"{n[:50]!r} ({c})" for n, c in top) or "none"
-        raise KernscopeError(f"{trace.path}: --by-annotation {pattern!r} matches no annotation; the most frequent are: {listed}")
+        left = " (profiler steps, compiled-graph calls, optimizer steps and memcpy/memset ranges are not counted)" \
+            if any(skip.match(n) for n in names) else ""
+        what = f"--by-annotation {pattern!r} matches" if pattern != "." else "--by-annotation finds"
+        raise KernscopeError(f"{trace.path}: {what} no user annotation{left}; the most frequent are: {listed}")
     r = (ann.filter(pl.col("name").cast(pl.String).is_in(keep))
          .select("idx", pl.col("name").cast(pl.String), "pid", "tid", pl.col("ts").alias("start"), "end")
          .sort(["pid", "tid", "start", "end"], descending=[False, False, False, True]))
