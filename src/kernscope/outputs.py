@@ -50,9 +50,8 @@ def store(digest: _cache.KnownDigest | _cache.PendingDigest, load_key: dict[str,
     # (a pending digest not hashed yet: its load wrote no entry, so there is nowhere to store the output)
     hexdigest = digest.hexdigest if isinstance(digest, _cache.KnownDigest) else digest.known()
     entry = _cache.open_entry(hexdigest, load_key, notify=notify) if hexdigest is not None else None
-    if entry is not None:
+    if entry is not None:  # (the entry marked its file's size when it was written: :func:`kernscope.load.cache.mark_size`)
         _cache.write_result(entry, key, body)
-        _cache.mark_size(digest.identity.size)
 
 
 def may_be_stored(path: str) -> bool:

@@ -911,7 +911,7 @@ def _sizes(root: Path | None) -> Path | None:
 
 
 def mark_size(size: int, root: Path | None = None) -> None:
-    """Record that an entry or an output was stored for a file of ``size`` bytes (as stored)."""
+    """Record that an entry (where outputs are stored) was written for a file of ``size`` bytes (as stored)."""
     d = _sizes(root)
     if d is None:
         return
@@ -921,7 +921,7 @@ def mark_size(size: int, root: Path | None = None) -> None:
 
 
 def size_seen(size: int, root: Path | None = None) -> bool:
-    """False only when no entry or output was ever stored for a file of ``size`` bytes (so none can be found)."""
+    """False only when no entry (and so no stored output) was ever written for a file of ``size`` bytes."""
     d = _sizes(root)
     if d is None:
         return False
