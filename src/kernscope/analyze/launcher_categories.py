@@ -19,10 +19,9 @@ Vectorized: one nesting pass over the named ops.
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
-from ..link.kinds import numbered
+from ..link.kinds import by_number, numbered
 from ..model import Trace
 from .attribute import op_gpu_pairs
 from .categories import OTHER, Categorizer
@@ -95,16 +94,20 @@ def refine_by_hlo(gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
     generic = categorizer.generic | {OTHER}
     desc = gpu["hlo_desc"].cast(pl.Categorical)
     dtype = gpu.schema["category"]
-    found = numbered([desc])
-    if found is not None:  # the rows' descriptions numbered in two compiled passes, each number's category gathered
-        number, first, _ = found
-        texts = desc.gather(pl.Series(first)).cast(pl.String)
+    def categories(one: list[pl.Series]) -> pl.Series:  # (each distinct description's category, or null)
+        texts = one[0].cast(pl.String)
         known = texts.drop_nulls().to_list()
         by_text = dict(zip(known, categorizer.op_categories(known)["category"].to_list()))
-        per_number = pl.Series("_hlo_cat", [None if t is None else by_text[t] for t in texts.to_list()], dtype=pl.String)
-        if per_number.null_count() == per_number.len():
+        out: pl.Series = pl.Series("_hlo_cat", [None if t is None else by_text[t] for t in texts.to_list()],
+                                   dtype=pl.String).cast(dtype)
+        return out
+
+    found = numbered([desc])
+    if found is not None:  # the rows' descriptions numbered in two compiled passes, each number's category gathered
+        hlo_cat = by_number(found, [desc], categories)
+        if hlo_cat.null_count() == hlo_cat.len():
             return gpu
-        joined = gpu.with_columns(per_number.cast(dtype).gather(pl.Series(number.view(np.uint32))))
+        joined = gpu.with_columns(hlo_cat)
     else:
         distinct = desc.unique().drop_nulls()
         cats = categorizer.op_categories(distinct.cast(pl.String).to_list())

@@ -3,6 +3,8 @@ by name (:func:`named`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 
@@ -120,6 +122,16 @@ def numbered(columns: list[pl.Series], max_space: float = FLAT_KEYS) -> tuple[np
     return None if got is None else (got[0], got[1], list(missing))
 
 
+def by_number(found: tuple[np.ndarray, np.ndarray, list[np.ndarray | None]], columns: list[pl.Series],
+              per_distinct: Callable[[list[pl.Series]], pl.Series]) -> pl.Series:
+    """A value for every row, computed once per distinct combination of ``columns`` as :func:`numbered` ``found``
+    them: ``per_distinct`` gets one row of each combination (the columns gathered there) and returns the value of
+    each, which is gathered back by the rows' numbers."""
+    number, first, _ = found
+    at = pl.Series(first)
+    return per_distinct([c.gather(at) for c in columns]).gather(pl.Series(number.view(np.uint32)))  # (no -1: all numbered)
+
+
 def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
     """``kind`` for every row from its interned ``ph``/``cat`` codes: one lookup per distinct pair.
 
@@ -128,13 +140,13 @@ def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
     0.1 -> 0.04 s), else through a table of each column's codes; other columns are cast to an Enum of their distinct
     values first.
     """
+    def kinds(one: list[pl.Series]) -> pl.Series:
+        pairs = zip(*(s.cast(pl.String).fill_null("").to_list() for s in one))
+        return pl.Series("kind", [_kind_of(p, c) for p, c in pairs], dtype=KindEnum)
+
     found = numbered([ph, cat])
     if found is not None:
-        number, first, _ = found
-        at = pl.Series(first)
-        pairs = zip(ph.gather(at).cast(pl.String).fill_null("").to_list(), cat.gather(at).cast(pl.String).fill_null("").to_list())
-        kinds = pl.Series("kind", [_kind_of(p, c) for p, c in pairs], dtype=KindEnum)
-        return kinds.gather(pl.Series(number.view(np.uint32)))  # (every row numbered: no -1)
+        return by_number(found, [ph, cat], kinds)
     ph_idx, ph_names = _codes(ph)
     cat_idx, cat_names = _codes(cat)
     kind_code = {k: i for i, k in enumerate(KINDS)}
