@@ -34,11 +34,12 @@ class AnnotationBreakdown:
 
 
 def _ranges(trace: Trace, pattern: str) -> pl.DataFrame:
+    """The user annotations matching ``pattern`` (empty: all), nested per thread."""
     ev = trace.events
     ann = ev.filter((pl.col("kind") == "user_annotation") & (pl.col("ph") == "X"))
     names = ann["name"].unique().drop_nulls().cast(pl.String).to_list()
     try:
-        rx = re.compile(pattern)
+        rx = re.compile(pattern or ".")
     except re.error as e:
         raise KernscopeError(f"--by-annotation {pattern!r} is not a valid regular expression ({e})") from None
     skip = re.compile(_SKIP)
@@ -52,7 +53,7 @@ def _ranges(trace: Trace, pattern: str) -> pl.DataFrame:
         listed = ", ".join(f"{n[:50]!r} ({c})" for n, c in top) or "none"
         left = " (profiler steps, compiled-graph calls, optimizer steps and memcpy/memset ranges are not counted)" \
             if any(skip.match(n) for n in names) else ""
-        what = f"--by-annotation {pattern!r} matches" if pattern != "." else "--by-annotation finds"
+        what = f"--by-annotation {pattern!r} matches" if pattern else "--by-annotation finds"
         raise KernscopeError(f"{trace.path}: {what} no user annotation{left}; the most frequent are: {listed}")
     r = (ann.filter(pl.col("name").cast(pl.String).is_in(keep))
          .select("idx", pl.col("name").cast(pl.String), "pid", "tid", pl.col("ts").alias("start"), "end")
@@ -81,7 +82,7 @@ def _ranges(trace: Trace, pattern: str) -> pl.DataFrame:
 def by_annotation(trace: Trace, gpu: pl.DataFrame, pattern: str = "") -> AnnotationBreakdown:
     """The breakdown of ``gpu`` (a categorized GPU table with launch columns) by the ranges matching
     ``pattern`` (a regex; empty: every user annotation but steps)."""
-    ranges = _ranges(trace, pattern or ".")
+    ranges = _ranges(trace, pattern)
     g = gpu.filter(pl.col("launch_ts").is_not_null()).with_row_index("_g")
     owned = []
     for d in sorted(ranges["depth"].unique().to_list()):
