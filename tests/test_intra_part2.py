@@ -591,17 +591,18 @@ def test_intra_run_reports_the_programs_own_error_as_its_own(tmp_path, capsys):
     from kernscope.intra.run import run_script
 
     script = tmp_path / "prog.py"
-    script.write_text("import triton\n@triton.jit\ndef k(p):\n    pass\n"
+    script.write_text("import triton\n@triton.jit\ndef k(p):\n    pass\nprint('program output')\n"
                       "def f():\n    return undefined_name\nf()\n")
     res = run_script(["python", str(script)])
     err = capsys.readouterr().err
     assert res.exit_code == 1 and res.error == "NameError: name 'undefined_name' is not defined" and res.defined == ["k"]
-    assert err.startswith("Traceback (most recent call last):") and f'File "{script}", line 7' in err
+    assert err.startswith("Traceback (most recent call last):") and f'File "{script}", line 8' in err
     assert "runpy" not in err and "kernscope" not in err
     assert main(["intra", "run", "--format", "json", "-o", str(tmp_path / "out"), "python", str(script)]) == 1
     assert not (tmp_path / "out").exists()  # nothing profiled, nothing written: no empty folder
     out, err = capsys.readouterr()
-    doc = json.loads(out)
+    doc = json.loads(out)  # (the program's own print went to stderr: stdout is the JSON alone)
+    assert "program output" in err
     assert doc["exit_code"] == 1 and doc["error"].startswith("NameError") and doc["kernels"] == []
     assert err.strip().splitlines()[-1] == (f"kernscope: {script}: the program raised NameError: name 'undefined_name' "
                                             "is not defined (its traceback above); the kernels it launched before are "

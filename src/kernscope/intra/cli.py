@@ -317,8 +317,9 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
             warps = [int(w) for w in warp_spec.split(",") if w.strip()]
         except ValueError:
             raise KernscopeError(f"--warps {warp_spec!r}: expected warp ids like 0,1,2,3") from None
+    # (with --format json the program's own prints go to stderr: stdout is the JSON document alone)
     res = run_script(program, kernels=kernels, regions=[r.strip() for r in regions.split(",") if r.strip()],
-                     lines=lines, max_launches=max_launches, warps=warps)
+                     lines=lines, max_launches=max_launches, warps=warps, quiet_stdout=fmt == "json")
     if res.kernels:  # (nothing profiled, nothing written: no empty folder left behind)
         os.makedirs(out_dir, exist_ok=True)
     clock = device_clock()  # the GPU the kernels just ran on: cycles in the trees, and recorded beside each trace

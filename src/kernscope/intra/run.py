@@ -11,6 +11,7 @@ kernel's tasks are returned (the CLI writes a Perfetto trace, a buffer-free task
 
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
@@ -88,9 +89,10 @@ def program_args(argv: Sequence[str], command: str, *, modules: bool = False) ->
 
 def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Sequence[str] = ("body", "loops"),
                lines: dict[str, list[tuple[int, int, str]]] | None = None, max_launches: int = 16,
-               warps: Sequence[int] = ()) -> RunResult:
+               warps: Sequence[int] = (), quiet_stdout: bool = False) -> RunResult:
     """Run ``argv`` (``script.py args...``, or ``python script.py ...``) in this process with the chosen
-    kernels (all launched kernels when ``kernels`` is empty) profiled; ``warps``: warp sampling."""
+    kernels (all launched kernels when ``kernels`` is empty) profiled; ``warps``: warp sampling. ``quiet_stdout``:
+    what the program prints goes to stderr (the caller's stdout carries a JSON document)."""
     args = program_args(argv, "run")
     script = args[0]
     try:
@@ -121,7 +123,8 @@ def run_script(argv: Sequence[str], *, kernels: Sequence[str] = (), regions: Seq
     sys.argv = args
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        runpy.run_path(script, run_name="__main__")
+        with contextlib.redirect_stdout(sys.stderr) if quiet_stdout else contextlib.nullcontext():
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         result.exit_code = int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 1)
     except Exception as e:  # noqa: BLE001 - the program's own error: its traceback, as Python shows it; exit code 1
