@@ -21,8 +21,9 @@ from kernscope.intervals import union_by
 EXAMPLE = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
 DATA = Path(__file__).parent / "data"
 REAL = [EXAMPLE, DATA / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz", DATA / "align_h100" / "train.pt.trace.json.gz",
-        DATA / "recompile_h100" / "jax_recompile.xplane.pb.gz",
-        *[p for p in real_traces() if "rank0" in p.name or "h100_" in p.name][:4]]
+        DATA / "recompile_h100" / "jax_recompile.xplane.pb.gz", DATA / "jax" / "transformer" / "vm.xplane.pb.gz",
+        *[p for p in real_traces() if "rank0" in p.name or "h100_" in p.name][:4],
+        *[p for p in real_traces() if p.name == "torch_compile_triton.json.gz"]]
 
 
 def _path(p: Path):
@@ -53,6 +54,12 @@ def test_real_paths_cover_each_step_once_and_never_exceed_it(p):
             pl.max_horizontal("ts", pl.lit(r["start"])).alias("ts"), pl.min_horizontal("end", pl.lit(hi)).alias("end"))
         busy = union_by(g, []) ["len"][0] / 1000 if g.height else 0.0
         assert s.filter(pl.col("step") == r["step"])["gpu_us"][0] <= busy + 1e-3
+    # the host time on the path is split over ops and the gaps between them, each microsecond once: per step, the ops'
+    # host time adds up to the path's cpu time (a stretch inside a single op counted it twice, a JAX step's module op
+    # took 4,732 of a 4,700 µs step)
+    host = cp.ops.group_by("step").agg(pl.col("host_us").sum())
+    got = s.select("step", "cpu_us").join(host, on="step", how="left").fill_null(0)
+    assert ((got["cpu_us"] - got["host_us"]).abs() < 1e-3).all(), got.filter((pl.col("cpu_us") - pl.col("host_us")).abs() >= 1e-3)
 
 
 def _trace(path: Path, kernels: list[tuple[float, float, float, int]], *, sync: tuple[float, float] | None = None,
@@ -158,6 +165,15 @@ def test_host_time_on_the_path_is_split_over_the_ops_it_overlaps(tmp_path):
     got = dict(zip(cp.ops["op"], cp.ops["host_us"]))
     assert got == pytest.approx({"A": 300.0, "B": 300.0, "(between ops)": 400.0})  # the whole step is host time
     assert cp.steps["cpu_us"][0] == pytest.approx(1000.0)
+
+
+def test_a_stretch_over_a_single_op_counts_it_once(tmp_path):
+    """The path's host stretch overlaps one top-level op only (a JAX step: its module op, then untraced time): the op
+    gets its time once and the rest is between ops (the op was counted from both ends of the stretch: twice)."""
+    _, cp = _host_bound_step(tmp_path, [])
+    got = dict(zip(cp.ops["op"], cp.ops["host_us"]))
+    assert got == pytest.approx({"B": 300.0, "(between ops)": 700.0})
+    assert sum(got.values()) == pytest.approx(cp.steps["cpu_us"][0])
 
 
 def test_an_op_without_a_name_keeps_its_host_time_as_null(tmp_path):

@@ -575,11 +575,11 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
         last = np.searchsorted(s0, b, side="left") - 1  # last op starting before b
         n = len(s0)
         rows_op, rows_step, rows_ns = [], [], []
-        for idx in (first, last):  # the partial ops at both ends (the same op when a stretch lies inside one)
+        for idx, end in ((first, 0), (last, 1)):  # the partial ops at both ends (one op, once, when first == last)
             ok = (idx >= 0) & (idx < n) & (first <= last)
             i = np.clip(idx, 0, n - 1)
             part = np.where(ok, np.minimum(b, e0[i]) - np.maximum(a, s0[i]), 0)
-            keep = ok & (part > 0) & ((idx == first) | (first != last))
+            keep = ok & (part > 0) & ((end == 0) | (first != last))
             rows_op.append(i[keep])
             rows_step.append(steps[keep])
             rows_ns.append(part[keep])
