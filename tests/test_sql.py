@@ -98,3 +98,27 @@ def test_only_queries_run_and_show_tables_lists_every_table(capsys):
     assert {"events", "gpu", "kernels", "steps", "analysis.kernels", "analysis.findings"} <= set(names)
     assert sql_mod.sql(t, "-- kernels\n(SELECT count(*) AS n FROM kernels)")["n"][0] == t.kernels.height
     assert sql_mod.sql(t, "WITH k AS (SELECT * FROM kernels) SELECT count(*) AS n FROM k")["n"][0] == t.kernels.height
+
+
+def test_analysis_tables_keep_their_columns_without_steps_or_gpu(tmp_path, capsys):
+    """A trace with host events only (no steps, no GPU work): every ``analysis.`` table a query names has its columns
+    (the critical path's tables had none: a query printed one empty line, exit 0, and naming a column failed), and
+    the summaries have ``pct_wall`` (null: there is no GPU span) as on any other trace."""
+    from conftest import write_trace
+
+    p = tmp_path / "host_only.json"
+    write_trace(p, [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0.0, "dur": 5.0}])
+    t = kernscope.load(p, cache=False)
+    cp = sql_mod.sql(t, "SELECT * FROM analysis.critical_path_ops")
+    assert cp.columns == ["step", "op", "host_us"] and cp.height == 0
+    assert sql_mod.sql(t, "SELECT step, length_us, gpu_us FROM analysis.critical_path").height == 0
+    assert "pct_wall" in sql_mod.sql(t, "SELECT * FROM analysis.kernels").columns
+    assert sql_mod.sql(t, "SELECT category, pct_wall FROM analysis.categories").height == 0
+    full = kernscope.load(EXAMPLE, cache=False)
+    for name in sql_mod.ANALYSIS_TABLES:  # the same columns as on a trace with steps and GPU work
+        want = sql_mod.sql(full, f"SELECT * FROM analysis.{name}").schema
+        got = sql_mod.sql(t, f"SELECT * FROM analysis.{name}").schema
+        assert list(got) == list(want), name
+    assert main(["sql", "SELECT * FROM analysis.critical_path_whatif", str(p), "--no-cache"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].split() == ["step", "change", "saves_us"]
+

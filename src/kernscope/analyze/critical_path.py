@@ -73,6 +73,21 @@ class CriticalPath:
     #: the path's host time by top-level CPU op of its thread: step, op, host_us ("(between ops)": in none)
     ops: pl.DataFrame = field(default_factory=pl.DataFrame)
 
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """The path's tables by their names in an analysis (``kernscope sql``'s ``analysis.<name>``)."""
+        return {"critical_path": self.steps, "critical_path_categories": self.categories, "critical_path_ops": self.ops,
+                "critical_path_kernels": self.kernels, "critical_path_whatif": self.whatif}
+
+
+_US, _TEXT = pl.Float64, pl.String
+#: the columns of the path's tables (steps, categories, kernels, whatif, records, ops) where no step has GPU work
+_EMPTY = ({"step": pl.Int64, "step_us": _US, "length_us": _US, **{f"{s}_us": _US for s in SEGMENTS}},
+          {"step": pl.Int64, "category": _TEXT, "time_us": _US},
+          {"step": pl.Int64, "name": _TEXT, "category": _TEXT, "launcher": _TEXT, "count": pl.UInt32, "time_us": _US},
+          {"step": pl.Int64, "change": _TEXT, "saves_us": _US},
+          {"step": pl.Int64, "name": _TEXT, "ts": pl.Int64, "end": pl.Int64, "on_path_us": _US},
+          {"step": pl.Int64, "op": _TEXT, "host_us": _US})
+
 
 def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
     """step, start (S), T, _last: a step's time runs to the next step's start; the last one to its end or the end of
@@ -323,14 +338,19 @@ def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     return order, lane[order], device[order], False
 
 
+def empty_path(notes: list[str]) -> CriticalPath:
+    """A path of no step: its tables empty, with their columns (a query or a sheet names them)."""
+    steps, cats, kernels, whatif, records, ops = (pl.DataFrame(schema=s) for s in _EMPTY)
+    return CriticalPath(steps, cats, kernels, whatif, notes=notes, records=records, ops=ops)
+
+
 def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -> CriticalPath:
     """The critical path of every step of ``trace`` (or of ``step``). ``gpu``: the categorized GPU rows of the
     whole trace (``category``, ``launcher``, ``step``, ``launch_ts``, ``launch_pid``, ``launch_tid``)."""
     all_windows = _windows(trace, gpu)
     windows = all_windows if step is None else all_windows.filter(pl.col("step") == step)
     if windows.height == 0 or gpu.height == 0:
-        none = pl.DataFrame()
-        return CriticalPath(none, none, none, none, notes=["no steps with GPU work: the critical path is per step"])
+        return empty_path(["no steps with GPU work: the critical path is per step"])
     order, lane, device, identity = _node_order(gpu)
     n_g = len(order)
     by_node = None if identity else pl.Series(order)

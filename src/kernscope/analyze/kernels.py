@@ -124,7 +124,8 @@ def summarize(
     table: pl.DataFrame | None, by: Sequence[str], *, wall_ns: int | None = None, sort: bool = True,
     grouped: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Group GPU rows by ``by``: count, total/mean/min/max (µs), % of GPU time, % of wall time.
+    """Group GPU rows by ``by``: count, total/mean/min/max (µs), % of GPU time, and (``wall_ns`` given: the GPU
+    wall span, ns) % of wall time (``pct_wall``; null when the span is 0).
 
     ``grouped``: the rows (those of ``table``, which is then not read) already grouped by keys that include ``by``
     (:func:`rows_by`). The result is the same either way: a group's mean is its durations' integer sum over their
@@ -147,8 +148,9 @@ def summarize(
     out = out.with_columns(
         (pl.col("total_us") * NS_PER_US * 100.0 / (total if total else 1)).alias("pct"),
     )
-    if wall_ns:
-        out = out.with_columns((pl.col("total_us") * NS_PER_US * 100.0 / wall_ns).alias("pct_wall"))
+    if wall_ns is not None:  # (null where there is no wall span: no GPU rows, or none with a duration)
+        share = pl.col("total_us") * NS_PER_US * 100.0 / wall_ns if wall_ns else pl.lit(None, pl.Float64)
+        out = out.with_columns(share.alias("pct_wall"))
     if sort:
         out = out.sort(["total_us", *by], descending=[True] + [False] * len(by), nulls_last=True)
     return out

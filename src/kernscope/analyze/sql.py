@@ -18,6 +18,7 @@ import polars as pl
 
 from ..model import Trace, run_sql
 from .categories import Categorizer
+from .critical_path import empty_path
 from .summary import Analysis, analyze
 
 #: the analysis tables, as SQL names
@@ -61,7 +62,11 @@ def sql(trace: Trace, query: str, *, step: int | None = None, categorizer: Categ
     def table(name: str) -> pl.DataFrame:
         if not cache:  # one analysis for every analysis.* table of the query (none when it names none)
             cache.append(analyze(trace, step=step, categorizer=categorizer))
-        return cache[0].tables().get(name, pl.DataFrame())
+        have = cache[0].tables()
+        if name in have:
+            return have[name]
+        # the critical path's tables of a trace without steps: empty, with their columns (a query names them)
+        return empty_path([]).tables()[name]
 
     for name in ANALYSIS_TABLES:
         tables[f"analysis.{name}"] = partial(table, name)

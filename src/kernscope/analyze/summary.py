@@ -104,9 +104,7 @@ class Analysis:
                "timeline_by_step": self.timeline_by_step, "step_categories": self.step_categories,
                "findings": self.findings}
         if self.critical_path is not None:
-            cp = self.critical_path
-            out.update({"critical_path": cp.steps, "critical_path_categories": cp.categories,
-                        "critical_path_ops": cp.ops, "critical_path_kernels": cp.kernels, "critical_path_whatif": cp.whatif})
+            out.update(self.critical_path.tables())
         if self.annotations is not None:
             out.update({"annotations": self.annotations.ranges, "annotation_categories": self.annotations.categories,
                         "annotation_timeline": self.annotations.timeline})
