@@ -122,3 +122,11 @@ def test_analysis_tables_keep_their_columns_without_steps_or_gpu(tmp_path, capsy
     assert main(["sql", "SELECT * FROM analysis.critical_path_whatif", str(p), "--no-cache"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].split() == ["step", "change", "saves_us"]
 
+
+def test_a_narrow_answer_keeps_its_title_on_one_line(capsys):
+    """The terminal table's title is the query, on a line of its own as wide as the terminal: a one-column answer
+    wrapped it inside the column, three letters a line."""
+    q = "SELECT count(*) AS n FROM kernels"
+    assert main(["sql", q, str(EXAMPLE), "--no-cache"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{q} (1 row)", "  n", "728"]

@@ -4,12 +4,13 @@ the middle. Cells are literal text (names cannot inject markup or escape sequenc
 
 from __future__ import annotations
 
+import copy
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -104,7 +105,21 @@ def _header(header: str, width: int) -> str:
     return "\n".join(shorten_middle(line, width) for line in textwrap.wrap(header, width, break_long_words=False))
 
 
-def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int, *, more: int = 0) -> Table:
+class FittedTable(Table):
+    """A table whose title and caption are lines of their own above and below it, as wide as the terminal: a table
+    narrower than its title (a one-column query's answer) wrapped the title inside its own width, a few letters a line."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.title:
+            yield Text(str(self.title), style=self.title_style or "")
+        body = copy.copy(self)
+        body.title = body.caption = None
+        yield from Table.__rich_console__(body, console, options)
+        if self.caption:
+            yield Text(str(self.caption), style=self.caption_style or "")
+
+
+def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int, *, more: int = 0) -> FittedTable:
     """A table no wider than ``width`` in which no number or enum is ever cut: numeric and enum columns at their
     natural width, name columns shortened in the middle. When the numbers do not fit, headers wrap at spaces first; then
     ``optional`` columns are left out, then the last columns (the least important: tables put key columns
@@ -137,7 +152,7 @@ def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], wi
             for r, short in zip(cells, shown, strict=True):
                 r[i] = short
     cells = [[r[i] for i in keep] for r in cells]
-    t = Table(title=shorten_middle(title, width), title_justify="left", title_style="bold", header_style="bold",
+    t = FittedTable(title=shorten_middle(title, width), title_justify="left", title_style="bold", header_style="bold",
               box=None, pad_edge=False, padding=(0, 1), show_edge=False, expand=False, collapse_padding=False)
     for i, c in enumerate(cols):
         t.add_column(_header(c.header, widths[i]), justify="right" if c.numeric else "left", width=widths[i],
