@@ -120,6 +120,28 @@ def test_slow_step_sync_comm_and_tiny_gemms_are_named(tmp_path):
     assert set(one["step"]) == {3}  # --step: that step's findings only
 
 
+def test_a_gpu_busy_with_work_in_no_step_is_not_idle_at_the_step_start(tmp_path):
+    """The GPU runs a record that is in no step (no launch in the trace: unlinked) from the step's start, and the
+    step's first kernel queues behind it: no ``step_start_idle`` (a real ROCm trace's first step read 30,082 µs "idle",
+    179% of the step, behind 968 such records). Without that record the same step is idle at its start."""
+    def trace(with_busy: bool) -> Path:
+        ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 3000.0},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0,
+               "args": {"correlation": 1}},
+              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2000.0, "dur": 500.0,
+               "args": {"correlation": 1, "device": 0, "stream": 7}}]
+        if with_busy:
+            ev.append({"ph": "X", "cat": "kernel", "name": "earlier", "pid": 0, "tid": 7, "ts": 5.0, "dur": 1995.0,
+                       "args": {"correlation": 99, "device": 0, "stream": 7}})
+        return write_trace(tmp_path / f"busy{with_busy}.json", ev)
+
+    idle = analyze(kernscope.load(trace(False), cache=False)).findings.filter(pl.col("rule") == "step_start_idle")
+    assert idle["win_back_us"].to_list() == pytest.approx([2000.0])
+    t = kernscope.load(trace(True), cache=False)
+    assert t.gpu.filter(pl.col("name") == "earlier")["step"].to_list() == [None]
+    assert analyze(t).findings.filter(pl.col("rule") == "step_start_idle").height == 0
+
+
 def test_rules_are_data_a_user_file_moves_thresholds_and_bad_files_are_one_line(tmp_path, capsys):
     p = tmp_path / "lb.json"
     _launch_bound_step(p, 200)

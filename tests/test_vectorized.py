@@ -317,10 +317,10 @@ def _step_firsts_reference(g: pl.DataFrame) -> pl.DataFrame:
     g = g.sort("device", "ts", maintain_order=True).with_columns(
         pl.col("end").cum_max().shift(1).over("device").alias("_prev_end"))
     return (g.group_by("step", "device").agg(pl.col("ts").first().alias("_first"), pl.col("_prev_end").first())
-            .sort("step", "device"))
+            .filter(pl.col("step").is_not_null()).sort("step", "device"))
 
 
-@pytest.mark.parametrize("layout", ["random", "in order", "far apart"])
+@pytest.mark.parametrize("layout", ["random", "in order", "far apart", "outside steps"])
 def test_step_firsts_equal_the_sort_and_window(layout: str) -> None:
     from kernscope.analyze.findings import _step_firsts
 
@@ -329,19 +329,24 @@ def test_step_firsts_equal_the_sort_and_window(layout: str) -> None:
         g = g.sort("device", "ts", maintain_order=True)
     if layout == "far apart":  # devices too far apart in time to lay end to end on one axis
         g = g.with_columns(pl.col("ts") + pl.col("device") * 2**61, pl.col("end") + pl.col("device") * 2**61)
+    if layout == "outside steps":  # records in no step (unlinked, or launched before the steps): busy, but no group
+        g = g.with_columns(pl.when(pl.int_range(pl.len()) % 4 == 0).then(None).otherwise(pl.col("step")).alias("step"))
     got = _step_firsts(g).sort("step", "device")
     want = _step_firsts_reference(g)
     assert got.height == want.height > 6 and got.equals(want.select(got.columns))
-    assert got["_prev_end"].null_count() == 3  # each device's first record has none before it
+    if layout != "outside steps":
+        assert got["_prev_end"].null_count() == 3  # each device's first record has none before it
+    else:
+        assert got["step"].null_count() == 0 and g["step"].null_count() > 10
 
 
 def test_step_firsts_of_real_traces() -> None:
-    from kernscope.analyze.findings import _device_work, _step_firsts
+    from kernscope.analyze.findings import _step_firsts
 
     for path in REAL + [TRACES / "multirank" / "ddp4_rank0.json.gz"]:
         if not path.exists():
             pytest.skip(f"{path} not present")
-        g = _device_work(load(str(path)).gpu)
+        g = load(str(path)).gpu.select("step", pl.col("device").fill_null(-1), "ts", "end")  # (in a step or not)
         got = _step_firsts(g).sort("step", "device")
         assert got.height > 0 and got.equals(_step_firsts_reference(g).select(got.columns))
 

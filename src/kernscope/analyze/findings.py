@@ -171,8 +171,10 @@ def _rows_of(g: pl.DataFrame, keys: list[str], groups: pl.DataFrame) -> pl.DataF
 
 
 def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    g = _device_work(gpu)
-    if g.height == 0 or trace.steps.height == 0:
+    # every record of the device, in a step or not: work launched before the steps or unlinked (no launch, so in no
+    # step) still kept the GPU busy (a ROCm trace's first step read 30 ms "idle" behind 968 such records)
+    g = gpu.lazy().select("step", pl.col("device").fill_null(-1), "ts", "end").collect()
+    if g.height == g["step"].null_count() or trace.steps.height == 0:
         return []
     first = _step_firsts(g)
     steps = trace.steps.select("step", "start", "end")
@@ -188,9 +190,10 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> lis
 
 
 def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
-    """Per (step, device) of the GPU rows ``g`` (``step``, ``device``, ``ts``, ``end``: int64 ns, never null): the
-    start of its first record (``_first``) and the latest end of the device's records before that one
-    (``_prev_end``, null for the device's first record): the GPU was busy until then. "Before" is the order of a stable
+    """Per (step, device) of the GPU rows ``g`` (``step``: null for a record in no step; ``device``, ``ts``, ``end``:
+    int64 ns, never null): the start of its first record (``_first``) and the latest end of the device's records
+    before that one, in a step or not (``_prev_end``, null for the device's first record): the GPU was busy until
+    then. "Before" is the order of a stable
     sort by (device, start), ties in row order. In numpy: one sort (none where the rows come sorted, as a JAX
     profile's do), a running maximum per device and each group's first position (the sorted table, a shifted
     cumulative maximum per device and a grouped first took 0.37 s of a 1 GB JAX profile's findings)."""
@@ -209,7 +212,9 @@ def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
     np.not_equal(dev_code[1:], dev_code[:-1], out=new_dev[1:])
     run = running_max(end, new_dev)
     del end
-    step_code, n_step = ranks(g["step"].to_numpy())
+    in_step = g["step"].is_not_null()
+    # (a record in no step: step code 0, a group of its own, left out below)
+    step_code, n_step = ranks(g["step"].fill_null(int(g["step"].min() or 0) - 1).to_numpy())
     group = (step_code if order is None else step_code[order]) * n_dev  # (step, device) as one number: both ranks
     del step_code
     group += dev_code
@@ -217,6 +222,9 @@ def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
     pos = first_positions(group, n_step * n_dev)  # each group's first row in that order
     del group
     pos = pos[pos >= 0]
+    if not in_step.all():
+        stepped = in_step.to_numpy()
+        pos = pos[stepped[pos if order is None else order[pos]]]
     prev_ok = ~new_dev[pos]
     prev = pl.Series("_prev_end", np.where(prev_ok, run[np.maximum(pos - 1, 0)], 0))
     rows = pos if order is None else order[pos]
