@@ -167,6 +167,79 @@ def test_attribution_nested_ops_not_double_counted(tmp_path):
     assert by["aten::addmm"]["bound"] in ("compute", "memory") and by["aten::addmm"]["pct_of_peak"] > 0
 
 
+def _gemm_trace(tmp_path: Path, calls: list[tuple[str, str, float]]) -> Path:
+    """fp32 GEMMs on an H100, each (how, kernel name, kernel µs): ``"plain"`` an ``aten::mm`` of float inputs,
+    4096 x 4096 by 4096 x (4096 - its place in ``calls``); ``"autocast"`` an fp32 ``aten::linear`` of 4096³ holding a
+    cast and a bf16 ``aten::addmm`` (what autocast records)."""
+    lin = {"Input Dims": [[4096, 4096], [4096, 4096], [4096]], "Input type": ["float"] * 3, "Concrete Inputs": [""] * 3}
+    bf = {"Input Dims": [[4096], [4096, 4096], [4096, 4096], [], []], "Input type": ["c10::BFloat16"] * 3 + ["Scalar"] * 2,
+          "Concrete Inputs": ["", "", "", "1", "1"]}
+    ev: list[dict] = []
+    t = 1000.0
+    for k, (how, kernel, us) in enumerate(calls):
+        def op(name: str, ts: float, dur: float, args: dict) -> None:
+            ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                       "args": {"External id": 100 * k + len(ev), **args}})
+
+        def launch(name: str, ts: float, start: float, dur: float, corr: int) -> None:
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": 2,
+                       "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": start, "dur": dur,
+                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+
+        if how == "plain":
+            op("aten::mm", t, 20, {"Input Dims": [[4096, 4096], [4096, 4096 - k]], "Input type": ["float", "float"],
+                                   "Concrete Inputs": ["", ""]})
+            launch(kernel, t + 5, t + 30, us, 10 * k + 1)
+        else:
+            op("aten::linear", t, 40, lin)
+            op("aten::_to_copy", t + 2, 10, {"Input Dims": [[4096, 4096], [], [], [], [], [], []],
+                                              "Input type": ["float"] + ["Scalar"] * 6, "Concrete Inputs": ["", "15"] + [""] * 5})
+            launch("void at::native::unrolled_elementwise_kernel<bfloat16_copy_kernel_cuda>", t + 4, t + 30, 20.0, 10 * k + 1)
+            op("aten::addmm", t + 20, 15, bf)
+            launch(kernel, t + 25, t + 60, us, 10 * k + 2)
+        t += 5000.0
+    return write_trace(tmp_path / "gemms.json", ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+
+
+def test_gemms_are_rated_against_the_peak_of_the_precision_they_ran_in(tmp_path):
+    """The roof of a GEMM is that of the precision its kernels ran in: an fp32 ``aten::linear`` under autocast holds a
+    bf16 ``aten::addmm`` (rated against the fp32 peak it read 990% on a real DDP trace); an fp32 GEMM whose kernel is
+    a TF32 one by name, or that ran faster than the fp32 peak allows, used TF32 tensor cores; an fp32 GEMM on SIMT
+    kernels at an fp32 speed keeps the fp32 peak."""
+    flops = 2 * 4096**3
+    pm = perf_model(load(_gemm_trace(tmp_path, [
+        ("autocast", "nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_NNT", 300.0),
+        ("plain", "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16", 1000.0),
+        ("plain", "ampere_sgemm_128x128_nn", 500.0)]), cache=False))
+    dev = pm.device
+    by = {(r["name"], r["input_type"]): r for r in pm.ops.iter_rows(named=True)}
+    outer, inner = by[("aten::linear", '["float", "float", "float"]')], by[("aten::addmm", json.dumps(["c10::BFloat16"] * 3 + ["Scalar"] * 2))]
+    assert outer["nested"] and outer["dtype"] == "fp32" and outer["peak_precision"] == inner["peak_precision"] == "bf16"
+    assert outer["peak_tflops"] == inner["peak_tflops"] == dev.matrix["bf16"]
+    assert outer["pct_of_peak"] < 100 and inner["pct_of_peak"] == pytest.approx(100 * (flops + 4096 * 4096) / 300e-6 / 1e12 / dev.matrix["bf16"])
+    mm = {r["kernel_time_us"]: r for r in pm.ops.filter(pl.col("name") == "aten::mm").iter_rows(named=True)}
+    assert mm[1000.0]["count"] == 1 and mm[1000.0]["peak_precision"] == "tf32" and mm[1000.0]["peak_tflops"] == dev.matrix["tf32"]
+    fast = 2 * 4096 * 4096 * 4094 / 500e-6 / 1e12  # 275 TFLOP/s: over the fp32 peak (67), within TF32's
+    assert fast > dev.matrix["fp32"] and mm[500.0]["peak_precision"] == "tf32"
+    assert mm[500.0]["pct_of_peak"] == pytest.approx(100 * fast / dev.matrix["tf32"])
+    slow = perf_model(load(_gemm_trace(tmp_path, [("plain", "ampere_sgemm_128x128_nn", 5000.0)]), cache=False))
+    row = slow.ops.row(0, named=True)  # (its place 0: 4096³)
+    assert row["peak_precision"] == "fp32" and row["pct_of_peak"] == pytest.approx(100 * flops / 5000e-6 / 1e12 / dev.matrix["fp32"])
+
+
+def test_an_out_tensor_is_written_not_read():
+    """``mul(self, other, out=)``: the out= tensor is the output (written once), not a third operand read (a real
+    trace's ``aten::mul`` read 128-136% of the H200's bandwidth so)."""
+    n = 50304 * 768
+    out = work("aten::mul", [[50304, 768], [], [50304, 768]], ["float", "double", "float"])
+    assert out.op_class == "BinaryElementwise" and out.bytes == n * 4 * 2 + 8 and out.flops == n
+    where = work("aten::where", [[64], [64], [64]], ["bool", "float", "float"])
+    assert where.op_class == "TernaryElementwise" and where.bytes == 64 * (1 + 4 + 4) + 64 * 4
+    where_out = work("aten::where", [[64], [64], [64], [64]], ["bool", "float", "float", "float"])
+    assert where_out.bytes == where.bytes
+
+
 def test_nesting_depth_vectorized():
     ops = pl.DataFrame({"pid": [1, 1, 1, 1, 2], "tid": [1, 1, 1, 1, 1], "ts": [0, 10, 20, 100, 5],
                         "end": [90, 50, 30, 120, 6]})

@@ -27,6 +27,10 @@ _TYPES: dict[str, tuple[int, str]] = {
     "c10::complex<c10::half>": (4, "fp16"),
 }
 
+#: GEMM kernels on TF32 tensor cores, by name: cuBLAS's ``..._tf32f32_...``/``..._tf32_...``, CUTLASS's Ampere
+#: ``s1688gemm`` (a float GEMM on TF32 MMA; SIMT float kernels are ``sgemm``). A regex for polars.
+TF32_KERNELS = r"(?i)tf32|s1688"
+
 #: ``torch.dtype`` numbers (``ScalarType``) as they appear in ``Concrete Inputs`` (e.g. ``aten::to``'s dtype)
 SCALAR_TYPES: dict[int, str] = {
     0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int", 5: "c10::Half", 6: "float",

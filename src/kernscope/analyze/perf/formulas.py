@@ -441,6 +441,8 @@ _BINARY = (
     "hardtanh_backward", "leaky_relu_backward", "elu_backward", "softplus_backward", "hardswish_backward",
     "mish_backward", "native_dropout_backward"
 )
+#: the entries of ``_BINARY`` that take three tensor operands
+_TERNARY = frozenset(("where", "addcmul", "addcdiv", "lerp", "masked_fill"))
 _BOOL_OUT = frozenset((
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf"
 ))
@@ -456,6 +458,9 @@ def _elementwise(call: Call) -> Work:
     first = tensors[0]
     if base in _UNARY and len(tensors) >= 2 and len(call.shape(tensors[1])) > 0 and base != "pow":
         tensors = tensors[:1]  # a trailing out= tensor is handled below as the output
+    arity = 3 if base in _TERNARY else 2 if base in _BINARY else len(tensors)
+    if len(tensors) > arity:  # mul(self, other, out=): the out= tensor is written (below), not read
+        tensors = tensors[:arity]
     # operands: tensors read (a 0-d tensor is one element); the output shape broadcasts the operands
     shapes = [call.shape(i) for i in tensors]
     out_shape = broadcast(*shapes)

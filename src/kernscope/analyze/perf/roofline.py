@@ -22,7 +22,7 @@ from ...load.opargs import read_op_args
 from ...model import Trace
 from ..attribute import op_gpu_pairs
 from .devices import DevicePeaks, match_device
-from .dtypes import precision, short_name
+from .dtypes import TF32_KERNELS, precision, short_name
 from .formulas import REGISTRY, Call, Registry, Work
 from .xla import has_hlo, xla_rows
 
@@ -32,8 +32,8 @@ NS_PER_US = 1000.0
 OP_COLUMNS = (
     "name", "op_class", "dtype", "input_dims", "input_type", "concrete_inputs", "count", "kernel_time_us",
     "mean_time_us", "median_time_us", "min_time_us", "max_time_us", "flops", "bytes", "arithmetic_intensity",
-    "tflops_per_s", "tb_per_s", "peak_tflops", "peak_tb_per_s", "pct_of_peak", "bound", "nested", "params",
-    "example_idx",
+    "tflops_per_s", "tb_per_s", "peak_tflops", "peak_tb_per_s", "peak_precision", "pct_of_peak", "bound", "nested",
+    "params", "example_idx",
 )
 
 
@@ -171,6 +171,7 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     ops = ev.filter((pl.col("kind") == "cpu_op") & pl.col("name").is_in(sorted(names))).select(
         "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
     pairs = op_gpu_pairs(ops, gpu)
+    tf32 = gpu.select("_g", pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"))
     per_op = pairs.group_by("op_idx").agg(
         pl.col("dur").sum().alias("gpu_ns"),
         pl.col("innermost").not_().any().alias("nested"),
@@ -192,7 +193,7 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
         pl.col("nested").any().alias("nested"),
         pl.col("op_idx").min().alias("example_idx"),
     ).sort("example_idx")
-    rows: list[dict[str, Any]] = []
+    modeled: list[tuple[dict[str, Any], Work]] = []
     miss: list[tuple[str, str, int, float]] = []
     for r in groups.iter_rows(named=True):
         w, why = _work(registry, r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
@@ -203,7 +204,10 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
             if not r["nested"]:
                 miss.append((r["name"], reason, r["count"], r["kernel_time_us"]))
             continue
-        rows.append({**r, **_rates(w, r["count"], r["kernel_time_us"], dev)})
+        modeled.append((r, w))
+    ran = _ran_in(modeled, inst, pairs, tf32, sig)
+    rows = [{**r, **_rates(w, r["count"], r["kernel_time_us"], dev, ran.get(tuple(r[c] for c in sig)))}
+            for r, w in modeled]
     ops_df = pl.DataFrame(rows, schema=_schema()) if rows else pl.DataFrame(schema=_schema())
     ops_df = ops_df.select(OP_COLUMNS).sort("kernel_time_us", descending=True)
     missing = (pl.DataFrame(miss, schema={"name": pl.String, "reason": pl.String, "count": pl.Int64,
@@ -235,6 +239,31 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
                          "time) have shapes no model could use: "
                          + "; ".join(f"{r} ({n})" for r, n in commonest_reasons(unusable)))
     return PerfModel(dev, device_name, ops_df, missing, uncovered, _classes(ops_df), coverage, step, tuple(notes))
+
+
+def _ran_in(modeled: list[tuple[dict[str, Any], Work]], inst: pl.DataFrame, pairs: pl.DataFrame, tf32: pl.DataFrame,
+            sig: list[str]) -> dict[tuple[Any, ...], str]:
+    """The precision each matrix-op signature's GEMMs ran in, where that is not its inputs' type: per GPU record under a
+    matrix op, the precision of its innermost modeled op (an fp32 GEMM whose kernel is a TF32 one, by its name:
+    ``tf32``); per signature, the precision with the most GPU time. An fp32 ``aten::linear`` under autocast holds a
+    bf16 ``aten::addmm``: its GEMM ran in bf16 (rated against the fp32 peak, it read 990% of it). Matrix-op
+    signatures only (vector ops keep their vector peak); ``modeled``: (the signature's row, its work)."""
+    keys = [tuple(r[c] for c in sig) for r, w in modeled if w.unit == "matrix"]
+    if not keys or pairs.height == 0:
+        return {}
+    own = [precision(w.dtype) for _, w in modeled if w.unit == "matrix"]
+    mats = pl.DataFrame([list(k) + [p] for k, p in zip(keys, own)], schema={**{c: pl.String for c in sig}, "_p": pl.String},
+                        orient="row")
+    op_p = inst.select("op_idx", *sig).join(mats, on=sig, how="inner", nulls_equal=True)
+    # each GPU record's precision, from its innermost op where that is a modeled matrix op
+    rec = (pairs.filter(pl.col("innermost")).select("_g", "dur", "op_idx").join(op_p.select("op_idx", "_p"), on="op_idx")
+           .join(tf32, on="_g", how="left")
+           .select("_g", "dur", pl.when((pl.col("_p") == "fp32") & pl.col("_tf32")).then(pl.lit("tf32"))
+                   .otherwise(pl.col("_p")).alias("_ran")))
+    by_sig = (pairs.select("op_idx", "_g").join(rec, on="_g").join(op_p.select("op_idx", *sig), on="op_idx")
+              .group_by(*sig, "_ran").agg(pl.col("dur").sum())
+              .sort("dur", "_ran", descending=[True, False]).group_by(sig, maintain_order=True).first())
+    return {tuple(r[c] for c in sig): r["_ran"] for r in by_sig.iter_rows(named=True) if r["_ran"] is not None}
 
 
 def commonest_reasons(missing: pl.DataFrame, n: int = 3) -> list[tuple[str, int]]:
@@ -305,12 +334,23 @@ def _why_missing(dims: str | None, types: str | None) -> str:
     return "shapes not usable"
 
 
-def _rates(w: Work, count: int, time_us: float, dev: DevicePeaks | None) -> dict[str, Any]:
+def _rates(w: Work, count: int, time_us: float, dev: DevicePeaks | None, ran: str | None = None) -> dict[str, Any]:
+    """A signature's rates and roofline position. ``ran``: the precision a matrix op's GEMMs ran in where known
+    (:func:`_ran_in`: bf16 under autocast, tf32 by kernel name); an fp32 matrix op faster than the fp32 peak
+    allows ran on TF32 tensor cores (it is rated against their peak)."""
     secs = time_us * 1e-6
     tflops = w.flops * count / secs / 1e12 if secs > 0 else None
     tbps = w.bytes * count / secs / 1e12 if secs > 0 and w.bytes is not None else None
     ai = w.flops / w.bytes if w.bytes else None
-    peak = dev.flops_peak(w.unit, precision(w.dtype)) if dev else None
+    prec = precision(w.dtype)
+    if w.unit == "matrix" and ran is not None:
+        prec = ran
+    peak = dev.flops_peak(w.unit, prec) if dev else None
+    if (w.unit == "matrix" and prec == "fp32" and dev is not None and peak and tflops is not None and tflops > peak
+            and dev.matrix.get("tf32")):
+        prec, peak = "tf32", dev.flops_peak("matrix", "tf32")
+    # (the FLOP roof the row is rated on: none for pure data movement, rated on the bandwidth alone)
+    rated = (prec if w.unit == "matrix" else "fp64" if prec == "fp64" else "fp32") if peak and w.flops else None
     bw = dev.hbm_tb_s if dev else None
     pct = bound = None
     if w.flops == 0 and bw and tbps is not None:  # pure data movement
@@ -324,7 +364,8 @@ def _rates(w: Work, count: int, time_us: float, dev: DevicePeaks | None) -> dict
         "op_class": w.op_class, "dtype": short_name(w.dtype), "flops": float(w.flops),
         "bytes": float(w.bytes) if w.bytes is not None else None,
         "arithmetic_intensity": ai if ai is None or math.isfinite(ai) else None,
-        "tflops_per_s": tflops, "tb_per_s": tbps, "peak_tflops": peak, "peak_tb_per_s": bw, "pct_of_peak": pct,
+        "tflops_per_s": tflops, "tb_per_s": tbps, "peak_tflops": peak, "peak_tb_per_s": bw, "peak_precision": rated,
+        "pct_of_peak": pct,
         "bound": bound, "params": msgspec.json.encode(w.params).decode(),
     }
 
@@ -336,7 +377,8 @@ def _schema() -> dict[str, Any]:
         "min_time_us": pl.Float64, "max_time_us": pl.Float64, "nested": pl.Boolean, "example_idx": pl.Int64,
         "op_class": pl.String, "dtype": pl.String, "flops": pl.Float64, "bytes": pl.Float64,
         "arithmetic_intensity": pl.Float64, "tflops_per_s": pl.Float64, "tb_per_s": pl.Float64,
-        "peak_tflops": pl.Float64, "peak_tb_per_s": pl.Float64, "pct_of_peak": pl.Float64, "bound": pl.String,
+        "peak_tflops": pl.Float64, "peak_tb_per_s": pl.Float64, "peak_precision": pl.String, "pct_of_peak": pl.Float64,
+        "bound": pl.String,
         "params": pl.String,
     }
 

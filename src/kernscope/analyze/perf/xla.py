@@ -17,6 +17,7 @@ import polars as pl
 
 from ...model import Trace
 from .devices import DevicePeaks
+from .dtypes import TF32_KERNELS, precision
 from .formulas import Work
 
 NS_PER_US = 1000.0
@@ -36,7 +37,9 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
         (pl.col("dur").median() / NS_PER_US).alias("median_time_us"),
         (pl.col("dur").min() / NS_PER_US).alias("min_time_us"),
         (pl.col("dur").max() / NS_PER_US).alias("max_time_us"),
-        pl.col("_g").min().alias("example_idx"))
+        pl.col("_g").min().alias("example_idx"),
+        # (a float dot on TF32 tensor cores, XLA's default for f32 on GPUs that have them: by its kernels' names)
+        pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).any().alias("_tf32"))
         .sort("example_idx"))
     rows: list[dict[str, Any]] = []
     for r in groups.iter_rows(named=True):
@@ -53,6 +56,7 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
                "mean_time_us": r["kernel_time_us"] / count, "median_time_us": r["median_time_us"],
                "min_time_us": r["min_time_us"], "max_time_us": r["max_time_us"], "nested": False,
                "example_idx": int(r["example_idx"])}
-        rows.append({**row, **rates(w, count, r["kernel_time_us"], dev)})
+        ran = "tf32" if gemm and r["_tf32"] and precision(w.dtype) == "fp32" else None
+        rows.append({**row, **rates(w, count, r["kernel_time_us"], dev, ran)})
     left = gpu.filter(pl.col("hlo_instruction").is_null() | pl.col("hlo_flops").is_null())
     return pl.DataFrame(rows) if rows else pl.DataFrame(), left
