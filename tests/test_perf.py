@@ -202,7 +202,7 @@ def _gemm_trace(tmp_path: Path, calls: list[tuple[str, str, float]]) -> Path:
     return write_trace(tmp_path / "gemms.json", ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
 
 
-def test_gemms_are_rated_against_the_peak_of_the_precision_they_ran_in(tmp_path):
+def test_gemms_are_rated_against_the_peak_of_the_precision_they_ran_in(tmp_path, capsys):
     """The roof of a GEMM is that of the precision its kernels ran in: an fp32 ``aten::linear`` under autocast holds a
     bf16 ``aten::addmm`` (rated against the fp32 peak it read 990% on a real DDP trace); an fp32 GEMM whose kernel is
     a TF32 one by name, or that ran faster than the fp32 peak allows, used TF32 tensor cores; an fp32 GEMM on SIMT
@@ -223,6 +223,9 @@ def test_gemms_are_rated_against_the_peak_of_the_precision_they_ran_in(tmp_path)
     fast = 2 * 4096 * 4096 * 4094 / 500e-6 / 1e12  # 275 TFLOP/s: over the fp32 peak (67), within TF32's
     assert fast > dev.matrix["fp32"] and mm[500.0]["peak_precision"] == "tf32"
     assert mm[500.0]["pct_of_peak"] == pytest.approx(100 * fast / dev.matrix["tf32"])
+    assert main(["perf", str(tmp_path / "gemms.json"), "--no-cache", "--all", "-q"]) == 0
+    shown = capsys.readouterr().out
+    assert "fp32→bf16" in shown and shown.count("fp32→tf32") == 2  # the terminal names what the rows are rated as
     slow = perf_model(load(_gemm_trace(tmp_path, [("plain", "ampere_sgemm_128x128_nn", 5000.0)]), cache=False))
     row = slow.ops.row(0, named=True)  # (its place 0: 4096³)
     assert row["peak_precision"] == "fp32" and row["pct_of_peak"] == pytest.approx(100 * flops / 5000e-6 / 1e12 / dev.matrix["fp32"])

@@ -92,7 +92,7 @@ def _console_ops(s: Section, out: Console) -> None:
     if ops.height:
         d = ops.head(top) if top is not None else ops
         more = ops.height - d.height
-        rows = [[r["name"].removeprefix("aten::"), r["op_class"], r["dtype"], shapes_label(r["input_dims"]), count(r["count"]),
+        rows = [[r["name"].removeprefix("aten::"), r["op_class"], _ran(r), shapes_label(r["input_dims"]), count(r["count"]),
                  us(r["kernel_time_us"]), _num(r["tflops_per_s"], 2), pct(r["pct_of_peak"]), _num(r["tb_per_s"], 3),
                  _num(r["arithmetic_intensity"], 1), r["bound"] or "-"]
                 for r in d.iter_rows(named=True)]
@@ -103,6 +103,13 @@ def _console_ops(s: Section, out: Console) -> None:
         out.print(fit_table(f"Ops by GPU time ({ops.height:,} signatures; % of peak = of the roofline at the op's "
                             "arithmetic intensity)", cols, rows, s.options.width, more=more))
         out.print()
+
+
+def _ran(r: dict) -> str:
+    """The row's type, and the precision its GEMMs ran in where that differs (fp32→tf32, fp32→bf16 under autocast;
+    a vector op's peak is the fp32 or fp64 rate whatever its type: not shown)."""
+    ran = r.get("peak_precision")
+    return f"{r['dtype']}→{ran}" if ran and ran != r["dtype"] and ran not in ("fp32", "fp64") else r["dtype"]
 
 
 @view("table", "perf.missing")
