@@ -25,6 +25,7 @@ class _OpArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    input_strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Strides")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -57,7 +58,8 @@ class _KernelEvent(msgspec.Struct, gc=False):
     args: _KernelArgs | None = None
 
 
-SCHEMA = {"idx": pl.Int64, "input_dims": pl.String, "input_type": pl.String, "concrete_inputs": pl.String}
+SCHEMA = {"idx": pl.Int64, "input_dims": pl.String, "input_type": pl.String, "concrete_inputs": pl.String,
+          "input_strides": pl.String}
 MEMORY_SCHEMA = {"idx": pl.Int64, "total_allocated": pl.Int64, "total_reserved": pl.Int64, "bytes": pl.Int64,
                  "device": pl.Int64, "device_type": pl.Int64, "addr": pl.Int64}
 
@@ -66,13 +68,14 @@ _MAX_MERGES = 8
 
 
 def read_op_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.DataFrame:
-    """``idx, input_dims, input_type, concrete_inputs`` (JSON text) of the events at ``wanted`` indices.
+    """``idx, input_dims, input_type, concrete_inputs, input_strides`` (JSON text) of the events at ``wanted`` indices.
 
-    Each piece of the event array is decoded by msgspec into structs that keep only these three raw
+    Each piece of the event array is decoded by msgspec into structs that keep only these four raw
     values (everything else is skipped unbuilt, at several hundred MB/s); only wanted events' values
     are turned into strings.
     """
-    rows = _read_args(path, wanted, _Event, lambda i, a: (i, _text(a.input_dims), _text(a.input_type), _text(a.concrete)))
+    rows = _read_args(path, wanted, _Event, lambda i, a: (i, _text(a.input_dims), _text(a.input_type), _text(a.concrete),
+                                                          _text(a.input_strides)))
     return pl.DataFrame(rows, schema=SCHEMA, orient="row")
 
 

@@ -51,6 +51,17 @@ class Call:
     dims: tuple[Any, ...]
     types: tuple[str, ...]
     concrete: tuple[str, ...]
+    strides: tuple[Any, ...] = ()  #: ``Input Strides`` where recorded: () when not
+
+    def distinct(self, i: int) -> int:
+        """Distinct elements of tensor operand ``i``: its size, less the dimensions of stride 0 (an ``expand``ed
+        tensor repeats its elements there; read once each, as every operand is). Its size where no strides are
+        recorded."""
+        shape = self.shape(i)
+        st = self.strides[i] if i < len(self.strides) else None
+        if not _is_shape(st) or len(st) != len(shape):
+            return numel(shape)
+        return numel([n for n, s in zip(shape, st) if s != 0])
 
     def is_tensor(self, i: int) -> bool:
         return i < len(self.types) and bytes_per_element(self.types[i]) is not None and _is_shape(self.dim(i))
@@ -472,10 +483,13 @@ def _elementwise(call: Call) -> Work:
         bpe_out = max(call.bpe(i) for i in nd)
     else:
         bpe_out = call.bpe(first)
-    read = sum(numel(s) * b for s, b in zip(shapes, bpes))
+    distinct = [call.distinct(i) for i in tensors]
+    read = sum(d * b for d, b in zip(distinct, bpes))
     n_out = numel(out_shape)
     op_class = "UnaryElementwise" if len(tensors) == 1 else "BinaryElementwise" if len(tensors) == 2 else "TernaryElementwise"
-    params = {"shapes": shapes, "out_shape": out_shape, "in_place": in_place}
+    params: dict[str, Any] = {"shapes": shapes, "out_shape": out_shape, "in_place": in_place}
+    if any(d != numel(sh) for d, sh in zip(distinct, shapes)):  # an expanded operand: its distinct elements read
+        params["distinct"] = distinct
     return Work(float(n_out), float(read + n_out * bpe_out), op_class, "vector", call.types[first], params)
 
 
@@ -756,9 +770,12 @@ def _index_select(call: Call) -> Work:
 
 @model("aten::gather", op_class="Embedding")
 def _gather(call: Call) -> Work:
+    """self, dim, index: an element of self read and written per index element; the index read once per distinct
+    element (an index ``expand``ed along the gathered rows, as a tied embedding's, is read once)."""
     idx = call.shape(2)
     n = numel(idx)
-    return Work(0.0, float(2 * n * call.bpe(0) + n * call.bpe(2)), "Embedding", "vector", call.types[0], {"indices": idx})
+    return Work(0.0, float(2 * n * call.bpe(0) + call.distinct(2) * call.bpe(2)), "Embedding", "vector", call.types[0],
+                {"indices": idx})
 
 
 @model("aten::embedding_dense_backward", op_class="Embedding")

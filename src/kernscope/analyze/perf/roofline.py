@@ -140,14 +140,14 @@ def _physical(d: list[Any]) -> bool:
 
 
 def _work(registry: Registry, name: str, dims: str | None, types: str | None,
-          concrete: str | None) -> tuple[Work | None, str | None]:
+          concrete: str | None, strides: str | None = None) -> tuple[Work | None, str | None]:
     """(the model's answer, None) or (None, the model's reason; None where the recorded arguments never reached a
     model: :func:`_why_missing` says why)."""
-    d, t, c = _decode(dims), _decode(types), _decode(concrete)
+    d, t, c, st = _decode(dims), _decode(types), _decode(concrete), _decode(strides)
     if not isinstance(d, list) or not isinstance(t, list) or not _physical(d):
         return None, None
     conc = tuple(str(x) if not isinstance(x, str) else x for x in c) if isinstance(c, list) else ()
-    return registry.attempt(Call(name, tuple(d), tuple(str(x) for x in t), conc))
+    return registry.attempt(Call(name, tuple(d), tuple(str(x) for x in t), conc, tuple(st) if isinstance(st, list) else ()))
 
 
 def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | None = None,
@@ -184,6 +184,8 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     inst = _compact(per_op.join(args.rename({"idx": "op_idx"}), on="op_idx", how="left"))
     sig = ["name", "input_dims", "input_type", "concrete_inputs"]
     groups = inst.group_by(sig).agg(
+        # (the strides of the signature's first call: they tell an expanded operand, read once per distinct element)
+        pl.col("input_strides").sort_by("op_idx").first(),
         pl.len().alias("count"),
         (pl.col("gpu_ns").sum() / NS_PER_US).alias("kernel_time_us"),
         (pl.col("gpu_ns").mean() / NS_PER_US).alias("mean_time_us"),
@@ -196,7 +198,7 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     modeled: list[tuple[dict[str, Any], Work]] = []
     miss: list[tuple[str, str, int, float]] = []
     for r in groups.iter_rows(named=True):
-        w, why = _work(registry, r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"])
+        w, why = _work(registry, r["name"], r["input_dims"], r["input_type"], r["concrete_inputs"], r.pop("input_strides"))
         if w is None:
             reason = _why_missing(r["input_dims"], r["input_type"])
             if reason == "shapes not usable" and why:  # the model says which
@@ -313,7 +315,7 @@ def _classes(ops: pl.DataFrame) -> pl.DataFrame:
 
 def _compact(inst: pl.DataFrame) -> pl.DataFrame:
     """Argument texts in one spelling (``[[8944, 1024], [1024, 2816]]``): files differ in indentation."""
-    cols = ("input_dims", "input_type", "concrete_inputs")
+    cols = ("input_dims", "input_type", "concrete_inputs", "input_strides")
     out = []
     for c in cols:
         raw = inst[c].unique().drop_nulls().to_list()
