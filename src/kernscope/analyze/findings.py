@@ -442,15 +442,19 @@ def _table(rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataFrame, *, step: int | None = None,
-         rules: FindingRules | None = None, pool: Executor | None = None) -> pl.DataFrame:
+         rules: FindingRules | None = None, pool: Executor | None = None,
+         all_gpu: pl.DataFrame | None = None) -> pl.DataFrame:
     """The findings of one trace, ranked by ``win_back_us``: ``gpu`` the categorized GPU rows analyzed (with
     ``step``, ``launch_ts``, ``category``, ``launcher``), ``steps`` the step summary (``cpu_duration_us``),
-    ``by_step`` the GPU timeline per step; ``step`` keeps the findings of that step only. ``pool``: an executor the
-    rules run on side by side (:func:`kernscope.analyze.analyze` hands its own); the same table."""
+    ``by_step`` the GPU timeline per step; ``step`` keeps the findings of that step only. ``all_gpu``: every GPU row
+    of the trace where ``gpu`` holds one step's (default ``gpu``): whether the GPU was idle at a step's start depends
+    on the work before it (with ``--step 2`` alone, step 1's work still running read as 7 ms idle). ``pool``: an
+    executor the rules run on side by side (:func:`kernscope.analyze.analyze` hands its own); the same table."""
     given = rules or FindingRules.builtin()
     r = given.rules
+    every = gpu if all_gpu is None else all_gpu
     calls: list[Callable[[], list[dict[str, Any]]]] = [
-        partial(launch_bound, gpu, r["launch_bound"]), partial(step_start_idle, trace, gpu, r["step_start_idle"]),
+        partial(launch_bound, gpu, r["launch_bound"]), partial(step_start_idle, trace, every, r["step_start_idle"]),
         partial(blocking_sync, trace, r["blocking_sync"], step), partial(exposed_comm, by_step, r["exposed_comm"]),
         partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
         partial(recompile, trace, r["recompile"], step), partial(low_occupancy, gpu, r["low_occupancy"])]

@@ -186,7 +186,8 @@ def analyze(
         grouped_f = pool.submit(rows_by, g, SUMMARY_KEYS + decided)
         step_cats_f = pool.submit(step_category_summary, trace, all_gpu)
         facts_f = pool.submit(trace_facts, trace)
-        findings = find(trace, g, steps_f.result(), by_step_f.result(), step=step, rules=finding_rules, pool=pool)
+        findings = find(trace, g, steps_f.result(), by_step_f.result(), step=step, rules=finding_rules, pool=pool,
+                        all_gpu=all_gpu)
         grouped, wall = grouped_f.result(), wall_time_ns(g)
         rest = _summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
         path = path_f.result() if path_f is not None else None
