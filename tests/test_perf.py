@@ -296,6 +296,9 @@ def test_device_fingerprint_and_memory_variant():
     gcd = match_device({"name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "numSms": 104})
     assert gcd is not None and gcd.matrix["bf16"] == 181.0
     assert match_device({"name": "AMD Radeon Graphics", "computeMajor": 11, "computeMinor": 0, "numSms": 48}) is None
+    assert gcd.name.endswith("(recognised from 'AMD Radeon Graphics': compute 9.0, 104 CUs)")
+    nameless = match_device({"computeMajor": 9, "computeMinor": 4, "numSms": 304})  # a JAX profile of an MI300X
+    assert nameless.name == "AMD Instinct MI300X (recognised by compute 9.4, 304 CUs; no device name recorded)"
 
 
 def test_parse_peak():

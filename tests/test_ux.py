@@ -322,3 +322,19 @@ def test_the_html_report_is_the_same_on_every_run(tmp_path):
                        check=True, env=env)
         pages.append(out.read_bytes())
     assert pages[0] == pages[1]
+
+
+def test_the_header_names_a_rank_without_a_world_size(tmp_path, capsys):
+    """A trace whose rank is known but not its world size reads ``rank 3``, not ``rank 3/None``; with both,
+    ``rank 3/8``; with neither, ``rank -``."""
+    from conftest import write_trace
+
+    from kernscope.cli import main
+
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+           "args": {"device": 0, "stream": 7}}]
+    for info, want in (({"rank": 3}, "rank 3 ·"), ({"rank": 3, "world_size": 8}, "rank 3/8 ·"), (None, "rank - ·")):
+        p = write_trace(tmp_path / "t.json", ev, **({"distributedInfo": info} if info else {}))
+        assert main(["analyze", str(p), "--no-cache", "-q"]) == 0
+        out = capsys.readouterr().out
+        assert want in out and "None" not in out, out[:300]

@@ -28,7 +28,7 @@ def _head(s: Section, out: Console) -> None:
     a: Analysis = s.result
     f = a.facts
     dev = ", ".join(f.device_names) or "-"
-    rank = f"{f.rank}/{f.world_size}" if f.rank is not None else "-"
+    rank = "-" if f.rank is None else f"{f.rank}/{f.world_size}" if f.world_size is not None else str(f.rank)
     out.print(term(f.path, "bold"), overflow="fold")
     line = (f"{f.events:,} events · {f.gpu_events:,} GPU events ({f.kernels:,} kernels, {us(f.kernel_time_us)}) · "
             f"devices {f.devices or '-'} ({dev}) · rank {rank} · platform {f.platform} · "

@@ -115,7 +115,9 @@ def match_device(props: dict[str, Any]) -> DevicePeaks | None:
     if key is None:
         return None
     p = _by_key(key)
-    return replace(p, name=f"{p.name} (recognised from {props.get('name')!r}: compute {fp[0]}.{fp[1]}, {fp[2]} CUs)") if p else None
+    how = f"compute {fp[0]}.{fp[1]}, {fp[2]} CUs"
+    said = f"from {props['name']!r}: {how}" if props.get("name") else f"by {how}; no device name recorded"
+    return replace(p, name=f"{p.name} (recognised {said})") if p else None
 
 
 def known_names() -> list[str]:
