@@ -55,7 +55,7 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
     t, unit = in_time(loaded.tasks, loaded.unit, clock)
     units = loaded.launches
     if kernel is not None:
-        names = sorted(set(units["kernel"].to_list())) if units is not None else []
+        names = sorted({k for k in units["kernel"].to_list() if k}) if units is not None else []
         if kernel not in names:
             raise KernscopeError(f"{path}: no kernel {kernel!r} in this trace"
                                  + (f"; it has: {', '.join(names)}" if names else " (one kernel, unnamed: omit --kernel)"))

@@ -110,6 +110,23 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
                   unit="ns" if real else "cycles", clock=clock)
 
 
+def launches_by_blocks(tasks: pl.DataFrame) -> pl.DataFrame | None:
+    """The launches of an export that does not name them (kernscope's Perfetto or Chrome file of ``intra run``, which
+    holds every profiled launch of a kernel, its blocks numbered across launches): a launch ends where no block runs
+    any more; a block that starts after every earlier block ended opens the next one. Blocks, not records: the tasks of
+    one block follow each other. One launch: None (the table is the launch). Else one row per block (``kernel`` "",
+    ``launch``, ``cta``, ``block``), as Proton's traces have."""
+    if tasks.height == 0:
+        return None
+    b = (tasks.group_by("block").agg(pl.col("start_ns").min().alias("_s"), pl.col("end_ns").max().alias("_e"))
+         .sort("_s", "block")
+         .with_columns((pl.col("_s") > pl.col("_e").cum_max().shift(1)).fill_null(False).cast(pl.Int64).cum_sum()
+                       .alias("launch")))
+    if int(b["launch"].max() or 0) == 0:  # type: ignore[arg-type]
+        return None
+    return b.select(pl.lit("").alias("kernel"), "launch", pl.col("block").alias("cta"), "block")
+
+
 def _is_iket(doc: Any) -> bool:
     """NVIDIA's IKET JSON (CuTe DSL's in-kernel event tracing, ``run-iket --postprocess json``): an object whose
     ``launches`` list holds launches with ``ranges`` (the published "JSON Trace Shape")."""
@@ -280,9 +297,10 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
                              "task_type": _id(a.get("task_type", -1), i), "task": e["name"], "start_ns": start,
                              "end_ns": start + dur, "duration_ns": dur})
             unit = str(doc.get("otherData", {}).get("time_unit", "ns")) if isinstance(doc, dict) else "ns"
-            return Loaded(pl.DataFrame(rows, schema=SCHEMA), None, "chrome", unit="cycles" if unit == "cycles" else "ns")
+            t = pl.DataFrame(rows, schema=SCHEMA)
+            return Loaded(t, None, "chrome", unit="cycles" if unit == "cycles" else "ns", launches=launches_by_blocks(t))
         t = read_perfetto(data).with_columns(pl.lit(-1).cast(pl.Int64).alias("task_type")).select(list(SCHEMA))
-        return Loaded(t, None, "perfetto")
+        return Loaded(t, None, "perfetto", launches=launches_by_blocks(t))
     except KernscopeError as e:
         raise KernscopeError(f"{p}: {e}") from None
     except (ValueError, KeyError, TypeError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError,

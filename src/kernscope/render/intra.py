@@ -44,7 +44,7 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
         for c in ("kernel", "launch", "blocks", "tasks", f"span {u}", "tail", "SM busy", "SM imbalance"):
             lt.add_column(c, justify="left" if c == "kernel" else "right")
         for r in summary["launches"]:
-            lt.add_row(str(r["kernel"]), str(r["launch"]), f"{r['blocks']:,}", f"{r['tasks']:,}", f"{r['span_ns'] / 1000:,.3f}",
+            lt.add_row(str(r["kernel"] or "-"), str(r["launch"]), f"{r['blocks']:,}", f"{r['tasks']:,}", f"{r['span_ns'] / 1000:,.3f}",
                        f"x{r['tail_ratio']:.2f}", f"{r['sm_busy_fraction_mean']:.1%}", f"x{r['sm_imbalance']:.2f}")
         con.print(lt)
     elif summary.get("tasks"):
