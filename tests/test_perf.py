@@ -471,3 +471,39 @@ def test_the_commonest_unusable_reasons_are_in_one_order():
             ("shapes ((128, 8), (8,)) do not broadcast", 2)]
     assert commonest_reasons(missing, n=5)[3:] == [("shapes ((256, 8), (8,)) do not broadcast", 2),
                                                    ("shapes ((384, 8), (8,)) do not broadcast", 2)]
+
+
+PRECISION = Path(__file__).parent / "data" / "precision_h200"
+
+
+def test_real_h200_gemms_are_rated_in_the_precision_they_ran_in():
+    """Recorded on an H200 by ``examples/record_precision_traces.py`` (one step per case, 3 calls each): fp32
+    ``torch.mm`` with TF32 off runs cuBLAS's ``..._f32f32_f32f32_..._ffma`` kernels (fp32 peak), with TF32 on its
+    ``..._f32f32_tf32f32_...`` kernels (TF32 peak); an fp32 ``linear`` under autocast holds a bf16 GEMM; ``mul(out=)``
+    and a gather with an expanded index are memory-bound. Every rate is under its roof."""
+    t = load(PRECISION / "precision.pt.trace.json.gz", cache=False)
+    dev = perf_model(t).device
+    got = {}
+    for s in range(4):
+        for r in perf_model(t, step=s).ops.iter_rows(named=True):
+            got[(s, r["name"], r["dtype"])] = r
+    assert all(r["pct_of_peak"] <= 100 for r in got.values())
+    fp32, tf32 = got[(0, "aten::mm", "fp32")], got[(1, "aten::mm", "fp32")]
+    assert fp32["peak_precision"] == "fp32" and fp32["peak_tflops"] == dev.matrix["fp32"] and 40 < fp32["tflops_per_s"] < 67
+    assert tf32["peak_precision"] == "tf32" and tf32["peak_tflops"] == dev.matrix["tf32"] and tf32["tflops_per_s"] > 300
+    outer, inner = got[(2, "aten::linear", "fp32")], got[(2, "aten::mm", "bf16")]
+    assert outer["nested"] and outer["peak_precision"] == inner["peak_precision"] == "bf16" and outer["pct_of_peak"] < inner["pct_of_peak"]
+    mul, gather = got[(3, "aten::mul", "fp32")], got[(3, "aten::gather", "fp32")]
+    assert mul["bytes"] == 2 * 64 * 2**20 * 4 + 8 and mul["op_class"] == "BinaryElementwise"  # (0.5: a 0-d double)
+    assert gather["bytes"] == 2 * 8192 * 768 * 4 + 8192 * 8  # the index expanded over 768 columns: read once
+
+
+def test_real_h200_jax_dots_at_default_and_highest_precision_are_two_rows():
+    """JAX's f32 dot at the default precision runs a TF32 cuBLAS kernel, at ``Precision.HIGHEST`` an fp32 one: two
+    programs of one name (``jit__lambda``) and one instruction (``custom-call.1``), so two rows of 3 calls each, each
+    against its own roof (one row of 3 "calls" rated on TF32's peak at 9% before)."""
+    pm = perf_model(load(PRECISION / "jax_precision.xplane.pb.gz", cache=False))
+    rows = {r["peak_precision"]: r for r in pm.ops.iter_rows(named=True)}
+    assert set(rows) == {"fp32", "tf32"} and [rows[p]["count"] for p in ("fp32", "tf32")] == [3, 3]
+    assert rows["tf32"]["tflops_per_s"] > 300 and rows["fp32"]["tflops_per_s"] < 67
+    assert all(50 < r["pct_of_peak"] <= 100 for r in rows.values())

@@ -214,7 +214,8 @@ def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
     del end
     in_step = g["step"].is_not_null()
     # (a record in no step: step code 0, a group of its own, left out below)
-    step_code, n_step = ranks(g["step"].fill_null(int(g["step"].min() or 0) - 1).to_numpy())
+    low = g["step"].min()
+    step_code, n_step = ranks(g["step"].fill_null((low if isinstance(low, int) else 0) - 1).to_numpy())
     group = (step_code if order is None else step_code[order]) * n_dev  # (step, device) as one number: both ranks
     del step_code
     group += dev_code

@@ -261,11 +261,12 @@ def align_files(trace: Trace, files: list[str] | tuple[str, ...], kernel: str | 
             raise KernscopeError(f"{f}: its times are SM cycles with no known clock, so they cannot be placed on the "
                                  "host's clock (records in %globaltimer ns can; see intra stats --clock-ghz)")
         # (kernels the file names: Proton's; kernscope's own export names none: its file is named after its kernel)
-        named = sorted({k for k in loaded.launches["kernel"].to_list() if k}) if loaded.launches is not None else []
+        units = loaded.launches if loaded.launches is not None else pl.DataFrame(schema={"kernel": pl.String, "block": pl.Int64})
+        named = sorted({k for k in units["kernel"].to_list() if k})
         names = [kernel] if kernel else named or [os.path.basename(f).split(".")[0]]
         for name in names:
             part = t if not named or kernel else t.filter(
-                pl.col("block").is_in(loaded.launches.filter(pl.col("kernel") == name)["block"].implode()))
+                pl.col("block").is_in(units.filter(pl.col("kernel") == name)["block"].implode()))
             try:
                 done.append((f, align(trace, part, name)))
             except KernscopeError as e:

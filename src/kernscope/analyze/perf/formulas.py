@@ -59,7 +59,7 @@ class Call:
         recorded."""
         shape = self.shape(i)
         st = self.strides[i] if i < len(self.strides) else None
-        if not _is_shape(st) or len(st) != len(shape):
+        if not isinstance(st, (list, tuple)) or not _is_shape(st) or len(st) != len(shape):
             return numel(shape)
         return numel([n for n, s in zip(shape, st) if s != 0])
 

@@ -29,17 +29,18 @@ def has_hlo(trace: Trace) -> bool:
 
 def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(modeled rows as dicts for :func:`roofline._schema`, GPU rows left out). ``rates``: ``roofline._rates``."""
-    modeled = gpu.filter(pl.col("hlo_flops").is_not_null() & pl.col("hlo_instruction").is_not_null())
-    keys = ["hlo_module", "hlo_instruction", "hlo_op_class", "hlo_dtype", "hlo_params", "hlo_flops", "hlo_bytes"]
+    # (a float dot on TF32 tensor cores, XLA's default for f32 on GPUs that have them, by its kernel's name: a key, so
+    # that two programs of one name, one at the default precision and one at HIGHEST, stay two rows)
+    modeled = gpu.filter(pl.col("hlo_flops").is_not_null() & pl.col("hlo_instruction").is_not_null()).with_columns(
+        pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"))
+    keys = ["hlo_module", "hlo_instruction", "hlo_op_class", "hlo_dtype", "hlo_params", "hlo_flops", "hlo_bytes", "_tf32"]
     groups = (modeled.group_by(keys).agg(
         pl.len().alias("_rows"), pl.col("name").n_unique().alias("_kernels"),
         (pl.col("dur").sum() / NS_PER_US).alias("kernel_time_us"),
         (pl.col("dur").median() / NS_PER_US).alias("median_time_us"),
         (pl.col("dur").min() / NS_PER_US).alias("min_time_us"),
         (pl.col("dur").max() / NS_PER_US).alias("max_time_us"),
-        pl.col("_g").min().alias("example_idx"),
-        # (a float dot on TF32 tensor cores, XLA's default for f32 on GPUs that have them: by its kernels' names)
-        pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).any().alias("_tf32"))
+        pl.col("_g").min().alias("example_idx"))
         .sort("example_idx"))
     rows: list[dict[str, Any]] = []
     for r in groups.iter_rows(named=True):
