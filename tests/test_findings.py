@@ -340,7 +340,8 @@ def test_analyze_roofline_adds_the_perf_models_findings(capsys):
     wins = [x["win_back_us"] for x in got]
     assert wins == sorted(wins, reverse=True)  # one ranking
     assert main(["analyze", str(EXAMPLE), "--roofline", "--no-cache"]) == 0
-    assert f"Findings, by time to win back ({len(got)})" in capsys.readouterr().out  # the terminal counts them too
+    kinds = len({(x["rule"], x["device"], x["rank"], x["op"], x["kernel"]) for x in got})
+    assert f"Findings, by time to win back ({len(got)} in {kinds} kinds" in capsys.readouterr().out  # the terminal counts them too
 
 
 def _pairs_with_and_without_holding(ops: pl.DataFrame, probe: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
@@ -403,3 +404,29 @@ def test_ops_holding_the_sync_calls_of_real_traces_pair_as_all_ops_do(name: str)
     assert cpu.height < 100 or kept < cpu.height / 2  # (few ops hold a sync call)
     fast, whole, _ = _pairs_with_and_without_holding(cpu, launches)
     assert fast.equals(whole) and whole.height > 0
+
+
+def test_findings_gather_by_kind_over_steps(tmp_path, capsys):
+    """The same rule in the same place over steps is one kind: its worst instance's words, how many steps, their total
+    and median (a 3,300-step JAX profile's terminal listed five steps of one rule; now each kind once). Kinds keep the
+    ranking of their worst instance; the JSON keeps every instance."""
+    from kernscope.analyze.findings import by_kind
+
+    p = tmp_path / "s.json"
+    _steps_trace(p, [1000.0, 1000.0, 1000.0, 1500.0], sync_us=300.0, comm_us=200.0, gemms=40)
+    a = analyze(kernscope.load(p, cache=False))
+    k = a.findings_by_kind
+    assert k.equals(by_kind(a.findings)) and k["occurrences"].sum() == a.findings.height
+    for r in k.iter_rows(named=True):
+        same = a.findings.filter((pl.col("rule") == r["rule"]) & pl.col("op").eq_missing(r["op"])
+                                 & pl.col("kernel").eq_missing(r["kernel"]) & pl.col("device").eq_missing(r["device"]))
+        assert r["occurrences"] == same.height and r["total_us"] == pytest.approx(same["win_back_us"].sum())
+        assert r["worst_us"] == same["win_back_us"].max() and r["text"] == same.sort("win_back_us", descending=True)["text"][0]
+    assert k["worst_us"].to_list() == sorted(k["worst_us"].to_list(), reverse=True)
+    sync = k.filter(pl.col("rule") == "blocking_sync").row(0, named=True)
+    assert sync["occurrences"] == 4 and sync["total_us"] == pytest.approx(1200.0) and sync["median_us"] == pytest.approx(300.0)
+    assert main(["analyze", str(p), "--no-cache", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert f"Findings, by time to win back ({a.findings.height} in {k.height} kinds" in out
+    assert "in 4 steps: 1.200 ms in all, median 300.00 µs" in out
+    assert by_kind(a.findings.clear()).columns == k.columns

@@ -48,6 +48,27 @@ RULES_FILE = Path(__file__).with_name("findings.toml")
 SCHEMA = {"rule": pl.String, "title": pl.String, "step": pl.Int64, "device": pl.Int64, "rank": pl.Int64, "op": pl.String,
           "kernel": pl.String, "win_back_us": pl.Float64, "text": pl.String, "evidence": pl.String}
 
+#: what makes two findings one kind: the rule and where (a step is not: the kinds gather a rule's steps)
+KIND_KEYS = ("rule", "device", "rank", "op", "kernel")
+#: the columns of :func:`by_kind`
+KIND_SCHEMA = {"rule": pl.String, "device": pl.Int64, "rank": pl.Int64, "op": pl.String, "kernel": pl.String,
+               "occurrences": pl.UInt32, "worst_us": pl.Float64, "total_us": pl.Float64, "median_us": pl.Float64,
+               "step": pl.Int64, "title": pl.String, "text": pl.String}
+
+
+def by_kind(findings: pl.DataFrame) -> pl.DataFrame:
+    """Ranked findings (:data:`SCHEMA`, sorted by ``win_back_us``) gathered by kind (:data:`KIND_KEYS`: the same rule
+    in the same place, over steps): ``occurrences``, ``worst_us`` (the worst one's win back), ``total_us`` and ``median_us``
+    (over the occurrences), and the worst one's ``step``, ``title`` and ``text``; kinds in the order of their worst
+    instance. A 3,300-step JAX profile has 3,545 findings in 3 kinds: the terminal lists kinds, not 5 steps of one."""
+    if findings.height == 0:
+        return pl.DataFrame(schema=KIND_SCHEMA)
+    return (findings.group_by(KIND_KEYS, maintain_order=True)  # (in order: each kind's first row is its worst)
+            .agg(pl.len().alias("occurrences"), pl.col("win_back_us").first().alias("worst_us"),
+                 pl.col("win_back_us").sum().alias("total_us"), pl.col("win_back_us").median().alias("median_us"),
+                 pl.col("step").first(), pl.col("title").first(), pl.col("text").first())
+            .cast(KIND_SCHEMA))  # type: ignore[arg-type]
+
 
 @dataclass(frozen=True)
 class FindingRules:

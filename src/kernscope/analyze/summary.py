@@ -19,7 +19,7 @@ from .categories import OTHER, UNKNOWN_LIBRARY, Categorizer
 from .critical_path import CriticalPath, critical_path
 from .facts import TraceFacts, trace_facts
 from .findings import SCHEMA as FINDINGS_SCHEMA
-from .findings import FindingRules, find
+from .findings import FindingRules, by_kind, find
 from .kernels import (
     category_summary,
     gpu_table,
@@ -70,6 +70,11 @@ class Analysis:
     kind: ClassVar[str] = "analysis"
 
     @cached_property
+    def findings_by_kind(self) -> pl.DataFrame:
+        """The findings gathered by kind, the same rule in the same place over steps (:func:`~kernscope.analyze.findings.by_kind`)."""
+        return by_kind(self.findings)
+
+    @cached_property
     def gpu(self) -> pl.DataFrame:
         """The categorized GPU rows of the selected step(s) (times in ns; ``name`` interned, Categorical, as in
         ``Trace.gpu``; kind, category, library, decided_by and decided_op as text). Made on first use: the default
@@ -95,14 +100,14 @@ class Analysis:
     def tables(self) -> dict[str, pl.DataFrame]:
         """The result's tables by name (µs in ``*_us`` columns): ``kernels``, ``kernels_by_stream``, ``categories``,
         ``ops``, ``ops_by_category``, ``launcher_categories``, ``steps``, ``timeline``, ``timeline_by_device``,
-        ``timeline_by_step``, ``step_categories``, ``findings``, and ``critical_path``, ``critical_path_categories``,
+        ``timeline_by_step``, ``step_categories``, ``findings``, ``findings_by_kind``, and ``critical_path``, ``critical_path_categories``,
         ``critical_path_ops``, ``critical_path_kernels``, ``critical_path_whatif`` where the trace has steps, and
         ``annotations``, ``annotation_categories``, ``annotation_timeline`` with ``by_annotation``."""
         out = {"kernels": self.kernels, "kernels_by_stream": self.kernels_by_stream, "categories": self.categories,
                "ops": self.ops, "ops_by_category": self.ops_by_category, "launcher_categories": self.launcher_categories,
                "steps": self.steps, "timeline": self.timeline, "timeline_by_device": self.timeline_by_device,
                "timeline_by_step": self.timeline_by_step, "step_categories": self.step_categories,
-               "findings": self.findings}
+               "findings": self.findings, "findings_by_kind": self.findings_by_kind}
         if self.critical_path is not None:
             out.update(self.critical_path.tables())
         if self.annotations is not None:

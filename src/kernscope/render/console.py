@@ -155,7 +155,7 @@ def _critical_path(s: Section, out: Console) -> None:
 
 @view("table", "analysis.findings")
 def _findings(s: Section, out: Console) -> None:
-    render_findings(s.df, out, top=5 if s.top is not None else None)
+    render_findings(s.result.findings_by_kind, out, top=5 if s.top is not None else None)
 
 
 def render_critical_path(cp: CriticalPath, console: Console, width: int, top: int | None) -> None:
@@ -176,16 +176,22 @@ def render_critical_path(cp: CriticalPath, console: Console, width: int, top: in
             console.print(term(f"  step {r['step']}: {r['change']} → −{us(r['saves_us'])}"), overflow="fold")
 
 
-def render_findings(findings: pl.DataFrame, console: Console, top: int | None = 5) -> None:
-    """The ranked findings, one numbered paragraph each: time to win back, rule, and the finding's own words."""
+def render_findings(kinds: pl.DataFrame, console: Console, top: int | None = 5) -> None:
+    """The ranked findings by kind (:func:`kernscope.analyze.findings.by_kind`), one numbered paragraph each: the
+    worst instance's time to win back, rule and words, then how often the kind recurs over steps and what it adds up to."""
     console.print()
-    if findings.height == 0:
+    if kinds.height == 0:
         console.print(term("Findings: none above the thresholds (kernscope/analyze/findings.toml; --findings FILE)"),
                       overflow="fold")
         return
-    shown = findings.head(top) if top is not None else findings
-    console.print(term(f"Findings, by time to win back ({findings.height:,}"
-                       + (f"; top {shown.height}, all in --format json" if shown.height < findings.height else "") + ")",
+    shown = kinds.head(top) if top is not None else kinds
+    n = int(kinds["occurrences"].sum())
+    counted = f"{n:,}" if n == kinds.height else f"{n:,} in {kinds.height:,} kinds"
+    console.print(term(f"Findings, by time to win back ({counted}"
+                       + (f"; top {shown.height}, all in --format json" if shown.height < kinds.height else "") + ")",
                        "bold"), overflow="fold")
     for i, r in enumerate(shown.iter_rows(named=True), 1):
-        console.print(term(f"{i}. up to {us(r['win_back_us'])} · {r['title']} [{r['rule']}]: {r['text']}"), overflow="fold")
+        again = (f" · in {r['occurrences']:,} steps: {us(r['total_us'])} in all, median {us(r['median_us'])}"
+                 if r["occurrences"] > 1 else "")
+        console.print(term(f"{i}. up to {us(r['worst_us'])} · {r['title']} [{r['rule']}]: {r['text']}{again}"),
+                      overflow="fold")

@@ -192,6 +192,9 @@ _T = [
     Term("win_back_us", "µs", "Time the step could save if the finding's cause were removed (upper bounds say so in the text); findings are ranked by it.", "findings"),
     Term("text", "", "The finding in words: where and how much, written from its evidence with the rule's sentence.", "findings"),
     Term("evidence", "", "The numbers behind the finding (an object; units in the key names).", "findings"),
+    Term("occurrences", "count", "findings_by_kind: findings of the kind (the same rule in the same place: device, rank, op, kernel), one per step it fired in; its total_us adds up their win back over steps.", "findings"),
+    Term("worst_us", "µs", "findings_by_kind: the win back of the kind's worst instance (its step, title and text are that instance's); kinds are ranked by it.", "findings"),
+    Term("median_us", "µs", "findings_by_kind: the median win back of the kind's instances.", "findings"),
     Term("schema_version", "", "Version of the JSON output's contract (docs/schema/*.schema.json): minor grows with added fields, major when one is removed or changes meaning.", "findings"),
     # -- critical path (per step)
     Term("step_us", "µs", "The step's time: from its start to the next step's start (the last step: to its end or its GPU work's end, whichever is later).", "critical path"),
@@ -265,6 +268,7 @@ as text (`WHERE name LIKE 'nvjet%'`). Output: the terminal table (numbers never 
 | `analysis.timeline` (`_by_device`, `_by_step`) | time type (compute, communication, idle kinds …) | [device / step,] type, time_us, percent, clipped_kernels |
 | `analysis.step_categories` | (step, category) | step, name, category, total_us |
 | `analysis.findings` | finding | rule, title, step, device, rank, op, kernel, win_back_us, text, evidence (JSON text) |
+| `analysis.findings_by_kind` | (rule, device, rank, op, kernel) over steps | rule, device, rank, op, kernel, occurrences, worst_us, total_us, median_us, step, title, text |
 | `analysis.critical_path` | step | step, step_us, length_us, cpu_us, launch_us, gpu_us, queue_us, stream_wait_us, sync_return_us, carryover_us |
 | `analysis.critical_path_categories` / `_ops` / `_kernels` / `_whatif` | (step, category) / (step, op) / (step, kernel) / (step, change) | step, category, time_us / step, op, host_us / step, name, category, launcher, count, time_us / step, change, saves_us |
 

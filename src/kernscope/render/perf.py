@@ -135,7 +135,7 @@ def _console_uncovered(s: Section, out: Console) -> None:
 @view("table", "perf.findings")
 def _console_findings(s: Section, out: Console) -> None:
     if s.result.findings is not None:
-        render_findings(s.df, out, top=5 if s.top is not None else None)
+        render_findings(s.result.findings_by_kind, out, top=5 if s.top is not None else None)
 
 
 

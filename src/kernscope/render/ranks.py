@@ -122,7 +122,7 @@ def _console_critical_path(s: Section, out: Console) -> None:
 
 @view("table", "job.findings")
 def _console_findings(s: Section, out: Console) -> None:
-    render_findings(s.df, out, top=5 if s.top is not None else None)
+    render_findings(s.result.findings_by_kind, out, top=5 if s.top is not None else None)
 
 
 for _t in ("ranks", "rank_steps", "stragglers", "critical_path", "collectives", "queues"):

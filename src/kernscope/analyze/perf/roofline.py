@@ -406,6 +406,13 @@ class PerfReport:
         return tuple(self.model.notes)
 
     @property
+    def findings_by_kind(self) -> pl.DataFrame:
+        """The findings gathered by kind (:func:`~kernscope.analyze.findings.by_kind`)."""
+        from ..findings import SCHEMA, by_kind
+
+        return by_kind(self.findings if self.findings is not None else pl.DataFrame(schema=SCHEMA))
+
+    @property
     def listed_ops(self) -> pl.DataFrame:
         """The op rows every output lists: without ops that contain another modeled op unless ``show_nested``."""
         return self.model.ops if self.show_nested else self.model.ops.filter(~pl.col("nested"))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
 import polars as pl
@@ -28,7 +29,7 @@ import polars as pl
 from ...errors import KernscopeError
 from ...scalars import as_int
 from ..findings import SCHEMA as FINDINGS_SCHEMA
-from ..findings import find_stragglers
+from ..findings import by_kind, find_stragglers
 from ..kernels import NS_PER_US
 from .summary import METRICS, STREAM_IDLE, RankResult
 
@@ -74,6 +75,11 @@ class JobAnalysis:
     critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     kind: ClassVar[str] = "job"
+
+    @cached_property
+    def findings_by_kind(self) -> pl.DataFrame:
+        """The findings gathered by kind (:func:`~kernscope.analyze.findings.by_kind`): a straggler rank over steps."""
+        return by_kind(self.findings)
 
     @property
     def title(self) -> str:
