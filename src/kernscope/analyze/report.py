@@ -57,7 +57,8 @@ class Report:
         out = {"gpu_timeline": a.timeline, "gpu_timeline_by_device": a.timeline_by_device,
                "gpu_timeline_by_step": a.timeline_by_step, "kernel_summary": a.kernels_by_stream,
                "category_summary": a.categories, "ops_summary": a.ops, "ops_summary_by_category": a.ops_by_category,
-               "launcher_categories": a.launcher_categories, "steps": a.steps, "findings": a.findings}
+               "launcher_categories": a.launcher_categories, "steps": a.steps, "findings": a.findings,
+               "findings_by_kind": a.findings_by_kind}
         cp = a.critical_path
         if cp is not None and cp.steps.height:
             out.update({"critical_path": cp.steps, "critical_path_kernels": cp.kernels, "critical_path_ops": cp.ops,

@@ -47,7 +47,8 @@ def _html_trace(s: Section) -> dict[str, Any]:
 
     a = s.result.analysis
     f = s.facts["trace"]
-    return {"headline": {**headline(a), "findings": records(a.findings.select("rule", "title", "text", "win_back_us").head(3))},
+    kinds = a.findings_by_kind.select("rule", "title", "text", pl.col("worst_us").alias("win_back_us"), "occurrences", "total_us")
+    return {"headline": {**headline(a), "findings": records(kinds.head(3))},  # (by kind: not three steps of one rule)
             "facts": {k: f[k] for k in ("events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names",
                                         "rank", "world_size", "platform", "steps", "step_source", "graph_launches")},
             "terms": list(f), "subtitle": f"kernscope {__version__} · {a.facts.kernels:,} kernels"}

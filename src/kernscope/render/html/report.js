@@ -387,7 +387,8 @@
     if (h.findings && h.findings.length) {  // what to fix first: the top findings, by time to win back
       const f = el("div", { cls: "card findings" }, el("span", { text: "top findings (time to win back)" }));
       for (const x of h.findings) f.appendChild(el("div", {}, el("b", { text: "up to " + fmtUs(x.win_back_us) }),
-        el("span", { text: " " + x.title + ": " + x.text })));
+        el("span", { text: " " + x.title + ": " + x.text + (x.occurrences > 1 ? " · in " + x.occurrences.toLocaleString("en-US")
+          + " steps: " + fmtUs(x.total_us) + " in all" : "") })));
       d.appendChild(f);
     }
     return d;
