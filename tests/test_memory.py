@@ -143,3 +143,57 @@ def test_cli_memory_outputs_and_report(tmp_path, capsys):
     (dev,) = data["memory"]
     assert dev["label"] == "cuda:0" and dev["peak"]["bytes"] == 1_165_149_184
     assert {v["name"] for v in data["views"]} >= {"memory_devices", "memory_steps", "memory_ops"}
+
+
+JAX = Path(__file__).parent / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
+
+
+def test_a_jax_profile_has_a_memory_timeline_from_xlas_allocator_events(capsys):
+    """A JAX profile records XLA's allocator events by default (``MemoryAllocation``/``MemoryDeallocation``: the
+    block's size and address, the allocator's bytes in use after it): ``kernscope memory`` reads them (it answered
+    "record the trace with torch.profiler.profile(profile_memory=True)"). Checked against the events' own stats."""
+    import polars as pl
+
+    t = kernscope.load(JAX, cache=False)
+    raw = (t.events.filter(pl.col("name").cast(pl.String).is_in(["MemoryAllocation", "MemoryDeallocation"]))
+           .select(pl.col("name").cast(pl.String), "ts", "bytes_allocated", "allocation_bytes", "addr",
+                   pl.col("allocator_name").cast(pl.String)).sort("ts"))
+    assert raw.height == 78 and set(raw["allocator_name"]) == {"GPU_0_bfc"}
+    m = memory_timeline(t)
+    assert m is not None
+    d = m.devices.row(0, named=True)
+    assert (d["device_type"], d["device"], d["events"]) == ("gpu", 0, 78)
+    assert d["peak_allocated"] == raw["bytes_allocated"].max() and d["allocated_at_end"] == raw["bytes_allocated"][-1]
+    assert d["peak_reserved"] is None  # the BFC allocator reports none (0)
+    assert d["peak_op"] == "Build buffer allocations"
+    allocs = raw.filter(pl.col("name") == "MemoryAllocation")
+    assert m.ops["allocations"].sum() == allocs.height and m.ops["allocated_bytes"].sum() == allocs["allocation_bytes"].sum()
+    assert m.ops["frees"].sum() == raw.height - allocs.height
+    # blocks by address: an allocation whose block is not freed after it (before the address is allocated again) is
+    # held at the end; a free of a block allocated before the profile began is counted apart (in a note)
+    by_addr: dict[int, list[str]] = {}
+    for name, addr in raw.select("name", "addr").iter_rows():  # (in time order)
+        by_addr.setdefault(addr, []).append(name)
+    held = sum(seq[i] == "MemoryAllocation" and (i + 1 == len(seq) or seq[i + 1] != "MemoryDeallocation")
+               for seq in by_addr.values() for i in range(len(seq)))
+    early = sum(seq[i] == "MemoryDeallocation" and (i == 0 or seq[i - 1] != "MemoryAllocation")
+                for seq in by_addr.values() for i in range(len(seq)))
+    assert m.ops["held_blocks"].sum() == held == 11 and f"{early} frees of blocks allocated before the trace began" in m.notes
+    s = m.steps
+    assert s["step"].to_list() == [0, 1, 2] and (s["growth"] == s["allocated_at_end"] - s["allocated_at_start"]).all()
+    assert main(["memory", str(JAX), "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "gpu:0" in out and "1.01 GiB" in out
+
+
+def test_a_jax_profile_without_allocator_events_says_so(tmp_path, capsys):
+    """A profile without XLA's allocator events (here: the events renamed in the file, names of the same length):
+    one line that says so, not PyTorch's profile_memory advice."""
+    data = gzip.decompress(JAX.read_bytes())
+    assert data.count(b"MemoryAllocation") == 1 and data.count(b"MemoryDeallocation") == 1  # (the event metadata)
+    p = tmp_path / "none.xplane.pb"
+    p.write_bytes(data.replace(b"MemoryAllocation", b"MemoryAllocatioX").replace(b"MemoryDeallocation", b"MemoryDeallocatioX"))
+    assert memory_timeline(kernscope.load(p, cache=False)) is None
+    assert main(["memory", str(p), "--no-cache"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "XLA's allocator events" in err[0] and "profile_memory" not in err[0]

@@ -274,8 +274,12 @@ class Session:
         """``kernscope memory``: the memory timeline of a ``profile_memory`` trace."""
         from .analyze.memory import memory_timeline
 
-        m = memory_timeline(self.load(path))
+        t = self.load(path)
+        m = memory_timeline(t)
         if m is None:
+            if "xplane" in t.metadata:  # (a JAX profile: XLA's allocator events are recorded by default)
+                raise EmptyAnswer(f"{path}: no memory events: this profile has none of XLA's allocator events "
+                                  "(MemoryAllocation, MemoryDeallocation)")
             raise EmptyAnswer(f"{path}: no [memory] events: record the trace with torch.profiler.profile(profile_memory=True)")
         return m
 

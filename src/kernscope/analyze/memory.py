@@ -1,4 +1,6 @@
-"""Memory over time from a trace recorded with ``profile_memory=True``: Kineto's ``[memory]`` instant events.
+"""Memory over time from a trace recorded with ``profile_memory=True`` (Kineto's ``[memory]`` instant events), or a
+JAX profile (XLA's ``MemoryAllocation``/``MemoryDeallocation`` events: the block's size and address, the
+allocator's bytes in use after it, its name ``GPU_0_bfc`` saying the device).
 
 Each ``[memory]`` event is one allocation (``Bytes`` > 0) or free (< 0) by the caching allocator, with the
 device's ``Total Allocated`` and ``Total Reserved`` bytes after it, the block's address and the thread that
@@ -61,33 +63,76 @@ class MemoryTimeline:
         return {"devices": self.devices, "steps": self.steps, "ops": self.ops}
 
 
-def _innermost_ops(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
-    """``ev`` (``_row``, pid, tid, ts) with ``op_idx``/``op``: the innermost CPU op of the same thread whose
-    [ts, end] holds the event (:func:`~kernscope.analyze.attribute.op_gpu_pairs`, an event as a zero-length launch)."""
-    ops = trace.cpu_ops.select("idx", "pid", "tid", "ts", "end")
+def _innermost_ops(host: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
+    """``ev`` (``_row``, pid, tid, ts) with ``op_idx``/``op``: the innermost of the ``host`` events (idx, name, pid,
+    tid, ts, end) of the same thread whose [ts, end] holds the event
+    (:func:`~kernscope.analyze.attribute.op_gpu_pairs`, an event as a zero-length launch)."""
+    ops = host.select("idx", "pid", "tid", "ts", "end")
     probe = ev.select(pl.col("_row").cast(pl.UInt32).alias("_g"), pl.col("pid").alias("launch_pid"),
                       pl.col("tid").alias("launch_tid"), pl.col("ts").alias("launch_ts"), pl.lit(0, pl.Int64).alias("dur"))
     pairs = op_gpu_pairs(ops, probe).filter(pl.col("innermost"))
-    names = trace.cpu_ops.select(pl.col("idx").alias("op_idx"), pl.col("name").cast(pl.String).alias("op"))
+    names = host.select(pl.col("idx").alias("op_idx"), pl.col("name").cast(pl.String).alias("op"))
     best = pairs.select(pl.col("_g").cast(pl.UInt32).alias("_row"), "op_idx").join(names, on="op_idx", how="left")
     return ev.with_columns(pl.col("_row").cast(pl.UInt32)).join(best, on="_row", how="left")
 
 
-def memory_events(trace: Trace) -> pl.DataFrame:
-    """One row per ``[memory]`` event of ``trace`` with its sizes, op and step (empty when there are none)."""
+#: the events of a memory timeline (:func:`memory_events`)
+EVENT_SCHEMA = {"idx": pl.Int64, "ts": pl.Int64, "device_type": pl.String, "device": pl.Int64, "bytes": pl.Int64,
+                "allocated": pl.Int64, "reserved": pl.Int64, "addr": pl.Int64, "op_idx": pl.Int64, "op": pl.String,
+                "step": pl.Int64}
+#: XLA's allocator events (a JAX profile's host plane): the block's size, the allocator's bytes in use after it
+XLA_MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
+
+
+def _kineto_memory(trace: Trace) -> pl.DataFrame | None:
+    """Kineto's ``[memory]`` events: idx, pid, tid, ts, device_type, device, bytes, total_allocated, total_reserved, addr."""
     from ..load.opargs import read_memory_args
 
     ev = trace.events.filter(pl.col("name") == "[memory]").select("idx", "pid", "tid", "ts")
-    schema = {"idx": pl.Int64, "ts": pl.Int64, "device_type": pl.String, "device": pl.Int64, "bytes": pl.Int64,
-              "allocated": pl.Int64, "reserved": pl.Int64, "addr": pl.Int64, "op_idx": pl.Int64, "op": pl.String,
-              "step": pl.Int64}
     if ev.height == 0 or not str(trace.path).endswith((".json", ".json.gz", ".gz")):
-        return pl.DataFrame(schema=schema)
+        return None
     args = read_memory_args(trace.path, ev["idx"].to_list())
-    ev = (ev.join(args, on="idx", how="inner").with_row_index("_row")
-          .with_columns(pl.col("device_type").replace_strict(DEVICE_TYPES, default=None, return_dtype=pl.String)
-                        .fill_null(pl.col("device_type").cast(pl.String)).alias("device_type")))
-    ev = _innermost_ops(trace, ev)
+    return (ev.join(args, on="idx", how="inner")
+            .with_columns(pl.col("device_type").replace_strict(DEVICE_TYPES, default=None, return_dtype=pl.String)
+                          .fill_null(pl.col("device_type").cast(pl.String)).alias("device_type")))
+
+
+def _xla_memory(trace: Trace) -> pl.DataFrame | None:
+    """XLA's allocator events (``MemoryAllocation``/``MemoryDeallocation`` with ``allocation_bytes``; a JAX profile
+    records them by default) in the columns of :func:`_kineto_memory`: the allocator's device from its name
+    (``GPU_0_bfc``: gpu 0; another allocator: its name, device -1), ``bytes`` signed, ``bytes_allocated`` after the
+    event as the total; the BFC allocator reports no reserved bytes (0: null here)."""
+    ev = trace.events
+    if "allocation_bytes" not in ev.columns:
+        return None
+    ev = ev.filter(pl.col("name").cast(pl.String).is_in(XLA_MEMORY_EVENTS) & pl.col("allocation_bytes").is_not_null())
+    if ev.height == 0:
+        return None
+    alloc = pl.col("allocator_name").cast(pl.String)
+    kind = alloc.str.extract(r"(?i)^(gpu|tpu|cpu)_\d+", 1).str.to_lowercase()
+    sign = pl.when(pl.col("name").cast(pl.String) == "MemoryAllocation").then(1).otherwise(-1)
+    return ev.select(
+        "idx", "pid", "tid", "ts", pl.coalesce(kind, alloc, pl.lit("?")).alias("device_type"),
+        pl.coalesce(alloc.str.extract(r"(?i)^(?:gpu|tpu|cpu)_(\d+)", 1).cast(pl.Int64), pl.lit(-1)).alias("device"),
+        (pl.col("allocation_bytes") * sign).alias("bytes"), pl.col("bytes_allocated").alias("total_allocated"),
+        pl.when(pl.col("bytes_reserved") > 0).then(pl.col("bytes_reserved")).alias("total_reserved"),
+        (pl.col("addr") if "addr" in ev.columns else pl.lit(None, pl.Int64)).alias("addr"))
+
+
+def memory_events(trace: Trace) -> pl.DataFrame:
+    """One row per memory event of ``trace`` (Kineto's ``[memory]``, XLA's allocator events) with its sizes, op and
+    step (empty when there are none)."""
+    ev = _kineto_memory(trace)
+    # the op of an event: Kineto's innermost CPU op; XLA's allocations happen in its runtime's annotations
+    # (AllocateOutputBuffersWithInputReuse, Execute ...), not in an op
+    host = trace.cpu_ops
+    if ev is None:
+        ev = _xla_memory(trace)
+        host = trace.events.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & (pl.col("end") > pl.col("ts")))
+    schema = EVENT_SCHEMA
+    if ev is None or ev.height == 0:
+        return pl.DataFrame(schema=schema)
+    ev = _innermost_ops(host, ev.with_row_index("_row"))
     steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
     if steps.height:
         ev = (ev.sort("ts").join_asof(steps, left_on="ts", right_on="_s", strategy="backward")
@@ -99,8 +144,8 @@ def memory_events(trace: Trace) -> pl.DataFrame:
 
 
 def memory_timeline(trace: Trace) -> MemoryTimeline | None:
-    """The memory timeline of ``trace``, or None when it has no ``[memory]`` events (not recorded with
-    ``profile_memory=True``)."""
+    """The memory timeline of ``trace``, or None when it has no memory events (a PyTorch trace not recorded with
+    ``profile_memory=True``; a JAX profile without XLA's allocator events)."""
     ev = memory_events(trace)
     if ev.height == 0:
         return None

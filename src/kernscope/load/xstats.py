@@ -64,6 +64,7 @@ STAT_FIELDS: tuple[StatField, ...] = (
     StatField("allocation_bytes", "allocation_bytes", "int"),
     StatField("requested_bytes", "requested_bytes", "int"),
     StatField("allocator_name", "allocator_name", "str"),
+    StatField("addr", "addr", "int"),  # (a memory event's block: its allocation and its free share it)
 )
 #: each field's kind as the scanners read it (``xscan.F_*``)
 FIELD_KINDS = np.array([{"int": F_INT, "float": F_FLOAT, "str": F_STR}[f.kind] for f in STAT_FIELDS], dtype=np.int8)
