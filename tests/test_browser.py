@@ -312,6 +312,14 @@ def test_memory_chart_and_cycle_axis(browser, tmp_path):
     assert browser.errors() == []
     assert browser.eval("document.querySelectorAll('#memory canvas').length") == 1
     assert "peak 1.09 GiB allocated" in browser.eval("document.querySelector('#memory p.note').textContent")
+    # a JAX profile's memory: XLA's allocator events, no reserved bytes
+    jax = Path(__file__).parent / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
+    assert main(["report", str(jax), "-o", str(html), "-q", "--no-cache"]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    assert browser.eval("document.querySelectorAll('#memory canvas').length") == 1
+    assert "peak 1.01 GiB allocated" in browser.eval("document.querySelector('#memory p.note').textContent")
     proton = Path(__file__).parent / "data" / "proton_h100" / "tutorial_override.chrome_trace.gz"
     page = tmp_path / "c.html"
     assert main(["intra", "stats", str(proton), "--html", str(page)]) == 0
