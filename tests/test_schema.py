@@ -51,6 +51,23 @@ def test_outputs_validate_on_bundled_and_recorded_traces(capsys):
     _validate(capsys, "analyze", ["analyze", str(EXAMPLE), "--step", "3", "--by-annotation", "--no-cache"])
     _validate(capsys, "diff", ["diff", str(EXAMPLE), str(mem), "--no-cache"])
     _validate(capsys, "memory", ["memory", str(mem), "--no-cache"])
+    _validate(capsys, "memory", ["memory", str(jax), "--no-cache"])  # XLA's allocator events: no reserved bytes
+
+
+def test_perf_of_a_device_not_in_the_peaks_table_validates(tmp_path, capsys):
+    """A device the peaks table does not know: ``device.peaks`` is null (the schema said an object: the output of
+    HTA's 128-rank sample and TraceLens's JAX transformer-engine profile did not validate)."""
+    from conftest import write_trace
+
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0.0, "dur": 50.0,
+           "args": {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"], "Concrete Inputs": ["", ""]}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0,
+           "args": {"correlation": 1}},
+          {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 20.0, "dur": 10.0,
+           "args": {"correlation": 1, "device": 0, "stream": 7}}]
+    p = write_trace(tmp_path / "t.json", ev, deviceProperties=[{"id": 0, "name": "Mystery Accelerator 9000"}])
+    doc = _validate(capsys, "perf", ["perf", str(p), "--no-cache", "-q"])
+    assert doc["device"]["peaks"] is None and doc["ops"][0]["pct_of_peak"] is None
 
 
 PUBLIC = sorted((TRACES / "tracelens").glob("*.json.gz"))[:3] + sorted((TRACES / "hta").glob("*.json.gz"))[:2] \

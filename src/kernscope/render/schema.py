@@ -68,7 +68,9 @@ def infer(samples: list[Any], *, cell: bool = False, depth: int = 0) -> dict[str
         keys: list[str] = []
         for o in objects:
             keys += [k for k in o if k not in keys]
-        node["properties"] = {k: _describe(k, _field([o[k] for o in objects if k in o], cell, depth + 1)) for k in keys}
+        # (a glossary term names a table column or a fact; an object's "name" is its own: a device's, not a kernel's)
+        node["properties"] = {k: (_describe(k, f) if k != "name" else f)
+                              for k in keys for f in [_field([o[k] for o in objects if k in o], cell, depth + 1)]}
         required = [k for k in keys if all(k in o for o in objects)]
         if required and not cell and depth <= 1:
             node["required"] = required
@@ -108,6 +110,8 @@ def schema(name: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
 def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
     """Sample outputs of every JSON command, from the bundled example and ``tests/data`` (under ``root``, the
     repository): a trace with annotations and findings, a profile_memory trace, a JAX profile, a job of two ranks."""
+    import dataclasses
+
     from ..analyze.diff import Side, diff
     from ..analyze.memory import memory_timeline
     from ..analyze.perf import PerfReport, perf_model
@@ -132,13 +136,16 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
         out["analyze"].append(as_json(analyze(t, by_annotation=ann, benchmark=None)))
         out["perf"].append(as_json(PerfReport(perf_model(t), str(p))))
     t0 = traces[example]
+    # a device the peaks table does not know: no peaks (null), % of peak and bound empty
+    out["perf"].append(as_json(PerfReport(dataclasses.replace(perf_model(t0), device=None), str(example))))
     out["diff"].append(as_json(diff(Side(t0, 2), Side(t0, 3))))
     if host in traces:
         out["diff"].append(as_json(diff(Side(t0, None), Side(traces[host], None))))
-    if memory in traces:
-        m = memory_timeline(traces[memory])
-        assert m is not None
-        out["memory"].append(as_json(m))
+    for p in (memory, jax):  # a profile_memory trace, and a JAX profile's allocator events (no reserved bytes)
+        if p in traces:
+            m = memory_timeline(traces[p])
+            assert m is not None
+            out["memory"].append(as_json(m))
     job = combine([summarize_rank(t0, "rank0.json"), summarize_rank(t0, "rank1.json")])
     out["job"].append(as_json(job))
     return out
