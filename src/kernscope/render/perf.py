@@ -56,7 +56,7 @@ def device_line(pm: PerfModel) -> str:
 
 layout("table", "perf", ("trace", "classes", "ops", "missing", "uncovered", "findings"))
 layout("json", "perf", ("schema_version", "trace", "step", "device", "coverage", "classes", "ops", "nested_ops_hidden",
-                        "missing", "uncovered", "notes", "findings"))
+                        "missing", "uncovered", "notes", "findings", "findings_by_kind"))
 layout("csv", "perf", ("ops",))
 layout("xlsx", "perf", lambda r: (*r.model.sheet_tables(), "perf_device"))
 

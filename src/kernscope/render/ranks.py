@@ -43,10 +43,10 @@ def heat_rows(j: JobAnalysis, metric: str) -> tuple[list[str], list[list[Any]]]:
 
 
 layout("table", "job", ("ranks", "rank_steps", "stragglers", "collectives", "critical_path", "findings"))
-layout("json", "job", ("schema_version", "world_size", "ranks", "rank_steps", "stragglers", "findings", "critical_path",
-                       "collectives", "collective_instances", "queues", "failures", "notes"))
+layout("json", "job", ("schema_version", "world_size", "ranks", "rank_steps", "stragglers", "findings", "findings_by_kind",
+                       "critical_path", "collectives", "collective_instances", "queues", "failures", "notes"))
 layout("csv", "job", ("ranks",))
-layout("xlsx", "job", ("ranks", "rank_steps", "stragglers", "findings", "critical_path", "collectives",
+layout("xlsx", "job", ("ranks", "rank_steps", "stragglers", "findings", "findings_by_kind", "critical_path", "collectives",
                        "collective_instances", "collective_waits", "queues"))
 
 

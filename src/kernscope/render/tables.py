@@ -73,8 +73,8 @@ def json_rows(df: pl.DataFrame, top: int | None = None) -> JsonRows | list[dict[
 
 
 layout("json", "analysis", ("schema_version", "trace", "step", "steps", "kernels", "categories", "ops",
-                           "launcher_categories", "timeline", "unlinked", "findings", "critical_path", "salvage_skipped",
-                           "benchmark", "annotations", "annotation_categories", "annotation_timeline"))
+                           "launcher_categories", "timeline", "unlinked", "findings", "findings_by_kind", "critical_path",
+                           "salvage_skipped", "benchmark", "annotations", "annotation_categories", "annotation_timeline"))
 layout("csv", "analysis", ("kernels",))
 
 #: the trace facts the analysis JSON shows

@@ -425,11 +425,11 @@ class PerfReport:
                 "coverage": dict(pm.coverage), "nested_ops_hidden": pm.ops.height - self.listed_ops.height}
 
     def tables(self) -> dict[str, pl.DataFrame]:
-        """``classes``, ``ops`` (listed rows), ``missing``, ``uncovered``, ``findings``, then
+        """``classes``, ``ops`` (listed rows), ``missing``, ``uncovered``, ``findings``, ``findings_by_kind``, then
         :meth:`PerfModel.sheet_tables`."""
         pm = self.model
         from ..findings import SCHEMA
 
         findings = self.findings if self.findings is not None else pl.DataFrame(schema=SCHEMA)
         return {"classes": pm.classes, "ops": self.listed_ops, "missing": pm.missing, "uncovered": pm.uncovered,
-                "findings": findings, **pm.sheet_tables()}
+                "findings": findings, "findings_by_kind": self.findings_by_kind, **pm.sheet_tables()}

@@ -91,10 +91,11 @@ class JobAnalysis:
                 "failures": [{"path": f.path, "problem": f.problem} for f in self.failures]}
 
     def tables(self) -> dict[str, pl.DataFrame]:
-        """``ranks``, ``rank_steps``, ``stragglers``, ``findings``, ``critical_path``, ``collectives``,
+        """``ranks``, ``rank_steps``, ``stragglers``, ``findings``, ``findings_by_kind``, ``critical_path``, ``collectives``,
         ``collective_instances``, ``collective_waits``, ``queues`` (µs)."""
         return {"ranks": self.ranks, "rank_steps": self.rank_steps, "stragglers": self.stragglers,
-                "findings": self.findings, "critical_path": self.critical_path, "collectives": self.collectives,
+                "findings": self.findings, "findings_by_kind": self.findings_by_kind, "critical_path": self.critical_path,
+                "collectives": self.collectives,
                 "collective_instances": self.instances, "collective_waits": self.waits, "queues": self.queues}
 
 
