@@ -163,6 +163,10 @@ def test_breakdown_by_nested_annotations(tmp_path, capsys):
     assert ("forward / mlp", "GEMM") in cats and ("forward / attention", "Attention Forward") in cats
     assert any(r["path"] == "forward / mlp" and r["type"] == "busy_time" and r["time_us"] == 150.0
                for r in doc["annotation_timeline"])  # two overlapping 100 µs GEMMs: 150 µs busy
+    # every range's timeline is busy for as long as its work's union, nested ranges too (a kernel is in every range
+    # around its launch: clipped among its own copies, the outer ranges' copies read as zero length)
+    busy = {r["path"]: r["time_us"] for r in doc["annotation_timeline"] if r["type"] == "busy_time"}
+    assert busy == {p: r["busy_us"] for p, r in rows.items()} and busy["forward"] == 80.0 + 150.0 + 10.0
     assert main(["analyze", str(p), "--no-cache", "--by-annotation", "^mlp$", "--format", "json"]) == 0
     assert [r["path"] for r in json.loads(capsys.readouterr().out)["annotations"]] == ["mlp"]
     # no match: the line lists the user's ranges only (a profiler step listed beside "matches no annotation" read as a
