@@ -19,11 +19,8 @@ process (CUPTI takes one subscriber).
 
 from __future__ import annotations
 
-import gzip
 import os
-import shutil
 import sys
-import tempfile
 
 
 def record(out_dir: str) -> str:
@@ -63,14 +60,9 @@ def record(out_dir: str) -> str:
                 case()
                 torch.cuda.synchronize()
     torch.backends.cuda.matmul.allow_tf32 = False
-    fd, tmp = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    prof.export_chrome_trace(tmp)
-    path = os.path.join(out_dir, "precision.pt.trace.json.gz")
-    with open(tmp, "rb") as src, gzip.open(path, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    os.unlink(tmp)
-    return path
+    from record_recompile_traces import save_chrome_gz  # (this script's folder is on the path when it runs)
+
+    return save_chrome_gz(prof, os.path.join(out_dir, "precision.pt.trace.json.gz"))
 
 
 def record_jax(out_dir: str) -> str:

@@ -39,10 +39,14 @@ def torch_trace(out_dir: str) -> str:
             with torch.profiler.record_function(f"ProfilerStep#{i}"):
                 step(96 if i == 2 else 64)  # a new shape: Dynamo recompiles in step 2
             torch.cuda.synchronize()
+    return save_chrome_gz(prof, os.path.join(out_dir, "torch_compile_recompile.pt.trace.json.gz"))
+
+
+def save_chrome_gz(prof: object, path: str) -> str:
+    """A finished ``torch.profiler.profile``'s Kineto trace, written gzipped to ``path`` (through a temporary file)."""
     fd, tmp = tempfile.mkstemp(suffix=".json")
     os.close(fd)
-    prof.export_chrome_trace(tmp)
-    path = os.path.join(out_dir, "torch_compile_recompile.pt.trace.json.gz")
+    prof.export_chrome_trace(tmp)  # type: ignore[attr-defined]
     with open(tmp, "rb") as src, gzip.open(path, "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     os.unlink(tmp)
