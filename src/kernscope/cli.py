@@ -244,8 +244,9 @@ def perf(s: Session, trace: str, step: str | None, peak: str | None, top: int | 
 @output_options("Ops listed [default: 15 in the terminal; every row in JSON/CSV].")
 @trace_options
 def memory(s: Session, trace: str, top: int | None, fmt: str, output: str | None) -> None:
-    """Memory over time (a trace recorded with profile_memory=True): per device the peak with the op and step
-    that reached it, per step the growth, per op the allocations, their lifetime and what is still held."""
+    """Memory over time (a PyTorch trace recorded with profile_memory=True, or a JAX profile: XLA's allocator
+    events): per device the peak with the op and step that reached it, per step the growth, per op the
+    allocations, their lifetime and what is still held."""
     show(s.memory(trace), fmt, output, top)
 
 

@@ -271,7 +271,7 @@ class Session:
         return Answer(PerfReport(pm, path, findings, show_nested), ((t, step),))
 
     def memory(self, path: str) -> MemoryTimeline:
-        """``kernscope memory``: the memory timeline of a ``profile_memory`` trace."""
+        """``kernscope memory``: the memory timeline of a ``profile_memory`` trace or a JAX profile."""
         from .analyze.memory import memory_timeline
 
         t = self.load(path)
