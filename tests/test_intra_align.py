@@ -101,6 +101,12 @@ def test_grid_decides_between_kernels_of_one_name(tmp_path):
 def test_split_launches_by_time():
     t = _records([0, 100_000, 100_000 + 20_000 + 1], 20_000, 0)
     assert split_launches(t).group_by("launch").len().sort("launch")["len"].to_list() == [8, 8, 8]
+    # a one-program kernel (grid 1) whose two scopes follow each other: one launch per block, not per scope (by
+    # records, each scope opened a launch of its own: 4 launches of 1 record that no kernel's grid of 1 could tell apart)
+    one = pl.DataFrame({"block": [0, 0, 1, 1], "group": 0, "sm": 0, "task_type": 0, "task": ["a", "b", "a", "b"],
+                        "start_ns": [0, 60, 1_000, 1_060], "end_ns": [50, 110, 1_050, 1_110]}).with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
+    assert split_launches(one).sort("start_ns")["launch"].to_list() == [0, 0, 1, 1]
 
 
 def test_errors_are_one_line(tmp_path, capsys):

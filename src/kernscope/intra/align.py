@@ -28,6 +28,7 @@ import polars as pl
 
 from ..errors import KernscopeError
 from ..model import Trace
+from .io import block_launches
 
 #: a record may lie this far outside its kernel and still count as matched while the offset is searched (ns)
 MATCH_TOLERANCE_NS = 5_000
@@ -57,13 +58,13 @@ class Alignment:
 
 
 def split_launches(tasks: pl.DataFrame) -> pl.DataFrame:
-    """``tasks`` with ``launch`` (0, 1, ...): a new launch starts where a record starts after every earlier
-    record ended. Sorted by start."""
+    """``tasks`` with ``launch`` (0, 1, ...): a new launch starts where a block starts after every earlier block
+    ended (:func:`~kernscope.intra.io.block_launches`; by records, a one-program kernel's sequential scopes were
+    launches of their own). Sorted by start."""
     t = tasks.sort("start_ns")
     if t.height == 0:
         return t.with_columns(pl.lit(0, pl.Int64).alias("launch"))
-    return t.with_columns((pl.col("start_ns") > pl.col("end_ns").cum_max().shift(1)).fill_null(False)
-                          .cast(pl.Int64).cum_sum().alias("launch"))
+    return t.join(block_launches(t), on="block", how="left", maintain_order="left")
 
 
 def _kernels(trace: Trace, kernel: str) -> pl.DataFrame:

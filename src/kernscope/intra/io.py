@@ -110,18 +110,24 @@ def _proton(doc: dict[str, Any] | list[Any], p: str) -> Loaded | None:
                   unit="ns" if real else "cycles", clock=clock)
 
 
+def block_launches(tasks: pl.DataFrame) -> pl.DataFrame:
+    """``block``, ``launch`` (0, 1, ... in time order) of records whose blocks are numbered across launches: a launch
+    ends where no block runs any more; a block that starts after every earlier block ended opens the next one.
+    Blocks, not records: the tasks of one block follow each other (a one-program kernel's two scopes are one launch)."""
+    return (tasks.group_by("block").agg(pl.col("start_ns").min().alias("_s"), pl.col("end_ns").max().alias("_e"))
+            .sort("_s", "block")
+            .select("block", (pl.col("_s") > pl.col("_e").cum_max().shift(1)).fill_null(False).cast(pl.Int64).cum_sum()
+                    .alias("launch")))
+
+
 def launches_by_blocks(tasks: pl.DataFrame) -> pl.DataFrame | None:
     """The launches of an export that does not name them (kernscope's Perfetto or Chrome file of ``intra run``, which
-    holds every profiled launch of a kernel, its blocks numbered across launches): a launch ends where no block runs
-    any more; a block that starts after every earlier block ended opens the next one. Blocks, not records: the tasks of
-    one block follow each other. One launch: None (the table is the launch). Else one row per block (``kernel`` "",
-    ``launch``, ``cta``, ``block``), as Proton's traces have."""
+    holds every profiled launch of a kernel, its blocks numbered across launches; :func:`block_launches`). One launch:
+    None (the table is the launch). Else one row per block (``kernel`` "", ``launch``, ``cta``, ``block``), as Proton's
+    traces have."""
     if tasks.height == 0:
         return None
-    b = (tasks.group_by("block").agg(pl.col("start_ns").min().alias("_s"), pl.col("end_ns").max().alias("_e"))
-         .sort("_s", "block")
-         .with_columns((pl.col("_s") > pl.col("_e").cum_max().shift(1)).fill_null(False).cast(pl.Int64).cum_sum()
-                       .alias("launch")))
+    b = block_launches(tasks)
     if int(b["launch"].max() or 0) == 0:  # type: ignore[arg-type]
         return None
     return b.select(pl.lit("").alias("kernel"), "launch", pl.col("block").alias("cta"), "block")
