@@ -148,7 +148,8 @@ def rank_options(f: F) -> F:
 def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
             no_categories: bool, linked_only: bool, bench: bool | None, by_annotation: str | None, roofline: bool,
             timings: bool, engine: str, scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
-    """Summarize PyTorch profiler (Kineto) traces: steps, kernels, launching ops, categories, GPU timeline.
+    """Summarize a PyTorch profiler (Kineto) trace or a JAX profile (.xplane.pb, or its run directory): steps,
+    kernels, launching ops, categories, the GPU timeline, the critical path and ranked findings.
 
     Several traces (files, directories, globs) are the ranks of one job: per-rank compute, communication,
     overlap and idle time, collectives matched across ranks, and the straggler of every step."""
