@@ -169,6 +169,11 @@ def test_breakdown_by_nested_annotations(tmp_path, capsys):
     assert busy == {p: r["busy_us"] for p, r in rows.items()} and busy["forward"] == 80.0 + 150.0 + 10.0
     assert main(["analyze", str(p), "--no-cache", "--by-annotation", "^mlp$", "--format", "json"]) == 0
     assert [r["path"] for r in json.loads(capsys.readouterr().out)["annotations"]] == ["mlp"]
+    # the option before the trace: the trace's name is not taken as the regex (that missed the trace: exit 2)
+    assert main(["analyze", "--by-annotation", str(p), "--no-cache", "--format", "json"]) == 0
+    assert {r["path"] for r in json.loads(capsys.readouterr().out)["annotations"]} == set(rows)
+    assert main(["analyze", "--by-annotation=^mlp$", str(p), "--no-cache", "--format", "json"]) == 0
+    assert [r["path"] for r in json.loads(capsys.readouterr().out)["annotations"]] == ["mlp"]
     # no match: the line lists the user's ranges only (a profiler step listed beside "matches no annotation" read as a
     # contradiction) and says what is not counted
     assert main(["analyze", str(p), "--no-cache", "--by-annotation", "^nope$"]) == 2

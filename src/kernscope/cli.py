@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -136,7 +137,8 @@ def rank_options(f: F) -> F:
 @click.option("--findings", "findings_rules", type=click.Path(dir_okay=False), metavar="FILE",
               help="TOML file overriding the findings' thresholds and wording (see kernscope/analyze/findings.toml).")
 @click.option("--by-annotation", "by_annotation", is_flag=False, flag_value="", default=None, metavar="[REGEX]",
-              help="GPU time, categories and timeline by your record_function ranges (all, or those matching REGEX).")
+              help="GPU time, categories and timeline by your record_function ranges (all, or those matching REGEX; "
+                   "a REGEX that names a file: --by-annotation=REGEX).")
 @click.option("--roofline", is_flag=True,
               help="Also run the perf model (op shapes: a second, sparse read of the file, ~0.5 s per 200 MB) and add "
                    "its far_from_roofline findings; report always does.")
@@ -292,12 +294,28 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     from .cache_cli import cache_group
     from .intra.cli import intra
 
-    oneshot.tune_allocators(sys.argv[1:] if argv is None else argv)
+    args = _optional_values(sys.argv[1:] if argv is None else list(argv))
+    oneshot.tune_allocators(args)
     for group in (bench, intra, cache_group):
         cli.add_command(group)
     _Notices.current = oneshot.Notices(lambda msg: click.echo(msg, err=True))
-    return exits.guarded(lambda: cli.main(args=argv, prog_name="kernscope", standalone_mode=False, obj=invocation),
+    return exits.guarded(lambda: cli.main(args=args, prog_name="kernscope", standalone_mode=False, obj=invocation),
                          _notice)
+
+
+#: options whose value is optional (``--by-annotation [REGEX]``)
+OPTIONAL_VALUES = ("--by-annotation",)
+
+
+def _optional_values(args: list[str]) -> list[str]:
+    """An option of :data:`OPTIONAL_VALUES` followed by the name of an existing file or folder takes no value: that is a
+    trace (``analyze --by-annotation trace.json`` read the trace's name as the regex, then missed the trace). A regex
+    that names a file is written ``--by-annotation=REGEX``."""
+    out = list(args)
+    for i in range(len(out) - 1):
+        if out[i] in OPTIONAL_VALUES and os.path.exists(out[i + 1]):
+            out[i] += "="
+    return out
 
 
 def run(invocation: Invocation | None = None) -> None:  # pragma: no cover - exits the process
