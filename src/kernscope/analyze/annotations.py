@@ -18,7 +18,7 @@ from ..intervals import union_by
 from ..load.native import union_lengths
 from ..model import Trace
 from .kernels import NS_PER_US
-from .timeline import TIMELINE_ROWS, clip_overruns, timeline_of
+from .timeline import clip_overruns, timeline_of
 
 #: annotations that are not the user's ranges
 _SKIP = r"^(ProfilerStep#\d+|## Call CompiledFxGraph .*|Optimizer\..*|Memcpy.*|Memset.*)$"
@@ -155,9 +155,9 @@ def by_annotation(trace: Trace, gpu: pl.DataFrame, pattern: str = "") -> Annotat
             .join(names, on="_p").select("path", "category", "count", "total_us")
             .sort(["path", "total_us", "category"], descending=[False, True, False]))
     if pairs.height:
-        order = {t: i for i, t in enumerate(TIMELINE_ROWS)}
-        tl = (timeline_of(pairs, by="_s").join(by_set, on="_s").join(names, on="_p")
-              .sort("path", pl.col("type").replace_strict(order, return_dtype=pl.Int32))
+        # (each set's rows in timeline_of's order of types, kept through the joins and the stable sort by path)
+        tl = (timeline_of(pairs, by="_s").join(by_set, on="_s", maintain_order="left")
+              .join(names, on="_p", maintain_order="left").sort("path", maintain_order=True)
               .select("path", "type", "time_us", "percent"))
     else:
         tl = pl.DataFrame(schema={"path": pl.String, "type": pl.String, "time_us": pl.Float64, "percent": pl.Float64})

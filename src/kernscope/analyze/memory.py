@@ -129,9 +129,8 @@ def memory_events(trace: Trace) -> pl.DataFrame:
     if ev is None:
         ev = _xla_memory(trace)
         host = trace.events.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]) & (pl.col("end") > pl.col("ts")))
-    schema = EVENT_SCHEMA
     if ev is None or ev.height == 0:
-        return pl.DataFrame(schema=schema)
+        return pl.DataFrame(schema=EVENT_SCHEMA)
     ev = _innermost_ops(host, ev.with_row_index("_row"))
     steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
     if steps.height:
@@ -140,7 +139,7 @@ def memory_events(trace: Trace) -> pl.DataFrame:
     else:
         ev = ev.with_columns(pl.lit(None, pl.Int64).alias("step"))
     return (ev.rename({"total_allocated": "allocated", "total_reserved": "reserved"})
-            .sort("ts", "idx").select(list(schema)).cast(schema))  # type: ignore[arg-type]
+            .sort("ts", "idx").select(list(EVENT_SCHEMA)).cast(EVENT_SCHEMA))  # type: ignore[arg-type]
 
 
 def memory_timeline(trace: Trace) -> MemoryTimeline | None:
