@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zipfile
 
+import polars as pl
 import pytest
 from conftest import TRACES, write_trace
 
@@ -161,3 +162,19 @@ def test_diff_rows_have_one_order():
     again = k.sort([pl.col("delta_us").abs(), "name", "launcher"], descending=[True, False, False])
     assert k.equals(again)
     assert k.filter(pl.col("name").is_duplicated()).height  # the example has such ties: the test can fail
+
+
+def test_verdict_with_equal_communication_names_no_waiting_side():
+    """Equal communication time on both sides read "communication -0.0 µs (... a side that waits less ...)" (the
+    same trace diffed with itself) and, for two ranks, named one of them as arriving later. It reads "the same"."""
+    from kernscope.render.diff import verdict
+
+    cats = pl.DataFrame({"category": ["Communication", "GEMM"], "a_us": [79_064.0, 91_005.0],
+                         "b_us": [79_064.0, 91_005.0], "delta_us": [0.0, 0.0]})
+    total = {"a_us": 170_069.0, "b_us": 170_069.0, "delta_us": 0.0, "delta_pct": 0.0}
+    v = verdict(total, cats)
+    assert v == ("B and A take the same GPU time (170.1 ms, +0.0%): compute (kernels other than communication) the "
+                 "same (91.0 ms, +0.0%); communication the same (79.1 ms, +0.0%)")
+    r = verdict(total, cats, ranks=(0, 3))
+    assert r.startswith("A and B are ranks 0 and 3 of one job") and r.endswith("communication the same (79.1 ms, +0.0%)")
+    assert "arrives later" not in r and "-0.0" not in r

@@ -49,6 +49,10 @@ def _head(total: dict[str, float]) -> str:
     return f"B is {_ms(abs(d))} ({abs(pct):.1f}%) {'slower' if d > 0 else 'faster'} than A in GPU time"
 
 
+def _ranks_head(ranks: tuple[int, int]) -> str:
+    return f"A and B are ranks {ranks[0]} and {ranks[1]} of one job, which run their steps together"
+
+
 def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3, ranks: tuple[int, int] | None = None) -> str:
     """One line: which side is slower, by how much, and the categories that moved most.
 
@@ -71,14 +75,18 @@ def verdict(total: dict[str, float], categories: pl.DataFrame, top: int = 3, ran
     xpct = 100.0 * (xb - xa) / xa if xa else 0.0
     compute = (f"compute (kernels other than communication) the same ({_ms(xb)}, {xpct:+.1f}%)" if abs(xpct) < SAME_PCT
                else f"compute {'+' if xb > xa else '-'}{_ms(abs(xb - xa))} ({xpct:+.1f}%)")
+    cpct = 100.0 * (cb - ca) / ca if ca else (0.0 if cb == ca else 100.0)
+    if abs(cpct) < SAME_PCT:  # no side waits longer: no later side to name (and no "-0.0 µs")
+        waiting = f"communication the same ({_ms(cb)}, {cpct:+.1f}%)"
+        return f"{_head(total) if ranks is None else _ranks_head(ranks)}: {compute}; {waiting}"
     waiting = (f"communication {'+' if cb > ca else '-'}{_ms(abs(cb - ca))} (communication kernels include "
                f"waiting for the other ranks")
     if ranks is None:
         return f"{_head(total)}: {compute}; {waiting}, so a side that waits less is not faster)"
     later_rank, later = (ranks[0], "A") if cb > ca else (ranks[1], "B")  # who waits less arrived later
-    return (f"A and B are ranks {ranks[0]} and {ranks[1]} of one job, which run their steps together: "
-            f"{compute}; {waiting}: B waits {'more' if cb > ca else 'less'}, so of the two rank {later_rank} ({later}) "
-            f"arrives later at the collectives); `kernscope analyze` on the job's folder names the stragglers per step")
+    return (f"{_ranks_head(ranks)}: {compute}; {waiting}: B waits {'more' if cb > ca else 'less'}, so of the two "
+            f"rank {later_rank} ({later}) arrives later at the collectives); `kernscope analyze` on the job's folder names "
+            "the stragglers per step")
 
 
 def verdict_text(d: TraceDiff, top: int = 3) -> str:
