@@ -11,6 +11,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import TRACES
 
@@ -197,3 +198,31 @@ def test_a_jax_profile_without_allocator_events_says_so(tmp_path, capsys):
     assert main(["memory", str(p), "--no-cache"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "XLA's allocator events" in err[0] and "profile_memory" not in err[0]
+
+
+def test_a_step_starting_with_a_free_peaks_at_its_start_and_cpu_has_no_reserve(tmp_path):
+    """A step whose first event frees a block held more before it than after any of its events: its peak read
+    below its own allocated_at_start (a JAX profile's steps: start 1.73 GB, peak 1.15 GB). And the CPU allocator's
+    events say Total Reserved 0 while holding bytes: peak_reserved 0 under a peak_allocated of 152 MB (owlv2); null."""
+    ev = []
+    for step in range(2):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
+                   "ts": 1000.0 * step, "dur": 900.0})
+    mem = [(100.0, 1, 0, 8 << 20, 8 << 20, 1), (950.0, 1, 0, 4 << 20, 12 << 20, 2),  # step 0, then between steps
+           (1100.0, 1, 0, -(8 << 20), 4 << 20, 1), (1200.0, 1, 0, 1 << 20, 5 << 20, 3),  # step 1 opens with a free
+           (120.0, 0, -1, 64, 64, 7), (1300.0, 0, -1, -64, 0, 7)]
+    for ts, dtype, dev, b, total, addr in mem:
+        ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                   "args": {"Total Reserved": (32 << 20) if dtype else 0, "Total Allocated": total, "Bytes": b,
+                            "Device Id": dev, "Device Type": dtype, "Addr": addr}})
+    p = tmp_path / "free_first.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    m = memory_timeline(kernscope.load(p, cache=False))
+    assert m is not None
+    s1 = m.steps.filter((pl.col("device_type") == "cuda") & (pl.col("step") == 1)).row(0, named=True)
+    assert s1["allocated_at_start"] == 12 << 20 and s1["allocated_at_end"] == 5 << 20
+    assert s1["peak_allocated"] == 12 << 20  # the level it started at, not 5 MiB
+    cpu = m.devices.filter(pl.col("device_type") == "cpu").row(0, named=True)
+    assert cpu["peak_allocated"] == 64 and cpu["peak_reserved"] is None
+    assert m.steps.filter(pl.col("device_type") == "cpu")["peak_reserved"].to_list() == [None, None]
+    assert m.devices.filter(pl.col("device_type") == "cuda")["peak_reserved"].to_list() == [32 << 20]

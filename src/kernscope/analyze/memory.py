@@ -92,9 +92,11 @@ def _kineto_memory(trace: Trace) -> pl.DataFrame | None:
     if ev.height == 0 or not str(trace.path).endswith((".json", ".json.gz", ".gz")):
         return None
     args = read_memory_args(trace.path, ev["idx"].to_list())
-    return (ev.join(args, on="idx", how="inner")
-            .with_columns(pl.col("device_type").replace_strict(DEVICE_TYPES, default=None, return_dtype=pl.String)
-                          .fill_null(pl.col("device_type").cast(pl.String)).alias("device_type")))
+    ev = (ev.join(args, on="idx", how="inner")
+          .with_columns(pl.col("device_type").replace_strict(DEVICE_TYPES, default=None, return_dtype=pl.String)
+                        .fill_null(pl.col("device_type").cast(pl.String)).alias("device_type")))
+    # the CPU allocator keeps no reserve: its events say Total Reserved 0 whatever they hold (null: not reported)
+    return ev.with_columns(pl.when(pl.col("device_type") != "cpu").then(pl.col("total_reserved")).alias("total_reserved"))
 
 
 def _xla_memory(trace: Trace) -> pl.DataFrame | None:
@@ -198,7 +200,9 @@ def _per_step(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
     dev = ["device_type", "device"]
     per = (inside.sort("ts", "idx").group_by(*dev, "step").agg(
         (pl.col("allocated").first() - pl.col("bytes").first()).alias("allocated_at_start"),
-        pl.col("allocated").last().alias("allocated_at_end"), pl.col("allocated").max().alias("peak_allocated"),
+        pl.col("allocated").last().alias("allocated_at_end"), pl.col("allocated").max().alias("_after_max"),
         pl.col("reserved").max().alias("peak_reserved"))
-        .with_columns((pl.col("allocated_at_end") - pl.col("allocated_at_start")).alias("growth")))
+        # a step whose first event is a free held more than any level after its events: it started there
+        .with_columns((pl.col("allocated_at_end") - pl.col("allocated_at_start")).alias("growth"),
+                      pl.max_horizontal("allocated_at_start", "_after_max").alias("peak_allocated")))
     return per.select(list(schema)).cast(schema).sort(*dev, "step")  # type: ignore[arg-type]

@@ -210,8 +210,8 @@ _T = [
     Term("change", "", "A what-if on the critical path: a category's kernels 2x faster, or a synchronizing call removed.", "critical path"),
     Term("saves_us", "µs", "First-order saving of the change (valid while the path stays critical): half the category's path time, or the smaller of a sync's wait and the host time after it.", "critical path"),
     # -- memory (kernscope memory: profile_memory traces)
-    Term("peak_allocated", "bytes", "The largest Total Allocated of the device's [memory] events (of the step, in the per-step table).", "memory"),
-    Term("peak_reserved", "bytes", "The largest Total Reserved (the caching allocator's segments) of the device's [memory] events.", "memory"),
+    Term("peak_allocated", "bytes", "The largest Total Allocated of the device's [memory] events (in the per-step table: of the step, or allocated_at_start where the step began higher, its first event a free).", "memory"),
+    Term("peak_reserved", "bytes", "The largest Total Reserved (the caching allocator's segments) of the device's [memory] events; empty for the CPU, whose allocator keeps no reserve (its events say 0), and for XLA's allocators (not reported).", "memory"),
     Term("peak_at_ns", "ns", "When the peak was reached, since the trace's first event.", "memory"),
     Term("peak_op", "", "The innermost CPU op around the allocation that reached the peak, on its thread.", "memory"),
     Term("peak_step", "number", "The step in which the peak was reached.", "memory"),
