@@ -83,3 +83,57 @@ def test_outputs_validate_on_public_traces_and_a_job(capsys):
     if ranks:
         doc = _validate(capsys, "job", ["analyze", *map(str, ranks), "-q"])
         assert doc["findings"] and doc["findings"][0]["rule"] == "straggler"
+
+
+def _fields(node: dict, where: str):
+    """(place, field schema) of every field under ``node``: object properties, table rows' cells, nested objects."""
+    for k, v in (node.get("properties") or {}).items():
+        yield f"{where}.{k}", v
+        items = v.get("items") if isinstance(v.get("items"), dict) else {}
+        yield from _fields(items if items.get("properties") else v, f"{where}.{k}")
+
+
+def test_every_field_table_and_object_is_described_by_its_place(generated):
+    """Every field, table and object of every output has a description, and a table or object is never described
+    by a column's glossary term (the `kernels` table read "GPU kernel records. Unit: count", the job's `ranks` table
+    "Ranks on which the collective instance was found", memory's `devices` table "GPU device ids", the timeline's
+    `type` "Collective type", a trace's `path` "An annotation range's place"); every place the glossary names exists."""
+    from kernscope.render.glossary import PLACES, TERMS
+
+    seen = set()
+    for name, s in generated.items():
+        for place, f in _fields(s, name):
+            seen.add(place)
+            if place.endswith(".schema_version"):
+                continue
+            assert f.get("description"), f"{place} has no description"
+            structured = "properties" in f or "properties" in (f.get("items") or {})
+            term = TERMS.get(place.rsplit(".", 1)[1])
+            if structured and term is not None:
+                assert not f["description"].startswith(term.meaning), f"{place}: a table described as the column {term.name}"
+    assert not set(PLACES) - seen, f"glossary places no output has: {sorted(set(PLACES) - seen)}"
+    desc = {p: f["description"] for n, s in generated.items() for p, f in _fields(s, n)}
+    assert desc["analyze.timeline.type"].startswith("In timelines, the time type")
+    assert desc["job.collective_instances.bytes"].startswith("Message bytes")
+    assert desc["memory.devices.peak_reserved"].startswith("The largest Total Reserved")
+
+
+def test_the_job_sample_is_a_real_ddp_job_with_a_straggler():
+    """The job schema's sample is two ranks of DDP recorded on two H200s (examples/record_ddp_job.py: rank 1 sleeps
+    20 ms before each backward), so its stragglers, collectives and queues tables have rows and columns: before, a
+    job of one trace twice had none, and the schema said nothing of those tables' columns."""
+    from kernscope.analyze.ranks import RankTask
+    from kernscope.engine import EngineSpec, analyze_job
+
+    paths = [str(p) for p in sorted((DATA / "ddp2_h200").glob("rank*.pt.trace.json.gz"))]
+    assert len(paths) == 2
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    assert j.world_size == 2 and j.ranks["rank"].to_list() == [0, 1]
+    s = j.stragglers
+    assert s["rank"].to_list() == [1, 1, 1] and s["step_number"].to_list() == [2, 3, 4]
+    assert all(20_000 < w < 22_000 for w in s["max_wait_us"].to_list())  # the injected 20 ms, as rank 0 waited
+    c = j.collectives.row(0, named=True)
+    assert (c["type"], c["instances"], c["most_often_last"]) == ("allreduce", 15, 1)
+    generated_job = json.loads((SCHEMAS / "job.schema.json").read_text())
+    for t in ("stragglers", "collectives", "collective_instances", "queues", "failures"):
+        assert generated_job["properties"][t]["items"]["properties"], t

@@ -2,8 +2,9 @@
 
 Scripts and LLM agents read ``kernscope analyze|diff|perf|memory --format json``; every output carries
 ``schema_version`` (:data:`kernscope.version.SCHEMA_VERSION`) and each has a JSON Schema (draft 2020-12):
-its objects and tables, every field's JSON type, and the meaning and unit of every field the glossary
-defines. The schemas are written from what the renderers emit on sample runs (``python -m
+its objects and tables, every field's JSON type, and the meaning and unit of each (a table or object by its place
+in the glossary's ``PLACES``, a field by its place where the meaning there is narrower, else by its glossary
+term). The schemas are written from what the renderers emit on sample runs (``python -m
 kernscope.render.schema docs/schema`` regenerates them), so they cannot drift from the code unnoticed: a test
 compares the committed files with a fresh generation and validates real outputs against them.
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..version import SCHEMA_VERSION
-from .glossary import TERMS
+from .glossary import PLACES, TERMS
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 TITLES = {
@@ -46,14 +47,20 @@ def _type_of(v: Any) -> str:
     return "object"
 
 
-def _describe(name: str, node: dict[str, Any]) -> dict[str, Any]:
-    t = TERMS.get(name)
+def _describe(name: str, node: dict[str, Any], where: str) -> dict[str, Any]:
+    """``node`` (the field ``name`` of the object at place ``where``) with its description: the place's own
+    (:data:`~kernscope.render.glossary.PLACES`: tables, objects, narrower meanings), else the glossary term of a
+    scalar field or a list of scalars (a term names a column or a fact, never a table or an object)."""
+    t = PLACES.get(f"{where}.{name}")
+    structured = "properties" in node or "properties" in node.get("items", {})
+    if t is None and not structured:
+        t = TERMS.get(name)
     if t is not None:
         node["description"] = t.meaning + (f" Unit: {t.unit}." if t.unit else "")
     return node
 
 
-def infer(samples: list[Any], *, cell: bool = False, depth: int = 0) -> dict[str, Any]:
+def infer(samples: list[Any], *, cell: bool = False, depth: int = 0, where: str = "") -> dict[str, Any]:
     """A schema every sample satisfies: objects by key, arrays by the union of their items. ``required``: the
     keys of every sample, for the document and its direct objects (deeper ones, such as a device's peaks, vary
     with the input). ``cell``: a table cell, which may also be null (a cell only ever seen null may hold any
@@ -68,9 +75,8 @@ def infer(samples: list[Any], *, cell: bool = False, depth: int = 0) -> dict[str
         keys: list[str] = []
         for o in objects:
             keys += [k for k in o if k not in keys]
-        # (a glossary term names a table column or a fact; an object's "name" is its own: a device's, not a kernel's)
-        node["properties"] = {k: (_describe(k, f) if k != "name" else f)
-                              for k in keys for f in [_field([o[k] for o in objects if k in o], cell, depth + 1)]}
+        node["properties"] = {k: _describe(k, _field([o[k] for o in objects if k in o], cell, depth + 1, f"{where}.{k}"), where)
+                              for k in keys}
         required = [k for k in keys if all(k in o for o in objects)]
         if required and not cell and depth <= 1:
             node["required"] = required
@@ -78,29 +84,31 @@ def infer(samples: list[Any], *, cell: bool = False, depth: int = 0) -> dict[str
     items = [x for a in arrays for x in a]
     if arrays:
         if items and all(isinstance(x, dict) for x in items):  # a table: rows are objects, their cells nullable
-            node["items"] = _row(items)
+            node["items"] = _row(items, where)
         else:
-            node["items"] = infer(items) if items else {}
+            node["items"] = infer(items, where=where) if items else {}
     return node
 
 
-def _field(values: list[Any], cell: bool, depth: int) -> dict[str, Any]:
+def _field(values: list[Any], cell: bool, depth: int, where: str) -> dict[str, Any]:
     """A field of an object: scalars may be null (a step, a rank, a peak the trace has not), as cells may."""
     scalar = all(not isinstance(v, (dict, list)) for v in values)
-    return infer(values, cell=cell or scalar, depth=depth)
+    return infer(values, cell=cell or scalar, depth=depth, where=where)
 
 
-def _row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _row(rows: list[dict[str, Any]], where: str) -> dict[str, Any]:
     keys: list[str] = []
     for r in rows:
         keys += [k for k in r if k not in keys]
-    return {"type": "object", "properties": {k: _describe(k, infer([r[k] for r in rows if k in r], cell=True)) for k in keys},
+    return {"type": "object",
+            "properties": {k: _describe(k, infer([r[k] for r in rows if k in r], cell=True, where=f"{where}.{k}"), where)
+                           for k in keys},
             "required": [k for k in keys if all(k in r for r in rows)]}
 
 
 def schema(name: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
     """The JSON Schema of output ``name`` from sample outputs of it."""
-    body = infer(samples)
+    body = infer(samples, where=name)
     body["properties"]["schema_version"] = {"const": SCHEMA_VERSION, "description": "Version of this contract."}
     return {"$schema": DIALECT, "$id": f"https://kernscope.dev/schema/{name}-{SCHEMA_VERSION}.schema.json",
             "title": TITLES[name], "description": f"Schema version {SCHEMA_VERSION}; see kernscope/render/schema.py.",
@@ -113,9 +121,10 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
     import dataclasses
 
     from ..analyze.diff import Side, diff
+    from ..analyze.findings import find_roofline
     from ..analyze.memory import memory_timeline
     from ..analyze.perf import PerfReport, perf_model
-    from ..analyze.ranks import combine, summarize_rank
+    from ..analyze.ranks import Failure, combine, summarize_rank
     from ..analyze.summary import analyze
     from ..pipeline import load
     from .formats import render
@@ -129,12 +138,14 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
     memory = root / "tests" / "data" / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"
     jax = root / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
     host = root / "tests" / "data" / "align_h100" / "train.pt.trace.json.gz"
-    traces = {p: load(p, cache=False) for p in (example, memory, jax, host) if p.is_file()}
+    rank0 = root / "tests" / "data" / "ddp2_h200" / "rank0.pt.trace.json.gz"  # NCCL: exposed communication
+    traces = {p: load(p, cache=False) for p in (example, memory, jax, host, rank0) if p.is_file()}
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in TITLES}
     for p, t in traces.items():
         ann = "" if p == example else None  # the example has record_function ranges with GPU work
         out["analyze"].append(as_json(analyze(t, by_annotation=ann, benchmark=None)))
-        out["perf"].append(as_json(PerfReport(perf_model(t), str(p))))
+        pm = perf_model(t)
+        out["perf"].append(as_json(PerfReport(pm, str(p), find_roofline(pm.ops, t.steps.height))))
     t0 = traces[example]
     # a device the peaks table does not know: no peaks (null), % of peak and bound empty
     out["perf"].append(as_json(PerfReport(dataclasses.replace(perf_model(t0), device=None), str(example))))
@@ -146,8 +157,11 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
             m = memory_timeline(traces[p])
             assert m is not None
             out["memory"].append(as_json(m))
-    job = combine([summarize_rank(t0, "rank0.json"), summarize_rank(t0, "rank1.json")])
-    out["job"].append(as_json(job))
+    # a real job: two ranks of DDP on two H200s, rank 1 late to every all-reduce (stragglers, collectives, queues),
+    # and a rank file that could not be read (failures)
+    ddp = sorted((root / "tests" / "data" / "ddp2_h200").glob("rank*.pt.trace.json.gz"))
+    ranks = [summarize_rank(load(p, cache=False), str(p)) for p in ddp] or [summarize_rank(t0, "rank0.json")]
+    out["job"].append(as_json(combine(ranks, [Failure("rank2.pt.trace.json.gz", "not valid JSON at byte 7")])))
     return out
 
 
