@@ -243,3 +243,22 @@ def test_impossible_collective_sizes_are_unknown_and_noted(tmp_path, nelems, gro
         assert inst["expected_ranks"].to_list() == [2, 2] and inst["bytes"].to_list() == [4.0 * (1 << 20)] * 2
     assert (inst["busbw_gb_s"].drop_nulls() > 0).all()
     assert j.stragglers["wait_us"].to_list() == [500.0, 500.0]
+
+
+def test_a_job_without_gpu_activity_says_why_per_rank_and_exits_3(tmp_path, capsys):
+    """Ranks whose traces hold no GPU work (a profiler schedule exported after its last cycle: one synchronize each)
+    printed a table of dashes with no word of why, exit 0; each rank's reason is now a note, and a job where no
+    rank has GPU activity exits 3. A job where one rank has it keeps its results (exit 0) and notes the other."""
+    for r in range(2):
+        write_trace(tmp_path / f"rank{r}.json", [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 10, "dur": 5}],
+            distributedInfo={"rank": r, "world_size": 2})
+    assert main(["analyze", str(tmp_path), "--no-cache", "--format", "json"]) == 3
+    out, err = capsys.readouterr()
+    notes = json.loads(out)["notes"]
+    assert [n.split(":")[0] for n in notes] == ["rank 0", "rank 1"] and all("launches no GPU work" in n for n in notes)
+    assert "no rank of the job has GPU activity (2 ranks" in err
+    synth_rank(tmp_path / "rank1.json", 1)
+    assert main(["analyze", str(tmp_path), "--no-cache", "--format", "json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any(n.startswith("rank 0: no GPU activity") for n in notes) and not any(n.startswith("rank 1") for n in notes)

@@ -242,7 +242,15 @@ def test_empty_answers_name_their_cause_and_exit_3(tmp_path, capsys):
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
          "args": {"correlation": 7}}])
     assert main(["analyze", str(lost), "-q", "--no-cache"]) == 3
-    assert "though it has 1 runtime calls" in capsys.readouterr().err
+    assert "though it has 1 launch calls: the profiler lost the device side" in capsys.readouterr().err
+    # a window that held no GPU work (a schedule's trace exported after its last cycle: one synchronize): not a lost
+    # device side, which the message said before
+    idle = write_trace(tmp_path / "idle.json", [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 10, "dur": 5}])
+    assert main(["analyze", str(idle), "-q", "--no-cache"]) == 3
+    err = capsys.readouterr().err
+    assert "its one runtime call (cudaDeviceSynchronize) launches no GPU work" in err and "on_trace_ready" in err
+    assert "lost" not in err
     k = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 10, "args": {"correlation": 1, "stream": 7, "device": 0}}
     launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
               "args": {"correlation": 1}}

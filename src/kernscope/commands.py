@@ -403,10 +403,13 @@ def check_answer(*sides: tuple[Trace, int | None], analysis: Analysis | None = N
 
 
 def check_job(result: BenchDir | JobAnalysis) -> None:
-    """:class:`PartialFailure` when some rank files of a job failed (the results cover the others); a folder of
-    benchmark traces passes."""
+    """:class:`EmptyAnswer` when no rank of a job has GPU activity (each rank's reason said), :class:`PartialFailure`
+    when some rank files of a job failed (the results cover the others); a folder of benchmark traces passes."""
     from .analyze.ranks import JobAnalysis
 
+    if isinstance(result, JobAnalysis) and result.ranks["span_us"].null_count() == result.ranks.height:
+        raise EmptyAnswer(f"no rank of the job has GPU activity ({result.ranks.height} ranks; each rank's reason is "
+                          "in the output's notes)")
     if isinstance(result, JobAnalysis) and result.failures:
         first = result.failures[0]
         raise PartialFailure(f"{len(result.failures)} of {len(result.failures) + result.ranks.height} rank files "

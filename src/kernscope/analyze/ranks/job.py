@@ -206,7 +206,7 @@ def combine(results: list[RankResult], failures: list[Failure] | None = None) ->
     if not results:
         raise KernscopeError("no rank could be analyzed")
     notes, clocks_ok = _check(results)
-    notes = host_notes + notes
+    notes = host_notes + notes + [f"rank {r.rank}: {n}" for r in results for n in r.notes]
     ranks = pl.DataFrame([{
         "rank": r.rank, "path": r.path, "steps": r.steps.height,
         **{m: r.overall.get(m) for m in METRICS},

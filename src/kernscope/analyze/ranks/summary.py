@@ -33,6 +33,7 @@ from ..critical_path import critical_path
 from ..facts import trace_facts
 from ..idle import idle_breakdown
 from ..kernels import COMM_PATTERN, NS_PER_US, gpu_table, mark_communication
+from ..summary import empty_reason
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 _TYPES = (("allreduce", "allreduce"), ("all_reduce", "allreduce"), ("allgather", "allgather"), ("all_gather", "allgather"),
@@ -69,7 +70,7 @@ class RankResult:
     #: (:data:`STREAM_IDLE`)
     queues: pl.DataFrame
     load_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  #: what the rank's trace lacks (no GPU activity), in words
     #: the rank's critical path per step (:func:`~kernscope.analyze.critical_path.critical_path`'s ``steps``)
     critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)
 
@@ -263,6 +264,7 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
         overall={k: (float(v) if v is not None else None) for k, v in overall.items()},  # type: ignore[misc]
         steps=steps, collectives=coll, launch=_launch_stats(g), queues=_streams(g), load_s=load_s,
         critical_path=cp.steps if cp is not None else pl.DataFrame(),
+        notes=[n for n in (empty_reason(trace),) if n is not None],
     )
 
 
