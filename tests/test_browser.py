@@ -188,6 +188,12 @@ def test_multi_rank_page(browser, tmp_path, capsys):
         [(s["step"], s["rank"], s["wait_us"]) for s in doc["stragglers"]]
     assert browser.eval("document.querySelectorAll('#chart-ranks canvas').length") == 1
     assert "rank 1" in browser.eval("document.querySelector('dl.facts').textContent")  # the worst straggler
+    # the critical path's step_us beside step read as a second "step" column; every view has a title of words
+    heads = browser.eval("[...document.querySelectorAll('th')].map(t => t.textContent.replace(/ [▲▼]$/, ''))")
+    assert "step (µs)" in heads
+    titles = browser.eval("[...document.querySelectorAll('h2')].map(h => h.textContent)")
+    assert not [t for t in titles if t in ("findings", "findings by kind", "critical path")], titles
+    assert any(t.startswith("Critical path per rank and step") for t in titles), titles
 
 
 def test_diff_and_perf_model_views(browser, tmp_path, capsys):

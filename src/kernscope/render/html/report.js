@@ -334,7 +334,8 @@
       const head = el("tr");
       const numeric = this.cols.map((c, j) => this.rows.some((r) => typeof r[j] === "number"));
       this.cols.forEach((c, j) => {
-        const label = c.replace(/_us$/, "").replace(/^pct$/, "%").replace(/_/g, " ");
+        const base = c.replace(/_us$/, "");  // step_us beside step reads "step (µs)", not a second "step"
+        const label = (base !== c && this.cols.includes(base) ? base + " (µs)" : base).replace(/^pct$/, "%").replace(/_/g, " ");
         const th = el("th", { text: label + (this.sortCol === j ? (this.desc ? " ▼" : " ▲") : ""), title: (defs[c] || "") + (defs[c] ? " " : "") + "(" + c + ")" });
         if (numeric[j]) th.className = "num";
         th.addEventListener("click", () => this.sort(j, this.sortCol === j ? !this.desc : true));
