@@ -130,3 +130,26 @@ def test_a_narrow_answer_keeps_its_title_on_one_line(capsys):
     assert main(["sql", q, str(EXAMPLE), "--no-cache"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [f"{q} (1 row)", "  n", "728"]
+
+
+def test_sql_over_a_job_reads_its_tables(tmp_path, capsys):
+    """Several traces (a folder of ranks) are one job: `kernscope sql` queries its tables as job.<name>, with the
+    values `analyze --format json` gives (the real 2-rank DDP job recorded on two H200s, rank 1 the straggler)."""
+    job = Path(__file__).resolve().parent / "data" / "ddp2_h200"
+    assert main(["analyze", str(job), "--no-cache", "--format", "json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert main(["sql", "SELECT rank, step_number, max_wait_us FROM job.stragglers ORDER BY step_number", str(job),
+                 "--no-cache", "--format", "json", "-q"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["rows"] == [{k: s[k] for k in ("rank", "step_number", "max_wait_us")} for s in doc["stragglers"]]
+    assert [r["rank"] for r in got["rows"]] == [1, 1, 1]
+    q = "SELECT type, count(*) AS n, sum(bytes) AS b FROM job.collective_instances GROUP BY type"
+    files = [str(p) for p in sorted(job.glob("rank*.json.gz"))]
+    assert main(["sql", q, *files, "--no-cache", "--format", "json", "-q"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row == {"type": "allreduce", "n": 15, "b": doc["collectives"][0]["bytes"]}
+    assert main(["sql", "SHOW TABLES", str(job), "--no-cache", "--format", "json", "-q"]) == 0
+    names = [r["name"] for r in json.loads(capsys.readouterr().out)["rows"]]
+    assert names[:3] == ["job.ranks", "job.rank_steps", "job.stragglers"] and "job.collectives" in names
+    assert main(["sql", "SELECT 1", str(job), "--step", "2", "--no-cache", "-q"]) == 2
+    assert "a job's tables hold every step" in capsys.readouterr().err

@@ -255,15 +255,31 @@ def memory(s: Session, trace: str, top: int | None, fmt: str, output: str | None
 
 @cli.command("sql")
 @click.argument("query")
-@click.argument("trace")
+@click.argument("traces", nargs=-1, required=True)
 @click.option("--step", default=None, help="Step of the analysis.* tables (default: all steps).")
 @output_options("Rows shown [default: 50 in the terminal; all in JSON/CSV].")
 @trace_options
-def sql_cmd(s: Session, query: str, trace: str, step: str | None, top: int | None, fmt: str, output: str | None) -> None:
-    """Run a SQL QUERY over TRACE's tables: events, gpu, kernels, cpu_ops, launches, steps, flows, call_tree
+@rank_options
+def sql_cmd(s: Session, query: str, traces: tuple[str, ...], step: str | None, top: int | None, fmt: str,
+            output: str | None, engine: str, scheduler: str | None, workers: int | None, strict: bool,
+            read_all: bool) -> None:
+    """Run a SQL QUERY over a TRACE's tables: events, gpu, kernels, cpu_ops, launches, steps, flows, call_tree
     (times int64 ns), and analysis.<table> (analysis.kernels, analysis.categories, analysis.findings,
-    analysis.critical_path, ...; µs in *_us). Polars' SQL dialect; see docs/glossary.md for every table."""
-    show(s.query(query, trace, _parse_step(step)), fmt, output, top, default_top=50)
+    analysis.critical_path, ...; µs in *_us). Several traces (files, folders, globs) are the ranks of one job:
+    job.<table> (job.ranks, job.rank_steps, job.stragglers, job.collectives, job.critical_path, ...). Polars' SQL
+    dialect; see docs/glossary.md for every table."""
+    from . import commands
+    from .errors import KernscopeError
+
+    paths = s.expand(traces)
+    if len(paths) == 1:
+        show(s.query(query, paths[0], _parse_step(step)), fmt, output, top, default_top=50)
+        return
+    if step is not None:
+        raise KernscopeError("--step: a job's tables hold every step (filter them: WHERE step = N)")
+    job = s.job(paths, engine, scheduler, workers, strict, read_all)
+    show(s.job_query(query, job), fmt, output, top, default_top=50)
+    commands.check_job(job)
 
 
 @cli.command("diff")

@@ -290,6 +290,12 @@ class Session:
         t = self.load_step(path, step)
         return QueryResult(query, sql(t, query, step=step, categorizer=self.categorizer()))
 
+    def job_query(self, query: str, job: JobAnalysis) -> QueryResult:
+        """``kernscope sql`` of several traces: ``query`` over the job's tables (``job.<name>``)."""
+        from .analyze.sql import QueryResult, job_sql
+
+        return QueryResult(query, job_sql(job, query))
+
     def diff(self, a: str, b: str, step: int | None = None, step_b: int | None = None,
              match: str = "exact") -> Answer[TraceDiff]:
         """``kernscope diff``: two traces, two steps of one (``a == b``) or two ranks."""

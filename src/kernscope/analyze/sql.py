@@ -4,7 +4,8 @@ Input: a :class:`~kernscope.model.Trace` and a query. Tables: the trace's (:meth
 ``gpu``, ``kernels``, ``cpu_ops``, ``launches``, ``steps``, ``flows``, ``call_tree``; times int64 ns) and, when
 the query names one, the analysis's (:meth:`Analysis.tables` as ``analysis.<name>``: ``analysis.kernels``,
 ``analysis.categories``, ``analysis.findings``, ``analysis.critical_path`` …; times µs floats in ``*_us``). The
-analysis runs only when the query names an ``analysis.`` table. Output: a DataFrame.
+analysis runs only when the query names an ``analysis.`` table. Several traces (the ranks of one job): the job's
+tables as ``job.<name>`` (:func:`job_sql`). Output: a DataFrame.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 
@@ -20,6 +21,9 @@ from ..model import Trace, run_sql
 from .categories import Categorizer
 from .critical_path import empty_path
 from .summary import Analysis, analyze
+
+if TYPE_CHECKING:
+    from .ranks import JobAnalysis
 
 #: the analysis tables, as SQL names
 ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "ops", "ops_by_category", "launcher_categories",
@@ -51,6 +55,18 @@ class QueryResult:
     def tables(self) -> dict[str, pl.DataFrame]:
         """``rows``: the answer."""
         return {"rows": self.rows}
+
+
+#: a job's tables (:meth:`~kernscope.analyze.ranks.JobAnalysis.tables`), as SQL names (``job.<name>``)
+JOB_TABLES = ("ranks", "rank_steps", "stragglers", "findings", "findings_by_kind", "critical_path", "collectives",
+              "collective_instances", "collective_waits", "queues")
+
+
+def job_sql(job: JobAnalysis, query: str) -> pl.DataFrame:
+    """Run ``query`` over a multi-rank job's tables, ``job.<table>`` (:data:`JOB_TABLES`; µs in ``*_us``). Bad
+    queries: one-line :class:`~kernscope.errors.KernscopeError`."""
+    have = job.tables()
+    return run_sql(query, {f"job.{name}": partial(have.__getitem__, name) for name in JOB_TABLES})
 
 
 def sql(trace: Trace, query: str, *, step: int | None = None, categorizer: Categorizer | None = None) -> pl.DataFrame:

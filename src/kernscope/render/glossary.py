@@ -390,6 +390,7 @@ as text (`WHERE name LIKE 'nvjet%'`). Output: the terminal table (numbers never 
 | `analysis.findings_by_kind` | (rule, device, rank, op, kernel) over steps | rule, device, rank, op, kernel, occurrences, worst_us, total_us, median_us, step, title, text |
 | `analysis.critical_path` | step | step, step_us, length_us, cpu_us, launch_us, gpu_us, queue_us, stream_wait_us, sync_return_us, carryover_us |
 | `analysis.critical_path_categories` / `_ops` / `_kernels` / `_whatif` | (step, category) / (step, op) / (step, kernel) / (step, change) | step, category, time_us / step, op, host_us / step, name, category, launcher, count, time_us / step, change, saves_us |
+| `job.ranks`, `job.rank_steps`, `job.stragglers`, `job.findings`, `job.findings_by_kind`, `job.critical_path`, `job.collectives`, `job.collective_instances`, `job.collective_waits`, `job.queues` | (several traces: the ranks of one job, `kernscope sql QUERY DIR` or `A B ...`) | the columns of `analyze DIR --format json`'s tables of the same names (`docs/schema/job.schema.json`); every step (`--step` is refused: `WHERE step = N`) |
 
 Examples (tested in `tests/test_sql.py` against the raw JSON and `analyze --format json`):
 
@@ -397,6 +398,7 @@ Examples (tested in `tests/test_sql.py` against the raw JSON and `analyze --form
 kernscope sql "SELECT name, count(*) AS n, sum(dur)/1000.0 AS total_us FROM kernels GROUP BY name ORDER BY total_us DESC LIMIT 5" trace.json.gz
 kernscope sql "SELECT category, total_us FROM analysis.categories ORDER BY total_us DESC" trace.json.gz --format csv
 kernscope sql "SELECT step, length_us, gpu_us, cpu_us FROM analysis.critical_path" trace.json.gz --step 2
+kernscope sql "SELECT rank, step_number, max_wait_us FROM job.stragglers" job_traces/
 ```"""
 
 
