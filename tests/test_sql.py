@@ -151,5 +151,9 @@ def test_sql_over_a_job_reads_its_tables(tmp_path, capsys):
     assert main(["sql", "SHOW TABLES", str(job), "--no-cache", "--format", "json", "-q"]) == 0
     names = [r["name"] for r in json.loads(capsys.readouterr().out)["rows"]]
     assert names[:3] == ["job.ranks", "job.rank_steps", "job.stragglers"] and "job.collectives" in names
+    from kernscope.engine import analyze_job
+
+    api = analyze_job(files).sql("SELECT rank, step_number, max_wait_us FROM job.stragglers ORDER BY step_number")
+    assert api.to_dicts() == got["rows"]
     assert main(["sql", "SELECT 1", str(job), "--step", "2", "--no-cache", "-q"]) == 2
     assert "a job's tables hold every step" in capsys.readouterr().err

@@ -358,7 +358,7 @@ def define(name: str) -> str:
 
 
 #: the SQL tables of ``kernscope sql`` (their columns; kept with the glossary so docs/glossary.md has them)
-SQL_TABLES = """## SQL tables (`kernscope sql QUERY TRACE`, `Trace.sql(query)`)
+SQL_TABLES = """## SQL tables (`kernscope sql QUERY TRACE`, `Trace.sql(query)`, `JobAnalysis.sql(query)`)
 
 Polars' SQL dialect over the tables below; a query builds only the tables it names, and the `analysis.*`
 tables run the analysis (of `--step N`, else all steps) only when the query names one. Categorical columns read

@@ -98,6 +98,13 @@ class JobAnalysis:
                 "collectives": self.collectives,
                 "collective_instances": self.instances, "collective_waits": self.waits, "queues": self.queues}
 
+    def sql(self, query: str) -> pl.DataFrame:
+        """Run a SQL query (polars' SQL dialect) over :meth:`tables` as ``job.<name>``, e.g. ``job.sql("SELECT rank,
+        max_wait_us FROM job.stragglers")`` (µs in ``*_us``), as ``kernscope sql QUERY DIR`` does."""
+        from ..sql import job_sql
+
+        return job_sql(self, query)
+
 
 def _check(results: list[RankResult]) -> tuple[list[str], bool]:
     """Job-level checks: one clear message each. Returns (notes, clocks_overlap). Raises on duplicate ranks
