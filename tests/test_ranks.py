@@ -103,7 +103,16 @@ def test_cli_json_csv_xlsx_and_rank_from_file_name(tmp_path, capsys):
 def test_bad_inputs(tmp_path, capsys):
     a, b = synth_rank(tmp_path / "a.json", 0), synth_rank(tmp_path / "b.json", 0)
     assert main(["analyze", str(a), str(b), "--no-cache", "--workers", "1"]) == 2
-    assert "rank 0 appears twice" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "rank 0 appears twice" in err and "two jobs" not in err  # no rank in the names: no glob to suggest
+    # a folder holding two jobs (ddp4_rank0 and fsdp4_rank0, as ../shared/traces/multirank): each job's glob
+    two = tmp_path / "two"
+    two.mkdir()
+    for job in ("ddp4", "fsdp4"):
+        synth_rank(two / f"{job}_rank0.json", 0)
+    assert main(["analyze", str(two), "--no-cache", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"give one job's files: '{two / 'ddp4_rank'}*' or '{two / 'fsdp4_rank'}*'" in err and err.count("\n") == 1
     c = synth_rank(tmp_path / "c.json", 1, world=8)
     assert main(["analyze", str(a), str(c), "--no-cache", "--workers", "1"]) == 2
     assert "different jobs" in capsys.readouterr().err

@@ -19,6 +19,7 @@ its last arriver; ``wait_us`` is the wait it caused per other rank (summed over 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -106,6 +107,18 @@ class JobAnalysis:
         return job_sql(self, query)
 
 
+def _one_job_hint(a: str, b: str) -> str:
+    """For two files of one rank: the glob of one job's files when their names differ before ``rank`` (a folder
+    holding two jobs, ``ddp4_rank0`` and ``fsdp4_rank0``), else nothing."""
+    globs = []
+    for p in (a, b):
+        head = re.match(r"(?i)(.*?rank)", os.path.basename(p))
+        if head is None:
+            return ""
+        globs.append(os.path.join(os.path.dirname(p), head.group(1)) + "*")
+    return "" if globs[0] == globs[1] else f" (two jobs in one place? give one job's files: '{globs[0]}' or '{globs[1]}')"
+
+
 def _check(results: list[RankResult]) -> tuple[list[str], bool]:
     """Job-level checks: one clear message each. Returns (notes, clocks_overlap). Raises on duplicate ranks
     and mixed jobs (different world sizes, or no GPU model in common: separate runs). GPU activity that does not
@@ -121,7 +134,7 @@ def _check(results: list[RankResult]) -> tuple[list[str], bool]:
                     else "")
             raise KernscopeError(f"{r.path}: no rank (no distributedInfo.rank and no rank number in the file name){hint}")
         if r.rank in seen:
-            raise KernscopeError(f"rank {r.rank} appears twice: {seen[r.rank]} and {r.path}")
+            raise KernscopeError(f"rank {r.rank} appears twice: {seen[r.rank]} and {r.path}{_one_job_hint(seen[r.rank], r.path)}")
         seen[r.rank] = r.path
     bad_sizes = sorted({r.world_size for r in results if r.world_size is not None and not 1 <= r.world_size <= 1 << 31})
     if bad_sizes:
