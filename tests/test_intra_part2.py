@@ -637,3 +637,18 @@ def test_stats_of_a_hatchet_tree_points_to_view(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith("a hatchet scope tree, not a trace of intra-kernel events: "
                                              "`kernscope intra view` shows it"), err
+
+
+@pytest.mark.parametrize("doc, says", [
+    ({"programs": 16, "cols": 4096, "scopes": []}, "a JSON object without a traceEvents list (keys: programs, cols, scopes)"),
+    ({"traceEvents": [{"ph": "X", "name": "k", "ts": 0, "dur": 1, "pid": 0, "tid": 0}]}, "event 0 ('k') has no block"),
+])
+def test_json_that_is_no_intra_trace_says_what_it_is(tmp_path, capsys, doc, says):
+    """A JSON file of something else (the compare.json beside the Proton samples) or X events without kernscope's
+    args read "not a kernscope intra-kernel buffer or trace (KeyError: 'traceEvents')": a Python error name for a
+    message. One line saying what the file is, exit 2."""
+    p = tmp_path / "other.json"
+    p.write_text(json.dumps(doc))
+    assert main(["intra", "stats", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and says in err and "KeyError" not in err

@@ -283,6 +283,10 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
             doc = parse_json(data, p)
             if _is_iket(doc):
                 return _iket(doc)
+            if isinstance(doc, dict) and not isinstance(doc.get("traceEvents"), list):
+                keys = ", ".join(list(map(str, doc))[:5]) + (", ..." if len(doc) > 5 else "")
+                raise KernscopeError(f"a JSON object without a traceEvents list (keys: {keys}): not a trace of "
+                                     "intra-kernel events")
             proton = _proton(doc, p)
             if proton is not None:
                 return proton
@@ -298,7 +302,10 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
             rows = []
             for i, e in ev:  # kernscope's own Chrome export: read back event by event (the Perfetto file is the fast path)
                 start, dur = t0 + _ns(e, "ts", i), _ns(e, "dur", i)
-                a = e["args"]
+                a = e.get("args")
+                if not isinstance(a, dict) or "block" not in a:
+                    raise KernscopeError(f"event {i} ({str(e.get('name'))[:60]!r}) has no block in its args: not "
+                                         "kernscope's intra-kernel export nor Proton's '<kernel> CoreN CTAm' events")
                 rows.append({"block": _id(a["block"], i), "group": _id(a.get("group", 0), i), "sm": _id(a.get("sm", e["pid"]), i),
                              "task_type": _id(a.get("task_type", -1), i), "task": e["name"], "start_ns": start,
                              "end_ns": start + dur, "duration_ns": dur})
