@@ -652,3 +652,25 @@ def test_json_that_is_no_intra_trace_says_what_it_is(tmp_path, capsys, doc, says
     assert main(["intra", "stats", str(p)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and says in err and "KeyError" not in err
+
+
+def test_each_command_names_the_command_that_reads_a_file(tmp_path, capsys):
+    """A file for another command got a message about what it is not: analyze of a Perfetto trace or an .npz
+    buffer read "not JSON", of a hatchet file "event #0 ('None') has no 'ts'"; intra stats of a Kineto trace "has
+    no block", of random bytes "object of type 'int' has no len()", of an empty file 0 tasks and exit 0. Each now
+    says what the file is and which command reads it, in one line, exit 2."""
+    example = Path(__file__).parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    npz = tmp_path / "buf.npz"
+    np.savez(npz, buffer=np.zeros(16, dtype=np.int64))
+    (tmp_path / "empty.json").write_bytes(b"")
+    (tmp_path / "noise.bin").write_bytes(bytes(range(7, 250)) * 8)
+    cases = [(["analyze", str(DATA / "align_h100" / "bias_gelu.perfetto-trace.gz")], "a Perfetto trace (protobuf), not a Kineto trace: `kernscope intra stats`"),
+             (["analyze", str(npz)], "an intra-kernel profiler buffer (numpy), not a trace: `kernscope intra stats`"),
+             (["analyze", str(PROTON_H100 / "proton_ops.hatchet")], "a hatchet scope tree (Proton's profile), not a trace: `kernscope intra view`"),
+             (["intra", "stats", str(example)], "a PyTorch profiler (Kineto) trace, not intra-kernel records: `kernscope analyze`"),
+             (["intra", "stats", str(tmp_path / "empty.json")], "the file is empty"),
+             (["intra", "stats", str(tmp_path / "noise.bin")], "nor a Perfetto trace (read as Perfetto's protobuf: ")]
+    for argv, says in cases:
+        assert main([*argv, "-q"]) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and says in err, (argv, err)

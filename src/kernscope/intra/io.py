@@ -261,8 +261,13 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
     if not os.path.isfile(p):
         raise KernscopeError(f"{p}: file not found")
     try:
+        if p.endswith((".xplane.pb", ".xplane.pb.gz")):
+            raise KernscopeError("a JAX/XLA profile (XSpace), not intra-kernel records: `kernscope analyze` reads it")
         if p.endswith(".npz"):
             with np.load(p, allow_pickle=False) as z:
+                if "buffer" not in z:
+                    raise KernscopeError(f"an .npz without a buffer array (it holds: {', '.join(sorted(z.files)[:5]) or 'nothing'}): "
+                                         "not a kernscope buffer dump")
                 stored: list[str] | dict[int, str] = [str(x) for x in z["task_names"]] if "task_names" in z else []
                 if "task_ids" in z and isinstance(stored, list):
                     stored = {int(i): n for i, n in zip(z["task_ids"], stored)}
@@ -301,21 +306,48 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
             t0 = int(doc.get("otherData", {}).get("t0_ns", 0)) if isinstance(doc, dict) else 0
             rows = []
             for i, e in ev:  # kernscope's own Chrome export: read back event by event (the Perfetto file is the fast path)
-                start, dur = t0 + _ns(e, "ts", i), _ns(e, "dur", i)
                 a = e.get("args")
                 if not isinstance(a, dict) or "block" not in a:
-                    raise KernscopeError(f"event {i} ({str(e.get('name'))[:60]!r}) has no block in its args: not "
+                    if e.get("cat") in KINETO_CATS:
+                        raise KernscopeError("a PyTorch profiler (Kineto) trace, not intra-kernel records: `kernscope "
+                                             "analyze` reads it; `kernscope intra align TRACE RECORDS...` places records "
+                                             "under its kernels")
+                    name = repr(str(e["name"])[:60]) if e.get("name") is not None else "unnamed"
+                    raise KernscopeError(f"event {i} ({name}) has no block in its args: not "
                                          "kernscope's intra-kernel export nor Proton's '<kernel> CoreN CTAm' events")
+                start, dur = t0 + _ns(e, "ts", i), _ns(e, "dur", i)
                 rows.append({"block": _id(a["block"], i), "group": _id(a.get("group", 0), i), "sm": _id(a.get("sm", e["pid"]), i),
                              "task_type": _id(a.get("task_type", -1), i), "task": e["name"], "start_ns": start,
                              "end_ns": start + dur, "duration_ns": dur})
             unit = str(doc.get("otherData", {}).get("time_unit", "ns")) if isinstance(doc, dict) else "ns"
             t = pl.DataFrame(rows, schema=SCHEMA)
             return Loaded(t, None, "chrome", unit="cycles" if unit == "cycles" else "ns", launches=launches_by_blocks(t))
-        t = read_perfetto(data).with_columns(pl.lit(-1).cast(pl.Int64).alias("task_type")).select(list(SCHEMA))
+        if not data.strip():
+            raise KernscopeError("the file is empty")
+        try:
+            t = read_perfetto(data)
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            why = "not valid protobuf" if isinstance(e, TypeError) else _reason(e)
+            raise KernscopeError(f"not JSON, an .npz buffer, nor a Perfetto trace (read as Perfetto's protobuf: {why})") from None
+        if t.height == 0:
+            raise KernscopeError("no intra-kernel slices in it (read as a Perfetto trace: no complete slices with a block)")
+        t = t.with_columns(pl.lit(-1).cast(pl.Int64).alias("task_type")).select(list(SCHEMA))
         return Loaded(t, None, "perfetto", launches=launches_by_blocks(t))
     except KernscopeError as e:
         raise KernscopeError(f"{p}: {e}") from None
     except (ValueError, KeyError, TypeError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError,
             zlib.error) as e:
-        raise KernscopeError(f"{p}: not a kernscope intra-kernel buffer or trace ({type(e).__name__}: {e})") from None
+        raise KernscopeError(f"{p}: not a kernscope intra-kernel buffer or trace ({_reason(e)})") from None
+
+
+#: event categories of PyTorch's profiler (a Kineto trace given where intra-kernel records are expected)
+KINETO_CATS = frozenset({"kernel", "cpu_op", "cuda_runtime", "cuda_driver", "python_function", "user_annotation",
+                         "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "ac2g"})
+
+
+def _reason(e: BaseException) -> str:
+    """An exception as words for a one-line message: a missing key named as such, else its text (never the
+    exception's class name alone)."""
+    if isinstance(e, KeyError):
+        return f"{e.args[0] if e.args else 'a field'} is missing"
+    return str(e).strip().splitlines()[0] if str(e).strip() else "unexpected contents"

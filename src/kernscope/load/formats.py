@@ -16,6 +16,7 @@ A JAX run directory (``plugins/profile/<run>/``) is resolved to its richest file
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -131,10 +132,27 @@ def detect(source: TraceSource) -> Format:
         what = "a JSON array of values, not of trace events" if _json_values(h) else "not JSON"
         raise TraceError(source.path, f"{what} (it starts with {shown!r}); a trace is a JSON object with "
                                       "'traceEvents', an array of event objects, or a JAX .xplane.pb")
+    other = _another_kind(h, source.path)
+    if other is not None:
+        raise TraceError(source.path, other)
     for fmt in FORMATS:
         if fmt.detect(head):
             return fmt
     return FORMATS[0]
+
+
+def _another_kind(h: bytes, path: str) -> str | None:
+    """What a file that kernscope reads with another command is, and that command (an intra-kernel buffer, a
+    Perfetto trace, a hatchet scope tree), or None. ``h``: the file's first bytes, whitespace stripped."""
+    name = path.lower()
+    if h[:4] == b"PK\x03\x04" and name.endswith(".npz") or h[:6] == b"\x93NUMPY":
+        return "an intra-kernel profiler buffer (numpy), not a trace: `kernscope intra stats` reads it"
+    if name.endswith((".perfetto-trace", ".perfetto-trace.gz", ".pftrace", ".pftrace.gz")):
+        return ("a Perfetto trace (protobuf), not a Kineto trace: `kernscope intra stats` reads intra-kernel ones "
+                "(open others in ui.perfetto.dev)")
+    if re.match(rb'\[\s*\{\s*"(frame|children|metrics)"\s*:', h):  # hatchet's node keys, in any order
+        return "a hatchet scope tree (Proton's profile), not a trace: `kernscope intra view` shows it"
+    return None
 
 
 def _json_values(h: bytes) -> bool:
