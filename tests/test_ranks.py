@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -271,3 +272,23 @@ def test_a_job_without_gpu_activity_says_why_per_rank_and_exits_3(tmp_path, caps
     assert main(["analyze", str(tmp_path), "--no-cache", "--format", "json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any(n.startswith("rank 0: no GPU activity") for n in notes) and not any(n.startswith("rank 1") for n in notes)
+
+
+def test_step_strips_of_many_steps_fit_the_terminal(tmp_path, capsys, monkeypatch):
+    """A job of 400 steps: the step-time strip (one character a step) did not fit 120 columns and was dropped
+    ("not shown at this width: steps, min, max"); its cells now hold runs of consecutive steps, each the longest
+    of its run, so the strip fits and a slow step still shows."""
+    from kernscope.engine import EngineSpec, analyze_job
+    from kernscope.render.ranks import heat_rows
+
+    paths = [str(synth_rank(tmp_path / f"rank{r}.json", r, steps=400)) for r in range(2)]
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    _, rows, per = heat_rows(j, "wall_us", 100)
+    assert per == 4 and all(len(r[1]) == 100 for r in rows)
+    for width in (60, 120):
+        monkeypatch.setenv("COLUMNS", str(width))
+        assert main(["analyze", *paths, "--no-cache", "--workers", "1"]) == 0
+        out = capsys.readouterr().out
+        strips = [line for line in out.splitlines() if re.match(r"^\s+[01]\s+[▁▂▃▄▅▆▇█·]{8,}\s", line)]
+        assert len(strips) == 4 and "steps a cell, the longest)" in out, out  # two ranks x step time, exposed comm
+        assert max(len(line) for line in out.splitlines()) <= width

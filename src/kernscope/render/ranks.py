@@ -13,7 +13,7 @@ from .console import render_findings
 from .formats.json import whole
 from .names import term
 from .tables import JsonRows, csv_text, findings_json
-from .terminal import Col, count, fit_table, pct, us
+from .terminal import GAP, Col, count, fit_table, pct, us
 from .views import Section, layout, view
 
 _SHADES = " ▁▂▃▄▅▆▇█"
@@ -25,21 +25,33 @@ def _strip(values: list[float | None], top: float) -> str:
     return "".join("·" if v is None else _SHADES[max(1, min(8, round(8 * v / top)))] for v in values)
 
 
-def heat_rows(j: JobAnalysis, metric: str) -> tuple[list[str], list[list[Any]]]:
-    """(step names, rows of [rank, strip, min, max]) for a rank x step heat strip of ``metric`` (µs)."""
+def _buckets(values: list[float | None], per: int) -> list[float | None]:
+    """``values`` in runs of ``per``, each run as its largest present value (None when it has none)."""
+    out: list[float | None] = []
+    for i in range(0, len(values), per):
+        present = [v for v in values[i:i + per] if v is not None]
+        out.append(max(present) if present else None)
+    return out
+
+
+def heat_rows(j: JobAnalysis, metric: str, cells: int | None = None) -> tuple[list[str], list[list[Any]], int]:
+    """(step names, rows of [rank, strip, min, max], steps per cell) for a rank x step heat strip of ``metric``
+    (µs); with more steps than ``cells``, each cell holds a run of consecutive steps and shows the longest."""
     rs = j.rank_steps
     if rs.height == 0 or metric not in rs.columns:
-        return [], []
+        return [], [], 1
     steps = rs.select("step", "name").unique("step").sort("step")
     wide = rs.pivot(on="step", index="rank", values=metric, aggregate_function="first").sort("rank")
     cols = [str(s) for s in steps["step"].to_list() if str(s) in wide.columns]
+    per = max(1, -(-len(cols) // cells)) if cells else 1
     top = as_float(rs[metric].max())
     rows = []
     for r in wide.iter_rows(named=True):
         vals = [r[c] for c in cols]
         present = [v for v in vals if v is not None]
-        rows.append([str(r["rank"]), _strip(vals, top), us(min(present)) if present else "-", us(max(present)) if present else "-"])
-    return steps["name"].to_list(), rows
+        rows.append([str(r["rank"]), _strip(_buckets(vals, per), top), us(min(present)) if present else "-",
+                     us(max(present)) if present else "-"])
+    return steps["name"].to_list(), rows, per
 
 
 layout("table", "job", ("ranks", "rank_steps", "stragglers", "collectives", "critical_path", "findings"))
@@ -72,12 +84,17 @@ def _console_ranks(s: Section, out: Console) -> None:
 @view("table", "job.rank_steps")
 def _console_heat(s: Section, out: Console) -> None:
     for metric, title in (("wall_us", "Step time"), ("exposed_comm_us", "Exposed communication")):
-        names, hrows = heat_rows(s.result, metric)
-        if hrows:
-            out.print(fit_table(f"{title} by step, {names[0]} … {names[-1]} (darker = longer)",
-                                [Col("rank", True), Col("steps", min_width=len(hrows[0][1])), Col("min", True),
-                                 Col("max", True)], hrows, s.options.width))
-            out.print()
+        # the strip gets the width the rank, min and max columns leave (a cell a run of steps when they are more)
+        _, full, _ = heat_rows(s.result, metric, None)
+        if not full:
+            continue
+        side = sum(max(len(h), *(len(r[i]) for r in full)) for i, h in ((0, "rank"), (2, "min"), (3, "max")))
+        names, hrows, per = heat_rows(s.result, metric, max(8, s.options.width - side - 3 * GAP))
+        runs = f"; {per:,} steps a cell, the longest" if per > 1 else ""
+        out.print(fit_table(f"{title} by step, {names[0]} … {names[-1]} (darker = longer{runs})",
+                            [Col("rank", True), Col("steps", min_width=len(hrows[0][1])), Col("min", True),
+                             Col("max", True)], hrows, s.options.width))
+        out.print()
 
 
 @view("table", "job.stragglers")
