@@ -290,5 +290,5 @@ def test_step_strips_of_many_steps_fit_the_terminal(tmp_path, capsys, monkeypatc
         assert main(["analyze", *paths, "--no-cache", "--workers", "1"]) == 0
         out = capsys.readouterr().out
         strips = [line for line in out.splitlines() if re.match(r"^\s+[01]\s+[▁▂▃▄▅▆▇█·]{8,}\s", line)]
-        assert len(strips) == 4 and "steps a cell, the longest)" in out, out  # two ranks x step time, exposed comm
+        assert len(strips) == 4 and "a cell, the longest)" in out, out  # two ranks x step time, exposed comm
         assert max(len(line) for line in out.splitlines()) <= width
