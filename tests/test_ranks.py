@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import zipfile
 from pathlib import Path
@@ -292,3 +293,30 @@ def test_step_strips_of_many_steps_fit_the_terminal(tmp_path, capsys, monkeypatc
         strips = [line for line in out.splitlines() if re.match(r"^\s+[01]\s+[▁▂▃▄▅▆▇█·]{8,}\s", line)]
         assert len(strips) == 4 and "a cell, the longest)" in out, out  # two ranks x step time, exposed comm
         assert max(len(line) for line in out.splitlines()) <= width
+
+
+def test_the_api_runs_a_job_from_a_script_without_a_main_guard_or_from_stdin(tmp_path):
+    """Python's spawn runs the caller's main script again in every worker: `analyze_job` from a script read on stdin
+    failed every rank ("the worker analyzing it died (out of memory?)"), and a script without an `if __name__ ==
+    "__main__":` guard would start the job again in each worker. The workers no longer import the caller's main."""
+    import subprocess
+    import sys
+
+    paths = [str(synth_rank(tmp_path / f"rank{r}.json", r)) for r in range(2)]
+    engines = ["EngineSpec(workers=2)"] + (["EngineSpec('dask', workers=2)"] if _has_dask() else [])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    for engine in engines:  # a process pool; a Dask LocalCluster, whose nannies spawn its workers
+        script = ("from kernscope.engine import EngineSpec, analyze_job\n"
+                  f"j = analyze_job({paths!r}, spec={engine})\n"
+                  "print('straggler', j.stragglers['rank'].to_list(), 'failures', len(j.failures))\n")
+        (tmp_path / "job.py").write_text(script)  # no main guard
+        for argv, stdin in (([sys.executable, str(tmp_path / "job.py")], None), ([sys.executable, "-"], script)):
+            r = subprocess.run(argv, input=stdin, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180)
+            assert r.returncode == 0, r.stderr[-2000:]
+            assert r.stdout.strip() == "straggler [1, 1] failures 0", (engine, argv, r.stdout, r.stderr[-2000:])
+
+
+def _has_dask() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None

@@ -12,9 +12,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +51,24 @@ def shared_budget(task: RankTask, workers: int) -> RankTask:
     if task.max_memory:
         return task
     return replace(task, max_memory=max(1 << 28, int(available_memory() * 0.8) // max(1, workers)))
+
+
+@contextmanager
+def _main_not_imported() -> Iterator[None]:
+    """While it is open, spawned workers (a process pool's, a Dask LocalCluster's) do not import the caller's
+    ``__main__`` (they need nothing of it: the task is kernscope's). Python's spawn runs the main script again in
+    every worker: a script read from stdin (``python - < job.py``) cannot be (every worker died at start, reported
+    as out of memory), and a script without an ``if __name__ == "__main__":`` guard would start the job again in
+    each worker."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    try:
+        for k in saved:
+            setattr(main, k, None)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
 
 
 def _local(paths: Sequence[str], task: RankTask, workers: int, progress: Callable[[int, int], None] | None) -> list[Any]:
@@ -133,7 +153,8 @@ def summarize_ranks(paths: Sequence[str], task: RankTask | None = None, spec: En
     task = task or RankTask()
     spec = spec or EngineSpec()
     if spec.kind == "dask":
-        return _dask(paths, task, spec, progress)
+        with _main_not_imported():  # (a LocalCluster's nannies spawn its workers)
+            return _dask(paths, task, spec, progress)
     if spec.kind != "local":
         raise KernscopeError(f"unknown engine {spec.kind!r}; expected local or dask")
     workers = spec.workers or min(os.cpu_count() or 1, len(paths))
@@ -144,7 +165,8 @@ def summarize_ranks(paths: Sequence[str], task: RankTask | None = None, spec: En
             if progress:
                 progress(i + 1, len(paths))
         return out
-    return _local(paths, task, workers, progress)
+    with _main_not_imported():
+        return _local(paths, task, workers, progress)
 
 
 def analyze_job(paths: Sequence[str], task: RankTask | None = None, spec: EngineSpec | None = None, *,
