@@ -192,7 +192,7 @@ _T = [
     Term("grid_x", "", "JAX: the kernel's grid (grid_x/y/z) and block (block_x/y/z) sizes, from kernel_details.", "jax"),
     Term("registers", "", "JAX: registers per thread of the kernel (kernel_details regs).", "jax"),
     Term("dynamic_shared", "bytes", "JAX: dynamic shared memory per block (kernel_details; AMD: group_mem); static_shared likewise.", "jax"),
-    Term("occupancy_pct", "%", "JAX: theoretical occupancy the profiler computed for the kernel.", "jax"),
+    Term("occupancy_pct", "%", "The kernel's occupancy as its profiler records it: Kineto's estimated achieved occupancy (est. achieved occupancy %, whole percents); in JAX profiles the theoretical occupancy XLA's profiler computed.", "jax"),
     Term("step_num", "", "JAX/TensorFlow: the step number of a StepTraceAnnotation range (steps are named <name>#<step_num>).", "jax"),
     # -- findings (kernscope/analyze/findings.toml)
     Term("rule", "", "The findings rule that fired: launch_bound, step_start_idle, blocking_sync, exposed_comm, tiny_gemm, step_variance, straggler.", "findings"),
