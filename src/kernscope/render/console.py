@@ -168,6 +168,8 @@ def render_critical_path(cp: CriticalPath, console: Console, width: int, top: in
             Col("carryover", True, optional=True)]
     console.print(fit_table("Critical path by step (what each step's end waited for; length = the step's time)", cols,
                             rows, width, more=more))
+    for note in cp.notes:
+        console.print(term(note, "dim"), overflow="fold")
     if cp.whatif.height:
         best = cp.whatif.sort("saves_us", "step", "change", descending=[True, False, False]).head(
             5 if top is not None else cp.whatif.height)
