@@ -57,16 +57,11 @@ class QueryResult:
         return {"rows": self.rows}
 
 
-#: a job's tables (:meth:`~kernscope.analyze.ranks.JobAnalysis.tables`), as SQL names (``job.<name>``)
-JOB_TABLES = ("ranks", "rank_steps", "stragglers", "findings", "findings_by_kind", "critical_path", "collectives",
-              "collective_instances", "collective_waits", "queues")
-
-
 def job_sql(job: JobAnalysis, query: str) -> pl.DataFrame:
-    """Run ``query`` over a multi-rank job's tables, ``job.<table>`` (:data:`JOB_TABLES`; µs in ``*_us``). Bad
-    queries: one-line :class:`~kernscope.errors.KernscopeError`."""
+    """Run ``query`` over a multi-rank job's tables (:meth:`~kernscope.analyze.ranks.JobAnalysis.tables`) as
+    ``job.<table>`` (µs in ``*_us``). Bad queries: one-line :class:`~kernscope.errors.KernscopeError`."""
     have = job.tables()
-    return run_sql(query, {f"job.{name}": partial(have.__getitem__, name) for name in JOB_TABLES})
+    return run_sql(query, {f"job.{name}": partial(have.__getitem__, name) for name in have})
 
 
 def sql(trace: Trace, query: str, *, step: int | None = None, categorizer: Categorizer | None = None) -> pl.DataFrame:

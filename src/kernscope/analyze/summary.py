@@ -295,8 +295,9 @@ LAUNCH_CALLS = r"(?i)launch|memcpy|memset|^cu(Graph|Mem)"
 
 def empty_reason(trace: Trace, step: int | None = None) -> str | None:
     """Why an analysis of ``trace`` (one ``step`` of it) has no GPU time to show, with what to do; None when
-    it has some. A trace without GPU records that has runtime launches lost the device side; one with neither
-    was recorded without the GPU activity."""
+    it has some. A trace without GPU records that has launch calls lost the device side; one whose runtime calls
+    launch nothing (synchronizations) profiled a window without GPU work; one with neither was recorded without the
+    GPU activity."""
     if trace.gpu.height == 0:
         runtime = trace.events.filter(pl.col("kind") == "runtime").select(pl.col("name").cast(pl.String))["name"]
         launches = int(runtime.str.contains(LAUNCH_CALLS).sum())
@@ -309,9 +310,8 @@ def empty_reason(trace: Trace, step: int | None = None) -> str | None:
             which = ", ".join(names.head(3).to_list()) + (", ..." if names.len() > 3 else "")
             calls = ("its one runtime call", "launches") if runtime.len() == 1 else (f"its {runtime.len():,} runtime calls", "launch")
             return (f"no GPU activity in {trace.path}: {calls[0]} ({which}) {calls[1]} no GPU work, so the profiled window "
-                    "held none; with a profiler schedule, the active steps' "
-                    "trace is the one on_trace_ready receives (export_chrome_trace after the profile exports only what "
-                    "ran after the last cycle)")
+                    "held none; with a profiler schedule, the active steps' trace is the one on_trace_ready receives "
+                    "(export_chrome_trace after the profile exports only what ran after the last cycle)")
         return (f"no GPU activity in {trace.path}: it was recorded without the GPU activity; record with "
                 "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])")
     if step is not None and not trace.gpu.filter(pl.col("step") == step).height:
