@@ -424,3 +424,18 @@ def test_each_steps_last_record_compiled_equals_polars(seed, monkeypatch):
     monkeypatch.setattr(cp_mod, "group_last_max", lambda *a: None)
     want = cp_mod._last_records(step, end).sort("step")
     assert got.equals(want) and got.height == 43
+
+
+def test_a_jax_path_blind_to_the_gpu_says_so():
+    """XLA records no event for the host waiting on the GPU, so a JAX step's path is host time back to its start even
+    where its kernels ran most of it (the transformer profile: 5.7 of 5.7 ms host, kernels 3.2 ms a step). The path
+    says so in a note; host-bound steps (the recompile profile's ~2 µs kernels) and Kineto traces get none."""
+    t = kernscope.load(DATA / "jax" / "transformer" / "vm.xplane.pb.gz", cache=False)
+    cp = analyze(t).critical_path
+    assert cp.steps["gpu_us"].to_list() == [0.0, 0.0, 0.0]
+    (note,) = cp.notes
+    assert "XLA records no event for the host waiting on the GPU" in note and "in 3 of 3 steps" in note
+    assert "kernels ran 54% of their time" in note
+    for quiet in (DATA / "recompile_h100" / "jax_recompile.xplane.pb.gz",
+                  DATA / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz"):
+        assert analyze(kernscope.load(quiet, cache=False)).critical_path.notes == [], quiet

@@ -466,7 +466,30 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     labels = gpu.select(pl.col("category", "name", "launcher").cast(pl.Categorical))
     summary, stretches = _summarize(path, ends_tbl, labels, None if identity else order, cpu, n_g)
     del path, ends_tbl, labels, cpu  # (before the CPU ops are read)
-    return dataclasses.replace(summary, ops=_host_by_op(trace, stretches))
+    return dataclasses.replace(summary, ops=_host_by_op(trace, stretches), notes=_unseen_waits(trace, gpu, summary.steps))
+
+
+#: a step's kernel time, as a share of the step, from which a path without GPU work is noted as blind to it
+UNSEEN_SHARE = 0.1
+
+
+def _unseen_waits(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame) -> list[str]:
+    """The note of a JAX profile whose path sees no GPU work in steps whose kernels ran :data:`UNSEEN_SHARE` of them or
+    more: XLA records no event for the host
+    waiting on the GPU (``block_until_ready``), so such a step's path is host time back to its start and its kernels'
+    share is not on it (docs/diagnose.md: a remedy measured and not shipped)."""
+    if "xplane" not in trace.metadata or steps.height == 0:
+        return []
+    ran = gpu.filter(pl.col("kind") == "kernel").group_by("step").agg((pl.col("dur").sum() / NS_PER_US).alias("_k_us"))
+    # (steps whose kernels ran at least a tenth of them: a host-bound step's path is host time, rightly)
+    blind = steps.join(ran, on="step", how="inner").filter(
+        (pl.col("gpu_us") == 0) & (pl.col("_k_us") >= UNSEEN_SHARE * pl.col("step_us")))
+    if blind.height == 0:
+        return []
+    share = 100.0 * float(blind["_k_us"].sum()) / max(float(blind["step_us"].sum()), 1e-9)
+    return [f"XLA records no event for the host waiting on the GPU (block_until_ready): in {blind.height:,} of "
+            f"{steps.height:,} steps this path is host time to the step's start, though their kernels ran "
+            f"{share:.0f}% of their time (summed); the GPU's share is in the timeline"]
 
 
 def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
