@@ -358,3 +358,16 @@ def test_report_with_intra_records_under_their_kernel(browser, tmp_path):
     browser.eval(f"kernscope.timeline.t0 = {s0} - 2000; kernscope.timeline.t1 = {s0} + 20000; kernscope.timeline.draw()")
     assert browser.eval("kernscope.timeline.drawn") > len(intra)
     assert set(browser.eval("Object.keys(kernscope.views)")) >= {"intra_launches", "kernels"}
+
+
+def test_a_jax_reports_critical_path_carries_its_note(browser, tmp_path):
+    """The critical path's notes (a JAX path blind to the host's untraced wait) were in the terminal and JSON only;
+    the HTML report shows them above the path's table."""
+    jax = Path(__file__).parent / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
+    html = tmp_path / "j.html"
+    assert main(["report", str(jax), "-o", str(html), "--no-cache", "-q"]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    note = browser.eval("document.querySelector('#view-critical_path p.note').textContent")
+    assert note.startswith("XLA records no event for the host waiting on the GPU") and "3 of 3 steps" in note

@@ -98,7 +98,7 @@ def _html_critical_path(s: Section) -> Any:
         return OMIT
     return {"views": [
         {"name": "critical_path", "title": "Critical path by step (what each step's end waited for)",
-         "table": table(cp.steps, "critical_path")},
+         "table": table(cp.steps, "critical_path"), **({"note": " ".join(cp.notes)} if cp.notes else {})},
         {"name": "critical_path_ops", "title": "Host time on the critical path, by top-level CPU op",
          "table": table(cp.ops, "critical_path_ops")},
         {"name": "critical_path_whatif", "title": "What-ifs on the critical path (first order)",
