@@ -507,3 +507,23 @@ def test_real_h200_jax_dots_at_default_and_highest_precision_are_two_rows():
     assert set(rows) == {"fp32", "tf32"} and [rows[p]["count"] for p in ("fp32", "tf32")] == [3, 3]
     assert rows["tf32"]["tflops_per_s"] > 300 and rows["fp32"]["tflops_per_s"] < 67
     assert all(50 < r["pct_of_peak"] <= 100 for r in rows.values())
+
+
+def test_casts_name_their_types(capsys):
+    """The DDP job's rank (bf16 autocast, fp32 parameters): a copy_ of bf16 into fp32 and one of fp32 into fp32, both
+    4096x4096, read as two identical rows ("copy_ Copy fp32 4096x4096, 4096x4096", 38.5% and 64.4% of peak). A cast
+    says its types, from→to, in the table (params "from"/"to" in JSON)."""
+    import json
+    from pathlib import Path
+
+    from kernscope.cli import main
+
+    rank0 = Path(__file__).parent / "data" / "ddp2_h200" / "rank0.pt.trace.json.gz"
+    assert main(["perf", str(rank0), "--no-cache", "-q", "--format", "json"]) == 0
+    ops = json.loads(capsys.readouterr().out)["ops"]
+    big = [o for o in ops if o["name"] == "aten::copy_" and o["input_dims"].startswith("[[4096, 4096]")]
+    got = sorted((o["dtype"], json.loads(o["params"]).get("from", "")) for o in big)
+    assert got == [("bf16", "fp32"), ("fp32", ""), ("fp32", "bf16")]
+    assert main(["perf", str(rank0), "--no-cache", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "bf16→fp32" in out and "fp32→bf16" in out

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import polars as pl
 from rich.console import Console
 from rich.text import Text
@@ -107,7 +108,11 @@ def _console_ops(s: Section, out: Console) -> None:
 
 def _ran(r: dict) -> str:
     """The row's type, and the precision its GEMMs ran in where that differs (fp32→tf32, fp32→bf16 under autocast;
-    a vector op's peak is the fp32 or fp64 rate whatever its type: not shown)."""
+    a vector op's peak is the fp32 or fp64 rate whatever its type: not shown); a cast's types, from→to (a copy_ of
+    bf16 into fp32 and one of fp32 into fp32 read as two identical rows)."""
+    params = msgspec.json.decode(r["params"]) if r.get("params") else {}
+    if isinstance(params, dict) and (params.get("from") or params.get("to")):
+        return f"{params['from']}→{r['dtype']}" if params.get("from") else f"{r['dtype']}→{params['to']}"
     ran = r.get("peak_precision")
     return f"{r['dtype']}→{ran}" if ran and ran != r["dtype"] and ran not in ("fp32", "fp64") else r["dtype"]
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .dtypes import SCALAR_TYPES, bytes_per_element
+from .dtypes import SCALAR_TYPES, bytes_per_element, short_name
 
 Shape = tuple[int, ...]
 
@@ -500,10 +500,14 @@ for _b in _UNARY + _BINARY:
 @model("aten::copy_", "aten::clone", "aten::_to_copy", op_class="Copy")
 def _copy(call: Call) -> Work:
     """copy_(dst, src): src read, dst written; clone/_to_copy(src, dtype, ...): src read, a new tensor written."""
+    params: dict[str, Any] = {}
     if call.name == "aten::copy_":
         dst, src = call.shape(0), call.shape(1)
         moved = numel(dst) * call.bpe(0) + numel(src) * call.bpe(1)
         dtype = call.types[0]
+        src_t = call.types[1] if len(call.types) > 1 else ""
+        if src_t and short_name(src_t) != short_name(dtype):  # a cast: the row's type is the destination's
+            params["from"] = short_name(src_t)
     else:
         src = dst = call.shape(0)
         code = call.ints(1) if call.name == "aten::_to_copy" else None
@@ -511,7 +515,9 @@ def _copy(call: Call) -> Work:
         out_b = bytes_per_element(out_t) or call.bpe(0)
         moved = numel(src) * (call.bpe(0) + out_b)
         dtype = call.types[0]
-    return Work(0.0, float(moved), "Copy", "vector", dtype, {"shape": dst})
+        if out_t and short_name(out_t) != short_name(dtype):  # a cast: the row's type is the source's
+            params["to"] = short_name(out_t)
+    return Work(0.0, float(moved), "Copy", "vector", dtype, {"shape": dst, **params})
 
 
 @model("aten::fill_", "aten::zero_", op_class="Copy")
