@@ -51,8 +51,8 @@ SYNC_CALLS = (r"^((cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchroniz
 #: the event kinds of those calls
 SYNC_KINDS = ("runtime", "driver")
 SEGMENTS = ("cpu", "launch", "gpu", "queue", "stream_wait", "sync_return", "carryover")
-#: how a node was reached (interned: one byte a node, not a string), and the physical codes of its values
-_HOW = pl.Enum(["queue", "stream_wait", "launch", "cpu"])
+#: how a node was reached, a byte a node: queued behind its stream's previous record, waiting for another record
+#: (stream_wait), launched after the GPU ran dry, or a CPU point
 _HOW_QUEUE, _HOW_WAIT, _HOW_LAUNCH, _HOW_CPU = range(4)
 
 
@@ -103,13 +103,6 @@ def _ints(s: pl.Series, *, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """An integer column as (values, 0 where null; valid). ``copy`` False: an int64 column's values are read where
     polars holds them (read-only)."""
     return s.fill_null(0).to_numpy().astype(np.int64, copy=copy), s.is_not_null().to_numpy()
-
-
-def _masked(values: np.ndarray, valid: np.ndarray, at: np.ndarray) -> pl.Series:
-    """``values[at]`` as an Int64 Series, null where ``valid[at]`` is not."""
-    out = pl.Series(values[at], dtype=pl.Int64)
-    ok = valid[at]
-    return out if ok.all() else out.set(pl.Series(~ok), None)
 
 
 def _windows_of(time: np.ndarray, time_ok: np.ndarray, end_of: tuple[np.ndarray, np.ndarray],
@@ -224,7 +217,42 @@ def _text_rank(col: pl.Expr) -> pl.Expr:
                                             default=None, return_dtype=pl.UInt32)
 
 
+#: chains walked a link at a time (all chains at once) up to this length; longer ones by binary lifting
+WALK_LINKS = 4096
+
+
 def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray]:
+    """(owner, node): every node on the chain of each start (``pred`` up to ``root``, root excluded; ``pred[root]``
+    is ``root``), the chains one after the other, each from its start back. Chains up to :data:`WALK_LINKS` long
+    (a JAX step's path: hundreds of records, in thousands of steps) are walked a link at a time, all at once: no
+    table of a node each (binary lifting's took 0.1-0.2 GB on a 1.4 M-node path); longer ones by
+    :func:`_ancestors_lifted`."""
+    x = starts.astype(np.int64)
+    depth = np.zeros(len(x), dtype=np.int64)
+    live = np.flatnonzero(x != root)
+    for _ in range(WALK_LINKS):  # count each chain's nodes
+        if not len(live):
+            break
+        depth[live] += 1
+        x[live] = pred[x[live]]
+        live = live[x[live] != root]
+    else:
+        if len(live):
+            return _ancestors_lifted(pred, starts, root)
+    owner = np.repeat(np.arange(len(starts)), depth)
+    node = np.empty(len(owner), dtype=np.int64)
+    at = np.cumsum(depth) - depth  # each chain's first slot
+    x = starts.astype(np.int64)
+    live = np.flatnonzero(depth > 0)
+    while len(live):  # write each chain's nodes in order, a link of every chain at a time
+        node[at[live]] = x[live]
+        at[live] += 1
+        x[live] = pred[x[live]]
+        live = live[x[live] != root]
+    return owner, node
+
+
+def _ancestors_lifted(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray]:
     """(owner, node): every node on the chain of each start (``pred`` up to ``root``, root excluded; ``pred[root]``
     is ``root``), by binary lifting: log d vectorized jumps (d: the longest chain), no loop per node. The jump
     tables stop at the longest chain's length, not the node count's (a step's path is thousands of nodes, a
@@ -456,12 +484,10 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
                               .then(pl.col("_lr")).otherwise(pl.col("_ec")).alias("_end")))
     owner, on_path = _ancestors(root_pred, ends_tbl["_end"].to_numpy().astype(np.int64), root)
     del root_pred
-    path = pl.DataFrame({"_k": owner, "node": on_path, "time": _masked(time, time_ok, on_path),
-                         # gathered from the four categories by code (a numpy array of the words, made text per
-                         # node, took 0.08 s on a 1 GB trace's path)
-                         "_how": _HOW.categories.cast(_HOW).gather(how[on_path]),
-                         "ts": _masked(ts, ts_ok, on_path), "pred": _masked(pred, pred >= 0, on_path),
-                         "_pt": _masked(pt, pt_ok, on_path)})
+    # the path's nodes as arrays (a polars row per node, with its labels and its CPU point's text, held 0.4 GB on a
+    # JAX profile's 1.4 M-node path)
+    path = PathNodes(owner, on_path, time[on_path], time_ok[on_path], how[on_path], ts[on_path], pred[on_path] >= 0,
+                     pt[on_path], pt_ok[on_path])
     del owner, on_path, time, time_ok, how, ts, ts_ok, pred, pt, pt_ok
     labels = gpu.select(pl.col("category", "name", "launcher").cast(pl.Categorical))
     summary, stretches = _summarize(path, ends_tbl, labels, None if identity else order, cpu, n_g)
@@ -523,49 +549,74 @@ def _blocking_syncs(trace: Trace, by_end: pl.DataFrame) -> pl.DataFrame:
     return s.filter(pl.col("_a").is_not_null() & (pl.col("_a_end") > pl.col("_s_ts"))).sort("_s_end", "_s_ts", "pid", "tid")
 
 
-def _summarize(path: pl.DataFrame, ends: pl.DataFrame, labels: pl.DataFrame, order: np.ndarray | None,
+@dataclass(frozen=True)
+class PathNodes:
+    """Every node on a step's path, as arrays a node each: ``owner`` (its row of the steps' ends), ``node`` (its id),
+    its ``time`` (and whether it has one), how it was reached (``how``: ``_HOW_QUEUE`` ... ``_HOW_CPU``), its start ``ts`` (a
+    record's), whether it has a predecessor on the path (``linked``) and that predecessor's time ``pt``."""
+
+    owner: np.ndarray
+    node: np.ndarray
+    time: np.ndarray
+    time_ok: np.ndarray
+    how: np.ndarray
+    ts: np.ndarray
+    linked: np.ndarray
+    pt: np.ndarray
+    pt_ok: np.ndarray
+
+
+def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order: np.ndarray | None,
                cpu: pl.DataFrame, n_g: int) -> tuple[CriticalPath, pl.DataFrame]:
     """The path's tables (``ops`` still empty) and its host stretches (step, pid, tid, a, b) for :func:`_host_by_op`.
     ``labels``: the GPU records' category, name and launcher, in the trace's order; node id k < ``n_g`` is record
-    ``order[k]`` (None: record k)."""
+    ``order[k]`` (None: record k). Segments in numpy, a node each; polars tables only of the records (grouped) and of
+    the CPU points (a few a step)."""
     k = ends.select(pl.int_range(pl.len()).alias("_k"), "step", "start", "T")
-    p = path.join(k, on="_k").with_columns(
-        pl.max_horizontal(pl.coalesce("_pt", "start"), "start").alias("_from"))
-    # each node's record or CPU point, gathered by id (a record's id is its place in ``order``, a CPU point's ``n_g``
-    # + its row of ``cpu``; joins on the id took 0.13 s of a JAX profile's path); names stay interned while grouped
-    # (text only in the small tables made from them)
-    node = p["node"]
-    is_rec = (node < n_g).to_numpy()
-    at = np.where(is_rec, node.to_numpy(), 0)
-    rows = pl.Series(at if order is None else order[at], dtype=pl.Int64)
-    rec = labels.select(pl.all().gather(rows.set(pl.Series(~is_rec), None)))
-    at_cpu = cpu.select(pl.col("_s_name", "_s_ts", "_s_end", "_a_end", "pid", "tid").gather((node - n_g).set(node < n_g, None)))
-    p = pl.concat([p, rec, at_cpu], how="horizontal")
-    is_gpu = pl.col("node") < n_g
-    linked = pl.col("pred").is_not_null()
-    gap = pl.max_horizontal(pl.col("ts") - pl.col("_from"), pl.lit(0))
-    kernel = pl.col("time") - pl.max_horizontal("ts", "_from")
-    synced = linked & ~is_gpu
-    sync_ret = pl.max_horizontal(pl.col("_s_end") - pl.max_horizontal("_a_end", "_from"), pl.lit(0))
-    host = pl.col("time") - pl.max_horizontal(pl.when(synced).then(pl.col("_s_end")).otherwise(pl.col("_from")), "_from")
-    seg = p.with_columns(
-        pl.when(is_gpu).then(kernel).otherwise(0).alias("gpu"),
-        pl.when(is_gpu & linked & (pl.col("_how") == "launch")).then(gap).otherwise(0).alias("launch"),
-        pl.when(is_gpu & linked & (pl.col("_how") == "queue")).then(gap).otherwise(0).alias("queue"),
-        pl.when(is_gpu & linked & (pl.col("_how") == "stream_wait")).then(gap).otherwise(0).alias("stream_wait"),
-        pl.when(is_gpu & ~linked).then(gap).otherwise(0).alias("carryover"),
-        pl.when(synced).then(sync_ret).otherwise(0).alias("sync_return"),
-        pl.when(~is_gpu).then(host).otherwise(0).alias("cpu"))
-    del p
-    steps = (seg.group_by("step").agg(*(pl.col(s).sum().alias(f"{s}_us") for s in SEGMENTS))
-             .join(k, on="step", how="right")
-             .with_columns(*(pl.col(f"{s}_us").fill_null(0) / NS_PER_US for s in SEGMENTS))
+    k_step, k_start = k["step"].to_numpy().astype(np.int64), k["start"].to_numpy().astype(np.int64)
+    n_k = k.height
+    start = k_start[path.owner]
+    frm = np.maximum(np.where(path.pt_ok, path.pt, start), start)  # the predecessor's time, not before the step
+    is_gpu = path.node < n_g
+    seg: dict[str, np.ndarray] = {}
+    # records: their kernel time from when they could start, and the gap before it by how they were reached
+    gap = np.where(is_gpu, np.maximum(path.ts - frm, 0), 0)
+    seg["gpu"] = np.where(is_gpu, path.time - np.maximum(path.ts, frm), 0)
+    for name, code in (("launch", _HOW_LAUNCH), ("queue", _HOW_QUEUE), ("stream_wait", _HOW_WAIT)):
+        seg[name] = np.where(is_gpu & path.linked & (path.how == code), gap, 0)
+    seg["carryover"] = np.where(is_gpu & ~path.linked, gap, 0)
+    # CPU points: a synchronizing call's return after the GPU work it waited for, then host time to the point
+    c_at = np.flatnonzero(~is_gpu)
+    c = cpu.select(pl.col("_s_name", "_s_ts", "_s_end", "_a_end", "pid", "tid")).gather(
+        pl.Series(path.node[c_at] - n_g, dtype=pl.Int64))
+    s_end, s_end_ok = _ints(c["_s_end"])
+    a_end, a_end_ok = _ints(c["_a_end"])
+    c_from = frm[c_at]
+    synced = path.linked[c_at]
+    sync_ret = np.where(synced & s_end_ok, np.maximum(s_end - np.where(a_end_ok, np.maximum(a_end, c_from), c_from), 0), 0)
+    c_time_ok = path.time_ok[c_at]
+    host = np.where(c_time_ok, path.time[c_at] - np.maximum(np.where(synced & s_end_ok, s_end, c_from), c_from), 0)
+    seg["sync_return"] = np.zeros(len(path.node), dtype=np.int64)
+    seg["sync_return"][c_at] = sync_ret
+    seg["cpu"] = np.zeros(len(path.node), dtype=np.int64)
+    seg["cpu"][c_at] = host
+    # per step (the nodes come grouped by their step's row, in order): integer sums over each step's run of nodes
+    present, first = np.unique(path.owner, return_index=True)
+    sums = {}
+    for name in SEGMENTS:
+        sums[name] = np.zeros(n_k, dtype=np.int64)
+        if len(first):
+            sums[name][present] = np.add.reduceat(seg[name], first)
+    steps = (k.with_columns(*(pl.Series(f"{s}_us", sums[s], dtype=pl.Int64) / NS_PER_US for s in SEGMENTS))
              .with_columns(((pl.col("T") - pl.col("start")) / NS_PER_US).alias("step_us"),
                            pl.sum_horizontal(*(f"{s}_us" for s in SEGMENTS)).alias("length_us"))
              .select("step", "step_us", "length_us", *(f"{s}_us" for s in SEGMENTS)).sort("step"))
-    # (the records' columns only, before the rows are chosen: a long path's wide table took 0.2 s to filter; grouped
-    # on one integer a row, not on polars' row encoding of four keys)
-    kern = seg.select("node", "step", "category", "name", "launcher", "gpu", "ts", "time").filter(pl.col("node") < n_g)
+    # the records: their labels gathered by id (a record's id is its place in ``order``), grouped on one integer a row
+    r_at = np.flatnonzero(is_gpu)
+    rows = path.node[r_at] if order is None else order[path.node[r_at]]
+    kern = labels.gather(pl.Series(rows, dtype=pl.Int64)).with_columns(
+        pl.Series("step", k_step[path.owner[r_at]]), pl.Series("gpu", seg["gpu"][r_at]), pl.Series("ts", path.ts[r_at]),
+        pl.Series("time", path.time[r_at]))
     categories = (group_by_keys(kern, ["step", "category"], [(pl.col("gpu").sum() / NS_PER_US).alias("time_us")])
                   .with_columns(pl.col("category").cast(pl.String)).sort("step", "time_us", "category", descending=[False, True, False]))
     kernels = (group_by_keys(kern, ["step", "name", "category", "launcher"],
@@ -574,15 +625,17 @@ def _summarize(path: pl.DataFrame, ends: pl.DataFrame, labels: pl.DataFrame, ord
                .sort("step", "time_us", "name", "category", "launcher", descending=[False, True, False, False, False]))
     faster = categories.select("step", ("kernels of " + pl.col("category") + " 2x faster").alias("change"),
                                (pl.col("time_us") / 2).alias("saves_us"))
-    after = seg.filter(synced).select(
+    points = c.with_columns(pl.Series("step", k_step[path.owner[c_at]]), pl.Series("start", start[c_at]),
+                            pl.Series("cpu", host), pl.Series("time", path.time[c_at]), pl.Series("_synced", synced),
+                            pl.Series("_time_ok", c_time_ok))
+    after = points.filter(pl.col("_synced")).select(
         "step", ("remove the " + pl.col("_s_name") + " that returns at " + ((pl.col("_s_end") - pl.col("start")) / NS_PER_US)
                  .round(1).cast(pl.String) + " µs").alias("change"),
         (pl.min_horizontal(pl.col("_s_end") - pl.col("_s_ts"), pl.col("cpu")) / NS_PER_US).alias("saves_us"))
     whatif = (pl.concat([faster, after]).filter(pl.col("saves_us") > 0)
               .sort("step", "saves_us", "change", descending=[False, True, False]))
-    records = kern.select("step", pl.col("name").cast(pl.String), "ts", pl.col("time").alias("end"),
-                          (pl.col("gpu") / NS_PER_US).alias("on_path_us"))
-    stretches = seg.filter((pl.col("node") >= n_g) & (pl.col("cpu") > 0)).select(
+    records = kern.select("step", "name", "ts", pl.col("time").alias("end"), (pl.col("gpu") / NS_PER_US).alias("on_path_us"))
+    stretches = points.filter(pl.col("_time_ok") & (pl.col("cpu") > 0)).select(
         "step", "pid", "tid", (pl.col("time") - pl.col("cpu")).alias("a"), pl.col("time").alias("b"))
     return CriticalPath(steps, categories, kernels, whatif, records=records), stretches
 

@@ -252,7 +252,9 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
     cp = critical_path(trace, mark_communication(gpu_table(trace), otherwise="Compute")) if trace.steps.height else None
     coll = collective_kernels(trace, g)
     if cp is not None and cp.records.height:  # each collective's time on the rank's critical path
-        on_path = cp.records.select("name", "ts", "end", "on_path_us", pl.col("step").alias("path_step"))
+        # (the path's records named as text only where a collective kernel could be one: their names stay interned)
+        on_path = (cp.records.filter(pl.col("name").cast(pl.String).is_in(coll["name"].cast(pl.String).unique().implode()))
+                   .select(pl.col("name").cast(coll.schema["name"]), "ts", "end", "on_path_us", pl.col("step").alias("path_step")))
         coll = coll.join(on_path.unique(["name", "ts", "end"]), on=["name", "ts", "end"], how="left")
     else:
         coll = coll.with_columns(pl.lit(None, pl.Float64).alias("on_path_us"), pl.lit(None, pl.Int64).alias("path_step"))
