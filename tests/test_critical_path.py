@@ -439,3 +439,27 @@ def test_a_jax_path_blind_to_the_gpu_says_so():
     for quiet in (DATA / "recompile_h100" / "jax_recompile.xplane.pb.gz",
                   DATA / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz"):
         assert analyze(kernscope.load(quiet, cache=False)).critical_path.notes == [], quiet
+
+
+@pytest.mark.parametrize("walk_links", [4096, 3])
+def test_chains_walked_equal_chains_lifted(monkeypatch, walk_links):
+    """The path's chains are walked a link at a time (no table of a node each) up to WALK_LINKS links, by binary
+    lifting beyond: both give every chain's nodes, chain after chain, each from its start back (random forests, a
+    chain longer than the walk's limit in the second case)."""
+    import numpy as np
+
+    from kernscope.analyze import critical_path as cpm
+
+    monkeypatch.setattr(cpm, "WALK_LINKS", walk_links)
+    rng = np.random.default_rng(7)
+    for n in (1, 10, 500):
+        root = n
+        pred = np.array([rng.integers(-1, i) if i else -1 for i in range(n)], dtype=np.int64)  # a forest: parents earlier
+        pred = np.append(np.where(pred >= 0, pred, root), root)
+        starts = np.append(rng.integers(0, n, size=5), root)  # (a start at the root: an empty chain)
+        walked, lifted = cpm._ancestors(pred, starts, root), cpm._ancestors_lifted(pred, starts, root)
+        assert np.array_equal(walked[0], lifted[0]) and np.array_equal(walked[1], lifted[1])
+    line = np.append(np.arange(-1, 99), 100)  # one chain of 100 nodes: 99 -> 98 -> ... -> 0
+    line[0] = 100
+    owner, node = cpm._ancestors(line, np.array([99]), 100)
+    assert node.tolist() == list(range(99, -1, -1)) and owner.tolist() == [0] * 100
