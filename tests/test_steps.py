@@ -184,3 +184,19 @@ def test_breakdown_by_nested_annotations(tmp_path, capsys):
     assert main(["analyze", str(steps_only), "--no-cache", "--by-annotation"]) == 2
     err = capsys.readouterr().err
     assert "--by-annotation finds no user annotation (profiler steps" in err and err.strip().endswith("are: none")
+
+
+def test_marker_matching_nothing_lists_the_users_ranges_first(tmp_path, capsys):
+    """A marker that matches nothing listed the most frequent names of all: on the DDP job's rank 'aten::as_strided'
+    (1096), 'aten::empty_strided' (960) ... no step marker among them. The user's ranges come first, and numbered
+    names read as one (ProfilerStep#N, not each step)."""
+    ev = []
+    for i in range(3):
+        ev.append(_ev(f"ProfilerStep#{i}", 1000 * i, 900))
+        ev.append(_ev("forward", 1000 * i + 10, 400))
+        ev += [{"ph": "X", "cat": "cpu_op", "name": "aten::as_strided", "pid": 1, "tid": 1, "ts": 1000 * i + 20 + j,
+                "dur": 0.5} for j in range(50)]
+    p = write_trace(tmp_path / "t.json", ev)
+    assert main(["analyze", str(p), "--no-cache", "--step-marker", "^decode$"]) == 2
+    err = capsys.readouterr().err
+    assert "the most frequent are: 'ProfilerStep#N' (3), 'forward' (3), 'aten::as_strided' (150)" in err, err

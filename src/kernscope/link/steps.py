@@ -190,9 +190,14 @@ def _outermost(hits: pl.DataFrame) -> pl.DataFrame:
 
 
 def frequent_annotations(events: pl.DataFrame, n: int = 8) -> list[tuple[str, int]]:
+    """The names a step marker could match, most frequent first: the user's ranges (``record_function``) before CPU
+    ops (an ATen op listed first, as ``aten::as_strided`` (1096) was, is no step), numbers in names read as ``N``
+    (``ProfilerStep#N``, not each step on its own)."""
     ann = events.filter(pl.col("kind").is_in(["user_annotation", "cpu_op"]) & (pl.col("ph") == "X"))
-    counts = ann.group_by(pl.col("name").cast(pl.String)).len().sort("len", descending=True).head(n)
-    return [(str(a), int(b)) for a, b in counts.iter_rows()]
+    counts = (ann.group_by(pl.col("name").cast(pl.String).str.replace_all(r"\d+", "N"),
+                           (pl.col("kind") == "user_annotation").alias("_user")).len()
+              .sort(["_user", "len", "name"], descending=[True, True, False]).head(n))
+    return [(str(a), int(c)) for a, _, c in counts.iter_rows()]
 
 
 # -- automatic windows ------------------------------------------------------------------------------------
