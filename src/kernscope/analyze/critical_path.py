@@ -566,6 +566,16 @@ class PathNodes:
     pt_ok: np.ndarray
 
 
+def _per_step(owner: np.ndarray, values: np.ndarray, n_k: int) -> np.ndarray:
+    """Integer sums of ``values`` per step row (``owner``: each value's row, sorted: a path's nodes come grouped by
+    their step, in order)."""
+    out = np.zeros(n_k, dtype=np.int64)
+    if len(owner):
+        present, first = np.unique(owner, return_index=True)
+        out[present] = np.add.reduceat(values, first)
+    return out
+
+
 def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order: np.ndarray | None,
                cpu: pl.DataFrame, n_g: int) -> tuple[CriticalPath, pl.DataFrame]:
     """The path's tables (``ops`` still empty) and its host stretches (step, pid, tid, a, b) for :func:`_host_by_op`.
@@ -578,44 +588,36 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
     start = k_start[path.owner]
     frm = np.maximum(np.where(path.pt_ok, path.pt, start), start)  # the predecessor's time, not before the step
     is_gpu = path.node < n_g
-    seg: dict[str, np.ndarray] = {}
+    r_at, c_at = np.flatnonzero(is_gpu), np.flatnonzero(~is_gpu)
     # records: their kernel time from when they could start, and the gap before it by how they were reached
-    gap = np.where(is_gpu, np.maximum(path.ts - frm, 0), 0)
-    seg["gpu"] = np.where(is_gpu, path.time - np.maximum(path.ts, frm), 0)
+    g_from, g_ts, g_linked, g_how = frm[r_at], path.ts[r_at], path.linked[r_at], path.how[r_at]
+    gap = np.maximum(g_ts - g_from, 0)
+    seg = {"gpu": path.time[r_at] - np.maximum(g_ts, g_from), "carryover": np.where(~g_linked, gap, 0)}
     for name, code in (("launch", _HOW_LAUNCH), ("queue", _HOW_QUEUE), ("stream_wait", _HOW_WAIT)):
-        seg[name] = np.where(is_gpu & path.linked & (path.how == code), gap, 0)
-    seg["carryover"] = np.where(is_gpu & ~path.linked, gap, 0)
+        seg[name] = np.where(g_linked & (g_how == code), gap, 0)
     # CPU points: a synchronizing call's return after the GPU work it waited for, then host time to the point
-    c_at = np.flatnonzero(~is_gpu)
     c = cpu.select(pl.col("_s_name", "_s_ts", "_s_end", "_a_end", "pid", "tid")).gather(
         pl.Series(path.node[c_at] - n_g, dtype=pl.Int64))
     s_end, s_end_ok = _ints(c["_s_end"])
     a_end, a_end_ok = _ints(c["_a_end"])
     c_from = frm[c_at]
     synced = path.linked[c_at]
-    sync_ret = np.where(synced & s_end_ok, np.maximum(s_end - np.where(a_end_ok, np.maximum(a_end, c_from), c_from), 0), 0)
     c_time_ok = path.time_ok[c_at]
     host = np.where(c_time_ok, path.time[c_at] - np.maximum(np.where(synced & s_end_ok, s_end, c_from), c_from), 0)
-    seg["sync_return"] = np.zeros(len(path.node), dtype=np.int64)
-    seg["sync_return"][c_at] = sync_ret
-    seg["cpu"] = np.zeros(len(path.node), dtype=np.int64)
-    seg["cpu"][c_at] = host
-    # per step (the nodes come grouped by their step's row, in order): integer sums over each step's run of nodes
-    present, first = np.unique(path.owner, return_index=True)
-    sums = {}
-    for name in SEGMENTS:
-        sums[name] = np.zeros(n_k, dtype=np.int64)
-        if len(first):
-            sums[name][present] = np.add.reduceat(seg[name], first)
+    c_seg = {"sync_return": np.where(synced & s_end_ok,
+                                     np.maximum(s_end - np.where(a_end_ok, np.maximum(a_end, c_from), c_from), 0), 0),
+             "cpu": host}
+    # per step: integer sums of each segment over the step's nodes of its kind (records or CPU points)
+    sums = {name: _per_step(path.owner[r_at], v, n_k) for name, v in seg.items()}
+    sums |= {name: _per_step(path.owner[c_at], v, n_k) for name, v in c_seg.items()}
     steps = (k.with_columns(*(pl.Series(f"{s}_us", sums[s], dtype=pl.Int64) / NS_PER_US for s in SEGMENTS))
              .with_columns(((pl.col("T") - pl.col("start")) / NS_PER_US).alias("step_us"),
                            pl.sum_horizontal(*(f"{s}_us" for s in SEGMENTS)).alias("length_us"))
              .select("step", "step_us", "length_us", *(f"{s}_us" for s in SEGMENTS)).sort("step"))
     # the records: their labels gathered by id (a record's id is its place in ``order``), grouped on one integer a row
-    r_at = np.flatnonzero(is_gpu)
     rows = path.node[r_at] if order is None else order[path.node[r_at]]
     kern = labels.gather(pl.Series(rows, dtype=pl.Int64)).with_columns(
-        pl.Series("step", k_step[path.owner[r_at]]), pl.Series("gpu", seg["gpu"][r_at]), pl.Series("ts", path.ts[r_at]),
+        pl.Series("step", k_step[path.owner[r_at]]), pl.Series("gpu", seg["gpu"]), pl.Series("ts", path.ts[r_at]),
         pl.Series("time", path.time[r_at]))
     categories = (group_by_keys(kern, ["step", "category"], [(pl.col("gpu").sum() / NS_PER_US).alias("time_us")])
                   .with_columns(pl.col("category").cast(pl.String)).sort("step", "time_us", "category", descending=[False, True, False]))

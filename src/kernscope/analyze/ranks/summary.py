@@ -253,7 +253,7 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
     coll = collective_kernels(trace, g)
     if cp is not None and cp.records.height:  # each collective's time on the rank's critical path
         # (the path's records named as text only where a collective kernel could be one: their names stay interned)
-        on_path = (cp.records.filter(pl.col("name").cast(pl.String).is_in(coll["name"].cast(pl.String).unique().implode()))
+        on_path = (cp.records.filter(pl.col("name").is_in(coll["name"].cast(pl.String).unique().implode()))
                    .select(pl.col("name").cast(coll.schema["name"]), "ts", "end", "on_path_us", pl.col("step").alias("path_step")))
         coll = coll.join(on_path.unique(["name", "ts", "end"]), on=["name", "ts", "end"], how="left")
     else:
