@@ -36,13 +36,13 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
 
     Reads kernscope buffers (.npz), kernscope's Perfetto/Chrome exports and Proton's instrumentation traces
     (.chrome_trace, optionally gzipped)."""
-    import json as _json
 
     import polars as pl
     from rich.console import Console
 
     from ..errors import KernscopeError
     from ..files import write_text
+    from ..render.formats.json import strict_dumps
     from ..render.intra import render_stats, render_tree
     from . import stats as st
     from .export import assign_lanes
@@ -105,7 +105,7 @@ def stats(path: str, task_names: str | None, fmt: str, html_out: str | None, hat
 
         write_text(html_out, render_html(t, assign_lanes(t).units, summary, per_task, per_sm, title=path))
     if hatchet_out:
-        write_text(hatchet_out, _json.dumps(tree_to_hatchet(tree, kernel=path.rsplit("/", 1)[-1])))
+        write_text(hatchet_out, strict_dumps(tree_to_hatchet(tree, kernel=path.rsplit("/", 1)[-1])))
     if fmt == "json":
         click.echo(stats_json(summary, per_task, per_sm, tree, unit))
     else:
@@ -119,6 +119,7 @@ def stats_json(summary: dict[str, Any], per_task: Any, per_sm: Any, tree: Any, u
     """The ``intra stats --format json`` document; a table in cycles has ``*_cycles`` keys, never ``*_ns``."""
     import json as _json
 
+    from ..render.formats.json import strict_dumps
     from ..render.intra import stats_document
     from .units import cycle_keys
 
@@ -126,7 +127,7 @@ def stats_json(summary: dict[str, Any], per_task: Any, per_sm: Any, tree: Any, u
     if unit == "cycles":
         doc = cycle_keys(doc)
     doc["scopes"] = tree.to_dicts()
-    return _json.dumps(doc, indent=2)
+    return strict_dumps(doc, indent=2)
 
 
 @intra.command()
@@ -217,13 +218,13 @@ def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, ker
     """Place intra-kernel records (INTRA_FILES: kernscope buffers/traces, Proton's traces) under their kernels in
     HOST_TRACE (a Kineto trace of the same run): each profiled launch is matched to its kernel by name and time
     order, on the GPU clock both share, and the residual misalignment is reported per launch."""
-    import json as _json
 
     from rich.console import Console
 
     from .. import load as load_trace
     from ..errors import KernscopeError
     from ..load.source import Limits, open_trace
+    from ..render.formats.json import strict_dumps
     from ..render.intra import render_alignment
     from ..sink import write_bytes
     from .align import align_files
@@ -258,7 +259,7 @@ def align(host_trace: str, intra_files: tuple[str, ...], output: str | None, ker
             src.close()
         write_bytes(output, encode(merged_json(host, trace, [a for _, a in done]), output))
     if fmt == "json":
-        click.echo(_json.dumps({"host_trace": host_trace, "output": output, "alignments": [
+        click.echo(strict_dumps({"host_trace": host_trace, "output": output, "alignments": [
             {"file": f, "kernel": a.kernel, "matched": a.matched, "launches_profiled": a.launches.height,
              "offset_ns": a.offset_ns, "drift_ppm": a.drift_ppm, "notes": a.notes, "launches": a.launches.to_dicts()}
             for f, a in done]}, indent=2))
@@ -289,13 +290,14 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
     launches run an instrumented copy (scopes around its body and top-level loops, or chosen lines).
 
     Writes <output>/<kernel>.perfetto-trace and <kernel>.hatchet per kernel and prints scope statistics."""
-    import json as _json
+
     import os
 
     from rich.console import Console
 
     from ..errors import KernscopeError
     from ..files import write_text
+    from ..render.formats.json import strict_dumps
     from ..render.intra import render_tree
     from . import stats as st
     from .export import write_perfetto
@@ -335,7 +337,7 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
         write_perfetto(shown.drop("launch"), base + ".perfetto-trace", list(ik.scopes))
         write_sidecar(base + ".perfetto-trace", clock)
         tree = st.scope_tree(t, clock_ghz=clock.ghz if clock else None)
-        write_text(base + ".hatchet", _json.dumps(tree_to_hatchet(tree, kernel=name)))
+        write_text(base + ".hatchet", strict_dumps(tree_to_hatchet(tree, kernel=name)))
         kernels_doc.append({"name": name, "launches": ik.launches, "scopes": tree.to_dicts(),
                                "dropped": ik.dropped, "unbalanced": ik.unbalanced,
                                "files": [base + ".perfetto-trace", base + ".hatchet"]})
@@ -344,7 +346,7 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
     if not res.kernels:
         con.print(f"no chosen kernel was launched (defined: {', '.join(res.defined) or 'none'})")
     if fmt == "json":
-        click.echo(_json.dumps(doc, indent=2))
+        click.echo(strict_dumps(doc, indent=2))
     if res.error is not None:  # (the kernels launched before the error are profiled above)
         from ..errors import PartialFailure
 

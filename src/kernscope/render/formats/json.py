@@ -4,6 +4,7 @@ list of row objects, µs rounded to ns; a fact as its value)."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import msgspec
@@ -79,16 +80,32 @@ def _text(value: Any) -> str:
 def _indented(value: Any) -> str:
     """``json.dumps(value, indent=2, ensure_ascii=False, default=str)``, 2-3x faster: with an indent the standard
     library encodes in Python; here its C encoder writes the values (the same text for every number and string) and
-    msgspec's formatter indents them. A value the formatter refuses (NaN, which json writes though it is not JSON)
-    takes the standard library's path. A table's rows written by polars (:class:`~kernscope.render.tables.JsonRows`)
-    are only indented."""
+    msgspec's formatter indents them. A value the formatter refuses holds a NaN or an infinity (which json writes
+    though they are not JSON: ``jq`` and a browser's ``JSON.parse`` refuse the document): those are written as null,
+    as polars writes them in a table's rows (:class:`~kernscope.render.tables.JsonRows`, only indented here)."""
     if isinstance(value, JsonRows):
         return msgspec.json.format(value.text, indent=2).decode()
     flat = json.dumps(value, ensure_ascii=False, default=str)
     try:
         return msgspec.json.format(flat, indent=2)
     except msgspec.DecodeError:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        return json.dumps(finite(value), indent=2, ensure_ascii=False, default=str, allow_nan=False)
+
+
+def strict_dumps(value: Any, **kw: Any) -> str:
+    """``json.dumps(value, **kw)`` with NaN and infinities written as null (:func:`finite`): always valid JSON."""
+    return json.dumps(finite(value), allow_nan=False, **kw)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity inside it (dicts, lists, tuples) as None: JSON has no such numbers."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def _dumps(value: Any) -> str:
