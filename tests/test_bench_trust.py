@@ -224,7 +224,7 @@ def test_verdict_picks_the_test_that_fits():
     assert v["test"] == "mann-whitney" and v["verdict"] == "within noise"  # the bulk did not move
 
 
-def test_compare_two_runs(tmp_path, capsys):
+def test_compare_two_runs(tmp_path, capsys, monkeypatch):
     from kernscope.cli import main
 
     rng = np.random.default_rng(2)
@@ -256,6 +256,14 @@ def test_compare_two_runs(tmp_path, capsys):
     assert main(["bench", "--compare", str(a), str(b)]) == 0
     text = capsys.readouterr().out
     assert "slower ⚠" in text and "B/A [95% CI]" in text
+    for width in (60, 80):  # narrow: impl names whole and the verdict shown, the medians and the test left out first
+        monkeypatch.setenv("COLUMNS", str(width))
+        assert main(["bench", "--compare", str(a), str(b)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert max(map(len, lines)) <= width
+        rows = [ln for ln in lines if ln.startswith(("tri", "tor"))]
+        assert len(rows) == 4 and all(ln.split()[0] in ("torch_add", "triton_add") for ln in rows)
+        assert any("slower ⚠" in ln for ln in rows)
     other = tmp_path / "o.json"
     other.write_text(json.dumps({**doc(1.0, 1980.0, "2.11"), "op": "softmax"}))
     assert main(["bench", "--compare", str(a), str(other)]) == 2

@@ -215,7 +215,11 @@ def _console_compare(s: Section, out: Console) -> None:
              "-" if r["p_value"] is None else f"{r['p_value']:.2g}",
              "-" if r["cliffs_delta"] is None else f"{r['cliffs_delta']:+.2f} {r['effect']}"]
             for r in s.df.iter_rows(named=True)]
-    cols = [Col("impl", min_width=8), Col("input", enum=True), Col("A ms", True), Col("B ms", True),
+    # (an impl's name is what a row is: shortened only past 24 characters, the optional columns left out first: at
+    # 8 characters 80 columns read 'torc…max' and 'naiv…max' beside the test's name; the medians go before the ratio
+    # and the verdict, which 60 columns left out)
+    cols = [Col("impl", min_width=min(24, max([len(r[0]) for r in rows] + [4]))), Col("input", enum=True),
+            Col("A ms", True, optional=True), Col("B ms", True, optional=True),
             Col("B/A [95% CI]", True), Col("verdict", enum=True), Col("test", enum=True, optional=True),
             Col("p", True, optional=True), Col("Cliff's delta", enum=True, optional=True)]
     out.print(fit_table("Cells in both runs (⚠: the median SM clock differs by > 2%)", cols, rows, s.options.width))
