@@ -190,6 +190,11 @@ def test_a_kernscope_export_of_several_launches_is_summarized_per_launch(tmp_pat
     assert main(["intra", "stats", p, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [(x["launch"], x["blocks"], x["span_ns"]) for x in doc["summary"]["launches"]] == [(0, 3, 200), (1, 2, 120)]
+    # the table: no kernel column where the file names none (it was a column of dashes)
+    assert main(["intra", "stats", p]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "2 kernel launches in this trace" in ln)
+    assert lines[at + 1].split()[:3] == ["launch", "blocks", "tasks"] and lines[at + 2].split()[:3] == ["0", "3", "3"]
     one = write_perfetto(_tasks([(0, 0, [(0, 10), (20, 30), (40, 50)])]), tmp_path / "one.perfetto-trace", ["body"])
     assert load_tasks(one).launches is None
     real = Path(__file__).parent / "data" / "align_h100" / "bias_gelu.perfetto-trace.gz"

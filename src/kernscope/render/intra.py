@@ -41,13 +41,14 @@ def render_stats(con: Console, title: str, summary: dict[str, Any], per_task: pl
             for r in per_task.iter_rows(named=True)]
     con.print(fit_table("", cols, rows, con.width))
     if summary.get("launches"):
-        lt = Table(title=f"{len(summary['launches'])} kernel launches in this trace", title_justify="left", show_edge=False)
-        for c in ("kernel", "launch", "blocks", "tasks", f"span {u}", "tail", "SM busy", "SM imbalance"):
-            lt.add_column(c, justify="left" if c == "kernel" else "right")
-        for r in summary["launches"]:
-            lt.add_row(str(r["kernel"] or "-"), str(r["launch"]), f"{r['blocks']:,}", f"{r['tasks']:,}", f"{r['span_ns'] / 1000:,.3f}",
-                       f"x{r['tail_ratio']:.2f}", f"{r['sm_busy_fraction_mean']:.1%}", f"x{r['sm_imbalance']:.2f}")
-        con.print(lt)
+        # (kernscope's own export of one kernel names no kernel: no column of dashes then)
+        named = any(r["kernel"] for r in summary["launches"])
+        lcols = [Col("kernel")] * named + [Col(c, numeric=True) for c in ("launch", "blocks", "tasks", f"span {u}", "tail",
+                                                                          "SM busy", "SM imbalance")]
+        lrows = [[str(r["kernel"] or "-")] * named + [
+            str(r["launch"]), f"{r['blocks']:,}", f"{r['tasks']:,}", f"{r['span_ns'] / 1000:,.3f}", f"x{r['tail_ratio']:.2f}",
+            f"{r['sm_busy_fraction_mean']:.1%}", f"x{r['sm_imbalance']:.2f}"] for r in summary["launches"]]
+        con.print(fit_table(f"{len(summary['launches'])} kernel launches in this trace", lcols, lrows, con.width))
     elif summary.get("tasks"):
         con.print(
             f"span {summary['span_ns'] / 1000:,.3f} {u} · last block end {summary['last_block_end_ns'] / 1000:,.3f} {u} vs "
