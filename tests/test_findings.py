@@ -52,6 +52,18 @@ def test_bundled_trace_is_launch_bound_with_the_measured_wait():
         assert f"step {r['step']}, GPU {r['device']}" in r["text"]
     sync = f.filter(pl.col("rule") == "blocking_sync")
     assert sync.height and set(sync["op"]) == {"aten::_local_scalar_dense"}  # loss.item() in each step
+    assert all("call(s) from aten::_local_scalar_dense blocked" in t for t in sync["text"])
+
+
+def test_a_sync_outside_every_op_has_no_op_and_says_so():
+    """The recorded DDP rank's torch.cuda.synchronize() runs outside every CPU op: the finding's op and its evidence's
+    are null, as every table's op where there is none (they were the text '(no CPU op)', its text read
+    'call(s) from (no CPU op)')."""
+    rank0 = Path(__file__).parent / "data" / "ddp2_h200" / "rank0.pt.trace.json.gz"
+    sync = analyze(kernscope.load(rank0, cache=False)).findings.filter(pl.col("rule") == "blocking_sync")
+    assert sync["step"].sort().to_list() == [2, 3, 4] and sync["op"].null_count() == 3
+    assert all(json.loads(e)["op"] is None and json.loads(e)["call"] == "cudaDeviceSynchronize" for e in sync["evidence"])
+    assert all("1 cudaDeviceSynchronize call(s) outside any CPU op blocked the CPU" in t for t in sync["text"])
 
 
 def _launch_bound_step(path: Path, n: int = 3000) -> None:

@@ -133,9 +133,12 @@ class RuleTextError(KernscopeError):
 _EVIDENCE = json.JSONEncoder(default=str)
 
 
-def _row(cfg: dict[str, Any], rule: str, win_back_us: float, evidence: dict[str, Any], **where: Any) -> dict[str, Any]:
+def _row(cfg: dict[str, Any], rule: str, win_back_us: float, evidence: dict[str, Any], *,
+         words: dict[str, Any] | None = None, **where: Any) -> dict[str, Any]:
+    """A finding: its text written from ``cfg["text"]`` with the rule's settings, the ``evidence`` and ``words`` (the
+    text's words for values the evidence holds as null, and phrases of its own)."""
     try:
-        text = str(cfg["text"]).format_map({**{k: v for k, v in cfg.items() if k != "text"}, **evidence})
+        text = str(cfg["text"]).format_map({**{k: v for k, v in cfg.items() if k != "text"}, **evidence, **(words or {})})
     except (KeyError, ValueError, IndexError) as e:
         raise RuleTextError(f"findings rule [{rule}]: its text cannot be written ({type(e).__name__}: {e})") from None
     return {"rule": rule, "title": cfg["title"], "step": where.get("step"), "device": where.get("device"),
@@ -275,13 +278,16 @@ def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
     names = (cpu.select(pl.col("idx").alias("op_idx"), "name").join(ops.lazy().select("op_idx").unique(), on="op_idx")
              .select("op_idx", pl.col("name").cast(pl.String).alias("op")).collect())  # the names of the ops found only
     ops = ops.join(names, on="op_idx", how="left")
-    per = (rt.join(ops, on="_g", how="left").with_columns(pl.col("op").fill_null("(no CPU op)"))
+    per = (rt.join(ops, on="_g", how="left")
            .group_by("step", "name", "op").agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("total_us")))
     out = []
-    for r in per.sort("step", "total_us", descending=[False, True]).iter_rows(named=True):
+    for r in per.sort("step", "total_us", "op", descending=[False, True, False], nulls_last=True).iter_rows(named=True):
         if r["total_us"] >= cfg["min_us"]:
+            # calls outside every CPU op: the op null (as every table's), the text saying where they were
             ev = {"step": r["step"], "call": r["name"], "op": r["op"], "count": r["count"], "total_us": r["total_us"]}
-            out.append(_row(cfg, "blocking_sync", r["total_us"], ev, step=r["step"], op=r["op"]))
+            words = {"op": r["op"] or "(no CPU op)",
+                     "source": f"from {r['op']}" if r["op"] is not None else "outside any CPU op"}
+            out.append(_row(cfg, "blocking_sync", r["total_us"], ev, words=words, step=r["step"], op=r["op"]))
     return out
 
 

@@ -51,7 +51,7 @@ _T = [
     Term("gpu_span_us", "µs", "First start to last end of the GPU records launched in the step.", "steps"),
     # -- summaries
     Term("name", "", "The row's name as recorded: a kernel's (names longer than 4096 bytes keep their head and a hash of the whole), an op's, a step's or an annotation's.", "summaries"),
-    Term("op", "", "A CPU op's name: the op a finding is about, a top-level op on the critical path, or the innermost op around a memory event (empty: none).", "summaries"),
+    Term("op", "", "A CPU op's name: the op a finding is about, a top-level op on the critical path, or the innermost op around a memory event (null: none; the critical path's `(between ops)`: host time in no top-level op).", "summaries"),
     Term("kernel", "", "The kernel a finding is about (its name as recorded).", "summaries"),
     Term("launcher", "", "What launched the kernel: the innermost CPU op around its runtime launch (by External id, else by nesting on the launching thread); for graph launches, the graph launch call; '<no launch in trace>' when the launch is outside the trace.", "summaries"),
     Term("category", "", "What the kernel does (GEMM, Attention Forward, Communication, ...), from its name by the rules in analyze/rules.toml, or from its launching op when the name says nothing (see decided_by).", "summaries"),
