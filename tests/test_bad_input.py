@@ -230,7 +230,7 @@ def test_output_paths_fifo_symlink_modes(tmp_path, capsys):
     fifo = tmp_path / "out.html"
     os.mkfifo(fifo)
     got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader = threading.Thread(target=lambda: got.append(Path(fifo).read_bytes()))  # (read and closed)
     reader.start()
     assert main(["report", str(example), "-o", str(fifo), "-q", "--no-cache"]) == 0
     reader.join(30)
