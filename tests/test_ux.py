@@ -346,3 +346,34 @@ def test_the_header_names_a_rank_without_a_world_size(tmp_path, capsys):
         assert main(["analyze", str(p), "--no-cache", "-q"]) == 0
         out = capsys.readouterr().out
         assert want in out and "None" not in out, out[:300]
+
+
+def test_every_result_table_gives_text_as_string():
+    """Text columns of every public result table are String (a launching op was Categorical in the kernel, op and
+    launcher summaries, a category in ``step_categories``: pandas' category dtype beside object columns, and a
+    polars join of one with a String column fails)."""
+    import polars as pl
+
+    import kernscope
+    from kernscope.analyze.diff import Side, diff
+    from kernscope.analyze.memory import memory_timeline
+    from kernscope.analyze.perf.roofline import perf_model
+    from kernscope.analyze.summary import analyze
+    from kernscope.engine import analyze_job
+
+    data = Path(__file__).parent / "data"
+    results: dict[str, dict[str, pl.DataFrame]] = {}
+    for path in (EXAMPLE, data / "jax" / "transformer", data / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"):
+        t = kernscope.load(path, cache=False)
+        a = analyze(t)
+        results[f"{path.name} analyze"] = {**a.tables(), **(a.critical_path.tables() if a.critical_path else {})}
+        results[f"{path.name} perf"] = perf_model(t).sheet_tables()
+        results[f"{path.name} diff"] = diff(Side(t), Side(t)).tables()
+        m = memory_timeline(t)
+        if m is not None:
+            results[f"{path.name} memory"] = m.tables()
+    results["job"] = analyze_job(sorted(str(p) for p in (data / "ddp2_h200").glob("*.json.gz"))).tables()
+    assert len(results) == 11
+    bad = {(where, name, col): str(dt) for where, tables in results.items() for name, df in tables.items()
+           for col, dt in df.schema.items() if isinstance(dt, (pl.Categorical, pl.Enum, pl.Object))}
+    assert not bad

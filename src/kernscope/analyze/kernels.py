@@ -133,8 +133,8 @@ def summarize(
     g = grouped if grouped is not None else rows_by(table, by)  # type: ignore[arg-type]
     by = list(dict.fromkeys(by))
     total = g["_sum"].sum() or 0
-    # the interned text keys are given as text
-    text = [c for c in by if c in TEXT_KEYS and g.schema[c] != pl.String]
+    # the interned keys are given as text (the launching op's too: the summaries' text columns are all String)
+    text = [c for c in by if isinstance(g.schema[c], pl.Categorical)]
     s, n = pl.col("_sum").sum(), pl.col("_n").sum()
     out = g.group_by(by).agg(
         pl.col("_rows").sum().cast(g.schema["_rows"]).alias("count"),
@@ -222,7 +222,8 @@ def step_category_summary(trace: Trace, table: pl.DataFrame) -> pl.DataFrame:
     # (grouped by one integer a row: polars row-encodes two keys, 0.2 s of a 1 GB JAX profile's 6.7 M rows)
     per = group_by_keys(table.select("step", "category", "dur").filter(pl.col("step").is_not_null()), ["step", "category"],
                         ((pl.col("dur").sum() / NS_PER_US).alias("total_us"),))
-    return (trace.steps.select("step", "name", "start").join(per, on="step", how="inner")
+    return (trace.steps.select("step", "name", "start").join(per.with_columns(pl.col("category").cast(pl.String)), on="step",
+                                                              how="inner")
             .sort(["start", "category"]).select("step", "name", "category", "total_us"))
 
 
