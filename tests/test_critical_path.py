@@ -3,12 +3,14 @@ it in full, and exact answers on steps built to have them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 from conftest import TRACES, real_traces, write_trace
+from polars.testing import assert_frame_equal
 
 import kernscope
 from kernscope.analyze.categories import Categorizer
@@ -463,3 +465,83 @@ def test_chains_walked_equal_chains_lifted(monkeypatch, walk_links):
     line[0] = 100
     owner, node = cpm._ancestors(line, np.array([99]), 100)
     assert node.tolist() == list(range(99, -1, -1)) and owner.tolist() == [0] * 100
+
+
+def test_untraced_waits_put_a_jax_steps_gpu_work_on_its_path(capsys):
+    """--untraced-waits (off by default: a heuristic, and slower on large profiles): a JAX step's untraced host tail,
+    while GPU work it launched ran, is a wait for that work, and the path follows it through the GPU. The transformer
+    profile's kernels run 3.2 ms of each ~5.2-5.7 ms step: the path reads ~3.15 ms of GPU time a step instead of none,
+    still covering each step once; the host-bound recompile profile and Kineto traces are unchanged."""
+    t = kernscope.load(DATA / "jax" / "transformer" / "vm.xplane.pb.gz", cache=False)
+    g = gpu_table(t, Categorizer.builtin())
+    off, on = critical_path(t, g), critical_path(t, g, untraced_waits=True)
+    assert off.steps["gpu_us"].to_list() == [0.0, 0.0, 0.0] and "--untraced-waits" in off.notes[0]
+    s = on.steps
+    assert (s["length_us"] - s["step_us"]).abs().max() < 1e-6
+    assert s["gpu_us"].to_list() == pytest.approx([3156.369, 3150.804, 3154.921], abs=1e-3)
+    assert (s["cpu_us"] < s["step_us"] / 2).all()
+    (note,) = on.notes
+    assert "in 3 of 3 steps the host showed no event from its last one until GPU work it had launched ended" in note
+    # the path's kernels and categories add up to its GPU time, each step's kernels at most 10 rows and one of the rest
+    per = on.kernels.group_by("step").agg(pl.col("time_us").sum(), pl.len().alias("rows"),
+                                          pl.col("name").str.ends_with("other kernels)").sum().alias("rest"))
+    got = s.join(per, on="step")
+    assert ((got["gpu_us"] - got["time_us"]).abs() < 1e-3).all() and (got["rows"] <= 11).all() and (got["rest"] == 1).all()
+    for same in (DATA / "recompile_h100" / "jax_recompile.xplane.pb.gz", EXAMPLE):
+        tt = kernscope.load(same, cache=False)
+        gg = gpu_table(tt, Categorizer.builtin())
+        a, b = critical_path(tt, gg), critical_path(tt, gg, untraced_waits=True)
+        assert a.steps.equals(b.steps) and a.kernels.equals(b.kernels) and a.notes == b.notes, same
+    # the command line's flag
+    assert main(["analyze", str(DATA / "jax" / "transformer" / "vm.xplane.pb.gz"), "--untraced-waits", "--format", "json",
+                 "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["gpu_us"] for r in doc["critical_path"]["steps"]] == pytest.approx(s["gpu_us"].to_list(), abs=1e-3)
+
+
+def test_a_steps_kernels_on_the_path_are_its_ten_longest_and_the_rest_in_one_row(tmp_path):
+    """critical_path.kernels: per step the 10 longest kernels on the path (of equal times by name) and one row
+    '(N other kernels)' with their count and time, so that a profile of thousands of steps does not list every kernel
+    of every step (304 k rows, 76 MB of JSON on a 207 MB JAX profile): the times still add up to the path's GPU time."""
+    p = tmp_path / "k.json"
+    # 14 kernels queued on one stream, each 10 µs longer than the one before, then the step's sync
+    _trace(p, [(1.0 + i, 20.0 + sum(10.0 + 10 * j for j in range(i)) + i, 10.0 + 10 * i, 7) for i in range(14)],
+           sync=(20.0, 1500.0))
+    t, cp = _path(p)
+    k = cp.kernels
+    assert k.height == 11 and k["name"][-1] == "(4 other kernels)" and k["count"][-1] == 4
+    assert k["category"][-1] is None and k["launcher"][-1] is None
+    assert k["name"][:10].to_list() == [f"ampere_sgemm_128x64_nn_{i}" for i in range(13, 3, -1)]
+    assert k["time_us"][-1] == pytest.approx(10 + 20 + 30 + 40) and k["time_us"].sum() == pytest.approx(cp.steps["gpu_us"][0])
+
+
+def test_the_paths_of_steps_summarized_in_batches_equal_one_batch(monkeypatch):
+    """The steps' paths are walked and summarized in batches of about PATH_BATCH nodes (a JAX profile's path holds
+    every kernel of every step): batches of a few nodes give the tables of one batch."""
+    from kernscope.analyze import critical_path as cpm
+
+    for p in (EXAMPLE, DATA / "jax" / "transformer" / "vm.xplane.pb.gz"):
+        t = kernscope.load(p, cache=False)
+        g = gpu_table(t, Categorizer.builtin())
+        whole = critical_path(t, g, untraced_waits=True)
+        monkeypatch.setattr(cpm, "PATH_BATCH", 5)
+        assert len(cpm._batches(cpm._depths(np.array([1, 1]), np.array([0, 0, 0]), 1), 3, 5)) == 1  # (short chains)
+        parts = critical_path(t, g, untraced_waits=True)
+        monkeypatch.undo()
+        for name, a in whole.tables().items():  # (times equal to the last bits: µs made of the same integer ns)
+            assert_frame_equal(a, parts.tables()[name], check_exact=False, rel_tol=1e-12, abs_tol=1e-9)
+        assert_frame_equal(whole.records, parts.records)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batches_cover_every_start_once(seed):
+    from kernscope.analyze.critical_path import _batches
+
+    rng = np.random.default_rng(seed)
+    depth = rng.integers(0, 50, size=rng.integers(1, 40))
+    for budget in (1, 30, 10_000):
+        got = _batches(depth, len(depth), budget)
+        assert got[0][0] == 0 and got[-1][1] == len(depth) and all(a[1] == b[0] for a, b in zip(got, got[1:]))
+        assert all(hi > lo for lo, hi in got)
+        assert all(depth[lo:hi].sum() <= budget or hi - lo == 1 for lo, hi in got)
+    assert _batches(None, 7, 5) == [(0, 7)] and _batches(depth, 0, 5) == [(0, 0)]

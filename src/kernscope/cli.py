@@ -142,6 +142,10 @@ def rank_options(f: F) -> F:
 @click.option("--roofline", is_flag=True,
               help="Also run the perf model (op shapes: a second, sparse read of the file, ~0.5 s per 200 MB) and add "
                    "its far_from_roofline findings; report always does.")
+@click.option("--untraced-waits", is_flag=True,
+              help="JAX/XLA profiles: the critical path takes a step's untraced host tail (XLA records no event for "
+                   "block_until_ready) as a wait for the GPU work that ended in it, and follows that work; a heuristic, "
+                   "slower on large profiles.")
 @click.option("--timings", is_flag=True,
               help="After the output, print to stderr where the time went (parse, link, analysis, render), reading "
                    "the file cold (the cache is neither read nor written).")
@@ -149,7 +153,8 @@ def rank_options(f: F) -> F:
 @rank_options
 def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
             no_categories: bool, linked_only: bool, bench: bool | None, by_annotation: str | None, roofline: bool,
-            timings: bool, engine: str, scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
+            untraced_waits: bool, timings: bool, engine: str, scheduler: str | None, workers: int | None, strict: bool,
+            read_all: bool) -> None:
     """Summarize a PyTorch profiler (Kineto) trace or a JAX profile (.xplane.pb, or its run directory): steps,
     kernels, launching ops, categories, the GPU timeline, the critical path and ranked findings.
 
@@ -166,7 +171,7 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     laps: list[tuple[str, float]] | None = [] if timings else None
     o = options_for(fmt, output, top)
     req = commands.AnalyzeRequest(got, _parse_step(step), fmt, o.top, o.width, o.color, not no_categories, linked_only,
-                                  bench, by_annotation, roofline, read_all)
+                                  bench, by_annotation, roofline, read_all, untraced_waits)
     render, emit = renderer_and_sink(fmt, o, output, req.path, laps)
     keep = None
     if s.keep is not None and traces == (got,):  # a file named as such (a directory or glob may resolve elsewhere)
@@ -191,14 +196,18 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
               help="Intra-kernel records of the same run (kernscope buffers/traces, Proton's traces; repeatable): "
                    "placed under their kernels (see kernscope intra align): rows on the HTML timeline below the "
                    "kernel's stream, and the intra_launches table/sheet.")
+@click.option("--untraced-waits", is_flag=True,
+              help="JAX/XLA profiles: the critical path takes a step's untraced host tail (XLA records no event for "
+                   "block_until_ready) as a wait for the GPU work that ended in it, and follows that work; a heuristic, "
+                   "slower on large profiles.")
 @click.option("--intra-kernel", default=None, metavar="NAME", help="With --intra: the host's kernel name "
                                                                     "[default: the intra file's kernel].")
 @trace_options
 @rank_options
 def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None,
            by_annotation: str | None, diff_with: str | None, step_b: str | None, peak: str | None,
-           intra_files: tuple[str, ...], intra_kernel: str | None, engine: str, scheduler: str | None,
-           workers: int | None, strict: bool, read_all: bool) -> None:
+           intra_files: tuple[str, ...], intra_kernel: str | None, untraced_waits: bool, engine: str,
+           scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
     """Write the perf report: Excel workbook, self-contained HTML page, or a directory of CSVs.
 
     Workbooks and CSV directories also get the perf model's sheets (one per op class, unified_perf_summary) when the
@@ -215,7 +224,7 @@ def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, l
     n = _parse_step(step)
     ans = s.report(got, n, linked_only=linked_only, bench=bench, by_annotation=by_annotation, diff_with=diff_with,
                    step_b=_parse_step(step_b, "--step-b") if step_b is not None else n, peak=peak,
-                   intra_files=intra_files, intra_kernel=intra_kernel)
+                   intra_files=intra_files, intra_kernel=intra_kernel, untraced_waits=untraced_waits)
     write_result(ans.result, fmt, output, all_tables, s.say)
     ans.check()
 

@@ -202,13 +202,13 @@ class Session:
 
     def analysis(self, trace: Trace, step: int | None = None, *, categorizer: Categorizer | None = None,
                  categories: bool = True, linked_only: bool = False, bench: bool | None = None,
-                 by_annotation: str | None = None, roofline: bool = False) -> Analysis:
+                 by_annotation: str | None = None, roofline: bool = False, untraced_waits: bool = False) -> Analysis:
         """The default analysis of ``trace``; ``roofline``: with the perf model's findings merged in."""
         from .analyze.summary import analyze
 
         a = analyze(trace, step=step, categorizer=categorizer or self.categorizer(), use_kernel_name_categories=categories,
                     linked_only=linked_only, benchmark=bench, by_annotation=by_annotation,
-                    finding_rules=self.finding_rules())
+                    finding_rules=self.finding_rules(), untraced_waits=untraced_waits)
         return self.with_roofline(a, self.perf_model(trace, step)) if roofline else a
 
     def perf_model(self, trace: Trace, step: int | None, peak: str | None = None) -> PerfModel:
@@ -229,8 +229,8 @@ class Session:
 
     def report(self, path: str, step: int | None = None, *, linked_only: bool = False, bench: bool | None = None,
                by_annotation: str | None = None, diff_with: str | None = None, step_b: int | None = None,
-               peak: str | None = None, intra_files: Sequence[str] = (), intra_kernel: str | None = None
-               ) -> Answer[Report]:
+               peak: str | None = None, intra_files: Sequence[str] = (), intra_kernel: str | None = None,
+               untraced_waits: bool = False) -> Answer[Report]:
         """One trace's report: its analysis, the perf model where ops have shapes (its findings merged), the memory
         timeline, a diff with ``diff_with`` (its step ``step_b``), intra-kernel records placed under their kernels."""
         from .analyze.memory import memory_timeline
@@ -238,7 +238,8 @@ class Session:
 
         t = self.load(path)
         cat = self.categorizer()
-        a = self.analysis(t, step, categorizer=cat, linked_only=linked_only, bench=bench, by_annotation=by_annotation)
+        a = self.analysis(t, step, categorizer=cat, linked_only=linked_only, bench=bench, by_annotation=by_annotation,
+                          untraced_waits=untraced_waits)
         pm = self.perf_model(t, step, peak)
         a = self.with_roofline(a, pm)
         d = None
@@ -326,6 +327,7 @@ class AnalyzeRequest:
     by_annotation: str | None = None
     roofline: bool = False
     read_all: bool = False
+    untraced_waits: bool = False
 
 
 def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], bytes], emit: Callable[[bytes], None],
@@ -340,7 +342,8 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
     options = {"fmt": r.fmt, "top": r.top, "step": "all" if r.step is None else str(r.step),
                "categories": r.categories, "linked_only": r.linked_only, "bench": r.bench, "width": r.width,
                "color": r.color, "by_annotation": r.by_annotation, "findings": outputs.rules_digest(s.findings),
-               "roofline": r.roofline, "path": r.path}  # the output prints the path: a copy is another output
+               # (the output prints the path: a copy is another output)
+               "roofline": r.roofline, "untraced_waits": r.untraced_waits, "path": r.path}
     req = oneshot.Request("analyze", r.path, options, s.rules, salvage=s.salvage, step_marker=s.step_marker,
                           projection=None if r.read_all else analyze_projection(s.step_marker, roofline=r.roofline),
                           no_cache=not s.cache,
@@ -355,7 +358,7 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
         lap = time.perf_counter()
         a = done["analysis"] = s.analysis(t, r.step, categorizer=prefetch.result(), categories=r.categories,
                                           linked_only=r.linked_only, bench=r.bench, by_annotation=r.by_annotation,
-                                          roofline=r.roofline)
+                                          roofline=r.roofline, untraced_waits=r.untraced_waits)
         if t.salvaged is not None:
             s.say(f"kernscope: salvaged {t.salvaged:,} complete events from {r.path}")
             for line in t.salvage_skipped:

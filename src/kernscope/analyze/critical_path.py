@@ -30,6 +30,7 @@ overlap the GPU work it waited for (saves the smaller of its wait and the host t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -372,9 +373,15 @@ def empty_path(notes: list[str]) -> CriticalPath:
     return CriticalPath(steps, cats, kernels, whatif, notes=notes, records=records, ops=ops)
 
 
-def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -> CriticalPath:
+def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
+                  untraced_waits: bool = False) -> CriticalPath:
     """The critical path of every step of ``trace`` (or of ``step``). ``gpu``: the categorized GPU rows of the
-    whole trace (``category``, ``launcher``, ``step``, ``launch_ts``, ``launch_pid``, ``launch_tid``)."""
+    whole trace (``category``, ``launcher``, ``step``, ``launch_ts``, ``launch_pid``, ``launch_tid``).
+
+    ``untraced_waits`` (JAX/XLA profiles): take a step's untraced tail on the host as a wait for the GPU work that
+    ended in it (:func:`_untraced_waits`; XLA records no event for ``block_until_ready``), so that the path follows
+    that work back through the GPU. Off by default: a heuristic, and the path then holds every kernel of such a step
+    (on a 975 MB profile 6.7 M nodes, +1.3-2.4 s and +0.3-0.4 GB)."""
     all_windows = _windows(trace, gpu)
     windows = all_windows if step is None else all_windows.filter(pl.col("step") == step)
     if windows.height == 0 or gpu.height == 0:
@@ -434,7 +441,17 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     ends = windows.join(_step_threads(trace, windows), on="step", how="left").select(
         pl.lit(None, pl.Int64).alias("_for"), "pid", "tid", pl.col("T").alias("t"), pl.col("step").alias("_end_of"))
     cpu = pl.concat([launches, ends]).with_row_index("_c").with_columns((pl.col("_c").cast(pl.Int64) + n_g).alias("_c"))
-    syncs = _blocking_syncs(trace, pl.DataFrame({"_w_end": by_end[0], "_w": by_end[1]}))
+    ended = pl.DataFrame({"_w_end": by_end[0], "_w": by_end[1]})
+    syncs = _blocking_syncs(trace, ended)
+    notes: list[str] = []
+    if untraced_waits and "xplane" in trace.metadata:  # XLA traces no host wait for the GPU: a step's untraced tail
+        untraced = _untraced_waits(trace, gpu, ends, ended)
+        if untraced.height:
+            syncs = pl.concat([syncs, untraced]).sort("_s_end", "_s_ts", "pid", "tid")
+            notes.append(f"XLA records no event for the host waiting on the GPU (block_until_ready): in {untraced.height:,} "
+                         f"of {ends.height:,} steps the host showed no event from its last one until GPU work it had "
+                         f"launched ended, taken as the host waiting for that work ('{UNTRACED_WAIT}')")
+    del ended
     cpu = (cpu.sort("t", "_c").join_asof(syncs, left_on="t", right_on="_s_end", by=["pid", "tid"], strategy="backward",
                                    check_sortedness=False).sort("_c"))
     # (the intermediate tables go as soon as they are used: on a 10 GB trace each is hundreds of MB)
@@ -482,17 +499,157 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None) -
     ends_tbl = (windows.join(end_cpu, on="step", how="left").join(last_rec, on="step", how="left").sort("start")
                 .with_columns(pl.when(pl.col("_last") & pl.col("_lr").is_not_null() & (pl.col("_le") >= pl.col("T")))
                               .then(pl.col("_lr")).otherwise(pl.col("_ec")).alias("_end")))
-    owner, on_path = _ancestors(root_pred, ends_tbl["_end"].to_numpy().astype(np.int64), root)
-    del root_pred
-    # the path's nodes as arrays (a polars row per node, with its labels and its CPU point's text, held 0.4 GB on a
-    # JAX profile's 1.4 M-node path)
-    path = PathNodes(owner, on_path, time[on_path], time_ok[on_path], how[on_path], ts[on_path], pred[on_path] >= 0,
-                     pt[on_path], pt_ok[on_path])
-    del owner, on_path, time, time_ok, how, ts, ts_ok, pred, pt, pt_ok
+    starts = ends_tbl["_end"].to_numpy().astype(np.int64)
     labels = gpu.select(pl.col("category", "name", "launcher").cast(pl.Categorical))
-    summary, stretches = _summarize(path, ends_tbl, labels, None if identity else order, cpu, n_g)
-    del path, ends_tbl, labels, cpu  # (before the CPU ops are read)
-    return dataclasses.replace(summary, ops=_host_by_op(trace, stretches), notes=_unseen_waits(trace, gpu, summary.steps))
+    parts, stretches = [], []
+    # the steps' paths in batches of about PATH_BATCH nodes, each summarized before the next is walked: a JAX
+    # profile's path is every kernel of every step (1.4 M nodes at 207 MB, 6.7 M at 975 MB), a few hundred bytes a
+    # node while summarized
+    for lo, hi in _batches(_depths(root_pred, starts, root), len(starts), PATH_BATCH):
+        owner, on_path = _ancestors(root_pred, starts[lo:hi], root)
+        # the path's nodes as arrays (a polars row per node, with its labels and its CPU point's text, held 0.4 GB on
+        # a JAX profile's 1.4 M-node path)
+        path = PathNodes(owner, on_path, time[on_path], time_ok[on_path], how[on_path], ts[on_path], pred[on_path] >= 0,
+                         pt[on_path], pt_ok[on_path])
+        del owner, on_path
+        part, stretch = _summarize(path, ends_tbl.slice(lo, hi - lo), labels, None if identity else order, cpu, n_g)
+        parts.append(part)
+        stretches.append(stretch)
+        del path
+    del root_pred, time, time_ok, how, ts, ts_ok, pred, pt, pt_ok, ends_tbl, labels, cpu  # (before the CPU ops are read)
+    summary = _joined(parts)
+    return dataclasses.replace(summary, ops=_host_by_op(trace, pl.concat(stretches)),
+                               notes=notes + _unseen_waits(trace, gpu, summary.steps))
+
+
+#: the nodes of the steps' paths summarized at once (:func:`critical_path`'s batches)
+PATH_BATCH = 1 << 20
+#: the kernels of a step's path listed by name in ``CriticalPath.kernels``, the longest on the path first; the others
+#: are one row, ``(N other kernels)`` (a JAX step's path holds ~100 kernel names: 304 k rows over 3,300 steps)
+KERNELS_PER_STEP = 10
+
+
+def _depths(pred: np.ndarray, starts: np.ndarray, root: int) -> np.ndarray | None:
+    """The number of nodes on each start's chain (:func:`_ancestors`), walked a link at a time; None past
+    :data:`WALK_LINKS` links."""
+    x = starts.astype(np.int64)
+    depth = np.zeros(len(x), dtype=np.int64)
+    live = np.flatnonzero(x != root)
+    for _ in range(WALK_LINKS):
+        if not len(live):
+            return depth
+        depth[live] += 1
+        x[live] = pred[x[live]]
+        live = live[x[live] != root]
+    return None if len(live) else depth
+
+
+def _batches(depth: np.ndarray | None, n: int, budget: int) -> list[tuple[int, int]]:
+    """Consecutive ranges [lo, hi) of the ``n`` starts whose chains hold about ``budget`` nodes together (at least one
+    start each); one range where the depths are unknown (None: chains past :data:`WALK_LINKS`, a long Kineto step)."""
+    if depth is None or n == 0:
+        return [(0, n)]
+    total = np.cumsum(depth)
+    cuts = [0]
+    while cuts[-1] < n:
+        base = int(total[cuts[-1] - 1]) if cuts[-1] else 0
+        cuts.append(min(n, max(int(np.searchsorted(total, base + budget, side="right")), cuts[-1] + 1)))
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _joined(parts: list[CriticalPath]) -> CriticalPath:
+    """The batches' paths as one (:func:`critical_path`): their tables concatenated, by step."""
+    if len(parts) == 1:
+        return parts[0]
+    # (each batch's rows are in order within their steps, which are a batch's only: a stable sort by step)
+    steps, categories, kernels, whatif = (pl.concat([getattr(p, name) for p in parts]).sort("step", maintain_order=True)
+                                          for name in ("steps", "categories", "kernels", "whatif"))
+    return CriticalPath(steps, categories, kernels, whatif, records=pl.concat([p.records for p in parts]))
+
+
+def _bounded(kernels: pl.DataFrame, top: int) -> pl.DataFrame:
+    """``kernels`` (step, name, category, launcher: interned; count, ``_ns``: time on the path) as the path's kernel
+    table: names as text, time_us, sorted by step, then time (longest first) and the names; each step's first ``top``
+    rows, and one row ``(N other kernels)`` (null category and launcher) of the others' count and time. Rows past each
+    step's ``top`` longest times are left out before the names are made text and sorted (a JAX profile's 300 k)."""
+    keys = ["step", "name", "category", "launcher"]
+    by_time = kernels.sort("step", "_ns", descending=[False, True]).with_columns(pl.int_range(pl.len()).over("step").alias("_at"))
+    cut = by_time.filter(pl.col("_at") == top - 1).select("step", pl.col("_ns").alias("_cut"))
+    # (ties with a step's top-th time kept until the names order them)
+    near = (by_time.join(cut, on="step", how="left").filter(pl.col("_cut").is_null() | (pl.col("_ns") >= pl.col("_cut")))
+            .select(*keys, "count", "_ns").with_columns(pl.col("name", "category", "launcher").cast(pl.String))
+            .sort("step", "_ns", "name", "category", "launcher", descending=[False, True, False, False, False]))
+    kept = near.filter(pl.int_range(pl.len()).over("step") < top) if cut.height else near
+    parts = [kept]
+    if kept.height < kernels.height:  # the others of each step, one row (integer sums: the times add up exactly)
+        totals = kernels.group_by("step").agg(pl.len().alias("_n"), pl.col("count").sum(), pl.col("_ns").sum())
+        shown = kept.group_by("step").agg(pl.len().alias("_k"), pl.col("count").sum().alias("_kc"), pl.col("_ns").sum().alias("_kn"))
+        rest = (totals.join(shown, on="step", how="left").filter(pl.col("_n") > pl.col("_k"))
+                .select("step", pl.format("({} other kernels)", pl.col("_n") - pl.col("_k")).alias("name"),
+                        pl.lit(None, pl.String).alias("category"), pl.lit(None, pl.String).alias("launcher"),
+                        (pl.col("count") - pl.col("_kc")).alias("count"), (pl.col("_ns") - pl.col("_kn")).alias("_ns")))
+        parts.append(rest.cast(kept.schema))
+    out = pl.concat(parts).sort("step", maintain_order=True) if len(parts) > 1 else kept
+    return out.select(*keys, "count", (pl.col("_ns") / NS_PER_US).alias("time_us"))
+
+
+#: the name of a step's untraced wait for the GPU in XLA profiles (what the critical path's what-if would remove)
+UNTRACED_WAIT = "host's untraced wait for the GPU"
+#: the host event kinds whose ends show the host busy (XLA profiles)
+HOST_KINDS = ("cpu_op", "user_annotation", "python_function", "runtime", "driver")
+
+
+def _untraced_waits(trace: Trace, gpu: pl.DataFrame, ends: pl.DataFrame, by_end: pl.DataFrame) -> pl.DataFrame:
+    """XLA profiles record no event for the host waiting on the GPU (``block_until_ready``, a result's transfer):
+    after it dispatched a step's work the host shows nothing until the step ends. Per step (``ends``: its end point
+    ``t`` on its thread), that untraced tail (from the last host event that starts and ends inside the step on the
+    step's thread or a thread that launched its GPU work, else the step's start) is a blocking wait when GPU work
+    ended inside it, as :func:`_blocking_syncs` finds a synchronizing call's: what it waited for is the GPU record
+    that ended last before the step's end, and the wait ends with it (the rest of the tail is host time)."""
+    schema = {"pid": pl.String, "tid": pl.String, "_s_name": pl.String, "_s_ts": pl.Int64, "_s_end": pl.Int64,
+              "_a": pl.Int64, "_a_end": pl.Int64}
+    pts = (ends.select("pid", "tid", pl.col("t").alias("_s_end"), pl.col("_end_of").alias("step"))
+           .join(trace.steps.select("step", pl.col("start").alias("_start")), on="step", how="left")
+           .drop_nulls(["_s_end", "_start"]))
+    if pts.height == 0:
+        return pl.DataFrame(schema=schema)
+    # the threads whose events show the host busy in a step: its own, and those that launched its GPU work (XLA
+    # writes a step's annotation and the dispatch's events on different lines of one thread)
+    # (a lazy query: the three columns are not first copied out of the GPU rows, 0.06-0.13 -> 0.04 s at 6.7 M rows)
+    launchers = (gpu.lazy().select("step", "launch_pid", "launch_tid").drop_nulls().unique().collect()
+                 .select("step", pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String).alias("tid")))
+    busy_on = pl.concat([pts.select("step", "pid", "tid"), launchers.join(pts.select("step"), on="step", how="semi")]).unique()
+    busy_on = busy_on.join(pts.select("step", "_start", "_s_end"), on="step")
+    ev = trace.events
+    found = []
+    for (pid, tid), win in busy_on.group_by("pid", "tid"):  # a thread or two: the steps' own and their launchers
+        # the thread's host events (their threads compared as text only where the kind matches), by start
+        same = [pl.col(c).is_null() if v is None else pl.col(c) == v for c, v in (("pid", pid), ("tid", tid))]
+        host = (ev.lazy().select("kind", "pid", "tid", "ts", "end")
+                .filter(pl.col("kind").is_in(HOST_KINDS) & same[0] & same[1])  # (interned: no text per event)
+                .select("ts", "end").sort("ts").collect())
+        win = win.sort("_start")
+        start, stop = win["_start"].to_numpy().astype(np.int64), win["_s_end"].to_numpy().astype(np.int64)
+        ts, end = host["ts"].to_numpy().astype(np.int64), host["end"].to_numpy().astype(np.int64)
+        # each event's step (the last that started before it), kept when it starts after the step's start and ends
+        # before its end (not the step's marker, nor what encloses the step's end); the last such end per step
+        k = np.searchsorted(start, ts, side="left") - 1
+        ok = k >= 0
+        ok[ok] &= end[ok] < stop[k[ok]]
+        busy = np.full(len(start), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(busy, k[ok], end[ok])
+        found.append(win.select("step", pl.Series("_busy", busy)))
+    last = pl.concat(found).group_by("step").agg(pl.col("_busy").max())
+    w = (pts.join(last, on="step", how="left")
+         .select("pid", "tid", pl.lit(UNTRACED_WAIT).alias("_s_name"),
+                 pl.when(pl.col("_busy") > pl.col("_start")).then("_busy").otherwise("_start").alias("_s_ts"), "_s_end")
+         .sort("_s_end")
+         .join_asof(by_end.select(pl.col("_w").alias("_a"), pl.col("_w_end").alias("_a_end")).sort("_a_end"),
+                    left_on="_s_end", right_on="_a_end", strategy="backward"))
+    # the wait ends with the GPU work it waited for: what the thread did after it (until the step's end) is host
+    # time, not a call returning (a tail of 3.8 ms after the last kernel read as sync return)
+    return (w.filter(pl.col("_a").is_not_null() & (pl.col("_a_end") > pl.col("_s_ts")))
+            .with_columns(pl.col("_a_end").alias("_s_end")).select(list(schema)).cast(schema))  # type: ignore[arg-type]
 
 
 #: a step's kernel time, as a share of the step, from which a path without GPU work is noted as blind to it
@@ -517,7 +674,8 @@ def _unseen_waits(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame) -> list[
     share = 100.0 * float(blind["_k_us"].sum()) / max(float(blind["step_us"].sum()), 1e-9)
     return [f"XLA records no event for the host waiting on the GPU (block_until_ready): in {blind.height:,} of "
             f"{steps.height:,} steps this path is host time to the step's start, though their kernels ran "
-            f"{share:.0f}% of their time (summed); the GPU's share is in the timeline"]
+            f"{share:.0f}% of their time (summed); the GPU's share is in the timeline, or on the path with "
+            "--untraced-waits (the host's untraced tail taken as a wait for the GPU)"]
 
 
 def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
@@ -566,14 +724,18 @@ class PathNodes:
     pt_ok: np.ndarray
 
 
-def _per_step(owner: np.ndarray, values: np.ndarray, n_k: int) -> np.ndarray:
-    """Integer sums of ``values`` per step row (``owner``: each value's row, sorted: a path's nodes come grouped by
-    their step, in order)."""
-    out = np.zeros(n_k, dtype=np.int64)
-    if len(owner):
-        present, first = np.unique(owner, return_index=True)
-        out[present] = np.add.reduceat(values, first)
-    return out
+def _per_step(owner: np.ndarray, n_k: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Integer sums per step row of arrays a value per node (``owner``: each node's row, sorted: a path's nodes come
+    grouped by their step, in order), the rows' runs found once for every segment summed."""
+    first = np.flatnonzero(np.diff(owner, prepend=-1)) if len(owner) else np.zeros(0, dtype=np.int64)
+    present = owner[first]
+
+    def sums(values: np.ndarray) -> np.ndarray:
+        out = np.zeros(n_k, dtype=np.int64)
+        if len(first):
+            out[present] = np.add.reduceat(values, first)
+        return out
+    return sums
 
 
 def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order: np.ndarray | None,
@@ -608,8 +770,8 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
                                      np.maximum(s_end - np.where(a_end_ok, np.maximum(a_end, c_from), c_from), 0), 0),
              "cpu": host}
     # per step: integer sums of each segment over the step's nodes of its kind (records or CPU points)
-    sums = {name: _per_step(path.owner[r_at], v, n_k) for name, v in seg.items()}
-    sums |= {name: _per_step(path.owner[c_at], v, n_k) for name, v in c_seg.items()}
+    per_record, per_point = _per_step(path.owner[r_at], n_k), _per_step(path.owner[c_at], n_k)
+    sums = {name: per_record(v) for name, v in seg.items()} | {name: per_point(v) for name, v in c_seg.items()}
     steps = (k.with_columns(*(pl.Series(f"{s}_us", sums[s], dtype=pl.Int64) / NS_PER_US for s in SEGMENTS))
              .with_columns(((pl.col("T") - pl.col("start")) / NS_PER_US).alias("step_us"),
                            pl.sum_horizontal(*(f"{s}_us" for s in SEGMENTS)).alias("length_us"))
@@ -621,10 +783,8 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
         pl.Series("time", path.time[r_at]))
     categories = (group_by_keys(kern, ["step", "category"], [(pl.col("gpu").sum() / NS_PER_US).alias("time_us")])
                   .with_columns(pl.col("category").cast(pl.String)).sort("step", "time_us", "category", descending=[False, True, False]))
-    kernels = (group_by_keys(kern, ["step", "name", "category", "launcher"],
-                             [pl.len().alias("count"), (pl.col("gpu").sum() / NS_PER_US).alias("time_us")])
-               .with_columns(pl.col("name", "category", "launcher").cast(pl.String))
-               .sort("step", "time_us", "name", "category", "launcher", descending=[False, True, False, False, False]))
+    kernels = _bounded(group_by_keys(kern, ["step", "name", "category", "launcher"],
+                                     [pl.len().alias("count"), pl.col("gpu").sum().alias("_ns")]), KERNELS_PER_STEP)
     faster = categories.select("step", ("kernels of " + pl.col("category") + " 2x faster").alias("change"),
                                (pl.col("time_us") / 2).alias("saves_us"))
     points = c.with_columns(pl.Series("step", k_step[path.owner[c_at]]), pl.Series("start", start[c_at]),

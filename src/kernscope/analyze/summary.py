@@ -137,6 +137,7 @@ def analyze(
     benchmark: bool | None = False,
     by_annotation: str | None = None,
     finding_rules: FindingRules | None = None,
+    untraced_waits: bool = False,
 ) -> Analysis:
     """Run the default analysis of a trace.
 
@@ -150,6 +151,8 @@ def analyze(
             trace looks like a benchmark trace.
         by_annotation: add GPU time by the user annotations matching this regex ("" = all).
         finding_rules: thresholds and wording of the findings (default: the built-in ``findings.toml``).
+        untraced_waits: JAX/XLA profiles: the critical path takes a step's untraced host tail as a wait for the
+            GPU work that ended in it (:func:`~kernscope.analyze.critical_path.critical_path`).
     """
     check_step(trace, step)
     # kernel names stay interned, as the trace holds them (as text they were the largest column: 0.66 GB of a 10 GB
@@ -171,7 +174,8 @@ def analyze(
         # that the small ones fill in at the end. One fixed split (the critical path beside everything else) left a
         # thread idle for a third of the time on a 1 GB JAX profile. This thread hands the work out and rolls up the
         # small summaries
-        path_f = pool.submit(critical_path, trace, all_gpu, step=step) if trace.steps.height else None
+        path_f = (pool.submit(critical_path, trace, all_gpu, step=step, untraced_waits=untraced_waits)
+                  if trace.steps.height else None)
         dev_rows: Callable[[], pl.DataFrame]
         if g is all_gpu and not all_gpu["step"].null_count():
             # every row is in a step (a JAX profile's are): the timelines by step and by device read the same rows,

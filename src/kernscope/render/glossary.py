@@ -267,7 +267,7 @@ _P = [
     Term("analyze.critical_path", "", "The critical path of each step (the chain of host and GPU work that sets its length) and its breakdowns.", "analyze"),
     Term("analyze.critical_path.steps", "", "Per step: the path's length and its segments (they add up to length_us).", "analyze"),
     Term("analyze.critical_path.categories", "", "Per (step, kernel category): GPU time on the path.", "analyze"),
-    Term("analyze.critical_path.kernels", "", "Per (step, kernel, launching op): records and GPU time on the path.", "analyze"),
+    Term("analyze.critical_path.kernels", "", "Per (step, kernel, launching op): records and GPU time on the path; a step's 10 longest, then one row '(N other kernels)' (null category and launcher) with the others' records and time.", "analyze"),
     Term("analyze.critical_path.ops", "", "Per (step, top-level CPU op): host time on the path.", "analyze"),
     Term("analyze.critical_path.whatif", "", "Per (step, change): first-order savings of making a category faster or removing a sync.", "analyze"),
     Term("analyze.critical_path.notes", "", "What the path could not see or assumed, in words.", "analyze"),
