@@ -492,6 +492,11 @@ def test_untraced_waits_put_a_jax_steps_gpu_work_on_its_path(capsys):
         gg = gpu_table(tt, Categorizer.builtin())
         a, b = critical_path(tt, gg), critical_path(tt, gg, untraced_waits=True)
         assert a.steps.equals(b.steps) and a.kernels.equals(b.kernels) and a.notes == b.notes, same
+    # a profile whose host works after its steps' GPU work (the precision profile: the waits lie inside its steps)
+    # is still blind with the flag, and the note says why rather than to use the flag
+    tp = kernscope.load(DATA / "precision_h200" / "jax_precision.xplane.pb.gz", cache=False)
+    (still,) = critical_path(tp, gpu_table(tp, Categorizer.builtin()), untraced_waits=True).notes
+    assert "in 2 of 2 steps this path is host time" in still and "--untraced-waits found no untraced wait" in still
     # the command line's flag
     assert main(["analyze", str(DATA / "jax" / "transformer" / "vm.xplane.pb.gz"), "--untraced-waits", "--format", "json",
                  "--no-cache"]) == 0

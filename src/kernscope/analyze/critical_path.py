@@ -519,7 +519,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     del root_pred, time, time_ok, how, ts, ts_ok, pred, pt, pt_ok, ends_tbl, labels, cpu  # (before the CPU ops are read)
     summary = _joined(parts)
     return dataclasses.replace(summary, ops=_host_by_op(trace, pl.concat(stretches)),
-                               notes=notes + _unseen_waits(trace, gpu, summary.steps))
+                               notes=notes + _unseen_waits(trace, gpu, summary.steps, untraced_waits))
 
 
 #: the nodes of the steps' paths summarized at once (:func:`critical_path`'s batches)
@@ -656,7 +656,7 @@ def _untraced_waits(trace: Trace, gpu: pl.DataFrame, ends: pl.DataFrame, by_end:
 UNSEEN_SHARE = 0.1
 
 
-def _unseen_waits(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame) -> list[str]:
+def _unseen_waits(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, untraced_waits: bool = False) -> list[str]:
     """The note of a JAX profile whose path sees no GPU work in steps whose kernels ran :data:`UNSEEN_SHARE` of them or
     more: XLA records no event for the host
     waiting on the GPU (``block_until_ready``), so such a step's path is host time back to its start and its kernels'
@@ -672,10 +672,12 @@ def _unseen_waits(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame) -> list[
     if blind.height == 0:
         return []
     share = 100.0 * float(blind["_k_us"].sum()) / max(float(blind["step_us"].sum()), 1e-9)
+    how = ("--untraced-waits found no untraced wait at their ends (the host's last events there come after their "
+           "GPU work; untraced gaps inside a step are not taken as waits)" if untraced_waits else
+           "or on the path with --untraced-waits (the host's untraced tail taken as a wait for the GPU)")
     return [f"XLA records no event for the host waiting on the GPU (block_until_ready): in {blind.height:,} of "
             f"{steps.height:,} steps this path is host time to the step's start, though their kernels ran "
-            f"{share:.0f}% of their time (summed); the GPU's share is in the timeline, or on the path with "
-            "--untraced-waits (the host's untraced tail taken as a wait for the GPU)"]
+            f"{share:.0f}% of their time (summed); the GPU's share is in the timeline, {how}"]
 
 
 def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
