@@ -249,3 +249,23 @@ def test_output_paths_fifo_symlink_modes(tmp_path, capsys):
     assert main(["report", str(example), "-o", str(tmp_path / "dangling.html"), "-q", "--no-cache"]) == 2
     assert "which does not exist" in capsys.readouterr().err
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_options_of_one_traces_analysis_are_refused_for_a_job_and_a_bench_folder(tmp_path, capsys):
+    """``--step``, ``--roofline`` and the other options of one trace's analysis were ignored for a job (several
+    traces: the whole job came back, exit 0) and a folder of benchmark traces; they are refused in one line, exit 2,
+    before anything is analyzed."""
+    job = str(Path(__file__).parent / "data" / "ddp2_h200")
+    for args, named in ((["--step", "3"], "--step: an option"), (["--roofline", "--untraced-waits"], "--roofline, --untraced-waits: options"),
+                        (["--timings"], "--timings: an option")):
+        assert main(["analyze", job, *args, "--no-cache"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and named in err[0] and "not of a job of 2 traces: give one trace" in err[0]
+    assert main(["report", job, "-o", str(tmp_path / "r.html"), "--peak", "H100", "--no-cache"]) == 2
+    assert "--peak: an option of one trace's analysis, not of a job of 2 traces" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+    (tmp_path / "b").mkdir()
+    assert main(["analyze", "--bench", str(tmp_path / "b"), "--step", "1", "--no-cache"]) == 2
+    assert "not of a folder of benchmark traces" in capsys.readouterr().err
+    assert main(["analyze", job, "--no-cache", "--format", "json"]) == 0  # (without them: the job)
+    assert json.loads(capsys.readouterr().out)["ranks"]

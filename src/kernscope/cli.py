@@ -163,7 +163,11 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     from . import commands
 
     s = dataclasses.replace(s, cache=False) if timings else s  # the phases of a cold run
-    got = s.several(traces, bench, engine, scheduler, workers, strict, read_all)
+    given = {"--step": step is not None, "--no-categories": no_categories, "--linked-only": linked_only,
+             "--by-annotation": by_annotation is not None, "--roofline": roofline, "--untraced-waits": untraced_waits,
+             "--timings": timings}
+    got = s.several(traces, bench, engine, scheduler, workers, strict, read_all,
+                    per_trace=[name for name, on in given.items() if on])
     if not isinstance(got, str):  # a folder of benchmark traces, or a job
         show(got, fmt, output, top)
         commands.check_job(got)
@@ -215,8 +219,12 @@ def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, l
     from . import commands
 
     fmt, all_tables = commands.report_target(output)
+    given = {"--step": step is not None, "--linked-only": linked_only, "--by-annotation": by_annotation is not None,
+             "--diff": diff_with is not None, "--step-b": step_b is not None, "--peak": peak is not None,
+             "--untraced-waits": untraced_waits}
     got = s.several(traces, bench, engine, scheduler, workers, strict, read_all, one_only="--intra places records on "
-                    "one host trace: give one trace, not a job" if intra_files else None)
+                    "one host trace: give one trace, not a job" if intra_files else None,
+                    per_trace=[name for name, on in given.items() if on])
     if not isinstance(got, str):  # a folder of benchmark traces, or a job
         write_result(got, fmt, output, all_tables, s.say)
         commands.check_job(got)

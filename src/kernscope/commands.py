@@ -180,17 +180,24 @@ class Session:
 
     def several(self, inputs: Sequence[str], bench: bool | None = None, engine: str = "local",
                 scheduler: str | None = None, workers: int | None = None, strict: bool = False, read_all: bool = False,
-                one_only: str | None = None) -> BenchDir | JobAnalysis | str:
+                one_only: str | None = None, per_trace: Sequence[str] = ()) -> BenchDir | JobAnalysis | str:
         """What ``inputs`` name: with ``bench``, one folder of benchmark traces (its :meth:`bench_dir`); several
         traces (files, folders, globs), the ranks of one job (:meth:`job`); one trace, its path. ``one_only``:
-        the error when several traces are not allowed."""
+        the error when several traces are not allowed; ``per_trace``: the options given that only one trace's
+        analysis has (refused, before anything runs, for a job or a folder of benchmark traces: they were ignored)."""
+        def refuse(what: str) -> None:
+            if per_trace:
+                raise KernscopeError(f"{', '.join(per_trace)}: {'an option' if len(per_trace) == 1 else 'options'} of one "
+                                     f"trace's analysis, not of {what}: give one trace for {'it' if len(per_trace) == 1 else 'them'}")
         if len(inputs) == 1 and os.path.isdir(inputs[0]) and bench:
+            refuse("a folder of benchmark traces")
             return self.bench_dir(inputs[0])
         paths = self.expand(inputs)
         if len(paths) == 1:
             return paths[0]
         if one_only:
             raise KernscopeError(one_only)
+        refuse(f"a job of {len(paths):,} traces")
         return self.job(paths, engine, scheduler, workers, strict, read_all)
 
     def bench_dir(self, root: str) -> BenchDir:
