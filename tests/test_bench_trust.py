@@ -264,6 +264,12 @@ def test_compare_two_runs(tmp_path, capsys, monkeypatch):
         rows = [ln for ln in lines if ln.startswith(("tri", "tor"))]
         assert len(rows) == 4 and all(ln.split()[0] in ("torch_add", "triton_add") for ln in rows)
         assert any("slower ⚠" in ln for ln in rows)
+    # a run's options beside --compare (which runs nothing) are refused: --json FILE wrote no file
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main(["bench", "--compare", str(a), str(b), "--json", str(tmp_path / "c.json"), "--op", "gemm"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kernscope: error: --compare compares two result files and runs nothing: --op, --json do not apply to it"]
+    assert not (tmp_path / "c.json").exists()
     other = tmp_path / "o.json"
     other.write_text(json.dumps({**doc(1.0, 1980.0, "2.11"), "op": "softmax"}))
     assert main(["bench", "--compare", str(a), str(other)]) == 2

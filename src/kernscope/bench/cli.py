@@ -57,6 +57,14 @@ def bench(op_name, op_module, list_ops, list_impls, only, skip, num_inputs, inpu
     if compare:
         from .compare import compare_runs
 
+        # (a run's options beside --compare, which runs nothing, were ignored: --json FILE wrote no file)
+        ctx = click.get_current_context()
+        given = [p.opts[0] for p in ctx.command.params if isinstance(p, click.Option) and p.name not in ("compare", "fmt")
+                 and ctx.get_parameter_source(p.name or "") == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise KernscopeError(f"--compare compares two result files and runs nothing: {', '.join(given)} "
+                                 f"{'does' if len(given) == 1 else 'do'} not apply to it")
+
         width = max(40, shutil.get_terminal_size((80, 24)).columns)
         body = text(compare_runs(*compare), "json" if fmt == "json" else "table", Options(width=width))
         click.echo(body, nl=not body.endswith("\n"))
