@@ -222,23 +222,16 @@ def _text_rank(col: pl.Expr) -> pl.Expr:
 WALK_LINKS = 4096
 
 
-def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray]:
+def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int,
+               depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(owner, node): every node on the chain of each start (``pred`` up to ``root``, root excluded; ``pred[root]``
     is ``root``), the chains one after the other, each from its start back. Chains up to :data:`WALK_LINKS` long
     (a JAX step's path: hundreds of records, in thousands of steps) are walked a link at a time, all at once: no
     table of a node each (binary lifting's took 0.1-0.2 GB on a 1.4 M-node path); longer ones by
-    :func:`_ancestors_lifted`."""
-    x = starts.astype(np.int64)
-    depth = np.zeros(len(x), dtype=np.int64)
-    live = np.flatnonzero(x != root)
-    for _ in range(WALK_LINKS):  # count each chain's nodes
-        if not len(live):
-            break
-        depth[live] += 1
-        x[live] = pred[x[live]]
-        live = live[x[live] != root]
-    else:
-        if len(live):
+    :func:`_ancestors_lifted`. ``depth``: the chains' lengths where :func:`_depths` has counted them."""
+    if depth is None:
+        depth = _depths(pred, starts, root)
+        if depth is None:
             return _ancestors_lifted(pred, starts, root)
     owner = np.repeat(np.arange(len(starts)), depth)
     node = np.empty(len(owner), dtype=np.int64)
@@ -381,7 +374,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     ``untraced_waits`` (JAX/XLA profiles): take a step's untraced tail on the host as a wait for the GPU work that
     ended in it (:func:`_untraced_waits`; XLA records no event for ``block_until_ready``), so that the path follows
     that work back through the GPU. Off by default: a heuristic, and the path then holds every kernel of such a step
-    (on a 975 MB profile 6.7 M nodes, +1.3-2.4 s and +0.3-0.4 GB)."""
+    (on a 975 MB profile 6.7 M nodes: the command +1.0-1.4 s, +0.1-0.4 GB of peak)."""
     all_windows = _windows(trace, gpu)
     windows = all_windows if step is None else all_windows.filter(pl.col("step") == step)
     if windows.height == 0 or gpu.height == 0:
@@ -505,8 +498,10 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     # the steps' paths in batches of about PATH_BATCH nodes, each summarized before the next is walked: a JAX
     # profile's path is every kernel of every step (1.4 M nodes at 207 MB, 6.7 M at 975 MB), a few hundred bytes a
     # node while summarized
-    for lo, hi in _batches(_depths(root_pred, starts, root), len(starts), PATH_BATCH):
-        owner, on_path = _ancestors(root_pred, starts[lo:hi], root)
+    depths = _depths(root_pred, starts, root)
+    for lo, hi in _batches(depths, len(starts), PATH_BATCH):
+        owner, on_path = (_ancestors_lifted(root_pred, starts, root) if depths is None  # (chains past WALK_LINKS)
+                          else _ancestors(root_pred, starts[lo:hi], root, depths[lo:hi]))
         # the path's nodes as arrays (a polars row per node, with its labels and its CPU point's text, held 0.4 GB on
         # a JAX profile's 1.4 M-node path)
         path = PathNodes(owner, on_path, time[on_path], time_ok[on_path], how[on_path], ts[on_path], pred[on_path] >= 0,
