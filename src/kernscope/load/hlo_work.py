@@ -8,9 +8,12 @@ Shapes (``ShapeProto``: element_type 2, dimensions 3, tuple_shapes 4), operands 
 - ``dot``: FLOPs = 2 x (elements of the result) x (product of the lhs contracting dimensions);
 - a fusion: the FLOPs of the dots in the computations it calls; bytes = its operands + its result;
 - a cuBLAS custom call (``__cublas$gemm``, ``__cublas$lt$matmul``): as a dot of its first two operands;
-- anything else: no FLOPs (0: a data-movement kernel, placed on the bandwidth roof), bytes as above;
-  except where it reads or writes only part of a buffer (a slice, a dynamic slice or update, a gather or
-  scatter, in it or fused into it): its bytes are then unknown (None), never an overestimate.
+- anything else (an elementwise or reduction fusion): a FLOP per result element of each arithmetic instruction in
+  it (``add``, ``multiply``, ``exponential``, ... :data:`_ARITH`, transcendentals counted as one, as the PyTorch
+  model's elementwise ops) and per input element of each reduction; 0 for pure data movement (copies,
+  transposes, broadcasts, converts); rated on the bandwidth roof either way (their arithmetic intensity is low);
+  bytes as above, except where it reads or writes only part of a buffer (a slice, a dynamic slice or update, a
+  gather or scatter, in it or fused into it): its bytes are then unknown (None), never an overestimate.
 
 Element types are XLA's ``PrimitiveType`` numbers, given here as the Kineto type names the perf model's
 dtype table knows.
@@ -36,6 +39,26 @@ ELEMENT_TYPES: dict[int, tuple[str, float]] = {
 
 #: opcodes that touch only part of a buffer: operand + result sizes would overstate the bytes moved
 _PARTIAL = {"dynamic-slice", "dynamic-update-slice", "slice", "gather", "scatter"}
+#: elementwise opcodes that compute: a FLOP per element of their result
+_ARITH = frozenset({
+    "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "negate", "abs",
+    "clamp", "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "tanh", "sqrt", "rsqrt", "cbrt",
+    "sine", "cosine", "tan", "erf"})
+#: opcodes that apply their computation (``to_apply``) once per element of their first operand
+_REDUCING = frozenset({"reduce", "reduce-window"})
+#: opcodes whose called computations are part of their work (fused or called bodies; a reduction's scalar
+#: ``to_apply`` is not counted again: the reduction counts it per element)
+_BODIES = frozenset({"fusion", "call"})
+
+
+def _arith_flops(module: dict[int, Instr], ins: Instr) -> float:
+    """The elementwise FLOPs of one instruction: an arithmetic one's result elements, a reduction's input's."""
+    if ins.opcode in _ARITH:
+        return float(_elements(ins.shape.dims)) if ins.shape is not None and ins.shape.dtype else 0.0
+    if ins.opcode in _REDUCING and ins.operands and ins.operands[0] in module:
+        first = module[ins.operands[0]].shape
+        return float(_elements(first.dims)) if first is not None and first.dtype else 0.0
+    return 0.0
 
 
 @dataclass(frozen=True)
@@ -146,16 +169,19 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
     flops: float | None = 0.0
     params: dict[str, Any] = {}
     op_class = "XLA fusion" if ins.opcode == "fusion" else f"XLA {ins.opcode}"
-    dtype = ins.shape.dtype if ins.shape is not None else ""
+    # (a multi-output fusion's result is a tuple: its first element's type)
+    dtype = (ins.shape.dtype or (ins.shape.first.dtype if ins.shape.first is not None else "")) if ins.shape is not None else ""
     dots: list[Instr] = []
     partial = ins.opcode in _PARTIAL
+    arith = _arith_flops(module, ins)
     if ins.opcode == "dot":
         dots = [ins]
     elif ins.opcode == "fusion":
         seen: set[int] = set()
-        todo = list(ins.called)
-        while todo:  # the fused computation, and those it calls (nested fusions)
-            c = todo.pop()
+        todo = [(c, True) for c in ins.called]
+        while todo:  # the fused computation, and those it calls (nested fusions; a reduction's scalar computation
+            # is searched for dots but its arithmetic is not counted again: the reduction counts it per element)
+            c, counted = todo.pop()
             if c in seen:
                 continue
             seen.add(c)
@@ -164,7 +190,9 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
                 if sub.opcode == "dot":
                     dots.append(sub)
                 partial |= sub.opcode in _PARTIAL
-                todo += sub.called
+                if counted:
+                    arith += _arith_flops(module, sub)
+                todo += [(d, counted and sub.opcode in _BODIES) for d in sub.called]
     gemm: list[tuple[Shape | None, Shape | None, tuple[int, ...]]] = []
     for d in dots:
         gemm.append((module[d.operands[0]].shape if d.operands and d.operands[0] in module else None, d.shape, d.contracting))
@@ -179,6 +207,8 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
         dtype = (lhs0.dtype if lhs0 is not None else "") or dtype
         if len(gemm) == 1 and lhs0 is not None and out0 is not None:
             params = {"lhs": list(lhs0.dims), "out": list(out0.dims), "contracting": list(c0)}
+    else:
+        flops = arith
     moved = None if partial and not gemm else in_bytes + out_bytes
     return {"flops": flops, "bytes": moved, "dtype": dtype, "op_class": op_class,
             "params": json.dumps(params) if params else ""}
