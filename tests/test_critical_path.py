@@ -550,3 +550,20 @@ def test_batches_cover_every_start_once(seed):
         assert all(hi > lo for lo, hi in got)
         assert all(depth[lo:hi].sum() <= budget or hi - lo == 1 for lo, hi in got)
     assert _batches(None, 7, 5) == [(0, 7)] and _batches(depth, 0, 5) == [(0, 0)]
+
+
+@pytest.mark.parametrize("p", [p for p in REAL if ".xplane" in p.name] + [
+    DATA / "jax" / "mlp" / "vm.xplane.pb", DATA / "precision_h200" / "jax_precision.xplane.pb.gz",
+    *[p for p in (TRACES / "tracelens" / "jax").glob("*.xplane.pb")]], ids=lambda p: p.name[:40])
+def test_jax_paths_with_untraced_waits_still_cover_each_step_once(p):
+    t = kernscope.load(p, cache=False)
+    cp = critical_path(t, gpu_table(t, Categorizer.builtin()), untraced_waits=True)
+    s = cp.steps
+    assert s.height == t.steps.height and (s["length_us"] - s["step_us"]).abs().max() < 1e-6
+    assert all((s[f"{seg}_us"] >= 0).all() for seg in SEGMENTS)
+    per = cp.kernels.group_by("step").agg(pl.col("time_us").sum())
+    got = s.join(per, on="step", how="left").fill_null(0)
+    assert ((got["gpu_us"] - got["time_us"]).abs() < 1e-3).all()
+    host = cp.ops.group_by("step").agg(pl.col("host_us").sum())
+    got = s.select("step", "cpu_us").join(host, on="step", how="left").fill_null(0)
+    assert ((got["cpu_us"] - got["host_us"]).abs() < 1e-3).all()
