@@ -373,3 +373,22 @@ def test_a_table_too_wide_is_stacked_per_implementation_not_cut():
             assert f"{c.metrics['gbps']:.2f}" in shown
     wide = text(r, "table", Options(width=250))  # wide enough: the one wide table
     assert "torch_fused_rms_norm-accuracy" in wide
+
+
+def test_recording_a_trace_keeps_libkineto_log_lines_off_stderr(tmp_path, capfd):
+    """torch 2.12+'s libkineto writes 'USDT:<date> <pid>:<tid> SyncActivityProfilerHandler.cpp:52] profiler_start' (and
+    _stop) to stderr at every start and stop of the profiler: a benchmark's progress was interleaved with them. They
+    are dropped; what else the impl writes to stderr during the recording comes back, in order."""
+    import os
+
+    from kernscope.bench.traces import record_trace
+
+    def fn():
+        os.write(2, b"USDT:2026-11-30 09:08:10 31059:31059 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"the impl's own line\n")
+        return 1
+
+    p = record_trace(fn, device="cpu", flusher=None, path=tmp_path / "t.json.gz")
+    err = capfd.readouterr().err
+    assert p.exists() and "USDT:" not in err and "STAGE:" not in err
+    assert err.count("the impl's own line\n") == 6  # the warm-up steps and the profiled one

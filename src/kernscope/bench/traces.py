@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,37 @@ from .results import BenchRun, TraceCheck
 from .timing import L2Flusher, call_loop
 
 KINETO_WARMUP_STEPS = 5
+
+
+#: libkineto's own log lines (torch 2.12+ writes ``USDT:... profiler_start``/``profiler_stop`` at every start and stop of
+#: the profiler, older ones ``STAGE:... Completed Stage``), on the process's stderr whatever ``KINETO_LOG_LEVEL`` says
+_KINETO_LOG = re.compile(rb"^(USDT|STAGE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ \S+\.cpp:\d+\] ")
+
+
+@contextmanager
+def _without_kineto_log() -> Iterator[None]:
+    """Run the block with the process's stderr (fd 2) in a temporary file, then write it back without libkineto's log
+    lines: a benchmark's progress on stderr was interleaved with two such lines per recorded trace. Everything else
+    written there (a warning, an error of the impl) comes back, in order, when the block ends."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # (no stderr to redirect)
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            with suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = b"".join(line for line in held if not _KINETO_LOG.match(line))
+            if kept:
+                os.write(2, kept)
 
 
 def trace_path(output_dir: str | os.PathLike[str], op: str, impl: str, input_id: int) -> Path:
@@ -32,8 +66,8 @@ def record_trace(fn: Callable[[], Any], *, device: str, flusher: L2Flusher | Non
     cuda = device.startswith("cuda")
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     path.parent.mkdir(parents=True, exist_ok=True)
-    with profile(activities=acts, schedule=schedule(wait=0, warmup=warmup_steps, active=1, repeat=1),
-                 record_shapes=True) as prof:  # shapes: the perf model rates each cell
+    with _without_kineto_log(), profile(activities=acts, schedule=schedule(wait=0, warmup=warmup_steps, active=1, repeat=1),
+                                        record_shapes=True) as prof:  # shapes: the perf model rates each cell
         def step() -> None:
             if cuda:
                 torch.cuda.synchronize(device)
