@@ -8,6 +8,7 @@ import re
 import shutil
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -66,14 +67,17 @@ def record_trace(fn: Callable[[], Any], *, device: str, flusher: L2Flusher | Non
     cuda = device.startswith("cuda")
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _without_kineto_log(), profile(activities=acts, schedule=schedule(wait=0, warmup=warmup_steps, active=1, repeat=1),
-                                        record_shapes=True) as prof:  # shapes: the perf model rates each cell
-        def step() -> None:
-            if cuda:
-                torch.cuda.synchronize(device)
-            prof.step()
+    with warnings.catch_warnings(), _without_kineto_log():
+        # (torch warns that a schedule's cycle drops the events of the cycle before it: the harness records one)
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        with profile(activities=acts, schedule=schedule(wait=0, warmup=warmup_steps, active=1, repeat=1),
+                     record_shapes=True) as prof:  # shapes: the perf model rates each cell
+            def step() -> None:
+                if cuda:
+                    torch.cuda.synchronize(device)
+                prof.step()
 
-        call_loop(fn, warmup_steps + 1, flusher=flusher, before=before, after=step)
+            call_loop(fn, warmup_steps + 1, flusher=flusher, before=before, after=step)
     fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
     os.close(fd)
     try:
