@@ -119,6 +119,14 @@ _rank_opts = [
 ]
 
 
+#: ``--untraced-waits`` of ``analyze`` and ``report``
+untraced_waits_option = click.option(
+    "--untraced-waits", is_flag=True,
+    help="JAX/XLA profiles: the critical path takes a step's untraced host tail (XLA records no event for "
+         "block_until_ready) as a wait for the GPU work that ended in it, and follows that work; a heuristic, slower "
+         "on large profiles.")
+
+
 def rank_options(f: F) -> F:
     for opt in reversed(_rank_opts):
         f = opt(f)
@@ -142,10 +150,7 @@ def rank_options(f: F) -> F:
 @click.option("--roofline", is_flag=True,
               help="Also run the perf model (op shapes: a second, sparse read of the file, ~0.5 s per 200 MB) and add "
                    "its far_from_roofline findings; report always does.")
-@click.option("--untraced-waits", is_flag=True,
-              help="JAX/XLA profiles: the critical path takes a step's untraced host tail (XLA records no event for "
-                   "block_until_ready) as a wait for the GPU work that ended in it, and follows that work; a heuristic, "
-                   "slower on large profiles.")
+@untraced_waits_option
 @click.option("--timings", is_flag=True,
               help="After the output, print to stderr where the time went (parse, link, analysis, render), reading "
                    "the file cold (the cache is neither read nor written).")
@@ -200,10 +205,7 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
               help="Intra-kernel records of the same run (kernscope buffers/traces, Proton's traces; repeatable): "
                    "placed under their kernels (see kernscope intra align): rows on the HTML timeline below the "
                    "kernel's stream, and the intra_launches table/sheet.")
-@click.option("--untraced-waits", is_flag=True,
-              help="JAX/XLA profiles: the critical path takes a step's untraced host tail (XLA records no event for "
-                   "block_until_ready) as a wait for the GPU work that ended in it, and follows that work; a heuristic, "
-                   "slower on large profiles.")
+@untraced_waits_option
 @click.option("--intra-kernel", default=None, metavar="NAME", help="With --intra: the host's kernel name "
                                                                     "[default: the intra file's kernel].")
 @trace_options
