@@ -290,7 +290,6 @@ def run(kernels: tuple[str, ...], regions: str, line_specs: tuple[str, ...], max
     launches run an instrumented copy (scopes around its body and top-level loops, or chosen lines).
 
     Writes <output>/<kernel>.perfetto-trace and <kernel>.hatchet per kernel and prints scope statistics."""
-
     import os
 
     from rich.console import Console
