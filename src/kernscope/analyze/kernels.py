@@ -134,7 +134,7 @@ def summarize(
     by = list(dict.fromkeys(by))
     total = g["_sum"].sum() or 0
     # the interned keys are given as text (the launching op's too: the summaries' text columns are all String)
-    text = [c for c in by if isinstance(g.schema[c], pl.Categorical)]
+    text = [c for c in by if g.schema[c] != pl.String and (c in TEXT_KEYS or isinstance(g.schema[c], (pl.Categorical, pl.Enum)))]
     s, n = pl.col("_sum").sum(), pl.col("_n").sum()
     out = g.group_by(by).agg(
         pl.col("_rows").sum().cast(g.schema["_rows"]).alias("count"),
