@@ -9,14 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .formats.json import strict_dumps
 from .terminal import Col, fit_table
-
-
-def stats_document(summary: dict[str, Any], per_task: pl.DataFrame, per_sm: pl.DataFrame) -> str:
-    """The ``kernscope intra stats --format json`` document."""
-    doc = {"summary": summary, "tasks": per_task.to_dicts(), "sms": per_sm.to_dicts()}
-    return strict_dumps(doc, indent=2)  # (NaN and infinities as null: they are not JSON)
 
 
 def clock_line(summary: dict[str, Any]) -> str:
