@@ -192,8 +192,8 @@ def dense_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray:
     fast = integer_codes(table, keys)
     if fast is not None:
         return fast
-    key = pl.col(keys[0]) if len(keys) == 1 else pl.struct(keys)
-    codes: np.ndarray = table.select(key.rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+    # (a struct even of one key: a null value is a group of its own, where a column's rank would be null)
+    codes: np.ndarray = table.select(pl.struct(keys).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     return codes
 
 

@@ -118,7 +118,9 @@ def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         (pl.col("end").max() - pl.col("ts").min()).alias("total_time"),
         pl.col("clipped").sum().cast(pl.Int64).alias("clipped_kernels"),
     )
-    out = out.join(union_many(t, keys, parts, sweep=union_lengths), on=keys, how="left").fill_null(0)
+    # (a null key, as a device of an event without "pid", is a group that joins its own row)
+    out = out.join(union_many(t, keys, parts, sweep=union_lengths), on=keys, how="left", nulls_equal=True).with_columns(
+        pl.col(*parts).fill_null(0))
     return out.select(
         *keys,
         pl.col("u_comp").alias("computation_time"),
@@ -176,7 +178,7 @@ def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFram
         wide = pl.DataFrame({"_all": [0], **{k: [0] for k in TIMELINE_ROWS}, "clipped_kernels": [0]})
     long = wide.unpivot(index=[*keys, "clipped_kernels"], on=list(TIMELINE_ROWS), variable_name="type", value_name="ns")
     order = {t: i for i, t in enumerate(TIMELINE_ROWS)}
-    long = long.join(wide.select(*keys, pl.col("total_time").alias("_tot")), on=keys).with_columns(
+    long = long.join(wide.select(*keys, pl.col("total_time").alias("_tot")), on=keys, nulls_equal=True).with_columns(
         (pl.col("ns") / 1000.0).alias("time_us"),
         pl.when(pl.col("_tot") > 0).then(100.0 * pl.col("ns") / pl.col("_tot")).otherwise(0.0).alias("percent"),
         pl.col("type").replace_strict(order, return_dtype=pl.Int32).alias("_o"),
