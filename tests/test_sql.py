@@ -83,6 +83,24 @@ def test_bad_queries_are_one_line(capsys):
         kernscope.load(EXAMPLE, cache=False).sql("SELECT FROM")
 
 
+def test_dotted_table_names_in_any_spelling_and_never_in_quotes():
+    """analysis.<table> names are found as written in any case, qualify their columns, and stay as written inside
+    quotes; an error names them as the user wrote them (they are registered under plain names, which polars 2.0,
+    the newest on Python 3.10, needs)."""
+    from kernscope.model import run_sql
+
+    t = {"analysis.kernels": lambda: pl.DataFrame({"name": ["a", "analysis.kernels"], "us": [1.0, 2.0]}),
+         "kernels": lambda: pl.DataFrame({"name": ["k"]})}
+    got = run_sql("SELECT Analysis.Kernels.name, 'analysis.kernels' AS lit FROM ANALYSIS.KERNELS "
+                  "WHERE name = 'analysis.kernels'", t)
+    assert got.rows() == [("analysis.kernels", "analysis.kernels")]
+    both = run_sql("SELECT k.name, a.us FROM kernels k, analysis.kernels a ORDER BY a.us", t)
+    assert both.rows() == [("k", 1.0), ("k", 2.0)]
+    with pytest.raises(KernscopeError) as e:
+        run_sql("SELECT nope FROM analysis.kernels", t)
+    assert "__ks_" not in str(e.value) and "analysis.kernels" in str(e.value)
+
+
 def test_only_queries_run_and_show_tables_lists_every_table(capsys):
     """A statement that is not a query (DROP, CREATE, INSERT, ...) or an empty one is refused in one line (polars' engine
     ran DROP on its own context and printed nothing, exit 0); SHOW TABLES lists the trace's tables and the analysis's

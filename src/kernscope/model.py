@@ -267,15 +267,28 @@ def run_sql(query: str, tables: dict[str, Callable[[], pl.DataFrame]]) -> pl.Dat
                              f"(tables: {', '.join(tables)})")
     ctx = pl.SQLContext()
     words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", query)}
+    # a dotted name (analysis.kernels) is registered under a plain one and the query rewritten to it outside quotes:
+    # polars 2.0 (the newest on Python 3.10) reads "analysis" as a schema it does not have
+    plain = {name.lower(): f"__ks_{name.replace('.', '__')}" for name in tables if "." in name}
     for name, make in tables.items():
         if name.lower() in words:
             df = make()
             cats = [c for c, t in df.schema.items() if isinstance(t, (pl.Categorical, pl.Enum))]
-            ctx.register(name, df.lazy().with_columns(pl.col(cats).cast(pl.String)) if cats else df.lazy())
+            ctx.register(plain.get(name.lower(), name),
+                         df.lazy().with_columns(pl.col(cats).cast(pl.String)) if cats else df.lazy())
+    if plain:
+        dotted = re.compile(r"(?<![\w.])(" + "|".join(re.escape(n) for n in sorted(plain, key=len, reverse=True))
+                            + r")(?![\w])", re.IGNORECASE)
+        # (text in quotes, 'literal' or "identifier", kept as written)
+        query = "".join(part if part[:1] in ("'", '"') else dotted.sub(lambda m: plain[m.group(1).lower()], part)
+                        for part in re.split(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")", query))
     try:
         out = ctx.execute(query, eager=True)
     except pl.exceptions.PolarsError as e:  # a bad query (syntax, unknown table or column, types)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        for name in tables:
+            if name.lower() in plain:
+                first = first.replace(plain[name.lower()], name)
         known = ", ".join(tables)
         raise KernscopeError(f"SQL: {first} (tables: {known})") from None
     dec = [c for c, t in out.schema.items() if isinstance(t, pl.Decimal)]  # SQL arithmetic on literals: decimals
