@@ -14,6 +14,7 @@ import pytest
 from conftest import write_trace
 
 import kernscope
+from kernscope.analyze.summary import analyze
 from kernscope.cli import main
 from kernscope.testing.synth import make_trace
 
@@ -137,6 +138,57 @@ def test_deep_nesting_is_a_clear_error(tmp_path, capsys):
     _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p), "nested too deeply")
     p.write_text('{"traceEvents": [], "meta": ' + deep + "}")
     _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p))
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["compiled scanner", "other readers"])
+@pytest.mark.parametrize("levels", [1001, 3000])
+def test_deep_nesting_never_reaches_polars(tmp_path, capsys, monkeypatch, native, levels):
+    """polars' JSON readers overflow their stack on deeply nested text (a segmentation fault on 3,000 levels: polars
+    2.0's array reader, 2.1's line reader): every reader path refuses it first, with one line; 900 levels read."""
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "0" if native == "1" else "1")
+    events = ",\n".join(json.dumps(_k(10 * i, 2, i + 1)) for i in range(2000))
+    p = tmp_path / "deep.json"
+    nest = "[" * levels + "]" * levels
+    p.write_text('{"traceEvents": [' + events + ',\n{"ph": "X", "cat": "kernel", "name": "d", "ts": 1, "dur": 1, "args": {"d": '
+                 + nest + "}}]}")
+    _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p), "nested too deeply")
+    ok = "[" * 900 + "]" * 900  # (msgspec's limit is Python's recursion limit less the frames below the call)
+    p.write_text('{"traceEvents": [' + events + ',\n{"ph": "X", "cat": "kernel", "name": "d", "ts": 1, "dur": 1, "args": {"d": '
+                 + ok + "}}]}")
+    assert kernscope.load(p, cache=False).kernels.height == 2001
+
+
+@pytest.mark.parametrize("lines", [False, True])
+def test_depth_check_of_each_polars_reader(lines):
+    """The check in front of polars' two JSON readers: exact on valid text (brackets in strings do not count), a
+    bound on text msgspec cannot read."""
+    from kernscope.load.chunk import ChunkError, check_depth
+
+    sep = b"\n" if lines else b","
+    wrap = (lambda t: t) if lines else (lambda t: b"[" + t + b"]")
+    ev = json.dumps(_k(1, 2, 1)).encode()
+    check_depth(wrap(sep.join([ev] * 5000)), lines=lines)  # (nothing deep)
+    strings = json.dumps({**_k(1, 2, 1), "name": "[" * 5000}).encode()
+    check_depth(wrap(sep.join([ev, strings, ev])), lines=lines)  # 5,000 brackets in a string: not nesting
+    deep = b'{"a": ' + b"[" * 1200 + b"]" * 1200 + b"}"
+    with pytest.raises(ChunkError, match="nested too deeply"):
+        check_depth(wrap(sep.join([ev] * 100 + [deep, ev])), lines=lines)
+    with pytest.raises(ChunkError, match="nested too deeply"):  # (malformed: the bracket count decides)
+        check_depth(wrap(sep.join([ev, deep[:-1]])), lines=lines)
+
+
+def test_gpu_events_without_a_device_have_a_device_timeline(tmp_path, capsys):
+    """A kernel without a device (no "device" arg, no "pid"): a timeline row of its own (null device), neither an
+    internal error (the rank of a null key was NaN) nor device 0 (the join's fill_null filled the key too)."""
+    ev = [_k(10 * i, 4, i + 1) for i in range(4)]
+    ev[0] = {k: v for k, v in ev[0].items() if k not in ("pid", "tid")}
+    ev[0]["args"].pop("device")
+    p = write_trace(tmp_path / "t.json", [*ev, _k(100, 5, 9)])
+    assert main(["analyze", str(p), "--no-cache", "--format", "json", "-o", str(tmp_path / "a.json")]) == 0
+    by_dev = analyze(kernscope.load(p, cache=False)).timeline_by_device
+    busy = by_dev.filter(pl.col("type") == "busy_time").sort("device", nulls_last=True)
+    assert busy["device"].to_list() == [0, None] and busy["time_us"].to_list() == [17.0, 4.0]
+    assert by_dev.filter(pl.col("device").is_null()).height == by_dev.filter(pl.col("device") == 0).height == 8
 
 
 def test_bad_utf8_in_trailing_metadata(tmp_path, capsys):
