@@ -10,7 +10,7 @@ TORCH_CPU ?= torch==2.13.0
 # triton's frontend compiles kernels to TTIR/PTX without a GPU: the intra-kernel rewrite tests use it
 TRITON_CPU ?= triton==3.6.0
 
-.PHONY: install install-test install-browser demo test lint bench-load clean
+.PHONY: install install-test install-browser demo test test-oldest lint bench-load clean
 
 $(VENV)/.installed: pyproject.toml src/kernscope/load/_xspace.c src/kernscope/load/_kineto.c src/kernscope/load/_sweep.c
 	$(PYTHON) -m venv $(VENV)
@@ -20,13 +20,19 @@ $(VENV)/.installed: pyproject.toml src/kernscope/load/_xspace.c src/kernscope/lo
 
 install: $(VENV)/.installed
 
+# torch, then triton where torch brought none (below), into the venv $(1) with pip's options $(2)
+define torch_and_triton
+	$(1)/bin/pip install -q "$(TORCH_CPU)" $(2)
+	$(1)/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('triton') is None)" || \
+	  $(1)/bin/pip install -q "$(TRITON_CPU)" $(2)
+endef
+
 # torch first, then triton only where torch brought none: a CPU build of torch requires no triton (TRITON_CPU then),
 # PyPI's CUDA builds pin their own (torch 2.13.0: triton 3.7.1; naming both versions was a conflict pip refused on
 # every machine without the CPU wheel at hand, as on Python 3.10)
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install -q -e ".[test]"
-	$(PIP) install -q "$(TORCH_CPU)"
-	$(PY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('triton') is None)" || $(PIP) install -q "$(TRITON_CPU)"
+	$(call torch_and_triton,$(VENV))
 	touch $@
 
 install-test: $(VENV)/.installed-test
@@ -65,12 +71,23 @@ lint: install-test
 # tests that print tables without setting one: 7:51 serial -> 4:59 on this 2-core machine for the 1,058 tests then;
 # 5:36-6:05 for the 1,368 tests of session 21, after lint (49 s cold); 4:09-4:57 for the 1,372-1,374 of session 22 on a
 # faster machine, after lint (18 s cold); 4:07-4:24 for the 1,394 of session 23 (a gzip test of 29 s now takes 2 s).
+PYTEST_ARGS = -q -p no:cacheprovider -n 2 --dist loadfile
 test: lint install-browser
-	COLUMNS=150 KERNSCOPE_REQUIRE_BROWSER=1 KERNSCOPE_REQUIRE_TRACES=1 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
+	COLUMNS=150 KERNSCOPE_REQUIRE_BROWSER=1 KERNSCOPE_REQUIRE_TRACES=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+# the suite on the oldest versions pyproject.toml allows (.ci/oldest.txt; Python 3.10 or 3.11), in a venv of its
+# own: not part of make test (a second install), run when a lower bound moves
+OLDEST = .venv-oldest
+test-oldest: install-browser
+	$(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/pip install -q --upgrade pip
+	$(OLDEST)/bin/pip install -q -e ".[test]" -c .ci/oldest.txt
+	$(call torch_and_triton,$(OLDEST),-c .ci/oldest.txt)
+	COLUMNS=150 KERNSCOPE_REQUIRE_BROWSER=1 KERNSCOPE_REQUIRE_TRACES=1 $(OLDEST)/bin/python -m pytest $(PYTEST_ARGS)
 
 bench-load: install
 	$(PIP) install -q holistictraceanalysis
 	$(PY) benchmarks/bench_load.py --size-mb 1000
 
 clean:
-	rm -rf $(VENV) out build *.egg-info
+	rm -rf $(VENV) $(OLDEST) out build *.egg-info
