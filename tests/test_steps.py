@@ -4,6 +4,7 @@ phases, breakdown by annotation. Expected counts are read from the raw JSON inde
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -65,6 +66,33 @@ def test_gpu_only_and_compiled_traces_get_windows():
     calls = [e for e in raw if e.get("cat") == "user_annotation" and "CompiledFxGraph" in e["name"]]
     assert t.step_source == "marker:compiled" and t.steps.height == len(calls) == 1
     assert t.kernels.filter(pl.col("step") == 0).height == 12
+
+
+ACTIVITIES = Path(__file__).resolve().parent / "data" / "activities_h200"
+
+
+def test_auto_windows_start_where_the_host_drained_the_device():
+    """One training loop on an H200 (examples/record_activity_traces.py), torch.cuda.synchronize() after each
+    iteration: recorded with the CUDA activity alone (no CPU op, no ProfilerStep), the automatic windows are the
+    iterations, each from the forward's first GEMM to the optimizer's kernel (the gap before the optimizer's kernel
+    was as long as the one before the forward: the windows began there, 22 + 23 + 23 + 1 kernels). Recorded with
+    both activities, automatic windows give the ProfilerStep steps' kernels exactly."""
+    t = kernscope.load(ACTIVITIES / "cuda_only.pt.trace.json.gz", cache=False)
+    assert t.step_source == "auto" and t.steps["phase"].to_list() == ["steady"] * 3
+    k = t.kernels.sort("ts")
+    assert k.group_by("step", maintain_order=True).len()["len"].to_list() == [23, 23, 23]
+    firsts = k.group_by("step", maintain_order=True).agg(pl.col("name").first(), pl.col("name").last().alias("end"))
+    assert all("tilesize32x32x8" in n for n in firsts["name"].cast(pl.String))
+    assert all("multi_tensor_apply" in n for n in firsts["end"].cast(pl.String))
+    both = ACTIVITIES / "cpu_cuda.pt.trace.json.gz"
+    marked = kernscope.load(both, cache=False)
+    auto = kernscope.load(both, cache=False, steps=StepSpec("auto"))
+    assert marked.step_source == "ProfilerStep" and marked.steps.height == auto.steps.height == 3
+
+    def per_step(tr):
+        return tr.kernels.group_by("step").agg(pl.len(), pl.col("dur").sum()).sort("step").drop("step").rows()
+
+    assert per_step(auto) == per_step(marked)
 
 
 def _ev(name, ts, dur, cat="user_annotation", tid=1, **args):

@@ -10,8 +10,9 @@ Where steps come from (``StepSpec.marker``):
   annotation names (``record_function`` ranges, user annotations, ops): one window per matching range.
   A named group ``(?P<kind>...)`` gives the step's kind;
 - ``auto``: the repeating unit of the GPU kernel sequence (the period of the launch-ordered kernel names
-  that best predicts each kernel from the one a period earlier, at least 90%), windows starting at the
-  phase with the longest typical GPU gap. These windows are GPU time ranges (runs of consecutive
+  that best predicts each kernel from the one a period earlier, at least 90%), windows starting at the kernel
+  launched after the host drained the device (a synchronize call) in most periods where there is one, else at the
+  kernel with the longest typical GPU gap before it. These windows are GPU time ranges (runs of consecutive
   kernels, so graph launches split too), and GPU work belongs to the window where it starts.
 
 Step tables have the columns ``step`` (Int64), ``name``, ``start``, ``end`` (ns), ``kind`` (e.g. decode,
@@ -232,8 +233,22 @@ def repeating_period(codes: np.ndarray, min_period: int = 2) -> int | None:
     return min(p for p, r in ok.items() if r >= best - 0.01)
 
 
-def auto_steps(gpu: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
-    """Windows from the repeating unit of the kernel sequence, as GPU time ranges; (table, True)."""
+#: calls by which the host waits for the device to drain: where one lies between two launches in most periods, the
+#: automatic windows start there (a training loop's ``torch.cuda.synchronize()`` or ``loss.item()`` per iteration)
+DRAIN_CALLS = r"^((cuda|hip)(DeviceSynchronize|StreamSynchronize)|cu(Ctx|Stream)Synchronize)$"
+
+
+def drain_ends(events: pl.DataFrame) -> np.ndarray:
+    """The ends (ns, sorted) of the host's :data:`DRAIN_CALLS` (runtime and driver calls)."""
+    calls = named(events.filter(pl.col("kind").is_in(["runtime", "driver"]) & pl.col("end").is_not_null()), DRAIN_CALLS)
+    return np.sort(calls["end"].to_numpy().astype(np.int64, copy=False))
+
+
+def auto_steps(gpu: pl.DataFrame, drains: np.ndarray | None = None) -> tuple[pl.DataFrame, bool]:
+    """Windows from the repeating unit of the kernel sequence, as GPU time ranges; (table, True). ``drains``: the
+    sorted ends (ns) of the host's synchronizing calls (:func:`drain_ends`): the windows start at the kernel
+    launched after one in most periods where there is such a kernel (:data:`PERIOD_MATCH`), else at the kernel
+    with the longest typical GPU gap before it."""
     k = gpu.filter(pl.col("kind") == "kernel")
     if k.height == 0:
         return empty_steps(), False
@@ -258,10 +273,24 @@ def auto_steps(gpu: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
     match = np.concatenate([codes[:-p] == codes[p:], np.zeros(p, bool)])
     win = np.convolve(match.astype(np.int32), np.ones(p, np.int32), "valid")[: n - p + 1]
     steady = int(np.argmax(win >= PERIOD_MATCH * p))
-    # phase: the offset (within one period) with the longest mean GPU gap before it
+    # phase: the offset (within one period) with the longest mean GPU gap before it, among those launched after the
+    # host drained the device in most periods where there are such (a CUDA-only recording of a training loop: the
+    # gap before the optimizer's kernel was as long as the one before the next forward's first)
     gaps = np.concatenate([[0], gpu_start[1:] - gpu_end[:-1]]).astype(np.float64)
     span = np.arange(steady, n)
-    phase_gap = np.array([gaps[span[(span - steady) % p == o]].mean() for o in range(p)])
+    offset = (span - steady) % p
+    phase_gap = np.bincount(offset, weights=gaps[span], minlength=p) / np.bincount(offset, minlength=p)
+    if drains is not None and len(drains):
+        launch = k["launch_ts"].fill_null(-1).to_numpy()
+        # a drain ended after the previous kernel's launch and at or before this kernel's (none before the first)
+        after = np.zeros(n, dtype=bool)
+        after[1:] = (np.searchsorted(drains, launch[1:], "right") > np.searchsorted(drains, launch[:-1], "right")) \
+            & (launch[1:] >= 0) & (launch[:-1] >= 0)
+        seen = span[span > 0]  # (the first kernel has no launch before it: no drain can be seen there)
+        per = np.bincount((seen - steady) % p, minlength=p)
+        share = np.bincount((seen - steady) % p, weights=after[seen], minlength=p) / np.maximum(per, 1)
+        if share.max() >= PERIOD_MATCH:
+            phase_gap = np.where(share >= PERIOD_MATCH, phase_gap, -1.0)
     first = steady + int(np.argmax(phase_gap))
     bounds = list(range(first, n, p))
     rows = []
@@ -326,7 +355,7 @@ def find_steps(events: pl.DataFrame, gpu: pl.DataFrame, spec: StepSpec) -> Found
                 return FoundSteps(t, source)
         marker = "auto"
     if marker == "auto":
-        t, by_gpu = auto_steps(gpu)
+        t, by_gpu = auto_steps(gpu, drain_ends(events))
         return FoundSteps(t, "auto" if t.height else "none", by_gpu)
     if marker in ("ProfilerStep", "profilerstep"):
         t = profiler_steps(events)
