@@ -80,10 +80,10 @@ def test_fields_of_many_messages_and_value_types(native, monkeypatch):
     assert f.wire.tolist() == [0, 1, 2, 0, 5] and f.size.tolist() == [0, 0, 3, 0, 0]
     # a value's offset is where its bytes start (after the tag)
     assert f.off.tolist()[:2] == [1, 4] and f.off.tolist()[3] == len(m1) + 1
-    m0, m1 = f.select(f.msg == 0), f.select(f.msg == 1)
-    assert int(m0.value[0]) == 300 and m0.value[1:2].view(np.float64)[0] == 2.5
-    assert int(m1.value[0]) == 2**64 - 1 and int(m1.value[1]) == 7
-    assert bytes(padded(data)[m0.off[2]:m0.off[2] + m0.size[2]]) == b"abc"
+    f0, f1 = f.select(f.msg == 0), f.select(f.msg == 1)
+    assert int(f0.value[0]) == 300 and f0.value[1:2].view(np.float64)[0] == 2.5
+    assert int(f1.value[0]) == 2**64 - 1 and int(f1.value[1]) == 7
+    assert bytes(padded(data)[f0.off[2]:f0.off[2] + f0.size[2]]) == b"abc"
 
 
 @pytest.mark.parametrize("native", ["0", "1"], ids=["compiled", "numpy"])

@@ -118,7 +118,7 @@ def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         (pl.col("end").max() - pl.col("ts").min()).alias("total_time"),
         pl.col("clipped").sum().cast(pl.Int64).alias("clipped_kernels"),
     )
-    # (a null key, as a device of an event without "pid", is a group that joins its own row)
+    # (a null key, as the device of a GPU event without one, is a group that joins its own row)
     out = out.join(union_many(t, keys, parts, sweep=union_lengths), on=keys, how="left", nulls_equal=True).with_columns(
         pl.col(*parts).fill_null(0))
     return out.select(

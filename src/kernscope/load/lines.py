@@ -166,6 +166,6 @@ def to_lines(text: bytes | memoryview, projection: Projection | None = None,
     if not drop.any():
         return Lines(out.tobytes(), lines, longest=longest, meta=meta)
     skip = np.concatenate([[False], drop, [False]])
-    body = join_kept(memoryview(out), np.concatenate([[0], starts]), skip)
+    body = join_kept(out.data, np.concatenate([[0], starts]), skip)
     ordinals = np.flatnonzero(~skip)
     return Lines(body, len(ordinals), int(drop.sum()), ordinals, first_ts, longest, meta)

@@ -210,7 +210,7 @@ def _launch_stats(g: pl.DataFrame) -> dict[str, float]:
         return {"launches": 0}
     d = ((k["ts"] - k["launch_ts"]) / NS_PER_US)
     q = d.quantile
-    return {"launches": float(k.height), "delay_mean_us": float(d.mean() or 0.0), "delay_p50_us": float(q(0.5) or 0.0),
+    return {"launches": float(k.height), "delay_mean_us": as_float(d.mean()), "delay_p50_us": float(q(0.5) or 0.0),
             "delay_p90_us": float(q(0.9) or 0.0), "delay_p99_us": float(q(0.99) or 0.0), "delay_max_us": as_float(d.max())}
 
 
