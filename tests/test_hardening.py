@@ -144,7 +144,7 @@ def test_deep_nesting_is_a_clear_error(tmp_path, capsys):
 @pytest.mark.parametrize("levels", [1001, 3000])
 def test_deep_nesting_never_reaches_polars(tmp_path, capsys, monkeypatch, native, levels):
     """polars' JSON readers overflow their stack on deeply nested text (a segmentation fault on 3,000 levels: polars
-    2.0's array reader, 2.1's line reader): every reader path refuses it first, with one line; 900 levels read."""
+    2.0's array reader, 2.1's line reader): every reader path refuses it first, with one line; 993 levels read."""
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "0" if native == "1" else "1")
     events = ",\n".join(json.dumps(_k(10 * i, 2, i + 1)) for i in range(2000))
     p = tmp_path / "deep.json"
@@ -152,7 +152,7 @@ def test_deep_nesting_never_reaches_polars(tmp_path, capsys, monkeypatch, native
     p.write_text('{"traceEvents": [' + events + ',\n{"ph": "X", "cat": "kernel", "name": "d", "ts": 1, "dur": 1, "args": {"d": '
                  + nest + "}}]}")
     _one_error(capsys, main(["analyze", str(p), "--no-cache"]), str(p), "nested too deeply")
-    ok = "[" * 900 + "]" * 900  # (msgspec's limit is Python's recursion limit less the frames below the call)
+    ok = "[" * 990 + "]" * 990  # (with the event's object, its "args" and the array: 993 levels)
     p.write_text('{"traceEvents": [' + events + ',\n{"ph": "X", "cat": "kernel", "name": "d", "ts": 1, "dur": 1, "args": {"d": '
                  + ok + "}}]}")
     assert kernscope.load(p, cache=False).kernels.height == 2001
@@ -160,21 +160,68 @@ def test_deep_nesting_never_reaches_polars(tmp_path, capsys, monkeypatch, native
 
 @pytest.mark.parametrize("lines", [False, True])
 def test_depth_check_of_each_polars_reader(lines):
-    """The check in front of polars' two JSON readers: exact on valid text (brackets in strings do not count), a
-    bound on text msgspec cannot read."""
-    from kernscope.load.chunk import ChunkError, check_depth
+    """The check in front of polars' two JSON readers counts brackets outside strings (escaped quotes and
+    backslashes read as JSON does), whatever the Python version (msgspec's own limit grew tenfold in 3.12), and
+    counts them all in text that is not JSON."""
+    from kernscope.load.chunk import MAX_DEPTH, ChunkError, check_depth
 
     sep = b"\n" if lines else b","
     wrap = (lambda t: t) if lines else (lambda t: b"[" + t + b"]")
     ev = json.dumps(_k(1, 2, 1)).encode()
-    check_depth(wrap(sep.join([ev] * 5000)), lines=lines)  # (nothing deep)
-    strings = json.dumps({**_k(1, 2, 1), "name": "[" * 5000}).encode()
-    check_depth(wrap(sep.join([ev, strings, ev])), lines=lines)  # 5,000 brackets in a string: not nesting
+    check_depth(wrap(sep.join([ev] * 5000)))  # (nothing deep)
+    for name in ["[" * 5000, '\\"' + "{" * 3000, "\\" + "[" * 2000 + '\\"x', "a\\\\" + "]" * 1500 + "[" * 1500]:
+        check_depth(wrap(sep.join([ev, json.dumps({**_k(1, 2, 1), "name": name}).encode(), ev])))  # in strings
+    levels = MAX_DEPTH - 1  # (in an array: one more)
+    ok = b'{"a": ' + b"[" * (levels - 1) + b"]" * (levels - 1) + b"}"
+    check_depth(wrap(sep.join([ev, ok, ev])))  # (MAX_DEPTH levels: read)
+    over = b'{"a": ' + b"[" * levels + b"]" * levels + b"}"
+    with pytest.raises(ChunkError, match="nested too deeply"):  # (one more, in an array)
+        check_depth(b"[" + sep.join([ev, over, ev]) + b"]")
     deep = b'{"a": ' + b"[" * 1200 + b"]" * 1200 + b"}"
     with pytest.raises(ChunkError, match="nested too deeply"):
-        check_depth(wrap(sep.join([ev] * 100 + [deep, ev])), lines=lines)
-    with pytest.raises(ChunkError, match="nested too deeply"):  # (malformed: the bracket count decides)
-        check_depth(wrap(sep.join([ev, deep[:-1]])), lines=lines)
+        check_depth(wrap(sep.join([ev] * 100 + [deep, ev])))
+    with pytest.raises(ChunkError, match="nested too deeply"):  # (not JSON: every bracket outside strings counts)
+        check_depth(wrap(sep.join([ev, deep[:-1]])))
+    escaped_end = json.dumps({**_k(1, 2, 1), "name": "x\\"}).encode()  # a string ending in a backslash: it ends
+    with pytest.raises(ChunkError, match="nested too deeply"):
+        check_depth(wrap(sep.join([escaped_end, deep])))
+
+
+def test_depth_outside_strings_equals_a_byte_by_byte_reading():
+    """The vectorized depth (quotes, backslash runs, brackets) against a loop over the bytes, on random text of
+    brackets, letters and strings holding brackets and escapes (backslashes only inside strings, as in JSON)."""
+    import random
+
+    from kernscope.load.chunk import _depth
+
+    def slow(text: bytes) -> int:
+        depth = best = 0
+        inside = escaped = False
+        for c in text:
+            if inside:
+                if escaped:
+                    escaped = False
+                elif c == 92:
+                    escaped = True
+                elif c == 34:
+                    inside = False
+            elif c == 34:
+                inside = True
+            elif c in b"[{":
+                depth += 1
+                best = max(best, depth)
+            elif c in b"]}":
+                depth = max(depth - 1, 0)
+        return best
+
+    r = random.Random(43)
+
+    def string() -> bytes:
+        return b'"' + b"".join(r.choice([b"[", b"]", b"{", b"}", b"x", b"\\\\", b'\\"']) for _ in range(r.randint(0, 6))) + b'"'
+
+    for _ in range(500):
+        text = b"".join(string() if r.random() < 0.3 else bytes([r.choice(b"[]{}a")]) for _ in range(r.randint(0, 40)))
+        assert _depth(text) == slow(text), text
 
 
 def test_gpu_events_without_a_device_have_a_device_timeline(tmp_path, capsys):

@@ -427,37 +427,52 @@ def _fast_exprs(kinds: tuple[str, str], columns: tuple[str, ...]) -> list[pl.Exp
     return exprs
 
 
-#: the deepest nesting of JSON values read (as the compiled scanner's and msgspec's limit: Python's recursion limit)
+#: the deepest nesting of JSON values read (as the compiled scanner's limit)
 MAX_DEPTH = 1000
 #: every byte but brackets, which :func:`check_depth` deletes
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
-_DEC_RAW_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
-_DEC_RAW = msgspec.json.Decoder(msgspec.Raw)
 
 
-def check_depth(text: bytes, *, lines: bool = False) -> None:
-    """Raise :class:`ChunkError` where a value in ``text`` (a JSON array, or one value a line with ``lines``) is
-    nested more than :data:`MAX_DEPTH` levels deep. polars' JSON readers overflow their thread's stack on such
-    text, a segmentation fault rather than an error (polars 2.0's array reader and 2.1's line reader at 3,000
-    levels), so no text reaches them unchecked. A bound first: the text's brackets alone (``bytes.translate``,
-    ~3 GB/s), their running depth, never below 0 (brackets in strings count: text with ``]`` in the strings of a
-    deep value could pass below the bound). Where it passes the limit, msgspec reads the text's values as raw
-    text (exact: RecursionError at Python's recursion limit less the frames already on the stack, as the readers'
-    own fallback, :func:`_fallback`); text msgspec cannot read (malformed) is refused on the bound."""
+def check_depth(text: bytes) -> None:
+    """Raise :class:`ChunkError` where a value in ``text`` (JSON values: an array, or one a line) is nested more than
+    :data:`MAX_DEPTH` levels deep. polars' JSON readers overflow their thread's stack on such text, a segmentation
+    fault rather than an error (polars 2.0's array reader and 2.1's line reader at 3,000 levels), so no text reaches
+    them unchecked; msgspec's own limit is Python's recursion limit on 3.10 and 3.11 but about ten times it from
+    3.12, so it cannot be the check. A bound first: the text's brackets alone (``bytes.translate``, ~3 GB/s) and
+    their running depth, never below 0. Where that passes the limit, the depth outside strings (:func:`_depth`)."""
     brackets = np.frombuffer(text.translate(None, _NOT_BRACKETS), dtype=np.uint8)
-    if len(brackets) <= MAX_DEPTH:
+    if len(brackets) <= MAX_DEPTH or _running_max(brackets) <= MAX_DEPTH:
         return
+    if _depth(text) > MAX_DEPTH:
+        raise ChunkError(f"an event is nested too deeply (over {MAX_DEPTH} levels)")
+
+
+def _running_max(brackets: np.ndarray) -> int:
+    """The deepest nesting of a run of bracket bytes (``[{`` open, ``]}`` close), the running depth never below 0."""
     depth = np.cumsum(np.where((brackets == 91) | (brackets == 123), 1, -1).astype(np.int32))
     depth -= np.minimum(np.minimum.accumulate(depth), 0)
-    if int(depth.max()) <= MAX_DEPTH:
-        return
-    try:
-        if lines:
-            _DEC_RAW.decode_lines(text)
-        else:
-            _DEC_RAW_ARRAY.decode(text)
-    except (RecursionError, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        raise ChunkError(f"an event is nested too deeply (over {MAX_DEPTH} levels)") from None
+    return int(depth.max())
+
+
+def _depth(text: bytes) -> int:
+    """The deepest nesting of brackets outside JSON strings in ``text``: a quote opens or closes a string unless an
+    odd number of backslashes precede it; a bracket counts where an even number of such quotes precede it. On the
+    positions of quotes, backslashes and brackets only (a few in a hundred bytes)."""
+    b = np.frombuffer(text, dtype=np.uint8)
+    quotes = np.flatnonzero(b == 34)
+    slashes = np.flatnonzero(b == 92)
+    if len(slashes):
+        # each backslash's run of consecutive ones starts where the one before it is not its neighbour
+        new_run = np.ones(len(slashes), dtype=bool)
+        new_run[1:] = slashes[1:] != slashes[:-1] + 1
+        run_start = slashes[np.maximum.accumulate(np.where(new_run, np.arange(len(slashes)), 0))]
+        at = np.searchsorted(slashes, quotes) - 1  # the last backslash before each quote
+        touching = (at >= 0) & (slashes[np.maximum(at, 0)] == quotes - 1)
+        run = np.where(touching, quotes - run_start[np.maximum(at, 0)], 0)
+        quotes = quotes[run % 2 == 0]
+    at = np.flatnonzero((b == 91) | (b == 93) | (b == 123) | (b == 125))
+    outside = at[np.searchsorted(quotes, at) % 2 == 0]
+    return _running_max(b[outside]) if len(outside) else 0
 
 
 def _polars(text: bytes, args: Args_ = None) -> pl.DataFrame:
@@ -545,7 +560,7 @@ def exact_times(text: bytes, raw: pl.DataFrame, columns: list[str]) -> dict[str,
 def _read_lines(text: bytes, args: Args_, hints: ReadHints, meta: bool) -> tuple[pl.DataFrame | None, Exception | None]:
     """polars' line reader with the schema ``hints`` suggest, then the more general ones: (table, last error)."""
     error: Exception | None = None
-    check_depth(text, lines=True)
+    check_depth(text)
     for int_ts, typed in dict.fromkeys([(hints.int_ts, hints.typed), (False, hints.typed), (False, False)]):
         try:
             raw = pl.read_ndjson(io.BytesIO(text), schema=reader_schema(args, int_ts, typed, meta))
