@@ -238,6 +238,13 @@ def test_empty_answers_name_their_cause_and_exit_3(tmp_path, capsys):
         out, err = capsys.readouterr()
         assert "Steps" in out and err.count("\n") == 1
         assert "no GPU activity" in err and "ProfilerActivity.CUDA" in err and str(cpu) in err
+    # a JAX/xprof JSON export of a CPU-only run: no torch.profiler advice for it
+    jax_cpu = write_trace(tmp_path / "vm.trace.json", [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/host:CPU"}},
+        {"ph": "X", "name": "jit_step", "pid": 1, "tid": 2, "ts": 10, "dur": 5, "args": {}}, {}])
+    assert main(["analyze", str(jax_cpu), "-q", "--no-cache"]) == 3
+    err = capsys.readouterr().err
+    assert "this JAX/XLA profile has no GPU device with events" in err and "torch.profiler" not in err
     lost = write_trace(tmp_path / "lost.json", [
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
          "args": {"correlation": 7}}])

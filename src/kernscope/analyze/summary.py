@@ -316,6 +316,9 @@ def empty_reason(trace: Trace, step: int | None = None) -> str | None:
             return (f"no GPU activity in {trace.path}: {calls[0]} ({which}) {calls[1]} no GPU work, so the profiled window "
                     "held none; with a profiler schedule, the active steps' trace is the one on_trace_ready receives "
                     "(export_chrome_trace after the profile exports only what ran after the last cycle)")
+        if trace.metadata.get("framework") == "jax":  # (a JAX/xprof JSON export: no /device:GPU process)
+            return (f"no GPU activity in {trace.path}: this JAX/XLA profile has no GPU device with events; it was "
+                    "recorded without a GPU (CPU or TPU only), or before any GPU work ran")
         return (f"no GPU activity in {trace.path}: it was recorded without the GPU activity; record with "
                 "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])")
     if step is not None and not trace.gpu.filter(pl.col("step") == step).height:
