@@ -238,6 +238,28 @@ def test_gpu_events_without_a_device_have_a_device_timeline(tmp_path, capsys):
     assert by_dev.filter(pl.col("device").is_null()).height == by_dev.filter(pl.col("device") == 0).height == 8
 
 
+@pytest.mark.parametrize("layout", ["object", "array", "gzip", "whole document", "other readers", "salvage"])
+def test_a_utf8_byte_order_mark_is_read_as_a_blank(tmp_path, monkeypatch, layout):
+    """A UTF-8 byte order mark before the JSON (Windows tools write one; RFC 8259 lets a reader ignore it) reads as
+    the same trace, in every layout and reader path (it was "not JSON")."""
+    from kernscope.load import document
+
+    ev = [e for i in range(50) for e in (_launch(20 * i, i + 1), _k(20 * i + 5, 3, i + 1))]
+    doc = json.dumps(ev if layout == "array" else {"traceName": "t", "traceEvents": ev}).encode()
+    if layout == "whole document":  # ("traceEvents" beyond the head the pieces' reader searches)
+        monkeypatch.setattr(document, "HEAD_LIMIT", 64)
+        doc = json.dumps({"note": "x" * 200, "traceEvents": ev}).encode()
+    if layout == "other readers":
+        monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+    plain, marked = tmp_path / "plain.json", tmp_path / "bom.json"
+    plain.write_bytes(doc)
+    marked.write_bytes(gzip.compress(b"\xef\xbb\xbf" + doc) if layout == "gzip" else b"\xef\xbb\xbf" + doc)
+    want = kernscope.load(plain, cache=False, salvage=layout == "salvage")
+    got = kernscope.load(marked, cache=False, salvage=layout == "salvage")
+    assert got.kernels.height == want.kernels.height == 50
+    assert got.kernels.drop("idx").equals(want.kernels.drop("idx")) and got.metadata == want.metadata
+
+
 def test_bad_utf8_in_trailing_metadata(tmp_path, capsys):
     p = tmp_path / "u.json"
     p.write_bytes(b'{"traceEvents": [' + json.dumps(_k(1, 2, 1)).encode() + b'], "traceName": "\xff\xfe"}')

@@ -112,7 +112,9 @@ class _HeadFinder:
         if solid:
             self.solid = self.seen + len(solid) - 1
         if self.first < 0:
-            lead = len(new) - len(new.lstrip())
+            # a UTF-8 byte order mark first (Windows tools write one) is read as a blank, as RFC 8259 allows
+            bom = len(UTF8_BOM) if self.seen == 0 and new.startswith(UTF8_BOM) else 0
+            lead = len(new) - len(new[bom:].lstrip())
             if lead == len(new):
                 self.seen = n
                 return None
@@ -127,7 +129,7 @@ class _HeadFinder:
             quote = self.solid >= 0 and buf[self.solid] == ord('"')
             self.key_from = max(self.key_from, (self.solid if quote else n) - _KEY_QUOTES)
             return None
-        return _metadata_before(bytes(buf[: k.start()]), k.end(), self.path)
+        return _metadata_before(bytes(buf[self.first : k.start()]), k.end(), self.path)
 
 
 def _metadata_before(text: bytes, events_at: int, path: str) -> tuple[dict[str, Any], bool, int] | None:
@@ -145,6 +147,8 @@ def _metadata_before(text: bytes, events_at: int, path: str) -> tuple[dict[str, 
 
 
 _BLANK = b" \t\r\n"
+#: the UTF-8 byte order mark
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def _last_nonblank(b: bytes, end: int) -> int:

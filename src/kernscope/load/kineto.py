@@ -10,6 +10,7 @@ a string, or it holds the end of the array); one that is still invalid gives a p
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from ..model import RawTrace
 from . import document
 from .argspec import ARG_FIELDS, LOADER_ARGS
 from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
-from .document import NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
+from .document import UTF8_BOM, NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
 from .fastscan import ScanHints
 from .fastscan import available as fastscan_available
 from .fastscan import scan as fastscan
@@ -515,7 +516,7 @@ def _check_ranges(table: pl.DataFrame, path: str, salvage: bool) -> tuple[pl.Dat
 def _whole_document(source: TraceSource, limits: Limits) -> tuple[dict[str, Any], bytes]:
     """Decode the top-level object in one piece (odd layouts): (metadata, the event array's inner text)."""
     path = source.path
-    data = source.plain
+    data: mmap.mmap | bytes | memoryview | None = source.plain
     if data is None:
         chunks = []
         total = 0
@@ -526,6 +527,8 @@ def _whole_document(source: TraceSource, limits: Limits) -> tuple[dict[str, Any]
                                        "raise it with --max-memory")
             chunks.append(bytes(b))
         data = b"".join(chunks)
+    if bytes(memoryview(data)[:3]) == UTF8_BOM:  # (read as a blank, as the pieces' reader does)
+        data = memoryview(data)[3:]
     head = bytes(memoryview(data)[:4096]).lstrip()[:1]
     if not head:
         raise TraceError(path, "file is empty")
