@@ -96,11 +96,23 @@ def test_salvage_truncated_gzip(tmp_path):
 def test_not_a_trace_says_what_it_is(tmp_path, capsys):
     """Files that are not traces (TOML, a JSON array of numbers, Proton's intra-kernel trace) get a message
     saying what they are, never "truncated JSON ... try --salvage"."""
+    import bz2
+    import lzma
+    import zipfile
     from pathlib import Path
 
+    doc = b'{"traceEvents": []}'
+    zipped = tmp_path / "z.zip"
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("t.json", doc)
     cases = {
         "a.toml": (b'[tool]\nname = "x"\n', "not JSON (it starts with '[tool]"),
         "b.json": (b"[1, 2, 3]", "a JSON array of values, not of trace events"),
+        # compressions a profiler never writes: which one, and how to undo it (they read as "not JSON")
+        "t.json.xz": (lzma.compress(doc), "xz-compressed: kernscope reads traces as written"),
+        "t.json.bz2": (bz2.compress(doc), "bzip2-compressed"),
+        "t.json.zst": (b"\x28\xb5\x2f\xfd" + b"\x00" * 16, "zstd-compressed"),
+        "t.zip": (zipped.read_bytes(), "zip-compressed"),
     }
     proton = Path(__file__).parent / "data" / "proton_h100" / "proton_trace.chrome_trace"
     for name, (data, needle) in cases.items():

@@ -152,7 +152,16 @@ def _another_kind(h: bytes, path: str) -> str | None:
                 "(open others in ui.perfetto.dev)")
     if re.match(rb'\[\s*\{\s*"(frame|children|metrics)"\s*:', h):  # hatchet's node keys, in any order
         return "a hatchet scope tree (Proton's profile), not a trace: `kernscope intra view` shows it"
+    for magic, kind, undo in _ARCHIVES:
+        if h.startswith(magic):
+            return (f"{kind}-compressed: kernscope reads traces as written (JSON, gzip-compressed JSON, an XSpace "
+                    f"protobuf); decompress it first ({undo})")
     return None
+
+
+#: compressions and archives a trace may be put in (their magic bytes), none of which a profiler writes
+_ARCHIVES = ((b"\xfd7zXZ\x00", "xz", "xz -d"), (b"BZh", "bzip2", "bunzip2"), (b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),
+             (b"PK\x03\x04", "zip", "unzip"), (b"7z\xbc\xaf\x27\x1c", "7z", "7z x"), (b"\x04\x22\x4d\x18", "lz4", "lz4 -d"))
 
 
 def _json_values(h: bytes) -> bool:
