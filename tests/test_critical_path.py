@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import TRACES, real_traces, write_trace
+from conftest import TRACES, needs_traces, real_traces, write_trace
 from polars.testing import assert_frame_equal
 
 import kernscope
@@ -337,6 +337,34 @@ def test_a_step_ending_on_the_gpu_ends_at_its_last_record_of_equal_ends_the_late
     names = cp.kernels["name"].cast(pl.String).to_list()
     assert names == ["ampere_sgemm_128x64_nn_1"], names
     assert cp.steps.row(0, named=True)["gpu_us"] == pytest.approx(400.0)
+
+
+def test_the_last_automatic_window_ends_at_its_last_record():
+    """Automatic windows are GPU time ranges, the last ending 1 ns after its last record: the path ends at that record
+    (the rule for a last step whose GPU work outlasts it), where the 1 ns left the path all host time. The H200
+    CUDA-only recording: the last window's path holds the optimizer's kernel, launched after the GPU ran dry; the
+    path still covers the window once. Earlier windows end where the next one's first kernel starts: host time."""
+    t = kernscope.load(Path(__file__).resolve().parent / "data" / "activities_h200" / "cuda_only.pt.trace.json.gz",
+                       cache=False)
+    assert t.step_source == "auto"
+    cp = critical_path(t, gpu_table(t, Categorizer.builtin()))
+    last = cp.steps.row(-1, named=True)
+    optimizer = t.kernels.filter(pl.col("step") == last["step"]).sort("ts")["dur"][-1] / 1000
+    assert last["gpu_us"] == pytest.approx(optimizer) and last["launch_us"] > 0
+    assert cp.kernels.filter(pl.col("step") == last["step"])["name"].cast(pl.String).str.contains("multi_tensor").all()
+    for r in cp.steps.iter_rows(named=True):
+        assert r["length_us"] == pytest.approx(r["step_us"]) == pytest.approx(sum(r[f"{s}_us"] for s in SEGMENTS))
+    assert cp.steps["gpu_us"][:-1].to_list() == [0.0, 0.0]
+
+
+@needs_traces
+def test_a_gpu_only_trace_path_follows_its_kernels():
+    """TraceLens's MI210 trace without CPU ops (one automatic window, the GPU busy 89% of it): the path was all host
+    time; it now ends at the last kernel and follows the GPU work back (kernels over half of it)."""
+    t = kernscope.load(TRACES / "tracelens/mi210_gpu_only.json.gz", cache=False)
+    cp = critical_path(t, gpu_table(t, Categorizer.builtin()))
+    r = cp.steps.row(0, named=True)
+    assert r["length_us"] == pytest.approx(r["step_us"]) and r["gpu_us"] > 0.5 * r["step_us"]
 
 
 @pytest.mark.parametrize("p", [*REAL, *[p for p in real_traces() if p.name in ("v100_2rank_nccl_rank1.json.gz",

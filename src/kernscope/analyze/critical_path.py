@@ -96,7 +96,10 @@ def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
     st = trace.steps.select("step", "start", "end").sort("start")
     last_gpu = gpu.filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("_gpu_end"))
     st = st.join(last_gpu, on="step", how="left").sort("start").with_columns(pl.col("start").shift(-1).alias("_next"))
-    return st.select("step", "start", pl.coalesce(pl.col("_next"), pl.max_horizontal("end", "_gpu_end")).alias("T"),
+    # (automatic windows are GPU time ranges, the last one ending 1 ns after the last record: that record is its end)
+    last_end = (pl.coalesce("_gpu_end", "end") if trace.step_source == "auto"
+                else pl.max_horizontal("end", "_gpu_end"))
+    return st.select("step", "start", pl.coalesce(pl.col("_next"), last_end).alias("T"),
                      "_gpu_end", pl.col("_next").is_null().alias("_last"))
 
 
