@@ -200,3 +200,19 @@ def test_a_kernscope_export_of_several_launches_is_summarized_per_launch(tmp_pat
     real = Path(__file__).parent / "data" / "align_h100" / "bias_gelu.perfetto-trace.gz"
     got = load_tasks(real).launches
     assert got is not None and got.group_by("launch").len()["len"].to_list() == [4096] * 6
+
+
+def test_a_utf8_byte_order_mark_before_intra_json_is_a_blank(tmp_path, capsys):
+    """Proton's Chrome trace and hatchet JSON with a UTF-8 byte order mark before them (Windows tools write one) read
+    as without it (they were "not JSON, an .npz buffer, nor a Perfetto trace")."""
+    bom = b"\xef\xbb\xbf"
+    for name in ("proton_trace.chrome_trace", "proton_ops.hatchet"):
+        marked = tmp_path / name
+        marked.write_bytes(bom + (DATA / name).read_bytes())
+        if name.endswith(".hatchet"):
+            assert read_hatchet(str(marked)).equals(read_hatchet(str(DATA / name)))
+            assert main(["intra", "view", str(marked)]) == 0
+        else:
+            assert load_tasks(str(marked)).tasks.equals(load_tasks(str(DATA / name)).tasks)
+            assert main(["intra", "stats", str(marked)]) == 0
+    capsys.readouterr()

@@ -171,6 +171,15 @@ def pick_metric(tree: pl.DataFrame, metric: str | None, clock_ghz: float | None,
                         f"(it has: {', '.join(have)})")
 
 
+#: the UTF-8 byte order mark, which Windows tools write before JSON
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def without_bom(data: bytes) -> bytes:
+    """``data`` without a leading UTF-8 byte order mark (RFC 8259 lets a reader ignore one)."""
+    return data[len(UTF8_BOM):] if data.startswith(UTF8_BOM) else data
+
+
 def parse_json(data: bytes | str, source: str) -> Any:
     """JSON text of an intra-kernel file; nesting deeper than Python's decoder can follow (about 1,000 levels,
     the Kineto reader's bound too) is one clear error, not a RecursionError."""
@@ -218,7 +227,7 @@ def is_hatchet(path: str) -> bool:
     """Whether ``path`` (or its first part) holds a hatchet tree (JSON or msgpack)."""
     try:
         with open(part_files(path)[0], "rb") as f:
-            head = f.read(4096)
+            head = without_bom(f.read(4096))
     except (OSError, KernscopeError):
         return False
     stripped = head.lstrip()
@@ -233,7 +242,7 @@ def read_hatchet(path: str) -> pl.DataFrame:
     for part in part_files(path):  # a handful of files
         try:
             with open(part, "rb") as f:
-                doc = _decode(f.read(), part)
+                doc = _decode(without_bom(f.read()), part)
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             raise KernscopeError(f"{part}: cannot read hatchet JSON ({e})") from None
         trees.append(hatchet_to_tree(doc, part))

@@ -17,7 +17,7 @@ import polars as pl
 from ..errors import KernscopeError
 from .decode import SCHEMA, Decoded, decode_buffer
 from .export import read_perfetto
-from .hatchet import parse_json, part_files
+from .hatchet import parse_json, part_files, without_bom
 from .stats import shift_durations
 from .units import Clock
 
@@ -283,6 +283,7 @@ def load_tasks(path: str | os.PathLike[str], task_names: list[str] | dict[int, s
             data = f.read()
         if data[:2] == b"\x1f\x8b":
             data = _gunzip(data, p)
+        data = without_bom(data)
         head = data.lstrip()[:1]
         if head in (b"{", b"["):
             doc = parse_json(data, p)
