@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import zipfile
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -258,6 +259,25 @@ def test_a_utf8_byte_order_mark_is_read_as_a_blank(tmp_path, monkeypatch, layout
     got = kernscope.load(marked, cache=False, salvage=layout == "salvage")
     assert got.kernels.height == want.kernels.height == 50
     assert got.kernels.drop("idx").equals(want.kernels.drop("idx")) and got.metadata == want.metadata
+
+
+@pytest.mark.parametrize("option", ["--rules", "--findings"])
+def test_rule_files_are_utf8_with_or_without_a_byte_order_mark(tmp_path, capsys, option):
+    """A rules or findings TOML file is read as UTF-8 whatever the locale, a byte order mark first (Windows editors
+    write one) read as nothing (TOML's parser refused it: 'Invalid statement'); bytes that are not UTF-8 are one line
+    (an internal error before)."""
+    example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    body = ('[[category]]\nvalue = "Mine µ"\npattern = "nvjet"\n' if option == "--rules"
+            else "[launch_bound]\nmin_us = 1.0\n")
+    good = tmp_path / "good.toml"
+    good.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    assert main(["analyze", str(example), option, str(good), "--no-cache", "--format", "json", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    if option == "--rules":
+        assert "Mine µ" in {c["category"] for c in doc["categories"]}
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"\xff\xfe" + body.encode())
+    _one_error(capsys, main(["analyze", str(example), option, str(bad), "--no-cache"]), str(bad), "not UTF-8 text")
 
 
 def test_bad_utf8_in_trailing_metadata(tmp_path, capsys):

@@ -277,10 +277,12 @@ class Categorizer:
         """
         if isinstance(spec, (str, Path)):
             where = str(spec)
-            try:
-                spec = dict(tomllib.loads(Path(spec).read_text()))
+            try:  # (UTF-8 whatever the locale, a byte order mark read as nothing: Windows editors write one)
+                spec = dict(tomllib.loads(Path(spec).read_text(encoding="utf-8-sig")))
             except OSError as e:
                 raise RulesError(f"{where}: cannot read rule file ({e.strerror})") from None
+            except UnicodeDecodeError as e:
+                raise RulesError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
             except tomllib.TOMLDecodeError as e:
                 raise RulesError(f"{where}: invalid TOML ({e})") from None
         else:
@@ -555,6 +557,6 @@ def _first_match(rules: list[Rule], head: str, low: str, kind: str, launch: str,
 
 @functools.lru_cache(maxsize=1)
 def _builtin() -> Categorizer:
-    text = resources.files("kernscope.analyze").joinpath("rules.toml").read_text()
+    text = resources.files("kernscope.analyze").joinpath("rules.toml").read_text(encoding="utf-8")
     return Categorizer().with_rules(tomllib.loads(text), source="builtin", default_priority=0)
 

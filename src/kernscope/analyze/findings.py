@@ -89,11 +89,12 @@ class FindingRules:
         """The built-in rules with the keys of the TOML file at ``path`` replacing theirs (one clear error for
         unreadable files, unknown rules or keys, and values of the wrong type)."""
         base = cls.builtin()
-        try:
-            with open(path, "rb") as f:
-                doc = tomllib.load(f)
+        try:  # (UTF-8 whatever the locale, a byte order mark read as nothing: Windows editors write one)
+            doc = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
         except OSError as e:
             raise KernscopeError(f"{path}: cannot read the findings rules ({e.strerror or e})") from None
+        except UnicodeDecodeError as e:
+            raise KernscopeError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
         except tomllib.TOMLDecodeError as e:
             raise KernscopeError(f"{path}: not valid TOML ({e})") from None
         rules = {k: dict(v) for k, v in base.rules.items()}

@@ -171,7 +171,7 @@ def write(dest: Path, root: Path) -> list[Path]:
     written = []
     for name, docs in samples(root).items():
         p = dest / f"{name}.schema.json"
-        p.write_text(json.dumps(schema(name, docs), indent=1, ensure_ascii=False) + "\n")
+        p.write_text(json.dumps(schema(name, docs), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(p)
     return written
 
