@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -221,6 +222,11 @@ def test_cache_dir_unwritable_is_not_fatal(tmp_path, monkeypatch):
     p = write_trace(tmp_path / "w.json", [_launch(1, 1, 3, 1), _kernel(5, 2, 3)])
     monkeypatch.setenv("KERNSCOPE_CACHE_DIR", "/proc/kernscope-no-such-dir")
     with pytest.warns(UserWarning, match="cache directory /proc/kernscope-no-such-dir cannot be used: .* running without a cache"):
+        assert kernscope.load(p).kernels.height == 1
+    # a file where a folder above it should be: named (the reason read "File exists")
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "afile" / "cache" / "k"))
+    with pytest.warns(UserWarning, match=re.escape(f"cannot create it ({tmp_path / 'afile'} is not a folder); running without")):
         assert kernscope.load(p).kernels.height == 1
 
 

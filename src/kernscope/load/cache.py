@@ -99,6 +99,9 @@ def _private_dir(d: Path, *, follow: bool) -> str | None:
         with contextlib.suppress(FileExistsError):
             os.mkdir(d, 0o700)
         st = os.stat(d) if follow else os.lstat(d)
+    except (FileExistsError, NotADirectoryError) as e:  # (a file where a folder above it should be)
+        blocker = next((p for p in (d, *d.parents) if p.exists() and not p.is_dir()), None)
+        return f"cannot create it ({blocker} is not a folder)" if blocker else f"cannot create it ({e.strerror or e})"
     except OSError as e:
         return f"cannot create it ({e.strerror or e})"
     if not stat.S_ISDIR(st.st_mode):
