@@ -25,6 +25,7 @@ import msgspec
 import polars as pl
 
 from ..errors import KernscopeError
+from ..load.document import UTF8_BOM
 
 #: hatchet metric <- scope-tree column (besides ``count``)
 _METRICS = (("time (ns)", "total_ns"), ("cycles", "total_cycles"), ("normalized_cycles", "normalized_cycles"),
@@ -169,10 +170,6 @@ def pick_metric(tree: pl.DataFrame, metric: str | None, clock_ghz: float | None,
     return MetricChoice(tree, _column(tree, VIEW_METRICS[fallback][1]) or "", fallback,
                         f"{source}: no {VIEW_METRICS[metric][1]!r} in this file; showing {fallback} "
                         f"(it has: {', '.join(have)})")
-
-
-#: the UTF-8 byte order mark, which Windows tools write before JSON
-UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def without_bom(data: bytes) -> bytes:

@@ -283,12 +283,12 @@ def auto_steps(gpu: pl.DataFrame, drains: np.ndarray | None = None) -> tuple[pl.
     if drains is not None and len(drains):
         launch = k["launch_ts"].fill_null(-1).to_numpy()
         # a drain ended after the previous kernel's launch and at or before this kernel's (none before the first)
+        drained = np.searchsorted(drains, launch, "right")  # the drains ended by each kernel's launch
         after = np.zeros(n, dtype=bool)
-        after[1:] = (np.searchsorted(drains, launch[1:], "right") > np.searchsorted(drains, launch[:-1], "right")) \
-            & (launch[1:] >= 0) & (launch[:-1] >= 0)
-        seen = span[span > 0]  # (the first kernel has no launch before it: no drain can be seen there)
-        per = np.bincount((seen - steady) % p, minlength=p)
-        share = np.bincount((seen - steady) % p, weights=after[seen], minlength=p) / np.maximum(per, 1)
+        after[1:] = (drained[1:] > drained[:-1]) & (launch[1:] >= 0) & (launch[:-1] >= 0)
+        seen = span > 0  # (the first kernel has no launch before it: no drain can be seen there)
+        per = np.bincount(offset[seen], minlength=p)
+        share = np.bincount(offset[seen], weights=after[span[seen]], minlength=p) / np.maximum(per, 1)
         if share.max() >= PERIOD_MATCH:
             phase_gap = np.where(share >= PERIOD_MATCH, phase_gap, -1.0)
     first = steady + int(np.argmax(phase_gap))

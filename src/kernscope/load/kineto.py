@@ -527,8 +527,8 @@ def _whole_document(source: TraceSource, limits: Limits) -> tuple[dict[str, Any]
                                        "raise it with --max-memory")
             chunks.append(bytes(b))
         data = b"".join(chunks)
-    if bytes(memoryview(data)[:3]) == UTF8_BOM:  # (read as a blank, as the pieces' reader does)
-        data = memoryview(data)[3:]
+    if bytes(memoryview(data)[:len(UTF8_BOM)]) == UTF8_BOM:  # (read as a blank, as the pieces' reader does)
+        data = memoryview(data)[len(UTF8_BOM):]
     head = bytes(memoryview(data)[:4096]).lstrip()[:1]
     if not head:
         raise TraceError(path, "file is empty")
