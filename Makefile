@@ -20,16 +20,15 @@ $(VENV)/.installed: pyproject.toml src/kernscope/load/_xspace.c src/kernscope/lo
 
 install: $(VENV)/.installed
 
-# torch, then triton where torch brought none (below), into the venv $(1) with pip's options $(2)
+# torch, then triton only where torch brought none, into the venv $(1) with pip's options $(2): a CPU build of torch
+# requires no triton (TRITON_CPU then), PyPI's CUDA builds pin their own (torch 2.13.0: triton 3.7.1; naming both
+# versions was a conflict pip refused on every machine without the CPU wheel at hand, as on Python 3.10)
 define torch_and_triton
 	$(1)/bin/pip install -q "$(TORCH_CPU)" $(2)
 	$(1)/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('triton') is None)" || \
 	  $(1)/bin/pip install -q "$(TRITON_CPU)" $(2)
 endef
 
-# torch first, then triton only where torch brought none: a CPU build of torch requires no triton (TRITON_CPU then),
-# PyPI's CUDA builds pin their own (torch 2.13.0: triton 3.7.1; naming both versions was a conflict pip refused on
-# every machine without the CPU wheel at hand, as on Python 3.10)
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install -q -e ".[test]"
 	$(call torch_and_triton,$(VENV))
