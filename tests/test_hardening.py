@@ -226,16 +226,23 @@ def test_depth_outside_strings_equals_a_byte_by_byte_reading():
 
 
 def test_gpu_events_without_a_device_have_a_device_timeline(tmp_path, capsys):
-    """A kernel without a device (no "device" arg, no "pid"): a timeline row of its own (null device), neither an
-    internal error (the rank of a null key was NaN) nor device 0 (the join's fill_null filled the key too)."""
+    """A kernel without a device (no "device" arg, no "pid") is neither an internal error (the rank of a null key was
+    NaN) nor silently device 0 where other devices exist (the join's fill_null filled the key too): beside two
+    devices it is a timeline row of its own (null device); where every other row ran on one device it ran there."""
     ev = [_k(10 * i, 4, i + 1) for i in range(4)]
     ev[0] = {k: v for k, v in ev[0].items() if k not in ("pid", "tid")}
     ev[0]["args"].pop("device")
-    p = write_trace(tmp_path / "t.json", [*ev, _k(100, 5, 9)])
-    assert main(["analyze", str(p), "--no-cache", "--format", "json", "-o", str(tmp_path / "a.json")]) == 0
-    by_dev = analyze(kernscope.load(p, cache=False)).timeline_by_device
+    one = write_trace(tmp_path / "one.json", [*ev, _k(100, 5, 9)])
+    two = write_trace(tmp_path / "two.json", [*ev, _k(100, 5, 9), {**_k(50, 6, 10), "pid": 1, "args": {
+        "correlation": 10, "device": 1, "stream": 7}}])
+    for p in (one, two):
+        assert main(["analyze", str(p), "--no-cache", "--format", "json", "-o", str(tmp_path / "a.json")]) == 0
+    by_dev = analyze(kernscope.load(one, cache=False)).timeline_by_device
+    busy = by_dev.filter(pl.col("type") == "busy_time")
+    assert busy["device"].to_list() == [0] and busy["time_us"].to_list() == [21.0]
+    by_dev = analyze(kernscope.load(two, cache=False)).timeline_by_device
     busy = by_dev.filter(pl.col("type") == "busy_time").sort("device", nulls_last=True)
-    assert busy["device"].to_list() == [0, None] and busy["time_us"].to_list() == [17.0, 4.0]
+    assert busy["device"].to_list() == [0, 1, None] and busy["time_us"].to_list() == [17.0, 6.0, 4.0]
     assert by_dev.filter(pl.col("device").is_null()).height == by_dev.filter(pl.col("device") == 0).height == 8
 
 

@@ -316,7 +316,8 @@ def _step_firsts_reference(g: pl.DataFrame) -> pl.DataFrame:
     """What ``step_start_idle`` computed in polars before its numpy form."""
     g = g.sort("device", "ts", maintain_order=True).with_columns(
         pl.col("end").cum_max().shift(1).over("device").alias("_prev_end"))
-    return (g.group_by("step", "device").agg(pl.col("ts").first().alias("_first"), pl.col("_prev_end").first())
+    launch = [pl.col("launch_ts").first().alias("_launch")] if "launch_ts" in g.columns else []
+    return (g.group_by("step", "device").agg(pl.col("ts").first().alias("_first"), pl.col("_prev_end").first(), *launch)
             .filter(pl.col("step").is_not_null()).sort("step", "device"))
 
 
@@ -334,6 +335,10 @@ def test_step_firsts_equal_the_sort_and_window(layout: str) -> None:
     got = _step_firsts(g).sort("step", "device")
     want = _step_firsts_reference(g)
     assert got.height == want.height > 6 and got.equals(want.select(got.columns))
+    # with the launches: each first record's own (with its ties at one start, the first in row order)
+    launched = g.with_columns(_random_gpu(11, nulls=True)["launch_ts"])
+    got = _step_firsts(launched).sort("step", "device")
+    assert got.columns[-1] == "_launch" and got.equals(_step_firsts_reference(launched).select(got.columns))
     if layout != "outside steps":
         assert got["_prev_end"].null_count() == 3  # each device's first record has none before it
     else:

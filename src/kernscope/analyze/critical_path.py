@@ -662,20 +662,23 @@ def _unseen_waits(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, untraced
     if "xplane" not in trace.metadata or steps.height == 0:
         return []
     # (three columns of the GPU rows, not all of them copied by a filter: +90 MB of peak on a 207 MB JAX profile)
-    ran = (gpu.lazy().select("kind", "step", "dur").filter(pl.col("kind") == "kernel").group_by("step")
-           .agg((pl.col("dur").sum() / NS_PER_US).alias("_k_us")).collect())
+    # (per GPU, the busiest one's: two GPUs' kernels summed ran "125%" of a step)
+    ran = (gpu.lazy().select("kind", "step", "device", "dur").filter(pl.col("kind") == "kernel")
+           .group_by("step", "device").agg(pl.col("dur").sum()).group_by("step")
+           .agg((pl.col("dur").max() / NS_PER_US).alias("_k_us"), pl.len().alias("_gpus")).collect())
     # (steps whose kernels ran at least a tenth of them: a host-bound step's path is host time, rightly)
     blind = steps.join(ran, on="step", how="inner").filter(
         (pl.col("gpu_us") == 0) & (pl.col("_k_us") >= UNSEEN_SHARE * pl.col("step_us")))
     if blind.height == 0:
         return []
     share = 100.0 * float(blind["_k_us"].sum()) / max(float(blind["step_us"].sum()), 1e-9)
+    where = "summed on the busiest GPU of each step" if int(blind["_gpus"].max()) > 1 else "summed"  # type: ignore[arg-type]
     how = ("--untraced-waits found no untraced wait at their ends (the host's last events there come after their "
            "GPU work; untraced gaps inside a step are not taken as waits)" if untraced_waits else
            "or on the path with --untraced-waits (the host's untraced tail taken as a wait for the GPU)")
     return [f"XLA records no event for the host waiting on the GPU (block_until_ready): in {blind.height:,} of "
             f"{steps.height:,} steps this path is host time to the step's start, though their kernels ran "
-            f"{share:.0f}% of their time (summed); the GPU's share is in the timeline, {how}"]
+            f"{share:.0f}% of their time ({where}); the GPU's share is in the timeline, {how}"]
 
 
 def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:

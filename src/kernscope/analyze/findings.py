@@ -7,7 +7,8 @@ by that time. Each rule is vectorized over GPU rows (one polars pipeline, or one
 device); only the findings themselves (a few rows) are built in Python.
 
 Rules (``findings.toml``): ``launch_bound`` (GPU idle because launches came late), ``step_start_idle`` (GPU idle
-from the step's start to its first work: CPU or data loading first), ``blocking_sync`` (synchronizing
+from the step's start to its first work's launch: CPU or data loading first), ``step_start_wait`` (the first work
+launched, then waiting on other GPU work), ``blocking_sync`` (synchronizing
 runtime calls), ``exposed_comm`` (communication not overlapped by compute), ``tiny_gemm`` (many GEMM kernels
 of a few µs), ``step_variance`` (a step far slower than the median), ``recompile`` (torch.compile / XLA
 compiling inside a step), ``low_occupancy`` (kernels that leave most of the GPU idle), and where the perf model
@@ -195,30 +196,66 @@ def _rows_of(g: pl.DataFrame, keys: list[str], groups: pl.DataFrame) -> pl.DataF
     return g if bool(keep.all()) else g.filter(keep)
 
 
-def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
+                    wait_cfg: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """``step_start_idle`` (``cfg``): per step and device, the GPU idle from the step's start (or the end of the work
+    still running then) until its first work ran; and ``step_start_wait`` (``wait_cfg``): where that work was launched
+    during the idle and another GPU's record ended between its launch and its start, the part after the launch is a
+    wait on that GPU (one process driving two as a pipeline: the second stage's first kernel of a step, launched at
+    1.2 ms, ran at 4.7 ms, after the first stage's copy), and ``step_start_idle`` keeps the part before the launch.
+    No record of the idle device can end in its idle, so a wait is only ever explained by another device's work:
+    one device's findings are what they were before waits were read."""
     # every record of the device, in a step or not: work launched before the steps or unlinked (no launch, so in no
     # step) still kept the GPU busy (a ROCm trace's first step read 30 ms "idle" behind 968 such records)
-    g = gpu.lazy().select("step", pl.col("device").fill_null(-1), "ts", "end").collect()
+    cols = ["step", pl.col("device").fill_null(-1), "ts", "end"] + (["launch_ts"] if "launch_ts" in gpu.columns else [])
+    g = gpu.lazy().select(cols).collect()
     if g.height == g["step"].null_count() or trace.steps.height == 0:
         return []
     first = _step_firsts(g)
     steps = trace.steps.select("step", "start", "end")
-    out = []
+    rows = []
     for r in first.join(steps, on="step").sort("step", "device").iter_rows(named=True):
-        idle = (r["_first"] - max(r["start"], r["_prev_end"] or r["start"])) / NS_PER_US
+        begin = max(r["start"], r["_prev_end"] or r["start"])
         dur = (r["end"] - r["start"]) / NS_PER_US
-        share = 100.0 * idle / dur if dur > 0 else 0.0
-        if idle >= cfg["min_us"] and share >= cfg["min_share_pct"]:
-            ev = {"step": r["step"], "device": r["device"], "idle_us": idle, "share_pct": share, "step_us": dur}
-            out.append(_row(cfg, "step_start_idle", idle, ev, step=r["step"], device=r["device"]))
+        idle = (r["_first"] - begin) / NS_PER_US
+        if idle >= min(cfg["min_us"], wait_cfg["min_us"] if wait_cfg else cfg["min_us"]) and dur > 0:
+            launch = r.get("_launch")
+            launched = r["_first"] if launch is None else min(max(launch, begin), r["_first"])
+            rows.append((r, begin, launched, dur))
+    several = wait_cfg is not None and g["device"].n_unique() > 1
+    waited = _waited_for(gpu, [(r["_first"], launched) for r, _, launched, _ in rows]) if several and rows else {}
+    out = []
+    for i, (r, begin, launched, dur) in enumerate(rows):
+        src = waited.get(i)
+        cut = launched if src is not None else r["_first"]
+        idle, wait = (cut - begin) / NS_PER_US, (r["_first"] - cut) / NS_PER_US
+        if idle >= cfg["min_us"] and 100.0 * idle / dur >= cfg["min_share_pct"]:
+            ev = {"step": r["step"], "device": r["device"], "idle_us": idle, "share_pct": 100.0 * idle / dur, "step_us": dur}
+            until = "to its first GPU work" if src is None else "until its first GPU work was launched"
+            out.append(_row(cfg, "step_start_idle", idle, ev, words={"until": until}, step=r["step"], device=r["device"]))
+        if src is not None and wait_cfg is not None and wait >= wait_cfg["min_us"] and 100.0 * wait / dur >= wait_cfg["min_share_pct"]:
+            ev = {"step": r["step"], "device": r["device"], "wait_us": wait, "share_pct": 100.0 * wait / dur, "step_us": dur,
+                  "launched_us": (launched - r["start"]) / NS_PER_US, "waited_for": src}
+            out.append(_row(wait_cfg, "step_start_wait", wait, ev, step=r["step"], device=r["device"]))
     return out
+
+
+def _waited_for(gpu: pl.DataFrame, probes: list[tuple[int, int]]) -> dict[int, str]:
+    """For each (first start, launch) of ``probes`` (ns), the GPU record that last ended after the launch and by the
+    start (another device's: the waiting one was idle), in words; probes without one are left out."""
+    probe = pl.DataFrame({"_i": range(len(probes)), "_at": [p[0] for p in probes]}, schema={"_i": pl.Int64, "_at": pl.Int64})
+    cols = [c for c in ("name", "device", "stream", "end") if c in gpu.columns]
+    ended = gpu.lazy().select(cols).filter(pl.col("end").is_not_null()).sort("end").collect()
+    hits = probe.sort("_at").join_asof(ended, left_on="_at", right_on="end", strategy="backward")
+    return {r["_i"]: f"{r['name']} on GPU {r['device']}, stream {r['stream']}" for r in hits.iter_rows(named=True)
+            if r["end"] is not None and r["end"] > probes[r["_i"]][1]}
 
 
 def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
     """Per (step, device) of the GPU rows ``g`` (``step``: null for a record in no step; ``device``, ``ts``, ``end``:
     int64 ns, never null): the start of its first record (``_first``) and the latest end of the device's records
     before that one, in a step or not (``_prev_end``, null for the device's first record): the GPU was busy until
-    then. "Before" is the order of a stable
+    then; with a ``launch_ts`` column, the first record's launch (``_launch``). "Before" is the order of a stable
     sort by (device, start), ties in row order. In numpy: one sort (none where the rows come sorted, as a JAX
     profile's do), a running maximum per device and each group's first position (the sorted table, a shifted
     cumulative maximum per device and a grouped first took 0.37 s of a 1 GB JAX profile's findings)."""
@@ -254,8 +291,9 @@ def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
     prev_ok = ~new_dev[pos]
     prev = pl.Series("_prev_end", np.where(prev_ok, run[np.maximum(pos - 1, 0)], 0))
     rows = pos if order is None else order[pos]
-    return pl.DataFrame({"step": g["step"].gather(rows), "device": g["device"].gather(rows),
-                         "_first": ts[pos], "_prev_end": prev.set(pl.Series(~prev_ok), None)})
+    out = pl.DataFrame({"step": g["step"].gather(rows), "device": g["device"].gather(rows),
+                        "_first": ts[pos], "_prev_end": prev.set(pl.Series(~prev_ok), None)})
+    return out.with_columns(g["launch_ts"].gather(rows).alias("_launch")) if "launch_ts" in g.columns else out
 
 
 def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
@@ -483,7 +521,7 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
     r = given.rules
     every = gpu if all_gpu is None else all_gpu
     calls: list[Callable[[], list[dict[str, Any]]]] = [
-        partial(launch_bound, gpu, r["launch_bound"]), partial(step_start_idle, trace, every, r["step_start_idle"]),
+        partial(launch_bound, gpu, r["launch_bound"]), partial(step_start_idle, trace, every, r["step_start_idle"], r["step_start_wait"]),
         partial(blocking_sync, trace, r["blocking_sync"], step), partial(exposed_comm, by_step, r["exposed_comm"]),
         partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
         partial(recompile, trace, r["recompile"], step), partial(low_occupancy, gpu, r["low_occupancy"])]

@@ -106,6 +106,39 @@ def _in_stream_order(dev: np.ndarray, stream: np.ndarray, ts: np.ndarray) -> boo
     return bool((d_up | (d_eq & (s_up | (s_eq & (ts[1:] >= ts[:-1]))))).all())
 
 
+def _one_device_filled(rows: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """``rows`` with a null device read as the device where every other row ran (a GPU record without a device in a
+    one-GPU trace ran on it), and the number of devices (a null device, where several others exist, counts as one)."""
+    if "device" not in rows.columns or rows.height == 0:
+        return rows, 1
+    dev = rows["device"]
+    nulls, lo, hi = dev.null_count(), dev.min(), dev.max()  # (no distinct values found where min and max agree)
+    if lo is None or lo == hi:
+        return (rows.with_columns(dev.fill_null(lo)) if nulls and lo is not None else rows), 1
+    return rows, dev.drop_nulls().n_unique() + (1 if nulls else 0)
+
+
+def _device_time(rows: pl.DataFrame, keys: list[str], devices: int) -> pl.DataFrame:
+    """:func:`_breakdown` per group of ``keys`` as device time (:func:`timeline_of`): per (group, device) with the
+    group's span as each device's total; summed over the ``devices`` unless ``keys`` is the device itself."""
+    groups = [k for k in keys if k != "device"]
+    if not groups:
+        rows = rows.with_columns(pl.lit(0).alias("_all"))
+    gkeys = groups or ["_all"]
+    per = _breakdown(rows, [*gkeys, "device"])
+    span = rows.group_by(gkeys).agg((pl.col("end").max() - pl.col("ts").min()).alias("_span"))
+    per = per.join(span, on=gkeys, nulls_equal=True).with_columns(
+        pl.col("_span").alias("total_time"), (pl.col("_span") - pl.col("busy_time")).alias("idle_time"))
+    if "device" in keys:
+        return per.drop("_span", *([] if groups else ["_all"]))
+    summed = per.group_by(gkeys).agg(
+        *(pl.col(c).sum() for c in TIMELINE_ROWS if c not in ("total_time", "idle_time")),
+        pl.col("clipped_kernels").sum().cast(pl.Int64), pl.col("_span").first())
+    # every device counts the group's span, those without work in it as idle all along
+    return summed.with_columns((devices * pl.col("_span")).alias("total_time")).with_columns(
+        (pl.col("total_time") - pl.col("busy_time")).alias("idle_time")).drop("_span")
+
+
 def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """One row per group with every timeline quantity (ns)."""
     is_mem = pl.col("kind") == "memcpy"
@@ -169,11 +202,20 @@ def timeline_rows(table: pl.DataFrame, *, keys: Sequence[str] = ("device",), cli
 
 
 def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFrame:
-    """:func:`gpu_timeline` of rows made by :func:`timeline_rows` (with ``by`` among its keys)."""
+    """:func:`gpu_timeline` of rows made by :func:`timeline_rows` (with ``by`` among its keys).
+
+    With several devices the timeline is one of device time: each device's unions are its own (work on one GPU never
+    hides or fills another's), each device's ``total_time`` is the whole group's span (first start to last end over
+    every device: a GPU that waits while another works is idle), and ``by=None`` or ``"step"`` sums the devices (a
+    device without work in a step counts the step's span as idle), so ``percent`` is the devices' mean share."""
     keys = [by] if by else ["_all"]
     if not by:
         rows = rows.with_columns(pl.lit(0).alias("_all"))
-    wide = _breakdown(rows, keys)
+    rows, devices = _one_device_filled(rows)
+    if devices > 1 and by in (None, "device", "step"):  # (an annotation's rows stay one union: analyze.annotations)
+        wide = _device_time(rows, keys, devices)
+    else:
+        wide = _breakdown(rows, keys)
     if wide.height == 0 and not by:
         wide = pl.DataFrame({"_all": [0], **{k: [0] for k in TIMELINE_ROWS}, "clipped_kernels": [0]})
     long = wide.unpivot(index=[*keys, "clipped_kernels"], on=list(TIMELINE_ROWS), variable_name="type", value_name="ns")

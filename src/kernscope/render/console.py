@@ -57,13 +57,45 @@ def _steps(s: Section, out: Console) -> None:
         out.print()
 
 
+#: the by-device table's columns: (timeline type, header, optional)
+_DEVICE_COLUMNS = (("busy_time", "busy", False), ("computation_time", "computation", False),
+                   ("exposed_comm_time", "exposed comm", False), ("exposed_memcpy_time", "exposed memcpy", False),
+                   ("idle_time", "idle", False), ("total_comm_time", "total comm", True),
+                   ("total_memcpy_time", "total memcpy", True))
+
+
 @view("table", "analysis.timeline")
 def _timeline(s: Section, out: Console) -> None:
+    by_dev = s.tables["timeline_by_device"]
+    if by_dev["device"].n_unique() > 1:
+        _device_timeline(s, by_dev, out)
+        return
     tl = {r["type"]: r for r in s.df.iter_rows(named=True)}
     if tl and tl["total_time"]["time_us"] > 0:
         rows = [[k.replace("_", " "), us(v["time_us"]), pct(v["percent"])] for k, v in tl.items()]
         out.print(fit_table("GPU timeline", [Col(""), Col("time", True), Col("% of span", True)], rows, s.options.width))
         out.print()
+
+
+def _device_timeline(s: Section, by_dev: pl.DataFrame, out: Console) -> None:
+    """Several devices: a row per device (each over the GPU span of them all) and their sum."""
+    cells = {(r["device"], r["type"]): r for r in by_dev.iter_rows(named=True)}
+    overall = {r["type"]: r for r in s.df.iter_rows(named=True)}
+    devices = list(dict.fromkeys(by_dev["device"].to_list()))
+    span = cells[devices[0], "total_time"]["time_us"]
+
+    def row(label: str, get: dict[str, dict[str, float]]) -> list[str]:
+        busy = get["busy_time"]
+        return [label, us(busy["time_us"]), pct(busy["percent"]),
+                *(us(get[t]["time_us"]) for t, _, _ in _DEVICE_COLUMNS[1:])]
+
+    rows = [row("-" if d is None else str(d), {t: cells[d, t] for t, _, _ in _DEVICE_COLUMNS}) for d in devices]
+    rows.append(row(f"all {len(devices)}", overall))
+    cols = [Col("device", enum=True), Col("busy", True), Col("% busy", True),
+            *(Col(h, True, optional=o) for _, h, o in _DEVICE_COLUMNS[1:])]
+    out.print(fit_table(f"GPU timeline by device (each over the span of all GPU work: {us(span)})", cols,
+                        rows, s.options.width))
+    out.print()
 
 
 @view("table", "analysis.categories")

@@ -117,7 +117,8 @@ def schema(name: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
     """Sample outputs of every JSON command, from the bundled example and ``tests/data`` (under ``root``, the
-    repository): a trace with annotations and findings, a profile_memory trace, a JAX profile, a job of two ranks."""
+    repository): a trace with annotations and findings, a profile_memory trace, a JAX profile, a process on two GPUs,
+    a job of two ranks."""
     import dataclasses
 
     from ..analyze.diff import Side, diff
@@ -139,7 +140,8 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
     jax = root / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
     host = root / "tests" / "data" / "align_h100" / "train.pt.trace.json.gz"
     rank0 = root / "tests" / "data" / "ddp2_h200" / "rank0.pt.trace.json.gz"  # NCCL: exposed communication
-    traces = {p: load(p, cache=False) for p in (example, memory, jax, host, rank0) if p.is_file()}
+    pipeline = root / "tests" / "data" / "multigpu_h200" / "torch_mp.pt.trace.json.gz"  # two GPUs: step_start_wait
+    traces = {p: load(p, cache=False) for p in (example, memory, jax, host, rank0, pipeline) if p.is_file()}
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in TITLES}
     for p, t in traces.items():
         ann = "" if p == example else None  # the example has record_function ranges with GPU work

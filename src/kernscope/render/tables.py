@@ -73,8 +73,9 @@ def json_rows(df: pl.DataFrame, top: int | None = None) -> JsonRows | list[dict[
 
 
 layout("json", "analysis", ("schema_version", "trace", "step", "steps", "kernels", "categories", "ops",
-                           "launcher_categories", "timeline", "unlinked", "findings", "findings_by_kind", "critical_path",
-                           "salvage_skipped", "benchmark", "annotations", "annotation_categories", "annotation_timeline"))
+                           "launcher_categories", "timeline", "timeline_by_device", "unlinked", "findings",
+                           "findings_by_kind", "critical_path", "salvage_skipped", "benchmark", "annotations",
+                           "annotation_categories", "annotation_timeline"))
 layout("csv", "analysis", ("kernels",))
 
 #: the trace facts the analysis JSON shows
@@ -112,6 +113,11 @@ def _json_launcher_categories(s: Section) -> JsonRows | list[dict[str, Any]]:
 @view("json", "analysis.timeline")
 def _json_timeline(s: Section) -> JsonRows | list[dict[str, Any]]:
     return json_rows(s.df.select("type", "time_us", "percent"))
+
+
+@view("json", "analysis.timeline_by_device")
+def _json_timeline_by_device(s: Section) -> JsonRows | list[dict[str, Any]]:
+    return json_rows(s.df.select("device", "type", "time_us", "percent"))
 
 
 @view("json", "analysis.findings")
