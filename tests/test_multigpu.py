@@ -181,3 +181,18 @@ def test_cuda_graph_trees_attribute_each_kernel_to_its_graph_launch():
     a = analyze(t)
     assert a.facts.graph_launches == len(launches) == 6
     assert a.facts.devices == [0] and a.timeline["type"].to_list()[3] == "busy_time"
+
+
+def test_diff_counts_each_gpus_busy_time():
+    """``diff``'s busy time is each GPU's union, summed: the pipeline's step 2 was busy 23.55 ms of device time (the
+    union over both GPUs read 23.40 ms, the copies on one GPU hidden by kernels on the other)."""
+    from kernscope.analyze.diff import Side, diff
+
+    t = kernscope.load(MP, cache=False)
+    d = diff(Side(t, 2), Side(t, 3))
+    for side, step in (("a_busy_us", 2), ("b_busy_us", 3)):
+        rows = t.gpu.filter(pl.col("step") == step)
+        want = sum(_union_us(list(zip((part["ts"] / 1e3).to_list(), (part["end"] / 1e3).to_list(), strict=True)))
+                   for _, part in rows.group_by("device"))
+        assert d.total[side] == pytest.approx(want, abs=0.01)
+    assert d.total["a_busy_us"] == pytest.approx(23547.2, abs=0.1)

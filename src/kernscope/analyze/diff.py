@@ -21,6 +21,7 @@ from ..scalars import as_int
 from .categories import Categorizer, kernel_head
 from .facts import TraceFacts, trace_facts
 from .kernels import NS_PER_US, gpu_table
+from .timeline import one_device_filled
 
 _TILE = re.compile(r"\d+x\d+(?:x\d+)*")
 _TEMPLATE = re.compile(r"<[^<>]*>")
@@ -206,9 +207,11 @@ def _framework(trace: Trace) -> str:
 
 
 def _busy(g: pl.DataFrame) -> float:
+    """GPU busy time, µs: each device's union of its records, summed (one GPU's work never hides another's)."""
     if g.height == 0:
         return 0.0
-    return float(union_by(g.select("ts", "end"), [], sweep=union_lengths)["len"][0]) / NS_PER_US
+    rows, _ = one_device_filled(g.select("device", "ts", "end"))
+    return float(union_by(rows, ["device"], sweep=union_lengths)["len"].sum()) / NS_PER_US
 
 
 def ranks_of_one_job(a: Trace, b: Trace, ga: pl.DataFrame, gb: pl.DataFrame) -> tuple[int, int] | None:

@@ -106,7 +106,7 @@ def _in_stream_order(dev: np.ndarray, stream: np.ndarray, ts: np.ndarray) -> boo
     return bool((d_up | (d_eq & (s_up | (s_eq & (ts[1:] >= ts[:-1]))))).all())
 
 
-def _one_device_filled(rows: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def one_device_filled(rows: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """``rows`` with a null device read as the device where every other row ran (a GPU record without a device in a
     one-GPU trace ran on it), and the number of devices (a null device, where several others exist, counts as one)."""
     if "device" not in rows.columns or rows.height == 0:
@@ -211,7 +211,7 @@ def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFram
     keys = [by] if by else ["_all"]
     if not by:
         rows = rows.with_columns(pl.lit(0).alias("_all"))
-    rows, devices = _one_device_filled(rows)
+    rows, devices = one_device_filled(rows)
     if devices > 1 and by in (None, "device", "step"):  # (an annotation's rows stay one union: analyze.annotations)
         wide = _device_time(rows, keys, devices)
     else:
