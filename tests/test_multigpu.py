@@ -196,3 +196,22 @@ def test_diff_counts_each_gpus_busy_time():
                    for _, part in rows.group_by("device"))
         assert d.total[side] == pytest.approx(want, abs=0.01)
     assert d.total["a_busy_us"] == pytest.approx(23547.2, abs=0.1)
+
+
+def test_a_rank_with_two_gpus_reads_as_the_trace_does(tmp_path):
+    """A job's rank with several GPUs (a JAX host's) counts device time as the one-trace timeline does: the same
+    exposed communication, busy and idle time as ``analyze`` of that file (its summary took the union over the
+    GPUs: 775 µs of exposed communication where each GPU's own add up to 2,759 µs), and its idle time split whole."""
+    from kernscope.analyze.ranks import summarize_rank
+
+    t = kernscope.load(DP, cache=False)
+    r = summarize_rank(t, "host0.xplane.pb.gz")
+    tl = {row["type"]: row["time_us"] for row in analyze(t).timeline.iter_rows(named=True)}
+    o = r.overall
+    assert o["exposed_comm_us"] == pytest.approx(tl["exposed_comm_time"], abs=0.01)
+    assert o["busy_us"] == pytest.approx(tl["busy_time"], abs=0.01)
+    assert o["idle_us"] == pytest.approx(tl["idle_time"], abs=0.01) and o["span_us"] == pytest.approx(tl["total_time"], abs=0.01)
+    assert o["host_wait_us"] + o["kernel_wait_us"] + o["other_idle_us"] == pytest.approx(o["idle_us"], abs=0.01)
+    for s in r.steps.iter_rows(named=True):
+        assert s["host_wait_us"] + s["kernel_wait_us"] + s["other_idle_us"] == pytest.approx(s["idle_us"], abs=0.01)
+        assert s["exposed_comm_us"] <= s["comm_us"] and 0 < s["busy_us"] < s["span_us"]

@@ -138,7 +138,7 @@ _T = [
     Term("comm_us", "µs", "Union of communication kernels (NCCL, RCCL, ...).", "ranks"),
     Term("exposed_comm_us", "µs", "Communication not overlapped by compute.", "ranks"),
     Term("overlap_pct", "%", "100 x |comm ∩ compute| / |comm|: the share of communication hidden under compute (HTA's definition).", "ranks"),
-    Term("span_us", "µs", "First GPU start to last GPU end (in queues: of the stream).", "ranks"),
+    Term("span_us", "µs", "First GPU start to last GPU end (in queues: of the stream); a rank with several devices counts it once per device (device time, its unions each device's own).", "ranks"),
     Term("idle_us", "µs", "span_us − busy_us: no GPU activity at all (in queues: none on the stream, HTA's idle time "
          "breakdown per stream). kernscope counts every profiled step and all GPU work; HTA's temporal and idle "
          "breakdowns leave out the last ProfilerStep and kernels launched before the trace, so they report less: on "

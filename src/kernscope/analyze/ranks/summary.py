@@ -10,6 +10,8 @@ Definitions (per rank, over all its GPU activity, and per step over the GPU work
 - ``comm_us``: union of communication kernels (NCCL, RCCL, ...); ``exposed_comm_us``: communication not
   overlapped by compute; ``overlap_pct`` = 100 x |comm ∩ compute| / |comm| (HTA's comm/comp overlap);
 - ``busy_us``: union of all GPU records; ``span_us``: first start to last end; ``idle_us`` = span − busy;
+- a rank with several devices (a JAX host's GPUs): each of these per device, summed, the span counted once per
+  device (device time, as the trace's timeline: :func:`kernscope.analyze.timeline.timeline_of`);
 - idle breakdown of each gap in the busy union, by the record that ends it: ``host_wait_us`` when its launch
   came after the GPU went idle (the CPU was late), ``kernel_wait_us`` when it was launched in time and the gap
   is under :data:`KERNEL_WAIT_US` (back-to-back launch overhead), ``other_idle_us`` otherwise (waits on
@@ -34,6 +36,7 @@ from ..facts import trace_facts
 from ..idle import idle_breakdown
 from ..kernels import COMM_PATTERN, NS_PER_US, gpu_table, mark_communication
 from ..summary import empty_reason
+from ..timeline import one_device_filled
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 _TYPES = (("allreduce", "allreduce"), ("all_reduce", "allreduce"), ("allgather", "allgather"), ("all_gather", "allgather"),
@@ -106,8 +109,9 @@ def _union(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return union_by(df, keys, sweep=union_lengths)
 
 
-def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """METRICS per group of ``keys`` over GPU rows ``g`` (kind, is_comm, ts, end, dur, launch_ts)."""
+def _sums(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per group of ``keys`` over GPU rows ``g``: kernel time and the compute, communication, both and busy unions
+    (``_k``, ``_comp``, ``_comm``, ``_cc``, ``_busy``, ns), the span (``_span``, ns) and the idle gaps (µs)."""
     is_k = pl.col("kind") == "kernel"
     comp = g.filter(is_k & ~pl.col("is_comm"))
     comm = g.filter(is_k & pl.col("is_comm"))
@@ -119,7 +123,26 @@ def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         base = base.join(_union(part, keys).rename({"len": name}), on=keys, how="left")
     base = base.fill_null(0)
     idle = idle_breakdown(g, keys)  # also the busy union (_busy): the gaps are what the merged segments leave
-    base = base.join(idle, on=keys, how="left").fill_null(0)
+    return base.join(idle, on=keys, how="left").fill_null(0)
+
+
+def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """METRICS per group of ``keys`` over GPU rows ``g`` (kind, is_comm, ts, end, dur, launch_ts, device). With
+    several devices (one process driving several GPUs, a JAX host's), as the trace's timeline: each device's unions
+    its own, summed, and the span the group's over all of them once per device; a device's idle before its first
+    and after its last record in the group is ``other_idle_us`` (it waited on other GPUs' work, not on the host)."""
+    rows, devices = one_device_filled(g) if "device" in g.columns and "stream" not in keys else (g, 1)
+    if devices > 1:
+        per = _sums(rows, [*keys, "device"])
+        span = rows.group_by(keys).agg((pl.col("end").max() - pl.col("ts").min()).alias("_group_span"))
+        summed = per.group_by(keys).agg(pl.col("_k", "_comp", "_comm", "_cc", "_busy", "host_wait_us", "kernel_wait_us",
+                                                "other_idle_us").sum())
+        base = summed.join(span, on=keys, nulls_equal=True).with_columns((devices * pl.col("_group_span")).alias("_span"))
+        gaps = pl.col("host_wait_us") + pl.col("kernel_wait_us") + pl.col("other_idle_us")
+        base = base.with_columns(
+            (pl.col("other_idle_us") + (pl.col("_span") - pl.col("_busy")) / NS_PER_US - gaps).alias("other_idle_us"))
+    else:
+        base = _sums(g, keys)
     ovl = pl.col("_comp") + pl.col("_comm") - pl.col("_cc")
     return base.select(
         *keys,
@@ -136,7 +159,7 @@ def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def _gpu(trace: Trace) -> pl.DataFrame:
-    g = trace.gpu.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String), "ts", "end", "dur", "stream",
+    g = trace.gpu.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String), "ts", "end", "dur", "stream", "device",
                          "step", "launch_ts", "op_idx", "launch_idx", "correlation")
     return g.with_columns((pl.col("name").str.contains(COMM_PATTERN) & (pl.col("kind") == "kernel")).alias("is_comm"))
 
