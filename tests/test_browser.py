@@ -371,3 +371,16 @@ def test_a_jax_reports_critical_path_carries_its_note(browser, tmp_path):
     assert browser.errors() == []
     note = browser.eval("document.querySelector('#view-critical_path p.note').textContent")
     assert note.startswith("XLA records no event for the host waiting on the GPU") and "3 of 3 steps" in note
+
+
+def test_a_two_gpu_reports_busy_card_is_the_gpus_mean(browser, tmp_path):
+    """One process on two GPUs (a pipeline, tests/data/multigpu_h200): the first screen's GPU busy is the GPUs' mean
+    (49.1%), said so; it read 97.8% (any GPU busy), though each GPU idled about half of the time."""
+    mp = Path(__file__).parent / "data" / "multigpu_h200" / "torch_mp.pt.trace.json.gz"
+    html = tmp_path / "mp.html"
+    assert main(["report", str(mp), "-o", str(html), "--no-cache", "-q"]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    text = browser.eval("document.getElementById('headline').textContent")
+    assert "49.1%" in text and "mean of 2 GPUs" in text and "97.8%" not in text

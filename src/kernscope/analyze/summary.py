@@ -279,7 +279,8 @@ __all__ = ["Analysis", "analyze", "UNCATEGORIZED", "OTHER", "UNKNOWN_LIBRARY"]
 def headline(a: Analysis, top: int = 3) -> dict[str, object]:
     """The answer first (the HTML report's first screen): ``steps`` (count), ``step_time_us`` (mean CPU window of
     the analyzed steps, None without steps), ``gpu_time_us`` (summed GPU time), ``gpu_busy_pct`` (busy share of
-    first-GPU-start to last-GPU-end) and ``top_categories``: the ``top`` categories as (category, total_us, pct)."""
+    first-GPU-start to last-GPU-end; with several GPUs their mean), ``gpus`` (how many) and ``top_categories``: the
+    ``top`` categories as (category, total_us, pct)."""
     busy = a.timeline.filter(pl.col("type") == "busy_time")
     steps = a.steps
     return {
@@ -287,6 +288,7 @@ def headline(a: Analysis, top: int = 3) -> dict[str, object]:
         "step_time_us": float(steps["cpu_duration_us"].mean()) if steps.height else None,  # type: ignore[arg-type]
         "gpu_time_us": float(a.categories["total_us"].sum()) if a.categories.height else 0.0,
         "gpu_busy_pct": float(busy["percent"][0]) if busy.height else None,
+        "gpus": a.timeline_by_device["device"].n_unique(),
         "top_categories": [(str(r["category"]), float(r["total_us"]), float(r["pct"]))
                            for r in a.categories.head(top).iter_rows(named=True)],
     }

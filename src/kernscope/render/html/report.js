@@ -377,7 +377,8 @@
     const card = (label, value, note) => d.appendChild(el("div", { cls: "card" }, el("b", { text: value }), el("span", { text: label }),
       ...(note ? [el("small", { text: note })] : [])));
     if (h.step_time_us != null) card("step time", fmtUs(h.step_time_us), "mean of " + h.steps + " step" + (h.steps === 1 ? "" : "s"));
-    if (h.gpu_busy_pct != null) card("GPU busy", h.gpu_busy_pct.toFixed(1) + "%", "of first GPU start to last GPU end");
+    if (h.gpu_busy_pct != null) card("GPU busy", h.gpu_busy_pct.toFixed(1) + "%", h.gpus > 1
+      ? "mean of " + h.gpus + " GPUs, each of first GPU start to last GPU end" : "of first GPU start to last GPU end");
     card("GPU time", fmtUs(h.gpu_time_us), "summed over kernels, copies and sets");
     const top = el("div", { cls: "card top" }, el("span", { text: "top categories" }));
     for (const [i, [cat, us, pct]] of h.top_categories.entries()) {
