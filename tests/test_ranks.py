@@ -320,3 +320,27 @@ def _has_dask() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("distributed") is not None
+
+
+def test_the_cycles_of_one_process_are_named_not_taken_for_ranks(tmp_path, capsys):
+    """torch.profiler.tensorboard_trace_handler writes a file per cycle of ``schedule(..., repeat=N)``, named
+    ``{host}_{pid}.{ms}.pt.trace.json``: a folder of one process's cycles was refused as "no rank ... (a folder of
+    benchmark traces? add --bench)"; it is named as the profiler's cycles, with the newest to analyze. Two cycles of a
+    DDP job's ranks (a rank twice) are named so too."""
+    data = Path(__file__).parent / "data"
+    one = tmp_path / "log"
+    one.mkdir()
+    for ms in ("1764500000001", "1764500000502"):
+        (one / f"vm_1234.{ms}.pt.trace.json.gz").write_bytes((data / "activities_h200" / "cpu_cuda.pt.trace.json.gz").read_bytes())
+    assert main(["analyze", str(one), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "2 traces of one process (vm_1234), the profiler's cycles" in err and "--bench" not in err
+    assert f"kernscope analyze {one / 'vm_1234.1764500000502.pt.trace.json.gz'}" in err
+    ddp = tmp_path / "ddp"
+    ddp.mkdir()
+    for rank, pid in ((0, 11), (1, 12)):
+        for ms in ("1764500000001", "1764500000502"):
+            (ddp / f"vm_{pid}.{ms}.pt.trace.json.gz").write_bytes((data / "ddp2_h200" / f"rank{rank}.pt.trace.json.gz").read_bytes())
+    assert main(["analyze", str(ddp), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "rank 0 appears twice" in err and "two cycles of one process's profiler" in err

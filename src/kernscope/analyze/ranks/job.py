@@ -107,9 +107,19 @@ class JobAnalysis:
         return job_sql(self, query)
 
 
+#: torch.profiler.tensorboard_trace_handler's file name: ``{worker}.{time in ms}.pt.trace.json[.gz]``, the worker
+#: ``{host}_{pid}`` unless given
+_HANDLER_NAME = re.compile(r"(.+)\.(\d{10,})\.pt\.trace\.json(?:\.gz)?")
+
+
 def _one_job_hint(a: str, b: str) -> str:
-    """For two files of one rank: the glob of one job's files when their names differ before ``rank`` (a folder
-    holding two jobs, ``ddp4_rank0`` and ``fsdp4_rank0``), else nothing."""
+    """For two files of one rank: the cycles of one process's profiler (tensorboard_trace_handler's names, one worker),
+    or the glob of one job's files when their names differ before ``rank`` (a folder holding two jobs,
+    ``ddp4_rank0`` and ``fsdp4_rank0``), else nothing."""
+    cycles = [_HANDLER_NAME.fullmatch(os.path.basename(p)) for p in (a, b)]
+    if cycles[0] is not None and cycles[1] is not None and cycles[0].group(1) == cycles[1].group(1):
+        return (" (two cycles of one process's profiler: tensorboard_trace_handler writes a file per cycle of "
+                "schedule(..., repeat=N); give each rank's file of one cycle)")
     globs = []
     for p in (a, b):
         head = re.match(r"(?i)(.*?rank)", os.path.basename(p))
@@ -117,6 +127,19 @@ def _one_job_hint(a: str, b: str) -> str:
             return ""
         globs.append(os.path.join(os.path.dirname(p), head.group(1)) + "*")
     return "" if globs[0] == globs[1] else f" (two jobs in one place? give one job's files: '{globs[0]}' or '{globs[1]}')"
+
+
+def _one_process_cycles(results: list[RankResult]) -> None:
+    """Raise where the traces without a rank are the cycles of one process's profiler (tensorboard_trace_handler
+    writes one file per ``schedule(..., repeat=N)`` cycle, named by its worker): not ranks of a job."""
+    names = [_HANDLER_NAME.fullmatch(os.path.basename(r.path)) for r in results if r.rank is None]
+    workers = {m.group(1) for m in names if m is not None}
+    if len(names) > 1 and None not in names and len(workers) == 1:
+        newest = max((r.path for r in results if r.rank is None), key=lambda p: int(_HANDLER_NAME.fullmatch(
+            os.path.basename(p)).group(2)))  # type: ignore[union-attr]
+        raise KernscopeError(f"{len(names)} traces of one process ({workers.pop()}), the profiler's cycles "
+                             f"(tensorboard_trace_handler, schedule(..., repeat=N)), not the ranks of a job: analyze one "
+                             f"(the newest: kernscope analyze {newest}), or compare two cycles: kernscope diff A B")
 
 
 def _check(results: list[RankResult]) -> tuple[list[str], bool]:
@@ -130,6 +153,7 @@ def _check(results: list[RankResult]) -> tuple[list[str], bool]:
             raise KernscopeError(f"{r.path}: its rank id is not one (outside 0 to 2^31 - 1, in distributedInfo.rank or the "
                                  "file name)")
         if r.rank is None:
+            _one_process_cycles(results)
             hint = (" (a folder of benchmark traces? add --bench)" if re.search(r"input_\d+\.json|pt\.trace\.json", r.path)
                     else "")
             raise KernscopeError(f"{r.path}: no rank (no distributedInfo.rank and no rank number in the file name){hint}")
