@@ -215,3 +215,18 @@ def test_a_rank_with_two_gpus_reads_as_the_trace_does(tmp_path):
     for s in r.steps.iter_rows(named=True):
         assert s["host_wait_us"] + s["kernel_wait_us"] + s["other_idle_us"] == pytest.approx(s["idle_us"], abs=0.01)
         assert s["exposed_comm_us"] <= s["comm_us"] and 0 < s["busy_us"] < s["span_us"]
+
+
+def test_memory_on_two_gpus_peaks_as_torch_counted_them(capsys):
+    """``profile_memory=True`` around the two-GPU pipeline (``examples/record_profiler_options.py --which memory_mp``):
+    each GPU's peak is ``torch.cuda.max_memory_allocated`` of that GPU, as the recording process read it
+    (177,234,432 and 177,243,648 bytes); the CPU allocator's events (device -1) are shown as ``cpu``, not ``cpu:-1``."""
+    from kernscope.analyze.memory import memory_timeline
+
+    m = memory_timeline(kernscope.load(DATA / "memory_mp.pt.trace.json.gz", cache=False))
+    assert m is not None
+    peaks = {(r["device_type"], r["device"]): r["peak_allocated"] for r in m.devices.iter_rows(named=True)}
+    assert peaks[("cuda", 0)] == 177_234_432 and peaks[("cuda", 1)] == 177_243_648
+    assert main(["memory", str(DATA / "memory_mp.pt.trace.json.gz"), "--no-cache"]) == 0
+    rows = [ln.split()[0] for ln in capsys.readouterr().out.split("Memory per device")[1].splitlines()[2:5]]
+    assert rows == ["cpu", "cuda:0", "cuda:1"]

@@ -18,6 +18,12 @@ from .terminal import Col, count, fit_table
 from .views import Section, layout, view
 
 
+def _device(r: dict) -> str:
+    """A memory row's device as PyTorch names it: ``cuda:1``; the CPU allocator's (device -1) plain ``cpu``."""
+    d = r["device"]
+    return str(r["device_type"]) if d is None or d < 0 else f"{r['device_type']}:{d}"
+
+
 def size(b: float | None) -> str:
     """Bytes in the unit that reads best (binary: KiB, MiB, GiB), sign kept."""
     if b is None:
@@ -48,7 +54,7 @@ def _console_head(s: Section, out: Console) -> None:
 
 @view("table", "memory.devices")
 def _console_devices(s: Section, out: Console) -> None:
-    rows = [[f"{r['device_type']}:{r['device']}", size(r["peak_allocated"]), size(r["peak_reserved"]), _ms(r["peak_at_ns"]),
+    rows = [[_device(r), size(r["peak_allocated"]), size(r["peak_reserved"]), _ms(r["peak_at_ns"]),
              "-" if r["peak_step"] is None else str(r["peak_step"]), r["peak_op"] or "-", size(r["allocated_at_end"]),
              count(r["events"])] for r in s.df.iter_rows(named=True)]
     out.print(fit_table("Memory per device (peak = the largest Total Allocated; at = since the trace's start)",
@@ -61,7 +67,7 @@ def _console_devices(s: Section, out: Console) -> None:
 @view("table", "memory.steps")
 def _console_steps(s: Section, out: Console) -> None:
     if s.df.height:
-        rows = [[f"{r['device_type']}:{r['device']}", str(r["step"]), size(r["allocated_at_start"]), size(r["allocated_at_end"]),
+        rows = [[_device(r), str(r["step"]), size(r["allocated_at_start"]), size(r["allocated_at_end"]),
                  size(r["growth"]), size(r["peak_allocated"]), size(r["peak_reserved"])] for r in s.df.iter_rows(named=True)]
         out.print(fit_table("Per step (growth = held at the step's end minus at its start)",
                             [Col("device", enum=True), Col("step", True), Col("at start", True), Col("at end", True),
@@ -74,7 +80,7 @@ def _console_steps(s: Section, out: Console) -> None:
 def _console_ops(s: Section, out: Console) -> None:
     top = s.top
     d = s.df.head(top) if top is not None else s.df
-    rows = [[r["op"] or "(outside any op)", f"{r['device_type']}:{r['device']}", count(r["allocations"]), size(r["allocated_bytes"]),
+    rows = [[r["op"] or "(outside any op)", _device(r), count(r["allocations"]), size(r["allocated_bytes"]),
              "-" if r["mean_lifetime_us"] is None else f"{r['mean_lifetime_us']:,.1f} µs", count(r["held_blocks"]),
              size(r["held_bytes"]), count(r["frees"])] for r in d.iter_rows(named=True)]
     out.print(fit_table("Allocations by CPU op (lifetime: to the free of the same block; held: not freed in the trace)",
@@ -104,7 +110,7 @@ def chart_data(m: MemoryTimeline, t0: int) -> list[dict[str, Any]]:
             span = max(as_int(ev["t"].max()) - as_int(ev["t"].min()), 1)
             ev = (ev.with_columns(((pl.col("t") - pl.col("t").min()) * CHART_POINTS // span).alias("_b"))
                   .group_by("_b").agg(pl.col("t").min(), pl.col("allocated").max(), pl.col("reserved").max()).sort("_b"))
-        out.append({"label": f"{r['device_type']}:{r['device']}",
+        out.append({"label": _device(r),
                     "t": b64(ev["t"].to_numpy().astype(np.float64)),
                     "allocated": b64(ev["allocated"].fill_null(0).to_numpy().astype(np.float64)),
                     "reserved": b64(ev["reserved"].fill_null(0).to_numpy().astype(np.float64)),
