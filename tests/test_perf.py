@@ -527,3 +527,27 @@ def test_casts_name_their_types(capsys):
     assert main(["perf", str(rank0), "--no-cache", "-q"]) == 0
     out = capsys.readouterr().out
     assert "bf16→fp32" in out and "fp32→bf16" in out
+
+
+def test_flops_equal_the_profilers_own_counts():
+    """torch.profiler's ``with_flops`` counts (``key_averages(group_by_input_shape=True)``, written beside the trace
+    by ``examples/record_profiler_options.py --which flops`` on an H200: the exported trace carries none) against the
+    perf model's, per op and input shapes: every op PyTorch counts is modeled, with the same FLOPs per call, except
+    that the perf model also counts a bias's adds (``addmm``: M x N, ``conv2d`` with bias: N x Cout x H x W), which
+    PyTorch leaves out."""
+    data = Path(__file__).parent / "data" / "flops_h200"
+    torch_counts = json.loads((data / "flops.torch_flops.json").read_text())
+    ops = perf_model(load(data / "flops.pt.trace.json.gz", cache=False)).ops
+    ours = {(r["name"], r["input_dims"]): r for r in ops.iter_rows(named=True)}
+    assert len(torch_counts) == 15
+    for t in torch_counts:
+        dims = t["input_shapes"]
+        got = next(r for (name, d), r in ours.items() if name == t["name"] and json.loads(d)[:len(dims)] == dims)
+        assert got["count"] == t["count"], t
+        want = t["flops"] / t["count"]
+        if t["name"] == "aten::addmm":
+            want += dims[1][0] * dims[2][1]
+        if t["name"] == "aten::conv2d" and dims[2]:
+            n, _, h, w = dims[0]
+            want += n * dims[1][0] * h * w  # (stride 1, padding 1: the output is H x W)
+        assert got["flops"] == want, (t["name"], dims, got["flops"], want)
