@@ -324,18 +324,15 @@ def _has_dask() -> bool:
 
 def test_the_cycles_of_one_process_are_named_not_taken_for_ranks(tmp_path, capsys):
     """torch.profiler.tensorboard_trace_handler writes a file per cycle of ``schedule(..., repeat=N)``, named
-    ``{host}_{pid}.{ms}.pt.trace.json``: a folder of one process's cycles was refused as "no rank ... (a folder of
+    ``{host}_{pid}.{time}.pt.trace.json`` (time in ns in torch 2.11, ms before): a folder of one process's cycles was refused as "no rank ... (a folder of
     benchmark traces? add --bench)"; it is named as the profiler's cycles, with the newest to analyze. Two cycles of a
     DDP job's ranks (a rank twice) are named so too."""
     data = Path(__file__).parent / "data"
-    one = tmp_path / "log"
-    one.mkdir()
-    for ms in ("1764500000001", "1764500000502"):
-        (one / f"vm_1234.{ms}.pt.trace.json.gz").write_bytes((data / "activities_h200" / "cpu_cuda.pt.trace.json.gz").read_bytes())
+    one = data / "cycles_h200"  # recorded by examples/record_profiler_options.py --which cycles (repeat=2, H200)
     assert main(["analyze", str(one), "--no-cache"]) == 2
     err = capsys.readouterr().err
-    assert "2 traces of one process (vm_1234), the profiler's cycles" in err and "--bench" not in err
-    assert f"kernscope analyze {one / 'vm_1234.1764500000502.pt.trace.json.gz'}" in err
+    assert "2 traces of one process (vm_735), the profiler's cycles" in err and "--bench" not in err
+    assert f"kernscope analyze {one / 'vm_735.1796043740873354260.pt.trace.json.gz'}" in err
     ddp = tmp_path / "ddp"
     ddp.mkdir()
     for rank, pid in ((0, 11), (1, 12)):

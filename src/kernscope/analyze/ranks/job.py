@@ -107,7 +107,7 @@ class JobAnalysis:
         return job_sql(self, query)
 
 
-#: torch.profiler.tensorboard_trace_handler's file name: ``{worker}.{time in ms}.pt.trace.json[.gz]``, the worker
+#: torch.profiler.tensorboard_trace_handler's file name: ``{worker}.{time}.pt.trace.json[.gz]`` (ns in torch 2.11), the worker
 #: ``{host}_{pid}`` unless given
 _HANDLER_NAME = re.compile(r"(.+)\.(\d{10,})\.pt\.trace\.json(?:\.gz)?")
 
