@@ -87,6 +87,7 @@ def test_a_pipeline_over_two_gpus_reads_as_each_gpu_half_idle():
 def test_the_terminal_and_json_show_each_gpu(tmp_path, capsys):
     assert main(["analyze", str(MP), "--no-cache"]) == 0
     out = capsys.readouterr().out
+    assert "Steps (ProfilerStep; kernel and GPU time summed over 2 GPUs)" in out  # (23.3 ms of kernels in a 24 ms step)
     table = out[out.index("GPU timeline by device"):out.index("GPU time by category")]
     lines = [ln.split() for ln in table.splitlines()[2:] if ln.strip()]
     assert [ln[0] for ln in lines] == ["0", "1", "all"]

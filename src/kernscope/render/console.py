@@ -53,7 +53,9 @@ def _steps(s: Section, out: Console) -> None:
             if not any(r[j] for r in rows):
                 cols.pop(j)
                 rows = [r[:j] + r[j + 1:] for r in rows]
-        out.print(fit_table(f"Steps ({s.result.facts.step_source})", cols, rows, s.options.width, more=more))
+        gpus = len(s.result.facts.devices or [])
+        summed = f"; kernel and GPU time summed over {gpus} GPUs" if gpus > 1 else ""
+        out.print(fit_table(f"Steps ({s.result.facts.step_source}{summed})", cols, rows, s.options.width, more=more))
         out.print()
 
 
