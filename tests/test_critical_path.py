@@ -595,3 +595,35 @@ def test_jax_paths_with_untraced_waits_still_cover_each_step_once(p):
     host = cp.ops.group_by("step").agg(pl.col("host_us").sum())
     got = s.select("step", "cpu_us").join(host, on="step", how="left").fill_null(0)
     assert ((got["cpu_us"] - got["host_us"]).abs() < 1e-3).all()
+
+
+def _two_gpus(path: Path, second_launch: float) -> None:
+    """One step (0-800 µs): GPU 0 runs a 300 µs kernel and a 30 µs copy (launched at 10 and 12 µs); GPU 1 runs a 400 µs
+    kernel launched at ``second_launch`` that starts 10 µs after the copy ends (360 µs); the host syncs until 761 µs."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 800.0},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 20.0, "dur": 741.0}]
+    for i, (launch, start, dur, dev, stream, name) in enumerate([
+            (10.0, 20.0, 300.0, 0, 7, "ampere_sgemm_128x64_nn"), (12.0, 320.0, 30.0, 0, 7, "Memcpy PtoP (Device -> Device)"),
+            (second_launch, 360.0, 400.0, 1, 15, "ampere_sgemm_64x64_nn")]):
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync" if "Memcpy" in name else "cudaLaunchKernel",
+                   "pid": 1, "tid": 1 if launch < 20 else 2, "ts": launch, "dur": 1.0, "args": {"correlation": i + 1}})
+        ev.append({"ph": "X", "cat": "gpu_memcpy" if "Memcpy" in name else "kernel", "name": name, "pid": dev, "tid": stream,
+                   "ts": start, "dur": dur, "args": {"correlation": i + 1, "device": dev, "stream": stream}})
+    write_trace(path, ev)
+
+
+def test_a_gpu_waiting_for_another_gpus_copy_puts_that_gpus_work_on_the_path(tmp_path):
+    """One process driving two GPUs: GPU 1's kernel, launched at 15 µs, starts 10 µs after GPU 0's copy ends. The path
+    follows it to that copy and GPU 0's kernel before it (gpu 730 µs, a 10 µs stream wait); it read 345 µs of
+    'launch' and GPU 0's work off the path (a pipeline recorded on two H200s: 12.4 ms of 'stream wait' and 11 of its
+    23 ms of GEMMs). Where GPU 1's kernel was launched just before it ran (5 µs), its launch explains its start."""
+    p = tmp_path / "two.json"
+    _two_gpus(p, 15.0)
+    r = _path(p)[1].steps.row(0, named=True)
+    assert r["length_us"] == pytest.approx(800.0)
+    assert r["gpu_us"] == pytest.approx(730.0) and r["stream_wait_us"] == pytest.approx(10.0)
+    assert r["launch_us"] == pytest.approx(10.0) and r["queue_us"] == pytest.approx(0.0)
+    assert r["sync_return_us"] == pytest.approx(1.0) and r["cpu_us"] == pytest.approx(10.0 + 39.0)
+    _two_gpus(p, 355.0)
+    r = _path(p)[1].steps.row(0, named=True)
+    assert r["gpu_us"] == pytest.approx(400.0) and r["launch_us"] == pytest.approx(5.0) and r["stream_wait_us"] == 0.0

@@ -231,3 +231,17 @@ def test_memory_on_two_gpus_peaks_as_torch_counted_them(capsys):
     assert main(["memory", str(DATA / "memory_mp.pt.trace.json.gz"), "--no-cache"]) == 0
     rows = [ln.split()[0] for ln in capsys.readouterr().out.split("Memory per device")[1].splitlines()[2:5]]
     assert rows == ["cpu", "cuda:0", "cuda:1"]
+
+
+def test_the_pipelines_critical_path_runs_through_both_gpus():
+    """Each step's path is the pipeline's chain: GPU 0's forward, its copy to GPU 1, GPU 1's forward and backward, the
+    copy back and GPU 0's backward: ~23.4 ms of GPU time in a 24.1-24.2 ms step, ~60 µs of cross-GPU waits. It read
+    11 ms of GPU time and 12.4 ms of 'stream wait' (GPU 0's backward waiting on its own forward's end)."""
+    a = analyze(kernscope.load(MP, cache=False))
+    cp = a.critical_path
+    for r in cp.steps.iter_rows(named=True):
+        assert r["gpu_us"] > 0.96 * r["length_us"] and r["stream_wait_us"] < 100.0
+        names = cp.records.filter(pl.col("step") == r["step"])["name"].cast(pl.String).to_list()
+        assert names.count("Memcpy PtoP (Device -> Device)") == 2
+    kernels = a.gpu_interned.filter(pl.col("kind") == "kernel")
+    assert cp.steps["gpu_us"].sum() > 0.98 * kernels.filter(pl.col("step").is_not_null())["dur"].sum() / 1e3

@@ -8,7 +8,9 @@ time, never more) and every kernel on the path counts in full:
   the previous record of its stream when ``g`` was queued behind it (launched before that record ended, and
   started within :data:`QUEUE_GAP_NS`); else the device's record that ended last before ``g`` started, when
   that ended after ``g``'s launch (``g`` waited for it: an event, another stream); else its **launch** (a CPU
-  point): ``g`` was launched after the GPU work before it had ended.
+  point): ``g`` was launched after the GPU work before it had ended. With several GPUs in the trace, a record whose
+  start neither of those explains waited for another GPU's record that ended just before it
+  (:data:`CROSS_DEVICE_GAP_NS`).
 * **CPU point** (a launch call's start, or the step's end on the step's thread; time = that moment). Its
   predecessor is the last synchronizing call of the same thread that ended before it (the CPU blocked there,
   so what it waited for is the GPU record of any stream that ended last before the call returned), else the
@@ -44,6 +46,10 @@ from .kernels import NS_PER_US
 
 #: a record that starts this soon after the previous record of its stream ended was queued behind it (ns)
 QUEUE_GAP_NS = 2_000
+#: a record that starts this soon after another GPU's record ended, where neither its own GPU's work nor its launch
+#: ended that close to its start, waited for that record (a peer copy, an event of another device: 10-15 µs on two
+#: H200s) (ns)
+CROSS_DEVICE_GAP_NS = 50_000
 #: synchronizing runtime and driver calls: the host waits for the GPU in them. Kineto names runtime calls
 #: (cudaStreamSynchronize); XLA's CUPTI tracer names driver calls, its device-to-host copies ``MemcpyD2H``
 #: (what ``block_until_ready``/``np.asarray`` of a result waits in)
@@ -278,6 +284,22 @@ def _ancestors_lifted(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[
     return owner, node.astype(np.int64)
 
 
+def _cross_device_waits(device: np.ndarray, ts: np.ndarray, end: np.ndarray, by_end: np.ndarray | None,
+                        launch_ts: np.ndarray, queued: np.ndarray, w: np.ndarray, w_ok: np.ndarray) -> None:
+    """Where one process drives several GPUs: a record not queued on its stream whose start neither its own GPU's
+    last-ended record nor its launch explains (both more than :data:`CROSS_DEVICE_GAP_NS` before it), and before
+    which another GPU's record ended within that gap, waited for that record (a pipeline's second stage for the
+    first stage's copy). ``w``, ``w_ok`` (each record's wait, :func:`_last_ended`) are updated in place."""
+    a, a_ok = _last_ended(np.zeros(len(ts), dtype=np.int64), ts, end, by_end)  # any GPU's
+    never = -(2**62)
+    explained = np.maximum(np.where(w_ok, end[w], never), launch_ts)  # (no launch: launch_ts is `never` already)
+    other = np.where(a_ok, end[a], never)
+    cross = ~queued & a_ok & (device[a] != device) & (other > explained)
+    cross &= (ts - other <= CROSS_DEVICE_GAP_NS) & (ts - explained > CROSS_DEVICE_GAP_NS)
+    w[cross] = a[cross]
+    w_ok |= cross
+
+
 def _last_ended(device: np.ndarray, ts: np.ndarray, end: np.ndarray,
                 by_end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """For each record, the record of its device that ended last at or before its start (of equal ends, the later
@@ -420,6 +442,8 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     # waited for its launch
     end_order = stable_order(g_end)  # the records by end, equal ends in record order (None: in order already)
     w_, w_ok = _last_ended(device, g_ts, g_end, end_order)
+    if int(device.max(initial=0)) > int(device.min(initial=0)):  # several GPUs: waits on another's work
+        _cross_device_waits(device, g_ts, g_end, end_order, launch_ts, queued, w_, w_ok)
     del device
     waited = g_end[w_]
     waited = w_ok & (~launch_ok | (waited >= launch_ts))
