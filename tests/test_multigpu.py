@@ -245,3 +245,23 @@ def test_the_pipelines_critical_path_runs_through_both_gpus():
         assert names.count("Memcpy PtoP (Device -> Device)") == 2
     kernels = a.gpu_interned.filter(pl.col("kind") == "kernel")
     assert cp.steps["gpu_us"].sum() > 0.98 * kernels.filter(pl.col("step").is_not_null())["dur"].sum() / 1e3
+
+
+def test_exposed_communication_is_found_per_gpu():
+    """With two GPUs, ``exposed_comm`` names the GPU: each finding's time is that GPU's communication in the step that
+    none of its own computation hid (checked against the rows), its share of the step's span of both GPUs' work."""
+    a = analyze(kernscope.load(DP, cache=False))
+    found = a.findings.filter(pl.col("rule") == "exposed_comm")
+    assert found.height >= 2 and found["device"].null_count() == 0
+    g = a.gpu_interned.filter(pl.col("kind") != "memcpy").with_columns((pl.col("ts") / 1e3).alias("s"), (pl.col("end") / 1e3).alias("e"))
+
+    def union(rows: pl.DataFrame) -> float:
+        return _union_us(list(zip(rows["s"].to_list(), rows["e"].to_list(), strict=True)))
+
+    for f in found.iter_rows(named=True):
+        rows = g.filter((pl.col("step") == f["step"]) & (pl.col("device") == f["device"]))
+        want = union(rows) - union(rows.filter(pl.col("category") != "Communication"))
+        assert f["win_back_us"] == pytest.approx(want, abs=0.01)
+        assert f"step {f['step']}, GPU {f['device']}: " in f["text"]
+        everyone = g.filter(pl.col("step") == f["step"])
+        assert json.loads(f["evidence"])["span_us"] == pytest.approx(everyone["e"].max() - everyone["s"].min(), abs=0.01)

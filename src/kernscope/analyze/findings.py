@@ -330,20 +330,28 @@ def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
     return out
 
 
-def exposed_comm(by_step: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    if by_step.height == 0:
+def exposed_comm(by_step: pl.DataFrame, cfg: dict[str, Any], by_step_device: pl.DataFrame | None = None) -> list[dict[str, Any]]:
+    """Per step (with several GPUs: per step and GPU, ``by_step_device``), communication no computation hid."""
+    table = by_step if by_step_device is None else by_step_device
+    if table.height == 0:
         return []
-    wide = (by_step.filter(pl.col("type").is_in(["exposed_comm_time", "total_time"]))
-            .pivot(on="type", index="step", values="time_us"))
+    keys = ["step"] if by_step_device is None else ["step", "device"]
+    wide = (table.filter(pl.col("type").is_in(["exposed_comm_time", "total_time"]))
+            .pivot(on="type", index=keys, values="time_us"))
     if "exposed_comm_time" not in wide.columns:
         return []
     out = []
-    for r in wide.sort("step").iter_rows(named=True):
+    for r in wide.sort(keys).iter_rows(named=True):
         exposed, span = r["exposed_comm_time"] or 0.0, r["total_time"] or 0.0
         share = 100.0 * exposed / span if span else 0.0
         if exposed >= cfg["min_us"] and share >= cfg["min_share_pct"]:
             ev = {"step": r["step"], "exposed_us": exposed, "share_pct": share, "span_us": span}
-            out.append(_row(cfg, "exposed_comm", exposed, ev, step=r["step"]))
+            if by_step_device is None:
+                out.append(_row(cfg, "exposed_comm", exposed, ev, words={"where": ""}, step=r["step"]))
+            else:
+                ev["device"] = r["device"]
+                out.append(_row(cfg, "exposed_comm", exposed, ev, words={"where": f", GPU {r['device']}"}, step=r["step"],
+                                device=r["device"]))
     return out
 
 
@@ -510,19 +518,20 @@ def _table(rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataFrame, *, step: int | None = None,
          rules: FindingRules | None = None, pool: Executor | None = None,
-         all_gpu: pl.DataFrame | None = None) -> pl.DataFrame:
+         all_gpu: pl.DataFrame | None = None, by_step_device: pl.DataFrame | None = None) -> pl.DataFrame:
     """The findings of one trace, ranked by ``win_back_us``: ``gpu`` the categorized GPU rows analyzed (with
     ``step``, ``launch_ts``, ``category``, ``launcher``), ``steps`` the step summary (``cpu_duration_us``),
     ``by_step`` the GPU timeline per step; ``step`` keeps the findings of that step only. ``all_gpu``: every GPU row
     of the trace where ``gpu`` holds one step's (default ``gpu``): whether the GPU was idle at a step's start depends
     on the work before it (with ``--step 2`` alone, step 1's work still running read as 7 ms idle). ``pool``: an
-    executor the rules run on side by side (:func:`kernscope.analyze.analyze` hands its own); the same table."""
+    executor the rules run on side by side (:func:`kernscope.analyze.analyze` hands its own); the same table.
+    ``by_step_device``: with several GPUs, the timeline per step and GPU (exposed communication is each GPU's)."""
     given = rules or FindingRules.builtin()
     r = given.rules
     every = gpu if all_gpu is None else all_gpu
     calls: list[Callable[[], list[dict[str, Any]]]] = [
         partial(launch_bound, gpu, r["launch_bound"]), partial(step_start_idle, trace, every, r["step_start_idle"], r["step_start_wait"]),
-        partial(blocking_sync, trace, r["blocking_sync"], step), partial(exposed_comm, by_step, r["exposed_comm"]),
+        partial(blocking_sync, trace, r["blocking_sync"], step), partial(exposed_comm, by_step, r["exposed_comm"], by_step_device),
         partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
         partial(recompile, trace, r["recompile"], step), partial(low_occupancy, gpu, r["low_occupancy"])]
     # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)

@@ -34,7 +34,7 @@ from .kernels import (
     wall_time_ns,
     with_text_keys,
 )
-from .timeline import gpu_timeline, timeline_of, timeline_rows
+from .timeline import gpu_timeline, step_device_timeline, timeline_of, timeline_rows
 
 #: category/library given to every row when categories are off
 UNCATEGORIZED = "Uncategorized"
@@ -189,6 +189,11 @@ def analyze(
             dev_rows = partial(timeline_rows, g, linked_only=linked_only)
         steps_f = pool.submit(step_summary, trace, all_gpu)
         timelines_f = pool.submit(lambda: _device_timelines(dev_rows()))
+        dev = all_gpu["device"]
+        # several GPUs: the findings read each one's timeline per step (communication one GPU left exposed)
+        by_step_dev_f = (pool.submit(lambda: step_device_timeline(timeline_rows(
+            all_gpu.filter(pl.col("step").is_not_null()), keys=("device", "step"), linked_only=linked_only)))
+            if dev.min() != dev.max() else None)
         # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows;
         # in order, after the critical path: the grouping's freed memory, still held by polars' allocator, sat under
         # the critical path's (numpy's) peak when it ran first: 1 GB JAX class 2.99-3.08 GB against 2.90-2.95 GB)
@@ -196,7 +201,7 @@ def analyze(
         step_cats_f = pool.submit(step_category_summary, trace, all_gpu)
         facts_f = pool.submit(trace_facts, trace)
         findings = find(trace, g, steps_f.result(), by_step_f.result(), step=step, rules=finding_rules, pool=pool,
-                        all_gpu=all_gpu)
+                        all_gpu=all_gpu, by_step_device=by_step_dev_f.result() if by_step_dev_f else None)
         grouped, wall = grouped_f.result(), wall_time_ns(g)
         rest = _summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
         path = path_f.result() if path_f is not None else None

@@ -218,6 +218,20 @@ def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFram
         wide = _breakdown(rows, keys)
     if wide.height == 0 and not by:
         wide = pl.DataFrame({"_all": [0], **{k: [0] for k in TIMELINE_ROWS}, "clipped_kernels": [0]})
+    long = _long(wide, keys)
+    return long.drop("_all") if not by else long
+
+
+def step_device_timeline(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per (step, device) of rows made by :func:`timeline_rows` (with ``step``; rows in no step left out), each over
+    the step's span of all devices: the parts :func:`timeline_of` by ``"step"`` sums. Long, as there."""
+    rows, _ = one_device_filled(rows.filter(pl.col("step").is_not_null()))
+    return _long(_device_time(rows, ["step", "device"], 0), ["step", "device"])
+
+
+def _long(wide: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """A wide breakdown (a row per group, a column per timeline type, ns) as the long table :func:`gpu_timeline`
+    returns (``percent`` of each group's ``total_time``)."""
     long = wide.unpivot(index=[*keys, "clipped_kernels"], on=list(TIMELINE_ROWS), variable_name="type", value_name="ns")
     order = {t: i for i, t in enumerate(TIMELINE_ROWS)}
     long = long.join(wide.select(*keys, pl.col("total_time").alias("_tot")), on=keys, nulls_equal=True).with_columns(
@@ -225,5 +239,4 @@ def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFram
         pl.when(pl.col("_tot") > 0).then(100.0 * pl.col("ns") / pl.col("_tot")).otherwise(0.0).alias("percent"),
         pl.col("type").replace_strict(order, return_dtype=pl.Int32).alias("_o"),
     )
-    long = long.sort([*keys, "_o"]).select(*keys, "type", "time_us", "percent", "clipped_kernels")
-    return long.drop("_all") if not by else long
+    return long.sort([*keys, "_o"]).select(*keys, "type", "time_us", "percent", "clipped_kernels")
