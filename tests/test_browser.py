@@ -384,3 +384,9 @@ def test_a_two_gpu_reports_busy_card_is_the_gpus_mean(browser, tmp_path):
     assert browser.errors() == []
     text = browser.eval("document.getElementById('headline').textContent")
     assert "49.1%" in text and "mean of 2 GPUs" in text and "97.8%" not in text
+    # the breakdown per GPU, then their sum
+    heads = browser.eval("Array.from(document.querySelectorAll('#breakdown h3')).map(h => h.textContent)")
+    assert heads == ["GPU 0", "GPU 1", "All 2 GPUs (device time: each GPU's time summed)"]
+    busy = browser.eval("Array.from(document.querySelectorAll('#breakdown .bd-row')).filter(r => "
+                        "r.querySelector('.bd-label').textContent === 'busy time').map(r => r.querySelector('.bd-val').textContent)")
+    assert [b.split(" · ")[1] for b in busy] == ["46.1%", "52.1%", "49.1%"]

@@ -72,6 +72,9 @@ def _html_timeline(s: Section) -> dict[str, Any]:
         values.append([float(d.get(c, 0.0)) for c in cats])
     return {"timeline": timeline_data(a.gpu_interned, a.trace.steps, flush, r.intra_rows),
             "breakdown": records(a.timeline.select("type", "time_us", "percent")),
+            # several GPUs: each one's breakdown too (the overall one is their sum, device time)
+            "breakdown_by_device": (records(a.timeline_by_device.select("device", "type", "time_us", "percent"))
+                                    if a.timeline_by_device["device"].n_unique() > 1 else []),
             "step_categories": {"steps": step_names, "categories": cats, "values": values},
             "memory": chart_data(r.memory, s.facts["t0_ns"]) if r.memory is not None else [],
             "terms": [str(t) for t in a.timeline["type"].to_list()]}

@@ -405,7 +405,17 @@
       ks.timeline = new Timeline(s, DATA.timeline);
       if (DATA.timeline.note) s.appendChild(el("p", { cls: "note", text: DATA.timeline.note }));
     }
-    if (DATA.breakdown) breakdown(section("GPU timeline breakdown", "breakdown"), DATA.breakdown);
+    if (DATA.breakdown && DATA.breakdown_by_device && DATA.breakdown_by_device.length) {
+      // several GPUs: one breakdown each (over the span of all GPU work), then their sum (device time)
+      const s = section("GPU timeline breakdown, per GPU", "breakdown");
+      const devices = [...new Set(DATA.breakdown_by_device.map(r => r.device))];
+      for (const d of devices) {
+        s.appendChild(el("h3", { text: d == null ? "GPU (no device)" : "GPU " + d }));
+        breakdown(s, DATA.breakdown_by_device.filter(r => r.device === d));
+      }
+      s.appendChild(el("h3", { text: "All " + devices.length + " GPUs (device time: each GPU's time summed)" }));
+      breakdown(s, DATA.breakdown);
+    } else if (DATA.breakdown) breakdown(section("GPU timeline breakdown", "breakdown"), DATA.breakdown);
     for (const ch of DATA.charts || []) if (ch.steps.length) stackedSteps(section(ch.title, "chart-" + ch.name), ch);
     if (DATA.step_categories && DATA.step_categories.steps.length) stackedSteps(section("GPU time per step by category", "steps"), DATA.step_categories);
     if (DATA.memory && DATA.memory.length) {
