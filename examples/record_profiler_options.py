@@ -28,6 +28,23 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+def profiled_steps(step: Any, steps: int, **options: Any) -> Any:
+    """Warm ``step`` up three times, then profile ``steps`` calls of it (CPU and CUDA, ``options`` added), each inside a
+    ``ProfilerStep#i`` range and synchronized after; returns the finished profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], **options) as prof:
+        for i in range(steps):
+            with torch.profiler.record_function(f"ProfilerStep#{i}"):
+                step()
+            torch.cuda.synchronize()
+    return prof
+
+
 def cycles(out_dir: str) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
@@ -53,7 +70,6 @@ def flops(out_dir: str) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
     from record_recompile_traces import save_chrome_gz
-    from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
     lin1, lin2 = torch.nn.Linear(512, 2048).cuda(), torch.nn.Linear(2048, 512).cuda()
@@ -72,14 +88,7 @@ def flops(out_dir: str) -> dict[str, Any]:
         for p in params:
             p.grad = None
 
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_flops=True, record_shapes=True) as prof:
-        for i in range(2):
-            with torch.profiler.record_function(f"ProfilerStep#{i}"):
-                step()
-            torch.cuda.synchronize()
+    prof = profiled_steps(step, 2, with_flops=True, record_shapes=True)
     path = os.path.join(out_dir, "flops.pt.trace.json.gz")
     save_chrome_gz(prof, path)
     # the profiler's own FLOP counts (with_flops): not in the exported trace, so written beside it
@@ -93,7 +102,6 @@ def flops(out_dir: str) -> dict[str, Any]:
 def memory_mp(out_dir: str) -> dict[str, Any]:
     import torch
     from record_recompile_traces import save_chrome_gz
-    from torch.profiler import ProfilerActivity, profile
 
     if torch.cuda.device_count() < 2:
         raise SystemExit("memory_mp needs two GPUs")
@@ -112,14 +120,7 @@ def memory_mp(out_dir: str) -> dict[str, Any]:
         second(first(x).to("cuda:1")).square().mean().backward()
         opt.step()
 
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], profile_memory=True, record_shapes=True) as prof:
-        for i in range(3):
-            with torch.profiler.record_function(f"ProfilerStep#{i}"):
-                step()
-            torch.cuda.synchronize()
+    prof = profiled_steps(step, 3, profile_memory=True, record_shapes=True)
     path = os.path.join(out_dir, "memory_mp.pt.trace.json.gz")
     save_chrome_gz(prof, path)
     peaks = {f"cuda:{d}": torch.cuda.max_memory_allocated(d) for d in range(2)}
@@ -129,21 +130,13 @@ def memory_mp(out_dir: str) -> dict[str, Any]:
 def autotune(out_dir: str) -> dict[str, Any]:
     import torch
     from record_recompile_traces import save_chrome_gz
-    from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda().half()
     compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")
     x = torch.randn(2048, 1024, device="cuda", dtype=torch.half)
     with torch.no_grad():
-        for _ in range(3):
-            compiled(x)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
-            for i in range(3):
-                with torch.profiler.record_function(f"ProfilerStep#{i}"):
-                    compiled(x)
-                torch.cuda.synchronize()
+        prof = profiled_steps(lambda: compiled(x), 3, record_shapes=True)
     path = os.path.join(out_dir, "autotune.pt.trace.json.gz")
     save_chrome_gz(prof, path)
     return {"file": path, "bytes": os.path.getsize(path)}
