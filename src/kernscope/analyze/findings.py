@@ -7,8 +7,8 @@ by that time. Each rule is vectorized over GPU rows (one polars pipeline, or one
 device); only the findings themselves (a few rows) are built in Python.
 
 Rules (``findings.toml``): ``launch_bound`` (GPU idle because launches came late), ``step_start_idle`` (GPU idle
-from the step's start to its first work's launch: CPU or data loading first), ``step_start_wait`` (the first work
-launched, then waiting on other GPU work), ``blocking_sync`` (synchronizing
+from the step's start to its first work: CPU or data loading first), ``step_start_wait`` (with several GPUs: the
+first work launched, then waiting on another GPU's work; step_start_idle then ends at the launch), ``blocking_sync`` (synchronizing
 runtime calls), ``exposed_comm`` (communication not overlapped by compute), ``tiny_gemm`` (many GEMM kernels
 of a few µs), ``step_variance`` (a step far slower than the median), ``recompile`` (torch.compile / XLA
 compiling inside a step), ``low_occupancy`` (kernels that leave most of the GPU idle), and where the perf model
