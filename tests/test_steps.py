@@ -228,3 +228,14 @@ def test_marker_matching_nothing_lists_the_users_ranges_first(tmp_path, capsys):
     assert main(["analyze", str(p), "--no-cache", "--step-marker", "^decode$"]) == 2
     err = capsys.readouterr().err
     assert "the most frequent are: 'ProfilerStep#N' (3), 'forward' (3), 'aten::as_strided' (150)" in err, err
+
+
+def test_a_cuda_only_recordings_launchers_are_called_runtime_calls(capsys):
+    """A trace recorded with the CUDA activity alone has no CPU op: its launchers are the runtime calls, and the table
+    says so (it read "GPU time by launching CPU op" over cudaLaunchKernel rows); with CPU + CUDA it reads as before."""
+    assert main(["analyze", str(ACTIVITIES / "cuda_only.pt.trace.json.gz"), "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU time by launching runtime call (no CPU op in the trace: recorded without the CPU activity)" in out
+    assert "GPU time by launching CPU op" not in out
+    assert main(["analyze", str(ACTIVITIES / "cpu_cuda.pt.trace.json.gz"), "--no-cache"]) == 0
+    assert "GPU time by launching CPU op" in capsys.readouterr().out

@@ -129,7 +129,11 @@ def _ops(s: Section, out: Console) -> None:
     if s.df.height:
         d, more = _limited(s.df, s.top)
         rows = [[r["launcher"], count(r["count"]), us(r["total_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
-        out.print(fit_table("GPU time by launching CPU op", [Col("launcher"), Col("GPU events", True),
+        counts = s.result.facts.event_counts
+        # (a trace recorded with the CUDA activity alone has runtime calls and no CPU op: they are the launchers)
+        title = ("GPU time by launching runtime call (no CPU op in the trace: recorded without the CPU activity)"
+                 if not counts.get("cpu_op") and counts.get("runtime") else "GPU time by launching CPU op")
+        out.print(fit_table(title, [Col("launcher"), Col("GPU events", True),
                                                              Col("total", True), Col("%", True)], rows, s.options.width,
                             more=more))
         out.print()
