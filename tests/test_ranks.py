@@ -341,3 +341,15 @@ def test_the_cycles_of_one_process_are_named_not_taken_for_ranks(tmp_path, capsy
     assert main(["analyze", str(ddp), "--no-cache"]) == 2
     err = capsys.readouterr().err
     assert "rank 0 appears twice" in err and "two cycles of one process's profiler" in err
+
+
+@pytest.mark.parametrize("options", [["--engine", "dask"], ["--workers", "2", "--strict"], ["--scheduler", "tcp://h:1"]])
+def test_a_jobs_options_given_for_one_trace_are_refused(tmp_path, capsys, options):
+    """``--engine dask``, ``--scheduler``, ``--workers`` and ``--strict`` are a job's: given for one trace (or a folder of
+    benchmark traces) they were ignored without a word; now one line and exit 2, nothing analyzed."""
+    one = Path(__file__).parent / "data" / "activities_h200" / "cpu_cuda.pt.trace.json.gz"
+    assert main(["analyze", str(one), "--no-cache", *options]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "of several traces (the ranks of one job), not of one trace's analysis" in captured.err
+    assert main(["report", str(one), "-o", str(tmp_path / "r.html"), *options]) == 2 and not (tmp_path / "r.html").exists()
+    assert "not of one trace's analysis" in capsys.readouterr().err

@@ -184,16 +184,31 @@ class Session:
         """What ``inputs`` name: with ``bench``, one folder of benchmark traces (its :meth:`bench_dir`); several
         traces (files, folders, globs), the ranks of one job (:meth:`job`); one trace, its path. ``one_only``:
         the error when several traces are not allowed; ``per_trace``: the options given that only one trace's
-        analysis has (refused, before anything runs, for a job or a folder of benchmark traces: they were ignored)."""
+        analysis has (refused, before anything runs, for a job or a folder of benchmark traces: they were ignored);
+        ``engine``, ``scheduler``, ``workers`` and ``strict`` other than their defaults are a job's, refused for one
+        trace or a folder of benchmark traces."""
         def refuse(what: str) -> None:
             if per_trace:
                 raise KernscopeError(f"{', '.join(per_trace)}: {'an option' if len(per_trace) == 1 else 'options'} of one "
                                      f"trace's analysis, not of {what}: give one trace for {'it' if len(per_trace) == 1 else 'them'}")
+
+        # (and the options of a job, given where there is none: they were ignored)
+        per_job = [name for name, on in (("--engine dask", engine != "local"), ("--scheduler", scheduler is not None),
+                                         ("--workers", workers is not None), ("--strict", strict)) if on]
+
+        def refuse_job_options(what: str) -> None:
+            if per_job:
+                one = len(per_job) == 1
+                raise KernscopeError(f"{', '.join(per_job)}: {'an option' if one else 'options'} of several traces (the "
+                                     f"ranks of one job), not of {what}: give the job's traces, or leave "
+                                     f"{'it' if one else 'them'} out")
         if len(inputs) == 1 and os.path.isdir(inputs[0]) and bench:
             refuse("a folder of benchmark traces")
+            refuse_job_options("a folder of benchmark traces")
             return self.bench_dir(inputs[0])
         paths = self.expand(inputs)
         if len(paths) == 1:
+            refuse_job_options("one trace's analysis")
             return paths[0]
         if one_only:
             raise KernscopeError(one_only)
