@@ -211,7 +211,7 @@ _T = [
     Term("launch_us", "µs", "Critical-path time from a launch call's start to its kernel's start, for kernels launched after their stream ran dry.", "critical path"),
     Term("gpu_us", "µs", "Kernel, memcpy and memset time on the critical path (each record counted in full).", "critical path"),
     Term("queue_us", "µs", "Short gaps (under 2 µs) between a record and the one it was queued behind on its stream.", "critical path"),
-    Term("stream_wait_us", "µs", "Critical-path time a record waited for work on another stream (events, cross-stream dependencies).", "critical path"),
+    Term("stream_wait_us", "µs", "Critical-path time a record waited for work on another stream (events, cross-stream dependencies) or another GPU (a peer copy, in one process driving several).", "critical path"),
     Term("sync_return_us", "µs", "Time from the end of the GPU work a synchronizing call waited for to the call's return.", "critical path"),
     Term("carryover_us", "µs", "Critical-path time at the step's start spent on GPU work launched before the step (carried over from the previous one).", "critical path"),
     Term("host_us", "µs", "Host time on the critical path that overlaps this top-level CPU op of the step's thread ((between ops): in none, e.g. Python between ops).", "critical path"),
