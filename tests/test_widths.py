@@ -214,3 +214,15 @@ def test_rows_left_out_are_counted_in_words_that_fit(columns):
     wide = shown("a step's long name column", 12)
     assert [line.strip() for line in wide.splitlines() if "more" in line] == ["… 12 more"]
     assert "more" not in shown("step", 0)
+
+
+@pytest.mark.parametrize("columns", [60, *WIDTHS])
+def test_a_two_gpu_traces_tables_at_every_width(capsys, monkeypatch, columns):
+    """One process on two GPUs (a row per GPU, then their sum): every number shown is in the JSON, no line too wide;
+    the idle time stays at 60 columns (the exposed and total columns go first)."""
+    mp = Path(__file__).parent / "data" / "multigpu_h200" / "torch_mp.pt.trace.json.gz"
+    _check(capsys, monkeypatch, ["analyze", str(mp), "--top", "12"], columns)
+    assert main(["analyze", str(mp), "--no-cache", "-q"]) == 0
+    out = capsys.readouterr().out
+    head = out[out.index("GPU timeline by device"):].splitlines()[1:3]
+    assert "idle" in " ".join(head)

@@ -60,10 +60,9 @@ def _steps(s: Section, out: Console) -> None:
 
 
 #: the by-device table's columns: (timeline type, header, optional)
-_DEVICE_COLUMNS = (("busy_time", "busy", False), ("computation_time", "computation", False),
+_DEVICE_COLUMNS = (("busy_time", "busy", False), ("idle_time", "idle", False), ("computation_time", "computation", False),
                    ("exposed_comm_time", "exposed comm", False), ("exposed_memcpy_time", "exposed memcpy", False),
-                   ("idle_time", "idle", False), ("total_comm_time", "total comm", True),
-                   ("total_memcpy_time", "total memcpy", True))
+                   ("total_comm_time", "total comm", True), ("total_memcpy_time", "total memcpy", True))
 
 
 @view("table", "analysis.timeline")
