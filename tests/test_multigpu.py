@@ -277,3 +277,21 @@ def test_one_step_finds_what_the_whole_trace_finds_in_it(path):
     for s in t.steps["step"].to_list():
         one = analyze(t, step=s).findings
         assert one.drop("evidence").equals(whole.filter(pl.col("step") == s).drop("evidence")), s
+
+
+def test_a_copy_between_two_gpus_is_bound_by_the_link():
+    """The perf model rated the pipeline's peer-to-peer copies (``Memcpy PtoP``, 380 GB/s over NVLink) against the
+    H200's HBM, mixed in one row with the copies inside one GPU (21.7% of peak). They are now a row of their own,
+    bound by the link, with no % of peak (the peaks table knows no link bandwidth); the copies inside GPU 1 keep the
+    memory roof (77%)."""
+    from kernscope.analyze.perf import perf_model
+
+    raw = [e for e in _events(MP) if e.get("cat") == "gpu_memcpy"]
+    peer = [e for e in raw if e["name"].startswith("Memcpy PtoP")]
+    ops = perf_model(kernscope.load(MP, cache=False)).ops.filter(pl.col("name") == "aten::copy_")
+    link = ops.filter(pl.col("bound") == "link")
+    assert link.height == 1 and link["count"][0] == len(peer) == 6
+    assert link["kernel_time_us"][0] == pytest.approx(sum(e["dur"] for e in peer), abs=0.01)
+    assert link["pct_of_peak"][0] is None and link["peak_tb_per_s"][0] is None
+    local = ops.filter(pl.col("bound") == "memory")
+    assert local["count"].to_list() == [len(raw) - len(peer)] and 70 < local["pct_of_peak"][0] < 85

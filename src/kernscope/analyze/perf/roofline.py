@@ -23,6 +23,9 @@ from ...model import Trace
 from ..attribute import op_gpu_pairs
 from .devices import DevicePeaks, match_device
 from .dtypes import TF32_KERNELS, precision, short_name
+
+#: the GPU records of a copy between two GPUs (Kineto: ``Memcpy PtoP (Device -> Device)``)
+PEER_COPY = "Memcpy PtoP"
 from .formulas import REGISTRY, Call, Registry, Work
 from .xla import has_hlo, xla_rows
 
@@ -172,9 +175,12 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
         "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
     pairs = op_gpu_pairs(ops, gpu)
     tf32 = gpu.select("_g", pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"))
-    per_op = pairs.group_by("op_idx").agg(
+    # a copy between two GPUs (``Memcpy PtoP``) runs at the link's bandwidth, not the memory's
+    p2p = gpu.select("_g", pl.col("name").cast(pl.String).str.starts_with(PEER_COPY).fill_null(False).alias("_p2p"))
+    per_op = pairs.join(p2p, on="_g", how="left").group_by("op_idx").agg(
         pl.col("dur").sum().alias("gpu_ns"),
         pl.col("innermost").not_().any().alias("nested"),
+        pl.col("_p2p").all().alias("peer"),
     ).join(ops.select(pl.col("idx").alias("op_idx"), "name"), on="op_idx")
     try:
         args = read_op_args(trace.path, per_op["op_idx"].to_list())
@@ -183,7 +189,7 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
                                      f"({e.strerror or e})") from None
     inst = _compact(per_op.join(args.rename({"idx": "op_idx"}), on="op_idx", how="left"))
     sig = ["name", "input_dims", "input_type", "concrete_inputs"]
-    groups = inst.group_by(sig).agg(
+    groups = inst.group_by(*sig, "peer").agg(
         # (the strides of the signature's first call: they tell an expanded operand, read once per distinct element)
         pl.col("input_strides").sort_by("op_idx").first(),
         pl.len().alias("count"),
@@ -208,7 +214,7 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
             continue
         modeled.append((r, w))
     ran = _ran_in(modeled, inst, pairs, tf32, sig)
-    rows = [{**r, **_rates(w, r["count"], r["kernel_time_us"], dev, ran.get(tuple(r[c] for c in sig)))}
+    rows = [{**r, **_rates(w, r["count"], r["kernel_time_us"], dev, ran.get(tuple(r[c] for c in sig)), peer=r.pop("peer"))}
             for r, w in modeled]
     ops_df = pl.DataFrame(rows, schema=_schema()) if rows else pl.DataFrame(schema=_schema())
     ops_df = ops_df.select(OP_COLUMNS).sort("kernel_time_us", descending=True)
@@ -336,10 +342,13 @@ def _why_missing(dims: str | None, types: str | None) -> str:
     return "shapes not usable"
 
 
-def _rates(w: Work, count: int, time_us: float, dev: DevicePeaks | None, ran: str | None = None) -> dict[str, Any]:
+def _rates(w: Work, count: int, time_us: float, dev: DevicePeaks | None, ran: str | None = None, *,
+           peer: bool = False) -> dict[str, Any]:
     """A signature's rates and roofline position. ``ran``: the precision a matrix op's GEMMs ran in where known
     (:func:`_ran_in`: bf16 under autocast, tf32 by kernel name); an fp32 matrix op faster than the fp32 peak
-    allows ran on TF32 tensor cores (it is rated against their peak)."""
+    allows ran on TF32 tensor cores (it is rated against their peak). ``peer``: every GPU record of the calls is a
+    copy between two GPUs: bound by the link between them (NVLink, PCIe), whose bandwidth the peaks table does not
+    know, so no % of peak (rated on the memory's, a 380 GB/s NVLink copy read 8% of an H200's HBM)."""
     secs = time_us * 1e-6
     tflops = w.flops * count / secs / 1e12 if secs > 0 else None
     tbps = w.bytes * count / secs / 1e12 if secs > 0 and w.bytes is not None else None
@@ -353,9 +362,11 @@ def _rates(w: Work, count: int, time_us: float, dev: DevicePeaks | None, ran: st
         prec, peak = "tf32", dev.flops_peak("matrix", "tf32")
     # (the FLOP roof the row is rated on: none for pure data movement, rated on the bandwidth alone)
     rated = (prec if w.unit == "matrix" else "fp64" if prec == "fp64" else "fp32") if peak and w.flops else None
-    bw = dev.hbm_tb_s if dev else None
+    bw = dev.hbm_tb_s if dev and not peer else None
     pct = bound = None
-    if w.flops == 0 and bw and tbps is not None:  # pure data movement
+    if peer:
+        bound = "link"
+    elif w.flops == 0 and bw and tbps is not None:  # pure data movement
         bound, pct = "memory", 100.0 * tbps / bw
     elif peak and bw and ai is not None and tflops is not None:
         ridge = peak / bw
