@@ -23,11 +23,11 @@ from ...model import Trace
 from ..attribute import op_gpu_pairs
 from .devices import DevicePeaks, match_device
 from .dtypes import TF32_KERNELS, precision, short_name
+from .formulas import REGISTRY, Call, Registry, Work
+from .xla import has_hlo, xla_rows
 
 #: the GPU records of a copy between two GPUs (Kineto: ``Memcpy PtoP (Device -> Device)``)
 PEER_COPY = "Memcpy PtoP"
-from .formulas import REGISTRY, Call, Registry, Work
-from .xla import has_hlo, xla_rows
 
 NS_PER_US = 1000.0
 
