@@ -1,10 +1,12 @@
 """Record one process driving two GPUs, and CUDA-graph trees, on a GPU machine: kernscope's multi-device test data.
 
-    python examples/record_multigpu_traces.py OUT_DIR [--which torch_mp,graphs,jax_dp] [--steps 3]
+    python examples/record_multigpu_traces.py OUT_DIR [--which torch_mp,torch_dp,graphs,jax_dp] [--steps 3]
 
 - ``torch_mp``: one PyTorch process, a 6-layer MLP split over ``cuda:0`` (layers 1-3) and ``cuda:1`` (4-6), the
   activations copied between the GPUs (device-to-device memcpys), trained with SGD. One Kineto trace with both
   devices' kernels: ``OUT_DIR/torch_mp.pt.trace.json.gz``. Needs two GPUs.
+- ``torch_dp``: the same kind of MLP under ``torch.nn.DataParallel`` on both GPUs (one process: the parameters
+  broadcast and the gradients reduced with NCCL each step). ``OUT_DIR/torch_dp.pt.trace.json.gz``. Needs two GPUs.
 - ``graphs``: a small MLP trained with ``torch.compile(mode="reduce-overhead")``: Inductor's CUDA-graph trees
   replay the forward and the backward as graphs (``cudaGraphLaunch``), the optimizer runs eagerly. One GPU:
   ``OUT_DIR/graphs.pt.trace.json.gz``.
@@ -72,6 +74,34 @@ def torch_mp(out_dir: str, steps: int) -> dict[str, Any]:
         step()
     torch.cuda.synchronize()
     path = os.path.join(out_dir, "torch_mp.pt.trace.json.gz")
+    torch_profiled(path, steps, step)
+    return {"file": path, "bytes": os.path.getsize(path), "loss": float(losses[-1]),
+            "devices": [torch.cuda.get_device_name(i) for i in range(2)]}
+
+
+def torch_dp(out_dir: str, steps: int) -> dict[str, Any]:
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        raise SystemExit("torch_dp needs two GPUs")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[m for _ in range(3) for m in (torch.nn.Linear(2048, 2048), torch.nn.GELU())]).cuda()
+    dp = torch.nn.DataParallel(model, device_ids=[0, 1])
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(4096, 2048, device="cuda:0")
+    losses = []
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss = dp(x).square().mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    path = os.path.join(out_dir, "torch_dp.pt.trace.json.gz")
     torch_profiled(path, steps, step)
     return {"file": path, "bytes": os.path.getsize(path), "loss": float(losses[-1]),
             "devices": [torch.cuda.get_device_name(i) for i in range(2)]}
@@ -147,7 +177,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    runs = {"torch_mp": torch_mp, "graphs": graphs, "jax_dp": jax_dp}
+    runs = {"torch_mp": torch_mp, "torch_dp": torch_dp, "graphs": graphs, "jax_dp": jax_dp}
     info: dict[str, Any] = {}
     for name in a.which.split(","):
         info[name] = runs[name](a.out, a.steps)

@@ -6,6 +6,7 @@
 - ``jax_dp``: a JAX transformer trained data-parallel on both GPUs (XLA's NCCL all-reduces), with xprof's own Chrome
   JSON of the same profile (``jax_dp.trace.json.gz``) as an independent count.
 - ``graphs``: an MLP under ``torch.compile(mode="reduce-overhead")``: its forward and backward replayed as CUDA graphs.
+- ``torch_dp``: an MLP under ``torch.nn.DataParallel`` on both GPUs: NCCL broadcasts and reductions in one process.
 """
 
 from __future__ import annotations
@@ -247,13 +248,21 @@ def test_the_pipelines_critical_path_runs_through_both_gpus():
     assert cp.steps["gpu_us"].sum() > 0.98 * kernels.filter(pl.col("step").is_not_null())["dur"].sum() / 1e3
 
 
-def test_exposed_communication_is_found_per_gpu():
+@pytest.mark.parametrize("path", [DP, DATA / "torch_dp.pt.trace.json.gz"], ids=["jax_dp", "torch_dp"])
+def test_exposed_communication_is_found_per_gpu(path):
     """With two GPUs, ``exposed_comm`` names the GPU: each finding's time is that GPU's communication in the step that
-    none of its own computation hid (checked against the rows), its share of the step's span of both GPUs' work."""
-    a = analyze(kernscope.load(DP, cache=False))
+    none of its own computation hid (checked against the rows), its share of the step's span of both GPUs' work.
+    ``torch_dp``: ``torch.nn.DataParallel`` in one process (``record_multigpu_traces.py --which torch_dp``): NCCL
+    broadcasts of the parameters and reductions of the gradients on both GPUs, 12 + 18 a GPU (counted in the JSON)."""
+    a = analyze(kernscope.load(path, cache=False))
     found = a.findings.filter(pl.col("rule") == "exposed_comm")
     assert found.height >= 2 and found["device"].null_count() == 0
-    g = a.gpu_interned.filter(pl.col("kind") != "memcpy").with_columns((pl.col("ts") / 1e3).alias("s"), (pl.col("end") / 1e3).alias("e"))
+    if path.name.startswith("torch_dp"):
+        raw = Counter(e["args"]["device"] for e in _events(path) if e.get("cat") == "kernel" and "nccl" in e["name"])
+        comm = a.gpu_interned.filter(pl.col("category") == "Communication")
+        assert raw == {0: 30, 1: 30} and dict(comm.group_by("device").len().iter_rows()) == raw
+    every = a.gpu_interned.with_columns((pl.col("ts") / 1e3).alias("s"), (pl.col("end") / 1e3).alias("e"))
+    g = every.filter(pl.col("kind") != "memcpy")  # (communication and computation: copies hide nothing)
 
     def union(rows: pl.DataFrame) -> float:
         return _union_us(list(zip(rows["s"].to_list(), rows["e"].to_list(), strict=True)))
@@ -263,7 +272,7 @@ def test_exposed_communication_is_found_per_gpu():
         want = union(rows) - union(rows.filter(pl.col("category") != "Communication"))
         assert f["win_back_us"] == pytest.approx(want, abs=0.01)
         assert f"step {f['step']}, GPU {f['device']}: " in f["text"]
-        everyone = g.filter(pl.col("step") == f["step"])
+        everyone = every.filter(pl.col("step") == f["step"])  # the step's span over both GPUs, copies included
         assert json.loads(f["evidence"])["span_us"] == pytest.approx(everyone["e"].max() - everyone["s"].min(), abs=0.01)
 
 
