@@ -304,3 +304,18 @@ def test_a_copy_between_two_gpus_is_bound_by_the_link():
     assert link["pct_of_peak"][0] is None and link["peak_tb_per_s"][0] is None
     local = ops.filter(pl.col("bound") == "memory")
     assert local["count"].to_list() == [len(raw) - len(peer)] and 70 < local["pct_of_peak"][0] < 85
+
+
+def test_launch_bound_says_whether_the_queue_was_short_or_ran_dry_between_bursts():
+    """``launch_bound`` said "(a short launch queue)" whatever the launch lead: DataParallel's replica threads launch
+    in bursts, a median 605 µs ahead, and the GPUs still idle 60% of a step between bursts. Over ``short_lead_us``
+    (100 µs) it says the queue ran dry between bursts; the bundled GPT step's 8.7 µs lead stays a short queue."""
+    from kernscope.analyze.findings import FindingRules
+
+    assert FindingRules.builtin().rules["launch_bound"]["short_lead_us"] == 100.0
+    dp = analyze(kernscope.load(DATA / "torch_dp.pt.trace.json.gz", cache=False)).findings.filter(pl.col("rule") == "launch_bound")
+    assert dp.height and all(json.loads(e)["median_lead_us"] > 100 for e in dp["evidence"])
+    assert all(t.endswith("(the queue ran dry between bursts of launches)") for t in dp["text"])
+    example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    gpt = analyze(kernscope.load(example, cache=False)).findings.filter(pl.col("rule") == "launch_bound")
+    assert gpt.height and all(t.endswith("(a short launch queue)") for t in gpt["text"])

@@ -176,7 +176,11 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
         ev = {"step": r["step"], "device": r["device"], "wait_us": r["host_wait_us"], "share_pct": r["_share"],
               "gaps": r["host_wait_gaps"], "kernels": r["kernels"], "median_kernel_us": r["median_kernel_us"] or 0.0,
               "span_us": r["span_us"], "median_lead_us": r["median_lead_us"] or 0.0}
-        out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev, step=r["step"], device=r["device"]))
+        # (a long median lead with idle gaps: launches come in bursts, as from DataParallel's replica threads)
+        queue = ("a short launch queue" if ev["median_lead_us"] < cfg["short_lead_us"]
+                 else "the queue ran dry between bursts of launches")
+        out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev, words={"queue": queue}, step=r["step"],
+                        device=r["device"]))
     return out
 
 
