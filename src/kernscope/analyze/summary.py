@@ -34,7 +34,7 @@ from .kernels import (
     wall_time_ns,
     with_text_keys,
 )
-from .timeline import gpu_timeline, step_device_timeline, timeline_of, timeline_rows
+from .timeline import device_timelines, step_timelines, timeline_rows
 
 #: category/library given to every row when categories are off
 UNCATEGORIZED = "Uncategorized"
@@ -181,32 +181,29 @@ def analyze(
             # every row is in a step (a JAX profile's are): the timelines by step and by device read the same rows,
             # clipped once (0.1 s of a 1 GB JAX profile's 6.7 M rows, each time)
             rows_f = pool.submit(timeline_rows, g, keys=("device", "step"), linked_only=linked_only)
-            by_step_f = pool.submit(lambda: timeline_of(rows_f.result(), by="step"))
             dev_rows = rows_f.result
         else:
-            by_step_f = pool.submit(gpu_timeline, all_gpu.filter(pl.col("step").is_not_null()), by="step",
-                                    linked_only=linked_only)
+            rows_f = pool.submit(timeline_rows, all_gpu.filter(pl.col("step").is_not_null()), keys=("device", "step"),
+                                 linked_only=linked_only)
             dev_rows = partial(timeline_rows, g, linked_only=linked_only)
+        # by step, and with several GPUs each one's per step (the findings read which GPU left communication exposed)
+        by_step_f = pool.submit(lambda: step_timelines(rows_f.result()))
         steps_f = pool.submit(step_summary, trace, all_gpu)
-        timelines_f = pool.submit(lambda: _device_timelines(dev_rows()))
-        dev = all_gpu["device"]
-        # several GPUs: the findings read each one's timeline per step (communication one GPU left exposed)
-        by_step_dev_f = (pool.submit(lambda: step_device_timeline(timeline_rows(
-            all_gpu.filter(pl.col("step").is_not_null()), keys=("device", "step"), linked_only=linked_only)))
-            if dev.min() != dev.max() else None)
+        timelines_f = pool.submit(lambda: device_timelines(dev_rows()))
         # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows;
         # in order, after the critical path: the grouping's freed memory, still held by polars' allocator, sat under
         # the critical path's (numpy's) peak when it ran first: 1 GB JAX class 2.99-3.08 GB against 2.90-2.95 GB)
         grouped_f = pool.submit(rows_by, g, SUMMARY_KEYS + decided)
         step_cats_f = pool.submit(step_category_summary, trace, all_gpu)
         facts_f = pool.submit(trace_facts, trace)
-        findings = find(trace, g, steps_f.result(), by_step_f.result(), step=step, rules=finding_rules, pool=pool,
-                        all_gpu=all_gpu, by_step_device=by_step_dev_f.result() if by_step_dev_f else None)
+        by_step, by_step_device = by_step_f.result()
+        findings = find(trace, g, steps_f.result(), by_step, step=step, rules=finding_rules, pool=pool,
+                        all_gpu=all_gpu, by_step_device=by_step_device)
         grouped, wall = grouped_f.result(), wall_time_ns(g)
         rest = _summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
         path = path_f.result() if path_f is not None else None
         timeline, by_dev = timelines_f.result()
-        rest.update(facts=facts_f.result(), steps=steps_f.result(), timeline_by_step=by_step_f.result(),
+        rest.update(facts=facts_f.result(), steps=steps_f.result(), timeline_by_step=by_step,
                     step_categories=step_cats_f.result(), findings=findings)
     return Analysis(trace=trace, step=step, critical_path=path, timeline=timeline, timeline_by_device=by_dev, **rest)
 
@@ -238,14 +235,6 @@ class _InOrder(Executor):
         except BaseException as e:  # noqa: BLE001 - raised again by result(), as a thread's would be
             done.set_exception(e)
         return done
-
-
-def _device_timelines(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The GPU timeline overall and by device, of rows made by :func:`~kernscope.analyze.timeline.timeline_rows`."""
-    by_dev = timeline_of(rows, by="device")
-    if rows["device"].n_unique() <= 1 and by_dev.height:  # one device: the overall view is that device's
-        return by_dev.drop("device"), by_dev
-    return timeline_of(rows, by=None), by_dev
 
 
 def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Categorizer | None, benchmark: bool | None,

@@ -118,23 +118,23 @@ def one_device_filled(rows: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     return rows, dev.drop_nulls().n_unique() + (1 if nulls else 0)
 
 
-def _device_time(rows: pl.DataFrame, keys: list[str], devices: int) -> pl.DataFrame:
-    """:func:`_breakdown` per group of ``keys`` as device time (:func:`timeline_of`): per (group, device) with the
-    group's span as each device's total; summed over the ``devices`` unless ``keys`` is the device itself."""
-    groups = [k for k in keys if k != "device"]
-    if not groups:
+def _per_device(rows: pl.DataFrame, groups: list[str]) -> pl.DataFrame:
+    """:func:`_breakdown` per (group of ``groups``, device), each device's ``total_time`` the group's span over every
+    device (:func:`timeline_of`'s device time). ``groups`` ``["_all"]``: the rows as one group."""
+    if groups == ["_all"] and "_all" not in rows.columns:
         rows = rows.with_columns(pl.lit(0).alias("_all"))
-    gkeys = groups or ["_all"]
-    per = _breakdown(rows, [*gkeys, "device"])
-    span = rows.group_by(gkeys).agg((pl.col("end").max() - pl.col("ts").min()).alias("_span"))
-    per = per.join(span, on=gkeys, nulls_equal=True).with_columns(
-        pl.col("_span").alias("total_time"), (pl.col("_span") - pl.col("busy_time")).alias("idle_time"))
-    if "device" in keys:
-        return per.drop("_span", *([] if groups else ["_all"]))
-    summed = per.group_by(gkeys).agg(
+    span = rows.group_by(groups).agg((pl.col("end").max() - pl.col("ts").min()).alias("_span"))
+    return (_breakdown(rows, [*groups, "device"]).join(span, on=groups, nulls_equal=True)
+            .with_columns(pl.col("_span").alias("total_time"), (pl.col("_span") - pl.col("busy_time")).alias("idle_time"))
+            .drop("_span"))
+
+
+def _sum_devices(per: pl.DataFrame, groups: list[str], devices: int) -> pl.DataFrame:
+    """The rows of :func:`_per_device` summed per group: every one of the ``devices`` counts the group's span, those
+    without work in it as idle all along."""
+    summed = per.group_by(groups).agg(
         *(pl.col(c).sum() for c in TIMELINE_ROWS if c not in ("total_time", "idle_time")),
-        pl.col("clipped_kernels").sum().cast(pl.Int64), pl.col("_span").first())
-    # every device counts the group's span, those without work in it as idle all along
+        pl.col("clipped_kernels").sum().cast(pl.Int64), pl.col("total_time").first().alias("_span"))
     return summed.with_columns((devices * pl.col("_span")).alias("total_time")).with_columns(
         (pl.col("total_time") - pl.col("busy_time")).alias("idle_time")).drop("_span")
 
@@ -213,7 +213,9 @@ def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFram
         rows = rows.with_columns(pl.lit(0).alias("_all"))
     rows, devices = one_device_filled(rows)
     if devices > 1 and by in (None, "device", "step"):  # (an annotation's rows stay one union: analyze.annotations)
-        wide = _device_time(rows, keys, devices)
+        groups = [k for k in keys if k != "device"] or ["_all"]
+        per = _per_device(rows, groups)
+        wide = per.drop("_all") if by == "device" else _sum_devices(per, groups, devices)
     else:
         wide = _breakdown(rows, keys)
     if wide.height == 0 and not by:
@@ -222,11 +224,27 @@ def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFram
     return long.drop("_all") if not by else long
 
 
-def step_device_timeline(rows: pl.DataFrame) -> pl.DataFrame:
-    """Per (step, device) of rows made by :func:`timeline_rows` (with ``step``; rows in no step left out), each over
-    the step's span of all devices: the parts :func:`timeline_of` by ``"step"`` sums. Long, as there."""
-    rows, _ = one_device_filled(rows.filter(pl.col("step").is_not_null()))
-    return _long(_device_time(rows, ["step", "device"], 0), ["step", "device"])
+def device_timelines(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The timeline overall and by device (:func:`timeline_of` by None and ``"device"``) of rows made by
+    :func:`timeline_rows`, each device's unions made once: one device's is the overall one; several devices' are
+    summed into it."""
+    rows, devices = one_device_filled(rows)
+    if devices <= 1:
+        by_dev = timeline_of(rows, by="device")
+        return (by_dev.drop("device") if by_dev.height else timeline_of(rows, by=None)), by_dev
+    per = _per_device(rows, ["_all"])
+    return _long(_sum_devices(per, ["_all"], devices), ["_all"]).drop("_all"), _long(per.drop("_all"), ["device"])
+
+
+def step_timelines(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The timeline by step (:func:`timeline_of` by ``"step"``) of rows made by :func:`timeline_rows` (rows in no step
+    left out) and, with several devices, the per (step, device) parts it sums (each over the step's span of all
+    devices; None with one device), each device's unions made once."""
+    rows, devices = one_device_filled(rows.filter(pl.col("step").is_not_null()))
+    if devices <= 1:
+        return timeline_of(rows, by="step"), None
+    per = _per_device(rows, ["step"])
+    return _long(_sum_devices(per, ["step"], devices), ["step"]), _long(per, ["step", "device"])
 
 
 def _long(wide: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
