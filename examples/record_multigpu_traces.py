@@ -59,13 +59,21 @@ def torch_mp(out_dir: str, steps: int) -> dict[str, Any]:
         return torch.nn.Sequential(*[m for _ in range(3) for m in (torch.nn.Linear(width, width), torch.nn.GELU())]).to(dev)
 
     first, second = block("cuda:0"), block("cuda:1")
-    opt = torch.optim.SGD([*first.parameters(), *second.parameters()], lr=1e-3)
     x = torch.randn(2048, width, device="cuda:0")
+    opt = torch.optim.SGD([*first.parameters(), *second.parameters()], lr=1e-3)
+    return trained(out_dir, "torch_mp", steps, lambda: second(first(x).to("cuda:1")).square().mean(), opt)
+
+
+def trained(out_dir: str, name: str, steps: int, loss_of: Any, opt: Any) -> dict[str, Any]:
+    """Train with ``loss_of()`` and ``opt`` on two GPUs: three warm-up steps, then ``torch_profiled`` into
+    ``OUT_DIR/<name>.pt.trace.json.gz``; what ran (file, size, last loss, the GPUs)."""
+    import torch
+
     losses = []
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        loss = second(first(x).to("cuda:1")).square().mean()
+        loss = loss_of()
         loss.backward()
         opt.step()
         losses.append(loss.detach())
@@ -73,7 +81,7 @@ def torch_mp(out_dir: str, steps: int) -> dict[str, Any]:
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    path = os.path.join(out_dir, "torch_mp.pt.trace.json.gz")
+    path = os.path.join(out_dir, f"{name}.pt.trace.json.gz")
     torch_profiled(path, steps, step)
     return {"file": path, "bytes": os.path.getsize(path), "loss": float(losses[-1]),
             "devices": [torch.cuda.get_device_name(i) for i in range(2)]}
@@ -87,24 +95,8 @@ def torch_dp(out_dir: str, steps: int) -> dict[str, Any]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[m for _ in range(3) for m in (torch.nn.Linear(2048, 2048), torch.nn.GELU())]).cuda()
     dp = torch.nn.DataParallel(model, device_ids=[0, 1])
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(4096, 2048, device="cuda:0")
-    losses = []
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        loss = dp(x).square().mean()
-        loss.backward()
-        opt.step()
-        losses.append(loss.detach())
-
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    path = os.path.join(out_dir, "torch_dp.pt.trace.json.gz")
-    torch_profiled(path, steps, step)
-    return {"file": path, "bytes": os.path.getsize(path), "loss": float(losses[-1]),
-            "devices": [torch.cuda.get_device_name(i) for i in range(2)]}
+    return trained(out_dir, "torch_dp", steps, lambda: dp(x).square().mean(), torch.optim.SGD(model.parameters(), lr=1e-3))
 
 
 def graphs(out_dir: str, steps: int) -> dict[str, Any]:
