@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import gzip
 import os
 import shutil
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -117,10 +119,49 @@ def _walk_glob(pattern: str) -> list[str]:
     return found
 
 
+#: a JSON file found in a directory is read whole to tell whether it is a trace only up to this size (a trace's
+#: ``traceEvents`` key lies in its first :data:`_HEAD_BYTES` where Kineto, xprof and Perfetto write it)
+SNIFF_MAX_BYTES = 16 << 20
+_HEAD_BYTES = 1 << 16
+
+
+def _some_names(paths: list[str], n: int = 5) -> str:
+    names = [os.path.basename(p) for p in sorted(paths)]
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def not_a_trace(path: str) -> bool:
+    """Whether a ``*.json``/``*.json.gz`` file found in a directory is certainly no trace: a JSON object without a
+    ``traceEvents`` key (the metadata, configs and reports users keep beside their traces). A file that names
+    ``traceEvents`` in its first 64 KB, a JSON array (Chrome's array form), a file over :data:`SNIFF_MAX_BYTES`,
+    an XSpace, and a file that does not parse are kept: the load says what is wrong with those."""
+    if path.endswith(".xplane.pb"):
+        return False
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+            if b'"traceEvents"' in head or head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] != b"{":
+                return False
+            rest = f.read(SNIFF_MAX_BYTES + 1 - len(head))
+    except (OSError, EOFError, zlib.error):
+        return False
+    if len(head) + len(rest) > SNIFF_MAX_BYTES:
+        return False
+    import msgspec
+
+    try:
+        top = msgspec.json.decode(head + rest, type=dict[str, msgspec.Raw])
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return False
+    return "traceEvents" not in top
+
+
 def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[str]:
-    """Files, directories (their ``*.json``/``*.json.gz``/``*.xplane.pb`` files, recursively; a JAX run
-    directory: its richest file, see :func:`resolve_run_dir`) and globs -> sorted, unique paths.
-    ``notes`` receives one line per JAX run directory resolved."""
+    """Files, directories (their ``*.json``/``*.json.gz``/``*.xplane.pb`` files, recursively, less the JSON files
+    that are certainly not traces, :func:`not_a_trace`; a JAX run directory: its richest file, see
+    :func:`resolve_run_dir`) and globs -> sorted, unique paths. ``notes`` receives one line per JAX run directory
+    resolved and per directory where JSON files that are not traces were skipped."""
     out: list[str] = []
     for item in items:
         run = resolve_run_dir(item) if os.path.isdir(item) else None
@@ -130,8 +171,15 @@ def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[
                 notes.append(run[1])
         elif os.path.isdir(item):
             found = [os.path.join(root, f) for root, _, files in os.walk(item) for f in files if f.endswith(_TRACE_SUFFIXES)]
+            others = [f for f in found if not_a_trace(f)]
+            found = [f for f in found if f not in others]
+            skipped = (f" (skipped {len(others)} JSON file(s) that are not traces, no 'traceEvents': "
+                       f"{_some_names(others)})") if others else ""
             if not found:
-                raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz, *.xplane.pb) in this directory")
+                raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz, *.xplane.pb) in this directory{skipped}")
+            if others and notes is not None:
+                notes.append(f"{item}: skipped {len(others)} JSON file(s) that are not traces (no 'traceEvents'): "
+                             f"{_some_names(others)}")
             out += found
         elif any(ch in item for ch in "*?[") and not os.path.exists(item):
             found = _walk_glob(item) if "**" in item else [p for p in glob.glob(item) if os.path.isfile(p)]
