@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import defaultdict
 from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import write_trace
 
 from kernscope.analyze.ranks import RankTask
 from kernscope.cli import main
@@ -82,3 +87,112 @@ def test_a_folder_of_json_that_is_no_trace_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no trace files" in err and "skipped 2 JSON file(s)" in err
     assert "config.json, report.json.gz" in err
+
+
+def test_pipeline_transfers_pair_the_two_ranks_with_their_bytes():
+    j = _job("pp")
+    inst = j.instances.sort("start_ns")
+    raw = {r: _raw_comm_kernels(_events(DATA / "pp" / f"rank{r}.pt.trace.json.gz")) for r in (0, 1)}
+    # 1F1B over 8 micro-batches on 2 stages: per step 9 batches a rank (send, 7 x send + recv, recv), one kernel each
+    assert [len(raw[r]) for r in (0, 1)] == [27, 27]
+    assert inst.height == 27 and set(inst["type"]) == {"sendrecv"} and set(inst["pg"]) == {"0 (ranks 0-1)"}
+    assert (inst["ranks"] == 2).all() and (inst["expected_ranks"] == 2).all()
+    # bytes: the larger side of each batch, the same on both ranks (2 MiB of bf16 activations or gradients)
+    sizes = {r: _raw_batches(_events(DATA / "pp" / f"rank{r}.pt.trace.json.gz"), raw[r]) for r in (0, 1)}
+    want_bytes = [float(max(a, b)) for a, b in zip(sizes[0], sizes[1])]
+    assert want_bytes == [2.0 * (1 << 20)] * 27
+    # the i-th transfer of a step on one rank is the i-th on the other: skew and wait from the raw kernel starts
+    per_step: dict[int, list[tuple[dict, dict]]] = defaultdict(list)
+    for a, b in zip(raw[0], raw[1]):
+        assert a["step"] == b["step"]
+        per_step[a["step"]].append((a, b))
+    got = {(r["step"], r["key"]): r for r in inst.iter_rows(named=True)}
+    for step, pairs in per_step.items():
+        for i, (a, b) in enumerate(pairs):
+            r = got[(step, i)]
+            assert r["skew_us"] == pytest.approx(abs(a["ts"] - b["ts"]), abs=1e-3)
+            assert r["last_rank"] == (0 if a["ts"] > b["ts"] else 1)
+            assert r["bytes"] == want_bytes[i]
+    assert not [n for n in j.notes if "fewer ranks" in n]
+    # the last stage (rank 1, launch-bound) holds the first back at every step's transfers
+    s = j.stragglers
+    assert s["rank"].to_list() == [1, 1, 1] and s["p2p"].to_list() == s["collectives"].to_list() == [9, 9, 9]
+    f = j.findings.row(0, named=True)
+    assert f["rule"] == "straggler" and "of 9 point-to-point transfers (where a pipeline stage waits" in f["text"]
+    summary = j.collectives.row(0, named=True)
+    assert summary["pg"] == "0 (ranks 0-1)" and summary["bytes"] == 27 * 2.0 * (1 << 20)
+
+
+def test_tensor_parallel_all_reduces_match_the_raw_json():
+    j = _job("tp")
+    inst = j.instances
+    raw = {r: _raw_comm_kernels(_events(DATA / "tp" / f"rank{r}.pt.trace.json.gz")) for r in (0, 1)}
+    # per step 4 forward and 3 backward all-reduces (the first layer's input needs no gradient)
+    assert [len(raw[r]) for r in (0, 1)] == [21, 21]
+    assert inst.height == 21 and set(inst["type"]) == {"allreduce"} and set(inst["pg"]) == {"0"}
+    nelems = {k["args"]["In msg nelems"] for r in (0, 1) for k in raw[r]}
+    assert nelems == {2048 * 4096} and (inst["bytes"] == 2.0 * 2048 * 4096).all()
+    assert inst["algo"].unique().to_list() == ["RING"]
+    skews = sorted(abs(a["ts"] - b["ts"]) for a, b in zip(raw[0], raw[1]))
+    assert sorted(inst["skew_us"].to_list()) == pytest.approx(skews, abs=1e-3)
+    assert j.stragglers["p2p"].to_list() == [0, 0, 0] and "collectives;" in j.findings["text"][0]
+
+
+def test_expert_parallel_uneven_all_to_all():
+    j = _job("ep")
+    inst = j.instances
+    raw = {r: _raw_comm_kernels(_events(DATA / "ep" / f"rank{r}.pt.trace.json.gz")) for r in (0, 1)}
+    assert [len(raw[r]) for r in (0, 1)] == [9, 9]
+    assert inst.height == 9 and set(inst["type"]) == {"alltoall"}
+    # the splits are uneven: rank 0 sends 512 + 1536 tokens and gets 512 + 512 back, rank 1 sends 512 + 1536 and
+    # gets 1536 + 1536; an instance's bytes are the larger rank's input
+    want = sorted(max(a["args"]["In msg nelems"], b["args"]["In msg nelems"]) * 2.0 for a, b in zip(raw[0], raw[1]))
+    assert sorted(inst["bytes"].to_list()) == want and set(want) == {2.0 * 8388608, 2.0 * 12582912}
+    assert (inst["size_mismatch"] == [a["args"]["In msg nelems"] != b["args"]["In msg nelems"]
+                                      for a, b in sorted(zip(raw[0], raw[1]), key=lambda p: p[0]["ts"])]).all()
+
+
+def _pipeline_rank(path: Path, rank: int, stages: int, late_us: int) -> Path:
+    """A synthetic pipeline stage: per step, each transfer with a neighbour is a batch (send and recv ops, then one
+    SendRecv kernel launched under ``nccl:coalesced``), first with the previous stage, then with the next. The last
+    stage is ``late_us`` late to every transfer."""
+    ev, corr, t = [], 1, 1_000_000
+    for s in range(2):
+        t0 = t
+        for peer in (rank - 1, rank + 1):
+            if not 0 <= peer < stages:
+                continue
+            at = t0 + 1000 * min(rank, peer) + (late_us if rank == stages - 1 else 0)
+            for i, coll in enumerate(("send", "recv")):
+                ev.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": at + i,
+                           "dur": 1, "args": {"Collective name": coll, "Rank": peer, "In msg nelems": 1 << 20,
+                                              "dtype": "BFloat16", "Process Group Name": "0", "Group size": stages}})
+            ev.append({"ph": "X", "cat": "user_annotation", "name": "nccl:coalesced", "pid": 1, "tid": 1, "ts": at + 3,
+                       "dur": 10, "args": {}})
+            ev.append({"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "pid": 1, "tid": 1, "ts": at + 4,
+                       "dur": 5, "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+                       "pid": 0, "tid": 17, "ts": at + 20, "dur": 50, "args": {"correlation": corr, "stream": 17, "device": 0}})
+            corr += 1
+        t = t0 + 3000
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t0,
+                   "dur": 2999, "args": {}})
+    return write_trace(path, ev, deviceProperties=[{"id": 0, "name": "NVIDIA H200"}],
+                       distributedInfo={"rank": rank, "world_size": stages})
+
+
+def test_a_middle_stage_transfers_with_each_neighbour_apart(tmp_path):
+    """Three stages: rank 1 sends to and receives from both others, ranks 0 and 2 never meet. Each transfer is an
+    instance of its pair (matched by position among that pair's transfers), not of every rank's i-th kernel."""
+    paths = [str(_pipeline_rank(tmp_path / f"rank{r}.json", r, 3, late_us=300)) for r in range(3)]
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    inst = j.instances.sort("pg", "step", "key")
+    assert inst["pg"].to_list() == ["0 (ranks 0-1)"] * 2 + ["0 (ranks 1-2)"] * 2
+    assert (inst["ranks"] == 2).all() and (inst["expected_ranks"] == 2).all()
+    assert (inst["bytes"] == 2.0 * (1 << 20)).all()
+    # ranks 0 and 1 arrive together; rank 2 is 300 µs late to its transfers with rank 1
+    assert inst["skew_us"].to_list() == [0.0, 0.0, 300.0, 300.0] and inst["last_rank"].to_list()[2:] == [2, 2]
+    assert not [n for n in j.notes if "fewer ranks" in n]
+    assert j.stragglers["rank"].to_list() == [2, 2]
+    w = j.waits.filter(pl.col("wait_us") > 0)
+    assert w["rank"].to_list() == [1, 1] and w["wait_us"].to_list() == [300.0, 300.0]

@@ -550,14 +550,18 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
 
 def find_stragglers(stragglers: pl.DataFrame, *, rules: FindingRules | None = None) -> pl.DataFrame:
     """Findings across ranks: per step, the rank the collectives waited for (a job's ``stragglers`` table:
-    ``step_number``, ``rank``, ``wait_us``, ``max_wait_us``, ``collectives``, ``last_in``)."""
+    ``step_number``, ``rank``, ``wait_us``, ``max_wait_us``, ``collectives``, ``last_in``, ``p2p``)."""
     given = rules or FindingRules.builtin()
     cfg = given.rules["straggler"]
     rows = []
     with given.writing():
         for r in stragglers.iter_rows(named=True):  # one per step
             if (r["wait_us"] or 0.0) >= cfg["min_us"]:
+                p2p = r.get("p2p") or 0
                 ev = {"step": r["step_number"], "rank": r["rank"], "wait_us": r["wait_us"], "max_wait_us": r["max_wait_us"],
-                      "collectives": r["collectives"], "last_in": r["last_in"] or 0}
-                rows.append(_row(cfg, "straggler", r["wait_us"], ev, step=r["step_number"], rank=r["rank"]))
+                      "collectives": r["collectives"], "last_in": r["last_in"] or 0, "p2p": p2p}
+                which = "what_p2p" if p2p and p2p == r["collectives"] else "what_mixed" if p2p else "what_collectives"
+                what = str(cfg.get(which, "collectives")).format(p2p=p2p)
+                rows.append(_row(cfg, "straggler", r["wait_us"], ev, words={"what": what}, step=r["step_number"],
+                                 rank=r["rank"]))
     return _table(rows)

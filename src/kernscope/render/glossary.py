@@ -174,6 +174,7 @@ _T = [
     Term("wait_us", "µs", "For a rank and instance: last start − its start. For a straggler: the wait it caused per other rank, summed over the step's collectives.", "ranks"),
     Term("total_wait_us", "µs", "All ranks' waits the straggler caused in the step.", "ranks"),
     Term("last_in", "count", "Collectives of the step in which the straggler arrived last.", "ranks"),
+    Term("p2p", "count", "Collective instances of the step that are point-to-point transfers (send, recv and batches of them: type sendrecv).", "ranks"),
     Term("collectives", "count", "Collective instances in the step.", "ranks"),
     Term("step_number", "number", "N of ProfilerStep#N.", "ranks"),
     Term("skew_mean_us", "µs", "Mean arrival skew of the group and type.", "ranks"),

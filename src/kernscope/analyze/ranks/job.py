@@ -3,14 +3,16 @@
 Input: the :class:`~kernscope.analyze.ranks.summary.RankResult` of every rank (client side; small tables).
 Output: a :class:`JobAnalysis` of DataFrames (µs).
 
-Collective matching: a communication kernel of one rank is the same collective instance as another rank's
-when they share the process group and ``Seq`` (record_param_comms), or else the process group, the collective
-type, the step and the position among that rank's kernels of that kind in that step (all ranks issue
-collectives of a group in the same order). Kernels that ran before the profiled window (no launch in the trace)
-are not matched. Per instance: the arrival skew (last start − first start), each rank's wait (the last
-arrival − its own start), the last arriver, bytes and the bandwidth of the transfer as NCCL-tests define it
-(``algbw`` = bytes / the last arriver's kernel time, which did not wait; ``busbw`` = algbw x 2(n−1)/n for
-all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, 1 otherwise).
+Collective matching: a communication kernel of one rank is the same collective instance as another rank's when
+they share the process group and ``Seq`` (record_param_comms), or else the process group, the collective type,
+the step and the position among that rank's kernels of that kind in that step (all ranks issue collectives of a
+group in the same order). A point-to-point kernel (send, recv, a batch of them: type ``sendrecv``) whose peer is
+known is an instance of its two ranks: its group is named with the pair (``0 (ranks 1-2)``) and it matches the
+peer's kernel at the same position among that pair's transfers in the step. Kernels that ran before the profiled
+window (no launch in the trace) are not matched. Per instance: the arrival skew (last start − first start), each
+rank's wait (the last arrival − its own start), the last arriver, bytes and the bandwidth of the transfer as
+NCCL-tests define it (``algbw`` = bytes / the last arriver's kernel time, which did not wait; ``busbw`` = algbw
+x 2(n−1)/n for all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, 1 otherwise).
 
 Straggler of a step: the rank the others waited for most: per instance the others' waits are attributed to
 its last arriver; ``wait_us`` is the wait it caused per other rank (summed over the step's collectives).
@@ -54,7 +56,8 @@ class JobAnalysis:
             max_wait_us, last_rank, transfer_us, algbw_gb_s, busbw_gb_s, algo, protocol.
         waits: one row per (instance, rank): the rank's wait (µs).
         collectives: summary by process group and type.
-        stragglers: one row per step: step (name), rank, wait_us, total_wait_us, max_wait_us, collectives.
+        stragglers: one row per step: step (name), rank, wait_us, total_wait_us, max_wait_us, collectives, last_in,
+            p2p (how many of the step's collectives are point-to-point transfers).
         queues: per rank and stream: queue length statistics and the stream's idle time split into host wait,
             kernel wait and other (HTA's idle time breakdown).
         findings: ranked findings across ranks (:func:`kernscope.analyze.findings.find_stragglers`).
@@ -325,6 +328,10 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
     if coll.height == 0:
         return _empty_instances(), _empty_waits()
     c = coll.filter(pl.col("launch_ts").is_not_null())
+    if "peer" in c.columns:  # a point-to-point transfer is an instance of its two ranks: the pair names its group
+        lo, hi = pl.min_horizontal("rank", "peer"), pl.max_horizontal("rank", "peer")
+        c = c.with_columns(pl.when(pl.col("peer").is_not_null() & pl.col("rank").is_not_null())
+                           .then(pl.format("{} (ranks {}-{})", pl.col("pg"), lo, hi)).otherwise(pl.col("pg")).alias("pg"))
     use_seq = c["seq"].null_count() == 0 and c.height > 0
     c = c.with_columns((pl.col("seq") if use_seq else pl.col("ordinal")).alias("key"))
     if not use_seq:
@@ -336,7 +343,10 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
         c = c.with_columns(pl.col("step").min().over(keys).alias("step"))
     elems = pl.coalesce(pl.when(pl.col("type").is_in(["allgather"])).then(pl.col("out_msg_nelems")),
                         pl.col("in_msg_nelems"), pl.col("out_msg_nelems"))
-    c = c.with_columns((elems.cast(pl.Float64) * pl.col("elem_bytes").cast(pl.Float64)).alias("_bytes"))  # no Int64 wrap
+    size = elems.cast(pl.Float64) * pl.col("elem_bytes").cast(pl.Float64)  # no Int64 wrap
+    if "p2p_bytes" in c.columns:
+        size = pl.when(pl.col("type") == "sendrecv").then(pl.col("p2p_bytes").cast(pl.Float64)).otherwise(size)
+    c = c.with_columns(size.alias("_bytes"))
     last = pl.col("ts").max().over(keys)
     c = c.with_columns(last.alias("_last"), pl.len().over(keys).alias("_n"))
     on_path = pl.col("on_path_us").fill_null(0.0) if "on_path_us" in c.columns else pl.lit(0.0)
@@ -375,7 +385,8 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
 
 def _stragglers(inst: pl.DataFrame, waits: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
     schema = {"step": pl.String, "step_number": pl.Int64, "rank": pl.Int64, "wait_us": pl.Float64,
-              "total_wait_us": pl.Float64, "max_wait_us": pl.Float64, "collectives": pl.Int64, "last_in": pl.Int64}
+              "total_wait_us": pl.Float64, "max_wait_us": pl.Float64, "collectives": pl.Int64, "last_in": pl.Int64,
+              "p2p": pl.Int64}
     w = waits.filter(pl.col("step").is_not_null() & (pl.col("rank") != pl.col("last_rank")))
     if w.height == 0:
         return pl.DataFrame(schema=schema)
@@ -384,7 +395,8 @@ def _stragglers(inst: pl.DataFrame, waits: pl.DataFrame, names: pl.DataFrame) ->
     per_other = (w.group_by("step", "last_rank", "rank").agg(pl.col("wait_us").sum())
                  .group_by("step", "last_rank").agg(pl.col("wait_us").max().alias("max_wait_us"),
                                                     pl.col("wait_us").mean().alias("_mean")))
-    n_inst = inst.group_by("step").agg(pl.len().alias("collectives"))
+    n_inst = inst.group_by("step").agg(pl.len().alias("collectives"),
+                                       (pl.col("type") == "sendrecv").sum().cast(pl.Int64).alias("p2p"))
     last_in = inst.group_by("step", "last_rank").agg(pl.len().alias("last_in"))
     per_rank_count = inst.select(pl.col("expected_ranks").max()).item() or 2
     t = (caused.join(per_other, on=["step", "last_rank"]).join(last_in, on=["step", "last_rank"], how="left")
@@ -393,7 +405,7 @@ def _stragglers(inst: pl.DataFrame, waits: pl.DataFrame, names: pl.DataFrame) ->
     return (best.join(n_inst, on="step", how="left").join(names, on="step", how="left")
             .select(pl.coalesce(pl.col("name"), pl.col("step").cast(pl.String)).alias("step"),
                     pl.col("step").alias("step_number"), pl.col("last_rank").alias("rank"), "wait_us", "total_wait_us",
-                    "max_wait_us", "collectives", pl.col("last_in").cast(pl.Int64))
+                    "max_wait_us", "collectives", pl.col("last_in").cast(pl.Int64), "p2p")
             .sort("step_number"))
 
 

@@ -165,7 +165,14 @@ def _gpu(trace: Trace) -> pl.DataFrame:
 
 
 _META_COLS = ("collective", "in_msg_nelems", "out_msg_nelems", "comm_dtype", "pg_name", "pg_desc", "group_size",
-              "comm_seq")
+              "comm_seq", "comm_rank")
+#: collective types of point-to-point transfers: matched across ranks as one type, by the pair of ranks
+P2P_TYPES = ("send", "recv", "sendrecv")
+
+
+def _meta_schema() -> dict[str, Any]:
+    return {"launch_idx": pl.Int64, **{m: (pl.String if m in ("collective", "comm_dtype", "pg_name", "pg_desc")
+                                           else pl.Int64) for m in _META_COLS}}
 
 
 def comm_meta(trace: Trace, c: pl.DataFrame) -> pl.DataFrame:
@@ -175,8 +182,7 @@ def comm_meta(trace: Trace, c: pl.DataFrame) -> pl.DataFrame:
     is the same whether or not the trace was loaded with a projection that skips other ops."""
     ev = trace.events
     have = [m for m in _META_COLS if m in ev.columns]
-    schema = {"launch_idx": pl.Int64, **{m: (pl.String if m in ("collective", "comm_dtype", "pg_name", "pg_desc")
-                                             else pl.Int64) for m in _META_COLS}}
+    schema = _meta_schema()
     if not have or c.height == 0:
         return pl.DataFrame(schema=schema)
     as_text = [pl.col(m).cast(pl.String) if ev.schema[m] == pl.Categorical or isinstance(ev.schema[m], pl.Enum)
@@ -199,15 +205,68 @@ def comm_meta(trace: Trace, c: pl.DataFrame) -> pl.DataFrame:
     return out.select(list(schema))
 
 
+def p2p_batches(trace: Trace, c: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFrame:
+    """Per launch of a communication kernel that no op with communication args encloses (``launch_idx``): the
+    point-to-point ops (``record_param_comms`` send and recv) issued on its launching thread since the previous
+    communication launch there. c10d launches a batch of them (``batch_isend_irecv``, a pipeline schedule's
+    transfers) as one ``SendRecv`` kernel when the batch ends, outside the ops. Columns: ``collective`` (send,
+    recv or sendrecv), ``p2p_bytes`` (the larger of the bytes sent and received), ``comm_rank`` (the peer, when
+    every op of the batch has the same one), ``pg_name``, ``pg_desc`` and ``comm_dtype`` (the first op's)."""
+    ev = trace.events
+    out_schema = {"launch_idx": pl.Int64, "collective": pl.String, "p2p_bytes": pl.Int64, "comm_rank": pl.Int64,
+                  "pg_name": pl.String, "pg_desc": pl.String, "comm_dtype": pl.String}
+    need = ("collective", "comm_rank", "in_msg_nelems", "comm_dtype")
+    if c.height == 0 or any(m not in ev.columns for m in need):
+        return pl.DataFrame(schema=out_schema)
+    text = [pl.col(m).cast(pl.String) if m in ev.columns else pl.lit(None, pl.String).alias(m)
+            for m in ("collective", "comm_dtype", "pg_name", "pg_desc")]
+    ops = (ev.filter((pl.col("kind") == "cpu_op") & pl.col("collective").cast(pl.String).is_in(["send", "recv"]))
+           .select(pl.col("pid").cast(pl.String).alias("_p"), pl.col("tid").cast(pl.String).alias("_t"),
+                   pl.col("ts").alias("_at"), pl.col("comm_rank").cast(pl.Int64), pl.col("in_msg_nelems").cast(pl.Int64),
+                   *text))
+    if ops.height == 0:
+        return pl.DataFrame(schema=out_schema)
+    launches = (c.select("launch_idx").drop_nulls().unique()
+                .join(ev.select(pl.col("idx").alias("launch_idx"), pl.col("pid").cast(pl.String).alias("_p"),
+                                pl.col("tid").cast(pl.String).alias("_t"), pl.col("ts").alias("_at")), on="launch_idx")
+                .sort("_at"))
+    # each op to the first communication launch at or after it on its thread: the launch of its batch
+    ops = (ops.sort("_at").join_asof(launches, on="_at", by=["_p", "_t"], strategy="forward", check_sortedness=False)
+           .filter(pl.col("launch_idx").is_not_null()))
+    unmet = c.filter(pl.col("launch_idx").is_not_null()).select("launch_idx").unique().join(
+        meta.filter(pl.col("collective").is_not_null()).select("launch_idx"), on="launch_idx", how="anti")
+    ops = ops.join(unmet, on="launch_idx", how="semi")
+    bpe = pl.col("comm_dtype").str.to_lowercase().replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+    ops = ops.with_columns((pl.col("in_msg_nelems") * bpe).alias("_b"))
+    is_send = pl.col("collective") == "send"
+    out = ops.group_by("launch_idx").agg(
+        pl.when(is_send.any() & (~is_send).any()).then(pl.lit("sendrecv"))
+        .otherwise(pl.col("collective").first()).alias("collective"),
+        pl.max_horizontal(pl.col("_b").filter(is_send).sum(), pl.col("_b").filter(~is_send).sum()).alias("p2p_bytes"),
+        pl.when(pl.col("_b").null_count() > 0).then(True).otherwise(False).alias("_unknown"),
+        pl.when(pl.col("comm_rank").n_unique() == 1).then(pl.col("comm_rank").first()).alias("comm_rank"),
+        pl.col("pg_name").first(), pl.col("pg_desc").first(), pl.col("comm_dtype").first())
+    return out.with_columns(pl.when(pl.col("_unknown")).then(None).otherwise(pl.col("p2p_bytes")).alias("p2p_bytes")
+                            ).select(list(out_schema)).cast(out_schema)  # type: ignore[arg-type]
+
+
 def collective_kernels(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
     """One row per communication kernel: type, process group, message size, order keys, NCCL algorithm.
 
-    Metadata comes from the op that launched it with communication args (see :func:`comm_meta`) when
-    present, else from the kernel name. ``ordinal``: position among the rank's kernels of the same
-    (step, group, type), by launch (matching key across ranks when ``seq`` is absent).
+    Metadata comes from the op that launched it with communication args (see :func:`comm_meta`), or from the
+    point-to-point ops of its batch (:func:`p2p_batches`), when present, else from the kernel name. Point-to-point
+    kernels are all of type ``sendrecv`` with their ``peer`` rank and ``p2p_bytes``. ``ordinal``: position among
+    the rank's kernels of the same (step, group, type, peer), by launch (matching key across ranks when ``seq`` is
+    absent).
     """
     c = g.filter(pl.col("is_comm"))
-    c = c.join(comm_meta(trace, c), on="launch_idx", how="left")
+    meta = comm_meta(trace, c)
+    batches = p2p_batches(trace, c, meta)
+    if batches.height:  # a batch of point-to-point ops launched as one kernel: what the batch's ops say
+        meta = pl.concat([meta.join(batches, on="launch_idx", how="anti"),
+                          batches.drop("p2p_bytes")], how="diagonal_relaxed")
+    c = c.join(meta, on="launch_idx", how="left").join(batches.select("launch_idx", "p2p_bytes"), on="launch_idx",
+                                                      how="left")
     names = c.select("name", "collective").unique()
     kinds = [collective_type(m, n) for n, m in names.iter_rows()]
     algo = [(_ALGO.search(n).group(1).upper() if _ALGO.search(n) else None) for n, _ in names.iter_rows()]  # type: ignore[union-attr]
@@ -219,12 +278,23 @@ def collective_kernels(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
                                                                                 return_dtype=pl.Int64)
     group = pl.coalesce(pl.col("pg_name").cast(pl.String), pl.col("pg_desc").cast(pl.String), pl.lit("default"))
     order = pl.coalesce("launch_ts", "ts")
-    c = c.with_columns(group.alias("pg"), bpe.alias("elem_bytes"), order.alias("_order")).sort("_order")
-    c = c.with_columns(pl.int_range(pl.len()).over(["step", "pg", "type"]).alias("ordinal"))
-    return c.select("name", "type", "pg", pl.col("pg_desc").cast(pl.String), "step", "ordinal",
-                    pl.col("comm_seq").cast(pl.Int64).alias("seq"), "stream", "ts", "end", "dur", "launch_ts",
-                    pl.col("in_msg_nelems").cast(pl.Int64), pl.col("out_msg_nelems").cast(pl.Int64), "elem_bytes",
-                    pl.col("group_size").cast(pl.Int64), "algo", "protocol")
+    p2p = pl.col("type").is_in(P2P_TYPES)
+    # a point-to-point kernel: one type whichever side it is on (a send matches its peer's recv), its peer
+    # (c10d's "Rank" of a send or recv), two ranks to a transfer, no collective sequence number (c10d counts
+    # point-to-point ops apart from collectives), and its bytes: the larger of what it sent and received
+    c = c.with_columns(
+        group.alias("pg"), bpe.alias("elem_bytes"), order.alias("_order"),
+        pl.when(p2p).then(pl.lit("sendrecv")).otherwise(pl.col("type")).alias("type"),
+        pl.when(p2p).then(pl.col("comm_rank").cast(pl.Int64)).alias("peer"),
+        pl.when(p2p & pl.col("comm_rank").is_not_null()).then(pl.lit(2, pl.Int64))
+        .otherwise(pl.col("group_size").cast(pl.Int64)).alias("group_size"),
+        pl.when(p2p).then(None).otherwise(pl.col("comm_seq").cast(pl.Int64)).alias("seq"),
+        pl.when(p2p).then(pl.coalesce(pl.col("p2p_bytes"), pl.col("in_msg_nelems").cast(pl.Int64) * bpe))
+        .alias("p2p_bytes")).sort("_order")
+    c = c.with_columns(pl.int_range(pl.len()).over(["step", "pg", "type", "peer"]).alias("ordinal"))
+    return c.select("name", "type", "pg", pl.col("pg_desc").cast(pl.String), "step", "ordinal", "seq", "peer", "stream",
+                    "ts", "end", "dur", "launch_ts", pl.col("in_msg_nelems").cast(pl.Int64),
+                    pl.col("out_msg_nelems").cast(pl.Int64), "elem_bytes", "p2p_bytes", "group_size", "algo", "protocol")
 
 
 def _launch_stats(g: pl.DataFrame) -> dict[str, float]:

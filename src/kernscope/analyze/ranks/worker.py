@@ -23,7 +23,7 @@ COMM_OPS = r"record_param_comms|nccl|rccl|c10d|gloo|ProfilerStep"
 
 #: the ``args`` columns the rank summary reads: the links, bytes moved, and what a collective is
 RANK_ARGS = (*LINK_ARGS, "bytes", "collective", "in_msg_nelems", "out_msg_nelems", "group_size", "comm_dtype",
-             "pg_name", "pg_desc", "comm_seq")
+             "pg_name", "pg_desc", "comm_seq", "comm_rank")
 
 
 def rank_keep_pattern(step_marker: str | None) -> str:
