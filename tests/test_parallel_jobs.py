@@ -14,9 +14,12 @@ import pytest
 from conftest import write_trace
 
 from kernscope.analyze.ranks import RankTask
+from kernscope.analyze.ranks.job import _one_clock
+from kernscope.analyze.ranks.summary import RankResult
+from kernscope.analyze.ranks.worker import summarize_file
 from kernscope.cli import main
 from kernscope.engine import EngineSpec, analyze_job
-from kernscope.files import expand_inputs, not_a_trace
+from kernscope.files import expand_inputs, not_a_trace, resolve_run_dir
 
 DATA = Path(__file__).parent / "data" / "parallel_h200"
 BPE = {"BFloat16": 2, "Float": 4}
@@ -152,7 +155,7 @@ def test_expert_parallel_uneven_all_to_all():
                                       for a, b in sorted(zip(raw[0], raw[1]), key=lambda p: p[0]["ts"])]).all()
 
 
-def _pipeline_rank(path: Path, rank: int, stages: int, late_us: int) -> Path:
+def _pipeline_rank(path: Path, rank: int, stages: int, late_us: int, ops: bool = True) -> Path:
     """A synthetic pipeline stage: per step, each transfer with a neighbour is a batch (send and recv ops, then one
     SendRecv kernel launched under ``nccl:coalesced``), first with the previous stage, then with the next. The last
     stage is ``late_us`` late to every transfer."""
@@ -163,7 +166,7 @@ def _pipeline_rank(path: Path, rank: int, stages: int, late_us: int) -> Path:
             if not 0 <= peer < stages:
                 continue
             at = t0 + 1000 * min(rank, peer) + (late_us if rank == stages - 1 else 0)
-            for i, coll in enumerate(("send", "recv")):
+            for i, coll in enumerate(("send", "recv") if ops else ()):
                 ev.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": at + i,
                            "dur": 1, "args": {"Collective name": coll, "Rank": peer, "In msg nelems": 1 << 20,
                                               "dtype": "BFloat16", "Process Group Name": "0", "Group size": stages}})
@@ -196,3 +199,80 @@ def test_a_middle_stage_transfers_with_each_neighbour_apart(tmp_path):
     assert j.stragglers["rank"].to_list() == [2, 2]
     w = j.waits.filter(pl.col("wait_us") > 0)
     assert w["rank"].to_list() == [1, 1] and w["wait_us"].to_list() == [300.0, 300.0]
+
+
+JAX_JOB = Path(__file__).parent / "data" / "jax_job_h200"
+
+
+def _xprof_nccl_per_step(export: Path) -> list[float]:
+    """A process's NCCL kernel time (µs) per step, from xprof's own JSON export of its profile (``/device:GPU:0``'s
+    kernels, by start, within the ``train`` step windows of the host)."""
+    ev = json.loads(gzip.decompress(export.read_bytes()))["traceEvents"]
+    gpu = next(e["pid"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"
+               and e["args"]["name"] == "/device:GPU:0")
+    steps = sorted(e["ts"] for e in ev if e.get("ph") == "X" and e.get("name") == "train")
+    out = [0.0] * len(steps)
+    for e in ev:
+        if e.get("ph") == "X" and e["pid"] == gpu and e["name"].startswith("ncclDevKernel"):
+            out[max(i for i, t in enumerate(steps) if t <= e["ts"])] += e["dur"]
+    return out
+
+
+def test_a_jax_job_of_two_processes(capsys):
+    """``examples/record_jax_job.py`` on two H200s: two processes joined by jax.distributed, process 1 sleeping 20 ms
+    before each step. Each wrote ``<host>.xplane.pb`` (gzipped here) and xprof's JSON export into its own folder."""
+    notes: list[str] = []
+    paths = expand_inputs([str(JAX_JOB)], notes)
+    assert [Path(p).relative_to(JAX_JOB).parts[0] for p in paths] == ["process0", "process1"]
+    assert all(p.endswith("vm.xplane.pb.gz") for p in paths)
+    assert notes[0].startswith(f"{JAX_JOB}: reading the XSpace of each of 2 JAX profile run(s), not the JSON export(s)")
+    assert notes[1].endswith("process0/record_info.json, process1/record_info.json")
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    assert "process0/plugins/profile/2026_11_30_14_54_51/vm.xplane.pb.gz = 0" in j.notes[0]
+    # the late process is every step's straggler; the wait it caused is what the other process's NCCL kernels spent
+    # beyond its own (the last arriver's kernels only transfer), from xprof's JSON
+    exports = {r: next((JAX_JOB / f"process{r}").rglob("vm.trace.json.gz")) for r in (0, 1)}
+    nccl = {r: _xprof_nccl_per_step(exports[r]) for r in (0, 1)}
+    s = j.stragglers
+    assert s["rank"].to_list() == [1, 1, 1, 1] and s["collectives"].to_list() == [6, 6, 6, 6]
+    want = [a - b for a, b in zip(nccl[0], nccl[1])]
+    assert s["wait_us"].to_list() == pytest.approx(want, rel=0.03)
+    assert all(15_000 < w < 20_000 for w in want)  # the 20 ms sleep, less what process 0 did meanwhile
+    # each XSpace's times are relative to its own profile's start (354.6 µs apart here); on one clock the two
+    # kernels of every all-reduce end together, as they must (before, rank 1's first began after rank 0's ended)
+    ranks = _one_clock([r for p in paths if isinstance(r := summarize_file(p, RankTask(cache=False)), RankResult)])
+    assert len(ranks) == 2
+    assert ranks[1].clock_start_ns - ranks[0].clock_start_ns == -354_563
+    ends = [r.collectives.sort("step", "ordinal")["end"].to_numpy() for r in ranks]
+    assert abs(ends[0] - ends[1]).max() < 50_000  # ns
+    # bytes from the HLO: all-reduce.20 (in the layers' scan: 4 a step) reduces one layer's four bf16 matrices
+    inst = j.instances
+    layer = 2 * (512 * 1536 + 512 * 512 + 512 * 2048 + 2048 * 512)
+    assert inst.height == 24 and (inst["ranks"] == 2).all()
+    assert inst.filter(pl.col("bytes") == layer).height == 16
+    assert inst["bytes"].null_count() == 0 and (inst["busbw_gb_s"] > 0).all()
+    assert main(["analyze", str(JAX_JOB), "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "default  allreduce         24  162.1" in out
+
+
+def test_a_transfer_of_no_known_size_is_no_size(tmp_path, capsys):
+    """Without the send and recv ops (a trace recorded without them), a transfer's peer and size are unknown: the
+    ranks' i-th transfers of a step are one instance, and its size is shown unknown, not 0."""
+    paths = [str(_pipeline_rank(tmp_path / f"rank{r}.json", r, 2, late_us=300, ops=False)) for r in range(2)]
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    assert j.instances["pg"].to_list() == ["default", "default"] and j.instances["bytes"].null_count() == 2
+    assert j.collectives["bytes"].to_list() == [None]
+    assert main(["analyze", str(tmp_path), "--no-cache"]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("default"))
+    assert row.split()[:4] == ["default", "sendrecv", "2", "-"]
+
+
+def test_a_run_folder_reads_its_gzipped_xspace():
+    """A JAX run folder holding ``vm.xplane.pb.gz`` beside xprof's JSON exports: the XSpace is read (until session 45
+    only ``*.xplane.pb`` counted, and the folder read ``perfetto_trace.json.gz``, calling it the richest file)."""
+    run = Path(__file__).parent / "data" / "jax" / "transformer"
+    found, note = resolve_run_dir(str(run))  # type: ignore[misc]
+    assert [Path(f).name for f in found] == ["vm.xplane.pb.gz"]
+    assert note.endswith("reading vm.xplane.pb.gz (the richest file of this JAX run; also there: perfetto_trace.json.gz, "
+                         "vm.trace.json.gz)")

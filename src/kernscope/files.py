@@ -62,11 +62,12 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".xplane.pb")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", ".xplane.pb", ".xplane.pb.gz")
+_XSPACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 
 
 #: files of a JAX run directory, richest first (the XSpace is the complete record; the JSON exports drop fields)
-RUN_DIR_PREFERENCE = ("*.xplane.pb", "perfetto_trace.json.gz", "*.trace.json.gz", "*.trace.json", "perfetto_trace.json")
+RUN_DIR_PREFERENCE = ("*.xplane.pb*", "perfetto_trace.json.gz", "*.trace.json.gz", "*.trace.json", "perfetto_trace.json")
 
 
 def resolve_run_dir(path: str) -> tuple[list[str], str] | None:
@@ -77,8 +78,8 @@ def resolve_run_dir(path: str) -> tuple[list[str], str] | None:
     if not p.is_dir():
         return None
     run = p
-    if not any(p.glob("*.xplane.pb")) and not any(p.glob("perfetto_trace.json*")):
-        runs = sorted({x.parent for x in p.glob("plugins/profile/*/*.xplane.pb")} | {x.parent for x in p.glob("*/*.xplane.pb")})
+    if not any(p.glob("*.xplane.pb*")) and not any(p.glob("perfetto_trace.json*")):
+        runs = sorted({x.parent for x in p.glob("plugins/profile/*/*.xplane.pb*")} | {x.parent for x in p.glob("*/*.xplane.pb*")})
         if not runs:
             return None
         if len(runs) > 1:
@@ -88,7 +89,7 @@ def resolve_run_dir(path: str) -> tuple[list[str], str] | None:
     for pattern in RUN_DIR_PREFERENCE:
         found = sorted(str(x) for x in run.glob(pattern) if x.is_file())
         if found:
-            if pattern != "*.xplane.pb":
+            if pattern != RUN_DIR_PREFERENCE[0]:
                 found = found[:1]
             what = ", ".join(os.path.basename(f) for f in found)
             others = sorted(x.name for x in run.iterdir() if x.is_file() and str(x) not in found)
@@ -125,9 +126,19 @@ SNIFF_MAX_BYTES = 16 << 20
 _HEAD_BYTES = 1 << 16
 
 
-def _some_names(paths: list[str], n: int = 5) -> str:
-    names = [os.path.basename(p) for p in sorted(paths)]
+def _some_names(paths: list[str], under: str, n: int = 5) -> str:
+    names = [os.path.relpath(p, under) for p in sorted(paths)]
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def _xspaces_over_exports(paths: list[str]) -> tuple[list[str], list[str]]:
+    """``paths`` less the JSON exports of a JAX run whose XSpace is among them (a run folder holding
+    ``*.xplane.pb`` beside ``*.trace.json.gz`` or ``perfetto_trace.json.gz``: the same profile twice; the XSpace
+    is the richer, :data:`RUN_DIR_PREFERENCE`), and those exports."""
+    runs = {os.path.dirname(p) for p in paths if p.endswith(_XSPACE_SUFFIXES)}
+    exports = [p for p in paths if os.path.dirname(p) in runs and not p.endswith(_XSPACE_SUFFIXES)
+               and any(fnmatch.fnmatch(os.path.basename(p), pat) for pat in RUN_DIR_PREFERENCE[1:])]
+    return [p for p in paths if p not in exports], exports
 
 
 def not_a_trace(path: str) -> bool:
@@ -135,7 +146,7 @@ def not_a_trace(path: str) -> bool:
     ``traceEvents`` key (the metadata, configs and reports users keep beside their traces). A file that names
     ``traceEvents`` in its first 64 KB, a JSON array (Chrome's array form), a file over :data:`SNIFF_MAX_BYTES`,
     an XSpace, and a file that does not parse are kept: the load says what is wrong with those."""
-    if path.endswith(".xplane.pb"):
+    if path.endswith(_XSPACE_SUFFIXES):
         return False
     try:
         opener = gzip.open if path.endswith(".gz") else open
@@ -171,15 +182,21 @@ def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[
                 notes.append(run[1])
         elif os.path.isdir(item):
             found = [os.path.join(root, f) for root, _, files in os.walk(item) for f in files if f.endswith(_TRACE_SUFFIXES)]
+            found, exports = _xspaces_over_exports(found)
             others = [f for f in found if not_a_trace(f)]
             found = [f for f in found if f not in others]
             skipped = (f" (skipped {len(others)} JSON file(s) that are not traces, no 'traceEvents': "
-                       f"{_some_names(others)})") if others else ""
+                       f"{_some_names(others, item)})") if others else ""
             if not found:
-                raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz, *.xplane.pb) in this directory{skipped}")
-            if others and notes is not None:
-                notes.append(f"{item}: skipped {len(others)} JSON file(s) that are not traces (no 'traceEvents'): "
-                             f"{_some_names(others)}")
+                raise KernscopeError(f"{item}: no trace files (*.json, *.json.gz, *.xplane.pb, *.xplane.pb.gz) in this directory{skipped}")
+            if notes is not None:
+                if exports:
+                    runs = len({os.path.dirname(f) for f in exports})
+                    notes.append(f"{item}: reading the XSpace of each of {runs} JAX profile run(s), not the JSON "
+                                 f"export(s) beside them ({_some_names(exports, item)})")
+                if others:
+                    notes.append(f"{item}: skipped {len(others)} JSON file(s) that are not traces (no 'traceEvents'): "
+                                 f"{_some_names(others, item)}")
             out += found
         elif any(ch in item for ch in "*?[") and not os.path.exists(item):
             found = _walk_glob(item) if "**" in item else [p for p in glob.glob(item) if os.path.isfile(p)]

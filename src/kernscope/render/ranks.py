@@ -113,7 +113,8 @@ def _console_collectives(s: Section, out: Console) -> None:
     c, top = s.df, s.top
     if c.height:
         d = c.head(top) if top is not None else c
-        rows = [[r["pg"], r["type"], count(r["instances"]), f"{(r['bytes'] or 0) / 2**20:,.1f}", us(r["transfer_us"]),
+        rows = [[r["pg"], r["type"], count(r["instances"]), "-" if r["bytes"] is None else f"{r['bytes'] / 2**20:,.1f}",
+                 us(r["transfer_us"]),
                  us(r["skew_mean_us"]), us(r["skew_max_us"]), "-" if r["busbw_gb_s"] is None else f"{r['busbw_gb_s']:,.1f}",
                  r["algo"] or "-", "-" if r["most_often_last"] is None else str(r["most_often_last"])]
                 for r in d.iter_rows(named=True)]

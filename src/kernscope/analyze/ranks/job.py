@@ -217,7 +217,10 @@ def _number_hosts(results: list[RankResult]) -> tuple[list[RankResult], list[str
     first = max((r.rank for r in results if r.rank is not None), default=-1) + 1
     numbered = {id(r): dataclasses.replace(r, rank=first + i, rank_source="file order")
                 for i, r in enumerate(sorted(unnamed, key=lambda r: r.path))}
-    names = ", ".join(f"{r.path.rsplit('/', 1)[-1]} = {numbered[id(r)].rank}" for r in sorted(unnamed, key=lambda r: r.path)[:4])
+    # each file by what tells it from the others (every process of a host writes <host>.xplane.pb)
+    base = os.path.commonpath([os.path.dirname(r.path) for r in unnamed]) if len(unnamed) > 1 else None
+    names = ", ".join(f"{os.path.relpath(r.path, base) if base else os.path.basename(r.path)} = {numbered[id(r)].rank}"
+                      for r in sorted(unnamed, key=lambda r: r.path)[:4])
     note = (f"JAX profiles carry no rank: the {len(unnamed)} host file(s) are numbered in file-name order ({names}"
             f"{', ...' if len(unnamed) > 4 else ''})")
     return [numbered.get(id(r), r) for r in results], [note]
@@ -246,9 +249,31 @@ def _sane_comm_args(coll: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     return coll.with_columns(fixes), n
 
 
+def _one_clock(results: list[RankResult]) -> list[RankResult]:
+    """The ranks' times on one clock. An XSpace's times are relative to its own profile's start (the processes of a
+    JAX job start profiling microseconds to seconds apart): when every rank says its start (``clock_start_ns``),
+    each rank's collectives and GPU span move by its start less the earliest rank's. Kineto ranks share their
+    host's clock and stay as they are."""
+    starts = [r.clock_start_ns for r in results]
+    if not results or any(s is None for s in starts):
+        return results
+    first = min(s for s in starts if s is not None)
+    out = []
+    for r in results:
+        d = (r.clock_start_ns or first) - first
+        if d == 0:
+            out.append(r)
+            continue
+        coll = r.collectives.with_columns(pl.col("ts", "end", "launch_ts") + d) if r.collectives.height else r.collectives
+        out.append(dataclasses.replace(r, collectives=coll,
+                                       gpu_start_ns=None if r.gpu_start_ns is None else r.gpu_start_ns + d,
+                                       gpu_end_ns=None if r.gpu_end_ns is None else r.gpu_end_ns + d))
+    return out
+
+
 def combine(results: list[RankResult], failures: list[Failure] | None = None) -> JobAnalysis:
     """The job analysis of the ranks' results (any order)."""
-    results, host_notes = _number_hosts(results)
+    results, host_notes = _number_hosts(_one_clock(results))
     results = sorted(results, key=lambda r: (r.rank if r.rank is not None else -1, r.path))
     if not results:
         raise KernscopeError("no rank could be analyzed")
@@ -344,8 +369,9 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
     elems = pl.coalesce(pl.when(pl.col("type").is_in(["allgather"])).then(pl.col("out_msg_nelems")),
                         pl.col("in_msg_nelems"), pl.col("out_msg_nelems"))
     size = elems.cast(pl.Float64) * pl.col("elem_bytes").cast(pl.Float64)  # no Int64 wrap
-    if "p2p_bytes" in c.columns:
-        size = pl.when(pl.col("type") == "sendrecv").then(pl.col("p2p_bytes").cast(pl.Float64)).otherwise(size)
+    if "msg_bytes" in c.columns:  # a point-to-point batch's, an XLA collective's (summary.collective_kernels)
+        size = (pl.when(pl.col("type") == "sendrecv").then(pl.col("msg_bytes"))
+                .otherwise(pl.coalesce(size, pl.col("msg_bytes"))).cast(pl.Float64))
     c = c.with_columns(size.alias("_bytes"))
     last = pl.col("ts").max().over(keys)
     c = c.with_columns(last.alias("_last"), pl.len().over(keys).alias("_n"))
@@ -416,7 +442,8 @@ def _collective_summary(inst: pl.DataFrame) -> pl.DataFrame:
                                     "transfer_us": pl.Float64, "busbw_gb_s": pl.Float64, "algo": pl.String,
                                     "most_often_last": pl.Int64})
     return (inst.group_by("pg", "type").agg(
-        pl.len().alias("instances"), pl.col("bytes").sum().alias("bytes"), pl.col("skew_us").mean().alias("skew_mean_us"),
+        pl.len().alias("instances"), pl.when(pl.col("bytes").count() > 0).then(pl.col("bytes").sum()).alias("bytes"),
+        pl.col("skew_us").mean().alias("skew_mean_us"),
         pl.col("skew_us").max().alias("skew_max_us"), pl.col("max_wait_us").mean().alias("wait_mean_us"),
         pl.col("transfer_us").sum().alias("transfer_us"), pl.col("busbw_gb_s").median().alias("busbw_gb_s"),
         pl.col("algo").drop_nulls().mode().first().alias("algo"), pl.col("last_rank").mode().first().alias("most_often_last"))

@@ -76,6 +76,9 @@ class RankResult:
     notes: list[str] = field(default_factory=list)  #: what the rank's trace lacks (no GPU activity), in words
     #: the rank's critical path per step (:func:`~kernscope.analyze.critical_path.critical_path`'s ``steps``)
     critical_path: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: an XSpace's profile start (epoch ns): its times are relative to it, each process's to its own start, so the
+    #: job puts the ranks on one clock by it (None: a Kineto trace, whose ranks share their host's clock)
+    clock_start_ns: int | None = None
 
 
 #: rank ids at or beyond this are not ranks (no job has 2^31 processes): a corrupt or hostile value, left unknown
@@ -158,9 +161,18 @@ def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     )
 
 
+#: XLA collectives whose operands and result are of one size: the message is half the bytes the HLO instruction
+#: moves (``hlo_bytes``, operands + result). An all-gather's or reduce-scatter's message depends on its group size,
+#: which the rank's trace does not say: left unknown.
+XLA_SAME_SIZE = ("XLA all-reduce", "XLA all-reduce-start", "XLA all-to-all", "XLA collective-permute")
+
+
 def _gpu(trace: Trace) -> pl.DataFrame:
+    xla = pl.col("hlo_bytes") / 2 if {"hlo_bytes", "hlo_op_class"} <= set(trace.gpu.columns) else None
     g = trace.gpu.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String), "ts", "end", "dur", "stream", "device",
-                         "step", "launch_ts", "op_idx", "launch_idx", "correlation")
+                         "step", "launch_ts", "op_idx", "launch_idx", "correlation",
+                         (pl.when(pl.col("hlo_op_class").cast(pl.String).is_in(XLA_SAME_SIZE)).then(xla)
+                          if xla is not None else pl.lit(None, pl.Float64)).alias("xla_msg_bytes"))
     return g.with_columns((pl.col("name").str.contains(COMM_PATTERN) & (pl.col("kind") == "kernel")).alias("is_comm"))
 
 
@@ -210,10 +222,10 @@ def p2p_batches(trace: Trace, c: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFra
     point-to-point ops (``record_param_comms`` send and recv) issued on its launching thread since the previous
     communication launch there. c10d launches a batch of them (``batch_isend_irecv``, a pipeline schedule's
     transfers) as one ``SendRecv`` kernel when the batch ends, outside the ops. Columns: ``collective`` (send,
-    recv or sendrecv), ``p2p_bytes`` (the larger of the bytes sent and received), ``comm_rank`` (the peer, when
+    recv or sendrecv), ``msg_bytes`` (the larger of the bytes sent and received), ``comm_rank`` (the peer, when
     every op of the batch has the same one), ``pg_name``, ``pg_desc`` and ``comm_dtype`` (the first op's)."""
     ev = trace.events
-    out_schema = {"launch_idx": pl.Int64, "collective": pl.String, "p2p_bytes": pl.Int64, "comm_rank": pl.Int64,
+    out_schema = {"launch_idx": pl.Int64, "collective": pl.String, "msg_bytes": pl.Int64, "comm_rank": pl.Int64,
                   "pg_name": pl.String, "pg_desc": pl.String, "comm_dtype": pl.String}
     need = ("collective", "comm_rank", "in_msg_nelems", "comm_dtype")
     if c.height == 0 or any(m not in ev.columns for m in need):
@@ -242,11 +254,11 @@ def p2p_batches(trace: Trace, c: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFra
     out = ops.group_by("launch_idx").agg(
         pl.when(is_send.any() & (~is_send).any()).then(pl.lit("sendrecv"))
         .otherwise(pl.col("collective").first()).alias("collective"),
-        pl.max_horizontal(pl.col("_b").filter(is_send).sum(), pl.col("_b").filter(~is_send).sum()).alias("p2p_bytes"),
+        pl.max_horizontal(pl.col("_b").filter(is_send).sum(), pl.col("_b").filter(~is_send).sum()).alias("msg_bytes"),
         pl.when(pl.col("_b").null_count() > 0).then(True).otherwise(False).alias("_unknown"),
         pl.when(pl.col("comm_rank").n_unique() == 1).then(pl.col("comm_rank").first()).alias("comm_rank"),
         pl.col("pg_name").first(), pl.col("pg_desc").first(), pl.col("comm_dtype").first())
-    return out.with_columns(pl.when(pl.col("_unknown")).then(None).otherwise(pl.col("p2p_bytes")).alias("p2p_bytes")
+    return out.with_columns(pl.when(pl.col("_unknown")).then(None).otherwise(pl.col("msg_bytes")).alias("msg_bytes")
                             ).select(list(out_schema)).cast(out_schema)  # type: ignore[arg-type]
 
 
@@ -255,7 +267,8 @@ def collective_kernels(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
 
     Metadata comes from the op that launched it with communication args (see :func:`comm_meta`), or from the
     point-to-point ops of its batch (:func:`p2p_batches`), when present, else from the kernel name. Point-to-point
-    kernels are all of type ``sendrecv`` with their ``peer`` rank and ``p2p_bytes``. ``ordinal``: position among
+    kernels are all of type ``sendrecv`` with their ``peer`` rank and ``msg_bytes``; an XLA collective's
+    ``msg_bytes`` come from its HLO instruction (:data:`XLA_SAME_SIZE`). ``ordinal``: position among
     the rank's kernels of the same (step, group, type, peer), by launch (matching key across ranks when ``seq`` is
     absent).
     """
@@ -264,8 +277,8 @@ def collective_kernels(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
     batches = p2p_batches(trace, c, meta)
     if batches.height:  # a batch of point-to-point ops launched as one kernel: what the batch's ops say
         meta = pl.concat([meta.join(batches, on="launch_idx", how="anti"),
-                          batches.drop("p2p_bytes")], how="diagonal_relaxed")
-    c = c.join(meta, on="launch_idx", how="left").join(batches.select("launch_idx", "p2p_bytes"), on="launch_idx",
+                          batches.drop("msg_bytes")], how="diagonal_relaxed")
+    c = c.join(meta, on="launch_idx", how="left").join(batches.select("launch_idx", "msg_bytes"), on="launch_idx",
                                                       how="left")
     names = c.select("name", "collective").unique()
     kinds = [collective_type(m, n) for n, m in names.iter_rows()]
@@ -289,12 +302,12 @@ def collective_kernels(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
         pl.when(p2p & pl.col("comm_rank").is_not_null()).then(pl.lit(2, pl.Int64))
         .otherwise(pl.col("group_size").cast(pl.Int64)).alias("group_size"),
         pl.when(p2p).then(None).otherwise(pl.col("comm_seq").cast(pl.Int64)).alias("seq"),
-        pl.when(p2p).then(pl.coalesce(pl.col("p2p_bytes"), pl.col("in_msg_nelems").cast(pl.Int64) * bpe))
-        .alias("p2p_bytes")).sort("_order")
+        pl.when(p2p).then(pl.coalesce(pl.col("msg_bytes"), pl.col("in_msg_nelems").cast(pl.Int64) * bpe).cast(pl.Float64))
+        .otherwise(pl.col("xla_msg_bytes")).alias("msg_bytes")).sort("_order")
     c = c.with_columns(pl.int_range(pl.len()).over(["step", "pg", "type", "peer"]).alias("ordinal"))
     return c.select("name", "type", "pg", pl.col("pg_desc").cast(pl.String), "step", "ordinal", "seq", "peer", "stream",
                     "ts", "end", "dur", "launch_ts", pl.col("in_msg_nelems").cast(pl.Int64),
-                    pl.col("out_msg_nelems").cast(pl.Int64), "elem_bytes", "p2p_bytes", "group_size", "algo", "protocol")
+                    pl.col("out_msg_nelems").cast(pl.Int64), "elem_bytes", "msg_bytes", "group_size", "algo", "protocol")
 
 
 def _launch_stats(g: pl.DataFrame) -> dict[str, float]:
@@ -360,6 +373,7 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
         steps=steps, collectives=coll, launch=_launch_stats(g), queues=_streams(g), load_s=load_s,
         critical_path=cp.steps if cp is not None else pl.DataFrame(),
         notes=[n for n in (empty_reason(trace),) if n is not None],
+        clock_start_ns=trace.base_time_ns if trace.metadata.get("trace_format") == "xplane" else None,
     )
 
 
