@@ -251,6 +251,13 @@ def test_a_jax_job_of_two_processes(capsys):
     assert inst.height == 24 and (inst["ranks"] == 2).all()
     assert inst.filter(pl.col("bytes") == layer).height == 16
     assert inst["bytes"].null_count() == 0 and (inst["busbw_gb_s"] > 0).all()
+    # the ranks' critical paths take XLA's untraced waits: rank 0's runs through the all-reduces that waited for
+    # rank 1, as long as the waits rank 1 caused; rank 1's path is its host (the 20 ms sleep)
+    cp = j.critical_path.sort("rank", "step")
+    r0, r1 = cp.filter(pl.col("rank") == 0), cp.filter(pl.col("rank") == 1)
+    assert r0["last_arriver_wait_us"].to_list() == pytest.approx(s["wait_us"].to_list(), rel=0.01)
+    assert (r1["cpu_us"] > 0.75 * r1["length_us"]).all() and (r1["last_arriver_wait_us"] < 100).all()
+    assert any("JAX ranks' critical paths take the host's untraced gap" in n for n in j.notes)
     assert main(["analyze", str(JAX_JOB), "--no-cache"]) == 0
     out = capsys.readouterr().out
     assert "default  allreduce         24  162.1" in out

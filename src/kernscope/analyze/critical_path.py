@@ -619,20 +619,31 @@ def _bounded(kernels: pl.DataFrame, top: int) -> pl.DataFrame:
 UNTRACED_WAIT = "host's untraced wait for the GPU"
 #: the host event kinds whose ends show the host busy (XLA profiles)
 HOST_KINDS = ("cpu_op", "user_annotation", "python_function", "runtime", "driver")
+#: the shortest untraced gap before a step's last GPU work ended that is taken as the host waiting for it when the
+#: host's traced work resumes after it within the step (ns): in host-bound steps the GPU work ends 1-31 µs into a
+#: gap between two traced host calls; such gaps of real block_until_ready calls were 0.3-18 ms
+MIN_UNTRACED_WAIT_NS = 50_000
 
 
 def _untraced_waits(trace: Trace, gpu: pl.DataFrame, ends: pl.DataFrame, by_end: pl.DataFrame) -> pl.DataFrame:
     """XLA profiles record no event for the host waiting on the GPU (``block_until_ready``, a result's transfer):
-    after it dispatched a step's work the host shows nothing until the step ends. Per step (``ends``: its end point
-    ``t`` on its thread), that untraced tail (from the last host event that starts and ends inside the step on the
-    step's thread or a thread that launched its GPU work, else the step's start) is a blocking wait when GPU work
-    ended inside it, as :func:`_blocking_syncs` finds a synchronizing call's: what it waited for is the GPU record
-    that ended last before the step's end, and the wait ends with it (the rest of the tail is host time)."""
+    after it dispatched a step's work the host shows nothing until the GPU work ends. Per step (``ends``: its end
+    point ``t`` on its thread), what it waited for is the GPU record that ended last before the step's end
+    (``by_end``); the host waited for it when no innermost host event (one that holds no other: the Python frame or
+    annotation around the step's body holds its calls, and the wait too) of the step's thread or of a thread that
+    launched its GPU work runs at that record's end. The wait is the untraced gap before it: from the last such
+    event's end in the step (else the step's start) to the record's end, as :func:`_blocking_syncs` finds a
+    synchronizing call's: a tail (nothing traced after the record to the step's end) of any length, a gap the host's
+    traced work resumes after within the step when :data:`MIN_UNTRACED_WAIT_NS` or longer; what the host did after
+    the record ended is host time."""
     schema = {"pid": pl.String, "tid": pl.String, "_s_name": pl.String, "_s_ts": pl.Int64, "_s_end": pl.Int64,
               "_a": pl.Int64, "_a_end": pl.Int64}
     pts = (ends.select("pid", "tid", pl.col("t").alias("_s_end"), pl.col("_end_of").alias("step"))
            .join(trace.steps.select("step", pl.col("start").alias("_start")), on="step", how="left")
-           .drop_nulls(["_s_end", "_start"]))
+           .drop_nulls(["_s_end", "_start"]).sort("_s_end")
+           .join_asof(by_end.select(pl.col("_w").alias("_a"), pl.col("_w_end").alias("_a_end")).sort("_a_end"),
+                      left_on="_s_end", right_on="_a_end", strategy="backward")
+           .filter(pl.col("_a").is_not_null() & (pl.col("_a_end") > pl.col("_start"))))
     if pts.height == 0:
         return pl.DataFrame(schema=schema)
     # the threads whose events show the host busy in a step: its own, and those that launched its GPU work (XLA
@@ -641,36 +652,54 @@ def _untraced_waits(trace: Trace, gpu: pl.DataFrame, ends: pl.DataFrame, by_end:
     launchers = (gpu.lazy().select("step", "launch_pid", "launch_tid").drop_nulls().unique().collect()
                  .select("step", pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String).alias("tid")))
     busy_on = pl.concat([pts.select("step", "pid", "tid"), launchers.join(pts.select("step"), on="step", how="semi")]).unique()
-    busy_on = busy_on.join(pts.select("step", "_start", "_s_end"), on="step")
+    busy_on = busy_on.join(pts.select("step", "_start", "_a_end", "_s_end"), on="step")
     ev = trace.events
     found = []
     for (pid, tid), win in busy_on.group_by("pid", "tid"):  # a thread or two: the steps' own and their launchers
-        # the thread's host events (their threads compared as text only where the kind matches), by start
+        # the thread's host events (their threads compared as text only where the kind matches), by start, the
+        # outer of two that start together first
         same = [pl.col(c).is_null() if v is None else pl.col(c) == v for c, v in (("pid", pid), ("tid", tid))]
         host = (ev.lazy().select("kind", "pid", "tid", "ts", "end")
                 .filter(pl.col("kind").is_in(HOST_KINDS) & same[0] & same[1])  # (interned: no text per event)
-                .select("ts", "end").sort("ts").collect())
-        win = win.sort("_start")
-        start, stop = win["_start"].to_numpy().astype(np.int64), win["_s_end"].to_numpy().astype(np.int64)
+                .select("ts", "end").sort("ts", "end", descending=[False, True]).collect())
         ts, end = host["ts"].to_numpy().astype(np.int64), host["end"].to_numpy().astype(np.int64)
-        # each event's step (the last that started before it), kept when it starts after the step's start and ends
-        # before its end (not the step's marker, nor what encloses the step's end); the last such end per step
+        # innermost events: none of the thread's events starts inside them
+        leaf = np.ones(len(ts), dtype=bool)
+        if len(ts) > 1:
+            leaf[:-1] = ts[1:] >= end[:-1]
+        ts, end = ts[leaf], end[leaf]
+        win = win.sort("_start")
+        start, at = win["_start"].to_numpy().astype(np.int64), win["_a_end"].to_numpy().astype(np.int64)
+        stop = win["_s_end"].to_numpy().astype(np.int64)
+        # each event's step (the last that started before it), kept when it starts after the step's start: the
+        # last end at or before the record's end per step, whether an event runs across that end, and whether one
+        # starts after it (before the step's end)
         k = np.searchsorted(start, ts, side="left") - 1
         ok = k >= 0
-        ok[ok] &= end[ok] < stop[k[ok]]
+        before = ok.copy()
+        before[ok] &= end[ok] <= at[k[ok]]
         busy = np.full(len(start), np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(busy, k[ok], end[ok])
-        found.append(win.select("step", pl.Series("_busy", busy)))
-    last = pl.concat(found).group_by("step").agg(pl.col("_busy").max())
-    w = (pts.join(last, on="step", how="left")
+        np.maximum.at(busy, k[before], end[before])
+        across, later = ok.copy(), ok.copy()
+        across[ok] &= (ts[ok] < at[k[ok]]) & (end[ok] > at[k[ok]])
+        later[ok] &= (ts[ok] >= at[k[ok]]) & (ts[ok] < stop[k[ok]])
+        covered, resumed = np.zeros(len(start), dtype=bool), np.zeros(len(start), dtype=bool)
+        covered[k[across]] = True
+        resumed[k[later]] = True
+        found.append(win.select("step", pl.Series("_busy", busy), pl.Series("_covered", covered),
+                                pl.Series("_resumed", resumed)))
+    per = pl.concat(found).group_by("step").agg(pl.col("_busy").max(), pl.col("_covered").any(), pl.col("_resumed").any())
+    w = (pts.join(per, on="step", how="left").filter(~pl.col("_covered").fill_null(False))
          .select("pid", "tid", pl.lit(UNTRACED_WAIT).alias("_s_name"),
-                 pl.when(pl.col("_busy") > pl.col("_start")).then("_busy").otherwise("_start").alias("_s_ts"), "_s_end")
-         .sort("_s_end")
-         .join_asof(by_end.select(pl.col("_w").alias("_a"), pl.col("_w_end").alias("_a_end")).sort("_a_end"),
-                    left_on="_s_end", right_on="_a_end", strategy="backward"))
+                 pl.when(pl.col("_busy") > pl.col("_start")).then("_busy").otherwise("_start").alias("_s_ts"),
+                 "_a", "_a_end", pl.col("_resumed").fill_null(False)))
     # the wait ends with the GPU work it waited for: what the thread did after it (until the step's end) is host
-    # time, not a call returning (a tail of 3.8 ms after the last kernel read as sync return)
-    return (w.filter(pl.col("_a").is_not_null() & (pl.col("_a_end") > pl.col("_s_ts")))
+    # time, not a call returning (a tail of 3.8 ms after the last kernel read as sync return). A gap the host's
+    # traced work resumes after within the step is a wait when MIN_UNTRACED_WAIT_NS or longer (shorter: the host
+    # between two traced calls, a host-bound step's kernels ending while it works); a tail, with nothing traced
+    # after the GPU work to the step's end, is one whatever its length
+    long_enough = ~pl.col("_resumed") | (pl.col("_a_end") - pl.col("_s_ts") >= MIN_UNTRACED_WAIT_NS)
+    return (w.filter((pl.col("_a_end") > pl.col("_s_ts")) & long_enough)
             .with_columns(pl.col("_a_end").alias("_s_end")).select(list(schema)).cast(schema))  # type: ignore[arg-type]
 
 

@@ -279,6 +279,10 @@ def combine(results: list[RankResult], failures: list[Failure] | None = None) ->
         raise KernscopeError("no rank could be analyzed")
     notes, clocks_ok = _check(results)
     notes = host_notes + notes + [f"rank {r.rank}: {n}" for r in results for n in r.notes]
+    if any(_XSPACE_NAME.search(r.path) for r in results):
+        notes.append("JAX ranks' critical paths take the host's untraced gap before a step's last GPU work ended as a "
+                     "wait for that work (as analyze --untraced-waits does; XLA records no event for block_until_ready): "
+                     "the path then runs through the GPU and the collectives that waited for a late rank")
     ranks = pl.DataFrame([{
         "rank": r.rank, "path": r.path, "steps": r.steps.height,
         **{m: r.overall.get(m) for m in METRICS},

@@ -355,7 +355,10 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
              .join(per_step, on="step", how="left").sort("step"))
     t0 = g["ts"].min()
     t1 = g["end"].max()
-    cp = critical_path(trace, mark_communication(gpu_table(trace), otherwise="Compute")) if trace.steps.height else None
+    # (an XSpace's steps with their untraced waits: else its path is host time, and no wait on a late rank is on it)
+    xla = trace.metadata.get("trace_format") == "xplane"
+    cp = (critical_path(trace, mark_communication(gpu_table(trace), otherwise="Compute"), untraced_waits=xla)
+          if trace.steps.height else None)
     coll = collective_kernels(trace, g)
     if cp is not None and cp.records.height:  # each collective's time on the rank's critical path
         # (the path's records named as text only where a collective kernel could be one: their names stay interned)
