@@ -283,3 +283,24 @@ def test_a_run_folder_reads_its_gzipped_xspace():
     assert [Path(f).name for f in found] == ["vm.xplane.pb.gz"]
     assert note.endswith("reading vm.xplane.pb.gz (the richest file of this JAX run; also there: perfetto_trace.json.gz, "
                          "vm.trace.json.gz)")
+
+
+def test_perf_memory_and_diff_take_a_jax_run_folder(tmp_path, capsys):
+    """A JAX run folder names one trace for ``perf``, ``memory`` and ``diff`` as for ``analyze`` (they had said
+    "is a directory, not a trace file"); a run of several hosts is refused in one line."""
+    one = JAX_JOB / "process1"
+    xspace = next(one.rglob("*.xplane.pb.gz"))
+    assert main(["perf", str(one), "--no-cache", "--format", "json"]) == 0
+    got = capsys.readouterr()
+    assert json.loads(got.out)["trace"] == str(xspace) and "reading vm.xplane.pb.gz" in got.err
+    assert main(["memory", str(one), "--no-cache", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trace"] == str(xspace)
+    assert main(["diff", str(JAX_JOB / "process0"), str(one), "--no-cache", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["b"]["path"] == str(xspace)
+    run = tmp_path / "run"
+    run.mkdir()
+    for host in ("a", "b"):
+        (run / f"{host}.xplane.pb.gz").write_bytes(xspace.read_bytes())
+    assert main(["perf", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a JAX run of 2 hosts (a.xplane.pb.gz, b.xplane.pb.gz): name one host's file" in err

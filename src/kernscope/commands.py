@@ -116,6 +116,24 @@ class Session:
             self.say(f"kernscope: {n}")
         return paths
 
+    def one_file(self, path: str) -> str:
+        """``path``, or the trace of the JAX run directory it names (its XSpace, said as ``analyze`` says it); a run of
+        several hosts is refused in one line (their files are the ranks of a job: ``analyze`` the folder)."""
+        if not os.path.isdir(path):
+            return path
+        from .files import resolve_run_dir
+
+        run = resolve_run_dir(path)
+        if run is None:
+            return path  # (the load says it is a directory, not a trace file)
+        files, note = run
+        if len(files) > 1:
+            names = ", ".join(os.path.basename(f) for f in files[:4]) + (", ..." if len(files) > 4 else "")
+            raise KernscopeError(f"{path}: a JAX run of {len(files)} hosts ({names}): name one host's file (kernscope "
+                                 "analyze of the folder takes them as the ranks of one job)")
+        self.say(f"kernscope: {note}")
+        return files[0]
+
     def load(self, path: str, *, projection: Any = None, digest: Any = None, defer_cache_write: Any = None,
              timings: list[tuple[str, float]] | None = None) -> Trace:
         """Load and link ``path`` (:func:`kernscope.pipeline.load`) with a progress display; ``projection``: what
@@ -286,6 +304,7 @@ class Session:
         from .analyze.findings import find_roofline
         from .analyze.perf import PerfReport
 
+        path = self.one_file(path)
         t = self.load_step(path, step)
         pm = self.perf_model(t, step, peak)
         findings = find_roofline(pm.ops, 1 if step is not None else t.steps.height, rules=self.finding_rules())
@@ -297,6 +316,7 @@ class Session:
         """``kernscope memory``: the memory timeline of a ``profile_memory`` trace or a JAX profile."""
         from .analyze.memory import memory_timeline
 
+        path = self.one_file(path)
         t = self.load(path)
         m = memory_timeline(t)
         if m is None:
@@ -324,6 +344,7 @@ class Session:
         """``kernscope diff``: two traces, two steps of one (``a == b``) or two ranks."""
         from .analyze.diff import Side, diff
 
+        a, b = self.one_file(a), self.one_file(b)
         ta = self.load_step(a, step)
         tb = ta if os.path.realpath(a) == os.path.realpath(b) else self.load(b)
         from .analyze.summary import check_step
