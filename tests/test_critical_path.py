@@ -636,3 +636,13 @@ def test_a_gpu_waiting_for_another_gpus_copy_puts_that_gpus_work_on_the_path(tmp
     _two_gpus(p, 355.0)
     r = _path(p)[1].steps.row(0, named=True)
     assert r["gpu_us"] == pytest.approx(400.0) and r["launch_us"] == pytest.approx(5.0) and r["stream_wait_us"] == 0.0
+
+
+@pytest.mark.parametrize("rel, step", [("parallel_h200/ep/rank0.pt.trace.json.gz", 3), ("parallel_h200/tp/rank0.pt.trace.json.gz", 4)])
+def test_a_step_alone_has_the_path_row_of_the_whole_trace_to_the_last_digit(rel, step):
+    """``analyze --step N`` and the whole trace give the same row for step N (the step alone read 4741.123 µs and the
+    whole 4741.1230000000005: polars divides a one-row column exactly and a longer one by the reciprocal)."""
+    t = kernscope.load(DATA / rel, cache=False)
+    whole, alone = analyze(t).critical_path, analyze(t, step=step).critical_path
+    assert whole is not None and alone is not None
+    assert alone.steps.rows() == whole.steps.filter(pl.col("step") == step).rows()

@@ -828,9 +828,14 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
     # per step: integer sums of each segment over the step's nodes of its kind (records or CPU points)
     per_record, per_point = _per_step(path.owner[r_at], n_k), _per_step(path.owner[c_at], n_k)
     sums = {name: per_record(v) for name, v in seg.items()} | {name: per_point(v) for name, v in c_seg.items()}
+    # (every µs column a Series of integer ns divided: polars divides a one-row column exactly and a longer one by the
+    # reciprocal, so a step analyzed alone and the whole trace differed in the last digit; the length from the
+    # segments' integer sums, not a sum of their floats)
+    length = np.sum([np.asarray(sums[s], dtype=np.int64) for s in SEGMENTS], axis=0)
+    span = (k["T"] - k["start"]).cast(pl.Int64)
     steps = (k.with_columns(*(pl.Series(f"{s}_us", sums[s], dtype=pl.Int64) / NS_PER_US for s in SEGMENTS))
-             .with_columns(((pl.col("T") - pl.col("start")) / NS_PER_US).alias("step_us"),
-                           pl.sum_horizontal(*(f"{s}_us" for s in SEGMENTS)).alias("length_us"))
+             .with_columns((span / NS_PER_US).alias("step_us"),
+                           (pl.Series("length_us", length, dtype=pl.Int64) / NS_PER_US).alias("length_us"))
              .select("step", "step_us", "length_us", *(f"{s}_us" for s in SEGMENTS)).sort("step"))
     # the records: their labels gathered by id (a record's id is its place in ``order``), grouped on one integer a row
     rows = path.node[r_at] if order is None else order[path.node[r_at]]
