@@ -168,9 +168,12 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
         return []
     # the medians of the evidence, for the (step, device) found only (each is a sort of its rows)
     medians = group_by_keys(_rows_of(g, ["step", "device"], hit), ["step", "device"], (
-        (pl.col("dur").filter(pl.col("kind") == "kernel").median() / NS_PER_US).alias("median_kernel_us"),
+        pl.col("dur").filter(pl.col("kind") == "kernel").median().alias("median_kernel_us"),
         # launch lead: how long before it started a record was launched (a short one: an empty launch queue)
-        ((pl.col("ts") - pl.col("launch_ts")).median() / NS_PER_US).alias("median_lead_us")))
+        (pl.col("ts") - pl.col("launch_ts")).median().alias("median_lead_us")))
+    # (ns to µs as Series: polars divides a one-row column exactly and a longer one by the reciprocal, so the whole
+    # trace and a step analyzed alone differed in the last digit)
+    medians = medians.with_columns(medians["median_kernel_us"] / NS_PER_US, medians["median_lead_us"] / NS_PER_US)
     out = []
     for r in hit.join(medians, on=["step", "device"], how="left").sort("step", "device").iter_rows(named=True):
         ev = {"step": r["step"], "device": r["device"], "wait_us": r["host_wait_us"], "share_pct": r["_share"],

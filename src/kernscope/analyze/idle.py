@@ -64,16 +64,15 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str], *, extent: bool = False,
         busy, host, kern, other, late_n, first, ext = _idle_numpy(code, start, en, has_launch, launch, start - ts, order,
                                                                   span, n, extent)
     extra = []
-    if extent:
-        extra.append(pl.Series("span_us", ext, dtype=pl.Int64))
+    if extent:  # ns to µs by a Series' division: polars divides a one-row column exactly and a longer one (and a
+        # grouped result) by the reciprocal, so the whole trace and a step analyzed alone differed in the last digit
+        extra.append(pl.Series("span_us", ext, dtype=pl.Int64) / NS_PER_US)
     for c in counts:  # (integer counts per group: exact, in any order)
         extra.append(pl.Series(c, np.bincount(code, weights=t[c].to_numpy(), minlength=n).astype(np.int64),
                                dtype=pl.Int64))
     out = t.select(keys)[first].with_columns(pl.Series("_busy", busy, dtype=pl.Int64), pl.Series("host_wait_us", host),
                                               pl.Series("kernel_wait_us", kern), pl.Series("other_idle_us", other),
                                               pl.Series("host_wait_gaps", late_n, dtype=pl.Int64), *extra)
-    if extent:  # ns to µs by polars' division, as a grouped one gives them (its float rounding depends on the path)
-        out = out.with_columns(pl.col("span_us") / NS_PER_US)
     return out.cast(dict(schema))  # type: ignore[arg-type]
 
 
