@@ -9,6 +9,8 @@ point-to-point transfers (a pipeline), tensor parallelism and all-to-all (a mixt
 - ``tp``: the same kind of MLP made tensor-parallel with ``parallelize_module`` (``ColwiseParallel`` then
   ``RowwiseParallel`` per pair of layers): an all-reduce of the activations in each pair's forward and of the
   input gradients in its backward.
+- ``ddpc``: a 4-layer MLP under ``DistributedDataParallel`` and ``torch.compile``, with an all-gather of the loss on a
+  second process group each step (not run unless named: ``--which ddpc``).
 - ``ep``: a mixture-of-experts layer, one expert MLP per rank: the tokens go to their expert and back with
   ``all_to_all_single`` of uneven splits (rank 0 routes 3/4 of its tokens to rank 1, rank 1 keeps 3/4 of its own),
   forward and backward (``all_to_all_single_autograd``).
@@ -133,7 +135,33 @@ def ep_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], fl
     return step, [expert]
 
 
-JOBS = {"pp": pp_job, "tp": tp_job, "ep": ep_job}
+def ddpc_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], float], list[Any]]:
+    """DistributedDataParallel under ``torch.compile`` (its all-reduces between the compiled graph's buckets), and per
+    step an all-gather of the loss on a second process group over the same ranks (``dist.new_group``): two groups."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = torch.compile(DistributedDataParallel(mlp(4, width).to(dev), bucket_cap_mb=25))
+    metrics = dist.new_group(list(range(world)))
+    x = torch.randn(TOKENS, width, device=dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    gathered = torch.empty(world, device=dev)
+
+    def step() -> float:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        dist.all_gather_into_tensor(gathered, loss.detach().reshape(1), group=metrics)
+        return float(gathered.mean())
+
+    return step, [model]
+
+
+JOBS = {"pp": pp_job, "tp": tp_job, "ep": ep_job, "ddpc": ddpc_job}
 
 
 def record(job: str, out_dir: str, steps: int, dev: Any, width: int) -> dict[str, Any]:
@@ -145,7 +173,7 @@ def record(job: str, out_dir: str, steps: int, dev: Any, width: int) -> dict[str
     rank, world = dist.get_rank(), dist.get_world_size()
     step, _ = JOBS[job](rank, world, dev, width)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    for _ in range(2):  # compile-free warm-up: allocator, NCCL communicators, cuBLAS handles
+    for _ in range(2):  # warm-up: compilation (ddpc), allocator, NCCL communicators, cuBLAS handles
         step()
     sync()
     dist.barrier()

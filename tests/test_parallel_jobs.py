@@ -304,3 +304,17 @@ def test_perf_memory_and_diff_take_a_jax_run_folder(tmp_path, capsys):
     assert main(["perf", str(run)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a JAX run of 2 hosts (a.xplane.pb.gz, b.xplane.pb.gz): name one host's file" in err
+
+
+def test_compiled_ddp_and_a_second_process_group():
+    """DDP under torch.compile, and an all-gather of the loss on a second group over the same ranks: each group's
+    collectives are matched in their own group; the all-reduces carry every fp32 gradient once a step."""
+    j = _job("ddpc")
+    c = {(r["pg"], r["type"]): r for r in j.collectives.iter_rows(named=True)}
+    assert set(c) == {("0", "allreduce"), ("1", "allgather")}
+    grads = 4 * (4096 * 4096 + 4096) * 4  # four Linear(4096, 4096), fp32 gradients
+    assert c[("0", "allreduce")]["instances"] == 15 and c[("0", "allreduce")]["bytes"] == 3 * grads
+    assert c[("1", "allgather")]["instances"] == 3 and c[("1", "allgather")]["bytes"] == 3 * 2 * 4.0  # 2 ranks x 1 fp32
+    assert (j.instances["ranks"] == 2).all() and not [n for n in j.notes if "fewer ranks" in n]
+    raw = {r: _raw_comm_kernels(_events(DATA / "ddpc" / f"rank{r}.pt.trace.json.gz")) for r in (0, 1)}
+    assert [len(raw[r]) for r in (0, 1)] == [18, 18]
