@@ -318,3 +318,50 @@ def test_compiled_ddp_and_a_second_process_group():
     assert (j.instances["ranks"] == 2).all() and not [n for n in j.notes if "fewer ranks" in n]
     raw = {r: _raw_comm_kernels(_events(DATA / "ddpc" / f"rank{r}.pt.trace.json.gz")) for r in (0, 1)}
     assert [len(raw[r]) for r in (0, 1)] == [18, 18]
+
+
+def test_one_ranks_exposed_communication_says_it_includes_the_wait():
+    """One rank's trace analyzed alone: its communication kernels ran while it waited for the other stage (74.7 ms of
+    rank 0's 91.7 ms of kernel time), and the finding says so; a one-process trace's finding does not."""
+    from kernscope.analyze.summary import analyze
+
+    one = analyze(kernscope_load(DATA / "pp" / "rank0.pt.trace.json.gz")).findings.filter(pl.col("rule") == "exposed_comm")
+    assert one.height == 3 and all("this is one of 2 ranks, and a communication kernel runs while it waits" in t
+                                   for t in one["text"])
+    dp = analyze(kernscope_load(Path(__file__).parent / "data" / "multigpu_h200" / "torch_dp.pt.trace.json.gz"))
+    texts = dp.findings.filter(pl.col("rule") == "exposed_comm")["text"].to_list()
+    assert texts and not any("ranks" in t for t in texts)
+
+
+def kernscope_load(path: Path):
+    import kernscope
+
+    return kernscope.load(path, cache=False)
+
+
+def test_collectives_keep_their_seq_matching_beside_point_to_point_transfers(tmp_path):
+    """Collectives with c10d's Seq are matched by it even where the job also has point-to-point transfers, which have
+    no Seq and are matched by position (until session 45 one transfer turned the whole job to positions)."""
+    paths = []
+    for rank in (0, 1):
+        p = _pipeline_rank(tmp_path / f"rank{rank}.json", rank, 2, late_us=0)
+        doc = json.loads(p.read_text())
+        ev, corr = doc["traceEvents"], 1000
+        for step, t0 in enumerate((1_000_000, 1_003_000)):
+            at = t0 + 2000
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": at, "dur": 20,
+                       "args": {"Collective name": "allreduce", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20,
+                                "dtype": "Float", "Process Group Name": "0", "Group size": 2, "Seq": 101 + step}})
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": at + 5,
+                       "dur": 5, "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", "pid": 0,
+                       "tid": 21, "ts": at + 30 + 10 * rank, "dur": 100, "args": {"correlation": corr, "stream": 21,
+                                                                                  "device": 0}})
+            corr += 1
+        p.write_text(json.dumps(doc))
+        paths.append(str(p))
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    ar = j.instances.filter(pl.col("type") == "allreduce").sort("key")
+    assert ar["key"].to_list() == [101, 102] and (ar["ranks"] == 2).all() and ar["skew_us"].to_list() == [10.0, 10.0]
+    p2p = j.instances.filter(pl.col("type") == "sendrecv")
+    assert p2p.height == 2 and set(p2p["pg"]) == {"0 (ranks 0-1)"} and p2p["key"].to_list() == [0, 0]

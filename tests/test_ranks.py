@@ -353,3 +353,23 @@ def test_a_jobs_options_given_for_one_trace_are_refused(tmp_path, capsys, option
     assert captured.out == "" and "of several traces (the ranks of one job), not of one trace's analysis" in captured.err
     assert main(["report", str(one), "-o", str(tmp_path / "r.html"), *options]) == 2 and not (tmp_path / "r.html").exists()
     assert "not of one trace's analysis" in capsys.readouterr().err
+
+
+def test_a_job_whose_collectives_carry_seq_is_matched_by_it(tmp_path):
+    """c10d's ``Seq`` on every collective: instances keyed by it, each in the step its first rank ran it in (the
+    Seq path had never run on a real trace, and raised ColumnNotFoundError: 'step' until session 45)."""
+    paths = []
+    for r in range(2):
+        p = synth_rank(tmp_path / f"r{r}.json", r)
+        doc = json.loads(p.read_text())
+        seqs = iter(range(7, 100))
+        for e in doc["traceEvents"]:
+            if e["name"] == "record_param_comms":
+                e["args"]["Seq"] = next(seqs)
+        p.write_text(json.dumps(doc))
+        paths.append(str(p))
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    inst = j.instances.sort("key")
+    assert inst["key"].to_list() == [7, 8] and inst["step"].to_list() == [0, 1] and (inst["ranks"] == 2).all()
+    assert inst["skew_us"].to_list() == [500.0, 500.0] and j.stragglers["rank"].to_list() == [1, 1]
+    assert j.waits.filter(pl.col("rank") == 0)["wait_us"].to_list() == [500.0, 500.0]

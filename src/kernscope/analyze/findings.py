@@ -340,8 +340,11 @@ def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
     return out
 
 
-def exposed_comm(by_step: pl.DataFrame, cfg: dict[str, Any], by_step_device: pl.DataFrame | None = None) -> list[dict[str, Any]]:
-    """Per step (with several GPUs: per step and GPU, ``by_step_device``), communication no computation hid."""
+def exposed_comm(by_step: pl.DataFrame, cfg: dict[str, Any], by_step_device: pl.DataFrame | None = None,
+                 world_size: int | None = None) -> list[dict[str, Any]]:
+    """Per step (with several GPUs: per step and GPU, ``by_step_device``), communication no computation hid. In one
+    rank of a job (``world_size`` > 1) the text adds that a collective's kernel time includes its wait for the others."""
+    ranks = str(cfg.get("ranks_note", "")).format(world_size=world_size) if world_size and world_size > 1 else ""
     table = by_step if by_step_device is None else by_step_device
     if table.height == 0:
         return []
@@ -357,11 +360,11 @@ def exposed_comm(by_step: pl.DataFrame, cfg: dict[str, Any], by_step_device: pl.
         if exposed >= cfg["min_us"] and share >= cfg["min_share_pct"]:
             ev = {"step": r["step"], "exposed_us": exposed, "share_pct": share, "span_us": span}
             if by_step_device is None:
-                out.append(_row(cfg, "exposed_comm", exposed, ev, words={"where": ""}, step=r["step"]))
+                out.append(_row(cfg, "exposed_comm", exposed, ev, words={"where": "", "ranks": ranks}, step=r["step"]))
             else:
                 ev["device"] = r["device"]
-                out.append(_row(cfg, "exposed_comm", exposed, ev, words={"where": f", GPU {r['device']}"}, step=r["step"],
-                                device=r["device"]))
+                out.append(_row(cfg, "exposed_comm", exposed, ev, words={"where": f", GPU {r['device']}", "ranks": ranks},
+                                step=r["step"], device=r["device"]))
     return out
 
 
@@ -541,7 +544,8 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
     every = gpu if all_gpu is None else all_gpu
     calls: list[Callable[[], list[dict[str, Any]]]] = [
         partial(launch_bound, gpu, r["launch_bound"]), partial(step_start_idle, trace, every, r["step_start_idle"], r["step_start_wait"]),
-        partial(blocking_sync, trace, r["blocking_sync"], step), partial(exposed_comm, by_step, r["exposed_comm"], by_step_device),
+        partial(blocking_sync, trace, r["blocking_sync"], step),
+        partial(exposed_comm, by_step, r["exposed_comm"], by_step_device, trace.world_size),
         partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
         partial(recompile, trace, r["recompile"], step), partial(low_occupancy, gpu, r["low_occupancy"])]
     # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)

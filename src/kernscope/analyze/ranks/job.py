@@ -361,6 +361,18 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
         lo, hi = pl.min_horizontal("rank", "peer"), pl.max_horizontal("rank", "peer")
         c = c.with_columns(pl.when(pl.col("peer").is_not_null() & pl.col("rank").is_not_null())
                            .then(pl.format("{} (ranks {}-{})", pl.col("pg"), lo, hi)).otherwise(pl.col("pg")).alias("pg"))
+    # point-to-point transfers carry no collective Seq: they are matched by position, the collectives apart by their
+    # own rule (by Seq where every one has it)
+    p2p = c.filter(pl.col("type") == "sendrecv")
+    if p2p.height and p2p.height < c.height:
+        parts = [_match_part(p, n_ranks) for p in (c.filter(pl.col("type") != "sendrecv"), p2p)]
+        inst = pl.concat([i for i, _ in parts], how="diagonal_relaxed").sort("start_ns")
+        return inst, pl.concat([w for _, w in parts], how="diagonal_relaxed")
+    return _match_part(c, n_ranks)
+
+
+def _match_part(c: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The instances and waits of the collective kernels ``c`` (all matched by one rule: Seq or position)."""
     use_seq = c["seq"].null_count() == 0 and c.height > 0
     c = c.with_columns((pl.col("seq") if use_seq else pl.col("ordinal")).alias("key"))
     if not use_seq:
@@ -391,6 +403,7 @@ def _match(coll: pl.DataFrame, n_ranks: int) -> tuple[pl.DataFrame, pl.DataFrame
         ((pl.col("ts").max() - pl.col("ts").min()) / NS_PER_US).alias("skew_us"),
         pl.col("ts").min().alias("start_ns"), pl.col("algo").drop_nulls().first().alias("algo"),
         pl.col("protocol").drop_nulls().first().alias("protocol"),
+        *([pl.col("step").min()] if use_seq else []),  # (matched by Seq: the step its first rank ran it in)
     ).join(arriver, on=keys, how="left", nulls_equal=True)
     max_wait = waits.group_by(keys).agg(pl.col("wait_us").max().alias("max_wait_us"))
     inst = inst.join(max_wait, on=keys, how="left", nulls_equal=True)
