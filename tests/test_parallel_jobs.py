@@ -365,3 +365,20 @@ def test_collectives_keep_their_seq_matching_beside_point_to_point_transfers(tmp
     assert ar["key"].to_list() == [101, 102] and (ar["ranks"] == 2).all() and ar["skew_us"].to_list() == [10.0, 10.0]
     p2p = j.instances.filter(pl.col("type") == "sendrecv")
     assert p2p.height == 2 and set(p2p["pg"]) == {"0 (ranks 0-1)"} and p2p["key"].to_list() == [0, 0]
+
+
+def test_a_peer_that_is_no_rank_is_no_pair(tmp_path):
+    """A send or recv whose peer ("Rank") is no rank id (negative, or 2^31 and more: corrupt) names no pair: its
+    transfers are matched by position in their group, not labeled '0 (ranks -7-0)'."""
+    paths = []
+    for rank in (0, 1):
+        p = _pipeline_rank(tmp_path / f"rank{rank}.json", rank, 2, late_us=0)
+        doc = json.loads(p.read_text())
+        for e in doc["traceEvents"]:
+            if e["name"] == "record_param_comms":
+                e["args"]["Rank"] = -7 if rank == 0 else 1 << 40
+        p.write_text(json.dumps(doc))
+        paths.append(str(p))
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    assert set(j.instances["pg"]) == {"0"} and (j.instances["ranks"] == 2).all()
+    assert (j.instances["bytes"] == 2.0 * (1 << 20)).all()

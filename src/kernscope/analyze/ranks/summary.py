@@ -298,8 +298,8 @@ def collective_kernels(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
     c = c.with_columns(
         group.alias("pg"), bpe.alias("elem_bytes"), order.alias("_order"),
         pl.when(p2p).then(pl.lit("sendrecv")).otherwise(pl.col("type")).alias("type"),
-        pl.when(p2p).then(pl.col("comm_rank").cast(pl.Int64)).alias("peer"),
-        pl.when(p2p & pl.col("comm_rank").is_not_null()).then(pl.lit(2, pl.Int64))
+        pl.when(p2p & pl.col("comm_rank").is_between(0, MAX_RANK - 1)).then(pl.col("comm_rank").cast(pl.Int64)).alias("peer"),
+        pl.when(p2p & pl.col("comm_rank").is_between(0, MAX_RANK - 1)).then(pl.lit(2, pl.Int64))
         .otherwise(pl.col("group_size").cast(pl.Int64)).alias("group_size"),
         pl.when(p2p).then(None).otherwise(pl.col("comm_seq").cast(pl.Int64)).alias("seq"),
         pl.when(p2p).then(pl.coalesce(pl.col("msg_bytes"), pl.col("in_msg_nelems").cast(pl.Int64) * bpe).cast(pl.Float64))
