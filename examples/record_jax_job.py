@@ -10,7 +10,9 @@ with NCCL). Process ``--late-process`` sleeps ``--late-ms`` on the host before d
 wait for it in every all-reduce. Each process profiles ``--steps`` steps inside ``StepTraceAnnotation`` into
 ``OUT_DIR/process{i}/`` (``plugins/profile/<run>/<host>.xplane.pb``: every process on one host writes a file of the
 same name, so each gets its own folder) and writes ``OUT_DIR/process{i}/record_info.json`` (what ran where).
-``--cpu`` runs it on the CPU (gloo collectives) to check the script: no GPU kernels then.
+``--ring`` adds, after each step, a ring exchange of a 1024 x 4096 fp32 block per process (``ppermute`` in
+``shard_map``: XLA's collective-permute, NCCL send/recv kernels). ``--cpu`` runs it on the CPU (gloo collectives) to
+check the script: no GPU kernels then.
 """
 
 from __future__ import annotations
@@ -61,11 +63,24 @@ def worker(a: argparse.Namespace) -> int:
         loss, g = jax.value_and_grad(loss_fn)(p, x, y)
         return jax.tree_util.tree_map(lambda a, b: a - (1e-3 * b).astype(a.dtype), p, g), loss
 
+    n = jax.process_count()
+    spec = PartitionSpec("data")
+    # a ring exchange after each step (--ring): every process sends its shard to the next (XLA's collective-permute,
+    # NCCL send/recv kernels)
+    shard_map = getattr(jax, "shard_map", None)
+    if shard_map is None:
+        from jax.experimental.shard_map import shard_map
+    ring = jax.jit(shard_map(lambda v: jax.lax.ppermute(v, "data", perm=[(i, (i + 1) % n) for i in range(n)]),
+                             mesh=mesh, in_specs=spec, out_specs=spec))
+    block = global_array(np.ones((1024, 4096), np.float32), spec) if a.ring else None
+
     def step() -> jax.Array:
-        nonlocal params
+        nonlocal params, block
         if me == a.late_process:
             time.sleep(a.late_ms / 1000.0)  # the straggler: late to every all-reduce of the step
         params, loss = train_step(params, x, y)
+        if block is not None:
+            block = ring(block)
         return loss.block_until_ready()
 
     for _ in range(3):
@@ -79,7 +94,7 @@ def worker(a: argparse.Namespace) -> int:
              for r, _, names in os.walk(out) for n in names}
     info = {"process": me, "processes": jax.process_count(), "devices": [str(d) for d in jax.local_devices()],
             "device_kind": jax.local_devices()[0].device_kind, "jax": jax.__version__, "loss": float(loss),
-            "late_process": a.late_process, "late_ms": a.late_ms, "files": files}
+            "late_process": a.late_process, "late_ms": a.late_ms, "ring": a.ring, "files": files}
     with open(os.path.join(out, "record_info.json"), "w") as f:
         json.dump(info, f, indent=1)
     jax.distributed.shutdown()
@@ -94,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--late-process", type=int, default=1)
     ap.add_argument("--late-ms", type=float, default=20.0)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--ring", action="store_true", help="after each step, a ring exchange of a 16 MiB shard (ppermute)")
     ap.add_argument("--cpu", action="store_true", help="run on the CPU (gloo), to check the script")
     ap.add_argument("--process-id", type=int, default=None, help=argparse.SUPPRESS)  # set for the workers
     ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
@@ -109,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             env["JAX_PLATFORMS"] = "cpu"
         cmd = [sys.executable, os.path.abspath(__file__), a.out_dir, "--processes", str(a.processes), "--late-process",
                str(a.late_process), "--late-ms", str(a.late_ms), "--steps", str(a.steps), "--process-id", str(i),
-               "--port", str(port), *(["--cpu"] if a.cpu else [])]
+               "--port", str(port), *(["--cpu"] if a.cpu else []), *(["--ring"] if a.ring else [])]
         procs.append(subprocess.Popen(cmd, env=env))
     codes = [p.wait() for p in procs]
     print(f"processes exited {codes}", flush=True)

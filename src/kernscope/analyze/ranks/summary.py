@@ -302,7 +302,8 @@ def collective_kernels(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
         pl.when(p2p & pl.col("comm_rank").is_between(0, MAX_RANK - 1)).then(pl.lit(2, pl.Int64))
         .otherwise(pl.col("group_size").cast(pl.Int64)).alias("group_size"),
         pl.when(p2p).then(None).otherwise(pl.col("comm_seq").cast(pl.Int64)).alias("seq"),
-        pl.when(p2p).then(pl.coalesce(pl.col("msg_bytes"), pl.col("in_msg_nelems").cast(pl.Int64) * bpe).cast(pl.Float64))
+        pl.when(p2p).then(pl.coalesce(pl.col("msg_bytes").cast(pl.Float64),
+                                      (pl.col("in_msg_nelems").cast(pl.Int64) * bpe).cast(pl.Float64), "xla_msg_bytes"))
         .otherwise(pl.col("xla_msg_bytes")).alias("msg_bytes")).sort("_order")
     c = c.with_columns(pl.int_range(pl.len()).over(["step", "pg", "type", "peer"]).alias("ordinal"))
     return c.select("name", "type", "pg", pl.col("pg_desc").cast(pl.String), "step", "ordinal", "seq", "peer", "stream",
