@@ -87,7 +87,8 @@ def resolve_run_dir(path: str) -> tuple[list[str], str] | None:
             raise KernscopeError(f"{p}: holds {len(runs)} JAX profile runs ({names}); name one run directory")
         run = runs[0]
     for pattern in RUN_DIR_PREFERENCE:
-        found = sorted(str(x) for x in run.glob(pattern) if x.is_file())
+        found = sorted(str(x) for x in run.glob(pattern)
+                       if x.is_file() and (pattern != RUN_DIR_PREFERENCE[0] or x.name.endswith(_XSPACE_SUFFIXES)))
         if found:
             if pattern != RUN_DIR_PREFERENCE[0]:
                 found = found[:1]
