@@ -42,6 +42,19 @@ def mlp(n_layers: int, width: int) -> Any:
     return torch.nn.Sequential(*[m for _ in range(n_layers) for m in (torch.nn.Linear(width, width), torch.nn.GELU())])
 
 
+def sgd_step(model: Any, opt: Any, x: Any, dev: Any) -> Any:
+    """One step of the tensor-parallel and DDP jobs: the mean square of the output as loss (bf16 autocast), SGD; the
+    loss, detached."""
+    import torch
+
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast(dev.type, dtype=torch.bfloat16):
+        loss = model(x).float().pow(2).mean()
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
 def pp_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], float], list[Any]]:
     """One pipeline stage per rank, 1F1B over 8 micro-batches; the step returns the last stage's mean loss (else 0)."""
     import torch
@@ -88,12 +101,7 @@ def tp_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], fl
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 
     def step() -> float:
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16):
-            loss = model(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        return float(loss.detach())
+        return float(sgd_step(model, opt, x, dev))
 
     return step, [model]
 
@@ -150,12 +158,8 @@ def ddpc_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], 
     gathered = torch.empty(world, device=dev)
 
     def step() -> float:
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16):
-            loss = model(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        dist.all_gather_into_tensor(gathered, loss.detach().reshape(1), group=metrics)
+        loss = sgd_step(model, opt, x, dev)
+        dist.all_gather_into_tensor(gathered, loss.reshape(1), group=metrics)
         return float(gathered.mean())
 
     return step, [model]
