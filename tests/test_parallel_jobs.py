@@ -395,3 +395,14 @@ def test_a_jax_ring_exchange_is_point_to_point_with_its_hlo_size():
     ar = j.instances.filter(pl.col("type") == "allreduce")["bytes"]
     assert ar.null_count() == 0 and (ar > 0).all()
     assert j.stragglers["rank"].to_list() == [1, 1, 1, 1] and j.stragglers["p2p"].to_list() == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_a_narrow_terminal_keeps_the_pair_of_a_transfer_whole(width, monkeypatch, capsys):
+    """The collectives table's group is shown whole at any width (at 80 columns it read '0 (ra…-1)'); the numbers a
+    narrow terminal cannot hold are left out and named below the table."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["analyze", str(DATA / "pp"), "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("0 (ranks"))
+    assert row.split()[:5] == ["0", "(ranks", "0-1)", "sendrecv", "27"] and max(map(len, out.splitlines())) <= width

@@ -119,7 +119,7 @@ def _console_collectives(s: Section, out: Console) -> None:
                  r["algo"] or "-", "-" if r["most_often_last"] is None else str(r["most_often_last"])]
                 for r in d.iter_rows(named=True)]
         out.print(fit_table("Collectives across ranks", [
-            Col("group", min_width=5), Col("type", enum=True), Col("instances", True), Col("MiB", True),
+            Col("group", enum=True), Col("type", enum=True), Col("instances", True), Col("MiB", True),
             Col("transfer", True), Col("skew mean", True), Col("skew max", True), Col("busbw GB/s", True),
             Col("algo", True), Col("last arriver", True)], rows, s.options.width, more=c.height - d.height))
 
