@@ -19,6 +19,7 @@ from kernscope.analyze.ranks.summary import RankResult
 from kernscope.analyze.ranks.worker import summarize_file
 from kernscope.cli import main
 from kernscope.engine import EngineSpec, analyze_job
+from kernscope.errors import KernscopeError
 from kernscope.files import expand_inputs, not_a_trace, resolve_run_dir
 
 DATA = Path(__file__).parent / "data" / "parallel_h200"
@@ -228,7 +229,11 @@ def test_a_jax_job_of_two_processes(capsys):
     assert notes[0].startswith(f"{JAX_JOB}: reading the XSpace of each of 2 JAX profile run(s), not the JSON export(s)")
     assert notes[1].endswith("process0/record_info.json, process1/record_info.json")
     j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
-    assert "process0/plugins/profile/2026_11_30_14_54_51/vm.xplane.pb.gz = 0" in j.notes[0]
+    # each process's rank and the world size from its XSpace's GPU clique (AcquireGpuClique: rank 0 and 1 of
+    # "devices=2:[0,1]; local_participants=1"), not the files' order
+    assert j.world_size == 2 and j.ranks["rank"].to_list() == [0, 1]
+    assert [Path(p).relative_to(JAX_JOB).parts[0] for p in j.ranks["path"]] == ["process0", "process1"]
+    assert not [n for n in j.notes if "file-name order" in n]
     # the late process is every step's straggler; the wait it caused is what the other process's NCCL kernels spent
     # beyond its own (the last arriver's kernels only transfer), from xprof's JSON
     exports = {r: next((JAX_JOB / f"process{r}").rglob("vm.trace.json.gz")) for r in (0, 1)}
@@ -406,3 +411,27 @@ def test_a_narrow_terminal_keeps_the_pair_of_a_transfer_whole(width, monkeypatch
     out = capsys.readouterr().out
     row = next(ln for ln in out.splitlines() if ln.startswith("0 (ranks"))
     assert row.split()[:5] == ["0", "(ranks", "0-1)", "sendrecv", "27"] and max(map(len, out.splitlines())) <= width
+
+
+def test_a_jax_processs_rank_is_its_cliques_not_its_files_place(tmp_path):
+    """Two processes' XSpaces in folders named against their order (process 1's in a/, process 0's in b/), as
+    host names can sort: each keeps the rank its GPU clique gives (until session 45, file order made process 1 rank 0
+    and the straggler's label wrong); folders that are not jax.profiler's dated runs are a job's processes."""
+    for folder, proc in (("a", 1), ("b", 0)):
+        (tmp_path / folder).mkdir()
+        src = next((JAX_JOB / f"process{proc}").rglob("vm.xplane.pb.gz"))
+        (tmp_path / folder / "vm.xplane.pb.gz").write_bytes(src.read_bytes())
+    paths = expand_inputs([str(tmp_path)])
+    assert [Path(p).parent.name for p in paths] == ["a", "b"]
+    j = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1))
+    assert dict(zip(j.ranks["rank"].to_list(), [Path(p).parent.name for p in j.ranks["path"]])) == {0: "b", 1: "a"}
+    assert j.stragglers["rank"].to_list() == [1, 1, 1, 1]
+    # a log folder of two dated runs is two profiling sessions: name one
+    (tmp_path / "2026_01_01_00_00_00").mkdir()
+    (tmp_path / "2026_01_02_00_00_00").mkdir()
+    for run in ("2026_01_01_00_00_00", "2026_01_02_00_00_00"):
+        (tmp_path / run / "vm.xplane.pb.gz").write_bytes((tmp_path / "a" / "vm.xplane.pb.gz").read_bytes())
+    for folder in ("a", "b"):
+        (tmp_path / folder / "vm.xplane.pb.gz").unlink()
+    with pytest.raises(KernscopeError, match="holds 2 JAX profile runs"):
+        expand_inputs([str(tmp_path)])

@@ -8,6 +8,7 @@ import fnmatch
 import glob
 import gzip
 import os
+import re
 import shutil
 import tempfile
 import zlib
@@ -70,6 +71,11 @@ _XSPACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 RUN_DIR_PREFERENCE = ("*.xplane.pb*", "perfetto_trace.json.gz", "*.trace.json.gz", "*.trace.json", "perfetto_trace.json")
 
 
+#: the name jax.profiler gives a run's folder (its start time): several of them are profiling sessions of one log
+#: directory; folders of other names, each holding an XSpace, are taken for the processes of one job
+_RUN_NAME = re.compile(r"^\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}")
+
+
 def resolve_run_dir(path: str) -> tuple[list[str], str] | None:
     """For a JAX profile run directory (``plugins/profile/<run>/``, or a log directory holding one run): the
     files to read (every host's ``*.xplane.pb``, else the first JSON export) and a one-line note saying
@@ -83,6 +89,8 @@ def resolve_run_dir(path: str) -> tuple[list[str], str] | None:
         if not runs:
             return None
         if len(runs) > 1:
+            if not all(_RUN_NAME.match(r.name) for r in runs):  # (folders of their own: one per process of a job)
+                return None
             names = ", ".join(r.name for r in runs[-5:])
             raise KernscopeError(f"{p}: holds {len(runs)} JAX profile runs ({names}); name one run directory")
         run = runs[0]

@@ -52,6 +52,7 @@ from .xscan import FieldSpec, decode_stats, last_value, scan_lines
 from .xstats import (
     FIELD_KINDS,
     KERNEL_DETAIL_COLUMNS,
+    OPT_IN_STATS,
     STAT_FIELDS,
     Lookup,
     Strings,
@@ -435,11 +436,12 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
            stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
            progress: Callable[[int, int], None] | None = None) -> RawTrace:
     """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table (``workers``: the
-    scanner's threads at most; None: one per usable core). ``stats``: of :data:`XLA_COLUMNS`, those read; the others
-    are null (one literal each: no memory; None: all read). ``scanned``: called once the events' bytes are read (the
-    caller may drop a mapped file's pages from the process then: the rest of the decode reads only the metadata,
-    whose pages come back as they are read). ``progress``: called with (bytes of event lines scanned, bytes of all)
-    as the events are read, from the scanning threads (:func:`~kernscope.load.xscan.scan_lines`)."""
+    scanner's threads at most; None: one per usable core). ``stats``: of :data:`XLA_COLUMNS`, those read; the
+    others are null (one literal each: no memory; None: all read but :data:`~.xstats.OPT_IN_STATS`).
+    ``scanned``: called once the events' bytes are read (the caller may drop a mapped file's pages from the
+    process then: the rest of the decode reads only the metadata, whose pages come back as they are read).
+    ``progress``: called with (bytes of event lines scanned, bytes of all) as the events are read, from the
+    scanning threads (:func:`~kernscope.load.xscan.scan_lines`)."""
     n = len(data)
     buf = as_array(data)
     try:
@@ -458,7 +460,9 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
             stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
             progress: Callable[[int, int], None] | None = None) -> RawTrace:
     def wanted(column: str) -> bool:  # (an XLA column that ``stats`` leaves out is null: not worth building)
-        return stats is None or column not in XLA_COLUMNS or column in stats
+        if stats is None:
+            return column not in OPT_IN_STATS
+        return column not in XLA_COLUMNS or column in stats
 
     planes, hosts = _planes(buf, n, path)
     empty = np.zeros(0, np.int64)

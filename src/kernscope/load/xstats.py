@@ -65,7 +65,14 @@ STAT_FIELDS: tuple[StatField, ...] = (
     StatField("requested_bytes", "requested_bytes", "int"),
     StatField("allocator_name", "allocator_name", "str"),
     StatField("addr", "addr", "int"),  # (a memory event's block: its allocation and its free share it)
+    # (XLA's GPU clique a collective ran in, on the host's AcquireGpuClique events: this process's rank in it and
+    # the clique's key, "devices=2:[0,1]; local_participants=1; ..."; read only where asked, OPT_IN_STATS)
+    StatField("rank", "clique_rank", "int"),
+    StatField("clique_key", "clique_key", "str"),
 )
+#: the stat columns an XSpace decode reads only when a projection names them (``stats``): a job's rank summary
+#: reads them (the process's rank), a one-trace analysis never
+OPT_IN_STATS = frozenset({"clique_rank", "clique_key"})
 #: each field's kind as the scanners read it (``xscan.F_*``)
 FIELD_KINDS = np.array([{"int": F_INT, "float": F_FLOAT, "str": F_STR}[f.kind] for f in STAT_FIELDS], dtype=np.int8)
 #: parsed from ``kernel_details`` ("regs:154 static_shared:0 dynamic_shared:98328 grid:128,1,1 block:128,1,1

@@ -59,7 +59,7 @@ class RankResult:
 
     path: str
     rank: int | None
-    rank_source: str  #: "distributedInfo", "file name" or "none"
+    rank_source: str  #: "distributedInfo", "XLA GPU clique", "file name" or "none"
     world_size: int | None
     device_names: list[str]
     pg_config: list[dict[str, Any]]
@@ -85,11 +85,46 @@ class RankResult:
 MAX_RANK = 1 << 31
 
 
+#: the rank source of a JAX process whose rank its XSpace's GPU cliques give (:func:`xla_rank`)
+XLA_CLIQUE = "XLA GPU clique"
+_CLIQUE_DEVICES = re.compile(r"devices=(\d+):")
+_CLIQUE_LOCAL = re.compile(r"local_participants=(\d+)")
+
+
+def xla_rank(trace: Trace) -> tuple[int, int] | None:
+    """A JAX process's (rank, world size) from its XSpace: XLA records the GPU cliques its collectives ran in
+    (``AcquireGpuClique``: the process's ``rank`` in the clique and its key, ``devices=N:[...];
+    local_participants=M; ...``). Of the cliques with one local participant (one GPU in this process), the one of
+    the most devices gives them, when the process has one rank in it; None otherwise (no collectives, a process
+    driving several GPUs, an XSpace without these stats)."""
+    ev = trace.events
+    if "clique_key" not in ev.columns or "clique_rank" not in ev.columns:
+        return None
+    got = (ev.lazy().select("clique_key", "clique_rank").filter(pl.col("clique_key").is_not_null())
+           .select(pl.col("clique_key").cast(pl.String), "clique_rank").unique().collect())
+    best: tuple[int, set[int]] | None = None
+    for key, ranks in got.group_by("clique_key").agg(pl.col("clique_rank").drop_nulls()).iter_rows():
+        devices, local = _CLIQUE_DEVICES.search(key or ""), _CLIQUE_LOCAL.search(key or "")
+        if devices is None or local is None or int(local.group(1)) != 1:
+            continue
+        n = int(devices.group(1))
+        if best is None or n > best[0]:
+            best = (n, set(ranks))
+    if best is None or len(best[1]) != 1:
+        return None
+    (rank,) = best[1]
+    return (rank, best[0]) if 0 <= rank < best[0] < MAX_RANK else None
+
+
 def rank_of(trace: Trace, path: str) -> tuple[int | None, str]:
-    """The trace's rank: ``distributedInfo.rank``, else a ``rank-3`` / ``rank3`` / ``_rank3`` in the file name; a
-    value outside [0, 2^31) is no rank id (source ``"out of range"``)."""
+    """The trace's rank: ``distributedInfo.rank``, else (a JAX profile) its rank in its largest GPU clique
+    (:func:`xla_rank`), else a ``rank-3`` / ``rank3`` / ``_rank3`` in the file name; a value outside [0, 2^31) is no
+    rank id (source ``"out of range"``)."""
     if trace.rank is not None:
         return (trace.rank, "distributedInfo") if 0 <= trace.rank < MAX_RANK else (None, "out of range")
+    xla = xla_rank(trace)
+    if xla is not None:
+        return xla[0], XLA_CLIQUE
     m = _RANK_IN_NAME.search(path.replace("\\", "/").rsplit("/", 1)[-1])
     if m is None:
         return None, "none"
@@ -346,6 +381,8 @@ def _queues(g: pl.DataFrame) -> pl.DataFrame:
 def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
     """The small tables of one rank (see :class:`RankResult`)."""
     rank, source = rank_of(trace, path)
+    clique = xla_rank(trace) if source == XLA_CLIQUE else None
+    world = trace.world_size if clique is None else clique[1]
     g = _gpu(trace)
     facts = trace_facts(trace)
     info = trace.distributed_info
@@ -370,7 +407,7 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
         coll = coll.with_columns(pl.lit(None, pl.Float64).alias("on_path_us"), pl.lit(None, pl.Int64).alias("path_step"))
     coll = coll.with_columns(pl.col("on_path_us").fill_null(0.0))
     return RankResult(
-        path=path, rank=rank, rank_source=source, world_size=trace.world_size, device_names=facts.device_names,
+        path=path, rank=rank, rank_source=source, world_size=world, device_names=facts.device_names,
         pg_config=[p for p in info.get("pg_config", []) if isinstance(p, dict)] if isinstance(info.get("pg_config"), list) else [],
         gpu_start_ns=int(t0) if isinstance(t0, int) else None, gpu_end_ns=int(t1) if isinstance(t1, int) else None,
         overall={k: (float(v) if v is not None else None) for k, v in overall.items()},  # type: ignore[misc]

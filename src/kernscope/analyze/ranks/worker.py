@@ -13,6 +13,8 @@ from ...link.markers import marker_names
 from ...load.argspec import LINK_ARGS
 from ...load.projection import Projection
 from ...load.source import Limits
+from ...load.xplane import XLA_COLUMNS
+from ...load.xstats import OPT_IN_STATS
 from ...pipeline import load
 from .job import Failure
 from .summary import RankResult, summarize_rank
@@ -24,6 +26,11 @@ COMM_OPS = r"record_param_comms|nccl|rccl|c10d|gloo|ProfilerStep"
 #: the ``args`` columns the rank summary reads: the links, bytes moved, and what a collective is
 RANK_ARGS = (*LINK_ARGS, "bytes", "collective", "in_msg_nelems", "out_msg_nelems", "group_size", "comm_dtype",
              "pg_name", "pg_desc", "comm_seq", "comm_rank")
+
+
+#: an XSpace's columns a rank summary reads: all (the collectives' HLO sizes among them) and the GPU cliques', whose
+#: rank is the process's (:func:`~kernscope.analyze.ranks.summary.rank_of`)
+RANK_XLA_STATS = tuple(sorted(XLA_COLUMNS | OPT_IN_STATS))
 
 
 def rank_keep_pattern(step_marker: str | None) -> str:
@@ -56,8 +63,8 @@ class RankTask:
             re.compile(keep)
         except re.error:  # a marker that is no valid regex: load whole, and linking reports the marker
             return None
-        # flow arrows: the summary links by correlation
-        return Projection(keep=keep, drop_phases=("s", "f", "t"), args=RANK_ARGS)
+        # flow arrows: the summary links by correlation; of an XSpace, every column and the GPU cliques' (the rank)
+        return Projection(keep=keep, drop_phases=("s", "f", "t"), args=RANK_ARGS, stats=RANK_XLA_STATS)
 
 
 def summarize_file(path: str, task: RankTask) -> RankResult | Failure:
