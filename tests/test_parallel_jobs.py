@@ -435,3 +435,14 @@ def test_a_jax_processs_rank_is_its_cliques_not_its_files_place(tmp_path):
         (tmp_path / folder / "vm.xplane.pb.gz").unlink()
     with pytest.raises(KernscopeError, match="holds 2 JAX profile runs"):
         expand_inputs([str(tmp_path)])
+
+
+@pytest.mark.parametrize("job", ["parallel_h200/pp", "jax_job_h200", "jax_job_h200_ring"])
+def test_the_jobs_json_validates_against_its_schema(job, capsys):
+    import jsonschema
+
+    assert main(["analyze", str(Path(__file__).parent / "data" / job), "--no-cache", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "schema" / "job.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert doc["world_size"] == 2 and all("p2p" in s for s in doc["stragglers"])
