@@ -446,3 +446,18 @@ def test_the_jobs_json_validates_against_its_schema(job, capsys):
     schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "schema" / "job.schema.json").read_text())
     jsonschema.validate(doc, schema)
     assert doc["world_size"] == 2 and all("p2p" in s for s in doc["stragglers"])
+
+
+def test_kernscopes_own_json_beside_the_traces_is_skipped_at_any_size(tmp_path, monkeypatch):
+    """``kernscope analyze DIR --format json -o DIR/report.json``, then ``kernscope analyze DIR``: the report is
+    skipped, however large (a JAX profile's runs to 22 MB, past what is read whole to look for traceEvents)."""
+    import kernscope.files as files
+
+    for r in (0, 1):
+        (tmp_path / f"rank{r}.pt.trace.json.gz").write_bytes((DATA / "pp" / f"rank{r}.pt.trace.json.gz").read_bytes())
+    assert main(["analyze", str(tmp_path), "--no-cache", "--format", "json", "-o", str(tmp_path / "report.json")]) == 0
+    monkeypatch.setattr(files, "SNIFF_MAX_BYTES", 1000)  # (the report is larger: only its start tells)
+    notes: list[str] = []
+    assert [Path(p).name for p in expand_inputs([str(tmp_path)], notes)] == ["rank0.pt.trace.json.gz",
+                                                                             "rank1.pt.trace.json.gz"]
+    assert notes[0].endswith("not traces (no 'traceEvents'): report.json")

@@ -133,6 +133,8 @@ def _walk_glob(pattern: str) -> list[str]:
 #: ``traceEvents`` key lies in its first :data:`_HEAD_BYTES` where Kineto, xprof and Perfetto write it)
 SNIFF_MAX_BYTES = 16 << 20
 _HEAD_BYTES = 1 << 16
+#: the start of kernscope's own ``--format json`` outputs (Kineto's key is ``schemaVersion``)
+_OWN_OUTPUT = re.compile(rb'\s*\{\s*"schema_version"\s*:\s*"\d+\.\d+"')
 
 
 def _some_names(paths: list[str], under: str, n: int = 5) -> str:
@@ -151,16 +153,19 @@ def _xspaces_over_exports(paths: list[str]) -> tuple[list[str], list[str]]:
 
 
 def not_a_trace(path: str) -> bool:
-    """Whether a ``*.json``/``*.json.gz`` file found in a directory is certainly no trace: a JSON object without a
-    ``traceEvents`` key (the metadata, configs and reports users keep beside their traces). A file that names
-    ``traceEvents`` in its first 64 KB, a JSON array (Chrome's array form), a file over :data:`SNIFF_MAX_BYTES`,
-    an XSpace, and a file that does not parse are kept: the load says what is wrong with those."""
+    """Whether a ``*.json``/``*.json.gz`` file found in a directory is certainly no trace: kernscope's own JSON output
+    (any size), or a JSON object without a ``traceEvents`` key (the metadata, configs and reports users keep
+    beside their traces). A file that names ``traceEvents`` in its first 64 KB, a JSON array (Chrome's array
+    form), a file over :data:`SNIFF_MAX_BYTES`, an XSpace, and a file that does not parse are kept: the load
+    says what is wrong with those."""
     if path.endswith(_XSPACE_SUFFIXES):
         return False
     try:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rb") as f:
             head = f.read(_HEAD_BYTES)
+            if _OWN_OUTPUT.match(head):  # kernscope's own JSON output (any size): a report, not a trace
+                return True
             if b'"traceEvents"' in head or head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] != b"{":
                 return False
             rest = f.read(SNIFF_MAX_BYTES + 1 - len(head))
