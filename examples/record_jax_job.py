@@ -10,9 +10,10 @@ with NCCL). Process ``--late-process`` sleeps ``--late-ms`` on the host before d
 wait for it in every all-reduce. Each process profiles ``--steps`` steps inside ``StepTraceAnnotation`` into
 ``OUT_DIR/process{i}/`` (``plugins/profile/<run>/<host>.xplane.pb``: every process on one host writes a file of the
 same name, so each gets its own folder) and writes ``OUT_DIR/process{i}/record_info.json`` (what ran where).
-``--ring`` adds, after each step, a ring exchange of a 1024 x 4096 fp32 block per process (``ppermute`` in
-``shard_map``: XLA's collective-permute, NCCL send/recv kernels). ``--cpu`` runs it on the CPU (gloo collectives) to
-check the script: no GPU kernels then.
+``--fsdp`` shards the parameters over the processes (each on its largest dimension they divide): XLA all-gathers
+them and reduce-scatters the gradients. ``--ring`` adds, after each step, a ring exchange of a 1024 x 4096 fp32
+block per process (``ppermute`` in ``shard_map``: XLA's collective-permute, NCCL send/recv kernels). ``--cpu`` runs
+it on the CPU (gloo collectives) to check the script: no GPU kernels then.
 """
 
 from __future__ import annotations
@@ -35,6 +36,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _local_part(v: Any, spec: Any, me: int) -> Any:
+    """This process's part of a parameter sharded by ``spec`` over the processes (one device each)."""
+    import jax
+
+    for i, axis in enumerate(spec):
+        if axis is not None:
+            n = v.shape[i] // jax.process_count()
+            return v.take(range(me * n, (me + 1) * n), axis=i)
+    return v
+
+
 def worker(a: argparse.Namespace) -> int:
     import jax
 
@@ -55,7 +67,17 @@ def worker(a: argparse.Namespace) -> int:
     def global_array(local: Any, spec: PartitionSpec) -> jax.Array:
         return jax.make_array_from_process_local_data(NamedSharding(mesh, spec), np.asarray(local))
 
-    params = jax.tree_util.tree_map(lambda v: global_array(v, PartitionSpec()), params)
+    def param_spec(v: Any) -> PartitionSpec:
+        """Replicated, or with --fsdp sharded on its largest dimension that the processes divide (ZeRO-3 style: XLA
+        all-gathers the parameters where they are used and reduce-scatters their gradients)."""
+        dims = [i for i in sorted(range(v.ndim), key=lambda i: -v.shape[i]) if v.shape[i] % jax.process_count() == 0]
+        if not a.fsdp or not dims or v.ndim < 2:
+            return PartitionSpec()
+        return PartitionSpec(*[("data" if i == dims[0] else None) for i in range(v.ndim)])
+
+    params = jax.tree_util.tree_map(lambda v: global_array(np.asarray(v) if not a.fsdp else
+                                                           _local_part(np.asarray(v), param_spec(v), me), param_spec(v)),
+                                    params)
     x, y = global_array(x, PartitionSpec("data")), global_array(y, PartitionSpec("data"))
 
     @jax.jit
@@ -94,7 +116,7 @@ def worker(a: argparse.Namespace) -> int:
              for r, _, names in os.walk(out) for n in names}
     info = {"process": me, "processes": jax.process_count(), "devices": [str(d) for d in jax.local_devices()],
             "device_kind": jax.local_devices()[0].device_kind, "jax": jax.__version__, "loss": float(loss),
-            "late_process": a.late_process, "late_ms": a.late_ms, "ring": a.ring, "files": files}
+            "late_process": a.late_process, "late_ms": a.late_ms, "ring": a.ring, "fsdp": a.fsdp, "files": files}
     with open(os.path.join(out, "record_info.json"), "w") as f:
         json.dump(info, f, indent=1)
     jax.distributed.shutdown()
@@ -110,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--late-ms", type=float, default=20.0)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--ring", action="store_true", help="after each step, a ring exchange of a 16 MiB shard (ppermute)")
+    ap.add_argument("--fsdp", action="store_true", help="parameters sharded over the processes (all-gathers, "
+                    "reduce-scatters) instead of replicated (all-reduces)")
     ap.add_argument("--cpu", action="store_true", help="run on the CPU (gloo), to check the script")
     ap.add_argument("--process-id", type=int, default=None, help=argparse.SUPPRESS)  # set for the workers
     ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
@@ -125,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             env["JAX_PLATFORMS"] = "cpu"
         cmd = [sys.executable, os.path.abspath(__file__), a.out_dir, "--processes", str(a.processes), "--late-process",
                str(a.late_process), "--late-ms", str(a.late_ms), "--steps", str(a.steps), "--process-id", str(i),
-               "--port", str(port), *(["--cpu"] if a.cpu else []), *(["--ring"] if a.ring else [])]
+               "--port", str(port), *(["--cpu"] if a.cpu else []), *(["--ring"] if a.ring else []),
+               *(["--fsdp"] if a.fsdp else [])]
         procs.append(subprocess.Popen(cmd, env=env))
     codes = [p.wait() for p in procs]
     print(f"processes exited {codes}", flush=True)

@@ -461,3 +461,19 @@ def test_kernscopes_own_json_beside_the_traces_is_skipped_at_any_size(tmp_path, 
     assert [Path(p).name for p in expand_inputs([str(tmp_path)], notes)] == ["rank0.pt.trace.json.gz",
                                                                              "rank1.pt.trace.json.gz"]
     assert notes[0].endswith("not traces (no 'traceEvents'): report.json")
+
+
+def test_jax_fsdp_all_gathers_and_reduce_scatters_take_their_size_from_the_hlo_and_the_clique():
+    """The JAX job with its parameters sharded over the two processes (``record_jax_job.py --fsdp``): XLA all-gathers
+    them and reduce-scatters their gradients. Such a message is n/(n+1) of the bytes its instruction moves, n the
+    GPU clique's size (2 here, the profile's only clique): once a step the embedding, the head and the positions are
+    gathered whole, (8192 x 512 + 512 x 8192 + 512 x 512) bf16, and their gradients reduce-scattered."""
+    fsdp = Path(__file__).parent / "data" / "jax_job_h200_fsdp"
+    j = analyze_job(expand_inputs([str(fsdp)]), RankTask(cache=False), EngineSpec(workers=1))
+    whole = 2.0 * (8192 * 512 + 512 * 8192 + 512 * 512)
+    for kind in ("allgather", "reduce_scatter"):
+        inst = j.instances.filter(pl.col("type") == kind)
+        assert inst["bytes"].null_count() == 0 and inst.filter(pl.col("bytes") == whole)["step"].to_list() == [0, 1, 2, 3]
+    c = {r["type"]: r for r in j.collectives.iter_rows(named=True)}
+    assert c["allgather"]["instances"] == 84 and c["reduce_scatter"]["instances"] == 68
+    assert c["allgather"]["busbw_gb_s"] > 50 and j.stragglers["rank"].to_list() == [1, 1, 1, 1]

@@ -202,12 +202,32 @@ def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 XLA_SAME_SIZE = ("XLA all-reduce", "XLA all-reduce-start", "XLA all-to-all", "XLA collective-permute")
 
 
+#: XLA collectives whose result (all-gather) or operand (reduce-scatter) is n times the other, n the group's size:
+#: the message (NCCL-tests' size: the larger side) is n/(n+1) of the bytes the instruction moves, where the profile's
+#: GPU cliques are all of one size n (:func:`clique_sizes`); else unknown
+XLA_GROUPED = ("XLA all-gather", "XLA reduce-scatter")
+
+
+def clique_sizes(trace: Trace) -> set[int]:
+    """The device counts of the GPU cliques the profile's collectives ran in (XLA's ``AcquireGpuClique``: read for
+    a rank summary only; empty otherwise)."""
+    if "clique_key" not in trace.events.columns:
+        return set()
+    keys = (trace.events.lazy().select(pl.col("clique_key").cast(pl.String)).drop_nulls().unique().collect())
+    return {int(m.group(1)) for k in keys["clique_key"] if (m := _CLIQUE_DEVICES.search(k))}
+
+
 def _gpu(trace: Trace) -> pl.DataFrame:
-    xla = pl.col("hlo_bytes") / 2 if {"hlo_bytes", "hlo_op_class"} <= set(trace.gpu.columns) else None
+    size = pl.lit(None, pl.Float64)
+    if {"hlo_bytes", "hlo_op_class"} <= set(trace.gpu.columns):
+        op_class = pl.col("hlo_op_class").cast(pl.String)
+        size = pl.when(op_class.is_in(XLA_SAME_SIZE)).then(pl.col("hlo_bytes") / 2)
+        n = clique_sizes(trace)
+        if len(n) == 1:
+            (k,) = n
+            size = size.when(op_class.is_in(XLA_GROUPED)).then(pl.col("hlo_bytes") * k / (k + 1))
     g = trace.gpu.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String), "ts", "end", "dur", "stream", "device",
-                         "step", "launch_ts", "op_idx", "launch_idx", "correlation",
-                         (pl.when(pl.col("hlo_op_class").cast(pl.String).is_in(XLA_SAME_SIZE)).then(xla)
-                          if xla is not None else pl.lit(None, pl.Float64)).alias("xla_msg_bytes"))
+                         "step", "launch_ts", "op_idx", "launch_idx", "correlation", size.alias("xla_msg_bytes"))
     return g.with_columns((pl.col("name").str.contains(COMM_PATTERN) & (pl.col("kind") == "kernel")).alias("is_comm"))
 
 
