@@ -477,3 +477,18 @@ def test_jax_fsdp_all_gathers_and_reduce_scatters_take_their_size_from_the_hlo_a
     c = {r["type"]: r for r in j.collectives.iter_rows(named=True)}
     assert c["allgather"]["instances"] == 84 and c["reduce_scatter"]["instances"] == 68
     assert c["allgather"]["busbw_gb_s"] > 50 and j.stragglers["rank"].to_list() == [1, 1, 1, 1]
+
+
+def test_a_jax_process_driving_two_gpus_is_one_rank_of_one():
+    """One process driving both GPUs (``record_multigpu_traces.py --which jax_dp``): its clique has two local
+    participants with ranks 0 and 1, the process's own devices: rank 0 of a world of one process."""
+    from kernscope.analyze.ranks.summary import XLA_CLIQUE, rank_of, xla_rank
+
+    t = kernscope_load_ranked(Path(__file__).parent / "data" / "multigpu_h200" / "jax_dp.xplane.pb.gz")
+    assert xla_rank(t) == (0, 1) and rank_of(t, "jax_dp.xplane.pb.gz") == (0, XLA_CLIQUE)
+
+
+def kernscope_load_ranked(path: Path):
+    from kernscope.pipeline import load
+
+    return load(path, cache=False, projection=RankTask(cache=False).load_projection())

@@ -93,27 +93,32 @@ _CLIQUE_LOCAL = re.compile(r"local_participants=(\d+)")
 
 def xla_rank(trace: Trace) -> tuple[int, int] | None:
     """A JAX process's (rank, world size) from its XSpace: XLA records the GPU cliques its collectives ran in
-    (``AcquireGpuClique``: the process's ``rank`` in the clique and its key, ``devices=N:[...];
-    local_participants=M; ...``). Of the cliques with one local participant (one GPU in this process), the one of
-    the most devices gives them, when the process has one rank in it; None otherwise (no collectives, a process
-    driving several GPUs, an XSpace without these stats)."""
+    (``AcquireGpuClique``: a local GPU's ``rank`` in the clique and the clique's key, ``devices=N:[...];
+    local_participants=L; ...``). The clique of the most devices gives them: with one GPU in the process (L = 1),
+    its rank and N; with L GPUs whose ranks are the L consecutive ones from a multiple of L (processes own
+    consecutive devices), that multiple's place and N / L processes. None otherwise (no collectives, ranks spread
+    over the clique, an XSpace without these stats)."""
     ev = trace.events
     if "clique_key" not in ev.columns or "clique_rank" not in ev.columns:
         return None
     got = (ev.lazy().select("clique_key", "clique_rank").filter(pl.col("clique_key").is_not_null())
            .select(pl.col("clique_key").cast(pl.String), "clique_rank").unique().collect())
-    best: tuple[int, set[int]] | None = None
+    best: tuple[int, int, set[int]] | None = None
     for key, ranks in got.group_by("clique_key").agg(pl.col("clique_rank").drop_nulls()).iter_rows():
         devices, local = _CLIQUE_DEVICES.search(key or ""), _CLIQUE_LOCAL.search(key or "")
-        if devices is None or local is None or int(local.group(1)) != 1:
+        if devices is None or local is None or int(local.group(1)) < 1:
             continue
         n = int(devices.group(1))
         if best is None or n > best[0]:
-            best = (n, set(ranks))
-    if best is None or len(best[1]) != 1:
+            best = (n, int(local.group(1)), set(ranks))
+    if best is None:
         return None
-    (rank,) = best[1]
-    return (rank, best[0]) if 0 <= rank < best[0] < MAX_RANK else None
+    n, local_gpus, ranks = best
+    first = min(ranks, default=-1)
+    if (len(ranks) != local_gpus or ranks != set(range(first, first + local_gpus)) or first % local_gpus
+            or n % local_gpus or not 0 <= first < n < MAX_RANK):
+        return None
+    return first // local_gpus, n // local_gpus
 
 
 def rank_of(trace: Trace, path: str) -> tuple[int | None, str]:
