@@ -259,8 +259,8 @@ def _one_clock(results: list[RankResult]) -> list[RankResult]:
         return results
     first = min(s for s in starts if s is not None)
     out = []
-    for r in results:
-        d = (r.clock_start_ns or first) - first
+    for r, start in zip(results, starts):
+        d = (start or 0) - first
         if d == 0:
             out.append(r)
             continue

@@ -91,29 +91,36 @@ _CLIQUE_DEVICES = re.compile(r"devices=(\d+):")
 _CLIQUE_LOCAL = re.compile(r"local_participants=(\d+)")
 
 
-def xla_rank(trace: Trace) -> tuple[int, int] | None:
-    """A JAX process's (rank, world size) from its XSpace: XLA records the GPU cliques its collectives ran in
-    (``AcquireGpuClique``: a local GPU's ``rank`` in the clique and the clique's key, ``devices=N:[...];
-    local_participants=L; ...``). The clique of the most devices gives them: with one GPU in the process (L = 1),
-    its rank and N; with L GPUs whose ranks are the L consecutive ones from a multiple of L (processes own
-    consecutive devices), that multiple's place and N / L processes. None otherwise (no collectives, ranks spread
-    over the clique, an XSpace without these stats)."""
+#: a GPU clique of a JAX profile: its device count, its local participants (GPUs of this process) and their ranks
+Clique = tuple[int, int, frozenset[int]]
+
+
+def cliques(trace: Trace) -> list[Clique]:
+    """The GPU cliques the profile's collectives ran in, as XLA records them (``AcquireGpuClique``: a local GPU's
+    ``rank`` in the clique and the clique's key, ``devices=N:[...]; local_participants=L; ...``; read for a rank
+    summary only, empty otherwise)."""
     ev = trace.events
     if "clique_key" not in ev.columns or "clique_rank" not in ev.columns:
-        return None
+        return []
     got = (ev.lazy().select("clique_key", "clique_rank").filter(pl.col("clique_key").is_not_null())
-           .select(pl.col("clique_key").cast(pl.String), "clique_rank").unique().collect())
-    best: tuple[int, int, set[int]] | None = None
-    for key, ranks in got.group_by("clique_key").agg(pl.col("clique_rank").drop_nulls()).iter_rows():
+           .group_by(pl.col("clique_key").cast(pl.String)).agg(pl.col("clique_rank").drop_nulls().unique()).collect())
+    out = []
+    for key, ranks in got.iter_rows():
         devices, local = _CLIQUE_DEVICES.search(key or ""), _CLIQUE_LOCAL.search(key or "")
-        if devices is None or local is None or int(local.group(1)) < 1:
-            continue
-        n = int(devices.group(1))
-        if best is None or n > best[0]:
-            best = (n, int(local.group(1)), set(ranks))
-    if best is None:
+        if devices is not None and local is not None and int(local.group(1)) >= 1:
+            out.append((int(devices.group(1)), int(local.group(1)), frozenset(ranks)))
+    return out
+
+
+def xla_rank(trace: Trace, found: list[Clique] | None = None) -> tuple[int, int] | None:
+    """A JAX process's (rank, world size) from its GPU cliques (:func:`cliques`, or ``found``). The clique of the
+    most devices gives them: with one GPU in the process (L = 1), its rank and N; with L GPUs whose ranks are the L
+    consecutive ones from a multiple of L (processes own consecutive devices), that multiple's place and N / L
+    processes. None otherwise (no collectives, ranks spread over the clique, an XSpace without these stats)."""
+    found = cliques(trace) if found is None else found
+    if not found:
         return None
-    n, local_gpus, ranks = best
+    n, local_gpus, ranks = max(found, key=lambda c: c[0])
     first = min(ranks, default=-1)
     if (len(ranks) != local_gpus or ranks != set(range(first, first + local_gpus)) or first % local_gpus
             or n % local_gpus or not 0 <= first < n < MAX_RANK):
@@ -121,13 +128,13 @@ def xla_rank(trace: Trace) -> tuple[int, int] | None:
     return first // local_gpus, n // local_gpus
 
 
-def rank_of(trace: Trace, path: str) -> tuple[int | None, str]:
+def rank_of(trace: Trace, path: str, found: list[Clique] | None = None) -> tuple[int | None, str]:
     """The trace's rank: ``distributedInfo.rank``, else (a JAX profile) its rank in its largest GPU clique
-    (:func:`xla_rank`), else a ``rank-3`` / ``rank3`` / ``_rank3`` in the file name; a value outside [0, 2^31) is no
-    rank id (source ``"out of range"``)."""
+    (:func:`xla_rank`; ``found``: its cliques, when known), else a ``rank-3`` / ``rank3`` / ``_rank3`` in the file
+    name; a value outside [0, 2^31) is no rank id (source ``"out of range"``)."""
     if trace.rank is not None:
         return (trace.rank, "distributedInfo") if 0 <= trace.rank < MAX_RANK else (None, "out of range")
-    xla = xla_rank(trace)
+    xla = xla_rank(trace, found)
     if xla is not None:
         return xla[0], XLA_CLIQUE
     m = _RANK_IN_NAME.search(path.replace("\\", "/").rsplit("/", 1)[-1])
@@ -209,31 +216,26 @@ XLA_SAME_SIZE = ("XLA all-reduce", "XLA all-reduce-start", "XLA all-to-all", "XL
 
 #: XLA collectives whose result (all-gather) or operand (reduce-scatter) is n times the other, n the group's size:
 #: the message (NCCL-tests' size: the larger side) is n/(n+1) of the bytes the instruction moves, where the profile's
-#: GPU cliques are all of one size n (:func:`clique_sizes`); else unknown
+#: GPU cliques are all of one size n (:func:`cliques`); else unknown
 XLA_GROUPED = ("XLA all-gather", "XLA reduce-scatter")
 
 
-def clique_sizes(trace: Trace) -> set[int]:
-    """The device counts of the GPU cliques the profile's collectives ran in (XLA's ``AcquireGpuClique``: read for
-    a rank summary only; empty otherwise)."""
-    if "clique_key" not in trace.events.columns:
-        return set()
-    keys = (trace.events.lazy().select(pl.col("clique_key").cast(pl.String)).drop_nulls().unique().collect())
-    return {int(m.group(1)) for k in keys["clique_key"] if (m := _CLIQUE_DEVICES.search(k))}
-
-
-def _gpu(trace: Trace) -> pl.DataFrame:
+def _gpu(trace: Trace, clique_sizes: set[int]) -> pl.DataFrame:
+    """The GPU rows a rank summary reads, with ``is_comm`` and an XLA collective's message size from its HLO
+    (``xla_msg_bytes``; ``clique_sizes``: the device counts of the profile's GPU cliques)."""
     size = pl.lit(None, pl.Float64)
     if {"hlo_bytes", "hlo_op_class"} <= set(trace.gpu.columns):
         op_class = pl.col("hlo_op_class").cast(pl.String)
         size = pl.when(op_class.is_in(XLA_SAME_SIZE)).then(pl.col("hlo_bytes") / 2)
-        n = clique_sizes(trace)
-        if len(n) == 1:
-            (k,) = n
+        if len(clique_sizes) == 1:
+            (k,) = clique_sizes
             size = size.when(op_class.is_in(XLA_GROUPED)).then(pl.col("hlo_bytes") * k / (k + 1))
     g = trace.gpu.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String), "ts", "end", "dur", "stream", "device",
                          "step", "launch_ts", "op_idx", "launch_idx", "correlation", size.alias("xla_msg_bytes"))
-    return g.with_columns((pl.col("name").str.contains(COMM_PATTERN) & (pl.col("kind") == "kernel")).alias("is_comm"))
+    # (the pattern tested once per distinct name, as kernels.mark_communication does: 1.4 M rows of a JAX profile)
+    names = g.select(pl.col("name").unique()).with_columns(pl.col("name").str.contains(COMM_PATTERN).alias("_comm_name"))
+    g = g.join(names, on="name", how="left", maintain_order="left", nulls_equal=True)
+    return g.with_columns((pl.col("_comm_name") & (pl.col("kind") == "kernel")).alias("is_comm")).drop("_comm_name")
 
 
 _META_COLS = ("collective", "in_msg_nelems", "out_msg_nelems", "comm_dtype", "pg_name", "pg_desc", "group_size",
@@ -315,7 +317,7 @@ def p2p_batches(trace: Trace, c: pl.DataFrame, meta: pl.DataFrame) -> pl.DataFra
         pl.when(is_send.any() & (~is_send).any()).then(pl.lit("sendrecv"))
         .otherwise(pl.col("collective").first()).alias("collective"),
         pl.max_horizontal(pl.col("_b").filter(is_send).sum(), pl.col("_b").filter(~is_send).sum()).alias("msg_bytes"),
-        pl.when(pl.col("_b").null_count() > 0).then(True).otherwise(False).alias("_unknown"),
+        (pl.col("_b").null_count() > 0).alias("_unknown"),
         pl.when(pl.col("comm_rank").n_unique() == 1).then(pl.col("comm_rank").first()).alias("comm_rank"),
         pl.col("pg_name").first(), pl.col("pg_desc").first(), pl.col("comm_dtype").first())
     return out.with_columns(pl.when(pl.col("_unknown")).then(None).otherwise(pl.col("msg_bytes")).alias("msg_bytes")
@@ -405,10 +407,11 @@ def _queues(g: pl.DataFrame) -> pl.DataFrame:
 
 def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
     """The small tables of one rank (see :class:`RankResult`)."""
-    rank, source = rank_of(trace, path)
-    clique = xla_rank(trace) if source == XLA_CLIQUE else None
+    found = cliques(trace)
+    rank, source = rank_of(trace, path, found)
+    clique = xla_rank(trace, found) if source == XLA_CLIQUE else None
     world = trace.world_size if clique is None else clique[1]
-    g = _gpu(trace)
+    g = _gpu(trace, {n for n, _, _ in found})
     facts = trace_facts(trace)
     info = trace.distributed_info
     overall = (_metrics(g.with_columns(pl.lit(0).alias("_all")), ["_all"]).drop("_all").to_dicts() or [{}])[0]
@@ -419,8 +422,8 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
     t0 = g["ts"].min()
     t1 = g["end"].max()
     # (an XSpace's steps with their untraced waits: else its path is host time, and no wait on a late rank is on it)
-    xla = trace.metadata.get("trace_format") == "xplane"
-    cp = (critical_path(trace, mark_communication(gpu_table(trace), otherwise="Compute"), untraced_waits=xla)
+    xspace = trace.metadata.get("trace_format") == "xplane"
+    cp = (critical_path(trace, mark_communication(gpu_table(trace), otherwise="Compute"), untraced_waits=xspace)
           if trace.steps.height else None)
     coll = collective_kernels(trace, g)
     if cp is not None and cp.records.height:  # each collective's time on the rank's critical path
@@ -439,7 +442,7 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
         steps=steps, collectives=coll, launch=_launch_stats(g), queues=_streams(g), load_s=load_s,
         critical_path=cp.steps if cp is not None else pl.DataFrame(),
         notes=[n for n in (empty_reason(trace),) if n is not None],
-        clock_start_ns=trace.base_time_ns if trace.metadata.get("trace_format") == "xplane" else None,
+        clock_start_ns=trace.base_time_ns if xspace else None,
     )
 
 
