@@ -344,8 +344,10 @@ class Categorizer:
         for cat, pat in self._inductor_patterns:
             if flavor != "tem" and cat in ("GEMM", "Convolution"):
                 continue  # a generated pointwise/reduction kernel only fuses around an extern GEMM or convolution
-            if cat == "Memory":
-                if not _DIGITS_UNDERSCORES.sub("", pat.sub("_", ops)):
+            if cat == "Memory":  # only data movement fused (no ops named at all says nothing: the flavor's default;
+                # a template is a matrix product, a convolution or attention, whatever it fused: zeros, a copy)
+                if (flavor != "tem" and _DIGITS_UNDERSCORES.sub("", ops)
+                        and not _DIGITS_UNDERSCORES.sub("", pat.sub("_", ops))):
                     return "Memory"
                 continue
             if pat.search(ops):

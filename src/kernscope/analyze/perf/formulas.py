@@ -16,8 +16,10 @@ and why):
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,10 +181,13 @@ class Entry:
 
 
 class Registry:
-    """op name -> model. ``register`` is a decorator; later registrations override earlier ones."""
+    """op name -> model. ``register`` is a decorator; later registrations override earlier ones.
+    ``register_pattern`` maps names by a regex (Inductor's generated kernels, whose CPU op is named like the kernel:
+    ``triton_tem_fused_addmm_relu_0``); an exact name wins over a pattern, an earlier pattern over a later one."""
 
     def __init__(self) -> None:
         self._models: dict[str, Entry] = {}
+        self._patterns: list[tuple[re.Pattern[str], Entry]] = []
 
     def register(self, *names: str, op_class: str) -> Callable[[Model], Model]:
         def deco(fn: Model) -> Model:
@@ -192,11 +197,29 @@ class Registry:
 
         return deco
 
+    def register_pattern(self, pattern: str, *, op_class: str) -> Callable[[Model], Model]:
+        def deco(fn: Model) -> Model:
+            self._patterns.append((re.compile(pattern), Entry(op_class, fn)))
+            return fn
+
+        return deco
+
     def names(self) -> frozenset[str]:
+        """The op names modeled by name (the patterns' names are found by :meth:`select`)."""
         return frozenset(self._models)
 
-    def op_class(self, name: str) -> str | None:
+    def select(self, names: Iterable[str]) -> list[str]:
+        """Of ``names`` (a trace's distinct op names), those a model takes: by name or by a pattern; sorted."""
+        return sorted(n for n in set(names) if self._entry(n) is not None)
+
+    def _entry(self, name: str) -> Entry | None:
         e = self._models.get(name)
+        if e is None:
+            e = next((e for pat, e in self._patterns if pat.search(name)), None)
+        return e
+
+    def op_class(self, name: str) -> str | None:
+        e = self._entry(name)
         return e.op_class if e else None
 
     def work(self, call: Call) -> Work | None:
@@ -206,7 +229,7 @@ class Registry:
     def attempt(self, call: Call) -> tuple[Work | None, str | None]:
         """(the model's answer, None), or (None, why not): the op is not modeled, or its model raised
         :class:`NoModel`. A model's other exceptions are bugs: they propagate, never read as "no model"."""
-        e = self._models.get(call.name)
+        e = self._entry(call.name)
         if e is None:
             return None, "no model for this op"
         try:
@@ -217,6 +240,7 @@ class Registry:
 
 REGISTRY = Registry()
 model = REGISTRY.register
+model_pattern = REGISTRY.register_pattern
 
 
 # -- GEMM -------------------------------------------------------------------------------------------
@@ -824,3 +848,81 @@ def _listed(call: Call, i: int) -> bool:
         return bool(_tensor_list(call, i))
     except ValueError:
         return False
+
+
+# -- Inductor's templates ------------------------------------------------------------------------------------------
+# torch.compile's max-autotune and FlexAttention generate Triton kernels from templates; the profiler records each
+# launch as a CPU op named like the kernel (``triton_tem_fused_addmm_relu_0``), whose recorded arguments are the
+# kernel's buffers: its inputs, the epilogue's extra inputs and its output, in an order the name does not tell. A
+# matrix product's three matrices (M x K, K x N, M x N) are found among them by their shared sizes, which give its
+# FLOPs whatever their roles; a convolution's input, filter and output by their batch and channels.
+#: the fused ops of an Inductor template kernel's name, after ``triton_tem_fused_``
+_TEMPLATE = r"^triton_tem_(?:fused_)?(?:\w*_)?"
+
+
+def _tensors(call: Call) -> list[int]:
+    return [i for i in range(len(call.dims)) if call.is_tensor(i)]
+
+
+def _moved(call: Call) -> float:
+    """Bytes of every recorded buffer of a generated kernel, each moved once (inputs read, the output written)."""
+    return float(sum(call.distinct(i) * call.bpe(i) for i in _tensors(call)))
+
+
+def _triangle(x: Shape, y: Shape, z: Shape) -> int | None:
+    """The product a * b * c where the three 2-D shapes are {a, b}, {b, c} and {a, c} (a matrix product's A, B and
+    C in some order and orientation), else None."""
+    for p, q in ((x[0], x[1]), (x[1], x[0])):  # p: the size x shares with y
+        for other in ((y[1],) if y[0] == p else ()) + ((y[0],) if y[1] == p else ()):
+            if sorted(z) == sorted((q, other)):
+                return p * q * other
+    return None
+
+
+@model_pattern(_TEMPLATE + r"(?:mm|addmm|bmm|baddbmm)(?:_|$)", op_class="GEMM")
+def _inductor_gemm(call: Call) -> Work:
+    """A matrix-product template (``triton_tem_fused_mm_0``, ``..._addmm_t_0``, ``..._bmm_1``): 2 * M * N * K FLOPs
+    (times the batch) from the three matrices among its buffers, each buffer moved once."""
+    found: set[tuple[int, int]] = set()  # (batch, M * N * K) of every three buffers that fit
+    dtype = ""
+    shapes = [(i, call.shape(i)) for i in _tensors(call)]
+    for (i, x), (_, y), (_, z) in itertools.combinations(shapes, 3):
+        if len(x) == len(y) == len(z) == 3 and x[0] == y[0] == z[0]:
+            batch, x, y, z = x[0], x[1:], y[1:], z[1:]
+        elif len(x) == len(y) == len(z) == 2:
+            batch = 1
+        else:
+            continue
+        mnk = _triangle(x, y, z)
+        if mnk is not None:
+            found.add((batch, mnk))
+            dtype = dtype or call.types[i]
+    if not found:
+        raise NoModel("no three buffers of a matrix product (M x K, K x N, M x N) among the kernel's arguments")
+    if len(found) > 1:
+        raise NoModel("the kernel's buffers fit several matrix products")
+    batch, mnk = found.pop()
+    return Work(2.0 * batch * mnk, _moved(call), "GEMM", "matrix", dtype, {"B": batch, "MNK": mnk, "template": True})
+
+
+@model_pattern(_TEMPLATE + r"convolution(?:_|$)", op_class="CONV_fwd")
+def _inductor_conv(call: Call) -> Work:
+    """A convolution template (``triton_tem_fused_convolution_0``): input (N, C_in, *), filter (C_out, C_in / groups,
+    *k) and output (N, C_out, *) among its buffers; 2 * C_in / groups * prod(k) FLOPs per output element. Where input
+    and output could trade places (C_in == C_out), the output is the one no larger than the input (a stride shrinks
+    it); a fit that stays ambiguous gets no model."""
+    shapes = [(i, call.shape(i)) for i in _tensors(call)]
+    fits = {(i, x, w, o) for (i, x), (_, w), (_, o) in itertools.permutations(shapes, 3)
+            if len(x) == len(w) == len(o) >= 3 and x[0] == o[0] and w[0] == o[1] and w[1] > 0 and x[1] % w[1] == 0}
+    if len({numel(o) * numel(w[1:]) for _, _, w, o in fits}) > 1:
+        fits = {f for f in fits if numel(f[3][2:]) <= numel(f[1][2:])}
+    if not fits or len({numel(o) * numel(w[1:]) for _, _, w, o in fits}) > 1:
+        raise NoModel("no single input, filter and output of a convolution among the kernel's arguments")
+    i, x, w, o = min(fits)
+    return Work(2.0 * numel(o) * numel(w[1:]), _moved(call), "CONV_fwd", "matrix", call.types[i],
+                {"input_shape": x, "filter_shape": w, "output_shape": o, "groups": x[1] // w[1], "template": True})
+
+
+@model_pattern(_TEMPLATE + r"flex_attention", op_class="SDPA_fwd")
+def _flex_attention(call: Call) -> Work:
+    raise NoModel("FlexAttention: its work depends on the block mask, whose contents the profile does not record")

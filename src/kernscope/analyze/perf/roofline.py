@@ -164,14 +164,16 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     """
     device_name, matched = _device(trace)
     dev = peaks or matched
-    names = registry.names()
     gpu = trace.gpu if step is None else trace.gpu.filter(pl.col("step") == step)
     gpu = gpu.with_row_index("_g")
     total_ns = int(gpu["dur"].sum() or 0)
     if has_hlo(trace):  # JAX: FLOPs and bytes from the HLO programs in the profile
         return _xla_model(gpu, dev, device_name, step, total_ns)
     ev = trace.events
-    ops = ev.filter((pl.col("kind") == "cpu_op") & pl.col("name").is_in(sorted(names))).select(
+    cpu_ops = ev.filter(pl.col("kind") == "cpu_op")
+    # the ops a model takes: by name, or by a pattern (Inductor's kernels), tested once per distinct name
+    names = registry.select(cpu_ops["name"].unique().cast(pl.String).drop_nulls().to_list())
+    ops = cpu_ops.filter(pl.col("name").is_in(names)).select(
         "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
     pairs = op_gpu_pairs(ops, gpu)
     tf32 = gpu.select("_g", pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"))
