@@ -203,7 +203,7 @@ def render_critical_path(cp: CriticalPath, console: Console, width: int, top: in
     cols = [Col("step", True), Col("length", True), Col("cpu", True), Col("launch", True), Col("gpu", True),
             Col("queue", True, optional=True), Col("stream wait", True, optional=True), Col("sync return", True, optional=True),
             Col("carryover", True, optional=True)]
-    console.print(fit_table("Critical path by step (what each step's end waited for; length = the step's time)", cols,
+    console.print(fit_table("Critical path by step (what its end waited for; length: to next step's start)", cols,
                             rows, width, more=more))
     for note in cp.notes:
         console.print(term(note, "dim"), overflow="fold")
