@@ -66,6 +66,12 @@ PINNED = [
     ("triton_tem_fused_mm_0", "kernel", "cuLaunchKernel", "GEMM", "Triton"),
     ("triton_per_fused_nll_loss_forward_5", "kernel", "cuLaunchKernel", "Loss", "Triton"),
     ("triton_poi_fused_embedding_0", "kernel", "cuLaunchKernel", "Embedding/Indexing", "Triton"),
+    # FlexAttention's backward template and its preprocessing reduction (an H200 recording, torch 2.11)
+    ("triton_tem_fused_flex_attention_backward_1", "kernel", "cuLaunchKernel", "Attention Backward", "Triton"),
+    ("triton_per_fused_flex_attention_backward_0", "kernel", "cuLaunchKernel", "Attention Backward", "Triton"),
+    ("triton_tem_fused_flex_attention_0", "kernel", "cuLaunchKernel", "Attention Forward", "Triton"),
+    # GradScaler's scale update (it read Other; its non-finite check was already Optimizer, by multi_tensor_apply)
+    ("amp_update_scale_cuda_kernel", "kernel", "cudaLaunchKernel", "Optimizer", "Unknown"),
 ]
 
 

@@ -26,10 +26,13 @@ from .dtypes import TF32_KERNELS, precision, short_name
 from .formulas import REGISTRY, Call, Registry, Work
 from .xla import has_hlo, xla_rows
 
-#: the GPU records of a copy between two GPUs (Kineto: ``Memcpy PtoP (Device -> Device)``)
-PEER_COPY = "Memcpy PtoP"
+#: the GPU records of a copy over a link, between two GPUs or between the host and a GPU (Kineto: ``Memcpy PtoP (Device
+#: -> Device)``, ``Memcpy HtoD (Pinned -> Device)``, ``Memcpy DtoH (Device -> Pageable)``)
+LINK_COPY = r"^Memcpy (PtoP|HtoD|DtoH|HtoH)\b"
 
 NS_PER_US = 1000.0
+#: the share of GPU time in graph replays outside every modeled op from which the perf model says why it is unmodeled
+GRAPH_NOTE_SHARE = 0.05
 
 #: column order of :attr:`PerfModel.ops`
 OP_COLUMNS = (
@@ -177,12 +180,12 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
         "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
     pairs = op_gpu_pairs(ops, gpu)
     tf32 = gpu.select("_g", pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"))
-    # a copy between two GPUs (``Memcpy PtoP``) runs at the link's bandwidth, not the memory's
-    p2p = gpu.select("_g", pl.col("name").cast(pl.String).str.starts_with(PEER_COPY).fill_null(False).alias("_p2p"))
-    per_op = pairs.join(p2p, on="_g", how="left").group_by("op_idx").agg(
+    # a copy between two GPUs or with the host runs at the link's bandwidth (NVLink, PCIe), not the memory's
+    link = gpu.select("_g", pl.col("name").cast(pl.String).str.contains(LINK_COPY).fill_null(False).alias("_link"))
+    per_op = pairs.join(link, on="_g", how="left").group_by("op_idx").agg(
         pl.col("dur").sum().alias("gpu_ns"),
         pl.col("innermost").not_().any().alias("nested"),
-        pl.col("_p2p").all().alias("peer"),
+        pl.col("_link").all().alias("link"),
     ).join(ops.select(pl.col("idx").alias("op_idx"), "name"), on="op_idx")
     try:
         args = read_op_args(trace.path, per_op["op_idx"].to_list())
@@ -191,7 +194,7 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
                                      f"({e.strerror or e})") from None
     inst = _compact(per_op.join(args.rename({"idx": "op_idx"}), on="op_idx", how="left"))
     sig = ["name", "input_dims", "input_type", "concrete_inputs"]
-    groups = inst.group_by(*sig, "peer").agg(
+    groups = inst.group_by(*sig, "link").agg(
         # (the strides of the signature's first call: they tell an expanded operand, read once per distinct element)
         pl.col("input_strides").sort_by("op_idx").first(),
         pl.len().alias("count"),
@@ -216,7 +219,7 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
             continue
         modeled.append((r, w))
     ran = _ran_in(modeled, inst, pairs, tf32, sig)
-    rows = [{**r, **_rates(w, r["count"], r["kernel_time_us"], dev, ran.get(tuple(r[c] for c in sig)), peer=r.pop("peer"))}
+    rows = [{**r, **_rates(w, r["count"], r["kernel_time_us"], dev, ran.get(tuple(r[c] for c in sig)), link=r.pop("link"))}
             for r, w in modeled]
     ops_df = pl.DataFrame(rows, schema=_schema()) if rows else pl.DataFrame(schema=_schema())
     ops_df = ops_df.select(OP_COLUMNS).sort("kernel_time_us", descending=True)
@@ -235,6 +238,13 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     coverage = {"gpu_time_us": gpu_us, "modeled_us": modeled_us, "missing_us": missing_us,
                 "pct": 100.0 * modeled_us / gpu_us if gpu_us else 0.0}
     notes = []
+    graph_us = (float(outside.filter(pl.col("graph_launch"))["dur"].sum() or 0) / NS_PER_US
+                if "graph_launch" in outside.columns else 0.0)
+    if graph_us >= GRAPH_NOTE_SHARE * gpu_us > 0:
+        notes.append(f"{graph_us:,.1f} µs of GPU time ({100.0 * graph_us / gpu_us:.0f}%) ran in graph replays (CUDA/HIP "
+                     "graphs), whose ops the profiler records when a graph is captured, not when it is replayed: to model "
+                     "them, profile the capture, or a step run without graphs (torch.compile's "
+                     "mode='max-autotune-no-cudagraphs' instead of 'reduce-overhead'; vLLM's enforce_eager)")
     if dev is None:
         notes.append(f"device {device_name or '(none recorded)'!r} is not in the peaks table: % of peak and bound are "
                      "left empty; give --peak (a device such as h100, or numbers such as bf16=989,fp32=67,bw=3.35)")
@@ -345,12 +355,13 @@ def _why_missing(dims: str | None, types: str | None) -> str:
 
 
 def _rates(w: Work, count: int, time_us: float, dev: DevicePeaks | None, ran: str | None = None, *,
-           peer: bool = False) -> dict[str, Any]:
+           link: bool = False) -> dict[str, Any]:
     """A signature's rates and roofline position. ``ran``: the precision a matrix op's GEMMs ran in where known
     (:func:`_ran_in`: bf16 under autocast, tf32 by kernel name); an fp32 matrix op faster than the fp32 peak
-    allows ran on TF32 tensor cores (it is rated against their peak). ``peer``: every GPU record of the calls is a
-    copy between two GPUs: bound by the link between them (NVLink, PCIe), whose bandwidth the peaks table does not
-    know, so no % of peak (rated on the memory's, a 380 GB/s NVLink copy read 8% of an H200's HBM)."""
+    allows ran on TF32 tensor cores (it is rated against their peak). ``link``: every GPU record of the calls is a
+    copy between two GPUs or between the host and a GPU: bound by the link (NVLink, PCIe), whose bandwidth the peaks
+    table does not know, so no % of peak (rated on the memory's, a 380 GB/s NVLink copy read 8% of an H200's HBM, a
+    54 GB/s copy from pinned host memory 2.3%)."""
     secs = time_us * 1e-6
     tflops = w.flops * count / secs / 1e12 if secs > 0 else None
     tbps = w.bytes * count / secs / 1e12 if secs > 0 and w.bytes is not None else None
@@ -364,9 +375,9 @@ def _rates(w: Work, count: int, time_us: float, dev: DevicePeaks | None, ran: st
         prec, peak = "tf32", dev.flops_peak("matrix", "tf32")
     # (the FLOP roof the row is rated on: none for pure data movement, rated on the bandwidth alone)
     rated = (prec if w.unit == "matrix" else "fp64" if prec == "fp64" else "fp32") if peak and w.flops else None
-    bw = dev.hbm_tb_s if dev and not peer else None
+    bw = dev.hbm_tb_s if dev and not link else None
     pct = bound = None
-    if peer:
+    if link:
         bound = "link"
     elif w.flops == 0 and bw and tbps is not None:  # pure data movement
         bound, pct = "memory", 100.0 * tbps / bw

@@ -1,0 +1,169 @@
+"""Record traces of training features users profile with, on a GPU.
+
+    python examples/record_training_features.py OUT_DIR [SCENARIO ...]
+
+Each scenario trains for 3 profiled steps after warm-up (``record_shapes=True``) and is written to
+``OUT_DIR/<scenario>.pt.trace.json.gz``; ``OUT_DIR/record_info.json`` holds the versions, the GPU and what each
+scenario ran:
+
+- ``reduce_overhead``: an MLP under ``torch.compile(mode="reduce-overhead")`` (Inductor's CUDA graph trees: the
+  forward and backward replayed as CUDA graphs) with fused AdamW;
+- ``amp_checkpoint``: fp16 autocast with a ``GradScaler``, activation checkpointing (``torch.utils.checkpoint``:
+  the forward recomputed in the backward) and each batch copied from pinned memory with ``non_blocking=True``;
+- ``streams``: two matrix products a step on a side stream overlapping the main stream's, joined by
+  ``wait_stream``, recorded with the profiler's CUDA sync events (``enable_cuda_sync_events``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+SCENARIOS = ("reduce_overhead", "amp_checkpoint", "streams")
+
+
+def save_chrome_gz(prof: Any, path: str) -> str:
+    """A finished profile's Kineto trace, written gzipped to ``path`` (through temporary files)."""
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    prof.export_chrome_trace(tmp)
+    with open(tmp, "rb") as src, gzip.open(path + ".tmp", "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    os.replace(path + ".tmp", path)
+    os.unlink(tmp)
+    return path
+
+
+def profiled(step: Any, path: str, warmup: int = 4, steps: int = 3, **options: Any) -> str:
+    """``step`` run ``warmup`` times, then ``steps`` profiled steps (``ProfilerStep#N``) after one profiler warm-up
+    step, written to ``path`` by ``on_trace_ready``."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+                 on_trace_ready=lambda p: save_chrome_gz(p, path), **options) as prof:
+        for _ in range(steps + 1):
+            step()
+            prof.step()
+        torch.cuda.synchronize()
+    if not os.path.exists(path):
+        raise RuntimeError(f"the profiler wrote no trace to {path}")
+    return path
+
+
+def _mlp(dim: int, depth: int):  # type: ignore[no-untyped-def]
+    import torch
+
+    layers: list[torch.nn.Module] = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim), torch.nn.LayerNorm(dim)]
+    return torch.nn.Sequential(*layers).cuda()
+
+
+def reduce_overhead(out: str) -> dict:
+    import torch
+
+    torch.manual_seed(0)
+    model = _mlp(1024, 4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(512, 1024, device="cuda")
+    losses: list[float] = []
+
+    def step() -> None:
+        loss = compiled(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+
+    profiled(step, os.path.join(out, "reduce_overhead.pt.trace.json.gz"))
+    return {"model": "4 x (Linear(1024, 4096) GELU Linear(4096, 1024) LayerNorm), fp32, batch 512",
+            "optimizer": "AdamW(fused=True)", "last_loss": losses[-1]}
+
+
+def amp_checkpoint(out: str) -> dict:
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    blocks = torch.nn.ModuleList(_mlp(1024, 1) for _ in range(4))
+    opt = torch.optim.SGD(blocks.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda")
+    host = torch.randn(2048, 1024).pin_memory()
+    losses: list[float] = []
+
+    def step() -> None:
+        x = host.to("cuda", non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            for b in blocks:
+                x = checkpoint(b, x, use_reentrant=False)
+            loss = x.float().square().mean()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+
+    profiled(step, os.path.join(out, "amp_checkpoint.pt.trace.json.gz"))
+    return {"model": "4 checkpointed blocks of Linear(1024, 4096) GELU Linear(4096, 1024) LayerNorm, fp16 autocast",
+            "batch": "2048 x 1024 fp32 from pinned memory, non_blocking", "scaler": "GradScaler",
+            "last_loss": losses[-1], "scale": float(scaler.get_scale())}
+
+
+def streams(out: str) -> dict:
+    import torch
+    from torch._C._profiler import _ExperimentalConfig
+
+    torch.manual_seed(0)
+    a, b, c, d = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    side = torch.cuda.Stream()
+
+    def step() -> None:
+        main = torch.cuda.current_stream()
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            y = c @ d
+            y = y @ d
+        x = a @ b
+        x = x @ b
+        main.wait_stream(side)
+        (x + y).sum().item()  # the host waits for the step's end
+
+    profiled(step, os.path.join(out, "streams.pt.trace.json.gz"),
+             experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True))
+    return {"work": "per step: two 4096^3 bf16 GEMMs on a side stream beside two on the main stream, joined by "
+                    "wait_stream, then a sum read by .item()", "experimental_config": "enable_cuda_sync_events=True"}
+
+
+def main() -> None:
+    out = sys.argv[1]
+    chosen = sys.argv[2:] or list(SCENARIOS)
+    os.makedirs(out, exist_ok=True)
+    import torch
+
+    info: dict = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
+                  "scenarios": {}}
+    for name in chosen:
+        try:
+            info["scenarios"][name] = {"ok": True, **globals()[name](out)}
+        except Exception as e:  # noqa: BLE001 (a scenario the machine cannot run is recorded as such)
+            info["scenarios"][name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
+                                       "traceback": traceback.format_exc()[-4000:]}
+        print(name, "ok" if info["scenarios"][name]["ok"] else info["scenarios"][name]["error"][:300], flush=True)
+    with open(os.path.join(out, "record_info.json"), "w") as f:
+        json.dump(info, f, indent=1, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
