@@ -70,6 +70,10 @@ PINNED = [
     ("triton_tem_fused_flex_attention_backward_1", "kernel", "cuLaunchKernel", "Attention Backward", "Triton"),
     ("triton_per_fused_flex_attention_backward_0", "kernel", "cuLaunchKernel", "Attention Backward", "Triton"),
     ("triton_tem_fused_flex_attention_0", "kernel", "cuLaunchKernel", "Attention Forward", "Triton"),
+    # Pallas's fused attention in a JAX profile (an H200 recording, JAX 0.11.2)
+    ("mha_forward", "kernel", "", "Attention Forward", "Unknown"),
+    ("mha_backward", "kernel", "", "Attention Backward", "Unknown"),
+    ("mha_preprocess_backward", "kernel", "", "Attention Backward", "Unknown"),
     # GradScaler's scale update (it read Other; its non-finite check was already Optimizer, by multi_tensor_apply)
     ("amp_update_scale_cuda_kernel", "kernel", "cudaLaunchKernel", "Optimizer", "Unknown"),
 ]

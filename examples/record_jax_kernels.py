@@ -1,0 +1,152 @@
+"""Record JAX profiles of hand-written kernels and rematerialization, on a GPU.
+
+    python examples/record_jax_kernels.py OUT_DIR [--cpu]
+
+Writes ``OUT_DIR/<which>/plugins/profile/<run>/<host>.xplane.pb`` (``jax.profiler.trace`` around 3 jitted training
+steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed up before) and
+``OUT_DIR/record_info.json`` (versions, the device, per profile what ran and the loss):
+
+- ``pallas``: a Pallas (Triton) matrix-product kernel and Pallas's fused attention
+  (``jax.experimental.pallas.ops.gpu.attention.mha``, causal) in a two-layer model's forward and backward;
+- ``remat``: the transformer block of ``record_jax_profiles.py`` under ``jax.checkpoint`` (the forward recomputed in
+  the backward), attention by XLA (``implementation="xla"``).
+
+``--cpu`` runs the same programs on the CPU (Pallas in interpret mode) to check the script where no GPU is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import traceback
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+
+def pallas_matmul(x: jax.Array, w: jax.Array, interpret: bool) -> jax.Array:
+    """x (M, K) @ w (K, N) by a Pallas kernel of 128 x 128 tiles (M, N, K multiples of 128)."""
+    from jax.experimental import pallas as pl
+
+    bm = bn = 128
+    bk = 64
+
+    def kernel(x_ref, w_ref, o_ref):  # type: ignore[no-untyped-def]
+        acc = jnp.zeros((bm, bn), jnp.float32)
+
+        def body(i, acc):  # type: ignore[no-untyped-def]
+            xs = x_ref[:, pl.ds(i * bk, bk)]
+            ws = w_ref[pl.ds(i * bk, bk), :]
+            return acc + jnp.dot(xs, ws, preferred_element_type=jnp.float32)
+
+        acc = jax.lax.fori_loop(0, x_ref.shape[1] // bk, body, acc)
+        o_ref[...] = acc.astype(o_ref.dtype)
+
+    m, k = x.shape
+    n = w.shape[1]
+    return pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct((m, n), x.dtype), grid=(m // bm, n // bn),
+        in_specs=[pl.BlockSpec((bm, k), lambda i, j: (i, 0)), pl.BlockSpec((k, bn), lambda i, j: (0, j))],
+        out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)), interpret=interpret, name="pallas_matmul")(x, w)
+
+
+def pallas_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Array, ...], Any]:
+    from jax.experimental.pallas.ops.gpu import attention
+
+    b, t, h, d = 4, 1024, 8, 64
+    k = iter(jax.random.split(key, 8))
+    params = {"w1": jax.random.normal(next(k), (h * d, h * d), jnp.float16) * (h * d) ** -0.5,
+              "w2": jax.random.normal(next(k), (h * d, h * d), jnp.float16) * (h * d) ** -0.5}
+    x = jax.random.normal(next(k), (b * t, h * d), jnp.float16)
+
+    @jax.custom_vjp
+    def mm(x: jax.Array, w: jax.Array) -> jax.Array:
+        return pallas_matmul(x, w, interpret)
+
+    def mm_fwd(x: jax.Array, w: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        return mm(x, w), (x, w)
+
+    def mm_bwd(res: tuple[jax.Array, jax.Array], g: jax.Array) -> tuple[jax.Array, jax.Array]:
+        x, w = res
+        return pallas_matmul(g, w.T, interpret), pallas_matmul(x.T, g, interpret)
+
+    mm.defvjp(mm_fwd, mm_bwd)
+
+    def loss_fn(p: Any, x: jax.Array) -> jax.Array:
+        q = mm(x, p["w1"]).reshape(b, t, h, d)
+        y = attention.mha(q, q, q, segment_ids=None, causal=True, interpret=interpret).reshape(b * t, h * d)
+        return (mm(y, p["w2"]).astype(jnp.float32) ** 2).mean()
+
+    return params, (x,), loss_fn
+
+
+def remat_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Array, ...], Any]:
+    d, heads, t, b = 512, 8, 512, 8
+    hd = d // heads
+    k = iter(jax.random.split(key, 8))
+    params = [{"qkv": jax.random.normal(next(k), (d, 3 * d), jnp.bfloat16) * d ** -0.5,
+               "fc1": jax.random.normal(next(k), (d, 4 * d), jnp.bfloat16) * d ** -0.5,
+               "fc2": jax.random.normal(next(k), (4 * d, d), jnp.bfloat16) * (4 * d) ** -0.5} for _ in range(2)]
+    x = jax.random.normal(next(k), (b, t, d), jnp.bfloat16)
+
+    @jax.checkpoint
+    def block(x: jax.Array, lp: dict[str, jax.Array]) -> jax.Array:
+        qkv = (x @ lp["qkv"]).reshape(b, t, 3, heads, hd)
+        y = jax.nn.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], is_causal=True,
+                                         implementation="xla").reshape(b, t, d)
+        x = x + y
+        return x + jax.nn.gelu(x @ lp["fc1"]) @ lp["fc2"]
+
+    def loss_fn(p: Any, x: jax.Array) -> jax.Array:
+        for lp in p:
+            x = block(x, lp)
+        return (x.astype(jnp.float32) ** 2).mean()
+
+    return params, (x,), loss_fn
+
+
+def record(name: str, setup: Any, out: str, interpret: bool, steps: int = 3) -> dict[str, Any]:
+    params, args, loss_fn = setup(jax.random.PRNGKey(0), interpret)
+
+    @jax.jit
+    def train_step(p: Any, *a: jax.Array) -> tuple[Any, jax.Array]:
+        loss, g = jax.value_and_grad(loss_fn)(p, *a)
+        return jax.tree_util.tree_map(lambda w, gw: w - (1e-3 * gw).astype(w.dtype), p, g), loss
+
+    for _ in range(3):
+        params, loss = train_step(params, *args)
+    loss.block_until_ready()
+    with jax.profiler.trace(os.path.join(out, name)):
+        for i in range(steps):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                params, loss = train_step(params, *args)
+                loss.block_until_ready()
+    hlo = train_step.lower(params, *args).compile().as_text() or ""
+    return {"ok": True, "loss": float(loss), "custom_calls": sorted(set(
+        w.split('"')[1] for w in hlo.split("custom_call_target=")[1:] if '"' in w))[:40]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--cpu", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    info: dict[str, Any] = {"jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
+                            "device_kind": jax.devices()[0].device_kind, "profiles": {}}
+    for name, setup in (("pallas", pallas_setup), ("remat", remat_setup)):
+        try:
+            info["profiles"][name] = record(name, setup, a.out, a.cpu)
+        except Exception as e:  # noqa: BLE001 (a profile the machine cannot run is recorded as such)
+            info["profiles"][name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
+                                      "traceback": traceback.format_exc()[-4000:]}
+        print(name, info["profiles"][name].get("ok"), info["profiles"][name].get("error", "")[:300], flush=True)
+    with open(os.path.join(a.out, "record_info.json"), "w") as f:
+        json.dump(info, f, indent=1, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""JAX profiles of hand-written kernels and rematerialization, recorded on an H200 (``examples/record_jax_kernels.py``
+-> ``tests/data/jax_kernels_h200``): Pallas (Triton) kernels (a matrix product and Pallas's fused attention,
+forward and backward) run by XLA in a command buffer, and a transformer block under ``jax.checkpoint``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from kernscope import load
+from kernscope.analyze.perf import perf_model
+from kernscope.analyze.summary import analyze
+
+DATA = Path(__file__).parent / "data" / "jax_kernels_h200"
+INFO = json.loads((DATA / "record_info.json").read_text())
+
+
+def test_the_recording():
+    assert INFO["device_kind"] == "NVIDIA H200" and INFO["jax"] == "0.11.2"
+    assert all(p["ok"] for p in INFO["profiles"].values())
+    assert INFO["profiles"]["pallas"]["custom_calls"] == ["__gpu$xla.gpu.triton"]  # (the Pallas kernels)
+
+
+def test_pallas_attention_kernels_are_attention():
+    """Pallas's fused attention names its kernels mha_forward, mha_backward and mha_preprocess_backward: they read
+    Other, 62.4% of the profile's GPU time."""
+    trace = load(DATA / "pallas" / "vm.xplane.pb.gz", cache=False)
+    s = analyze(trace)
+    cats = dict(s.kernels.select("name", "category").iter_rows())
+    counts = dict(s.kernels.select("name", "count").iter_rows())
+    assert cats["mha_forward"] == "Attention Forward"
+    assert cats["mha_backward"] == cats["mha_preprocess_backward"] == "Attention Backward"
+    assert all(cats[k] == "GEMM" for k in cats if k.startswith("pallas_matmul"))
+    # one forward, one backward and one preprocessing kernel per step; five matrix products a step: two forward and
+    # three for the gradients (the input's gradient of the first is never used: XLA drops it)
+    assert counts["mha_forward"] == counts["mha_backward"] == counts["mha_preprocess_backward"] == 3
+    assert sum(v for k, v in counts.items() if k.startswith("pallas_matmul")) == 15
+    assert "Other" not in s.categories["category"].to_list()
+    att = s.categories.filter(pl.col("category").str.starts_with("Attention"))["total_us"].sum()
+    assert att / s.categories["total_us"].sum() > 0.6
+
+
+def test_rematerialized_block_categorized_and_modeled():
+    trace = load(DATA / "remat" / "vm.xplane.pb.gz", cache=False)
+    s = analyze(trace)
+    assert s.steps.height == 3 and "Other" not in s.categories["category"].to_list()
+    assert perf_model(trace).coverage["pct"] > 85
