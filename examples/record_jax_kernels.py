@@ -17,7 +17,6 @@ steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import traceback
