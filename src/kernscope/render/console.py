@@ -9,6 +9,7 @@ from rich.text import Text
 from ..analyze.critical_path import SEGMENTS, CriticalPath
 from ..analyze.summary import Analysis
 from .names import term
+from .shortnames import compact
 from .terminal import Col, count, fit_table, pct, us
 from .views import Section, layout, view
 
@@ -232,5 +233,8 @@ def render_findings(kinds: pl.DataFrame, console: Console, top: int | None = 5) 
     for i, r in enumerate(shown.iter_rows(named=True), 1):
         again = (f" · in {r['occurrences']:,} steps: {us(r['total_us'])} in all, median {us(r['median_us'])}"
                  if r["occurrences"] > 1 else "")
-        console.print(term(f"{i}. up to {us(r['worst_us'])} · {r['title']} [{r['rule']}]: {r['text']}{again}"),
+        text = r["text"]
+        if r.get("kernel"):  # a demangled C++ name runs to hundreds of characters: the kernels table's compact form
+            text = text.replace(r["kernel"], compact(r["kernel"]))
+        console.print(term(f"{i}. up to {us(r['worst_us'])} · {r['title']} [{r['rule']}]: {text}{again}"),
                       overflow="fold")

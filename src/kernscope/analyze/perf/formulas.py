@@ -926,3 +926,12 @@ def _inductor_conv(call: Call) -> Work:
 @model_pattern(_TEMPLATE + r"flex_attention", op_class="SDPA_fwd")
 def _flex_attention(call: Call) -> Work:
     raise NoModel("FlexAttention: its work depends on the block mask, whose contents the profile does not record")
+
+
+@model_pattern(r"^aten::_foreach_", op_class="Optimizer")
+def _foreach(call: Call) -> Work:
+    """``torch._foreach_*`` (the default, ``foreach``, optimizers' step; gradient clipping's norms): listed with its
+    reason, so that the GPU time of an optimizer step is not left unexplained. The profiler records no element type
+    for a TensorList argument, and (PyTorch 2.11) no shapes for a foreach op's lists: no FLOPs or bytes are made up."""
+    _tensor_list(call, 0)
+    raise NoModel("no model for tensor-list (foreach) ops")

@@ -253,7 +253,12 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
         if no_shapes.height:
             notes.append(f"{int(no_shapes['count'].sum())} op calls ({float(no_shapes['kernel_time_us'].sum()):,.1f} µs of "
                          "GPU time) have no shapes: record with torch.profiler.profile(record_shapes=True)")
-        unusable = missing.filter(pl.col("reason") != "no shapes recorded")
+        lists = missing.filter(pl.col("reason") == "tensor-list shapes not recorded")
+        if lists.height:
+            notes.append(f"{int(lists['count'].sum())} op calls ({float(lists['kernel_time_us'].sum()):,.1f} µs of GPU time) "
+                         "take tensor lists whose shapes the profile does not hold (torch._foreach_*: the default "
+                         "optimizers' step): no FLOPs or bytes for them")
+        unusable = missing.filter(~pl.col("reason").is_in(["no shapes recorded", "tensor-list shapes not recorded"]))
         if unusable.height:  # recorded, but no model could use them: counted, with the commonest reasons
             notes.append(f"{int(unusable['count'].sum())} op calls ({float(unusable['kernel_time_us'].sum()):,.1f} µs of GPU "
                          "time) have shapes no model could use: "
