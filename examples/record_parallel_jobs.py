@@ -11,6 +11,8 @@ point-to-point transfers (a pipeline), tensor parallelism and all-to-all (a mixt
   input gradients in its backward.
 - ``ddpc``: a 4-layer MLP under ``DistributedDataParallel`` and ``torch.compile``, with an all-gather of the loss on a
   second process group each step (not run unless named: ``--which ddpc``).
+- ``fsdpc``: FSDP2 (``fully_shard``) over 4 blocks, each compiled (``Module.compile``) before it is sharded, bf16
+  parameters and fp32 gradient reductions (not run unless named: ``--which fsdpc``).
 - ``ep``: a mixture-of-experts layer, one expert MLP per rank: the tokens go to their expert and back with
   ``all_to_all_single`` of uneven splits (rank 0 routes 3/4 of its tokens to rank 1, rank 1 keeps 3/4 of its own),
   forward and backward (``all_to_all_single_autograd``).
@@ -165,7 +167,30 @@ def ddpc_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], 
     return step, [model]
 
 
-JOBS = {"pp": pp_job, "tp": tp_job, "ep": ep_job, "ddpc": ddpc_job}
+def fsdpc_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], float], list[Any]]:
+    """FSDP2 (``fully_shard``) with each block compiled first (torchtitan's order): per block an all-gather of its
+    parameters forward and backward and a reduce-scatter of its gradients, bf16 parameters, fp32 reductions."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    torch.manual_seed(0)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.GELU()) for _ in range(4)]
+    model = torch.nn.Sequential(*blocks).to(dev)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for b in model:
+        b.compile()
+        fully_shard(b, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
+    x = torch.randn(TOKENS, width, device=dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step() -> float:
+        return float(sgd_step(model, opt, x, dev))
+
+    return step, [model]
+
+
+JOBS = {"pp": pp_job, "tp": tp_job, "ep": ep_job, "ddpc": ddpc_job, "fsdpc": fsdpc_job}
 
 
 def record(job: str, out_dir: str, steps: int, dev: Any, width: int) -> dict[str, Any]:

@@ -325,6 +325,26 @@ def test_compiled_ddp_and_a_second_process_group():
     assert [len(raw[r]) for r in (0, 1)] == [18, 18]
 
 
+def test_fsdp2_with_compiled_blocks():
+    """FSDP2 (fully_shard) over four blocks each compiled first: per block and step two all-gathers of its bf16
+    parameters (forward, backward) and one reduce-scatter of its fp32 gradients, each matched across the ranks with
+    the sizes c10d recorded (the all-gather's output, the reduce-scatter's input: the whole block)."""
+    j = _job("fsdpc")
+    c = {(r["pg"], r["type"]): r for r in j.collectives.iter_rows(named=True)}
+    assert set(c) == {("0", "allgather"), ("0", "reduce_scatter")}
+    raw = [e["args"] for e in _events(DATA / "fsdpc" / "rank0.pt.trace.json.gz") if e.get("name") == "record_param_comms"]
+    ag = [a for a in raw if a["Collective name"] == "_allgather_base"]
+    rs = [a for a in raw if a["Collective name"] == "_reduce_scatter_base"]
+    block = 4096 * 4096 + 4096
+    assert len(ag) == 24 and all(a["Out msg nelems"] == block and a["dtype"] == "BFloat16" for a in ag)
+    assert len(rs) == 12 and all(a["In msg nelems"] == block and a["dtype"] == "Float" for a in rs)
+    assert c[("0", "allgather")]["instances"] == 24 and c[("0", "allgather")]["bytes"] == 24 * block * 2
+    assert c[("0", "reduce_scatter")]["instances"] == 12 and c[("0", "reduce_scatter")]["bytes"] == 12 * block * 4
+    assert (j.instances["ranks"] == 2).all()
+    kernels = {r: _raw_comm_kernels(_events(DATA / "fsdpc" / f"rank{r}.pt.trace.json.gz")) for r in (0, 1)}
+    assert [len(kernels[r]) for r in (0, 1)] == [36, 36]
+
+
 def test_one_ranks_exposed_communication_says_it_includes_the_wait():
     """One rank's trace analyzed alone: its communication kernels ran while it waited for the other stage (74.7 ms of
     rank 0's 91.7 ms of kernel time), and the finding says so; a one-process trace's finding does not."""
