@@ -358,6 +358,21 @@ def test_one_ranks_exposed_communication_says_it_includes_the_wait():
     assert texts and not any("ranks" in t for t in texts)
 
 
+def test_one_ranks_communication_what_if_says_it_includes_the_wait():
+    """The critical path's "Communication 2x faster" on one pipeline rank analyzed alone (up to 15.4 ms a step) counted
+    its wait for the other stage as transfer; the what-if and a note now say so. A one-process trace's does not."""
+    from kernscope.analyze.summary import analyze
+
+    cp = analyze(kernscope_load(DATA / "pp" / "rank0.pt.trace.json.gz")).critical_path
+    comm = cp.whatif.filter(pl.col("change").str.starts_with("kernels of Communication"))
+    assert comm.height == 3 and set(comm["change"]) == {
+        "kernels of Communication 2x faster (their time includes waits for the other ranks)"}
+    assert any(n.startswith("this trace is one rank of a job of 2") for n in cp.notes)
+    dp = analyze(kernscope_load(Path(__file__).parent / "data" / "multigpu_h200" / "torch_dp.pt.trace.json.gz")).critical_path
+    assert "kernels of Communication 2x faster" in dp.whatif["change"].to_list()
+    assert not any("one rank of a job" in n for n in dp.notes)
+
+
 def kernscope_load(path: Path):
     import kernscope
 

@@ -540,8 +540,22 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
         del path
     del root_pred, time, time_ok, how, ts, ts_ok, pred, pt, pt_ok, ends_tbl, labels, cpu  # (before the CPU ops are read)
     summary = _joined(parts)
-    return dataclasses.replace(summary, ops=_host_by_op(trace, pl.concat(stretches)),
+    whatif = summary.whatif
+    if (trace.world_size or 1) > 1 and (whatif["change"] == COMM_FASTER).any():  # one rank of a job: its collectives'
+        # kernels also wait for the other ranks, which a faster collective would not make arrive sooner
+        whatif = whatif.with_columns(pl.when(pl.col("change") == COMM_FASTER).then(pl.lit(COMM_FASTER + COMM_WAIT_NOTE))
+                                     .otherwise(pl.col("change")).alias("change"))
+        notes = notes + [f"this trace is one rank of a job of {trace.world_size}: its communication kernels run while it "
+                         "waits for the other ranks, so halving them wins less than the what-if says; analyze the ranks' "
+                         "traces together (a folder) to tell the wait from the transfer"]
+    return dataclasses.replace(summary, whatif=whatif, ops=_host_by_op(trace, pl.concat(stretches)),
                                notes=notes + _unseen_waits(trace, gpu, summary.steps, untraced_waits))
+
+
+#: the what-if of the communication kernels, and what it says on one rank of a job: halving a collective's kernel time
+#: halves its wait for the other ranks too only if they arrive sooner (the job's analysis tells the wait apart)
+COMM_FASTER = "kernels of Communication 2x faster"
+COMM_WAIT_NOTE = " (their time includes waits for the other ranks)"
 
 
 #: the nodes of the steps' paths summarized at once (:func:`critical_path`'s batches)
