@@ -265,7 +265,7 @@ def test_a_jax_job_of_two_processes(capsys):
     assert any("JAX ranks' critical paths take the host's untraced gap" in n for n in j.notes)
     assert main(["analyze", str(JAX_JOB), "--no-cache"]) == 0
     out = capsys.readouterr().out
-    assert "default  allreduce         24  162.1" in out
+    assert "default  allreduce         24  162.07 MiB" in out
 
 
 def test_a_transfer_of_no_known_size_is_no_size(tmp_path, capsys):

@@ -29,8 +29,8 @@ def _numbers(doc) -> list[float]:
         x = stack.pop()
         if isinstance(x, dict):
             stack.extend(x.values())
-            if isinstance(x.get("bytes"), (int, float)):  # the collectives table shows MiB
-                out.append(x["bytes"] / 2**20)
+            if isinstance(x.get("bytes"), (int, float)):  # the collectives table shows B, KiB, MiB or GiB
+                out.extend(x["bytes"] / 2**k for k in (10, 20, 30))
         elif isinstance(x, list):
             stack.extend(x)
         elif isinstance(x, (int, float)) and not isinstance(x, bool):

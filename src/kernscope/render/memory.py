@@ -14,7 +14,7 @@ from ..scalars import as_int
 from .formats.json import whole
 from .html import b64
 from .names import term
-from .terminal import Col, count, fit_table
+from .terminal import Col, count, fit_table, size
 from .views import Section, layout, view
 
 
@@ -22,17 +22,6 @@ def _device(r: dict) -> str:
     """A memory row's device as PyTorch names it: ``cuda:1``; the CPU allocator's (device -1) plain ``cpu``."""
     d = r["device"]
     return str(r["device_type"]) if d is None or d < 0 else f"{r['device_type']}:{d}"
-
-
-def size(b: float | None) -> str:
-    """Bytes in the unit that reads best (binary: KiB, MiB, GiB), sign kept."""
-    if b is None:
-        return "-"
-    a = abs(b)
-    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if a >= k:
-            return f"{b / k:,.2f} {unit}"
-    return f"{b:,.0f} B"
 
 
 def _ms(ns: int | None) -> str:

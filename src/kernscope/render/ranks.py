@@ -13,7 +13,7 @@ from .console import render_findings
 from .formats.json import whole
 from .names import term
 from .tables import JsonRows, csv_text, findings_json
-from .terminal import GAP, Col, count, fit_table, pct, us
+from .terminal import GAP, Col, count, fit_table, pct, size, us
 from .views import Section, layout, view
 
 _SHADES = " ▁▂▃▄▅▆▇█"
@@ -108,18 +108,25 @@ def _console_stragglers(s: Section, out: Console) -> None:
         out.print()
 
 
+def _gb_s(v: float | None) -> str:
+    """A bandwidth in GB/s: one decimal, two significant digits below 0.1 (a few bytes' all-gather read 0.0)."""
+    if v is None:
+        return "-"
+    return f"{v:,.1f}" if v >= 0.1 or v == 0 else f"{v:.2g}"
+
+
 @view("table", "job.collectives")
 def _console_collectives(s: Section, out: Console) -> None:
     c, top = s.df, s.top
     if c.height:
         d = c.head(top) if top is not None else c
-        rows = [[r["pg"], r["type"], count(r["instances"]), "-" if r["bytes"] is None else f"{r['bytes'] / 2**20:,.1f}",
+        rows = [[r["pg"], r["type"], count(r["instances"]), size(r["bytes"]),
                  us(r["transfer_us"]),
-                 us(r["skew_mean_us"]), us(r["skew_max_us"]), "-" if r["busbw_gb_s"] is None else f"{r['busbw_gb_s']:,.1f}",
+                 us(r["skew_mean_us"]), us(r["skew_max_us"]), _gb_s(r["busbw_gb_s"]),
                  r["algo"] or "-", "-" if r["most_often_last"] is None else str(r["most_often_last"])]
                 for r in d.iter_rows(named=True)]
         out.print(fit_table("Collectives across ranks", [
-            Col("group", enum=True), Col("type", enum=True), Col("instances", True), Col("MiB", True),
+            Col("group", enum=True), Col("type", enum=True), Col("instances", True), Col("data", True),
             Col("transfer", True), Col("skew mean", True), Col("skew max", True), Col("busbw GB/s", True),
             Col("algo", True), Col("last arriver", True)], rows, s.options.width, more=c.height - d.height))
 

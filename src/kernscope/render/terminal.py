@@ -54,6 +54,17 @@ def us(v: float | None) -> str:
     return f"{v:,.2f} µs"
 
 
+def size(b: float | None) -> str:
+    """Bytes in the unit that reads best (binary: KiB, MiB, GiB), sign kept."""
+    if b is None:
+        return "-"
+    a = abs(b)
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if a >= k:
+            return f"{b / k:,.2f} {unit}"
+    return f"{b:,.0f} B"
+
+
 def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}%"
 
