@@ -47,3 +47,13 @@ def test_rematerialized_block_categorized_and_modeled():
     s = analyze(trace)
     assert s.steps.height == 3 and "Other" not in s.categories["category"].to_list()
     assert perf_model(trace).coverage["pct"] > 85
+
+
+def test_low_occupancy_evidence_is_the_same_for_one_step_and_the_whole_profile():
+    """``analyze --step 2`` gave fusion_143's share of the step as 11.52707323738993 and the whole profile
+    11.527073237389931: polars' column divided one step's rows otherwise than all of them."""
+    trace = load(DATA / "remat" / "vm.xplane.pb.gz", cache=False)
+    whole = analyze(trace).findings.filter(pl.col("rule") == "low_occupancy")
+    for step in trace.steps["step"].to_list():
+        one = analyze(trace, step=step).findings.filter(pl.col("rule") == "low_occupancy")
+        assert one.height and one["evidence"].to_list() == whole.filter(pl.col("step") == step)["evidence"].to_list()

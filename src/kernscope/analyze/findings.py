@@ -458,7 +458,9 @@ def low_occupancy(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]
     out = []
     for r in per.sort("step", "_ns", descending=[False, True]).iter_rows(named=True):  # one per flagged kernel
         time_us = r["_ns"] / NS_PER_US
-        ev = {"step": r["step"], "kernel": r["name"], "count": r["count"], "time_us": time_us, "share_pct": r["share_pct"],
+        # (the share divided here: polars' column gave a different last digit with one step's rows than with all)
+        ev = {"step": r["step"], "kernel": r["name"], "count": r["count"], "time_us": time_us,
+              "share_pct": 100.0 * r["_ns"] / r["_step_ns"],
               "occupancy_pct": r["occupancy_pct"], "registers": r["registers"] or 0.0}
         out.append(_row(cfg, "low_occupancy", time_us * cfg["assumed_saving_pct"] / 100.0, ev, step=r["step"],
                         kernel=r["name"]))
