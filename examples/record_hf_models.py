@@ -13,44 +13,10 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
-import shutil
 import sys
-import tempfile
-import traceback
-from typing import Any
 
-
-def save_chrome_gz(prof: Any, path: str) -> str:
-    fd, tmp = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    prof.export_chrome_trace(tmp)
-    with open(tmp, "rb") as src, gzip.open(path + ".tmp", "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    os.replace(path + ".tmp", path)
-    os.unlink(tmp)
-    return path
-
-
-def profiled(step: Any, path: str, warmup: int = 2, steps: int = 3, **options: Any) -> str:
-    import torch
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
-                 on_trace_ready=lambda p: save_chrome_gz(p, path), **options) as prof:
-        for _ in range(steps + 1):
-            step()
-            prof.step()
-        torch.cuda.synchronize()
-    if not os.path.exists(path):
-        raise RuntimeError(f"the profiler wrote no trace to {path}")
-    return path
+from recording import profiled, run_all
 
 
 def _model():  # type: ignore[no-untyped-def]
@@ -79,8 +45,8 @@ def train(out: str) -> dict:
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss))
 
-    profiled(step, os.path.join(out, "llama_train.pt.trace.json.gz"), record_shapes=True, with_stack=True,
-             profile_memory=True, with_flops=True, with_modules=True)
+    profiled(step, os.path.join(out, "llama_train.pt.trace.json.gz"), warmup=2, sync_each=False, record_shapes=True,
+             with_stack=True, profile_memory=True, with_flops=True, with_modules=True)
     return {"config": cfg.to_diff_dict(), "batch": [8, 512], "last_loss": losses[-1]}
 
 
@@ -97,7 +63,7 @@ def generate(out: str) -> dict:
             y = model.generate(ids, max_new_tokens=32, min_new_tokens=32, do_sample=False)
         shapes.append(list(y.shape))
 
-    profiled(step, os.path.join(out, "llama_generate.pt.trace.json.gz"), record_shapes=True)
+    profiled(step, os.path.join(out, "llama_generate.pt.trace.json.gz"), warmup=2, sync_each=False, record_shapes=True)
     return {"prompt": [4, 128], "new_tokens": 32, "out_shape": shapes[-1]}
 
 
@@ -108,16 +74,8 @@ def main() -> None:
     import transformers
 
     info: dict = {"torch": torch.__version__, "transformers": transformers.__version__,
-                  "gpu": torch.cuda.get_device_name(0), "runs": {}}
-    for name, fn in (("train", train), ("generate", generate)):
-        try:
-            info["runs"][name] = {"ok": True, **fn(out)}
-        except Exception as e:  # noqa: BLE001 (a run the machine cannot do is recorded as such)
-            info["runs"][name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
-                                  "traceback": traceback.format_exc()[-4000:]}
-        print(name, "ok" if info["runs"][name]["ok"] else info["runs"][name]["error"][:300], flush=True)
-    with open(os.path.join(out, "record_info.json"), "w") as f:
-        json.dump(info, f, indent=1, sort_keys=True, default=str)
+                  "gpu": torch.cuda.get_device_name(0)}
+    run_all(out, {"train": train, "generate": generate}, ["train", "generate"], info, key="runs")
 
 
 if __name__ == "__main__":

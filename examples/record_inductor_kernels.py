@@ -18,49 +18,15 @@ that tests can check the categories of real generated kernel names against what 
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
-import traceback
+
+from recording import profiled, run_all
 
 SCENARIOS = ("flex", "mm_autotune", "conv_autotune", "sdpa", "fp8")
-
-
-def save_chrome_gz(prof: object, path: str) -> str:
-    """A finished ``torch.profiler.profile``'s Kineto trace, written gzipped to ``path`` (through a temporary file)."""
-    fd, tmp = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    prof.export_chrome_trace(tmp)  # type: ignore[attr-defined]
-    with open(tmp, "rb") as src, gzip.open(path + ".tmp", "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    os.replace(path + ".tmp", path)
-    os.unlink(tmp)
-    return path
-
-
-def profiled(step, path: str, warmup: int = 3, steps: int = 3) -> str:  # type: ignore[no-untyped-def]
-    """``step`` run ``warmup`` times, then profiled for ``steps`` steps (one ``ProfilerStep#N`` each) after one
-    profiler warm-up step; the active steps' trace is written to ``path`` by ``on_trace_ready``."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                 schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
-                 on_trace_ready=lambda p: save_chrome_gz(p, path)) as prof:
-        for _ in range(steps + 1):
-            step()
-            torch.cuda.synchronize()
-            prof.step()
-    if not os.path.exists(path):
-        raise RuntimeError(f"the profiler wrote no trace to {path}")
-    return path
 
 
 def flex(out: str) -> dict:
@@ -76,7 +42,7 @@ def flex(out: str) -> dict:
     def step() -> None:
         attn(q, k, v, block_mask=mask).float().square().mean().backward()
 
-    profiled(step, os.path.join(out, "flex.pt.trace.json.gz"))
+    profiled(step, os.path.join(out, "flex.pt.trace.json.gz"), record_shapes=True)
     return {"shape": [b, h, s, d], "dtype": "bfloat16", "mask": "causal"}
 
 
@@ -100,7 +66,7 @@ def mm_autotune(out: str) -> dict:
         compiled(x).float().square().mean().backward()
 
     try:
-        profiled(step, os.path.join(out, "mm_autotune.pt.trace.json.gz"))
+        profiled(step, os.path.join(out, "mm_autotune.pt.trace.json.gz"), record_shapes=True)
     finally:
         cfg.max_autotune_gemm_backends = "ATEN,TRITON"
     return {"model": "Linear(2048, 8192) GELU Linear(8192, 2048), bf16, batch 4096", "gemm_backends": "TRITON"}
@@ -121,7 +87,7 @@ def conv_autotune(out: str) -> dict:
         compiled(x).float().square().mean().backward()
 
     try:
-        profiled(step, os.path.join(out, "conv_autotune.pt.trace.json.gz"))
+        profiled(step, os.path.join(out, "conv_autotune.pt.trace.json.gz"), record_shapes=True)
     finally:
         cfg.max_autotune_conv_backends = "ATEN,TRITON"
     return {"model": "Conv2d(64, 128, 3, padding=1) ReLU, bf16, channels_last, batch 32x56x56",
@@ -146,7 +112,7 @@ def sdpa(out: str) -> dict:
     def step() -> None:
         compiled(x).float().square().mean().backward()
 
-    profiled(step, os.path.join(out, "sdpa.pt.trace.json.gz"))
+    profiled(step, os.path.join(out, "sdpa.pt.trace.json.gz"), record_shapes=True)
     return {"shape": [b, h, s, d], "dtype": "bfloat16", "causal": True}
 
 
@@ -163,7 +129,7 @@ def fp8(out: str) -> dict:
         for _ in range(4):
             torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
-    profiled(step, os.path.join(out, "fp8.pt.trace.json.gz"))
+    profiled(step, os.path.join(out, "fp8.pt.trace.json.gz"), record_shapes=True)
     return {"shape": [m, k, n], "dtype": "float8_e4m3fn", "out_dtype": "bfloat16", "per_step": 4}
 
 
@@ -203,14 +169,8 @@ def main() -> None:
     import triton
 
     info: dict = {"torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
-                  "gpu": torch.cuda.get_device_name(0), "scenarios": {}}
-    for name in chosen:
-        try:
-            info["scenarios"][name] = {"ok": True, **globals()[name](out)}
-        except Exception as e:  # noqa: BLE001 (a scenario the machine cannot run is recorded as such)
-            info["scenarios"][name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
-                                       "traceback": traceback.format_exc()[-4000:]}
-        print(name, "ok" if info["scenarios"][name]["ok"] else info["scenarios"][name]["error"][:300], flush=True)
+                  "gpu": torch.cuda.get_device_name(0)}
+    run_all(out, {n: globals()[n] for n in SCENARIOS}, chosen, info, write=False)
     info["generated_kernels"] = generated_kernels(cache)
     with open(os.path.join(out, "record_info.json"), "w") as f:
         json.dump(info, f, indent=1, sort_keys=True)

@@ -16,49 +16,12 @@ scenario ran:
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
-import shutil
 import sys
-import tempfile
-import traceback
-from typing import Any
+
+from recording import profiled, run_all
 
 SCENARIOS = ("reduce_overhead", "amp_checkpoint", "streams")
-
-
-def save_chrome_gz(prof: Any, path: str) -> str:
-    """A finished profile's Kineto trace, written gzipped to ``path`` (through temporary files)."""
-    fd, tmp = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    prof.export_chrome_trace(tmp)
-    with open(tmp, "rb") as src, gzip.open(path + ".tmp", "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    os.replace(path + ".tmp", path)
-    os.unlink(tmp)
-    return path
-
-
-def profiled(step: Any, path: str, warmup: int = 4, steps: int = 3, **options: Any) -> str:
-    """``step`` run ``warmup`` times, then ``steps`` profiled steps (``ProfilerStep#N``) after one profiler warm-up
-    step, written to ``path`` by ``on_trace_ready``."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                 schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
-                 on_trace_ready=lambda p: save_chrome_gz(p, path), **options) as prof:
-        for _ in range(steps + 1):
-            step()
-            prof.step()
-        torch.cuda.synchronize()
-    if not os.path.exists(path):
-        raise RuntimeError(f"the profiler wrote no trace to {path}")
-    return path
 
 
 def _mlp(dim: int, depth: int):  # type: ignore[no-untyped-def]
@@ -87,7 +50,8 @@ def reduce_overhead(out: str) -> dict:
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss))
 
-    profiled(step, os.path.join(out, "reduce_overhead.pt.trace.json.gz"))
+    profiled(step, os.path.join(out, "reduce_overhead.pt.trace.json.gz"), warmup=4, sync_each=False,
+             record_shapes=True)
     return {"model": "4 x (Linear(1024, 4096) GELU Linear(4096, 1024) LayerNorm), fp32, batch 512",
             "optimizer": "AdamW(fused=True)", "last_loss": losses[-1]}
 
@@ -115,7 +79,8 @@ def amp_checkpoint(out: str) -> dict:
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss))
 
-    profiled(step, os.path.join(out, "amp_checkpoint.pt.trace.json.gz"))
+    profiled(step, os.path.join(out, "amp_checkpoint.pt.trace.json.gz"), warmup=4, sync_each=False,
+             record_shapes=True)
     return {"model": "4 checkpointed blocks of Linear(1024, 4096) GELU Linear(4096, 1024) LayerNorm, fp16 autocast",
             "batch": "2048 x 1024 fp32 from pinned memory, non_blocking", "scaler": "GradScaler",
             "last_loss": losses[-1], "scale": float(scaler.get_scale())}
@@ -140,7 +105,7 @@ def streams(out: str) -> dict:
         main.wait_stream(side)
         (x + y).sum().item()  # the host waits for the step's end
 
-    profiled(step, os.path.join(out, "streams.pt.trace.json.gz"),
+    profiled(step, os.path.join(out, "streams.pt.trace.json.gz"), warmup=4, sync_each=False, record_shapes=True,
              experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True))
     return {"work": "per step: two 4096^3 bf16 GEMMs on a side stream beside two on the main stream, joined by "
                     "wait_stream, then a sum read by .item()", "experimental_config": "enable_cuda_sync_events=True"}
@@ -152,17 +117,8 @@ def main() -> None:
     os.makedirs(out, exist_ok=True)
     import torch
 
-    info: dict = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
-                  "scenarios": {}}
-    for name in chosen:
-        try:
-            info["scenarios"][name] = {"ok": True, **globals()[name](out)}
-        except Exception as e:  # noqa: BLE001 (a scenario the machine cannot run is recorded as such)
-            info["scenarios"][name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
-                                       "traceback": traceback.format_exc()[-4000:]}
-        print(name, "ok" if info["scenarios"][name]["ok"] else info["scenarios"][name]["error"][:300], flush=True)
-    with open(os.path.join(out, "record_info.json"), "w") as f:
-        json.dump(info, f, indent=1, sort_keys=True)
+    info: dict = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)}
+    run_all(out, {n: globals()[n] for n in SCENARIOS}, chosen, info)
 
 
 if __name__ == "__main__":
