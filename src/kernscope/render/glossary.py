@@ -113,7 +113,7 @@ _T = [
     Term("peak_tb_per_s", "TB/s", "The device's memory bandwidth.", "perf"),
     Term("peak_precision", "", "The precision whose FLOP peak rates the op. Matrix ops: the one their GEMMs ran in: the inputs' type, bf16/fp16 where an fp32 op's inner GEMMs ran under autocast, tf32 where fp32 GEMM kernels ran on TF32 tensor cores (a TF32 kernel by name, or faster than the fp32 peak allows). Vector ops: fp32 (fp64 for double). Empty for pure data movement (rated on the bandwidth).", "perf"),
     Term("pct_of_peak", "%", "Achieved rate as a share of the roofline at the op's arithmetic intensity: of the FLOP peak when compute-bound, of the bandwidth when memory-bound.", "perf"),
-    Term("bound", "", "compute when the arithmetic intensity is at or above the device's ridge point (peak FLOP/s / bandwidth), else memory; link for a copy between two GPUs (its bandwidth is the link's, not in the peaks table: no % of peak).", "perf"),
+    Term("bound", "", "compute when the arithmetic intensity is at or above the device's ridge point (peak FLOP/s / bandwidth), else memory; link for a copy between two GPUs or between the host and a GPU (its bandwidth is the link's: NVLink, PCIe; not in the peaks table: no % of peak).", "perf"),
     Term("nested", "", "The op contains another modeled op (aten::linear around aten::addmm): its time is also counted there, so totals skip it.", "perf"),
     Term("params", "", "The model's parameters for the call (M, N, K, B for a GEMM; shapes for others; a cast's source type as from, or its result's as to), as JSON.", "perf"),
     Term("example_idx", "index", "Position in traceEvents of one call with these arguments.", "perf"),
