@@ -173,10 +173,12 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     if has_hlo(trace):  # JAX: FLOPs and bytes from the HLO programs in the profile
         return _xla_model(gpu, dev, device_name, step, total_ns)
     ev = trace.events
-    cpu_ops = ev.filter(pl.col("kind") == "cpu_op")
-    # the ops a model takes: by name, or by a pattern (Inductor's kernels), tested once per distinct name
-    names = registry.select(cpu_ops["name"].unique().cast(pl.String).drop_nulls().to_list())
-    ops = cpu_ops.filter(pl.col("name").is_in(names)).select(
+    is_op = pl.col("kind") == "cpu_op"
+    # the ops a model takes: by name, or by a pattern (Inductor's kernels), tested once per distinct name (read as one
+    # column: the CPU ops' rows are not copied)
+    distinct = ev.lazy().filter(is_op).select(pl.col("name").unique()).collect()["name"]
+    names = registry.select(distinct.cast(pl.String).drop_nulls().to_list())
+    ops = ev.filter(is_op & pl.col("name").is_in(names)).select(
         "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
     pairs = op_gpu_pairs(ops, gpu)
     tf32 = gpu.select("_g", pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"))
