@@ -257,9 +257,11 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
                          "GPU time) have no shapes: record with torch.profiler.profile(record_shapes=True)")
         lists = missing.filter(pl.col("reason") == "tensor-list shapes not recorded")
         if lists.height:
+            shown = lists["name"].head(3).to_list()  # (the most GPU time first)
+            named = ", ".join(shown) + (f" and {lists.height - len(shown)} more" if lists.height > len(shown) else "")
             notes.append(f"{int(lists['count'].sum())} op calls ({float(lists['kernel_time_us'].sum()):,.1f} µs of GPU time) "
-                         "take tensor lists whose shapes the profile does not hold (torch._foreach_*: the default "
-                         "optimizers' step): no FLOPs or bytes for them")
+                         f"take tensor lists whose shapes the profile does not hold ({named}: an optimizer's step, "
+                         "foreach or fused): no FLOPs or bytes for them")
         unusable = missing.filter(~pl.col("reason").is_in(["no shapes recorded", "tensor-list shapes not recorded"]))
         if unusable.height:  # recorded, but no model could use them: counted, with the commonest reasons
             notes.append(f"{int(unusable['count'].sum())} op calls ({float(unusable['kernel_time_us'].sum()):,.1f} µs of GPU "
