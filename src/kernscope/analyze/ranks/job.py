@@ -113,12 +113,19 @@ class JobAnalysis:
 #: torch.profiler.tensorboard_trace_handler's file name: ``{worker}.{time}.pt.trace.json[.gz]`` (ns in torch 2.11), the worker
 #: ``{host}_{pid}`` unless given
 _HANDLER_NAME = re.compile(r"(.+)\.(\d{10,})\.pt\.trace\.json(?:\.gz)?")
+#: PyTorch Lightning's ``PyTorchProfiler`` writes a trace per profiled action of one process, through
+#: tensorboard_trace_handler: ``fit-NAME[-RANK]-[Strategy]SingleDeviceStrategy.training_step.<time>.pt.trace.json``
+_LIGHTNING_NAME = re.compile(r"(.*)\[Strategy\]\w+\.(\w+)\.(\d{10,})\.pt\.trace\.json(?:\.gz)?")
 
 
 def _one_job_hint(a: str, b: str) -> str:
-    """For two files of one rank: the cycles of one process's profiler (tensorboard_trace_handler's names, one worker),
-    or the glob of one job's files when their names differ before ``rank`` (a folder holding two jobs,
-    ``ddp4_rank0`` and ``fsdp4_rank0``), else nothing."""
+    """For two files of one rank: the actions of PyTorch Lightning's profiler, the cycles of one process's profiler
+    (tensorboard_trace_handler's names, one worker), or the glob of one job's files when their names differ before
+    ``rank`` (a folder holding two jobs, ``ddp4_rank0`` and ``fsdp4_rank0``), else nothing."""
+    actions = [_LIGHTNING_NAME.fullmatch(os.path.basename(p)) for p in (a, b)]
+    if actions[0] is not None and actions[1] is not None and actions[0].group(2) != actions[1].group(2):
+        return (f" (PyTorch Lightning's profiler writes a trace per profiled action of each rank: give one action's "
+                f"files, '{os.path.join(os.path.dirname(a), '*' + actions[0].group(2) + '*')}')")
     cycles = [_HANDLER_NAME.fullmatch(os.path.basename(p)) for p in (a, b)]
     if cycles[0] is not None and cycles[1] is not None and cycles[0].group(1) == cycles[1].group(1):
         return (" (two cycles of one process's profiler: tensorboard_trace_handler writes a file per cycle of "
@@ -134,7 +141,16 @@ def _one_job_hint(a: str, b: str) -> str:
 
 def _one_process_cycles(results: list[RankResult]) -> None:
     """Raise where the traces without a rank are the cycles of one process's profiler (tensorboard_trace_handler
-    writes one file per ``schedule(..., repeat=N)`` cycle, named by its worker): not ranks of a job."""
+    writes one file per ``schedule(..., repeat=N)`` cycle, named by its worker), or PyTorch Lightning's traces of one
+    process's profiled actions (``training_step``, ``validation_step``): not ranks of a job."""
+    paths = [r.path for r in results if r.rank is None]
+    actions = [_LIGHTNING_NAME.fullmatch(os.path.basename(p)) for p in paths]
+    if len(paths) > 1 and None not in actions:
+        named = sorted({m.group(2) for m in actions if m is not None})
+        first = next((p for p, m in zip(paths, actions) if m is not None and m.group(2) == "training_step"), paths[0])
+        raise KernscopeError(f"{len(paths)} traces of one process written by PyTorch Lightning's profiler, one per profiled "
+                             f"action ({', '.join(named)}), not the ranks of a job: analyze one (kernscope analyze "
+                             f"'{first}'), or compare two: kernscope diff A B")
     names = [_HANDLER_NAME.fullmatch(os.path.basename(r.path)) for r in results if r.rank is None]
     workers = {m.group(1) for m in names if m is not None}
     if len(names) > 1 and None not in names and len(workers) == 1:
