@@ -11,7 +11,9 @@ scenario ran:
 - ``amp_checkpoint``: fp16 autocast with a ``GradScaler``, activation checkpointing (``torch.utils.checkpoint``:
   the forward recomputed in the backward) and each batch copied from pinned memory with ``non_blocking=True``;
 - ``streams``: two matrix products a step on a side stream overlapping the main stream's, joined by
-  ``wait_stream``, recorded with the profiler's CUDA sync events (``enable_cuda_sync_events``).
+  ``wait_stream``, recorded with the profiler's CUDA sync events (``enable_cuda_sync_events``);
+- ``dataloader``: an MLP fed by a ``DataLoader`` (2 workers, ``pin_memory``) whose dataset takes ~4 ms of CPU a
+  sample: each step begins by waiting for its batch (the input-bound step users profile).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 
 from recording import profiled, run_all
 
-SCENARIOS = ("reduce_overhead", "amp_checkpoint", "streams")
+SCENARIOS = ("reduce_overhead", "amp_checkpoint", "streams", "dataloader")
 
 
 def _mlp(dim: int, depth: int):  # type: ignore[no-untyped-def]
@@ -109,6 +111,51 @@ def streams(out: str) -> dict:
              experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True))
     return {"work": "per step: two 4096^3 bf16 GEMMs on a side stream beside two on the main stream, joined by "
                     "wait_stream, then a sum read by .item()", "experimental_config": "enable_cuda_sync_events=True"}
+
+
+class SlowDataset:
+    """Random samples that each take ``ms`` milliseconds of CPU (a decode or augmentation) to make."""
+
+    def __init__(self, n: int, dim: int, ms: float) -> None:
+        self.n, self.dim, self.ms = n, dim, ms
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):  # type: ignore[no-untyped-def]
+        import time
+
+        import torch
+
+        end = time.perf_counter() + self.ms / 1000
+        while time.perf_counter() < end:  # (busy: a real transform holds the CPU)
+            pass
+        return torch.full((self.dim,), float(i % 7))
+
+
+def dataloader(out: str) -> dict:
+    import torch
+
+    torch.manual_seed(0)
+    model = _mlp(1024, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loader = torch.utils.data.DataLoader(SlowDataset(10_000, 1024, 4.0), batch_size=16, num_workers=2,
+                                         pin_memory=True, persistent_workers=True)
+    batches = iter(loader)
+    losses: list[float] = []
+
+    def step() -> None:
+        x = next(batches).to("cuda", non_blocking=True)
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+
+    profiled(step, os.path.join(out, "dataloader.pt.trace.json.gz"), warmup=4, sync_each=False, record_shapes=True)
+    return {"model": "2 x (Linear(1024, 4096) GELU Linear(4096, 1024) LayerNorm), fp32, batch 16",
+            "loader": "DataLoader(num_workers=2, pin_memory=True), 4 ms of CPU a sample: ~32 ms a batch",
+            "last_loss": losses[-1]}
 
 
 def main() -> None:

@@ -101,3 +101,27 @@ def test_side_stream_overlap_and_sync_events():
     assert union < sum(e["dur"] for e in gpu) - 400  # the streams overlapped
     cp = s.critical_path
     assert cp is not None and cp.steps.height == 3 and (cp.steps["stream_wait_us"] > 100).all()
+
+
+def test_an_input_bound_steps_idle_start_names_the_data_loader():
+    """The step's GPU waited ~99 ms for its first kernel while the host was in the DataLoader's ``__next__`` (its
+    workers slower than the GPU): the finding said "CPU work or data loading" and no more. It now names the host event
+    that held most of the idle start, with its time, and for a DataLoader says what to do."""
+    ev = _events("dataloader")
+    nexts = sorted((e["ts"], e["dur"]) for e in ev if e.get("name", "").startswith("enumerate(DataLoader)#"))
+    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in ev
+                   if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+    s = analyze(load(DATA / "dataloader.pt.trace.json.gz", cache=False))
+    idle = s.findings.filter(s.findings["rule"] == "step_start_idle")
+    assert idle["step"].to_list() == [1, 3, 2]  # (by time to win back; step 2's batch was ready: 227 µs in aten::to)
+    short = idle.filter(idle["step"] == 2).row(0, named=True)
+    assert json.loads(short["evidence"])["host_op"] == "aten::to" and "input pipeline" not in short["text"]
+    for r in idle.filter(idle["step"] != 2).iter_rows(named=True):
+        e = json.loads(r["evidence"])
+        a, b, _ = next(x for x in steps if x[2] == r["step"])
+        (ts, dur), = [n for n in nexts if a <= n[0] < b]
+        assert e["host_op"] == "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+        assert e["host_op_us"] == pytest.approx(dur, abs=1e-3)  # (it ended before the first kernel started)
+        assert e["host_op_us"] >= 0.5 * e["idle_us"] and "waiting for the input pipeline" in r["text"]
+    cpu_bound = analyze(load(DATA / "amp_checkpoint.pt.trace.json.gz", cache=False)).findings
+    assert not any("DataLoader" in t for t in cpu_bound["text"])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
@@ -232,6 +233,14 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
     several = wait_cfg is not None and g["device"].n_unique() > 1
     waited = _waited_for(gpu, [(r["_first"], launched) for r, _, launched, _ in rows]) if several and rows else {}
     out = []
+    flagged = []
+    for i, (r, begin, launched, dur) in enumerate(rows):
+        src = waited.get(i)
+        cut = launched if src is not None else r["_first"]
+        idle = (cut - begin) / NS_PER_US
+        if idle >= cfg["min_us"] and 100.0 * idle / dur >= cfg["min_share_pct"]:
+            flagged.append((r["step"], begin, cut))
+    host = _host_in_gaps(trace, gpu, flagged)
     for i, (r, begin, launched, dur) in enumerate(rows):
         src = waited.get(i)
         cut = launched if src is not None else r["_first"]
@@ -239,11 +248,70 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
         if idle >= cfg["min_us"] and 100.0 * idle / dur >= cfg["min_share_pct"]:
             ev = {"step": r["step"], "device": r["device"], "idle_us": idle, "share_pct": 100.0 * idle / dur, "step_us": dur}
             until = "to its first GPU work" if src is None else "until its first GPU work was launched"
-            out.append(_row(cfg, "step_start_idle", idle, ev, words={"until": until}, step=r["step"], device=r["device"]))
+            op, op_ns = host.get((r["step"], begin, cut), (None, 0))
+            host_words = ""
+            if op is not None and op_ns / NS_PER_US >= HOST_OP_SHARE * idle:
+                ev.update(host_op=op, host_op_us=op_ns / NS_PER_US)
+                host_words = f"; the host spent {op_ns / NS_PER_US:,.0f} µs of it in {op}" + (
+                    " (waiting for the input pipeline: more DataLoader workers, or a cheaper dataset and transforms)"
+                    if re.search(DATA_LOADING, op) else "")
+            out.append(_row(cfg, "step_start_idle", idle, ev, words={"until": until, "host": host_words},
+                            step=r["step"], device=r["device"]))
         if src is not None and wait_cfg is not None and wait >= wait_cfg["min_us"] and 100.0 * wait / dur >= wait_cfg["min_share_pct"]:
             ev = {"step": r["step"], "device": r["device"], "wait_us": wait, "share_pct": 100.0 * wait / dur, "step_us": dur,
                   "launched_us": (launched - r["start"]) / NS_PER_US, "waited_for": src}
             out.append(_row(wait_cfg, "step_start_wait", wait, ev, step=r["step"], device=r["device"]))
+    return out
+
+
+#: the share of a step's idle start one host event must hold to be named as what the host did meanwhile
+HOST_OP_SHARE = 0.5
+#: a host event that waits for the input pipeline (PyTorch's DataLoader iterator, recorded as a user annotation)
+DATA_LOADING = r"(?i)DataLoader|_DataLoaderIter|dataloader"
+#: the host events a step's idle start may be spent in: ops and the user's own ranges (not the step annotations)
+_HOST_KINDS = ("cpu_op", "user_annotation")
+
+
+def _host_in_gaps(trace: Trace, gpu: pl.DataFrame, gaps: list[tuple[int, int, int]]) -> dict[tuple[int, int, int],
+                                                                                              tuple[str, int]]:
+    """For each (step, begin, end) of ``gaps`` (ns): the host event (CPU op or user annotation) that started in it
+    on the thread that launched the step's first GPU work and overlaps it most (the outermost among equals), as
+    (name, overlap ns). An event holding the whole step (the step's own annotation) is not one. Numpy searches on
+    the thread's events sorted by start; a loop per gap, not per event."""
+    if not gaps or "launch_tid" not in gpu.columns:
+        return {}
+    steps = pl.DataFrame({"step": [g[0] for g in gaps]}, schema={"step": pl.Int64}).unique()
+    first = (gpu.lazy().filter(pl.col("launch_ts").is_not_null()).join(steps.lazy(), on="step", how="semi")
+             .group_by("step").agg(pl.col("launch_pid").sort_by("launch_ts").first(),
+                                   pl.col("launch_tid").sort_by("launch_ts").first()).collect())
+    thread = {r["step"]: (r["launch_pid"], r["launch_tid"]) for r in first.iter_rows(named=True)}
+    windows = {r["step"]: (r["start"], r["end"]) for r in trace.steps.select("step", "start", "end").iter_rows(named=True)}
+    lo, hi = min(g[1] for g in gaps), max(g[2] for g in gaps)
+    threads = pl.DataFrame(list(set(thread.values())), schema={"pid": trace.events.schema["pid"],
+                                                               "tid": trace.events.schema["tid"]}, orient="row")
+    # (the launching threads' events in the gaps' span only, names left interned: the chosen few are read as text)
+    ev = (trace.events.lazy().filter(pl.col("kind").is_in(list(_HOST_KINDS)) & (pl.col("ts") >= lo) & (pl.col("ts") < hi)
+                                     & (pl.col("end") > pl.col("ts")))
+          .join(threads.lazy(), on=["pid", "tid"], how="semi")
+          .select("pid", "tid", "ts", "end", "name").sort("pid", "tid", "ts").collect())
+    out: dict[tuple[int, int, int], tuple[str, int]] = {}
+    by_thread = {k: v for k, v in ev.partition_by(["pid", "tid"], as_dict=True).items()} if ev.height else {}
+    for step, begin, end in gaps:
+        t = thread.get(step)
+        part = by_thread.get(t) if t is not None else None
+        if part is None:
+            continue
+        ts = part["ts"].to_numpy()
+        a, b = int(np.searchsorted(ts, begin, side="left")), int(np.searchsorted(ts, end, side="left"))
+        if a >= b:
+            continue
+        s_ts, s_end = ts[a:b], part["end"].to_numpy()[a:b]
+        w0, w1 = windows.get(step, (None, None))
+        whole = (s_ts <= w0) & (s_end >= w1) if w0 is not None and w1 is not None else np.zeros(len(s_ts), bool)
+        overlap = np.where(whole, -1, np.minimum(s_end, end) - s_ts)
+        best = int(np.lexsort((-(s_end - s_ts), -overlap))[0])  # most overlap, then the longest (outermost)
+        if overlap[best] > 0:
+            out[(step, begin, end)] = (str(part["name"][a + best]), int(overlap[best]))
     return out
 
 

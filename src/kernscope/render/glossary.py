@@ -263,6 +263,8 @@ _P = [
     Term("analyze.findings.evidence.count", "count", "The calls (blocking_sync) or kernels (tiny_gemm, low_occupancy) behind the finding in the step.", "analyze"),
     Term("analyze.findings.evidence.total_us", "µs", "blocking_sync: the calls' total time in the step.", "analyze"),
     Term("analyze.findings.evidence.idle_us", "µs", "step_start_idle: GPU idle time from the step's start (or the end of the work still running then) to its first GPU work (to that work's launch, where step_start_wait takes the rest).", "analyze"),
+    Term("analyze.findings.evidence.host_op", "", "step_start_idle: the host event (CPU op or user annotation) that held most of the idle start on the thread that launched the step's first GPU work (a DataLoader's __next__: the input pipeline), where it held at least half; absent otherwise.", "analyze"),
+    Term("analyze.findings.evidence.host_op_us", "µs", "step_start_idle: the part of the idle start spent in host_op.", "analyze"),
     Term("analyze.findings.evidence.launched_us", "µs", "step_start_wait: when the device's first work of the step was launched, from the step's start.", "analyze"),
     Term("analyze.findings.evidence.waited_for", "", "step_start_wait: the record of another GPU that last ended during the wait (the waiting GPU was idle), in words: its name, GPU and stream.", "analyze"),
     Term("analyze.findings.evidence.exposed_us", "µs", "exposed_comm: communication not overlapped by compute in the step.", "analyze"),
