@@ -9,6 +9,7 @@ import gzip
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from kernscope import load
@@ -125,3 +126,19 @@ def test_an_input_bound_steps_idle_start_names_the_data_loader():
         assert e["host_op_us"] >= 0.5 * e["idle_us"] and "waiting for the input pipeline" in r["text"]
     cpu_bound = analyze(load(DATA / "amp_checkpoint.pt.trace.json.gz", cache=False)).findings
     assert not any("DataLoader" in t for t in cpu_bound["text"])
+
+
+def test_the_critical_paths_host_split_names_the_data_loader():
+    """The path's host time by top-level op read 102 ms "(between ops)" on step 1: the DataLoader's __next__ is a user
+    annotation. User annotations are ops now, except the step's own (ProfilerStep#N holds the whole step)."""
+    ev = _events("dataloader")
+    nexts = {round(e["dur"], 3) for e in ev if e.get("name", "").startswith("enumerate(DataLoader)#")}
+    cp = analyze(load(DATA / "dataloader.pt.trace.json.gz", cache=False)).critical_path
+    assert cp is not None
+    ops = cp.ops
+    dl = ops.filter(ops["op"] == "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
+    assert dl["step"].to_list() == [1, 2, 3] and {round(v, 3) for v in dl["host_us"]} == nexts  # (each whole on the path)
+    assert not ops["op"].str.starts_with("ProfilerStep#").any()
+    assert "Optimizer.step#SGD.step" in ops["op"].to_list()
+    host = dict(ops.group_by("step").agg(pl.col("host_us").sum()).iter_rows())
+    assert all(host[r["step"]] == pytest.approx(r["cpu_us"], abs=0.01) for r in cp.steps.iter_rows(named=True))

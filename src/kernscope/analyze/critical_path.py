@@ -67,7 +67,7 @@ _HOW_QUEUE, _HOW_WAIT, _HOW_LAUNCH, _HOW_CPU = range(4)
 class CriticalPath:
     """Per step: ``steps`` (step, step_us, length_us and one ``<segment>_us`` column per kind of segment),
     ``categories`` (step, category, time_us: kernel time on the path), ``kernels`` (step, name, category,
-    launcher, count, time_us), ``ops`` (step, op, host_us: the path's host time split over the top-level CPU ops
+    launcher, count, time_us), ``ops`` (step, op, host_us: the path's host time split over the top-level CPU ops and user annotations
     it overlaps), ``whatif`` (step, change, saves_us); times µs."""
 
     steps: pl.DataFrame
@@ -77,7 +77,8 @@ class CriticalPath:
     notes: list[str] = field(default_factory=list)
     #: the GPU records on the path: step, name, ts, end (ns), on_path_us (their time on it)
     records: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: the path's host time by top-level CPU op of its thread: step, op, host_us ("(between ops)": in none)
+    #: the path's host time by top-level CPU op or user annotation of its thread: step, op, host_us ("(between ops)": in
+    #: none)
     ops: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def tables(self) -> dict[str, pl.DataFrame]:
@@ -878,8 +879,9 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
 
 
 def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
-    """The path's host stretches ([a, b] on a thread) split over the thread's top-level CPU ops by overlap:
-    per step and op, the host time on the path (``(between ops)``: time in no top-level op). Per thread, the
+    """The path's host stretches ([a, b] on a thread) split over the thread's top-level CPU ops and user annotations
+    (a DataLoader's ``__next__``, ``Optimizer.step``, the user's ranges; not an annotation holding a whole step) by
+    overlap: per step and op, the host time on the path (``(between ops)``: time in no top-level op). Per thread, the
     top-level ops are disjoint and sorted, so each stretch covers a range of them: the ends by searchsorted, the
     fully covered middle by a difference array (numpy, no loop per stretch)."""
     schema = {"step": pl.Int64, "op": pl.String, "host_us": pl.Float64}
@@ -887,11 +889,28 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     ev = trace.events
     threads = host.select(pl.col("pid").cast(ev.schema["pid"]), pl.col("tid").cast(ev.schema["tid"])).unique()
-    # one query: the CPU ops of these threads are not first copied out of the event table on their own
-    ops = (ev.lazy().select("kind", "name", "pid", "tid", "ts", "end").filter(pl.col("kind") == "cpu_op").drop("kind")
-           .join(threads.lazy(), on=["pid", "tid"], how="semi").filter(pl.col("end") > pl.col("ts"))
-           # top level: not inside an earlier op of the thread (starts at or after every earlier op's end)
-           .sort("pid", "tid", "ts", pl.col("end"), descending=[False, False, False, True])
+    # one query: the CPU ops and user annotations of these threads are not first copied out of the event table on their
+    # own. An annotation is one of the "ops" (a DataLoader's __next__, Optimizer.step, the user's own ranges) unless it
+    # holds a whole step (the step's own annotation): the first step starting at or after it ends within it
+    st = trace.steps.select("start", "end").sort("start")
+    s_start, s_end = st["start"].to_numpy().astype(np.int64), st["end"].to_numpy().astype(np.int64)
+    mine = (ev.lazy().select("kind", "name", "pid", "tid", "ts", "end")
+            .filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]))
+            .join(threads.lazy(), on=["pid", "tid"], how="semi").filter(pl.col("end") > pl.col("ts")))
+    ann = mine.filter(pl.col("kind") == "user_annotation").select("pid", "tid", "ts", "end").collect()  # (a few)
+    if ann.height and len(s_start):
+        k = np.searchsorted(s_start, ann["ts"].to_numpy(), side="left")
+        holds = (k < len(s_start)) & (s_end[np.minimum(k, len(s_start) - 1)] <= ann["end"].to_numpy())
+        mine = mine.join(ann.filter(pl.Series(holds)).lazy().with_columns(pl.lit(True).alias("_holds")),
+                         on=["pid", "tid", "ts", "end"], how="left").filter(
+            pl.col("_holds").is_null() | (pl.col("kind") != "user_annotation")).drop("_holds")
+    ops = (mine
+           # top level: not inside an earlier op of the thread (starts at or after every earlier op's end); of events
+           # with one span, the annotation first (the user's range around the op), then by name: one order whatever
+           # order the rows came in
+           .sort("pid", "tid", "ts", pl.col("end"), pl.col("kind") != "user_annotation", pl.col("name").cast(pl.String),
+                 descending=[False, False, False, True, False, False])
+           .drop("kind")
            .filter(pl.col("ts") >= pl.col("end").cum_max().shift(1).over("pid", "tid").fill_null(-(2**62)))
            .with_columns(pl.col("name", "pid", "tid").cast(pl.String))  # strings for the top-level ops only
            .collect())

@@ -51,7 +51,7 @@ _T = [
     Term("gpu_span_us", "µs", "First start to last end of the GPU records launched in the step.", "steps"),
     # -- summaries
     Term("name", "", "The row's name as recorded: a kernel's (names longer than 4096 bytes keep their head and a hash of the whole), an op's, a step's or an annotation's.", "summaries"),
-    Term("op", "", "A CPU op's name: the op a finding is about, a top-level op on the critical path, or the innermost op around a memory event (null: none; the critical path's `(between ops)`: host time in no top-level op).", "summaries"),
+    Term("op", "", "A CPU op's name: the op a finding is about, a top-level op or user annotation on the critical path, or the innermost op around a memory event (null: none; the critical path's `(between ops)`: host time in no top-level op).", "summaries"),
     Term("kernel", "", "The kernel a finding is about (its name as recorded).", "summaries"),
     Term("launcher", "", "What launched the kernel: the innermost CPU op around its runtime launch (by External id, else by nesting on the launching thread); for graph launches, the graph launch call; '<no launch in trace>' when the launch is outside the trace.", "summaries"),
     Term("category", "", "What the kernel does (GEMM, Attention Forward, Communication, ...), from its name by the rules in analyze/rules.toml, or from its launching op when the name says nothing (see decided_by).", "summaries"),
@@ -215,7 +215,7 @@ _T = [
     Term("stream_wait_us", "µs", "Critical-path time a record waited for work on another stream (events, cross-stream dependencies) or another GPU (a peer copy, in one process driving several).", "critical path"),
     Term("sync_return_us", "µs", "Time from the end of the GPU work a synchronizing call waited for to the call's return.", "critical path"),
     Term("carryover_us", "µs", "Critical-path time at the step's start spent on GPU work launched before the step (carried over from the previous one).", "critical path"),
-    Term("host_us", "µs", "Host time on the critical path that overlaps this top-level CPU op of the step's thread ((between ops): in none, e.g. Python between ops).", "critical path"),
+    Term("host_us", "µs", "Host time on the critical path that overlaps this top-level CPU op or user annotation (not the step's own) of the step's thread ((between ops): in none, e.g. Python between ops).", "critical path"),
     Term("change", "", "A what-if on the critical path: a category's kernels 2x faster, or a synchronizing call removed.", "critical path"),
     Term("saves_us", "µs", "First-order saving of the change (valid while the path stays critical): half the category's path time, or the smaller of a sync's wait and the host time after it.", "critical path"),
     # -- memory (kernscope memory: profile_memory traces)
@@ -274,7 +274,7 @@ _P = [
     Term("analyze.critical_path.steps", "", "Per step: the path's length and its segments (they add up to length_us).", "analyze"),
     Term("analyze.critical_path.categories", "", "Per (step, kernel category): GPU time on the path.", "analyze"),
     Term("analyze.critical_path.kernels", "", "Per (step, kernel, launching op): records and GPU time on the path; a step's 10 longest, then one row '(N other kernels)' (null category and launcher) with the others' records and time.", "analyze"),
-    Term("analyze.critical_path.ops", "", "Per (step, top-level CPU op): host time on the path.", "analyze"),
+    Term("analyze.critical_path.ops", "", "Per (step, top-level CPU op or user annotation): host time on the path.", "analyze"),
     Term("analyze.critical_path.whatif", "", "Per (step, change): first-order savings of making a category faster or removing a sync.", "analyze"),
     Term("analyze.critical_path.notes", "", "What the path could not see or assumed, in words.", "analyze"),
     Term("analyze.annotations", "", "Per annotation range (--by-annotation): instances and the GPU work launched inside it.", "analyze"),
