@@ -149,7 +149,8 @@ def _xspaces_over_exports(paths: list[str]) -> tuple[list[str], list[str]]:
     runs = {os.path.dirname(p) for p in paths if p.endswith(_XSPACE_SUFFIXES)}
     exports = [p for p in paths if os.path.dirname(p) in runs and not p.endswith(_XSPACE_SUFFIXES)
                and any(fnmatch.fnmatch(os.path.basename(p), pat) for pat in RUN_DIR_PREFERENCE[1:])]
-    return [p for p in paths if p not in exports], exports
+    dropped = set(exports)
+    return [p for p in paths if p not in dropped], exports
 
 
 def not_a_trace(path: str) -> bool:
@@ -197,8 +198,9 @@ def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[
         elif os.path.isdir(item):
             found = [os.path.join(root, f) for root, _, files in os.walk(item) for f in files if f.endswith(_TRACE_SUFFIXES)]
             found, exports = _xspaces_over_exports(found)
-            others = [f for f in found if not_a_trace(f)]
-            found = [f for f in found if f not in others]
+            skip = [not_a_trace(f) for f in found]
+            others = [f for f, s in zip(found, skip) if s]
+            found = [f for f, s in zip(found, skip) if not s]
             skipped = (f" (skipped {len(others)} JSON file(s) that are not traces, no 'traceEvents': "
                        f"{_some_names(others, item)})") if others else ""
             if not found:

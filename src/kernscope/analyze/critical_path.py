@@ -39,7 +39,7 @@ import numpy as np
 import polars as pl
 
 from ..intervals import RANK_TABLE, dense_codes, first_positions, group_by_keys, ranks, running_max, stable_order
-from ..link.kinds import named
+from ..link.kinds import OP_KINDS, named
 from ..load.native import group_last_max, node_windows, search_right
 from ..model import Trace
 from .kernels import NS_PER_US
@@ -895,7 +895,7 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
     st = trace.steps.select("start", "end").sort("start")
     s_start, s_end = st["start"].to_numpy().astype(np.int64), st["end"].to_numpy().astype(np.int64)
     mine = (ev.lazy().select("kind", "name", "pid", "tid", "ts", "end")
-            .filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]))
+            .filter(pl.col("kind").is_in(list(OP_KINDS)))
             .join(threads.lazy(), on=["pid", "tid"], how="semi").filter(pl.col("end") > pl.col("ts")))
     ann = mine.filter(pl.col("kind") == "user_annotation").select("pid", "tid", "ts", "end").collect()  # (a few)
     if ann.height and len(s_start):

@@ -34,7 +34,7 @@ import polars as pl
 
 from ..errors import KernscopeError
 from ..intervals import first_positions, group_by_keys, key_ranges, ranks, row_keys, running_max, stable_order
-from ..link.kinds import named
+from ..link.kinds import OP_KINDS, named
 from ..model import Trace
 from .attribute import op_gpu_pairs
 from .idle import idle_breakdown
@@ -232,20 +232,17 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
             rows.append((r, begin, launched, dur))
     several = wait_cfg is not None and g["device"].n_unique() > 1
     waited = _waited_for(gpu, [(r["_first"], launched) for r, _, launched, _ in rows]) if several and rows else {}
+    # each row's idle (to its first work's launch where another GPU's work held that work back: the rest is a wait)
+    cuts = [(launched if waited.get(i) is not None else r["_first"]) for i, (r, _, launched, _) in enumerate(rows)]
+    idles = [(cut - begin) / NS_PER_US for (_, begin, _, _), cut in zip(rows, cuts)]
+    flags = [idle >= cfg["min_us"] and 100.0 * idle / dur >= cfg["min_share_pct"]
+             for (_, _, _, dur), idle in zip(rows, idles)]
+    host = _host_in_gaps(trace, gpu, [(r["step"], begin, cut) for (r, begin, _, _), cut, f in zip(rows, cuts, flags) if f])
     out = []
-    flagged = []
-    for i, (r, begin, launched, dur) in enumerate(rows):
+    for i, ((r, begin, launched, dur), cut, idle, flag) in enumerate(zip(rows, cuts, idles, flags)):
         src = waited.get(i)
-        cut = launched if src is not None else r["_first"]
-        idle = (cut - begin) / NS_PER_US
-        if idle >= cfg["min_us"] and 100.0 * idle / dur >= cfg["min_share_pct"]:
-            flagged.append((r["step"], begin, cut))
-    host = _host_in_gaps(trace, gpu, flagged)
-    for i, (r, begin, launched, dur) in enumerate(rows):
-        src = waited.get(i)
-        cut = launched if src is not None else r["_first"]
-        idle, wait = (cut - begin) / NS_PER_US, (r["_first"] - cut) / NS_PER_US
-        if idle >= cfg["min_us"] and 100.0 * idle / dur >= cfg["min_share_pct"]:
+        wait = (r["_first"] - cut) / NS_PER_US
+        if flag:
             ev = {"step": r["step"], "device": r["device"], "idle_us": idle, "share_pct": 100.0 * idle / dur, "step_us": dur}
             until = "to its first GPU work" if src is None else "until its first GPU work was launched"
             op, op_ns = host.get((r["step"], begin, cut), (None, 0))
@@ -268,8 +265,6 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
 HOST_OP_SHARE = 0.5
 #: a host event that waits for the input pipeline (PyTorch's DataLoader iterator, recorded as a user annotation)
 DATA_LOADING = r"(?i)DataLoader|_DataLoaderIter|dataloader"
-#: the host events a step's idle start may be spent in: ops and the user's own ranges (not the step annotations)
-_HOST_KINDS = ("cpu_op", "user_annotation")
 
 
 def _host_in_gaps(trace: Trace, gpu: pl.DataFrame, gaps: list[tuple[int, int, int]]) -> dict[tuple[int, int, int],
@@ -290,28 +285,30 @@ def _host_in_gaps(trace: Trace, gpu: pl.DataFrame, gaps: list[tuple[int, int, in
     threads = pl.DataFrame(list(set(thread.values())), schema={"pid": trace.events.schema["pid"],
                                                                "tid": trace.events.schema["tid"]}, orient="row")
     # (the launching threads' events in the gaps' span only, names left interned: the chosen few are read as text)
-    ev = (trace.events.lazy().filter(pl.col("kind").is_in(list(_HOST_KINDS)) & (pl.col("ts") >= lo) & (pl.col("ts") < hi)
+    ev = (trace.events.lazy().filter(pl.col("kind").is_in(list(OP_KINDS)) & (pl.col("ts") >= lo) & (pl.col("ts") < hi)
                                      & (pl.col("end") > pl.col("ts")))
           .join(threads.lazy(), on=["pid", "tid"], how="semi")
           .select("pid", "tid", "ts", "end", "name").sort("pid", "tid", "ts").collect())
     out: dict[tuple[int, int, int], tuple[str, int]] = {}
-    by_thread = {k: v for k, v in ev.partition_by(["pid", "tid"], as_dict=True).items()} if ev.height else {}
+    # each thread's starts, ends and names read out once (not once per gap)
+    by_thread = {k: (v["ts"].to_numpy(), v["end"].to_numpy(), v["name"])
+                 for k, v in ev.partition_by(["pid", "tid"], as_dict=True).items()} if ev.height else {}
     for step, begin, end in gaps:
         t = thread.get(step)
         part = by_thread.get(t) if t is not None else None
         if part is None:
             continue
-        ts = part["ts"].to_numpy()
+        ts, ends, names = part
         a, b = int(np.searchsorted(ts, begin, side="left")), int(np.searchsorted(ts, end, side="left"))
         if a >= b:
             continue
-        s_ts, s_end = ts[a:b], part["end"].to_numpy()[a:b]
+        s_ts, s_end = ts[a:b], ends[a:b]
         w0, w1 = windows.get(step, (None, None))
         whole = (s_ts <= w0) & (s_end >= w1) if w0 is not None and w1 is not None else np.zeros(len(s_ts), bool)
         overlap = np.where(whole, -1, np.minimum(s_end, end) - s_ts)
         best = int(np.lexsort((-(s_end - s_ts), -overlap))[0])  # most overlap, then the longest (outermost)
         if overlap[best] > 0:
-            out[(step, begin, end)] = (str(part["name"][a + best]), int(overlap[best]))
+            out[(step, begin, end)] = (str(names[a + best]), int(overlap[best]))
     return out
 
 

@@ -31,6 +31,9 @@ KindEnum = pl.Enum(KINDS)
 GPU_KINDS = ("kernel", "memcpy", "memset")
 #: Host-side events that form the per-thread call tree.
 CPU_TREE_KINDS = ("cpu_op", "user_annotation", "python_function", "runtime", "driver", "sync")
+#: Host-side events that name what the host did: ops and the ranges recorded around them (record_function, a
+#: DataLoader's ``__next__``, ``Optimizer.step``); the critical path's host split and ``step_start_idle`` read them
+OP_KINDS = ("cpu_op", "user_annotation")
 
 _CAT_TO_KIND = {
     "cpu_op": "cpu_op",

@@ -181,9 +181,12 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     ops = ev.filter(is_op & pl.col("name").is_in(names)).select(
         "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
     pairs = op_gpu_pairs(ops, gpu)
-    tf32 = gpu.select("_g", pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"))
-    # a copy between two GPUs or with the host runs at the link's bandwidth (NVLink, PCIe), not the memory's
-    link = gpu.select("_g", pl.col("name").cast(pl.String).str.contains(LINK_COPY).fill_null(False).alias("_link"))
+    # the GPU records' names read as text once: TF32 GEMM kernels, and copies between two GPUs or with the host (they
+    # run at the link's bandwidth, NVLink or PCIe, not the memory's)
+    name = pl.col("name").cast(pl.String)
+    flags = gpu.select("_g", name.str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"),
+                       name.str.contains(LINK_COPY).fill_null(False).alias("_link"))
+    tf32, link = flags.select("_g", "_tf32"), flags.select("_g", "_link")
     per_op = pairs.join(link, on="_g", how="left").group_by("op_idx").agg(
         pl.col("dur").sum().alias("gpu_ns"),
         pl.col("innermost").not_().any().alias("nested"),
