@@ -3,6 +3,7 @@ it in full, and exact answers on steps built to have them."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -176,6 +177,24 @@ def test_a_stretch_over_a_single_op_counts_it_once(tmp_path):
     got = dict(zip(cp.ops["op"], cp.ops["host_us"]))
     assert got == pytest.approx({"B": 300.0, "(between ops)": 700.0})
     assert sum(got.values()) == pytest.approx(cp.steps["cpu_us"][0])
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(["detach", "aten::detach", "zeta"])))
+def test_ops_of_one_span_name_the_first_in_text_order_whatever_the_files_order(tmp_path, order):
+    """Three top-level ops with one span (a real A100 trace's ``aten::detach`` and ``detach``): the time goes to the
+    first name in text order, whatever order the file lists them in (the names are interned in no text order: a
+    rank of the codes inverted once named ``detach``)."""
+    _, cp = _host_bound_step(tmp_path, [{"name": n, "ts": 0.0, "dur": 300.0} for n in order])
+    got = dict(zip(cp.ops["op"], cp.ops["host_us"]))
+    assert got == pytest.approx({"aten::detach": 300.0, "B": 300.0, "(between ops)": 400.0})
+
+
+def test_an_annotation_of_an_ops_span_names_it(tmp_path):
+    """A user annotation with the span of a CPU op (the user's range around it) names the time, before the op."""
+    _, cp = _host_bound_step(tmp_path, [{"name": "aten::mm", "ts": 0.0, "dur": 300.0},
+                                        {"name": "my_range", "ts": 0.0, "dur": 300.0, "cat": "user_annotation"}])
+    assert dict(zip(cp.ops["op"], cp.ops["host_us"])) == pytest.approx({"my_range": 300.0, "B": 300.0,
+                                                                         "(between ops)": 400.0})
 
 
 def test_an_op_without_a_name_keeps_its_host_time_as_null(tmp_path):
