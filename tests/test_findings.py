@@ -6,6 +6,7 @@ straggler (``../shared/traces/multirank``, skipped when absent); synthetic steps
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -152,6 +153,41 @@ def test_a_gpu_busy_with_work_in_no_step_is_not_idle_at_the_step_start(tmp_path)
     t = kernscope.load(trace(True), cache=False)
     assert t.gpu.filter(pl.col("name") == "earlier")["step"].to_list() == [None]
     assert analyze(t).findings.filter(pl.col("rule") == "step_start_idle").height == 0
+
+
+def _idle_start_host(tmp_path, host: list[dict], name: str) -> dict:
+    """The evidence of ``step_start_idle`` on a step (0-3,000 µs) whose one kernel runs at 2,000 µs, launched at
+    1,900 µs on thread 1 after the host events ``host`` of that thread."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 3000.0},
+          *({"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, **e} for e in host),
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1900.0, "dur": 5.0,
+           "args": {"correlation": 1}},
+          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2000.0, "dur": 500.0,
+           "args": {"correlation": 1, "device": 0, "stream": 7}}]
+    f = analyze(kernscope.load(write_trace(tmp_path / name, ev), cache=False)).findings
+    (row,) = f.filter(pl.col("rule") == "step_start_idle").iter_rows(named=True)
+    return json.loads(row["evidence"])
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(["detach", "aten::detach", "zeta"])))
+def test_an_idle_starts_host_event_of_one_span_is_named_by_text_order(tmp_path, order):
+    """Three host events with one span hold the idle start: the finding names the first in text order, whatever the
+    file's order (it took the first of an unstable sort); a longer event overlapping less is not chosen, nor the step's
+    own annotation, which holds all of it."""
+    ev = [{"name": n, "ts": 100.0, "dur": 1500.0} for n in order] + [{"name": "long", "ts": 1500.0, "dur": 1000.0}]
+    e = _idle_start_host(tmp_path, ev, "".join(order) + ".json")
+    assert (e["host_op"], e["host_op_us"]) == ("aten::detach", pytest.approx(1500.0))
+
+
+def test_an_idle_starts_annotation_names_it_before_the_op_of_its_span(tmp_path):
+    """A user annotation with the span of a CPU op (the user's range around it) is named, not the op; of two ops
+    overlapping the idle start equally the longer (the outer one) is named."""
+    e = _idle_start_host(tmp_path, [{"name": "aten::mm", "ts": 100.0, "dur": 1500.0},
+                                    {"name": "my_range", "ts": 100.0, "dur": 1500.0, "cat": "user_annotation"}], "ann.json")
+    assert e["host_op"] == "my_range"
+    e = _idle_start_host(tmp_path, [{"name": "inner", "ts": 1000.0, "dur": 1000.0},
+                                    {"name": "outer", "ts": 1000.0, "dur": 1500.0}], "outer.json")
+    assert (e["host_op"], e["host_op_us"]) == ("outer", pytest.approx(1000.0))
 
 
 @pytest.mark.skipif(not DDP, reason="../shared/traces/multirank not present")

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import KernscopeError
-from ..intervals import first_positions, group_by_keys, key_ranges, ranks, row_keys, running_max, stable_order
+from ..intervals import first_positions, group_by_keys, key_ranges, ranks, row_keys, running_max, stable_order, text_ranks
 from ..link.kinds import OP_KINDS, named
 from ..model import Trace
 from .attribute import op_gpu_pairs
@@ -270,16 +270,19 @@ DATA_LOADING = r"(?i)DataLoader|_DataLoaderIter|dataloader"
 def _host_in_gaps(trace: Trace, gpu: pl.DataFrame, gaps: list[tuple[int, int, int]]) -> dict[tuple[int, int, int],
                                                                                               tuple[str, int]]:
     """For each (step, begin, end) of ``gaps`` (ns): the host event (CPU op or user annotation) that started in it
-    on the thread that launched the step's first GPU work and overlaps it most (the outermost among equals), as
-    (name, overlap ns). An event holding the whole step (the step's own annotation) is not one. Numpy searches on
-    the thread's events sorted by start; a loop per gap, not per event."""
+    on the thread that launched the step's first GPU work and overlaps it most, as (name, overlap ns). Among equals
+    the longest (the outermost), then an annotation (the user's range around the op), then the name in text order.
+    An event holding the whole step (the step's own annotation) is not one. Numpy on each thread's events sorted by
+    start: every gap's events gathered at once and the best of each taken by one sort, no loop per gap (3,300 gaps
+    of a JAX profile took 0.1 s in a loop)."""
     if not gaps or "launch_tid" not in gpu.columns:
         return {}
-    steps = pl.DataFrame({"step": [g[0] for g in gaps]}, schema={"step": pl.Int64}).unique()
-    first = (gpu.lazy().filter(pl.col("launch_ts").is_not_null()).join(steps.lazy(), on="step", how="semi")
-             .group_by("step").agg(pl.col("launch_pid").sort_by("launch_ts").first(),
-                                   pl.col("launch_tid").sort_by("launch_ts").first()).collect())
-    thread = {r["step"]: (r["launch_pid"], r["launch_tid"]) for r in first.iter_rows(named=True)}
+    # each step's first launch's thread (the earliest launch: its first row where several tie)
+    first = (gpu.lazy().select("step", "launch_ts", "launch_pid", "launch_tid")
+             .filter(pl.col("launch_ts").is_not_null() & pl.col("step").is_not_null())
+             .group_by("step").agg(pl.col("launch_pid", "launch_tid").get(pl.col("launch_ts").arg_min())).collect())
+    wanted = {g[0] for g in gaps}
+    thread = {r["step"]: (r["launch_pid"], r["launch_tid"]) for r in first.iter_rows(named=True) if r["step"] in wanted}
     windows = {r["step"]: (r["start"], r["end"]) for r in trace.steps.select("step", "start", "end").iter_rows(named=True)}
     lo, hi = min(g[1] for g in gaps), max(g[2] for g in gaps)
     threads = pl.DataFrame(list(set(thread.values())), schema={"pid": trace.events.schema["pid"],
@@ -288,27 +291,41 @@ def _host_in_gaps(trace: Trace, gpu: pl.DataFrame, gaps: list[tuple[int, int, in
     ev = (trace.events.lazy().filter(pl.col("kind").is_in(list(OP_KINDS)) & (pl.col("ts") >= lo) & (pl.col("ts") < hi)
                                      & (pl.col("end") > pl.col("ts")))
           .join(threads.lazy(), on=["pid", "tid"], how="semi")
-          .select("pid", "tid", "ts", "end", "name").sort("pid", "tid", "ts").collect())
+          .select("pid", "tid", "ts", "end", "name", (pl.col("kind") == "user_annotation").alias("_ann")).collect())
+    if not ev.height:
+        return {}
+    by_gap_thread: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+    for g in gaps:
+        if thread.get(g[0]) is not None:
+            by_gap_thread.setdefault(thread[g[0]], []).append(g)
     out: dict[tuple[int, int, int], tuple[str, int]] = {}
-    # each thread's starts, ends and names read out once (not once per gap)
-    by_thread = {k: (v["ts"].to_numpy(), v["end"].to_numpy(), v["name"])
-                 for k, v in ev.partition_by(["pid", "tid"], as_dict=True).items()} if ev.height else {}
-    for step, begin, end in gaps:
-        t = thread.get(step)
-        part = by_thread.get(t) if t is not None else None
-        if part is None:
+    for key, part in ev.partition_by("pid", "tid", as_dict=True, include_key=False).items():
+        mine = by_gap_thread.get(key)
+        if not mine:
             continue
-        ts, ends, names = part
-        a, b = int(np.searchsorted(ts, begin, side="left")), int(np.searchsorted(ts, end, side="left"))
-        if a >= b:
+        order = stable_order(part["ts"].to_numpy())
+        part = part if order is None else part[order]
+        ts, ends, ann = part["ts"].to_numpy(), part["end"].to_numpy(), part["_ann"].to_numpy()
+        begin = np.array([g[1] for g in mine], np.int64)
+        end = np.array([g[2] for g in mine], np.int64)
+        no = (np.iinfo(np.int64).min, np.iinfo(np.int64).max)  # a step without a window: no event holds it
+        w0 = np.array([windows.get(g[0], no)[0] for g in mine], np.int64)
+        w1 = np.array([windows.get(g[0], no)[1] for g in mine], np.int64)
+        a, b = np.searchsorted(ts, begin, side="left"), np.searchsorted(ts, end, side="left")
+        n = np.maximum(b - a, 0)
+        gid = np.repeat(np.arange(len(mine)), n)  # each gap's events, gathered at once
+        pos = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n) + np.repeat(a, n)
+        if not len(pos):
             continue
-        s_ts, s_end = ts[a:b], ends[a:b]
-        w0, w1 = windows.get(step, (None, None))
-        whole = (s_ts <= w0) & (s_end >= w1) if w0 is not None and w1 is not None else np.zeros(len(s_ts), bool)
-        overlap = np.where(whole, -1, np.minimum(s_end, end) - s_ts)
-        best = int(np.lexsort((-(s_end - s_ts), -overlap))[0])  # most overlap, then the longest (outermost)
-        if overlap[best] > 0:
-            out[(step, begin, end)] = (str(names[a + best]), int(overlap[best]))
+        s_ts, s_end = ts[pos], ends[pos]
+        whole = (s_ts <= w0[gid]) & (s_end >= w1[gid])
+        overlap = np.where(whole, -1, np.minimum(s_end, end[gid]) - s_ts)
+        names = part["name"].gather(pos)
+        best = np.lexsort((text_ranks(names), ~ann[pos], -(s_end - s_ts), -overlap, gid))
+        heads = best[np.r_[True, gid[best][1:] != gid[best][:-1]]]  # each gap's best (gaps without events have none)
+        heads = heads[overlap[heads] > 0]
+        for i, text, ns in zip(gid[heads].tolist(), names.gather(heads).cast(pl.String).to_list(), overlap[heads].tolist()):
+            out[mine[i]] = (text, int(ns))
     return out
 
 
