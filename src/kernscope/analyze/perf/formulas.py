@@ -282,6 +282,68 @@ def _scaled_mm(call: Call) -> Work:
     return _gemm(call, 0, 1, 4, bpe_out)
 
 
+@model("aten::_int_mm", op_class="GEMM")
+def _int_mm(call: Call) -> Work:
+    """int8 A (M x K) @ int8 B (K x N), int32 out (rated against the int8 peak: operations, not floating-point)."""
+    return _gemm(call, 0, 1, None, 4)
+
+
+def _grouped(call: Call, offs: int, out_dtype: int, bias: int | None) -> Work:
+    """A grouped GEMM (a mixture of experts' expert GEMMs as one call), by which operand is grouped along ``offs``
+    (each group's end in the grouped dimension):
+
+    - 2-D A (M_total x K) by 3-D B (G x K x N): the rows of A in groups, each by its own B: out M_total x N;
+    - 3-D A (G x M x K) by 2-D B (K x N_total): the columns of B in groups: out M x N_total;
+    - 2-D A (M x K_total) by 2-D B (K_total x N): the inner dimension in groups (an expert's weight gradient),
+      out G x M x N (``offs`` gives G);
+    - 3-D by 3-D (G x M x K by G x K x N): a batched GEMM, out G x M x N.
+
+    Every group's FLOPs sum to 2 M K N of the grouped dimension's total: the sizes of the groups do not matter."""
+    sa, sb = call.shape(0), call.shape(1)
+    g = call.shape(offs)[0] if call.is_tensor(offs) and len(call.shape(offs)) == 1 else None
+    if len(sa) == 2 and len(sb) == 3:
+        (m, k), (g, kb, n) = sa, sb
+        out = m * n
+    elif len(sa) == 3 and len(sb) == 2:
+        (g, m, k), (kb, n) = sa, sb
+        out = m * n
+    elif len(sa) == 2 and len(sb) == 2:
+        if g is None:
+            raise NoModel("a grouped inner dimension without offsets")
+        (m, k), (kb, n) = sa, sb
+        out = g * m * n
+    elif len(sa) == 3 and len(sb) == 3:
+        (g, m, k), (gb, kb, n) = sa, sb
+        if gb != g:
+            raise NoModel("group counts differ")
+        m, out = g * m, g * m * n  # (G GEMMs: counted as one of G x M rows)
+    else:
+        raise NoModel("not a 2-D or 3-D grouped GEMM")
+    if kb != k:
+        raise NoModel("inner dimensions differ")
+    types = call.ints(out_dtype)
+    bpe_out = bytes_per_element(SCALAR_TYPES.get(types[0], "")) if types else None
+    if bpe_out is None:
+        bpe_out = 2 if call.bpe(0) == 1 else call.bpe(0)  # (fp8 operands give bf16 unless told)
+    has_bias = bias is not None and call.is_tensor(bias)
+    bias_bytes = numel(call.shape(bias)) * call.bpe(bias) if has_bias and bias is not None else 0
+    moved = numel(sa) * call.bpe(0) + numel(sb) * call.bpe(1) + out * bpe_out + bias_bytes
+    return Work(gemm_flops(m, n, k), float(moved), "GEMM", "matrix", call.types[0],
+                {"M": m, "N": n, "K": k, "groups": g, "bias": has_bias})
+
+
+@model("aten::_grouped_mm", op_class="GEMM")
+def _grouped_mm(call: Call) -> Work:
+    # _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None)
+    return _grouped(call, 2, 4, 3)
+
+
+@model("aten::_scaled_grouped_mm", op_class="GEMM")
+def _scaled_grouped_mm(call: Call) -> Work:
+    # _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs=None, bias=None, scale_result=None, out_dtype=None, ...)
+    return _grouped(call, 4, 7, 5)
+
+
 @model("aten::matmul", op_class="GEMM")
 def _matmul(call: Call) -> Work:
     sa, sb = call.shape(0), call.shape(1)
