@@ -8,6 +8,7 @@ import gzip
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import write_trace
 
@@ -95,3 +96,63 @@ def test_findings_show_a_long_kernel_name_compact_in_the_terminal(tmp_path, caps
     assert "[low_occupancy]" in out
     finding = out[out.index("[low_occupancy]"):]
     assert name not in finding and "elementwise_kernel<128,4,gpu_kernel_impl_nocast<BinaryFunctor<BFloat16," in finding
+
+
+TRAINER = DATA / "llama_trainer.pt.trace.json.gz"
+
+
+def test_a_trainer_with_gradient_accumulation_has_one_step_per_optimizer_step():
+    """Hugging Face's ``Trainer`` (gradient accumulation 2), the profiler stepped by a ``TrainerCallback`` at each
+    optimizer step: each ProfilerStep holds two forward and backward passes and one fused AdamW step; the steps'
+    kernels against the raw JSON's windows."""
+    ev = json.loads(gzip.decompress(TRAINER.read_bytes()))["traceEvents"]
+    windows = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in ev
+                     if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+    assert [w[2] for w in windows] == ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"]  # wait=2, warmup=1
+    launch = {e["args"]["correlation"]: e["ts"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and "correlation" in e.get("args", {})}
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    per_step = [sum(1 for k in kernels if a <= launch.get(k["args"]["correlation"], -1) <= b) for a, b, _ in windows]
+    s = analyze(load(TRAINER, cache=False))
+    assert s.steps["kernel_count"].to_list() == per_step == [1138, 1138, 1138]
+    opt = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] == "aten::_fused_adamw_"]
+    forwards = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] == "aten::_log_softmax"]
+    assert len(opt) == 6 and len(forwards) == 6  # (two param groups) per step; two micro-batches per step
+
+
+def test_a_bf16_fused_adamw_counts_its_lists_at_two_bytes_an_element():
+    """The profile records a tensor list's shapes, not its type, and the model assumed 4 bytes an element (and counted
+    the list of step counts, one element per tensor, as a list of parameters): the bf16 model's fused AdamW read
+    5.8 TB/s on an H200 (4.8 TB/s memory). Its kernel's name gives the type (``FusedAdamMathFunctor<c10::BFloat16,
+    ...>``): 2 bytes an element, 2.5 TB/s."""
+    ops = perf_model(load(TRAINER, cache=False)).ops.filter(pl.col("name") == "aten::_fused_adamw_").to_dicts()
+    assert len(ops) == 6 and {o["dtype"] for o in ops} == {"bf16"}
+    big = [o for o in ops if json.loads(o["params"])["params"] == 110_624_768]
+    assert len(big) == 3
+    for o in big:
+        p = json.loads(o["params"])
+        assert p["element"] == "bf16" and "assumed_bpe" not in p
+        # params, grads, two states read and the 30 tensors' step counts; params and two states written
+        assert p["tensor_lists"] == 5 and o["bytes"] == (4 * 110_624_768 + 30 + 3 * 110_624_768) * 2
+        assert 2.5 < o["tb_per_s"] < 4.8
+
+
+@pytest.mark.parametrize(("kernel", "element", "bpe"), [
+    ("FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>", "fp32", 4),
+    ("FusedAdamMathFunctor<c10::Half, 4, (at::native::ADAM_MODE)1, false>", "fp16", 2),
+    ("triton_poi_fused_adamw_0", None, 4),  # (no type in the name: 4 bytes assumed, and said so)
+])
+def test_a_fused_optimizers_element_type_comes_from_its_kernel(tmp_path, kernel, element, bpe):
+    lists = [[[1024, 1024], [1024]]] * 4
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::_fused_adamw_", "pid": 1, "tid": 1, "ts": 0.0, "dur": 50.0,
+           "args": {"Input Dims": [*lists, [], [[], []]], "Input type": ["TensorList"] * 6,
+                    "Concrete Inputs": [""] * 6}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0,
+           "args": {"correlation": 1}},
+          {"ph": "X", "cat": "kernel", "name": f"void multi_tensor_apply_kernel<{kernel}>()", "pid": 0, "tid": 7,
+           "ts": 20.0, "dur": 10.0, "args": {"correlation": 1, "device": 0, "stream": 7}}]
+    (op,) = perf_model(load(write_trace(tmp_path / "adamw.json", ev), cache=False)).ops.to_dicts()
+    p = json.loads(op["params"])
+    p_elems = 1024 * 1024 + 1024
+    assert op["bytes"] == (4 * p_elems + 2 + 3 * p_elems) * bpe  # four lists and two step counts read; three written
+    assert p.get("element") == element and (("assumed_bpe" in p) == (element is None))

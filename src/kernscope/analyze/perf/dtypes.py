@@ -31,6 +31,11 @@ _TYPES: dict[str, tuple[int, str]] = {
 #: ``s1688gemm`` (a float GEMM on TF32 MMA; SIMT float kernels are ``sgemm``). A regex for polars.
 TF32_KERNELS = r"(?i)tf32|s1688"
 
+#: the element type of a fused optimizer's tensor lists, from its kernel's name (the profile records a list's shapes,
+#: not its type): ``FusedAdamMathFunctor<c10::BFloat16, 4, ...>`` (Adam, AdamW), ``FusedSgdMathFunctor<float, ...>``.
+#: A regex for polars; group 1 is a Kineto type name
+FUSED_OPTIMIZER_TYPE = r"Fused\w*MathFunctor<(c10::BFloat16|c10::Half|float|double)\b"
+
 #: ``torch.dtype`` numbers (``ScalarType``) as they appear in ``Concrete Inputs`` (e.g. ``aten::to``'s dtype)
 SCALAR_TYPES: dict[int, str] = {
     0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int", 5: "c10::Half", 6: "float",

@@ -895,14 +895,21 @@ def _tensor_list(call: Call, i: int) -> list[Shape]:
 
 @model("aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_sgd_", op_class="Optimizer")
 def _fused_opt(call: Call) -> Work:
-    """params, grads, (exp_avgs, exp_avg_sqs, max_exp_avg_sqs | momentum buffers), ...: every list read,
-    params and states written. Element type of a list is not recorded: 4 bytes assumed (fp32 master state)."""
+    """params, grads, then the states (exp_avgs, exp_avg_sqs, max_exp_avg_sqs where AMSGrad keeps them | momentum
+    buffers) and the step counts (one 0-d tensor per parameter): every element of every list read once, the params
+    and the states written. A list's element type is not recorded: 4 bytes assumed (fp32 master state), which the
+    perf model corrects from the kernel's name where it names one. The step counts are one element per tensor, not
+    per parameter (a list of them counted as a whole list of parameters: 8 passes over the parameters for AdamW's
+    7)."""
     kind = call.name.removeprefix("aten::_fused_").rstrip("_")
     p = sum(numel(s) for s in _tensor_list(call, 0))
-    lists = sum(1 for i in range(len(call.types)) if call.types[i] == "TensorList" and _listed(call, i))
-    written = 3 if kind != "sgd" else 2
-    return Work(float(_OPT_FLOPS[kind] * p), float(p * 4 * (lists + written)), "Optimizer", "vector", "float",
-                {"params": p, "tensor_lists": lists, "assumed_bpe": 4})
+    listed = [i for i in range(len(call.types)) if call.types[i] == "TensorList" and _listed(call, i)]
+    read = sum(numel(s) for i in listed for s in _tensor_list(call, i))
+    # (written: the params and each state list as long as the params: not grads, not the step counts)
+    states = [i for i in listed[2:] if sum(numel(s) for s in _tensor_list(call, i)) == p]
+    written = p * (1 + len(states))
+    return Work(float(_OPT_FLOPS[kind] * p), float((read + written) * 4), "Optimizer", "vector", "float",
+                {"params": p, "tensor_lists": len(listed), "assumed_bpe": 4})
 
 
 def _listed(call: Call, i: int) -> bool:
