@@ -1,12 +1,17 @@
 """Record traces of Hugging Face transformers models (random weights from a config: no download), on a GPU.
 
-    python examples/record_hf_models.py OUT_DIR
+    python examples/record_hf_models.py OUT_DIR [train generate generate_static trainer]   (default: the first two)
 
 - ``llama_train.pt.trace.json.gz``: a small Llama (4 layers, hidden 1024, 16 heads, 4 KV heads, SDPA attention,
   bf16) trained with AdamW for 3 profiled steps, recorded with every option users turn on
   (``record_shapes``, ``with_stack``, ``profile_memory``, ``with_flops``, ``with_modules``);
 - ``llama_generate.pt.trace.json.gz``: ``model.generate`` of 32 new tokens for a batch of 4 (a KV cache, small
-  kernels: the decode phase users profile), 3 profiled steps of one generate call each.
+  kernels: the decode phase users profile), 3 profiled steps of one generate call each;
+- ``llama_generate_static.pt.trace.json.gz``: the same ``generate`` with a static KV cache, which makes ``generate``
+  compile the decoding forward itself (CUDA graphs: the decode steps replayed as graphs, as inference servers run them);
+- ``llama_trainer.pt.trace.json.gz``: the Llama trained by a Hugging Face ``Trainer`` (batch 4, gradient accumulation
+  2: two forward and backward passes per optimizer step), the profiler stepped by a ``TrainerCallback`` at each
+  optimizer step (``schedule(wait=2, warmup=1, active=3)``), as Hugging Face's recipe records it.
 
 ``OUT_DIR/record_info.json``: versions, the GPU, the model's configuration and the losses.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
-from recording import profiled, run_all
+from recording import profiled, run_all, save_chrome_gz
 
 
 def _model():  # type: ignore[no-untyped-def]
@@ -67,6 +72,64 @@ def generate(out: str) -> dict:
     return {"prompt": [4, 128], "new_tokens": 32, "out_shape": shapes[-1]}
 
 
+def generate_static(out: str) -> dict:
+    import torch
+
+    cfg, model = _model()
+    model.eval()
+    # a static KV cache: generate compiles the decoding forward itself (its CompileConfig: CUDA graphs), and the decode
+    # steps replay graphs, as inference servers run them (compiling model.forward by hand as well reused a graph's
+    # output after a later replay had overwritten it: "accessing tensor output of CUDAGraphs that has been overwritten")
+    ids = torch.randint(0, cfg.vocab_size, (4, 128), device="cuda")
+    shapes: list[list[int]] = []
+
+    def step() -> None:
+        with torch.no_grad():
+            y = model.generate(ids, max_new_tokens=32, min_new_tokens=32, do_sample=False, cache_implementation="static")
+        shapes.append(list(y.shape))
+
+    profiled(step, os.path.join(out, "llama_generate_static.pt.trace.json.gz"), warmup=3, sync_each=False,
+             record_shapes=True)
+    return {"prompt": [4, 128], "new_tokens": 32, "out_shape": shapes[-1], "cache": "static",
+            "compile_config": str(getattr(model.generation_config, "compile_config", None))}
+
+
+def trainer(out: str) -> dict:
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    cfg, model = _model()
+    g = torch.Generator().manual_seed(0)
+    rows = [torch.randint(0, cfg.vocab_size, (512,), generator=g) for _ in range(96)]
+    data = [{"input_ids": r, "labels": r} for r in rows]
+    path = os.path.join(out, "llama_trainer.pt.trace.json.gz")
+    seen: list[int] = []
+
+    class ProfilerStep(TrainerCallback):  # type: ignore[misc]
+        """The profiler's step at each optimizer step (Hugging Face's recipe for torch.profiler with a Trainer)."""
+
+        def __init__(self, prof: profile) -> None:
+            self.prof = prof
+
+        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            seen.append(state.global_step)
+            self.prof.step()
+
+    args = TrainingArguments(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=4,
+                             gradient_accumulation_steps=2, max_steps=8, learning_rate=1e-5, logging_steps=100,
+                             save_strategy="no", report_to=[], dataloader_num_workers=0, seed=0)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=2, warmup=1, active=3, repeat=1),
+                 on_trace_ready=lambda p: save_chrome_gz(p, path), record_shapes=True) as prof:
+        t = Trainer(model=model, args=args, train_dataset=data, callbacks=[ProfilerStep(prof)])
+        result = t.train()
+    return {"batch": 4, "gradient_accumulation_steps": 2, "seq": 512, "optimizer_steps": seen,
+            "profiled_optimizer_steps": "4-6 (schedule wait=2, warmup=1, active=3)", "train_loss": result.training_loss}
+
+
 def main() -> None:
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -75,7 +138,8 @@ def main() -> None:
 
     info: dict = {"torch": torch.__version__, "transformers": transformers.__version__,
                   "gpu": torch.cuda.get_device_name(0)}
-    run_all(out, {"train": train, "generate": generate}, ["train", "generate"], info, key="runs")
+    runs = {"train": train, "generate": generate, "generate_static": generate_static, "trainer": trainer}
+    run_all(out, runs, sys.argv[2:] or ["train", "generate"], info, key="runs")
 
 
 if __name__ == "__main__":

@@ -492,3 +492,49 @@ def test_a_step_alone_has_the_findings_of_the_whole_trace_evidence_too(rel, step
     whole = analyze(t).findings.filter(pl.col("step") == step).select(cols).sort("rule", "text")
     alone = analyze(t, step=step).findings.select(cols).sort("rule", "text")
     assert whole.height and alone.rows() == whole.rows()
+
+
+def _capture_trace(tmp_path, name: str, prefix: str = "cuda", end: bool = True, tree: bool = False) -> Path:
+    """A step (0-10,000 µs) whose thread 1 captures a graph from 1,000 to 3,000 µs (two launches inside, with no
+    GPU record), instantiates it (500 µs) and replays it (one kernel); ``end``: the capture's end is in the trace."""
+    rt = "cuda_runtime"
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 10000.0},
+          {"ph": "X", "cat": rt, "name": f"{prefix}StreamBeginCapture", "pid": 1, "tid": 1, "ts": 1000.0, "dur": 5.0},
+          {"ph": "X", "cat": rt, "name": f"{prefix}LaunchKernel", "pid": 1, "tid": 1, "ts": 1500.0, "dur": 5.0,
+           "args": {"correlation": 1}},
+          {"ph": "X", "cat": rt, "name": f"{prefix}LaunchKernel", "pid": 1, "tid": 1, "ts": 2000.0, "dur": 5.0,
+           "args": {"correlation": 2}},
+          {"ph": "X", "cat": rt, "name": f"{prefix}GraphInstantiateWithFlags", "pid": 1, "tid": 1, "ts": 3100.0,
+           "dur": 500.0},
+          {"ph": "X", "cat": rt, "name": f"{prefix}GraphLaunch", "pid": 1, "tid": 1, "ts": 4000.0, "dur": 5.0,
+           "args": {"correlation": 3}},
+          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 4010.0, "dur": 100.0,
+           "args": {"correlation": 3, "device": 0, "stream": 7}},
+          # another thread's launch in the same time, not capturing: no GPU record, not a captured launch
+          {"ph": "X", "cat": rt, "name": f"{prefix}LaunchKernel", "pid": 1, "tid": 2, "ts": 1600.0, "dur": 5.0,
+           "args": {"correlation": 4}}]
+    if end:
+        ev.append({"ph": "X", "cat": rt, "name": f"{prefix}StreamEndCapture", "pid": 1, "tid": 1, "ts": 2995.0, "dur": 5.0})
+    if tree:
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "CUDAGraphNode.record (dynamo_timed)", "pid": 1, "tid": 1,
+                   "ts": 900.0, "dur": 2800.0})
+    return write_trace(tmp_path / name, ev)
+
+
+@pytest.mark.parametrize("prefix", ["cuda", "hip"])
+def test_a_graph_captured_in_a_step_is_a_finding_and_its_launches_are_counted_as_captured(tmp_path, prefix):
+    t = kernscope.load(_capture_trace(tmp_path, f"{prefix}.json", prefix), cache=False)
+    assert t.unlinked["launches_in_graph_capture"] == 2 and t.unlinked["launches_without_gpu"] == 3  # (and thread 2's)
+    (r,) = analyze(t).findings.filter(pl.col("rule") == "graph_capture").iter_rows(named=True)
+    e = json.loads(r["evidence"])
+    assert (e["graphs"], e["capture_us"], e["instantiate_us"], e["torch_compile"]) == (1, 2000.0, 500.0, False)
+    assert r["win_back_us"] == 2500.0 and "capture a graph once, before the loop" in r["text"]
+
+
+def test_a_capture_by_cuda_graph_trees_says_so_and_one_without_its_end_is_no_capture(tmp_path):
+    (r,) = analyze(kernscope.load(_capture_trace(tmp_path, "tree.json", tree=True), cache=False)).findings.filter(
+        pl.col("rule") == "graph_capture").iter_rows(named=True)
+    assert json.loads(r["evidence"])["torch_compile"] is True and "CUDA graph trees record a graph" in r["text"]
+    t = kernscope.load(_capture_trace(tmp_path, "open.json", end=False), cache=False)
+    assert t.unlinked["launches_in_graph_capture"] == 0 and t.unlinked["launches_without_gpu"] == 3
+    assert analyze(t).findings.filter(pl.col("rule") == "graph_capture").height == 0

@@ -156,3 +156,42 @@ def test_a_fused_optimizers_element_type_comes_from_its_kernel(tmp_path, kernel,
     p_elems = 1024 * 1024 + 1024
     assert op["bytes"] == (4 * p_elems + 2 + 3 * p_elems) * bpe  # four lists and two step counts read; three written
     assert p.get("element") == element and (("assumed_bpe" in p) == (element is None))
+
+
+STATIC = DATA / "llama_generate_static.pt.trace.json.gz"
+
+
+def test_static_cache_generate_replays_graphs_and_its_captures_are_named():
+    """``generate`` with a static KV cache compiles its decoding forward with CUDA graphs (31 decode steps a call: 93
+    graph launches in 3 profiled calls). CUDA graph trees were still recording in the first two profiled calls: the
+    launches made during a capture have no GPU record (156 read "launches without gpu", unexplained); they are now
+    counted as in a graph capture too, and a finding names each step's captures with their host time (from the raw
+    JSON's cudaStreamBeginCapture/EndCapture and cudaGraphInstantiate calls)."""
+    ev = json.loads(gzip.decompress(STATIC.read_bytes()))["traceEvents"]
+    rt = [e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    begins = sorted((e["tid"], e["ts"]) for e in rt if e["name"] == "cudaStreamBeginCapture")
+    ends = sorted((e["tid"], e["ts"] + e["dur"]) for e in rt if e["name"] == "cudaStreamEndCapture")
+    windows = [(t, a, min(b for u, b in ends if u == t and b >= a)) for t, a in begins]
+    gpu_corr = {e["args"].get("correlation") for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")}
+    no_gpu = [e for e in rt if e.get("args", {}).get("correlation") is not None
+              and any(w in e["name"].lower() for w in ("launchkernel", "graphlaunch", "memcpy", "memset"))
+              and e["args"]["correlation"] not in gpu_corr]
+    captured = [e for e in no_gpu if any(t == e["tid"] and a <= e["ts"] <= b for t, a, b in windows)]
+    trace = load(STATIC, cache=False)
+    assert trace.unlinked["launches_in_graph_capture"] == len(captured) == 156
+    assert trace.unlinked["launches_without_gpu"] == len(no_gpu) == 156  # (all of them captured)
+    assert sum(1 for e in rt if e["name"] == "cudaGraphLaunch") == 93
+    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in ev
+                   if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+    f = analyze(trace).findings.filter(pl.col("rule") == "graph_capture").sort("step")
+    assert f["step"].to_list() == [1, 2]  # step 3 replayed only
+    for r in f.iter_rows(named=True):
+        a, b, _ = next(s for s in steps if s[2] == r["step"])
+        mine = [w for w in windows if a <= w[1] < b]
+        inst = sum(e["dur"] for e in rt if e["name"].startswith("cudaGraphInstantiate") and a <= e["ts"] < b)
+        e = json.loads(r["evidence"])
+        assert e["graphs"] == len(mine) == 1 and e["torch_compile"] is True
+        assert e["capture_us"] == pytest.approx(sum(w[2] - w[1] for w in mine), abs=1e-3)
+        assert e["instantiate_us"] == pytest.approx(inst, abs=1e-3)
+        assert r["win_back_us"] == pytest.approx(e["capture_us"] + e["instantiate_us"])
+        assert "CUDA graph trees record a graph" in r["text"]

@@ -34,6 +34,7 @@ import polars as pl
 
 from ..errors import KernscopeError
 from ..intervals import first_positions, group_by_keys, key_ranges, ranks, row_keys, running_max, stable_order, text_ranks
+from ..link.captures import INSTANTIATE, capture_windows
 from ..link.kinds import OP_KINDS, named
 from ..model import Trace
 from .attribute import op_gpu_pairs
@@ -516,6 +517,40 @@ def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[
     return out
 
 
+def graph_capture(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
+    """CUDA/HIP graphs captured inside steps: per step, the captures' windows on the host (a thread's
+    ``cudaStreamBeginCapture`` to its ``cudaStreamEndCapture``) and the graphs' instantiations, in time. The launches
+    in a capture run nothing: the step recorded graphs rather than replaying them (torch.compile's CUDA graph trees
+    record a graph the first times they meet a new shape or path, often in the first profiled steps)."""
+    runtime = trace.rows(("runtime", "driver"), ("name", "pid", "tid", "ts", "end"))
+    windows = capture_windows(runtime)
+    if windows.height == 0 or trace.steps.height == 0:
+        return []
+    steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
+
+    def in_step(t: pl.DataFrame, at: str) -> pl.DataFrame:
+        return (t.sort(at).join_asof(steps, left_on=at, right_on="_s", strategy="backward")
+                .filter(pl.col(at) < pl.col("_e")))
+
+    caps = in_step(windows, "start").group_by("step").agg(
+        pl.len().alias("graphs"), ((pl.col("end") - pl.col("start")).sum() / NS_PER_US).alias("capture_us"))
+    inst = in_step(named(runtime, INSTANTIATE).select("ts", "end"), "ts").group_by("step").agg(
+        ((pl.col("end") - pl.col("ts")).sum() / NS_PER_US).alias("instantiate_us"))
+    trees = in_step(named(trace.rows(OP_KINDS, ("name", "ts")), cfg["tree_names"]).select("ts"), "ts")["step"].unique()
+    per = caps.join(inst, on="step", how="left").with_columns(pl.col("instantiate_us").fill_null(0.0))
+    if step is not None:
+        per = per.filter(pl.col("step") == step)
+    out = []
+    for r in per.sort("step").iter_rows(named=True):  # one per step that captured
+        spent = r["capture_us"] + r["instantiate_us"]
+        if spent >= cfg["min_us"]:
+            ev = {"step": r["step"], "graphs": r["graphs"], "capture_us": r["capture_us"],
+                  "instantiate_us": r["instantiate_us"], "torch_compile": r["step"] in set(trees.to_list())}
+            words = {"hint": str(cfg["hint_trees"] if ev["torch_compile"] else cfg["hint_plain"])}
+            out.append(_row(cfg, "graph_capture", spent, ev, words=words, step=r["step"]))
+    return out
+
+
 def low_occupancy(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     if "occupancy_pct" not in gpu.columns:
         return []
@@ -631,7 +666,8 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
         partial(blocking_sync, trace, r["blocking_sync"], step),
         partial(exposed_comm, by_step, r["exposed_comm"], by_step_device, trace.world_size),
         partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
-        partial(recompile, trace, r["recompile"], step), partial(low_occupancy, gpu, r["low_occupancy"])]
+        partial(recompile, trace, r["recompile"], step), partial(graph_capture, trace, r["graph_capture"], step),
+        partial(low_occupancy, gpu, r["low_occupancy"])]
     # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)
     with given.writing():
         made = [f.result() for f in [pool.submit(c) for c in calls]] if pool is not None else [c() for c in calls]

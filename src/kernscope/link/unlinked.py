@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from .captures import CAPTURE_BEGIN, capture_windows, in_windows
 from .kinds import named
 
 #: Runtime/driver calls that queue GPU work (their correlation should find a GPU event).
@@ -12,11 +13,21 @@ LAUNCH_LIKE = r"(?i)(launchkernel|graphlaunch|modulelaunchkernel|extlaunchkernel
 
 def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame, has_steps: bool) -> dict[str, int]:
     """``gpu_without_launch``, ``gpu_without_correlation``, ``gpu_launched_before_window``,
-    ``launches_without_gpu``, ``launches_without_op``, ``gpu_outside_steps``, ``flows_without_end``."""
-    runtime = events.select("kind", "correlation", "name").filter(pl.col("kind").is_in(["runtime", "driver"]))
+    ``launches_without_gpu``, ``launches_in_graph_capture`` (of those, the ones made while their thread was capturing
+    a CUDA/HIP graph: they have no GPU record of their own, the graph's replays run them), ``launches_without_op``,
+    ``gpu_outside_steps``, ``flows_without_end``."""
+    is_runtime = pl.col("kind").is_in(["runtime", "driver"])
+    runtime = events.select("kind", "correlation", "name").filter(is_runtime)
     first_corr = runtime["correlation"].min()
     gpu_corr = gpu["correlation"].drop_nulls().unique().implode()
     launch_like = named(runtime.filter(pl.col("correlation").is_not_null()), LAUNCH_LIKE)
+    no_gpu = launch_like.filter(~pl.col("correlation").is_in(gpu_corr))
+    captured = 0
+    if no_gpu.height and named(runtime, CAPTURE_BEGIN).height:  # (threads and times read only where a capture is)
+        timed = events.select("kind", "correlation", "name", "pid", "tid", "ts", "end").filter(is_runtime)
+        late = named(timed.filter(pl.col("correlation").is_not_null()), LAUNCH_LIKE).filter(
+            ~pl.col("correlation").is_in(gpu_corr))
+        captured = int(in_windows(late, capture_windows(timed)).sum())
     # flows (by category and id) that start and never end: the distinct starts with no end of theirs, one lazy query
     # on the interned phase (a group-by of every flow on its text took a 207 MB trace's run to its peak: +73 MB and
     # 0.1 s for 333 k flows; this takes +15 MB, 0.03 s)
@@ -33,7 +44,8 @@ def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame
         "gpu_without_launch": int(gpu["launch_idx"].null_count()),
         "gpu_without_correlation": int(gpu["correlation"].null_count()),
         "gpu_launched_before_window": int(before),
-        "launches_without_gpu": int(launch_like.filter(~pl.col("correlation").is_in(gpu_corr)).height),
+        "launches_without_gpu": int(no_gpu.height),
+        "launches_in_graph_capture": captured,
         # XLA: the HLO op (op_name) is the launching op, not an enclosing host event
         "launches_without_op": int(
             gpu.filter(pl.col("launch_idx").is_not_null() & pl.col("op_idx").is_null()

@@ -180,8 +180,11 @@ def _annotations(s: Section, out: Console) -> None:
 @view("table", "analysis.unlinked")
 def _unlinked(s: Section, out: Console) -> None:
     nonzero = {k: v for k, v in s.value.items() if v}
-    out.print(term("Unlinked: " + (", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in nonzero.items())
-                                   if nonzero else "none")), overflow="fold")
+    captured = nonzero.pop("launches_in_graph_capture", 0)  # (a part of launches_without_gpu: said beside it)
+    words = [f"{k.replace('_', ' ')} {v:,}" + (f" ({captured:,} of them in a graph capture)"
+                                              if k == "launches_without_gpu" and captured else "")
+             for k, v in nonzero.items()]
+    out.print(term("Unlinked: " + (", ".join(words) if words else "none")), overflow="fold")
 
 
 @view("table", "analysis.critical_path")

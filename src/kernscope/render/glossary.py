@@ -83,6 +83,7 @@ _T = [
     Term("gpu_without_correlation", "count", "GPU records with no correlation id.", "unlinked"),
     Term("gpu_launched_before_window", "count", "GPU records launched before the first runtime call of the trace (queued before profiling started).", "unlinked"),
     Term("launches_without_gpu", "count", "Launch/memcpy/memset runtime calls whose GPU record is missing.", "unlinked"),
+    Term("launches_in_graph_capture", "count", "Of launches_without_gpu, those made while their thread was capturing a CUDA/HIP graph (between cudaStreamBeginCapture and cudaStreamEndCapture): they run nothing themselves, the graph's replays do.", "unlinked"),
     Term("launches_without_op", "count", "Launches that no CPU op encloses.", "unlinked"),
     Term("gpu_outside_steps", "count", "GPU records launched outside every step window.", "unlinked"),
     Term("flows_without_end", "count", "Flow starts (ph s) with no finish.", "unlinked"),
@@ -196,7 +197,7 @@ _T = [
     Term("occupancy_pct", "%", "The kernel's occupancy as its profiler records it: Kineto's estimated achieved occupancy (est. achieved occupancy %, whole percents); in JAX profiles the theoretical occupancy XLA's profiler computed.", "jax"),
     Term("step_num", "", "JAX/TensorFlow: the step number of a StepTraceAnnotation range (steps are named <name>#<step_num>).", "jax"),
     # -- findings (kernscope/analyze/findings.toml)
-    Term("rule", "", "The findings rule that fired: launch_bound, step_start_idle, step_start_wait, blocking_sync, exposed_comm, tiny_gemm, step_variance, recompile, low_occupancy, far_from_roofline, straggler.", "findings"),
+    Term("rule", "", "The findings rule that fired: launch_bound, step_start_idle, step_start_wait, blocking_sync, exposed_comm, tiny_gemm, step_variance, recompile, graph_capture, low_occupancy, far_from_roofline, straggler.", "findings"),
     Term("title", "", "The rule's title (from findings.toml).", "findings"),
     Term("win_back_us", "µs", "Time the step could save if the finding's cause were removed (upper bounds say so in the text); findings are ranked by it.", "findings"),
     Term("text", "", "The finding in words: where and how much, written from its evidence with the rule's sentence.", "findings"),
