@@ -1,6 +1,6 @@
 """Record JAX profiles of hand-written kernels and rematerialization, on a GPU.
 
-    python examples/record_jax_kernels.py OUT_DIR [--cpu]
+    python examples/record_jax_kernels.py OUT_DIR [--cpu] [--which pallas,remat,pytrace]
 
 Writes ``OUT_DIR/<which>/plugins/profile/<run>/<host>.xplane.pb`` (``jax.profiler.trace`` around 3 jitted training
 steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed up before) and
@@ -9,7 +9,9 @@ steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed
 - ``pallas``: a Pallas (Triton) matrix-product kernel and Pallas's fused attention
   (``jax.experimental.pallas.ops.gpu.attention.mha``, causal) in a two-layer model's forward and backward;
 - ``remat``: the transformer block of ``record_jax_profiles.py`` under ``jax.checkpoint`` (the forward recomputed in
-  the backward), attention by XLA (``implementation="xla"``).
+  the backward), attention by XLA (``implementation="xla"``);
+- ``pytrace``: the same ``remat`` model recorded with ``jax.profiler.ProfileOptions`` at ``python_tracer_level=1``
+  (every Python call an event) and ``host_tracer_level=3``, as users turn them on to see their Python.
 
 ``--cpu`` runs the same programs on the CPU (Pallas in interpret mode) to check the script where no GPU is.
 """
@@ -107,7 +109,7 @@ def remat_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Array, 
     return params, (x,), loss_fn
 
 
-def record(name: str, setup: Any, out: str, interpret: bool, steps: int = 3) -> dict[str, Any]:
+def record(name: str, setup: Any, out: str, interpret: bool, steps: int = 3, python_tracer: bool = False) -> dict[str, Any]:
     params, args, loss_fn = setup(jax.random.PRNGKey(0), interpret)
 
     @jax.jit
@@ -118,7 +120,12 @@ def record(name: str, setup: Any, out: str, interpret: bool, steps: int = 3) -> 
     for _ in range(3):
         params, loss = train_step(params, *args)
     loss.block_until_ready()
-    with jax.profiler.trace(os.path.join(out, name)):
+    options = None
+    if python_tracer:  # the Python tracer on (each Python call an event) and the host tracer at its most verbose
+        options = jax.profiler.ProfileOptions()
+        options.python_tracer_level = 1
+        options.host_tracer_level = 3
+    with jax.profiler.trace(os.path.join(out, name), profiler_options=options):
         for i in range(steps):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 params, loss = train_step(params, *args)
@@ -132,13 +139,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--which", default="", help="comma-separated profiles (default: all)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     info: dict[str, Any] = {"jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
                             "device_kind": jax.devices()[0].device_kind, "profiles": {}}
-    for name, setup in (("pallas", pallas_setup), ("remat", remat_setup)):
+    for name, setup in (("pallas", pallas_setup), ("remat", remat_setup), ("pytrace", remat_setup)):
+        if a.which and name not in a.which.split(","):
+            continue
         try:
-            info["profiles"][name] = record(name, setup, a.out, a.cpu)
+            info["profiles"][name] = record(name, setup, a.out, a.cpu, python_tracer=name == "pytrace")
         except Exception as e:  # noqa: BLE001 (a profile the machine cannot run is recorded as such)
             info["profiles"][name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
                                       "traceback": traceback.format_exc()[-4000:]}
