@@ -76,6 +76,26 @@ PINNED = [
     ("mha_preprocess_backward", "kernel", "", "Attention Backward", "Unknown"),
     # GradScaler's scale update (it read Other; its non-finite check was already Optimizer, by multi_tensor_apply)
     ("amp_update_scale_cuda_kernel", "kernel", "cudaLaunchKernel", "Optimizer", "Unknown"),
+    # state-space models and linear attention (names of mamba_ssm's CUDA and Triton kernels, and of the
+    # flash-linear-attention library's, from their sources): they read Attention Forward through "_fwd_kernel"
+    # (mamba's CUDA scan also "ATen" through its c10::BFloat16 template argument), or Sort/Scan and Other
+    ("void selective_scan_fwd_kernel<Selective_Scan_fwd_kernel_traits<32, 4, 1, true, true, true, true, c10::BFloat16, float, c10::BFloat16> >(SSMParamsBase)", "kernel", "cudaLaunchKernel", "SSM/Linear Attention", "mamba_ssm"),
+    ("_chunk_scan_fwd_kernel", "kernel", "cuLaunchKernel", "SSM/Linear Attention", "Triton"),
+    ("_state_passing_fwd_kernel", "kernel", "cuLaunchKernel", "SSM/Linear Attention", "Triton"),
+    ("chunk_gated_delta_rule_fwd_kernel_h_blockdim64", "kernel", "cuLaunchKernel", "SSM/Linear Attention", "Triton"),
+    ("void causal_conv1d_fwd_kernel<Causal_conv1d_fwd_kernel_traits<128, 4, true, c10::BFloat16> >(ConvParamsBase)", "kernel", "cudaLaunchKernel", "Convolution", "mamba_ssm"),
+    # user Triton kernels named *_fwd_kernel (Liger, Unsloth, flash-attention's own layer norm): "_fwd_kernel" read
+    # every one as Attention Forward; only flash attention's Triton kernels are named exactly that
+    ("_rms_norm_fwd_kernel", "kernel", "cuLaunchKernel", "Normalization", "Triton"),
+    ("_swiglu_fwd_kernel", "kernel", "cuLaunchKernel", "Elementwise", "Triton"),
+    ("_cross_entropy_fwd_kernel", "kernel", "cuLaunchKernel", "Loss", "Triton"),
+    ("_fwd_kernel", "kernel", "cuLaunchKernel", "Attention Forward", "Triton"),
+    ("_bwd_kernel", "kernel", "cuLaunchKernel", "Attention Backward", "Triton"),
+    ("_fwd_kernel_stage1", "kernel", "cuLaunchKernel", "Attention Forward", "Triton"),
+    # PyTorch's symmetric-memory all-reduce (c10d; a real B200 trace): still ATen, now that c10:: alone no longer says so
+    ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)", "kernel", "", "Communication", "ATen"),
+    # GPTQ's Marlin kernel (vLLM): a quantized GEMM (it read Other)
+    ("void marlin::Marlin<256, 1, 8, 8, 4, 8>(int4 const*, int4 const*, int4*, int4 const*, int, int, int, int*)", "kernel", "cudaLaunchKernel", "GEMM", "Unknown"),
 ]
 
 

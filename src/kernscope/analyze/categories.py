@@ -34,6 +34,7 @@ CATEGORIES = (
     "GEMM",
     "Attention Forward",
     "Attention Backward",
+    "SSM/Linear Attention",
     "Convolution",
     "Communication",
     "Memory",
