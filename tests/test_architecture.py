@@ -33,7 +33,7 @@ MODULES: dict[str, int] = {
     # 2: link
     "kernscope.link": 2, "kernscope.link.build": 2, "kernscope.link.correlation": 2, "kernscope.link.kinds": 2,
     "kernscope.link.markers": 2, "kernscope.link.ops": 2, "kernscope.link.steps": 2, "kernscope.link.tree": 2,
-    "kernscope.link.unlinked": 2,
+    "kernscope.link.unlinked": 2, "kernscope.link.captures": 2,
     # 3: pipeline
     "kernscope.oneshot": 3, "kernscope.outputs": 3, "kernscope.pipeline": 3,
     # 4: analyze, intra
