@@ -997,6 +997,32 @@ def _flex_attention(call: Call) -> Work:
     raise NoModel("FlexAttention: its work depends on the block mask, whose contents the profile does not record")
 
 
+#: Inductor's pointwise, reduction and persistent-reduction kernels (``triton_poi_fused_gelu_1``,
+#: ``triton_red_fused_sum_2``, ``triton_per_fused__softmax_1``): memory-bound fusions of ATen ops
+_FUSED = r"^triton_(poi|red|per)_"
+#: op classes of :data:`_FUSED` kernels, by their flavor
+FUSED_CLASSES = {"poi": "FusedPointwise", "red": "FusedReduce", "per": "FusedReduce"}
+
+
+def _inductor_fused(call: Call) -> Work:
+    """An Inductor fusion of pointwise ops or of a reduction: every recorded buffer moved once (its inputs read, its
+    outputs written: a buffer updated in place, Inductor's ``in_out_ptr``, is read and written but counted once, so the
+    bytes are a lower bound, at worst half the traffic), and 1 FLOP per element of its largest buffer (the fused ops' count
+    is not recorded; the kernel is rated against memory, whatever its FLOPs)."""
+    tensors = _tensors(call)
+    if not tensors:
+        raise NoModel("no buffers recorded for the generated kernel")
+    big = max(tensors, key=lambda i: (numel(call.shape(i)), -i))
+    flavor = re.match(_FUSED, call.name)
+    cls = FUSED_CLASSES[flavor.group(1)] if flavor else "FusedPointwise"
+    return Work(float(numel(call.shape(big))), _moved(call), cls, "vector", call.types[big],
+                {"buffers": len(tensors), "bytes": "each buffer once (a lower bound where one is updated in place)"})
+
+
+for _flavor, _cls in (("poi", "FusedPointwise"), ("red", "FusedReduce"), ("per", "FusedReduce")):
+    model_pattern(rf"^triton_{_flavor}_", op_class=_cls)(_inductor_fused)
+
+
 @model_pattern(r"^aten::_foreach_", op_class="Optimizer")
 def _foreach(call: Call) -> Work:
     """``torch._foreach_*`` (the default, ``foreach``, optimizers' step; gradient clipping's norms): listed with its

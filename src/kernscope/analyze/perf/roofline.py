@@ -24,7 +24,7 @@ from ...model import Trace
 from ..attribute import op_gpu_pairs
 from .devices import DevicePeaks, match_device
 from .dtypes import FUSED_OPTIMIZER_TYPE, TF32_KERNELS, bytes_per_element, precision, short_name
-from .formulas import REGISTRY, Call, Registry, Work
+from .formulas import FUSED_CLASSES, REGISTRY, Call, Registry, Work
 from .xla import has_hlo, xla_rows
 
 #: the GPU records of a copy over a link, between two GPUs or between the host and a GPU (Kineto: ``Memcpy PtoP (Device
@@ -252,6 +252,12 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
                      "graphs), whose ops the profiler records when a graph is captured, not when it is replayed: to model "
                      "them, profile the capture, or a step run without graphs (torch.compile's "
                      "mode='max-autotune-no-cudagraphs' instead of 'reduce-overhead'; vLLM's enforce_eager)")
+    fused = ops_df.filter(pl.col("op_class").is_in(list(FUSED_CLASSES.values())) & ~pl.col("nested"))
+    if fused.height:
+        notes.append(f"{int(fused['count'].sum()):,} calls of Inductor's fused pointwise and reduction kernels "
+                     f"({float(fused['kernel_time_us'].sum()):,.1f} µs of GPU time) are modeled from their buffers, each "
+                     "counted once: a buffer updated in place is read and written, so their bytes and TB/s are a lower "
+                     "bound (at worst half the traffic: a kernel that only updates buffers in place)")
     if dev is None:
         notes.append(f"device {device_name or '(none recorded)'!r} is not in the peaks table: % of peak and bound are "
                      "left empty; give --peak (a device such as h100, or numbers such as bf16=989,fp32=67,bw=3.35)")
