@@ -13,6 +13,8 @@ point-to-point transfers (a pipeline), tensor parallelism and all-to-all (a mixt
   second process group each step (not run unless named: ``--which ddpc``).
 - ``fsdpc``: FSDP2 (``fully_shard``) over 4 blocks, each compiled (``Module.compile``) before it is sharded, bf16
   parameters and fp32 gradient reductions (not run unless named: ``--which fsdpc``).
+- ``ddpacc``: ``DistributedDataParallel`` with gradient accumulation, 4 micro-batches a step, the first 3 under
+  ``no_sync()``: one step's all-reduces after the last micro-batch's backward (not run unless named).
 - ``ep``: a mixture-of-experts layer, one expert MLP per rank: the tokens go to their expert and back with
   ``all_to_all_single`` of uneven splits (rank 0 routes 3/4 of its tokens to rank 1, rank 1 keeps 3/4 of its own),
   forward and backward (``all_to_all_single_autograd``).
@@ -167,6 +169,34 @@ def ddpc_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], 
     return step, [model]
 
 
+def ddpacc_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], float], list[Any]]:
+    """DistributedDataParallel with gradient accumulation: 4 micro-batches a step, the first 3 under ``no_sync()``
+    (no all-reduce), the last one reducing the accumulated gradients; one optimizer step."""
+    import contextlib
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = DistributedDataParallel(mlp(4, width).to(dev), bucket_cap_mb=25)
+    micro = [torch.randn(TOKENS // 4, width, device=dev) for _ in range(4)]
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step() -> float:
+        opt.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=dev)
+        for i, x in enumerate(micro):
+            with model.no_sync() if i < len(micro) - 1 else contextlib.nullcontext():
+                with torch.autocast(dev.type, dtype=torch.bfloat16):
+                    loss = model(x).float().pow(2).mean() / len(micro)
+                loss.backward()
+            total += loss.detach()
+        opt.step()
+        return float(total)
+
+    return step, [model]
+
+
 def fsdpc_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[], float], list[Any]]:
     """FSDP2 (``fully_shard``) with each block compiled first (torchtitan's order): per block an all-gather of its
     parameters forward and backward and a reduce-scatter of its gradients, bf16 parameters, fp32 reductions."""
@@ -190,7 +220,7 @@ def fsdpc_job(rank: int, world: int, dev: Any, width: int) -> tuple[Callable[[],
     return step, [model]
 
 
-JOBS = {"pp": pp_job, "tp": tp_job, "ep": ep_job, "ddpc": ddpc_job, "fsdpc": fsdpc_job}
+JOBS = {"pp": pp_job, "tp": tp_job, "ep": ep_job, "ddpc": ddpc_job, "fsdpc": fsdpc_job, "ddpacc": ddpacc_job}
 
 
 def record(job: str, out_dir: str, steps: int, dev: Any, width: int) -> dict[str, Any]:

@@ -61,3 +61,26 @@ def test_a_ranks_two_actions_are_named(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "rank 0 appears twice" in err and "PyTorch Lightning's profiler writes a trace per profiled action" in err
     assert "*training_step*" in err or "*validation_step*" in err
+
+
+DDP = DATA / "ddp"
+
+
+def test_a_ddp_fits_folder_is_a_job_of_two_ranks_against_the_raw_json(capsys):
+    """Lightning's DDP strategy on two H200s (``record_lightning.py --devices 2``): each rank's profiler wrote one
+    trace (named after ``validation_step``, holding the training steps too) into one folder; the folder reads as a
+    job of 2 ranks, each rank's steps and all-reduces as its raw JSON has them."""
+    assert main(["analyze", str(DDP), "--no-cache", "--format", "json"]) == 0
+    job = json.loads(capsys.readouterr().out)
+    assert job["world_size"] == 2 and [r["rank"] for r in job["ranks"]] == [0, 1]
+    size = {"Float": 4, "Long": 8, "Int": 4, "Byte": 1}
+    for r in job["ranks"]:
+        ev = json.loads(gzip.decompress(Path(r["path"]).read_bytes()))["traceEvents"]
+        assert f"fit-mlp-{r['rank']}-[Strategy]DDPStrategy." in r["path"]
+        steps = {e["name"] for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
+        assert r["steps"] == len(steps) == 18
+        comms = [e["args"] for e in ev if e.get("cat") == "cpu_op" and e["name"] == "record_param_comms"]
+        reduces = [a for a in comms if a["Collective name"] == "allreduce"]
+        (allreduce,) = [c for c in job["collectives"] if c["type"] == "allreduce"]
+        assert allreduce["instances"] == len(reduces) == 25
+        assert allreduce["bytes"] == sum(a["In msg nelems"] * size[a["dtype"]] for a in reduces)

@@ -325,6 +325,24 @@ def test_compiled_ddp_and_a_second_process_group():
     assert [len(raw[r]) for r in (0, 1)] == [18, 18]
 
 
+def test_ddp_gradient_accumulation_reduces_once_a_step_after_its_last_micro_batch():
+    """DDP with 4 micro-batches a step, the first 3 under ``no_sync()``: each step's all-reduces carry every fp32
+    gradient once (5 buckets), all launched after the step's last forward began; the rest of the step is no
+    communication."""
+    j = _job("ddpacc")
+    (c,) = j.collectives.iter_rows(named=True)
+    grads = 4 * (4096 * 4096 + 4096) * 4
+    assert (c["type"], c["instances"], c["bytes"]) == ("allreduce", 15, 3 * grads)
+    for r in (0, 1):
+        ev = _events(DATA / "ddpacc" / f"rank{r}.pt.trace.json.gz")
+        kernels = _raw_comm_kernels(ev)
+        forwards = sorted(e["ts"] for e in ev if e.get("cat") == "user_annotation"
+                          and e["name"] == "DistributedDataParallel.forward")
+        assert len(kernels) == 15 and len(forwards) == 12  # 3 profiled steps, 4 micro-batches each
+        for step, last_forward in zip(sorted({k["step"] for k in kernels}), forwards[3::4]):
+            assert all(k["launch"] > last_forward for k in kernels if k["step"] == step)
+
+
 def test_fsdp2_with_compiled_blocks():
     """FSDP2 (fully_shard) over four blocks each compiled first: per block and step two all-gathers of its bf16
     parameters (forward, backward) and one reduce-scatter of its fp32 gradients, each matched across the ranks with
