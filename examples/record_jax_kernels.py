@@ -1,6 +1,6 @@
 """Record JAX profiles of hand-written kernels and rematerialization, on a GPU.
 
-    python examples/record_jax_kernels.py OUT_DIR [--cpu] [--which pallas,remat,pytrace]
+    python examples/record_jax_kernels.py OUT_DIR [--cpu] [--which pallas,remat,pytrace,control]
 
 Writes ``OUT_DIR/<which>/plugins/profile/<run>/<host>.xplane.pb`` (``jax.profiler.trace`` around 3 jitted training
 steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed up before) and
@@ -11,7 +11,9 @@ steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed
 - ``remat``: the transformer block of ``record_jax_profiles.py`` under ``jax.checkpoint`` (the forward recomputed in
   the backward), attention by XLA (``implementation="xla"``);
 - ``pytrace``: the same ``remat`` model recorded with ``jax.profiler.ProfileOptions`` at ``python_tracer_level=1``
-  (every Python call an event) and ``host_tracer_level=3``, as users turn them on to see their Python.
+  (every Python call an event) and ``host_tracer_level=3``, as users turn them on to see their Python;
+- ``control``: a step with a ``lax.fori_loop`` (4 iterations of a 1024-wide matrix product), a ``lax.cond`` and a
+  ``jax.debug.callback`` that hands the loss to the host (a host callback inside the step, 2 ms of host work).
 
 ``--cpu`` runs the same programs on the CPU (Pallas in interpret mode) to check the script where no GPU is.
 """
@@ -109,6 +111,32 @@ def remat_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Array, 
     return params, (x,), loss_fn
 
 
+def control_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Array, ...], Any]:
+    """A step with control flow and a host callback: 4 refinement iterations in a ``lax.fori_loop`` (static bounds, so
+    that it can be differentiated: XLA runs it as a while loop), a ``lax.cond`` on the iterate's norm, and
+    ``jax.debug.callback`` handing the loss to the host (which sleeps 2 ms in it)."""
+    import time
+
+    d, b = 1024, 512
+    k = iter(jax.random.split(key, 4))
+    params = {"w": jax.random.normal(next(k), (d, d), jnp.bfloat16) * d ** -0.5}
+    x = jax.random.normal(next(k), (b, d), jnp.bfloat16)
+    seen: list[float] = []
+
+    def on_host(loss: Any) -> None:
+        time.sleep(0.002)
+        seen.append(float(loss))
+
+    def loss_fn(p: Any, x: jax.Array) -> jax.Array:
+        h = jax.lax.fori_loop(0, 4, lambda i, h: jnp.tanh(h @ p["w"]), x)
+        h = jax.lax.cond(jnp.linalg.norm(h.astype(jnp.float32)) > 1.0, lambda h: h * 0.5, lambda h: h, h)
+        loss = (h.astype(jnp.float32) ** 2).mean()
+        jax.debug.callback(on_host, loss)
+        return loss
+
+    return params, (x,), loss_fn
+
+
 def record(name: str, setup: Any, out: str, interpret: bool, steps: int = 3, python_tracer: bool = False) -> dict[str, Any]:
     params, args, loss_fn = setup(jax.random.PRNGKey(0), interpret)
 
@@ -144,7 +172,8 @@ def main() -> None:
     os.makedirs(a.out, exist_ok=True)
     info: dict[str, Any] = {"jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
                             "device_kind": jax.devices()[0].device_kind, "profiles": {}}
-    for name, setup in (("pallas", pallas_setup), ("remat", remat_setup), ("pytrace", remat_setup)):
+    for name, setup in (("pallas", pallas_setup), ("remat", remat_setup), ("pytrace", remat_setup),
+                        ("control", control_setup)):
         if a.which and name not in a.which.split(","):
             continue
         try:

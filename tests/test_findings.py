@@ -538,3 +538,18 @@ def test_a_capture_by_cuda_graph_trees_says_so_and_one_without_its_end_is_no_cap
     t = kernscope.load(_capture_trace(tmp_path, "open.json", end=False), cache=False)
     assert t.unlinked["launches_in_graph_capture"] == 0 and t.unlinked["launches_without_gpu"] == 3
     assert analyze(t).findings.filter(pl.col("rule") == "graph_capture").height == 0
+
+
+def test_host_callbacks_in_a_step_are_summed_and_a_short_one_is_not_a_finding(tmp_path):
+    """Two callbacks in step 1 (a pure_callback of 600 µs and an io_callback of 400 µs: 1,000 µs), one of 100 µs in
+    step 2 (under the 500 µs threshold); a CPU op whose name only contains the word is not one."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": 10000.0 * s,
+           "dur": 9000.0} for s in (1, 2)]
+    ev += [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 2, "ts": ts, "dur": d} for n, ts, d in (
+        ("pure_callback.3", 11000.0, 600.0), ("io_callback", 12000.0, 400.0), ("debug_callback.7", 21000.0, 100.0),
+        ("my_debug_callback_helper", 13000.0, 5000.0))]
+    (r,) = analyze(kernscope.load(write_trace(tmp_path / "cb.json", ev), cache=False)).findings.filter(
+        pl.col("rule") == "host_callback").iter_rows(named=True)
+    e = json.loads(r["evidence"])
+    assert (r["step"], e["callback_us"], e["calls"], r["win_back_us"]) == (1, 1000.0, 2, 1000.0)
+    assert e["spans"] == "1 io_callback, 1 pure_callback.3"  # (ties by name: one text whatever the grouping's order)

@@ -57,3 +57,22 @@ def test_low_occupancy_evidence_is_the_same_for_one_step_and_the_whole_profile()
     for step in trace.steps["step"].to_list():
         one = analyze(trace, step=step).findings.filter(pl.col("rule") == "low_occupancy")
         assert one.height and one["evidence"].to_list() == whole.filter(pl.col("step") == step)["evidence"].to_list()
+
+
+def test_a_host_callback_in_the_step_is_a_finding():
+    """``jax.debug.callback`` in the jitted step (its Python sleeps 2 ms on the host): XLA runs it as the HLO
+    instruction ``debug_callback.1`` on a host thread while the device work after it waits. The GPU sat idle 96% of
+    the steps, and nothing said why; a host_callback finding now names each step's callback and its time."""
+    trace = load(DATA / "control" / "vm.xplane.pb.gz", cache=False)
+    cb = (trace.rows(("cpu_op",), ("name", "ts", "end")).filter(pl.col("name").cast(pl.String) == "debug_callback.1")
+          .sort("ts"))
+    windows = trace.steps.sort("start").select("step", "start", "end").rows()
+    assert cb.height == len(windows) == 3
+    f = analyze(trace).findings.filter(pl.col("rule") == "host_callback").sort("step")
+    assert f["step"].to_list() == [0, 1, 2]
+    for (step, a, b), (ts, end), r in zip(windows, cb.select("ts", "end").rows(), f.iter_rows(named=True)):
+        assert a <= ts < b
+        e = json.loads(r["evidence"])
+        assert e["callback_us"] == (end - ts) / 1000 and e["callback_us"] > 2000  # (the 2 ms sleep, and more)
+        assert e["calls"] == 1 and e["spans"] == "1 debug_callback.1" and "jax.debug.print" in r["text"]
+    assert INFO["profiles"]["control"]["custom_calls"] == ["xla_ffi_python_gpu_callback"]

@@ -487,18 +487,32 @@ def step_variance(steps: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, An
     return out
 
 
+def _spans_in_steps(trace: Trace, pattern: str, step: int | None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The host events (CPU ops and user annotations) named by ``pattern`` that start inside a step (``name`` as text,
+    ``ts``, ``end``, ``step``; of ``step`` only where given), the host events, and the steps by start (``_s``, ``_e``,
+    ``step``), for the rules that name spans a step spent in (compiles, host callbacks)."""
+    host = trace.rows(OP_KINDS, ("name", "ts", "end"))
+    steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
+    spans = named(host, pattern)
+    if spans.height == 0 or steps.height == 0:
+        return pl.DataFrame(schema={"name": pl.String, "ts": pl.Int64, "end": pl.Int64, "step": pl.Int64}), host, steps
+    spans = (spans.select(pl.col("name").cast(pl.String), "ts", "end").sort("ts")
+             .join_asof(steps, left_on="ts", right_on="_s", strategy="backward").filter(pl.col("ts") < pl.col("_e"))
+             .drop("_s", "_e"))
+    return (spans.filter(pl.col("step") == step) if step is not None else spans), host, steps
+
+
+def _counted(counts: list[dict[str, Any]]) -> str:
+    """``value_counts`` of names as words, the most first and ties by name (one text whatever order polars gave)."""
+    return ", ".join(f"{v['count']} {v['name']}" for v in sorted(counts, key=lambda v: (-v["count"], v["name"])))
+
+
 def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
     """Compile spans inside steps (the outermost ones of ``cfg["names"]``), with torch.compile's compile ids (``0/1``:
     frame 0, recompilation 1) from the annotations Dynamo writes beside them."""
-    host = trace.rows(("cpu_op", "user_annotation"), ("name", "ts", "end"))
-    spans = named(host, cfg["names"])
-    if spans.height == 0 or trace.steps.height == 0:
+    spans, host, steps = _spans_in_steps(trace, cfg["names"], step)
+    if spans.height == 0:
         return []
-    steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
-    spans = (spans.select(pl.col("name").cast(pl.String), "ts", "end").sort("ts")
-             .join_asof(steps, left_on="ts", right_on="_s", strategy="backward").filter(pl.col("ts") < pl.col("_e")))
-    if step is not None:
-        spans = spans.filter(pl.col("step") == step)
     ids = (named(host, "compile_id=")
            .select(pl.col("name").cast(pl.String).str.extract(r"compile_id=([0-9/]+)").alias("_id"), "ts").sort("ts")
            .join_asof(steps, left_on="ts", right_on="_s", strategy="backward").filter(pl.col("ts") < pl.col("_e"))
@@ -509,11 +523,30 @@ def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[
     out = []
     for r in per.sort("step").iter_rows(named=True):  # one per step that compiled
         if r["compile_us"] >= cfg["min_us"]:
-            names = ", ".join(f"{v['count']} {v['name']}" for v in r["_names"])
+            names = _counted(r["_names"])
             listed = ", ".join(r["_ids"] or [])
             ev = {"step": r["step"], "compile_us": r["compile_us"], "spans": names, "ids": listed or None,
                   "ids_note": str(cfg["ids_note"]).format(ids=listed) if listed else ""}
             out.append(_row(cfg, "recompile", r["compile_us"], ev, step=r["step"]))
+    return out
+
+
+def host_callback(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
+    """JAX host callbacks inside steps (``jax.debug.print`` / ``debug.callback``, ``pure_callback``, ``io_callback``:
+    XLA runs them as HLO instructions ``debug_callback.N`` ..., on a host thread, while the device work after them
+    waits): per step, their time and names."""
+    spans, _, _ = _spans_in_steps(trace, cfg["names"], step)
+    if spans.height == 0:
+        return []
+    per = spans.group_by("step").agg(((pl.col("end") - pl.col("ts")).sum() / NS_PER_US).alias("callback_us"),
+                                     pl.col("name").value_counts(sort=True).alias("_names"))
+    out = []
+    for r in per.sort("step").iter_rows(named=True):  # one per step that called back
+        if r["callback_us"] >= cfg["min_us"]:
+            names = _counted(r["_names"])
+            ev = {"step": r["step"], "callback_us": r["callback_us"], "spans": names,
+                  "calls": int(sum(v["count"] for v in r["_names"]))}
+            out.append(_row(cfg, "host_callback", r["callback_us"], ev, step=r["step"]))
     return out
 
 
@@ -667,6 +700,7 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
         partial(exposed_comm, by_step, r["exposed_comm"], by_step_device, trace.world_size),
         partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
         partial(recompile, trace, r["recompile"], step), partial(graph_capture, trace, r["graph_capture"], step),
+        partial(host_callback, trace, r["host_callback"], step),
         partial(low_occupancy, gpu, r["low_occupancy"])]
     # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)
     with given.writing():
