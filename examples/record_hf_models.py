@@ -1,6 +1,7 @@
 """Record traces of Hugging Face transformers models (random weights from a config: no download), on a GPU.
 
-    python examples/record_hf_models.py OUT_DIR [train generate generate_static trainer]   (default: the first two)
+    python examples/record_hf_models.py OUT_DIR [train generate generate_static trainer train_compiled moe_train]
+        (default: the first two)
 
 - ``llama_train.pt.trace.json.gz``: a small Llama (4 layers, hidden 1024, 16 heads, 4 KV heads, SDPA attention,
   bf16) trained with AdamW for 3 profiled steps, recorded with every option users turn on
@@ -11,7 +12,10 @@
   compile the decoding forward itself (CUDA graphs: the decode steps replayed as graphs, as inference servers run them);
 - ``llama_trainer.pt.trace.json.gz``: the Llama trained by a Hugging Face ``Trainer`` (batch 4, gradient accumulation
   2: two forward and backward passes per optimizer step), the profiler stepped by a ``TrainerCallback`` at each
-  optimizer step (``schedule(wait=2, warmup=1, active=3)``), as Hugging Face's recipe records it.
+  optimizer step (``schedule(wait=2, warmup=1, active=3)``), as Hugging Face's recipe records it;
+- ``llama_train_compiled.pt.trace.json.gz``: the training of ``train`` under ``torch.compile`` (Inductor's fused
+  Triton kernels; ``record_shapes`` only);
+- ``mixtral_train.pt.trace.json.gz``: a small Mixtral (8 experts, 2 per token) trained eagerly.
 
 ``OUT_DIR/record_info.json``: versions, the GPU, the model's configuration and the losses.
 """
@@ -52,6 +56,55 @@ def train(out: str) -> dict:
 
     profiled(step, os.path.join(out, "llama_train.pt.trace.json.gz"), warmup=2, sync_each=False, record_shapes=True,
              with_stack=True, profile_memory=True, with_flops=True, with_modules=True)
+    return {"config": cfg.to_diff_dict(), "batch": [8, 512], "last_loss": losses[-1]}
+
+
+def train_compiled(out: str) -> dict:
+    """The Llama of ``train`` under ``torch.compile`` (Inductor's default mode: its fused Triton kernels, no CUDA
+    graphs), AdamW; recorded with ``record_shapes``."""
+    import torch
+
+    cfg, model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    compiled = torch.compile(model)
+    ids = torch.randint(0, cfg.vocab_size, (8, 512), device="cuda")
+    losses: list[float] = []
+
+    def step() -> None:
+        loss = compiled(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+
+    profiled(step, os.path.join(out, "llama_train_compiled.pt.trace.json.gz"), warmup=3, sync_each=False,
+             record_shapes=True)
+    return {"batch": [8, 512], "compile": "default", "last_loss": losses[-1]}
+
+
+def moe_train(out: str) -> dict:
+    """A small Mixtral (mixture of experts: 8 experts, 2 active per token, 4 layers, random weights) trained eagerly
+    with AdamW: the router's top-k and the experts' token gathers and scatters, as Hugging Face runs them."""
+    import torch
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(0)
+    cfg = MixtralConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2048, num_hidden_layers=4,
+                        num_attention_heads=16, num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2,
+                        max_position_embeddings=2048, attn_implementation="sdpa", torch_dtype="bfloat16")
+    model = MixtralForCausalLM(cfg).to("cuda", torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    ids = torch.randint(0, cfg.vocab_size, (8, 512), device="cuda")
+    losses: list[float] = []
+
+    def step() -> None:
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+
+    profiled(step, os.path.join(out, "mixtral_train.pt.trace.json.gz"), warmup=2, sync_each=False, record_shapes=True)
     return {"config": cfg.to_diff_dict(), "batch": [8, 512], "last_loss": losses[-1]}
 
 
@@ -138,7 +191,8 @@ def main() -> None:
 
     info: dict = {"torch": torch.__version__, "transformers": transformers.__version__,
                   "gpu": torch.cuda.get_device_name(0)}
-    runs = {"train": train, "generate": generate, "generate_static": generate_static, "trainer": trainer}
+    runs = {"train": train, "generate": generate, "generate_static": generate_static, "trainer": trainer,
+            "train_compiled": train_compiled, "moe_train": moe_train}
     run_all(out, runs, sys.argv[2:] or ["train", "generate"], info, key="runs")
 
 

@@ -1004,19 +1004,33 @@ _FUSED = r"^triton_(poi|red|per)_"
 FUSED_CLASSES = {"poi": "FusedPointwise", "red": "FusedReduce", "per": "FusedReduce"}
 
 
+def _iterations(call: Call) -> int | None:
+    """A generated kernel's iteration count: the product of its trailing integer scalars (``xnumel``, with ``ynumel``
+    for a tiled pointwise kernel and ``r0_numel`` for a reduction; at most three), as ``Concrete Inputs`` records them;
+    None where none is recorded."""
+    sizes: list[int] = []
+    for i in range(len(call.dims) - 1, -1, -1):
+        t = call.text(i).strip()
+        if call.is_tensor(i) or len(sizes) == 3 or not t.isdigit():
+            break
+        sizes.append(int(t))
+    return math.prod(sizes) if sizes else None
+
+
 def _inductor_fused(call: Call) -> Work:
-    """An Inductor fusion of pointwise ops or of a reduction: every recorded buffer moved once (its inputs read, its
-    outputs written: a buffer updated in place, Inductor's ``in_out_ptr``, is read and written but counted once, so the
-    bytes are a lower bound, at worst half the traffic), and 1 FLOP per element of its largest buffer (the fused ops' count
-    is not recorded; the kernel is rated against memory, whatever its FLOPs)."""
+    """An Inductor fusion of pointwise ops or of a reduction, over ``n`` iterations (:func:`_iterations`): 1 FLOP each,
+    and each recorded buffer read or written once, but no more of its elements than there are iterations (a fusion
+    that gathers rows reads a few of a large table's: an embedding, the loss's target logits). An estimate both ways:
+    a buffer updated in place (Inductor's ``in_out_ptr``) is read and written but counted once."""
     tensors = _tensors(call)
-    if not tensors:
-        raise NoModel("no buffers recorded for the generated kernel")
+    n = _iterations(call)
+    if not tensors or n is None:
+        raise NoModel("the generated kernel's buffers or its iteration count (xnumel) are not recorded")
     big = max(tensors, key=lambda i: (numel(call.shape(i)), -i))
     flavor = re.match(_FUSED, call.name)
     cls = FUSED_CLASSES[flavor.group(1)] if flavor else "FusedPointwise"
-    return Work(float(numel(call.shape(big))), _moved(call), cls, "vector", call.types[big],
-                {"buffers": len(tensors), "bytes": "each buffer once (a lower bound where one is updated in place)"})
+    moved = float(sum(min(call.distinct(i), n) * call.bpe(i) for i in tensors))
+    return Work(float(n), moved, cls, "vector", call.types[big], {"buffers": len(tensors), "iterations": n})
 
 
 for _flavor, _cls in (("poi", "FusedPointwise"), ("red", "FusedReduce"), ("per", "FusedReduce")):

@@ -255,9 +255,9 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     fused = ops_df.filter(pl.col("op_class").is_in(list(FUSED_CLASSES.values())) & ~pl.col("nested"))
     if fused.height:
         notes.append(f"{int(fused['count'].sum()):,} calls of Inductor's fused pointwise and reduction kernels "
-                     f"({float(fused['kernel_time_us'].sum()):,.1f} µs of GPU time) are modeled from their buffers, each "
-                     "counted once: a buffer updated in place is read and written, so their bytes and TB/s are a lower "
-                     "bound (at worst half the traffic: a kernel that only updates buffers in place)")
+                     f"({float(fused['kernel_time_us'].sum()):,.1f} µs of GPU time) are modeled from their buffers and "
+                     "iteration counts: each buffer read or written once, no more of its elements than the kernel's "
+                     "iterations; an estimate (a buffer updated in place is read and written, but counted once)")
     if dev is None:
         notes.append(f"device {device_name or '(none recorded)'!r} is not in the peaks table: % of peak and bound are "
                      "left empty; give --peak (a device such as h100, or numbers such as bf16=989,fp32=67,bw=3.35)")
