@@ -391,10 +391,8 @@ def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
     rt = named(trace.rows(("runtime", "driver"), ("idx", "pid", "tid", "ts", "dur", "name")), cfg["names"])
     if rt.height == 0 or trace.steps.height == 0:
         return []
-    steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
-    rt = (rt.select("idx", "pid", "tid", "ts", "dur", pl.col("name").cast(pl.String)).sort("ts")
-          .join_asof(steps, left_on="ts", right_on="_s", strategy="backward")
-          .filter(pl.col("ts") < pl.col("_e")).with_row_index("_g"))
+    rt = _in_steps(rt.select("idx", "pid", "tid", "ts", "dur", pl.col("name").cast(pl.String)), "ts",
+                   _step_starts(trace)).with_row_index("_g")
     if step is not None:
         rt = rt.filter(pl.col("step") == step)
     probe = rt.select("_g", pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
@@ -487,18 +485,28 @@ def step_variance(steps: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, An
     return out
 
 
+def _step_starts(trace: Trace) -> pl.DataFrame:
+    """The steps by start (``_s``, ``_e``, ``step``), for :func:`_in_steps`."""
+    return trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
+
+
+def _in_steps(table: pl.DataFrame, at: str, steps: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``table`` whose time ``at`` (ns) is inside a step of ``steps`` (:func:`_step_starts`), with their
+    ``step``."""
+    return (table.sort(at).join_asof(steps, left_on=at, right_on="_s", strategy="backward")
+            .filter(pl.col(at) < pl.col("_e")).drop("_s", "_e"))
+
+
 def _spans_in_steps(trace: Trace, pattern: str, step: int | None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """The host events (CPU ops and user annotations) named by ``pattern`` that start inside a step (``name`` as text,
-    ``ts``, ``end``, ``step``; of ``step`` only where given), the host events, and the steps by start (``_s``, ``_e``,
-    ``step``), for the rules that name spans a step spent in (compiles, host callbacks)."""
+    ``ts``, ``end``, ``step``; of ``step`` only where given), the host events, and the steps by start, for the rules
+    that name spans a step spent in (compiles, host callbacks)."""
     host = trace.rows(OP_KINDS, ("name", "ts", "end"))
-    steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
+    steps = _step_starts(trace)
     spans = named(host, pattern)
     if spans.height == 0 or steps.height == 0:
         return pl.DataFrame(schema={"name": pl.String, "ts": pl.Int64, "end": pl.Int64, "step": pl.Int64}), host, steps
-    spans = (spans.select(pl.col("name").cast(pl.String), "ts", "end").sort("ts")
-             .join_asof(steps, left_on="ts", right_on="_s", strategy="backward").filter(pl.col("ts") < pl.col("_e"))
-             .drop("_s", "_e"))
+    spans = _in_steps(spans.select(pl.col("name").cast(pl.String), "ts", "end"), "ts", steps)
     return (spans.filter(pl.col("step") == step) if step is not None else spans), host, steps
 
 
@@ -513,9 +521,8 @@ def recompile(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[
     spans, host, steps = _spans_in_steps(trace, cfg["names"], step)
     if spans.height == 0:
         return []
-    ids = (named(host, "compile_id=")
-           .select(pl.col("name").cast(pl.String).str.extract(r"compile_id=([0-9/]+)").alias("_id"), "ts").sort("ts")
-           .join_asof(steps, left_on="ts", right_on="_s", strategy="backward").filter(pl.col("ts") < pl.col("_e"))
+    ids = (_in_steps(named(host, "compile_id=").select(
+               pl.col("name").cast(pl.String).str.extract(r"compile_id=([0-9/]+)").alias("_id"), "ts"), "ts", steps)
            .group_by("step").agg(pl.col("_id").drop_nulls().unique().sort().alias("_ids")))
     per = (spans.group_by("step").agg(((pl.col("end") - pl.col("ts")).sum() / NS_PER_US).alias("compile_us"),
                                       pl.col("name").value_counts(sort=True).alias("_names"))
@@ -559,17 +566,13 @@ def graph_capture(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
     windows = capture_windows(runtime)
     if windows.height == 0 or trace.steps.height == 0:
         return []
-    steps = trace.steps.select(pl.col("start").alias("_s"), pl.col("end").alias("_e"), "step").sort("_s")
-
-    def in_step(t: pl.DataFrame, at: str) -> pl.DataFrame:
-        return (t.sort(at).join_asof(steps, left_on=at, right_on="_s", strategy="backward")
-                .filter(pl.col(at) < pl.col("_e")))
-
-    caps = in_step(windows, "start").group_by("step").agg(
+    steps = _step_starts(trace)
+    caps = _in_steps(windows, "start", steps).group_by("step").agg(
         pl.len().alias("graphs"), ((pl.col("end") - pl.col("start")).sum() / NS_PER_US).alias("capture_us"))
-    inst = in_step(named(runtime, INSTANTIATE).select("ts", "end"), "ts").group_by("step").agg(
+    inst = _in_steps(named(runtime, INSTANTIATE).select("ts", "end"), "ts", steps).group_by("step").agg(
         ((pl.col("end") - pl.col("ts")).sum() / NS_PER_US).alias("instantiate_us"))
-    trees = in_step(named(trace.rows(OP_KINDS, ("name", "ts")), cfg["tree_names"]).select("ts"), "ts")["step"].unique()
+    trees = set(_in_steps(named(trace.rows(OP_KINDS, ("name", "ts")), cfg["tree_names"]).select("ts"), "ts",
+                          steps)["step"].to_list())
     per = caps.join(inst, on="step", how="left").with_columns(pl.col("instantiate_us").fill_null(0.0))
     if step is not None:
         per = per.filter(pl.col("step") == step)
@@ -578,7 +581,7 @@ def graph_capture(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
         spent = r["capture_us"] + r["instantiate_us"]
         if spent >= cfg["min_us"]:
             ev = {"step": r["step"], "graphs": r["graphs"], "capture_us": r["capture_us"],
-                  "instantiate_us": r["instantiate_us"], "torch_compile": r["step"] in set(trees.to_list())}
+                  "instantiate_us": r["instantiate_us"], "torch_compile": r["step"] in trees}
             words = {"hint": str(cfg["hint_trees"] if ev["torch_compile"] else cfg["hint_plain"])}
             out.append(_row(cfg, "graph_capture", spent, ev, words=words, step=r["step"]))
     return out
