@@ -39,24 +39,49 @@ def _model():  # type: ignore[no-untyped-def]
     return cfg, LlamaForCausalLM(cfg).to("cuda", torch.bfloat16)
 
 
-def train(out: str) -> dict:
+def _trained(model, forward, vocab: int, path: str, warmup: int = 2, **options) -> float:  # type: ignore[no-untyped-def]
+    """``model`` trained by ``forward`` (itself, or compiled) with AdamW on a batch of 8 x 512 tokens, profiled into
+    ``path`` (``options``: the profiler's); the last loss."""
     import torch
 
-    cfg, model = _model()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    ids = torch.randint(0, cfg.vocab_size, (8, 512), device="cuda")
+    ids = torch.randint(0, vocab, (8, 512), device="cuda")
     losses: list[float] = []
 
     def step() -> None:
-        loss = model(input_ids=ids, labels=ids).loss
+        loss = forward(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss))
 
-    profiled(step, os.path.join(out, "llama_train.pt.trace.json.gz"), warmup=2, sync_each=False, record_shapes=True,
-             with_stack=True, profile_memory=True, with_flops=True, with_modules=True)
-    return {"config": cfg.to_diff_dict(), "batch": [8, 512], "last_loss": losses[-1]}
+    profiled(step, path, warmup=warmup, sync_each=False, **options)
+    return losses[-1]
+
+
+def _generated(model, vocab: int, path: str, warmup: int = 2, **kwargs) -> list[int]:  # type: ignore[no-untyped-def]
+    """``model.generate`` of 32 new tokens for a batch of 4 prompts of 128 (``kwargs``: generate's), profiled into
+    ``path``; the output's shape."""
+    import torch
+
+    model.eval()
+    ids = torch.randint(0, vocab, (4, 128), device="cuda")
+    shapes: list[list[int]] = []
+
+    def step() -> None:
+        with torch.no_grad():
+            y = model.generate(ids, max_new_tokens=32, min_new_tokens=32, do_sample=False, **kwargs)
+        shapes.append(list(y.shape))
+
+    profiled(step, path, warmup=warmup, sync_each=False, record_shapes=True)
+    return shapes[-1]
+
+
+def train(out: str) -> dict:
+    cfg, model = _model()
+    last = _trained(model, model, cfg.vocab_size, os.path.join(out, "llama_train.pt.trace.json.gz"), record_shapes=True,
+                    with_stack=True, profile_memory=True, with_flops=True, with_modules=True)
+    return {"config": cfg.to_diff_dict(), "batch": [8, 512], "last_loss": last}
 
 
 def train_compiled(out: str) -> dict:
@@ -65,21 +90,9 @@ def train_compiled(out: str) -> dict:
     import torch
 
     cfg, model = _model()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    compiled = torch.compile(model)
-    ids = torch.randint(0, cfg.vocab_size, (8, 512), device="cuda")
-    losses: list[float] = []
-
-    def step() -> None:
-        loss = compiled(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(float(loss))
-
-    profiled(step, os.path.join(out, "llama_train_compiled.pt.trace.json.gz"), warmup=3, sync_each=False,
-             record_shapes=True)
-    return {"batch": [8, 512], "compile": "default", "last_loss": losses[-1]}
+    last = _trained(model, torch.compile(model), cfg.vocab_size,
+                    os.path.join(out, "llama_train_compiled.pt.trace.json.gz"), warmup=3, record_shapes=True)
+    return {"batch": [8, 512], "compile": "default", "last_loss": last}
 
 
 def moe_train(out: str) -> dict:
@@ -93,57 +106,25 @@ def moe_train(out: str) -> dict:
                         num_attention_heads=16, num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2,
                         max_position_embeddings=2048, attn_implementation="sdpa", torch_dtype="bfloat16")
     model = MixtralForCausalLM(cfg).to("cuda", torch.bfloat16)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    ids = torch.randint(0, cfg.vocab_size, (8, 512), device="cuda")
-    losses: list[float] = []
-
-    def step() -> None:
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(float(loss))
-
-    profiled(step, os.path.join(out, "mixtral_train.pt.trace.json.gz"), warmup=2, sync_each=False, record_shapes=True)
-    return {"config": cfg.to_diff_dict(), "batch": [8, 512], "last_loss": losses[-1]}
+    last = _trained(model, model, cfg.vocab_size, os.path.join(out, "mixtral_train.pt.trace.json.gz"),
+                    record_shapes=True)
+    return {"config": cfg.to_diff_dict(), "batch": [8, 512], "last_loss": last}
 
 
 def generate(out: str) -> dict:
-    import torch
-
     cfg, model = _model()
-    model.eval()
-    ids = torch.randint(0, cfg.vocab_size, (4, 128), device="cuda")
-    shapes: list[list[int]] = []
-
-    def step() -> None:
-        with torch.no_grad():
-            y = model.generate(ids, max_new_tokens=32, min_new_tokens=32, do_sample=False)
-        shapes.append(list(y.shape))
-
-    profiled(step, os.path.join(out, "llama_generate.pt.trace.json.gz"), warmup=2, sync_each=False, record_shapes=True)
-    return {"prompt": [4, 128], "new_tokens": 32, "out_shape": shapes[-1]}
+    shape = _generated(model, cfg.vocab_size, os.path.join(out, "llama_generate.pt.trace.json.gz"))
+    return {"prompt": [4, 128], "new_tokens": 32, "out_shape": shape}
 
 
 def generate_static(out: str) -> dict:
-    import torch
-
-    cfg, model = _model()
-    model.eval()
     # a static KV cache: generate compiles the decoding forward itself (its CompileConfig: CUDA graphs), and the decode
     # steps replay graphs, as inference servers run them (compiling model.forward by hand as well reused a graph's
     # output after a later replay had overwritten it: "accessing tensor output of CUDAGraphs that has been overwritten")
-    ids = torch.randint(0, cfg.vocab_size, (4, 128), device="cuda")
-    shapes: list[list[int]] = []
-
-    def step() -> None:
-        with torch.no_grad():
-            y = model.generate(ids, max_new_tokens=32, min_new_tokens=32, do_sample=False, cache_implementation="static")
-        shapes.append(list(y.shape))
-
-    profiled(step, os.path.join(out, "llama_generate_static.pt.trace.json.gz"), warmup=3, sync_each=False,
-             record_shapes=True)
-    return {"prompt": [4, 128], "new_tokens": 32, "out_shape": shapes[-1], "cache": "static",
+    cfg, model = _model()
+    shape = _generated(model, cfg.vocab_size, os.path.join(out, "llama_generate_static.pt.trace.json.gz"), warmup=3,
+                       cache_implementation="static")
+    return {"prompt": [4, 128], "new_tokens": 32, "out_shape": shape, "cache": "static",
             "compile_config": str(getattr(model.generation_config, "compile_config", None))}
 
 
