@@ -326,6 +326,18 @@ def test_memory_chart_and_cycle_axis(browser, tmp_path):
     assert browser.errors() == []
     assert browser.eval("document.querySelectorAll('#memory canvas').length") == 1
     assert "peak 1.01 GiB allocated" in browser.eval("document.querySelector('#memory p.note').textContent")
+    # a CPU allocator that peaked at 8 bytes beside the GPU's 2.86 GiB (a Hugging Face training step): its line of
+    # words, no chart (a chart of 8 B had been drawn)
+    hf = Path(__file__).parent / "data" / "hf_h200" / "llama_train.pt.trace.json.gz"
+    assert main(["report", str(hf), "-o", str(html), "-q", "--no-cache"]) == 0
+    _fresh(browser)
+    browser.open(html.as_uri())
+    assert browser.errors() == []
+    assert browser.eval("document.querySelectorAll('#memory canvas').length") == 1
+    notes = browser.eval("Array.from(document.querySelectorAll('#memory p.note')).map(p => p.textContent)")
+    assert [n.split(": peak")[0] for n in notes] == ["cpu", "cuda:0"]
+    assert "peak 8 B allocated" in notes[0] and notes[0].endswith("(too small to chart)")
+    assert "peak 2.86 GiB allocated" in notes[1] and "filled: allocated" in notes[1]
     proton = Path(__file__).parent / "data" / "proton_h100" / "tutorial_override.chrome_trace.gz"
     page = tmp_path / "c.html"
     assert main(["intra", "stats", str(proton), "--html", str(page)]) == 0

@@ -86,22 +86,30 @@ view("json", "memory.steps")(whole)
 
 #: points per device in the HTML chart; more events are bucketed (max per bucket: the peak stays visible)
 CHART_POINTS = 4000
+#: a device whose peak is below this many bytes gets its line of words but no chart (the CPU allocator of a GPU
+#: training step peaks at a few bytes: a chart of 8 B said nothing)
+CHART_MIN_BYTES = 2**20
 
 
 def chart_data(m: MemoryTimeline, t0: int) -> list[dict[str, Any]]:
     """Per device: allocated and reserved bytes over time (ns since ``t0``) for the report's memory chart, and its
-    peak (bytes, time, op, step)."""
+    peak (bytes, time, op, step); ``chart`` False (and no series) for a device that peaked under
+    :data:`CHART_MIN_BYTES`."""
     out = []
     for r in m.devices.iter_rows(named=True):  # one per device
+        peak = {"bytes": r["peak_allocated"], "at_ns": r["peak_at_ns"], "op": r["peak_op"], "step": r["peak_step"]}
+        if (r["peak_allocated"] or 0) < CHART_MIN_BYTES:
+            out.append({"label": _device(r), "chart": False, "peak": peak})
+            continue
         ev = m.events.filter((pl.col("device_type") == r["device_type"]) & (pl.col("device") == r["device"])).sort("ts", "idx")
         ev = ev.select((pl.col("ts") - t0).alias("t"), "allocated", "reserved")
         if ev.height > 2 * CHART_POINTS:
             span = max(as_int(ev["t"].max()) - as_int(ev["t"].min()), 1)
             ev = (ev.with_columns(((pl.col("t") - pl.col("t").min()) * CHART_POINTS // span).alias("_b"))
                   .group_by("_b").agg(pl.col("t").min(), pl.col("allocated").max(), pl.col("reserved").max()).sort("_b"))
-        out.append({"label": _device(r),
+        out.append({"label": _device(r), "chart": True,
                     "t": b64(ev["t"].to_numpy().astype(np.float64)),
                     "allocated": b64(ev["allocated"].fill_null(0).to_numpy().astype(np.float64)),
                     "reserved": b64(ev["reserved"].fill_null(0).to_numpy().astype(np.float64)),
-                    "peak": {"bytes": r["peak_allocated"], "at_ns": r["peak_at_ns"], "op": r["peak_op"], "step": r["peak_step"]}})
+                    "peak": peak})
     return out

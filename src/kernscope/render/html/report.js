@@ -263,12 +263,13 @@
     return b.toFixed(0) + " B";
   }
   function memoryChart(root, dev) {  // allocated (filled) and reserved (line) bytes over time, the peak marked
+    const pk = dev.peak;
+    const words = dev.label + ": peak " + fmtBytes(pk.bytes) + " allocated at " + fmtUs(pk.at_ns / 1000) +
+      (pk.op ? " in " + pk.op : "") + (pk.step != null ? " (step " + pk.step + ")" : "");
+    if (dev.chart === false) { root.appendChild(el("p", { cls: "note", text: words + " (too small to chart)" })); return; }
     const t = decode(dev.t, Float64Array), al = decode(dev.allocated, Float64Array), re = decode(dev.reserved, Float64Array);
     const c = el("canvas", { cls: "bars", "aria-label": "memory " + dev.label });
-    const pk = dev.peak;
-    root.appendChild(el("p", { cls: "note", text: dev.label + ": peak " + fmtBytes(pk.bytes) + " allocated at " +
-      fmtUs(pk.at_ns / 1000) + (pk.op ? " in " + pk.op : "") + (pk.step != null ? " (step " + pk.step + ")" : "") +
-      "; filled: allocated, line: reserved" }));
+    root.appendChild(el("p", { cls: "note", text: words + "; filled: allocated, line: reserved" }));
     root.appendChild(c);
     const W = Math.max(600, root.clientWidth || 900), H = 200, pad = 70, dpr = window.devicePixelRatio || 1;
     c.width = W * dpr; c.height = H * dpr; c.style.width = W + "px"; c.style.height = H + "px";
