@@ -45,6 +45,13 @@ def test_the_training_steps_trace_against_the_raw_json():
         round(d, 3) for _, _, d in ann[1:]]
     assert s.kernels["count"].sum() == len(kernels) == 173
     assert s.steps["kernel_count"].to_list() == [45, 37, 37, 37]
+    # the earlier run's GPU work is in no step, and said to be there (it was "gpu outside steps 35", unexplained)
+    launch = {e["args"]["correlation"]: e["ts"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and "correlation" in e.get("args", {})}
+    a, b = ann[0][0], ann[0][0] + ann[0][2]
+    early = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+             and a <= launch.get(e["args"].get("correlation"), -1) <= b]
+    assert trace.unlinked["gpu_outside_steps"] == trace.unlinked["gpu_in_earlier_step_runs"] == len(early) == 35
 
 
 def test_a_ranks_two_actions_are_named(tmp_path, capsys):

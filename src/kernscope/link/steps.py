@@ -65,16 +65,30 @@ def empty_steps() -> pl.DataFrame:
     return pl.DataFrame(schema=STEP_SCHEMA)
 
 
-def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per CPU-side ``ProfilerStep#N``: step, name, start, end (ns), kind (null), phase."""
+def _step_runs(events: pl.DataFrame) -> pl.DataFrame:
+    """The CPU-side ``ProfilerStep#N`` annotations (``name`` as text, ``ts``, ``end``) in time order, each with its run
+    (``_run``: consecutive annotations of one name) and whether that run is its name's last (``_last``)."""
     # (lazy: three columns of the host events are read, not every column copied first)
     cand = events.lazy().filter(pl.col("kind").is_in(["user_annotation", "cpu_op"])).select("name", "ts", "end").collect()
     s = named(cand, STEP_PATTERN).with_columns(pl.col("name").cast(pl.String)).sort("ts", "end")
+    run = (pl.col("name") != pl.col("name").shift()).fill_null(True).cum_sum()
+    return s.with_columns(run.alias("_run")).with_columns((pl.col("_run") == pl.col("_run").max().over("name")).alias("_last"))
+
+
+def earlier_step_runs(events: pl.DataFrame) -> pl.DataFrame:
+    """The windows (``start``, ``end``; ns) of the runs of ``ProfilerStep#N`` annotations that are not their name's
+    last (PyTorch Lightning opens ``ProfilerStep#2`` before ``ProfilerStep#1`` and again after it): the work in
+    them is in no step (:func:`profiler_steps` takes each name's last run)."""
+    s = _step_runs(events).filter(~pl.col("_last"))
+    return s.group_by("_run").agg(pl.col("ts").min().alias("start"), pl.col("end").max().alias("end")).select("start", "end")
+
+
+def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per CPU-side ``ProfilerStep#N``: step, name, start, end (ns), kind (null), phase."""
     # a name's window is the hull of its annotations in their last run (in time, with no other step's between them):
     # PyTorch Lightning's profiler opens ProfilerStep#2 before ProfilerStep#1 and again after it, and the hull of both
     # held step 1 (a 183 ms step 2 over a 150 ms step 1 on a Lightning fit recorded on an H200)
-    run = (pl.col("name") != pl.col("name").shift()).fill_null(True).cum_sum()
-    s = s.with_columns(run.alias("_run")).filter(pl.col("_run") == pl.col("_run").max().over("name"))
+    s = _step_runs(events).filter(pl.col("_last"))
     t = (
         s.group_by("name")
         .agg(pl.col("ts").min().alias("start"), pl.col("end").max().alias("end"))

@@ -6,6 +6,7 @@ import polars as pl
 
 from .captures import CAPTURE_BEGIN, capture_windows, in_windows
 from .kinds import named
+from .steps import earlier_step_runs
 
 #: Runtime/driver calls that queue GPU work (their correlation should find a GPU event).
 LAUNCH_LIKE = r"(?i)(launchkernel|graphlaunch|modulelaunchkernel|extlaunchkernel|launchcooperativekernel|memcpy|memset)"
@@ -15,7 +16,8 @@ def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame
     """``gpu_without_launch``, ``gpu_without_correlation``, ``gpu_launched_before_window``,
     ``launches_without_gpu``, ``launches_in_graph_capture`` (of those, the ones made while their thread was capturing
     a CUDA/HIP graph: they have no GPU record of their own, the graph's replays run them), ``launches_without_op``,
-    ``gpu_outside_steps``, ``flows_without_end``."""
+    ``gpu_outside_steps``, ``gpu_in_earlier_step_runs`` (of those, the ones launched in an earlier run of a step's
+    annotation, which the step is not: PyTorch Lightning opens ``ProfilerStep#2`` twice), ``flows_without_end``."""
     is_runtime = pl.col("kind").is_in(["runtime", "driver"])
     runtime = events.select("kind", "correlation", "name").filter(is_runtime)
     first_corr = runtime["correlation"].min()
@@ -52,5 +54,17 @@ def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame
                        & (pl.col("hlo_op").is_null() if "hlo_op" in gpu.columns else pl.lit(True)))["launch_idx"].n_unique()
         ),
         "gpu_outside_steps": int(gpu["step"].null_count()) if has_steps else 0,
+        "gpu_in_earlier_step_runs": _in_earlier_runs(events, gpu) if has_steps and gpu["step"].null_count() else 0,
         "flows_without_end": int(without_end),
     }
+
+
+def _in_earlier_runs(events: pl.DataFrame, gpu: pl.DataFrame) -> int:
+    """GPU records in no step whose launch is inside an earlier run of a ``ProfilerStep#N`` annotation
+    (:func:`~kernscope.link.steps.earlier_step_runs`)."""
+    runs = earlier_step_runs(events)
+    if runs.height == 0:
+        return 0
+    out = gpu.filter(pl.col("step").is_null() & pl.col("launch_ts").is_not_null()).select("launch_ts").sort("launch_ts")
+    hit = out.join_asof(runs.sort("start"), left_on="launch_ts", right_on="start", strategy="backward")
+    return int(hit.filter(pl.col("end").is_not_null() & (pl.col("launch_ts") <= pl.col("end"))).height)

@@ -180,9 +180,11 @@ def _annotations(s: Section, out: Console) -> None:
 @view("table", "analysis.unlinked")
 def _unlinked(s: Section, out: Console) -> None:
     nonzero = {k: v for k, v in s.value.items() if v}
-    captured = nonzero.pop("launches_in_graph_capture", 0)  # (a part of launches_without_gpu: said beside it)
-    words = [f"{k.replace('_', ' ')} {v:,}" + (f" ({captured:,} of them in a graph capture)"
-                                              if k == "launches_without_gpu" and captured else "")
+    # (parts of launches_without_gpu and gpu_outside_steps: said beside them)
+    part = {"launches_without_gpu": (nonzero.pop("launches_in_graph_capture", 0), "in a graph capture"),
+            "gpu_outside_steps": (nonzero.pop("gpu_in_earlier_step_runs", 0), "launched in an earlier run of a step's "
+                                                                              "annotation, which the step is not")}
+    words = [f"{k.replace('_', ' ')} {v:,}" + (f" ({part[k][0]:,} of them {part[k][1]})" if part.get(k, (0,))[0] else "")
              for k, v in nonzero.items()]
     out.print(term("Unlinked: " + (", ".join(words) if words else "none")), overflow="fold")
 

@@ -86,6 +86,7 @@ _T = [
     Term("launches_in_graph_capture", "count", "Of launches_without_gpu, those made while their thread was capturing a CUDA/HIP graph (between cudaStreamBeginCapture and cudaStreamEndCapture): they run nothing themselves, the graph's replays do.", "unlinked"),
     Term("launches_without_op", "count", "Launches that no CPU op encloses.", "unlinked"),
     Term("gpu_outside_steps", "count", "GPU records launched outside every step window.", "unlinked"),
+    Term("gpu_in_earlier_step_runs", "count", "Of gpu_outside_steps, those launched in an earlier run of a step's ProfilerStep#N annotation (PyTorch Lightning opens ProfilerStep#2 before ProfilerStep#1 and again after it; the step is the last run).", "unlinked"),
     Term("flows_without_end", "count", "Flow starts (ph s) with no finish.", "unlinked"),
     # -- bench view
     Term("flush_kernels", "", "Kernels of the L2 flush at the start of the profiled step (kernscope::l2_flush annotation, or the leading fill/zero op).", "bench"),
