@@ -91,13 +91,15 @@ def test_thousands_of_tiny_kernels_rank_launch_bound_first(tmp_path):
 
 
 def _steps_trace(path: Path, durations_us: list[float], *, sync_us: float = 0.0, comm_us: float = 0.0,
-                 gemms: int = 0) -> None:
+                 gemms: int = 0, split_k: bool = False) -> None:
     ev, t, corr = [], 0.0, 0
     for k, d in enumerate(durations_us):
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1, "tid": 1, "ts": t, "dur": d})
         ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t + 1, "dur": d - 2})
         gpu_t = t + 5
-        kernels = [("ampere_sgemm_32x32_sliced1x4_nn", 3.0)] * gemms + [("ampere_sgemm_128x64_nn", 40.0)]
+        tiny = [("ampere_sgemm_32x32_sliced1x4_nn", 3.0)] + ([("void cublasLt::splitKreduce_kernel<32, 16, int, float>", 1.5)]
+                                                              if split_k else [])
+        kernels = tiny * gemms + [("ampere_sgemm_128x64_nn", 40.0)]
         if comm_us:
             kernels.append(("ncclDevKernel_AllReduce_Sum_f32_RING_LL", comm_us))
         for name, dur in kernels:
@@ -131,6 +133,15 @@ def test_slow_step_sync_comm_and_tiny_gemms_are_named(tmp_path):
     assert tiny["win_back_us"].to_list() == pytest.approx([40 * 2.0] * 4)  # 40 calls x the assumed 2 µs each
     one = analyze(kernscope.load(p, cache=False), step=3).findings
     assert set(one["step"]) == {3}  # --step: that step's findings only
+
+
+def test_a_split_k_gemms_reduce_kernel_is_not_a_tiny_gemm_of_its_own(tmp_path):
+    """Each tiny GEMM followed by cuBLASLt's split-K reduce (one per GEMM, categorized GEMM): the GEMMs are one finding
+    per step, the reduce kernels none (a Hugging Face generate listed 124 reduces beside their 124 GEMMs)."""
+    p = tmp_path / "k.json"
+    _steps_trace(p, [1000.0, 1000.0, 1000.0], gemms=40, split_k=True)
+    tiny = analyze(kernscope.load(p, cache=False)).findings.filter(pl.col("rule") == "tiny_gemm")
+    assert tiny.height == 3 and set(tiny["kernel"]) == {"ampere_sgemm_32x32_sliced1x4_nn"}
 
 
 def test_a_gpu_busy_with_work_in_no_step_is_not_idle_at_the_step_start(tmp_path):

@@ -462,6 +462,8 @@ def tiny_gemm(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
            .filter((pl.col("mean_us") <= cfg["max_mean_us"]) & (pl.col("count") >= cfg["min_count"]))
            .select("step", pl.col("name").cast(pl.String), pl.col("launcher").cast(pl.String).alias("op"), "count",
                    "mean_us"))
+    if cfg.get("skip_names"):
+        per = per.filter(~pl.col("name").str.contains(str(cfg["skip_names"])))
     out = []
     for r in per.sort("step", "count", descending=[False, True]).iter_rows(named=True):
         saving = r["count"] * min(r["mean_us"], cfg["saving_per_kernel_us"])
