@@ -83,6 +83,19 @@ def test_bad_queries_are_one_line(capsys):
         kernscope.load(EXAMPLE, cache=False).sql("SELECT FROM")
 
 
+def test_a_kernels_category_asked_of_the_trace_points_to_the_analysis(capsys, raw):
+    """``SELECT category ... FROM kernels`` is the first query a user tries: the trace's kernels table holds what was
+    recorded, the category is the analysis's; the one line says where it is, and that query answers."""
+    assert main(["sql", "SELECT category, count(*) AS n FROM kernels GROUP BY 1", str(EXAMPLE), "--no-cache"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert 'unable to find column "category"' in err and "category is the analysis's: in analysis.kernels" in err
+    assert main(["sql", "SELECT category, sum(count) AS n FROM analysis.kernels GROUP BY 1", str(EXAMPLE), "--no-cache",
+                 "--format", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    rows = got["rows"] if isinstance(got, dict) and "rows" in got else got
+    assert sum(r["n"] for r in rows) == sum(1 for e in raw if e.get("cat") == "kernel")
+
+
 def test_dotted_table_names_in_any_spelling_and_never_in_quotes():
     """analysis.<table> names are found as written in any case, qualify their columns, and stay as written inside
     quotes; an error names them as the user wrote them (they are registered under plain names, which polars 2.0,

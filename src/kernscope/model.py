@@ -247,6 +247,11 @@ SQL_STATEMENT_WORDS = frozenset({"drop", "create", "insert", "update", "delete",
                                  "copy", "attach", "detach", "set", "use", "grant", "revoke", "rename"})
 
 
+#: columns the analysis adds to the GPU rows (a kernel's category and library), which the trace's own tables lack: a
+#: query of ``kernels`` naming one is pointed to ``analysis.kernels``
+ANALYSIS_COLUMNS = ("category", "library")
+
+
 def run_sql(query: str, tables: dict[str, Callable[[], pl.DataFrame]]) -> pl.DataFrame:
     """``query`` over the named tables (each built only when the query names it). Categorical columns are read
     as text, so ``WHERE name = '…'`` and ``LIKE`` work. A bad query: :class:`~kernscope.errors.KernscopeError`
@@ -290,6 +295,10 @@ def run_sql(query: str, tables: dict[str, Callable[[], pl.DataFrame]]) -> pl.Dat
             if name.lower() in plain:
                 first = first.replace(plain[name.lower()], name)
         known = ", ".join(tables)
+        missing = re.search(r'unable to find column "(\w+)"', first)
+        if missing and missing.group(1).lower() in ANALYSIS_COLUMNS and "analysis.kernels" in tables:
+            # (the trace's tables hold what was recorded; what the analysis decides is in analysis.*)
+            first += f"; {missing.group(1)} is the analysis's: in analysis.kernels (and analysis.categories, analysis.ops_by_category)"
         raise KernscopeError(f"SQL: {first} (tables: {known})") from None
     dec = [c for c, t in out.schema.items() if isinstance(t, pl.Decimal)]  # SQL arithmetic on literals: decimals
     return out.with_columns(pl.col(dec).cast(pl.Float64)) if dec else out

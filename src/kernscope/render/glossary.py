@@ -371,7 +371,9 @@ SQL_TABLES = """## SQL tables (`kernscope sql QUERY TRACE`, `Trace.sql(query)`, 
 Polars' SQL dialect over the tables below; a query builds only the tables it names, and the `analysis.*`
 tables run the analysis (of `--step N`, else all steps) only when the query names one. Categorical columns read
 as text (`WHERE name LIKE 'nvjet%'`). Output: the terminal table (numbers never cut), `--format json`
-(`{"columns": …, "rows": […]}`) or `--format csv`. A bad query is one line naming polars' reason and the tables.
+(`{"columns": …, "rows": […]}`) or `--format csv`. A bad query is one line naming polars' reason and the tables;
+a kernel's `category` or `library` asked of `kernels` or `gpu` (the trace's tables: what was recorded) says that
+they are the analysis's, in `analysis.kernels`.
 `SHOW TABLES` lists every table, `analysis.*` included, without building one; a statement that is not a query
 (`DROP`, `CREATE`, `INSERT`, …) or an empty one is refused in one line (exit 2): nothing changes a trace.
 
