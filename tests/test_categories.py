@@ -94,6 +94,8 @@ PINNED = [
     ("_fwd_kernel_stage1", "kernel", "cuLaunchKernel", "Attention Forward", "Triton"),
     # PyTorch's symmetric-memory all-reduce (c10d; a real B200 trace): still ATen, now that c10:: alone no longer says so
     ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)", "kernel", "", "Communication", "ATen"),
+    # ROCm's primitives (TraceLens's MI300X Stable Diffusion 3.5 trace; a name of rocprim alone read library Unknown)
+    ("void rocprim::ROCPRIM_400400_NS::detail::init_lookback_scan_state_kernel<rocprim::ROCPRIM_400400_NS::detail::lookback_scan_state<unsigned long, false, true>, rocprim::ROCPRIM_400400_NS::detail::block_id_wrapper<unsigned int, true> >(rocprim::ROCPRIM_400400_NS::detail::lookback_scan_state<unsigned long, false, true>, unsigned int, rocprim::ROCPRIM_400400_NS::detail::block_id_wrapper<unsigned int, true>, unsigned int, rocprim::ROCPRIM_400400_NS::detail::lookback_scan_state<unsigned long, false, true>::value_type*)", "kernel", "", "Sort/Scan", "rocPRIM"),
     # GPTQ's Marlin kernel (vLLM): a quantized GEMM (it read Other)
     ("void marlin::Marlin<256, 1, 8, 8, 4, 8>(int4 const*, int4 const*, int4*, int4 const*, int, int, int, int*)", "kernel", "cudaLaunchKernel", "GEMM", "Unknown"),
 ]
