@@ -4,6 +4,8 @@ a capture queues nothing on the GPU, so it has no GPU record of its own; the gra
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from .kinds import named
@@ -32,13 +34,13 @@ def capture_windows(runtime: pl.DataFrame) -> pl.DataFrame:
             .select("pid", "tid", "start", pl.col("_end").alias("end")))
 
 
-def in_windows(rows: pl.DataFrame, windows: pl.DataFrame) -> pl.Series:
-    """Whether each row of ``rows`` (``pid``, ``tid``, ``ts``) starts inside one of its thread's ``windows``
-    (:func:`capture_windows`), in the rows' order."""
+def in_windows(rows: pl.DataFrame, windows: pl.DataFrame, *, at: str = "ts", by: Sequence[str] = ("pid", "tid")) -> pl.Series:
+    """Whether each row of ``rows`` has its time ``at`` (ns) inside one of ``windows`` (``start``, ``end``, both
+    ends in; of its own thread's, the columns ``by``, where given: :func:`capture_windows`), in the rows' order."""
     if windows.height == 0 or rows.height == 0:
         return pl.Series("in_window", [False] * rows.height, dtype=pl.Boolean)
-    found = (rows.select("pid", "tid", "ts").with_row_index("_i").sort("ts")
-             .join_asof(windows.sort("start"), left_on="ts", right_on="start", by=["pid", "tid"], strategy="backward",
+    found = (rows.select(*by, at).with_row_index("_i").sort(at)
+             .join_asof(windows.sort("start"), left_on=at, right_on="start", by=list(by) or None, strategy="backward",
                         check_sortedness=False)
              .sort("_i"))
-    return found.select((pl.col("end").is_not_null() & (pl.col("ts") <= pl.col("end"))).alias("in_window"))["in_window"]
+    return found.select((pl.col("end").is_not_null() & (pl.col(at) <= pl.col("end"))).alias("in_window"))["in_window"]

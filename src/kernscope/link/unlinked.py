@@ -20,16 +20,14 @@ def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame
     annotation, which the step is not: PyTorch Lightning opens ``ProfilerStep#2`` twice), ``flows_without_end``."""
     is_runtime = pl.col("kind").is_in(["runtime", "driver"])
     runtime = events.select("kind", "correlation", "name").filter(is_runtime)
+    captures = named(runtime, CAPTURE_BEGIN).height > 0
+    if captures:  # (the runtime calls' threads and times read only where a graph capture is)
+        runtime = events.select("kind", "correlation", "name", "pid", "tid", "ts", "end").filter(is_runtime)
     first_corr = runtime["correlation"].min()
     gpu_corr = gpu["correlation"].drop_nulls().unique().implode()
     launch_like = named(runtime.filter(pl.col("correlation").is_not_null()), LAUNCH_LIKE)
     no_gpu = launch_like.filter(~pl.col("correlation").is_in(gpu_corr))
-    captured = 0
-    if no_gpu.height and named(runtime, CAPTURE_BEGIN).height:  # (threads and times read only where a capture is)
-        timed = events.select("kind", "correlation", "name", "pid", "tid", "ts", "end").filter(is_runtime)
-        late = named(timed.filter(pl.col("correlation").is_not_null()), LAUNCH_LIKE).filter(
-            ~pl.col("correlation").is_in(gpu_corr))
-        captured = int(in_windows(late, capture_windows(timed)).sum())
+    captured = int(in_windows(no_gpu, capture_windows(runtime)).sum()) if captures and no_gpu.height else 0
     # flows (by category and id) that start and never end: the distinct starts with no end of theirs, one lazy query
     # on the interned phase (a group-by of every flow on its text took a 207 MB trace's run to its peak: +73 MB and
     # 0.1 s for 333 k flows; this takes +15 MB, 0.03 s)
@@ -62,9 +60,5 @@ def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame
 def _in_earlier_runs(events: pl.DataFrame, gpu: pl.DataFrame) -> int:
     """GPU records in no step whose launch is inside an earlier run of a ``ProfilerStep#N`` annotation
     (:func:`~kernscope.link.steps.earlier_step_runs`)."""
-    runs = earlier_step_runs(events)
-    if runs.height == 0:
-        return 0
-    out = gpu.filter(pl.col("step").is_null() & pl.col("launch_ts").is_not_null()).select("launch_ts").sort("launch_ts")
-    hit = out.join_asof(runs.sort("start"), left_on="launch_ts", right_on="start", strategy="backward")
-    return int(hit.filter(pl.col("end").is_not_null() & (pl.col("launch_ts") <= pl.col("end"))).height)
+    out = gpu.filter(pl.col("step").is_null() & pl.col("launch_ts").is_not_null())
+    return int(in_windows(out, earlier_step_runs(events), at="launch_ts", by=()).sum())

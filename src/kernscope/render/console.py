@@ -177,15 +177,21 @@ def _annotations(s: Section, out: Console) -> None:
         out.print()
 
 
+#: unlinked counts that are parts of another, said beside it: (the part's key, its words)
+_PARTS = {"launches_without_gpu": ("launches_in_graph_capture", "in a graph capture"),
+          "gpu_outside_steps": ("gpu_in_earlier_step_runs", "launched in an earlier run of a step's annotation, which the "
+                                                            "step is not")}
+_PARTS_OF = {p for p, _ in _PARTS.values()}
+
+
 @view("table", "analysis.unlinked")
 def _unlinked(s: Section, out: Console) -> None:
-    nonzero = {k: v for k, v in s.value.items() if v}
-    # (parts of launches_without_gpu and gpu_outside_steps: said beside them)
-    part = {"launches_without_gpu": (nonzero.pop("launches_in_graph_capture", 0), "in a graph capture"),
-            "gpu_outside_steps": (nonzero.pop("gpu_in_earlier_step_runs", 0), "launched in an earlier run of a step's "
-                                                                              "annotation, which the step is not")}
-    words = [f"{k.replace('_', ' ')} {v:,}" + (f" ({part[k][0]:,} of them {part[k][1]})" if part.get(k, (0,))[0] else "")
-             for k, v in nonzero.items()]
+    nonzero = {k: v for k, v in s.value.items() if v and k not in _PARTS_OF}
+    words = []
+    for k, v in nonzero.items():
+        part = _PARTS.get(k)
+        n = s.value.get(part[0], 0) if part else 0
+        words.append(f"{k.replace('_', ' ')} {v:,}" + (f" ({n:,} of them {part[1]})" if part and n else ""))
     out.print(term("Unlinked: " + (", ".join(words) if words else "none")), overflow="fold")
 
 
