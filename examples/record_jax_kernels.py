@@ -1,6 +1,6 @@
 """Record JAX profiles of hand-written kernels and rematerialization, on a GPU.
 
-    python examples/record_jax_kernels.py OUT_DIR [--cpu] [--which pallas,remat,pytrace,control]
+    python examples/record_jax_kernels.py OUT_DIR [--cpu] [--which pallas,remat,pytrace,control,libraries]
 
 Writes ``OUT_DIR/<which>/plugins/profile/<run>/<host>.xplane.pb`` (``jax.profiler.trace`` around 3 jitted training
 steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed up before) and
@@ -13,7 +13,10 @@ steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed
 - ``pytrace``: the same ``remat`` model recorded with ``jax.profiler.ProfileOptions`` at ``python_tracer_level=1``
   (every Python call an event) and ``host_tracer_level=3``, as users turn them on to see their Python;
 - ``control``: a step with a ``lax.fori_loop`` (4 iterations of a 1024-wide matrix product), a ``lax.cond`` and a
-  ``jax.debug.callback`` that hands the loss to the host (a host callback inside the step, 2 ms of host work).
+  ``jax.debug.callback`` that hands the loss to the host (a host callback inside the step, 2 ms of host work);
+- ``libraries``: what XLA hands to libraries or its own kernels beyond GEMM: ``fft2``/``ifft2``, ``cholesky``, ``qr``,
+  ``eigh``, ``solve`` (cuSOLVER), ``sort`` and ``top_k``, ``cumsum``, a scatter-add, a 2-D convolution (cuDNN) and
+  ``jax.random.normal`` inside the step, differentiated (forward and backward).
 
 ``--cpu`` runs the same programs on the CPU (Pallas in interpret mode) to check the script where no GPU is.
 """
@@ -137,6 +140,40 @@ def control_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Array
     return params, (x,), loss_fn
 
 
+def libraries_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Array, ...], Any]:
+    """A step that calls what XLA runs through libraries (cuFFT, cuSOLVER, cuDNN) or its own sort, scan, scatter and
+    random-number kernels, each on a parameter so that the backward runs too."""
+    k = iter(jax.random.split(key, 8))
+    n = 128
+    params = {"img": jax.random.normal(next(k), (8, 256, 256), jnp.float32),
+              "a": jax.random.normal(next(k), (32, n, n), jnp.float32) * n ** -0.5,
+              "v": jax.random.normal(next(k), (1 << 18,), jnp.float32),
+              "w": jax.random.normal(next(k), (32, 16, 3, 3), jnp.float32) * 0.1}
+    ids = jax.random.randint(next(k), (1 << 18,), 0, 4096)
+    x = jax.random.normal(next(k), (8, 16, 128, 128), jnp.float32)
+    rng = next(k)  # (an argument: a constant key's numbers would be folded at compile time)
+
+    def loss_fn(p: Any, ids: jax.Array, x: jax.Array, rng: jax.Array) -> jax.Array:
+        spec = jnp.fft.fft2(p["img"])
+        img = jnp.fft.ifft2(spec * jnp.exp(-jnp.abs(spec) * 1e-3)).real
+        spd = p["a"] @ jnp.swapaxes(p["a"], -1, -2) + n * jnp.eye(n)
+        chol = jnp.linalg.cholesky(spd)
+        q, r = jnp.linalg.qr(p["a"])
+        evals, _ = jnp.linalg.eigh(spd)
+        sol = jnp.linalg.solve(spd, p["a"][..., :8])
+        srt = jnp.sort(p["v"])
+        top, _ = jax.lax.top_k(p["v"], 64)
+        cum = jnp.cumsum(p["v"])
+        seg = jnp.zeros(4096).at[ids].add(p["v"])
+        conv = jax.lax.conv_general_dilated(x, p["w"], (1, 1), "SAME")
+        noise = jax.random.normal(rng, p["v"].shape)
+        terms = (img.mean(), chol.mean(), q.mean() + r.mean(), evals.mean(), sol.mean(), srt[-10:].mean(), top.mean(),
+                 (cum * p["v"]).mean() * 1e-3, seg.mean(), conv.mean(), (p["v"] * noise).mean())
+        return sum(terms)
+
+    return params, (ids, x, rng), loss_fn
+
+
 def record(name: str, setup: Any, out: str, interpret: bool, steps: int = 3, python_tracer: bool = False) -> dict[str, Any]:
     params, args, loss_fn = setup(jax.random.PRNGKey(0), interpret)
 
@@ -173,7 +210,7 @@ def main() -> None:
     info: dict[str, Any] = {"jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
                             "device_kind": jax.devices()[0].device_kind, "profiles": {}}
     for name, setup in (("pallas", pallas_setup), ("remat", remat_setup), ("pytrace", remat_setup),
-                        ("control", control_setup)):
+                        ("control", control_setup), ("libraries", libraries_setup)):
         if a.which and name not in a.which.split(","):
             continue
         try:

@@ -31,7 +31,7 @@ def _op_trace(tmp_path):
         corr += 1
 
     launch(["aten::embedding_dense_backward", "aten::fill_"], "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int)")
-    launch(["aten::embedding_dense_backward"], "void at_cuda_detail::cub::DeviceCompactInitKernel<int>(int)")
+    launch(["aten::embedding_dense_backward"], "void at_cuda_detail::cub::detail::DeviceHelperInitKernel<int>(int)")
     launch(["aten::_cudnn_attention_backward"], "void cudnn::fusion::convert_dq_to_16bits<true>(void const*)")
     launch(["aten::_cudnn_attention_backward"], "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26")
     launch(["aten::linear", "aten::addmm"], "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64")

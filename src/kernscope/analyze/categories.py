@@ -36,6 +36,8 @@ CATEGORIES = (
     "Attention Backward",
     "SSM/Linear Attention",
     "Convolution",
+    "FFT",
+    "Linear Algebra",
     "Communication",
     "Memory",
     "Elementwise",

@@ -1,0 +1,151 @@
+"""The CUDA libraries PyTorch and XLA call beyond GEMM and attention, recorded on an H200 (CUDA 13):
+``examples/record_library_kernels.py`` -> ``tests/data/libraries_h200`` (cuFFT, cuSOLVER and MAGMA, cuSPARSE and
+cuSPARSELt, cub, ATen's jiterator, int4 weight-only GEMM) and ``examples/record_jax_kernels.py --which libraries`` ->
+``tests/data/jax_kernels_h200/libraries`` (XLA's fft, cuSOLVER custom calls, sort, convolution, scatter).
+
+Before, cuFFT's kernels read library Triton (launched through the driver API) and category Convolution or Other; the
+solvers read Other and library Unknown (94% of the linalg recording's GPU time); cuSPARSELt read cuBLAS; XLA's own
+fusions read library Unknown. Counts and times are checked against the raw JSON."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kernscope import load
+from kernscope.analyze.categories import Categorizer
+from kernscope.analyze.summary import analyze, gpu_table
+
+DATA = Path(__file__).parent / "data" / "libraries_h200"
+JAX = Path(__file__).parent / "data" / "jax_kernels_h200" / "libraries" / "vm.xplane.pb.gz"
+INFO = json.loads((DATA / "record_info.json").read_text())["scenarios"]
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _raw(name: str) -> list[dict]:
+    """The recording's GPU records, from the raw JSON."""
+    ev = json.loads(gzip.decompress((DATA / f"{name}.pt.trace.json.gz").read_bytes()))["traceEvents"]
+    return [e for e in ev if e.get("cat") in GPU_CATS]
+
+
+def _gpu(path: Path) -> pl.DataFrame:
+    return gpu_table(load(path, cache=False), Categorizer.builtin())
+
+
+def _share(g: pl.DataFrame, column: str) -> dict[str, float]:
+    """Each value's share (%) of the GPU time."""
+    total = g["dur"].sum()
+    return {k: 100 * v / total for k, v in g.group_by(column).agg(pl.col("dur").sum()).iter_rows()}
+
+
+def test_the_recording_holds_every_scenario():
+    assert all(s["ok"] for s in INFO.values()), INFO
+    jax_info = json.loads((JAX.parents[1] / "record_info.json").read_text())["profiles"]["libraries"]
+    assert jax_info["ok"] and "cusolver_potrf_ffi" in jax_info["custom_calls"]
+
+
+def test_cufft_kernels_are_fft_from_cufft():
+    """torch.fft and torch.stft run cuFFT's ``regular_fft``/``vector_fft`` kernels (through the driver API): every one
+    is FFT from cuFFT (they read Triton, and Convolution or Other), and their time equals the raw JSON's."""
+    raw = [e for e in _raw("fft") if e.get("cat") == "kernel" and re.search(r"(regular|vector)_fft", e["name"])]
+    assert len(raw) == 30  # 10 a step: rfft2, irfft2 and stft, forward and backward
+    g = _gpu(DATA / "fft.pt.trace.json.gz")
+    fft = g.filter((pl.col("category") == "FFT") & (pl.col("decided_by") == "name"))
+    assert fft.height == len(raw) and set(fft["library"]) == {"cuFFT"}
+    assert fft["dur"].sum() / 1e3 == pytest.approx(sum(e["dur"] for e in raw), abs=1e-6)
+    # ATen's helpers inside the FFT ops (a copy, a fill of the Hermitian half) are the op's FFT work
+    helpers = g.filter((pl.col("category") == "FFT") & (pl.col("decided_by") == "op"))
+    assert helpers.height == 9 and set(helpers["library"]) == {"ATen"}
+    assert {op.split("::")[1][:5] for op in helpers["decided_op"].cast(pl.String)} == {"_fft_", "stft"}
+    assert "Triton" not in set(g["library"])  # eager PyTorch: no Triton kernel ran
+    # ATen's jiterator kernels (compiled at run time, launched through the driver API): elementwise, ATen's
+    jit = g.filter(pl.col("name").str.contains(r"_vectorized\d+_kernel$"))
+    assert set(jit["name"]) == {"sgn_kernel_vectorized2_kernel", "abs_kernel_vectorized2_kernel"}
+    assert set(jit["category"]) == {"Elementwise"} and set(jit["library"]) == {"ATen"}
+    assert "Other" not in set(g["category"]) and "Unknown" not in set(g["library"])
+
+
+def test_solvers_are_linear_algebra_by_name_or_op():
+    """cholesky, qr, eigh, svd, solve, inv and lu_factor: 94% of the GPU time is the solvers' kernels (cuSOLVER's,
+    MAGMA's, cuBLAS's triangular solves), by their names or, for helpers with plain names, by their torch.linalg op;
+    the GEMMs inside them stay GEMM. Nothing is Other (94% was)."""
+    g = _gpu(DATA / "linalg.pt.trace.json.gz")
+    cats, libs = _share(g, "category"), _share(g, "library")
+    assert "Other" not in cats
+    assert cats["Linear Algebra"] == pytest.approx(93.6, abs=0.1) and cats["GEMM"] == pytest.approx(5.8, abs=0.1)
+    assert libs["cuSOLVER"] == pytest.approx(89.1, abs=0.1) and libs["MAGMA"] == pytest.approx(3.6, abs=0.1)
+    assert libs["Unknown"] < 0.2  # cuSOLVER's merge_ker and scale_max: names too plain to claim
+    by_op = g.filter(pl.col("decided_by") == "op")
+    assert set(by_op["category"]) == {"Linear Algebra"}
+    # (the fills, copies and masks of the linalg ops: the innermost op a rule names decides, not aten::fill_)
+    assert {op.split("::")[1].split("_ex")[0].lstrip("_") for op in by_op["decided_op"].cast(pl.String)} == {
+        "linalg_eigh", "linalg_svd", "linalg_cholesky", "linalg_inv", "linalg_lu_factor", "linalg_lu_solve",
+        "linalg_qr", "linalg_solve", "linalg_solve_triangular"}
+    svd = g.filter(pl.col("name").str.starts_with("void gesvdbj_batch_32x16"))
+    raw = [e for e in _raw("linalg") if e["name"].startswith("void gesvdbj_batch_32x16")]
+    assert svd.height == len(raw) == 930 and set(svd["library"]) == {"cuSOLVER"}
+    assert set(g.filter(pl.col("name").str.contains("sgetf2_fused_batched"))["library"]) == {"MAGMA"}
+
+
+def test_sparse_gemms_name_their_library():
+    """A CSR product (cuSPARSE: it read Unknown) and a 2:4 semi-structured linear (cuSPARSELt: it read cuBLAS)."""
+    g = _gpu(DATA / "sparse.pt.trace.json.gz")
+    lt = g.filter(pl.col("library") == "cuSPARSELt")
+    assert lt.height == 3 and set(lt["category"]) == {"GEMM"} and set(lt["op_name"].cast(pl.String)) == {"aten::_cslt_sparse_mm"}
+    sp = g.filter(pl.col("library") == "cuSPARSE")
+    assert sp.height == 9 and all(n.startswith("void cusparse::") for n in sp["name"])
+    assert set(sp["category"]) == {"GEMM"}
+    csrmm = sp.filter(pl.col("name").str.contains("csrmm_alg2"))
+    assert set(csrmm["decided_by"]) == {"name"}  # a sparse GEMM by its own name, not only by aten::addmm
+
+
+def test_sort_histogram_and_compaction_are_named():
+    """cub's stream compaction (nonzero, unique: DeviceSelectSweepKernel, DeviceCompactInitKernel) is Sort/Scan and
+    histc/bincount's histogram kernel a Reduction; they read Other. What stays Other is an assert and randperm's
+    duplicate-key fix-up (0.4%)."""
+    g = _gpu(DATA / "sort_random.pt.trace.json.gz")
+    select = g.filter(pl.col("name").str.contains("DeviceSelectSweepKernel|DeviceCompactInitKernel"))
+    assert select.height == 12 and set(select["category"]) == {"Sort/Scan"}
+    hist = g.filter(pl.col("name").str.contains("kernelHistogram1D"))
+    assert hist.height == 6 and set(hist["category"]) == {"Reduction"}
+    other = g.filter(pl.col("category") == "Other")
+    assert set(other["op_name"].cast(pl.String)) == {"aten::_assert_async", "aten::randperm"}
+    assert _share(g, "category")["Other"] < 0.5
+
+
+def test_grid_sample_reads_as_data_movement_beside_upsample():
+    g = _gpu(DATA / "vision.pt.trace.json.gz")
+    grid = g.filter(pl.col("name").str.contains("grid_sampler_2d"))
+    assert grid.height == 6 and set(grid["category"]) == {"Memory"}  # forward and backward; they read Other
+    assert "Other" not in set(g["category"]) and "Unknown" not in set(g["library"])
+
+
+def test_jax_libraries_fft_solvers_and_xla_kernels():
+    """A JAX step calling fft2/ifft2, cholesky, qr, eigh, solve, sort, top_k, cumsum, a scatter-add and a
+    convolution: cuFFT's kernels under XLA's fft instruction are FFT from cuFFT; the cuSOLVER custom calls' kernels
+    Linear Algebra (by name, or by the custom call's target for helpers), jaxlib's own kernels (LU pivots, the
+    Householder product of a QR) jaxlib's; XLA's fusions and sorts XLA's (they read library Unknown)."""
+    g = _gpu(JAX)
+    fft = g.filter(pl.col("name").str.contains(r"(regular|vector)_fft"))
+    assert fft.height == 24 and set(fft["category"]) == {"FFT"} and set(fft["library"]) == {"cuFFT"}
+    cats, libs = _share(g, "category"), _share(g, "library")
+    assert "Other" not in cats and cats["Linear Algebra"] > 90
+    assert libs["cuSOLVER"] > 65 and libs["jaxlib"] > 20 and libs["Unknown"] < 0.2
+    xla = g.filter(pl.col("library") == "XLA")
+    assert xla.height > 0 and all(re.match(r"(loop|input|wrapped|fusion|gemm_fusion|sort)_?|stream_executor::", n)
+                                  for n in xla["name"])
+    helpers = g.filter(pl.col("name").str.contains("MakeBatchPointers"))
+    assert set(helpers["category"]) == {"Linear Algebra"} and set(helpers["decided_by"]) == {"hlo"}
+
+
+@pytest.mark.parametrize("name", ["fft", "linalg", "sparse", "sort_random", "vision", "int4"])
+def test_every_recording_analyzes_with_kernel_counts_of_the_raw_json(name):
+    a = analyze(load(DATA / f"{name}.pt.trace.json.gz", cache=False))
+    raw = [e for e in _raw(name) if e.get("cat") == "kernel"]
+    assert a.categories.filter(pl.col("category") != "Memory")["count"].sum() + \
+        a.gpu.filter((pl.col("category") == "Memory") & (pl.col("kind") == "kernel")).height == len(raw)
