@@ -19,6 +19,7 @@ import pytest
 
 from kernscope import load
 from kernscope.analyze.categories import Categorizer
+from kernscope.analyze.perf import perf_model
 from kernscope.analyze.summary import analyze, gpu_table
 
 DATA = Path(__file__).parent / "data" / "libraries_h200"
@@ -123,6 +124,24 @@ def test_grid_sample_reads_as_data_movement_beside_upsample():
     grid = g.filter(pl.col("name").str.contains("grid_sampler_2d"))
     assert grid.height == 6 and set(grid["category"]) == {"Memory"}  # forward and backward; they read Other
     assert "Other" not in set(g["category"]) and "Unknown" not in set(g["library"])
+
+
+def test_int4_weight_only_gemm_is_modeled():
+    """``aten::_weight_int4pack_mm`` (torchao's int4 inference; the tinygemm kernel) had no model: the recording was
+    0% covered. 2 x M x N x K FLOPs; bytes: the bf16 activations and output, the packed weight (N x K / 2) and a
+    scale and zero point per group of 128 along K."""
+    s = INFO["int4"]
+    pm = perf_model(load(DATA / "int4.pt.trace.json.gz", cache=False))
+    (op,) = pm.ops.to_dicts()
+    assert op["name"] == "aten::_weight_int4pack_mm" and op["op_class"] == "GEMM" and op["dtype"] == "bf16"
+    assert op["flops"] == s["flops_per_call"] == 2 * s["m"] * s["n"] * s["k"]
+    m, n, k, group = s["m"], s["n"], s["k"], s["group_size"]
+    assert op["bytes"] == m * k * 2 + n * k // 2 + (k // group) * n * 2 * 2 + m * n * 2
+    assert op["count"] == 3 * s["calls_per_step"]
+    raw_us = sum(e["dur"] for e in _raw("int4") if e.get("cat") == "kernel")
+    assert op["kernel_time_us"] == pytest.approx(raw_us, abs=1e-6)
+    assert pm.coverage["pct"] == pytest.approx(100.0)
+    assert op["bound"] == "memory"  # 16 rows of activations: the weight's bytes dominate
 
 
 def test_jax_libraries_fft_solvers_and_xla_kernels():

@@ -43,6 +43,16 @@ def test_gemm_family():
     fp8 = work("aten::_scaled_mm", [[4096, 4096], [4096, 4096], [], [], [], [], [], []],
                ["c10::Float8_e4m3fn"] * 2 + ["float"] * 2 + [""] * 4, ["", "", "", "", "", "", "15", "False"])
     assert fp8.bytes == 4096 * 4096 * (1 + 1 + 2)  # fp8 in, bf16 out
+    # weight-only quantized GEMMs: int8 weight N x K with a scale per column; int4 packed as int32 tiles (N x K / 2 bytes)
+    w8 = work("aten::_weight_int8pack_mm", [[16, 4096], [11008, 4096], [11008]], ["c10::BFloat16", "signed char", "c10::BFloat16"])
+    assert w8.flops == 2 * 16 * 11008 * 4096 and w8.dtype == "c10::BFloat16" and w8.unit == "matrix"
+    assert w8.bytes == 16 * 4096 * 2 + 11008 * 4096 + 11008 * 2 + 16 * 11008 * 2
+    w4 = work("aten::_weight_int4pack_mm", [[16, 4096], [512, 32, 32, 4], [], [32, 4096, 2]],
+              ["c10::BFloat16", "int", "Scalar", "c10::BFloat16"], ["", "", "128", ""])
+    assert w4.flops == 2 * 16 * 4096 * 4096 and w4.bytes == 16 * 4096 * 2 + 4096 * 4096 // 2 + 32 * 4096 * 2 * 2 + 16 * 4096 * 2
+    assert work("aten::_weight_int4pack_mm", [[16, 4096], [512, 32, 32, 4], [], [32, 4096]],
+                ["c10::BFloat16", "int", "Scalar", "c10::BFloat16"]) is None  # not groups x N x 2
+    assert work("aten::_weight_int8pack_mm", [[16, 4096], [11008, 2048], [11008]], ["c10::BFloat16", "signed char", "c10::BFloat16"]) is None
 
 
 def test_attention_forward_backward_causal_and_gqa():

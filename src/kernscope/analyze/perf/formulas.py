@@ -288,6 +288,35 @@ def _int_mm(call: Call) -> Work:
     return _gemm(call, 0, 1, None, 4)
 
 
+def _weight_only(call: Call, m: int, k: int, n: int, weight_bytes: int, scale_bytes: int) -> Work:
+    """A weight-only quantized GEMM: activations A (M x K, their type also the output's) by a packed low-precision weight
+    (K x N; ``weight_bytes`` as stored) and its scales, dequantized in the kernel and multiplied at A's precision
+    (rated against that peak)."""
+    a = call.bpe(0)
+    return Work(gemm_flops(m, n, k, 1, False), float(m * k * a + weight_bytes + scale_bytes + m * n * a), "GEMM", "matrix",
+                call.types[0], {"M": m, "N": n, "K": k, "B": 1, "bias": False})
+
+
+@model("aten::_weight_int4pack_mm", op_class="GEMM")
+def _weight_int4pack_mm(call: Call) -> Work:
+    """int4 weight-only GEMM (torchao's int4 inference, the tinygemm kernel): A (M x K) by a weight packed two int4
+    values a byte (stored as int32 tiles: N x K / 2 bytes in all), with a scale and a zero point per group of K
+    (``qScaleAndZeros``: K / group x N x 2, A's type)."""
+    (m, k), w, sz = call.shape(0), call.shape(1), call.shape(3)
+    if len(sz) != 3 or sz[2] != 2:
+        raise NoModel("scales and zeros are not groups x N x 2")
+    return _weight_only(call, m, k, sz[1], numel(w) * call.bpe(1), numel(sz) * call.bpe(3))
+
+
+@model("aten::_weight_int8pack_mm", op_class="GEMM")
+def _weight_int8pack_mm(call: Call) -> Work:
+    """int8 weight-only GEMM: A (M x K) by an int8 weight stored N x K, one scale per output column (N)."""
+    (m, k), (n, kw) = call.shape(0), call.shape(1)
+    if kw != k:
+        raise NoModel("inner dimensions differ")
+    return _weight_only(call, m, k, n, n * k * call.bpe(1), numel(call.shape(2)) * call.bpe(2))
+
+
 def _grouped(call: Call, offs: int, out_dtype: int, bias: int | None) -> Work:
     """A grouped GEMM (a mixture of experts' expert GEMMs as one call), by which operand is grouped along ``offs``
     (each group's end in the grouped dimension):
