@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import zipfile
 from pathlib import Path
 
@@ -53,6 +54,29 @@ def test_gemm_family():
     assert work("aten::_weight_int4pack_mm", [[16, 4096], [512, 32, 32, 4], [], [32, 4096]],
                 ["c10::BFloat16", "int", "Scalar", "c10::BFloat16"]) is None  # not groups x N x 2
     assert work("aten::_weight_int8pack_mm", [[16, 4096], [11008, 2048], [11008]], ["c10::BFloat16", "signed char", "c10::BFloat16"]) is None
+    # a sparse operand (a shape, no strides) has no dense model; 2:4 semi-structured GEMMs do half the products
+    dense = ((4096, 256), (4096, 4096), (4096, 256), (), ())
+    t5 = ("float",) * 3 + ("Scalar",) * 2
+    assert REGISTRY.attempt(Call("aten::addmm", dense, t5, ("",) * 5, ([256, 1], [], [256, 1], [], [])))[1].startswith("a sparse operand")
+    assert REGISTRY.work(Call("aten::addmm", dense, t5, ("",) * 5, ([256, 1], [4096, 1], [256, 1], [], []))).flops == 2 * 4096 * 4096 * 256 + 4096 * 256
+    semi = work("aten::_sparse_semi_structured_mm", [[4096, 2048], [4096, 256], [4096, 1024]], ["c10::Half", "short int", "c10::Half"])
+    assert semi.flops == 4096 * 1024 * 4096 and semi.bytes == (4096 * 2048 + 4096 * 1024 + 4096 * 1024) * 2
+    lin24 = work("aten::_sparse_semi_structured_linear", [[8, 512, 4096], [11008, 2048], [11008, 256]],
+                 ["c10::BFloat16", "c10::BFloat16", "short int"])
+    assert lin24.flops == 4096 * 11008 * 4096 and lin24.params["M"] == 4096 and lin24.params["sparsity"] == "2:4"
+
+
+def test_fft_transforms():
+    c2c = work("aten::_fft_c2c", [[8, 1001, 400], [], [], []], ["c10::complex<float>", "ScalarList", "Scalar", "Scalar"],
+               ["", "[2]", "0", "False"])
+    assert c2c.flops == pytest.approx(8008 * 5 * 400 * math.log2(400)) and c2c.bytes == 2 * 8008 * 400 * 8
+    assert c2c.op_class == "FFT" and c2c.unit == "vector" and c2c.params == {"n": 400, "batch": 8008, "kind": "c2c"}
+    full = work("aten::_fft_r2c", [[4, 64, 64], [], [], []], ["float", "ScalarList", "Scalar", "Scalar"], ["", "[-2, -1]", "0", "False"])
+    assert full.params["n"] == 4096 and full.bytes == 4 * 4096 * 4 + 4 * 4096 * 8  # two-sided: every frequency written
+    assert work("aten::_fft_c2r", [[4, 64, 33], [], [], []], ["c10::complex<float>", "ScalarList", "Scalar", "Scalar"],
+                ["", "[1, 2]", "0", ""]) is None  # no last_dim_size
+    assert work("aten::_fft_c2c", [[4, 64], [], [], []], ["c10::complex<float>", "ScalarList", "Scalar", "Scalar"],
+                ["", "[5]", "0", "True"]) is None  # a dimension the tensor does not have
 
 
 def test_attention_forward_backward_causal_and_gqa():
@@ -253,6 +277,17 @@ def test_an_out_tensor_is_written_not_read():
     assert where_out.bytes == where.bytes
 
 
+def test_an_overlapping_view_is_read_once_per_distinct_element():
+    """Frames of 400 samples 160 apart (stft's, unfold's) hold the elements their strides span, not their size; a
+    gapped view (every other element) holds its size."""
+    frames = Call("aten::copy_", ((8, 1001, 400), (8, 1001, 400)), ("float", "float"), ("", ""),
+                  ([400400, 400, 1], [160400, 160, 1]))
+    assert frames.distinct(1) == 7 * 160400 + 1000 * 160 + 399 + 1 and frames.distinct(0) == 8 * 1001 * 400
+    gapped = Call("aten::copy_", ((100,), (100,)), ("float", "float"), ("", ""), ([1], [2]))
+    assert gapped.distinct(1) == 100
+    assert REGISTRY.work(frames).bytes == (8 * 1001 * 400 + frames.distinct(1)) * 4
+
+
 def test_an_expanded_operand_is_read_once_per_distinct_element():
     """An operand ``expand``ed along a dimension (stride 0 in ``Input Strides``) repeats its elements: each is read
     once (the tied-embedding ``gather`` of GPT's loss read 145% of the H200's bandwidth when its expanded index
@@ -355,16 +390,18 @@ def test_flops_and_bytes_match_tracelens(name):
                 same += 1
                 continue
             params = json.loads(o["params"])
+            bpe = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "long int": 8, "int": 4, "bool": 1}
+            types = json.loads(o["input_type"])
+            # an expanded operand (stride 0) is read once per distinct element here
+            repeated = sum((int(pl.Series(sh, dtype=pl.Int64).product()) - d) * bpe[types[i]]
+                           for i, (sh, d) in enumerate(zip(params.get("shapes", []), params.get("distinct", []))))
             if o["op_class"] == "Copy":
-                assert o["flops"] == 0 and (moved is None or o["bytes"] == pytest.approx(moved, rel=1e-12)), k
+                assert o["flops"] == 0 and (moved is None or o["bytes"] == pytest.approx(moved - repeated, rel=1e-12)), k
             elif o["op_class"] == "Reduce_fwd":
                 bpe = (o["bytes"] - moved) / (params["output_elems"] - 1)
                 assert o["flops"] == flops and bpe in (2.0, 4.0), k
-            elif "distinct" in params:  # an expanded operand (stride 0) is read once per distinct element here
-                repeated = [int(pl.Series(sh, dtype=pl.Int64).product()) - d for sh, d in zip(params["shapes"], params["distinct"])]
-                bpe = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4}
-                types = json.loads(o["input_type"])
-                assert o["flops"] == flops and moved - o["bytes"] == sum(r * bpe[t] for r, t in zip(repeated, types)), k
+            elif "distinct" in params:
+                assert o["flops"] == flops and moved - o["bytes"] == repeated, k
             elif o["op_class"] == "CONV_fwd":
                 out = params["output_shape"]
                 assert params["bias"] and o["flops"] - flops == pytest.approx(float(pl.Series(out).product()))

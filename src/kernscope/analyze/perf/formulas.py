@@ -57,13 +57,24 @@ class Call:
 
     def distinct(self, i: int) -> int:
         """Distinct elements of tensor operand ``i``: its size, less the dimensions of stride 0 (an ``expand``ed
-        tensor repeats its elements there; read once each, as every operand is). Its size where no strides are
-        recorded."""
+        tensor repeats its elements there; read once each, as every operand is), and no more than the elements its
+        strides span (a view of overlapping windows, ``unfold`` or ``stft``'s frames, holds fewer elements than its
+        size: 8 x 1001 frames of 400 samples 160 apart are 1.28 M elements, not 3.2 M). Its size where no strides
+        are recorded."""
         shape = self.shape(i)
         st = self.strides[i] if i < len(self.strides) else None
         if not isinstance(st, (list, tuple)) or not _is_shape(st) or len(st) != len(shape):
             return numel(shape)
-        return numel([n for n, s in zip(shape, st) if s != 0])
+        if not numel(shape):
+            return 0
+        span = sum((n - 1) * abs(int(s)) for n, s in zip(shape, st)) + 1
+        return min(numel([n for n, s in zip(shape, st) if s != 0]), span)
+
+    def sparse(self, i: int) -> bool:
+        """Operand ``i`` is a sparse tensor (COO, CSR, ...): the profiler records its shape but no strides (``[]``, as
+        for a 0-d tensor). False where no strides are recorded."""
+        st = self.strides[i] if i < len(self.strides) else None
+        return isinstance(st, (list, tuple)) and not st and bool(self.dim(i)) and _is_shape(self.dim(i))
 
     def is_tensor(self, i: int) -> bool:
         return i < len(self.types) and bytes_per_element(self.types[i]) is not None and _is_shape(self.dim(i))
@@ -245,6 +256,8 @@ model_pattern = REGISTRY.register_pattern
 
 # -- GEMM -------------------------------------------------------------------------------------------
 def _gemm(call: Call, a: int, b: int, bias: int | None, out_bpe: int | None = None) -> Work:
+    if call.sparse(a) or call.sparse(b):  # (torch.sparse.mm of a CSR matrix runs as aten::addmm)
+        raise NoModel("a sparse operand: its FLOPs depend on its nonzeros, which the profile does not record")
     sa, sb = call.shape(a), call.shape(b)
     if len(sa) == 2 and len(sb) == 2:
         batch, (m, k), n = 1, sa, sb[1]
@@ -315,6 +328,97 @@ def _weight_int8pack_mm(call: Call) -> Work:
     if kw != k:
         raise NoModel("inner dimensions differ")
     return _weight_only(call, m, k, n, n * k * call.bpe(1), numel(call.shape(2)) * call.bpe(2))
+
+
+def _semi_structured(call: Call, m: int, n: int, k: int, compressed: int, dense: int, out_bpe: int | None) -> Work:
+    """A 2:4 semi-structured sparse GEMM (M x K, two of every four values along K zero, by K x N): the products it does,
+    2 x M x N x K / 2, rated against the dense peak (the sparse tensor cores' "2x" peak counts the skipped zeros);
+    bytes: the compressed operand as stored (values and metadata), the dense one and the output."""
+    bpe = call.bpe(dense)
+    moved = numel(call.shape(compressed)) * call.bpe(compressed) + numel(call.shape(dense)) * bpe + m * n * (out_bpe or bpe)
+    return Work(gemm_flops(m, n, k) / 2, float(moved), "GEMM", "matrix", call.types[dense],
+                {"M": m, "N": n, "K": k, "B": 1, "bias": False, "sparsity": "2:4"})
+
+
+@model("aten::_cslt_sparse_mm", op_class="GEMM")
+def _cslt_sparse_mm(call: Call) -> Work:
+    """cuSPARSELt's 2:4 GEMM (``to_sparse_semi_structured``, ``F.linear`` by a pruned weight): the compressed A
+    (M x (K/2 + metadata)) by the dense B (K x N)."""
+    (m, _), (k, n) = call.shape(0), call.shape(1)
+    out = call.ints(4)
+    out_bpe = bytes_per_element(SCALAR_TYPES.get(out[0], "")) if out else None
+    return _semi_structured(call, m, n, k, 0, 1, out_bpe)
+
+
+@model("aten::_sparse_semi_structured_mm", op_class="GEMM")
+def _sparse_semi_structured_mm(call: Call) -> Work:
+    """CUTLASS's 2:4 GEMM: the compressed A (M x K/2, its metadata apart) by the dense B (K x N)."""
+    (m, _), (k, n) = call.shape(0), call.shape(2)
+    return _semi_structured(call, m, n, k, 0, 2, None)
+
+
+@model("aten::_sparse_semi_structured_linear", op_class="GEMM")
+def _sparse_semi_structured_linear(call: Call) -> Work:
+    """CUTLASS's 2:4 linear: the input (..., K) by the compressed weight (N x K/2, its metadata apart)."""
+    x, (n, _) = call.shape(0), call.shape(1)
+    if not x:
+        raise NoModel("a 0-d input")
+    return _semi_structured(call, numel(x[:-1]), n, x[-1], 1, 0, None)
+
+
+# -- FFT ---------------------------------------------------------------------------------------------
+def fft_flops(n: int, batch: int = 1, real: bool = False) -> float:
+    """FLOPs of ``batch`` transforms of ``n`` points: 5 n log2 n for a complex one (the radix-2 count that FFT benchmarks
+    quote, whatever algorithm ran), half of it with a real input or output."""
+    return 0.0 if n < 2 else batch * (2.5 if real else 5.0) * n * math.log2(n)
+
+
+def _fft(call: Call, kind: str) -> Work:
+    """``aten::_fft_c2c(x, dim, norm, forward)``, ``_fft_r2c(x, dim, norm, onesided)``, ``_fft_c2r(x, dim, norm,
+    last_dim_size)``: the transform's size is the product of the dimensions ``dim`` (the last of a c2r its
+    ``last_dim_size``); the rest are a batch. Bytes: the input read and the output written once (a complex element is
+    two of its real type's; a onesided real transform keeps n // 2 + 1 of the last dimension)."""
+    x = call.shape(0)
+    dims = call.ints(1)
+    if not x or not dims or any(not -len(x) <= d < len(x) for d in dims):
+        raise NoModel("no transformed dimensions")
+    dims = sorted({d % len(x) for d in dims})
+    sizes = [x[d] for d in dims]
+    bpe = call.bpe(0)
+    if kind == "c2r":
+        last = call.ints(3)
+        if not last:
+            raise NoModel("no last_dim_size")
+        sizes[-1] = last[0]
+        out = [*x]
+        out[dims[-1]] = last[0]
+        moved = numel(x) * bpe + numel(out) * bpe // 2  # complex in, real out
+    elif kind == "r2c":
+        out = [*x]
+        if call.flag(3, True):
+            out[dims[-1]] = x[dims[-1]] // 2 + 1
+        moved = numel(x) * bpe + numel(out) * 2 * bpe  # real in, complex out
+    else:
+        moved = 2 * numel(x) * bpe
+    n = numel(sizes)
+    batch = numel(x) // max(numel([x[d] for d in dims]), 1)
+    return Work(fft_flops(n, batch, real=kind != "c2c"), float(moved), "FFT", "vector", call.types[0],
+                {"n": n, "batch": batch, "kind": kind})
+
+
+@model("aten::_fft_c2c", op_class="FFT")
+def _fft_c2c(call: Call) -> Work:
+    return _fft(call, "c2c")
+
+
+@model("aten::_fft_r2c", op_class="FFT")
+def _fft_r2c(call: Call) -> Work:
+    return _fft(call, "r2c")
+
+
+@model("aten::_fft_c2r", op_class="FFT")
+def _fft_c2r(call: Call) -> Work:
+    return _fft(call, "c2r")
 
 
 def _grouped(call: Call, offs: int, out_dtype: int, bias: int | None) -> Work:
@@ -614,21 +718,26 @@ for _b in _UNARY + _BINARY:
 
 @model("aten::copy_", "aten::clone", "aten::_to_copy", op_class="Copy")
 def _copy(call: Call) -> Work:
-    """copy_(dst, src): src read, dst written; clone/_to_copy(src, dtype, ...): src read, a new tensor written."""
+    """copy_(dst, src): src read (its distinct elements: an expanded or overlapping view reads fewer than its size), dst
+    written; clone/_to_copy(src, dtype, ...): src read, a new tensor written."""
     params: dict[str, Any] = {}
     if call.name == "aten::copy_":
-        dst, src = call.shape(0), call.shape(1)
-        moved = numel(dst) * call.bpe(0) + numel(src) * call.bpe(1)
+        dst = call.shape(0)
+        moved = numel(dst) * call.bpe(0) + call.distinct(1) * call.bpe(1)
+        if call.distinct(1) != numel(call.shape(1)):  # an expanded or overlapping source: its distinct elements read
+            params.update(shapes=[dst, call.shape(1)], distinct=[numel(dst), call.distinct(1)])
         dtype = call.types[0]
         src_t = call.types[1] if len(call.types) > 1 else ""
         if src_t and short_name(src_t) != short_name(dtype):  # a cast: the row's type is the destination's
             params["from"] = short_name(src_t)
     else:
-        src = dst = call.shape(0)
+        dst = call.shape(0)
         code = call.ints(1) if call.name == "aten::_to_copy" else None
         out_t = SCALAR_TYPES.get(code[0], "") if code else ""
         out_b = bytes_per_element(out_t) or call.bpe(0)
-        moved = numel(src) * (call.bpe(0) + out_b)
+        moved = call.distinct(0) * call.bpe(0) + numel(dst) * out_b
+        if call.distinct(0) != numel(dst):
+            params.update(shapes=[dst], distinct=[call.distinct(0)])
         dtype = call.types[0]
         if out_t and short_name(out_t) != short_name(dtype):  # a cast: the row's type is the source's
             params["to"] = short_name(out_t)
