@@ -13,7 +13,10 @@ scenario ran:
 - ``streams``: two matrix products a step on a side stream overlapping the main stream's, joined by
   ``wait_stream``, recorded with the profiler's CUDA sync events (``enable_cuda_sync_events``);
 - ``dataloader``: an MLP fed by a ``DataLoader`` (2 workers, ``pin_memory``) whose dataset takes ~4 ms of CPU a
-  sample: each step begins by waiting for its batch (the input-bound step users profile).
+  sample: each step begins by waiting for its batch (the input-bound step users profile);
+- ``first_call_autotune``: a user Triton kernel under ``@triton.autotune`` (4 configs) profiled from its first call,
+  no warm-up (``schedule(wait=0, warmup=0, active=3, repeat=1)``), as users profile their first steps: the first step
+  holds Triton's benchmarking of every config, each timed run after an L2-cache flush.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import sys
 
 from recording import profiled, run_all
 
-SCENARIOS = ("reduce_overhead", "amp_checkpoint", "streams", "dataloader")
+SCENARIOS = ("reduce_overhead", "amp_checkpoint", "streams", "dataloader", "first_call_autotune")
 
 
 def _mlp(dim: int, depth: int):  # type: ignore[no-untyped-def]
@@ -156,6 +159,37 @@ def dataloader(out: str) -> dict:
     return {"model": "2 x (Linear(1024, 4096) GELU Linear(4096, 1024) LayerNorm), fp32, batch 16",
             "loader": "DataLoader(num_workers=2, pin_memory=True), 4 ms of CPU a sample: ~32 ms a batch",
             "last_loss": losses[-1]}
+
+
+def first_call_autotune(out: str) -> dict:
+    import torch
+    import triton
+    import triton.language as tl
+    from recording import save_chrome_gz
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (512, 2048) for w in (2, 4)]
+
+    @triton.autotune(configs=configs, key=["n"], warmup=2, rep=5)
+    @triton.jit
+    def scale_add(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = i < n
+        tl.store(o_ptr + i, tl.load(x_ptr + i, mask=m) * 2.0 + tl.load(y_ptr + i, mask=m), mask=m)
+
+    x = torch.randn(1 << 22, device="cuda")
+    y, o = torch.randn_like(x), torch.empty_like(x)
+    path = os.path.join(out, "first_call_autotune.pt.trace.json.gz")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=0, active=3, repeat=1),
+                 on_trace_ready=lambda p: save_chrome_gz(p, path)) as prof:
+        for _ in range(3):
+            scale_add[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, o, x.numel())
+            torch.cuda.synchronize()
+            prof.step()
+    best = scale_add.best_config
+    return {"kernel": "scale_add (o = 2x + y, 4 M floats)", "configs": len(configs), "autotune": "warmup=2 ms, rep=5 ms",
+            "best": {"BLOCK": best.kwargs["BLOCK"], "num_warps": best.num_warps}}
 
 
 def main() -> None:

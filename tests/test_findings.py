@@ -564,3 +564,39 @@ def test_host_callbacks_in_a_step_are_summed_and_a_short_one_is_not_a_finding(tm
     e = json.loads(r["evidence"])
     assert (r["step"], e["callback_us"], e["calls"], r["win_back_us"]) == (1, 1000.0, 2, 1000.0)
     assert e["spans"] == "1 io_callback, 1 pure_callback.3"  # (ties by name: one text whatever the grouping's order)
+
+
+def _autotune_trace(tmp_path, name: str, fills: int, fill_us: float, device: str | None) -> Path:
+    """One step: ``fills`` zero_ fills (``fill_us`` each) on stream 7, each followed by a launch of ``tuned`` (and, on
+    stream 9, a fill followed by another kernel: a stream of its own)."""
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1e6}]
+    t, corr = 10.0, 0
+    for i in range(fills):
+        for kname, op, dur in (("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int> >(int)",
+                                "aten::fill_", fill_us), ("tuned", None, 10.0)):
+            corr += 1
+            if op:
+                ev.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": t, "dur": 8.0})
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel" if op else "cuLaunchKernelEx",
+                       "pid": 1, "tid": 1, "ts": t + 1, "dur": 5.0, "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": 7, "ts": t + 20, "dur": dur,
+                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+            t += dur + 30
+    meta = {"deviceProperties": [{"id": 0, "name": device}]} if device else {}
+    return write_trace(tmp_path / name, ev, **meta)
+
+
+@pytest.mark.parametrize("fills,fill_us,device,found", [
+    (12, 60.0, "NVIDIA H200", True), (9, 60.0, "NVIDIA H200", False), (12, 60.0, "Tesla V100-SXM2-16GB", False),
+    (12, 200.0, "Tesla V100-SXM2-16GB", True), (12, 20.0, None, True), (12, 10.0, None, False)])
+def test_autotune_flushes(tmp_path, fills, fill_us, device, found):
+    """An H200 writes 128 MB in 27 µs: 12 fills of 60 µs are flushes, the kernel after each the one timed; 9 are not
+    enough; on a V100 (0.9 TB/s: 142 µs for 128 MB) 60 µs fills are a smaller buffer's (a gradient zeroing). With no
+    device the bound is max_tb_per_s, 10 TB/s: 12.8 µs for 128 MB."""
+    f = analyze(kernscope.load(_autotune_trace(tmp_path, "a.json", fills, fill_us, device), cache=False)).findings
+    rows = f.filter(pl.col("rule") == "autotune").to_dicts()
+    assert len(rows) == found
+    if found:
+        e = json.loads(rows[0]["evidence"])
+        assert (e["flushes"], e["kernels"], e["flush_us"], e["timed_us"]) == (fills, ["tuned"], fills * fill_us, fills * 10.0)
+        assert rows[0]["win_back_us"] == fills * (fill_us + 10.0) and rows[0]["kernel"] == "tuned"

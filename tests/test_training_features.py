@@ -142,3 +142,28 @@ def test_the_critical_paths_host_split_names_the_data_loader():
     assert "Optimizer.step#SGD.step" in ops["op"].to_list()
     host = dict(ops.group_by("step").agg(pl.col("host_us").sum()).iter_rows())
     assert all(host[r["step"]] == pytest.approx(r["cpu_us"], abs=0.01) for r in cp.steps.iter_rows(named=True))
+
+
+def test_autotuning_in_the_first_profiled_step_is_a_finding():
+    """A ``@triton.autotune`` kernel (4 configs) profiled from its first call: Triton's do_bench fills a 256 MiB buffer
+    before each timed run to clear the L2 cache. Step 0 held 189 such fills (75% of the profile's GPU time, read as
+    Memory) and 263 launches of the kernel; no finding said why. The ``autotune`` finding counts the fills (by their
+    duration: no shapes needed) and names the kernel timed after them, with every launch of it in the step."""
+    ev = _events("first_call_autotune")
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    fills = [e for e in kernels if "FillFunctor<int>" in e["name"]]
+    assert len(fills) == 189 and all(e["dur"] >= 50 for e in fills)  # 256 MB at the H200's 4.8 TB/s: 53 µs
+    zero = {tuple(e["args"]["Input Dims"][0]) for e in ev if e.get("cat") == "cpu_op" and e["name"] == "aten::zero_"}
+    assert zero == {(64 << 20,)}  # Triton's cache: 256 MiB of int32
+    a = analyze(load(DATA / "first_call_autotune.pt.trace.json.gz", cache=False))
+    (f,) = a.findings.filter(pl.col("rule") == "autotune").to_dicts()
+    e = json.loads(f["evidence"])
+    assert f["step"] == 0 and e["flushes"] == 189 and e["kernels"] == ["scale_add"]
+    assert e["flush_us"] == pytest.approx(sum(x["dur"] for x in fills), abs=0.01)
+    launches = sorted((x for x in kernels if x["name"] == "scale_add"), key=lambda x: x["ts"])
+    step0 = a.steps.filter(pl.col("step") == 0).row(0, named=True)
+    in_step0 = launches[:-2]  # (steps 1 and 2 launch it once each)
+    assert len(launches) == 263 and len(in_step0) == 261 and step0["kernel_count"] == 189 + 261
+    assert f["win_back_us"] == pytest.approx(e["flush_us"] + sum(x["dur"] for x in in_step0), abs=0.01)
+    assert "189 L2-cache flushes" in f["text"] and "261 launches of scale_add" in f["text"]
+    assert a.findings.filter((pl.col("rule") == "autotune") & (pl.col("step") > 0)).height == 0

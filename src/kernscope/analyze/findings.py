@@ -40,6 +40,7 @@ from ..model import Trace
 from .attribute import op_gpu_pairs
 from .idle import idle_breakdown
 from .kernels import NS_PER_US
+from .perf.devices import match_device
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -559,6 +560,41 @@ def host_callback(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
     return out
 
 
+def autotune(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """An autotuner's benchmarking inside steps: per step, the L2-cache flushes (fills of ``cfg["flush_ops"]`` long
+    enough to have written ``min_fill_mb`` at the device's memory bandwidth, where the device table knows it, else at
+    ``max_tb_per_s``: ``dur`` ns >= bytes / bandwidth) and the kernels right after a flush on the same stream (the
+    configs timed), with every launch of those kernels in the step."""
+    known = [p.hbm_tb_s for p in map(match_device, trace.device_properties) if p is not None and p.hbm_tb_s]
+    min_ns = cfg["min_fill_mb"] * 1e6 / (max(known or [cfg["max_tb_per_s"]]) * 1e3)
+    g = (gpu.lazy().filter(pl.col("step").is_not_null() & (pl.col("kind") == "kernel"))
+         .select("step", "device", "stream", "ts", "dur", "name", "launcher").collect())
+    flushy = (g["launcher"].cast(pl.String).is_in(list(cfg["flush_ops"])) & (g["dur"] >= min_ns)).to_numpy()
+    if int(flushy.sum()) < cfg["min_flushes"]:
+        return []
+    g = g.with_columns(pl.Series("_flush", flushy)).sort("device", "stream", "ts")
+    # the kernel after each flush on its stream (a run of flushes: the first kernel after the run)
+    lane = (pl.col("device").cast(pl.Int64).fill_null(-1) * (1 << 32) + pl.col("stream").cast(pl.Int64).fill_null(-1))
+    g = g.with_columns(lane.alias("_lane")).with_columns(
+        (pl.col("_flush").shift(1).over("_lane").fill_null(False) & ~pl.col("_flush")).alias("_timed"))
+    out = []
+    flushes = g.filter(pl.col("_flush")).group_by("step").agg(pl.len().alias("flushes"), pl.col("dur").sum().alias("_fns"))
+    for r in flushes.filter(pl.col("flushes") >= cfg["min_flushes"]).sort("step").iter_rows(named=True):
+        in_step = g.filter((pl.col("step") == r["step"]) & ~pl.col("_flush"))
+        timed = set(in_step.filter(pl.col("_timed"))["name"].cast(pl.String).to_list())
+        runs = (in_step.filter(pl.col("name").cast(pl.String).is_in(sorted(timed)))
+                .group_by(pl.col("name").cast(pl.String)).agg(pl.len().alias("count"), pl.col("dur").sum().alias("_ns")))
+        listed = sorted(runs.iter_rows(named=True), key=lambda v: (-v["_ns"], v["name"]))
+        words = ", ".join(f"{v['count']:,} launches of {v['name']} ({v['_ns'] / NS_PER_US:,.0f} µs)" for v in listed[:3])
+        more = f" and {len(listed) - 3} more kernels" if len(listed) > 3 else ""
+        flush_us, timed_us = r["_fns"] / NS_PER_US, sum(v["_ns"] for v in listed) / NS_PER_US
+        ev = {"step": r["step"], "flushes": r["flushes"], "flush_us": flush_us, "min_fill_mb": cfg["min_fill_mb"],
+              "timed": (words + more) or "no other kernel", "timed_us": timed_us,
+              "kernels": [v["name"] for v in listed]}
+        out.append(_row(cfg, "autotune", flush_us + timed_us, ev, step=r["step"], kernel=listed[0]["name"] if listed else None))
+    return out
+
+
 def graph_capture(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
     """CUDA/HIP graphs captured inside steps: per step, the captures' windows on the host (a thread's
     ``cudaStreamBeginCapture`` to its ``cudaStreamEndCapture``) and the graphs' instantiations, in time. The launches
@@ -705,7 +741,7 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
         partial(exposed_comm, by_step, r["exposed_comm"], by_step_device, trace.world_size),
         partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
         partial(recompile, trace, r["recompile"], step), partial(graph_capture, trace, r["graph_capture"], step),
-        partial(host_callback, trace, r["host_callback"], step),
+        partial(host_callback, trace, r["host_callback"], step), partial(autotune, trace, gpu, r["autotune"]),
         partial(low_occupancy, gpu, r["low_occupancy"])]
     # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)
     with given.writing():

@@ -198,7 +198,7 @@ _T = [
     Term("occupancy_pct", "%", "The kernel's occupancy as its profiler records it: Kineto's estimated achieved occupancy (est. achieved occupancy %, whole percents); in JAX profiles the theoretical occupancy XLA's profiler computed.", "jax"),
     Term("step_num", "", "JAX/TensorFlow: the step number of a StepTraceAnnotation range (steps are named <name>#<step_num>).", "jax"),
     # -- findings (kernscope/analyze/findings.toml)
-    Term("rule", "", "The findings rule that fired: launch_bound, step_start_idle, step_start_wait, blocking_sync, exposed_comm, tiny_gemm, step_variance, recompile, graph_capture, host_callback, low_occupancy, far_from_roofline, straggler.", "findings"),
+    Term("rule", "", "The findings rule that fired: launch_bound, step_start_idle, step_start_wait, blocking_sync, exposed_comm, tiny_gemm, step_variance, recompile, graph_capture, host_callback, autotune, low_occupancy, far_from_roofline, straggler.", "findings"),
     Term("title", "", "The rule's title (from findings.toml).", "findings"),
     Term("win_back_us", "µs", "Time the step could save if the finding's cause were removed (upper bounds say so in the text); findings are ranked by it.", "findings"),
     Term("text", "", "The finding in words: where and how much, written from its evidence with the rule's sentence.", "findings"),
