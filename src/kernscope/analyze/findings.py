@@ -567,12 +567,12 @@ def autotune(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[
     configs timed), with every launch of those kernels in the step."""
     known = [p.hbm_tb_s for p in map(match_device, trace.device_properties) if p is not None and p.hbm_tb_s]
     min_ns = cfg["min_fill_mb"] * 1e6 / (max(known or [cfg["max_tb_per_s"]]) * 1e3)
-    g = (gpu.lazy().filter(pl.col("step").is_not_null() & (pl.col("kind") == "kernel"))
-         .select("step", "device", "stream", "ts", "dur", "name", "launcher").collect())
-    flushy = (g["launcher"].cast(pl.String).is_in(list(cfg["flush_ops"])) & (g["dur"] >= min_ns)).to_numpy()
-    if int(flushy.sum()) < cfg["min_flushes"]:
+    kernels = gpu.lazy().filter(pl.col("step").is_not_null() & (pl.col("kind") == "kernel"))
+    flush = (pl.col("dur") >= min_ns) & pl.col("launcher").is_in(list(cfg["flush_ops"]))  # (on the interned launcher)
+    if kernels.filter(flush).select(pl.len()).collect().item() < cfg["min_flushes"]:  # (no other work where none is)
         return []
-    g = g.with_columns(pl.Series("_flush", flushy)).sort("device", "stream", "ts")
+    g = (kernels.select("step", "device", "stream", "ts", "dur", "name", "launcher", flush.fill_null(False).alias("_flush"))
+         .collect().sort("device", "stream", "ts"))
     # the kernel after each flush on its stream (a run of flushes: the first kernel after the run)
     lane = (pl.col("device").cast(pl.Int64).fill_null(-1) * (1 << 32) + pl.col("stream").cast(pl.Int64).fill_null(-1))
     g = g.with_columns(lane.alias("_lane")).with_columns(
