@@ -32,6 +32,7 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
     out = gpu.with_columns(pl.lit("name", dtype=pl.Categorical).alias("decided_by"),
                            pl.lit(None, dtype=pl.Categorical).alias("decided_op"))
     generic = categorizer.generic | {OTHER}
+    out = xla_generated(out)
     if not categorizer.op_rules or gpu.height == 0:
         return out
     out = refine_by_hlo(out, categorizer)
@@ -83,6 +84,27 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
         .then(pl.lit("op", dtype=pl.Categorical)).otherwise(pl.col("decided_by")).alias("decided_by"),
         pl.when(changed).then(pl.col("_op_name")).otherwise(pl.col("decided_op")).alias("decided_op"),
     ).drop("_op_cat", "_op_name")
+
+
+#: libraries a kernel XLA generated may read by its name or launch alone (its first ``copy`` or ``transpose`` has no
+#: number to tell it from a user's Triton kernel of that name; every fusion on ROCm is launched through the driver API)
+XLA_GENERATED_FROM = ("Unknown", "Triton")
+
+
+def xla_generated(gpu: pl.DataFrame) -> pl.DataFrame:
+    """JAX rows: a kernel of an HLO instruction that is not a custom call (a fusion, a copy, a sort: XLA generated it)
+    is library ``XLA`` where its name or launch said Unknown or Triton. Custom calls keep theirs (cuBLAS, cuDNN,
+    cuSOLVER, and a Pallas kernel's, which its name does not say). On the interned values: the distinct descriptions
+    are read as text, not the rows."""
+    if "hlo_desc" not in gpu.columns or "library" not in gpu.columns or gpu["hlo_desc"].null_count() == gpu.height:
+        return gpu
+    desc = gpu["hlo_desc"].cast(pl.Categorical)
+    generated = [d for d in desc.unique().drop_nulls().cast(pl.String).to_list() if not d.startswith("hlo:custom-call")]
+    if not generated:
+        return gpu
+    xla = (pl.col("kind") == "kernel") & desc.is_in(generated) & pl.col("library").is_in(list(XLA_GENERATED_FROM))
+    return gpu.with_columns(pl.when(xla).then(pl.lit("XLA", dtype=pl.Categorical)).otherwise(pl.col("library"))
+                            .alias("library"))
 
 
 def refine_by_hlo(gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:
