@@ -102,6 +102,7 @@ PINNED = [
     # read Triton (launched through the driver API) and Convolution or Other; cuSOLVER's, MAGMA's and cuSPARSE's read
     # library Unknown and category Other; cuSPARSELt's sparse GEMM read cuBLAS; ATen's jiterator kernels read Triton
     ("void regular_fft<512u, EPT<8u>, 8u, 4u, (padding_t)14, (twiddle_t)0, (loadstore_modifier_t)2, (layout_t)1, unsigned int, float, HostMemory<unsigned int, float2> >(kernel_arguments_t<unsigned int>)", "kernel", "cuLaunchKernel", "FFT", "cuFFT"),
+    ("fft_r2c_kernel", "kernel", "cuLaunchKernel", "FFT", "Triton"),  # a user's Triton kernel: no template arguments
     ("void vector_fft_r2c<512u, EPT<8u>, 1u, 0u, (padding_t)70, (twiddle_t)0, (loadstore_modifier_t)2, (layout_t)0, unsigned int, float>(kernel_arguments_t<unsigned int>)", "kernel", "cuLaunchKernel", "FFT", "cuFFT"),
     ("void gesvdbj_batch_32x16<float, float>(long, int const*, int const*, int const*, int, float const*, int, float, float*, float*, int*)", "kernel", "cudaLaunchKernel", "Linear Algebra", "cuSOLVER"),
     ("void potrf_cta_lower_batch<float, float, 16>(int, int, int, float**, unsigned long, int*)", "kernel", "cudaLaunchKernel", "Linear Algebra", "cuSOLVER"),
