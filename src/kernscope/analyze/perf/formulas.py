@@ -384,6 +384,7 @@ def _fft(call: Call, kind: str) -> Work:
         raise NoModel("no transformed dimensions")
     dims = sorted({d % len(x) for d in dims})
     sizes = [x[d] for d in dims]
+    batch = numel(x) // max(numel(sizes), 1)
     bpe = call.bpe(0)
     if kind == "c2r":
         last = call.ints(3)
@@ -401,7 +402,6 @@ def _fft(call: Call, kind: str) -> Work:
     else:
         moved = 2 * numel(x) * bpe
     n = numel(sizes)
-    batch = numel(x) // max(numel([x[d] for d in dims]), 1)
     return Work(fft_flops(n, batch, real=kind != "c2c"), float(moved), "FFT", "vector", call.types[0],
                 {"n": n, "batch": batch, "kind": kind})
 
@@ -722,10 +722,10 @@ def _copy(call: Call) -> Work:
     written; clone/_to_copy(src, dtype, ...): src read, a new tensor written."""
     params: dict[str, Any] = {}
     if call.name == "aten::copy_":
-        dst = call.shape(0)
-        moved = numel(dst) * call.bpe(0) + call.distinct(1) * call.bpe(1)
-        if call.distinct(1) != numel(call.shape(1)):  # an expanded or overlapping source: its distinct elements read
-            params.update(shapes=[dst, call.shape(1)], distinct=[numel(dst), call.distinct(1)])
+        dst, read = call.shape(0), call.distinct(1)
+        moved = numel(dst) * call.bpe(0) + read * call.bpe(1)
+        if read != numel(call.shape(1)):  # an expanded or overlapping source: its distinct elements read
+            params.update(shapes=[dst, call.shape(1)], distinct=[numel(dst), read])
         dtype = call.types[0]
         src_t = call.types[1] if len(call.types) > 1 else ""
         if src_t and short_name(src_t) != short_name(dtype):  # a cast: the row's type is the destination's
@@ -735,9 +735,10 @@ def _copy(call: Call) -> Work:
         code = call.ints(1) if call.name == "aten::_to_copy" else None
         out_t = SCALAR_TYPES.get(code[0], "") if code else ""
         out_b = bytes_per_element(out_t) or call.bpe(0)
-        moved = call.distinct(0) * call.bpe(0) + numel(dst) * out_b
-        if call.distinct(0) != numel(dst):
-            params.update(shapes=[dst], distinct=[call.distinct(0)])
+        read = call.distinct(0)
+        moved = read * call.bpe(0) + numel(dst) * out_b
+        if read != numel(dst):
+            params.update(shapes=[dst], distinct=[read])
         dtype = call.types[0]
         if out_t and short_name(out_t) != short_name(dtype):  # a cast: the row's type is the source's
             params["to"] = short_name(out_t)
