@@ -20,6 +20,7 @@ import pytest
 
 from kernscope import load
 from kernscope.analyze.categories import Categorizer
+from kernscope.analyze.findings import find_roofline
 from kernscope.analyze.perf import perf_model
 from kernscope.analyze.summary import analyze, gpu_table
 
@@ -235,3 +236,29 @@ def test_xla_generated_kernels_by_their_hlo_instruction_and_bare_names_by_their_
     assert xla_generated(rows)["library"].cast(pl.String).to_list() == ["XLA", "XLA", "Unknown", "cuBLAS"]
     kineto = rows.with_columns(pl.lit(None, dtype=pl.Categorical).alias("hlo_desc"))
     assert xla_generated(kineto)["library"].cast(pl.String).to_list() == ["Unknown", "Triton", "Unknown", "cuBLAS"]
+
+
+def test_jax_custom_calls_get_work_only_where_it_is_known():
+    """XLA's custom calls had 0 FLOPs unless cuBLAS's: a batched QR read "0% of its memory-bound roofline, at 70% it
+    would take 2 µs" (a far-from-roofline finding on 7.3 ms a step), cuDNN's convolutions and attention backward were
+    rated on the bandwidth roof. Now cuDNN's (and MIOpen's) convolutions do 2 x |y| x |w| / (output features) FLOPs on
+    the matrix roof; the other library calls (cuSOLVER, cuDNN attention, Pallas) are outside the model; a library
+    call's result tuple counts its output, not its workspace."""
+    pm = perf_model(load(JAX, cache=False))
+    ops = {o["name"]: o for o in pm.ops.to_dicts()}
+    conv = ops["cudnn-conv.1"]  # x 8x16x128x128 by w 32x16x3x3, SAME: y 8x32x128x128
+    assert conv["op_class"] == "CONV" and conv["flops"] == 2 * (8 * 32 * 128 * 128) * (32 * 16 * 9) / 32
+    assert conv["bytes"] == (8 * 16 * 128 * 128 + 32 * 16 * 9 + 8 * 32 * 128 * 128) * 4  # (no workspace)
+    assert ops["cudnn-conv-bw-filter.1"]["flops"] == conv["flops"]  # dw from x and dy: the same products
+    assert conv["peak_precision"] == "tf32"  # cuDNN's tf32 kernel: the matrix roof of its precision
+    assert "XLA custom-call" not in set(pm.ops["op_class"])
+    left = set(pm.uncovered["op_name"])
+    assert {"geqrf.0", "householder_product.0", "eigh.0", "lu.0", "cholesky.0", "triangular-solve"} <= left
+    assert find_roofline(pm.ops, 3).filter(pl.col("op").is_in(["geqrf.0", "householder_product.0", "eigh.0"])).height == 0
+    dp = perf_model(load(Path(__file__).parent / "data" / "multigpu_h200" / "jax_dp.xplane.pb.gz", cache=False))
+    gemm = {o["name"]: o for o in dp.ops.to_dicts() if o["name"].startswith("custom-call")}
+    p = json.loads(gemm["custom-call.1"]["input_dims"])
+    (m, k), (_, n) = p["lhs"], p["out"]
+    assert gemm["custom-call.1"]["bytes"] == (m * k + k * n + m * n) * 2  # bf16 A, B, C; the workspace was counted
+    assert all(o["bound"] == "compute" for o in gemm.values())
+    assert "dot_product_attention_bwd.8" in set(dp.uncovered["op_name"])

@@ -132,7 +132,7 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
                        schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
     out = out.with_columns(pl.col("instruction").str.replace_all(".", "_", literal=True).alias("kernel"))
     table = out.select(list(SCHEMA)).filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first")
-    return table, Works(lambda: _model(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of))
+    return table, Works(lambda: _model(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of, target))
 
 
 #: the work columns :meth:`Works.of` gives (FLOPs, bytes moved, element type, op class, parameters)
@@ -175,7 +175,7 @@ def _work(model: tuple[Any, ...], i: int) -> dict[str, Any]:
 
 
 def _model(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode: list[str | None], ins_module: np.ndarray,
-           ins_comp: np.ndarray, called_of: dict[int, list[int]]) -> tuple[Any, ...]:
+           ins_comp: np.ndarray, called_of: dict[int, list[int]], target: list[str | None]) -> tuple[Any, ...]:
     """Every instruction's shapes, operands and dot dimensions by module (what :func:`.hlo_work.work` reads)."""
     from .hlo_work import Instr
 
@@ -197,7 +197,8 @@ def _model(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode:
     for i in range(n):
         m, c = int(ins_module[i]), int(ins_comp[i])
         modules.setdefault(m, {})[int(ids[i])] = Instr(name[i] or "", opcode[i] or "", spans.get(i), operands.get(i, []),
-                                                        called_of.get(i, []), contracting.get(i, ()), config[i] or "", buf)
+                                                        called_of.get(i, []), contracting.get(i, ()), config[i] or "", buf,
+                                                        target[i] or "")
         comps.setdefault(m, {}).setdefault(c, []).append(int(ids[i]))
     # instructions inside a fused computation never run as a kernel of their own: no work of theirs is needed
     fused = {(int(ins_module[i]), c) for i in range(n) if opcode[i] == "fusion" for c in called_of.get(i, [])}

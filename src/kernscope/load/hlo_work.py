@@ -7,7 +7,9 @@ Shapes (``ShapeProto``: element_type 2, dimensions 3, tuple_shapes 4), operands 
 
 - ``dot``: FLOPs = 2 x (elements of the result) x (product of the lhs contracting dimensions);
 - a fusion: the FLOPs of the dots in the computations it calls; bytes = its operands + its result;
-- a cuBLAS custom call (``__cublas$gemm``, ``__cublas$lt$matmul``): as a dot of its first two operands;
+- a cuBLAS custom call (``__cublas$gemm``, ``__cublas$lt$matmul``): as a dot of its first two operands; any other
+  custom call (cuDNN's convolutions and attention, cuSOLVER, a Pallas kernel) has unknown FLOPs (None): counted as 0
+  they were rated on the bandwidth roof, and a batched QR read "0% of its memory-bound roofline";
 - anything else (an elementwise or reduction fusion): a FLOP per result element of each arithmetic instruction in
   it (``add``, ``multiply``, ``exponential``, ... :data:`_ARITH`, transcendentals counted as one, as the PyTorch
   model's elementwise ops) and per input element of each reduction; 0 for pure data movement (copies,
@@ -79,6 +81,7 @@ class Instr:
     contracting: tuple[int, ...] = ()  #: dot: the lhs contracting dimensions
     backend_config: str = ""
     buf: Any = None
+    target: str = ""  #: a custom call's target (``__cudnn$convForward``, ...)
 
     @functools.cached_property
     def shape(self) -> Shape | None:
@@ -87,6 +90,36 @@ class Instr:
 
 def _elements(dims: tuple[int, ...]) -> int:
     return math.prod(dims) if dims else 1
+
+
+#: cuDNN's (and MIOpen's, under the same names) convolution custom calls: which operand or result is the convolution's
+#: output (y, or its gradient) and which its filter (w, or its gradient): "result" or an operand's index
+_CONVS: dict[str, tuple[int | str, int | str]] = {
+    "__cudnn$convForward": ("result", 1), "__cudnn$convBiasActivationForward": ("result", 1),
+    "__cudnn$convBackwardInput": (0, 1), "__cudnn$convBackwardFilter": (1, "result")}
+
+
+def _conv_flops(ins: Instr, operands: list[Shape | None]) -> tuple[float | None, dict[str, Any]]:
+    """A convolution's FLOPs, 2 x (elements of y) x (elements of w) / (w's output features): each output element
+    is a dot over w's other dimensions (its input features, grouped, and its window). The output features are the one
+    dimension size y and w share, other than 1 (a batch of one, a window of one); where several sizes are shared and
+    differ, the FLOPs are unknown (None)."""
+    def pick(which: int | str) -> Shape | None:
+        if which == "result":
+            return ins.shape.first if ins.shape is not None else None
+        return operands[int(which)] if int(which) < len(operands) else None
+
+    y_at, w_at = _CONVS[ins.target]
+    y, w = pick(y_at), pick(w_at)
+    if y is None or w is None or not y.dims or not w.dims:
+        return None, {}
+    shared = set(y.dims) & set(w.dims)
+    if len(shared) > 1:
+        shared.discard(1)
+    if len(shared) != 1:
+        return None, {"y": list(y.dims), "w": list(w.dims)}
+    features = shared.pop()
+    return 2.0 * _elements(y.dims) * _elements(w.dims) / features, {"y": list(y.dims), "w": list(w.dims)}
 
 
 def dot_flops(lhs: Shape | None, out: Shape | None, contracting: tuple[int, ...]) -> float | None:
@@ -166,6 +199,8 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
     operands = [module[o].shape for o in ins.operands if o in module]
     in_bytes = sum(s.bytes for s in operands if s is not None)
     out_bytes = ins.shape.bytes if ins.shape is not None else 0.0
+    if ins.opcode == "custom-call" and ins.shape is not None and ins.shape.first is not None and not ins.shape.dtype:
+        out_bytes = ins.shape.first.bytes  # (a library call's result tuple: its output, then its workspace)
     flops: float | None = 0.0
     params: dict[str, Any] = {}
     op_class = "XLA fusion" if ins.opcode == "fusion" else f"XLA {ins.opcode}"
@@ -207,6 +242,12 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
         dtype = (lhs0.dtype if lhs0 is not None else "") or dtype
         if len(gemm) == 1 and lhs0 is not None and out0 is not None:
             params = {"lhs": list(lhs0.dims), "out": list(out0.dims), "contracting": list(c0)}
+    elif ins.opcode == "custom-call" and ins.target in _CONVS:
+        op_class = "CONV"
+        flops, params = _conv_flops(ins, operands)
+    elif ins.opcode == "custom-call":
+        flops = None  # a library call other than cuBLAS's GEMM or a convolution (cuSOLVER, cuDNN's attention, a Pallas
+        # kernel): its work is unknown
     else:
         flops = arith
     moved = None if partial and not gemm else in_bytes + out_bytes

@@ -45,7 +45,7 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
     rows: list[dict[str, Any]] = []
     for r in groups.iter_rows(named=True):
         count = max(1, r["_rows"] // max(1, r["_kernels"]))
-        gemm = r["hlo_op_class"] == "GEMM"
+        gemm = r["hlo_op_class"] in ("GEMM", "CONV")  # (on the matrix roof: cuDNN convolutions are implicit GEMMs)
         flops = r["hlo_flops"]
         if flops is None:
             continue
