@@ -241,9 +241,9 @@ def test_xla_generated_kernels_by_their_hlo_instruction_and_bare_names_by_their_
 def test_jax_custom_calls_get_work_only_where_it_is_known():
     """XLA's custom calls had 0 FLOPs unless cuBLAS's: a batched QR read "0% of its memory-bound roofline, at 70% it
     would take 2 µs" (a far-from-roofline finding on 7.3 ms a step), cuDNN's convolutions and attention backward were
-    rated on the bandwidth roof. Now cuDNN's (and MIOpen's) convolutions do 2 x |y| x |w| / (output features) FLOPs on
-    the matrix roof; the other library calls (cuSOLVER, cuDNN attention, Pallas) are outside the model; a library
-    call's result tuple counts its output, not its workspace."""
+    rated on the bandwidth roof. Now cuDNN's (and MIOpen's) convolutions do 2 x |y| x |w| / (output features) FLOPs and
+    cuDNN's fused attention the SDPA model's, on the matrix roof; the other library calls (cuSOLVER, Transformer
+    Engine's, Pallas) are outside the model; a library call's result tuple counts its output, not its workspace."""
     pm = perf_model(load(JAX, cache=False))
     ops = {o["name"]: o for o in pm.ops.to_dicts()}
     conv = ops["cudnn-conv.1"]  # x 8x16x128x128 by w 32x16x3x3, SAME: y 8x32x128x128
@@ -261,4 +261,10 @@ def test_jax_custom_calls_get_work_only_where_it_is_known():
     (m, k), (_, n) = p["lhs"], p["out"]
     assert gemm["custom-call.1"]["bytes"] == (m * k + k * n + m * n) * 2  # bf16 A, B, C; the workspace was counted
     assert all(o["bound"] == "compute" for o in gemm.values())
-    assert "dot_product_attention_bwd.8" in set(dp.uncovered["op_name"])
+    # cuDNN's fused attention backward (jax.nn.dot_product_attention, causal): from the score matrix of its config
+    # (16 x 8 heads x 512 x 512) and the head dimension (64): 2.5 x 2 x scores x (64 + 64), halved by the causal mask;
+    # it read "0.00 TFLOP/s, 39% of peak, memory-bound"
+    (attn,) = [o for o in dp.ops.to_dicts() if o["name"] == "dot_product_attention_bwd.8"]
+    assert attn["op_class"] == "SDPA_bwd" and attn["flops"] == 2.5 * 2 * (16 * 8 * 512 * 512) * (64 + 64) / 2
+    assert attn["bound"] == "compute" and 20 < attn["pct_of_peak"] < 30
+    assert json.loads(attn["input_dims"]) == {"scores": [16, 8, 512, 512], "d_qk": 64, "d_v": 64, "causal": True}

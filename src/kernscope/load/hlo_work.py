@@ -7,9 +7,10 @@ Shapes (``ShapeProto``: element_type 2, dimensions 3, tuple_shapes 4), operands 
 
 - ``dot``: FLOPs = 2 x (elements of the result) x (product of the lhs contracting dimensions);
 - a fusion: the FLOPs of the dots in the computations it calls; bytes = its operands + its result;
-- a cuBLAS custom call (``__cublas$gemm``, ``__cublas$lt$matmul``): as a dot of its first two operands; any other
-  custom call (cuDNN's convolutions and attention, cuSOLVER, a Pallas kernel) has unknown FLOPs (None): counted as 0
-  they were rated on the bandwidth roof, and a batched QR read "0% of its memory-bound roofline";
+- a cuBLAS custom call (``__cublas$gemm``, ``__cublas$lt$matmul``): as a dot of its first two operands; cuDNN's
+  convolutions (:func:`_conv_flops`) and fused attention (:func:`_fmha_flops`) from their shapes and config; any other
+  custom call (cuSOLVER, Transformer Engine's, a Pallas kernel) has unknown FLOPs (None): counted as 0 they were rated on
+  the bandwidth roof, and a batched QR read "0% of its memory-bound roofline";
 - anything else (an elementwise or reduction fusion): a FLOP per result element of each arithmetic instruction in
   it (``add``, ``multiply``, ``exponential``, ... :data:`_ARITH`, transcendentals counted as one, as the PyTorch
   model's elementwise ops) and per input element of each reduction; 0 for pure data movement (copies,
@@ -120,6 +121,25 @@ def _conv_flops(ins: Instr, operands: list[Shape | None]) -> tuple[float | None,
         return None, {"y": list(y.dims), "w": list(w.dims)}
     features = shared.pop()
     return 2.0 * _elements(y.dims) * _elements(w.dims) / features, {"y": list(y.dims), "w": list(w.dims)}
+
+
+def _fmha_flops(ins: Instr, operands: list[Shape | None], backward: bool) -> tuple[float | None, dict[str, Any]]:
+    """cuDNN's fused attention (``__cudnn$fmhaSoftmax...``, what ``jax.nn.dot_product_attention`` runs): Q·Kᵀ and
+    P·V over the score matrix its backend config names (``intermediate_tensor_shape``: batch x heads x queries x
+    keys), 2 x scores x (d_qk + d_v) FLOPs forward, 2.5 times that backward (dV, dP, dQ, dK and the Q·Kᵀ recompute),
+    half of it with a causal mask: the PyTorch model's conventions. Q, K, V are its first three operands, their head
+    dimension the last. None where the config or the operands are not readable."""
+    try:
+        cfg = json.loads(ins.backend_config)["cudnn_fmha_backend_config"]
+        scores_dims = [int(x) for x in cfg["intermediate_tensor_shape"]["dimensions"]]
+    except (ValueError, TypeError, KeyError):
+        return None, {}
+    if len(scores_dims) != 4 or len(operands) < 3 or any(o is None or not o.dims for o in operands[:3]):
+        return None, {}
+    d_qk, d_v = operands[0].dims[-1], operands[2].dims[-1]  # type: ignore[union-attr]
+    causal = str(cfg.get("mask_type", "")).upper().startswith("CAUSAL") or bool(cfg.get("is_causal_mask"))
+    flops = 2.0 * _elements(tuple(scores_dims)) * (d_qk + d_v) * (2.5 if backward else 1.0) / (2 if causal else 1)
+    return flops, {"scores": scores_dims, "d_qk": d_qk, "d_v": d_v, "causal": causal}
 
 
 def dot_flops(lhs: Shape | None, out: Shape | None, contracting: tuple[int, ...]) -> float | None:
@@ -245,6 +265,9 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
     elif ins.opcode == "custom-call" and ins.target in _CONVS:
         op_class = "CONV"
         flops, params = _conv_flops(ins, operands)
+    elif ins.opcode == "custom-call" and ins.target.startswith("__cudnn$fmha"):
+        op_class = "SDPA_bwd" if "Backward" in ins.target else "SDPA_fwd"
+        flops, params = _fmha_flops(ins, operands, backward=op_class == "SDPA_bwd")
     elif ins.opcode == "custom-call":
         flops = None  # a library call other than cuBLAS's GEMM or a convolution (cuSOLVER, cuDNN's attention, a Pallas
         # kernel): its work is unknown

@@ -21,6 +21,8 @@ from .dtypes import TF32_KERNELS, precision
 from .formulas import Work
 
 NS_PER_US = 1000.0
+#: the op classes on the matrix roof: matrix products, cuDNN's convolutions (implicit GEMMs) and fused attention
+MATRIX_CLASSES = ("GEMM", "CONV", "SDPA_fwd", "SDPA_bwd")
 
 
 def has_hlo(trace: Trace) -> bool:
@@ -45,7 +47,7 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
     rows: list[dict[str, Any]] = []
     for r in groups.iter_rows(named=True):
         count = max(1, r["_rows"] // max(1, r["_kernels"]))
-        gemm = r["hlo_op_class"] in ("GEMM", "CONV")  # (on the matrix roof: cuDNN convolutions are implicit GEMMs)
+        gemm = r["hlo_op_class"] in MATRIX_CLASSES
         flops = r["hlo_flops"]
         if flops is None:
             continue
