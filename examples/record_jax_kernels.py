@@ -18,7 +18,9 @@ steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed
   ``eigh``, ``solve`` (cuSOLVER), ``sort`` and ``top_k``, ``cumsum``, a scatter-add, a 2-D convolution (cuDNN) and
   ``jax.random.normal`` inside the step, differentiated (forward and backward).
 
-``--cpu`` runs the same programs on the CPU (Pallas in interpret mode) to check the script where no GPU is.
+``--cpu`` runs the same programs on the CPU (Pallas in interpret mode) to check the script where no GPU is. (Not
+``libraries``: with jaxlib 0.10.2 on a 2-core CPU, a program holding two LAPACK custom calls, a QR and an eigh say,
+waited forever; each alone runs in under a second.)
 """
 
 from __future__ import annotations
