@@ -31,7 +31,7 @@ CATEGORY_COLORS = {
     "Communication": "#008856", "Memory": "#848482", "Elementwise": "#f3c300", "Reduction": "#a1caf1",
     "Normalization": "#e68fac", "Softmax": "#882d17", "Embedding/Indexing": "#8db600", "Optimizer": "#604e97",
     "Sort/Scan": "#c2b280", "Loss": "#e25822", "MoE": "#2b3d26", "Quantization": "#f99379", "Pooling": "#654522",
-    "SSM/Linear Attention": "#b3446c", "FFT": "#dcd300", "Linear Algebra": "#1f9e89", "Other": "#d4d4d4",
+    "SSM/Linear Attention": "#b3446c", "FFT": "#00b5b8", "Linear Algebra": "#1f4e5f", "Other": "#d4d4d4",
 }
 
 
