@@ -252,6 +252,12 @@ def test_jax_custom_calls_get_work_only_where_it_is_known():
     assert ops["cudnn-conv-bw-filter.1"]["flops"] == conv["flops"]  # dw from x and dy: the same products
     assert conv["peak_precision"] == "tf32"  # cuDNN's tf32 kernel: the matrix roof of its precision
     assert "XLA custom-call" not in set(pm.ops["op_class"])
+    # XLA's fft instruction (fft2/ifft2 of 8 x 256 x 256 complex): 5 n log2 n per transform, as the PyTorch model's
+    # (it had 0 FLOPs: "0.00 TFLOP/s"); its type and lengths are fields 31 and 32 of the instruction
+    ffts = [o for o in pm.ops.to_dicts() if o["op_class"] == "XLA fft"]
+    assert len(ffts) == 4 and all(o["flops"] == 8 * 5 * 65536 * 16 for o in ffts)
+    assert {json.loads(o["input_dims"])["fft"] for o in ffts} == {"FFT", "IFFT"}
+    assert all(o["bytes"] == 2 * 8 * 65536 * 8 and o["bound"] == "memory" for o in ffts)
     left = set(pm.uncovered["op_name"])
     assert {"geqrf.0", "householder_product.0", "eigh.0", "lu.0", "cholesky.0", "triangular-solve"} <= left
     assert find_roofline(pm.ops, 3).filter(pl.col("op").is_in(["geqrf.0", "householder_product.0", "eigh.0"])).height == 0

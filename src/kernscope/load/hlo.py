@@ -192,13 +192,18 @@ def _model(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode:
         for i, o, k in zip(dn.msg[df.msg].tolist(), df.off.tolist(), df.size.tolist()):
             contracting[i] = tuple(_packed(buf, o, k))
     config = _scatter_text(buf, inf.of(43, 2), n)
+    # an fft's type (31: FFT 0, IFFT 1, RFFT 2, IRFFT 3; absent is FFT) and lengths (32, packed), as JAX 0.11 writes them
+    fft_len = _packed_lists(buf, inf.of(32, 2))
+    ft = inf.of(31, 0)
+    fft_type = dict(zip(ft.msg.tolist(), ft.value.tolist()))
     modules: dict[int, dict[int, Instr]] = {}
     comps: dict[int, dict[int, list[int]]] = {}
     for i in range(n):
         m, c = int(ins_module[i]), int(ins_comp[i])
         modules.setdefault(m, {})[int(ids[i])] = Instr(name[i] or "", opcode[i] or "", spans.get(i), operands.get(i, []),
                                                         called_of.get(i, []), contracting.get(i, ()), config[i] or "", buf,
-                                                        target[i] or "")
+                                                        target[i] or "",
+                                                        (int(fft_type.get(i, 0)), tuple(fft_len[i])) if i in fft_len else None)
         comps.setdefault(m, {}).setdefault(c, []).append(int(ids[i]))
     # instructions inside a fused computation never run as a kernel of their own: no work of theirs is needed
     fused = {(int(ins_module[i]), c) for i in range(n) if opcode[i] == "fusion" for c in called_of.get(i, [])}

@@ -11,6 +11,7 @@ Shapes (``ShapeProto``: element_type 2, dimensions 3, tuple_shapes 4), operands 
   convolutions (:func:`_conv_flops`) and fused attention (:func:`_fmha_flops`) from their shapes and config; any other
   custom call (cuSOLVER, Transformer Engine's, a Pallas kernel) has unknown FLOPs (None): counted as 0 they were rated on
   the bandwidth roof, and a batched QR read "0% of its memory-bound roofline";
+- an ``fft``: 5 n log2 n per complex transform (half for RFFT and IRFFT), as the PyTorch model's;
 - anything else (an elementwise or reduction fusion): a FLOP per result element of each arithmetic instruction in
   it (``add``, ``multiply``, ``exponential``, ... :data:`_ARITH`, transcendentals counted as one, as the PyTorch
   model's elementwise ops) and per input element of each reduction; 0 for pure data movement (copies,
@@ -83,6 +84,7 @@ class Instr:
     backend_config: str = ""
     buf: Any = None
     target: str = ""  #: a custom call's target (``__cudnn$convForward``, ...)
+    fft: tuple[int, tuple[int, ...]] | None = None  #: an fft's type (FFT 0, IFFT 1, RFFT 2, IRFFT 3) and lengths
 
     @functools.cached_property
     def shape(self) -> Shape | None:
@@ -121,6 +123,21 @@ def _conv_flops(ins: Instr, operands: list[Shape | None]) -> tuple[float | None,
         return None, {"y": list(y.dims), "w": list(w.dims)}
     features = shared.pop()
     return 2.0 * _elements(y.dims) * _elements(w.dims) / features, {"y": list(y.dims), "w": list(w.dims)}
+
+
+def _fft_flops(ins: Instr, operands: list[Shape | None]) -> tuple[float | None, dict[str, Any]]:
+    """An fft's FLOPs, as the PyTorch model counts them: 5 n log2 n per complex transform of n points (the product of
+    its lengths), half with a real input or output (RFFT, IRFFT); the batch is the complex or real side's elements
+    over n (IRFFT: its real result's)."""
+    kind, lengths = ins.fft if ins.fft is not None else (0, ())
+    n = _elements(lengths)
+    side = (ins.shape.first if ins.shape is not None else None) if kind == 3 else (operands[0] if operands else None)
+    if side is None or not side.dims or n < 2:
+        return None, {}
+    batch = _elements(side.dims) // n
+    names = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
+    return batch * (2.5 if kind in (2, 3) else 5.0) * n * math.log2(n), {"fft": names.get(kind, str(kind)),
+                                                                        "lengths": list(lengths), "batch": batch}
 
 
 def _fmha_flops(ins: Instr, operands: list[Shape | None], backward: bool) -> tuple[float | None, dict[str, Any]]:
@@ -262,6 +279,8 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
         dtype = (lhs0.dtype if lhs0 is not None else "") or dtype
         if len(gemm) == 1 and lhs0 is not None and out0 is not None:
             params = {"lhs": list(lhs0.dims), "out": list(out0.dims), "contracting": list(c0)}
+    elif ins.opcode == "fft" and ins.fft is not None and ins.fft[1]:
+        flops, params = _fft_flops(ins, operands)
     elif ins.opcode == "custom-call" and ins.target in _CONVS:
         op_class = "CONV"
         flops, params = _conv_flops(ins, operands)
