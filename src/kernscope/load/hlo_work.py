@@ -31,6 +31,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..flops import fft_flops, sdpa_bwd_flops, sdpa_flops
+
 #: XLA PrimitiveType -> (Kineto type name, bytes per element)
 ELEMENT_TYPES: dict[int, tuple[str, float]] = {
     1: ("bool", 1), 2: ("signed char", 1), 3: ("short int", 2), 4: ("int", 4), 5: ("long int", 8),
@@ -136,8 +138,8 @@ def _fft_flops(ins: Instr, operands: list[Shape | None]) -> tuple[float | None, 
         return None, {}
     batch = _elements(side.dims) // n
     names = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
-    return batch * (2.5 if kind in (2, 3) else 5.0) * n * math.log2(n), {"fft": names.get(kind, str(kind)),
-                                                                        "lengths": list(lengths), "batch": batch}
+    return fft_flops(n, batch, real=kind in (2, 3)), {"fft": names.get(kind, str(kind)), "lengths": list(lengths),
+                                                      "batch": batch}
 
 
 def _fmha_flops(ins: Instr, operands: list[Shape | None], backward: bool) -> tuple[float | None, dict[str, Any]]:
@@ -155,7 +157,8 @@ def _fmha_flops(ins: Instr, operands: list[Shape | None], backward: bool) -> tup
         return None, {}
     d_qk, d_v = operands[0].dims[-1], operands[2].dims[-1]  # type: ignore[union-attr]
     causal = str(cfg.get("mask_type", "")).upper().startswith("CAUSAL") or bool(cfg.get("is_causal_mask"))
-    flops = 2.0 * _elements(tuple(scores_dims)) * (d_qk + d_v) * (2.5 if backward else 1.0) / (2 if causal else 1)
+    b, h, n_q, n_kv = scores_dims
+    flops = sdpa_bwd_flops(b, h, n_q, n_kv, h, d_qk, d_v, causal) if backward else sdpa_flops(b, h, n_q, n_kv, d_qk, d_v, causal)
     return flops, {"scores": scores_dims, "d_qk": d_qk, "d_v": d_v, "causal": causal}
 
 

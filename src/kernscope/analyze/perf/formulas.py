@@ -23,6 +23,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...flops import fft_flops as fft_flops  # (the shared conventions, public here too)
+from ...flops import sdpa_bwd_flops as sdpa_bwd_flops
+from ...flops import sdpa_flops as sdpa_flops
 from .dtypes import SCALAR_TYPES, bytes_per_element, short_name
 
 Shape = tuple[int, ...]
@@ -149,23 +152,6 @@ def gemm_bytes(m: int, n: int, k: int, bpe_a: int, bpe_b: int, bpe_out: int, bat
                bias_elems: int = 0, bpe_bias: int = 0) -> float:
     """Bytes of ``batch`` GEMMs: A and B read, C written once (plus the bias read)."""
     return float(batch) * (m * k * bpe_a + k * n * bpe_b + m * n * bpe_out) + bias_elems * bpe_bias
-
-
-def sdpa_flops(b: int, h_q: int, n_q: int, n_kv: int, d_qk: int, d_v: int, causal: bool) -> float:
-    """Forward attention FLOPs: Q K^T and P V (2 * N_Q * N_KV * d each per head); half when causal."""
-    f = b * h_q * (2.0 * n_q * n_kv * d_qk + 2.0 * n_q * n_kv * d_v)
-    return f / 2 if causal else f
-
-
-def sdpa_bwd_flops(b: int, h_q: int, n_q: int, n_kv: int, h_kv: int, d_qk: int, d_v: int, causal: bool,
-                   recompute: bool = True) -> float:
-    """Backward attention FLOPs: dV, dP, dQ, dK (plus the Q K^T recompute of fused kernels), the
-    head reduction for grouped-query attention; half when causal. 2.5x forward for plain MHA."""
-    mm = b * h_q * 2.0 * n_q * n_kv
-    f = mm * d_v + mm * d_v + mm * d_qk + mm * d_qk + (mm * d_qk if recompute else 0.0)
-    group = h_q // h_kv if h_kv else 1
-    f += b * n_kv * (d_v + d_qk) * (group - 1)
-    return f / 2 if causal else f
 
 
 def sdpa_bytes(b: int, h_q: int, n_q: int, n_kv: int, h_kv: int, d_qk: int, d_v: int, bpe: int) -> float:
@@ -367,12 +353,6 @@ def _sparse_semi_structured_linear(call: Call) -> Work:
 
 
 # -- FFT ---------------------------------------------------------------------------------------------
-def fft_flops(n: int, batch: int = 1, real: bool = False) -> float:
-    """FLOPs of ``batch`` transforms of ``n`` points: 5 n log2 n for a complex one (the radix-2 count that FFT benchmarks
-    quote, whatever algorithm ran), half of it with a real input or output."""
-    return 0.0 if n < 2 else batch * (2.5 if real else 5.0) * n * math.log2(n)
-
-
 def _fft(call: Call, kind: str) -> Work:
     """``aten::_fft_c2c(x, dim, norm, forward)``, ``_fft_r2c(x, dim, norm, onesided)``, ``_fft_c2r(x, dim, norm,
     last_dim_size)``: the transform's size is the product of the dimensions ``dim`` (the last of a c2r its
