@@ -42,6 +42,32 @@ def test_pallas_attention_kernels_are_attention():
     assert att / s.categories["total_us"].sum() > 0.6
 
 
+def test_pallas_kernels_are_linked_to_their_pallas_calls():
+    """XLA names a Pallas kernel after the ``name`` in its custom call's config, not after the instruction: the kernels
+    had no instruction, no JAX op and library Unknown, and the perf model listed all seven calls as one command buffer.
+    The calls of one name are numbered in turn (``pallas_matmul``, ``__1``, ...); two calls of the same config
+    (pallas_call.16 and .17, the two forward products) share a kernel. Each kernel's grid is its call's config's."""
+    trace = load(DATA / "pallas" / "vm.xplane.pb.gz", cache=False)
+    g = trace.gpu.filter(pl.col("kind") == "kernel")
+    pallas = g.filter(pl.col("name").cast(pl.String).str.contains("^(pallas_matmul|mha_)"))
+    by_name = {r["name"]: r for r in pallas.unique("name").iter_rows(named=True)}
+    assert {k: (v["hlo_instruction"], v["grid_x"], v["grid_y"]) for k, v in by_name.items()} == {
+        "pallas_matmul": ("pallas_call.16", 32, 4), "pallas_matmul__1": ("pallas_call.19", 4, 4),
+        "pallas_matmul__2": ("pallas_call.18", 32, 4), "pallas_matmul__3": ("pallas_call.25", 4, 4),
+        "mha_forward": ("pallas_call.0", 8, 4), "mha_preprocess_backward": ("pallas_call.20", 8, 4),
+        "mha_backward": ("pallas_call.21", 4, 8)}
+    assert set(pallas["hlo_desc"].cast(pl.String).to_list()) == {"hlo:custom-call:__gpu$xla.gpu.triton"}
+    assert by_name["pallas_matmul"]["op_path"] == "jit(train_step)/jvp(pallas_matmul)/pallas_call"
+    assert all(by_name[f"pallas_matmul__{i}"]["op_path"].startswith("jit(train_step)/transpose(jvp(pallas_matmul))")
+               for i in (1, 2, 3))
+    s = analyze(trace)
+    libs = dict(s.kernels.select("name", "library").iter_rows())
+    assert all(libs[k] == "Pallas" for k in by_name) and all(libs[k] == "XLA" for k in libs if k not in by_name)
+    unc = perf_model(trace).uncovered
+    assert unc["op_name"].to_list()[:2] == ["pallas_call.21", "pallas_call.0"]
+    assert abs(unc["kernel_time_us"][0] - 336.8) < 0.01 and "command_buffer_1" not in unc["op_name"].to_list()
+
+
 def test_rematerialized_block_categorized_and_modeled():
     trace = load(DATA / "remat" / "vm.xplane.pb.gz", cache=False)
     s = analyze(trace)

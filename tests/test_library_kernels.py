@@ -221,21 +221,25 @@ def test_ffts_are_modeled_and_overlapping_frames_read_once():
 def test_xla_generated_kernels_by_their_hlo_instruction_and_bare_names_by_their_number():
     """A bare op name is XLA's by name only with its number (``copy_3``); a user's Triton kernel may be named
     ``transpose``. In a JAX profile a kernel of an HLO instruction that is not a custom call is XLA's whatever its
-    name; a custom call keeps its library (a Pallas kernel's name says nothing: Unknown)."""
+    name; a custom call keeps its library, but for a Pallas kernel's (its Triton or Mosaic GPU call), whose name says
+    nothing: ``Pallas``."""
     from kernscope.analyze.launcher_categories import xla_generated
 
     c = Categorizer.builtin()
     assert c.library("copy_3", "kernel", "") == "XLA" and c.library("sort_29_1__20", "kernel", "") == "XLA"
     assert c.library("transpose", "kernel", "cuLaunchKernel") == "Triton"
-    rows = pl.DataFrame({"name": ["copy", "transpose", "mha_forward", "nvjet_tst_128x64"],
-                         "kind": ["kernel"] * 4,
-                         "library": ["Unknown", "Triton", "Unknown", "cuBLAS"],
+    rows = pl.DataFrame({"name": ["copy", "transpose", "mha_forward", "nvjet_tst_128x64", "triton_mm", "matmul_kernel"],
+                         "kind": ["kernel"] * 6,
+                         "library": ["Unknown", "Triton", "Unknown", "cuBLAS", "Triton", "Unknown"],
                          "hlo_desc": ["hlo:copy", "hlo:fusion:kInput:transpose", "hlo:custom-call:__gpu$xla.gpu.triton",
-                                      "hlo:custom-call:__cublas$lt$matmul"]},
+                                      "hlo:custom-call:__cublas$lt$matmul", "hlo:custom-call:__gpu$xla.gpu.triton",
+                                      "hlo:custom-call:mosaic_gpu"]},
                         schema_overrides={"kind": pl.Categorical, "library": pl.Categorical, "hlo_desc": pl.Categorical})
-    assert xla_generated(rows)["library"].cast(pl.String).to_list() == ["XLA", "XLA", "Unknown", "cuBLAS"]
+    assert (xla_generated(rows)["library"].cast(pl.String).to_list()
+            == ["XLA", "XLA", "Pallas", "cuBLAS", "Pallas", "Pallas"])
     kineto = rows.with_columns(pl.lit(None, dtype=pl.Categorical).alias("hlo_desc"))
-    assert xla_generated(kineto)["library"].cast(pl.String).to_list() == ["Unknown", "Triton", "Unknown", "cuBLAS"]
+    assert (xla_generated(kineto)["library"].cast(pl.String).to_list()
+            == ["Unknown", "Triton", "Unknown", "cuBLAS", "Triton", "Unknown"])
 
 
 def test_jax_custom_calls_get_work_only_where_it_is_known():

@@ -91,20 +91,29 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
 XLA_GENERATED_FROM = ("Unknown", "Triton")
 
 
+#: the custom calls of JAX's Pallas kernels (its Triton and Mosaic GPU backends): library ``Pallas``, whatever the
+#: kernel's name (``pallas_matmul``, ``mha_forward``)
+PALLAS_CALLS = ("hlo:custom-call:__gpu$xla.gpu.triton", "hlo:custom-call:mosaic_gpu", "hlo:custom-call:mosaic_gpu_v2")
+
+
 def xla_generated(gpu: pl.DataFrame) -> pl.DataFrame:
     """JAX rows: a kernel of an HLO instruction that is not a custom call (a fusion, a copy, a sort: XLA generated it)
-    is library ``XLA`` where its name or launch said Unknown or Triton. Custom calls keep theirs (cuBLAS, cuDNN,
-    cuSOLVER, and a Pallas kernel's, which its name does not say). On the interned values: the distinct descriptions
-    are read as text, not the rows."""
+    is library ``XLA`` where its name or launch said Unknown or Triton; a Pallas kernel (:data:`PALLAS_CALLS`) is
+    ``Pallas``. Other custom calls keep theirs (cuBLAS, cuDNN, cuSOLVER). On the interned values: the distinct
+    descriptions are read as text, not the rows."""
     if "hlo_desc" not in gpu.columns or "library" not in gpu.columns or gpu["hlo_desc"].null_count() == gpu.height:
         return gpu
     desc = gpu["hlo_desc"].cast(pl.Categorical)
-    generated = [d for d in desc.unique().drop_nulls().cast(pl.String).to_list() if not d.startswith("hlo:custom-call")]
-    if not generated:
+    distinct = desc.unique().drop_nulls().cast(pl.String).to_list()
+    generated = [d for d in distinct if not d.startswith("hlo:custom-call")]
+    pallas = [d for d in distinct if d in PALLAS_CALLS]
+    if not generated and not pallas:
         return gpu
-    xla = (pl.col("kind") == "kernel") & desc.is_in(generated) & pl.col("library").is_in(list(XLA_GENERATED_FROM))
-    return gpu.with_columns(pl.when(xla).then(pl.lit("XLA", dtype=pl.Categorical)).otherwise(pl.col("library"))
-                            .alias("library"))
+    kernel = pl.col("kind") == "kernel"
+    xla = kernel & desc.is_in(generated) & pl.col("library").is_in(list(XLA_GENERATED_FROM))
+    return gpu.with_columns(pl.when(xla).then(pl.lit("XLA", dtype=pl.Categorical))
+                            .when(kernel & desc.is_in(pallas)).then(pl.lit("Pallas", dtype=pl.Categorical))
+                            .otherwise(pl.col("library")).alias("library"))
 
 
 def refine_by_hlo(gpu: pl.DataFrame, categorizer: Categorizer) -> pl.DataFrame:

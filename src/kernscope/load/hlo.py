@@ -16,6 +16,7 @@ what the categorizer's ``[[op_category]]`` rules read for JAX kernels whose name
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -131,8 +132,46 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
                         "target": target, "op_path": op_path, "desc": desc, "row": np.arange(n, dtype=np.int64)},
                        schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
     out = out.with_columns(pl.col("instruction").str.replace_all(".", "_", literal=True).alias("kernel"))
-    table = out.select(list(SCHEMA)).filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first")
+    out = pl.concat([out.select(list(SCHEMA)), _triton_kernels(buf, inf, target, out)])
+    table = out.filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first", maintain_order=True)
     return table, Works(lambda: _model(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of, target))
+
+
+#: custom calls that run a Triton kernel XLA names after the call's ``name`` (JAX's Pallas on GPU), not the instruction
+TRITON_CALLS = ("__gpu$xla.gpu.triton",)
+_KERNEL_NAME = re.compile(rb'name = "([^"\\]+)"')
+
+
+def _triton_kernels(buf: np.ndarray, inf: Fields, target: list[str | None], table: pl.DataFrame) -> pl.DataFrame:
+    """Rows that name the kernels of Triton custom calls (a ``pallas_call``): XLA names such a kernel after the
+    ``name`` in the call's backend config (``{..., ir = "...", name = "pallas_matmul", num_warps = 4 : i32}``), and
+    the calls of one name in a module ``name``, ``name__1``, ``name__2``, ... in turn, a config it already compiled
+    reusing that kernel: the distinct configs of a name numbered in the module's instruction order (on JAX 0.10's
+    H200 profile the grids of the kernels so named are their configs' grids)."""
+    calls = [i for i, t in enumerate(target) if t in TRITON_CALLS]
+    if not calls:
+        return pl.DataFrame(schema=SCHEMA)
+    cfg = inf.of(43, 2)
+    want = np.isin(cfg.msg, np.asarray(calls, dtype=cfg.msg.dtype))
+    rows: list[int] = []
+    names: list[str] = []
+    seen: dict[tuple[str, str], dict[bytes, str]] = {}  # (module, call name) -> config -> its kernel's name
+    module = table["hlo_module"].to_list()
+    for i, o, k in zip(cfg.msg[want].tolist(), cfg.off[want].tolist(), cfg.size[want].tolist()):
+        text = buf[o : o + k].tobytes()
+        found = _KERNEL_NAME.findall(text)  # (a quote inside the IR string is escaped, as \\22)
+        if not found:
+            continue
+        name = found[-1].decode("utf-8", "replace")
+        kernels = seen.setdefault((module[i] or "", name), {})
+        if text not in kernels:
+            n = len(kernels)
+            kernels[text] = name if n == 0 else f"{name}__{n}"
+        rows.append(i)
+        names.append(kernels[text])
+    if not rows:
+        return pl.DataFrame(schema=SCHEMA)
+    return table[rows].with_columns(pl.Series("kernel", names, dtype=pl.String)).select(list(SCHEMA))
 
 
 #: the work columns :meth:`Works.of` gives (FLOPs, bytes moved, element type, op class, parameters)

@@ -346,7 +346,11 @@ def _xla_model(gpu: pl.DataFrame, dev: DevicePeaks | None, device_name: str, ste
     rows, left = xla_rows(gpu, dev, _rates)
     ops_df = (pl.DataFrame(rows.to_dicts(), schema=_schema()) if rows.height else pl.DataFrame(schema=_schema()))
     ops_df = ops_df.select(OP_COLUMNS).sort("kernel_time_us", descending=True)
-    uncovered = (left.group_by(pl.col("launcher").cast(pl.String).fill_null("<no launch in trace>").alias("op_name"))
+    # by the instruction each kernel runs where the profile names it (a Pallas call inside a command buffer), else
+    # by its launch (the command buffer)
+    op = (pl.coalesce(pl.col("hlo_instruction").cast(pl.String), pl.col("launcher").cast(pl.String))
+          if "hlo_instruction" in left.columns else pl.col("launcher").cast(pl.String))
+    uncovered = (left.group_by(op.fill_null("<no launch in trace>").alias("op_name"))
                  .agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("kernel_time_us"))
                  .sort("kernel_time_us", descending=True))
     modeled_us = float(ops_df["kernel_time_us"].sum() or 0.0)
