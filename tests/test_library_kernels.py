@@ -278,3 +278,55 @@ def test_jax_custom_calls_get_work_only_where_it_is_known():
     assert attn["op_class"] == "SDPA_bwd" and attn["flops"] == 2.5 * 2 * (16 * 8 * 512 * 512) * (64 + 64) / 2
     assert attn["bound"] == "compute" and 20 < attn["pct_of_peak"] < 30
     assert json.loads(attn["input_dims"]) == {"scores": [16, 8, 512, 512], "d_qk": 64, "d_v": 64, "causal": True}
+
+
+@pytest.mark.parametrize("name", ["fft", "linalg", "sparse", "sort_random", "vision", "int4"])
+def test_gpu_time_by_library_adds_up_to_the_raw_json(name):
+    """``analysis.libraries``: GPU time by who wrote the kernel (no table said it; ``kernscope sql`` over
+    analysis.kernels had to). Its times and counts add up to the raw JSON's GPU records, its ``kernels`` are the
+    distinct kernel names of each library."""
+    a = analyze(load(DATA / f"{name}.pt.trace.json.gz", cache=False))
+    lib, raw = a.libraries, _raw(name)
+    assert lib["count"].sum() == len(raw)
+    assert math.isclose(lib["total_us"].sum(), sum(e["dur"] for e in raw), rel_tol=1e-9)
+    assert math.isclose(lib["pct"].sum(), 100.0, rel_tol=1e-9)
+    g = a.gpu.filter(pl.col("kind") == "kernel")
+    names = dict(g.group_by("library").agg(pl.col("name").n_unique()).iter_rows())
+    assert {k: v for k, v in lib.select("library", "kernels").iter_rows() if v} == names
+    assert lib["total_us"].to_list() == sorted(lib["total_us"].to_list(), reverse=True)
+    expect = {"fft": "cuFFT", "linalg": "cuSOLVER", "sparse": "cuSPARSELt", "sort_random": "cub", "int4": "ATen"}
+    if name in expect:
+        assert expect[name] in lib["library"].to_list()
+    if name == "linalg":  # the solvers: 94% of the step (they read Unknown before session 48)
+        share = dict(lib.select("library", "pct").iter_rows())
+        assert share["cuSOLVER"] + share.get("MAGMA", 0) + share["cuBLAS"] > 90 and share.get("Unknown", 0) < 1
+
+
+def test_gpu_time_by_library_on_jax_profiles_and_every_output(tmp_path, capsys):
+    """A JAX step's libraries (XLA's fusions, cuSOLVER's calls, Pallas's kernels) in the table, the terminal, the JSON
+    (with its schema), SQL and the Excel report; a step's libraries add up to the step."""
+    from kernscope.cli import main
+
+    pallas = analyze(load(JAX.parent.parent / "pallas" / "vm.xplane.pb.gz", cache=False)).libraries
+    assert dict(pallas.select("library", "kernels").iter_rows()) == {"Pallas": 7, "XLA": 9}
+    assert math.isclose(pallas.filter(pl.col("library") == "Pallas")["total_us"][0], 636.319, abs_tol=1e-3)
+    a = analyze(load(JAX, cache=False))
+    share = dict(a.libraries.select("library", "pct").iter_rows())
+    assert share["cuSOLVER"] > 69 and share["XLA"] > 3 and share["cuFFT"] > 0.2 and share["Unknown"] < 0.2
+    for step in a.trace.steps["step"].to_list():
+        one = analyze(a.trace, step=step)
+        assert math.isclose(one.libraries["total_us"].sum(), one.categories["total_us"].sum(), rel_tol=1e-12)
+    assert main(["analyze", str(JAX), "--format", "json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["library"] for r in doc["libraries"]][:2] == ["cuSOLVER", "jaxlib"]
+    assert set(doc["libraries"][0]) == {"library", "kernels", "count", "total_us", "pct"}
+    assert main(["analyze", str(JAX), "--no-cache"]) == 0
+    assert "GPU time by library" in capsys.readouterr().out
+    assert main(["sql", "SELECT library FROM analysis.libraries WHERE kernels = 0", str(JAX), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["library", "CUDA Runtime"]  # (memcpy and memset: no kernel)
+    assert main(["report", str(JAX), "-o", str(tmp_path / "r.xlsx"), "--no-cache"]) == 0
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "r.xlsx") as z:
+        assert "library_summary" in z.read("xl/workbook.xml").decode()
+    assert main(["report", str(JAX), "-o", str(tmp_path / "r.html"), "--no-cache"]) == 0
+    assert "GPU time by library (who wrote the kernel)" in (tmp_path / "r.html").read_text()

@@ -188,6 +188,19 @@ def category_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None
     return summarize(table, ["category"], wall_ns=_wall(table, wall_ns), grouped=grouped)
 
 
+def library_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None,
+                    wall_ns: int | None = None) -> pl.DataFrame:
+    """All GPU activity grouped by library, who wrote the kernel (cuBLAS, NCCL, Triton, XLA, ...; needs a categorized
+    table), with ``kernels``: the distinct kernel names of each. ``grouped``, ``wall_ns``: as for :func:`kernel_summary`."""
+    per = summarize(table, ["library"], wall_ns=_wall(table, wall_ns), grouped=grouped)
+    src = grouped if grouped is not None else table
+    names = (src.lazy().filter(pl.col("kind") == "kernel").group_by(pl.col("library").cast(pl.String))
+             .agg(pl.col("name").n_unique().cast(pl.Int64).alias("kernels")).collect())
+    return (per.join(names, on="library", how="left", maintain_order="left")
+            .with_columns(pl.col("kernels").fill_null(0))
+            .select("library", "kernels", *[c for c in per.columns if c != "library"]))
+
+
 def op_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None, wall_ns: int | None = None) -> pl.DataFrame:
     """GPU time by launching CPU op (graph kernels count under their graph launch). ``grouped``, ``wall_ns``: as for
     :func:`kernel_summary`."""

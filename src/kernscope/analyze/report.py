@@ -45,7 +45,7 @@ class Report:
 
     def tables(self) -> dict[str, pl.DataFrame]:
         """The report's sheets, in order: ``gpu_timeline``, ``gpu_timeline_by_device``, ``gpu_timeline_by_step``,
-        ``kernel_summary`` (by stream), ``category_summary``, ``ops_summary``, ``ops_summary_by_category``,
+        ``kernel_summary`` (by stream), ``category_summary``, ``library_summary``, ``ops_summary``, ``ops_summary_by_category``,
         ``launcher_categories``, ``steps``, ``findings``; ``critical_path*`` where the trace has steps;
         ``annotation*`` with ``by_annotation``; the perf model's (:meth:`PerfModel.sheet_tables`); ``memory_devices``,
         ``memory_steps``, ``memory_ops``; ``diff_categories``, ``diff_kernels``, ``diff_ops``; ``intra_launches``."""
@@ -56,7 +56,8 @@ class Report:
         a = self.analysis
         out = {"gpu_timeline": a.timeline, "gpu_timeline_by_device": a.timeline_by_device,
                "gpu_timeline_by_step": a.timeline_by_step, "kernel_summary": a.kernels_by_stream,
-               "category_summary": a.categories, "ops_summary": a.ops, "ops_summary_by_category": a.ops_by_category,
+               "category_summary": a.categories, "library_summary": a.libraries, "ops_summary": a.ops,
+               "ops_summary_by_category": a.ops_by_category,
                "launcher_categories": a.launcher_categories, "steps": a.steps, "findings": a.findings,
                "findings_by_kind": a.findings_by_kind}
         cp = a.critical_path

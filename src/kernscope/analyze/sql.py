@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .ranks import JobAnalysis
 
 #: the analysis tables, as SQL names
-ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "ops", "ops_by_category", "launcher_categories",
+ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "libraries", "ops", "ops_by_category", "launcher_categories",
                    "steps", "timeline", "timeline_by_device", "timeline_by_step", "step_categories", "findings", "findings_by_kind",
                    "critical_path", "critical_path_categories", "critical_path_ops", "critical_path_kernels",
                    "critical_path_whatif")

@@ -25,6 +25,7 @@ from .kernels import (
     gpu_table,
     kernel_summary,
     launcher_category_summary,
+    library_summary,
     mark_communication,
     op_category_summary,
     op_summary,
@@ -52,6 +53,8 @@ class Analysis:
     kernels: pl.DataFrame
     kernels_by_stream: pl.DataFrame
     categories: pl.DataFrame
+    #: GPU time by library (who wrote the kernel): library, kernels (distinct names), count, total_us, ..., pct
+    libraries: pl.DataFrame
     ops: pl.DataFrame
     ops_by_category: pl.DataFrame
     launcher_categories: pl.DataFrame
@@ -99,12 +102,13 @@ class Analysis:
 
     def tables(self) -> dict[str, pl.DataFrame]:
         """The result's tables by name (µs in ``*_us`` columns): ``kernels``, ``kernels_by_stream``, ``categories``,
-        ``ops``, ``ops_by_category``, ``launcher_categories``, ``steps``, ``timeline``, ``timeline_by_device``,
+        ``libraries``, ``ops``, ``ops_by_category``, ``launcher_categories``, ``steps``, ``timeline``, ``timeline_by_device``,
         ``timeline_by_step``, ``step_categories``, ``findings``, ``findings_by_kind``, and ``critical_path``, ``critical_path_categories``,
         ``critical_path_ops``, ``critical_path_kernels``, ``critical_path_whatif`` where the trace has steps, and
         ``annotations``, ``annotation_categories``, ``annotation_timeline`` with ``by_annotation``."""
         out = {"kernels": self.kernels, "kernels_by_stream": self.kernels_by_stream, "categories": self.categories,
-               "ops": self.ops, "ops_by_category": self.ops_by_category, "launcher_categories": self.launcher_categories,
+               "libraries": self.libraries, "ops": self.ops, "ops_by_category": self.ops_by_category,
+               "launcher_categories": self.launcher_categories,
                "steps": self.steps, "timeline": self.timeline, "timeline_by_device": self.timeline_by_device,
                "timeline_by_step": self.timeline_by_step, "step_categories": self.step_categories,
                "findings": self.findings, "findings_by_kind": self.findings_by_kind}
@@ -250,6 +254,7 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Catego
         kernels_by_stream=_text_names(kernel_summary(g, by=("launcher", "category", "name", "device", "stream") + decided,
                                                      grouped=grouped, wall_ns=wall)),
         categories=category_summary(g, grouped=grouped, wall_ns=wall),
+        libraries=library_summary(g, grouped=grouped, wall_ns=wall),
         ops=op_summary(g, grouped=grouped, wall_ns=wall),
         ops_by_category=op_category_summary(g, grouped=grouped, wall_ns=wall),
         launcher_categories=launcher_category_summary(g, grouped=grouped),

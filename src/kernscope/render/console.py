@@ -20,7 +20,7 @@ def _limited(df: pl.DataFrame, top: int | None) -> tuple[pl.DataFrame, int]:
     return df.head(top), df.height - top
 
 
-layout("table", "analysis", ("trace", "steps", "timeline", "categories", "kernels", "ops", "launcher_categories",
+layout("table", "analysis", ("trace", "steps", "timeline", "categories", "libraries", "kernels", "ops", "launcher_categories",
                             "benchmark", "annotations", "unlinked", "critical_path", "findings"))
 
 
@@ -107,6 +107,18 @@ def _categories(s: Section, out: Console) -> None:
         rows = [[r["category"], count(r["count"]), us(r["total_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
         out.print(fit_table("GPU time by category", [Col("category", enum=True), Col("count", True), Col("total", True),
                                                      Col("%", True)], rows, s.options.width, more=more))
+        out.print()
+
+
+@view("table", "analysis.libraries")
+def _libraries(s: Section, out: Console) -> None:
+    if s.df.height:
+        d, more = _limited(s.df, s.top)
+        rows = [[r["library"], count(r["kernels"]), count(r["count"]), us(r["total_us"]), pct(r["pct"])]
+                for r in d.iter_rows(named=True)]
+        out.print(fit_table("GPU time by library (who wrote the kernel)",
+                            [Col("library", enum=True), Col("kernels", True), Col("count", True), Col("total", True),
+                             Col("%", True)], rows, s.options.width, more=more))
         out.print()
 
 

@@ -36,6 +36,7 @@ class Chart:
 REPORT_CHARTS = {
     "gpu_timeline": Chart("bar", "type", "time_us", "GPU timeline (µs)"),
     "category_summary": Chart("pie", "category", "total_us", "GPU time by category"),
+    "library_summary": Chart("pie", "library", "total_us", "GPU time by library"),
     "ops_summary": Chart("bar", "launcher", "total_us", "GPU time by launching op (µs), top 20"),
     "steps": Chart("column", "name", "kernel_time_us", "Kernel time per step (µs)", max_rows=200),
 }

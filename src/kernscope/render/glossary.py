@@ -57,7 +57,7 @@ _T = [
     Term("category", "", "What the kernel does (GEMM, Attention Forward, Communication, ...), from its name by the rules in analyze/rules.toml, or from its launching op when the name says nothing (see decided_by).", "summaries"),
     Term("decided_by", "", "Which signal gave the category: name (the kernel name rules), op (the launching CPU op), graph (the graph launch's op), or hlo (the XLA HLO instruction a JAX kernel was compiled from).", "summaries"),
     Term("decided_op", "", "The op that decided the category when decided_by is op, graph or hlo (a CPU op name, or an HLO instruction such as fusion.84); empty when the kernel name decided.", "summaries"),
-    Term("library", "", "Who wrote the kernel (cuBLAS, cuDNN, NCCL, Triton, ATen, ...), from its name.", "summaries"),
+    Term("library", "", "Who wrote the kernel (cuBLAS, cuDNN, NCCL, Triton, ATen, XLA, ...), from its name (in a JAX profile also from its HLO instruction: XLA's fusions, Pallas's calls).", "summaries"),
     Term("count", "count", "Records in the group.", "summaries"),
     Term("total_us", "µs", "Sum of durations in the group.", "summaries"),
     Term("mean_us", "µs", "Mean duration in the group.", "summaries"),
@@ -248,6 +248,8 @@ _P = [
     Term("analyze.steps", "", "Per step: its CPU window and the GPU work launched in it.", "analyze"),
     Term("analyze.kernels", "", "Per (kernel name, launching op, category): count and durations of the analysed GPU records.", "analyze"),
     Term("analyze.categories", "", "Per kernel category: count and durations.", "analyze"),
+    Term("analyze.libraries", "", "Per library (who wrote the kernel: cuBLAS, NCCL, Triton, XLA, ...): count and durations of its GPU records.", "analyze"),
+    Term("analyze.libraries.kernels", "count", "Distinct kernel names of the library (memcpy and memset excluded).", "analyze"),
     Term("analyze.ops", "", "Per launching CPU op (launcher): count and durations of the GPU work it launched.", "analyze"),
     Term("analyze.launcher_categories", "", "Per (launching op, category): the op's GPU time by category.", "analyze"),
     Term("analyze.timeline", "", "GPU time by type (computation, communication, memcpy, memset, idle kinds), HTA's temporal breakdown; with several devices, device time summed over them.", "analyze"),
@@ -390,6 +392,7 @@ they are the analysis's, in `analysis.kernels`.
 | `analysis.kernels` | (kernel name, launching op, category) | name, launcher, category, library, decided_by, decided_op, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.kernels_by_stream` | … and (device, stream) | launcher, category, name, device, stream, decided_by, decided_op, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.categories` | category | category, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
+| `analysis.libraries` | library (who wrote the kernel) | library, kernels (distinct kernel names), count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.ops` | launching CPU op | launcher, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.ops_by_category` | (category, library) | category, library, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.launcher_categories` | (launching op, category) | launcher, category, count, total_us, mean_us, min_us, max_us, pct, pct_of_launcher |

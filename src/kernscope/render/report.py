@@ -90,6 +90,8 @@ def _html_tables(s: Section) -> dict[str, Any]:
                          "Kernels by name and launching op"),
         "ops": table(a.ops.select("launcher", "count", "total_us", "pct"), "GPU time by launching CPU op"),
         "categories": table(a.categories.select("category", "count", "total_us", "pct"), "GPU time by category"),
+        "libraries": table(a.libraries.select("library", "kernels", "count", "total_us", "pct"),
+                           "GPU time by library (who wrote the kernel)"),
         "steps": table(a.steps, "Steps"),
     }}
 

@@ -72,7 +72,7 @@ def json_rows(df: pl.DataFrame, top: int | None = None) -> JsonRows | list[dict[
     return JsonRows(buf.getvalue())
 
 
-layout("json", "analysis", ("schema_version", "trace", "step", "steps", "kernels", "categories", "ops",
+layout("json", "analysis", ("schema_version", "trace", "step", "steps", "kernels", "categories", "libraries", "ops",
                            "launcher_categories", "timeline", "timeline_by_device", "unlinked", "findings",
                            "findings_by_kind", "critical_path", "salvage_skipped", "benchmark", "annotations",
                            "annotation_categories", "annotation_timeline"))
@@ -98,6 +98,11 @@ def _json_kernels(s: Section) -> JsonRows | list[dict[str, Any]]:
 @view("json", "analysis.categories")
 def _json_categories(s: Section) -> JsonRows | list[dict[str, Any]]:
     return json_rows(s.df.select("category", "count", "total_us", "pct"))
+
+
+@view("json", "analysis.libraries")
+def _json_libraries(s: Section) -> JsonRows | list[dict[str, Any]]:
+    return json_rows(s.df.select("library", "kernels", "count", "total_us", "pct"))
 
 
 @view("json", "analysis.ops")
