@@ -50,10 +50,10 @@ PINNED = [
     ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(c10::BFloat16*, c10::BFloat16 const*, int)", "kernel", "", "Softmax", "ATen"),
     ("void split_embedding_codegen_forward_unweighted_kernel<c10::Half, c10::Half, float, false, long, 2ul, 32ul>(at::GenericPackedTensorAccessor<c10::Half, 1ul, at::RestrictPtrTraits, long>)", "kernel", "", "Embedding/Indexing", "FBGEMM"),
     ("void at::native::(anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo<float, unsigned int>)", "kernel", "", "Embedding/Indexing", "ATen"),
-    ("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float, float, float, float, float, float, float, float, adamMode_t, float, int>(long, int volatile*, TensorListMetadata<4>, AdamFunctor<float>, float, float)", "kernel", "", "Optimizer", "Unknown"),
+    ("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float, float, float, float, float, float, float, float, adamMode_t, float, int>(long, int volatile*, TensorListMetadata<4>, AdamFunctor<float>, float, float)", "kernel", "", "Optimizer", "Apex"),
     ("void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int, int, int>(int*, int*, int*, int const*, long*, long const*, int*, int const*, int, int, int)", "kernel", "", "Sort/Scan", "cub"),
     ("void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*, float*, float const*, long const*, float const*, bool, long, long, long, long)", "kernel", "", "Loss", "ATen"),
-    ("void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true> >(moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true>)", "kernel", "", "MoE", "Unknown"),
+    ("void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true> >(moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true>)", "kernel", "", "MoE", "TensorRT-LLM"),
     ("void vllm::scaled_fp8_quant_kernel_strided<c10::BFloat16, c10::Float8_e4m3fn>(c10::Float8_e4m3fn*, c10::BFloat16 const*, float const*, int, long, long)", "kernel", "", "Quantization", "vLLM"),
     ("void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>(int, float const*, long, long, long, int, int, int, int, int, int, int, int, int, int, float*, long*)", "kernel", "", "Pooling", "ATen"),
     # Inductor-generated Triton kernels: decided from the fused op names
@@ -126,6 +126,25 @@ PINNED = [
     ("stream_executor::gpu::RedzoneAllocatorKernelImpl(unsigned char*, unsigned char, unsigned long, unsigned long)", "kernel", "", "Other", "XLA"),
     ("jax::cuda::(anonymous namespace)::LuPivotsToPermutationKernel(int const*, int*, long, int, int)", "kernel", "", "Linear Algebra", "jaxlib"),
     ("Im3d2Col.kd", "kernel", "hipExtModuleLaunchKernel", "Convolution", "MIOpen"),
+    # library Unknown on the public traces, found by the GPU-time-by-library table (session 49): Triton kernels in vLLM's
+    # ROCm graph replays (OpenAI's triton_kernels, vLLM's attention: 78-80% of those traces), MIOpen's iGEMM, transpose
+    # and tensor op kernels, CK's mangled names (the first 110 characters here), cuDNN's legacy and FFT convolutions,
+    # FBGEMM's embedding helpers (linearize_index_kernel read GEMM: "linear"), ATen's repeat_interleave; above, Apex's
+    # Adam and TensorRT-LLM's MoE routing (through FlashInfer) read Unknown
+    ("_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", "kernel", "hipGraphLaunch", "GEMM", "Triton"),
+    ("_combined_routing_compute", "kernel", "hipGraphLaunch", "MoE", "Triton"),
+    ("kernel_unified_attention_3d", "kernel", "hipGraphLaunch", "Attention Forward", "Triton"),
+    ("igemm_wrw_gtcx2_nhwc_bf16_bx0_ex1_bt256x128x16_wt32x32x8_ws2x1_wr2x2_ta1x4x1x4_1x4x1x64_tb1x4x1x2_1x4x1x64_gkgs", "kernel", "hipExtModuleLaunchKernel", "Convolution", "MIOpen"),
+    ("batched_transpose_16x64_pack_1x4_ediv_1x2_half", "kernel", "hipExtModuleLaunchKernel", "Memory", "MIOpen"),
+    ("SubTensorOpWithCastTensor1d", "kernel", "hipExtModuleLaunchKernel", "Elementwise", "MIOpen"),
+    ("transpose_CNHW2NCHW_V2_2D_WG_off64", "kernel", "hipExtModuleLaunchKernel", "Memory", "MIOpen"),
+    ("_ZN2ck16tensor_operation6device37kernel_batched_gemm_xdlops_bwd_weightINS_47GridwiseGemm_bk0mk1_bk0nk1_mn_xdlops", "kernel", "hipLaunchKernel", "GEMM", "CK"),
+    ("void wgrad_alg0_engine<float, 128, 6, 7, 3, 3, 5, false, 512>(int, int, int, float const*, int, float*, float const*, kernel_grad_params, unsigned long long, int, float, int, int, int, int)", "kernel", "cudaLaunchKernel", "Convolution", "cuDNN"),
+    ("void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*, float2 const*, int, int, int, int, int, int, int, int, int, float, float, cudnn::reduced_divisor, bool, float*, float*, int2, int, int)", "kernel", "cudaLaunchKernel", "Convolution", "cuDNN"),
+    ("void permute_pooled_embs_kernel<float>(float const*, long const*, long const*, long const*, float*, long, long, long)", "kernel", "cudaLaunchKernel", "Embedding/Indexing", "FBGEMM"),
+    ("void linearize_index_kernel<long>(at::GenericPackedTensorAccessor<long, 1ul, at::RestrictPtrTraits, int>, at::GenericPackedTensorAccessor<long, 1ul, at::RestrictPtrTraits, int>, at::GenericPackedTensorAccessor<long, 1ul, at::RestrictPtrTraits, int>, at::GenericPackedTensorAccessor<int, 1ul, at::RestrictPtrTraits, int>, at::GenericPackedTensorAccessor<long, 1ul, at::RestrictPtrTraits, int>)", "kernel", "cudaLaunchKernel", "Embedding/Indexing", "FBGEMM"),
+    ("void compute_cuda_kernel<long>(long*, long*, long*, long, long)", "kernel", "cudaLaunchKernel", "Memory", "ATen"),
+    ("fused_linear_kernel", "kernel", "cudaLaunchKernel", "GEMM", "Unknown"),  # ("linear" still a GEMM, not "linearize")
 ]
 
 
@@ -154,6 +173,10 @@ def test_coverage_goal_on_real_traces(path):
     total = g["dur"].sum()
     other = g.filter(pl.col("category") == "Other")["dur"].sum()
     assert other <= 0.03 * total, f"{other / total:.1%} of GPU time is Other"
+    # who wrote the kernels (analysis.libraries): library Unknown was 78-80% of TraceLens's ROCm vLLM graph traces
+    # (OpenAI's triton_kernels), 55% of its MI210 trace (MIOpen's), 4-9% of HTA's (Apex's Adam, FBGEMM, cuDNN's wgrad)
+    unknown = g.filter(pl.col("library") == "Unknown")["dur"].sum()
+    assert unknown <= 0.01 * total, f"{unknown / total:.1%} of GPU time is library Unknown"
 
 
 def test_user_rules_override_and_priority(tmp_path):
