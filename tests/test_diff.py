@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -178,3 +179,32 @@ def test_verdict_with_equal_communication_names_no_waiting_side():
     r = verdict(total, cats, ranks=(0, 3))
     assert r.startswith("A and B are ranks 0 and 3 of one job") and r.endswith("communication the same (79.1 ms, +0.0%)")
     assert "arrives later" not in r and "-0.0" not in r
+
+
+def test_diff_by_library_on_real_recordings(tmp_path, capsys):
+    """``diff.libraries``: who wrote the kernels of each side. Inductor's max-autotune against cuDNN attention and cuBLAS
+    on an H200 (``tests/data/inductor_h200``): Triton's GPU time goes, cuDNN's and cuBLAS's come; each side's column is
+    that side's ``analysis.libraries``."""
+    from kernscope.analyze.summary import analyze
+
+    data = Path(__file__).parent / "data" / "inductor_h200"
+    pa, pb = data / "mm_autotune.pt.trace.json.gz", data / "sdpa.pt.trace.json.gz"
+    ta, tb = load(pa, cache=False), load(pb, cache=False)
+    d = diff(Side(ta), Side(tb))
+    lib = {r["library"]: r for r in d.libraries.iter_rows(named=True)}
+    for side, t in (("a", ta), ("b", tb)):
+        mine = {r["library"]: r for r in analyze(t).libraries.iter_rows(named=True)}
+        assert {k for k, r in lib.items() if r[f"{side}_count"]} == set(mine)
+        for k, r in mine.items():
+            assert lib[k][f"{side}_count"] == r["count"] and lib[k][f"{side}_us"] == pytest.approx(r["total_us"], rel=1e-12)
+    assert lib["Triton"]["delta_us"] < -3000 and lib["cuDNN"]["a_count"] == 0 and lib["cuDNN"]["delta_us"] > 400
+    assert sum(r["delta_us"] for r in lib.values()) == pytest.approx(d.total["delta_us"], rel=1e-9)
+    assert d.libraries["delta_us"].abs().to_list() == sorted(d.libraries["delta_us"].abs().to_list(), reverse=True)
+    assert main(["diff", str(pa), str(pb), "--format", "json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["library"] for r in doc["libraries"]][:2] == ["Triton", "cuDNN"]
+    assert main(["diff", str(pa), str(pb), "--no-cache"]) == 0
+    assert "By library (who wrote the kernel)" in capsys.readouterr().out
+    assert main(["diff", str(pa), str(pb), "-o", str(tmp_path / "d.xlsx"), "--no-cache"]) == 0
+    with zipfile.ZipFile(tmp_path / "d.xlsx") as z:
+        assert "diff_libraries" in z.read("xl/workbook.xml").decode()

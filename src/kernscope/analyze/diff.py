@@ -63,6 +63,7 @@ class TraceDiff:
     Attributes:
         total: ``a_us, b_us, delta_us, delta_pct`` (summed GPU time) and ``a_busy_us, b_busy_us`` (union).
         categories: ``category, a_count, b_count, a_us, b_us, delta_us``.
+        libraries: ``library, a_count, b_count, a_us, b_us, delta_us`` (who wrote the kernels: cuBLAS, Triton, ...).
         kernels: ``name, launcher, a_count, b_count, a_us, b_us, delta_us, only, variants`` (``only``: "a",
             "b" or "" when on both sides; ``variants``: raw names merged by loose matching).
         ops: CPU ops: ``name, a_count, b_count, a_us, b_us, delta_us, a_gpu_us, b_gpu_us, only`` (``*_us``
@@ -78,6 +79,7 @@ class TraceDiff:
     categories: pl.DataFrame
     kernels: pl.DataFrame
     ops: pl.DataFrame
+    libraries: pl.DataFrame
     #: (rank of A, rank of B) when A and B are two ranks of one job (:func:`ranks_of_one_job`), else None
     ranks: tuple[int, int] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -94,8 +96,8 @@ class TraceDiff:
                 "match": self.match, "ranks": self.ranks, "total": dict(self.total)}
 
     def tables(self) -> dict[str, pl.DataFrame]:
-        """``categories``, ``kernels``, ``ops`` (µs; sorted by absolute delta)."""
-        return {"categories": self.categories, "kernels": self.kernels, "ops": self.ops}
+        """``categories``, ``libraries``, ``kernels``, ``ops`` (µs; sorted by absolute delta)."""
+        return {"categories": self.categories, "libraries": self.libraries, "kernels": self.kernels, "ops": self.ops}
 
 
 def _gpu(side: Side, categorizer: Categorizer) -> pl.DataFrame:
@@ -154,15 +156,17 @@ def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | N
             .sort([pl.col("delta_us").abs(), "name", "launcher"], descending=[True, False, False])
             .select("name", "launcher", "a_count", "b_count", "a_us", "b_us", "delta_us", "only", "variants"))
 
-    def cats(g: pl.DataFrame) -> pl.DataFrame:
-        return g.group_by("category").agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("us"))
+    def by(key: str) -> pl.DataFrame:  # GPU time by category or library, A and B side by side
+        def one(g: pl.DataFrame, side: str) -> pl.DataFrame:
+            return (g.group_by(pl.col(key).cast(pl.String)).agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("us"))
+                    .with_columns(pl.lit(True).alias(f"_in_{side}")))
 
-    ca = cats(ga).with_columns(pl.lit(True).alias("_in_a"))
-    cb = cats(gb).with_columns(pl.lit(True).alias("_in_b"))
-    categories = (_join(ca, cb, ["category"], ["count", "us"]).drop("only")
-                  .with_columns((pl.col("b_us") - pl.col("a_us")).alias("delta_us"))
-                  .sort([pl.col("delta_us").abs(), "category"], descending=[True, False])
-                  .select("category", "a_count", "b_count", "a_us", "b_us", "delta_us"))
+        return (_join(one(ga, "a"), one(gb, "b"), [key], ["count", "us"]).drop("only")
+                .with_columns((pl.col("b_us") - pl.col("a_us")).alias("delta_us"))
+                .sort([pl.col("delta_us").abs(), key], descending=[True, False])
+                .select(key, "a_count", "b_count", "a_us", "b_us", "delta_us"))
+
+    categories, libraries = by("category"), by("library")
 
     def ops(side: Side, g: pl.DataFrame) -> pl.DataFrame:
         host = _ops(side)
@@ -198,7 +202,7 @@ def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | N
         notes.append(f"A has {fa.steps} steps and B {fb.steps}: totals cover all of them; compare one step each with "
                      "--step N --step-b M")
     ranks = ranks_of_one_job(a.trace, b.trace, ga, gb)
-    return TraceDiff(fa, fb, a.step, b.step, match, total, categories, kern, op_rows, ranks, tuple(notes))
+    return TraceDiff(fa, fb, a.step, b.step, match, total, categories, kern, op_rows, libraries, ranks, tuple(notes))
 
 
 def _framework(trace: Trace) -> str:

@@ -48,7 +48,7 @@ class Report:
         ``kernel_summary`` (by stream), ``category_summary``, ``library_summary``, ``ops_summary``, ``ops_summary_by_category``,
         ``launcher_categories``, ``steps``, ``findings``; ``critical_path*`` where the trace has steps;
         ``annotation*`` with ``by_annotation``; the perf model's (:meth:`PerfModel.sheet_tables`); ``memory_devices``,
-        ``memory_steps``, ``memory_ops``; ``diff_categories``, ``diff_kernels``, ``diff_ops``; ``intra_launches``."""
+        ``memory_steps``, ``memory_ops``; ``diff_categories``, ``diff_libraries``, ``diff_kernels``, ``diff_ops``; ``intra_launches``."""
         return {**self.analysis_tables(), **self.companion_tables()}
 
     def analysis_tables(self) -> dict[str, pl.DataFrame]:

@@ -19,10 +19,11 @@ from .views import Section, layout, view
 #: differences below this share of A's total read as "the same" in the verdict
 SAME_PCT = 0.5
 
-layout("table", "diff", ("a", "verdict", "notes", "total", "categories", "kernels", "ops"))
-layout("json", "diff", ("schema_version", "a", "b", "match", "verdict", "notes", "total", "categories", "kernels", "ops"))
+layout("table", "diff", ("a", "verdict", "notes", "total", "categories", "libraries", "kernels", "ops"))
+layout("json", "diff", ("schema_version", "a", "b", "match", "verdict", "notes", "total", "categories", "libraries", "kernels",
+                        "ops"))
 layout("csv", "diff", ("kernels",))
-layout("xlsx", "diff", ("summary", "categories", "kernels", "ops"))
+layout("xlsx", "diff", ("summary", "categories", "libraries", "kernels", "ops"))
 
 #: the trace facts each side shows in JSON
 SIDE_KEYS = ("path", "events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names", "rank", "world_size",
@@ -128,13 +129,22 @@ def _console_total(s: Section, out: Console) -> None:
     out.print()
 
 
+def _console_by(s: Section, out: Console, key: str, title: str) -> None:
+    rows = [[r[key], count(r["a_count"]), count(r["b_count"]), us(r["a_us"]), us(r["b_us"]), _delta(r["delta_us"])]
+            for r in s.df.iter_rows(named=True)]
+    out.print(fit_table(title, [Col(key, enum=True), Col("A count", True), Col("B count", True),
+                                Col("A", True), Col("B", True), Col("B - A", True)], rows, s.options.width))
+    out.print()
+
+
 @view("table", "diff.categories")
 def _console_categories(s: Section, out: Console) -> None:
-    rows = [[r["category"], count(r["a_count"]), count(r["b_count"]), us(r["a_us"]), us(r["b_us"]), _delta(r["delta_us"])]
-            for r in s.df.iter_rows(named=True)]
-    out.print(fit_table("By category", [Col("category", enum=True), Col("A count", True), Col("B count", True),
-                                        Col("A", True), Col("B", True), Col("B - A", True)], rows, s.options.width))
-    out.print()
+    _console_by(s, out, "category", "By category")
+
+
+@view("table", "diff.libraries")
+def _console_libraries(s: Section, out: Console) -> None:
+    _console_by(s, out, "library", "By library (who wrote the kernel)")
 
 
 def _console_deltas(s: Section, out: Console, title: str, name_cols: list[str]) -> None:
@@ -185,6 +195,7 @@ def _json_total(s: Section) -> dict[str, float]:
 
 
 view("json", "diff.categories")(whole)  # every category: a short table
+view("json", "diff.libraries")(whole)  # every library: a short table
 
 
 def summary_sheet(d: TraceDiff) -> pl.DataFrame:
@@ -206,7 +217,7 @@ def _prefixed(s: Section) -> Sheet:
     return Sheet(s.df, name=f"diff_{s.name}")
 
 
-for _t in ("categories", "kernels", "ops"):
+for _t in ("categories", "libraries", "kernels", "ops"):
     view("xlsx", f"diff.{_t}")(_prefixed)
 
 

@@ -316,6 +316,7 @@ _P = [
     Term("diff.total.a_busy_us", "µs", "A's GPU busy time: the union of its GPU records (concurrent work counted once), each device's own, summed over its devices.", "diff"),
     Term("diff.total.b_busy_us", "µs", "B's GPU busy time, as a_busy_us.", "diff"),
     Term("diff.categories", "", "Per kernel category: count and GPU time of each side.", "diff"),
+    Term("diff.libraries", "", "Per library (who wrote the kernel): count and GPU time of each side.", "diff"),
     Term("diff.kernels", "", "Per (kernel name, launching op): count and GPU time of each side (kernels only, no memcpy/memset).", "diff"),
     Term("diff.ops", "", "Per CPU op: count and host time of each side, and the GPU time of the kernels it launched.", "diff"),
     # -- memory

@@ -27,6 +27,7 @@ TITLES = {
     "unified_perf_summary": "Perf model: every op with shapes (FLOPs, bytes, roofline)",
     "diff_summary": "Diff: totals",
     "diff_categories": "Diff: GPU time by category (B − A)",
+    "diff_libraries": "Diff: GPU time by library (B − A)",
     "diff_kernels": "Diff: kernels (B − A, by absolute delta)",
     "diff_ops": "Diff: CPU ops (B − A, by absolute delta)",
     "cells": "Benchmark cells: per input and impl (fastest first)",
