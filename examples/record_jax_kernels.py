@@ -1,6 +1,6 @@
 """Record JAX profiles of hand-written kernels and rematerialization, on a GPU.
 
-    python examples/record_jax_kernels.py OUT_DIR [--cpu] [--which pallas,remat,pytrace,control,libraries]
+    python examples/record_jax_kernels.py OUT_DIR [--cpu] [--which pallas,remat,pytrace,control,libraries,mosaic]
 
 Writes ``OUT_DIR/<which>/plugins/profile/<run>/<host>.xplane.pb`` (``jax.profiler.trace`` around 3 jitted training
 steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed up before) and
@@ -17,6 +17,10 @@ steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed
 - ``libraries``: what XLA hands to libraries or its own kernels beyond GEMM: ``fft2``/``ifft2``, ``cholesky``, ``qr``,
   ``eigh``, ``solve`` (cuSOLVER), ``sort`` and ``top_k``, ``cumsum``, a scatter-add, a 2-D convolution (cuDNN) and
   ``jax.random.normal`` inside the step, differentiated (forward and backward).
+
+- ``mosaic``: a Pallas kernel of JAX's Mosaic GPU backend (an elementwise add, 128-row blocks), called twice a step
+  on two shapes between XLA's matrix products, and Mosaic GPU's flash attention (``attention_mgpu``, Hopper) forward
+  and backward where it runs.
 
 ``--cpu`` runs the same programs on the CPU (Pallas in interpret mode) to check the script where no GPU is. (Not
 ``libraries``: with jaxlib 0.10.2 on a 2-core CPU, a program holding two LAPACK custom calls, a QR and an eigh say,
@@ -87,6 +91,64 @@ def pallas_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Array,
         q = mm(x, p["w1"]).reshape(b, t, h, d)
         y = attention.mha(q, q, q, segment_ids=None, causal=True, interpret=interpret).reshape(b * t, h * d)
         return (mm(y, p["w2"]).astype(jnp.float32) ** 2).mean()
+
+    return params, (x,), loss_fn
+
+
+def mosaic_add(a: jax.Array, b: jax.Array, interpret: bool) -> jax.Array:
+    """a + b by a Pallas kernel of JAX's Mosaic GPU backend (``backend="mosaic_gpu"``), 128 x 128 blocks a program."""
+    from jax.experimental import pallas as pl
+
+    m, n = a.shape
+    spec = pl.BlockSpec((128, n), lambda i: (i, 0))
+
+    def kernel(a_ref, b_ref, o_ref):  # type: ignore[no-untyped-def]
+        o_ref[...] = a_ref[...] + b_ref[...]
+
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(a.shape, a.dtype), grid=(m // 128,),
+                          in_specs=[spec, spec], out_specs=spec, interpret=interpret,
+                          **({} if interpret else {"backend": "mosaic_gpu"}), name="mosaic_add")(a, b)
+
+
+def _mosaic_attention(interpret: bool) -> Any:
+    """JAX's Mosaic GPU flash attention (``pallas.ops.gpu.attention_mgpu``, Hopper), forward and backward, or None
+    where it cannot run (the CPU, another GPU, another JAX)."""
+    if interpret:
+        return None
+    try:
+        from jax.experimental.pallas.ops.gpu import attention_mgpu as am
+
+        config = am.TuningConfig(block_q=64, block_kv=128, max_concurrent_steps=2)
+        q = jnp.ones((1, 1024, 8, 64), jnp.float16)
+        jax.block_until_ready(jax.grad(lambda q: am.attention(q, q, q, config).astype(jnp.float32).sum())(q))
+        return lambda q, k, v: am.attention(q, k, v, config)
+    except Exception:  # noqa: BLE001 (the profile is recorded without it: its custom calls say so)
+        traceback.print_exc()
+        return None
+
+
+def mosaic_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Array, ...], Any]:
+    """Two calls of one Mosaic GPU kernel of two shapes (two configs of one name) between XLA's matrix products, and
+    Mosaic GPU's flash attention where it runs."""
+    k = iter(jax.random.split(key, 4))
+    params = {"w": jax.random.normal(next(k), (128, 128), jnp.float32) * 128 ** -0.5}
+    x = jax.random.normal(next(k), (1024, 128), jnp.float32)
+    attention = _mosaic_attention(interpret)
+
+    @jax.custom_vjp
+    def add(a: jax.Array, b: jax.Array) -> jax.Array:
+        return mosaic_add(a, b, interpret)
+
+    add.defvjp(lambda a, b: (add(a, b), None), lambda _, g: (g, g))
+
+    def loss_fn(p: Any, x: jax.Array) -> jax.Array:
+        h = add(x @ p["w"], x)  # 1024 x 128
+        y = add(h[:256] @ p["w"], h[256:512])  # 256 x 128: the same kernel, another config
+        loss = (y ** 2).mean() + (h ** 2).mean()
+        if attention is not None:  # 1 x 1024 tokens x 2 heads x 64
+            q = h.reshape(1, 1024, 2, 64).astype(jnp.float16)
+            loss = loss + attention(q, q, q).astype(jnp.float32).mean()
+        return loss
 
     return params, (x,), loss_fn
 
@@ -212,7 +274,7 @@ def main() -> None:
     info: dict[str, Any] = {"jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
                             "device_kind": jax.devices()[0].device_kind, "profiles": {}}
     for name, setup in (("pallas", pallas_setup), ("remat", remat_setup), ("pytrace", remat_setup),
-                        ("control", control_setup), ("libraries", libraries_setup)):
+                        ("control", control_setup), ("libraries", libraries_setup), ("mosaic", mosaic_setup)):
         if a.which and name not in a.which.split(","):
             continue
         try:
