@@ -68,6 +68,27 @@ def test_pallas_kernels_are_linked_to_their_pallas_calls():
     assert abs(unc["kernel_time_us"][0] - 336.8) < 0.01 and "command_buffer_1" not in unc["op_name"].to_list()
 
 
+def test_mosaic_gpu_kernels_are_linked_to_their_calls():
+    """A Pallas kernel of the Mosaic GPU backend (Mosaic GPU's flash attention, forward and backward, on an H200) runs
+    as a ``mosaic_gpu_v2`` custom call and is named ``<its JAX name>_mosaic_gpu_kernel`` after the op path's name
+    (``.../entry/mpmd_map``): it had no instruction and library Unknown, and the perf model listed it as the command
+    buffer. The backward's two calls share one kernel name."""
+    trace = load(DATA / "mosaic" / "vm.xplane.pb.gz", cache=False)
+    assert INFO["profiles"]["mosaic"]["custom_calls"] == ["mosaic_gpu_v2"]
+    g = trace.gpu.filter(pl.col("name").cast(pl.String).str.ends_with("_mosaic_gpu_kernel"))
+    got = {r["name"]: (r["hlo_instruction"], r["hlo_desc"], r["op_path"]) for r in g.unique("name").iter_rows(named=True)}
+    assert got == {
+        "entry_mosaic_gpu_kernel": ("mpmd_map.7", "hlo:custom-call:mosaic_gpu_v2", "jit(train_step)/jvp()/entry/mpmd_map"),
+        "anonymous_mosaic_gpu_kernel": ("mpmd_map.11", "hlo:custom-call:mosaic_gpu_v2",
+                                        "jit(train_step)/transpose(jvp())/anonymous/mpmd_map")}
+    assert g.group_by("name").len().sort("name")["len"].to_list() == [6, 3]  # 3 steps: two backward calls a step
+    lib = analyze(trace).libraries
+    assert lib.filter(pl.col("library") == "Pallas")["kernels"].to_list() == [2]
+    assert "Unknown" not in lib["library"].to_list()
+    unc = perf_model(trace).uncovered
+    assert unc["op_name"].to_list()[:2] == ["mpmd_map.11", "mpmd_map.7"]
+
+
 def test_rematerialized_block_categorized_and_modeled():
     trace = load(DATA / "remat" / "vm.xplane.pb.gz", cache=False)
     s = analyze(trace)

@@ -132,43 +132,56 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
                         "target": target, "op_path": op_path, "desc": desc, "row": np.arange(n, dtype=np.int64)},
                        schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
     out = out.with_columns(pl.col("instruction").str.replace_all(".", "_", literal=True).alias("kernel"))
-    out = pl.concat([out.select(list(SCHEMA)), _triton_kernels(buf, inf, target, out)])
+    out = pl.concat([out.select(list(SCHEMA)), _named_kernels(buf, inf, target, out)])
     table = out.filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first", maintain_order=True)
     return table, Works(lambda: _model(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of, target))
 
 
 #: custom calls that run a Triton kernel XLA names after the call's ``name`` (JAX's Pallas on GPU), not the instruction
 TRITON_CALLS = ("__gpu$xla.gpu.triton",)
+#: custom calls that run a Mosaic GPU kernel (Pallas's Mosaic GPU backend), named ``<its JAX name>_mosaic_gpu_kernel``
+MOSAIC_CALLS = ("mosaic_gpu", "mosaic_gpu_v2")
 _KERNEL_NAME = re.compile(rb'name = "([^"\\]+)"')
 
 
-def _triton_kernels(buf: np.ndarray, inf: Fields, target: list[str | None], table: pl.DataFrame) -> pl.DataFrame:
-    """Rows that name the kernels of Triton custom calls (a ``pallas_call``): XLA names such a kernel after the
-    ``name`` in the call's backend config (``{..., ir = "...", name = "pallas_matmul", num_warps = 4 : i32}``), and
-    the calls of one name in a module ``name``, ``name__1``, ``name__2``, ... in turn, a config it already compiled
-    reusing that kernel: the distinct configs of a name numbered in the module's instruction order (on JAX 0.10's
-    H200 profile the grids of the kernels so named are their configs' grids)."""
-    calls = [i for i, t in enumerate(target) if t in TRITON_CALLS]
-    if not calls:
-        return pl.DataFrame(schema=SCHEMA)
-    cfg = inf.of(43, 2)
-    want = np.isin(cfg.msg, np.asarray(calls, dtype=cfg.msg.dtype))
+def _named_kernels(buf: np.ndarray, inf: Fields, target: list[str | None], table: pl.DataFrame) -> pl.DataFrame:
+    """Rows that name the kernels of the custom calls XLA does not name after their instruction (JAX's Pallas kernels).
+
+    - A Triton call (a ``pallas_call``): XLA names its kernel after the ``name`` in the call's backend config
+      (``{..., ir = "...", name = "pallas_matmul", num_warps = 4 : i32}``), and the calls of one name in a module
+      ``name``, ``name__1``, ``name__2``, ... in turn, a config it already compiled reusing that kernel: the distinct
+      configs of a name numbered in the module's instruction order (on JAX 0.11's H200 profile the grids of the
+      kernels so named are their configs' grids).
+    - A Mosaic GPU call: its kernel is ``<name>_mosaic_gpu_kernel``, the name the JAX op path gives the call
+      (``jit(train_step)/jvp()/entry/mpmd_map`` runs ``entry_mosaic_gpu_kernel``); calls of one name share it (Mosaic
+      GPU's attention backward: two calls, both ``anonymous_mosaic_gpu_kernel``), the first in the module's order
+      standing for them."""
     rows: list[int] = []
     names: list[str] = []
-    seen: dict[tuple[str, str], dict[bytes, str]] = {}  # (module, call name) -> config -> its kernel's name
     module = table["hlo_module"].to_list()
-    for i, o, k in zip(cfg.msg[want].tolist(), cfg.off[want].tolist(), cfg.size[want].tolist()):
-        text = buf[o : o + k].tobytes()
-        found = _KERNEL_NAME.findall(text)  # (a quote inside the IR string is escaped, as \\22)
-        if not found:
-            continue
-        name = found[-1].decode("utf-8", "replace")
-        kernels = seen.setdefault((module[i] or "", name), {})
-        if text not in kernels:
-            n = len(kernels)
-            kernels[text] = name if n == 0 else f"{name}__{n}"
-        rows.append(i)
-        names.append(kernels[text])
+    calls = [i for i, t in enumerate(target) if t in TRITON_CALLS]
+    if calls:
+        cfg = inf.of(43, 2)
+        want = np.isin(cfg.msg, np.asarray(calls, dtype=cfg.msg.dtype))
+        seen: dict[tuple[str, str], dict[bytes, str]] = {}  # (module, call name) -> config -> its kernel's name
+        for i, o, k in zip(cfg.msg[want].tolist(), cfg.off[want].tolist(), cfg.size[want].tolist()):
+            text = buf[o : o + k].tobytes()
+            found = _KERNEL_NAME.findall(text)  # (a quote inside the IR string is escaped, as \\22)
+            if not found:
+                continue
+            name = found[-1].decode("utf-8", "replace")
+            kernels = seen.setdefault((module[i] or "", name), {})
+            if text not in kernels:
+                n = len(kernels)
+                kernels[text] = name if n == 0 else f"{name}__{n}"
+            rows.append(i)
+            names.append(kernels[text])
+    paths = table["op_path"].to_list()
+    for i, t in enumerate(target):
+        parts = (paths[i] or "").split("/") if t in MOSAIC_CALLS else []
+        if len(parts) >= 2 and parts[-2]:
+            rows.append(i)
+            names.append(f"{parts[-2]}_mosaic_gpu_kernel")
     if not rows:
         return pl.DataFrame(schema=SCHEMA)
     return table[rows].with_columns(pl.Series("kernel", names, dtype=pl.String)).select(list(SCHEMA))
