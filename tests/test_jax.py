@@ -420,6 +420,39 @@ def test_tracelens_te_fused_attention_categories():
     assert a.gpu.filter(pl.col("category") == "Other")["dur"].sum() <= 0.01 * a.gpu["dur"].sum()
 
 
+def test_transformer_engine_fused_attention_is_modeled_from_its_call_attributes():
+    """Transformer Engine's JAX fused attention (``te_fused_attn_forward_ffi``/``_backward_ffi``, CK's kernels on the
+    MI300X of TraceLens's profile) was outside the perf model: 55.6% of the GPU time. Its config gives batch 2, 16
+    heads (16 KV groups), 2048 queries and keys, head dims 128, a causal mask (type 2): the SDPA conventions give
+    2 x 2 x 16 x 2048^2 x 256 / 2 FLOPs forward, 2.5 times that backward."""
+    from kernscope.analyze.perf import perf_model
+    from kernscope.load.hlo_work import TE_ATTENTION, Instr, _te_attention_flops
+
+    p = TRACELENS_JAX / "jax_te_fused_attn_934987a2fc2f.xplane.pb"
+    if not p.exists():
+        pytest.skip(f"{p} not present (../shared/traces)")
+    pm = perf_model(kernscope.load(p, cache=False))
+    assert pm.coverage["pct"] == pytest.approx(100.0)
+    ops = {o["name"]: o for o in pm.ops.to_dicts()}
+    fwd = 2 * 16 * 2 * 2048 * 2048 * (128 + 128) / 2
+    for name in ("te_fused_attn_forward_ffi.10", "te_fused_attn_forward_ffi.15"):
+        assert ops[name]["op_class"] == "SDPA_fwd" and ops[name]["flops"] == fwd and ops[name]["dtype"] == "bf16"
+    for name in ("te_fused_attn_backward_ffi.12", "te_fused_attn_backward_ffi.18"):
+        assert ops[name]["op_class"] == "SDPA_bwd" and ops[name]["flops"] == 2.5 * fwd
+    assert 100 < ops["te_fused_attn_forward_ffi.10"]["tflops_per_s"] < 1307  # (MI300X: 1307 TFLOP/s dense bf16)
+    # what the config does not bound is left unknown: a padding mask, a packed (THD) layout, a sliding window
+    base = ("{attn_heads = 16 : i64, input_batch = 2 : i64, kv_max_seqlen = 2048 : i64, mask_type = %d : i64, "
+            "num_gqa_groups = 16 : i64, q_max_seqlen = 2048 : i64, qk_head_dim = 128 : i64, qkv_layout = %d : i64, "
+            "v_head_dim = 128 : i64, window_size_left = %d : i64, window_size_right = %d : i64}")
+
+    def flops(mask: int, layout: int = 5, left: int = -1, right: int = -1) -> float | None:
+        ins = Instr("c", "custom-call", None, [], [], (), base % (mask, layout, left, right), b"", TE_ATTENTION[0], None)
+        return _te_attention_flops(ins, backward=False)[0]
+
+    assert flops(2) == fwd and flops(0) == 2 * fwd and flops(4) == fwd
+    assert flops(1) is None and flops(3) is None and flops(2, layout=10) is None and flops(0, left=128, right=0) is None
+
+
 # -- bad input ---------------------------------------------------------------------------------
 def test_truncated_xspace_is_one_line_with_the_offset(tmp_path):
     bad = tmp_path / "cut.xplane.pb"

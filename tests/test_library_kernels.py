@@ -247,7 +247,8 @@ def test_jax_custom_calls_get_work_only_where_it_is_known():
     would take 2 µs" (a far-from-roofline finding on 7.3 ms a step), cuDNN's convolutions and attention backward were
     rated on the bandwidth roof. Now cuDNN's (and MIOpen's) convolutions do 2 x |y| x |w| / (output features) FLOPs and
     cuDNN's fused attention the SDPA model's, on the matrix roof; the other library calls (cuSOLVER, Transformer
-    Engine's, Pallas) are outside the model; a library call's result tuple counts its output, not its workspace."""
+    Engine's until session 49, Pallas) are outside the model; a library call's result tuple counts its output, not its
+    workspace."""
     pm = perf_model(load(JAX, cache=False))
     ops = {o["name"]: o for o in pm.ops.to_dicts()}
     conv = ops["cudnn-conv.1"]  # x 8x16x128x128 by w 32x16x3x3, SAME: y 8x32x128x128

@@ -8,9 +8,10 @@ Shapes (``ShapeProto``: element_type 2, dimensions 3, tuple_shapes 4), operands 
 - ``dot``: FLOPs = 2 x (elements of the result) x (product of the lhs contracting dimensions);
 - a fusion: the FLOPs of the dots in the computations it calls; bytes = its operands + its result;
 - a cuBLAS custom call (``__cublas$gemm``, ``__cublas$lt$matmul``): as a dot of its first two operands; cuDNN's
-  convolutions (:func:`_conv_flops`) and fused attention (:func:`_fmha_flops`) from their shapes and config; any other
-  custom call (cuSOLVER, Transformer Engine's, a Pallas kernel) has unknown FLOPs (None): counted as 0 they were rated on
-  the bandwidth roof, and a batched QR read "0% of its memory-bound roofline";
+  convolutions (:func:`_conv_flops`) and fused attention (:func:`_fmha_flops`), and Transformer Engine's fused attention
+  (:func:`_te_attention_flops`), from their shapes and config; any other custom call (cuSOLVER, a Pallas kernel) has
+  unknown FLOPs (None): counted as 0 they were rated on the bandwidth roof, and a batched QR read "0% of its
+  memory-bound roofline";
 - an ``fft``: 5 n log2 n per complex transform (half for RFFT and IRFFT), as the PyTorch model's;
 - anything else (an elementwise or reduction fusion): a FLOP per result element of each arithmetic instruction in
   it (``add``, ``multiply``, ``exponential``, ... :data:`_ARITH`, transcendentals counted as one, as the PyTorch
@@ -28,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,6 +164,36 @@ def _fmha_flops(ins: Instr, operands: list[Shape | None], backward: bool) -> tup
     return flops, {"scores": scores_dims, "d_qk": d_qk, "d_v": d_v, "causal": causal}
 
 
+#: Transformer Engine's JAX fused attention (its XLA FFI custom calls)
+TE_ATTENTION = ("te_fused_attn_forward_ffi", "te_fused_attn_backward_ffi")
+#: TE's mask types (``NVTE_Mask_Type``) the model knows: no mask; causal, top-left and bottom-right (a padding mask
+#: runs over fewer tokens than the maximum lengths the config gives: not modeled)
+_TE_MASKS = {0: False, 2: True, 4: True}
+#: TE's packed (THD) layouts and above (``NVTE_QKV_Layout`` 10 on: variable lengths, the maximum an upper bound)
+_TE_PACKED_LAYOUTS = 10
+_MLIR_ATTR = re.compile(r"(\w+) = (-?[0-9][0-9.e+-]*|true|false)")
+
+
+def _te_attention_flops(ins: Instr, backward: bool) -> tuple[float | None, dict[str, Any]]:
+    """Transformer Engine's fused attention in JAX (``te_fused_attn_forward_ffi``, ``..._backward_ffi``): its backend
+    config is the call's attributes (``{attn_heads = 16 : i64, input_batch = 2 : i64, q_max_seqlen = 2048 : i64,
+    mask_type = 2 : i64, ...}``), the SDPA model's FLOPs from them (as :func:`_fmha_flops`). None for a padding mask,
+    a packed (THD) layout or a sliding window: the lengths the kernel runs over are not in the config."""
+    a = {k: v for k, v in _MLIR_ATTR.findall(ins.backend_config)}
+    try:
+        b, h, h_kv = int(a["input_batch"]), int(a["attn_heads"]), int(a["num_gqa_groups"])
+        n_q, n_kv, d_qk, d_v = int(a["q_max_seqlen"]), int(a["kv_max_seqlen"]), int(a["qk_head_dim"]), int(a["v_head_dim"])
+        mask, layout = int(a["mask_type"]), int(a.get("qkv_layout", 0))
+        window = (int(a.get("window_size_left", -1)), int(a.get("window_size_right", -1)))
+    except (KeyError, ValueError):
+        return None, {}
+    if mask not in _TE_MASKS or layout >= _TE_PACKED_LAYOUTS or window[0] >= 0 or window[1] > 0:
+        return None, {"mask_type": mask, "qkv_layout": layout}
+    causal = _TE_MASKS[mask]
+    flops = sdpa_bwd_flops(b, h, n_q, n_kv, h_kv, d_qk, d_v, causal) if backward else sdpa_flops(b, h, n_q, n_kv, d_qk, d_v, causal)
+    return flops, {"scores": [b, h, n_q, n_kv], "kv_heads": h_kv, "d_qk": d_qk, "d_v": d_v, "causal": causal}
+
+
 def dot_flops(lhs: Shape | None, out: Shape | None, contracting: tuple[int, ...]) -> float | None:
     if lhs is None or out is None or any(c >= len(lhs.dims) for c in contracting):
         return None
@@ -290,8 +322,12 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
     elif ins.opcode == "custom-call" and ins.target.startswith("__cudnn$fmha"):
         op_class = "SDPA_bwd" if "Backward" in ins.target else "SDPA_fwd"
         flops, params = _fmha_flops(ins, operands, backward=op_class == "SDPA_bwd")
+    elif ins.opcode == "custom-call" and ins.target in TE_ATTENTION:
+        op_class = "SDPA_bwd" if "backward" in ins.target else "SDPA_fwd"
+        flops, params = _te_attention_flops(ins, backward=op_class == "SDPA_bwd")
+        dtype = (operands[0].dtype if operands and operands[0] is not None else "") or dtype
     elif ins.opcode == "custom-call":
-        flops = None  # a library call other than cuBLAS's GEMM or a convolution (cuSOLVER, cuDNN's attention, a Pallas
+        flops = None  # a library call other than cuBLAS's GEMM, a convolution or fused attention (cuSOLVER, a Pallas
         # kernel): its work is unknown
     else:
         flops = arith
