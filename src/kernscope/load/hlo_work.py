@@ -169,7 +169,8 @@ TE_ATTENTION = ("te_fused_attn_forward_ffi", "te_fused_attn_backward_ffi")
 #: TE's mask types (``NVTE_Mask_Type``) the model knows: no mask; causal, top-left and bottom-right (a padding mask
 #: runs over fewer tokens than the maximum lengths the config gives: not modeled)
 _TE_MASKS = {0: False, 2: True, 4: True}
-#: TE's packed (THD) layouts and above (``NVTE_QKV_Layout`` 10 on: variable lengths, the maximum an upper bound)
+#: TE's layouts from ``NVTE_T3HD`` (10) on (``NVTE_QKV_Layout``): the packed (THD) ones, whose lengths vary (the
+#: config's maximum an upper bound), then mixed formats and paged KV caches; not modeled
 _TE_PACKED_LAYOUTS = 10
 _MLIR_ATTR = re.compile(r"(\w+) = (-?[0-9][0-9.e+-]*|true|false)")
 
