@@ -24,7 +24,7 @@ MODULES: dict[str, int] = {
     # 1: load
     "kernscope.load": 1, "kernscope.load.argspec": 1, "kernscope.load.cache": 1, "kernscope.load.cachedir": 1, "kernscope.load.chunk": 1,
     "kernscope.load.document": 1, "kernscope.load.fastscan": 1, "kernscope.load.fields": 1, "kernscope.load.formats": 1,
-    "kernscope.load.hlo": 1,
+    "kernscope.load.hlo": 1, "kernscope.load.hlo_align": 1,
     "kernscope.load.hlo_work": 1, "kernscope.load.jax_json": 1, "kernscope.load.kineto": 1, "kernscope.load.lines": 1,
     "kernscope.load.native": 1, "kernscope.load.opargs": 1, "kernscope.load.project": 1,
     "kernscope.load.projection": 1, "kernscope.load.protowire": 1, "kernscope.testing.xspace": 1, "kernscope.load.scan": 1,

@@ -29,7 +29,7 @@ from .protowire import Fields, fields_of, packed_varints
 _PLUMBING = {"parameter", "tuple", "get-tuple-element", "constant", "bitcast"}
 SCHEMA = {"hlo_module": pl.String, "instruction": pl.String, "kernel": pl.String, "opcode": pl.String,
           "fusion_kind": pl.String, "target": pl.String, "op_path": pl.String, "desc": pl.String,
-          "row": pl.Int64}
+          "row": pl.Int64, "comp": pl.Int64, "pos": pl.Int64}
 
 
 def _text(buf: np.ndarray, f: Fields) -> list[str]:
@@ -128,13 +128,48 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
         elif op:
             desc[i] = f"hlo:{op}"
     modules = [mod_name[m] for m in ins_module.tolist()]
+    comp, pos = _schedule(buf, mod, inf, ins_module, comp_id[ins_comp], n)
     out = pl.DataFrame({"hlo_module": modules, "instruction": name, "opcode": opcode, "fusion_kind": kind,
-                        "target": target, "op_path": op_path, "desc": desc, "row": np.arange(n, dtype=np.int64)},
+                        "target": target, "op_path": op_path, "desc": desc, "row": np.arange(n, dtype=np.int64),
+                        "comp": comp, "pos": pos},
                        schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
     out = out.with_columns(pl.col("instruction").str.replace_all(".", "_", literal=True).alias("kernel"))
     out = pl.concat([out.select(list(SCHEMA)), _named_kernels(buf, inf, target, out)])
     table = out.filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first", maintain_order=True)
     return table, Works(lambda: _model(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of, target))
+
+
+def _schedule(buf: np.ndarray, mod: Fields, inf: Fields, ins_module: np.ndarray, ins_comp: np.ndarray,
+              n: int) -> tuple[np.ndarray, pl.Series]:
+    """Each instruction's computation id and its position in that computation's schedule (null where the module
+    holds no schedule, or the instruction is not in it): ``HloModuleProto.schedule`` (7), an ``HloScheduleProto``
+    whose ``sequences`` (1) map a computation id (1) to an ``InstructionSequence`` (2) of instruction ids (1)."""
+    pos = np.full(n, -1, dtype=np.int64)
+    sch = mod.of(7, 2)
+    if len(sch) and n:
+        ids = np.full(n, -1, dtype=np.int64)
+        x = inf.of(35, 0)
+        ids[x.msg] = x.value.view(np.int64)
+        seqs = fields_of(buf, sch.off, sch.off + sch.size, what="HloScheduleProto").of(1, 2)
+        entry = fields_of(buf, seqs.off, seqs.off + seqs.size, what="sequence entry")
+        key = entry.of(1, 0)
+        val = entry.of(2, 2)
+        comp_of_seq = np.full(len(seqs), -1, dtype=np.int64)
+        comp_of_seq[key.msg] = key.value.view(np.int64)
+        module_of_seq = sch.msg[seqs.msg]
+        body = fields_of(buf, val.off, val.off + val.size, what="InstructionSequence")
+        packed = _packed_lists(buf, body.of(1, 2))
+        for i, v in zip(body.of(1, 0).msg.tolist(), body.of(1, 0).value.tolist()):
+            packed.setdefault(i, []).append(int(v))
+        where = {(int(m), int(i)): k for k, (m, i) in enumerate(zip(ins_module.tolist(), ids.tolist()))}
+        for j, seq in packed.items():  # (j: the value's entry)
+            e = int(val.msg[j])
+            m = int(module_of_seq[e])
+            for p, iid in enumerate(seq):
+                k = where.get((m, iid))
+                if k is not None and ins_comp[k] == comp_of_seq[e]:
+                    pos[k] = p
+    return ins_comp.astype(np.int64), pl.Series("pos", pos).set(pl.Series(pos < 0), None)
 
 
 #: custom calls that run a Triton kernel XLA names after the call's ``name`` (JAX's Pallas on GPU), not the instruction

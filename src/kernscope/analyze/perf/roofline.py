@@ -359,7 +359,8 @@ def _xla_model(gpu: pl.DataFrame, dev: DevicePeaks | None, device_name: str, ste
                 "pct": 100.0 * modeled_us / gpu_us if gpu_us else 0.0}
     notes = ["JAX/XLA profile: FLOPs and bytes come from the HLO instruction each kernel runs (matrix products "
              "on the matrix roof, other fusions on the bandwidth roof); library kernels inside an XLA command buffer "
-             "name no instruction and are not covered"]
+             "are matched to their custom calls by the module's schedule where that leaves no doubt, the others are not "
+             "covered"]
     if dev is None:
         notes.append(f"device {device_name or '(none recorded)'!r} is not in the peaks table: % of peak and bound are "
                      "left empty; give --peak (a device such as h100, or numbers such as bf16=989,fp32=67,bw=3.35)")
