@@ -17,8 +17,9 @@ Of those calls, only the ones whose library can have written the kernel count (:
 - else each kernel with exactly one call it can be, or as many kernels as calls, each in turn its call's.
 
 Anything else stays unmatched, as before. Matching reads each distinct run (the anchors and the kernel names between
-them) once, not each row: a profile repeats its steps. Copies and memsets (``memcpy128``, ``Memset 0``) are XLA's
-runtime copies, not library calls: they are neither anchors nor matched.
+them) once, not each row: a profile repeats its steps. Copies and memsets (``memcpy128``, ``Memset 0``: XLA's runtime
+copies, CUDA memcpy and memset records; ROCm's copy kernels) are neither anchors nor matched: matching them to
+copy instructions broke more runs than it matched (the transformer profile 78.8% → 73.8% covered).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("__cudnn$fmha", re.compile(r"cudnn|sdpa|fmha|flash|dot_do_o|dq_to_16", re.IGNORECASE)),
     ("__cudnn$conv", re.compile(r"cudnn|conv|xmma|implicit|winograd|fft|wgrad|dgrad|fprop|cutlass", re.IGNORECASE)),
 )
-#: XLA's runtime copies and memsets inside a buffer (not a library call's kernels)
-RUNTIME_KERNELS = r"^(memcpy|Memcpy|Memset|memset)"
+#: the runtime's copy and fill kernels inside a buffer (ROCm's ``__amd_rocclr_copyBuffer``; CUDA's copies and memsets are
+#: not kernels): not a library call's kernels, neither anchors nor matched
+RUNTIME_KERNELS = r"^(memcpy|Memcpy|Memset|memset)|__amd_rocclr_"
 
 
 def _fits(target: str, kernel: str) -> bool:
