@@ -8,7 +8,8 @@ fusion kind (``kLoop``, ``kInput``, ``kCustom``), the opcodes fused into it, a c
 
 Field numbers (``xla/service/hlo.proto``): HloProto.hlo_module 1; HloModuleProto name 1, computations 3;
 HloComputationProto name 1, instructions 2, id 5; HloInstructionProto name 1, opcode 2, metadata 7,
-fusion_kind 11, custom_call_target 28, called_computation_ids 38 (packed); OpMetadata op_name 2.
+fusion_kind 11, custom_call_target 28, called_computation_ids 38 (packed); OpMetadata op_name 2; HloModuleProto schedule 7
+(the order each computation runs its instructions in: ``comp`` and ``pos``, read by :mod:`.hlo_align`).
 
 The ``desc`` column (``hlo:<opcode>:<fusion kind>:<fused opcodes>`` or ``hlo:custom-call:<target>``) is
 what the categorizer's ``[[op_category]]`` rules read for JAX kernels whose name says little.
