@@ -162,6 +162,13 @@ def test_jax_libraries_fft_solvers_and_xla_kernels():
                                   for n in xla["name"])
     helpers = g.filter(pl.col("name").str.contains("MakeBatchPointers"))
     assert set(helpers["category"]) == {"Linear Algebra"} and set(helpers["decided_by"]) == {"hlo"}
+    # XLA runs the sort as 28 passes, kernels sort_29_1, sort_29_1__1, ... sort_29_1__27: all the instruction sort.29.1
+    # (only the first had it; the perf model listed the other 27 under the command buffer)
+    trace = load(JAX, cache=False)
+    passes = trace.gpu.filter(pl.col("name").cast(pl.String).str.starts_with("sort_29_1"))
+    assert passes["name"].n_unique() == 28 and set(passes["hlo_instruction"].cast(pl.String)) == {"sort.29.1"}
+    unc = perf_model(trace).uncovered
+    assert unc.filter(pl.col("op_name") == "sort.29.1")["count"].to_list() == [84]
 
 
 @pytest.mark.parametrize("name", ["fft", "linalg", "sparse", "sort_random", "vision", "int4"])

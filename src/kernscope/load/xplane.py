@@ -405,12 +405,18 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
                            pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"), pl.col("row").alias("_r"))
     by_op = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("instruction").alias("_o"), pl.col("instruction").alias("_i2"),
                        pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"), pl.col("row").alias("_r2"))
+    # an instruction XLA runs as several kernels names them name, name__1, name__2, ... (a sort's passes): the name
+    # without its number where the whole name is no instruction's
+    by_stem = by_kernel.rename({c: f"{c}3" for c in ("_k", "_i", "_d", "_p", "_r")})
     d = (d.join(by_kernel, on=["_m", "_k"], how="left", maintain_order="left")
+         .with_columns(pl.when(pl.col("_i").is_null()).then(pl.col("_k").str.replace(r"__\d+$", "")).alias("_k3"))
+         .join(by_stem, on=["_m", "_k3"], how="left", maintain_order="left")
          .join(by_op, on=["_m", "_o"], how="left", maintain_order="left")
-         .select("_key", pl.coalesce("_i", "_i2").cast(pl.Categorical).alias("hlo_instruction"),
-                 pl.coalesce("_d", "_d2").cast(pl.Categorical).alias("hlo_desc"),
-                 pl.coalesce("_p", "_p2").cast(pl.Categorical).alias("_p"),
-                 pl.when(pl.col("_i").is_not_null()).then(pl.col("_r")).otherwise(pl.col("_r2")).alias("_row"))
+         .select("_key", pl.coalesce("_i", "_i3", "_i2").cast(pl.Categorical).alias("hlo_instruction"),
+                 pl.coalesce("_d", "_d3", "_d2").cast(pl.Categorical).alias("hlo_desc"),
+                 pl.coalesce("_p", "_p3", "_p2").cast(pl.Categorical).alias("_p"),
+                 pl.when(pl.col("_i").is_not_null()).then(pl.col("_r"))
+                 .when(pl.col("_i3").is_not_null()).then(pl.col("_r3")).otherwise(pl.col("_r2")).alias("_row"))
          .unique("_key", keep="first", maintain_order=True))  # one entry per key (a kernel name twice in a module)
     if any(wanted(c) for c in HLO_COST_COLUMNS):
         # what the instructions the kernels ran compute and move (the perf model of JAX kernels): only theirs (0.16 s
