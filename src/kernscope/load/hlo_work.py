@@ -75,6 +75,9 @@ class Shape:
     dims: tuple[int, ...]
     bytes: float  #: total bytes (tuples: the sum of their parts)
     first: Shape | None = None  #: a tuple's first element (a custom call's result; its workspace follows); else itself
+    #: a tuple's bytes without its trailing scratch (1-D ``s8``/``u8`` elements after the first: a library call's
+    #: workspace)
+    outputs: float = 0.0
 
 
 @dataclass
@@ -246,7 +249,11 @@ def _shape(data: bytes, depth: int) -> Shape | None:
         else:
             return None  # not a ShapeProto we can read
     if parts:
-        return Shape("", (), float(sum(x.bytes for x in parts if x is not None)), parts[0])
+        kept = list(parts)
+        while len(kept) > 1 and kept[-1] is not None and kept[-1].dtype in ("signed char", "unsigned char") and len(kept[-1].dims) == 1:
+            kept.pop()
+        return Shape("", (), float(sum(x.bytes for x in parts if x is not None)), parts[0],
+                     float(sum(x.bytes for x in kept if x is not None)))
     name, width = ELEMENT_TYPES.get(code, ("", 0.0))
     d = tuple(x if x < 2**62 else 0 for x in dims)
     s = Shape(name, d, float(_elements(d) * width))
@@ -273,7 +280,9 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
     in_bytes = sum(s.bytes for s in operands if s is not None)
     out_bytes = ins.shape.bytes if ins.shape is not None else 0.0
     if ins.opcode == "custom-call" and ins.shape is not None and ins.shape.first is not None and not ins.shape.dtype:
-        out_bytes = ins.shape.first.bytes  # (a library call's result tuple: its output, then its workspace)
+        # (a library call's result tuple: its outputs, then its workspace: cuDNN's attention backward writes dQ, dK and
+        # dV; only dQ was counted)
+        out_bytes = ins.shape.outputs
     flops: float | None = 0.0
     params: dict[str, Any] = {}
     op_class = "XLA fusion" if ins.opcode == "fusion" else f"XLA {ins.opcode}"
