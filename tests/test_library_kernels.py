@@ -263,6 +263,10 @@ def test_jax_custom_calls_get_work_only_where_it_is_known():
     assert conv["bytes"] == (8 * 16 * 128 * 128 + 32 * 16 * 9 + 8 * 32 * 128 * 128) * 4  # (no workspace)
     assert ops["cudnn-conv-bw-filter.1"]["flops"] == conv["flops"]  # dw from x and dy: the same products
     assert conv["peak_precision"] == "tf32"  # cuDNN's tf32 kernel: the matrix roof of its precision
+    # its two kernels (the TF32 convolution and a 0.8 µs helper) are one row: as two, each counted the convolution's
+    # FLOPs, and the helper read "1,470 TFLOP/s, 639% of its roofline"
+    assert [o["name"] for o in pm.ops.to_dicts()].count("cudnn-conv.1") == 1
+    assert conv["count"] == 3 and abs(conv["kernel_time_us"] - 88.671) < 1e-6 and conv["pct_of_peak"] < 100
     assert "XLA custom-call" not in set(pm.ops["op_class"])
     # XLA's fft instruction (fft2/ifft2 of 8 x 256 x 256 complex): 5 n log2 n per transform, as the PyTorch model's
     # (it had 0 FLOPs: "0.00 TFLOP/s"); its type and lengths are fields 31 and 32 of the instruction

@@ -32,9 +32,13 @@ def has_hlo(trace: Trace) -> bool:
 def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(modeled rows as dicts for :func:`roofline._schema`, GPU rows left out). ``rates``: ``roofline._rates``."""
     # (a float dot on TF32 tensor cores, XLA's default for f32 on GPUs that have them, by its kernel's name: a key, so
-    # that two programs of one name, one at the default precision and one at HIGHEST, stay two rows)
+    # that two programs of one name, one at the default precision and one at HIGHEST, stay two rows; an instruction
+    # whose kernels are a TF32 one and a helper, a cuDNN convolution's, ran on TF32 and is one row: as two, each counted
+    # the convolution's FLOPs, and the helper's 0.8 µs read "1,470 TFLOP/s, 639% of its roofline")
+    program = [c for c in ("hlo_module", "program_id") if c in gpu.columns]  # (two programs may share a module's name)
     modeled = gpu.filter(pl.col("hlo_flops").is_not_null() & pl.col("hlo_instruction").is_not_null()).with_columns(
-        pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"))
+        pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).any()
+        .over(*program, "hlo_instruction").alias("_tf32"))
     keys = ["hlo_module", "hlo_instruction", "hlo_op_class", "hlo_dtype", "hlo_params", "hlo_flops", "hlo_bytes", "_tf32"]
     groups = (modeled.group_by(keys).agg(
         pl.len().alias("_rows"), pl.col("name").n_unique().alias("_kernels"),
