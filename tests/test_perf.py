@@ -601,3 +601,20 @@ def test_flops_equal_the_profilers_own_counts():
             n, _, h, w = dims[0]
             want += n * dims[1][0] * h * w  # (stride 1, padding 1: the output is H x W)
         assert got["flops"] == want, (t["name"], dims, got["flops"], want)
+
+
+def test_a_0d_operand_does_not_set_an_elementwise_ops_type_where_promotion_ignores_it():
+    """torch.fft's normalization multiplies by a 0-d double (``aten::mul(0-d double, float x, out=)``): the output was
+    taken as 8 bytes an element and the row as fp64, so it read "7.6 TB/s, 159% of its roofline" on an H200 (the
+    libraries recording). A 0-d tensor of the same or a lower type category than the tensor takes no part in the
+    result's type; of a higher one (an integer tensor times a 0-d float) it still decides."""
+    n = 16 * 512 * 512
+    w = work("aten::mul", [[], [16, 512, 512], [16, 512, 512]], ["double", "float", "float"])
+    assert w.bytes == 8 + n * 4 + n * 4 and w.dtype == "float"
+    half = work("aten::mul", [[], [4096]], ["float", "c10::BFloat16"])
+    assert half.bytes == 4 + 4096 * 2 + 4096 * 2 and half.dtype == "c10::BFloat16"
+    ints = work("aten::mul", [[], [4096]], ["float", "long int"])
+    assert ints.bytes == 4 + 4096 * 8 + 4096 * 4 and ints.dtype == "float"  # (the result is floating: the 0-d decides)
+    pm = perf_model(load(Path(__file__).parent / "data" / "libraries_h200" / "fft.pt.trace.json.gz", cache=False))
+    (row,) = [o for o in pm.ops.to_dicts() if o["name"] == "aten::mul" and o["input_dims"].startswith("[[], [16, 512, 512]")]
+    assert row["dtype"] == "fp32" and row["bytes"] == 8 + 2 * n * 4 and row["tb_per_s"] < 5.2
