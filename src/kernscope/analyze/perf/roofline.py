@@ -32,6 +32,8 @@ from .xla import has_hlo, xla_rows
 LINK_COPY = r"^Memcpy (PtoP|HtoD|DtoH|HtoH)\b"
 
 NS_PER_US = 1000.0
+#: the share of a JAX profile's GPU time in XLA's copies and memsets from which the perf model says they are not covered
+COPY_NOTE_SHARE = 0.05
 #: the share of GPU time in graph replays outside every modeled op from which the perf model says why it is unmodeled
 GRAPH_NOTE_SHARE = 0.05
 
@@ -361,6 +363,12 @@ def _xla_model(gpu: pl.DataFrame, dev: DevicePeaks | None, device_name: str, ste
              "on the matrix roof, other fusions on the bandwidth roof); library kernels inside an XLA command buffer "
              "are matched to their custom calls by the module's schedule where that leaves no doubt, the others are not "
              "covered"]
+    # XLA's copies and memsets (memcpy and memset records, which name no instruction) say why coverage is low
+    copies_us = (float(left.filter(pl.col("kind").is_in(["memcpy", "memset"]))["dur"].sum() or 0) / NS_PER_US
+                 if "kind" in left.columns else 0.0)
+    if copies_us >= COPY_NOTE_SHARE * gpu_us > 0:
+        notes.append(f"{copies_us:,.1f} µs of GPU time ({100.0 * copies_us / gpu_us:.0f}%) are XLA's copies and memsets "
+                     "(memcpy and memset records, which name no HLO instruction): not covered")
     if dev is None:
         notes.append(f"device {device_name or '(none recorded)'!r} is not in the peaks table: % of peak and bound are "
                      "left empty; give --peak (a device such as h100, or numbers such as bf16=989,fp32=67,bw=3.35)")
