@@ -16,7 +16,10 @@ Of those calls, only the ones whose library can have written the kernel count (:
   its helpers);
 - else each kernel with exactly one call it can be, or as many kernels as calls, each in turn its call's.
 
-Anything else stays unmatched, as before. Matching reads each distinct run (the anchors and the kernel names between
+Anything else stays unmatched, as before. Where XLA reused its kernels for identical instructions (the forward and its
+rematerialized copy under ``jax.checkpoint``), the same run of kernels between the same anchors comes twice a step and
+is matched to the same call both times: the remat block's GEMMs read 2 calls a step of one instruction instead of 1 of
+each of two of the same shapes (the FLOPs and bytes the same, the instruction named the first's). Matching reads each distinct run (the anchors and the kernel names between
 them) once, not each row: a profile repeats its steps. Copies and memsets (``memcpy128``, ``Memset 0``: XLA's runtime
 copies, CUDA memcpy and memset records; ROCm's copy kernels) are neither anchors nor matched: matching them to
 copy instructions broke more runs than it matched (the transformer profile 78.8% → 73.8% covered).
