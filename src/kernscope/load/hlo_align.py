@@ -19,7 +19,9 @@ Of those calls, only the ones whose library can have written the kernel count (:
 Anything else stays unmatched, as before. Where XLA reused its kernels for identical instructions (the forward and its
 rematerialized copy under ``jax.checkpoint``), the same run of kernels between the same anchors comes twice a step and
 is matched to the same call both times: the remat block's GEMMs read 2 calls a step of one instruction instead of 1 of
-each of two of the same shapes (the FLOPs and bytes the same, the instruction named the first's). Matching reads each distinct run (the anchors and the kernel names between
+each of two of the same shapes (the FLOPs and bytes the same, the instruction named the first's).
+
+Matching reads each distinct run (the anchors and the kernel names between
 them) once, not each row: a profile repeats its steps. Copies and memsets (``memcpy128``, ``Memset 0``: XLA's runtime
 copies, CUDA memcpy and memset records; ROCm's copy kernels) are neither anchors nor matched: matching them to
 copy instructions broke more runs than it matched (the transformer profile 78.8% → 73.8% covered).
