@@ -335,7 +335,6 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
     elif ins.opcode == "custom-call" and ins.target in TE_ATTENTION:
         op_class = "SDPA_bwd" if "backward" in ins.target else "SDPA_fwd"
         flops, params = _te_attention_flops(ins, backward=op_class == "SDPA_bwd")
-        dtype = (operands[0].dtype if operands and operands[0] is not None else "") or dtype
     elif ins.opcode == "custom-call":
         flops = None  # a library call other than cuBLAS's GEMM, a convolution or fused attention (cuSOLVER, a Pallas
         # kernel): its work is unknown

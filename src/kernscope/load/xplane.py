@@ -421,9 +421,7 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
     if any(wanted(c) for c in HLO_COST_COLUMNS):
         # what the instructions the kernels ran compute and move (the perf model of JAX kernels): only theirs (0.16 s
         # of a 200 MB profile's load: skipped where the costs are not read)
-        done = works.of(sorted(set(d["_row"].drop_nulls().to_list())))
-        d = d.join(done.select(pl.col("row").alias("_row"), pl.col("flops").alias("hlo_flops"), pl.col("bytes").alias("hlo_bytes"),
-                               *(pl.col(c).cast(pl.Categorical).alias(f"hlo_{c}") for c in ("dtype", "op_class", "params"))),
+        d = d.join(_costs(works, sorted(set(d["_row"].drop_nulls().to_list()))).rename({"row": "_row"}),
                    on="_row", how="left", maintain_order="left")
     d = d.sort("_key").rename({"_p": "op_path"})
     at = pl.Series(number).set(pl.Series(number < 0), None)
@@ -432,6 +430,12 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
     table = table.with_columns(*(found[c] if c in read else nothing[c] for c in HLO_COLUMNS if c != "op_path"),
                                *([pl.coalesce(pl.col("op_path"), pl.lit(found["op_path"])).alias("op_path")] if "op_path" in read else []))
     return _with_library_calls(table, hlo, works, read)
+
+
+def _costs(works: Works, rows: list[int]) -> pl.DataFrame:
+    """``row`` and the :data:`HLO_COST_COLUMNS` of the instructions ``rows`` (:meth:`~kernscope.load.hlo.Works.of`)."""
+    return works.of(rows).select("row", pl.col("flops").alias("hlo_flops"), pl.col("bytes").alias("hlo_bytes"),
+                                 *(pl.col(c).cast(pl.Categorical).alias(f"hlo_{c}") for c in ("dtype", "op_class", "params")))
 
 
 def _with_library_calls(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, read: list[str]) -> pl.DataFrame:
@@ -449,11 +453,7 @@ def _with_library_calls(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, re
              .select(pl.col("instruction").cast(pl.Categorical).alias("hlo_instruction"),
                      pl.col("desc").cast(pl.Categorical).alias("hlo_desc"), pl.col("op_path").cast(pl.Categorical),
                      "row"))
-    if any(c in read for c in HLO_COST_COLUMNS):
-        done = works.of(distinct.tolist())
-        small = small.join(done.select("row", pl.col("flops").alias("hlo_flops"), pl.col("bytes").alias("hlo_bytes"),
-                                       *(pl.col(c).cast(pl.Categorical).alias(f"hlo_{c}") for c in ("dtype", "op_class", "params"))),
-                           on="row", how="left", maintain_order="left")
+    small = small.join(_costs(works, distinct.tolist()), on="row", how="left", maintain_order="left")
     got = small.select([c for c in read if c in small.columns])[pl.Series(which)]
     # (written into the rows matched: a when/then made every column anew, 90 MB more at the 207 MB profile's peak)
     return table.with_columns(table[c].scatter(rows, got[c].cast(table.schema[c])) for c in got.columns)
