@@ -1,6 +1,6 @@
 """Record JAX profiles of hand-written kernels and rematerialization, on a GPU.
 
-    python examples/record_jax_kernels.py OUT_DIR [--cpu] [--which pallas,remat,pytrace,control,libraries,mosaic]
+    python examples/record_jax_kernels.py OUT_DIR [--cpu] [--which pallas,remat,pytrace,control,libraries,mosaic,partial]
 
 Writes ``OUT_DIR/<which>/plugins/profile/<run>/<host>.xplane.pb`` (``jax.profiler.trace`` around 3 jitted training
 steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed up before) and
@@ -21,6 +21,13 @@ steps, each in ``StepTraceAnnotation("train", step_num=i)``, compiled and warmed
 - ``mosaic``: a Pallas kernel of JAX's Mosaic GPU backend (an elementwise add, 128-row blocks), called twice a step
   on two shapes between XLA's matrix products, and Mosaic GPU's flash attention (``attention_mgpu``, Hopper) forward
   and backward where it runs.
+
+- ``partial``: not a training step but one jitted function per op that reads or writes part of a buffer (an in-place
+  ``dynamic_update_slice`` of a donated buffer, with and without arithmetic fused into the update, a slice, a dynamic
+  slice, a gather, a scatter-add into a donated buffer, two halves of one array added, a ``lax.scan`` stacking its
+  outputs), each called 3 times a step; ``record_info.json`` holds XLA's own cost analysis of each function's compiled
+  module (``compiled.cost_analysis()``: ``bytes accessed``, ``flops``) and its optimized HLO, what the perf model's
+  bytes of those kernels are tested against.
 
 ``--cpu`` runs the same programs on the CPU (Pallas in interpret mode) to check the script where no GPU is. (Not
 ``libraries``: with jaxlib 0.10.2 on a 2-core CPU, a program holding two LAPACK custom calls, a QR and an eigh say,
@@ -253,6 +260,67 @@ def libraries_setup(key: jax.Array, interpret: bool) -> tuple[Any, tuple[jax.Arr
     return params, (ids, x, rng), loss_fn
 
 
+def partial_functions(key: jax.Array) -> dict[str, tuple[Any, tuple[Any, ...], tuple[int, ...]]]:
+    """name -> (function, arguments, donated argument numbers): one op each that touches part of a buffer."""
+    k = iter(jax.random.split(key, 8))
+    big = jax.random.normal(next(k), (4096, 4096), jnp.float32)
+    rows = jax.random.normal(next(k), (256, 4096), jnp.float32)
+    table = jax.random.normal(next(k), (8192, 1024), jnp.bfloat16)
+    idx = jax.random.randint(next(k), (2048,), 0, 8192)
+    upd = jax.random.normal(next(k), (2048, 1024), jnp.bfloat16)
+    w = jax.random.normal(next(k), (1024, 1024), jnp.bfloat16) * 0.03
+    xs = jax.random.normal(next(k), (16, 1024, 1024), jnp.bfloat16)
+    at = jnp.int32(1024)
+
+    def scan_stack(w: jax.Array, xs: jax.Array) -> jax.Array:
+        def body(c: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+            h = jnp.tanh(x @ w + c)
+            return h, h * 2.0
+        return jax.lax.scan(body, jnp.zeros((1024, 1024), jnp.bfloat16), xs)[1]
+
+    return {
+        "dus_inplace": (lambda b, r, i: jax.lax.dynamic_update_slice(b, r, (i, 0)), (big, rows, at), (0,)),
+        "dus_fused": (lambda b, r, i: jax.lax.dynamic_update_slice(b, jnp.exp(r) * 2.0 + 1.0, (i, 0)),
+                      (big, rows, at), (0,)),
+        "slice_scale": (lambda x: x[:1024] * 2.0, (big,), ()),
+        "dynamic_slice": (lambda x, i: jax.lax.dynamic_slice(x, (i, 0), (512, 4096)) + 1.0, (big, at), ()),
+        "gather_rows": (lambda t, i: t[i] * 2, (table, idx), ()),
+        "scatter_add": (lambda t, i, u: t.at[i].add(u), (table, idx, upd), (0,)),
+        "halves_add": (lambda x: x[:, :2048] + x[:, 2048:], (big,), ()),
+        "scan_stack": (scan_stack, (w, xs), ()),
+    }
+
+
+def record_partial(out: str, steps: int = 3) -> dict[str, Any]:
+    """The ``partial`` profile: each function of :func:`partial_functions` compiled (its arguments donated where
+    named, fresh copies for each call), warmed up, then called once per step inside the trace; XLA's cost analysis
+    and the optimized HLO of each compiled module."""
+    funcs = partial_functions(jax.random.PRNGKey(0))
+    compiled: dict[str, Any] = {}
+    costs: dict[str, Any] = {}
+    for name, (fn, args, donate) in funcs.items():
+        fn.__name__ = name  # (the module is jit_<name>)
+        jitted = jax.jit(fn, donate_argnums=donate)
+        c = jitted.lower(*args).compile()
+        ca = c.cost_analysis()
+        ca = ca[0] if isinstance(ca, (list, tuple)) else ca
+        costs[name] = {"module": f"jit_{name}", "donated": list(donate),
+                       "cost_analysis": {k: float(v) for k, v in (ca or {}).items()
+                                         if k in ("flops", "bytes accessed", "transcendentals")
+                                         or k.startswith("bytes accessed")},
+                       "hlo": c.as_text()}
+        compiled[name] = jitted
+        for _ in range(2):  # warm-up, on copies (a donated buffer is gone after a call)
+            jax.block_until_ready(jitted(*[jnp.copy(a) for a in args]))
+    with jax.profiler.trace(os.path.join(out, "partial")):
+        for i in range(steps):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                for name, (_, args, donate) in funcs.items():
+                    fresh = [jnp.copy(a) if j in donate else a for j, a in enumerate(args)]
+                    jax.block_until_ready(compiled[name](*fresh))
+    return {"ok": True, "functions": costs}
+
+
 def record(name: str, setup: Any, out: str, interpret: bool, steps: int = 3, python_tracer: bool = False) -> dict[str, Any]:
     params, args, loss_fn = setup(jax.random.PRNGKey(0), interpret)
 
@@ -289,11 +357,13 @@ def main() -> None:
     info: dict[str, Any] = {"jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
                             "device_kind": jax.devices()[0].device_kind, "profiles": {}}
     for name, setup in (("pallas", pallas_setup), ("remat", remat_setup), ("pytrace", remat_setup),
-                        ("control", control_setup), ("libraries", libraries_setup), ("mosaic", mosaic_setup)):
+                        ("control", control_setup), ("libraries", libraries_setup), ("mosaic", mosaic_setup),
+                        ("partial", None)):
         if a.which and name not in a.which.split(","):
             continue
         try:
-            info["profiles"][name] = record(name, setup, a.out, a.cpu, python_tracer=name == "pytrace")
+            info["profiles"][name] = (record_partial(a.out) if setup is None else
+                                      record(name, setup, a.out, a.cpu, python_tracer=name == "pytrace"))
         except Exception as e:  # noqa: BLE001 (a profile the machine cannot run is recorded as such)
             info["profiles"][name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
                                       "traceback": traceback.format_exc()[-4000:]}

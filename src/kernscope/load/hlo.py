@@ -6,10 +6,11 @@ as ``fusion_84``), so the instruction behind a kernel gives what its name may hi
 fusion kind (``kLoop``, ``kInput``, ``kCustom``), the opcodes fused into it, a custom call's target
 (``__cudnn$fmhaSoftmaxBackward``, ``__cublas$lt$matmul``) and the JAX op it came from (``op_name``).
 
-Field numbers (``xla/service/hlo.proto``): HloProto.hlo_module 1; HloModuleProto name 1, computations 3;
-HloComputationProto name 1, instructions 2, id 5; HloInstructionProto name 1, opcode 2, metadata 7,
-fusion_kind 11, custom_call_target 28, called_computation_ids 38 (packed); OpMetadata op_name 2; HloModuleProto schedule 7
-(the order each computation runs its instructions in: ``comp`` and ``pos``, read by :mod:`.hlo_align`).
+Field numbers (``xla/service/hlo.proto``): HloProto.hlo_module 1; HloModuleProto name 1, computations 3, id 5 (the
+program id of the kernels' events), schedule 7 (the order each computation runs its instructions in: ``comp`` and
+``pos``, read by :mod:`.hlo_align`); HloComputationProto name 1, instructions 2, id 5, root_id 6; HloInstructionProto
+name 1, opcode 2, metadata 7, parameter_number 9, fusion_kind 11, custom_call_target 28, called_computation_ids 38
+(packed); OpMetadata op_name 2.
 
 The ``desc`` column (``hlo:<opcode>:<fusion kind>:<fused opcodes>`` or ``hlo:custom-call:<target>``) is
 what the categorizer's ``[[op_category]]`` rules read for JAX kernels whose name says little.
@@ -28,9 +29,11 @@ from .protowire import Fields, fields_of, packed_varints
 
 #: opcodes that only route data inside a fused computation (not what the kernel computes)
 _PLUMBING = {"parameter", "tuple", "get-tuple-element", "constant", "bitcast"}
-SCHEMA = {"hlo_module": pl.String, "instruction": pl.String, "kernel": pl.String, "opcode": pl.String,
-          "fusion_kind": pl.String, "target": pl.String, "op_path": pl.String, "desc": pl.String,
+SCHEMA = {"hlo_module": pl.String, "program": pl.Int64, "instruction": pl.String, "kernel": pl.String,
+          "opcode": pl.String, "fusion_kind": pl.String, "target": pl.String, "op_path": pl.String, "desc": pl.String,
           "row": pl.Int64, "comp": pl.Int64, "pos": pl.Int64}
+#: ``program`` where a module has no id
+NO_PROGRAM = -1
 
 
 def _text(buf: np.ndarray, f: Fields) -> list[str]:
@@ -87,6 +90,11 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
     top = fields_of(buf, po, po + ps, what="HloProto").of(1, 2)
     mod = fields_of(buf, top.off, top.off + top.size, what="HloModuleProto")
     mod_name = _scatter_text(buf, mod.of(1, 2), len(top))
+    # the module's id: the program id XLA's kernel events carry (two programs may share a name: a function compiled
+    # for two shapes, JAX's ``jit_copy`` for every array it copied)
+    mod_id = np.full(len(top), NO_PROGRAM, dtype=np.int64)
+    mi = mod.of(5, 0)
+    mod_id[mi.msg] = mi.value.view(np.int64)
     comps = mod.of(3, 2)
     cf = fields_of(buf, comps.off, comps.off + comps.size, what="HloComputationProto")
     comp_module = comps.msg  # computation -> module row
@@ -130,14 +138,20 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
             desc[i] = f"hlo:{op}"
     modules = [mod_name[m] for m in ins_module.tolist()]
     comp, pos = _schedule(buf, mod, inf, ins_module, comp_id[ins_comp], n)
-    out = pl.DataFrame({"hlo_module": modules, "instruction": name, "opcode": opcode, "fusion_kind": kind,
+    out = pl.DataFrame({"hlo_module": modules, "program": mod_id[ins_module], "instruction": name, "opcode": opcode, "fusion_kind": kind,
                         "target": target, "op_path": op_path, "desc": desc, "row": np.arange(n, dtype=np.int64),
                         "comp": comp, "pos": pos},
                        schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
     out = out.with_columns(pl.col("instruction").str.replace_all(".", "_", literal=True).alias("kernel"))
     out = pl.concat([out.select(list(SCHEMA)), _named_kernels(buf, inf, target, out)])
-    table = out.filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "kernel"], keep="first", maintain_order=True)
-    return table, Works(lambda: _model(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of, target))
+    table = out.filter(pl.col("instruction").is_not_null()).unique(["hlo_module", "program", "kernel"], keep="first",
+                                                                   maintain_order=True)
+    roots: dict[tuple[int, int], int] = {}  # (module row, computation id) -> its root instruction's id
+    rid = cf.of(6, 0)
+    for c, r in zip(rid.msg.tolist(), rid.value.view(np.int64).tolist()):
+        roots[(int(comp_module[c]), int(comp_id[c]))] = r
+    return table, Works(lambda: _model(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of, target,
+                                       roots))
 
 
 def _schedule(buf: np.ndarray, mod: Fields, inf: Fields, ins_module: np.ndarray, ins_comp: np.ndarray,
@@ -194,19 +208,19 @@ def _named_kernels(buf: np.ndarray, inf: Fields, target: list[str | None], table
       standing for them."""
     rows: list[int] = []
     names: list[str] = []
-    module = table["hlo_module"].to_list()
+    module = list(zip(table["hlo_module"].to_list(), table["program"].to_list()))
     calls = [i for i, t in enumerate(target) if t in TRITON_CALLS]
     if calls:
         cfg = inf.of(43, 2)
         want = np.isin(cfg.msg, np.asarray(calls, dtype=cfg.msg.dtype))
-        seen: dict[tuple[str, str], dict[bytes, str]] = {}  # (module, call name) -> config -> its kernel's name
+        seen: dict[tuple[Any, str], dict[bytes, str]] = {}  # ((module, program), call name) -> config -> its kernel's name
         for i, o, k in zip(cfg.msg[want].tolist(), cfg.off[want].tolist(), cfg.size[want].tolist()):
             text = buf[o : o + k].tobytes()
             found = _KERNEL_NAME.findall(text)  # (a quote inside the IR string is escaped, as \\22)
             if not found:
                 continue
             name = found[-1].decode("utf-8", "replace")
-            kernels = seen.setdefault((module[i] or "", name), {})
+            kernels = seen.setdefault((module[i], name), {})
             if text not in kernels:
                 n = len(kernels)
                 kernels[text] = name if n == 0 else f"{name}__{n}"
@@ -252,19 +266,21 @@ _NO_WORK: dict[str, Any] = {"flops": None, "bytes": None, "dtype": "", "op_class
 def _work(model: tuple[Any, ...], i: int) -> dict[str, Any]:
     from .hlo_work import work
 
-    modules, comps, fused, ids, ins_module, ins_comp = model
+    modules, comps, fused, ids, ins_module, ins_comp, roots = model
     m = int(ins_module[i])
     if (m, int(ins_comp[i])) in fused:
         return _NO_WORK
     try:
-        return work(modules[m], comps[m], int(ids[i]))
+        return work(modules[m], comps[m], int(ids[i]), roots.get(m, {}))
     except (KeyError, IndexError):  # an operand or computation the module does not hold: no model
         return _NO_WORK
 
 
 def _model(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode: list[str | None], ins_module: np.ndarray,
-           ins_comp: np.ndarray, called_of: dict[int, list[int]], target: list[str | None]) -> tuple[Any, ...]:
-    """Every instruction's shapes, operands and dot dimensions by module (what :func:`.hlo_work.work` reads)."""
+           ins_comp: np.ndarray, called_of: dict[int, list[int]], target: list[str | None],
+           roots: dict[tuple[int, int], int]) -> tuple[Any, ...]:
+    """Every instruction's shapes, operands and dot dimensions by module, and each computation's root (what
+    :func:`.hlo_work.work` reads)."""
     from .hlo_work import Instr
 
     ids = np.full(n, -1, dtype=np.int64)
@@ -284,6 +300,8 @@ def _model(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode:
     fft_len = _packed_lists(buf, inf.of(32, 2))
     ft = inf.of(31, 0)
     fft_type = dict(zip(ft.msg.tolist(), ft.value.tolist()))
+    pn = inf.of(9, 0)  # a parameter's number
+    param_number = dict(zip(pn.msg.tolist(), pn.value.view(np.int64).tolist()))
     modules: dict[int, dict[int, Instr]] = {}
     comps: dict[int, dict[int, list[int]]] = {}
     for i in range(n):
@@ -291,8 +309,12 @@ def _model(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode:
         modules.setdefault(m, {})[int(ids[i])] = Instr(name[i] or "", opcode[i] or "", spans.get(i), operands.get(i, []),
                                                         called_of.get(i, []), contracting.get(i, ()), config[i] or "", buf,
                                                         target[i] or "",
-                                                        (int(fft_type.get(i, 0)), tuple(fft_len[i])) if i in fft_len else None)
+                                                        (int(fft_type.get(i, 0)), tuple(fft_len[i])) if i in fft_len else None,
+                                                        int(param_number.get(i, 0)) if opcode[i] == "parameter" else -1)
         comps.setdefault(m, {}).setdefault(c, []).append(int(ids[i]))
     # instructions inside a fused computation never run as a kernel of their own: no work of theirs is needed
     fused = {(int(ins_module[i]), c) for i in range(n) if opcode[i] == "fusion" for c in called_of.get(i, [])}
-    return modules, comps, fused, ids, ins_module, ins_comp
+    by_module: dict[int, dict[int, int]] = {}
+    for (m, c), r in roots.items():
+        by_module.setdefault(m, {})[c] = r
+    return modules, comps, fused, ids, ins_module, ins_comp, by_module

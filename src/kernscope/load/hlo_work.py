@@ -18,7 +18,7 @@ Shapes (``ShapeProto``: element_type 2, dimensions 3, tuple_shapes 4), operands 
   model's elementwise ops) and per input element of each reduction; 0 for pure data movement (copies,
   transposes, broadcasts, converts); rated on the bandwidth roof either way (their arithmetic intensity is low);
   bytes as above, except where it reads or writes only part of a buffer (a slice, a dynamic slice or update, a
-  gather or scatter, in it or fused into it): its bytes are then unknown (None), never an overestimate.
+  gather or scatter, in it or fused into it): :func:`partial_bytes` then counts what it touches.
 
 Element types are XLA's ``PrimitiveType`` numbers, given here as the Kineto type names the perf model's
 dtype table knows.
@@ -92,6 +92,7 @@ class Instr:
     buf: Any = None
     target: str = ""  #: a custom call's target (``__cudnn$convForward``, ...)
     fft: tuple[int, tuple[int, ...]] | None = None  #: an fft's type (FFT 0, IFFT 1, RFFT 2, IRFFT 3) and lengths
+    parameter: int = -1  #: a parameter's number (a fused computation's parameter k is its fusion's operand k)
 
     @functools.cached_property
     def shape(self) -> Shape | None:
@@ -272,9 +273,11 @@ def _read(data: bytes, p: int) -> tuple[int, int]:
     return v, p
 
 
-def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -> dict[str, Any]:
+def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int,
+         roots: dict[int, int] | None = None) -> dict[str, Any]:
     """FLOPs (None: a matrix product whose shapes are not usable), bytes, dtype, class and parameters of
-    instruction ``instr_id`` of ``module`` (id -> Instr; ``comps``: computation id -> its instruction ids)."""
+    instruction ``instr_id`` of ``module`` (id -> Instr; ``comps``: computation id -> its instruction ids; ``roots``:
+    computation id -> its root instruction's id, what :func:`partial_bytes` reads)."""
     ins = module[instr_id]
     operands = [module[o].shape for o in ins.operands if o in module]
     in_bytes = sum(s.bytes for s in operands if s is not None)
@@ -296,6 +299,8 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
     elif ins.opcode == "fusion":
         seen: set[int] = set()
         todo = [(c, True) for c in ins.called]
+        top = set(comps.get(ins.called[0], [])) if len(ins.called) == 1 else set()
+        each: list[tuple[int, float]] = []  # (instruction, its elementwise FLOPs)
         while todo:  # the fused computation, and those it calls (nested fusions; a reduction's scalar computation
             # is searched for dots but its arithmetic is not counted again: the reduction counts it per element)
             c, counted = todo.pop()
@@ -308,8 +313,12 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
                     dots.append(sub)
                 partial |= sub.opcode in _PARTIAL
                 if counted:
-                    arith += _arith_flops(module, sub)
+                    each.append((i, _arith_flops(module, sub)))
                 todo += [(d, counted and sub.opcode in _BODIES) for d in sub.called]
+        needs = _needs(module, comps, roots or {}, instr_id) if partial else None
+        # (where the fusion reads part of a buffer, an op of its body computes only the elements its results need)
+        arith = float(sum(round(f * (min(needs.share.get(i, 0.0), 1.0) if needs is not None and i in top else 1.0))
+                          for i, f in each))
     gemm: list[tuple[Shape | None, Shape | None, tuple[int, ...]]] = []
     for d in dots:
         gemm.append((module[d.operands[0]].shape if d.operands and d.operands[0] in module else None, d.shape, d.contracting))
@@ -340,6 +349,132 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int) -
         # kernel): its work is unknown
     else:
         flops = arith
-    moved = None if partial and not gemm else in_bytes + out_bytes
+    moved = partial_bytes(module, comps, roots or {}, instr_id) if partial else in_bytes + out_bytes
     return {"flops": flops, "bytes": moved, "dtype": dtype, "op_class": op_class,
             "params": json.dumps(params) if params else ""}
+
+
+#: opcodes that read only the part of their first operand their result holds (the rest of their operands whole)
+_READS_PART = frozenset({"slice", "dynamic-slice", "gather"})
+#: opcodes whose every result element needs the elements at its place in each operand (an operand's share read is
+#: the result's share needed): elementwise arithmetic, conversions, selections, comparisons, and the views and
+#: permutations that keep the element count
+_SAME_SHARE = _ARITH | frozenset({
+    "convert", "bitcast-convert", "select", "compare", "and", "or", "not", "xor", "sign", "floor", "ceil",
+    "round-nearest-afz", "round-nearest-even", "is-finite", "real", "imag", "complex", "shift-left",
+    "shift-right-logical", "shift-right-arithmetic", "popcnt", "count-leading-zeros", "copy", "bitcast", "reshape",
+    "transpose", "reverse", "reduce", "concatenate", "pad", "dynamic-update-slice"})
+
+
+@dataclass(frozen=True)
+class _Needs:
+    """What an instruction that touches part of a buffer needs (:func:`_needs`)."""
+
+    share: dict[int, float]  #: instruction of its body -> the share of its elements the results need (may pass 1)
+    written: float  #: bytes it writes
+    read: float  #: bytes it reads
+
+
+def _needs(module: dict[int, Instr], comps: dict[int, list[int]], roots: dict[int, int], instr_id: int) -> _Needs | None:
+    """The shares, reads and writes of :func:`partial_bytes` (None where the body or its root is unknown)."""
+    ins = module[instr_id]
+    if ins.opcode == "fusion":
+        if len(ins.called) != 1 or ins.called[0] not in comps or ins.called[0] not in roots:
+            return None
+        body = comps[ins.called[0]]
+        root = roots[ins.called[0]]
+        param = {module[i].parameter: i for i in body if module[i].opcode == "parameter"}
+        inputs = [param.get(k, -1) for k in range(len(ins.operands))]
+    else:  # alone: its operands stand for the parameters, it is the body
+        body, root, inputs = [instr_id], instr_id, list(ins.operands)
+    inside = set(body)
+
+    def size(i: int) -> float:
+        s = module[i].shape if i in module else None
+        return s.bytes if s is not None else 0.0
+
+    def elements(i: int) -> int:
+        s = module[i].shape if i in module else None
+        return _elements(s.dims) if s is not None and s.dtype else 0
+
+    def through(i: int) -> int:  # an instruction's source, past bitcasts (views that move nothing)
+        while i in inside and module[i].opcode == "bitcast" and module[i].operands:
+            i = module[i].operands[0]
+        return i
+
+    written = 0.0
+    share: dict[int, float] = {}
+    fixed: dict[tuple[int, int], float] = {}  # (instruction, operand position) -> the share it needs there
+    outs = module[root].operands if module[root].opcode == "tuple" else [root]
+    for o in outs:
+        share[o] = 1.0
+        x = through(o)
+        ops = module[x].operands if x in module else []
+        op = module[x].opcode if x in module else ""
+        if op == "dynamic-update-slice" and len(ops) >= 2 and through(ops[0]) in inputs:
+            written += size(ops[1])
+            fixed[(x, 0)] = 0.0
+        elif op == "scatter" and len(ops) >= 3 and len(ops) % 2 == 1:
+            n = len(ops) // 2  # (operands..., indices, updates...)
+            for j in range(n):
+                if through(ops[j]) in inputs:
+                    written += size(ops[n + 1 + j])
+                    fixed[(x, j)] = size(ops[n + 1 + j]) / size(ops[j]) if size(ops[j]) else 1.0
+                else:
+                    written += size(ops[j])
+        else:
+            written += size(o)
+    # the body's instructions, each after all its users (a depth-first post order from the results, reversed)
+    order: list[int] = []
+    seen: set[int] = set()
+    stack = [(o, False) for o in outs]
+    while stack:
+        i, done = stack.pop()
+        if done:
+            order.append(i)
+            continue
+        if i in seen or i not in inside:
+            continue
+        seen.add(i)
+        stack.append((i, True))
+        stack += [(o, False) for o in module[i].operands]
+    for i in reversed(order):
+        u = min(share.get(i, 0.0), 1.0)
+        user = module[i]
+        for pos, o in enumerate(user.operands):
+            if (i, pos) in fixed:
+                need = fixed[(i, pos)]
+            elif u == 0.0:
+                need = 0.0
+            elif user.opcode in _READS_PART:
+                need = u * elements(i) / elements(o) if pos == 0 and elements(o) else 1.0
+            elif user.opcode in _SAME_SHARE:
+                need = u
+            else:
+                need = 1.0
+            share[o] = share.get(o, 0.0) + need
+    read = 0.0
+    for k, p in enumerate(inputs):
+        whole = size(ins.operands[k])
+        read += whole if p < 0 else float(round(whole * min(share.get(p, 0.0), 1.0)))  # (whole bytes)
+    return _Needs(share, written, read)
+
+
+def partial_bytes(module: dict[int, Instr], comps: dict[int, list[int]], roots: dict[int, int],
+                  instr_id: int) -> float | None:
+    """The bytes an instruction that reads or writes part of a buffer moves (a slice, dynamic slice or update, gather
+    or scatter, alone or in a fusion): what it reads of each operand plus what it writes of each result.
+
+    - **Written:** each result whole, except a dynamic update slice or a scatter into an operand (into a fused
+      parameter): XLA updates that buffer in place, so it writes the update's bytes and reads nothing else of the
+      buffer (a scatter reads the region it combines into: the updates' bytes).
+    - **Read:** each operand's share that the results need. The needed share of every instruction of the fused
+      computation is followed back from the results: a slice, dynamic slice or gather needs of its first operand its
+      result's elements (times its own share); an elementwise op, conversion, view or permutation (:data:`_SAME_SHARE`)
+      needs the same share of each operand; any other op (a broadcast, a dot) its operands whole. Several uses add
+      up, to the whole at most. A gather fused over an elementwise op over a 128 MB parameter so reads the gathered
+      elements of it, not the parameter (and :func:`work` counts that op's FLOPs for those elements only).
+
+    None where the instruction's fused computation or its root is not in ``comps``/``roots``."""
+    n = _needs(module, comps, roots, instr_id)
+    return None if n is None else n.read + n.written

@@ -46,7 +46,7 @@ from ..model import RawTrace, literal_nulls
 from . import hlo_align
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA
-from .hlo import Works
+from .hlo import NO_PROGRAM, Works
 from .native import distinct_rows as native_distinct_rows
 from .protowire import Fields, WireError, as_array, fields_of, walk
 from .xscan import FieldSpec, decode_stats, last_value, scan_lines
@@ -396,22 +396,32 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
     nothing = {c: pl.lit(None, dtype=HLO_COLUMNS[c]).alias(c) for c in HLO_COLUMNS}
     if hlo.height == 0 or not any(wanted(c) for c in HLO_COLUMNS):
         return table.with_columns(*(e for c, e in nothing.items() if c != "op_path"))
-    keys = ["hlo_module", "name", "hlo_op"]
+    keys = ["hlo_module", "name", "hlo_op", "program_id"]
     d = table.select(keys)[first].with_row_index("_key")
     d = d.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"),
                        pl.col("name").cast(pl.String).str.replace(r"\.kd$", "").alias("_k"),
                        pl.col("hlo_op").cast(pl.String).alias("_o"))
-    by_kernel = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("kernel").alias("_k"), pl.col("instruction").alias("_i"),
-                           pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"), pl.col("row").alias("_r"))
-    by_op = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("instruction").alias("_o"), pl.col("instruction").alias("_i2"),
-                       pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"), pl.col("row").alias("_r2"))
+    # the program each kernel ran: its event's program id where a module of its name has it (two programs may share a
+    # name: a function compiled for two shapes), else the first module of its name
+    programs = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg")).unique(maintain_order=True)
+    d = (d.join(programs.unique("_m", keep="first", maintain_order=True).rename({"_pg": "_first"}), on="_m", how="left",
+                maintain_order="left")
+         .join(programs.with_columns(pl.lit(True).alias("_known")), left_on=["_m", "program_id"], right_on=["_m", "_pg"],
+               how="left", maintain_order="left")
+         .with_columns(pl.when(pl.col("_known")).then(pl.col("program_id")).otherwise(pl.col("_first")).alias("_pg")))
+    by_kernel = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg"), pl.col("kernel").alias("_k"),
+                           pl.col("instruction").alias("_i"), pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"),
+                           pl.col("row").alias("_r"))
+    by_op = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg"), pl.col("instruction").alias("_o"),
+                       pl.col("instruction").alias("_i2"), pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"),
+                       pl.col("row").alias("_r2"))
     # an instruction XLA runs as several kernels names them name, name__1, name__2, ... (a sort's passes): the name
     # without its number where the whole name is no instruction's
     by_stem = by_kernel.rename({c: f"{c}3" for c in ("_k", "_i", "_d", "_p", "_r")})
-    d = (d.join(by_kernel, on=["_m", "_k"], how="left", maintain_order="left")
+    d = (d.join(by_kernel, on=["_m", "_pg", "_k"], how="left", maintain_order="left")
          .with_columns(pl.when(pl.col("_i").is_null()).then(pl.col("_k").str.replace(r"__\d+$", "")).alias("_k3"))
-         .join(by_stem, on=["_m", "_k3"], how="left", maintain_order="left")
-         .join(by_op, on=["_m", "_o"], how="left", maintain_order="left")
+         .join(by_stem, on=["_m", "_pg", "_k3"], how="left", maintain_order="left")
+         .join(by_op, on=["_m", "_pg", "_o"], how="left", maintain_order="left")
          .select("_key", pl.coalesce("_i", "_i3", "_i2").cast(pl.Categorical).alias("hlo_instruction"),
                  pl.coalesce("_d", "_d3", "_d2").cast(pl.Categorical).alias("hlo_desc"),
                  pl.coalesce("_p", "_p3", "_p2").cast(pl.Categorical).alias("_p"),
@@ -429,7 +439,10 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
     found = d.select(read)[at]  # one gather of every column read (in parallel)
     table = table.with_columns(*(found[c] if c in read else nothing[c] for c in HLO_COLUMNS if c != "op_path"),
                                *([pl.coalesce(pl.col("op_path"), pl.lit(found["op_path"])).alias("op_path")] if "op_path" in read else []))
-    return _with_library_calls(table, hlo, works, read)
+    # (the schedule's matches read the first program of each name, as every kernel did before programs were told apart)
+    first_programs = hlo.join(programs.unique("_m", keep="first", maintain_order=True).rename({"_m": "hlo_module", "_pg": "program"}),
+                              on=["hlo_module", "program"], how="semi", maintain_order="left")
+    return _with_library_calls(table, first_programs, works, read)
 
 
 def _costs(works: Works, rows: list[int]) -> pl.DataFrame:
@@ -566,8 +579,12 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
         # (numpy and polars release the GIL in their work; each reads what the scan made and writes nothing shared)
         details_f = side.submit(kernel_details, strings["kernel_details"],
                                 [c for c in KERNEL_DETAIL_COLUMNS if wanted(c)]) if "kernel_details" in strings else None
-        hlo_f = side.submit(lambda: (_hlo_numbers(strings, name_row, is_gpu, occurrences),
-                                     _hlo(buf, md_stat_rows, stat_lookup, stat_names)))
+        def hlo_side() -> tuple[tuple[np.ndarray, np.ndarray], tuple[pl.DataFrame, Works]]:
+            hlo = _hlo(buf, md_stat_rows, stat_lookup, stat_names)
+            programs = cols.get("program_id") if _shared_names(hlo[0]) else None
+            return _hlo_numbers(strings, name_row, is_gpu, occurrences, programs), hlo
+
+        hlo_f = side.submit(hlo_side)
         plane_stats = {p.index: _plane_stats(buf, p, smd) for p in planes}
         vendor = next((str(s.get("device_vendor", "")) for s in plane_stats.values() if s.get("device_vendor")), "")
         amd = vendor.upper().startswith("AMD")
@@ -648,10 +665,25 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     return RawTrace(table, metadata, flows=flows, meta_events=metas)
 
 
+def _shared_names(hlo: pl.DataFrame) -> bool:
+    """Whether two programs of the profile share a module name (a function compiled for two shapes)."""
+    return hlo.height > 0 and hlo.select(pl.col("program").n_unique().over("hlo_module").max()).item() > 1
+
+
 def _hlo_numbers(strings: dict[str, Strings], name_row: np.ndarray, is_gpu: np.ndarray,
-                 occurrences: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 occurrences: np.ndarray, programs: pl.Series | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each GPU row's (module, kernel, op) numbered from the scan's codes (:func:`distinct_rows`; the HLO columns are
-    found once per number), of the rows kept (not the aggregated ``occurrences``)."""
+    found once per number), of the rows kept (not the aggregated ``occurrences``); with ``programs`` (each event's
+    program id, where programs share a module name), (module, kernel, op, program)."""
+    if programs is not None:
+        pid = programs.fill_null(NO_PROGRAM).to_numpy()
+        known = np.sort(programs.drop_nulls().unique().to_numpy())
+        prog = np.searchsorted(known, pid).astype(np.int64)
+        prog[pid == NO_PROGRAM] = -1
+        keep = ~occurrences
+        module, op = (strings[c].codes[keep] for c in ("hlo_module", "hlo_op"))
+        return distinct_rows([module, name_row[keep], op, prog[keep]], is_gpu[keep],
+                             missing=[None, None, None, prog[keep] < 0])
     if occurrences.any():
         keep = ~occurrences
         module, op = (strings[c].codes[keep] for c in ("hlo_module", "hlo_op"))
