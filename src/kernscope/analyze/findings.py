@@ -700,12 +700,18 @@ def _roofline_rows(ops: pl.DataFrame, steps: int, cfg: dict[str, Any]) -> list[d
         if r["pct_of_peak"] > cfg["max_pct_of_peak"] or share < cfg["min_share_pct"]:
             continue
         time_us = r["kernel_time_us"] / per_step
-        target_us = time_us * r["pct_of_peak"] / cfg["target_pct_of_peak"]
+        # (the shortest its kernels can run, per step: a GPU runs no kernel in less than min_kernel_us)
+        floor_us = float(cfg.get("min_kernel_us", 0.0)) * r["count"] / per_step
+        if 2.0 * floor_us > time_us:
+            continue
+        roofline_us = time_us * r["pct_of_peak"] / cfg["target_pct_of_peak"]
+        target_us = max(roofline_us, floor_us)
         ev = {"op": r["name"], "dtype": r["dtype"] or "-", "calls": r["count"], "time_us": time_us, "share_pct": share,
               "pct_of_peak": r["pct_of_peak"], "bound": r["bound"] or "-", "tflops_per_s": r["tflops_per_s"] or 0.0,
               "tb_per_s": r["tb_per_s"] or 0.0, "input_dims": r.get("input_dims"), "target_us": target_us,
               "steps": steps}
-        rows.append(_row(cfg, "far_from_roofline", time_us - target_us, ev, op=r["name"]))
+        floor = f" ({cfg.get('min_kernel_us', 0.0):g} µs a kernel at least)" if floor_us > roofline_us else ""
+        rows.append(_row(cfg, "far_from_roofline", time_us - target_us, ev, op=r["name"], words={"floor": floor}))
     return rows
 
 
