@@ -188,3 +188,23 @@ def test_a_recompiled_function_is_modeled_with_each_programs_shapes():
                        3: 2 * 4 * 256 * 256 * 64}
     ops = perf_model(trace).ops.filter(pl.col("name") == "gemm_fusion_dot.1")
     assert sorted(zip(ops["count"], ops["flops"])) == [(1, 2.0 * 4 * 384 * 384 * 96), (3, 2.0 * 4 * 256 * 256 * 64)]
+
+
+def test_the_perf_table_names_each_ops_module_and_program(capsys, monkeypatch):
+    """Ops of several modules (one jitted function each) read as several rows of one name (``loop_add_fusion`` twice,
+    ``loop_dynamic_update_slice_fusion`` three times, ``copy.1`` twice): the table names each op after its module
+    where the rows come from several, and the program where programs share a module's name; the JSON's params say
+    both. A one-module profile's names stay as they were."""
+    from kernscope.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["perf", str(DATA / "partial" / "vm.xplane.pb.gz"), "--no-cache", "-q"]) == 0
+    out = capsys.readouterr().out
+    for label in ("jit_halves_add/loop_add_fusion ", "jit_dynamic_slice/loop_add_fusion ", "jit_copy/copy.1 #9295 ",
+                  "jit_copy/copy.1 #13933 ", "jit_scan_stack/gemm_fusion_dot_general.1 "):
+        assert label in out, label
+    params = [json.loads(p) for p in perf_model(load(DATA / "partial" / "vm.xplane.pb.gz", cache=False)).ops["params"]]
+    assert sorted(p["program"] for p in params if "program" in p) == [9295, 13933]
+    assert main(["perf", str(DATA / "remat" / "vm.xplane.pb.gz"), "--no-cache", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "jit_train_step/" not in out and " #" not in out.split("Ops by GPU time")[1].split("\n\n")[0]

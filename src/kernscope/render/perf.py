@@ -93,10 +93,11 @@ def _console_ops(s: Section, out: Console) -> None:
     if ops.height:
         d = ops.head(top) if top is not None else ops
         more = ops.height - d.height
-        rows = [[r["name"].removeprefix("aten::"), r["op_class"], _ran(r), shapes_label(r["input_dims"]), count(r["count"]),
+        labels = _op_labels(d)
+        rows = [[label, r["op_class"], _ran(r), shapes_label(r["input_dims"]), count(r["count"]),
                  us(r["kernel_time_us"]), _num(r["tflops_per_s"], 2), pct(r["pct_of_peak"]), _num(r["tb_per_s"], 3),
                  _num(r["arithmetic_intensity"], 1), r["bound"] or "-"]
-                for r in d.iter_rows(named=True)]
+                for label, r in zip(labels, d.iter_rows(named=True))]
         cols = [Col("op", weight=2, min_width=10), Col("class", enum=True), Col("dtype", enum=True),
                 Col("shapes", weight=3, min_width=10), Col("calls", True), Col("time", True), Col("TFLOP/s", True),
                 Col("% of peak", True), Col("TB/s", True), Col("FLOP/B", True, optional=True),
@@ -104,6 +105,23 @@ def _console_ops(s: Section, out: Console) -> None:
         out.print(fit_table(f"Ops by GPU time ({ops.height:,} signatures; % of peak = of the roofline at the op's "
                             "arithmetic intensity)", cols, rows, s.options.width, more=more))
         out.print()
+
+
+def _op_labels(ops: pl.DataFrame) -> list[str]:
+    """Each op's name as the table shows it: a JAX profile's instruction after its module where the rows come from
+    several modules (``jit_train_step/fusion.3``, ``jit_eval_step/fusion.3``), and with its program's id where
+    programs share a module's name (``copy.1 #9295``: a function compiled for two shapes)."""
+    params = [msgspec.json.decode(p) if p else {} for p in ops["params"].to_list()] if "params" in ops.columns else \
+        [{}] * ops.height
+    params = [p if isinstance(p, dict) else {} for p in params]
+    several = len({p.get("module") for p in params if p.get("module")}) > 1
+    out = []
+    for name, p in zip(ops["name"].to_list(), params):
+        label = str(name).removeprefix("aten::")
+        if several and p.get("module"):
+            label = f"{p['module']}/{label}"
+        out.append(f"{label} #{p['program']}" if p.get("program") is not None else label)
+    return out
 
 
 def _ran(r: dict) -> str:

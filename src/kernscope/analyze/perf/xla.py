@@ -39,7 +39,14 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
     modeled = gpu.filter(pl.col("hlo_flops").is_not_null() & pl.col("hlo_instruction").is_not_null()).with_columns(
         pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).any()
         .over(*program, "hlo_instruction").alias("_tf32"))
-    keys = ["hlo_module", "hlo_instruction", "hlo_op_class", "hlo_dtype", "hlo_params", "hlo_flops", "hlo_bytes", "_tf32"]
+    # a program's own row where programs share its module's name (a function compiled for two shapes): its id in the
+    # row's params, so that two rows of one instruction name say which program each is
+    shared = ((pl.col("program_id").n_unique() - pl.col("program_id").is_null().any().cast(pl.UInt32)).over("hlo_module") > 1
+              if "program_id" in gpu.columns else pl.lit(False))
+    modeled = modeled.with_columns(pl.when(shared).then(pl.col("program_id") if "program_id" in gpu.columns else None)
+                                   .otherwise(None).cast(pl.Int64).alias("_program"))
+    keys = ["hlo_module", "_program", "hlo_instruction", "hlo_op_class", "hlo_dtype", "hlo_params", "hlo_flops", "hlo_bytes",
+            "_tf32"]
     groups = (modeled.group_by(keys).agg(
         pl.len().alias("_rows"), pl.col("name").n_unique().alias("_kernels"),
         (pl.col("dur").sum() / NS_PER_US).alias("kernel_time_us"),
@@ -57,7 +64,7 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
             continue
         moved = float(r["hlo_bytes"]) if r["hlo_bytes"] is not None else None
         w = Work(float(flops), moved, str(r["hlo_op_class"]), "matrix" if gemm else "vector", str(r["hlo_dtype"] or ""),
-                 {"module": r["hlo_module"]})
+                 {"module": r["hlo_module"], **({"program": r["_program"]} if r["_program"] is not None else {})})
         row = {"name": str(r["hlo_instruction"]), "input_dims": r["hlo_params"] or None, "input_type": str(r["hlo_dtype"] or ""),
                "concrete_inputs": None, "count": count, "kernel_time_us": r["kernel_time_us"],
                "mean_time_us": r["kernel_time_us"] / count, "median_time_us": r["median_time_us"],
