@@ -1290,3 +1290,27 @@ def test_the_transformers_fusions_have_flops_and_keep_their_bandwidth_rating():
     assert ((rated["pct_of_peak"] - 100 * rated["tb_per_s"] / rated["peak_tb_per_s"]).abs() < 1e-6).all()
     fusion = pm.classes.filter(pl.col("op_class") == "XLA fusion").row(0, named=True)
     assert fusion["tflops_per_s"] > 0.5 and fusion["calls"] == 663
+
+
+def test_perf_reads_a_jax_profile_without_the_columns_the_model_never_reads(capsys):
+    """``kernscope perf`` reads of a JAX profile only the columns of the HLO cost model and the steps
+    (:func:`~kernscope.analyze.needs.perf_projection`; the launch details and memory stats stay null): the real 207 MB
+    profile's perf peaked at 1.18 GB, now 0.73 GB. The model is the same as from a whole load; a Kineto trace is read
+    whole under that projection."""
+    from kernscope.analyze.needs import perf_projection
+    from kernscope.analyze.perf.roofline import perf_model
+    from kernscope.cli import main
+    from kernscope.pipeline import load
+
+    assert main(["perf", str(TRANSFORMER), "--format", "json", "--no-cache", "-q"]) == 0
+    got = json.loads(capsys.readouterr().out)["ops"]
+    whole = perf_model(kernscope.load(TRANSFORMER, cache=False)).ops
+    keys = ("name", "count", "kernel_time_us", "flops", "bytes", "pct_of_peak")
+    want = [tuple(pytest.approx(r[k], rel=1e-4, abs=1e-4) if isinstance(r[k], float) else r[k] for k in keys)
+            for r in whole.iter_rows(named=True)]  # (the JSON's numbers are rounded)
+    assert [tuple(o[k] for k in keys) for o in got] == want
+    projected = load(TRANSFORMER, cache=False, projection=perf_projection())
+    assert projected.gpu["grid_x"].null_count() == projected.gpu.height
+    assert kernscope.load(TRANSFORMER, cache=False).gpu["grid_x"].null_count() < projected.gpu.height
+    example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    assert load(example, cache=False, projection=perf_projection()).events.equals(kernscope.load(example, cache=False).events)

@@ -150,11 +150,11 @@ class Session:
         finally:
             bar.close()
 
-    def load_step(self, path: str, step: int | None) -> Trace:
+    def load_step(self, path: str, step: int | None, projection: Any = None) -> Trace:
         """:meth:`load`, refusing a ``step`` the trace does not have (one line naming the steps there are)."""
         from .analyze.summary import check_step
 
-        t = self.load(path)
+        t = self.load(path, projection=projection)
         check_step(t, step)
         return t
 
@@ -302,10 +302,11 @@ class Session:
              show_nested: bool = False) -> Answer[PerfReport]:
         """``kernscope perf``: the perf model of ``path`` with its roofline findings (model notes said)."""
         from .analyze.findings import find_roofline
+        from .analyze.needs import perf_projection
         from .analyze.perf import PerfReport
 
         path = self.one_file(path)
-        t = self.load_step(path, step)
+        t = self.load_step(path, step, perf_projection())
         pm = self.perf_model(t, step, peak)
         findings = find_roofline(pm.ops, 1 if step is not None else t.steps.height, rules=self.finding_rules())
         for n in pm.notes:

@@ -156,7 +156,8 @@ def load(
                 except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError) as e:
                     _cache._discard(entry.path, str(e) or type(e).__name__, notify)
         fmt = detect(source)
-        if not fmt.projects:
+        if not fmt.projects or (projection is not None and projection.formats is not None
+                                and fmt.name not in projection.formats):
             projection = None
         with _gc_paused():
             raw = fmt.parse(source, ParseOptions(salvage=salvage, limits=limits, workers=workers, progress=progress,

@@ -38,3 +38,11 @@ def analyze_projection(step_marker: str | None = None, *, roofline: bool = False
         return None
     return Projection(keep=keep, drop_cats=("python_function",), drop_phases=("i",), args=ANALYZE_ARGS,
                       stats=ANALYZE_XLA_STATS + (ROOFLINE_XLA_STATS if roofline else ()))
+
+
+def perf_projection() -> Projection:
+    """What a load for ``kernscope perf`` may skip: of a JAX profile, its own columns other than those the HLO cost
+    model and the steps read (:data:`ANALYZE_XLA_STATS`, :data:`ROOFLINE_XLA_STATS`: the kernel launch details and
+    memory stats stay null); a Kineto trace is read whole (the model reads the ops' shapes and arguments)."""
+    return Projection(keep="", drop_cats=(), drop_phases=(), args=None, stats=ANALYZE_XLA_STATS + ROOFLINE_XLA_STATS,
+                      formats=("xplane",))

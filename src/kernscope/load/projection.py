@@ -25,6 +25,8 @@ class Projection:
     #: of an XSpace (JAX) profile's own columns (:data:`.xplane.XLA_COLUMNS`: HLO costs, kernel launch details,
     #: memory stats ...), those read (the others stay null); None: all
     stats: tuple[str, ...] | None = None
+    #: the formats it applies to (``kineto``, ``xplane``; a load of another reads everything); None: all
+    formats: tuple[str, ...] | None = None
 
     @property
     def drops_events(self) -> bool:
@@ -38,6 +40,8 @@ class Projection:
             key["args"] = sorted(self.args)
         if self.stats is not None:
             key["stats"] = sorted(self.stats)
+        if self.formats is not None:
+            key["formats"] = sorted(self.formats)
         return key
 
     def compiled(self) -> NameTest:
