@@ -1277,6 +1277,38 @@ def test_elementwise_and_reduction_fusions_count_their_flops():
     assert work(m, comps, 12)["dtype"] == "c10::bfloat16"
 
 
+def test_partial_bytes_of_fused_slices_updates_and_scatters():
+    """What a fusion that touches part of a buffer moves (``hlo_work.partial_bytes``), on a hand-built computation:
+    a parameter read only through a slice reads the slice; one read whole and through a slice, the whole (once);
+    an in-place dynamic update slice of a parameter writes the update and reads nothing of the buffer; an in-place
+    scatter reads and writes the updated region; an unused parameter is not read."""
+    from kernscope.load.hlo_work import partial_bytes
+
+    def param(i, k, dims):
+        ins = _instr(i, "parameter", dims)
+        ins.parameter = k
+        return ins
+
+    # fusion 10 (operands 20, 21, 22, 23, 24): p0 [64, 8] sliced to [16, 8]; p1 [16, 8] added to the slice and to
+    # a slice of itself; the sum updates p2 [128, 8] in place at index p3; p4 is never read
+    m = {0: param(0, 0, (64, 8)), 1: param(1, 1, (16, 8)), 2: param(2, 2, (128, 8)), 3: param(3, 3, ()),
+         9: param(9, 4, (1000,)),
+         4: _instr(4, "slice", (16, 8), [0]), 5: _instr(5, "slice", (4, 8), [1]), 6: _instr(6, "add", (16, 8), [4, 1]),
+         7: _instr(7, "pad", (16, 8), [5, 3]), 8: _instr(8, "add", (16, 8), [6, 7]),
+         11: _instr(11, "dynamic-update-slice", (128, 8), [2, 8, 3, 3]),
+         20: _instr(20, "parameter", (64, 8)), 21: _instr(21, "parameter", (16, 8)), 22: _instr(22, "parameter", (128, 8)),
+         23: _instr(23, "parameter", ()), 24: _instr(24, "parameter", (1000,)),
+         10: _instr(10, "fusion", (128, 8), [20, 21, 22, 23, 24], called=[1])}
+    comps, roots = {1: [0, 1, 2, 3, 9, 4, 5, 6, 7, 8, 11]}, {1: 11}
+    # reads: 16 x 8 of p0, p1 whole (once), the index; writes the 16 x 8 update
+    assert partial_bytes(m, comps, roots, 10) == 4 * (16 * 8 + 16 * 8 + 1 + 16 * 8)
+    # a scatter alone, into its first operand (the table [100, 8]) with indices [10] and updates [10, 8]
+    m.update({30: _instr(30, "parameter", (100, 8)), 31: _instr(31, "parameter", (10,)), 32: _instr(32, "parameter", (10, 8)),
+              33: _instr(33, "scatter", (100, 8), [30, 31, 32])})
+    assert partial_bytes(m, comps, roots, 33) == 4 * (10 * 8 + 10 + 10 * 8 + 10 * 8)
+    assert partial_bytes(m, comps, {}, 10) is None  # (no root known)
+
+
 def test_the_transformers_fusions_have_flops_and_keep_their_bandwidth_rating():
     from kernscope.analyze.perf.roofline import perf_model
 

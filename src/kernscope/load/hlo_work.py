@@ -293,6 +293,7 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int,
     dtype = (ins.shape.dtype or (ins.shape.first.dtype if ins.shape.first is not None else "")) if ins.shape is not None else ""
     dots: list[Instr] = []
     partial = ins.opcode in _PARTIAL
+    needs: _Needs | None = None
     arith = _arith_flops(module, ins)
     if ins.opcode == "dot":
         dots = [ins]
@@ -349,7 +350,9 @@ def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int,
         # kernel): its work is unknown
     else:
         flops = arith
-    moved = partial_bytes(module, comps, roots or {}, instr_id) if partial else in_bytes + out_bytes
+    if partial and needs is None:  # (a slice, gather ... alone)
+        needs = _needs(module, comps, roots or {}, instr_id)
+    moved = (None if needs is None else needs.read + needs.written) if partial else in_bytes + out_bytes
     return {"flops": flops, "bytes": moved, "dtype": dtype, "op_class": op_class,
             "params": json.dumps(params) if params else ""}
 
