@@ -274,9 +274,11 @@ class Session:
         """One trace's report: its analysis, the perf model where ops have shapes (its findings merged), the memory
         timeline, a diff with ``diff_with`` (its step ``step_b``), intra-kernel records placed under their kernels."""
         from .analyze.memory import memory_timeline
+        from .analyze.needs import report_projection
         from .analyze.report import Report
 
-        t = self.load(path)
+        # (intra-kernel records are placed by the kernels' launch details: read whole then)
+        t = self.load(path, projection=None if intra_files else report_projection())
         cat = self.categorizer()
         a = self.analysis(t, step, categorizer=cat, linked_only=linked_only, bench=bench, by_annotation=by_annotation,
                           untraced_waits=untraced_waits)
@@ -316,9 +318,10 @@ class Session:
     def memory(self, path: str) -> MemoryTimeline:
         """``kernscope memory``: the memory timeline of a ``profile_memory`` trace or a JAX profile."""
         from .analyze.memory import memory_timeline
+        from .analyze.needs import memory_projection
 
         path = self.one_file(path)
-        t = self.load(path)
+        t = self.load(path, projection=memory_projection())
         m = memory_timeline(t)
         if m is None:
             if "xplane" in t.metadata:  # (a JAX profile: XLA's allocator events are recorded by default)

@@ -39,10 +39,31 @@ def analyze_projection(step_marker: str | None = None, *, roofline: bool = False
     return Projection(keep=keep, drop_cats=("python_function",), drop_phases=("i",), args=ANALYZE_ARGS,
                       stats=ANALYZE_XLA_STATS + (ROOFLINE_XLA_STATS if roofline else ()))
 
+#: and those the memory timeline reads (XLA's allocator events: ``MemoryAllocation``, ``MemoryDeallocation``)
+MEMORY_XLA_STATS = ("bytes_allocated", "bytes_reserved", "peak_bytes_in_use", "allocation_bytes", "requested_bytes",
+                    "allocator_name", "addr")
+
+
+def xla_projection(*stats: tuple[str, ...]) -> Projection:
+    """A load that reads of a JAX profile only ``stats`` (of its own columns; the kernel launch details, the op paths
+    of the events and the other stats stay null) and everything of a Kineto trace."""
+    return Projection(keep="", drop_cats=(), drop_phases=(), args=None, stats=tuple(c for group in stats for c in group),
+                      formats=("xplane",))
+
 
 def perf_projection() -> Projection:
     """What a load for ``kernscope perf`` may skip: of a JAX profile, its own columns other than those the HLO cost
     model and the steps read (:data:`ANALYZE_XLA_STATS`, :data:`ROOFLINE_XLA_STATS`: the kernel launch details and
     memory stats stay null); a Kineto trace is read whole (the model reads the ops' shapes and arguments)."""
-    return Projection(keep="", drop_cats=(), drop_phases=(), args=None, stats=ANALYZE_XLA_STATS + ROOFLINE_XLA_STATS,
-                      formats=("xplane",))
+    return xla_projection(ANALYZE_XLA_STATS, ROOFLINE_XLA_STATS)
+
+
+def memory_projection() -> Projection:
+    """``kernscope memory``: of a JAX profile, the allocator events' columns and the steps'."""
+    return xla_projection(ANALYZE_XLA_STATS, MEMORY_XLA_STATS)
+
+
+def report_projection() -> Projection:
+    """``kernscope report`` (without intra-kernel records): of a JAX profile, what its analysis, perf model and memory
+    timeline read."""
+    return xla_projection(ANALYZE_XLA_STATS, ROOFLINE_XLA_STATS, MEMORY_XLA_STATS)
