@@ -274,7 +274,7 @@ class Session:
         """One trace's report: its analysis, the perf model where ops have shapes (its findings merged), the memory
         timeline, a diff with ``diff_with`` (its step ``step_b``), intra-kernel records placed under their kernels."""
         from .analyze.memory import memory_timeline
-        from .analyze.needs import report_projection
+        from .analyze.needs import diff_projection, report_projection
         from .analyze.report import Report
 
         # (intra-kernel records are placed by the kernels' launch details: read whole then)
@@ -288,7 +288,7 @@ class Session:
         if diff_with:
             from .analyze.diff import Side, diff
 
-            tb = self.load_step(diff_with, step_b)
+            tb = self.load_step(diff_with, step_b, diff_projection())
             d = diff(Side(t, step), Side(tb, step_b), categorizer=cat)
         launches = rows = None
         if intra_files:
@@ -347,10 +347,11 @@ class Session:
              match: str = "exact") -> Answer[TraceDiff]:
         """``kernscope diff``: two traces, two steps of one (``a == b``) or two ranks."""
         from .analyze.diff import Side, diff
+        from .analyze.needs import diff_projection
 
         a, b = self.one_file(a), self.one_file(b)
-        ta = self.load_step(a, step)
-        tb = ta if os.path.realpath(a) == os.path.realpath(b) else self.load(b)
+        ta = self.load_step(a, step, diff_projection())
+        tb = ta if os.path.realpath(a) == os.path.realpath(b) else self.load(b, projection=diff_projection())
         from .analyze.summary import check_step
 
         check_step(tb, step_b)

@@ -67,3 +67,9 @@ def report_projection() -> Projection:
     """``kernscope report`` (without intra-kernel records): of a JAX profile, what its analysis, perf model and memory
     timeline read."""
     return xla_projection(ANALYZE_XLA_STATS, ROOFLINE_XLA_STATS, MEMORY_XLA_STATS)
+
+
+def diff_projection() -> Projection:
+    """``kernscope diff`` (and a report's other side): of a JAX profile, what its categorized GPU table, CPU ops and
+    steps read."""
+    return xla_projection(ANALYZE_XLA_STATS)
