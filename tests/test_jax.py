@@ -1375,9 +1375,10 @@ def test_memory_and_report_read_a_jax_profile_without_the_columns_they_never_rea
 
 
 def test_diff_reads_jax_profiles_without_the_columns_it_never_reads():
-    """``kernscope diff`` (and a report's other side) reads of a JAX profile what its categorized GPU rows, CPU ops and
-    steps read (``diff_projection``): the 207 MB profile against the transformer's, 1.20-1.22 GB -> 0.93 GB. The
-    tables are those of whole loads."""
+    """``kernscope diff`` (and a report's other side) reads what ``analyze`` reads (``diff_projection``): of a JAX
+    profile its categorized GPU rows', CPU ops' and steps' columns (the 207 MB profile against the transformer's,
+    1.20-1.22 GB -> 0.93 GB), of a Kineto trace no Python events and unread args (a 206 MB GPT replica with stacks
+    against itself, 280-290 -> 210-222 MB). The tables are those of whole loads."""
     from kernscope.analyze.diff import Side, diff
     from kernscope.analyze.needs import diff_projection
     from kernscope.pipeline import load
@@ -1390,3 +1391,11 @@ def test_diff_reads_jax_profiles_without_the_columns_it_never_reads():
     for name, table in whole.tables().items():
         assert got.tables()[name].equals(table), name
     assert whole.kernels.height > 10
+    # a Kineto trace: what ``analyze`` reads (its projection: Python events and unread args skipped)
+    gpt = Path(__file__).parent / "data" / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz"
+    whole = diff(Side(kernscope.load(gpt, cache=False), 2), Side(kernscope.load(gpt, cache=False), 3))
+    t = load(gpt, cache=False, projection=diff_projection())
+    assert t.events.height < kernscope.load(gpt, cache=False).events.height
+    got = diff(Side(t, 2), Side(t, 3))
+    for name, table in whole.tables().items():
+        assert got.tables()[name].equals(table), name

@@ -288,7 +288,7 @@ class Session:
         if diff_with:
             from .analyze.diff import Side, diff
 
-            tb = self.load_step(diff_with, step_b, diff_projection())
+            tb = self.load_step(diff_with, step_b, diff_projection(self.step_marker))
             d = diff(Side(t, step), Side(tb, step_b), categorizer=cat)
         launches = rows = None
         if intra_files:
@@ -350,8 +350,8 @@ class Session:
         from .analyze.needs import diff_projection
 
         a, b = self.one_file(a), self.one_file(b)
-        ta = self.load_step(a, step, diff_projection())
-        tb = ta if os.path.realpath(a) == os.path.realpath(b) else self.load(b, projection=diff_projection())
+        ta = self.load_step(a, step, diff_projection(self.step_marker))
+        tb = ta if os.path.realpath(a) == os.path.realpath(b) else self.load(b, projection=diff_projection(self.step_marker))
         from .analyze.summary import check_step
 
         check_step(tb, step_b)

@@ -69,7 +69,7 @@ def report_projection() -> Projection:
     return xla_projection(ANALYZE_XLA_STATS, ROOFLINE_XLA_STATS, MEMORY_XLA_STATS)
 
 
-def diff_projection() -> Projection:
-    """``kernscope diff`` (and a report's other side): of a JAX profile, what its categorized GPU table, CPU ops and
-    steps read."""
-    return xla_projection(ANALYZE_XLA_STATS)
+def diff_projection(step_marker: str | None = None) -> Projection | None:
+    """``kernscope diff`` (and a report's other side): what ``analyze`` reads (its categorized GPU rows, CPU ops and
+    steps are what the diff compares; :func:`analyze_projection`)."""
+    return analyze_projection(step_marker)
