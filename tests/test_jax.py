@@ -1326,9 +1326,9 @@ def test_the_transformers_fusions_have_flops_and_keep_their_bandwidth_rating():
 
 def test_perf_reads_a_jax_profile_without_the_columns_the_model_never_reads(capsys):
     """``kernscope perf`` reads of a JAX profile only the columns of the HLO cost model and the steps
-    (:func:`~kernscope.analyze.needs.perf_projection`; the launch details and memory stats stay null): the real 207 MB
-    profile's perf peaked at 1.18 GB, now 0.73 GB. The model is the same as from a whole load; a Kineto trace is read
-    whole under that projection."""
+    (:func:`~kernscope.analyze.needs.perf_projection`, as ``analyze --roofline``; the launch details and memory stats
+    stay null): the real 207 MB profile's perf peaked at 1.18 GB, now 0.73 GB. The model is the same as from a whole
+    load, and so is a Kineto trace's without its Python events."""
     from kernscope.analyze.needs import perf_projection
     from kernscope.analyze.perf.roofline import perf_model
     from kernscope.cli import main
@@ -1344,8 +1344,11 @@ def test_perf_reads_a_jax_profile_without_the_columns_the_model_never_reads(caps
     projected = load(TRANSFORMER, cache=False, projection=perf_projection())
     assert projected.gpu["grid_x"].null_count() == projected.gpu.height
     assert kernscope.load(TRANSFORMER, cache=False).gpu["grid_x"].null_count() < projected.gpu.height
-    example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
-    assert load(example, cache=False, projection=perf_projection()).events.equals(kernscope.load(example, cache=False).events)
+    # a Kineto trace: without its Python events and unread args (the model reads the ops' shapes by a read of its own)
+    gpt = Path(__file__).parent / "data" / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz"
+    full, part = kernscope.load(gpt, cache=False), load(gpt, cache=False, projection=perf_projection())
+    assert part.events.height < full.events.height
+    assert perf_model(part).ops.equals(perf_model(full).ops) and perf_model(part).ops.height > 20
 
 
 def test_memory_and_report_read_a_jax_profile_without_the_columns_they_never_read():

@@ -308,7 +308,7 @@ class Session:
         from .analyze.perf import PerfReport
 
         path = self.one_file(path)
-        t = self.load_step(path, step, perf_projection())
+        t = self.load_step(path, step, perf_projection(self.step_marker))
         pm = self.perf_model(t, step, peak)
         findings = find_roofline(pm.ops, 1 if step is not None else t.steps.height, rules=self.finding_rules())
         for n in pm.notes:

@@ -51,11 +51,13 @@ def xla_projection(*stats: tuple[str, ...]) -> Projection:
                       formats=("xplane",))
 
 
-def perf_projection() -> Projection:
-    """What a load for ``kernscope perf`` may skip: of a JAX profile, its own columns other than those the HLO cost
-    model and the steps read (:data:`ANALYZE_XLA_STATS`, :data:`ROOFLINE_XLA_STATS`: the kernel launch details and
-    memory stats stay null); a Kineto trace is read whole (the model reads the ops' shapes and arguments)."""
-    return xla_projection(ANALYZE_XLA_STATS, ROOFLINE_XLA_STATS)
+def perf_projection(step_marker: str | None = None) -> Projection | None:
+    """What a load for ``kernscope perf`` may skip: what ``analyze --roofline`` skips (:func:`analyze_projection`). Of a
+    JAX profile, its own columns other than those the HLO cost model and the steps read (:data:`ANALYZE_XLA_STATS`,
+    :data:`ROOFLINE_XLA_STATS`: the kernel launch details and memory stats stay null); of a Kineto trace, the Python
+    events, instant events and unread args (the model reads the ops' shapes with a sparse read of its own,
+    :mod:`kernscope.load.opargs`)."""
+    return analyze_projection(step_marker, roofline=True)
 
 
 def memory_projection() -> Projection:
