@@ -39,7 +39,9 @@ def analyze_projection(step_marker: str | None = None, *, roofline: bool = False
     return Projection(keep=keep, drop_cats=("python_function",), drop_phases=("i",), args=ANALYZE_ARGS,
                       stats=ANALYZE_XLA_STATS + (ROOFLINE_XLA_STATS if roofline else ()))
 
-#: and those the memory timeline reads (XLA's allocator events: ``MemoryAllocation``, ``MemoryDeallocation``)
+
+#: the XSpace profile's own columns the memory timeline reads (XLA's allocator events: ``MemoryAllocation``,
+#: ``MemoryDeallocation``)
 MEMORY_XLA_STATS = ("bytes_allocated", "bytes_reserved", "peak_bytes_in_use", "allocation_bytes", "requested_bytes",
                     "allocator_name", "addr")
 
