@@ -117,7 +117,7 @@ _T = [
     Term("pct_of_peak", "%", "Achieved rate as a share of the roofline at the op's arithmetic intensity: of the FLOP peak when compute-bound, of the bandwidth when memory-bound.", "perf"),
     Term("bound", "", "compute when the arithmetic intensity is at or above the device's ridge point (peak FLOP/s / bandwidth), else memory; link for a copy between two GPUs or between the host and a GPU (its bandwidth is the link's: NVLink, PCIe; not in the peaks table: no % of peak).", "perf"),
     Term("nested", "", "The op contains another modeled op (aten::linear around aten::addmm): its time is also counted there, so totals skip it.", "perf"),
-    Term("params", "", "The model's parameters for the call (M, N, K, B for a GEMM; B and MNK, the product of its three sizes, for a torch.compile template GEMM, whose roles the profile does not tell; template: true; shapes for others; a cast's source type as from, or its result's as to), as JSON.", "perf"),
+    Term("params", "", "The model's parameters for the call (M, N, K, B for a GEMM; B and MNK, the product of its three sizes, for a torch.compile template GEMM, whose roles the profile does not tell; template: true; shapes for others; a cast's source type as from, or its result's as to; a JAX op's module, and its program where programs share the module's name), as JSON.", "perf"),
     Term("example_idx", "index", "Position in traceEvents of one call with these arguments.", "perf"),
     Term("calls", "count", "Op calls in the group.", "perf"),
     Term("pct_of_modeled", "%", "Share of the GPU time of all modeled (innermost) ops.", "perf"),
