@@ -101,7 +101,8 @@ def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
     """step, start (S), T, _last: a step's time runs to the next step's start; the last one to its end or the end of
     its GPU work, whichever is later (``_gpu_end``: the end of the GPU work launched in the step)."""
     st = trace.steps.select("step", "start", "end").sort("start")
-    last_gpu = gpu.filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("_gpu_end"))
+    last_gpu = (gpu.lazy().filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("_gpu_end"))
+                .collect())  # (lazy: two columns read, not a copy of every column of the rows in steps)
     st = st.join(last_gpu, on="step", how="left").sort("start").with_columns(pl.col("start").shift(-1).alias("_next"))
     # (automatic windows are GPU time ranges, the last one ending 1 ns after the last record: that record is its end)
     last_end = (pl.coalesce("_gpu_end", "end") if trace.step_source == "auto"

@@ -54,7 +54,7 @@ def trace_facts(trace: Trace) -> TraceFacts:
         platform=trace.platform,
         steps=int(trace.steps.height),
         step_source=trace.step_source,
-        graph_launches=int(trace.gpu.filter(pl.col("graph_launch"))["launch_idx"].n_unique()),
+        graph_launches=int(trace.gpu.select(pl.col("launch_idx").filter(pl.col("graph_launch")).n_unique()).item()),
         salvaged_events=trace.salvaged,
         salvage_skipped=list(trace.salvage_skipped),
         from_cache=trace.from_cache,
