@@ -350,8 +350,9 @@ class Session:
         from .analyze.needs import diff_projection
 
         a, b = self.one_file(a), self.one_file(b)
-        ta = self.load_step(a, step, diff_projection(self.step_marker))
-        tb = ta if os.path.realpath(a) == os.path.realpath(b) else self.load(b, projection=diff_projection(self.step_marker))
+        projection = diff_projection(self.step_marker)
+        ta = self.load_step(a, step, projection)
+        tb = ta if os.path.realpath(a) == os.path.realpath(b) else self.load(b, projection=projection)
         from .analyze.summary import check_step
 
         check_step(tb, step_b)

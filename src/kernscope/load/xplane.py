@@ -404,8 +404,8 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
     # the program each kernel ran: its event's program id where a module of its name has it (two programs may share a
     # name: a function compiled for two shapes), else the first module of its name
     programs = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg")).unique(maintain_order=True)
-    d = (d.join(programs.unique("_m", keep="first", maintain_order=True).rename({"_pg": "_first"}), on="_m", how="left",
-                maintain_order="left")
+    firsts = programs.unique("_m", keep="first", maintain_order=True)  # (the first program of each name)
+    d = (d.join(firsts.rename({"_pg": "_first"}), on="_m", how="left", maintain_order="left")
          .join(programs.with_columns(pl.lit(True).alias("_known")), left_on=["_m", "program_id"], right_on=["_m", "_pg"],
                how="left", maintain_order="left")
          .with_columns(pl.when(pl.col("_known")).then(pl.col("program_id")).otherwise(pl.col("_first")).alias("_pg")))
@@ -440,8 +440,8 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
     table = table.with_columns(*(found[c] if c in read else nothing[c] for c in HLO_COLUMNS if c != "op_path"),
                                *([pl.coalesce(pl.col("op_path"), pl.lit(found["op_path"])).alias("op_path")] if "op_path" in read else []))
     # (the schedule's matches read the first program of each name, as every kernel did before programs were told apart)
-    first_programs = hlo.join(programs.unique("_m", keep="first", maintain_order=True).rename({"_m": "hlo_module", "_pg": "program"}),
-                              on=["hlo_module", "program"], how="semi", maintain_order="left")
+    first_programs = hlo.join(firsts.rename({"_m": "hlo_module", "_pg": "program"}), on=["hlo_module", "program"],
+                              how="semi", maintain_order="left")
     return _with_library_calls(table, first_programs, works, read)
 
 

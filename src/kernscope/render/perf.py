@@ -93,11 +93,11 @@ def _console_ops(s: Section, out: Console) -> None:
     if ops.height:
         d = ops.head(top) if top is not None else ops
         more = ops.height - d.height
-        labels = _op_labels(d)
-        rows = [[label, r["op_class"], _ran(r), shapes_label(r["input_dims"]), count(r["count"]),
+        params = _params(d)
+        rows = [[label, r["op_class"], _ran(r, p), shapes_label(r["input_dims"]), count(r["count"]),
                  us(r["kernel_time_us"]), _num(r["tflops_per_s"], 2), pct(r["pct_of_peak"]), _num(r["tb_per_s"], 3),
                  _num(r["arithmetic_intensity"], 1), r["bound"] or "-"]
-                for label, r in zip(labels, d.iter_rows(named=True))]
+                for label, p, r in zip(_op_labels(d, params), params, d.iter_rows(named=True))]
         cols = [Col("op", weight=2, min_width=10), Col("class", enum=True), Col("dtype", enum=True),
                 Col("shapes", weight=3, min_width=10), Col("calls", True), Col("time", True), Col("TFLOP/s", True),
                 Col("% of peak", True), Col("TB/s", True), Col("FLOP/B", True, optional=True),
@@ -107,13 +107,18 @@ def _console_ops(s: Section, out: Console) -> None:
         out.print()
 
 
-def _op_labels(ops: pl.DataFrame) -> list[str]:
+def _params(ops: pl.DataFrame) -> list[dict[str, Any]]:
+    """Each op row's ``params`` (JSON) as a dict ({} where it has none)."""
+    if "params" not in ops.columns:
+        return [{}] * ops.height
+    decoded = [msgspec.json.decode(p) if p else {} for p in ops["params"].to_list()]
+    return [p if isinstance(p, dict) else {} for p in decoded]
+
+
+def _op_labels(ops: pl.DataFrame, params: list[dict[str, Any]]) -> list[str]:
     """Each op's name as the table shows it: a JAX profile's instruction after its module where the rows come from
     several modules (``jit_train_step/fusion.3``, ``jit_eval_step/fusion.3``), and with its program's id where
-    programs share a module's name (``copy.1 #9295``: a function compiled for two shapes)."""
-    params = [msgspec.json.decode(p) if p else {} for p in ops["params"].to_list()] if "params" in ops.columns else \
-        [{}] * ops.height
-    params = [p if isinstance(p, dict) else {} for p in params]
+    programs share a module's name (``copy.1 #9295``: a function compiled for two shapes). ``params``: :func:`_params`."""
     several = len({p.get("module") for p in params if p.get("module")}) > 1
     out = []
     for name, p in zip(ops["name"].to_list(), params):
@@ -124,12 +129,11 @@ def _op_labels(ops: pl.DataFrame) -> list[str]:
     return out
 
 
-def _ran(r: dict) -> str:
+def _ran(r: dict, params: dict[str, Any]) -> str:
     """The row's type, and the precision its GEMMs ran in where that differs (fp32→tf32, fp32→bf16 under autocast;
     a vector op's peak is the fp32 or fp64 rate whatever its type: not shown); a cast's types, from→to (a copy_ of
-    bf16 into fp32 and one of fp32 into fp32 read as two identical rows)."""
-    params = msgspec.json.decode(r["params"]) if r.get("params") else {}
-    if isinstance(params, dict) and (params.get("from") or params.get("to")):
+    bf16 into fp32 and one of fp32 into fp32 read as two identical rows). ``params``: the row's (:func:`_params`)."""
+    if params.get("from") or params.get("to"):
         return f"{params['from']}→{r['dtype']}" if params.get("from") else f"{r['dtype']}→{params['to']}"
     ran = r.get("peak_precision")
     return f"{r['dtype']}→{ran}" if ran and ran != r["dtype"] and ran not in ("fp32", "fp64") else r["dtype"]

@@ -46,10 +46,12 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
         .over(*program, "hlo_instruction").alias("_tf32"))
     # a program's own row where programs share its module's name (a function compiled for two shapes): its id in the
     # row's params, so that two rows of one instruction name say which program each is
-    shared = ((pl.col("program_id").n_unique() - pl.col("program_id").is_null().any().cast(pl.UInt32)).over("hlo_module") > 1
-              if "program_id" in gpu.columns else pl.lit(False))
-    modeled = modeled.with_columns(pl.when(shared).then(pl.col("program_id") if "program_id" in gpu.columns else None)
-                                   .otherwise(None).cast(pl.Int64).alias("_program"))
+    if "program_id" in gpu.columns:
+        ids = pl.col("program_id")
+        shared = (ids.n_unique() - ids.is_null().any().cast(pl.UInt32)).over("hlo_module") > 1  # (nulls not an id)
+        modeled = modeled.with_columns(pl.when(shared).then(ids).cast(pl.Int64).alias("_program"))
+    else:
+        modeled = modeled.with_columns(pl.lit(None, dtype=pl.Int64).alias("_program"))
     keys = ["hlo_module", "_program", "hlo_instruction", "hlo_op_class", "hlo_dtype", "hlo_params", "hlo_flops", "hlo_bytes",
             "_tf32"]
     groups = (modeled.group_by(keys).agg(
