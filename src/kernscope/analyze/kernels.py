@@ -31,7 +31,8 @@ def gpu_table(
 
     Columns: name, kind, device, stream, ts, dur, end (ns), launcher, op_name, launch_name,
     graph_launch, step, correlation, launch_ts/pid/tid, occupancy_pct and registers (the profiler's estimate and
-    the kernel's registers per thread, null where the trace has none), and category/library/decided_by/decided_op when a
+    the kernel's registers per thread, null where the trace has none), a JAX profile's hlo_source and hlo_function (the
+    line of the program's source the kernel's HLO op was traced from), and category/library/decided_by/decided_op when a
     categorizer is given (the category uses the launching op, or for JAX the HLO instruction, as a second
     signal: see ``launcher_categories``). ``text_names=False`` keeps ``name`` interned (Categorical), as the trace
     holds it: a 10 GB trace's 2.3 M kernel names are 0.66 GB as text; ``text_keys=False`` keeps the :data:`TEXT_KEYS`
@@ -66,6 +67,7 @@ def gpu_table(
         "launch_tid",
     ]
     cols += [pl.col(c) if c in g.columns else pl.lit(None, pl.Int64).alias(c) for c in ("occupancy_pct", "registers")]
+    cols += [c for c in ("hlo_source", "hlo_function") if c in g.columns]  # (a JAX profile's: its source lines)
     if categorizer is not None:
         cols += ["category", "library", "decided_by", "decided_op"]
     out = g.select(cols)
@@ -199,6 +201,36 @@ def library_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None,
     return (per.join(names, on="library", how="left", maintain_order="left")
             .with_columns(pl.col("kernels").fill_null(0))
             .select("library", "kernels", *[c for c in per.columns if c != "library"]))
+
+
+#: the columns of :func:`source_summary`
+SOURCE_SCHEMA = {"source": pl.String, "function": pl.String, "kernels": pl.Int64, "top_kernel": pl.String,
+                 "count": pl.UInt32, "total_us": pl.Float64, "mean_us": pl.Float64, "min_us": pl.Float64,
+                 "max_us": pl.Float64, "pct": pl.Float64, "pct_wall": pl.Float64}
+
+
+def source_summary(table: pl.DataFrame, *, wall_ns: int | None = None) -> pl.DataFrame:
+    """GPU time by the line of the program's source each GPU row's work was traced from: a JAX/XLA profile's
+    ``hlo_source`` (``path:line`` of the HLO instruction the kernel ran, the innermost frame of the user's code, as
+    JAX records it) and ``hlo_function``. ``source``, ``function``, ``kernels`` (distinct kernel names),
+    ``top_kernel`` (the kernel of most time there), then :func:`summarize`'s columns (% of all GPU time: rows with no
+    line, XLA's copies and memsets and the instructions XLA added, are one row with a null ``source``). Empty (with
+    :data:`SOURCE_SCHEMA`) where no row has a line: Kineto traces, profiles without stack frames."""
+    if "hlo_source" not in table.columns or table["hlo_source"].null_count() == table.height:
+        return pl.DataFrame(schema=SOURCE_SCHEMA)
+    by = ["hlo_source", "hlo_function"]
+    per = summarize(table, by, wall_ns=_wall(table, wall_ns))
+    # each line's kernels: how many names, and the one of most time (ties: the first name in text order)
+    kernels = (table.lazy().filter(pl.col("kind") == "kernel")
+               .group_by(*by, pl.col("name")).agg(pl.col("dur").sum().alias("_t"))
+               .with_columns(pl.col("name").cast(pl.String))
+               .sort("_t", "name", descending=[True, False], nulls_last=True)
+               .group_by(by).agg(pl.len().cast(pl.Int64).alias("kernels"), pl.col("name").first().alias("top_kernel"))
+               .with_columns(pl.col(by).cast(pl.String)).collect())
+    out = (per.join(kernels, on=by, how="left", maintain_order="left", nulls_equal=True)
+           .with_columns(pl.col("kernels").fill_null(0))
+           .rename({"hlo_source": "source", "hlo_function": "function"}))
+    return out.select(list(SOURCE_SCHEMA)).cast(SOURCE_SCHEMA)  # type: ignore[arg-type]
 
 
 def op_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None, wall_ns: int | None = None) -> pl.DataFrame:

@@ -19,8 +19,10 @@ ANALYZE_ARGS = LINK_ARGS + KERNEL_ARGS
 
 
 #: the XSpace (JAX) profile's own columns the default analysis reads: the HLO op and module (link, steps), the step
-#: number, the kernel's occupancy and registers (findings), its HLO instruction and description (categories)
-ANALYZE_XLA_STATS = ("hlo_op", "hlo_module", "step_num", "occupancy_pct", "registers", "hlo_instruction", "hlo_desc")
+#: number, the kernel's occupancy and registers (findings), its HLO instruction and description (categories), the line
+#: of the program's source it was traced from and its function (GPU time by source line)
+ANALYZE_XLA_STATS = ("hlo_op", "hlo_module", "step_num", "occupancy_pct", "registers", "hlo_instruction", "hlo_desc",
+                     "hlo_source", "hlo_function")
 #: and those ``--roofline`` reads besides (the HLO cost model's; ``program_id``: two programs may share a module's name)
 ROOFLINE_XLA_STATS = ("hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params", "program_id")
 

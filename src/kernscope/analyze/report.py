@@ -46,7 +46,8 @@ class Report:
     def tables(self) -> dict[str, pl.DataFrame]:
         """The report's sheets, in order: ``gpu_timeline``, ``gpu_timeline_by_device``, ``gpu_timeline_by_step``,
         ``kernel_summary`` (by stream), ``category_summary``, ``library_summary``, ``ops_summary``, ``ops_summary_by_category``,
-        ``launcher_categories``, ``steps``, ``findings``; ``critical_path*`` where the trace has steps;
+        ``launcher_categories``, ``steps``, ``findings``; ``source_summary`` where GPU rows have source lines (JAX);
+        ``critical_path*`` where the trace has steps;
         ``annotation*`` with ``by_annotation``; the perf model's (:meth:`PerfModel.sheet_tables`); ``memory_devices``,
         ``memory_steps``, ``memory_ops``; ``diff_categories``, ``diff_libraries``, ``diff_kernels``, ``diff_ops``; ``intra_launches``."""
         return {**self.analysis_tables(), **self.companion_tables()}
@@ -60,6 +61,8 @@ class Report:
                "ops_summary_by_category": a.ops_by_category,
                "launcher_categories": a.launcher_categories, "steps": a.steps, "findings": a.findings,
                "findings_by_kind": a.findings_by_kind}
+        if a.sources.height:
+            out["source_summary"] = a.sources
         cp = a.critical_path
         if cp is not None and cp.steps.height:
             out.update({"critical_path": cp.steps, "critical_path_kernels": cp.kernels, "critical_path_ops": cp.ops,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: the analysis tables, as SQL names
 ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "libraries", "ops", "ops_by_category", "launcher_categories",
                    "steps", "timeline", "timeline_by_device", "timeline_by_step", "step_categories", "findings", "findings_by_kind",
-                   "critical_path", "critical_path_categories", "critical_path_ops", "critical_path_kernels",
+                   "sources", "critical_path", "critical_path_categories", "critical_path_ops", "critical_path_kernels",
                    "critical_path_whatif")
 
 

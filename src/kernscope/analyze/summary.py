@@ -21,6 +21,7 @@ from .facts import TraceFacts, trace_facts
 from .findings import SCHEMA as FINDINGS_SCHEMA
 from .findings import FindingRules, by_kind, find
 from .kernels import (
+    SOURCE_SCHEMA,
     category_summary,
     gpu_table,
     kernel_summary,
@@ -30,6 +31,7 @@ from .kernels import (
     op_category_summary,
     op_summary,
     rows_by,
+    source_summary,
     step_category_summary,
     step_summary,
     wall_time_ns,
@@ -65,6 +67,9 @@ class Analysis:
     unlinked: dict[str, int]
     benchmark: BenchmarkView | None = None
     annotations: AnnotationBreakdown | None = None  #: with ``by_annotation``: GPU time by the user's ranges
+    #: GPU time by the line of the program's source (JAX/XLA profiles: :func:`~kernscope.analyze.kernels.source_summary`);
+    #: empty where no GPU row has one (Kineto traces)
+    sources: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SOURCE_SCHEMA))
     #: ranked findings (:mod:`kernscope.analyze.findings`): rule, where, ``win_back_us``, text, evidence
     findings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FINDINGS_SCHEMA))
     #: the critical path of each step (:mod:`kernscope.analyze.critical_path`); None when the trace has no steps
@@ -103,7 +108,8 @@ class Analysis:
     def tables(self) -> dict[str, pl.DataFrame]:
         """The result's tables by name (µs in ``*_us`` columns): ``kernels``, ``kernels_by_stream``, ``categories``,
         ``libraries``, ``ops``, ``ops_by_category``, ``launcher_categories``, ``steps``, ``timeline``, ``timeline_by_device``,
-        ``timeline_by_step``, ``step_categories``, ``findings``, ``findings_by_kind``, and ``critical_path``, ``critical_path_categories``,
+        ``timeline_by_step``, ``step_categories``, ``findings``, ``findings_by_kind``, ``sources`` (empty without source
+        lines), and ``critical_path``, ``critical_path_categories``,
         ``critical_path_ops``, ``critical_path_kernels``, ``critical_path_whatif`` where the trace has steps, and
         ``annotations``, ``annotation_categories``, ``annotation_timeline`` with ``by_annotation``."""
         out = {"kernels": self.kernels, "kernels_by_stream": self.kernels_by_stream, "categories": self.categories,
@@ -111,7 +117,7 @@ class Analysis:
                "launcher_categories": self.launcher_categories,
                "steps": self.steps, "timeline": self.timeline, "timeline_by_device": self.timeline_by_device,
                "timeline_by_step": self.timeline_by_step, "step_categories": self.step_categories,
-               "findings": self.findings, "findings_by_kind": self.findings_by_kind}
+               "findings": self.findings, "findings_by_kind": self.findings_by_kind, "sources": self.sources}
         if self.critical_path is not None:
             out.update(self.critical_path.tables())
         if self.annotations is not None:
@@ -258,6 +264,7 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Catego
         ops=op_summary(g, grouped=grouped, wall_ns=wall),
         ops_by_category=op_category_summary(g, grouped=grouped, wall_ns=wall),
         launcher_categories=launcher_category_summary(g, grouped=grouped),
+        sources=source_summary(g, wall_ns=wall),
         unlinked=dict(trace.unlinked),
         benchmark=(analyze_benchmark(trace, cat, table=with_text_keys(all_gpu, names=True) if cat is not None else None)
                    if want_bench else None),

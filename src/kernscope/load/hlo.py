@@ -10,7 +10,9 @@ Field numbers (``xla/service/hlo.proto``): HloProto.hlo_module 1; HloModuleProto
 program id of the kernels' events), schedule 7 (the order each computation runs its instructions in: ``comp`` and
 ``pos``, read by :mod:`.hlo_align`); HloComputationProto name 1, instructions 2, id 5, root_id 6; HloInstructionProto
 name 1, opcode 2, metadata 7, parameter_number 9, fusion_kind 11, custom_call_target 28, called_computation_ids 38
-(packed); OpMetadata op_name 2.
+(packed); OpMetadata op_name 2, source_file 3, source_line 4, stack_frame_id 15; HloModuleProto.stack_frame_index 17,
+a ``StackFrameIndexProto``: file_names 1, function_names 2, file_locations 3 (file_name_id 1, function_name_id 2,
+line 3), stack_frames 4 (file_location_id 1, parent_frame_id 2); its ids count from 1 (0: none).
 
 The ``desc`` column (``hlo:<opcode>:<fusion kind>:<fused opcodes>`` or ``hlo:custom-call:<target>``) is
 what the categorizer's ``[[op_category]]`` rules read for JAX kernels whose name says little.
@@ -31,7 +33,7 @@ from .protowire import Fields, fields_of, packed_varints
 _PLUMBING = {"parameter", "tuple", "get-tuple-element", "constant", "bitcast"}
 SCHEMA = {"hlo_module": pl.String, "program": pl.Int64, "instruction": pl.String, "kernel": pl.String,
           "opcode": pl.String, "fusion_kind": pl.String, "target": pl.String, "op_path": pl.String, "desc": pl.String,
-          "row": pl.Int64, "comp": pl.Int64, "pos": pl.Int64}
+          "source": pl.String, "function": pl.String, "row": pl.Int64, "comp": pl.Int64, "pos": pl.Int64}
 #: ``program`` where a module has no id
 NO_PROGRAM = -1
 
@@ -109,12 +111,14 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
     kind = _scatter_text(buf, inf.of(11, 2), n)
     target = _scatter_text(buf, inf.of(28, 2), n)
     md = inf.of(7, 2)
-    mdf = fields_of(buf, md.off, md.off + md.size, what="OpMetadata").of(2, 2)
+    meta = fields_of(buf, md.off, md.off + md.size, what="OpMetadata")
+    mdf = meta.of(2, 2)
     op_path: list[str | None] = [None] * n
     for i, t in zip(md.msg[mdf.msg].tolist(), _text(buf, mdf)):
         op_path[i] = t
     ins_comp = ins.msg  # instruction -> computation row
     ins_module = comp_module[ins_comp]
+    source, function = _sources(buf, mod, md, meta, ins_module, n)
     # opcodes of each computation (per module), for what a fusion computes
     ops_of: dict[tuple[int, int], set[str]] = {}
     for m, c, op in zip(ins_module.tolist(), comp_id[ins_comp].tolist(), opcode):
@@ -139,7 +143,8 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
     modules = [mod_name[m] for m in ins_module.tolist()]
     comp, pos = _schedule(buf, mod, inf, ins_module, comp_id[ins_comp], n)
     out = pl.DataFrame({"hlo_module": modules, "program": mod_id[ins_module], "instruction": name, "opcode": opcode, "fusion_kind": kind,
-                        "target": target, "op_path": op_path, "desc": desc, "row": np.arange(n, dtype=np.int64),
+                        "target": target, "op_path": op_path, "desc": desc, "source": source, "function": function,
+                        "row": np.arange(n, dtype=np.int64),
                         "comp": comp, "pos": pos},
                        schema={k: v for k, v in SCHEMA.items() if k != "kernel"})
     out = out.with_columns(pl.col("instruction").str.replace_all(".", "_", literal=True).alias("kernel"))
@@ -152,6 +157,96 @@ def instructions(buf: np.ndarray, protos: list[tuple[int, int]]) -> tuple[pl.Dat
         roots[(int(comp_module[c]), int(comp_id[c]))] = r
     return table, Works(lambda: _model(buf, inf, n, name, opcode, ins_module, comp_id[ins_comp], called_of, target,
                                        roots))
+
+
+def _sources(buf: np.ndarray, mod: Fields, md: Fields, meta: Fields, ins_module: np.ndarray,
+             n: int) -> tuple[list[str | None], list[str | None]]:
+    """Each instruction's line of the program's source (``path:line``) and the function it is in: the frame its
+    metadata's ``stack_frame_id`` names in its module's stack frame index (JAX since 0.4.3x: the innermost frame of
+    the user's code, JAX's own frames left out by JAX), else its ``source_file`` and ``source_line`` (older JAX, no
+    function). ``md``: the instructions' metadata fields (``md.msg``: the instruction), ``meta``: their fields."""
+    source: list[str | None] = [None] * n
+    function: list[str | None] = [None] * n
+    files = meta.of(3, 2)
+    lines = {m: v for m, v in zip(meta.of(4, 0).msg.tolist(), meta.of(4, 0).value.view(np.int64).tolist())}
+    for m, path in zip(files.msg.tolist(), _text(buf, files)):
+        if path:
+            line = lines.get(m, 0)
+            source[int(md.msg[m])] = f"{path}:{line}" if line > 0 else path
+    ids = meta.of(15, 0)
+    index = mod.of(17, 2)
+    if len(ids) == 0 or len(index) == 0:
+        return source, function
+    frames = _frames(buf, index)
+    for m, fid in zip(ids.msg.tolist(), ids.value.view(np.int64).tolist()):
+        i = int(md.msg[m])
+        found = frames.get(int(ins_module[i]))
+        if found is not None and 0 < fid <= len(found) and found[fid - 1] is not None:
+            source[i], function[i] = found[fid - 1]
+    return source, function
+
+
+def _frames(buf: np.ndarray, index: Fields) -> dict[int, list[tuple[str, str | None] | None]]:
+    """Per module (its row: ``index.msg``), by frame id - 1 of its ``StackFrameIndexProto`` (``index``: those fields
+    of the modules), the (``path:line``, function) of the innermost frame of the user's code from that frame: the frame
+    itself, or where it is in an installed package (``site-packages``, ``dist-packages``) its first caller outside
+    them (the frame itself where there is none); None where a frame's ids point nowhere."""
+    f = fields_of(buf, index.off, index.off + index.size, what="StackFrameIndexProto")
+    names: dict[int, list[list[str]]] = {k: [[] for _ in range(len(index))] for k in (1, 2)}
+    for k in (1, 2):
+        got = f.of(k, 2)
+        for m, t in zip(got.msg.tolist(), _text(buf, got)):
+            names[k][m].append(t)
+
+    def records(field: int, what: str) -> list[list[dict[int, int]]]:
+        spans = f.of(field, 2)
+        sub = fields_of(buf, spans.off, spans.off + spans.size, what=what)
+        rec: list[dict[int, int]] = [{} for _ in range(len(spans))]
+        for j, k, w, v in zip(sub.msg.tolist(), sub.field.tolist(), sub.wire.tolist(), sub.value.tolist()):
+            if w == 0:
+                rec[j][k] = v
+        per: list[list[dict[int, int]]] = [[] for _ in range(len(index))]
+        for j, m in enumerate(spans.msg.tolist()):
+            per[m].append(rec[j])
+        return per
+
+    locations = records(3, "StackFrameIndexProto.FileLocation")
+    stack = records(4, "StackFrameIndexProto.StackFrame")
+    out: dict[int, list[tuple[str, str | None] | None]] = {}
+    for j, module in enumerate(index.msg.tolist()):
+        files, funcs, locs = names[1][j], names[2][j], locations[j]
+        own: list[tuple[str, str | None, bool] | None] = []  # each frame's (path:line, function, in a package)
+        for fr in stack[j]:
+            loc = fr.get(1, 0)
+            where = locs[loc - 1] if 0 < loc <= len(locs) else None
+            file_id, func_id = (where.get(1, 0), where.get(2, 0)) if where is not None else (0, 0)
+            if where is None or not 0 < file_id <= len(files):
+                own.append(None)
+                continue
+            line, path = where.get(3, 0), files[file_id - 1]
+            own.append((f"{path}:{line}" if line > 0 else path, funcs[func_id - 1] if 0 < func_id <= len(funcs) else None,
+                        _PACKAGE.search(path) is not None))
+        parent = [fr.get(2, 0) for fr in stack[j]]
+        frames: list[tuple[str, str | None] | None] = []
+        for k, first in enumerate(own):
+            # the innermost frame of the user's code: up the callers while a frame is in an installed package (a
+            # library's own code: Transformer Engine's attention called from the user's layer), else the innermost
+            at, seen = first, 0
+            fid = k + 1
+            while at is not None and at[2] and seen < len(own):
+                fid = parent[fid - 1]
+                seen += 1
+                if not 0 < fid <= len(own) or own[fid - 1] is None:
+                    at = first
+                    break
+                at = own[fid - 1]
+            frames.append(None if at is None else (at[0], at[1]))
+        out[int(module)] = frames
+    return out
+
+
+#: a file of an installed package (not the user's own code)
+_PACKAGE = re.compile(r"[/\\](site|dist)-packages[/\\]")
 
 
 def _schedule(buf: np.ndarray, mod: Fields, inf: Fields, ins_module: np.ndarray, ins_comp: np.ndarray,

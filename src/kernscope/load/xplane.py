@@ -85,7 +85,7 @@ _FLAT_KEYS = float(1 << 24)
 HLO_COST_COLUMNS: dict[str, Any] = {"hlo_flops": pl.Float64, "hlo_bytes": pl.Float64, "hlo_dtype": pl.Categorical,
                                     "hlo_op_class": pl.Categorical, "hlo_params": pl.Categorical}
 HLO_COLUMNS: dict[str, Any] = {"hlo_instruction": pl.Categorical, "hlo_desc": pl.Categorical, **HLO_COST_COLUMNS,
-                               "op_path": pl.Categorical}
+                               "hlo_source": pl.Categorical, "hlo_function": pl.Categorical, "op_path": pl.Categorical}
 _META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
 _FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
 #: plane stats copied into ``metadata`` (host metadata plane, device planes, task environment)
@@ -387,17 +387,18 @@ def _distinct_rows_by_value(codes: list[np.ndarray], mask: np.ndarray) -> tuple[
 
 
 def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.ndarray, first: np.ndarray,
-              wanted: Callable[[str], bool] = lambda c: True) -> pl.DataFrame:
+              wanted: Callable[[str], bool] = lambda c: True, *, program: str = "program_id") -> pl.DataFrame:
     """GPU rows get ``hlo_instruction`` and ``hlo_desc`` (what XLA compiled the kernel from: the instruction
     named like the kernel, else the one in its ``hlo_op`` stat) and, where the event has none, the JAX
     ``op_path`` from the instruction's metadata. Joined once per distinct (module, kernel, op): ``number`` says
     which each row has (-1: not a GPU row), ``first`` is a row of each (:func:`distinct_rows`). Of these columns
-    and the HLO costs (:data:`HLO_COST_COLUMNS`), those not ``wanted`` are null (the costs are then not computed)."""
+    and the HLO costs (:data:`HLO_COST_COLUMNS`), those not ``wanted`` are null (the costs are then not computed).
+    ``program``: the column of the events' program ids (``program_id``, or one the decode drops after the join)."""
     nothing = {c: pl.lit(None, dtype=HLO_COLUMNS[c]).alias(c) for c in HLO_COLUMNS}
     if hlo.height == 0 or not any(wanted(c) for c in HLO_COLUMNS):
         return table.with_columns(*(e for c, e in nothing.items() if c != "op_path"))
-    keys = ["hlo_module", "name", "hlo_op", "program_id"]
-    d = table.select(keys)[first].with_row_index("_key")
+    keys = ["hlo_module", "name", "hlo_op", program]
+    d = table.select(keys)[first].rename({program: "program_id"}).with_row_index("_key")
     d = d.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"),
                        pl.col("name").cast(pl.String).str.replace(r"\.kd$", "").alias("_k"),
                        pl.col("hlo_op").cast(pl.String).alias("_o"))
@@ -411,13 +412,13 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
          .with_columns(pl.when(pl.col("_known")).then(pl.col("program_id")).otherwise(pl.col("_first")).alias("_pg")))
     by_kernel = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg"), pl.col("kernel").alias("_k"),
                            pl.col("instruction").alias("_i"), pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"),
-                           pl.col("row").alias("_r"))
+                           pl.col("source").alias("_s"), pl.col("function").alias("_f"), pl.col("row").alias("_r"))
     by_op = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg"), pl.col("instruction").alias("_o"),
                        pl.col("instruction").alias("_i2"), pl.col("desc").alias("_d2"), pl.col("op_path").alias("_p2"),
-                       pl.col("row").alias("_r2"))
+                       pl.col("source").alias("_s2"), pl.col("function").alias("_f2"), pl.col("row").alias("_r2"))
     # an instruction XLA runs as several kernels names them name, name__1, name__2, ... (a sort's passes): the name
     # without its number where the whole name is no instruction's
-    by_stem = by_kernel.rename({c: f"{c}3" for c in ("_k", "_i", "_d", "_p", "_r")})
+    by_stem = by_kernel.rename({c: f"{c}3" for c in ("_k", "_i", "_d", "_p", "_s", "_f", "_r")})
     d = (d.join(by_kernel, on=["_m", "_pg", "_k"], how="left", maintain_order="left")
          .with_columns(pl.when(pl.col("_i").is_null()).then(pl.col("_k").str.replace(r"__\d+$", "")).alias("_k3"))
          .join(by_stem, on=["_m", "_pg", "_k3"], how="left", maintain_order="left")
@@ -425,6 +426,11 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
          .select("_key", pl.coalesce("_i", "_i3", "_i2").cast(pl.Categorical).alias("hlo_instruction"),
                  pl.coalesce("_d", "_d3", "_d2").cast(pl.Categorical).alias("hlo_desc"),
                  pl.coalesce("_p", "_p3", "_p2").cast(pl.Categorical).alias("_p"),
+                 # (the source line and its function of the instruction the kernel ran: the same instruction's two)
+                 pl.when(pl.col("_i").is_not_null()).then(pl.col("_s")).when(pl.col("_i3").is_not_null())
+                 .then(pl.col("_s3")).otherwise(pl.col("_s2")).cast(pl.Categorical).alias("hlo_source"),
+                 pl.when(pl.col("_i").is_not_null()).then(pl.col("_f")).when(pl.col("_i3").is_not_null())
+                 .then(pl.col("_f3")).otherwise(pl.col("_f2")).cast(pl.Categorical).alias("hlo_function"),
                  pl.when(pl.col("_i").is_not_null()).then(pl.col("_r"))
                  .when(pl.col("_i3").is_not_null()).then(pl.col("_r3")).otherwise(pl.col("_r2")).alias("_row"))
          .unique("_key", keep="first", maintain_order=True))  # one entry per key (a kernel name twice in a module)
@@ -454,9 +460,10 @@ def _costs(works: Works, rows: list[int]) -> pl.DataFrame:
 def _with_library_calls(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, read: list[str]) -> pl.DataFrame:
     """The library kernels of command buffers (cuBLAS's, cuDNN's) get the HLO columns of the custom call the module's
     schedule says they ran (:mod:`.hlo_align`), where no name or ``hlo_op`` named it. Where the HLO costs are read (the
-    perf model's: ``perf``, ``analyze --roofline``, ``sql``): the categories do not need it (such a kernel's name says
-    what it is), and it costs about 0.1 s of a 200 MB profile's load."""
-    if "hlo_instruction" not in read or not any(c in read for c in HLO_COST_COLUMNS):
+    perf model's: ``perf``, ``analyze --roofline``, ``sql``); where only the source lines are (``analyze``'s GPU time
+    by source line), those alone: the categories read the instruction and do not need it (such a kernel's name says
+    what it is)."""
+    if "hlo_instruction" not in read or not any(c in read for c in (*HLO_COST_COLUMNS, "hlo_source", "hlo_function")):
         return table
     rows, calls = hlo_align.match(table, hlo)
     if rows.size == 0:
@@ -465,17 +472,21 @@ def _with_library_calls(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, re
     small = (pl.DataFrame({"row": distinct}).join(hlo.unique("row"), on="row", how="left", maintain_order="left")
              .select(pl.col("instruction").cast(pl.Categorical).alias("hlo_instruction"),
                      pl.col("desc").cast(pl.Categorical).alias("hlo_desc"), pl.col("op_path").cast(pl.Categorical),
-                     "row"))
-    small = small.join(_costs(works, distinct.tolist()), on="row", how="left", maintain_order="left")
-    got = small.select([c for c in read if c in small.columns])[pl.Series(which)]
+                     pl.col("source").cast(pl.Categorical).alias("hlo_source"),
+                     pl.col("function").cast(pl.Categorical).alias("hlo_function"), "row"))
+    costs = any(c in read for c in HLO_COST_COLUMNS)
+    if costs:
+        small = small.join(_costs(works, distinct.tolist()), on="row", how="left", maintain_order="left")
+    # (without the costs, only the source lines: the instruction and its description stay as the categories read them)
+    written = [c for c in read if c in small.columns and (costs or c in ("hlo_source", "hlo_function"))]
+    got = small.select(written)[pl.Series(which)]
     # (written into the rows matched: a when/then made every column anew, 90 MB more at the 207 MB profile's peak)
     return table.with_columns(table[c].scatter(rows, got[c].cast(table.schema[c])) for c in got.columns)
 
 
 #: the XSpace profile's own columns (XLA's stats, the launch details parsed from them, the HLO costs): a projection's
 #: ``stats`` says which of them a load reads
-XLA_COLUMNS = frozenset(JAX_COLUMNS) | {"hlo_instruction", "hlo_desc", "hlo_flops", "hlo_bytes", "hlo_dtype",
-                                        "hlo_op_class", "hlo_params", "op_path"}
+XLA_COLUMNS = frozenset(JAX_COLUMNS) | frozenset(HLO_COLUMNS)
 
 
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None,
@@ -520,7 +531,10 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     stat_names = smd["stat"]
     # the stats' columns: those read, and those the decode itself needs (the HLO op and module name the kernels'
     # instructions, the kernel details give the registers); the scanner gives the others no cells
-    needed = {"hlo_op", "hlo_module", *(["kernel_details"] if any(wanted(c) for c in KERNEL_DETAIL_COLUMNS) else [])}
+    # (and the program id, which tells apart the programs of one module name, where the HLO columns are read)
+    hlo_read = any(wanted(c) for c in HLO_COLUMNS)
+    needed = {"hlo_op", "hlo_module", *(["kernel_details"] if any(wanted(c) for c in KERNEL_DETAIL_COLUMNS) else []),
+              *(["program_id"] if hlo_read else [])}
     skip = {f.column for f in STAT_FIELDS if not wanted(f.column) and f.column not in needed}
     unread = frozenset(i for i, f in enumerate(STAT_FIELDS) if f.column in skip)
     fields = field_table(stat_names, unread)
@@ -651,10 +665,16 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
                for c in JAX_COLUMNS if c not in KERNEL_DETAIL_COLUMNS and (c not in EVENT_SCHEMA or c in own)},
             **{c: details[c] if c in details else pl.lit(None, dtype=pl.Int64) for c in KERNEL_DETAIL_COLUMNS},
         )
+        # the program ids the HLO join reads where the table is not to keep them (a column dropped after the join)
+        program = "program_id" if wanted("program_id") or "program_id" not in cols else "_program"
+        if program == "_program" and hlo_read:
+            table = table.with_columns(cols["program_id"].cast(pl.Int64).alias(program))
         if occurrences.any():
             table = table.filter(pl.Series(~occurrences))
         (number, first), hlo = hlo_f.result()
-    table = _with_hlo(table, *hlo, number, first, wanted)
+    table = _with_hlo(table, *hlo, number, first, wanted, program=program)
+    if program in table.columns and program != "program_id":
+        table = table.drop(program)
     # columns without a value (Kineto's collective args, memory stats of a profile without them ...): one
     # null literal each, which takes no memory. The link does so for every format; here it is done as the table is
     # made, so that its null buffers are gone before the link starts (left to the link, the 975 MB profile's peak was

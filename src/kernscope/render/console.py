@@ -8,7 +8,7 @@ from rich.text import Text
 
 from ..analyze.critical_path import SEGMENTS, CriticalPath
 from ..analyze.summary import Analysis
-from .names import term
+from .names import NO_SOURCE, SOURCES_TITLE, term
 from .shortnames import compact
 from .terminal import Col, count, fit_table, pct, us
 from .views import Section, layout, view
@@ -20,7 +20,8 @@ def _limited(df: pl.DataFrame, top: int | None) -> tuple[pl.DataFrame, int]:
     return df.head(top), df.height - top
 
 
-layout("table", "analysis", ("trace", "steps", "timeline", "categories", "libraries", "kernels", "ops", "launcher_categories",
+layout("table", "analysis", ("trace", "steps", "timeline", "categories", "libraries", "kernels", "ops", "sources",
+                            "launcher_categories",
                             "benchmark", "annotations", "unlinked", "critical_path", "findings"))
 
 
@@ -148,6 +149,19 @@ def _ops(s: Section, out: Console) -> None:
         out.print(fit_table(title, [Col("launcher"), Col("GPU events", True),
                                                              Col("total", True), Col("%", True)], rows, s.options.width,
                             more=more))
+        out.print()
+
+
+@view("table", "analysis.sources")
+def _sources(s: Section, out: Console) -> None:
+    if s.df.height:
+        d, more = _limited(s.df, s.top)
+        rows = [[r["source"] if r["source"] is not None else NO_SOURCE, r["function"] or "", r["top_kernel"] or "",
+                 count(r["count"]), us(r["total_us"]), pct(r["pct"])] for r in d.iter_rows(named=True)]
+        cols = [Col("source line", weight=3, min_width=16, tail=True), Col("function", weight=2, min_width=8, tail=True),
+                Col("top kernel", weight=2, min_width=10, kernel=True, optional=True), Col("count", True),
+                Col("total", True), Col("%", True)]
+        out.print(fit_table(SOURCES_TITLE, cols, rows, s.options.width, more=more))
         out.print()
 
 

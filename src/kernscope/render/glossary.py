@@ -189,6 +189,8 @@ _T = [
     Term("op_path", "", "JAX: the JAX op the kernel comes from (its name stat, or the HLO instruction's op_name), e.g. jit(train_step)/jvp()/dot_general.", "jax"),
     Term("hlo_instruction", "", "JAX: the HLO instruction the kernel runs (named like the kernel: fusion.84 runs as fusion_84), when the profile's HLO names it.", "jax"),
     Term("hlo_desc", "", "JAX: what that instruction computes, for the category rules: hlo:<opcode>:<fusion kind>:<fused opcodes> or hlo:custom-call:<target>.", "jax"),
+    Term("hlo_source", "", "JAX: the line of the program's source (path:line) the kernel's HLO instruction was traced from: the innermost frame of the user's code, a frame in an installed package giving way to its caller; empty for XLA's copies and the ops XLA added.", "jax"),
+    Term("hlo_function", "", "JAX: the function of that line (its qualified name, e.g. transformer_setup.<locals>.layer); empty where the profile names none (older JAX).", "jax"),
     Term("hlo_flops", "FLOP", "JAX: floating-point operations of one run of the instruction (its matrix products; 0 for other fusions), from the HLO shapes.", "jax"),
     Term("hlo_bytes", "bytes", "JAX: bytes of the instruction's operands and results; empty where it touches only part of a buffer (a slice, dynamic update, gather, scatter).", "jax"),
     Term("cuda_graph_id", "", "JAX: the CUDA graph (XLA command buffer) that ran the kernel.", "jax"),
@@ -250,6 +252,11 @@ _P = [
     Term("analyze.categories", "", "Per kernel category: count and durations.", "analyze"),
     Term("analyze.libraries", "", "Per library (who wrote the kernel: cuBLAS, NCCL, Triton, XLA, ...): count and durations of its GPU records.", "analyze"),
     Term("analyze.libraries.kernels", "count", "Distinct kernel names of the library (memcpy and memset excluded).", "analyze"),
+    Term("analyze.sources", "", "JAX/XLA profiles only: per line of the program's source (and its function), count and durations of the GPU records whose HLO instruction was traced from it; one row with a null source holds the records without a line.", "analyze"),
+    Term("analyze.sources.source", "", "The line, path:line (hlo_source); null: no line (XLA's copies and memsets, ops XLA added).", "analyze"),
+    Term("analyze.sources.function", "", "The function of the line (hlo_function): its qualified name; null where the profile names none (older JAX).", "analyze"),
+    Term("analyze.sources.kernels", "count", "Distinct kernel names of the line (memcpy and memset excluded).", "analyze"),
+    Term("analyze.sources.top_kernel", "", "The kernel of the line that took the most GPU time.", "analyze"),
     Term("analyze.ops", "", "Per launching CPU op (launcher): count and durations of the GPU work it launched.", "analyze"),
     Term("analyze.launcher_categories", "", "Per (launching op, category): the op's GPU time by category.", "analyze"),
     Term("analyze.timeline", "", "GPU time by type (computation, communication, memcpy, memset, idle kinds), HTA's temporal breakdown; with several devices, device time summed over them.", "analyze"),
@@ -394,6 +401,7 @@ they are the analysis's, in `analysis.kernels`.
 | `analysis.kernels_by_stream` | … and (device, stream) | launcher, category, name, device, stream, decided_by, decided_op, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.categories` | category | category, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.libraries` | library (who wrote the kernel) | library, kernels (distinct kernel names), count, total_us, mean_us, min_us, max_us, pct, pct_wall |
+| `analysis.sources` | line of the program's source (JAX; empty for Kineto traces) | source, function, kernels, top_kernel, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.ops` | launching CPU op | launcher, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.ops_by_category` | (category, library) | category, library, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.launcher_categories` | (launching op, category) | launcher, category, count, total_us, mean_us, min_us, max_us, pct, pct_of_launcher |

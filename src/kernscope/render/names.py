@@ -51,6 +51,21 @@ def shorten_middle(s: str, width: int) -> str:
     return s[:head].rstrip() + "…" + (s[-tail:].lstrip() if tail else "")  # no space beside the …
 
 
+def shorten_left(s: str, width: int) -> str:
+    """Fit ``s`` in ``width`` characters by cutting its start (a file's path: its name and line say most)."""
+    if width <= 0:
+        return ""
+    if len(s) <= width:
+        return s
+    return "…" + s[len(s) - width + 1:] if width > 1 else s[-1:]
+
+
+#: the title of the table of GPU time by source line (terminal, HTML)
+SOURCES_TITLE = "GPU time by source line (the line of your code each kernel's op was traced from)"
+#: the source cell of the GPU rows with no line (XLA's copies and memsets, instructions XLA added itself)
+NO_SOURCE = "(no source line)"
+
+
 def csv_cell(v: Any) -> Any:
     """A CSV value: strings that a spreadsheet would run as a formula get a leading apostrophe."""
     if isinstance(v, str) and v.startswith(_FORMULA_START):

@@ -73,7 +73,7 @@ def json_rows(df: pl.DataFrame, top: int | None = None) -> JsonRows | list[dict[
 
 
 layout("json", "analysis", ("schema_version", "trace", "step", "steps", "kernels", "categories", "libraries", "ops",
-                           "launcher_categories", "timeline", "timeline_by_device", "unlinked", "findings",
+                           "sources", "launcher_categories", "timeline", "timeline_by_device", "unlinked", "findings",
                            "findings_by_kind", "critical_path", "salvage_skipped", "benchmark", "annotations",
                            "annotation_categories", "annotation_timeline"))
 layout("csv", "analysis", ("kernels",))
@@ -108,6 +108,14 @@ def _json_libraries(s: Section) -> JsonRows | list[dict[str, Any]]:
 @view("json", "analysis.ops")
 def _json_ops(s: Section) -> JsonRows | list[dict[str, Any]]:
     return json_rows(s.df.select("launcher", "count", "total_us", "pct"), s.top)
+
+
+@view("json", "analysis.sources")
+def _json_sources(s: Section) -> Any:
+    # (only where GPU rows have source lines: a JAX profile's)
+    if not s.df.height:
+        return OMIT
+    return json_rows(s.df.select("source", "function", "kernels", "top_kernel", "count", "total_us", "pct"), s.top)
 
 
 @view("json", "analysis.launcher_categories")

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .glossary import define
-from .names import shorten_middle, term, visible
+from .names import shorten_left, shorten_middle, term, visible
 from .shortnames import compact, distinct_names
 
 #: space rich puts between two columns (padding (0, 1), no edge padding)
@@ -35,6 +35,8 @@ class Col:
     enum: bool = False
     #: kernel names: compacted (no void, namespaces, parameter lists) and kept distinct when shortened
     kernel: bool = False
+    #: file paths (``path:line``), qualified names: shortened from the start, so that their most specific end stays
+    tail: bool = False
 
     @property
     def whole(self) -> bool:
@@ -169,7 +171,8 @@ def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], wi
         t.add_column(_header(c.header, widths[i]), justify="right" if c.numeric else "left", width=widths[i],
                      no_wrap=True, overflow="crop", min_width=widths[i], max_width=widths[i])
     for r in cells:
-        t.add_row(*(Text(v if cols[i].whole else shorten_middle(v, widths[i])) for i, v in enumerate(r)))
+        t.add_row(*(Text(v if cols[i].whole else shorten_left(v, widths[i]) if cols[i].tail else shorten_middle(v, widths[i]))
+                    for i, v in enumerate(r)))
     notes = []
     if more > 0:  # a row under the first column where the words fit in it, else under the table (a steps table's
         # first column is a step's name: "… 3,…re" for 3,294 more steps)

@@ -1,0 +1,174 @@
+"""GPU time by source line: a JAX profile's kernels traced back to the lines of the user's code (``hlo_source``).
+
+The profile stores every compiled module's HloProto; each instruction's metadata names a frame of the module's stack
+frame index (JAX since 0.4.3x) or a source file and line (older JAX). Recordings: ``tests/data/jax/transformer`` was
+recorded by ``examples/record_jax_profiles.py`` at commit 986ab98, whose lines 73-102 are the model (``norm`` 74-76,
+``layer`` 80-84 with cuDNN attention on line 82, ``loss_fn`` 87-91, the SGD update's lambda on 102);
+``tests/data/precision_h200`` by ``examples/record_precision_traces.py`` at 8304604 (two jitted lambdas, lines 81
+and 82, that share the module name ``jit__lambda``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import TRACES
+
+import kernscope
+from kernscope.analyze.summary import analyze
+from kernscope.load.hlo import instructions
+from kernscope.load.protowire import as_array
+from kernscope.load.protowire import varint_bytes as _varint
+
+DATA = Path(__file__).parent / "data"
+TRANSFORMER = DATA / "jax" / "transformer" / "vm.xplane.pb.gz"
+PRECISION = DATA / "precision_h200" / "jax_precision.xplane.pb.gz"
+TE = TRACES / "tracelens" / "jax" / "jax_te_fused_attn_934987a2fc2f.xplane.pb"
+SCRIPT = "examples/record_jax_profiles.py"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kernscope.cli", *args], capture_output=True, text=True)
+
+
+def _line(source: str | None) -> int | None:
+    return None if source is None else int(source.rsplit(":", 1)[1])
+
+
+def test_the_transformers_kernels_come_from_the_lines_of_its_model():
+    t = kernscope.load(TRANSFORMER, cache=False, projection="analyze")  # (what `kernscope analyze` reads)
+    a = analyze(t)
+    s = a.sources
+    # every GPU row is counted once: the lines' time is all the GPU time, the rows without a line included
+    assert s["count"].sum() == t.gpu.height == 1317
+    assert s["total_us"].sum() == pytest.approx(a.categories["total_us"].sum(), rel=1e-12)
+    assert s["pct"].sum() == pytest.approx(100.0)
+    lines = s.drop_nulls("source")
+    assert all(src.endswith(f"{SCRIPT}:{_line(src)}") for src in lines["source"])
+    assert set(lines["source"].map_elements(_line, return_dtype=pl.Int64)) == {
+        74, 75, 76, 80, 81, 82, 83, 84, 87, 88, 89, 90, 91, 102}
+    by = {_line(r["source"]): r for r in lines.iter_rows(named=True)}
+    assert by[82]["function"] == "transformer_setup.<locals>.layer"  # jax.nn.dot_product_attention(...)
+    assert by[82]["top_kernel"].startswith("cudnn_generated_fort_native_sdpa")
+    assert by[90]["function"] == "transformer_setup.<locals>.loss_fn" and by[90]["top_kernel"].startswith("triton_softmax")
+    assert by[102]["function"] == "record.<locals>.train_step.<locals>.<lambda>"  # the SGD update
+    g = t.gpu.with_columns(pl.col("name").cast(pl.String), pl.col("hlo_source").cast(pl.String))
+    # each of cuDNN's attention kernels (forward, backward and its helpers) is the call on line 82
+    attention = g.filter(pl.col("name").str.contains("cudnn"))
+    assert attention.height == 48 and set(attention["hlo_source"].map_elements(_line, return_dtype=pl.Int64)) == {82}
+    # cuBLAS's GEMMs in XLA's command buffers name no instruction: the module's schedule matched them (in an analyze
+    # load too) to the matrix products of the MLP (84) and the head (89), where it leaves no doubt (36 of 90: not)
+    gemms = g.filter(pl.col("name").str.starts_with("nvjet_"))
+    assert gemms.height == 90 and gemms["hlo_source"].null_count() == 36
+    assert gemms.group_by("hlo_source").len().drop_nulls().sort("hlo_source").rows() == [
+        (f"{lines['source'][0].rsplit(':', 1)[0]}:84", 48), (f"{lines['source'][0].rsplit(':', 1)[0]}:89", 6)]
+    # XLA's copies have no line: they are the row without a source
+    assert g.filter(pl.col("kind") == "memcpy")["hlo_source"].null_count() == g.filter(pl.col("kind") == "memcpy").height
+    none = s.filter(pl.col("source").is_null())
+    assert none.height == 1 and none["count"].item() == 510
+
+
+def test_a_package_frame_gives_way_to_the_users_line():
+    """Transformer Engine's fused attention is traced inside TE's own code (``site-packages/transformer_engine``): the
+    line is the user's call of it, the innermost frame outside installed packages."""
+    if not TE.exists():
+        pytest.skip("TraceLens's JAX profiles not present")
+    a = analyze(kernscope.load(TE, cache=False, projection="analyze"))
+    assert not any("site-packages" in s for s in a.sources["source"].drop_nulls())
+    g = a.gpu.with_columns(pl.col("name").cast(pl.String))
+    fmha = g.filter(pl.col("name").str.contains("Fmha"))
+    assert fmha.height == 40 and set(fmha["hlo_source"].cast(pl.String)) == {"/workspace/12_te_fused_attn.py:77"}
+    top = a.sources.row(0, named=True)
+    assert top["source"] == "/workspace/12_te_fused_attn.py:77" and top["function"] == "_build_layer_stack_fn.<locals>.block"
+
+
+def test_programs_that_share_a_module_name_keep_their_own_lines():
+    """Two jitted lambdas compile to two programs named ``jit__lambda``: each kernel takes its own program's line (the
+    program id of its events), in an analyze load as in a whole one."""
+    for projection in ("analyze", None):
+        t = kernscope.load(PRECISION, cache=False, projection=projection)
+        got = {r[0]: r[1] for r in t.gpu.group_by("step").agg(
+            pl.col("hlo_source").cast(pl.String).map_elements(_line, return_dtype=pl.Int64).unique()).iter_rows()}
+        assert {k: sorted(v) for k, v in got.items()} == {0: [81], 1: [82]}, projection
+        if projection == "analyze":  # (read for the join, not kept: the analysis never reads it)
+            assert t.gpu["program_id"].null_count() == t.gpu.height
+
+
+def test_terminal_json_sql_and_reports_show_the_lines(tmp_path):
+    r = run("analyze", str(TRANSFORMER), "--no-cache")
+    assert r.returncode == 0, r.stderr
+    assert "GPU time by source line" in r.stdout and "record_jax_profiles.py:82" in r.stdout
+    assert "(no source line)" in r.stdout
+    d = json.loads(run("analyze", str(TRANSFORMER), "--no-cache", "--format", "json").stdout)
+    assert [k for k in d["sources"][0]] == ["source", "function", "kernels", "top_kernel", "count", "total_us", "pct"]
+    assert d["sources"][0]["source"] is None and d["sources"][0]["count"] == 510
+    assert d["sources"][1]["source"].endswith(f"{SCRIPT}:88")  # lax.scan's loop over the layers
+    q = run("sql", "SELECT source, function, total_us FROM analysis.sources WHERE source LIKE '%:82'", str(TRANSFORMER))
+    assert q.returncode == 0 and "transformer_setup.<locals>.layer" in q.stdout, q.stderr
+    for out in ("r.html", "csv/"):
+        assert run("report", str(TRANSFORMER), "-o", str(tmp_path / out), "--no-cache").returncode == 0
+    csv = pl.read_csv(tmp_path / "csv" / "source_summary.csv")
+    assert csv["count"].sum() == 1317
+    assert '"sources"' in (tmp_path / "r.html").read_text() and "GPU time by source line" in (tmp_path / "r.html").read_text()
+
+
+def test_a_kineto_trace_has_no_source_table():
+    bundled = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    r = run("analyze", str(bundled), "--no-cache")
+    assert r.returncode == 0 and "by source line" not in r.stdout
+    assert "sources" not in json.loads(run("analyze", str(bundled), "--no-cache", "--format", "json").stdout)
+    a = analyze(kernscope.load(bundled, cache=False))
+    assert a.sources.height == 0 and a.sources.columns[:2] == ["source", "function"]
+    q = run("sql", "SELECT count(*) AS n FROM analysis.sources", str(bundled), "--format", "json")
+    assert q.returncode == 0 and json.loads(q.stdout)["rows"] == [{"n": 0}], q.stdout
+
+
+# -- the metadata forms, on hand-built programs ----------------------------------------------------
+def _len(num: int, payload: bytes) -> bytes:
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _int(num: int, value: int) -> bytes:
+    return _varint(num << 3) + _varint(value)
+
+
+def _program(metadata: list[bytes], index: bytes = b"") -> bytes:
+    """An HloProto of one module (id 7) of one computation whose instructions are ``fusion.i`` with ``metadata[i]``."""
+    ins = b"".join(_len(2, _len(1, f"fusion.{i}".encode()) + _len(2, b"fusion") + _len(7, m)) for i, m in enumerate(metadata))
+    module = _len(1, b"jit_f") + _len(3, _len(1, b"main") + ins + _int(5, 1)) + _int(5, 7) + (_len(17, index) if index else b"")
+    return _len(1, module)
+
+
+def _sources(proto: bytes) -> list[tuple[str | None, str | None]]:
+    table, _ = instructions(as_array(proto), [(0, len(proto))])
+    return [(r["source"], r["function"]) for r in table.sort("instruction").iter_rows(named=True)]
+
+
+def test_older_metadata_gives_its_file_and_line():
+    """Older JAX wrote ``source_file`` and ``source_line`` into each instruction's metadata (no function)."""
+    got = _sources(_program([_len(2, b"jit(f)/add") + _len(3, b"/u/model.py") + _int(4, 12),
+                             _len(2, b"jit(f)/mul") + _len(3, b"/u/model.py"),  # (no line)
+                             _len(2, b"jit(f)/sub")]))  # (no source)
+    assert got == [("/u/model.py:12", None), ("/u/model.py", None), (None, None)]
+
+
+def test_stack_frames_give_the_innermost_frame_of_the_users_code():
+    """A stack frame index: file names, function names, file locations (file, function, line) and frames (location,
+    parent), ids from 1. A frame in an installed package gives way to its first caller outside packages; a stack all in
+    packages keeps its innermost frame; a frame id that points nowhere gives no line."""
+    files = [b"/u/train.py", b"/venv/lib/python3.12/site-packages/flax/linen/linear.py"]
+    funcs = [b"loss_fn", b"Dense.__call__"]
+    locs = [(1, 1, 40), (2, 2, 250)]  # (file, function, line)
+    frames = [(1, 0), (2, 1), (2, 0)]  # (location, parent): 1 = train.py:40; 2 = flax called from 1; 3 = flax alone
+    index = (b"".join(_len(1, f) for f in files) + b"".join(_len(2, f) for f in funcs)
+             + b"".join(_len(3, _int(1, a) + _int(2, b) + _int(3, c)) for a, b, c in locs)
+             + b"".join(_len(4, _int(1, a) + (_int(2, p) if p else b"")) for a, p in frames))
+    got = _sources(_program([_len(2, b"jit(f)/dot_general") + _int(15, 1), _len(2, b"jit(f)/dot_general") + _int(15, 2),
+                             _len(2, b"jit(f)/add") + _int(15, 3), _len(2, b"jit(f)/add") + _int(15, 9)], index))
+    site = "/venv/lib/python3.12/site-packages/flax/linen/linear.py:250"
+    assert got == [("/u/train.py:40", "loss_fn"), ("/u/train.py:40", "loss_fn"), (site, "Dense.__call__"), (None, None)]
