@@ -11,6 +11,7 @@ and 82, that share the module name ``jit__lambda``).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,19 @@ def test_stack_frames_give_the_innermost_frame_of_the_users_code():
                              _len(2, b"jit(f)/add") + _int(15, 3), _len(2, b"jit(f)/add") + _int(15, 9)], index))
     site = "/venv/lib/python3.12/site-packages/flax/linen/linear.py:250"
     assert got == [("/u/train.py:40", "loss_fn"), ("/u/train.py:40", "loss_fn"), (site, "Dense.__call__"), (None, None)]
+
+
+def test_perf_names_each_ops_line_and_the_roofline_finding_says_where():
+    r = run("perf", str(TRANSFORMER), "--no-cache", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    ops = {o["name"]: json.loads(o["params"]) for o in d["ops"]}
+    assert ops["dot_product_attention_bwd.22"]["source"].endswith(f"{SCRIPT}:82")
+    assert ops["input_reduce_fusion.8"]["source"].endswith(f"{SCRIPT}:76")  # norm's variance
+    assert "source" not in ops["loop_broadcast_fusion.7"]  # (an op XLA added: no line)
+    f = [x for x in d["findings"] if x["rule"] == "far_from_roofline"]
+    assert f and f[0]["text"].startswith("dot_product_attention_bwd.22 at record_jax_profiles.py:82 (bf16, ")
+    assert f[0]["evidence"]["source"].endswith(f"{SCRIPT}:82")
+    wide = subprocess.run([sys.executable, "-m", "kernscope.cli", "perf", str(TRANSFORMER), "--no-cache"],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert "source line" in wide.stdout and f"{SCRIPT}:82" in wide.stdout

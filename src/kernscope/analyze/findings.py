@@ -711,8 +711,25 @@ def _roofline_rows(ops: pl.DataFrame, steps: int, cfg: dict[str, Any]) -> list[d
               "tb_per_s": r["tb_per_s"] or 0.0, "input_dims": r.get("input_dims"), "target_us": target_us,
               "steps": steps}
         floor = f" ({cfg.get('min_kernel_us', 0.0):g} µs a kernel at least)" if floor_us > roofline_us else ""
-        rows.append(_row(cfg, "far_from_roofline", time_us - target_us, ev, op=r["name"], words={"floor": floor}))
+        # (a JAX op's line of the user's code, as its file's name and line: the evidence has the whole path)
+        source = _source_of(r.get("params"))
+        if source:
+            ev["source"] = source
+        where = f" at {os.path.basename(source)}" if source else ""
+        rows.append(_row(cfg, "far_from_roofline", time_us - target_us, ev, op=r["name"],
+                         words={"floor": floor, "where": where}))
     return rows
+
+
+def _source_of(params: str | None) -> str | None:
+    """The ``source`` (``path:line``) of a perf op row's ``params`` JSON, where it has one (JAX ops)."""
+    if not params:
+        return None
+    try:
+        p = json.loads(params)
+    except ValueError:
+        return None
+    return str(p["source"]) if isinstance(p, dict) and p.get("source") else None
 
 
 def merged(*tables: pl.DataFrame) -> pl.DataFrame:

@@ -360,6 +360,7 @@ _P = [
     Term("perf.findings.evidence.time_us", "µs", "The op's kernel time per step.", "perf"),
     Term("perf.findings.evidence.share_pct", "%", "The op's share of the modeled kernel time.", "perf"),
     Term("perf.findings.evidence.target_us", "µs", "The op's time per step at the target share of its roof (findings.toml's target_pct_of_peak).", "perf"),
+    Term("perf.findings.evidence.source", "", "JAX: the line of the user's code (path:line) the op's HLO instruction was traced from; absent for PyTorch ops.", "perf"),
     Term("perf.findings.evidence.steps", "count", "Steps the op's time is spread over (0: the trace has no steps).", "perf"),
     Term("perf.findings_by_kind", "", "The perf model's findings by kind, as analyze.findings_by_kind.", "perf"),
     Term("perf.findings_by_kind.total_us", "µs", "The kind's win back summed over its steps.", "perf"),

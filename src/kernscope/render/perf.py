@@ -94,14 +94,17 @@ def _console_ops(s: Section, out: Console) -> None:
         d = ops.head(top) if top is not None else ops
         more = ops.height - d.height
         params = _params(d)
+        # (a JAX op's line of the user's code, where the profile names one: last, left out first when narrow)
+        lines = any(p.get("source") for p in params)
         rows = [[label, r["op_class"], _ran(r, p), shapes_label(r["input_dims"]), count(r["count"]),
                  us(r["kernel_time_us"]), _num(r["tflops_per_s"], 2), pct(r["pct_of_peak"]), _num(r["tb_per_s"], 3),
-                 _num(r["arithmetic_intensity"], 1), r["bound"] or "-"]
+                 _num(r["arithmetic_intensity"], 1), r["bound"] or "-", *([p.get("source") or ""] if lines else [])]
                 for label, p, r in zip(_op_labels(d, params), params, d.iter_rows(named=True))]
         cols = [Col("op", weight=2, min_width=10), Col("class", enum=True), Col("dtype", enum=True),
                 Col("shapes", weight=3, min_width=10), Col("calls", True), Col("time", True), Col("TFLOP/s", True),
                 Col("% of peak", True), Col("TB/s", True), Col("FLOP/B", True, optional=True),
-                Col("bound", enum=True, optional=True)]
+                Col("bound", enum=True, optional=True),
+                *([Col("source line", weight=2, min_width=12, tail=True, optional=True)] if lines else [])]
         out.print(fit_table(f"Ops by GPU time ({ops.height:,} signatures; % of peak = of the roofline at the op's "
                             "arithmetic intensity)", cols, rows, s.options.width, more=more))
         out.print()

@@ -39,7 +39,7 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
     # (the columns read, then the rows: a filter of every column copied most of the GPU table, 0.4 GB at the peak of a
     # 207 MB profile's perf)
     read = [c for c in ("hlo_module", "program_id", "hlo_instruction", "hlo_op_class", "hlo_dtype", "hlo_params", "hlo_flops",
-                        "hlo_bytes", "name", "dur", "_g") if c in gpu.columns]
+                        "hlo_bytes", "hlo_source", "name", "dur", "_g") if c in gpu.columns]
     rated = pl.col("hlo_flops").is_not_null() & pl.col("hlo_instruction").is_not_null()
     modeled = gpu.lazy().select(read).filter(rated).collect().with_columns(
         pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).any()
@@ -60,7 +60,10 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
         (pl.col("dur").median() / NS_PER_US).alias("median_time_us"),
         (pl.col("dur").min() / NS_PER_US).alias("min_time_us"),
         (pl.col("dur").max() / NS_PER_US).alias("max_time_us"),
-        pl.col("_g").min().alias("example_idx"))
+        pl.col("_g").min().alias("example_idx"),
+        # (the line of the user's code the instruction was traced from: one an instruction)
+        (pl.col("hlo_source").drop_nulls().first().cast(pl.String) if "hlo_source" in read
+         else pl.lit(None, dtype=pl.String)).alias("_source"))
         .sort("example_idx"))
     rows: list[dict[str, Any]] = []
     for r in groups.iter_rows(named=True):
@@ -71,7 +74,8 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
             continue
         moved = float(r["hlo_bytes"]) if r["hlo_bytes"] is not None else None
         w = Work(float(flops), moved, str(r["hlo_op_class"]), "matrix" if gemm else "vector", str(r["hlo_dtype"] or ""),
-                 {"module": r["hlo_module"], **({"program": r["_program"]} if r["_program"] is not None else {})})
+                 {"module": r["hlo_module"], **({"program": r["_program"]} if r["_program"] is not None else {}),
+                  **({"source": r["_source"]} if r["_source"] is not None else {})})
         row = {"name": str(r["hlo_instruction"]), "input_dims": r["hlo_params"] or None, "input_type": str(r["hlo_dtype"] or ""),
                "concrete_inputs": None, "count": count, "kernel_time_us": r["kernel_time_us"],
                "mean_time_us": r["kernel_time_us"] / count, "median_time_us": r["median_time_us"],
