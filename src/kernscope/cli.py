@@ -151,6 +151,10 @@ def rank_options(f: F) -> F:
               help="Also run the perf model (op shapes: a second, sparse read of the file, ~0.5 s per 200 MB) and add "
                    "its far_from_roofline findings; report always does.")
 @untraced_waits_option
+@click.option("--sources", "python_sources", is_flag=True,
+              help="PyTorch traces recorded with with_stack=True: GPU time by the line of your code, from the Python "
+                   "stack around each launch (reads the trace's Python events: a slower load). JAX profiles have it "
+                   "always.")
 @click.option("--timings", is_flag=True,
               help="After the output, print to stderr where the time went (parse, link, analysis, render), reading "
                    "the file cold (the cache is neither read nor written).")
@@ -158,8 +162,8 @@ def rank_options(f: F) -> F:
 @rank_options
 def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
             no_categories: bool, linked_only: bool, bench: bool | None, by_annotation: str | None, roofline: bool,
-            untraced_waits: bool, timings: bool, engine: str, scheduler: str | None, workers: int | None, strict: bool,
-            read_all: bool) -> None:
+            untraced_waits: bool, python_sources: bool, timings: bool, engine: str, scheduler: str | None,
+            workers: int | None, strict: bool, read_all: bool) -> None:
     """Summarize a PyTorch profiler (Kineto) trace or a JAX profile (.xplane.pb, or its run directory): steps,
     kernels, launching ops, categories, the GPU timeline, the critical path and ranked findings.
 
@@ -170,7 +174,7 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     s = dataclasses.replace(s, cache=False) if timings else s  # the phases of a cold run
     given = {"--step": step is not None, "--no-categories": no_categories, "--linked-only": linked_only,
              "--by-annotation": by_annotation is not None, "--roofline": roofline, "--untraced-waits": untraced_waits,
-             "--timings": timings}
+             "--sources": python_sources, "--timings": timings}
     got = s.several(traces, bench, engine, scheduler, workers, strict, read_all,
                     per_trace=[name for name, on in given.items() if on])
     if not isinstance(got, str):  # a folder of benchmark traces, or a job
@@ -180,7 +184,7 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     laps: list[tuple[str, float]] | None = [] if timings else None
     o = options_for(fmt, output, top)
     req = commands.AnalyzeRequest(got, _parse_step(step), fmt, o.top, o.width, o.color, not no_categories, linked_only,
-                                  bench, by_annotation, roofline, read_all, untraced_waits)
+                                  bench, by_annotation, roofline, read_all, untraced_waits, python_sources)
     render, emit = renderer_and_sink(fmt, o, output, req.path, laps)
     keep = None
     if s.keep is not None and traces == (got,):  # a file named as such (a directory or glob may resolve elsewhere)

@@ -242,13 +242,15 @@ class Session:
 
     def analysis(self, trace: Trace, step: int | None = None, *, categorizer: Categorizer | None = None,
                  categories: bool = True, linked_only: bool = False, bench: bool | None = None,
-                 by_annotation: str | None = None, roofline: bool = False, untraced_waits: bool = False) -> Analysis:
-        """The default analysis of ``trace``; ``roofline``: with the perf model's findings merged in."""
+                 by_annotation: str | None = None, roofline: bool = False, untraced_waits: bool = False,
+                 python_sources: bool = False) -> Analysis:
+        """The default analysis of ``trace``; ``roofline``: with the perf model's findings merged in;
+        ``python_sources``: a PyTorch trace's GPU time by the user's line (``--sources``)."""
         from .analyze.summary import analyze
 
         a = analyze(trace, step=step, categorizer=categorizer or self.categorizer(), use_kernel_name_categories=categories,
                     linked_only=linked_only, benchmark=bench, by_annotation=by_annotation,
-                    finding_rules=self.finding_rules(), untraced_waits=untraced_waits)
+                    finding_rules=self.finding_rules(), untraced_waits=untraced_waits, python_sources=python_sources)
         return self.with_roofline(a, self.perf_model(trace, step)) if roofline else a
 
     def perf_model(self, trace: Trace, step: int | None, peak: str | None = None) -> PerfModel:
@@ -377,6 +379,7 @@ class AnalyzeRequest:
     roofline: bool = False
     read_all: bool = False
     untraced_waits: bool = False
+    python_sources: bool = False  #: ``--sources``: a PyTorch trace's GPU time by the user's line (its Python events read)
 
 
 def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], bytes], emit: Callable[[bytes], None],
@@ -392,9 +395,10 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
                "categories": r.categories, "linked_only": r.linked_only, "bench": r.bench, "width": r.width,
                "color": r.color, "by_annotation": r.by_annotation, "findings": outputs.rules_digest(s.findings),
                # (the output prints the path: a copy is another output)
-               "roofline": r.roofline, "untraced_waits": r.untraced_waits, "path": r.path}
+               "roofline": r.roofline, "untraced_waits": r.untraced_waits, "sources": r.python_sources, "path": r.path}
     req = oneshot.Request("analyze", r.path, options, s.rules, salvage=s.salvage, step_marker=s.step_marker,
-                          projection=None if r.read_all else analyze_projection(s.step_marker, roofline=r.roofline),
+                          projection=None if r.read_all else analyze_projection(s.step_marker, roofline=r.roofline,
+                                                                                python=r.python_sources),
                           no_cache=not s.cache,
                           notify=s.notify, keep=keep)
     prefetch = oneshot.Prefetch(lambda: _prefetched(s, warm))
@@ -407,7 +411,8 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
         lap = time.perf_counter()
         a = done["analysis"] = s.analysis(t, r.step, categorizer=prefetch.result(), categories=r.categories,
                                           linked_only=r.linked_only, bench=r.bench, by_annotation=r.by_annotation,
-                                          roofline=r.roofline, untraced_waits=r.untraced_waits)
+                                          roofline=r.roofline, untraced_waits=r.untraced_waits,
+                                          python_sources=r.python_sources)
         if t.salvaged is not None:
             s.say(f"kernscope: salvaged {t.salvaged:,} complete events from {r.path}")
             for line in t.salvage_skipped:

@@ -27,18 +27,20 @@ ANALYZE_XLA_STATS = ("hlo_op", "hlo_module", "step_num", "occupancy_pct", "regis
 ROOFLINE_XLA_STATS = ("hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params", "program_id")
 
 
-def analyze_projection(step_marker: str | None = None, *, roofline: bool = False) -> Projection | None:
+def analyze_projection(step_marker: str | None = None, *, roofline: bool = False,
+                       python: bool = False) -> Projection | None:
     """What a load for ``kernscope analyze`` of one trace may skip: args columns other than
     :data:`ANALYZE_ARGS`, instant events (memory records, markers: ``ph`` "i"), and ``python_function``
-    events other than those steps may come from (``step_marker``, ProfilerStep, the presets); of a JAX profile's own
-    columns, those other than :data:`ANALYZE_XLA_STATS` (and :data:`ROOFLINE_XLA_STATS` with ``roofline``). None when
-    ``step_marker`` is not a valid regex (the load then reads everything and linking reports it)."""
+    events other than those steps may come from (``step_marker``, ProfilerStep, the presets; every one with ``python``:
+    ``--sources`` reads the Python stacks); of a JAX profile's own columns, those other than :data:`ANALYZE_XLA_STATS`
+    (and :data:`ROOFLINE_XLA_STATS` with ``roofline``). None when ``step_marker`` is not a valid regex (the load then
+    reads everything and linking reports it)."""
     keep = marker_names(step_marker)
     try:
         re.compile(keep)
     except re.error:
         return None
-    return Projection(keep=keep, drop_cats=("python_function",), drop_phases=("i",), args=ANALYZE_ARGS,
+    return Projection(keep=keep, drop_cats=() if python else ("python_function",), drop_phases=("i",), args=ANALYZE_ARGS,
                       stats=ANALYZE_XLA_STATS + (ROOFLINE_XLA_STATS if roofline else ()))
 
 

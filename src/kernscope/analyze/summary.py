@@ -148,6 +148,7 @@ def analyze(
     by_annotation: str | None = None,
     finding_rules: FindingRules | None = None,
     untraced_waits: bool = False,
+    python_sources: bool = False,
 ) -> Analysis:
     """Run the default analysis of a trace.
 
@@ -163,6 +164,9 @@ def analyze(
         finding_rules: thresholds and wording of the findings (default: the built-in ``findings.toml``).
         untraced_waits: JAX/XLA profiles: the critical path takes a step's untraced host tail as a wait for the
             GPU work that ended in it (:func:`~kernscope.analyze.critical_path.critical_path`).
+        python_sources: PyTorch traces recorded with ``with_stack=True``: ``sources``, GPU time by the line of the
+            user's code, from the Python stack events around each launch (:mod:`kernscope.analyze.sources`; a load
+            that kept them: not ``projection="analyze"``). A JAX profile's lines come from its HLO: always there.
     """
     check_step(trace, step)
     # kernel names stay interned, as the trace holds them (as text they were the largest column: 0.66 GB of a 10 GB
@@ -211,6 +215,8 @@ def analyze(
                         all_gpu=all_gpu, by_step_device=by_step_device)
         grouped, wall = grouped_f.result(), wall_time_ns(g)
         rest = _summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
+        if python_sources and not rest["sources"].height:
+            rest["sources"] = _python_source_summary(trace, step, wall)
         path = path_f.result() if path_f is not None else None
         timeline, by_dev = timelines_f.result()
         rest.update(facts=facts_f.result(), steps=steps_f.result(), timeline_by_step=by_step,
@@ -270,6 +276,18 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Catego
                    if want_bench else None),
         annotations=by_annotation_(trace, with_text_keys(g, names=True), by_annotation) if by_annotation is not None else None,
     )
+
+
+def _python_source_summary(trace: Trace, step: int | None, wall: int) -> pl.DataFrame:
+    """GPU time by the user's line of a PyTorch trace's Python stacks (:func:`~kernscope.analyze.sources.python_sources`)
+    over the GPU rows the analysis reads (``step``'s, kernels, copies and sets; ``wall``: their wall time, ns)."""
+    from .sources import SOURCE_COLUMNS, python_sources
+
+    rows = trace.gpu.lazy().filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+    if step is not None:
+        rows = rows.filter(pl.col("step") == step)
+    got = python_sources(trace, rows.select("launch_idx", "name", "kind", "dur").collect())
+    return source_summary(got, wall_ns=wall, columns=SOURCE_COLUMNS)
 
 
 def _text_names(table: pl.DataFrame) -> pl.DataFrame:

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from ..analyze.critical_path import SEGMENTS, CriticalPath
 from ..analyze.summary import Analysis
-from .names import NO_SOURCE, SOURCES_TITLE, term
+from .names import NO_SOURCE, sources_title, term
 from .shortnames import compact
 from .terminal import Col, count, fit_table, pct, us
 from .views import Section, layout, view
@@ -161,7 +161,7 @@ def _sources(s: Section, out: Console) -> None:
         cols = [Col("source line", weight=3, min_width=16, tail=True), Col("function", weight=2, min_width=8, tail=True),
                 Col("top kernel", weight=2, min_width=10, kernel=True, optional=True), Col("count", True),
                 Col("total", True), Col("%", True)]
-        out.print(fit_table(SOURCES_TITLE, cols, rows, s.options.width, more=more))
+        out.print(fit_table(sources_title(s.result.trace.metadata.get("framework")), cols, rows, s.options.width, more=more))
         out.print()
 
 

@@ -252,8 +252,8 @@ _P = [
     Term("analyze.categories", "", "Per kernel category: count and durations.", "analyze"),
     Term("analyze.libraries", "", "Per library (who wrote the kernel: cuBLAS, NCCL, Triton, XLA, ...): count and durations of its GPU records.", "analyze"),
     Term("analyze.libraries.kernels", "count", "Distinct kernel names of the library (memcpy and memset excluded).", "analyze"),
-    Term("analyze.sources", "", "JAX/XLA profiles only: per line of the program's source (and its function), count and durations of the GPU records whose HLO instruction was traced from it; one row with a null source holds the records without a line.", "analyze"),
-    Term("analyze.sources.source", "", "The line, path:line (hlo_source); null: no line (XLA's copies and memsets, ops XLA added).", "analyze"),
+    Term("analyze.sources", "", "JAX/XLA profiles, and PyTorch traces with --sources: per line of the user's code (and its function), count and durations of the GPU records that came from it; one row with a null source holds the records without a line.", "analyze"),
+    Term("analyze.sources.source", "", "The line, path:line: JAX, where the kernel's HLO instruction was traced (hlo_source); PyTorch, the first line of the user's function the launch was made in (the Python tracer's frame name). Null: no line (XLA's copies and memsets, ops XLA added; PyTorch's backward, launched by autograd's thread).", "analyze"),
     Term("analyze.sources.function", "", "The function of the line (hlo_function): its qualified name; null where the profile names none (older JAX).", "analyze"),
     Term("analyze.sources.kernels", "count", "Distinct kernel names of the line (memcpy and memset excluded).", "analyze"),
     Term("analyze.sources.top_kernel", "", "The kernel of the line that took the most GPU time.", "analyze"),
@@ -402,7 +402,7 @@ they are the analysis's, in `analysis.kernels`.
 | `analysis.kernels_by_stream` | … and (device, stream) | launcher, category, name, device, stream, decided_by, decided_op, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.categories` | category | category, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.libraries` | library (who wrote the kernel) | library, kernels (distinct kernel names), count, total_us, mean_us, min_us, max_us, pct, pct_wall |
-| `analysis.sources` | line of the program's source (JAX; empty for Kineto traces) | source, function, kernels, top_kernel, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
+| `analysis.sources` | line of the user's code (JAX; PyTorch with `--sources`, else empty) | source, function, kernels, top_kernel, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.ops` | launching CPU op | launcher, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.ops_by_category` | (category, library) | category, library, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.launcher_categories` | (launching op, category) | launcher, category, count, total_us, mean_us, min_us, max_us, pct, pct_of_launcher |

@@ -60,8 +60,18 @@ def shorten_left(s: str, width: int) -> str:
     return "…" + s[len(s) - width + 1:] if width > 1 else s[-1:]
 
 
-#: the title of the table of GPU time by source line (terminal, HTML)
+#: the title of the table of GPU time by source line (terminal, HTML): a JAX profile's, from the HLO
 SOURCES_TITLE = "GPU time by source line (the line of your code each kernel's op was traced from)"
+#: ... and a PyTorch trace's, from its Python stacks (``--sources``): PyTorch's tracer names a frame by its function's
+#: first line, and autograd's thread, which launches the backward, has no Python stack
+PYTHON_SOURCES_TITLE = ("GPU time by Python function of your code (its file and first line; the backward, launched by "
+                        "autograd's thread, has none)")
+
+
+def sources_title(framework: object) -> str:
+    """The title of a trace's source table: :data:`SOURCES_TITLE` for a JAX profile (``framework`` "jax"), else
+    :data:`PYTHON_SOURCES_TITLE`."""
+    return SOURCES_TITLE if framework == "jax" else PYTHON_SOURCES_TITLE
 #: the source cell of the GPU rows with no line (XLA's copies and memsets, instructions XLA added itself)
 NO_SOURCE = "(no source line)"
 

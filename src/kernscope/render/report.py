@@ -15,7 +15,7 @@ from .excel import REPORT_CHARTS, Sheet
 from .formats.html import sheet_view
 from .html.analysis import table, timeline_data
 from .memory import chart_data
-from .names import NO_SOURCE, SOURCES_TITLE
+from .names import NO_SOURCE, sources_title
 from .perf import device_sheet
 from .tables import records
 from .views import OMIT, Section, layout, view
@@ -95,7 +95,7 @@ def _html_tables(s: Section) -> dict[str, Any]:
                            "GPU time by library (who wrote the kernel)"),
         # (the row of GPU records without a line says so, as in the terminal)
         **({"sources": table(a.sources.select(pl.col("source").fill_null(NO_SOURCE), "function", "kernels", "top_kernel",
-                                              "count", "total_us", "pct", "mean_us"), SOURCES_TITLE)}
+                                              "count", "total_us", "pct", "mean_us"), sources_title(a.trace.metadata.get("framework")))}
            if a.sources.height else {}),
         "steps": table(a.steps, "Steps"),
     }}

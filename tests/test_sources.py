@@ -1,4 +1,5 @@
-"""GPU time by source line: a JAX profile's kernels traced back to the lines of the user's code (``hlo_source``).
+"""GPU time by source line: kernels traced back to the lines of the user's code (JAX: from the HLO, ``hlo_source``;
+PyTorch traces recorded with_stack: from the Python stack around each launch, ``--sources``).
 
 The profile stores every compiled module's HloProto; each instruction's metadata names a frame of the module's stack
 frame index (JAX since 0.4.3x) or a source file and line (older JAX). Recordings: ``tests/data/jax/transformer`` was
@@ -189,3 +190,69 @@ def test_perf_names_each_ops_line_and_the_roofline_finding_says_where():
     wide = subprocess.run([sys.executable, "-m", "kernscope.cli", "perf", str(TRANSFORMER), "--no-cache"],
                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     assert "source line" in wide.stdout and f"{SCRIPT}:82" in wide.stdout
+
+
+# -- PyTorch traces recorded with with_stack=True (--sources) ---------------------------------------
+GPT_STACK = DATA / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz"  # examples/record_example_trace.py --full (f03e1d8)
+QWEN = TRACES / "tracelens" / "h100_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+
+def test_user_frames_leave_the_framework_out():
+    from kernscope.analyze.sources import user_frame
+
+    assert user_frame("record_example_trace.py(36): forward") == ("record_example_trace.py:36", "forward")
+    assert user_frame("transformers/models/qwen2/modeling_qwen2.py(56): forward") == (
+        "transformers/models/qwen2/modeling_qwen2.py:56", "forward")  # (a model library's code is the model's)
+    for framework in ("torch/nn/modules/module.py(1783): _call_impl", "typing.py(2154): cast", "<built-in function linear>",
+                      "<frozen os>(680): __getitem__", "nn.Module: Linear_0", "triton/runtime/jit.py(330): run",
+                      "/tmp/torchinductor_root/ab/cabc.py(900): call",
+                      "/usr/lib/python3/dist-packages/numpy/core/fromnumeric.py(88): sum"):
+        assert user_frame(framework) is None, framework
+
+
+def test_a_pytorch_traces_gpu_time_by_the_users_function():
+    """The bundled-style GPT step recorded with stacks: the forward's kernels under ``Block.forward`` (defined on line 36
+    of the script at f03e1d8) and ``GPT.forward`` (53), the optimizer's under ``step`` (82); the backward, launched by
+    autograd's thread (no Python stack there), is the row without a line."""
+    t = kernscope.load(GPT_STACK, cache=False)
+    s = analyze(t, python_sources=True).sources
+    assert s["count"].sum() == t.gpu.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"])).height
+    got = {(r["source"], r["function"]): r["count"] for r in s.iter_rows(named=True)}
+    assert got == {(None, None): 627, ("record_example_trace.py:82", "step"): 303,
+                   ("record_example_trace.py:36", "forward"): 252, ("record_example_trace.py:53", "forward"): 30}
+    g = t.gpu
+    backward = g.filter(pl.col("launch_tid").cast(pl.String) == "474")  # autograd's thread
+    assert backward.height == 627 - g.filter(pl.col("launch_idx").is_null()).height
+    assert analyze(t).sources.height == 0  # (asked for only: an analyze load has no Python events)
+
+
+def test_sources_option_reads_the_python_events_and_prints_what_a_full_read_prints(tmp_path):
+    from kernscope.cli import main
+
+    outs: list[bytes] = []
+    for flag in ([], ["--read-all"]):
+        out = tmp_path / f"{len(outs)}.json"
+        assert main(["analyze", str(GPT_STACK), "--sources", "--no-cache", "-q", "--format", "json", "-o", str(out),
+                     *flag]) == 0
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    d = json.loads(outs[0])
+    assert [r["source"] for r in d["sources"]] == [None, "record_example_trace.py:82", "record_example_trace.py:36",
+                                                   "record_example_trace.py:53"]
+    plain = run("analyze", str(GPT_STACK), "--no-cache", "--format", "json")
+    assert "sources" not in json.loads(plain.stdout)  # (without --sources: the Python events are not read)
+    r = run("analyze", str(GPT_STACK), "--sources", "--no-cache")
+    assert "GPU time by Python function of your code" in r.stdout and "record_example_trace.py:36" in r.stdout
+
+
+def test_a_hugging_face_models_kernels_by_its_modeling_code():
+    """TraceLens's Qwen 1.5 inference trace (H100, with stacks): the kernels under the model's own functions in
+    ``transformers``; the GPU rows without a launch in the trace are the row without a line."""
+    if not QWEN.exists():
+        pytest.skip("TraceLens's traces not present")
+    t = kernscope.load(QWEN, cache=False)
+    s = analyze(t, python_sources=True).sources
+    top = s.drop_nulls("source").row(0, named=True)
+    assert top["source"] == "transformers/models/qwen2/modeling_qwen2.py:56" and top["count"] == 192
+    assert s.filter(pl.col("source").is_null())["count"].item() == t.gpu.filter(pl.col("launch_idx").is_null()).height
+    assert all(src.startswith("transformers/") for src in s["source"].drop_nulls())
