@@ -73,6 +73,8 @@ def test_the_transformers_kernels_come_from_the_lines_of_its_model():
     assert g.filter(pl.col("kind") == "memcpy")["hlo_source"].null_count() == g.filter(pl.col("kind") == "memcpy").height
     none = s.filter(pl.col("source").is_null())
     assert none.height == 1 and none["count"].item() == 510
+    one = analyze(t, step=1)  # (one step's rows: its 439 GPU records)
+    assert one.sources["count"].sum() == 439 == one.steps.filter(pl.col("step") == 1)["gpu_event_count"].item()
 
 
 def test_a_package_frame_gives_way_to_the_users_line():
@@ -80,9 +82,10 @@ def test_a_package_frame_gives_way_to_the_users_line():
     line is the user's call of it, the innermost frame outside installed packages."""
     if not TE.exists():
         pytest.skip("TraceLens's JAX profiles not present")
-    a = analyze(kernscope.load(TE, cache=False, projection="analyze"))
+    t = kernscope.load(TE, cache=False, projection="analyze")
+    a = analyze(t)
     assert not any("site-packages" in s for s in a.sources["source"].drop_nulls())
-    g = a.gpu.with_columns(pl.col("name").cast(pl.String))
+    g = t.gpu.with_columns(pl.col("name").cast(pl.String))
     fmha = g.filter(pl.col("name").str.contains("Fmha"))
     assert fmha.height == 40 and set(fmha["hlo_source"].cast(pl.String)) == {"/workspace/12_te_fused_attn.py:77"}
     top = a.sources.row(0, named=True)

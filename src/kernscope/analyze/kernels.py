@@ -31,8 +31,7 @@ def gpu_table(
 
     Columns: name, kind, device, stream, ts, dur, end (ns), launcher, op_name, launch_name,
     graph_launch, step, correlation, launch_ts/pid/tid, occupancy_pct and registers (the profiler's estimate and
-    the kernel's registers per thread, null where the trace has none), a JAX profile's hlo_source and hlo_function (the
-    line of the program's source the kernel's HLO op was traced from), and category/library/decided_by/decided_op when a
+    the kernel's registers per thread, null where the trace has none), and category/library/decided_by/decided_op when a
     categorizer is given (the category uses the launching op, or for JAX the HLO instruction, as a second
     signal: see ``launcher_categories``). ``text_names=False`` keeps ``name`` interned (Categorical), as the trace
     holds it: a 10 GB trace's 2.3 M kernel names are 0.66 GB as text; ``text_keys=False`` keeps the :data:`TEXT_KEYS`
@@ -67,7 +66,6 @@ def gpu_table(
         "launch_tid",
     ]
     cols += [pl.col(c) if c in g.columns else pl.lit(None, pl.Int64).alias(c) for c in ("occupancy_pct", "registers")]
-    cols += [c for c in ("hlo_source", "hlo_function") if c in g.columns]  # (a JAX profile's: its source lines)
     if categorizer is not None:
         cols += ["category", "library", "decided_by", "decided_op"]
     out = g.select(cols)

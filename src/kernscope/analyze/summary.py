@@ -210,13 +210,13 @@ def analyze(
         grouped_f = pool.submit(rows_by, g, SUMMARY_KEYS + decided)
         step_cats_f = pool.submit(step_category_summary, trace, all_gpu)
         facts_f = pool.submit(trace_facts, trace)
+        sources_f = pool.submit(lambda: _source_summary(trace, step, wall_time_ns(g), python_sources))
         by_step, by_step_device = by_step_f.result()
         findings = find(trace, g, steps_f.result(), by_step, step=step, rules=finding_rules, pool=pool,
                         all_gpu=all_gpu, by_step_device=by_step_device)
         grouped, wall = grouped_f.result(), wall_time_ns(g)
         rest = _summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
-        if python_sources and not rest["sources"].height:
-            rest["sources"] = _python_source_summary(trace, step, wall)
+        rest["sources"] = sources_f.result()
         path = path_f.result() if path_f is not None else None
         timeline, by_dev = timelines_f.result()
         rest.update(facts=facts_f.result(), steps=steps_f.result(), timeline_by_step=by_step,
@@ -270,7 +270,6 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Catego
         ops=op_summary(g, grouped=grouped, wall_ns=wall),
         ops_by_category=op_category_summary(g, grouped=grouped, wall_ns=wall),
         launcher_categories=launcher_category_summary(g, grouped=grouped),
-        sources=source_summary(g, wall_ns=wall),
         unlinked=dict(trace.unlinked),
         benchmark=(analyze_benchmark(trace, cat, table=with_text_keys(all_gpu, names=True) if cat is not None else None)
                    if want_bench else None),
@@ -278,16 +277,25 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Catego
     )
 
 
-def _python_source_summary(trace: Trace, step: int | None, wall: int) -> pl.DataFrame:
-    """GPU time by the user's line of a PyTorch trace's Python stacks (:func:`~kernscope.analyze.sources.python_sources`)
-    over the GPU rows the analysis reads (``step``'s, kernels, copies and sets; ``wall``: their wall time, ns)."""
+def _source_summary(trace: Trace, step: int | None, wall: int, python: bool) -> pl.DataFrame:
+    """GPU time by the user's line over the GPU rows the analysis reads (``step``'s; kernels, copies and sets; ``wall``:
+    their wall time, ns): a JAX profile's from its HLO (``hlo_source``), else with ``python`` a PyTorch trace's from
+    its Python stacks (:func:`~kernscope.analyze.sources.python_sources`). Read from the trace's GPU table, whose
+    columns the selection shares: not carried through the categorized rows (1.4 M rows of a 200 MB JAX profile)."""
     from .sources import SOURCE_COLUMNS, python_sources
 
-    rows = trace.gpu.lazy().filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+    gpu = trace.gpu
+    jax = "hlo_source" in gpu.columns and gpu["hlo_source"].null_count() < gpu.height
+    if not jax and not python:
+        return pl.DataFrame(schema=SOURCE_SCHEMA)
+    wanted = ["name", "kind", "dur", *(("hlo_source", "hlo_function") if jax else ("launch_idx",))]
+    rows = gpu.lazy().select(*wanted, "step").filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
     if step is not None:
         rows = rows.filter(pl.col("step") == step)
-    got = python_sources(trace, rows.select("launch_idx", "name", "kind", "dur").collect())
-    return source_summary(got, wall_ns=wall, columns=SOURCE_COLUMNS)
+    got = rows.select(wanted).collect()
+    if jax:
+        return source_summary(got, wall_ns=wall)
+    return source_summary(python_sources(trace, got), wall_ns=wall, columns=SOURCE_COLUMNS)
 
 
 def _text_names(table: pl.DataFrame) -> pl.DataFrame:
