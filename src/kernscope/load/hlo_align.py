@@ -131,6 +131,14 @@ def match(table: pl.DataFrame, hlo: pl.DataFrame) -> tuple[np.ndarray, np.ndarra
     part = pl.struct("device", "stream")
     if not k.select(((pl.col("ts").diff() >= 0) | (part != part.shift())).fill_null(True).all()).item():
         k = k.sort("device", "stream", "ts", "_r")
+    # only the unnamed kernels and the kernels beside them (a run's anchors) say anything of a run: a named kernel
+    # between named ones neither ends a run nor starts one (the 207 MB profile: 950 k kernels, 297 k of them kept)
+    unnamed = k["_i"].is_null().to_numpy()
+    near = unnamed.copy()
+    near[1:] |= unnamed[:-1]
+    near[:-1] |= unnamed[1:]
+    if not near.all():
+        k = k.filter(pl.Series(near))
     k = k.with_columns(pl.col("_i").is_not_null().cum_sum().over("device", "stream").alias("_run"),
                        pl.col("_i").forward_fill().over("device", "stream").alias("_first"),
                        pl.col("_i").backward_fill().over("device", "stream").alias("_last"))
