@@ -20,6 +20,7 @@ import sys
 import numpy as np
 import polars as pl
 
+from ..load.hlo import PACKAGE_FILE
 from ..model import Trace
 
 #: a Python frame's event name: ``path(line): function``
@@ -27,8 +28,7 @@ _FRAME = re.compile(r"^(?P<path>.+)\((?P<line>\d+)\): (?P<function>.+)$")
 #: frames that are the framework's, not the user's: PyTorch's own packages, Triton, Inductor's generated modules,
 #: installed packages named by their full path, Python's standard library (by its first path component)
 FRAMEWORK_FRAMES = re.compile(
-    r"^(torch|torchgen|functorch|triton|torch_tensorrt|apex|tensorrt)/|torchinductor_|[/\\](site|dist)-packages[/\\]"
-    r"|^<")
+    rf"^(torch|torchgen|functorch|triton|torch_tensorrt|apex|tensorrt)/|torchinductor_|{PACKAGE_FILE.pattern}|^<")
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 #: the columns :func:`python_sources` gives the GPU rows
 SOURCE_COLUMNS = ("py_source", "py_function")

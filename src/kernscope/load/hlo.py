@@ -225,7 +225,7 @@ def _frames(buf: np.ndarray, index: Fields) -> dict[int, list[tuple[str, str | N
                 continue
             line, path = where.get(3, 0), files[file_id - 1]
             own.append((f"{path}:{line}" if line > 0 else path, funcs[func_id - 1] if 0 < func_id <= len(funcs) else None,
-                        _PACKAGE.search(path) is not None))
+                        PACKAGE_FILE.search(path) is not None))
         parent = [fr.get(2, 0) for fr in stack[j]]
         frames: list[tuple[str, str | None] | None] = []
         for k, first in enumerate(own):
@@ -246,7 +246,7 @@ def _frames(buf: np.ndarray, index: Fields) -> dict[int, list[tuple[str, str | N
 
 
 #: a file of an installed package (not the user's own code)
-_PACKAGE = re.compile(r"[/\\](site|dist)-packages[/\\]")
+PACKAGE_FILE = re.compile(r"[/\\](site|dist)-packages[/\\]")
 
 
 def _schedule(buf: np.ndarray, mod: Fields, inf: Fields, ins_module: np.ndarray, ins_comp: np.ndarray,

@@ -426,13 +426,10 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
          .select("_key", pl.coalesce("_i", "_i3", "_i2").cast(pl.Categorical).alias("hlo_instruction"),
                  pl.coalesce("_d", "_d3", "_d2").cast(pl.Categorical).alias("hlo_desc"),
                  pl.coalesce("_p", "_p3", "_p2").cast(pl.Categorical).alias("_p"),
-                 # (the source line and its function of the instruction the kernel ran: the same instruction's two)
-                 pl.when(pl.col("_i").is_not_null()).then(pl.col("_s")).when(pl.col("_i3").is_not_null())
-                 .then(pl.col("_s3")).otherwise(pl.col("_s2")).cast(pl.Categorical).alias("hlo_source"),
-                 pl.when(pl.col("_i").is_not_null()).then(pl.col("_f")).when(pl.col("_i3").is_not_null())
-                 .then(pl.col("_f3")).otherwise(pl.col("_f2")).cast(pl.Categorical).alias("hlo_function"),
-                 pl.when(pl.col("_i").is_not_null()).then(pl.col("_r"))
-                 .when(pl.col("_i3").is_not_null()).then(pl.col("_r3")).otherwise(pl.col("_r2")).alias("_row"))
+                 # (the source line, its function and the row of the instruction the kernel ran: all three the same
+                 # instruction's, where a coalesce could take an empty line's from another)
+                 _of_instruction("_s").cast(pl.Categorical).alias("hlo_source"),
+                 _of_instruction("_f").cast(pl.Categorical).alias("hlo_function"), _of_instruction("_r").alias("_row"))
          .unique("_key", keep="first", maintain_order=True))  # one entry per key (a kernel name twice in a module)
     if any(wanted(c) for c in HLO_COST_COLUMNS):
         # what the instructions the kernels ran compute and move (the perf model of JAX kernels): only theirs (0.16 s
@@ -449,6 +446,13 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
     first_programs = hlo.join(firsts.rename({"_m": "hlo_module", "_pg": "program"}), on=["hlo_module", "program"],
                               how="semi", maintain_order="left")
     return _with_library_calls(table, first_programs, works, read)
+
+
+def _of_instruction(column: str) -> pl.Expr:
+    """In :func:`_with_hlo`'s join: ``column`` of the instruction a kernel ran, found by its name (``column``), by its
+    name without a pass number (``column``3) or by its ``hlo_op`` (``column``2), the first that found one."""
+    return (pl.when(pl.col("_i").is_not_null()).then(pl.col(column)).when(pl.col("_i3").is_not_null())
+            .then(pl.col(f"{column}3")).otherwise(pl.col(f"{column}2")))
 
 
 def _costs(works: Works, rows: list[int]) -> pl.DataFrame:
