@@ -259,3 +259,15 @@ def test_a_hugging_face_models_kernels_by_its_modeling_code():
     assert top["source"] == "transformers/models/qwen2/modeling_qwen2.py:56" and top["count"] == 192
     assert s.filter(pl.col("source").is_null())["count"].item() == t.gpu.filter(pl.col("launch_idx").is_null()).height
     assert all(src.startswith("transformers/") for src in s["source"].drop_nulls())
+
+
+def test_report_sources_writes_the_table_of_a_pytorch_trace(tmp_path):
+    r = run("report", str(GPT_STACK), "--sources", "-o", str(tmp_path / "csv/"), "--no-cache")
+    assert r.returncode == 0, r.stderr
+    t = pl.read_csv(tmp_path / "csv" / "source_summary.csv")
+    assert t["source"].to_list() == [None, "record_example_trace.py:82", "record_example_trace.py:36",
+                                     "record_example_trace.py:53"]
+    assert run("report", str(GPT_STACK), "-o", str(tmp_path / "plain/"), "--no-cache").returncode == 0
+    assert not (tmp_path / "plain" / "source_summary.csv").exists()  # (asked for only)
+    html = run("report", str(GPT_STACK), "--sources", "-o", str(tmp_path / "r.html"), "--no-cache")
+    assert html.returncode == 0 and "GPU time by Python function of your code" in (tmp_path / "r.html").read_text()

@@ -126,6 +126,11 @@ untraced_waits_option = click.option(
          "block_until_ready) as a wait for the GPU work that ended in it, and follows that work; a heuristic, slower "
          "on large profiles.")
 
+sources_option = click.option(
+    "--sources", "python_sources", is_flag=True,
+    help="PyTorch traces recorded with with_stack=True: GPU time by the function of your code, from the Python stack "
+         "around each launch (reads the trace's Python events: a slower load). JAX profiles have it always, by line.")
+
 
 def rank_options(f: F) -> F:
     for opt in reversed(_rank_opts):
@@ -151,10 +156,7 @@ def rank_options(f: F) -> F:
               help="Also run the perf model (op shapes: a second, sparse read of the file, ~0.5 s per 200 MB) and add "
                    "its far_from_roofline findings; report always does.")
 @untraced_waits_option
-@click.option("--sources", "python_sources", is_flag=True,
-              help="PyTorch traces recorded with with_stack=True: GPU time by the line of your code, from the Python "
-                   "stack around each launch (reads the trace's Python events: a slower load). JAX profiles have it "
-                   "always.")
+@sources_option
 @click.option("--timings", is_flag=True,
               help="After the output, print to stderr where the time went (parse, link, analysis, render), reading "
                    "the file cold (the cache is neither read nor written).")
@@ -210,14 +212,15 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
                    "placed under their kernels (see kernscope intra align): rows on the HTML timeline below the "
                    "kernel's stream, and the intra_launches table/sheet.")
 @untraced_waits_option
+@sources_option
 @click.option("--intra-kernel", default=None, metavar="NAME", help="With --intra: the host's kernel name "
                                                                     "[default: the intra file's kernel].")
 @trace_options
 @rank_options
 def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None,
            by_annotation: str | None, diff_with: str | None, step_b: str | None, peak: str | None,
-           intra_files: tuple[str, ...], intra_kernel: str | None, untraced_waits: bool, engine: str,
-           scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
+           intra_files: tuple[str, ...], intra_kernel: str | None, untraced_waits: bool, python_sources: bool,
+           engine: str, scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
     """Write the perf report: Excel workbook, self-contained HTML page, or a directory of CSVs.
 
     Workbooks and CSV directories also get the perf model's sheets (one per op class, unified_perf_summary) when the
@@ -227,7 +230,7 @@ def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, l
     fmt, all_tables = commands.report_target(output)
     given = {"--step": step is not None, "--linked-only": linked_only, "--by-annotation": by_annotation is not None,
              "--diff": diff_with is not None, "--step-b": step_b is not None, "--peak": peak is not None,
-             "--untraced-waits": untraced_waits}
+             "--untraced-waits": untraced_waits, "--sources": python_sources}
     got = s.several(traces, bench, engine, scheduler, workers, strict, read_all, one_only="--intra places records on "
                     "one host trace: give one trace, not a job" if intra_files else None,
                     per_trace=[name for name, on in given.items() if on])
@@ -238,7 +241,8 @@ def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, l
     n = _parse_step(step)
     ans = s.report(got, n, linked_only=linked_only, bench=bench, by_annotation=by_annotation, diff_with=diff_with,
                    step_b=_parse_step(step_b, "--step-b") if step_b is not None else n, peak=peak,
-                   intra_files=intra_files, intra_kernel=intra_kernel, untraced_waits=untraced_waits)
+                   intra_files=intra_files, intra_kernel=intra_kernel, untraced_waits=untraced_waits,
+                   python_sources=python_sources)
     write_result(ans.result, fmt, output, all_tables, s.say)
     ans.check()
 

@@ -272,9 +272,11 @@ class Session:
     def report(self, path: str, step: int | None = None, *, linked_only: bool = False, bench: bool | None = None,
                by_annotation: str | None = None, diff_with: str | None = None, step_b: int | None = None,
                peak: str | None = None, intra_files: Sequence[str] = (), intra_kernel: str | None = None,
-               untraced_waits: bool = False) -> Answer[Report]:
+               untraced_waits: bool = False, python_sources: bool = False) -> Answer[Report]:
         """One trace's report: its analysis, the perf model where ops have shapes (its findings merged), the memory
-        timeline, a diff with ``diff_with`` (its step ``step_b``), intra-kernel records placed under their kernels."""
+        timeline, a diff with ``diff_with`` (its step ``step_b``), intra-kernel records placed under their kernels;
+        ``python_sources``: a PyTorch trace's GPU time by the user's function (``--sources``; a report reads a Kineto
+        trace whole, its Python events with it)."""
         from .analyze.memory import memory_timeline
         from .analyze.needs import diff_projection, report_projection
         from .analyze.report import Report
@@ -283,7 +285,7 @@ class Session:
         t = self.load(path, projection=None if intra_files else report_projection())
         cat = self.categorizer()
         a = self.analysis(t, step, categorizer=cat, linked_only=linked_only, bench=bench, by_annotation=by_annotation,
-                          untraced_waits=untraced_waits)
+                          untraced_waits=untraced_waits, python_sources=python_sources)
         pm = self.perf_model(t, step, peak)
         a = self.with_roofline(a, pm)
         d = None
