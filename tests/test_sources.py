@@ -215,17 +215,28 @@ def test_user_frames_leave_the_framework_out():
 
 def test_a_pytorch_traces_gpu_time_by_the_users_function():
     """The bundled-style GPT step recorded with stacks: the forward's kernels under ``Block.forward`` (defined on line 36
-    of the script at f03e1d8) and ``GPT.forward`` (53), the optimizer's under ``step`` (82); the backward, launched by
-    autograd's thread (no Python stack there), is the row without a line."""
+    of the script at f03e1d8) and ``GPT.forward`` (53), the optimizer's and the loss's under ``step`` (82). The
+    backward, launched by autograd's thread (no Python stack there), counts for its forward ops' functions, marked:
+    cuDNN's attention backward for ``Block.forward``, the log-softmax's for ``step``."""
+    from kernscope.analyze.sources import SOURCE_COLUMNS, python_sources
+
     t = kernscope.load(GPT_STACK, cache=False)
     s = analyze(t, python_sources=True).sources
     assert s["count"].sum() == t.gpu.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"])).height
     got = {(r["source"], r["function"]): r["count"] for r in s.iter_rows(named=True)}
-    assert got == {(None, None): 627, ("record_example_trace.py:82", "step"): 303,
-                   ("record_example_trace.py:36", "forward"): 252, ("record_example_trace.py:53", "forward"): 30}
-    g = t.gpu
-    backward = g.filter(pl.col("launch_tid").cast(pl.String) == "474")  # autograd's thread
-    assert backward.height == 627 - g.filter(pl.col("launch_idx").is_null()).height
+    assert got == {("record_example_trace.py:36", "forward (backward)"): 492, ("record_example_trace.py:82", "step"): 303,
+                   ("record_example_trace.py:36", "forward"): 252, ("record_example_trace.py:53", "forward (backward)"): 123,
+                   ("record_example_trace.py:82", "step (backward)"): 12, ("record_example_trace.py:53", "forward"): 30}
+    rows = python_sources(t, t.gpu.select("launch_idx", "launch_tid", "name", "kind", "dur"))
+    autograd = rows.filter(pl.col("launch_tid").cast(pl.String) == "474")  # autograd's thread: all backward, all found
+    assert autograd.height == 627 and autograd[SOURCE_COLUMNS[1]].str.ends_with(" (backward)").all()
+    # cuDNN's attention: forward and backward for the function that called it; in the CUDA graph the step replays
+    # (an inference forward captured before), for ``step``, whose line launched the graph
+    attention = rows.with_columns(pl.col("launch_idx").is_in(t.gpu.filter(pl.col("graph_launch"))["launch_idx"].implode())
+                                  .alias("_graph")).filter(pl.col("name").cast(pl.String).str.contains("cudnn"))
+    assert {(r[SOURCE_COLUMNS[0]], r[SOURCE_COLUMNS[1]], r["_graph"]) for r in attention.iter_rows(named=True)} == {
+        ("record_example_trace.py:36", "forward", False), ("record_example_trace.py:36", "forward (backward)", False),
+        ("record_example_trace.py:82", "step", True)}
     assert analyze(t).sources.height == 0  # (asked for only: an analyze load has no Python events)
 
 
@@ -240,8 +251,9 @@ def test_sources_option_reads_the_python_events_and_prints_what_a_full_read_prin
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
     d = json.loads(outs[0])
-    assert [r["source"] for r in d["sources"]] == [None, "record_example_trace.py:82", "record_example_trace.py:36",
-                                                   "record_example_trace.py:53"]
+    assert [(r["source"], r["function"]) for r in d["sources"]][:3] == [
+        ("record_example_trace.py:36", "forward (backward)"), ("record_example_trace.py:82", "step"),
+        ("record_example_trace.py:36", "forward")]
     plain = run("analyze", str(GPT_STACK), "--no-cache", "--format", "json")
     assert "sources" not in json.loads(plain.stdout)  # (without --sources: the Python events are not read)
     r = run("analyze", str(GPT_STACK), "--sources", "--no-cache")
@@ -265,8 +277,7 @@ def test_report_sources_writes_the_table_of_a_pytorch_trace(tmp_path):
     r = run("report", str(GPT_STACK), "--sources", "-o", str(tmp_path / "csv/"), "--no-cache")
     assert r.returncode == 0, r.stderr
     t = pl.read_csv(tmp_path / "csv" / "source_summary.csv")
-    assert t["source"].to_list() == [None, "record_example_trace.py:82", "record_example_trace.py:36",
-                                     "record_example_trace.py:53"]
+    assert t["count"].sum() == 1212 and t["function"].to_list()[:2] == ["forward (backward)", "step"]
     assert run("report", str(GPT_STACK), "-o", str(tmp_path / "plain/"), "--no-cache").returncode == 0
     assert not (tmp_path / "plain" / "source_summary.csv").exists()  # (asked for only)
     html = run("report", str(GPT_STACK), "--sources", "-o", str(tmp_path / "r.html"), "--no-cache")

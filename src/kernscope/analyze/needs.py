@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..link.markers import marker_names
-from ..load.argspec import KERNEL_ARGS, LINK_ARGS
+from ..load.argspec import AUTOGRAD_ARGS, KERNEL_ARGS, LINK_ARGS
 from ..load.projection import Projection
 
 #: the ``args`` columns the default analysis reads (through the link stage, and the findings' kernel args)
@@ -32,15 +32,17 @@ def analyze_projection(step_marker: str | None = None, *, roofline: bool = False
     """What a load for ``kernscope analyze`` of one trace may skip: args columns other than
     :data:`ANALYZE_ARGS`, instant events (memory records, markers: ``ph`` "i"), and ``python_function``
     events other than those steps may come from (``step_marker``, ProfilerStep, the presets; every one with ``python``:
-    ``--sources`` reads the Python stacks); of a JAX profile's own columns, those other than :data:`ANALYZE_XLA_STATS`
-    (and :data:`ROOFLINE_XLA_STATS` with ``roofline``). None when ``step_marker`` is not a valid regex (the load then
-    reads everything and linking reports it)."""
+    ``--sources`` reads the Python stacks, and autograd's args that lead a backward op to its forward op); of a JAX
+    profile's own columns, those other than :data:`ANALYZE_XLA_STATS` (and :data:`ROOFLINE_XLA_STATS` with
+    ``roofline``). None when ``step_marker`` is not a valid regex (the load then reads everything and linking reports
+    it)."""
     keep = marker_names(step_marker)
     try:
         re.compile(keep)
     except re.error:
         return None
-    return Projection(keep=keep, drop_cats=() if python else ("python_function",), drop_phases=("i",), args=ANALYZE_ARGS,
+    return Projection(keep=keep, drop_cats=() if python else ("python_function",), drop_phases=("i",),
+                      args=ANALYZE_ARGS + (AUTOGRAD_ARGS if python else ()),
                       stats=ANALYZE_XLA_STATS + (ROOFLINE_XLA_STATS if roofline else ()))
 
 

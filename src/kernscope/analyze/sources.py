@@ -6,7 +6,10 @@ around the CPU ops and the runtime call that launched the kernel. From that call
 (:func:`kernscope.link.tree.call_tree`), the first Python frame that is not the framework's own
 (:data:`FRAMEWORK_FRAMES`: PyTorch, Triton, Python's standard library, built-ins, Inductor's generated code) is the
 line of the user's code: the model's, or a model library's (``transformers/models/qwen2/modeling_qwen2.py(276):
-forward``). JAX profiles have their lines from the HLO (``hlo_source``, :mod:`kernscope.load.hlo`).
+forward``). The backward runs on autograd's thread, which has no Python stack: a backward kernel counts for the
+function of its forward op (the op that made the autograd node whose backward launched it: the backward op's
+``Sequence number``), marked ``(backward)``. JAX profiles have their lines from the HLO (``hlo_source``,
+:mod:`kernscope.load.hlo`).
 
 Numpy over the call tree: one step up every unresolved row at a time (a Python stack is a few dozen frames deep),
 each distinct frame name parsed once.
@@ -48,7 +51,8 @@ def user_frame(name: str) -> tuple[str, str] | None:
 
 def python_sources(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
     """``rows`` (GPU rows with ``launch_idx``) with :data:`SOURCE_COLUMNS`: the user's line each one's launch was
-    made from (null where the launch is not under such a frame: no Python stack recorded, or none of the user's)."""
+    made from, or its forward op's for a backward kernel (its function then ends ``(backward)``); null where neither
+    is under a frame of the user's (no Python stack recorded, or none of the user's)."""
     none = rows.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in SOURCE_COLUMNS)
     ev = trace.events
     if rows.height == 0 or "launch_idx" not in rows.columns:
@@ -69,17 +73,55 @@ def python_sources(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
     parent[tree["idx"].to_numpy()] = tree["parent_idx"].fill_null(-1).to_numpy()
     frame = np.full(top, -1, dtype=np.int64)  # each user frame's row in ``users``, by event idx
     frame[users["idx"].to_numpy()] = np.arange(users.height)
-    cur = rows["launch_idx"].fill_null(-1).to_numpy().astype(np.int64)
-    cur[(cur < 0) | (cur >= top)] = -1
+    start = rows["launch_idx"].fill_null(-1).to_numpy().astype(np.int64)
+    start[(start < 0) | (start >= top)] = -1
+    found = _up_to(frame, parent, start)
+    # a backward kernel (autograd's thread: no Python stack) is its forward op's: the op that made the node whose
+    # backward launched it (the backward op's ``seq_num``), whose own stack names the user's function
+    backward = np.zeros(found.size, dtype=np.bool_)
+    if "seq_num" in ev.columns and "fwd_tid" in ev.columns and (found < 0).any():
+        forward_of = _forward_ops(ev, top)
+        if forward_of is not None:
+            lost = np.flatnonzero((found < 0) & (start >= 0))
+            op = _up_to(forward_of, parent, start[lost])
+            hit = lost[op >= 0]
+            again = _up_to(frame, parent, op[op >= 0])
+            found[hit] = again
+            backward[hit[again >= 0]] = True
+    pick = pl.Series(found).set(pl.Series(found < 0), None)
+    got = users.select("_src", "_fn")[pick]
+    fn = pl.when(pl.Series(backward)).then(got["_fn"] + " (backward)").otherwise(got["_fn"])
+    return rows.with_columns(got["_src"].alias(SOURCE_COLUMNS[0]), pl.select(fn).to_series().alias(SOURCE_COLUMNS[1]))
+
+
+def _up_to(mark: np.ndarray, parent: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """For each event idx of ``start`` (-1: none), ``mark`` of the first event up its call tree (itself first) whose
+    ``mark`` is >= 0; -1 where none is."""
+    cur = start.copy()
     found = np.full(cur.size, -1, dtype=np.int64)
     todo = np.flatnonzero(cur >= 0)
-    while todo.size:  # (one step up the stack for every row not yet under a user frame)
-        at = cur[todo]
-        hit = frame[at]
+    while todo.size:  # (one step up the tree for every row not yet found)
+        hit = mark[cur[todo]]
         found[todo[hit >= 0]] = hit[hit >= 0]
         todo = todo[hit < 0]
         cur[todo] = parent[cur[todo]]
         todo = todo[cur[todo] >= 0]
-    pick = pl.Series(found).set(pl.Series(found < 0), None)
-    got = users.select("_src", "_fn")[pick]
-    return rows.with_columns(got["_src"].alias(SOURCE_COLUMNS[0]), got["_fn"].alias(SOURCE_COLUMNS[1]))
+    return found
+
+
+def _forward_ops(ev: pl.DataFrame, top: int) -> np.ndarray | None:
+    """By event idx: for a backward op, the idx of its forward op, else -1 (None: no backward op has one). A backward
+    op has a
+    ``seq_num`` and a nonzero ``fwd_tid``; its forward op is the latest-starting op of its process with that
+    ``seq_num`` and ``fwd_tid`` 0 (the op that made the node: ops recorded before it inside the same call share the
+    number)."""
+    ops = (ev.lazy().filter(pl.col("seq_num").is_not_null() & (pl.col("kind") == "cpu_op"))
+           .select("idx", "pid", "ts", "seq_num", pl.col("fwd_tid").fill_null(0)).collect())
+    fwd = (ops.filter(pl.col("fwd_tid") == 0).sort("ts", "idx")
+           .unique(["pid", "seq_num"], keep="last").select("pid", "seq_num", pl.col("idx").alias("_fwd")))
+    bwd = ops.filter(pl.col("fwd_tid") != 0).join(fwd, on=["pid", "seq_num"], how="inner")
+    if bwd.height == 0:
+        return None
+    out = np.full(top, -1, dtype=np.int64)
+    out[bwd["idx"].to_numpy()] = bwd["_fwd"].to_numpy()
+    return out

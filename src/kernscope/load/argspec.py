@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Bump when the table below changes; it is part of the parse-cache key.
-ARG_SPEC_VERSION = 4
+ARG_SPEC_VERSION = 5
 #: Bump when the XSpace stat table or its mapping to the event table (:mod:`.xplane`) changes; part of the key.
 XPLANE_SPEC_VERSION = 4
 
@@ -47,6 +47,10 @@ ARG_FIELDS: tuple[ArgField, ...] = (
     ArgField("kind", "gpu_kind", "str", since=2),
     ArgField("est. achieved occupancy %", "occupancy_pct", "int", since=4),
     ArgField("registers per thread", "registers", "int", since=4),
+    # autograd: the node an op's backward runs for (a forward op and the backward ops of the node it made share it),
+    # and, on a backward op, the forward's thread (0 on forward ops)
+    ArgField("Sequence number", "seq_num", "int", since=5),
+    ArgField("Fwd thread id", "fwd_tid", "int", since=5),
     ArgField("name", "meta_name", "text"),
     ArgField("sort_index", "sort_index", "text", since=2),
 )
@@ -59,5 +63,7 @@ TEXT_COLUMNS = tuple(f.column for f in ARG_FIELDS if f.kind == "text")
 LINK_ARGS = ("correlation", "external_id", "device", "stream")
 #: kernel args the findings read (the low-occupancy rule)
 KERNEL_ARGS = ("occupancy_pct", "registers")
+#: autograd args ``--sources`` reads (a backward kernel's forward op: :mod:`kernscope.analyze.sources`)
+AUTOGRAD_ARGS = ("seq_num", "fwd_tid")
 #: args the loader itself reads (process and thread names from metadata events)
 LOADER_ARGS = ("meta_name", "sort_index")

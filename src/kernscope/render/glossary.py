@@ -253,8 +253,8 @@ _P = [
     Term("analyze.libraries", "", "Per library (who wrote the kernel: cuBLAS, NCCL, Triton, XLA, ...): count and durations of its GPU records.", "analyze"),
     Term("analyze.libraries.kernels", "count", "Distinct kernel names of the library (memcpy and memset excluded).", "analyze"),
     Term("analyze.sources", "", "JAX/XLA profiles, and PyTorch traces with --sources: per line of the user's code (and its function), count and durations of the GPU records that came from it; one row with a null source holds the records without a line.", "analyze"),
-    Term("analyze.sources.source", "", "The line, path:line: JAX, where the kernel's HLO instruction was traced (hlo_source); PyTorch, the first line of the user's function the launch was made in (the Python tracer's frame name). Null: no line (XLA's copies and memsets, ops XLA added; PyTorch's backward, launched by autograd's thread).", "analyze"),
-    Term("analyze.sources.function", "", "The function of the line (hlo_function): its qualified name; null where the profile names none (older JAX).", "analyze"),
+    Term("analyze.sources.source", "", "The line, path:line: JAX, where the kernel's HLO instruction was traced (hlo_source); PyTorch, the first line of the user's function the launch was made in (the Python tracer's frame name), for a backward kernel its forward op's. Null: no line (XLA's copies and memsets, ops XLA added; PyTorch launches under no frame of the user's).", "analyze"),
+    Term("analyze.sources.function", "", "The function of the line (hlo_function): its qualified name; null where the profile names none (older JAX). PyTorch: a backward kernel's row says so, 'forward (backward)': the backward of the ops that function ran.", "analyze"),
     Term("analyze.sources.kernels", "count", "Distinct kernel names of the line (memcpy and memset excluded).", "analyze"),
     Term("analyze.sources.top_kernel", "", "The kernel of the line that took the most GPU time.", "analyze"),
     Term("analyze.ops", "", "Per launching CPU op (launcher): count and durations of the GPU work it launched.", "analyze"),
@@ -390,7 +390,7 @@ they are the analysis's, in `analysis.kernels`.
 
 | table | one row per | columns |
 |---|---|---|
-| `events` | event (not metadata, not flow) | idx, ph, cat, name, pid, tid, **ts, dur, end (int64 ns)**, flow_id, correlation, external_id, device, stream, python_id, python_parent_id, bytes, in_msg_nelems, out_msg_nelems, group_size, comm_rank, comm_seq, occupancy_pct, registers, collective, comm_dtype, pg_name, pg_desc, pg_ranks, gpu_kind, kind |
+| `events` | event (not metadata, not flow) | idx, ph, cat, name, pid, tid, **ts, dur, end (int64 ns)**, flow_id, correlation, external_id, device, stream, python_id, python_parent_id, bytes, in_msg_nelems, out_msg_nelems, group_size, comm_rank, comm_seq, occupancy_pct, registers, seq_num, fwd_tid, collective, comm_dtype, pg_name, pg_desc, pg_ranks, gpu_kind, kind |
 | `gpu` | GPU record (kernel, memcpy, memset) | the `events` columns (no ph/flow/python ids) plus launch_idx, launch_name, launch_ts, launch_dur, launch_pid, launch_tid, launch_external_id, graph_launch, op_idx, op_name, launcher, step |
 | `kernels` | kernel | as `gpu`, `kind = 'kernel'` only |
 | `cpu_ops` | CPU op (`kind = 'cpu_op'`) | as `events` |

@@ -63,9 +63,9 @@ def shorten_left(s: str, width: int) -> str:
 #: the title of the table of GPU time by source line (terminal, HTML): a JAX profile's, from the HLO
 SOURCES_TITLE = "GPU time by source line (the line of your code each kernel's op was traced from)"
 #: ... and a PyTorch trace's, from its Python stacks (``--sources``): PyTorch's tracer names a frame by its function's
-#: first line, and autograd's thread, which launches the backward, has no Python stack
-PYTHON_SOURCES_TITLE = ("GPU time by Python function of your code (its file and first line; the backward, launched by "
-                        "autograd's thread, has none)")
+#: first line; a backward kernel is its forward op's function's, marked
+PYTHON_SOURCES_TITLE = ("GPU time by Python function of your code (its file and first line; a backward kernel counts "
+                        "for its forward op's function, marked (backward))")
 
 
 def sources_title(framework: object) -> str:
