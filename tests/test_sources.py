@@ -282,3 +282,15 @@ def test_report_sources_writes_the_table_of_a_pytorch_trace(tmp_path):
     assert not (tmp_path / "plain" / "source_summary.csv").exists()  # (asked for only)
     html = run("report", str(GPT_STACK), "--sources", "-o", str(tmp_path / "r.html"), "--no-cache")
     assert html.returncode == 0 and "GPU time by Python function of your code" in (tmp_path / "r.html").read_text()
+
+
+def test_sources_of_a_trace_without_python_stacks_says_why(tmp_path):
+    """A trace recorded without ``with_stack``: no table, and one line on stderr says how to record one."""
+    bundled = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    for cmd in (["analyze", str(bundled), "--sources", "--no-cache", "--format", "json"],
+                ["report", str(bundled), "--sources", "--no-cache", "-o", str(tmp_path / "r.html")]):
+        r = run(*cmd)
+        assert r.returncode == 0 and "no launch in" in r.stderr and "with_stack=True" in r.stderr, (cmd, r.stderr)
+    assert "sources" not in json.loads(run("analyze", str(bundled), "--sources", "--no-cache", "--format", "json").stdout)
+    quiet = run("analyze", str(GPT_STACK), "--sources", "--no-cache", "--format", "json")
+    assert "no launch in" not in quiet.stderr  # (a trace with stacks: nothing to say)

@@ -253,6 +253,13 @@ class Session:
                     finding_rules=self.finding_rules(), untraced_waits=untraced_waits, python_sources=python_sources)
         return self.with_roofline(a, self.perf_model(trace, step)) if roofline else a
 
+    def no_sources(self, a: Analysis, path: str) -> None:
+        """Say why ``--sources`` found no function of the user's code where it found none (the output then has no
+        table)."""
+        if not a.sources.height and a.trace.metadata.get("framework") != "jax":
+            self.say(f"kernscope: --sources: no launch in {path} is under a Python function of your code: record with "
+                     "torch.profiler.profile(with_stack=True)")
+
     def perf_model(self, trace: Trace, step: int | None, peak: str | None = None) -> PerfModel:
         """The perf model of ``trace`` (its op shapes read from the file), with ``--peak`` applied."""
         from .analyze.perf import perf_model
@@ -286,6 +293,8 @@ class Session:
         cat = self.categorizer()
         a = self.analysis(t, step, categorizer=cat, linked_only=linked_only, bench=bench, by_annotation=by_annotation,
                           untraced_waits=untraced_waits, python_sources=python_sources)
+        if python_sources:
+            self.no_sources(a, path)
         pm = self.perf_model(t, step, peak)
         a = self.with_roofline(a, pm)
         d = None
@@ -415,6 +424,8 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
                                           linked_only=r.linked_only, bench=r.bench, by_annotation=r.by_annotation,
                                           roofline=r.roofline, untraced_waits=r.untraced_waits,
                                           python_sources=r.python_sources)
+        if r.python_sources:
+            s.no_sources(a, r.path)
         if t.salvaged is not None:
             s.say(f"kernscope: salvaged {t.salvaged:,} complete events from {r.path}")
             for line in t.salvage_skipped:
