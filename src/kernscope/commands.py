@@ -245,7 +245,7 @@ class Session:
                  by_annotation: str | None = None, roofline: bool = False, untraced_waits: bool = False,
                  python_sources: bool = False) -> Analysis:
         """The default analysis of ``trace``; ``roofline``: with the perf model's findings merged in;
-        ``python_sources``: a PyTorch trace's GPU time by the user's line (``--sources``)."""
+        ``python_sources``: a PyTorch trace's GPU time by the user's function (``--sources``)."""
         from .analyze.summary import analyze
 
         a = analyze(trace, step=step, categorizer=categorizer or self.categorizer(), use_kernel_name_categories=categories,
@@ -390,7 +390,7 @@ class AnalyzeRequest:
     roofline: bool = False
     read_all: bool = False
     untraced_waits: bool = False
-    python_sources: bool = False  #: ``--sources``: a PyTorch trace's GPU time by the user's line (its Python events read)
+    python_sources: bool = False  #: ``--sources``: a PyTorch trace's GPU time by the user's function (Python events read)
 
 
 def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], bytes], emit: Callable[[bytes], None],

@@ -214,8 +214,8 @@ def source_summary(table: pl.DataFrame, *, wall_ns: int | None = None,
     innermost frame of the user's code as JAX records it), or a PyTorch trace's Python stack's
     (:func:`kernscope.analyze.sources.python_sources`). ``source``, ``function``, ``kernels`` (distinct kernel names),
     ``top_kernel`` (the kernel of most time there), then :func:`summarize`'s columns (% of all GPU time: rows with no
-    line, XLA's copies and memsets, the instructions XLA added, PyTorch's backward on autograd's thread, are one row with
-    a null ``source``). Empty (with :data:`SOURCE_SCHEMA`) where no row has a line."""
+    line, XLA's copies and memsets, the instructions XLA added, PyTorch launches under no frame of the user's, are one
+    row with a null ``source``). Empty (with :data:`SOURCE_SCHEMA`) where no row has a line."""
     if columns[0] not in table.columns or table[columns[0]].null_count() == table.height:
         return pl.DataFrame(schema=SOURCE_SCHEMA)
     by = list(columns)

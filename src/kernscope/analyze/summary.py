@@ -67,8 +67,8 @@ class Analysis:
     unlinked: dict[str, int]
     benchmark: BenchmarkView | None = None
     annotations: AnnotationBreakdown | None = None  #: with ``by_annotation``: GPU time by the user's ranges
-    #: GPU time by the line of the program's source (JAX/XLA profiles: :func:`~kernscope.analyze.kernels.source_summary`);
-    #: empty where no GPU row has one (Kineto traces)
+    #: GPU time by the line of the user's code (:func:`~kernscope.analyze.kernels.source_summary`): a JAX profile's
+    #: always, a PyTorch trace's with ``python_sources``; else empty
     sources: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SOURCE_SCHEMA))
     #: ranked findings (:mod:`kernscope.analyze.findings`): rule, where, ``win_back_us``, text, evidence
     findings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FINDINGS_SCHEMA))

@@ -112,7 +112,7 @@ def _json_ops(s: Section) -> JsonRows | list[dict[str, Any]]:
 
 @view("json", "analysis.sources")
 def _json_sources(s: Section) -> Any:
-    # (only where GPU rows have source lines: a JAX profile's)
+    # (only where GPU rows have source lines: a JAX profile's, a PyTorch trace's with --sources)
     if not s.df.height:
         return OMIT
     return json_rows(s.df.select("source", "function", "kernels", "top_kernel", "count", "total_us", "pct"), s.top)
