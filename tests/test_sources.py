@@ -294,3 +294,100 @@ def test_sources_of_a_trace_without_python_stacks_says_why(tmp_path):
     assert "sources" not in json.loads(run("analyze", str(bundled), "--sources", "--no-cache", "--format", "json").stdout)
     quiet = run("analyze", str(GPT_STACK), "--sources", "--no-cache", "--format", "json")
     assert "no launch in" not in quiet.stderr  # (a trace with stacks: nothing to say)
+
+
+def _with_gpu(t: kernscope.Trace, gpu: pl.DataFrame) -> kernscope.Trace:
+    import dataclasses
+
+    return dataclasses.replace(t, gpu=gpu)
+
+
+def test_diff_by_line_puts_a_slower_line_first_and_only_it_moves():
+    """B is A with the kernels of one line (82, cuDNN's attention) twice as long: the diff's line table has that line
+    first with the whole delta, every other line unchanged; the lines' times are each side's kernels, copies and sets."""
+    from kernscope.analyze.diff import Side, diff
+
+    t = kernscope.load(TRANSFORMER, cache=False, projection="analyze")
+    line = pl.col("hlo_source").cast(pl.String).str.ends_with(f"{SCRIPT}:82")
+    slow = _with_gpu(t, t.gpu.with_columns(pl.when(line).then(pl.col("dur") * 2).otherwise(pl.col("dur")).alias("dur"),
+                                           pl.when(line).then(pl.col("ts") + pl.col("dur") * 2)
+                                           .otherwise(pl.col("end")).alias("end")))
+    d = diff(Side(t), Side(slow))
+    s = d.sources
+    moved = t.gpu.filter(line)
+    assert s.row(0, named=True)["source"].endswith(f"{SCRIPT}:82") and s["delta_us"][0] == pytest.approx(
+        moved["dur"].sum() / 1e3)
+    assert s["a_count"][0] == s["b_count"][0] == moved.height == 48
+    assert (s["delta_us"][1:] == 0).all() and (s["only"] == "").all()
+    assert s["a_us"].sum() == pytest.approx(analyze(t).sources["total_us"].sum())  # (the rows analyze sums)
+    assert s.filter(pl.col("source").is_null()).height == 1  # (the records without a line: one row, on both sides)
+
+
+def test_diff_loose_matches_a_functions_lines_after_an_edit_moved_them():
+    """B is A recorded after an edit above the model (every line 5 further down): exact lines are all on one side
+    only; --match loose (file and function) matches them, and nothing moved."""
+    from kernscope.analyze.diff import Side, diff
+
+    t = kernscope.load(TRANSFORMER, cache=False, projection="analyze")
+    src = pl.col("hlo_source").cast(pl.String)
+    moved = src.str.replace(r":\d+$", "") + ":" + (src.str.extract(r":(\d+)$").cast(pl.Int64) + 5).cast(pl.String)
+    edited = _with_gpu(t, t.gpu.with_columns(moved.cast(pl.Categorical).alias("hlo_source")))
+    exact = diff(Side(t), Side(edited)).sources
+    assert set(exact.drop_nulls("source")["only"]) == {"a", "b"}
+    loose = diff(Side(t), Side(edited), match="loose").sources
+    assert (loose["only"] == "").all() and (loose["delta_us"] == 0).all()
+    assert {r["source"] for r in loose.drop_nulls("source").iter_rows(named=True)} == {
+        s.rsplit(":", 1)[0] for s in exact["source"].drop_nulls()}
+    by = {r["function"]: r["a_count"] for r in loose.iter_rows(named=True)}
+    assert by["transformer_setup.<locals>.layer"] == sum(  # lines 80-84 as one row
+        r["count"] for r in analyze(t).sources.drop_nulls("source").iter_rows(named=True)
+        if r["function"] == "transformer_setup.<locals>.layer")
+
+
+def test_diff_cli_sources_of_two_steps_terminal_json_xlsx(tmp_path):
+    """``diff --sources`` of two steps of the GPT trace with stacks: by the user's function, each side's time the
+    step's kernels, copies and sets; without --sources no table (no Python events read); a side without stacks: a
+    note, no table."""
+    import zipfile
+
+    a = ["diff", str(GPT_STACK), str(GPT_STACK), "--step", "2", "--step-b", "4", "--no-cache"]
+    r = run(*a, "--sources", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    rows = {(x["source"], x["function"]): x for x in d["sources"]}
+    assert set(rows) == {("record_example_trace.py:36", "forward (backward)"), ("record_example_trace.py:82", "step"),
+                         ("record_example_trace.py:36", "forward"), ("record_example_trace.py:53", "forward (backward)"),
+                         ("record_example_trace.py:82", "step (backward)"), ("record_example_trace.py:53", "forward")}
+    t = kernscope.load(GPT_STACK, cache=False)
+    for side, step in (("a", 2), ("b", 4)):
+        g = t.gpu.filter((pl.col("step") == step) & pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+        assert sum(x[f"{side}_count"] for x in d["sources"]) == g.height
+        assert sum(x[f"{side}_us"] for x in d["sources"]) == pytest.approx(g["dur"].sum() / 1e3, abs=1e-2)
+    assert d["sources"][0]["function"] == "forward (backward)"  # (the largest |B - A|: 11.7 µs)
+    assert "sources" not in json.loads(run(*a, "--format", "json").stdout)
+    term = run(*a, "--sources")
+    assert "GPU time by line of your code" in term.stdout and "record_example_trace.py:36" in term.stdout
+    assert run(*a, "--sources", "-o", str(tmp_path / "d.xlsx")).returncode == 0
+    assert "xl/worksheets/sheet4.xml" in zipfile.ZipFile(tmp_path / "d.xlsx").namelist()  # summary, categories, libraries, sources
+    bundled = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    one = json.loads(run("diff", str(GPT_STACK), str(bundled), "--sources", "--no-cache", "--format", "json").stdout)
+    assert "sources" not in one and any("only A has lines of the user's code" in n for n in one["notes"])
+
+
+def test_sql_reads_a_pytorch_traces_lines_when_the_query_names_them():
+    r = run("sql", "SELECT source, function, count FROM analysis.sources ORDER BY count DESC", str(GPT_STACK),
+            "--no-cache", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert rows[0] == {"source": "record_example_trace.py:36", "function": "forward (backward)", "count": 492}
+    assert sum(x["count"] for x in rows) == 1212
+
+
+def test_report_with_a_diff_has_the_diff_by_line_where_both_sides_have_lines(tmp_path):
+    a = ["report", str(GPT_STACK), "--diff", str(GPT_STACK), "--step", "2", "--step-b", "4", "--no-cache"]
+    assert run(*a, "--sources", "-o", str(tmp_path / "with/")).returncode == 0
+    t = pl.read_csv(tmp_path / "with" / "diff_sources.csv")
+    assert t["a_count"].sum() == t["b_count"].sum() == 404 and t["function"][0] == "forward (backward)"
+    assert run(*a, "-o", str(tmp_path / "without/")).returncode == 0
+    assert not (tmp_path / "without" / "diff_sources.csv").exists()  # (no lines read: no empty sheet either)
+    assert (tmp_path / "without" / "diff_kernels.csv").exists()

@@ -315,14 +315,17 @@ def sql_cmd(s: Session, query: str, traces: tuple[str, ...], step: str | None, t
 @click.option("--step", default=None, help="Step of A to compare (and of B, unless --step-b is given).")
 @click.option("--step-b", default=None, help="Step of B to compare.")
 @click.option("--match", type=click.Choice(["exact", "loose"]), default="exact", show_default=True,
-              help="loose: kernel names that differ only in template arguments, tile sizes or tuning numbers match.")
+              help="loose: kernel names that differ only in template arguments, tile sizes or tuning numbers match, "
+                   "and so do the lines of one function of your code (by file and function).")
+@sources_option
 @output_options(output_help="Write to FILE instead of stdout; a .xlsx name writes a workbook.")
 @trace_options
-def diff_cmd(s: Session, a: str, b: str, step: str | None, step_b: str | None, match: str, top: int | None, fmt: str,
-             output: str | None) -> None:
-    """Compare two traces, two steps of one trace (A A --step 3 --step-b 5) or two ranks: where B spends more or less."""
+def diff_cmd(s: Session, a: str, b: str, step: str | None, step_b: str | None, match: str, python_sources: bool,
+             top: int | None, fmt: str, output: str | None) -> None:
+    """Compare two traces, two steps of one trace (A A --step 3 --step-b 5) or two ranks: where B spends more or less
+    (by category, library, line of your code where both sides have lines, kernel and CPU op)."""
     n = _parse_step(step)
-    ans = s.diff(a, b, n, _parse_step(step_b, "--step-b") if step_b is not None else n, match)
+    ans = s.diff(a, b, n, _parse_step(step_b, "--step-b") if step_b is not None else n, match, python_sources)
     if output and output.lower().endswith(".xlsx"):
         write_result(ans.result, "xlsx", output, say=s.say)
     else:

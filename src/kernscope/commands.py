@@ -301,8 +301,8 @@ class Session:
         if diff_with:
             from .analyze.diff import Side, diff
 
-            tb = self.load_step(diff_with, step_b, diff_projection(self.step_marker))
-            d = diff(Side(t, step), Side(tb, step_b), categorizer=cat)
+            tb = self.load_step(diff_with, step_b, diff_projection(self.step_marker, python=python_sources))
+            d = diff(Side(t, step), Side(tb, step_b), categorizer=cat, python_sources=python_sources)
         launches = rows = None
         if intra_files:
             from .intra.align import align_files, launches_sheet, timeline_rows
@@ -357,19 +357,21 @@ class Session:
         return QueryResult(query, job_sql(job, query))
 
     def diff(self, a: str, b: str, step: int | None = None, step_b: int | None = None,
-             match: str = "exact") -> Answer[TraceDiff]:
-        """``kernscope diff``: two traces, two steps of one (``a == b``) or two ranks."""
+             match: str = "exact", python_sources: bool = False) -> Answer[TraceDiff]:
+        """``kernscope diff``: two traces, two steps of one (``a == b``) or two ranks. ``python_sources``: PyTorch
+        traces' GPU time by the user's function too, from their Python stacks (``--sources``)."""
         from .analyze.diff import Side, diff
         from .analyze.needs import diff_projection
 
         a, b = self.one_file(a), self.one_file(b)
-        projection = diff_projection(self.step_marker)
+        projection = diff_projection(self.step_marker, python=python_sources)
         ta = self.load_step(a, step, projection)
         tb = ta if os.path.realpath(a) == os.path.realpath(b) else self.load(b, projection=projection)
         from .analyze.summary import check_step
 
         check_step(tb, step_b)
-        d = diff(Side(ta, step), Side(tb, step_b), match=match, categorizer=self.categorizer())
+        d = diff(Side(ta, step), Side(tb, step_b), match=match, categorizer=self.categorizer(),
+                 python_sources=python_sources)
         return Answer(d, ((ta, step), (tb, step_b)))  # a side with nothing to compare: the deltas are the other's
 
 

@@ -1,9 +1,11 @@
-"""Compare two traces (or two steps of one, or two ranks): totals, categories, kernels and CPU ops.
+"""Compare two traces (or two steps of one, or two ranks): totals, categories, kernels, CPU ops and the lines of the
+user's code (a JAX profile's always; a PyTorch trace's with ``python_sources``).
 
 Input: two linked traces and what to compare of each (a step, or all). Output: a :class:`TraceDiff` of
 DataFrames (µs), rows sorted by absolute delta (the one-line verdict is the renderers', from these). ``B - A``: positive deltas are
 time B spends more. Kernel names that differ only in template arguments, tile sizes or autotuning
-suffixes match with ``match="loose"`` (:func:`loose_name`).
+suffixes match with ``match="loose"`` (:func:`loose_name`); so do the lines of one function of the user's code (lines
+move when code is edited: the file and function are the key).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..scalars import as_int
 from .categories import Categorizer, kernel_head
 from .facts import TraceFacts, trace_facts
 from .kernels import NS_PER_US, gpu_table
+from .sources import source_rows
 from .timeline import one_device_filled
 
 _TILE = re.compile(r"\d+x\d+(?:x\d+)*")
@@ -47,6 +50,11 @@ def loose_name(name: str) -> str:
     return _SUFFIX.sub("_#", n)
 
 
+#: columns of :attr:`TraceDiff.sources`
+DIFF_SOURCE_SCHEMA = {"source": pl.String, "function": pl.String, "a_count": pl.Int64, "b_count": pl.Int64,
+                      "a_us": pl.Float64, "b_us": pl.Float64, "delta_us": pl.Float64, "only": pl.String}
+
+
 @dataclass(frozen=True)
 class Side:
     """What is compared of one trace."""
@@ -68,6 +76,10 @@ class TraceDiff:
             "b" or "" when on both sides; ``variants``: raw names merged by loose matching).
         ops: CPU ops: ``name, a_count, b_count, a_us, b_us, delta_us, a_gpu_us, b_gpu_us, only`` (``*_us``
             host time of the op; ``*_gpu_us`` GPU time of the kernels it launched).
+        sources: GPU time by the line of the user's code (:func:`kernscope.analyze.sources.source_rows`; kernels,
+            copies and sets): ``source, function, a_count, b_count, a_us, b_us, delta_us, only``; ``source`` is
+            ``path:line``, or ``path`` with ``match="loose"`` (a function's lines as one row); null: the records
+            with no line. Empty unless both sides have lines (JAX profiles; PyTorch traces with stacks, asked for).
     """
 
     a: TraceFacts
@@ -83,6 +95,7 @@ class TraceDiff:
     #: (rank of A, rank of B) when A and B are two ranks of one job (:func:`ranks_of_one_job`), else None
     ranks: tuple[int, int] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    sources: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=DIFF_SOURCE_SCHEMA))
 
     kind: ClassVar[str] = "diff"
 
@@ -96,8 +109,9 @@ class TraceDiff:
                 "match": self.match, "ranks": self.ranks, "total": dict(self.total)}
 
     def tables(self) -> dict[str, pl.DataFrame]:
-        """``categories``, ``libraries``, ``kernels``, ``ops`` (µs; sorted by absolute delta)."""
-        return {"categories": self.categories, "libraries": self.libraries, "kernels": self.kernels, "ops": self.ops}
+        """``categories``, ``libraries``, ``sources``, ``kernels``, ``ops`` (µs; sorted by absolute delta)."""
+        return {"categories": self.categories, "libraries": self.libraries, "sources": self.sources,
+                "kernels": self.kernels, "ops": self.ops}
 
 
 def _gpu(side: Side, categorizer: Categorizer) -> pl.DataFrame:
@@ -114,21 +128,55 @@ def _ops(side: Side) -> pl.DataFrame:
     return ev.group_by(pl.col("name").cast(pl.String)).agg(pl.len().alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("us"))
 
 
-def _join(a: pl.DataFrame, b: pl.DataFrame, keys: list[str], values: list[str]) -> pl.DataFrame:
+def _join(a: pl.DataFrame, b: pl.DataFrame, keys: list[str], values: list[str], nulls_equal: bool = False) -> pl.DataFrame:
     out = a.rename({v: f"a_{v}" for v in values}).join(b.rename({v: f"b_{v}" for v in values}), on=keys, how="full",
-                                                        coalesce=True)
+                                                        coalesce=True, nulls_equal=nulls_equal)
     fills = [pl.col(f"{s}_{v}").fill_null(0) for s in "ab" for v in values]
     only = (pl.when(pl.col("_in_a").is_null()).then(pl.lit("b")).when(pl.col("_in_b").is_null()).then(pl.lit("a"))
             .otherwise(pl.lit("")).alias("only"))
     return out.with_columns(only).with_columns(fills).drop("_in_a", "_in_b")
 
 
-def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | None = None) -> TraceDiff:
+def _by_source(side: Side, python: bool, loose: bool, tag: str) -> pl.DataFrame | None:
+    """GPU time (µs) and count by the user's line (``loose``: by file and function) of one side; None where it has
+    no line."""
+    rows = source_rows(side.trace, side.step, python)
+    if rows is None:
+        return None
+    src = pl.col("source").cast(pl.String)
+    return (rows.group_by((src.str.replace(r":\d+$", "") if loose else src).alias("source"),
+                          pl.col("function").cast(pl.String))
+            .agg(pl.len().cast(pl.Int64).alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("us"))
+            .with_columns(pl.lit(True).alias(f"_in_{tag}")))
+
+
+def source_deltas(a: Side, b: Side, *, python: bool = False, loose: bool = False) -> tuple[pl.DataFrame, str | None]:
+    """:attr:`TraceDiff.sources` of ``a`` and ``b`` (``python``: read a PyTorch trace's lines from its Python stacks;
+    ``loose``: a function's lines as one row), sorted by absolute delta; and, where ``python`` asked for lines, a note
+    where only one side has them (the table is then empty: the other side's time would all read as moved)."""
+    sa, sb = _by_source(a, python, loose, "a"), _by_source(b, python, loose, "b")
+    if sa is None or sb is None:
+        empty = pl.DataFrame(schema=DIFF_SOURCE_SCHEMA)
+        if (sa is None and sb is None) or not python:
+            return empty, None
+        return empty, (f"only {'A' if sb is None else 'B'} has lines of the user's code, so GPU time by line is not "
+                       "compared (a PyTorch trace has them with --sources where it was recorded with with_stack=True)")
+    out = (_join(sa, sb, ["source", "function"], ["count", "us"], nulls_equal=True)
+           .with_columns((pl.col("b_us") - pl.col("a_us")).alias("delta_us"))
+           .sort([pl.col("delta_us").abs(), "source", "function"], descending=[True, False, False], nulls_last=True))
+    return out.select(list(DIFF_SOURCE_SCHEMA)).cast(DIFF_SOURCE_SCHEMA), None  # type: ignore[arg-type]
+
+
+def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | None = None,
+         python_sources: bool = False) -> TraceDiff:
     """Compare ``a`` and ``b``.
 
     Args:
-        match: "exact" (kernel names as recorded) or "loose" (names through :func:`loose_name`).
+        match: "exact" (kernel names as recorded; the user's code by line) or "loose" (names through
+            :func:`loose_name`; the user's code by file and function).
         categorizer: kernel categories (default: built-in rules).
+        python_sources: PyTorch traces recorded with ``with_stack=True``: GPU time by the user's function from the
+            Python stacks too (the traces must be loaded with their Python events); JAX profiles have lines always.
     """
     if match not in ("exact", "loose"):
         raise ValueError("match must be 'exact' or 'loose'")
@@ -201,8 +249,12 @@ def diff(a: Side, b: Side, *, match: str = "exact", categorizer: Categorizer | N
     if a.step is None and b.step is None and fa.steps and fb.steps and fa.steps != fb.steps:
         notes.append(f"A has {fa.steps} steps and B {fb.steps}: totals cover all of them; compare one step each with "
                      "--step N --step-b M")
+    sources, lines_note = source_deltas(a, b, python=python_sources, loose=match == "loose")
+    if lines_note is not None:
+        notes.append(lines_note)
     ranks = ranks_of_one_job(a.trace, b.trace, ga, gb)
-    return TraceDiff(fa, fb, a.step, b.step, match, total, categories, kern, op_rows, libraries, ranks, tuple(notes))
+    return TraceDiff(fa, fb, a.step, b.step, match, total, categories, kern, op_rows, libraries, ranks, tuple(notes),
+                     sources)
 
 
 def _framework(trace: Trace) -> str:

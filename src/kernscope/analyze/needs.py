@@ -79,7 +79,8 @@ def report_projection() -> Projection:
     return xla_projection(ANALYZE_XLA_STATS, ROOFLINE_XLA_STATS, MEMORY_XLA_STATS)
 
 
-def diff_projection(step_marker: str | None = None) -> Projection | None:
+def diff_projection(step_marker: str | None = None, *, python: bool = False) -> Projection | None:
     """``kernscope diff`` (and a report's other side): what ``analyze`` reads (its categorized GPU rows, CPU ops and
-    steps are what the diff compares; :func:`analyze_projection`)."""
-    return analyze_projection(step_marker)
+    steps are what the diff compares; :func:`analyze_projection`); with ``python`` (``--sources``) the Python events
+    and autograd's args too."""
+    return analyze_projection(step_marker, python=python)

@@ -81,8 +81,8 @@ class Report:
         if self.memory is not None:
             out.update({"memory_devices": self.memory.devices, "memory_steps": self.memory.steps,
                         "memory_ops": self.memory.ops})
-        if self.diff is not None:
-            out.update({f"diff_{k}": v for k, v in self.diff.tables().items()})
+        if self.diff is not None:  # (by line only where both sides have lines)
+            out.update({f"diff_{k}": v for k, v in self.diff.tables().items() if k != "sources" or v.height})
         if self.intra_launches is not None:
             out["intra_launches"] = self.intra_launches
         return out

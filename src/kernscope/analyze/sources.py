@@ -35,6 +35,31 @@ FRAMEWORK_FRAMES = re.compile(
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 #: the columns :func:`python_sources` gives the GPU rows
 SOURCE_COLUMNS = ("py_source", "py_function")
+#: the GPU records that have a line: those the analysis sums (kernels, copies, sets)
+SOURCE_KINDS = ("kernel", "memcpy", "memset")
+
+
+def source_rows(trace: Trace, step: int | None = None, python: bool = False) -> pl.DataFrame | None:
+    """The GPU records of ``step`` (all steps: None) that a source table sums (:data:`SOURCE_KINDS`), each with the
+    line of the user's code its work came from: ``name``, ``kind``, ``dur`` (ns), ``source`` (``path:line``),
+    ``function``. A JAX profile's from its HLO (``hlo_source``, ``hlo_function``), else with ``python`` a PyTorch
+    trace's from its Python stacks (:func:`python_sources`). ``source`` is null where a record has no line. None
+    where no record has one (a Kineto trace without ``python``, or recorded without Python stacks). Read from the
+    trace's GPU table, whose columns the selection shares."""
+    gpu = trace.gpu
+    jax = "hlo_source" in gpu.columns and gpu["hlo_source"].null_count() < gpu.height
+    if not jax and not python:
+        return None
+    wanted = ["name", "kind", "dur", *(("hlo_source", "hlo_function") if jax else ("launch_idx",))]
+    rows = gpu.lazy().select(*wanted, "step").filter(pl.col("kind").is_in(SOURCE_KINDS))
+    if step is not None:
+        rows = rows.filter(pl.col("step") == step)
+    got = rows.select(wanted).collect()
+    if jax:
+        out = got.rename({"hlo_source": "source", "hlo_function": "function"})
+    else:
+        out = python_sources(trace, got).drop("launch_idx").rename(dict(zip(SOURCE_COLUMNS, ("source", "function"))))
+    return out if out.height and out["source"].null_count() < out.height else None
 
 
 def user_frame(name: str) -> tuple[str, str] | None:

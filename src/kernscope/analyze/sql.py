@@ -4,12 +4,14 @@ Input: a :class:`~kernscope.model.Trace` and a query. Tables: the trace's (:meth
 ``gpu``, ``kernels``, ``cpu_ops``, ``launches``, ``steps``, ``flows``, ``call_tree``; times int64 ns) and, when
 the query names one, the analysis's (:meth:`Analysis.tables` as ``analysis.<name>``: ``analysis.kernels``,
 ``analysis.categories``, ``analysis.findings``, ``analysis.critical_path`` …; times µs floats in ``*_us``). The
-analysis runs only when the query names an ``analysis.`` table. Several traces (the ranks of one job): the job's
+analysis runs only when the query names an ``analysis.`` table; ``analysis.sources`` of a PyTorch trace reads its
+Python stacks (what ``analyze --sources`` shows). Several traces (the ranks of one job): the job's
 tables as ``job.<name>`` (:func:`job_sql`). Output: a DataFrame.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -69,10 +71,13 @@ def sql(trace: Trace, query: str, *, step: int | None = None, categorizer: Categ
     steps by default). Bad queries: one-line :class:`~kernscope.errors.KernscopeError`."""
     tables: dict[str, Callable[[], pl.DataFrame]] = trace.table_makers()
     cache: list[Analysis] = []
+    # a PyTorch trace's lines come from its Python events (kept by the whole load a query reads): looked up only for
+    # a query that names the table
+    lines = re.search(r"(?i)(?<![\w.])analysis\.sources(?!\w)", query) is not None
 
     def table(name: str) -> pl.DataFrame:
         if not cache:  # one analysis for every analysis.* table of the query (none when it names none)
-            cache.append(analyze(trace, step=step, categorizer=categorizer))
+            cache.append(analyze(trace, step=step, categorizer=categorizer, python_sources=lines))
         have = cache[0].tables()
         if name in have:
             return have[name]

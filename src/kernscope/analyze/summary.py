@@ -279,23 +279,15 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Catego
 
 def _source_summary(trace: Trace, step: int | None, wall: int, python: bool) -> pl.DataFrame:
     """GPU time by the user's line over the GPU rows the analysis reads (``step``'s; kernels, copies and sets; ``wall``:
-    their wall time, ns): a JAX profile's from its HLO (``hlo_source``), else with ``python`` a PyTorch trace's from
-    its Python stacks (:func:`~kernscope.analyze.sources.python_sources`). Read from the trace's GPU table, whose
-    columns the selection shares: not carried through the categorized rows (1.4 M rows of a 200 MB JAX profile)."""
-    from .sources import SOURCE_COLUMNS, python_sources
+    their wall time, ns): :func:`~kernscope.analyze.sources.source_rows` (a JAX profile's from its HLO, with
+    ``python`` a PyTorch trace's from its Python stacks), summed. Read from the trace's GPU table, whose columns the
+    selection shares: not carried through the categorized rows (1.4 M rows of a 200 MB JAX profile)."""
+    from .sources import source_rows
 
-    gpu = trace.gpu
-    jax = "hlo_source" in gpu.columns and gpu["hlo_source"].null_count() < gpu.height
-    if not jax and not python:
+    rows = source_rows(trace, step, python)
+    if rows is None:
         return pl.DataFrame(schema=SOURCE_SCHEMA)
-    wanted = ["name", "kind", "dur", *(("hlo_source", "hlo_function") if jax else ("launch_idx",))]
-    rows = gpu.lazy().select(*wanted, "step").filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
-    if step is not None:
-        rows = rows.filter(pl.col("step") == step)
-    got = rows.select(wanted).collect()
-    if jax:
-        return source_summary(got, wall_ns=wall)
-    return source_summary(python_sources(trace, got), wall_ns=wall, columns=SOURCE_COLUMNS)
+    return source_summary(rows, wall_ns=wall, columns=("source", "function"))
 
 
 def _text_names(table: pl.DataFrame) -> pl.DataFrame:

@@ -12,18 +12,19 @@ from rich.text import Text
 from ..analyze.diff import TraceDiff
 from .excel import Sheet
 from .formats.json import whole
-from .names import term
+from .names import NO_SOURCE, term
+from .tables import json_rows
 from .terminal import Col, count, fit_table, us
-from .views import Section, layout, view
+from .views import OMIT, Section, layout, view
 
 #: differences below this share of A's total read as "the same" in the verdict
 SAME_PCT = 0.5
 
-layout("table", "diff", ("a", "verdict", "notes", "total", "categories", "libraries", "kernels", "ops"))
+layout("table", "diff", ("a", "verdict", "notes", "total", "categories", "libraries", "sources", "kernels", "ops"))
 layout("json", "diff", ("schema_version", "a", "b", "match", "verdict", "notes", "total", "categories", "libraries", "kernels",
-                        "ops"))
+                        "ops", "sources"))
 layout("csv", "diff", ("kernels",))
-layout("xlsx", "diff", ("summary", "categories", "libraries", "kernels", "ops"))
+layout("xlsx", "diff", ("summary", "categories", "libraries", "sources", "kernels", "ops"))
 
 #: the trace facts each side shows in JSON
 SIDE_KEYS = ("path", "events", "gpu_events", "kernels", "kernel_time_us", "devices", "device_names", "rank", "world_size",
@@ -173,6 +174,34 @@ def _console_ops(s: Section, out: Console) -> None:
     _console_deltas(s, out, "CPU ops by |B - A| of host time", ["name"])
 
 
+#: the titles of the table of GPU time by the user's code, lines matched exactly and loosely
+SOURCES_TITLE = "GPU time by line of your code, by |B - A| (PyTorch: a function's first line; 'only' = on one side only)"
+LOOSE_SOURCES_TITLE = "GPU time by function of your code, by |B - A| (its lines as one, matched by file and function)"
+
+
+@view("table", "diff.sources")
+def _console_sources(s: Section, out: Console) -> None:
+    if not s.df.height:
+        return
+    loose = s.facts["match"] == "loose"
+    part = s.df.head(s.top) if s.top is not None else s.df
+    cols = [Col("file" if loose else "source line", weight=3, min_width=16, tail=True),
+            Col("function", weight=2, min_width=8, tail=True), Col("A count", True), Col("B count", True),
+            Col("A", True), Col("B", True), Col("B - A", True), Col("only", True)]
+    rows = [[r["source"] if r["source"] is not None else NO_SOURCE, r["function"] or "", count(r["a_count"]),
+             count(r["b_count"]), us(r["a_us"]), us(r["b_us"]), _delta(r["delta_us"]), r["only"]]
+            for r in part.iter_rows(named=True)]
+    out.print(fit_table(LOOSE_SOURCES_TITLE if loose else SOURCES_TITLE, cols, rows, s.options.width,
+                        more=s.df.height - part.height))
+    out.print()
+
+
+@view("json", "diff.sources")
+def _json_sources(s: Section) -> Any:
+    # (only where both sides have lines of the user's code: JAX profiles, PyTorch traces with --sources)
+    return json_rows(s.df, s.top) if s.df.height else OMIT
+
+
 @view("json", "diff.a")
 def _json_a(s: Section) -> dict[str, Any]:
     return {k: s.facts["a"][k] for k in SIDE_KEYS}
@@ -221,5 +250,10 @@ for _t in ("categories", "libraries", "kernels", "ops"):
     view("xlsx", f"diff.{_t}")(_prefixed)
 
 
+@view("xlsx", "diff.sources")
+def _xlsx_sources(s: Section) -> Sheet | object:
+    return _prefixed(s) if s.df.height else OMIT
 
-__all__ = ["SAME_PCT", "summary_sheet", "verdict", "verdict_text"]
+
+
+__all__ = ["LOOSE_SOURCES_TITLE", "SAME_PCT", "SOURCES_TITLE", "summary_sheet", "verdict", "verdict_text"]

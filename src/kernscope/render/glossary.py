@@ -315,7 +315,7 @@ _P = [
     Term("diff.b", "", "Facts of side B, as diff.a.", "diff"),
     Term("diff.a.steps", "count", "Steps found in the side's trace.", "diff"),
     Term("diff.b.steps", "count", "Steps found in the side's trace.", "diff"),
-    Term("diff.match", "", "How kernel names were matched: exact, or loose (names differing only in template arguments, tile sizes or tuning numbers match).", "diff"),
+    Term("diff.match", "", "How kernel names were matched: exact, or loose (names differing only in template arguments, tile sizes or tuning numbers match; the lines of one function of the user's code are one row of sources).", "diff"),
     Term("diff.verdict", "", "The comparison in one sentence: which side is slower by how much and where (for ranks of one job: compute and waiting).", "diff"),
     Term("diff.notes", "", "What makes the comparison uneven (different devices, frameworks, steps), in words.", "diff"),
     Term("diff.total", "", "GPU time of each side (summed, and busy: each device's union, summed) and their difference.", "diff"),
@@ -326,6 +326,9 @@ _P = [
     Term("diff.libraries", "", "Per library (who wrote the kernel): count and GPU time of each side.", "diff"),
     Term("diff.kernels", "", "Per (kernel name, launching op): count and GPU time of each side (kernels only, no memcpy/memset).", "diff"),
     Term("diff.ops", "", "Per CPU op: count and host time of each side, and the GPU time of the kernels it launched.", "diff"),
+    Term("diff.sources", "", "Where both sides have lines of the user's code (JAX profiles; PyTorch traces with --sources): per line (with --match loose: per file and function), count and GPU time of each side's kernels, copies and sets that came from it; one row with a null source holds the records without a line.", "diff"),
+    Term("diff.sources.source", "", "The line, path:line (as analyze.sources.source); with --match loose the file, path, its function's lines as one row. Null: the records without a line.", "diff"),
+    Term("diff.sources.function", "", "The function of the line (as analyze.sources.function).", "diff"),
     # -- memory
     Term("memory.trace", "", "The trace file's path.", "memory"),
     Term("memory.devices", "", "Per device (cpu:-1, cuda:0, ...): the allocator's peak, when and where it was reached, and what was held at the end.", "memory"),
@@ -402,7 +405,7 @@ they are the analysis's, in `analysis.kernels`.
 | `analysis.kernels_by_stream` | … and (device, stream) | launcher, category, name, device, stream, decided_by, decided_op, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.categories` | category | category, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.libraries` | library (who wrote the kernel) | library, kernels (distinct kernel names), count, total_us, mean_us, min_us, max_us, pct, pct_wall |
-| `analysis.sources` | line of the user's code (JAX; PyTorch with `--sources`, else empty) | source, function, kernels, top_kernel, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
+| `analysis.sources` | line of the user's code (JAX; PyTorch recorded with stacks: as `analyze --sources`) | source, function, kernels, top_kernel, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.ops` | launching CPU op | launcher, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.ops_by_category` | (category, library) | category, library, count, total_us, mean_us, min_us, max_us, pct, pct_wall |
 | `analysis.launcher_categories` | (launching op, category) | launcher, category, count, total_us, mean_us, min_us, max_us, pct, pct_of_launcher |

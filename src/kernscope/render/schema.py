@@ -154,6 +154,9 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
     out["diff"].append(as_json(diff(Side(t0, 2), Side(t0, 3))))
     if host in traces:
         out["diff"].append(as_json(diff(Side(t0, None), Side(traces[host], None))))
+    if jax in traces:  # two steps of a JAX profile: by line of the user's code (sources), and by function
+        for match in ("exact", "loose"):
+            out["diff"].append(as_json(diff(Side(traces[jax], 0), Side(traces[jax], 2), match=match)))
     for p in (memory, jax):  # a profile_memory trace, and a JAX profile's allocator events (no reserved bytes)
         if p in traces:
             m = memory_timeline(traces[p])
