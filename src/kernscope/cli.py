@@ -280,6 +280,22 @@ def memory(s: Session, trace: str, top: int | None, fmt: str, output: str | None
     show(s.memory(trace), fmt, output, top)
 
 
+@cli.command()
+@click.argument("trace")
+@click.option("--step", default=None, help="Step number, or 'all' (default).")
+@click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Where your code is (repeatable): looked in first, by the tails of the paths the profile names "
+                   "(a JAX profile names them as on the machine that recorded it).")
+@output_options("Files listed, by GPU time [default: 5 in the terminal; every file in JSON/CSV].")
+@trace_options
+def annotate(s: Session, trace: str, step: str | None, roots: tuple[str, ...], top: int | None, fmt: str,
+             output: str | None) -> None:
+    """Your code with the GPU time of each line beside it: a JAX profile's lines from its HLO, a PyTorch trace's
+    functions from its Python stacks (recorded with with_stack=True). Lines whose code changed since the profile was
+    recorded are flagged."""
+    show(s.annotate(trace, _parse_step(step), roots), fmt, output, top, default_top=5)
+
+
 @cli.command("sql")
 @click.argument("query")
 @click.argument("traces", nargs=-1, required=True)

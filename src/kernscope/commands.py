@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .analyze.categories import Categorizer
     from .analyze.diff import TraceDiff
     from .analyze.findings import FindingRules
+    from .analyze.listing import SourceListing
     from .analyze.memory import MemoryTimeline
     from .analyze.perf import DevicePeaks, PerfModel, PerfReport
     from .analyze.ranks import JobAnalysis
@@ -342,6 +343,21 @@ class Session:
                                   "(MemoryAllocation, MemoryDeallocation)")
             raise EmptyAnswer(f"{path}: no [memory] events: record the trace with torch.profiler.profile(profile_memory=True)")
         return m
+
+    def annotate(self, path: str, step: int | None = None, roots: Sequence[str] = ()) -> SourceListing:
+        """``kernscope annotate``: the user's code with each line's GPU time (a PyTorch trace's from its Python
+        stacks: its Python events are read)."""
+        from .analyze.listing import roots_of, source_listing
+        from .analyze.needs import analyze_projection
+
+        path = self.one_file(path)
+        t = self.load_step(path, step, analyze_projection(self.step_marker, python=True))
+        listing = source_listing(t, step=step, python=True, roots=roots_of(roots))
+        if listing is None:
+            raise EmptyAnswer(f"{path}: no GPU record has a line of your code: a PyTorch trace has them where it was "
+                              "recorded with torch.profiler.profile(with_stack=True); a JAX profile where its HLO "
+                              "metadata names them")
+        return listing
 
     def query(self, query: str, path: str, step: int | None = None) -> QueryResult:
         """``kernscope sql``: ``query`` over the trace's tables and its analysis's."""

@@ -30,6 +30,7 @@ TITLES = {
     "diff": "kernscope diff --format json",
     "perf": "kernscope perf --format json",
     "memory": "kernscope memory --format json",
+    "annotate": "kernscope annotate --format json",
 }
 
 
@@ -120,6 +121,10 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
     repository): a trace with annotations and findings, a profile_memory trace, a JAX profile, a process on two GPUs,
     a job of two ranks."""
     import dataclasses
+    import shutil
+    import tempfile
+
+    import polars as pl
 
     from ..analyze.diff import Side, diff
     from ..analyze.findings import find_roofline
@@ -162,6 +167,27 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
             m = memory_timeline(traces[p])
             assert m is not None
             out["memory"].append(as_json(m))
+    # the transformer profile's lines against its script as recorded (tests/data/code: every line's code found and
+    # in its function), and the GPT trace's functions with no file found (code null)
+    from ..analyze.listing import source_listing
+
+    with tempfile.TemporaryDirectory() as tmp:
+        script = root / "tests" / "data" / "code" / "record_jax_profiles_986ab98.py.txt"
+        if jax in traces and script.is_file():
+            (Path(tmp) / "examples").mkdir()
+            shutil.copy(script, Path(tmp) / "examples" / "record_jax_profiles.py")
+            listing = source_listing(traces[jax], roots=[Path(tmp)])
+            assert listing is not None
+            out["annotate"].append(as_json(listing))
+        gpt = root / "tests" / "data" / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz"
+        if gpt.is_file():
+            listing = source_listing(load(gpt, cache=False), step=2, roots=[Path(tmp)])
+            assert listing is not None
+            out["annotate"].append(as_json(dataclasses.replace(
+                listing, files=listing.files.with_columns(pl.lit(None, pl.String).alias("found"),
+                                                          pl.lit(None, pl.Boolean).alias("changed")),
+                lines=listing.lines.with_columns(pl.lit(None, pl.String).alias("code"),
+                                                 pl.lit(None, pl.Boolean).alias("matches")))))
     # a real job: two ranks of DDP on two H200s, rank 1 late to every all-reduce (stragglers, collectives, queues),
     # and a rank file that could not be read (failures)
     ddp = sorted((root / "tests" / "data" / "ddp2_h200").glob("rank*.pt.trace.json.gz"))

@@ -45,6 +45,7 @@ VIEW_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
     "diff": {"*": ("diff",)},
     "perf": {"*": ("perf",)},
     "memory": {"*": ("memory",)},
+    "annotate": {"*": ("listing",)},
     "job": {"html": ("ranks", "html.views"), "*": ("ranks",)},
     "bench_dir": {"html": ("bench_dir", "html.views"), "*": ("bench_dir",)},
     "query": {"*": ("frame",)},

@@ -1,0 +1,239 @@
+"""The user's code with the GPU time of each line beside it (``kernscope annotate``): the source table
+(:func:`kernscope.analyze.kernels.source_summary`) read against the files it names.
+
+Input: a source table (``source`` as ``path:line``, ``function``, ``kernels``, ``top_kernel``, ``count``,
+``total_us``, ``pct``) and where to look for the files. Output: a :class:`SourceListing`: per file where it was
+found and whether it still holds the code that was profiled, per line its code and GPU time.
+
+A profile names files as they were on the machine that recorded it: JAX by absolute path
+(``/home/me/proj/train.py``), PyTorch's Python tracer relative to where its package or script lives
+(``transformers/models/qwen2/modeling_qwen2.py``, ``train.py``). A file is looked for under each ``root`` by the
+path's tails (``proj/train.py``, ``train.py``), then where it was recorded, then under the current folder, then, for
+a path whose first part is an installed package, in that package. A file edited since it was profiled has other
+code at its lines: each line's function (JAX: the function running the line; PyTorch: the function whose first line
+it is) is checked against the function that encloses the line in the file as it is now (Python's ``ast``), and a file
+where one does not match is marked ``changed``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import polars as pl
+
+from ..model import Trace
+from .kernels import source_summary, wall_time_ns
+from .sources import source_rows
+
+#: columns of :attr:`SourceListing.files`
+FILE_SCHEMA = {"file": pl.String, "found": pl.String, "changed": pl.Boolean, "lines": pl.Int64, "count": pl.Int64,
+               "total_us": pl.Float64, "pct": pl.Float64}
+#: columns of :attr:`SourceListing.lines`
+LINE_SCHEMA = {"file": pl.String, "line": pl.Int64, "function": pl.String, "code": pl.String, "matches": pl.Boolean,
+               "kernels": pl.Int64, "top_kernel": pl.String, "count": pl.Int64, "total_us": pl.Float64, "pct": pl.Float64}
+#: a file larger than this is not read (not source code)
+MAX_FILE_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class SourceListing:
+    """Result of :func:`source_listing` (µs; ``pct``: % of the trace's GPU time that the source table sums).
+
+    Attributes:
+        trace: the trace's path. step: the step listed (None: all).
+        files: ``file`` (as the profile names it), ``found`` (the file read; null: not found), ``changed`` (a
+            line's function is not the one enclosing it there now: the file was edited since), ``lines``, ``count``,
+            ``total_us``, ``pct``; by time.
+        lines: ``file``, ``line``, ``function``, ``code`` (the line's text, stripped; null where the file was not
+            found), ``matches`` (the line is in its function; null: not checked), ``kernels``, ``top_kernel``,
+            ``count``, ``total_us``, ``pct``; files in ``files``' order, lines in file order.
+        no_line_us: GPU time of the records with no line (XLA's copies and memsets, ops XLA added; PyTorch
+            launches under no frame of the user's code).
+    """
+
+    trace: str
+    step: int | None
+    files: pl.DataFrame
+    lines: pl.DataFrame
+    no_line_us: float
+    no_line_pct: float
+    framework: str = "jax"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    kind: ClassVar[str] = "annotate"
+
+    @property
+    def title(self) -> str:
+        return self.trace
+
+    def facts_dict(self) -> dict[str, Any]:
+        """``trace``, ``step``, ``framework``, ``no_line_us``, ``no_line_pct``."""
+        return {"trace": self.trace, "step": self.step, "framework": self.framework, "no_line_us": self.no_line_us,
+                "no_line_pct": self.no_line_pct}
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """``files``, ``lines``."""
+        return {"files": self.files, "lines": self.lines}
+
+
+def _tails(name: str) -> list[Path]:
+    """The relative tails of a recorded path, longest first: ``/a/b/c.py`` → ``a/b/c.py``, ``b/c.py``, ``c.py``."""
+    parts = [p for p in Path(name).parts if p not in ("/", "\\") and not p.endswith(":\\")]
+    return [Path(*parts[i:]) for i in range(len(parts))]
+
+
+def _package_file(name: str) -> Path | None:
+    """``transformers/models/x.py`` in the installed package ``transformers``, where there is one."""
+    head, _, rest = name.partition("/")
+    if not rest or not head.isidentifier():
+        return None
+    try:
+        spec = importlib.util.find_spec(head)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for loc in spec.submodule_search_locations:
+        p = Path(loc) / rest
+        if p.is_file():
+            return p
+    return None
+
+
+def find_file(name: str, roots: Sequence[Path] = ()) -> Path | None:
+    """Where the recorded file ``name`` is on this machine (module docstring), or None."""
+    tails = _tails(name)
+    for root in roots:
+        for t in tails:
+            if (root / t).is_file():
+                return root / t
+    recorded = Path(name)
+    if recorded.is_file():
+        return recorded
+    if recorded.is_absolute():
+        for t in tails[1:]:
+            if t.is_file():
+                return t
+    return _package_file(name)
+
+
+def _read(path: Path) -> list[str] | None:
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+
+
+def _functions(text: list[str]) -> list[tuple[int, int, str]] | None:
+    """Every function and lambda of a Python file: (first line with decorators, last line, name); None where the
+    file is not Python that parses."""
+    try:
+        tree = ast.parse("\n".join(text))
+    except (SyntaxError, ValueError):
+        return None
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            out.append((first, node.end_lineno or node.lineno, node.name))
+        elif isinstance(node, ast.Lambda):
+            out.append((node.lineno, node.end_lineno or node.lineno, "<lambda>"))
+    return out
+
+
+def _in_function(funcs: list[tuple[int, int, str]], line: int, function: str | None) -> bool | None:
+    """Whether ``line`` lies in a function named as ``function``'s last part (a qualified name; a PyTorch backward
+    row's ``(backward)`` mark left out); None where there is nothing to check (no name; a comprehension's frame)."""
+    if not function:
+        return None
+    name = function.removesuffix(" (backward)").rsplit(".", 1)[-1]
+    if name.startswith("<") and name != "<lambda>":
+        return None
+    if name == "<module>":
+        return True
+    return any(first <= line <= last and n == name for first, last, n in funcs)
+
+
+def source_listing(trace: Trace, *, step: int | None = None, python: bool = True,
+                   roots: Sequence[Path] = ()) -> SourceListing | None:
+    """The user's code with the GPU time of each line of ``trace`` (of ``step``; all steps: None): a JAX profile's
+    lines from its HLO, with ``python`` a PyTorch trace's from its Python stacks (the trace loaded with its Python
+    events), the files looked for under ``roots`` first. None where no GPU record has a line."""
+    rows = source_rows(trace, step, python)
+    if rows is None:
+        return None
+    g = trace.gpu if step is None else trace.gpu.filter(pl.col("step") == step)
+    table = source_summary(rows, wall_ns=wall_time_ns(g) if g.height else 0, columns=("source", "function"))
+    return listing_of(table, trace.path, step=step, roots=roots,
+                      framework="jax" if trace.metadata.get("framework") == "jax" else "pytorch")
+
+
+def listing_of(sources: pl.DataFrame, trace: str, *, step: int | None = None, roots: Sequence[Path] = (),
+               framework: str = "jax") -> SourceListing:
+    """The files and lines of ``sources`` (a source table, :data:`kernscope.analyze.kernels.SOURCE_SCHEMA`) with
+    their code, looked for under ``roots`` first (module docstring)."""
+    has = sources.filter(pl.col("source").is_not_null())
+    none = sources.filter(pl.col("source").is_null())
+    no_us = float(none["total_us"].sum() or 0.0)
+    no_pct = float(none["pct"].sum() or 0.0)
+    split = has.with_columns(pl.col("source").str.replace(r":\d+$", "").alias("file"),
+                             pl.col("source").str.extract(r":(\d+)$").cast(pl.Int64).alias("line"))
+    per = (split.group_by("file").agg(pl.len().cast(pl.Int64).alias("lines"), pl.col("count").sum(),
+                                      pl.col("total_us").sum(), pl.col("pct").sum())
+           .sort(["total_us", "file"], descending=[True, False]))
+    codes: list[str | None] = []
+    matches: list[bool | None] = []
+    found: dict[str, str | None] = {}
+    changed: dict[str, bool | None] = {}
+    notes: list[str] = []
+    rows = split.sort("file", "line", "function", nulls_last=True)
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for r in rows.iter_rows(named=True):
+        by_file.setdefault(r["file"], []).append(r)
+    ordered: list[dict[str, Any]] = []
+    for name in per["file"].to_list():
+        path = find_file(name, roots)
+        text = _read(path) if path is not None else None
+        found[name] = str(path) if text is not None else None
+        funcs = _functions(text) if text is not None else None
+        file_ok: bool | None = None
+        for r in by_file[name]:
+            n = r["line"]
+            code = text[n - 1].strip() if text is not None and 0 < n <= len(text) else None
+            ok = _in_function(funcs, n, r["function"]) if funcs is not None and code is not None else None
+            if text is not None and code is None:
+                ok = False  # (past the file's end: it was edited)
+            if ok is not None:
+                file_ok = ok if file_ok is None else (file_ok and ok)
+            codes.append(code)
+            matches.append(ok)
+            ordered.append(r)
+        changed[name] = None if file_ok is None else not file_ok
+        if text is None:
+            notes.append(f"{name}: not found here" + (" (--root DIR: where your code is)" if not roots else
+                                                       f" (nor under {', '.join(str(r) for r in roots)})"))
+        elif file_ok is False:
+            bad = next(r for r, m in zip(by_file[name], matches[-len(by_file[name]):]) if m is False)
+            notes.append(f"{name}: changed since the profile was recorded (line {bad['line']} is not in "
+                         f"{bad['function']} in {path}): its code is shown as it is now; --root DIR: the code as "
+                         "it was")
+    lines = pl.DataFrame(ordered, schema={**{c: t for c, t in split.schema.items()}}) if ordered else split.clear()
+    lines = lines.with_columns(pl.Series("code", codes, dtype=pl.String), pl.Series("matches", matches, dtype=pl.Boolean))
+    files = per.with_columns(pl.col("file").replace_strict(found, default=None, return_dtype=pl.String).alias("found"),
+                             pl.col("file").replace_strict(changed, default=None, return_dtype=pl.Boolean).alias("changed"))
+    return SourceListing(trace, step, files.select(list(FILE_SCHEMA)).cast(FILE_SCHEMA),  # type: ignore[arg-type]
+                         lines.select(list(LINE_SCHEMA)).cast(LINE_SCHEMA),  # type: ignore[arg-type]
+                         no_us, no_pct, framework, tuple(notes))
+
+
+def roots_of(paths: Sequence[str]) -> list[Path]:
+    """``--root`` folders as paths (``~`` expanded)."""
+    return [Path(os.path.expanduser(p)) for p in paths]
