@@ -98,6 +98,8 @@ def test_files_are_found_by_the_tails_of_their_path_and_in_installed_packages(tm
     assert find_file("/elsewhere/pkg/model.py") == Path("pkg/model.py")  # (under the current folder)
     assert find_file("polars/dataframe/frame.py") == Path(pl.__file__).parent / "dataframe" / "frame.py"
     assert find_file("/nowhere/at/all.py") is None and find_file("nothing_here.py") is None
+    (tmp_path / "secret.txt").write_text("not code\n")
+    assert find_file(str(tmp_path / "secret.txt")) is None and find_file("/etc/passwd") is None  # (Python source only)
 
 
 def test_cli_terminal_json_csv_and_a_file_not_found(recorded, tmp_path):
@@ -120,3 +122,16 @@ def test_a_trace_without_stacks_is_an_empty_answer_said_in_one_line():
     r = run("annotate", str(BUNDLED), "--no-cache")
     assert r.returncode == 3 and "no GPU record has a line of your code" in r.stderr and "with_stack=True" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_path_that_is_not_python_source_is_never_read(tmp_path):
+    from kernscope.analyze.kernels import SOURCE_SCHEMA
+    from kernscope.analyze.listing import listing_of
+
+    (tmp_path / "notes.txt").write_text("a\nb\nc\n")
+    table = pl.DataFrame([{"source": f"{tmp_path / 'notes.txt'}:2", "function": "f", "kernels": 1, "top_kernel": "k",
+                           "count": 3, "total_us": 9.0, "mean_us": 3.0, "min_us": 3.0, "max_us": 3.0, "pct": 100.0,
+                           "pct_wall": 50.0}], schema=SOURCE_SCHEMA)
+    lst = listing_of(table, "t.json", roots=[tmp_path])
+    assert lst.lines["code"].to_list() == [None] and lst.files["found"].to_list() == [None]
+    assert lst.notes == (f"{tmp_path / 'notes.txt'}: not a Python source file: not read",)

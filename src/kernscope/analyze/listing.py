@@ -39,6 +39,9 @@ LINE_SCHEMA = {"file": pl.String, "line": pl.Int64, "function": pl.String, "code
                "kernels": pl.Int64, "top_kernel": pl.String, "count": pl.Int64, "total_us": pl.Float64, "pct": pl.Float64}
 #: a file larger than this is not read (not source code)
 MAX_FILE_BYTES = 16 << 20
+#: the files whose lines are read: Python source (a profile names only those; any other path it names is not read,
+#: so a crafted trace cannot print lines of another file)
+SOURCE_SUFFIXES = (".py", ".pyx", ".pyi")
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,10 @@ def _package_file(name: str) -> Path | None:
 
 
 def find_file(name: str, roots: Sequence[Path] = ()) -> Path | None:
-    """Where the recorded file ``name`` is on this machine (module docstring), or None."""
+    """Where the recorded file ``name`` is on this machine (module docstring), or None (also for a file that is not
+    Python source, :data:`SOURCE_SUFFIXES`)."""
+    if not name.endswith(SOURCE_SUFFIXES):
+        return None
     tails = _tails(name)
     for root in roots:
         for t in tails:
@@ -217,7 +223,9 @@ def listing_of(sources: pl.DataFrame, trace: str, *, step: int | None = None, ro
             matches.append(ok)
             ordered.append(r)
         changed[name] = None if file_ok is None else not file_ok
-        if text is None:
+        if text is None and not name.endswith(SOURCE_SUFFIXES):
+            notes.append(f"{name}: not a Python source file: not read")
+        elif text is None:
             notes.append(f"{name}: not found here" + (" (--root DIR: where your code is)" if not roots else
                                                        f" (nor under {', '.join(str(r) for r in roots)})"))
         elif file_ok is False:
