@@ -296,6 +296,21 @@ def annotate(s: Session, trace: str, step: str | None, roots: tuple[str, ...], t
     show(s.annotate(trace, _parse_step(step), roots), fmt, output, top, default_top=5)
 
 
+@cli.command()
+@click.argument("trace")
+@output_options("Kernels listed [default: 15 in the terminal; every row in JSON/CSV].",
+                output_help="Write to FILE instead of stdout; a .xlsx name writes a workbook (kernels, metrics, ranges).")
+@trace_options
+def counters(s: Session, trace: str, top: int | None, fmt: str, output: str | None) -> None:
+    """Hardware counters of each kernel (a PyTorch trace recorded with profiler_metrics: CUPTI's range profiler), by
+    kernel and launching op: FLOPs per precision and DRAM bytes where the counters allow, and every counter."""
+    result = s.counters(trace)
+    if output and output.lower().endswith(".xlsx"):
+        write_result(result, "xlsx", output, say=s.say)
+        return
+    show(result, fmt, output, top)
+
+
 @cli.command("sql")
 @click.argument("query")
 @click.argument("traces", nargs=-1, required=True)

@@ -23,6 +23,7 @@ from .errors import EmptyAnswer, KernscopeError, PartialFailure
 if TYPE_CHECKING:
     from .analyze.bench_dir import BenchDir
     from .analyze.categories import Categorizer
+    from .analyze.counters import KernelCounters
     from .analyze.diff import TraceDiff
     from .analyze.findings import FindingRules
     from .analyze.listing import SourceListing
@@ -358,6 +359,18 @@ class Session:
                               "recorded with torch.profiler.profile(with_stack=True); a JAX profile where its HLO "
                               "metadata names them")
         return listing
+
+    def counters(self, path: str) -> KernelCounters:
+        """``kernscope counters``: the hardware counters of a trace recorded in CUPTI's range-profiling mode."""
+        from .analyze.counters import kernel_counters
+
+        path = self.one_file(path)
+        c = kernel_counters(self.load(path))
+        if c is None:
+            raise EmptyAnswer(f"{path}: no hardware counters: it has no cuda_profiler_range events; record with "
+                              "torch.profiler.profile(experimental_config=torch.profiler._ExperimentalConfig("
+                              "profiler_metrics=[...], profiler_measure_per_kernel=True))")
+        return c
 
     def query(self, query: str, path: str, step: int | None = None) -> QueryResult:
         """``kernscope sql``: ``query`` over the trace's tables and its analysis's."""

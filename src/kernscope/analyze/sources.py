@@ -100,7 +100,7 @@ def python_sources(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
     frame[users["idx"].to_numpy()] = np.arange(users.height)
     start = rows["launch_idx"].fill_null(-1).to_numpy().astype(np.int64)
     start[(start < 0) | (start >= top)] = -1
-    found = _up_to(frame, parent, start)
+    found = up_to(frame, parent, start)
     # a backward kernel (autograd's thread: no Python stack) is its forward op's: the op that made the node whose
     # backward launched it (the backward op's ``seq_num``), whose own stack names the user's function
     backward = np.zeros(found.size, dtype=np.bool_)
@@ -108,9 +108,9 @@ def python_sources(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
         forward_of = _forward_ops(ev, top)
         if forward_of is not None:
             lost = np.flatnonzero((found < 0) & (start >= 0))
-            op = _up_to(forward_of, parent, start[lost])
+            op = up_to(forward_of, parent, start[lost])
             hit = lost[op >= 0]
-            again = _up_to(frame, parent, op[op >= 0])
+            again = up_to(frame, parent, op[op >= 0])
             found[hit] = again
             backward[hit[again >= 0]] = True
     pick = pl.Series(found).set(pl.Series(found < 0), None)
@@ -119,7 +119,7 @@ def python_sources(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(got["_src"].alias(SOURCE_COLUMNS[0]), pl.select(fn).to_series().alias(SOURCE_COLUMNS[1]))
 
 
-def _up_to(mark: np.ndarray, parent: np.ndarray, start: np.ndarray) -> np.ndarray:
+def up_to(mark: np.ndarray, parent: np.ndarray, start: np.ndarray) -> np.ndarray:
     """For each event idx of ``start`` (-1: none), ``mark`` of the first event up its call tree (itself first) whose
     ``mark`` is >= 0; -1 where none is."""
     cur = start.copy()

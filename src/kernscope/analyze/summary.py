@@ -329,6 +329,13 @@ def empty_reason(trace: Trace, step: int | None = None) -> str | None:
     launch nothing (synchronizations) profiled a window without GPU work; one with neither was recorded without the
     GPU activity."""
     if trace.gpu.height == 0:
+        from .counters import RANGE_CAT
+
+        ranges = int((trace.events["cat"].cast(pl.String) == RANGE_CAT).sum())
+        if ranges:
+            return (f"no GPU activity in {trace.path}: it was recorded with hardware counters (profiler_metrics: CUPTI's "
+                    f"range profiler, which replays each kernel and records no kernel times); its {ranges:,} kernels' "
+                    f"counters: kernscope counters {trace.path}")
         runtime = trace.events.filter(pl.col("kind") == "runtime").select(pl.col("name").cast(pl.String))["name"]
         launches = int(runtime.str.contains(LAUNCH_CALLS).sum())
         if launches:

@@ -1,5 +1,5 @@
-"""Event arguments read on first use: ``Input Dims``, ``Input type``, ``Concrete Inputs`` of chosen ops, and the
-sizes of ``[memory]`` events.
+"""Event arguments read on first use: ``Input Dims``, ``Input type``, ``Concrete Inputs`` of chosen ops, the
+sizes of ``[memory]`` events, kernels' grids and the hardware counters of CUPTI's profiler ranges.
 
 The main parse skips these (they are large and most analyses never read them). The perf model asks for
 the ops it needs by event index; the file is read again, each piece is cut into its events by
@@ -85,6 +85,22 @@ def read_memory_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.
     rows = _read_args(path, wanted, _MemEvent, lambda i, a: (i, a.total_allocated, a.total_reserved, a.bytes,
                                                              a.device_id, a.device_type, a.addr))
     return pl.DataFrame(rows, schema=MEMORY_SCHEMA, orient="row")
+
+
+class _CounterEvent(msgspec.Struct, gc=False):
+    """A ``cuda_profiler_range`` event (CUPTI's range profiler): its args are the counters' values."""
+
+    args: dict[str, Any] | None = None
+
+
+def read_counter_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> dict[int, dict[str, float]]:
+    """The numeric args (hardware counters: ``dram__bytes_read.sum`` → bytes) of the events at ``wanted`` indices,
+    by index; an arg that is not a finite number is left out."""
+    def numbers(i: int, a: dict[str, Any]) -> tuple[int, dict[str, float]]:
+        return i, {k: float(v) for k, v in a.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(float(v)) < float("inf")}
+
+    return dict(_read_args(path, wanted, _CounterEvent, numbers))
 
 
 KERNEL_SCHEMA = {"idx": pl.Int64, "grid_x": pl.Int64, "grid_y": pl.Int64, "grid_z": pl.Int64, "block_x": pl.Int64,

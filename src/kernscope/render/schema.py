@@ -31,6 +31,7 @@ TITLES = {
     "perf": "kernscope perf --format json",
     "memory": "kernscope memory --format json",
     "annotate": "kernscope annotate --format json",
+    "counters": "kernscope counters --format json",
 }
 
 
@@ -188,6 +189,20 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
                                                           pl.lit(None, pl.Boolean).alias("changed")),
                 lines=listing.lines.with_columns(pl.lit(None, pl.String).alias("code"),
                                                  pl.lit(None, pl.Boolean).alias("matches")))))
+    # hardware counters (CUPTI's range profiler): a trace written as PyTorch writes one (testing.synth), the kernels
+    # matched to their launches, and one whose launches outnumber its ranges (not matched: ops null)
+    from ..analyze.counters import kernel_counters
+    from ..testing.synth import COUNTER_METRICS, counters_trace
+
+    with tempfile.TemporaryDirectory() as tmp:
+        kernels = [("ampere_sgemm_128x64_tn", "aten::mm", {m: float(1000 * (i + 1)) for i, m in enumerate(COUNTER_METRICS)}),
+                   ("vectorized_elementwise_kernel", "aten::add", {m: 0.0 for m in COUNTER_METRICS})]
+        for extra in (0, 1):
+            p = Path(tmp) / f"c{extra}.json"
+            counters_trace(p, kernels, extra_launches=extra)
+            c = kernel_counters(load(p, cache=False))
+            assert c is not None
+            out["counters"].append(as_json(c))
     # a real job: two ranks of DDP on two H200s, rank 1 late to every all-reduce (stragglers, collectives, queues),
     # and a rank file that could not be read (failures)
     ddp = sorted((root / "tests" / "data" / "ddp2_h200").glob("rank*.pt.trace.json.gz"))

@@ -46,6 +46,7 @@ VIEW_MODULES: dict[str, dict[str, tuple[str, ...]]] = {
     "perf": {"*": ("perf",)},
     "memory": {"*": ("memory",)},
     "annotate": {"*": ("listing",)},
+    "counters": {"*": ("counters",)},
     "job": {"html": ("ranks", "html.views"), "*": ("ranks",)},
     "bench_dir": {"html": ("bench_dir", "html.views"), "*": ("bench_dir",)},
     "query": {"*": ("frame",)},

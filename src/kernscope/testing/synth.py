@@ -123,3 +123,36 @@ def make_trace(path: str | os.PathLike[str], target_bytes: int, *, seed: int = 0
     p = str(path)
     with (gzip.open(p, "wt", compresslevel=1) if p.endswith(".gz") else open(p, "w")) as f:  # noqa: SIM115
         return write_trace(f, target_bytes, seed=seed)
+
+
+#: the counters :func:`counters_trace` records: HTA's FLOP set and DRAM bytes
+COUNTER_METRICS = tuple(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "dfh"
+                        for op in ("add", "mul", "fma")) + ("dram__bytes_read.sum", "dram__bytes_write.sum")
+
+
+def counters_trace(path: str | os.PathLike[str], kernels: list[tuple[str, str, dict[str, float]]], *,
+                   extra_launches: int = 0, second_pid: bool = False) -> None:
+    """Write a trace as PyTorch writes one recorded with ``profiler_metrics`` (CUPTI's range profiler, per kernel):
+    per ``(kernel name, op, counters)`` a ``cpu_op`` around a ``cudaLaunchKernel`` on the host, and a
+    ``cuda_profiler_range`` event named after the kernel (pid 0, tid 0, evenly spaced as Kineto writes them) with the
+    counters as its args; no kernel events. ``extra_launches``: launches with no range (a count that disagrees);
+    ``second_pid``: every other launch from another process."""
+    events: list[dict[str, object]] = []
+    t = 1_700_000_000_000_000
+    for i, (_name, op, _c) in enumerate(kernels):
+        pid = 4243 if second_pid and i % 2 else 4242
+        events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": pid, "tid": pid, "ts": t + 100 * i, "dur": 50,
+                       "args": {"External id": i + 1}})
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": pid,
+                       "ts": t + 100 * i + 10, "dur": 20, "args": {"External id": i + 1, "correlation": 1000 + i}})
+    for j in range(extra_launches):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242,
+                       "ts": t + 100 * (len(kernels) + j), "dur": 20, "args": {"correlation": 5000 + j}})
+    span = 121_431
+    for i, (name, _op, counters) in enumerate(kernels):
+        events.append({"ph": "X", "cat": "cuda_profiler_range", "name": name, "pid": 0, "tid": 0,
+                       "ts": t - 50_000 + span * i, "dur": span, "args": dict(counters)})
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9,
+                                                      "computeMinor": 0}], "traceEvents": events}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
