@@ -137,3 +137,18 @@ def test_a_trace_without_counters_is_an_empty_answer():
     bundled = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     r = run("counters", str(bundled), "--no-cache")
     assert r.returncode == 3 and "no hardware counters" in r.stderr and "profiler_metrics" in r.stderr
+
+
+@needs_hta
+def test_sql_and_the_report_have_the_counters(tmp_path):
+    r = run("sql", "SELECT op, sum(flops) AS flops, sum(count) AS n FROM counters.kernels GROUP BY op ORDER BY flops DESC",
+            str(HTA), "--no-cache", "--format", "json")
+    rows = json.loads(r.stdout)["rows"]
+    assert rows[0]["op"] == "aten::cudnn_convolution" and sum(x["n"] for x in rows) == 77
+    empty = run("sql", "SELECT * FROM counters.ranges", str(Path(kernscope.__file__).parent / "examples" /
+                                                            "h200_gpt_train_step.pt.trace.json.gz"), "--no-cache",
+                "--format", "json")
+    assert empty.returncode == 0 and json.loads(empty.stdout)["rows"] == []
+    rep = run("report", str(HTA), "--no-cache", "-o", str(tmp_path / "r/"))
+    assert rep.returncode == 3  # (no GPU time: said in one line; the counters are in the report)
+    assert pl.read_csv(tmp_path / "r" / "counters_ranges.csv").height == 77

@@ -313,7 +313,10 @@ class Session:
             launches = launches_sheet(done)
             g = a.gpu_interned
             rows = timeline_rows([al for _, al in done], g["idx"] if "idx" in g.columns else None)
-        return Answer(Report(a, pm if pm.ops.height else None, memory_timeline(t), d, launches, rows), ((t, step),), a)
+        from .analyze.counters import kernel_counters
+
+        return Answer(Report(a, pm if pm.ops.height else None, memory_timeline(t), d, launches, rows, kernel_counters(t)),
+                      ((t, step),), a)
 
     def perf(self, path: str, step: int | None = None, *, peak: str | None = None,
              show_nested: bool = False) -> Answer[PerfReport]:

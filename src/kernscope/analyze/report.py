@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 
+from .counters import KernelCounters
 from .diff import TraceDiff
 from .memory import MemoryTimeline
 from .perf import PerfModel
@@ -28,6 +29,8 @@ class Report:
     diff: TraceDiff | None = None
     intra_launches: pl.DataFrame | None = None
     intra_rows: pl.DataFrame | None = None
+    #: the hardware counters of a trace recorded with ``profiler_metrics`` (:mod:`kernscope.analyze.counters`)
+    counters: KernelCounters | None = None
 
     kind: ClassVar[str] = "report"
 
@@ -49,7 +52,8 @@ class Report:
         ``launcher_categories``, ``steps``, ``findings``; ``source_summary`` where GPU rows have source lines (JAX);
         ``critical_path*`` where the trace has steps;
         ``annotation*`` with ``by_annotation``; the perf model's (:meth:`PerfModel.sheet_tables`); ``memory_devices``,
-        ``memory_steps``, ``memory_ops``; ``diff_categories``, ``diff_libraries``, ``diff_kernels``, ``diff_ops``; ``intra_launches``."""
+        ``memory_steps``, ``memory_ops``; ``diff_categories``, ``diff_libraries``, ``diff_kernels``, ``diff_ops``; ``intra_launches``;
+        ``counters_kernels``, ``counters_metrics``, ``counters_ranges`` of a trace recorded with hardware counters."""
         return {**self.analysis_tables(), **self.companion_tables()}
 
     def analysis_tables(self) -> dict[str, pl.DataFrame]:
@@ -85,6 +89,8 @@ class Report:
             out.update({f"diff_{k}": v for k, v in self.diff.tables().items() if k != "sources" or v.height})
         if self.intra_launches is not None:
             out["intra_launches"] = self.intra_launches
+        if self.counters is not None:
+            out.update({f"counters_{k}": v for k, v in self.counters.tables().items()})
         return out
 
     def sheet_names(self) -> tuple[str, ...]:

@@ -5,8 +5,9 @@ Input: a :class:`~kernscope.model.Trace` and a query. Tables: the trace's (:meth
 the query names one, the analysis's (:meth:`Analysis.tables` as ``analysis.<name>``: ``analysis.kernels``,
 ``analysis.categories``, ``analysis.findings``, ``analysis.critical_path`` …; times µs floats in ``*_us``). The
 analysis runs only when the query names an ``analysis.`` table; ``analysis.sources`` of a PyTorch trace reads its
-Python stacks (what ``analyze --sources`` shows). Several traces (the ranks of one job): the job's
-tables as ``job.<name>`` (:func:`job_sql`). Output: a DataFrame.
+Python stacks (what ``analyze --sources`` shows). ``counters.kernels``, ``counters.metrics``, ``counters.ranges``: the
+hardware counters of a trace recorded with ``profiler_metrics`` (``kernscope counters``; empty otherwise). Several
+traces (the ranks of one job): the job's tables as ``job.<name>`` (:func:`job_sql`). Output: a DataFrame.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import polars as pl
 
 from ..model import Trace, run_sql
 from .categories import Categorizer
+from .counters import KernelCounters, kernel_counters
 from .critical_path import empty_path
 from .summary import Analysis, analyze
 
@@ -32,6 +34,15 @@ ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "libraries", "o
                    "steps", "timeline", "timeline_by_device", "timeline_by_step", "step_categories", "findings", "findings_by_kind",
                    "sources", "critical_path", "critical_path_categories", "critical_path_ops", "critical_path_kernels",
                    "critical_path_whatif")
+
+
+#: the hardware counters' tables (``counters.<name>``: :class:`~kernscope.analyze.counters.KernelCounters`), as they
+#: are in a trace without counters (their fixed columns; the counters' own are the recorded ones)
+EMPTY_COUNTERS = {
+    "kernels": {"name": pl.String, "op": pl.String, "count": pl.Int64},
+    "metrics": {"metric": pl.String, "total": pl.Float64, "kernels": pl.Int64},
+    "ranges": {"seq": pl.Int64, "name": pl.String, "op": pl.String, "top_op": pl.String, "launch_idx": pl.Int64},
+}
 
 
 @dataclass(frozen=True)
@@ -86,4 +97,16 @@ def sql(trace: Trace, query: str, *, step: int | None = None, categorizer: Categ
 
     for name in ANALYSIS_TABLES:
         tables[f"analysis.{name}"] = partial(table, name)
+    counted: list[KernelCounters | None] = []
+
+    def counters(name: str) -> pl.DataFrame:
+        if not counted:  # (read from the file once, for every counters.* table of the query)
+            counted.append(kernel_counters(trace))
+        c = counted[0]
+        if c is None:
+            return pl.DataFrame(schema=EMPTY_COUNTERS[name])
+        return c.tables()[name]
+
+    for name in EMPTY_COUNTERS:
+        tables[f"counters.{name}"] = partial(counters, name)
     return run_sql(query, tables)

@@ -468,6 +468,7 @@ they are the analysis's, in `analysis.kernels`.
 | `analysis.findings_by_kind` | (rule, device, rank, op, kernel) over steps | rule, device, rank, op, kernel, occurrences, worst_us, total_us, median_us, step, title, text |
 | `analysis.critical_path` | step | step, step_us, length_us, cpu_us, launch_us, gpu_us, queue_us, stream_wait_us, sync_return_us, carryover_us |
 | `analysis.critical_path_categories` / `_ops` / `_kernels` / `_whatif` | (step, category) / (step, op) / (step, kernel) / (step, change) | step, category, time_us / step, op, host_us / step, name, category, launcher, count, time_us / step, change, saves_us |
+| `counters.kernels` / `counters.metrics` / `counters.ranges` | (kernel name, launching op) / counter / profiled kernel (a trace recorded with `profiler_metrics`; empty otherwise) | name, op, count, flops_fp64 … flops_per_byte, every counter / metric, total, kernels / seq, name, op, top_op, launch_idx, the derived columns, every counter (`kernscope counters`) |
 | `job.ranks`, `job.rank_steps`, `job.stragglers`, `job.findings`, `job.findings_by_kind`, `job.critical_path`, `job.collectives`, `job.collective_instances`, `job.collective_waits`, `job.queues` | (several traces: the ranks of one job, `kernscope sql QUERY DIR` or `A B ...`) | the columns of `analyze DIR --format json`'s tables of the same names (`docs/schema/job.schema.json`); every step (`--step` is refused: `WHERE step = N`) |
 
 Examples (tested in `tests/test_sql.py` against the raw JSON and `analyze --format json`):
