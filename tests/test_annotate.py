@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import cli
 
 import kernscope
 from kernscope.analyze.listing import find_file, source_listing
@@ -39,8 +38,7 @@ def recorded(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernscope.cli", *args], capture_output=True, text=True, cwd=cwd)
+run = cli  # (the CLI in this process: exit code, stdout, stderr)
 
 
 def test_jax_lines_beside_their_code_as_recorded(transformer, recorded):

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import TRACES
+from conftest import TRACES, cli
 
 import kernscope
 from kernscope.analyze.counters import SASS_OP, kernel_counters
@@ -25,8 +23,7 @@ HTA = TRACES / "hta" / "cupti_counters.json.gz"
 needs_hta = pytest.mark.skipif(not HTA.exists(), reason="HTA's traces not present")
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernscope.cli", *args], capture_output=True, text=True)
+run = cli  # (the CLI in this process: exit code, stdout, stderr)
 
 
 @pytest.fixture(scope="module")

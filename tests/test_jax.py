@@ -10,14 +10,12 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
-from conftest import TRACES
+from conftest import TRACES, cli
 
 import kernscope
 from kernscope.analyze.categories import Categorizer
@@ -42,8 +40,7 @@ def xspace_bytes(p: Path) -> bytes:
     return gzip.decompress(b) if b[:2] == b"\x1f\x8b" else b
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernscope.cli", *args], capture_output=True, text=True)
+run = cli  # (the CLI in this process: exit code, stdout, stderr)
 
 
 # -- the wire reader ---------------------------------------------------------------------------

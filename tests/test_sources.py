@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import TRACES
+from conftest import TRACES, cli
 
 import kernscope
 from kernscope.analyze.summary import analyze
@@ -34,8 +34,7 @@ TE = TRACES / "tracelens" / "jax" / "jax_te_fused_attn_934987a2fc2f.xplane.pb"
 SCRIPT = "examples/record_jax_profiles.py"
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernscope.cli", *args], capture_output=True, text=True)
+run = cli  # (the CLI in this process: exit code, stdout, stderr)
 
 
 def _line(source: str | None) -> int | None:
