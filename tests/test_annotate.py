@@ -50,6 +50,7 @@ def test_jax_lines_beside_their_code_as_recorded(transformer, recorded):
     lines = {r["line"]: r for r in lst.lines.iter_rows(named=True)}
     assert list(lines) == sorted(lines) == [74, 75, 76, 80, 81, 82, 83, 84, 87, 88, 89, 90, 91, 102]
     assert all(r["matches"] for r in lines.values())
+    assert all(r["scope"] == r["function"] for r in lines.values())  # (the ast's qualified names are JAX's)
     assert lines[82]["code"].startswith("y = jax.nn.dot_product_attention(") and lines[82]["top_kernel"].startswith("cudnn")
     assert lines[88]["code"] == 'h, _ = jax.lax.scan(layer, h, p["layers"])'
     assert lines[90]["code"] == "logp = jax.nn.log_softmax(logits)" and lines[90]["top_kernel"].startswith("triton_softmax")
@@ -84,6 +85,8 @@ def test_pytorch_functions_beside_their_first_lines(recorded):
                                                  (53, "forward"): 30, (53, "forward (backward)"): 123,
                                                  (82, "step"): 303, (82, "step (backward)"): 12}
     assert {v[1].split("(")[0] for v in got.values()} == {"def forward", "def step"} and all(v[2] for v in got.values())
+    assert {(r["line"], r["scope"]) for r in lst.lines.iter_rows(named=True)} == {
+        (36, "Block.forward"), (53, "GPT.forward"), (82, "main.<locals>.step")}  # (what PyTorch names "forward")
     one = source_listing(t, step=2, roots=[recorded])
     assert one is not None and one.lines["count"].sum() == 404  # (step 2's kernels, copies and sets)
 
@@ -104,6 +107,8 @@ def test_cli_terminal_json_csv_and_a_file_not_found(recorded, tmp_path):
     r = run("annotate", str(TRANSFORMER), "--root", str(recorded), "--no-cache")
     assert r.returncode == 0, r.stderr
     assert "GPU time by line of your code" in r.stdout and "jax.lax.scan(layer, h" in r.stdout and "CHANGED" not in r.stdout
+    torch = run("annotate", str(GPT_STACK), "--root", str(recorded), "--no-cache")
+    assert "Block.forward" in torch.stdout and "GPT.forward" in torch.stdout
     d = json.loads(run("annotate", str(TRANSFORMER), "--root", str(recorded), "--no-cache", "--format", "json").stdout)
     assert d["framework"] == "jax" and len(d["lines"]) == 14 and d["files"][0]["changed"] is False
     assert run("annotate", str(TRANSFORMER), "--root", str(recorded), "--no-cache", "--format", "csv",

@@ -36,7 +36,8 @@ FILE_SCHEMA = {"file": pl.String, "found": pl.String, "changed": pl.Boolean, "li
                "total_us": pl.Float64, "pct": pl.Float64}
 #: columns of :attr:`SourceListing.lines`
 LINE_SCHEMA = {"file": pl.String, "line": pl.Int64, "function": pl.String, "code": pl.String, "matches": pl.Boolean,
-               "kernels": pl.Int64, "top_kernel": pl.String, "count": pl.Int64, "total_us": pl.Float64, "pct": pl.Float64}
+               "scope": pl.String, "kernels": pl.Int64, "top_kernel": pl.String, "count": pl.Int64, "total_us": pl.Float64,
+               "pct": pl.Float64}
 #: a file larger than this is not read (not source code)
 MAX_FILE_BYTES = 16 << 20
 #: the files whose lines are read: Python source (a profile names only those; any other path it names is not read,
@@ -138,24 +139,41 @@ def _read(path: Path) -> list[str] | None:
         return None
 
 
-def _functions(text: list[str]) -> list[tuple[int, int, str]] | None:
-    """Every function and lambda of a Python file: (first line with decorators, last line, name); None where the
-    file is not Python that parses."""
+def _functions(text: list[str]) -> list[tuple[int, int, str, str]] | None:
+    """Every function and lambda of a Python file: (first line with decorators, last line, name, qualified name as
+    Python's ``__qualname__`` has it: ``Block.forward``, ``setup.<locals>.layer``); None where the file is not Python
+    that parses."""
     try:
         tree = ast.parse("\n".join(text))
     except (SyntaxError, ValueError):
         return None
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            out.append((first, node.end_lineno or node.lineno, node.name))
-        elif isinstance(node, ast.Lambda):
-            out.append((node.lineno, node.end_lineno or node.lineno, "<lambda>"))
+    out: list[tuple[int, int, str, str]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                out.append((first, child.end_lineno or child.lineno, child.name, prefix + child.name))
+                visit(child, f"{prefix}{child.name}.<locals>.")
+            elif isinstance(child, ast.Lambda):
+                out.append((child.lineno, child.end_lineno or child.lineno, "<lambda>", prefix + "<lambda>"))
+                visit(child, f"{prefix}<lambda>.<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
     return out
 
 
-def _in_function(funcs: list[tuple[int, int, str]], line: int, function: str | None) -> bool | None:
+def _scope(funcs: list[tuple[int, int, str, str]], line: int) -> str | None:
+    """The qualified name of the innermost function around ``line`` (its own first line included)."""
+    around = [f for f in funcs if f[0] <= line <= f[1]]
+    return max(around, key=lambda f: (f[0], -f[1]))[3] if around else None
+
+
+def _in_function(funcs: list[tuple[int, int, str, str]], line: int, function: str | None) -> bool | None:
     """Whether ``line`` lies in a function named as ``function``'s last part (a qualified name; a PyTorch backward
     row's ``(backward)`` mark left out); None where there is nothing to check (no name; a comprehension's frame)."""
     if not function:
@@ -165,7 +183,7 @@ def _in_function(funcs: list[tuple[int, int, str]], line: int, function: str | N
         return None
     if name == "<module>":
         return True
-    return any(first <= line <= last and n == name for first, last, n in funcs)
+    return any(first <= line <= last and n == name for first, last, n, _ in funcs)
 
 
 def source_listing(trace: Trace, *, step: int | None = None, python: bool = True,
@@ -197,6 +215,7 @@ def listing_of(sources: pl.DataFrame, trace: str, *, step: int | None = None, ro
            .sort(["total_us", "file"], descending=[True, False]))
     codes: list[str | None] = []
     matches: list[bool | None] = []
+    scopes: list[str | None] = []
     found: dict[str, str | None] = {}
     changed: dict[str, bool | None] = {}
     notes: list[str] = []
@@ -215,6 +234,7 @@ def listing_of(sources: pl.DataFrame, trace: str, *, step: int | None = None, ro
             n = r["line"]
             code = text[n - 1].strip() if text is not None and 0 < n <= len(text) else None
             ok = _in_function(funcs, n, r["function"]) if funcs is not None and code is not None else None
+            scopes.append(_scope(funcs, n) if funcs is not None and code is not None else None)
             if text is not None and code is None:
                 ok = False  # (past the file's end: it was edited)
             if ok is not None:
@@ -234,7 +254,8 @@ def listing_of(sources: pl.DataFrame, trace: str, *, step: int | None = None, ro
                          f"{bad['function']} in {path}): its code is shown as it is now; --root DIR: the code as "
                          "it was")
     lines = pl.DataFrame(ordered, schema={**{c: t for c, t in split.schema.items()}}) if ordered else split.clear()
-    lines = lines.with_columns(pl.Series("code", codes, dtype=pl.String), pl.Series("matches", matches, dtype=pl.Boolean))
+    lines = lines.with_columns(pl.Series("code", codes, dtype=pl.String), pl.Series("matches", matches, dtype=pl.Boolean),
+                               pl.Series("scope", scopes, dtype=pl.String))
     files = per.with_columns(pl.col("file").replace_strict(found, default=None, return_dtype=pl.String).alias("found"),
                              pl.col("file").replace_strict(changed, default=None, return_dtype=pl.Boolean).alias("changed"))
     return SourceListing(trace, step, files.select(list(FILE_SCHEMA)).cast(FILE_SCHEMA),  # type: ignore[arg-type]

@@ -238,6 +238,7 @@ _T = [
     Term("line", "number", "A line of the file (1-based): JAX, the line an HLO op was traced from; PyTorch, a function's first line (the Python tracer's frame).", "annotate"),
     Term("code", "", "The line's text in the file as found here, stripped; null where the file was not found.", "annotate"),
     Term("matches", "", "Whether the line lies in its function in the file as found (Python's ast): false where the file was edited since the profile was recorded; null where not checked (no file, no function name).", "annotate"),
+    Term("scope", "", "The qualified name of the function around the line in the file as found (Python's __qualname__ from its ast: Block.forward where PyTorch's tracer names forward; a nested function setup.<locals>.layer, as JAX names it); null where the file was not found or the line is at module level.", "annotate"),
     Term("found", "", "The file read for the code: under a --root folder, where the profile says, under the current folder, or in an installed package; null: not found.", "annotate"),
     Term("changed", "", "Whether a line of the file is not in its function there (the file was edited since the profile was recorded: its code may not match); null where nothing was checked.", "annotate"),
     Term("lines", "count", "Lines of the file with GPU time.", "annotate"),

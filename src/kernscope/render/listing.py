@@ -48,16 +48,25 @@ def _file_title(r: dict[str, Any]) -> str:
     return f"{r['file']}{where}: {us(r['total_us'])}, {r['pct']:.1f}% of the GPU time, in {count(r['lines'])} lines"
 
 
+def _function(r: dict[str, Any]) -> str:
+    """The line's function: its qualified name in the file where the line is in it (``Block.forward`` where PyTorch's
+    tracer says ``forward``; a backward row keeps its mark), else as the profile names it."""
+    f = r["function"] or ""
+    if r["scope"] is None or not r["matches"]:
+        return f
+    return r["scope"] + (" (backward)" if f.endswith(" (backward)") else "")
+
+
 @view("table", "annotate.lines")
 def _console_lines(s: Section, out: Console) -> None:
     files = s.tables["files"]
     shown = files.head(s.top) if s.top is not None else files
     for f in shown.iter_rows(named=True):
-        rows = [[str(r["line"]), us(r["total_us"]), pct(r["pct"]), count(r["count"]), r["function"] or "",
+        rows = [[str(r["line"]), us(r["total_us"]), pct(r["pct"]), count(r["count"]), _function(r),
                  r["top_kernel"] or "", ("" if r["matches"] is not False else "? ") + (r["code"] or "")]
                 for r in s.df.filter(pl.col("file") == f["file"]).iter_rows(named=True)]
         cols = [Col("line", True), Col("total", True), Col("%", True), Col("count", True),
-                Col("function", weight=1, min_width=8, tail=True, optional=True),
+                Col("function", weight=2, min_width=12, tail=True, optional=True),
                 Col("top kernel", weight=1, min_width=10, kernel=True, optional=True),
                 Col("code", weight=3, min_width=16)]
         out.print(term(_file_title(f), "bold"), overflow="fold")
