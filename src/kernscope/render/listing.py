@@ -45,7 +45,8 @@ def _file_title(r: dict[str, Any]) -> str:
         where = " (not found here: no code shown)"
     elif r["changed"]:
         where += " · CHANGED since the profile was recorded: lines may not match"
-    return f"{r['file']}{where}: {us(r['total_us'])}, {r['pct']:.1f}% of the GPU time, in {count(r['lines'])} lines"
+    lines = f"{count(r['lines'])} line" + ("" if r["lines"] == 1 else "s")
+    return f"{r['file']}{where}: {us(r['total_us'])}, {r['pct']:.1f}% of the GPU time, in {lines}"
 
 
 def _function(r: dict[str, Any]) -> str:
@@ -73,7 +74,8 @@ def _console_lines(s: Section, out: Console) -> None:
         out.print(fit_table("", cols, rows, s.options.width))
         out.print()
     if files.height > shown.height:
-        out.print(term(f"… {files.height - shown.height} more files (--top N)"))
+        more = files.height - shown.height
+        out.print(term(f"… {more} more file{'' if more == 1 else 's'} (--top N)"))
 
 
 view("json", "annotate.files")(whole)
