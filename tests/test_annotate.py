@@ -138,3 +138,18 @@ def test_a_path_that_is_not_python_source_is_never_read(tmp_path):
     lst = listing_of(table, "t.json", roots=[tmp_path])
     assert lst.lines["code"].to_list() == [None] and lst.files["found"].to_list() == [None]
     assert lst.notes == (f"{tmp_path / 'notes.txt'}: not a Python source file: not read",)
+
+
+def test_report_code_adds_the_lines_with_their_code(recorded, tmp_path):
+    r = run("report", str(TRANSFORMER), "--code", "--root", str(recorded), "-o", str(tmp_path / "csv/"), "--no-cache")
+    assert r.returncode == 0, r.stderr
+    lines = pl.read_csv(tmp_path / "csv" / "code_lines.csv")
+    assert lines.height == 14 and lines.filter(pl.col("line") == 88)["code"].item() == 'h, _ = jax.lax.scan(layer, h, p["layers"])'
+    assert pl.read_csv(tmp_path / "csv" / "code_files.csv")["changed"].to_list() == [False]
+    html = run("report", str(TRANSFORMER), "--code", "--root", str(recorded), "-o", str(tmp_path / "r.html"), "--no-cache")
+    assert html.returncode == 0 and "jax.nn.log_softmax(logits)" in (tmp_path / "r.html").read_text()
+    assert run("report", str(TRANSFORMER), "-o", str(tmp_path / "plain/"), "--no-cache").returncode == 0
+    assert not (tmp_path / "plain" / "code_lines.csv").exists()  # (asked for only)
+    none = run("report", str(BUNDLED), "--code", "-o", str(tmp_path / "b/"), "--no-cache")
+    assert none.returncode == 0 and "--code: no GPU record of" in none.stderr and "with_stack=True" in none.stderr
+    assert not (tmp_path / "b" / "code_lines.csv").exists()

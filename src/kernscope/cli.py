@@ -213,6 +213,10 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
                    "kernel's stream, and the intra_launches table/sheet.")
 @untraced_waits_option
 @sources_option
+@click.option("--code", is_flag=True, help="Add your code with each line's GPU time (as kernscope annotate: the "
+                                           "code_files and code_lines tables).")
+@click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="With --code: where your code is (repeatable; see kernscope annotate).")
 @click.option("--intra-kernel", default=None, metavar="NAME", help="With --intra: the host's kernel name "
                                                                     "[default: the intra file's kernel].")
 @trace_options
@@ -220,7 +224,8 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
 def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, linked_only: bool, bench: bool | None,
            by_annotation: str | None, diff_with: str | None, step_b: str | None, peak: str | None,
            intra_files: tuple[str, ...], intra_kernel: str | None, untraced_waits: bool, python_sources: bool,
-           engine: str, scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
+           code: bool, roots: tuple[str, ...], engine: str, scheduler: str | None, workers: int | None, strict: bool,
+           read_all: bool) -> None:
     """Write the perf report: Excel workbook, self-contained HTML page, or a directory of CSVs.
 
     Workbooks and CSV directories also get the perf model's sheets (one per op class, unified_perf_summary) when the
@@ -230,7 +235,7 @@ def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, l
     fmt, all_tables = commands.report_target(output)
     given = {"--step": step is not None, "--linked-only": linked_only, "--by-annotation": by_annotation is not None,
              "--diff": diff_with is not None, "--step-b": step_b is not None, "--peak": peak is not None,
-             "--untraced-waits": untraced_waits, "--sources": python_sources}
+             "--untraced-waits": untraced_waits, "--sources": python_sources, "--code": code, "--root": bool(roots)}
     got = s.several(traces, bench, engine, scheduler, workers, strict, read_all, one_only="--intra places records on "
                     "one host trace: give one trace, not a job" if intra_files else None,
                     per_trace=[name for name, on in given.items() if on])
@@ -242,7 +247,7 @@ def report(s: Session, traces: tuple[str, ...], output: str, step: str | None, l
     ans = s.report(got, n, linked_only=linked_only, bench=bench, by_annotation=by_annotation, diff_with=diff_with,
                    step_b=_parse_step(step_b, "--step-b") if step_b is not None else n, peak=peak,
                    intra_files=intra_files, intra_kernel=intra_kernel, untraced_waits=untraced_waits,
-                   python_sources=python_sources)
+                   python_sources=python_sources, code=code, roots=roots)
     write_result(ans.result, fmt, output, all_tables, s.say)
     ans.check()
 

@@ -281,11 +281,13 @@ class Session:
     def report(self, path: str, step: int | None = None, *, linked_only: bool = False, bench: bool | None = None,
                by_annotation: str | None = None, diff_with: str | None = None, step_b: int | None = None,
                peak: str | None = None, intra_files: Sequence[str] = (), intra_kernel: str | None = None,
-               untraced_waits: bool = False, python_sources: bool = False) -> Answer[Report]:
+               untraced_waits: bool = False, python_sources: bool = False, code: bool = False,
+               roots: Sequence[str] = ()) -> Answer[Report]:
         """One trace's report: its analysis, the perf model where ops have shapes (its findings merged), the memory
         timeline, a diff with ``diff_with`` (its step ``step_b``), intra-kernel records placed under their kernels;
         ``python_sources``: a PyTorch trace's GPU time by the user's function (``--sources``; a report reads a Kineto
-        trace whole, its Python events with it)."""
+        trace whole, its Python events with it); ``code``: the user's code with each line's GPU time (``--code``, as
+        ``kernscope annotate``; the files looked for under ``roots`` first)."""
         from .analyze.memory import memory_timeline
         from .analyze.needs import diff_projection, report_projection
         from .analyze.report import Report
@@ -315,8 +317,16 @@ class Session:
             rows = timeline_rows([al for _, al in done], g["idx"] if "idx" in g.columns else None)
         from .analyze.counters import kernel_counters
 
-        return Answer(Report(a, pm if pm.ops.height else None, memory_timeline(t), d, launches, rows, kernel_counters(t)),
-                      ((t, step),), a)
+        listing = None
+        if code:
+            from .analyze.listing import roots_of, source_listing
+
+            listing = source_listing(t, step=step, python=True, roots=roots_of(roots))
+            if listing is None:
+                self.say(f"kernscope: --code: no GPU record of {path} has a line of your code: a PyTorch trace has them "
+                         "where it was recorded with with_stack=True")
+        return Answer(Report(a, pm if pm.ops.height else None, memory_timeline(t), d, launches, rows, kernel_counters(t),
+                             listing), ((t, step),), a)
 
     def perf(self, path: str, step: int | None = None, *, peak: str | None = None,
              show_nested: bool = False) -> Answer[PerfReport]:

@@ -11,6 +11,7 @@ import polars as pl
 
 from .counters import KernelCounters
 from .diff import TraceDiff
+from .listing import SourceListing
 from .memory import MemoryTimeline
 from .perf import PerfModel
 from .summary import Analysis
@@ -31,6 +32,8 @@ class Report:
     intra_rows: pl.DataFrame | None = None
     #: the hardware counters of a trace recorded with ``profiler_metrics`` (:mod:`kernscope.analyze.counters`)
     counters: KernelCounters | None = None
+    #: the user's code with each line's GPU time (``report --code``, :mod:`kernscope.analyze.listing`)
+    code: SourceListing | None = None
 
     kind: ClassVar[str] = "report"
 
@@ -53,7 +56,8 @@ class Report:
         ``critical_path*`` where the trace has steps;
         ``annotation*`` with ``by_annotation``; the perf model's (:meth:`PerfModel.sheet_tables`); ``memory_devices``,
         ``memory_steps``, ``memory_ops``; ``diff_categories``, ``diff_libraries``, ``diff_kernels``, ``diff_ops``; ``intra_launches``;
-        ``counters_kernels``, ``counters_metrics``, ``counters_ranges`` of a trace recorded with hardware counters."""
+        ``counters_kernels``, ``counters_metrics``, ``counters_ranges`` of a trace recorded with hardware counters;
+        ``code_files``, ``code_lines`` with ``--code``."""
         return {**self.analysis_tables(), **self.companion_tables()}
 
     def analysis_tables(self) -> dict[str, pl.DataFrame]:
@@ -91,6 +95,8 @@ class Report:
             out["intra_launches"] = self.intra_launches
         if self.counters is not None:
             out.update({f"counters_{k}": v for k, v in self.counters.tables().items()})
+        if self.code is not None:
+            out.update({f"code_{k}": v for k, v in self.code.tables().items()})
         return out
 
     def sheet_names(self) -> tuple[str, ...]:
