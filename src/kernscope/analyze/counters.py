@@ -153,7 +153,7 @@ def _launch_ops(trace: Trace, ranges: int) -> tuple[pl.DataFrame | None, str | N
 def kernel_counters(trace: Trace) -> KernelCounters | None:
     """The counters of ``trace``'s profiled kernels (module docstring); None where it has no counter range. The
     counters are read from the file (a second, sparse read: the load keeps no such args)."""
-    ranges = (trace.events.lazy().filter(pl.col("cat").cast(pl.String) == RANGE_CAT)
+    ranges = (trace.events.lazy().filter(pl.col("cat") == RANGE_CAT)
               .select("idx", pl.col("name").cast(pl.String), "ts").sort("ts", "idx").collect())
     if ranges.height == 0:
         return None

@@ -331,7 +331,7 @@ def empty_reason(trace: Trace, step: int | None = None) -> str | None:
     if trace.gpu.height == 0:
         from .counters import RANGE_CAT
 
-        ranges = int((trace.events["cat"].cast(pl.String) == RANGE_CAT).sum())
+        ranges = int((trace.events["cat"] == RANGE_CAT).sum())
         if ranges:
             return (f"no GPU activity in {trace.path}: it was recorded with hardware counters (profiler_metrics: CUPTI's "
                     f"range profiler, which replays each kernel and records no kernel times); its {ranges:,} kernels' "
