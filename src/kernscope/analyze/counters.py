@@ -29,7 +29,7 @@ import polars as pl
 
 from ..load.opargs import read_counter_args
 from ..model import Trace
-from .sources import up_to
+from .sources import call_parents, marks, picks, up_to
 
 #: the events of CUPTI's range profiler, one per kernel with ``profiler_measure_per_kernel``
 RANGE_CAT = "cuda_profiler_range"
@@ -89,6 +89,13 @@ class KernelCounters:
 
 #: the derived columns, in order
 DERIVED = ("flops_fp64", "flops_fp32", "flops_fp16", "flops", "dram_bytes", "flops_per_byte")
+#: :meth:`KernelCounters.tables` by name, with the columns every trace's have (the derived ones and the counters
+#: are those recorded): what a trace without counters gives (``kernscope sql``'s ``counters.*``, empty)
+COUNTER_TABLES = {
+    "kernels": {"name": pl.String, "op": pl.String, "count": pl.Int64},
+    "metrics": {"metric": pl.String, "total": pl.Float64, "kernels": pl.Int64},
+    "ranges": {"seq": pl.Int64, "name": pl.String, "op": pl.String, "top_op": pl.String, "launch_idx": pl.Int64},
+}
 
 
 def _derived(df: pl.DataFrame, metrics: list[str]) -> pl.DataFrame:
@@ -127,12 +134,8 @@ def _launch_ops(trace: Trace, ranges: int) -> tuple[pl.DataFrame | None, str | N
     if launches["pid"].n_unique() > 1:
         return None, "kernels were launched by several processes: the ranges' order does not say whose each is"
     ops = ev.lazy().filter(pl.col("kind") == "cpu_op").select("idx", "name").collect()
-    tree = trace.call_tree.select("idx", "parent_idx")
-    top = int(ev["idx"].max() or 0) + 1  # type: ignore[arg-type]
-    parent = np.full(top, -1, dtype=np.int64)
-    parent[tree["idx"].to_numpy()] = tree["parent_idx"].fill_null(-1).to_numpy()
-    mark = np.full(top, -1, dtype=np.int64)
-    mark[ops["idx"].to_numpy()] = np.arange(ops.height)
+    parent = call_parents(trace)
+    mark = marks(parent.size, ops["idx"])
     start = parent[launches["idx"].to_numpy()]  # (from the launch's parent: a launch is no op)
     found = up_to(mark, parent, start)
     outer = found.copy()  # the outermost op: up from each op found while there is another above it
@@ -143,11 +146,7 @@ def _launch_ops(trace: Trace, ranges: int) -> tuple[pl.DataFrame | None, str | N
         outer[at[more]] = above[more]
         at = at[more]
     name = ops["name"].cast(pl.String)
-
-    def named(rows: np.ndarray) -> pl.Series:
-        return name[pl.Series(rows).set(pl.Series(rows < 0), None)]
-
-    return pl.DataFrame({"launch_idx": launches["idx"], "op": named(found), "top_op": named(outer)}), None
+    return pl.DataFrame({"launch_idx": launches["idx"], "op": name[picks(found)], "top_op": name[picks(outer)]}), None
 
 
 def kernel_counters(trace: Trace) -> KernelCounters | None:

@@ -23,7 +23,7 @@ from ..scalars import as_int
 from .categories import Categorizer, kernel_head
 from .facts import TraceFacts, trace_facts
 from .kernels import NS_PER_US, gpu_table
-from .sources import source_rows
+from .sources import source_file, source_rows
 from .timeline import one_device_filled
 
 _TILE = re.compile(r"\d+x\d+(?:x\d+)*")
@@ -143,8 +143,7 @@ def _by_source(side: Side, python: bool, loose: bool, tag: str) -> pl.DataFrame 
     rows = source_rows(side.trace, side.step, python)
     if rows is None:
         return None
-    src = pl.col("source").cast(pl.String)
-    return (rows.group_by((src.str.replace(r":\d+$", "") if loose else src).alias("source"),
+    return (rows.group_by((source_file() if loose else pl.col("source").cast(pl.String)).alias("source"),
                           pl.col("function").cast(pl.String))
             .agg(pl.len().cast(pl.Int64).alias("count"), (pl.col("dur").sum() / NS_PER_US).alias("us"))
             .with_columns(pl.lit(True).alias(f"_in_{tag}")))

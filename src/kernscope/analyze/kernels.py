@@ -207,18 +207,17 @@ SOURCE_SCHEMA = {"source": pl.String, "function": pl.String, "kernels": pl.Int64
                  "max_us": pl.Float64, "pct": pl.Float64, "pct_wall": pl.Float64}
 
 
-def source_summary(table: pl.DataFrame, *, wall_ns: int | None = None,
-                   columns: tuple[str, str] = ("hlo_source", "hlo_function")) -> pl.DataFrame:
-    """GPU time by the line of the user's code each GPU row's work came from: the ``columns`` (line as ``path:line``,
-    function) of ``table``: a JAX/XLA profile's ``hlo_source`` and ``hlo_function`` (the HLO instruction's, the
-    innermost frame of the user's code as JAX records it), or a PyTorch trace's Python stack's
-    (:func:`kernscope.analyze.sources.python_sources`). ``source``, ``function``, ``kernels`` (distinct kernel names),
-    ``top_kernel`` (the kernel of most time there), then :func:`summarize`'s columns (% of all GPU time: rows with no
-    line, XLA's copies and memsets, the instructions XLA added, PyTorch launches under no frame of the user's, are one
-    row with a null ``source``). Empty (with :data:`SOURCE_SCHEMA`) where no row has a line."""
-    if columns[0] not in table.columns or table[columns[0]].null_count() == table.height:
+def source_summary(table: pl.DataFrame, *, wall_ns: int | None = None) -> pl.DataFrame:
+    """GPU time by the line of the user's code each GPU row's work came from: ``table`` is
+    :func:`kernscope.analyze.sources.source_rows`' (``source`` as ``path:line``, ``function``: a JAX/XLA profile's
+    from its HLO, the innermost frame of the user's code as JAX records it, or a PyTorch trace's from its Python
+    stacks). ``source``, ``function``, ``kernels`` (distinct kernel names), ``top_kernel`` (the kernel of most time
+    there), then :func:`summarize`'s columns (% of all GPU time: rows with no line, XLA's copies and memsets, the
+    instructions XLA added, PyTorch launches under no frame of the user's, are one row with a null ``source``). Empty
+    (with :data:`SOURCE_SCHEMA`) where no row has a line."""
+    if "source" not in table.columns or table["source"].null_count() == table.height:
         return pl.DataFrame(schema=SOURCE_SCHEMA)
-    by = list(columns)
+    by = ["source", "function"]
     per = summarize(table, by, wall_ns=_wall(table, wall_ns))
     # each line's kernels: how many names, and the one of most time (ties: the first name in text order)
     kernels = (table.lazy().filter(pl.col("kind") == "kernel")
@@ -228,8 +227,7 @@ def source_summary(table: pl.DataFrame, *, wall_ns: int | None = None,
                .group_by(by).agg(pl.len().cast(pl.Int64).alias("kernels"), pl.col("name").first().alias("top_kernel"))
                .with_columns(pl.col(by).cast(pl.String)).collect())
     out = (per.join(kernels, on=by, how="left", maintain_order="left", nulls_equal=True)
-           .with_columns(pl.col("kernels").fill_null(0))
-           .rename({columns[0]: "source", columns[1]: "function"}))
+           .with_columns(pl.col("kernels").fill_null(0)))
     return out.select(list(SOURCE_SCHEMA)).cast(SOURCE_SCHEMA)  # type: ignore[arg-type]
 
 

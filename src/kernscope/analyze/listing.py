@@ -28,8 +28,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from ..model import Trace
-from .kernels import source_summary, wall_time_ns
-from .sources import source_rows
+from .sources import source_file, source_line, source_table
 
 #: columns of :attr:`SourceListing.files`
 FILE_SCHEMA = {"file": pl.String, "found": pl.String, "changed": pl.Boolean, "lines": pl.Int64, "count": pl.Int64,
@@ -167,23 +166,59 @@ def _functions(text: list[str]) -> list[tuple[int, int, str, str]] | None:
     return out
 
 
-def _scope(funcs: list[tuple[int, int, str, str]], line: int) -> str | None:
-    """The qualified name of the innermost function around ``line`` (its own first line included)."""
+def _check(funcs: list[tuple[int, int, str, str]], line: int, function: str | None) -> tuple[bool | None, str | None]:
+    """(whether ``line`` lies in a function named as ``function``'s last part, the qualified name of the innermost
+    function around it). The first is None where there is nothing to check: no name, a comprehension's frame (a
+    qualified name's last part; a PyTorch backward row's ``(backward)`` mark left out)."""
     around = [f for f in funcs if f[0] <= line <= f[1]]
-    return max(around, key=lambda f: (f[0], -f[1]))[3] if around else None
+    scope = max(around, key=lambda f: (f[0], -f[1]))[3] if around else None
+    name = (function or "").removesuffix(" (backward)").rsplit(".", 1)[-1]
+    if not name or (name.startswith("<") and name not in ("<lambda>", "<module>")):
+        return None, scope
+    return name == "<module>" or any(f[2] == name for f in around), scope
 
 
-def _in_function(funcs: list[tuple[int, int, str, str]], line: int, function: str | None) -> bool | None:
-    """Whether ``line`` lies in a function named as ``function``'s last part (a qualified name; a PyTorch backward
-    row's ``(backward)`` mark left out); None where there is nothing to check (no name; a comprehension's frame)."""
-    if not function:
-        return None
-    name = function.removesuffix(" (backward)").rsplit(".", 1)[-1]
-    if name.startswith("<") and name != "<lambda>":
-        return None
-    if name == "<module>":
-        return True
-    return any(first <= line <= last and n == name for first, last, n, _ in funcs)
+@dataclass(frozen=True)
+class _Read:
+    """One file of a listing as read here: where (``found``; None: not read), each line's code, check and scope (in
+    the rows' order), whether the file changed since the recording (None: nothing checked), and the note to say."""
+
+    found: str | None
+    codes: list[str | None]
+    matches: list[bool | None]
+    scopes: list[str | None]
+    changed: bool | None
+    note: str | None
+
+
+def _read_file(name: str, rows: list[dict[str, Any]], roots: Sequence[Path]) -> _Read:
+    """Find and read the recorded file ``name``, and check ``rows`` (its lines: ``line``, ``function``) against it."""
+    path = find_file(name, roots)
+    text = _read(path) if path is not None else None
+    if text is None:
+        missing = (f"{name}: not a Python source file: not read" if not name.endswith(SOURCE_SUFFIXES) else
+                   f"{name}: not found here" + (" (--root DIR: where your code is)" if not roots else
+                                                f" (nor under {', '.join(str(r) for r in roots)})"))
+        return _Read(None, [None] * len(rows), [None] * len(rows), [None] * len(rows), None, missing)
+    funcs = _functions(text)
+    codes: list[str | None] = []
+    matches: list[bool | None] = []
+    scopes: list[str | None] = []
+    for r in rows:
+        n = r["line"]
+        code = text[n - 1].strip() if 0 < n <= len(text) else None
+        ok, scope = _check(funcs, n, r["function"]) if funcs is not None and code is not None else (None, None)
+        codes.append(code)
+        matches.append(False if code is None else ok)  # (a line past the file's end: it was edited)
+        scopes.append(scope)
+    checked = [m for m in matches if m is not None]
+    changed = None if not checked else not all(checked)
+    note: str | None = None
+    if changed:
+        bad = rows[matches.index(False)]
+        note = (f"{name}: changed since the profile was recorded (line {bad['line']} is not in {bad['function']} in "
+                f"{path}): its code is shown as it is now; --root DIR: the code as it was")
+    return _Read(str(path), codes, matches, scopes, changed, note)
 
 
 def source_listing(trace: Trace, *, step: int | None = None, python: bool = True,
@@ -191,11 +226,9 @@ def source_listing(trace: Trace, *, step: int | None = None, python: bool = True
     """The user's code with the GPU time of each line of ``trace`` (of ``step``; all steps: None): a JAX profile's
     lines from its HLO, with ``python`` a PyTorch trace's from its Python stacks (the trace loaded with its Python
     events), the files looked for under ``roots`` first. None where no GPU record has a line."""
-    rows = source_rows(trace, step, python)
-    if rows is None:
+    table = source_table(trace, step, python)
+    if table.height == 0:
         return None
-    g = trace.gpu if step is None else trace.gpu.filter(pl.col("step") == step)
-    table = source_summary(rows, wall_ns=wall_time_ns(g) if g.height else 0, columns=("source", "function"))
     return listing_of(table, trace.path, step=step, roots=roots,
                       framework="jax" if trace.metadata.get("framework") == "jax" else "pytorch")
 
@@ -206,61 +239,25 @@ def listing_of(sources: pl.DataFrame, trace: str, *, step: int | None = None, ro
     their code, looked for under ``roots`` first (module docstring)."""
     has = sources.filter(pl.col("source").is_not_null())
     none = sources.filter(pl.col("source").is_null())
-    no_us = float(none["total_us"].sum() or 0.0)
-    no_pct = float(none["pct"].sum() or 0.0)
-    split = has.with_columns(pl.col("source").str.replace(r":\d+$", "").alias("file"),
-                             pl.col("source").str.extract(r":(\d+)$").cast(pl.Int64).alias("line"))
+    split = has.with_columns(source_file().alias("file"), source_line().alias("line"))
     per = (split.group_by("file").agg(pl.len().cast(pl.Int64).alias("lines"), pl.col("count").sum(),
                                       pl.col("total_us").sum(), pl.col("pct").sum())
            .sort(["total_us", "file"], descending=[True, False]))
-    codes: list[str | None] = []
-    matches: list[bool | None] = []
-    scopes: list[str | None] = []
-    found: dict[str, str | None] = {}
-    changed: dict[str, bool | None] = {}
-    notes: list[str] = []
-    rows = split.sort("file", "line", "function", nulls_last=True)
-    by_file: dict[str, list[dict[str, Any]]] = {}
-    for r in rows.iter_rows(named=True):
-        by_file.setdefault(r["file"], []).append(r)
-    ordered: list[dict[str, Any]] = []
-    for name in per["file"].to_list():
-        path = find_file(name, roots)
-        text = _read(path) if path is not None else None
-        found[name] = str(path) if text is not None else None
-        funcs = _functions(text) if text is not None else None
-        file_ok: bool | None = None
-        for r in by_file[name]:
-            n = r["line"]
-            code = text[n - 1].strip() if text is not None and 0 < n <= len(text) else None
-            ok = _in_function(funcs, n, r["function"]) if funcs is not None and code is not None else None
-            scopes.append(_scope(funcs, n) if funcs is not None and code is not None else None)
-            if text is not None and code is None:
-                ok = False  # (past the file's end: it was edited)
-            if ok is not None:
-                file_ok = ok if file_ok is None else (file_ok and ok)
-            codes.append(code)
-            matches.append(ok)
-            ordered.append(r)
-        changed[name] = None if file_ok is None else not file_ok
-        if text is None and not name.endswith(SOURCE_SUFFIXES):
-            notes.append(f"{name}: not a Python source file: not read")
-        elif text is None:
-            notes.append(f"{name}: not found here" + (" (--root DIR: where your code is)" if not roots else
-                                                       f" (nor under {', '.join(str(r) for r in roots)})"))
-        elif file_ok is False:
-            bad = next(r for r, m in zip(by_file[name], matches[-len(by_file[name]):]) if m is False)
-            notes.append(f"{name}: changed since the profile was recorded (line {bad['line']} is not in "
-                         f"{bad['function']} in {path}): its code is shown as it is now; --root DIR: the code as "
-                         "it was")
-    lines = pl.DataFrame(ordered, schema={**{c: t for c, t in split.schema.items()}}) if ordered else split.clear()
-    lines = lines.with_columns(pl.Series("code", codes, dtype=pl.String), pl.Series("matches", matches, dtype=pl.Boolean),
-                               pl.Series("scope", scopes, dtype=pl.String))
-    files = per.with_columns(pl.col("file").replace_strict(found, default=None, return_dtype=pl.String).alias("found"),
-                             pl.col("file").replace_strict(changed, default=None, return_dtype=pl.Boolean).alias("changed"))
+    # the lines in the files' order (by time), each file's in line order
+    lines = (split.join(per.select("file").with_row_index("_rank"), on="file")
+             .sort("_rank", "line", "function", nulls_last=True).drop("_rank"))
+    read = [_read_file(f, part.to_dicts(), roots) for f, part in
+            zip(per["file"].to_list(), lines.partition_by("file", maintain_order=True, include_key=True))]
+    lines = lines.with_columns(pl.Series("code", [c for r in read for c in r.codes], dtype=pl.String),
+                               pl.Series("matches", [m for r in read for m in r.matches], dtype=pl.Boolean),
+                               pl.Series("scope", [x for r in read for x in r.scopes], dtype=pl.String))
+    files = per.with_columns(pl.Series("found", [r.found for r in read], dtype=pl.String),
+                             pl.Series("changed", [r.changed for r in read], dtype=pl.Boolean))
+    notes = tuple(r.note for r in read if r.note is not None)
+    no_us, no_pct = float(none["total_us"].sum() or 0.0), float(none["pct"].sum() or 0.0)
     return SourceListing(trace, step, files.select(list(FILE_SCHEMA)).cast(FILE_SCHEMA),  # type: ignore[arg-type]
                          lines.select(list(LINE_SCHEMA)).cast(LINE_SCHEMA),  # type: ignore[arg-type]
-                         no_us, no_pct, framework, tuple(notes))
+                         no_us, no_pct, framework, notes)
 
 
 def roots_of(paths: Sequence[str]) -> list[Path]:

@@ -37,6 +37,18 @@ _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 SOURCE_COLUMNS = ("py_source", "py_function")
 #: the GPU records that have a line: those the analysis sums (kernels, copies, sets)
 SOURCE_KINDS = ("kernel", "memcpy", "memset")
+#: the line number at the end of a ``source`` (``path:line``)
+_LINE = r":(\d+)$"
+
+
+def source_file(col: str = "source") -> pl.Expr:
+    """The file of a ``path:line`` source column (text)."""
+    return pl.col(col).cast(pl.String).str.replace(_LINE, "")
+
+
+def source_line(col: str = "source") -> pl.Expr:
+    """The line number (int64) of a ``path:line`` source column."""
+    return pl.col(col).cast(pl.String).str.extract(_LINE).cast(pl.Int64)
 
 
 def source_rows(trace: Trace, step: int | None = None, python: bool = False) -> pl.DataFrame | None:
@@ -60,6 +72,19 @@ def source_rows(trace: Trace, step: int | None = None, python: bool = False) -> 
     else:
         out = python_sources(trace, got).drop("launch_idx").rename(dict(zip(SOURCE_COLUMNS, ("source", "function"))))
     return out if out.height and out["source"].null_count() < out.height else None
+
+
+def source_table(trace: Trace, step: int | None = None, python: bool = False, wall_ns: int | None = None) -> pl.DataFrame:
+    """GPU time by the user's line (:func:`kernscope.analyze.kernels.source_summary` of :func:`source_rows`; ``wall_ns``:
+    the wall time of ``step``'s GPU rows, ns, computed where not given); empty where no record has a line."""
+    from .kernels import SOURCE_SCHEMA, source_summary, wall_time_ns
+
+    rows = source_rows(trace, step, python)
+    if rows is None:
+        return pl.DataFrame(schema=SOURCE_SCHEMA)
+    if wall_ns is None:
+        wall_ns = wall_time_ns(trace.gpu if step is None else trace.gpu.filter(pl.col("step") == step))
+    return source_summary(rows, wall_ns=wall_ns)
 
 
 def user_frame(name: str) -> tuple[str, str] | None:
@@ -92,12 +117,9 @@ def python_sources(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
     users = py.join(known, on="name", how="inner").select("idx", "_src", "_fn")
     if users.height == 0:
         return none
-    tree = trace.call_tree.select("idx", "parent_idx")
-    top = int(max(int(ev["idx"].max() or 0), 0)) + 1  # type: ignore[arg-type]
-    parent = np.full(top, -1, dtype=np.int64)
-    parent[tree["idx"].to_numpy()] = tree["parent_idx"].fill_null(-1).to_numpy()
-    frame = np.full(top, -1, dtype=np.int64)  # each user frame's row in ``users``, by event idx
-    frame[users["idx"].to_numpy()] = np.arange(users.height)
+    parent = call_parents(trace)
+    top = parent.size
+    frame = marks(top, users["idx"])  # each user frame's row in ``users``, by event idx
     start = rows["launch_idx"].fill_null(-1).to_numpy().astype(np.int64)
     start[(start < 0) | (start >= top)] = -1
     found = up_to(frame, parent, start)
@@ -113,10 +135,31 @@ def python_sources(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
             again = up_to(frame, parent, op[op >= 0])
             found[hit] = again
             backward[hit[again >= 0]] = True
-    pick = pl.Series(found).set(pl.Series(found < 0), None)
-    got = users.select("_src", "_fn")[pick]
+    got = users.select("_src", "_fn")[picks(found)]
     fn = pl.when(pl.Series(backward)).then(got["_fn"] + " (backward)").otherwise(got["_fn"])
     return rows.with_columns(got["_src"].alias(SOURCE_COLUMNS[0]), pl.select(fn).to_series().alias(SOURCE_COLUMNS[1]))
+
+
+def call_parents(trace: Trace) -> np.ndarray:
+    """Each event's parent in the call tree (:attr:`Trace.call_tree`), by event idx: -1 for a root, or an event
+    not in the tree. Its size is the largest idx + 1."""
+    tree = trace.call_tree.select("idx", "parent_idx")
+    parent = np.full(int(max(int(trace.events["idx"].max() or 0), 0)) + 1, -1, dtype=np.int64)  # type: ignore[arg-type]
+    parent[tree["idx"].to_numpy()] = tree["parent_idx"].fill_null(-1).to_numpy()
+    return parent
+
+
+def marks(size: int, idx: pl.Series) -> np.ndarray:
+    """By event idx (``size`` of them): the row of ``idx`` that names the event, else -1 (the marks of
+    :func:`up_to`)."""
+    out = np.full(size, -1, dtype=np.int64)
+    out[idx.to_numpy()] = np.arange(idx.len())
+    return out
+
+
+def picks(rows: np.ndarray) -> pl.Series:
+    """``rows`` (of :func:`up_to`; -1: none) as an index that takes null where there is none."""
+    return pl.Series(rows).set(pl.Series(rows < 0), None)
 
 
 def up_to(mark: np.ndarray, parent: np.ndarray, start: np.ndarray) -> np.ndarray:

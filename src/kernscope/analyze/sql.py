@@ -22,7 +22,7 @@ import polars as pl
 
 from ..model import Trace, run_sql
 from .categories import Categorizer
-from .counters import KernelCounters, kernel_counters
+from .counters import COUNTER_TABLES, KernelCounters, kernel_counters
 from .critical_path import empty_path
 from .summary import Analysis, analyze
 
@@ -34,15 +34,6 @@ ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "libraries", "o
                    "steps", "timeline", "timeline_by_device", "timeline_by_step", "step_categories", "findings", "findings_by_kind",
                    "sources", "critical_path", "critical_path_categories", "critical_path_ops", "critical_path_kernels",
                    "critical_path_whatif")
-
-
-#: the hardware counters' tables (``counters.<name>``: :class:`~kernscope.analyze.counters.KernelCounters`), as they
-#: are in a trace without counters (their fixed columns; the counters' own are the recorded ones)
-EMPTY_COUNTERS = {
-    "kernels": {"name": pl.String, "op": pl.String, "count": pl.Int64},
-    "metrics": {"metric": pl.String, "total": pl.Float64, "kernels": pl.Int64},
-    "ranges": {"seq": pl.Int64, "name": pl.String, "op": pl.String, "top_op": pl.String, "launch_idx": pl.Int64},
-}
 
 
 @dataclass(frozen=True)
@@ -104,9 +95,9 @@ def sql(trace: Trace, query: str, *, step: int | None = None, categorizer: Categ
             counted.append(kernel_counters(trace))
         c = counted[0]
         if c is None:
-            return pl.DataFrame(schema=EMPTY_COUNTERS[name])
+            return pl.DataFrame(schema=COUNTER_TABLES[name])
         return c.tables()[name]
 
-    for name in EMPTY_COUNTERS:
+    for name in COUNTER_TABLES:
         tables[f"counters.{name}"] = partial(counters, name)
     return run_sql(query, tables)

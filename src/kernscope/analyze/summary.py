@@ -31,7 +31,6 @@ from .kernels import (
     op_category_summary,
     op_summary,
     rows_by,
-    source_summary,
     step_category_summary,
     step_summary,
     wall_time_ns,
@@ -210,7 +209,9 @@ def analyze(
         grouped_f = pool.submit(rows_by, g, SUMMARY_KEYS + decided)
         step_cats_f = pool.submit(step_category_summary, trace, all_gpu)
         facts_f = pool.submit(trace_facts, trace)
-        sources_f = pool.submit(lambda: _source_summary(trace, step, wall_time_ns(g), python_sources))
+        from .sources import source_table
+
+        sources_f = pool.submit(lambda: source_table(trace, step, python_sources, wall_time_ns(g)))
         by_step, by_step_device = by_step_f.result()
         findings = find(trace, g, steps_f.result(), by_step, step=step, rules=finding_rules, pool=pool,
                         all_gpu=all_gpu, by_step_device=by_step_device)
@@ -275,19 +276,6 @@ def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Catego
                    if want_bench else None),
         annotations=by_annotation_(trace, with_text_keys(g, names=True), by_annotation) if by_annotation is not None else None,
     )
-
-
-def _source_summary(trace: Trace, step: int | None, wall: int, python: bool) -> pl.DataFrame:
-    """GPU time by the user's line over the GPU rows the analysis reads (``step``'s; kernels, copies and sets; ``wall``:
-    their wall time, ns): :func:`~kernscope.analyze.sources.source_rows` (a JAX profile's from its HLO, with
-    ``python`` a PyTorch trace's from its Python stacks), summed. Read from the trace's GPU table, whose columns the
-    selection shares: not carried through the categorized rows (1.4 M rows of a 200 MB JAX profile)."""
-    from .sources import source_rows
-
-    rows = source_rows(trace, step, python)
-    if rows is None:
-        return pl.DataFrame(schema=SOURCE_SCHEMA)
-    return source_summary(rows, wall_ns=wall, columns=("source", "function"))
 
 
 def _text_names(table: pl.DataFrame) -> pl.DataFrame:

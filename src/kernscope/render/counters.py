@@ -11,7 +11,7 @@ from rich.text import Text
 from .excel import Sheet
 from .formats.json import whole
 from .names import term
-from .terminal import Col, count, fit_table, size
+from .terminal import Col, count, fit_table, si, size
 from .views import Section, layout, view
 
 layout("table", "counters", ("trace", "kernels", "metrics"))
@@ -25,17 +25,6 @@ DERIVED_HEADERS = {"flops_fp64": "FLOP fp64", "flops_fp32": "FLOP fp32", "flops_
                    "dram_bytes": "DRAM bytes", "flops_per_byte": "FLOP/byte"}
 #: the counters shown in the terminal besides the derived columns (JSON, CSV and the sheets have every one)
 TERMINAL_METRICS = 4
-
-
-def si(v: float | None) -> str:
-    """A large count in the unit that reads best (k, M, G, T)."""
-    if v is None:
-        return "-"
-    a = abs(v)
-    for unit, k in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if a >= k:
-            return f"{v / k:,.2f} {unit}"
-    return f"{v:,.0f}"
 
 
 def short_metric(name: str) -> str:
@@ -100,4 +89,4 @@ for _t in ("kernels", "metrics", "ranges"):
     view("xlsx", f"counters.{_t}")(_sheet)
 
 
-__all__ = ["DERIVED_HEADERS", "short_metric", "si"]
+__all__ = ["DERIVED_HEADERS", "short_metric"]

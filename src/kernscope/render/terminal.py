@@ -67,6 +67,17 @@ def size(b: float | None) -> str:
     return f"{b:,.0f} B"
 
 
+def si(v: float | None) -> str:
+    """A large count in the unit that reads best (k, M, G, T)."""
+    if v is None:
+        return "-"
+    a = abs(v)
+    for unit, k in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if a >= k:
+            return f"{v / k:,.2f} {unit}"
+    return f"{v:,.0f}"
+
+
 def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}%"
 
