@@ -83,7 +83,8 @@ def write_trace(path: Path, events: list[dict], **meta) -> Path:
 def scanned_once(kept: dict, path: Path, monkeypatch, read):
     """``read(path)`` with the compiled scanner on (``KERNSCOPE_NO_NATIVE=0``), once a trace for a test that runs with
     the fallback readers first, then with the scanner: the fallback readers' run keeps its result in ``kept`` for the
-    scanner's run, which takes it (test_fastscan checks both readers give the same tables on every real trace)."""
+    scanner's run, which takes it (test_fastscan checks both readers give the same tables on every real trace). Where
+    ``make test``'s workers split the two runs (``--dist worksteal``), the scanner's run reads the trace itself."""
     if str(path) in kept:
         return kept.pop(str(path))
     reader = os.environ.get("KERNSCOPE_NO_NATIVE")
