@@ -72,20 +72,22 @@ lint: install-test
 	fi
 
 # the real traces (../shared/traces, or KERNSCOPE_TRACES) are required here: their tests fail, never skip.
-# Two workers (pytest-xdist, one per core), a fixed terminal width for the
-# tests that print tables without setting one: 7:51 serial -> 4:59 on this 2-core machine for the 1,058 tests then;
+# Two workers (pytest-xdist, one per core), a fixed terminal width for the tests that print tables without
+# setting one: 7:51 serial -> 4:59 on this 2-core machine for the 1,058 tests then;
 # 5:36-6:05 for the 1,368 tests of session 21, after lint (49 s cold); 4:09-4:57 for the 1,372-1,374 of session 22 on a
 # faster machine, after lint (18 s cold); 4:07-4:24 for the 1,394 of session 23 (a gzip test of 29 s now takes 2 s).
 # Tests, not files, handed out (--dist worksteal: each worker starts on its half in order, one that runs out takes
 # tests from the other's end): the 2,022 tests of session 55 in 548 and 568 s, against 589 and 589 s with a file per
-# worker (--dist loadfile); a trace kept for the next test of a file (conftest's
-# scanned_once) is read again where that test runs on the other worker
+# worker (--dist loadfile); a trace kept for the next test of a file (conftest's scanned_once) is read again where
+# that test runs on the other worker
 PYTEST_ARGS = -q -p no:cacheprovider -n 2 --dist worksteal
-# pytest keeps its assertion-rewritten test modules as bytecode (tests/__pycache__) unless the shell says
-# PYTHONDONTWRITEBYTECODE=1: with it each worker rewrote all of them at every run (collection 15 s -> 4.3 s)
+# the suite's environment (make test, make test-oldest). PYTHONDONTWRITEBYTECODE emptied: pytest keeps its
+# assertion-rewritten test modules as bytecode (tests/__pycache__), where with the shell's =1 each worker rewrote all
+# of them at every run (collection 15 s -> 4.3 s)
+TEST_ENV = PYTHONDONTWRITEBYTECODE= COLUMNS=150 KERNSCOPE_REQUIRE_BROWSER=1 KERNSCOPE_REQUIRE_TRACES=1
 test: lint install-browser
 	$(COMPILE)
-	PYTHONDONTWRITEBYTECODE= COLUMNS=150 KERNSCOPE_REQUIRE_BROWSER=1 KERNSCOPE_REQUIRE_TRACES=1 $(PY) -m pytest $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
 
 # the suite on the oldest versions pyproject.toml allows (.ci/oldest.txt; Python 3.10 or 3.11), in a venv of its
 # own: not part of make test (a second install), run when a lower bound moves
@@ -95,7 +97,7 @@ test-oldest: install-browser
 	$(OLDEST)/bin/pip install -q --upgrade pip
 	$(OLDEST)/bin/pip install -q -e ".[test]" -c .ci/oldest.txt
 	$(call torch_and_triton,$(OLDEST),-c .ci/oldest.txt)
-	PYTHONDONTWRITEBYTECODE= COLUMNS=150 KERNSCOPE_REQUIRE_BROWSER=1 KERNSCOPE_REQUIRE_TRACES=1 $(OLDEST)/bin/python -m pytest $(PYTEST_ARGS)
+	$(TEST_ENV) $(OLDEST)/bin/python -m pytest $(PYTEST_ARGS)
 
 bench-load: install
 	$(PIP) install -q holistictraceanalysis
