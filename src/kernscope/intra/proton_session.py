@@ -54,11 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if session is not None:
             session.finalize()
-        from .units import device_clock, write_sidecar
-
         # the SM clock of the GPU the trace was recorded on, beside the trace (NAME.chrome_trace.clock.json):
-        # the reader turns Proton's cycles into time with it
-        write_sidecar(a.name + ".chrome_trace", device_clock())
+        # the reader turns Proton's cycles into time with it. A program that never imported triton ran no Triton
+        # kernel and has no trace to time: it is not asked (the query imports torch, seconds for a failed program)
+        if "triton" in sys.modules:
+            from .units import device_clock, write_sidecar
+
+            write_sidecar(a.name + ".chrome_trace", device_clock())
     return code
 
 
