@@ -235,7 +235,10 @@ def literal_nulls(table: pl.DataFrame) -> pl.DataFrame:
         return table
     counts = table.null_count().row(0)
     empty = [c for c, n in zip(table.columns, counts) if n == table.height]
-    return table.with_columns(pl.lit(None, dtype=table.schema[c]).alias(c) for c in empty) if empty else table
+    if not empty:
+        return table
+    schema = table.schema  # (built anew at every call: once, not once a column)
+    return table.with_columns(pl.lit(None, dtype=schema[c]).alias(c) for c in empty)
 
 
 #: the trace tables ``Trace.sql`` and ``kernscope sql`` know

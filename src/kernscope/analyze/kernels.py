@@ -79,7 +79,8 @@ TEXT_KEYS = ("kind", "category", "library", "decided_by", "decided_op")
 def with_text_keys(table: pl.DataFrame, *, names: bool = False) -> pl.DataFrame:
     """``table`` with its :data:`TEXT_KEYS` columns (and ``name`` with ``names``) as text."""
     wanted = (*TEXT_KEYS, "name") if names else TEXT_KEYS
-    interned = [c for c in wanted if c in table.columns and table.schema[c] != pl.String]
+    schema = table.schema
+    interned = [c for c in wanted if c in schema and schema[c] != pl.String]
     return table.with_columns(pl.col(interned).cast(pl.String)) if interned else table
 
 
@@ -109,7 +110,8 @@ def rows_by(table: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     keys = list(dict.fromkeys(keys))
     # text keys are grouped interned, and the groups' keys turned back to text: grouping by several text columns
     # row-encoded every row's texts (0.9 GB for the 2.3 M kernels of a 10 GB trace)
-    text = [c for c in keys if table.schema[c] == pl.String]
+    schema = table.schema
+    text = [c for c in keys if schema[c] == pl.String]
     keyed = table.select(*dict.fromkeys([*keys, "dur"]))
     if text:
         keyed = keyed.with_columns(pl.col(text).cast(pl.Categorical))
@@ -134,10 +136,11 @@ def summarize(
     by = list(dict.fromkeys(by))
     total = g["_sum"].sum() or 0
     # the interned keys are given as text (the launching op's too: the summaries' text columns are all String)
-    text = [c for c in by if g.schema[c] != pl.String and (c in TEXT_KEYS or isinstance(g.schema[c], (pl.Categorical, pl.Enum)))]
+    gs = g.schema
+    text = [c for c in by if gs[c] != pl.String and (c in TEXT_KEYS or isinstance(gs[c], (pl.Categorical, pl.Enum)))]
     s, n = pl.col("_sum").sum(), pl.col("_n").sum()
     out = g.group_by(by).agg(
-        pl.col("_rows").sum().cast(g.schema["_rows"]).alias("count"),
+        pl.col("_rows").sum().cast(gs["_rows"]).alias("count"),
         (s / NS_PER_US).alias("total_us"),
         (pl.when(n > 0).then(s / n) / NS_PER_US).alias("mean_us"),
         (pl.col("_min").min() / NS_PER_US).alias("min_us"),

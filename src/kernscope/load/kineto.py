@@ -26,7 +26,7 @@ from ..errors import TraceError
 from ..model import RawTrace
 from . import document
 from .argspec import ARG_FIELDS, LOADER_ARGS
-from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, parse_chunk, parse_lines
+from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, nulls, parse_chunk, parse_lines
 from .document import UTF8_BOM, NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
 from .fastscan import ScanHints
 from .fastscan import available as fastscan_available
@@ -405,7 +405,7 @@ def _joined(name: str, parts: list[pl.Series | None], heights: list[int], *, rec
     """One column from the pieces' (a piece without it: ``None``, null in its ``heights`` rows, of the type the
     other pieces give it, else the event schema's)."""
     dtype = next((p.dtype for p in parts if p is not None), None) or EVENT_SCHEMA[name]
-    return pl.concat([pl.repeat(None, n, dtype=dtype, eager=True).alias(name) if p is None else p
+    return pl.concat([nulls(n, dtype).alias(name) if p is None else p
                       for p, n in zip(parts, heights)], rechunk=rechunk)
 
 

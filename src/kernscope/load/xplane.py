@@ -45,7 +45,7 @@ from ..intervals import combine_codes, ranks
 from ..model import RawTrace, literal_nulls
 from . import hlo_align
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
-from .chunk import EVENT_SCHEMA
+from .chunk import EVENT_SCHEMA, nulls
 from .hlo import Works
 from .native import distinct_rows as native_distinct_rows
 from .protowire import Fields, WireError, as_array, fields_of, walk
@@ -61,7 +61,6 @@ from .xstats import (
     field_lut,
     field_table,
     kernel_details,
-    nulls,
     place,
     texts,
 )
@@ -485,7 +484,8 @@ def _with_library_calls(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, re
     written = [c for c in read if c in small.columns and (costs or c in ("hlo_source", "hlo_function"))]
     got = small.select(written)[pl.Series(which)]
     # (written into the rows matched: a when/then made every column anew, 90 MB more at the 207 MB profile's peak)
-    return table.with_columns(table[c].scatter(rows, got[c].cast(table.schema[c])) for c in got.columns)
+    schema = table.schema
+    return table.with_columns(table[c].scatter(rows, got[c].cast(schema[c])) for c in got.columns)
 
 
 #: the XSpace profile's own columns (XLA's stats, the launch details parsed from them, the HLO costs): a projection's
@@ -513,7 +513,8 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
     if stats is not None:
         ev = raw.events
         unread = [c for c in ev.columns if c in XLA_COLUMNS and c not in stats]
-        raw = dataclasses.replace(raw, events=ev.with_columns(pl.lit(None, dtype=ev.schema[c]).alias(c) for c in unread))
+        schema = ev.schema
+        raw = dataclasses.replace(raw, events=ev.with_columns(pl.lit(None, dtype=schema[c]).alias(c) for c in unread))
     return raw
 
 

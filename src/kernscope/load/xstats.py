@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from .chunk import nulls
 from .native import mark_used
 from .strings import strings_of
 from .xscan import (
@@ -162,12 +163,6 @@ def field_lut(plane: np.ndarray, ids: np.ndarray, stat_names: pl.Series,
     lut = np.full((int(plane.max()) + 1) * width, -1, dtype=np.int8)
     lut[plane[w] * width + ids[w]] = fields[w]
     return lut, width
-
-
-def nulls(n: int, dtype: Any) -> pl.Series:
-    """``n`` nulls of ``dtype`` (no Python list)."""
-    out: pl.Series = pl.repeat(None, n, dtype=dtype, eager=True)
-    return out
 
 
 def place(rows: np.ndarray, field: np.ndarray, kind: np.ndarray, raw: np.ndarray, plane: np.ndarray, scan: LineScan,
