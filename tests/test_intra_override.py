@@ -132,6 +132,20 @@ def test_child_runner_passes_the_scripts_arguments(tmp_path):
     assert r.returncode == 0 and out.read_text() == "x y"
 
 
+
+def test_child_asks_no_clock_of_a_program_that_never_imported_triton(tmp_path):
+    """The child records the GPU's clock beside the trace after the program; a program that never imported triton
+    ran no Triton kernel, and asking the clock imported torch (seconds, for a program that failed at once)."""
+    script = tmp_path / "s.py"
+    out = tmp_path / "modules.txt"
+    # (atexit: after the child's own ending, which is where it asks the clock)
+    script.write_text(f"import atexit, sys\natexit.register(lambda: open({str(out)!r}, 'w').write("
+                      "' '.join(m for m in ('torch', 'triton') if m in sys.modules)))\nsys.exit(5)\n")
+    r = subprocess.run([sys.executable, "-m", "kernscope.intra.proton_session", "--name", str(tmp_path / "p"),
+                        "--no-session", "--", str(script)], check=False)
+    assert r.returncode == 5 and out.read_text() == ""
+    assert not list(tmp_path.glob("p*"))  # no clock file beside a trace that does not exist
+
 def test_cli_bad_program_is_one_line(tmp_path, capsys):
     assert main(["intra", "override", "-o", str(tmp_path / "w"), "--", "python", str(tmp_path / "nope.py")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
