@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from ..errors import TraceError
-from .source import Limits, TraceSource
+from .source import BLOCK_BYTES, Limits, TraceSource
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -50,6 +50,8 @@ class Piece:
     offset: int
     sep: bytes = b","
     final: bool = False  #: the last piece: it also holds the array's end and what follows it
+    #: a streamed piece's buffer (``text`` is a view of it), which :meth:`Splitter.recycle` takes back once parsed
+    buffer: bytearray | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -226,6 +228,7 @@ class Splitter:
         self.chunk_bytes = chunk_bytes or CHUNK_BYTES
         self.salvage = salvage
         self.doc = Document(self.path)
+        self._buffers: _Buffers | None = None  #: a streamed document's piece buffers (_stream)
 
     def pieces(self) -> Iterator[Piece]:
         plain = self.source.plain
@@ -267,7 +270,6 @@ class Splitter:
     def _stream(self) -> Iterator[Piece]:
         blocks = self.source.blocks(salvage=self.salvage)
         buf = bytearray()
-        offset = 0  # document offset of buf[0]
         start = None
         head = _HeadFinder(self.path)
         for block in blocks:
@@ -282,16 +284,22 @@ class Splitter:
             if not bytes(buf).strip():
                 raise TraceError(self.path, "file is empty")
             raise NeedsWholeDocument("no 'traceEvents' array found")
-        del buf[:start]
-        offset = start
+        offset = start  # document offset of the buffer's first byte
+        # the text is written into buffers of one size, each a piece, and each taken back once its piece is parsed
+        # (recycle): a new buffer a piece was fresh memory to fault in, 8 MB at a time (a 216 MB gzip: 89 k more page
+        # faults than the same file plain, and ~0.3 s of CPU)
+        pool = self._buffers = _Buffers(self.chunk_bytes + 2 * BLOCK_BYTES)
+        fill = _Fill(pool)
+        fill.add(memoryview(buf)[start:])
+        del buf
         cuts = _Boundaries(self.chunk_bytes)
         while True:
             # cut what is there, the first block and the last too (a small file arrives as one or two blocks: its
             # pieces still parse in parallel); the array's end never follows a boundary, so it stays in the final piece
-            while len(buf) > self.chunk_bytes:
-                m = cuts.find(buf)
+            while fill.n > self.chunk_bytes:
+                m = cuts.find(fill.data, fill.n)
                 if m is None:
-                    if len(buf) > self.chunk_bytes + self.limits.max_event_bytes:
+                    if fill.n > self.chunk_bytes + self.limits.max_event_bytes:
                         raise TraceError(self.path, f"an event is larger than {self.limits.max_event_bytes >> 20} MB "
                                                     f"(near byte {offset:,}); this is not a Kineto trace or it is corrupt")
                     break
@@ -299,16 +307,80 @@ class Splitter:
                 # the buffer itself becomes the piece (cut after its last event): no copy of the piece's text; what
                 # follows the cut, under a block, starts the next buffer
                 close, brace = m
-                rest, sep, at = buf[brace:], bytes(buf[close + 1 : brace]), brace
-                del buf[close + 1 :]
-                yield Piece(memoryview(buf), offset, sep)
-                buf = rest
-                offset += at
+                data, n = fill.data, fill.n
+                sep = bytes(data[close + 1 : brace])
+                fill.restart(memoryview(data)[brace:n])
+                yield Piece(memoryview(data)[: close + 1], offset, sep, buffer=data)
+                offset += brace
             nxt = next(blocks, None)
             if nxt is None:
                 break
-            buf += nxt
-        yield Piece(memoryview(buf), offset, final=True)
+            fill.add(nxt)
+        yield Piece(memoryview(fill.data)[: fill.n], offset, final=True)
+
+    def recycle(self, piece: Piece) -> None:
+        """Take back a parsed piece's buffer for the next pieces (streamed pieces; the caller holds no view of its
+        text any more). A buffer something still views (an array of the text) is left to be freed, not reused."""
+        if piece.buffer is None or self._buffers is None:
+            return
+        if isinstance(piece.text, memoryview):
+            try:
+                piece.text.release()
+            except BufferError:
+                return
+        self._buffers.give(piece.buffer)
+
+
+class _Buffers:
+    """Buffers of one size for a stream's pieces: :meth:`take` one (a free one, else a new one), :meth:`give` it back
+    once no one views it. At most :data:`KEPT_BUFFERS` wait free."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.free: list[bytearray] = []
+
+    def take(self) -> bytearray:
+        return self.free.pop() if self.free else bytearray(self.size)
+
+    def give(self, buf: bytearray) -> None:
+        if len(buf) != self.size or len(self.free) >= KEPT_BUFFERS:
+            return  # (one grown for a long event: not this pool's size)
+        try:  # a bytearray something still views cannot change size: a one-byte change that reallocates nothing tells
+            last = buf.pop()
+        except BufferError:
+            return
+        buf.append(last)
+        self.free.append(buf)
+
+
+#: free piece buffers a stream keeps for its next pieces (the pieces in flight are the parser's workers + 1)
+KEPT_BUFFERS = 4
+
+
+class _Fill:
+    """The text of the piece being gathered: ``data[:n]`` of a buffer from ``pool`` (grown where an event runs past
+    it: a new, larger buffer that is not the pool's)."""
+
+    def __init__(self, pool: _Buffers) -> None:
+        self.pool = pool
+        self.data = pool.take()
+        self.n = 0
+
+    def add(self, text: bytes | bytearray | memoryview) -> None:
+        k = len(text)
+        if self.n + k > len(self.data):
+            grown = bytearray(max(2 * len(self.data), self.n + k))
+            grown[: self.n] = memoryview(self.data)[: self.n]
+            self.data = grown
+        self.data[self.n : self.n + k] = text
+        self.n += k
+
+    def restart(self, rest: memoryview) -> None:
+        """Start the next piece with ``rest`` (the text after a cut, a view of the current buffer) in a new buffer."""
+        self.data = self.pool.take()
+        self.n = 0
+        self.add(rest)
+        rest.release()
 
 
 #: what may follow an event's "}" up to a boundary's end: blanks, a comma, blanks (a prefix of _BOUNDARY's rest)
@@ -328,9 +400,10 @@ class _Boundaries:
         self.open = -1  #: the "}" of the boundary the text may end inside (-1: none)
         self.comma = False  #: and whether its comma came
 
-    def find(self, buf: bytearray | mmap.mmap | bytes) -> tuple[int, int] | None:
-        """(position of the boundary's ``}``, of its ``{``), or None when the text so far holds none."""
-        n = len(buf)
+    def find(self, buf: bytearray | mmap.mmap | bytes, end: int | None = None) -> tuple[int, int] | None:
+        """(position of the boundary's ``}``, of its ``{``) in ``buf[:end]`` (``end`` None: all of it), or None when the
+        text so far holds none."""
+        n = len(buf) if end is None else end
         while self.open >= 0:  # continue the open boundary with the new bytes only
             new = bytes(buf[self.pos : n])
             j = self.pos + len(new) - len(new.lstrip())
@@ -343,11 +416,11 @@ class _Boundaries:
             if buf[j] == ord("{") and self.comma:
                 return self.open, j
             self.open, self.pos = -1, j  # it was not one; what follows is searched
-        m = _BOUNDARY.search(buf, self.pos)
+        m = _BOUNDARY.search(buf, self.pos, n)
         if m is not None:
             return m.start(), m.end() - 1
-        last = buf.rfind(b"}", self.pos)
-        tail = _BOUNDARY_TAIL.fullmatch(buf, last + 1) if last >= 0 else None
+        last = buf.rfind(b"}", self.pos, n)
+        tail = _BOUNDARY_TAIL.fullmatch(buf, last + 1, n) if last >= 0 else None
         if tail is not None:
             self.open, self.comma = last, tail.group(1) is not None
         self.pos = n

@@ -297,6 +297,7 @@ class _Pipeline:
                 if self.progress is not None:
                     done = src.consumed if src.gz else piece.offset + len(piece.text)
                     self.progress(done, src.stored_bytes)
+                self.splitter.recycle(piece)  # (a streamed piece's buffer, for the pieces to come)
                 fill()
 
     def _give_up(self, piece: Piece, e: ChunkError) -> Parsed:

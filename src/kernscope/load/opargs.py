@@ -146,6 +146,7 @@ def _read_args(path: str | os.PathLike[str], wanted: Iterable[int], event: type[
                         rows.append(row(want[j], args))
                     j += 1
                 before = end
+                splitter.recycle(piece)  # (its events are decoded: a streamed piece's buffer serves the next)
                 if j >= len(want):
                     break
         except NeedsWholeDocument:
