@@ -573,6 +573,34 @@ def test_a_gzip_traces_piece_buffers_are_reused_once_parsed_and_never_while_view
     assert all(b is not held_buffer for b in buffers[4:]) and held_view.tobytes() == want[3][1]
 
 
+def test_a_gzip_event_longer_than_a_piece_buffer_grows_it_and_cuts_as_the_plain_file(tmp_path):
+    """An event longer than a piece's buffer (a piece and two blocks: 2.06 MB here) is gathered in a grown buffer
+    of its own; the pieces around it still come from the reused ones, and every cut is the plain file's."""
+    from kernscope.load import source
+    from kernscope.load.document import Splitter
+
+    ev = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i, "dur": 1, "args": {"n": i}}
+          for i in range(3000)]
+    ev[1500]["args"]["long"] = "x" * (3 << 20)
+    text = json.dumps({"traceEvents": ev}).encode()
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    cut = {}
+    for path in (plain, packed):
+        src = source.open_trace(path)
+        try:
+            splitter = Splitter(src, source.Limits(), chunk_bytes=1 << 16)
+            cut[path] = []
+            for p in splitter.pieces():
+                cut[path].append((p.offset, bytes(p.text), p.sep, p.final))
+                splitter.recycle(p)
+        finally:
+            src.close()
+    assert cut[packed] == cut[plain] and max(len(c[1]) for c in cut[packed]) > 3 << 20
+    assert kernscope.load(packed, cache=False).events.equals(kernscope.load(plain, cache=False).events)
+
+
 def test_a_gzip_traces_heap_is_trimmed_as_its_pieces_are_parsed(tmp_path, monkeypatch):
     """A gzip trace's pieces are decompressed buffers from the C heap: it is trimmed every ``TRIM_BYTES`` of text
     parsed (the 216 MB v100 replica gzipped: peak 393-434 -> 339-348 MB), a plain one's is not; the same
