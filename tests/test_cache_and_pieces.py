@@ -9,6 +9,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -579,14 +580,14 @@ def test_a_gzip_event_longer_than_a_piece_buffer_grows_it_and_cuts_as_the_plain_
     from kernscope.load import source
     from kernscope.load.document import Splitter
 
-    ev = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i, "dur": 1, "args": {"n": i}}
-          for i in range(3000)]
-    ev[1500]["args"]["long"] = "x" * (3 << 20)
+    ev: list[dict[str, Any]] = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i, "dur": 1,
+                                 "args": {"n": i}} for i in range(3000)]
+    ev[1500]["args"] = {"n": 1500, "long": "x" * (3 << 20)}
     text = json.dumps({"traceEvents": ev}).encode()
     plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
     plain.write_bytes(text)
     packed.write_bytes(gzip.compress(text))
-    cut = {}
+    cut: dict[Path, list[tuple[int, bytes, bytes, bool]]] = {}
     for path in (plain, packed):
         src = source.open_trace(path)
         try:
