@@ -39,7 +39,8 @@ def union_many(table: pl.DataFrame, keys: Sequence[str], subsets: dict[str, np.n
     finds every subset's lengths at once without gathering the rows in order
     (:func:`kernscope.load.native.union_lengths`, which this layer may not import); the same lengths."""
     keys = list(keys)
-    schema: dict[str, pl.DataType] = {**{k: table.schema[k] for k in keys}, **{n: pl.Int64() for n in subsets}}
+    have = table.schema
+    schema: dict[str, pl.DataType] = {**{k: have[k] for k in keys}, **{n: pl.Int64() for n in subsets}}
     if table.height == 0:
         return pl.DataFrame(schema=schema)
     codes = dense_codes(table, keys) if keys else np.zeros(table.height, dtype=np.int64)
@@ -215,7 +216,8 @@ def dense_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray:
 def integer_codes(table: pl.DataFrame, keys: list[str]) -> np.ndarray | None:
     """Each row's group as 0..k-1 in the keys' order (the first key first), for integer keys without nulls (each by
     :func:`ranks`) whose combinations fit in int64; else None (then rank them with polars)."""
-    if not keys or any(not table.schema[k].is_integer() or table[k].null_count() for k in keys):
+    schema = table.schema
+    if not keys or any(not schema[k].is_integer() or table[k].null_count() for k in keys):
         return None
     combined: np.ndarray | None = None
     space = 1  # (the combined ranks are below it)

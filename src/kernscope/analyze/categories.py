@@ -458,9 +458,11 @@ class Categorizer:
             at = pl.Series(number)
             return gpu.with_columns(table["category"].gather(at), table["library"].gather(at))
 
+        schema = gpu.schema
+
         def code(c: str) -> pl.Expr:
             col = pl.col(c)
-            if isinstance(gpu.schema[c], (pl.Enum, pl.Categorical)):
+            if isinstance(schema[c], (pl.Enum, pl.Categorical)):
                 return col.to_physical().cast(pl.Int64)
             return col.hash().reinterpret(signed=True)
 
@@ -469,7 +471,7 @@ class Categorizer:
             (code(launch).fill_null(-1) if launch else pl.lit(-1, dtype=pl.Int64)).alias("_l"),
         )
         keys = ["_n", "_k", "_l"]
-        if all(isinstance(gpu.schema[c], (pl.Enum, pl.Categorical)) for c in ("name", "kind", *([launch] if launch else []))):
+        if all(isinstance(schema[c], (pl.Enum, pl.Categorical)) for c in ("name", "kind", *([launch] if launch else []))):
             # interned codes fit one int64 (name's above launch's above kind's): the distinct keys and the join back
             # on one column, not three (the JAX class's 1.4 M rows: 0.1 s and +141 MiB, most of it the three-key join)
             top = keyed.select(pl.col("_n").max(), pl.col("_k").max(), pl.col("_l").max()).row(0)

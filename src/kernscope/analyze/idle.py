@@ -32,7 +32,8 @@ def idle_breakdown(g: pl.DataFrame, keys: list[str], *, extent: bool = False,
     as :func:`~kernscope.intervals.union_by` does), so one sort and one :func:`~kernscope.intervals.merged` find
     every group's busy segments and gaps."""
     counts = counts or {}
-    schema = pl.Schema({**{k: g.schema[k] for k in keys}, "_busy": pl.Int64(), "host_wait_us": pl.Float64(),
+    have = g.schema
+    schema = pl.Schema({**{k: have[k] for k in keys}, "_busy": pl.Int64(), "host_wait_us": pl.Float64(),
                         "kernel_wait_us": pl.Float64(), "other_idle_us": pl.Float64(), "host_wait_gaps": pl.Int64(),
                         **({"span_us": pl.Float64()} if extent else {}), **{c: pl.Int64() for c in counts}})
     if g.height == 0:

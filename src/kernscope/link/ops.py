@@ -90,8 +90,8 @@ def swept_innermost(launches: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame |
     _fb, _lp, _lt, _os, _oe), by the compiled sweep; None without the compiled library."""
     if native.scanner() is None:
         return None
-    if all(isinstance(t.schema[c], _CATEGORIES) and t.schema[c] == ops.schema[c] for t in (launches, ops)
-           for c in ("_lp", "_lt")):
+    ls, os_ = launches.schema, ops.schema
+    if all(isinstance(s[c], _CATEGORIES) and s[c] == os_[c] for s in (ls, os_) for c in ("_lp", "_lt")):
         # both sides' pid and tid are of one event table: their category codes name a thread alike (joining every op
         # to a numbered list of threads took 0.1 s for the 1 M ops of a 1 GB trace)
         o = ops.with_columns(thread_key("_lp", "_lt")).drop_nulls(["_g", "_os", "_oe"])

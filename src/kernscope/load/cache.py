@@ -719,8 +719,9 @@ def _derived_columns(df: Any) -> dict[str, list[str]]:
     import polars as pl
 
     out: dict[str, list[str]] = {}
+    schema = df.schema
     for c, (a, b) in _SUMS.items():
-        if ({c, a, b} <= set(df.columns) and all(df.schema[x] == pl.Int64 for x in (c, a, b))
+        if ({c, a, b} <= set(schema) and all(schema[x] == pl.Int64 for x in (c, a, b))
                 and df.select((pl.col(a) + pl.col(b)).eq_missing(pl.col(c)).all()).item()):
             out[c] = [a, b]
     return out

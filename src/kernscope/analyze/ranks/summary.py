@@ -155,7 +155,8 @@ def collective_type(meta: str | None, name: str) -> str:
 
 def _union(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     if df.height == 0:
-        return pl.DataFrame(schema={**{k: df.schema[k] for k in keys}, "len": pl.Int64})
+        have = df.schema
+        return pl.DataFrame(schema={**{k: have[k] for k in keys}, "len": pl.Int64})
     return union_by(df, keys, sweep=union_lengths)
 
 
@@ -259,8 +260,9 @@ def comm_meta(trace: Trace, c: pl.DataFrame) -> pl.DataFrame:
     schema = _meta_schema()
     if not have or c.height == 0:
         return pl.DataFrame(schema=schema)
-    as_text = [pl.col(m).cast(pl.String) if ev.schema[m] == pl.Categorical or isinstance(ev.schema[m], pl.Enum)
-               else pl.col(m) for m in have]
+    es = ev.schema
+    as_text = [pl.col(m).cast(pl.String) if es[m] == pl.Categorical or isinstance(es[m], pl.Enum) else pl.col(m)
+               for m in have]
     ops = ev.filter((pl.col("kind") == "cpu_op") & pl.any_horizontal(pl.col(m).is_not_null() for m in have)).select(
         pl.col("pid").cast(pl.String).alias("_op_pid"), pl.col("tid").cast(pl.String).alias("_op_tid"),
         pl.col("ts").alias("_os"), pl.col("end").alias("_oe"), *as_text)
