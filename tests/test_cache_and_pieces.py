@@ -214,8 +214,8 @@ def test_entry_tables_over_the_threshold_are_compressed_and_read_back_equal(monk
 
 
 def test_small_entries_are_written_uncompressed_and_read_back_equal():
-    """Under COMPRESS_ABOVE the tables are written as they are (compressing cost a 216 MB trace's cold run 0.26 s
-    of CPU while it was analyzed): the example's entry is about its tables' size, and reads back equal."""
+    """Under COMPRESS_ABOVE (a few MB) the tables are written as they are: the example's entry is about its tables'
+    size, and reads back equal."""
     fresh = kernscope.load(EXAMPLE)
     stored, in_memory = _stored_and_in_memory(fresh)
     assert stored > in_memory / 3, (stored, in_memory)

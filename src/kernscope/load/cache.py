@@ -60,10 +60,12 @@ DEFAULT_MAX_BYTES = 2 << 30
 #: an entry whose tables take more than this in memory (bytes, all tables, all-null columns left out) is written
 #: zstd-compressed, a smaller one as it is. zstd: the 200 MB JAX class's entry is 25 MB instead of 927 (its many
 #: mostly-null columns), written in 0.8 s instead of 1.5-2.3 s and read in 0.4 s instead of 0.9-1.9; the 10 GB
-#: replica's fits the cap (282 MB instead of 2.2 GB). Below it compression costs more than it saves, and the entry is
-#: written while the trace is analyzed: a 216 MB Kineto trace's 80 MB of tables took 0.37 s of CPU zstd-compressed
-#: (7 MB) and 0.11 s as they are (78 MB), and read back in 0.06 s instead of 0.09 s
-COMPRESS_ABOVE = 256 << 20
+#: replica's fits the cap (282 MB instead of 2.2 GB). A Kineto trace's tables compress as well (the 216 MB v100
+#: replica's entry: 5.5 MB instead of 71 MB), and writing them as they are is the dearer: every byte goes into fresh
+#: page cache, which the kernel allocates and copies into (its event table alone, 46 MB, in a fresh process: 0.17-0.20
+#: s of system time as it is, 0.07-0.10 s of CPU zstd-compressed; polars 2.1, session 57). Under a few MB, as the
+#: bundled example's entry (1 MB), there is nothing to gain, and the entry is written as it is
+COMPRESS_ABOVE = 8 << 20
 #: rows per record batch of a compressed table (a table written as it is is one batch; see ``write_entry``): one batch
 #: reads back contiguous, several are compressed and read in parallel (a 1.5 M-row table as one batch: written in
 #: 0.5-0.7 s and read in 0.45 s, against 0.35-0.43 s and 0.25 s in polars' default batches of 2**17 rows)
