@@ -406,9 +406,13 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     windows = all_windows if step is None else all_windows.filter(pl.col("step") == step)
     if windows.height == 0 or gpu.height == 0:
         return empty_path(["no steps with GPU work: the critical path is per step"])
-    order, lane, device, identity = _node_order(gpu)
-    n_g = len(order)
-    by_node = None if identity else pl.Series(order)
+    node_order, lane, device, identity = _node_order(gpu)
+    n_g = len(node_order)
+    # node k is row order[k] of ``gpu``; None: row k (no array of positions held through the path: 11 MB at 200 MB of
+    # JAX, whose records lie in node order)
+    order = None if identity else node_order
+    del node_order
+    by_node = None if order is None else pl.Series(order)
 
     def in_node_order(name: str) -> pl.Series:
         return gpu[name] if by_node is None else gpu[name].gather(by_node)
@@ -457,7 +461,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     # -- CPU points: launches that records waited for, and each step's end on the step's thread
     launched = np.flatnonzero(g_how == _HOW_LAUNCH)
     # (the launched records gathered first, then their threads made text: not every record's)
-    launches = gpu.select("launch_pid", "launch_tid", "launch_ts").gather(pl.Series(order[launched])).select(
+    launches = gpu.select("launch_pid", "launch_tid", "launch_ts").gather(pl.Series(launched if order is None else order[launched])).select(
         pl.Series("_for", launched, dtype=pl.Int64), pl.col("launch_pid").cast(pl.String).alias("pid"),
         pl.col("launch_tid").cast(pl.String).alias("tid"), pl.col("launch_ts").alias("t"), pl.lit(None, pl.Int64).alias("_end_of"))
     ends = windows.join(_step_threads(trace, windows), on="step", how="left").select(
@@ -485,8 +489,6 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     cpu_t, cpu_t_ok = _ints(cpu["t"])
     time, time_ok = np.concatenate([g_end, cpu_t]), np.concatenate([np.ones(n_g, dtype=bool), cpu_t_ok])
     how = np.concatenate([g_how, np.full(cpu.height, _HOW_CPU, np.int8)])
-    ts = np.concatenate([g_ts, np.zeros(cpu.height, np.int64)])
-    ts_ok = np.concatenate([np.ones(n_g, dtype=bool), np.zeros(cpu.height, bool)])
     for_, for_ok = _ints(cpu["_for"])
     launch_cpu = np.full(n_g, -1, np.int64)  # each launch record's CPU point
     launch_cpu[for_[for_ok]] = cpu["_c"].to_numpy()[for_ok]
@@ -496,7 +498,9 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     # CPU point; the CPU points for the record their thread waited on
     # each record's previous one, -1 for the first, written once (no array of positions beside it: most records are
     # queued); the CPU points' part is written below
-    pred, has = np.arange(-1, root - 1, dtype=np.int64), np.empty(root, dtype=bool)
+    # (with a slot for the root beyond them: ``root_pred`` below is made of this array in place)
+    root_pred = np.arange(-1, root, dtype=np.int64)
+    pred, has = root_pred[:root], np.empty(root, dtype=bool)
     g_pred, g_has = pred[:n_g], has[:n_g]  # (views)
     g_has[:] = p_ok
     waits = g_how == _HOW_WAIT
@@ -507,12 +511,17 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     g_has[launches_at] = launch_cpu[launches_at] >= 0
     del launches_at, g_pred, g_has
     pred[n_g:], has[n_g:] = np.where(a_ok, a_, -1), a_ok
-    del for_, for_ok, launch_cpu, p_ok, w_, w_ok, a_, a_ok, g_ts, g_end, cpu_t, cpu_t_ok
+    # (``g_ts`` is kept: a record's start on the path is read from it, where a copy with the CPU points' zeros beside
+    # it was an array more through the path)
+    del for_, for_ok, launch_cpu, p_ok, w_, w_ok, a_, a_ok, g_end, cpu_t, cpu_t_ok
     end_of, end_of_ok = np.zeros(root, np.int64), np.zeros(root, bool)  # (a step's end point: the records have none)
     end_of[n_g:], end_of_ok[n_g:] = _ints(cpu["_end_of"])
     pt, pt_ok = _cut_links(time, time_ok, (end_of, end_of_ok), all_windows, pred, has)
     del end_of, end_of_ok, has
-    root_pred = np.concatenate([np.where(pred >= 0, pred, root), [root]])
+    # each node's predecessor, the root where it has none (the root's own too): in place, no copy of ``pred``
+    np.copyto(pred, root, where=pred < 0)
+    root_pred[root] = root
+    del pred
     # -- each step's end node: its last GPU record when the last step's GPU work ends after its CPU work, else
     #    the CPU point at its end
     #    (the record that ends last, of equal ends the later node: a maximum per step, not a sort of every record)
@@ -533,14 +542,14 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
                           else _ancestors(root_pred, starts[lo:hi], root, depths[lo:hi]))
         # the path's nodes as arrays (a polars row per node, with its labels and its CPU point's text, held 0.4 GB on
         # a JAX profile's 1.4 M-node path)
-        path = PathNodes(owner, on_path, time[on_path], time_ok[on_path], how[on_path], ts[on_path], pred[on_path] >= 0,
-                         pt[on_path], pt_ok[on_path])
+        path = PathNodes(owner, on_path, time[on_path], time_ok[on_path], how[on_path], _record_starts(g_ts, on_path),
+                         root_pred[on_path] != root, pt[on_path], pt_ok[on_path])
         del owner, on_path
-        part, stretch = _summarize(path, ends_tbl.slice(lo, hi - lo), labels, None if identity else order, cpu, n_g)
+        part, stretch = _summarize(path, ends_tbl.slice(lo, hi - lo), labels, order, cpu, n_g)
         parts.append(part)
         stretches.append(stretch)
         del path
-    del root_pred, time, time_ok, how, ts, ts_ok, pred, pt, pt_ok, ends_tbl, labels, cpu  # (before the CPU ops are read)
+    del root_pred, time, time_ok, how, g_ts, pt, pt_ok, ends_tbl, labels, cpu  # (before the CPU ops are read)
     summary = _joined(parts)
     whatif = summary.whatif
     if (trace.world_size or 1) > 1 and (whatif["change"] == COMM_FASTER).any():  # one rank of a job: its collectives'
@@ -565,6 +574,15 @@ PATH_BATCH = 1 << 20
 #: the kernels of a step's path listed by name in ``CriticalPath.kernels``, the longest on the path first; the others
 #: are one row, ``(N other kernels)`` (a JAX step's path holds ~100 kernel names: 304 k rows over 3,300 steps)
 KERNELS_PER_STEP = 10
+
+
+def _record_starts(g_ts: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """The start of each of ``nodes`` that is a GPU record (id below ``len(g_ts)``: ``g_ts`` holds the records' starts
+    in node order), 0 for a CPU point (whose start no summary reads)."""
+    out = np.zeros(len(nodes), dtype=np.int64)
+    records = nodes < len(g_ts)
+    out[records] = g_ts[nodes[records]]
+    return out
 
 
 def _depths(pred: np.ndarray, starts: np.ndarray, root: int) -> np.ndarray | None:
