@@ -154,8 +154,10 @@ def _row(cfg: dict[str, Any], rule: str, win_back_us: float, evidence: dict[str,
 def _device_work(gpu: pl.DataFrame, *more: str) -> pl.DataFrame:
     """The GPU rows in steps: ``step``, ``device`` (-1 where unknown), ``ts``, ``end`` and the columns ``more`` (only
     those read: a JAX profile has over a million rows)."""
-    return gpu.lazy().filter(pl.col("step").is_not_null()).select(
-        "step", pl.col("device").fill_null(-1), "ts", "end", *more).collect()
+    cols = ["step", pl.col("device").fill_null(-1), "ts", "end", *more]
+    if not gpu["step"].null_count():  # (every row in a step, as a JAX profile's: the columns as polars holds them,
+        return gpu.select(cols)       # where a lazy query's streaming engine copied each into chunks)
+    return gpu.lazy().filter(pl.col("step").is_not_null()).select(cols).collect()
 
 
 def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -218,7 +220,7 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
     # every record of the device, in a step or not: work launched before the steps or unlinked (no launch, so in no
     # step) still kept the GPU busy (a ROCm trace's first step read 30 ms "idle" behind 968 such records)
     cols = ["step", pl.col("device").fill_null(-1), "ts", "end"] + (["launch_ts"] if "launch_ts" in gpu.columns else [])
-    g = gpu.lazy().select(cols).collect()
+    g = gpu.select(cols)  # (eager: the columns as polars holds them; a lazy query copied each into chunks)
     if g.height == g["step"].null_count() or trace.steps.height == 0:
         return []
     first = _step_firsts(g)
