@@ -63,10 +63,12 @@ def source_rows(trace: Trace, step: int | None = None, python: bool = False) -> 
     if not jax and not python:
         return None
     wanted = ["name", "kind", "dur", *(("hlo_source", "hlo_function") if jax else ("launch_idx",))]
-    rows = gpu.lazy().select(*wanted, "step").filter(pl.col("kind").is_in(SOURCE_KINDS))
+    keep = pl.col("kind").is_in(SOURCE_KINDS)
     if step is not None:
-        rows = rows.filter(pl.col("step") == step)
-    got = rows.select(wanted).collect()
+        keep = keep & (pl.col("step") == step)
+    # (eager: where every row is kept, as a JAX profile's 1.4 M are, the columns stay polars' own; a lazy query's
+    # streaming engine copied them into chunks)
+    got = gpu.select(*wanted, "step").filter(keep).select(wanted)
     if jax:
         out = got.rename({"hlo_source": "source", "hlo_function": "function"})
     else:
