@@ -154,10 +154,9 @@ def _row(cfg: dict[str, Any], rule: str, win_back_us: float, evidence: dict[str,
 def _device_work(gpu: pl.DataFrame, *more: str) -> pl.DataFrame:
     """The GPU rows in steps: ``step``, ``device`` (-1 where unknown), ``ts``, ``end`` and the columns ``more`` (only
     those read: a JAX profile has over a million rows)."""
-    cols = ["step", pl.col("device").fill_null(-1), "ts", "end", *more]
-    if not gpu["step"].null_count():  # (every row in a step, as a JAX profile's: the columns as polars holds them,
-        return gpu.select(cols)       # where a lazy query's streaming engine copied each into chunks)
-    return gpu.lazy().filter(pl.col("step").is_not_null()).select(cols).collect()
+    # (the columns selected first, then filtered, both eager: where every row is in a step, as a JAX profile's are,
+    # they stay polars' own, where a lazy query's streaming engine copied each into chunks)
+    return gpu.select("step", pl.col("device").fill_null(-1), "ts", "end", *more).filter(pl.col("step").is_not_null())
 
 
 def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]:
