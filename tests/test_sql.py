@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import TRACES
 
 import kernscope
 from kernscope.analyze import sql as sql_mod
@@ -188,3 +189,116 @@ def test_sql_over_a_job_reads_its_tables(tmp_path, capsys):
     assert api.to_dicts() == got["rows"]
     assert main(["sql", "SELECT 1", str(job), "--step", "2", "--no-cache", "-q"]) == 2
     assert "a job's tables hold every step" in capsys.readouterr().err
+
+
+# -- a stored trace: the parse cache's tables read as far as a query needs them ---------------------------------------
+
+JAX_PROFILE = Path(__file__).parent / "data" / "multigpu_h200" / "jax_dp.xplane.pb.gz"
+#: queries of every trace table: projections, filters, limits, joins and aggregates (ordered: compared as frames)
+STORED_QUERIES = (
+    "SELECT count(*) AS n FROM kernels",
+    "SELECT name, count(*) AS n, sum(dur) AS total FROM kernels GROUP BY name ORDER BY total DESC, name",
+    "SELECT * FROM gpu ORDER BY idx LIMIT 5",
+    "SELECT * FROM events WHERE dur > 1000 ORDER BY idx LIMIT 20",
+    "SELECT idx, name, ts FROM events LIMIT 7",
+    "SELECT idx, name FROM events WHERE dur > 1000 LIMIT 9",
+    "SELECT * FROM gpu LIMIT 3",
+    "SELECT count(*) AS n, min(ts) AS t0, max(\"end\") AS t1 FROM cpu_ops",
+    "SELECT name, count(*) AS n FROM launches GROUP BY name ORDER BY n DESC, name",
+    "SELECT step, name, start, \"end\" FROM steps ORDER BY step",
+    "SELECT count(*) AS n, count(DISTINCT flow_id) AS ids FROM flows",
+    "SELECT k.idx, k.name, e.name AS launch, e.dur FROM kernels k JOIN events e ON k.launch_idx = e.idx "
+    "ORDER BY k.idx LIMIT 10",
+    "SELECT launcher, sum(dur) AS t FROM kernels WHERE name LIKE '%gemm%' OR name LIKE 'nvjet%' OR stream > 0 "
+    "GROUP BY launcher ORDER BY t DESC, launcher",
+    "SELECT count(*) AS n, max(depth) AS deepest FROM call_tree",
+    "SELECT category, count, total_us FROM analysis.categories ORDER BY category",
+)
+
+
+def _entry(path):
+    from kernscope.pipeline import LoadOptions, stored
+
+    found = stored(path, LoadOptions())
+    assert found is not None, "no parse-cache entry was written"
+    return found[0]
+
+
+def _stored_cases():
+    shared = TRACES / "hta" / "a100_alexnet_cuda_sync.json.gz"
+    return [EXAMPLE, JAX_PROFILE, pytest.param(shared, marks=pytest.mark.skipif(
+        not shared.exists(), reason="a100_alexnet_cuda_sync not in ../shared/traces"))]
+
+
+@pytest.mark.parametrize("path", _stored_cases(), ids=lambda p: Path(p).name[:24])
+def test_a_stored_trace_answers_every_query_as_the_trace_does(path):
+    """``kernscope sql`` over a trace in the parse cache reads its tables lazily (polars IO sources over the entry's
+    files); every table, read whole or in part, filtered, limited and joined, answers as the loaded trace's do."""
+    t = kernscope.load(path)  # (writes the entry)
+    entry = _entry(path)
+    for q in STORED_QUERIES:
+        want = sql_mod.sql(t, q)
+        got = sql_mod.stored_sql(entry.lazy, lambda: t, q)
+        assert got.schema == want.schema and got.equals(want), q
+    assert sql_mod.stored_sql(entry.lazy, lambda: t, "SELECT count(*) AS n FROM kernels")["n"][0] == t.kernels.height > 0
+
+
+def test_a_stored_query_reads_only_the_columns_it_names(monkeypatch):
+    import importlib
+
+    cache_mod = importlib.import_module("kernscope.load.cache")  # (kernscope.load is the API's function)
+    kernscope.load(EXAMPLE)
+    entry = _entry(EXAMPLE)
+    seen: list[tuple[str, list[str] | None]] = []
+    read = cache_mod.Entry._columns
+
+    def spy(self, name, columns=None, rows=None):
+        if rows != (0, 0):  # (a lazy frame's schema: no rows read)
+            seen.append((name, columns))
+        return read(self, name, columns, rows)
+
+    def no_trace():
+        raise AssertionError("the trace was loaded for a query of its own tables")
+
+    monkeypatch.setattr(cache_mod.Entry, "_columns", spy)
+    n = sql_mod.stored_sql(entry.lazy, no_trace, "SELECT count(*) AS n FROM kernels")["n"][0]
+    assert n == kernscope.load(EXAMPLE, cache=False).kernels.height
+    # the kind, and a column polars counts the rows by (of ~70)
+    assert seen and all(name == "gpu" and cols is not None and "kind" in cols and len(cols) <= 2 for name, cols in seen), seen
+    seen.clear()
+    sql_mod.stored_sql(entry.lazy, no_trace, "SELECT name, sum(dur) AS t FROM events GROUP BY name")
+    assert seen and all(name == "events" and cols is not None and set(cols) == {"name", "dur"} for name, cols in seen), seen
+
+
+def test_cli_sql_reads_a_stored_trace_and_a_damaged_entry_is_read_again(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from kernscope import commands
+
+    p = tmp_path / "t.json.gz"
+    shutil.copy(EXAMPLE, p)
+    q = "SELECT name, count(*) AS n FROM kernels GROUP BY name ORDER BY n DESC, name"
+    assert main(["sql", q, str(p), "--format", "json"]) == 0  # cold: parsed, the entry written
+    first = capsys.readouterr().out
+    loads: list[str] = []
+    real_load = commands.Session.load
+
+    def counted(self, path, **kw):
+        loads.append(path)
+        return real_load(self, path, **kw)
+
+    monkeypatch.setattr(commands.Session, "load", counted)
+    assert main(["sql", q, str(p), "--format", "json"]) == 0
+    assert capsys.readouterr().out == first and loads == []  # the stored tables, no trace loaded
+    # a bit flipped in the stored event table: one notice, the file parsed again, the same answer
+    entry = _entry(p)
+    events = entry.path / "events.arrow"
+    b = bytearray(events.read_bytes())
+    b[len(b) // 2] ^= 0x01
+    events.write_bytes(bytes(b))
+    q2 = "SELECT count(*) AS n FROM events"
+    assert main(["sql", q2, str(p), "--format", "json"]) == 0
+    out = capsys.readouterr()
+    n = json.loads(out.out)["rows"][0]["n"]
+    assert n == kernscope.load(p, cache=False).events.height and len(loads) == 1
+    assert "damaged cache entry" in out.err or "lost its" in out.err

@@ -21,6 +21,8 @@ from . import oneshot, outputs
 from .errors import EmptyAnswer, KernscopeError, PartialFailure
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from .analyze.bench_dir import BenchDir
     from .analyze.categories import Categorizer
     from .analyze.counters import KernelCounters
@@ -387,8 +389,22 @@ class Session:
 
     def query(self, query: str, path: str, step: int | None = None) -> QueryResult:
         """``kernscope sql``: ``query`` over the trace's tables and its analysis's."""
-        from .analyze.sql import QueryResult, sql
+        from .analyze.sql import QueryResult, sql, stored_sql
 
+        if step is None and self.cache:
+            from .link import StepSpec
+            from .model import Lazy
+            from .pipeline import LoadOptions, stored
+
+            found = stored(path, LoadOptions(self.salvage, StepSpec(self.step_marker)), self.notify)
+            if found is not None:  # the stored tables, read as far as the query needs them; the trace if it needs it
+                entry, digest = found
+                trace = Lazy(lambda: self.load(path, digest=digest))
+
+                def table(name: str) -> pl.LazyFrame:
+                    return entry.lazy(name, reread=lambda: getattr(trace.get(), name))
+
+                return QueryResult(query, stored_sql(table, trace.get, query, categorizer=self.categorizer()))
         t = self.load_step(path, step)
         return QueryResult(query, sql(t, query, step=step, categorizer=self.categorizer()))
 

@@ -7,7 +7,7 @@ Times are int64 **nanoseconds** in every table (``ts``, ``dur``, ``end``), on th
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -142,11 +142,11 @@ class Trace:
     @property
     def kernels(self) -> pl.DataFrame:
         """GPU kernels only (no memcpy/memset), with link columns."""
-        return self.gpu.filter(pl.col("kind") == "kernel")
+        return kernel_rows(self.gpu)
 
     @property
     def cpu_ops(self) -> pl.DataFrame:
-        return self.events.filter(pl.col("kind") == "cpu_op")
+        return cpu_op_rows(self.events)
 
     def rows(self, kinds: Sequence[str], columns: Sequence[str]) -> pl.DataFrame:
         """The events of these ``kinds`` with only these ``columns`` (analyses read a few columns: filtering the
@@ -157,8 +157,7 @@ class Trace:
     @property
     def launches(self) -> pl.DataFrame:
         """Runtime/driver events that launched GPU work in this trace."""
-        ids = self.gpu["launch_idx"].drop_nulls().unique()
-        return self.events.filter(pl.col("idx").is_in(ids.implode()))
+        return launch_rows(self.events, self.gpu["launch_idx"])
 
     def tables(self) -> dict[str, pl.DataFrame]:
         """The trace's tables by name, as ``sql`` sees them: ``events`` (every event; times ns), ``gpu`` (GPU
@@ -244,6 +243,37 @@ def literal_nulls(table: pl.DataFrame) -> pl.DataFrame:
 #: the trace tables ``Trace.sql`` and ``kernscope sql`` know
 TRACE_TABLES = ("events", "gpu", "kernels", "cpu_ops", "launches", "steps", "flows", "call_tree")
 
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
+
+
+def kernel_rows(gpu: Frame) -> Frame:
+    """``Trace.kernels`` of a GPU table: its kernels (no memcpy or memset)."""
+    return gpu.filter(pl.col("kind") == "kernel")
+
+
+def cpu_op_rows(events: Frame) -> Frame:
+    """``Trace.cpu_ops`` of an event table."""
+    return events.filter(pl.col("kind") == "cpu_op")
+
+
+def launch_rows(events: Frame, launch_idx: pl.Series) -> Frame:
+    """``Trace.launches``: the events whose ``idx`` is a GPU row's ``launch_idx`` (that column of the GPU table)."""
+    return events.filter(pl.col("idx").is_in(launch_idx.drop_nulls().unique().implode()))
+
+
+def stored_table_makers(stored: Callable[[str], pl.LazyFrame],
+                        call_tree: Callable[[], pl.DataFrame]) -> dict[str, Callable[[], pl.LazyFrame]]:
+    """:data:`TRACE_TABLES` as lazy frames over the four tables a parse-cache entry stores (``stored(name)``:
+    ``events``, ``gpu``, ``flows``, ``steps`` as lazy frames that read what a query asks for); the rest made from
+    them as :class:`Trace` makes its own (``call_tree``: the trace's, made from its whole event table)."""
+    def launches() -> pl.LazyFrame:
+        return launch_rows(stored("events"), stored("gpu").select("launch_idx").collect()["launch_idx"])
+
+    return {"events": partial(stored, "events"), "gpu": partial(stored, "gpu"),
+            "kernels": lambda: kernel_rows(stored("gpu")), "cpu_ops": lambda: cpu_op_rows(stored("events")),
+            "launches": launches, "steps": partial(stored, "steps"), "flows": partial(stored, "flows"),
+            "call_tree": lambda: call_tree().lazy()}
+
 
 #: the first words of statements that are not queries, which ``run_sql`` refuses (other words go to polars' parser)
 SQL_STATEMENT_WORDS = frozenset({"drop", "create", "insert", "update", "delete", "truncate", "alter", "replace", "merge",
@@ -255,8 +285,9 @@ SQL_STATEMENT_WORDS = frozenset({"drop", "create", "insert", "update", "delete",
 ANALYSIS_COLUMNS = ("category", "library")
 
 
-def run_sql(query: str, tables: dict[str, Callable[[], pl.DataFrame]]) -> pl.DataFrame:
-    """``query`` over the named tables (each built only when the query names it). Categorical columns are read
+def run_sql(query: str, tables: Mapping[str, Callable[[], pl.DataFrame | pl.LazyFrame]]) -> pl.DataFrame:
+    """``query`` over the named tables (each built only when the query names it; a lazy frame is read as far as
+    the query needs it). Categorical columns are read
     as text, so ``WHERE name = '…'`` and ``LIKE`` work. A bad query: :class:`~kernscope.errors.KernscopeError`
     with polars' one-line reason."""
     import re
@@ -280,10 +311,9 @@ def run_sql(query: str, tables: dict[str, Callable[[], pl.DataFrame]]) -> pl.Dat
     plain = {name.lower(): f"__ks_{name.replace('.', '__')}" for name in tables if "." in name}
     for name, make in tables.items():
         if name.lower() in words:
-            df = make()
-            cats = [c for c, t in df.schema.items() if isinstance(t, (pl.Categorical, pl.Enum))]
-            ctx.register(plain.get(name.lower(), name),
-                         df.lazy().with_columns(pl.col(cats).cast(pl.String)) if cats else df.lazy())
+            lf = make().lazy()
+            cats = [c for c, t in lf.collect_schema().items() if isinstance(t, (pl.Categorical, pl.Enum))]
+            ctx.register(plain.get(name.lower(), name), lf.with_columns(pl.col(cats).cast(pl.String)) if cats else lf)
     if plain:
         dotted = re.compile(r"(?<![\w.])(" + "|".join(re.escape(n) for n in sorted(plain, key=len, reverse=True))
                             + r")(?![\w])", re.IGNORECASE)

@@ -205,6 +205,23 @@ def load(
     return trace
 
 
+def stored(path: str | os.PathLike[str], options: LoadOptions,
+           notify: Notify | None = None) -> tuple[_cache.Entry, _cache.KnownDigest] | None:
+    """The parse-cache entry a :func:`load` of ``path`` with ``options`` would read, and the file's digest (to hand
+    to that load), or None when there is none (a file of a size no entry was written for is not hashed). Nothing is
+    parsed: a caller reads the entry's tables as far as it needs them (:meth:`~kernscope.load.cache.Entry.lazy`).
+    A missing or unreadable file: :class:`~kernscope.errors.TraceError`."""
+    p = str(path)
+    before = FileIdentity.of(p)
+    if _cache.digest_later(p, before) is not None:
+        return None
+    digest = _cache.KnownDigest.of(p)
+    if digest.identity != before:  # (changed while it was hashed: a load decides)
+        return None
+    entry = _cache.open_entry(digest.hexdigest, options.key(), notify=notify)
+    return None if entry is None else (entry, digest)
+
+
 def _unchanged(path: str, before: FileIdentity) -> bool:
     """Whether the file at ``path`` still has the identity it had when it was read (a file removed or replaced by
     something unreadable since has not: the trace read is kept, not cached)."""

@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -385,22 +385,71 @@ class Entry:
             raise ValueError(f"{name} does not match its checksum")
         return p
 
-    def table(self, name: str) -> pl.DataFrame:
-        """Read one table, checking its checksums first (raises ``ValueError`` when damaged): its file, and for a GPU
-        table stored as a run of the event table's rows (:func:`_shared_run`), the shared columns from the event
-        table's file over that run, whose ``idx`` must be the GPU table's."""
+    def columns(self, name: str) -> list[str]:
+        """Table ``name``'s columns, in order."""
+        return list(self.manifest["files"][f"{name}.arrow"]["columns"])
+
+    def table(self, name: str, columns: list[str] | None = None, rows: tuple[int, int] | None = None) -> pl.DataFrame:
+        """Read one table (all its columns, or ``columns`` in that order; all its rows, or ``rows``: (offset, length)),
+        checking its checksums first (raises
+        ``ValueError`` when damaged): its file, and for a GPU table stored as a run of the event table's rows
+        (:func:`_shared_run`), the shared columns from the event table's file over that run, whose ``idx`` must be
+        the GPU table's."""
         want = self.manifest["files"][f"{name}.arrow"]
-        df = self._columns(name)
+        if columns is not None and not set(columns) <= set(want["columns"]):
+            raise ValueError(f"{name}.arrow: columns it does not have")
         shared = want.get("shared")
+        cols = list(shared["columns"]) if shared else []
+        if columns is None and rows is None:
+            df = self._columns(name)
+        else:  # (its own columns asked for, and its row ids where shared ones are: the run is checked by them)
+            own = [c for c in (want["columns"] if columns is None else columns) if c not in cols]
+            df = self._columns(name, own + ["idx"] if shared and "idx" not in own else own, rows)
         if shared:  # (columns that are a run of the event table's rows, read from its file)
-            start, cols = int(shared["start"]), list(shared["columns"])
+            start = int(shared["start"]) + (rows[0] if rows is not None else 0)
             if not set(cols) <= set(self.manifest["files"]["events.arrow"]["columns"]) or "idx" not in df.columns:
                 raise ValueError(f"{name}.arrow: shared columns the event table does not have")
+            cols = cols if columns is None else [c for c in cols if c in columns]
             run = self._columns("events", [*cols, "idx"], (start, df.height))
             if run.height != df.height or not run["idx"].equals(df["idx"]):
                 raise ValueError(f"{name}.arrow: its rows are not the event table's run at {start}")
-            df = df.with_columns(run.select(cols).get_columns()).select(want["columns"])
-        return df
+            df = df.with_columns(run.select(cols).get_columns())
+        return df.select(want["columns"] if columns is None else columns) if shared or columns is not None else df
+
+    def lazy(self, name: str, reread: Callable[[], pl.DataFrame] | None = None) -> pl.LazyFrame:
+        """Table ``name`` as a lazy frame that reads only the columns (and rows) a query asks for, when the query
+        runs (polars' IO sources): ``kernscope sql`` over a stored trace reads a few columns, not the tables.
+        ``reread()``: the table from elsewhere (a load that parses the file) when the entry is damaged or gone
+        (else the error is raised)."""
+        import polars as pl
+        from polars.io.plugins import register_io_source
+
+        errors = (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError)
+        try:
+            schema = self.table(name, rows=(0, 0)).schema
+        except errors:
+            if reread is None:
+                raise
+            return reread().lazy()
+        names = list(schema)
+
+        def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+                   batch_size: int | None) -> Iterator[pl.DataFrame]:
+            want = names if with_columns is None else list(with_columns)
+            need = list(dict.fromkeys([*want, *(predicate.meta.root_names() if predicate is not None else [])]))
+            need = need or names[:1]  # (a count reads one column: a frame without columns has no rows)
+            rows = (0, n_rows) if n_rows is not None and predicate is None else None
+            try:
+                df = self.table(name, [c for c in names if c in need], rows)
+            except errors:
+                if reread is None:
+                    raise
+                df = reread().select([c for c in names if c in need])
+            if predicate is not None:
+                df = df.filter(predicate)
+            yield (df if n_rows is None else df.head(n_rows)).select(want)
+
+        return register_io_source(source, schema=schema, explain_name=f"kernscope cache {name}")
 
     def _columns(self, name: str, columns: list[str] | None = None,
                  rows: tuple[int, int] | None = None) -> pl.DataFrame:
@@ -430,8 +479,12 @@ class Entry:
                 raise ValueError(f"{name}.arrow: columns it does not have")
             read = list(dict.fromkeys(c for c in needed if c in stored))
             codes = [c for c in codes if c in read]
-            lf = pl.scan_ipc(path).select(read)
-            df = (lf.slice(*rows) if rows is not None else lf).collect()
+            lf = pl.scan_ipc(path)
+            lf = lf.slice(*rows) if rows is not None else lf
+            if read:
+                df = lf.select(read).collect()
+            else:  # (only columns made here, which take their height from the rows read: a column of the rows)
+                df = pl.DataFrame({"__rows": pl.zeros(lf.select(pl.len()).collect().item(), dtype=pl.Int8, eager=True)})
         if ranges:  # (a column that counts up by one from its first value: not written)
             at = rows[0] if rows is not None else 0
             df = df.with_columns(pl.int_range(v + at, v + at + df.height, dtype=pl.Int64, eager=True).alias(c)
