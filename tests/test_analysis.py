@@ -523,3 +523,24 @@ def test_summaries_rolled_up_from_one_grouping_equal_each_grouped_from_the_rows(
             assert got.height > 0 and same(got, plain(t, by), by), by
         lc = plain(rows, ["launcher", "category"]).drop("pct_wall")
         assert same(a.launcher_categories, lc, ["launcher", "category"])
+
+
+def test_report_step_bars_hold_each_steps_category_totals():
+    """The HTML report's per-step category bars: every step's µs per category as ``step_categories`` has them (0
+    where a step has none), steps in order, categories sorted; of a name two steps share, the later step's."""
+    import importlib
+
+    grid = importlib.import_module("kernscope.render.report")._step_category_grid
+    t = kernscope.load(Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz", cache=False)
+    sc = analyze(t).step_categories
+    names, cats, values = grid(sc)
+    assert names == sc["name"].unique(maintain_order=True).to_list() and len(names) == t.steps.height > 1
+    assert cats == sorted(sc["category"].unique().to_list())
+    want = {(r["name"], r["category"]): r["total_us"] for r in sc.iter_rows(named=True)}
+    assert {(n, c): v for n, row in zip(names, values) for c, v in zip(cats, row) if v} == \
+        {k: v for k, v in want.items() if v}
+    assert sum(v == 0.0 for row in values for v in row) == len(names) * len(cats) - sum(1 for v in want.values() if v)
+    shared = pl.DataFrame({"step": [1, 1, 2, 3], "name": ["a", "a", "b", "a"], "category": ["GEMM", "Other", "GEMM", "GEMM"],
+                           "total_us": [1.0, 2.0, 3.0, 4.0]})
+    assert grid(shared) == (["a", "b"], ["GEMM", "Other"], [[4.0, 2.0], [3.0, 0.0]])
+    assert grid(shared.clear()) == ([], [], [])

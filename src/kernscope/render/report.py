@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ..analyze.report import Report
@@ -64,13 +65,7 @@ def _html_timeline(s: Section) -> dict[str, Any]:
     flush = None
     if a.benchmark is not None:
         flush = {(k.name, k.ts_ns) for k in a.benchmark.flush_kernels if k.ts_ns is not None}
-    sc = a.step_categories
-    step_names = sc["name"].unique(maintain_order=True).to_list() if sc.height else []
-    cats = sorted(sc["category"].unique().to_list()) if sc.height else []
-    values = []
-    for name in step_names:
-        d = dict(sc.filter(pl.col("name") == name).select("category", "total_us").iter_rows())
-        values.append([float(d.get(c, 0.0)) for c in cats])
+    step_names, cats, values = _step_category_grid(a.step_categories)
     return {"timeline": timeline_data(a.gpu_interned, a.trace.steps, flush, r.intra_rows),
             "breakdown": records(a.timeline.select("type", "time_us", "percent")),
             # several GPUs: each one's breakdown too (the overall one is their sum, device time)
@@ -79,6 +74,22 @@ def _html_timeline(s: Section) -> dict[str, Any]:
             "step_categories": {"steps": step_names, "categories": cats, "values": values},
             "memory": chart_data(r.memory, s.facts["t0_ns"]) if r.memory is not None else [],
             "terms": [str(t) for t in a.timeline["type"].to_list()]}
+
+
+def _step_category_grid(sc: pl.DataFrame) -> tuple[list[str], list[str], list[list[float]]]:
+    """The per-step category bars' data from ``step_categories`` (step, name, category, total_us): the step names in
+    order, the categories sorted, and each name's µs per category (0 where it has none; of a name that two steps
+    share, the later step's). One pass over the rows (a filter per step took 1.2 s of a 3,300-step profile's report)."""
+    if not sc.height:
+        return [], [], []
+    w = sc.select(pl.col("name").cast(pl.String), pl.col("category").cast(pl.String), pl.col("total_us").cast(pl.Float64))
+    names = w["name"].unique(maintain_order=True).to_list()
+    cats = sorted(w["category"].unique().to_list())
+    last = w.unique(["name", "category"], keep="last", maintain_order=True)
+    grid = np.zeros((len(names), len(cats)))
+    grid[last["name"].cast(pl.Enum(names)).to_physical().to_numpy(),
+         last["category"].cast(pl.Enum(cats)).to_physical().to_numpy()] = last["total_us"].fill_null(0.0).to_numpy()
+    return names, cats, grid.tolist()
 
 
 @view("html", "report.tables")
