@@ -407,3 +407,30 @@ def test_a_pages_packed_arrays_are_set_in_as_they_are_and_the_rest_escaped():
     assert got["list"][1:] == ["x<y>&z\\u2028", 3.5, None] and got["\x000"] == "a key like the placeholder"
     assert got["nul"] == "\\x000" and got["evil"] == "evil\\u202ekernel"
     assert f'"{arr}"' in block  # (as it is: no escape pass over it)
+
+
+def test_the_report_timeline_has_a_lane_per_device_and_stream_in_order():
+    """The HTML timeline's packed rows: one lane per (device, stream), in order, each lane's rows sorted by start and
+    counted as the GPU table counts that stream's records (a real multi-GPU JAX profile: several devices, streams)."""
+    import base64
+    import importlib
+
+    import numpy as np
+    import polars as pl
+
+    import kernscope
+    from kernscope.analyze.summary import analyze
+
+    timeline_data = importlib.import_module("kernscope.render.html.analysis").timeline_data
+
+    t = kernscope.load(Path(__file__).parent / "data" / "multigpu_h200" / "jax_dp.xplane.pb.gz", cache=False)
+    g = analyze(t).gpu_interned
+    tl = timeline_data(g, t.steps)
+    want = (g.group_by(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1)).len()
+            .sort("device", "stream"))
+    assert want.height > 2 and want["device"].n_unique() > 1
+    assert [(lane["device"], lane["stream"]) for lane in tl["lanes"]] == list(zip(want["device"], want["stream"]))
+    assert np.diff(tl["lane_first"]).tolist() == want["len"].to_list() and tl["lane_first"][-1] == g.height
+    start = np.frombuffer(base64.b64decode(tl["events"]["start"]), dtype="<f8")
+    for a, b in zip(tl["lane_first"], tl["lane_first"][1:]):
+        assert (np.diff(start[a:b]) >= 0).all()

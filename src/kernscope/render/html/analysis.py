@@ -43,8 +43,12 @@ def timeline_data(gpu: pl.DataFrame, steps: pl.DataFrame, flush: set[tuple[str, 
     g = g.sort(["device", "stream", "sub", "ts"])
     t0 = as_int(g["ts"].min())
     span = as_int((g["ts"] + g["dur"]).max()) - t0
-    lanes = g.select("device", "stream", "sub", "label").unique(["device", "stream", "sub"], maintain_order=True)
-    lane_idx = g.select(pl.struct("device", "stream", "sub").rank("dense") - 1).to_series().to_numpy().astype(np.int64)
+    # the rows are sorted by lane: a lane starts where its (device, stream, sub) differs from the row before
+    keys = [g[c].to_numpy() for c in ("device", "stream", "sub")]
+    starts = np.ones(g.height, dtype=bool)
+    starts[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in keys])
+    lane_idx = np.cumsum(starts) - 1
+    lanes = g.select("device", "stream", "sub", "label").filter(pl.Series(starts))
     counts = np.bincount(lane_idx, minlength=lanes.height)
     first = np.concatenate([[0], np.cumsum(counts)]).tolist()
     max_dur = (g.with_columns(pl.Series("_lane", lane_idx)).group_by("_lane").agg(pl.col("dur").max())
