@@ -385,16 +385,11 @@ class Entry:
             raise ValueError(f"{name} does not match its checksum")
         return p
 
-    def columns(self, name: str) -> list[str]:
-        """Table ``name``'s columns, in order."""
-        return list(self.manifest["files"][f"{name}.arrow"]["columns"])
-
     def table(self, name: str, columns: list[str] | None = None, rows: tuple[int, int] | None = None) -> pl.DataFrame:
         """Read one table (all its columns, or ``columns`` in that order; all its rows, or ``rows``: (offset, length)),
-        checking its checksums first (raises
-        ``ValueError`` when damaged): its file, and for a GPU table stored as a run of the event table's rows
-        (:func:`_shared_run`), the shared columns from the event table's file over that run, whose ``idx`` must be
-        the GPU table's."""
+        checking its checksums first (raises ``ValueError`` when damaged): its file, and for a GPU table stored as a
+        run of the event table's rows (:func:`_shared_run`), the shared columns from the event table's file over that
+        run, whose ``idx`` must be the GPU table's."""
         want = self.manifest["files"][f"{name}.arrow"]
         if columns is not None and not set(columns) <= set(want["columns"]):
             raise ValueError(f"{name}.arrow: columns it does not have")
