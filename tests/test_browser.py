@@ -402,3 +402,32 @@ def test_a_two_gpu_reports_busy_card_is_the_gpus_mean(browser, tmp_path):
     busy = browser.eval("Array.from(document.querySelectorAll('#breakdown .bd-row')).filter(r => "
                         "r.querySelector('.bd-label').textContent === 'busy time').map(r => r.querySelector('.bd-val').textContent)")
     assert [b.split(" · ")[1] for b in busy] == ["46.1%", "52.1%", "49.1%"]
+
+
+_ARRAYS = ("(() => { const t = kernscope.timeline; let s = 0, d = 0, n = 0, c = 0; for (let i = 0; i < t.start.length; i++) "
+           "{ s += t.start[i] * (i % 7 + 1); d += t.dur[i]; n += t.name[i] * (i % 5 + 1); c += t.cat[i]; } "
+           "return [t.start.length, s, d, n, c, t.drawn > 0]; })()")
+
+
+def test_a_report_with_deflated_arrays_draws_the_same_timeline_and_memory(browser, tmp_path, monkeypatch):
+    """Arrays past ``DEFLATE_ABOVE`` go into the page deflated and the page inflates them before it draws: with every
+    array deflated, the timeline's arrays (weighted sums of every element) and the memory chart's points are the plain
+    page's, and nothing fails."""
+    import importlib
+
+    html_mod = importlib.import_module("kernscope.render.html")
+    trace = Path(__file__).parent / "data" / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"
+    got = {}
+    for name, above in (("plain", 1 << 40), ("deflated", 0)):
+        monkeypatch.setattr(html_mod, "DEFLATE_ABOVE", above)
+        out = tmp_path / f"{name}.html"
+        assert main(["report", str(trace), "-o", str(out), "--no-cache", "--quiet"]) == 0
+        assert ('{"deflate":' in out.read_text()) == (name == "deflated")
+        _fresh(browser)
+        browser.open(out.as_uri())
+        assert browser.errors() == []
+        memory = (browser.eval("document.querySelectorAll('#memory canvas').length"),
+                  browser.eval("document.querySelector('#memory p.note').textContent"))
+        got[name] = (browser.eval(_ARRAYS), memory)
+    assert got["plain"] == got["deflated"] and got["plain"][0][0] > 0 and got["plain"][0][5]
+    assert got["plain"][1][0] == 1 and "peak 1.09 GiB allocated" in got["plain"][1][1]

@@ -18,11 +18,35 @@
     for (const k of kids) if (k != null) e.appendChild(typeof k === "string" ? document.createTextNode(k) : k);
     return e;
   }
-  function decode(b64, Type) {
+  function bytesOf(b64) {
     const bin = atob(b64);
     const bytes = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    return new Type(bytes.buffer);
+    return bytes;
+  }
+  // a packed array: base64 of its bytes, or (a large one) already inflated by inflateAll
+  function decode(b64, Type) {
+    return new Type(b64 instanceof ArrayBuffer ? b64 : bytesOf(b64).buffer);
+  }
+  // large arrays come deflated, {deflate: base64}: each becomes its ArrayBuffer before the page is drawn
+  function isDeflated(x) {
+    return x !== null && typeof x === "object" && !Array.isArray(x) && typeof x.deflate === "string" && Object.keys(x).length === 1;
+  }
+  function deflatedPlaces(x, out) {  // [object, key] of every deflated array in the data
+    for (const k of Object.keys(x)) {
+      const v = x[k];
+      if (isDeflated(v)) out.push([x, k]);
+      else if (v !== null && typeof v === "object") deflatedPlaces(v, out);
+    }
+    return out;
+  }
+  function inflate(places) {
+    if (typeof DecompressionStream === "undefined")
+      return Promise.reject(new Error("this browser cannot inflate the report's data (no DecompressionStream): open it in a current Chrome, Edge, Firefox or Safari"));
+    return Promise.all(places.map(async ([o, k]) => {
+      const stream = new Blob([bytesOf(o[k].deflate)]).stream().pipeThrough(new DecompressionStream("deflate"));
+      o[k] = await new Response(stream).arrayBuffer();
+    }));
   }
   function fmtUs(us) {
     if (us == null || isNaN(us)) return "-";
@@ -396,44 +420,52 @@
     }
     return d;
   }
-  try {
-    document.getElementById("title").textContent = DATA.title;
-    if (DATA.headline) section("Where the GPU time goes", "headline").appendChild(headline(DATA.headline));
-    if (DATA.facts && !DATA.headline) section(DATA.facts_title || "Trace", "facts").appendChild(facts(DATA.facts));
-    if (DATA.timeline && DATA.timeline.lanes.length) {
-      const s = section("Timeline (wheel: zoom, drag: pan, double-click: reset)", "timeline");
-      s.appendChild(legend(DATA.timeline.categories));
-      ks.timeline = new Timeline(s, DATA.timeline);
-      if (DATA.timeline.note) s.appendChild(el("p", { cls: "note", text: DATA.timeline.note }));
-    }
-    if (DATA.breakdown && DATA.breakdown_by_device && DATA.breakdown_by_device.length) {
-      // several GPUs: one breakdown each (over the span of all GPU work), then their sum (device time)
-      const s = section("GPU timeline breakdown, per GPU", "breakdown");
-      const devices = [...new Set(DATA.breakdown_by_device.map(r => r.device))];
-      for (const d of devices) {
-        s.appendChild(el("h3", { text: d == null ? "GPU (no device)" : "GPU " + d }));
-        breakdown(s, DATA.breakdown_by_device.filter(r => r.device === d));
-      }
-      s.appendChild(el("h3", { text: "All " + devices.length + " GPUs (device time: each GPU's time summed)" }));
-      breakdown(s, DATA.breakdown);
-    } else if (DATA.breakdown) breakdown(section("GPU timeline breakdown", "breakdown"), DATA.breakdown);
-    for (const ch of DATA.charts || []) if (ch.steps.length) stackedSteps(section(ch.title, "chart-" + ch.name), ch);
-    if (DATA.step_categories && DATA.step_categories.steps.length) stackedSteps(section("GPU time per step by category", "steps"), DATA.step_categories);
-    if (DATA.memory && DATA.memory.length) {
-      const s = section("Memory over time (profile_memory)", "memory");
-      for (const dev of DATA.memory) memoryChart(s, dev);
-    }
-    for (const [name, spec] of Object.entries(DATA.tables || {})) new SortTable(section(spec.title, "table-" + name), name, spec);
-    for (const v of DATA.views || []) {
-      const s = section(v.title, "view-" + v.name);
-      if (v.note) s.appendChild(el("p", { cls: "note", text: v.note }));
-      new SortTable(s, v.name, v.table);
-    }
-    if (DATA.facts && DATA.headline) section(DATA.facts_title || "Trace", "facts").appendChild(facts(DATA.facts));
-  } catch (err) {
+  function fail(err) {
     ks.errors.push(String(err));
     document.getElementById("main").appendChild(el("pre", { cls: "error", text: "report error: " + err }));
-    throw err;
   }
-  ks.ready = true;
+  function draw() {
+    try {
+      document.getElementById("title").textContent = DATA.title;
+      if (DATA.headline) section("Where the GPU time goes", "headline").appendChild(headline(DATA.headline));
+      if (DATA.facts && !DATA.headline) section(DATA.facts_title || "Trace", "facts").appendChild(facts(DATA.facts));
+      if (DATA.timeline && DATA.timeline.lanes.length) {
+        const s = section("Timeline (wheel: zoom, drag: pan, double-click: reset)", "timeline");
+        s.appendChild(legend(DATA.timeline.categories));
+        ks.timeline = new Timeline(s, DATA.timeline);
+        if (DATA.timeline.note) s.appendChild(el("p", { cls: "note", text: DATA.timeline.note }));
+      }
+      if (DATA.breakdown && DATA.breakdown_by_device && DATA.breakdown_by_device.length) {
+        // several GPUs: one breakdown each (over the span of all GPU work), then their sum (device time)
+        const s = section("GPU timeline breakdown, per GPU", "breakdown");
+        const devices = [...new Set(DATA.breakdown_by_device.map(r => r.device))];
+        for (const d of devices) {
+          s.appendChild(el("h3", { text: d == null ? "GPU (no device)" : "GPU " + d }));
+          breakdown(s, DATA.breakdown_by_device.filter(r => r.device === d));
+        }
+        s.appendChild(el("h3", { text: "All " + devices.length + " GPUs (device time: each GPU's time summed)" }));
+        breakdown(s, DATA.breakdown);
+      } else if (DATA.breakdown) breakdown(section("GPU timeline breakdown", "breakdown"), DATA.breakdown);
+      for (const ch of DATA.charts || []) if (ch.steps.length) stackedSteps(section(ch.title, "chart-" + ch.name), ch);
+      if (DATA.step_categories && DATA.step_categories.steps.length) stackedSteps(section("GPU time per step by category", "steps"), DATA.step_categories);
+      if (DATA.memory && DATA.memory.length) {
+        const s = section("Memory over time (profile_memory)", "memory");
+        for (const dev of DATA.memory) memoryChart(s, dev);
+      }
+      for (const [name, spec] of Object.entries(DATA.tables || {})) new SortTable(section(spec.title, "table-" + name), name, spec);
+      for (const v of DATA.views || []) {
+        const s = section(v.title, "view-" + v.name);
+        if (v.note) s.appendChild(el("p", { cls: "note", text: v.note }));
+        new SortTable(s, v.name, v.table);
+      }
+      if (DATA.facts && DATA.headline) section(DATA.facts_title || "Trace", "facts").appendChild(facts(DATA.facts));
+    } catch (err) {
+      fail(err);
+      throw err;
+    }
+    ks.ready = true;
+  }
+  const deflated = deflatedPlaces(DATA, []);
+  if (deflated.length) inflate(deflated).then(draw, (err) => { fail(err); ks.ready = true; });
+  else draw();
 })();
