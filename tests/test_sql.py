@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -302,3 +303,66 @@ def test_cli_sql_reads_a_stored_trace_and_a_damaged_entry_is_read_again(tmp_path
     n = json.loads(out.out)["rows"][0]["n"]
     assert n == kernscope.load(p, cache=False).events.height and len(loads) == 1
     assert "damaged cache entry" in out.err or "lost its" in out.err
+
+
+def _analyzed_cases():
+    data = Path(__file__).parent / "data"
+    shared = [TRACES / "hta" / "a100_alexnet_cuda_sync.json.gz", TRACES / "hta" / "v100_ns_resolution.pt.trace.json.gz",
+              TRACES / "tracelens" / "rocm_vllm_decode_full_hipgraph.json.gz", TRACES / "tracelens" / "mi210_gpu_only.json.gz"]
+    return [EXAMPLE, data / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz", data / "jax" / "transformer" / "vm.xplane.pb.gz",
+            JAX_PROFILE, *(pytest.param(p, marks=pytest.mark.skipif(not p.exists(), reason=f"{p.name} not in ../shared/traces"))
+                           for p in shared)]
+
+
+@pytest.mark.parametrize("path", _analyzed_cases(), ids=lambda p: Path(p).name[:24])
+def test_an_analyzes_entry_holds_the_gpu_rows_and_steps_as_a_whole_load_does(path):
+    """Where only ``analyze``'s narrower load is stored, ``kernscope sql`` reads the GPU table and the steps from it:
+    the columns ``projection_keeps`` names are the whole load's (PyTorch traces with and without stacks, CUDA and HIP
+    graphs, ROCm, JAX profiles whose library kernels the narrower load leaves without their instruction); the others
+    (unread args and stats, the HLO instruction and description) are read from the whole load."""
+    from kernscope.analyze.needs import analyze_projection
+    from kernscope.pipeline import LoadOptions, projection_keeps, stored
+
+    narrow = analyze_projection(None)
+    assert narrow is not None
+    kernscope.load(path, projection="analyze")  # (the entry analyze writes)
+    found = stored(path, LoadOptions(projection=narrow))
+    assert found is not None
+    entry = found[0]
+    whole = kernscope.load(path, cache=False)
+    for name in ("gpu", "steps"):
+        want: pl.DataFrame = getattr(whole, name)
+        keeps = projection_keeps(narrow, want.columns)
+        assert {"name", "ts", "dur", "launch_idx", "launcher", "step"} <= keeps or name == "steps"
+        got = entry.table(name, [c for c in want.columns if c in keeps])
+        assert got.schema == want.select(got.columns).schema and got.equals(want.select(got.columns)), name
+        lf = entry.lazy(name, reread=partial(getattr, whole, name), holds=keeps)
+        assert lf.collect().equals(want), name  # (every column asked for: the whole load's where the entry lacks one)
+
+
+def test_cli_sql_after_analyze_reads_its_entry_and_the_whole_load_only_when_a_query_needs_it(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from kernscope import commands
+
+    p = tmp_path / "t.json.gz"
+    shutil.copy(EXAMPLE, p)
+    assert main(["analyze", str(p), "--format", "json"]) == 0  # the narrower entry only
+    capsys.readouterr()
+    loads: list[str] = []
+    real_load = commands.Session.load
+
+    def counted(self, path, **kw):
+        loads.append(path)
+        return real_load(self, path, **kw)
+
+    monkeypatch.setattr(commands.Session, "load", counted)
+    whole = kernscope.load(p, cache=False)
+    q = "SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC, name"
+    assert main(["sql", q, str(p), "--format", "json"]) == 0
+    assert loads == [] and json.loads(capsys.readouterr().out)["rows"] == sql_mod.sql(whole, q).to_dicts()
+    # the events (the narrower load has no Python events) and a column it left unread: the whole load, once
+    for q in ("SELECT count(*) AS n FROM events", "SELECT count(*) AS n, sum(bytes) AS b FROM gpu WHERE bytes IS NOT NULL"):
+        assert main(["sql", q, str(p), "--format", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["rows"] == sql_mod.sql(whole, q).to_dicts(), q
+    assert len(loads) == 1 and sql_mod.sql(whole, q)["n"][0] > 0  # (the copies' bytes: unread by analyze's load)

@@ -392,17 +392,27 @@ class Session:
         from .analyze.sql import QueryResult, sql, stored_sql
 
         if step is None and self.cache:
+            from .analyze.needs import analyze_projection
             from .link import StepSpec
             from .model import Lazy
-            from .pipeline import LoadOptions, stored
+            from .pipeline import LoadOptions, projection_keeps, stored
 
             found = stored(path, LoadOptions(self.salvage, StepSpec(self.step_marker)), self.notify)
+            narrow = analyze_projection(self.step_marker) if found is None else None
+            if narrow is not None:  # (no whole load stored: an analyze's, for the GPU rows and steps it holds as they are)
+                found = stored(path, LoadOptions(self.salvage, StepSpec(self.step_marker), narrow), self.notify)
             if found is not None:  # the stored tables, read as far as the query needs them; the trace if it needs it
                 entry, digest = found
                 trace = Lazy(lambda: self.load(path, digest=digest))
 
                 def table(name: str) -> pl.LazyFrame:
-                    return entry.lazy(name, reread=lambda: getattr(trace.get(), name))
+                    if narrow is None:
+                        return entry.lazy(name, reread=lambda: getattr(trace.get(), name))
+                    if name not in ("gpu", "steps"):  # (an analyze's events lack the Python and instant events)
+                        whole: pl.DataFrame = getattr(trace.get(), name)
+                        return whole.lazy()
+                    keeps = projection_keeps(narrow, entry.table(name, rows=(0, 0)).columns)
+                    return entry.lazy(name, reread=lambda: getattr(trace.get(), name), holds=keeps)
 
                 return QueryResult(query, stored_sql(table, trace.get, query, categorizer=self.categorizer()))
         t = self.load_step(path, step)

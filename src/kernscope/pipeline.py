@@ -222,6 +222,22 @@ def stored(path: str | os.PathLike[str], options: LoadOptions,
     return None if entry is None else (entry, digest)
 
 
+def projection_keeps(projection: Projection, columns: list[str]) -> frozenset[str]:
+    """Of ``columns`` (a GPU table's), those a load with ``projection`` fills as a whole load does: not the args and
+    XSpace stats it leaves unread (null), nor the HLO instruction and description, which an XSpace load that reads no
+    HLO costs does not write for command buffers' library kernels (``xplane._with_library_calls``). The link's columns
+    are the whole load's (checked on every real trace and test profile: ``tests/test_sql.py``)."""
+    from .load.argspec import ARG_FIELDS
+    from .load.xplane import XLA_COLUMNS
+
+    unread = set()
+    if projection.args is not None:
+        unread |= {f.column for f in ARG_FIELDS} - set(projection.args)
+    if projection.stats is not None:
+        unread |= set(XLA_COLUMNS) - set(projection.stats)
+    return frozenset(c for c in columns if c not in unread and c not in ("hlo_instruction", "hlo_desc"))
+
+
 def _unchanged(path: str, before: FileIdentity) -> bool:
     """Whether the file at ``path`` still has the identity it had when it was read (a file removed or replaced by
     something unreadable since has not: the trace read is kept, not cached)."""

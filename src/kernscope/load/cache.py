@@ -411,11 +411,13 @@ class Entry:
             df = df.with_columns(run.select(cols).get_columns())
         return df.select(want["columns"] if columns is None else columns) if shared or columns is not None else df
 
-    def lazy(self, name: str, reread: Callable[[], pl.DataFrame] | None = None) -> pl.LazyFrame:
+    def lazy(self, name: str, reread: Callable[[], pl.DataFrame] | None = None,
+             holds: frozenset[str] | None = None) -> pl.LazyFrame:
         """Table ``name`` as a lazy frame that reads only the columns (and rows) a query asks for, when the query
         runs (polars' IO sources): ``kernscope sql`` over a stored trace reads a few columns, not the tables.
         ``reread()``: the table from elsewhere (a load that parses the file) when the entry is damaged or gone
-        (else the error is raised)."""
+        (else the error is raised), or when the query asks for a column not in ``holds`` (None: every column; an
+        entry of a projected load holds some columns as they would be without the projection, not all)."""
         import polars as pl
         from polars.io.plugins import register_io_source
 
@@ -435,6 +437,8 @@ class Entry:
             need = need or names[:1]  # (a count reads one column: a frame without columns has no rows)
             rows = (0, n_rows) if n_rows is not None and predicate is None else None
             try:
+                if reread is not None and holds is not None and not set(need) <= holds:
+                    raise KeyError("a column the entry does not hold as it is")
                 df = self.table(name, [c for c in names if c in need], rows)
             except errors:
                 if reread is None:
