@@ -226,7 +226,8 @@ def projection_keeps(projection: Projection, columns: list[str]) -> frozenset[st
     """Of ``columns`` (a GPU table's), those a load with ``projection`` fills as a whole load does: not the args and
     XSpace stats it leaves unread (null), nor the HLO instruction and description, which an XSpace load that reads no
     HLO costs does not write for command buffers' library kernels (``xplane._with_library_calls``). The link's columns
-    are the whole load's (checked on every real trace and test profile: ``tests/test_sql.py``)."""
+    are the whole load's (compared on the 118 real traces and test profiles of ``docs/performance.md``, session 58;
+    ``tests/test_sql.py`` compares eight)."""
     from .load.argspec import ARG_FIELDS
     from .load.xplane import XLA_COLUMNS
 
