@@ -21,8 +21,6 @@ from . import oneshot, outputs
 from .errors import EmptyAnswer, KernscopeError, PartialFailure
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from .analyze.bench_dir import BenchDir
     from .analyze.categories import Categorizer
     from .analyze.counters import KernelCounters
@@ -395,7 +393,7 @@ class Session:
             from .analyze.needs import analyze_projection
             from .link import StepSpec
             from .model import Lazy
-            from .pipeline import LoadOptions, projection_keeps, stored
+            from .pipeline import LoadOptions, stored, stored_tables
 
             found = stored(path, LoadOptions(self.salvage, StepSpec(self.step_marker)), self.notify)
             narrow = analyze_projection(self.step_marker) if found is None else None
@@ -404,17 +402,8 @@ class Session:
             if found is not None:  # the stored tables, read as far as the query needs them; the trace if it needs it
                 entry, digest = found
                 trace = Lazy(lambda: self.load(path, digest=digest))
-
-                def table(name: str) -> pl.LazyFrame:
-                    if narrow is None:
-                        return entry.lazy(name, reread=lambda: getattr(trace.get(), name))
-                    if name not in ("gpu", "steps"):  # (an analyze's events lack the Python and instant events)
-                        whole: pl.DataFrame = getattr(trace.get(), name)
-                        return whole.lazy()
-                    keeps = projection_keeps(narrow, entry.table(name, rows=(0, 0)).columns)
-                    return entry.lazy(name, reread=lambda: getattr(trace.get(), name), holds=keeps)
-
-                return QueryResult(query, stored_sql(table, trace.get, query, categorizer=self.categorizer()))
+                tables = stored_tables(entry, narrow, trace.get)
+                return QueryResult(query, stored_sql(tables, trace.get, query, categorizer=self.categorizer()))
         t = self.load_step(path, step)
         return QueryResult(query, sql(t, query, step=step, categorizer=self.categorizer()))
 

@@ -239,6 +239,31 @@ def projection_keeps(projection: Projection, columns: list[str]) -> frozenset[st
     return frozenset(c for c in columns if c not in unread and c not in ("hlo_instruction", "hlo_desc"))
 
 
+#: the tables a projected load's entry holds as a whole load does (in the columns :func:`projection_keeps` names); its
+#: events and flows lack the events the projection skipped
+PROJECTED_WHOLE_TABLES = ("gpu", "steps")
+
+
+def stored_tables(entry: _cache.Entry, projection: Projection | None,
+                  whole: Callable[[], Trace]) -> Callable[[str], pl.LazyFrame]:
+    """An entry's tables (``events``, ``gpu``, ``flows``, ``steps``) as lazy frames that read what a query asks for
+    (:meth:`~kernscope.load.cache.Entry.lazy`): a whole load's entry (``projection`` None) all of them; a projected
+    load's (``projection``: the one it was written with) :data:`PROJECTED_WHOLE_TABLES` in the columns it holds as a
+    whole load does. The rest, a damaged entry's tables included, come from ``whole()`` (the trace loaded whole)."""
+    def table(name: str) -> pl.LazyFrame:
+        def reread() -> pl.DataFrame:
+            df: pl.DataFrame = getattr(whole(), name)
+            return df
+
+        if projection is None:
+            return entry.lazy(name, reread=reread)
+        if name not in PROJECTED_WHOLE_TABLES:
+            return reread().lazy()
+        return entry.lazy(name, reread=reread, holds=projection_keeps(projection, entry.columns(name)))
+
+    return table
+
+
 def _unchanged(path: str, before: FileIdentity) -> bool:
     """Whether the file at ``path`` still has the identity it had when it was read (a file removed or replaced by
     something unreadable since has not: the trace read is kept, not cached)."""

@@ -385,6 +385,10 @@ class Entry:
             raise ValueError(f"{name} does not match its checksum")
         return p
 
+    def columns(self, name: str) -> list[str]:
+        """Table ``name``'s columns, in order, as the manifest lists them (no file read)."""
+        return list(self.manifest["files"][f"{name}.arrow"]["columns"])
+
     def table(self, name: str, columns: list[str] | None = None, rows: tuple[int, int] | None = None) -> pl.DataFrame:
         """Read one table (all its columns, or ``columns`` in that order; all its rows, or ``rows``: (offset, length)),
         checking its checksums first (raises ``ValueError`` when damaged): its file, and for a GPU table stored as a
@@ -436,14 +440,16 @@ class Entry:
             need = list(dict.fromkeys([*want, *(predicate.meta.root_names() if predicate is not None else [])]))
             need = need or names[:1]  # (a count reads one column: a frame without columns has no rows)
             rows = (0, n_rows) if n_rows is not None and predicate is None else None
-            try:
-                if reread is not None and holds is not None and not set(need) <= holds:
-                    raise KeyError("a column the entry does not hold as it is")
-                df = self.table(name, [c for c in names if c in need], rows)
-            except errors:
-                if reread is None:
-                    raise
-                df = reread().select([c for c in names if c in need])
+            read = [c for c in names if c in need]
+            if reread is not None and holds is not None and not set(read) <= holds:
+                df = reread().select(read)
+            else:
+                try:
+                    df = self.table(name, read, rows)
+                except errors:
+                    if reread is None:
+                        raise
+                    df = reread().select(read)
             if predicate is not None:
                 df = df.filter(predicate)
             yield (df if n_rows is None else df.head(n_rows)).select(want)
