@@ -271,16 +271,10 @@ def test_a_stored_query_reads_only_the_columns_it_names(monkeypatch):
     assert seen and all(name == "events" and cols is not None and set(cols) == {"name", "dur"} for name, cols in seen), seen
 
 
-def test_cli_sql_reads_a_stored_trace_and_a_damaged_entry_is_read_again(tmp_path, capsys, monkeypatch):
-    import shutil
-
+def _count_loads(monkeypatch) -> list[str]:
+    """The paths the command session loads from now on (``Session.load`` counted, still run)."""
     from kernscope import commands
 
-    p = tmp_path / "t.json.gz"
-    shutil.copy(EXAMPLE, p)
-    q = "SELECT name, count(*) AS n FROM kernels GROUP BY name ORDER BY n DESC, name"
-    assert main(["sql", q, str(p), "--format", "json"]) == 0  # cold: parsed, the entry written
-    first = capsys.readouterr().out
     loads: list[str] = []
     real_load = commands.Session.load
 
@@ -289,6 +283,19 @@ def test_cli_sql_reads_a_stored_trace_and_a_damaged_entry_is_read_again(tmp_path
         return real_load(self, path, **kw)
 
     monkeypatch.setattr(commands.Session, "load", counted)
+    return loads
+
+
+def test_cli_sql_reads_a_stored_trace_and_a_damaged_entry_is_read_again(tmp_path, capsys, monkeypatch):
+    import shutil
+
+
+    p = tmp_path / "t.json.gz"
+    shutil.copy(EXAMPLE, p)
+    q = "SELECT name, count(*) AS n FROM kernels GROUP BY name ORDER BY n DESC, name"
+    assert main(["sql", q, str(p), "--format", "json"]) == 0  # cold: parsed, the entry written
+    first = capsys.readouterr().out
+    loads = _count_loads(monkeypatch)
     assert main(["sql", q, str(p), "--format", "json"]) == 0
     assert capsys.readouterr().out == first and loads == []  # the stored tables, no trace loaded
     # a bit flipped in the stored event table: one notice, the file parsed again, the same answer
@@ -343,20 +350,12 @@ def test_an_analyzes_entry_holds_the_gpu_rows_and_steps_as_a_whole_load_does(pat
 def test_cli_sql_after_analyze_reads_its_entry_and_the_whole_load_only_when_a_query_needs_it(tmp_path, capsys, monkeypatch):
     import shutil
 
-    from kernscope import commands
 
     p = tmp_path / "t.json.gz"
     shutil.copy(EXAMPLE, p)
     assert main(["analyze", str(p), "--format", "json"]) == 0  # the narrower entry only
     capsys.readouterr()
-    loads: list[str] = []
-    real_load = commands.Session.load
-
-    def counted(self, path, **kw):
-        loads.append(path)
-        return real_load(self, path, **kw)
-
-    monkeypatch.setattr(commands.Session, "load", counted)
+    loads = _count_loads(monkeypatch)
     whole = kernscope.load(p, cache=False)
     q = "SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC, name"
     assert main(["sql", q, str(p), "--format", "json"]) == 0
