@@ -271,15 +271,15 @@ def test_a_stored_query_reads_only_the_columns_it_names(monkeypatch):
     assert seen and all(name == "events" and cols is not None and set(cols) == {"name", "dur"} for name, cols in seen), seen
 
 
-def _count_loads(monkeypatch) -> list[str]:
-    """The paths the command session loads from now on (``Session.load`` counted, still run)."""
+def _count_loads(monkeypatch) -> list[tuple[str, object]]:
+    """The loads the command session makes from now on, as (path, projection) (``Session.load`` counted, still run)."""
     from kernscope import commands
 
-    loads: list[str] = []
+    loads: list[tuple[str, object]] = []
     real_load = commands.Session.load
 
     def counted(self, path, **kw):
-        loads.append(path)
+        loads.append((path, kw.get("projection")))
         return real_load(self, path, **kw)
 
     monkeypatch.setattr(commands.Session, "load", counted)
@@ -293,11 +293,13 @@ def test_cli_sql_reads_a_stored_trace_and_a_damaged_entry_is_read_again(tmp_path
     p = tmp_path / "t.json.gz"
     shutil.copy(EXAMPLE, p)
     q = "SELECT name, count(*) AS n FROM kernels GROUP BY name ORDER BY n DESC, name"
-    assert main(["sql", q, str(p), "--format", "json"]) == 0  # cold: parsed, the entry written
-    first = capsys.readouterr().out
+    # cold, a query of the events: the file parsed whole, the entry written
+    assert main(["sql", "SELECT count(*) AS n FROM events", str(p), "--format", "json"]) == 0
+    capsys.readouterr()
     loads = _count_loads(monkeypatch)
     assert main(["sql", q, str(p), "--format", "json"]) == 0
-    assert capsys.readouterr().out == first and loads == []  # the stored tables, no trace loaded
+    assert json.loads(capsys.readouterr().out)["rows"] == sql_mod.sql(kernscope.load(p, cache=False), q).to_dicts()
+    assert loads == []  # the stored tables, no trace loaded
     # a bit flipped in the stored event table: one notice, the file parsed again, the same answer
     entry = _entry(p)
     events = entry.path / "events.arrow"
@@ -365,3 +367,112 @@ def test_cli_sql_after_analyze_reads_its_entry_and_the_whole_load_only_when_a_qu
         assert main(["sql", q, str(p), "--format", "json"]) == 0
         assert json.loads(capsys.readouterr().out)["rows"] == sql_mod.sql(whole, q).to_dicts(), q
     assert len(loads) == 1 and sql_mod.sql(whole, q)["n"][0] > 0  # (the copies' bytes: unread by analyze's load)
+
+
+def test_reads_only_judges_the_tables_and_columns_a_query_can_need():
+    """Which queries a projected load can answer (``analyze``'s: its GPU rows and steps, not the columns it leaves
+    unread): by the words of the query, a doubt saying no."""
+    from kernscope.analyze.needs import analyze_projection
+    from kernscope.pipeline import projection_unread
+
+    narrow = analyze_projection(None)
+    assert narrow is not None
+    unread = projection_unread(narrow)
+    assert {"bytes", "hlo_instruction", "hlo_desc", "grid_x"} <= unread and not {"name", "dur", "stream"} & unread
+    yes = ["SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC",
+           "SELECT COUNT( * ) FROM gpu", "select k.name, s.step from kernels k join steps s on k.step = s.step",
+           "SELECT sum(dur) * 1e-3 AS us FROM kernels", "SHOW TABLES"]
+    no = ["SELECT count(*) FROM events", "SELECT * FROM kernels", "SELECT DISTINCT * FROM steps", "SELECT k.* FROM kernels k",
+          "SELECT name, * EXCLUDE (name) FROM gpu", "SELECT sum(bytes) FROM gpu", "SELECT hlo_desc FROM kernels",
+          "SELECT count(*) FROM cpu_ops", "SELECT * FROM analysis.kernels", "SELECT name FROM analysis.kernels",
+          "SELECT count(*) FROM launches", "SELECT count(*) FROM kernels NATURAL JOIN gpu",
+          "SELECT COLUMNS('grid.*') FROM kernels", "SELECT count(*) FROM counters.kernels", "SELECT g.grid_x FROM gpu g",
+          "SELECT count(*) FROM call_tree", "SELECT count(*) FROM flows"]
+    for q in yes:
+        assert sql_mod.reads_only(q, sql_mod.GPU_AND_STEP_TABLES, unread), q
+    for q in no:
+        assert not sql_mod.reads_only(q, sql_mod.GPU_AND_STEP_TABLES, unread), q
+
+
+def _first_sql_cases():
+    data = Path(__file__).parent / "data"
+    ns = TRACES / "hta" / "v100_ns_resolution.pt.trace.json.gz"
+    return [EXAMPLE, data / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz", data / "jax" / "transformer" / "vm.xplane.pb.gz",
+            pytest.param(ns, marks=pytest.mark.skipif(not ns.exists(), reason=f"{ns.name} not in ../shared/traces"))]
+
+
+@pytest.mark.parametrize("path", _first_sql_cases(), ids=lambda p: Path(p).name[:24])
+def test_cli_first_sql_of_a_file_reads_analyzes_narrower_load_where_it_holds_what_the_query_needs(path, tmp_path, capsys,
+                                                                                                      monkeypatch):
+    """The first ``kernscope sql`` of a file nothing has stored, when the query needs only the GPU rows and steps in
+    columns that ``analyze``'s narrower load fills: that load alone (a JAX profile's 207 MB: 1.6-2.1 s and 1.0 GB
+    whole, 1.1-1.2 s and 0.53 GB so), the whole load's answer; it is stored, so the next such query loads nothing;
+    a query of the events loads the whole trace once."""
+    import shutil
+
+    from kernscope.analyze.needs import analyze_projection
+
+    p = tmp_path / Path(path).name
+    shutil.copy(path, p)
+    whole = kernscope.load(p, cache=False)
+    loads = _count_loads(monkeypatch)
+    queries = ["SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC, name",
+               "SELECT s.step, count(*) AS n, sum(g.dur) AS t FROM gpu g JOIN steps s ON g.step = s.step "
+               "GROUP BY s.step ORDER BY s.step"]
+    for q in queries:
+        assert main(["sql", q, str(p), "--format", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["rows"]
+        assert rows == sql_mod.sql(whole, q).to_dicts() and rows, q
+    assert loads == [(str(p), analyze_projection(None))]  # (the second query: from the entry the first stored)
+    q = "SELECT count(*) AS n FROM events"
+    assert main(["sql", q, str(p), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == [{"n": whole.events.height}]
+    assert loads[1:] == [(str(p), None)]
+
+
+def test_cli_first_sql_without_the_cache_and_a_query_the_narrower_load_cannot_answer(tmp_path, capsys, monkeypatch):
+    """Without the cache the narrower load is read in memory as it would be from its entry; a query naming a column it
+    leaves unread (a copy's bytes), the events, or every column (``*``) loads the whole trace, once, and nothing else."""
+    import shutil
+
+    from kernscope.analyze.needs import analyze_projection
+
+    p = tmp_path / "t.json.gz"
+    shutil.copy(EXAMPLE, p)
+    whole = kernscope.load(p, cache=False)
+    loads = _count_loads(monkeypatch)
+    q = "SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC, name"
+    assert main(["sql", q, str(p), "--format", "json", "--no-cache"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == sql_mod.sql(whole, q).to_dicts()
+    assert loads == [(str(p), analyze_projection(None))]
+    for q in ("SELECT count(*) AS n, sum(bytes) AS b FROM gpu WHERE bytes IS NOT NULL", "SELECT count(*) AS n FROM events",
+              "SELECT * FROM kernels ORDER BY idx LIMIT 5"):
+        loads.clear()
+        assert main(["sql", q, str(p), "--format", "json", "--no-cache"]) == 0
+        assert json.loads(capsys.readouterr().out)["rows"] == sql_mod.sql(whole, q).to_dicts(), q
+        assert loads == [(str(p), None)], q
+
+
+def test_a_narrower_loads_tables_read_the_whole_load_for_a_column_they_lack():
+    """``pipeline.Held``: a projected load's GPU rows read as its entry's are; a column the load left unread (which a
+    query reaches without naming it where ``reads_only`` has no say) comes from the whole load, loaded once."""
+    from kernscope.analyze.needs import analyze_projection
+    from kernscope.pipeline import Held, stored_tables
+
+    narrow = analyze_projection(None)
+    assert narrow is not None
+    t = kernscope.load(EXAMPLE, cache=False, projection=narrow)
+    whole = kernscope.load(EXAMPLE, cache=False)
+    calls: list[int] = []
+
+    def load_whole():
+        calls.append(1)
+        return whole
+
+    tables = stored_tables(Held(t), narrow, load_whole)
+    q = "SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC, name"
+    assert sql_mod.stored_sql(tables, load_whole, q).equals(sql_mod.sql(whole, q)) and calls == []
+    assert t.gpu["bytes"].null_count() == t.gpu.height > whole.gpu["bytes"].null_count()  # (unread by the narrower load)
+    for q in ("SELECT count(*) AS n, sum(bytes) AS b FROM gpu WHERE bytes IS NOT NULL", "SELECT * FROM gpu ORDER BY idx"):
+        assert sql_mod.stored_sql(tables, load_whole, q).equals(sql_mod.sql(whole, q)), q
+    assert calls and set(calls) == {1}

@@ -404,6 +404,19 @@ class Session:
                 trace = Lazy(lambda: self.load(path, digest=digest))
                 tables = stored_tables(entry, narrow, trace.get)
                 return QueryResult(query, stored_sql(tables, trace.get, query, categorizer=self.categorizer()))
+        if step is None and not self.salvage:
+            # nothing stored: a query of the GPU rows and steps alone, in columns that analyze's narrower load fills as
+            # a whole load does, reads that load (stored for it and for a later analyze); anything else the whole load
+            from .analyze.needs import analyze_projection
+            from .analyze.sql import GPU_AND_STEP_TABLES, reads_only
+            from .model import Lazy
+            from .pipeline import Held, projection_unread, stored_tables
+
+            narrow = analyze_projection(self.step_marker)
+            if narrow is not None and reads_only(query, GPU_AND_STEP_TABLES, projection_unread(narrow)):
+                whole = Lazy(lambda: self.load(path))
+                tables = stored_tables(Held(self.load(path, projection=narrow)), narrow, whole.get)
+                return QueryResult(query, stored_sql(tables, whole.get, query, categorizer=self.categorizer()))
         t = self.load_step(path, step)
         return QueryResult(query, sql(t, query, step=step, categorizer=self.categorizer()))
 

@@ -222,21 +222,27 @@ def stored(path: str | os.PathLike[str], options: LoadOptions,
     return None if entry is None else (entry, digest)
 
 
-def projection_keeps(projection: Projection, columns: list[str]) -> frozenset[str]:
-    """Of ``columns`` (a GPU table's), those a load with ``projection`` fills as a whole load does: not the args and
-    XSpace stats it leaves unread (null), nor the HLO instruction and description, which an XSpace load that reads no
-    HLO costs does not write for command buffers' library kernels (``xplane._with_library_calls``). The link's columns
-    are the whole load's (compared on the 118 real traces and test profiles of ``docs/performance.md``, session 58;
-    ``tests/test_sql.py`` compares eight)."""
+def projection_unread(projection: Projection) -> frozenset[str]:
+    """The GPU table's columns that a load with ``projection`` does not fill as a whole load does: the args and XSpace
+    stats it leaves unread (null), and the HLO instruction and description, which an XSpace load that reads no HLO
+    costs does not write for command buffers' library kernels (``xplane._with_library_calls``)."""
     from .load.argspec import ARG_FIELDS
     from .load.xplane import XLA_COLUMNS
 
-    unread = set()
+    unread = {"hlo_instruction", "hlo_desc"}
     if projection.args is not None:
         unread |= {f.column for f in ARG_FIELDS} - set(projection.args)
     if projection.stats is not None:
         unread |= set(XLA_COLUMNS) - set(projection.stats)
-    return frozenset(c for c in columns if c not in unread and c not in ("hlo_instruction", "hlo_desc"))
+    return frozenset(unread)
+
+
+def projection_keeps(projection: Projection, columns: list[str]) -> frozenset[str]:
+    """Of ``columns`` (a GPU table's), those a load with ``projection`` fills as a whole load does (all but
+    :func:`projection_unread`'s). The link's columns are the whole load's (compared on the 118 real traces and test
+    profiles of ``docs/performance.md``, session 58; ``tests/test_sql.py`` compares eight)."""
+    unread = projection_unread(projection)
+    return frozenset(c for c in columns if c not in unread)
 
 
 #: the tables a projected load's entry holds as a whole load does (in the columns :func:`projection_keeps` names); its
@@ -244,12 +250,40 @@ def projection_keeps(projection: Projection, columns: list[str]) -> frozenset[st
 PROJECTED_WHOLE_TABLES = ("gpu", "steps")
 
 
-def stored_tables(entry: _cache.Entry, projection: Projection | None,
+class Held:
+    """A loaded trace's tables (``events``, ``gpu``, ``flows``, ``steps``) read as a parse-cache entry's are
+    (:meth:`~kernscope.load.cache.Entry.lazy`), for :func:`stored_tables`: the first ``sql`` of a file that no load
+    has stored reads a projected load's GPU rows and steps as it would read them from that load's entry."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+
+    def columns(self, name: str) -> list[str]:
+        """Table ``name``'s columns, in order."""
+        return list(self._df(name).columns)
+
+    def lazy(self, name: str, reread: Callable[[], pl.DataFrame] | None = None,
+             holds: frozenset[str] | None = None) -> pl.LazyFrame:
+        """Table ``name`` as a lazy frame; a query asking for a column not in ``holds`` reads ``reread()`` instead."""
+        df = self._df(name)
+
+        def read(columns: list[str], rows: tuple[int, int] | None) -> pl.DataFrame:
+            return (df if rows is None else df.slice(*rows)).select(columns)
+
+        return _cache.lazy_frame(df.schema, read, reread=reread, holds=holds, explain_name=f"kernscope {name}")
+
+    def _df(self, name: str) -> pl.DataFrame:
+        df: pl.DataFrame = getattr(self.trace, name)
+        return df
+
+
+def stored_tables(entry: _cache.Entry | Held, projection: Projection | None,
                   whole: Callable[[], Trace]) -> Callable[[str], pl.LazyFrame]:
     """An entry's tables (``events``, ``gpu``, ``flows``, ``steps``) as lazy frames that read what a query asks for
     (:meth:`~kernscope.load.cache.Entry.lazy`): a whole load's entry (``projection`` None) all of them; a projected
     load's (``projection``: the one it was written with) :data:`PROJECTED_WHOLE_TABLES` in the columns it holds as a
-    whole load does. The rest, a damaged entry's tables included, come from ``whole()`` (the trace loaded whole)."""
+    whole load does. The rest, a damaged entry's tables included, come from ``whole()`` (the trace loaded whole).
+    ``entry`` may be a loaded trace's tables (:class:`Held`: a projected load not stored, or not yet read back)."""
     def table(name: str) -> pl.LazyFrame:
         def reread() -> pl.DataFrame:
             df: pl.DataFrame = getattr(whole(), name)

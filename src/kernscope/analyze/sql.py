@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 
-from ..model import Lazy, Trace, run_sql, stored_table_makers
+from ..model import TRACE_TABLES, Lazy, Trace, run_sql, stored_table_makers
 from .categories import Categorizer
 from .counters import COUNTER_TABLES, KernelCounters, kernel_counters
 from .critical_path import empty_path
@@ -34,6 +34,24 @@ ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "libraries", "o
                    "steps", "timeline", "timeline_by_device", "timeline_by_step", "step_categories", "findings", "findings_by_kind",
                    "sources", "critical_path", "critical_path_categories", "critical_path_ops", "critical_path_kernels",
                    "critical_path_whatif")
+
+
+#: the trace's tables that ``sql`` makes from the GPU rows and the steps alone (what a projected load holds as a whole
+#: load does: ``pipeline.PROJECTED_WHOLE_TABLES``)
+GPU_AND_STEP_TABLES = frozenset({"gpu", "kernels", "steps"})
+
+
+def reads_only(query: str, tables: frozenset[str], unread: frozenset[str]) -> bool:
+    """Whether ``query`` can need, of the trace's tables and the analysis's and counters', only ``tables``, and none
+    of the columns ``unread``: judged on its words as :func:`~kernscope.model.run_sql` judges which tables a query
+    names (a word in a quoted literal counts too), so a doubt says no. A column reached without its name says no: a
+    wildcard (``SELECT *``, ``t.*``; ``count(*)`` reads no column), ``COLUMNS(...)``, a ``NATURAL`` join."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", query)}
+    parts = {p for w in words for p in w.split(".")}
+    named = {t for t in TRACE_TABLES if t in words} | {w for w in words if w.startswith(("analysis.", "counters."))}
+    if not named <= tables or parts & {c.lower() for c in unread} or parts & {"natural", "columns"}:
+        return False
+    return re.search(r"(?i)(\bselect\s+(distinct\s+)?|,\s*|\.)\*", query) is None
 
 
 @dataclass(frozen=True)

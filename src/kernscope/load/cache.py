@@ -36,8 +36,9 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -418,12 +419,11 @@ class Entry:
     def lazy(self, name: str, reread: Callable[[], pl.DataFrame] | None = None,
              holds: frozenset[str] | None = None) -> pl.LazyFrame:
         """Table ``name`` as a lazy frame that reads only the columns (and rows) a query asks for, when the query
-        runs (polars' IO sources): ``kernscope sql`` over a stored trace reads a few columns, not the tables.
+        runs (:func:`lazy_frame`): ``kernscope sql`` over a stored trace reads a few columns, not the tables.
         ``reread()``: the table from elsewhere (a load that parses the file) when the entry is damaged or gone
         (else the error is raised), or when the query asks for a column not in ``holds`` (None: every column; an
         entry of a projected load holds some columns as they would be without the projection, not all)."""
         import polars as pl
-        from polars.io.plugins import register_io_source
 
         errors = (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError)
         try:
@@ -432,29 +432,8 @@ class Entry:
             if reread is None:
                 raise
             return reread().lazy()
-        names = list(schema)
-
-        def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
-                   batch_size: int | None) -> Iterator[pl.DataFrame]:
-            want = names if with_columns is None else list(with_columns)
-            need = list(dict.fromkeys([*want, *(predicate.meta.root_names() if predicate is not None else [])]))
-            need = need or names[:1]  # (a count reads one column: a frame without columns has no rows)
-            rows = (0, n_rows) if n_rows is not None and predicate is None else None
-            read = [c for c in names if c in need]
-            if reread is not None and holds is not None and not set(read) <= holds:
-                df = reread().select(read)
-            else:
-                try:
-                    df = self.table(name, read, rows)
-                except errors:
-                    if reread is None:
-                        raise
-                    df = reread().select(read)
-            if predicate is not None:
-                df = df.filter(predicate)
-            yield (df if n_rows is None else df.head(n_rows)).select(want)
-
-        return register_io_source(source, schema=schema, explain_name=f"kernscope cache {name}")
+        return lazy_frame(schema, partial(self.table, name), reread=reread, holds=holds, errors=errors,
+                          explain_name=f"kernscope cache {name}")
 
     def _columns(self, name: str, columns: list[str] | None = None,
                  rows: tuple[int, int] | None = None) -> pl.DataFrame:
@@ -554,6 +533,42 @@ def open_entry(digest: str, options: dict[str, Any], *, notify: Notify | None = 
     with contextlib.suppress(OSError):
         os.utime(d / "manifest.json")  # last use, for LRU eviction
     return Entry(d, manifest, key)
+
+
+def lazy_frame(schema: Mapping[str, Any], read: Callable[[list[str], tuple[int, int] | None], pl.DataFrame], *,
+               reread: Callable[[], pl.DataFrame] | None = None, holds: frozenset[str] | None = None,
+               errors: tuple[type[BaseException], ...] = (), explain_name: str = "kernscope table") -> pl.LazyFrame:
+    """A table of ``schema`` as a lazy frame that reads, when a query runs, only the columns (and, without a filter, the
+    rows) the query asks for (polars' IO sources push the query's projection, filter and limit into it): ``read(columns,
+    rows)`` gives them (``rows``: (offset, length), or None for all). ``reread()`` gives the whole table from elsewhere
+    where the query asks for a column not in ``holds`` (None: every column is held) or ``read`` raises one of
+    ``errors`` (without ``reread`` the error is raised). A parse-cache entry's tables (:meth:`Entry.lazy`) and a
+    projected load's (``pipeline.Held``) are read so."""
+    from polars.io.plugins import register_io_source
+
+    names = list(schema)
+
+    def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+               batch_size: int | None) -> Iterator[pl.DataFrame]:
+        want = names if with_columns is None else list(with_columns)
+        need = list(dict.fromkeys([*want, *(predicate.meta.root_names() if predicate is not None else [])]))
+        need = need or names[:1]  # (a count reads one column: a frame without columns has no rows)
+        rows = (0, n_rows) if n_rows is not None and predicate is None else None
+        cols = [c for c in names if c in need]
+        if reread is not None and holds is not None and not set(cols) <= holds:
+            df = reread().select(cols)
+        else:
+            try:
+                df = read(cols, rows)
+            except errors:
+                if reread is None:
+                    raise
+                df = reread().select(cols)
+        if predicate is not None:
+            df = df.filter(predicate)
+        yield (df if n_rows is None else df.head(n_rows)).select(want)
+
+    return register_io_source(source, schema=dict(schema), explain_name=explain_name)
 
 
 def write_entry(digest: str, options: dict[str, Any], tables: dict[str, pl.DataFrame], info: dict[str, Any],
