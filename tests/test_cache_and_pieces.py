@@ -1074,6 +1074,25 @@ def test_a_gpu_table_that_is_a_run_of_the_events_reads_their_columns_from_its_fi
     assert_frame_equal(e.table("gpu"), scattered["gpu"], check_exact=True)
 
 
+def test_a_gpu_table_that_is_a_run_of_the_events_reads_slices_of_a_given_event_table():
+    """``Entry.table("gpu", events=...)``: the shared columns are slices of the event table given (read from this
+    entry), the same table as read from the file; a run that is not the given table's is a damaged entry."""
+    import numpy as np
+    from polars.testing import assert_frame_equal
+
+    tables = _gpu_run_tables(3_000, 200, 1_500)
+    assert kcache.write_entry("b" * 32, {"run": 5}, tables, {}, notify=lambda m: None) is not None
+    e = kcache.open_entry("b" * 32, {"run": 5}, notify=lambda m: None)
+    assert e is not None and e.shares_events("gpu") and not e.shares_events("events")
+    events = e.table("events")
+    gpu = e.table("gpu", events=events)
+    assert_frame_equal(gpu, tables["gpu"], check_exact=True)
+    assert_frame_equal(gpu, e.table("gpu"), check_exact=True)
+    assert np.shares_memory(gpu["ts"].to_numpy(), events["ts"].to_numpy())
+    with pytest.raises(ValueError, match="not the event table's run"):
+        e.table("gpu", events=events.with_columns(pl.col("idx") + 1))
+
+
 def test_a_gpu_table_read_from_the_wrong_run_of_events_is_a_damaged_entry():
     """The GPU table keeps its ``idx``: shared columns read from any other run of the event table's rows (a manifest
     from another entry, its checksums right) raise ValueError, which the load turns into a discarded entry."""
@@ -1091,7 +1110,9 @@ def test_a_gpu_table_read_from_the_wrong_run_of_events_is_a_damaged_entry():
 
 def test_a_jax_profiles_gpu_table_shares_the_event_columns_in_its_entry(tmp_path, monkeypatch):
     """The real JAX fixture's GPU rows are one run of its events: the entry's GPU table holds its own columns, its
-    ``idx`` is a range, and the cached trace's tables equal the parsed ones."""
+    ``idx`` is a range, and the cached trace's tables equal the parsed ones. Read back, the GPU table's shared columns
+    are slices of the event table, one copy in memory as a parse leaves them (not a second read of the run)."""
+    import numpy as np
     from polars.testing import assert_frame_equal
 
     monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
@@ -1106,6 +1127,9 @@ def test_a_jax_profiles_gpu_table_shares_the_event_columns_in_its_entry(tmp_path
     assert again.from_cache
     for t in ("gpu", "events", "steps"):
         assert_frame_equal(getattr(again, t), getattr(fresh, t), check_exact=True)
+    for c in ("ts", "dur", "name"):  # (columns without nulls: numpy views of polars' buffers)
+        assert np.shares_memory(again.gpu[c].to_physical().to_numpy(), again.events[c].to_physical().to_numpy()), c
+        assert np.shares_memory(fresh.gpu[c].to_physical().to_numpy(), fresh.events[c].to_physical().to_numpy()), c
 
 
 def test_an_idx_that_counts_up_by_one_is_written_as_its_first_value(monkeypatch):

@@ -390,11 +390,18 @@ class Entry:
         """Table ``name``'s columns, in order, as the manifest lists them (no file read)."""
         return list(self.manifest["files"][f"{name}.arrow"]["columns"])
 
-    def table(self, name: str, columns: list[str] | None = None, rows: tuple[int, int] | None = None) -> pl.DataFrame:
+    def shares_events(self, name: str) -> bool:
+        """Whether table ``name`` is stored as a run of the event table's rows (:func:`_shared_run`: a JAX profile's
+        GPU table), its shared columns read from the event table."""
+        return bool(self.manifest["files"][f"{name}.arrow"].get("shared"))
+
+    def table(self, name: str, columns: list[str] | None = None, rows: tuple[int, int] | None = None,
+              events: pl.DataFrame | None = None) -> pl.DataFrame:
         """Read one table (all its columns, or ``columns`` in that order; all its rows, or ``rows``: (offset, length)),
         checking its checksums first (raises ``ValueError`` when damaged): its file, and for a GPU table stored as a
         run of the event table's rows (:func:`_shared_run`), the shared columns from the event table's file over that
-        run, whose ``idx`` must be the GPU table's."""
+        run, whose ``idx`` must be the GPU table's; or, given ``events`` (this entry's event table, read whole), as
+        slices of its columns, which hold no second copy."""
         want = self.manifest["files"][f"{name}.arrow"]
         if columns is not None and not set(columns) <= set(want["columns"]):
             raise ValueError(f"{name}.arrow: columns it does not have")
@@ -410,7 +417,8 @@ class Entry:
             if not set(cols) <= set(self.manifest["files"]["events.arrow"]["columns"]) or "idx" not in df.columns:
                 raise ValueError(f"{name}.arrow: shared columns the event table does not have")
             cols = cols if columns is None else [c for c in cols if c in columns]
-            run = self._columns("events", [*cols, "idx"], (start, df.height))
+            run = (events.select([*cols, "idx"]).slice(start, df.height) if events is not None
+                   else self._columns("events", [*cols, "idx"], (start, df.height)))
             if run.height != df.height or not run["idx"].equals(df["idx"]):
                 raise ValueError(f"{name}.arrow: its rows are not the event table's run at {start}")
             df = df.with_columns(run.select(cols).get_columns())
