@@ -185,6 +185,10 @@ def test_a_jax_profile_has_a_memory_timeline_from_xlas_allocator_events(capsys):
     assert main(["memory", str(JAX), "--no-cache"]) == 0
     out = capsys.readouterr().out
     assert "gpu:0" in out and "1.01 GiB" in out
+    # the per-step table keeps to --top as every long table (a 3,300-step profile printed every step)
+    assert main(["memory", str(JAX), "--no-cache", "--top", "2"]) == 0
+    section = capsys.readouterr().out.split("Per step")[1].split("\n\n")[0].splitlines()
+    assert [ln.split()[1] for ln in section[2:4]] == ["0", "1"] and section[4:] == ["… 1 more"]
 
 
 def test_a_jax_profile_without_allocator_events_says_so(tmp_path, capsys):

@@ -56,12 +56,14 @@ def _console_devices(s: Section, out: Console) -> None:
 @view("table", "memory.steps")
 def _console_steps(s: Section, out: Console) -> None:
     if s.df.height:
+        # (the first ``top`` rows, as every long table: a 3,300-step profile's were all printed, 1 s of rendering)
+        d = s.df.head(s.top) if s.top is not None else s.df
         rows = [[_device(r), str(r["step"]), size(r["allocated_at_start"]), size(r["allocated_at_end"]),
-                 size(r["growth"]), size(r["peak_allocated"]), size(r["peak_reserved"])] for r in s.df.iter_rows(named=True)]
+                 size(r["growth"]), size(r["peak_allocated"]), size(r["peak_reserved"])] for r in d.iter_rows(named=True)]
         out.print(fit_table("Per step (growth = held at the step's end minus at its start)",
                             [Col("device", enum=True), Col("step", True), Col("at start", True), Col("at end", True),
                              Col("growth", True), Col("peak allocated", True), Col("peak reserved", True)], rows,
-                            s.options.width))
+                            s.options.width, more=s.df.height - d.height))
         out.print()
 
 
