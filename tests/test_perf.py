@@ -618,3 +618,18 @@ def test_a_0d_operand_does_not_set_an_elementwise_ops_type_where_promotion_ignor
     pm = perf_model(load(Path(__file__).parent / "data" / "libraries_h200" / "fft.pt.trace.json.gz", cache=False))
     (row,) = [o for o in pm.ops.to_dicts() if o["name"] == "aten::mul" and o["input_dims"].startswith("[[], [16, 512, 512]")]
     assert row["dtype"] == "fp32" and row["bytes"] == 8 + 2 * n * 4 and row["tb_per_s"] < 5.2
+
+
+def test_cli_perf_lists_the_ops_it_could_not_model_to_top(capsys):
+    """The terminal's table of ops the model could not use keeps to --top, the longest first, with '… N more' (as
+    every long table); the JSON holds them all."""
+    import kernscope
+
+    example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    assert main(["perf", str(example), "--format", "json", "--no-cache"]) == 0
+    missing = json.loads(capsys.readouterr().out)["missing"]
+    assert len(missing) >= 2 and missing[0]["kernel_time_us"] >= missing[1]["kernel_time_us"]
+    assert main(["perf", str(example), "--no-cache", "--top", "1"]) == 0
+    section = capsys.readouterr().out.split("Ops the model could not use")[1].split("\n\n")[0].splitlines()
+    assert section[2].split()[0] == missing[0]["name"]
+    assert [ln.strip() for ln in section[3:]] == [f"… {len(missing) - 1} more"]

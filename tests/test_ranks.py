@@ -96,6 +96,10 @@ def test_cli_json_csv_xlsx_and_rank_from_file_name(tmp_path, capsys):
     assert doc["collectives"][0]["type"] == "allreduce" and doc["collectives"][0]["instances"] == 2
     assert main(["analyze", str(d / "trainer_rank*.json"), "--no-cache", "--workers", "1"]) == 0  # a glob
     assert "Stragglers" in capsys.readouterr().out
+    # a row per step, to --top as every long table
+    assert main(["analyze", str(d), "--no-cache", "--workers", "1", "--top", "1"]) == 0
+    section = capsys.readouterr().out.split("Stragglers")[1].split("\n\n")[0].splitlines()
+    assert section[2].split()[0] == "ProfilerStep#0" and [ln.strip() for ln in section[3:]] == ["… 1 more"]
     x = tmp_path / "job.xlsx"
     assert main(["report", str(d), "-o", str(x), "--no-cache", "-q", "--workers", "1"]) == 0
     names = zipfile.ZipFile(x).read("xl/workbook.xml").decode()
