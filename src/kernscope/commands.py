@@ -389,36 +389,39 @@ class Session:
         """``kernscope sql``: ``query`` over the trace's tables and its analysis's."""
         from .analyze.sql import QueryResult, sql, stored_sql
 
-        if step is None and self.cache:
-            from .analyze.needs import analyze_projection
-            from .link import StepSpec
-            from .model import Lazy
-            from .pipeline import LoadOptions, stored, stored_tables
-
-            found = stored(path, LoadOptions(self.salvage, StepSpec(self.step_marker)), self.notify)
-            narrow = analyze_projection(self.step_marker) if found is None else None
-            if narrow is not None:  # (no whole load stored: an analyze's, for the GPU rows and steps it holds as they are)
-                found = stored(path, LoadOptions(self.salvage, StepSpec(self.step_marker), narrow), self.notify)
-            if found is not None:  # the stored tables, read as far as the query needs them; the trace if it needs it
-                entry, digest = found
-                trace = Lazy(lambda: self.load(path, digest=digest))
-                tables = stored_tables(entry, narrow, trace.get)
-                return QueryResult(query, stored_sql(tables, trace.get, query, categorizer=self.categorizer()))
-        if step is None and not self.salvage:
-            # nothing stored: a query of the GPU rows and steps alone, in columns that analyze's narrower load fills as
-            # a whole load does, reads that load (stored for it and for a later analyze); anything else the whole load
-            from .analyze.needs import analyze_projection
-            from .analyze.sql import GPU_AND_STEP_TABLES, reads_only
-            from .model import Lazy
-            from .pipeline import Held, projection_unread, stored_tables
-
-            narrow = analyze_projection(self.step_marker)
-            if narrow is not None and reads_only(query, GPU_AND_STEP_TABLES, projection_unread(narrow)):
-                whole = Lazy(lambda: self.load(path))
-                tables = stored_tables(Held(self.load(path, projection=narrow)), narrow, whole.get)
-                return QueryResult(query, stored_sql(tables, whole.get, query, categorizer=self.categorizer()))
+        read = self._query_tables(query, path) if step is None else None
+        if read is not None:  # the tables read as far as the query needs them; the whole trace only if it needs it
+            tables, whole = read
+            return QueryResult(query, stored_sql(tables, whole, query, categorizer=self.categorizer()))
         t = self.load_step(path, step)
         return QueryResult(query, sql(t, query, step=step, categorizer=self.categorizer()))
+
+    def _query_tables(self, query: str, path: str) -> tuple[Callable[[str], Any], Callable[[], Trace]] | None:
+        """What a query of all steps reads (``pipeline.stored_tables``, and the whole trace loaded on first use): the
+        stored tables of a whole load, else of ``analyze``'s narrower load (its GPU rows and steps); with neither stored,
+        that load, made now (and stored), for a query that names only the GPU rows and steps in columns it fills as
+        a whole load does (:func:`~kernscope.analyze.sql.reads_only`). None: the trace is loaded whole."""
+        from .analyze.needs import analyze_projection
+        from .analyze.sql import GPU_AND_STEP_TABLES, reads_only
+        from .link import StepSpec
+        from .model import Lazy
+        from .pipeline import Held, LoadOptions, projection_unread, stored, stored_tables
+
+        narrow = analyze_projection(self.step_marker)
+        if self.cache:
+            found = stored(path, LoadOptions(self.salvage, StepSpec(self.step_marker)), self.notify)
+            projection = None
+            if found is None and narrow is not None:
+                found = stored(path, LoadOptions(self.salvage, StepSpec(self.step_marker), narrow), self.notify)
+                projection = narrow
+            if found is not None:
+                entry, digest = found
+                stored_whole = Lazy(lambda: self.load(path, digest=digest))
+                return stored_tables(entry, projection, stored_whole.get), stored_whole.get
+        if narrow is not None and not self.salvage and reads_only(query, GPU_AND_STEP_TABLES, projection_unread(narrow)):
+            whole = Lazy(lambda: self.load(path))
+            return stored_tables(Held(self.load(path, projection=narrow)), narrow, whole.get), whole.get
+        return None
 
     def job_query(self, query: str, job: JobAnalysis) -> QueryResult:
         """``kernscope sql`` of several traces: ``query`` over the job's tables (``job.<name>``)."""
