@@ -633,3 +633,35 @@ def test_cli_perf_lists_the_ops_it_could_not_model_to_top(capsys):
     section = capsys.readouterr().out.split("Ops the model could not use")[1].split("\n\n")[0].splitlines()
     assert section[2].split()[0] == missing[0]["name"]
     assert [ln.strip() for ln in section[3:]] == [f"… {len(missing) - 1} more"]
+
+
+def test_op_args_read_again_leave_the_files_pages_behind_as_they_go(tmp_path, monkeypatch):
+    """The perf model's second read of the ops' shapes (``opargs``) gives each piece's pages of a plain file back to
+    the system once read, as the main parse does (kept mapped, the whole file counted in the process's memory: perf
+    of a 206 MB trace peaked at 458 MB instead of 266); the values read are the same in small pieces."""
+    import gzip
+    import importlib
+
+    import kernscope
+    from kernscope.load.source import TraceSource
+
+    opargs = importlib.import_module("kernscope.load.opargs")
+    example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    plain = tmp_path / "t.json"
+    plain.write_bytes(gzip.decompress(example.read_bytes()))
+    ops = kernscope.load(plain, cache=False).events.filter(pl.col("kind") == "cpu_op")["idx"]
+    wanted = ops.gather_every(7).to_list() + [ops[-1]]
+    whole = opargs.read_op_args(plain, wanted)
+    released: list[int] = []
+    real = TraceSource.release
+
+    def release(self, upto):
+        released.append(upto)
+        real(self, upto)
+
+    monkeypatch.setattr(TraceSource, "release", release)
+    monkeypatch.setattr(opargs, "reader_chunk_bytes", lambda: 64 << 10)
+    small = opargs.read_op_args(plain, wanted)
+    assert small.equals(whole) and small["input_dims"].null_count() < small.height
+    size = plain.stat().st_size
+    assert len(released) > 10 and released == sorted(released) and released[-1] > size // 2  # (to the last op wanted)
