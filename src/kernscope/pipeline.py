@@ -54,7 +54,8 @@ def _info(trace: Trace) -> dict[str, Any]:
 
 
 def _from_entry(entry: _cache.Entry, path: str, reload: Callable[[], Trace]) -> Trace:
-    """A Trace over a verified cache entry: GPU and step tables now, events and flows on first use."""
+    """A Trace over a verified cache entry: GPU and step tables now, events and flows on first use (the events now
+    where the GPU table is a run of them: its shared columns are slices of theirs)."""
     info = entry.info
 
     def table(name: str) -> Callable[[], pl.DataFrame]:
