@@ -377,3 +377,24 @@ def test_a_job_whose_collectives_carry_seq_is_matched_by_it(tmp_path):
     assert inst["key"].to_list() == [7, 8] and inst["step"].to_list() == [0, 1] and (inst["ranks"] == 2).all()
     assert inst["skew_us"].to_list() == [500.0, 500.0] and j.stragglers["rank"].to_list() == [1, 1]
     assert j.waits.filter(pl.col("rank") == 0)["wait_us"].to_list() == [500.0, 500.0]
+
+
+def test_a_statement_that_is_not_a_query_of_a_job_is_refused_before_its_ranks_are_read(tmp_path, capsys, monkeypatch):
+    """``kernscope sql "DROP ..." DIR``: one line naming the job's tables (:data:`JOB_TABLES`, the names
+    ``JobAnalysis.tables`` gives), exit 2, and no rank read."""
+    from kernscope import commands
+    from kernscope.analyze.ranks.job import JOB_TABLES
+
+    def no_job(*a, **k):
+        raise AssertionError("the ranks were read")
+
+    monkeypatch.setattr(commands.Session, "job", no_job)
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in range(2):
+        synth_rank(d / f"rank{r}.json", r)
+    assert main(["sql", "DROP TABLE job.ranks", str(d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "only queries run here" in err[0] and "job.ranks, job.rank_steps" in err[0]
+    paths = [str(synth_rank(tmp_path / f"r{r}.json", r)) for r in range(2)]
+    assert list(analyze_job(paths, RankTask(cache=False), EngineSpec(workers=1)).tables()) == list(JOB_TABLES)

@@ -340,6 +340,10 @@ def sql_cmd(s: Session, query: str, traces: tuple[str, ...], step: str | None, t
         return
     if step is not None:
         raise KernscopeError("--step: a job's tables hold every step (filter them: WHERE step = N)")
+    from .analyze.ranks.job import JOB_TABLES
+    from .model import check_statement
+
+    check_statement(query, [f"job.{n}" for n in JOB_TABLES])  # (before the ranks are read)
     job = s.job(paths, engine, scheduler, workers, strict, read_all)
     show(s.job_query(query, job), fmt, output, top, default_top=50)
     commands.check_job(job)

@@ -386,9 +386,12 @@ class Session:
         return c
 
     def query(self, query: str, path: str, step: int | None = None) -> QueryResult:
-        """``kernscope sql``: ``query`` over the trace's tables and its analysis's."""
-        from .analyze.sql import QueryResult, sql, stored_sql
+        """``kernscope sql``: ``query`` over the trace's tables and its analysis's (a statement that is not a query
+        refused before anything is read)."""
+        from .analyze.sql import QueryResult, sql, stored_sql, table_names
+        from .model import check_statement
 
+        check_statement(query, table_names())
         read = self._query_tables(query, path) if step is None else None
         if read is not None:  # the tables read as far as the query needs them; the whole trace only if it needs it
             tables, whole = read

@@ -285,6 +285,27 @@ SQL_STATEMENT_WORDS = frozenset({"drop", "create", "insert", "update", "delete",
 ANALYSIS_COLUMNS = ("category", "library")
 
 
+def check_statement(query: str, tables: Sequence[str]) -> str:
+    """What ``query`` is: "show" (``SHOW TABLES``) or "query"; a statement that is not a query (``DROP``, ``CREATE``
+    …) or an empty one raises :class:`~kernscope.errors.KernscopeError` naming ``tables``. Judged on the statement's
+    first word, past comments and parentheses: only queries read a trace (polars' engine would run DROP or CREATE on
+    its own context and print nothing, and SHOW TABLES would list only the tables a query names). ``kernscope sql``
+    asks before it loads anything."""
+    import re
+
+    from .errors import KernscopeError
+
+    head = re.sub(r"--[^\n]*|/\*.*?\*/|[\s(;]+", " ", query, flags=re.DOTALL).split()
+    first = head[0].lower() if head else ""
+    if [w.lower() for w in head] == ["show", "tables"]:
+        return "show"
+    if not first or first in SQL_STATEMENT_WORDS:
+        what = f"{first.upper()} changes nothing in a trace" if first else "the query is empty"
+        raise KernscopeError(f"SQL: only queries run here (SELECT, WITH, or SHOW TABLES): {what} "
+                             f"(tables: {', '.join(tables)})")
+    return "query"
+
+
 def run_sql(query: str, tables: Mapping[str, Callable[[], pl.DataFrame | pl.LazyFrame]]) -> pl.DataFrame:
     """``query`` over the named tables (each built only when the query names it; a lazy frame is read as far as
     the query needs it). Categorical columns are read
@@ -294,16 +315,8 @@ def run_sql(query: str, tables: Mapping[str, Callable[[], pl.DataFrame | pl.Lazy
 
     from .errors import KernscopeError
 
-    # the statement's first word, past comments and parentheses: only queries read a trace (polars' engine would run
-    # DROP or CREATE on its own context and print nothing, and SHOW TABLES would list only the tables a query names)
-    head = re.sub(r"--[^\n]*|/\*.*?\*/|[\s(;]+", " ", query, flags=re.DOTALL).split()
-    first = head[0].lower() if head else ""
-    if [w.lower() for w in head] == ["show", "tables"]:
+    if check_statement(query, list(tables)) == "show":
         return pl.DataFrame({"name": list(tables)}, schema={"name": pl.String})
-    if not first or first in SQL_STATEMENT_WORDS:
-        what = f"{first.upper()} changes nothing in a trace" if first else "the query is empty"
-        raise KernscopeError(f"SQL: only queries run here (SELECT, WITH, or SHOW TABLES): {what} "
-                             f"(tables: {', '.join(tables)})")
     ctx = pl.SQLContext()
     words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", query)}
     # a dotted name (analysis.kernels) is registered under a plain one and the query rewritten to it outside quotes:

@@ -36,6 +36,12 @@ ANALYSIS_TABLES = ("kernels", "kernels_by_stream", "categories", "libraries", "o
                    "critical_path_whatif")
 
 
+def table_names() -> list[str]:
+    """Every table a query of one trace may name, in the order ``SHOW TABLES`` lists them: the trace's, the
+    analysis's (``analysis.<name>``) and the counters' (``counters.<name>``)."""
+    return [*TRACE_TABLES, *(f"analysis.{n}" for n in ANALYSIS_TABLES), *(f"counters.{n}" for n in COUNTER_TABLES)]
+
+
 #: the trace's tables that ``sql`` makes from the GPU rows and the steps alone (what a projected load holds as a whole
 #: load does: ``pipeline.PROJECTED_WHOLE_TABLES``)
 GPU_AND_STEP_TABLES = frozenset({"gpu", "kernels", "steps"})

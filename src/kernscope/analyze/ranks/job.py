@@ -45,6 +45,11 @@ class Failure:
     problem: str
 
 
+#: a job's tables, in the order :meth:`JobAnalysis.tables` gives them (``kernscope sql`` of several traces: ``job.<name>``)
+JOB_TABLES = ("ranks", "rank_steps", "stragglers", "findings", "findings_by_kind", "critical_path", "collectives",
+              "collective_instances", "collective_waits", "queues")
+
+
 @dataclass(frozen=True)
 class JobAnalysis:
     """Results of :func:`combine`. Times µs.
@@ -95,8 +100,8 @@ class JobAnalysis:
                 "failures": [{"path": f.path, "problem": f.problem} for f in self.failures]}
 
     def tables(self) -> dict[str, pl.DataFrame]:
-        """``ranks``, ``rank_steps``, ``stragglers``, ``findings``, ``findings_by_kind``, ``critical_path``, ``collectives``,
-        ``collective_instances``, ``collective_waits``, ``queues`` (µs)."""
+        """:data:`JOB_TABLES`: ``ranks``, ``rank_steps``, ``stragglers``, ``findings``, ``findings_by_kind``,
+        ``critical_path``, ``collectives``, ``collective_instances``, ``collective_waits``, ``queues`` (µs)."""
         return {"ranks": self.ranks, "rank_steps": self.rank_steps, "stragglers": self.stragglers,
                 "findings": self.findings, "findings_by_kind": self.findings_by_kind, "critical_path": self.critical_path,
                 "collectives": self.collectives,
