@@ -446,12 +446,25 @@ def test_library_kernels_of_command_buffers_run_the_custom_calls_the_schedule_sa
     ops = {o["name"]: o for o in pm.ops.to_dicts()}
     assert ops["custom-call.8"]["count"] == 12 and ops["dot_product_attention_bwd.22"]["count"] == 12
     assert all(0 < ops[k]["pct_of_peak"] < 100 for k in got)
-    # what the categories read is unchanged: an analyze load (no HLO costs read) does not match, and needs not
+    # an analyze load (its source lines read, no HLO costs) matches them too, as the whole load does, and its analysis
+    # is the same as without the match: the categories decide these kernels by their names
     from kernscope.analyze.needs import analyze_projection
+    from kernscope.load import xplane
 
     a = kernscope.load(TRANSFORMER, cache=False, projection=analyze_projection())
-    assert a.gpu.filter(pl.col("hlo_op").cast(pl.String).str.starts_with("command_buffer")
-                        & pl.col("hlo_desc").cast(pl.String).str.starts_with("hlo:custom-call")).height == 0
+    in_buffer = (pl.col("hlo_op").cast(pl.String).str.starts_with("command_buffer")
+                 & pl.col("hlo_desc").cast(pl.String).str.starts_with("hlo:custom-call"))
+    assert a.gpu.filter(in_buffer).height == t.gpu.filter(in_buffer).height == 102
+    assert a.gpu["hlo_instruction"].equals(t.gpu["hlo_instruction"]) and a.gpu["hlo_desc"].equals(t.gpu["hlo_desc"])
+    real = xplane.LIBRARY_MATCH_COLUMNS
+    try:  # (no column makes the load match: the library kernels without their instruction, as before the match)
+        xplane.LIBRARY_MATCH_COLUMNS = ()
+        unmatched = kernscope.load(TRANSFORMER, cache=False, projection=analyze_projection())
+    finally:
+        xplane.LIBRARY_MATCH_COLUMNS = real
+    assert unmatched.gpu.filter(in_buffer).height == 0
+    assert analyze(a).categories.equals(analyze(unmatched).categories)
+    assert analyze(a).kernels.equals(analyze(unmatched).kernels)
 
 
 def test_a_run_of_library_kernels_is_matched_only_without_doubt():
@@ -998,8 +1011,8 @@ def test_analyze_projection_of_a_jax_profile_prints_what_a_full_read_prints(p, r
 
 def test_projected_jax_load_reads_only_the_columns_the_analysis_reads():
     """The analyze projection leaves null exactly the profile's own columns it does not list (and the HLO costs
-    are read with ``--roofline``'s projection); what it lists is read as in a full load, but for the library kernels of
-    command buffers: their custom calls are matched by the schedule where the HLO costs are read (``hlo_align``)."""
+    are read with ``--roofline``'s projection); what it lists is read as in a full load, the library kernels of command
+    buffers too (their custom calls matched by the schedule, ``hlo_align``, where the source lines or costs are read)."""
     from kernscope.analyze.needs import ANALYZE_XLA_STATS, ROOFLINE_XLA_STATS, analyze_projection
     from kernscope.load.xplane import XLA_COLUMNS
 
@@ -1021,9 +1034,6 @@ def test_projected_jax_load_reads_only_the_columns_the_analysis_reads():
         for c in ev.columns:
             if c in XLA_COLUMNS and c not in read:
                 assert ev[c].null_count() == ev.height, c
-            elif c in ("hlo_instruction", "hlo_desc") and not roofline:
-                assert ev[c].filter(~matched).equals(full[c].filter(~matched)), c
-                assert ev[c].filter(matched).null_count() == matched.sum(), c
             else:
                 assert ev[c].equals(full[c]), c
         # the columns made null held values in the full load (the projection is not a no-op)

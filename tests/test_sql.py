@@ -332,8 +332,8 @@ def _analyzed_cases():
 def test_an_analyzes_entry_holds_the_gpu_rows_and_steps_as_a_whole_load_does(path):
     """Where only ``analyze``'s narrower load is stored, ``kernscope sql`` reads the GPU table and the steps from it:
     the columns ``projection_keeps`` names are the whole load's (PyTorch traces with and without stacks, CUDA and HIP
-    graphs, ROCm, JAX profiles whose library kernels the narrower load leaves without their instruction); the others
-    (unread args and stats, the HLO instruction and description) are read from the whole load."""
+    graphs, ROCm, JAX profiles whose command buffers' library kernels get their instruction from the schedule: the
+    narrower load writes it too); the others (unread args and stats) are read from the whole load."""
     from kernscope.analyze.needs import analyze_projection
     from kernscope.pipeline import LoadOptions, projection_keeps, stored
 
@@ -383,12 +383,12 @@ def test_reads_only_judges_the_tables_and_columns_a_query_can_need():
     narrow = analyze_projection(None)
     assert narrow is not None
     unread = projection_unread(narrow)
-    assert {"bytes", "hlo_instruction", "hlo_desc", "grid_x"} <= unread and not {"name", "dur", "stream"} & unread
+    assert {"bytes", "grid_x", "op_path", "hlo_flops"} <= unread and not {"name", "dur", "stream", "hlo_instruction"} & unread
     yes = ["SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC",
            "SELECT COUNT( * ) FROM gpu", "select k.name, s.step from kernels k join steps s on k.step = s.step",
-           "SELECT sum(dur) * 1e-3 AS us FROM kernels", "SHOW TABLES"]
+           "SELECT sum(dur) * 1e-3 AS us FROM kernels", "SHOW TABLES", "SELECT hlo_instruction, sum(dur) FROM kernels GROUP BY 1"]
     no = ["SELECT count(*) FROM events", "SELECT * FROM kernels", "SELECT DISTINCT * FROM steps", "SELECT k.* FROM kernels k",
-          "SELECT name, * EXCLUDE (name) FROM gpu", "SELECT sum(bytes) FROM gpu", "SELECT hlo_desc FROM kernels",
+          "SELECT name, * EXCLUDE (name) FROM gpu", "SELECT sum(bytes) FROM gpu", "SELECT hlo_params FROM kernels",
           "SELECT count(*) FROM cpu_ops", "SELECT * FROM analysis.kernels", "SELECT name FROM analysis.kernels",
           "SELECT count(*) FROM launches", "SELECT count(*) FROM kernels NATURAL JOIN gpu",
           "SELECT COLUMNS('grid.*') FROM kernels", "SELECT count(*) FROM counters.kernels", "SELECT g.grid_x FROM gpu g",
@@ -397,6 +397,12 @@ def test_reads_only_judges_the_tables_and_columns_a_query_can_need():
         assert sql_mod.reads_only(q, sql_mod.GPU_AND_STEP_TABLES, unread), q
     for q in no:
         assert not sql_mod.reads_only(q, sql_mod.GPU_AND_STEP_TABLES, unread), q
+    # an XSpace load that does not match command buffers' library kernels to their calls (no source line nor cost
+    # read) leaves their HLO columns unset: not as a whole load's
+    from kernscope.load.projection import Projection
+
+    no_match = projection_unread(Projection(keep="", drop_cats=(), drop_phases=(), stats=("hlo_op", "hlo_instruction")))
+    assert {"hlo_instruction", "hlo_desc", "hlo_source"} <= no_match and "hlo_op" not in no_match
 
 
 def _first_sql_cases():

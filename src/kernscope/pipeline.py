@@ -234,16 +234,19 @@ def stored(path: str | os.PathLike[str], options: LoadOptions,
 
 def projection_unread(projection: Projection) -> frozenset[str]:
     """The GPU table's columns that a load with ``projection`` does not fill as a whole load does: the args and XSpace
-    stats it leaves unread (null), and the HLO instruction and description, which an XSpace load that reads no HLO
-    costs does not write for command buffers' library kernels (``xplane._with_library_calls``)."""
+    stats it leaves unread (null), and every HLO column of an XSpace load that does not match command buffers' library
+    kernels to their custom calls (one that reads no ``hlo_instruction``, or none of ``xplane.LIBRARY_MATCH_COLUMNS``:
+    those kernels' HLO columns stay unset)."""
     from .load.argspec import ARG_FIELDS
-    from .load.xplane import XLA_COLUMNS
+    from .load.xplane import HLO_COLUMNS, LIBRARY_MATCH_COLUMNS, XLA_COLUMNS
 
-    unread = {"hlo_instruction", "hlo_desc"}
+    unread: set[str] = set()
     if projection.args is not None:
         unread |= {f.column for f in ARG_FIELDS} - set(projection.args)
     if projection.stats is not None:
         unread |= set(XLA_COLUMNS) - set(projection.stats)
+        if "hlo_instruction" not in projection.stats or not set(LIBRARY_MATCH_COLUMNS) & set(projection.stats):
+            unread |= set(HLO_COLUMNS)
     return frozenset(unread)
 
 

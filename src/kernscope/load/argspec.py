@@ -13,7 +13,7 @@ from dataclasses import dataclass
 #: Bump when the table below changes; it is part of the parse-cache key.
 ARG_SPEC_VERSION = 5
 #: Bump when the XSpace stat table or its mapping to the event table (:mod:`.xplane`) changes; part of the key.
-XPLANE_SPEC_VERSION = 4
+XPLANE_SPEC_VERSION = 5
 
 
 @dataclass(frozen=True)

@@ -460,13 +460,18 @@ def _costs(works: Works, rows: list[int]) -> pl.DataFrame:
                                  *(pl.col(c).cast(pl.Categorical).alias(f"hlo_{c}") for c in ("dtype", "op_class", "params")))
 
 
+#: a load that reads ``hlo_instruction`` and one of these matches command buffers' library kernels to the custom calls
+#: they ran (:func:`_with_library_calls`); one that does not leaves those kernels' HLO columns unset
+LIBRARY_MATCH_COLUMNS = (*HLO_COST_COLUMNS, "hlo_source", "hlo_function")
+
+
 def _with_library_calls(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, read: list[str]) -> pl.DataFrame:
     """The library kernels of command buffers (cuBLAS's, cuDNN's) get the HLO columns of the custom call the module's
-    schedule says they ran (:mod:`.hlo_align`), where no name or ``hlo_op`` named it. Where the HLO costs are read (the
-    perf model's: ``perf``, ``analyze --roofline``, ``sql``); where only the source lines are (``analyze``'s GPU time
-    by source line), those alone: the categories read the instruction and do not need it (such a kernel's name says
-    what it is)."""
-    if "hlo_instruction" not in read or not any(c in read for c in (*HLO_COST_COLUMNS, "hlo_source", "hlo_function")):
+    schedule says they ran (:mod:`.hlo_align`), where no name or ``hlo_op`` named it: every HLO column ``read``, where
+    it reads the costs (the perf model's: ``perf``, ``analyze --roofline``, ``sql``) or the source lines (``analyze``'s
+    GPU time by source line), so that such a load's HLO columns are a whole load's (the categories decide those kernels
+    by their names: ``analyze``'s output is the same either way, on every JAX profile here)."""
+    if "hlo_instruction" not in read or not any(c in read for c in LIBRARY_MATCH_COLUMNS):
         return table
     rows, calls = hlo_align.match(table, hlo)
     if rows.size == 0:
@@ -477,11 +482,9 @@ def _with_library_calls(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, re
                      pl.col("desc").cast(pl.Categorical).alias("hlo_desc"), pl.col("op_path").cast(pl.Categorical),
                      pl.col("source").cast(pl.Categorical).alias("hlo_source"),
                      pl.col("function").cast(pl.Categorical).alias("hlo_function"), "row"))
-    costs = any(c in read for c in HLO_COST_COLUMNS)
-    if costs:
+    if any(c in read for c in HLO_COST_COLUMNS):
         small = small.join(_costs(works, distinct.tolist()), on="row", how="left", maintain_order="left")
-    # (without the costs, only the source lines: the instruction and its description stay as the categories read them)
-    written = [c for c in read if c in small.columns and (costs or c in ("hlo_source", "hlo_function"))]
+    written = [c for c in read if c in small.columns]
     got = small.select(written)[pl.Series(which)]
     # (written into the rows matched: a when/then made every column anew, 90 MB more at the 207 MB profile's peak)
     schema = table.schema

@@ -448,9 +448,8 @@ every event) is not loaded again: the trace tables are lazy frames over the cach
 (and, under `LIMIT`, the rows) the query asks for. A count of a 207 MB JAX profile's kernels reads two of the GPU
 table's ~70 columns: 0.27–0.29 s and 140 MB of memory, where loading the trace took 0.69–0.74 s and 0.82 GB
 (`docs/performance.md`, session 58). Where only `analyze`'s narrower load is stored, `gpu`, `kernels` and `steps` come
-from it in the columns it holds as a whole load does (not the args and XLA stats it leaves unread, nor the HLO
-instruction and description): the first query after `analyze` of that profile takes 0.35–0.38 s instead of a whole
-parse (1.5–1.7 s, 1.03 GB). `events`, `cpu_ops`, `launches`, `flows`, `call_tree`, `analysis.*` and `counters.*`,
+from it in the columns it holds as a whole load does (not the args and XLA stats it leaves unread): the first query
+after `analyze` of that profile takes 0.35–0.38 s instead of a whole parse (1.5–1.7 s, 1.03 GB). `events`, `cpu_ops`, `launches`, `flows`, `call_tree`, `analysis.*` and `counters.*`,
 and a column the stored load lacks, load the trace; a damaged entry is read again from the file, with one notice.
 The first query of a file nothing has stored, when it names only `gpu`, `kernels` and `steps` and none of the columns
 `analyze`'s load leaves unread (no `*` but `count(*)`: judged on the query's words, a doubt loads the whole trace),
