@@ -454,8 +454,8 @@ and a column the stored load lacks, load the trace; a damaged entry is read agai
 The first query of a file nothing has stored, when it names only `gpu`, `kernels` and `steps` and none of the columns
 `analyze`'s load leaves unread (no `*` but `count(*)`: judged on the query's words, a doubt loads the whole trace),
 reads that narrower load and stores it, for the next query and a later `analyze`: kernels by name of the 207 MB JAX
-profile in 1.07–1.19 s and 0.53 GB instead of 1.6–2.1 s and 1.02–1.04 GB, of the 206 MB GPT trace with stacks
-in 0.58–0.65 s instead of 0.68–0.76 s.
+profile in 0.98–1.15 s and 0.53 GB instead of 1.31–1.42 s and 1.03 GB, of the 206 MB GPT trace with stacks
+in 0.59–0.67 s instead of 0.71–0.79 s (`docs/performance.md`, session 59).
 
 | table | one row per | columns |
 |---|---|---|
