@@ -378,29 +378,34 @@ def test_reads_only_judges_the_tables_and_columns_a_query_can_need():
     """Which queries a projected load can answer (``analyze``'s: its GPU rows and steps, not the columns it leaves
     unread): by the words of the query, a doubt saying no."""
     from kernscope.analyze.needs import analyze_projection
-    from kernscope.pipeline import projection_unread
+    from kernscope.load.projection import Projection
+    from kernscope.pipeline import projection_unread, served_tables
 
     narrow = analyze_projection(None)
     assert narrow is not None
     unread = projection_unread(narrow)
     assert {"bytes", "grid_x", "op_path", "hlo_flops"} <= unread and not {"name", "dur", "stream", "hlo_instruction"} & unread
+    # analyze's load skips Python events and instant events: it holds the GPU rows, steps, CPU ops and launches whole;
+    # a load that skips CPU ops holds no CPU ops table whole
+    served = served_tables(narrow)
+    assert served == {"gpu", "kernels", "steps", "cpu_ops", "launches"}
+    assert "cpu_ops" not in served_tables(Projection()) and "launches" in served_tables(Projection())
     yes = ["SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC",
            "SELECT COUNT( * ) FROM gpu", "select k.name, s.step from kernels k join steps s on k.step = s.step",
-           "SELECT sum(dur) * 1e-3 AS us FROM kernels", "SHOW TABLES", "SELECT hlo_instruction, sum(dur) FROM kernels GROUP BY 1"]
+           "SELECT sum(dur) * 1e-3 AS us FROM kernels", "SHOW TABLES", "SELECT hlo_instruction, sum(dur) FROM kernels GROUP BY 1",
+           "SELECT count(*) FROM cpu_ops", "SELECT name, sum(dur) FROM launches GROUP BY name"]
     no = ["SELECT count(*) FROM events", "SELECT * FROM kernels", "SELECT DISTINCT * FROM steps", "SELECT k.* FROM kernels k",
           "SELECT name, * EXCLUDE (name) FROM gpu", "SELECT sum(bytes) FROM gpu", "SELECT hlo_params FROM kernels",
-          "SELECT count(*) FROM cpu_ops", "SELECT * FROM analysis.kernels", "SELECT name FROM analysis.kernels",
-          "SELECT count(*) FROM launches", "SELECT count(*) FROM kernels NATURAL JOIN gpu",
+          "SELECT * FROM analysis.kernels", "SELECT name FROM analysis.kernels",
+          "SELECT count(*) FROM kernels NATURAL JOIN gpu",
           "SELECT COLUMNS('grid.*') FROM kernels", "SELECT count(*) FROM counters.kernels", "SELECT g.grid_x FROM gpu g",
           "SELECT count(*) FROM call_tree", "SELECT count(*) FROM flows"]
     for q in yes:
-        assert sql_mod.reads_only(q, sql_mod.GPU_AND_STEP_TABLES, unread), q
+        assert sql_mod.reads_only(q, served, unread), q
     for q in no:
-        assert not sql_mod.reads_only(q, sql_mod.GPU_AND_STEP_TABLES, unread), q
+        assert not sql_mod.reads_only(q, served, unread), q
     # an XSpace load that does not match command buffers' library kernels to their calls (no source line nor cost
     # read) leaves their HLO columns unset: not as a whole load's
-    from kernscope.load.projection import Projection
-
     no_match = projection_unread(Projection(keep="", drop_cats=(), drop_phases=(), stats=("hlo_op", "hlo_instruction")))
     assert {"hlo_instruction", "hlo_desc", "hlo_source"} <= no_match and "hlo_op" not in no_match
 
@@ -415,10 +420,10 @@ def _first_sql_cases():
 @pytest.mark.parametrize("path", _first_sql_cases(), ids=lambda p: Path(p).name[:24])
 def test_cli_first_sql_of_a_file_reads_analyzes_narrower_load_where_it_holds_what_the_query_needs(path, tmp_path, capsys,
                                                                                                       monkeypatch):
-    """The first ``kernscope sql`` of a file nothing has stored, when the query needs only the GPU rows and steps in
-    columns that ``analyze``'s narrower load fills: that load alone (a JAX profile's 207 MB: 1.6-2.1 s and 1.0 GB
-    whole, 1.1-1.2 s and 0.53 GB so), the whole load's answer; it is stored, so the next such query loads nothing;
-    a query of the events loads the whole trace once."""
+    """The first ``kernscope sql`` of a file nothing has stored, when the query needs only the GPU rows, steps, CPU ops
+    and launches in columns that ``analyze``'s narrower load fills: that load alone (a JAX profile's 207 MB: 1.3-1.4 s
+    and 1.0 GB whole, 1.0-1.15 s and 0.53 GB so), the whole load's answer; it is stored, so the next such query loads
+    nothing; a query of the events loads the whole trace once."""
     import shutil
 
     from kernscope.analyze.needs import analyze_projection
@@ -429,12 +434,14 @@ def test_cli_first_sql_of_a_file_reads_analyzes_narrower_load_where_it_holds_wha
     loads = _count_loads(monkeypatch)
     queries = ["SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC, name",
                "SELECT s.step, count(*) AS n, sum(g.dur) AS t FROM gpu g JOIN steps s ON g.step = s.step "
-               "GROUP BY s.step ORDER BY s.step"]
+               "GROUP BY s.step ORDER BY s.step",
+               "SELECT name, count(*) AS n, sum(dur) AS t, min(idx) AS i FROM cpu_ops GROUP BY name ORDER BY t DESC, name",
+               "SELECT name, count(*) AS n, sum(dur) AS t, min(idx) AS i FROM launches GROUP BY name ORDER BY t DESC, name"]
     for q in queries:
         assert main(["sql", q, str(p), "--format", "json"]) == 0
         rows = json.loads(capsys.readouterr().out)["rows"]
         assert rows == sql_mod.sql(whole, q).to_dicts() and rows, q
-    assert loads == [(str(p), analyze_projection(None))]  # (the second query: from the entry the first stored)
+    assert loads == [(str(p), analyze_projection(None))]  # (the later queries: from the entry the first stored)
     q = "SELECT count(*) AS n FROM events"
     assert main(["sql", q, str(p), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["rows"] == [{"n": whole.events.height}]

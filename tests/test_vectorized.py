@@ -283,7 +283,7 @@ def test_event_kinds_by_code_table_equal_by_search_and_by_text(dtype: str, monke
     assert got.equals(kinds.classify(series(ph), series(cat)))  # by a table of codes
     monkeypatch.setattr(kinds, "LUT_MAX_CODE", 0)  # every code through the binary search
     assert got.equals(kinds.classify(series(ph), series(cat)))
-    want = [kinds._kind_of(p, c) for p, c in zip(ph.tolist(), cat.tolist())]
+    want = [kinds.kind_of(p, c) for p, c in zip(ph.tolist(), cat.tolist())]
     assert got.cast(pl.String).to_list() == want and len(set(want)) >= 5
 
 

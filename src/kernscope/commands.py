@@ -401,14 +401,15 @@ class Session:
 
     def _query_tables(self, query: str, path: str) -> tuple[Callable[[str], Any], Callable[[], Trace]] | None:
         """What a query of all steps reads (``pipeline.stored_tables``, and the whole trace loaded on first use): the
-        stored tables of a whole load, else of ``analyze``'s narrower load (its GPU rows and steps); with neither stored,
-        that load, made now (and stored), for a query that names only the GPU rows and steps in columns it fills as
-        a whole load does (:func:`~kernscope.analyze.sql.reads_only`). None: the trace is loaded whole."""
+        stored tables of a whole load, else of ``analyze``'s narrower load (its GPU rows, steps, CPU ops and launches);
+        with neither stored, that load, made now (and stored), for a query that names only those tables in columns it
+        fills as a whole load does (:func:`~kernscope.analyze.sql.reads_only`, ``pipeline.served_tables``). None: the
+        trace is loaded whole."""
         from .analyze.needs import analyze_projection
-        from .analyze.sql import GPU_AND_STEP_TABLES, reads_only
+        from .analyze.sql import reads_only
         from .link import StepSpec
         from .model import Lazy
-        from .pipeline import Held, LoadOptions, projection_unread, stored, stored_tables
+        from .pipeline import Held, LoadOptions, projection_unread, served_tables, stored, stored_tables
 
         narrow = analyze_projection(self.step_marker)
         if self.cache:
@@ -421,7 +422,7 @@ class Session:
                 entry, digest = found
                 stored_whole = Lazy(lambda: self.load(path, digest=digest))
                 return stored_tables(entry, projection, stored_whole.get), stored_whole.get
-        if narrow is not None and not self.salvage and reads_only(query, GPU_AND_STEP_TABLES, projection_unread(narrow)):
+        if narrow is not None and not self.salvage and reads_only(query, served_tables(narrow), projection_unread(narrow)):
             whole = Lazy(lambda: self.load(path))
             return stored_tables(Held(self.load(path, projection=narrow)), narrow, whole.get), whole.get
         return None

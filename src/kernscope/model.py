@@ -261,16 +261,22 @@ def launch_rows(events: Frame, launch_idx: pl.Series) -> Frame:
     return events.filter(pl.col("idx").is_in(launch_idx.drop_nulls().unique().implode()))
 
 
-def stored_table_makers(stored: Callable[[str], pl.LazyFrame],
+#: the tables made from a part of the event table, by the kinds of event that part holds (a projected load holds such a
+#: part whole where it skips no event of those kinds: ``pipeline.stored_tables``)
+EVENT_PARTS: dict[str, tuple[str, ...]] = {"cpu_ops": ("cpu_op",), "launches": ("runtime", "driver")}
+
+
+def stored_table_makers(stored: Callable[..., pl.LazyFrame],
                         call_tree: Callable[[], pl.DataFrame]) -> dict[str, Callable[[], pl.LazyFrame]]:
     """:data:`TRACE_TABLES` as lazy frames over the four tables a parse-cache entry stores (``stored(name)``:
-    ``events``, ``gpu``, ``flows``, ``steps`` as lazy frames that read what a query asks for); the rest made from
-    them as :class:`Trace` makes its own (``call_tree``: the trace's, made from its whole event table)."""
+    ``events``, ``gpu``, ``flows``, ``steps`` as lazy frames that read what a query asks for; ``stored("events",
+    part)`` where only the events of an :data:`EVENT_PARTS` part are read); the rest made from them as :class:`Trace`
+    makes its own (``call_tree``: the trace's, made from its whole event table)."""
     def launches() -> pl.LazyFrame:
-        return launch_rows(stored("events"), stored("gpu").select("launch_idx").collect()["launch_idx"])
+        return launch_rows(stored("events", "launches"), stored("gpu").select("launch_idx").collect()["launch_idx"])
 
     return {"events": partial(stored, "events"), "gpu": partial(stored, "gpu"),
-            "kernels": lambda: kernel_rows(stored("gpu")), "cpu_ops": lambda: cpu_op_rows(stored("events")),
+            "kernels": lambda: kernel_rows(stored("gpu")), "cpu_ops": lambda: cpu_op_rows(stored("events", "cpu_ops")),
             "launches": launches, "steps": partial(stored, "steps"), "flows": partial(stored, "flows"),
             "call_tree": lambda: call_tree().lazy()}
 

@@ -259,8 +259,27 @@ def projection_keeps(projection: Projection, columns: list[str]) -> frozenset[st
 
 
 #: the tables a projected load's entry holds as a whole load does (in the columns :func:`projection_keeps` names); its
-#: events and flows lack the events the projection skipped
+#: events and flows lack the events the projection skipped (but the parts of its events of kinds it skips none of:
+#: :func:`whole_parts`)
 PROJECTED_WHOLE_TABLES = ("gpu", "steps")
+
+
+def whole_parts(projection: Projection) -> frozenset[str]:
+    """The parts of the event table (``model.EVENT_PARTS``: ``cpu_ops``, ``launches``) that a load with ``projection``
+    holds whole: those of kinds no event it skips has (it skips ``ph: X`` events of its ``drop_cats``, but those whose
+    names it keeps, and the events of its ``drop_phases``)."""
+    from .link.kinds import kind_of
+    from .model import EVENT_PARTS
+
+    skipped = {kind_of("X", c) for c in projection.drop_cats} | {kind_of(p, "") for p in projection.drop_phases}
+    return frozenset(part for part, kinds in EVENT_PARTS.items() if not skipped & set(kinds))
+
+
+def served_tables(projection: Projection) -> frozenset[str]:
+    """The trace tables a query (``sql``) reads from a load with ``projection`` as from a whole load (in the columns
+    :func:`projection_keeps` names): the GPU rows (``gpu``, ``kernels``), the ``steps``, and the tables of the parts of
+    the event table it holds whole (:func:`whole_parts`)."""
+    return frozenset({"gpu", "kernels", "steps"}) | whole_parts(projection)
 
 
 class Held:
@@ -291,20 +310,22 @@ class Held:
 
 
 def stored_tables(entry: _cache.Entry | Held, projection: Projection | None,
-                  whole: Callable[[], Trace]) -> Callable[[str], pl.LazyFrame]:
+                  whole: Callable[[], Trace]) -> Callable[..., pl.LazyFrame]:
     """An entry's tables (``events``, ``gpu``, ``flows``, ``steps``) as lazy frames that read what a query asks for
-    (:meth:`~kernscope.load.cache.Entry.lazy`): a whole load's entry (``projection`` None) all of them; a projected
-    load's (``projection``: the one it was written with) :data:`PROJECTED_WHOLE_TABLES` in the columns it holds as a
-    whole load does. The rest, a damaged entry's tables included, come from ``whole()`` (the trace loaded whole).
-    ``entry`` may be a loaded trace's tables (:class:`Held`: a projected load not stored, or not yet read back)."""
-    def table(name: str) -> pl.LazyFrame:
+    (:meth:`~kernscope.load.cache.Entry.lazy`; ``table("events", part)``: only a part of the events is read,
+    ``model.EVENT_PARTS``): a whole load's entry (``projection`` None) all of them; a projected load's (``projection``:
+    the one it was written with) :data:`PROJECTED_WHOLE_TABLES` and the parts of its events it holds whole
+    (:func:`whole_parts`), in the columns it holds as a whole load does. The rest, a damaged entry's tables included,
+    come from ``whole()`` (the trace loaded whole). ``entry`` may be a loaded trace's tables (:class:`Held`: a
+    projected load not stored, or not yet read back)."""
+    def table(name: str, part: str | None = None) -> pl.LazyFrame:
         def reread() -> pl.DataFrame:
             df: pl.DataFrame = getattr(whole(), name)
             return df
 
         if projection is None:
             return entry.lazy(name, reread=reread)
-        if name not in PROJECTED_WHOLE_TABLES:
+        if name not in PROJECTED_WHOLE_TABLES and not (name == "events" and part in whole_parts(projection)):
             return reread().lazy()
         return entry.lazy(name, reread=reread, holds=projection_keeps(projection, entry.columns(name)))
 

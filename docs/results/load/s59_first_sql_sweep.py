@@ -9,6 +9,8 @@ queries = ["SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name
            "SELECT step, device, stream, count(*) AS n, sum(dur) AS t, min(ts) AS a, max(\"end\") AS b FROM gpu GROUP BY step, device, stream ORDER BY step, device, stream",
            "SELECT launcher, op_name, launch_name, count(*) AS n, sum(launch_dur) AS d FROM gpu GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
            "SELECT * EXCLUDE (x) FROM (SELECT step, name, start, \"end\", 1 AS x FROM steps) ORDER BY step",
+           "SELECT name, tid, count(*) AS n, sum(dur) AS t, min(idx) AS i, max(ts) AS l FROM cpu_ops GROUP BY 1, 2 ORDER BY 1, 2",
+           "SELECT name, count(*) AS n, sum(dur) AS t, min(idx) AS i, max(correlation) AS c FROM launches GROUP BY 1 ORDER BY 1",
            "SELECT hlo_module, hlo_op, hlo_instruction, hlo_desc, hlo_source, count(*) AS n, sum(dur) AS t FROM gpu GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"]
 paths = sorted(set(glob.glob("/work/shared/traces/**/*.json*", recursive=True) + glob.glob("/work/shared/traces/**/*.pb*", recursive=True)
                    + glob.glob("tests/data/**/*.json*", recursive=True) + glob.glob("tests/data/**/*.pb*", recursive=True)))
@@ -26,7 +28,7 @@ for p in paths:
         def w():
             calls.append(1); return whole
         tables = stored_tables(Held(t), narrow, w)
-        for q in (queries if "hlo_module" in whole.gpu.columns else queries[:-1]):  # (hlo_*: a JAX profile's columns)
+        for q in (queries if "hlo_module" in whole.gpu.columns else [q for q in queries if "hlo_module" not in q]):  # (hlo_*: a JAX profile's columns)
             got = S.stored_sql(tables, w, q)
             want = S.sql(whole, q)
             if not got.equals(want):

@@ -42,11 +42,6 @@ def table_names() -> list[str]:
     return [*TRACE_TABLES, *(f"analysis.{n}" for n in ANALYSIS_TABLES), *(f"counters.{n}" for n in COUNTER_TABLES)]
 
 
-#: the trace's tables that ``sql`` makes from the GPU rows and the steps alone (what a projected load holds as a whole
-#: load does: ``pipeline.PROJECTED_WHOLE_TABLES``)
-GPU_AND_STEP_TABLES = frozenset({"gpu", "kernels", "steps"})
-
-
 def reads_only(query: str, tables: frozenset[str], unread: frozenset[str]) -> bool:
     """Whether ``query`` can need, of the trace's tables and the analysis's and counters', only ``tables``, and none
     of the columns ``unread``: judged on its words as :func:`~kernscope.model.run_sql` judges which tables a query

@@ -56,7 +56,8 @@ _CAT_TO_KIND = {
 }
 
 
-def _kind_of(ph: str, cat: str) -> str:
+def kind_of(ph: str, cat: str) -> str:
+    """The kind of an event of phase ``ph`` and category ``cat`` (:data:`KINDS`)."""
     if ph == "M":
         return "metadata"
     if ph in ("s", "f", "t"):
@@ -145,7 +146,7 @@ def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
     """
     def kinds(one: list[pl.Series]) -> pl.Series:
         pairs = zip(*(s.cast(pl.String).fill_null("").to_list() for s in one))
-        return pl.Series("kind", [_kind_of(p, c) for p, c in pairs], dtype=KindEnum)
+        return pl.Series("kind", [kind_of(p, c) for p, c in pairs], dtype=KindEnum)
 
     found = numbered([ph, cat])
     if found is not None:
@@ -153,7 +154,7 @@ def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
     ph_idx, ph_names = _codes(ph)
     cat_idx, cat_names = _codes(cat)
     kind_code = {k: i for i, k in enumerate(KINDS)}
-    lut = np.array([[kind_code[_kind_of(p, c)] for c in cat_names] for p in ph_names], dtype=np.uint32).reshape(-1)
+    lut = np.array([[kind_code[kind_of(p, c)] for c in cat_names] for p in ph_names], dtype=np.uint32).reshape(-1)
     idx = ph_idx * max(len(cat_names), 1) + cat_idx
     return pl.Series("kind", list(KINDS), dtype=KindEnum).gather(pl.Series(lut[idx], dtype=pl.UInt32))
 

@@ -447,15 +447,17 @@ A trace the parse cache holds whole (after an earlier `sql` of its events, or `k
 every event) is not loaded again: the trace tables are lazy frames over the cache entry's files, read only in the columns
 (and, under `LIMIT`, the rows) the query asks for. A count of a 207 MB JAX profile's kernels reads two of the GPU
 table's ~70 columns: 0.27–0.29 s and 140 MB of memory, where loading the trace took 0.69–0.74 s and 0.82 GB
-(`docs/performance.md`, session 58). Where only `analyze`'s narrower load is stored, `gpu`, `kernels` and `steps` come
-from it in the columns it holds as a whole load does (not the args and XLA stats it leaves unread): the first query
-after `analyze` of that profile takes 0.35–0.38 s instead of a whole parse (1.5–1.7 s, 1.03 GB). `events`, `cpu_ops`, `launches`, `flows`, `call_tree`, `analysis.*` and `counters.*`,
-and a column the stored load lacks, load the trace; a damaged entry is read again from the file, with one notice.
-The first query of a file nothing has stored, when it names only `gpu`, `kernels` and `steps` and none of the columns
+(`docs/performance.md`, session 58). Where only `analyze`'s narrower load is stored, `gpu`, `kernels`, `steps`,
+`cpu_ops` and `launches` come from it in the columns it holds as a whole load does (not the args and XLA stats it leaves
+unread; it skips Python and instant events, never a CPU op or a launch): the first query after `analyze` of that
+profile takes 0.35–0.38 s instead of a whole parse (1.5–1.7 s, 1.03 GB). `events`, `flows`, `call_tree`, `analysis.*`
+and `counters.*`, and a column the stored load lacks, load the trace; a damaged entry is read again from the file, with
+one notice. The first query of a file nothing has stored, when it names only those five tables and none of the columns
 `analyze`'s load leaves unread (no `*` but `count(*)`: judged on the query's words, a doubt loads the whole trace),
 reads that narrower load and stores it, for the next query and a later `analyze`: kernels by name of the 207 MB JAX
 profile in 0.98–1.15 s and 0.53 GB instead of 1.31–1.42 s and 1.03 GB, of the 206 MB GPT trace with stacks
-in 0.59–0.67 s instead of 0.71–0.79 s (`docs/performance.md`, session 59).
+in 0.59–0.67 s instead of 0.71–0.79 s; CPU ops by name of that GPT trace in 0.75–0.84 s and 216 MB instead of 0.86–1.07
+s and 286–301 MB (`docs/performance.md`, session 59).
 
 | table | one row per | columns |
 |---|---|---|
