@@ -1158,3 +1158,56 @@ def test_an_idx_that_counts_up_by_one_is_written_as_its_first_value(monkeypatch)
         e = kcache.open_entry(f"b{i}" * 16, {"run": 5}, notify=lambda m: None)
         assert d is not None and e is not None and e.manifest["files"]["events.arrow"]["ranges"] == {}
         assert_frame_equal(e.table("events"), odd["events"], check_exact=True)
+
+
+def test_a_projected_load_of_a_jax_profile_reads_its_whole_entry_without_the_stats_it_leaves_null(tmp_path, monkeypatch):
+    """Where only a whole load's entry is stored (``kernscope.load()`` in Python, a query of the events), analyze's
+    projected load reads it, not the file: its tables are the projected parse's, the XLA stats it does not read null
+    as there, the GPU table's shared columns slices of its events. A rank summary's load, which reads the GPU cliques'
+    stats a whole load leaves unread, parses the file."""
+    from polars.testing import assert_frame_equal
+
+    from kernscope.analyze.needs import analyze_projection
+    from kernscope.analyze.ranks import RankTask
+
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    path = ROOT / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
+    kernscope.load(path)  # the whole load's entry
+    narrow = analyze_projection()
+    read = kernscope.load(path, projection=narrow)
+    parsed = kernscope.load(path, cache=False, projection=narrow)
+    assert read.from_cache and not parsed.from_cache
+    for t in ("events", "gpu", "steps"):
+        assert_frame_equal(getattr(read, t), getattr(parsed, t), check_exact=True)
+    assert read.events["grid_x"].null_count() == read.events.height  # (a stat analyze does not read)
+    rank = RankTask().load_projection()
+    assert rank is not None and not kernscope.load(path, projection=rank).from_cache
+
+
+def test_cli_analyze_after_a_whole_load_reads_its_entry_and_stores_its_output_there(tmp_path, capsys, monkeypatch):
+    """``analyze`` of a trace whose whole load is stored (and not its own narrower one) reads that entry, prints what a
+    cold run prints, and stores its output there: the next identical command loads nothing."""
+    import shutil
+
+    from kernscope import commands
+    from kernscope.cli import main
+
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    p = tmp_path / "t.json.gz"
+    shutil.copy(ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz", p)
+    assert main(["analyze", str(p), "--format", "json", "--no-cache"]) == 0
+    cold = capsys.readouterr().out
+    kernscope.load(p)  # the whole load's entry
+    loads: list[object] = []
+    real = commands.Session.load
+
+    def counted(self, path, **kw):
+        trace = real(self, path, **kw)
+        loads.append(trace.from_cache)
+        return trace
+
+    monkeypatch.setattr(commands.Session, "load", counted)
+    for _ in range(2):
+        assert main(["analyze", str(p), "--format", "json"]) == 0
+        assert capsys.readouterr().out == cold
+    assert loads == [True]  # (read from the whole load's entry once; then the stored output)

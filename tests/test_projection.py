@@ -190,15 +190,26 @@ def _train_like(n_steps: int = 3) -> list[str]:
     return evs
 
 
-def test_cache_keeps_projected_and_whole_apart(tmp_path):
+def test_a_projected_load_reads_a_stored_whole_load_and_a_whole_load_never_a_projected_one(tmp_path):
+    """The parse cache keeps a projected load's entry apart from the whole load's: a whole load never reads a projected
+    entry (it lacks events), and a projected load reads its own. Where only the whole load's is stored, a projected load
+    reads that one instead of parsing again: it holds every event, and the rank summary is the projected parse's."""
     p = _kineto_file(tmp_path / "rank0.json", _train_like())
-    whole = load(p)
     proj = load(p, projection=PROJ)
-    again = load(p)
-    assert whole.stats.projected_out == 0 and again.stats.projected_out == 0
-    assert proj.stats.projected_out > 0 and again.from_cache
-    assert again.events.height == whole.events.height
-    assert load(p, projection=PROJ).stats.projected_out == proj.stats.projected_out
+    whole = load(p)
+    assert proj.stats.projected_out > 0 and not proj.from_cache
+    assert whole.stats.projected_out == 0 and not whole.from_cache  # (parsed: the projected entry lacks events)
+    again = load(p, projection=PROJ)
+    assert again.from_cache and again.stats.projected_out == proj.stats.projected_out
+    # another file, loaded whole first: a projected load reads the whole load's entry
+    evs = _train_like()
+    evs.insert(3, _ev("cpu_op", "aten::zeros", 12.0, dur=2.0))
+    q = _kineto_file(tmp_path / "rank1.json", evs)
+    whole_q = load(q)
+    read = load(q, projection=PROJ)
+    assert read.from_cache and read.stats.projected_out == 0 and read.events.height == whole_q.events.height
+    assert read.stats.events == load(q, cache=False, projection=PROJ).stats.events  # (the skipped ones counted there)
+    _same_result(summarize_rank(read, str(q)), summarize_rank(load(q, cache=False, projection=PROJ), str(q)))
 
 
 def test_rank_task_results_equal_and_marker_ops_kept(tmp_path):

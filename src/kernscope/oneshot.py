@@ -171,6 +171,13 @@ class Request:
         return load_key(self.salvage, self.step_marker, self.projection)
 
     @cached_property
+    def load_keys(self) -> list[dict[str, Any]]:
+        """The entries whose stored output may answer, in order: this load's, and a projected load's whole one (which
+        the load reads where its own is not stored: ``pipeline.load``)."""
+        whole = load_key(self.salvage, self.step_marker, None)
+        return [self.load_key] if whole == self.load_key else [self.load_key, whole]
+
+    @cached_property
     def key(self) -> dict[str, Any]:
         """(Built once: it digests the rules file's content.)"""
         return outputs.result_key(self.command, self.options, self.rules)
@@ -190,7 +197,7 @@ def answer(req: Request, prefetch: Prefetch[Any], load: Loader[T], compute: Call
     if req.no_cache or not outputs.may_be_stored(req.path):
         prefetch.start()  # no stored output can answer: import while the file is hashed
     if not req.no_cache:
-        digest, stored = outputs.lookup(req.path, req.load_key, req.key, req.notify)
+        digest, stored = outputs.lookup(req.path, req.load_keys, req.key, req.notify)
         if stored is not None:
             emit(stored)
             if req.keep is not None:
@@ -212,6 +219,6 @@ def answer(req: Request, prefetch: Prefetch[Any], load: Loader[T], compute: Call
         if writer is not None:
             writer.join()
     if digest is not None:
-        outputs.store(digest, req.load_key, req.key, body, req.notify)
+        outputs.store(digest, req.load_keys, req.key, body, req.notify)
         if req.keep is not None:
             req.keep(body)

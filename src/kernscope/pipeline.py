@@ -53,39 +53,65 @@ def _info(trace: Trace) -> dict[str, Any]:
     }
 
 
-def _from_entry(entry: _cache.Entry, path: str, reload: Callable[[], Trace]) -> Trace:
+def _from_entry(entry: _cache.Entry, path: str, reload: Callable[[], Trace], unread: frozenset[str] = frozenset()) -> Trace:
     """A Trace over a verified cache entry: GPU and step tables now, events and flows on first use (the events now
-    where the GPU table is a run of them: its shared columns are slices of theirs)."""
+    where the GPU table is a run of them: its shared columns are slices of theirs). The columns ``unread`` (of a
+    wider load's entry read for a projected load: what that load leaves null) are not read, and null."""
     info = entry.info
 
+    def read(name: str, events: pl.DataFrame | None = None) -> pl.DataFrame:
+        if not unread:
+            return entry.table(name, events=events)
+        columns = entry.columns(name)
+        df = entry.table(name, [c for c in columns if c not in unread], events=events)
+        schema = entry.table(name, rows=(0, 0)).schema if any(c in unread for c in columns) else {}
+        return df.with_columns(pl.lit(None, dtype=schema[c]).alias(c) for c in columns if c in unread).select(columns)
+
     def table(name: str) -> Callable[[], pl.DataFrame]:
-        def read() -> pl.DataFrame:
+        def lazy_read() -> pl.DataFrame:
             try:
-                return entry.table(name)
+                return read(name)
             except (OSError, ValueError, pl.exceptions.PolarsError) as e:  # evicted or damaged since: parse again
                 warnings.warn(f"kernscope: cache entry lost its {name} table ({e}); re-reading {path}",
                               _cache.CacheNotice, stacklevel=2)
                 fresh = reload()
                 return fresh.events if name == "events" else fresh.flows
-        return read
+        return lazy_read
 
     if entry.shares_events("gpu"):
         # the GPU rows are a run of the event table (a JAX profile's): the event table is read now and the GPU table's
         # columns it shares are slices of it, one copy as a parse leaves them (read apart, from the event table's file,
         # they were a second: a 207 MB JAX profile's analyze from its entry peaked at 0.89 GB, against 0.64 GB cold)
-        whole_events = entry.table("events")
+        whole_events = read("events")
         events = Lazy.of(whole_events)
-        gpu = entry.table("gpu", events=whole_events)
+        gpu = read("gpu", events=whole_events)
     else:
         events = Lazy(table("events"))
-        gpu = entry.table("gpu")
+        gpu = read("gpu")
     return Trace(
         path=path, events_table=events, gpu=gpu, flows_table=Lazy(table("flows")),
-        steps=entry.table("steps"), tree_table=Lazy(lambda: call_tree(events.get())),
+        steps=read("steps"), tree_table=Lazy(lambda: call_tree(events.get())),
         stats=TraceStats.from_dict(info["stats"]), metadata=info["metadata"], process_names=info["process_names"],
         thread_names=info["thread_names"], unlinked=info["unlinked"], salvaged=info["salvaged"],
         salvage_skipped=tuple(info["salvage_skipped"]), from_cache=True, step_source=info["step_source"],
     )
+
+
+def _unread_stats(entry: _cache.Entry, projection: Projection) -> frozenset[str] | None:
+    """Of a whole load's entry read for a load with ``projection``, the columns that load leaves null: of an XSpace
+    profile, the XLA stats it does not read (``xplane.decode`` makes them null literals); none of another format's
+    (its projected load differs from the whole one in rows and args the analyses do not read). None where the entry
+    cannot stand for that load: it reads a stat a whole load does not (the GPU cliques' of a rank summary), or the HLO
+    instruction without matching command buffers' library kernels to their calls (those rows' would differ)."""
+    if projection.stats is None or "xplane" not in entry.info.get("metadata", {}):
+        return frozenset()
+    from .load.xplane import LIBRARY_MATCH_COLUMNS, XLA_COLUMNS
+    from .load.xstats import OPT_IN_STATS
+
+    stats = set(projection.stats)
+    if stats & OPT_IN_STATS or ("hlo_instruction" in stats and not stats & set(LIBRARY_MATCH_COLUMNS)):
+        return None
+    return frozenset(XLA_COLUMNS) - stats
 
 
 def _readers(counts: dict[str, int]) -> str:
@@ -159,10 +185,19 @@ def load(
                 digest_hex = digest.hexdigest if digest.identity == before else _cache.file_digest(p)
                 lap("content hash (the cache key)")
                 entry = _cache.open_entry(digest_hex, opts.key(), notify=notify)
+                unread: frozenset[str] | None = frozenset()
+                if entry is None and projection is not None and not salvage:
+                    # a whole load's entry holds every table a projected load makes (its analyses answer the same:
+                    # the tests compare them on every real trace): read, not parsed again (of a JAX profile, without
+                    # the XLA stats the projection leaves null)
+                    entry = _cache.open_entry(digest_hex, LoadOptions(salvage, opts.steps).key(), notify=notify)
+                    unread = _unread_stats(entry, projection) if entry is not None else None
+                    entry = entry if unread is not None else None
             if entry is not None:
                 try:
                     return _from_entry(entry, p, lambda: load(p, cache=False, salvage=salvage, workers=workers,
-                                                              steps=steps, limits=limits, projection=projection))
+                                                              steps=steps, limits=limits, projection=projection),
+                                       unread or frozenset())
                 except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError) as e:
                     _cache._discard(entry.path, str(e) or type(e).__name__, notify)
         fmt = detect(source)
