@@ -389,3 +389,18 @@ def test_public_load_takes_the_analyze_projection(tmp_path):
     with pytest.raises(kernscope.KernscopeError, match="unknown projection 'fast'"):
         kernscope.load(path, projection="fast")  # type: ignore[arg-type]  # the refusal is what is tested
     assert kernscope.Projection is type(PROJ)
+
+
+def test_a_projection_the_format_does_not_take_stores_a_whole_load(tmp_path):
+    """A PyTorch trace loaded with an XSpace-only projection (``report``'s, ``memory``'s) is loaded whole, and stored as
+    the whole load it is: a whole load and a projected one read that entry (before, a report left an entry only that
+    same projection read, and ``analyze`` after it parsed the file again)."""
+    from kernscope.analyze.needs import analyze_projection, report_projection
+
+    p = _kineto_file(tmp_path / "rank0.json", _train_like())
+    first = load(p, projection=report_projection())
+    assert not first.from_cache and first.stats.projected_out == 0
+    whole = load(p)
+    assert whole.from_cache and whole.events.height == first.events.height
+    narrow = load(p, projection=analyze_projection())
+    assert narrow.from_cache and narrow.events.height == first.events.height

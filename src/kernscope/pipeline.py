@@ -216,7 +216,10 @@ def load(
     finally:
         source.close()
     trim_heap()  # the parse's freed buffers back to the system before linking allocates (peak RSS)
-    staged = _StagedWrite(_cache.EntryWriter(digest_hex, opts.key(), notify=notify, size=before.size) if cache else None)
+    # (stored under the load it was: a projection this format does not take, as the XSpace-only one of a report of a
+    # PyTorch trace, made a whole load, which a projected load may read)
+    written = LoadOptions(salvage, opts.steps, projection).key()
+    staged = _StagedWrite(_cache.EntryWriter(digest_hex, written, notify=notify, size=before.size) if cache else None)
     try:
         with _gc_paused():
             trace = link(raw, p, steps=opts.steps, events_ready=staged.events)
