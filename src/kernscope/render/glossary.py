@@ -443,8 +443,8 @@ a kernel's `category` or `library` asked of `kernels` or `gpu` (the trace's tabl
 they are the analysis's, in `analysis.kernels`.
 `SHOW TABLES` lists every table, `analysis.*` included, without building one; a statement that is not a query
 (`DROP`, `CREATE`, `INSERT`, …) or an empty one is refused in one line (exit 2): nothing changes a trace.
-A trace the parse cache holds whole (after an earlier `sql` of its events, or `kernscope.load()` in Python: a load of
-every event) is not loaded again: the trace tables are lazy frames over the cache entry's files, read only in the columns
+A trace the parse cache holds whole (after an earlier `sql` of its events, a `report` of a PyTorch trace, or
+`kernscope.load()` in Python: a load of every event) is not loaded again: the trace tables are lazy frames over the cache entry's files, read only in the columns
 (and, under `LIMIT`, the rows) the query asks for. A count of a 207 MB JAX profile's kernels reads two of the GPU
 table's ~70 columns: 0.27–0.29 s and 140 MB of memory, where loading the trace took 0.69–0.74 s and 0.82 GB
 (`docs/performance.md`, session 58). Where only `analyze`'s narrower load is stored, `gpu`, `kernels`, `steps`,
