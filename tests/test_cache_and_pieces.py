@@ -812,7 +812,7 @@ def test_a_file_changed_before_its_pending_hash_is_not_cached(tmp_path, monkeypa
     # a pending digest never hashed (its entry was not written) stores no output, and does not hash to find out
     pending = kcache.PendingDigest(str(trace), FileIdentity.of(trace))
     monkeypatch.setattr(kcache, "file_digest", edit_then_hash)
-    outputs.store(pending, {}, {"command": "analyze"}, b"out", None)
+    outputs.store(pending, [{}], {"command": "analyze"}, b"out", None)
     assert pending.known() is None
     monkeypatch.setattr(kcache, "file_digest", real)
     gone = kcache.PendingDigest(str(trace), FileIdentity.of(trace))

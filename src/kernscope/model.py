@@ -291,6 +291,14 @@ SQL_STATEMENT_WORDS = frozenset({"drop", "create", "insert", "update", "delete",
 ANALYSIS_COLUMNS = ("category", "library")
 
 
+def query_words(query: str) -> set[str]:
+    """The words of a SQL ``query``, lowercased, dotted names whole (``analysis.kernels``, ``k.name``): what it may name
+    (a word in a quoted literal too). :func:`run_sql` builds the tables among them."""
+    import re
+
+    return {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", query)}
+
+
 def check_statement(query: str, tables: Sequence[str]) -> str:
     """What ``query`` is: "show" (``SHOW TABLES``) or "query"; a statement that is not a query (``DROP``, ``CREATE``
     …) or an empty one raises :class:`~kernscope.errors.KernscopeError` naming ``tables``. Judged on the statement's
@@ -324,7 +332,7 @@ def run_sql(query: str, tables: Mapping[str, Callable[[], pl.DataFrame | pl.Lazy
     if check_statement(query, list(tables)) == "show":
         return pl.DataFrame({"name": list(tables)}, schema={"name": pl.String})
     ctx = pl.SQLContext()
-    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", query)}
+    words = query_words(query)
     # a dotted name (analysis.kernels) is registered under a plain one and the query rewritten to it outside quotes:
     # polars 2.0 (the newest on Python 3.10) reads "analysis" as a schema it does not have
     plain = {name.lower(): f"__ks_{name.replace('.', '__')}" for name in tables if "." in name}

@@ -31,33 +31,33 @@ def result_key(command: str, options: dict[str, Any], rules: str | None = None) 
     return {"command": command, **options, "rules": rules_digest(rules)}
 
 
-def lookup(path: str, load_key: dict[str, Any] | list[dict[str, Any]], key: dict[str, Any],
+def lookup(path: str, load_keys: list[dict[str, Any]], key: dict[str, Any],
            notify: Notify | None) -> tuple[_cache.KnownDigest | _cache.PendingDigest, bytes | None]:
     """(content digest of ``path``, stored output or None). The digest can be handed to
     :func:`kernscope.pipeline.load` so that the file is not hashed twice; it is a pending one (not hashed yet, and
-    nothing stored) when no cache entry was ever written for a file of its size. ``load_key``: the load's, or the
-    loads' in order whose entries may hold the output (a projected load's, then the whole load's it may read)."""
+    nothing stored) when no cache entry was ever written for a file of its size. ``load_keys``: the loads' whose
+    entries may hold the output, in order (a projected load's, then the whole load's it may read)."""
     open_trace(path).close()  # the same checks and messages as a load (missing file, directory, empty)
     pending = _cache.digest_later(path, FileIdentity.of(path))
     if pending is not None:
         return pending, None
     known = _cache.KnownDigest.of(path)
-    for k in load_key if isinstance(load_key, list) else [load_key]:
+    for k in load_keys:
         entry = _cache.open_entry(known.hexdigest, k, notify=notify)
         if entry is not None:
             return known, _cache.read_result(entry, key)
     return known, None
 
 
-def store(digest: _cache.KnownDigest | _cache.PendingDigest, load_key: dict[str, Any] | list[dict[str, Any]],
+def store(digest: _cache.KnownDigest | _cache.PendingDigest, load_keys: list[dict[str, Any]],
           key: dict[str, Any], body: bytes, notify: Notify | None) -> None:
-    """Store ``body`` in the first entry of ``load_key``'s (as :func:`lookup` takes them) there is: the one the load
+    """Store ``body`` in the first entry of ``load_keys``' (as :func:`lookup` takes them) there is: the one the load
     wrote, or the whole load's it read."""
     # (a pending digest not hashed yet: its load wrote no entry, so there is nowhere to store the output)
     hexdigest = digest.hexdigest if isinstance(digest, _cache.KnownDigest) else digest.known()
     if hexdigest is None:
         return
-    for k in load_key if isinstance(load_key, list) else [load_key]:
+    for k in load_keys:
         entry = _cache.open_entry(hexdigest, k, notify=notify)
         if entry is not None:  # (the entry marked its file's size when it was written: :func:`kernscope.load.cache.mark_size`)
             _cache.write_result(entry, key, body)

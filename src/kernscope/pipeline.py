@@ -105,11 +105,11 @@ def _unread_stats(entry: _cache.Entry, projection: Projection) -> frozenset[str]
     instruction without matching command buffers' library kernels to their calls (those rows' would differ)."""
     if projection.stats is None or "xplane" not in entry.info.get("metadata", {}):
         return frozenset()
-    from .load.xplane import LIBRARY_MATCH_COLUMNS, XLA_COLUMNS
+    from .load.xplane import XLA_COLUMNS, matches_library_calls
     from .load.xstats import OPT_IN_STATS
 
     stats = set(projection.stats)
-    if stats & OPT_IN_STATS or ("hlo_instruction" in stats and not stats & set(LIBRARY_MATCH_COLUMNS)):
+    if stats & OPT_IN_STATS or ("hlo_instruction" in stats and not matches_library_calls(stats)):
         return None
     return frozenset(XLA_COLUMNS) - stats
 
@@ -273,17 +273,17 @@ def stored(path: str | os.PathLike[str], options: LoadOptions,
 def projection_unread(projection: Projection) -> frozenset[str]:
     """The GPU table's columns that a load with ``projection`` does not fill as a whole load does: the args and XSpace
     stats it leaves unread (null), and every HLO column of an XSpace load that does not match command buffers' library
-    kernels to their custom calls (one that reads no ``hlo_instruction``, or none of ``xplane.LIBRARY_MATCH_COLUMNS``:
+    kernels to their custom calls (``xplane.matches_library_calls``:
     those kernels' HLO columns stay unset)."""
     from .load.argspec import ARG_FIELDS
-    from .load.xplane import HLO_COLUMNS, LIBRARY_MATCH_COLUMNS, XLA_COLUMNS
+    from .load.xplane import HLO_COLUMNS, XLA_COLUMNS, matches_library_calls
 
     unread: set[str] = set()
     if projection.args is not None:
         unread |= {f.column for f in ARG_FIELDS} - set(projection.args)
     if projection.stats is not None:
         unread |= set(XLA_COLUMNS) - set(projection.stats)
-        if "hlo_instruction" not in projection.stats or not set(LIBRARY_MATCH_COLUMNS) & set(projection.stats):
+        if not matches_library_calls(projection.stats):
             unread |= set(HLO_COLUMNS)
     return frozenset(unread)
 

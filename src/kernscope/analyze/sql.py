@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 
-from ..model import TRACE_TABLES, Lazy, Trace, run_sql, stored_table_makers
+from ..model import TRACE_TABLES, Lazy, Trace, query_words, run_sql, stored_table_makers
 from .categories import Categorizer
 from .counters import COUNTER_TABLES, KernelCounters, kernel_counters
 from .critical_path import empty_path
@@ -47,7 +47,7 @@ def reads_only(query: str, tables: frozenset[str], unread: frozenset[str]) -> bo
     of the columns ``unread``: judged on its words as :func:`~kernscope.model.run_sql` judges which tables a query
     names (a word in a quoted literal counts too), so a doubt says no. A column reached without its name says no: a
     wildcard (``SELECT *``, ``t.*``; ``count(*)`` reads no column), ``COLUMNS(...)``, a ``NATURAL`` join."""
-    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", query)}
+    words = query_words(query)
     parts = {p for w in words for p in w.split(".")}
     named = {t for t in TRACE_TABLES if t in words} | {w for w in words if w.startswith(("analysis.", "counters."))}
     if not named <= tables or parts & {c.lower() for c in unread} or parts & {"natural", "columns"}:

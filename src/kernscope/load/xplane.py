@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -465,13 +465,20 @@ def _costs(works: Works, rows: list[int]) -> pl.DataFrame:
 LIBRARY_MATCH_COLUMNS = (*HLO_COST_COLUMNS, "hlo_source", "hlo_function")
 
 
+def matches_library_calls(read: Iterable[str]) -> bool:
+    """Whether a load reading the columns ``read`` matches command buffers' library kernels to the custom calls they
+    ran (:func:`_with_library_calls`): it reads ``hlo_instruction`` and one of :data:`LIBRARY_MATCH_COLUMNS`."""
+    read = set(read)
+    return "hlo_instruction" in read and bool(read & set(LIBRARY_MATCH_COLUMNS))
+
+
 def _with_library_calls(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, read: list[str]) -> pl.DataFrame:
     """The library kernels of command buffers (cuBLAS's, cuDNN's) get the HLO columns of the custom call the module's
     schedule says they ran (:mod:`.hlo_align`), where no name or ``hlo_op`` named it: every HLO column ``read``, where
     it reads the costs (the perf model's: ``perf``, ``analyze --roofline``, ``sql``) or the source lines (``analyze``'s
     GPU time by source line), so that such a load's HLO columns are a whole load's (the categories decide those kernels
     by their names: ``analyze``'s output is the same either way, on every JAX profile here)."""
-    if "hlo_instruction" not in read or not any(c in read for c in LIBRARY_MATCH_COLUMNS):
+    if not matches_library_calls(read):
         return table
     rows, calls = hlo_align.match(table, hlo)
     if rows.size == 0:
