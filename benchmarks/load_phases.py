@@ -3,9 +3,10 @@
     python benchmarks/load_phases.py TRACE [--workers N]
 
 Phases are timed one after the other in one process (wall clock, `time.perf_counter`): imports, content
-hash (the cache key), cutting the event array into pieces alone (no parse), parse (cut + parse on the
-thread pool), link, cache write, default summary, JSON render. The sum is close to, but not exactly, a
-cold CLI run (the CLI overlaps nothing more; it adds argument parsing and the interpreter start).
+hash (the cache key), for a Kineto JSON trace cutting the event array into pieces alone (no parse), parse
+(the format's own: Kineto pieces on the thread pool, or a JAX profile's XSpace decode), link, cache write,
+default summary, JSON render. The sum is close to, but not exactly, a cold CLI run (the CLI overlaps the
+imports with the file's hash; it adds argument parsing and the interpreter start).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def main() -> int:
     from kernscope.link import StepSpec, link
     from kernscope.load import cache
     from kernscope.load.document import Splitter
-    from kernscope.load.kineto import parse_source, piece_bytes
+    from kernscope.load.formats import ParseOptions, detect
+    from kernscope.load.kineto import piece_bytes
     from kernscope.load.source import Limits, open_trace
     from kernscope.pipeline import LoadOptions, _info
     from kernscope.render.formats import text as render_text
@@ -53,14 +55,17 @@ def main() -> int:
     digest = cache.file_digest(args.trace)
     t = lap("content hash (xxh3-128, cache key)", t)
     src = open_trace(args.trace)
-    n = sum(1 for _ in Splitter(src, Limits(), chunk_bytes=piece_bytes()).pieces())
+    fmt = detect(src)
+    if fmt.name == "kineto":
+        n = sum(1 for _ in Splitter(src, Limits(), chunk_bytes=piece_bytes()).pieces())
+        t = lap(f"cut into {n} event-aligned pieces (no parse)", t)
     src.close()
-    t = lap(f"cut into {n} event-aligned pieces (no parse)", t)
     projection = None if args.read_all else analyze_projection(None)
     src = open_trace(args.trace)
-    raw = parse_source(src, workers=args.workers, projection=projection)
+    raw = fmt.parse(src, ParseOptions(workers=args.workers, projection=projection if fmt.projects else None))
     src.close()
-    t = lap("parse: cut + polars readers on threads", t)
+    what = "pieces on threads" if fmt.name == "kineto" else "XSpace decode"
+    t = lap(f"parse ({fmt.name}): {what}", t)
     trace = link(raw, args.trace, steps=StepSpec())
     t = lap("link (correlation, tree, steps)", t)
     tables = {"events": trace.events, "gpu": trace.gpu, "flows": trace.flows, "steps": trace.steps}
@@ -71,7 +76,7 @@ def main() -> int:
     body = render_text(a)
     t = lap("JSON render", t)
     total = sum(v for _, v in rows)
-    cut = next(v for k, v in rows if k.startswith("cut "))
+    cut = next((v for k, v in rows if k.startswith("cut ")), 0.0)
     print(f"{args.trace}: {size / 1e6:.0f} MB, {trace.stats.events:,} events, {len(body):,} bytes of JSON out")
     for k, v in rows:
         print(f"  {k:48s} {v:7.2f} s  {100 * v / total:5.1f}%")

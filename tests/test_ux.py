@@ -434,3 +434,27 @@ def test_the_report_timeline_has_a_lane_per_device_and_stream_in_order():
     start = np.frombuffer(base64.b64decode(tl["events"]["start"]), dtype="<f8")
     for a, b in zip(tl["lane_first"], tl["lane_first"][1:]):
         assert (np.diff(start[a:b]) >= 0).all()
+
+
+@pytest.mark.parametrize("trace", ["src/kernscope/examples/h200_gpt_train_step.pt.trace.json.gz",
+                                   "tests/data/recompile_h100/jax_recompile.xplane.pb.gz"])
+def test_load_phases_script_times_both_formats(tmp_path, trace):
+    """``benchmarks/load_phases.py`` (the table ``--timings`` follows) runs on a JAX profile as on a Kineto trace: it
+    parsed the file with the Kineto reader only, so a JAX profile stopped with a traceback. It names the format's
+    parse and counts the events the CLI's load counts."""
+    import os
+    import subprocess
+    import sys
+
+    import kernscope
+    from kernscope.analyze.needs import analyze_projection
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, KERNSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "load_phases.py"), str(root / trace)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    fmt = "xplane): XSpace decode" if trace.endswith(".pb.gz") else "kineto): pieces on threads"
+    assert f"parse ({fmt}" in p.stdout and "default summary (analyze)" in p.stdout
+    events = kernscope.load(str(root / trace), projection=analyze_projection(None), cache=False).stats.events
+    assert f"{events:,} events" in p.stdout
