@@ -27,7 +27,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -222,33 +222,24 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
     g = gpu.select(cols)  # (eager: the columns as polars holds them; a lazy query copied each into chunks)
     if g.height == g["step"].null_count() or trace.steps.height == 0:
         return []
-    first = _step_firsts(g)
-    steps = trace.steps.select("step", "start", "end")
-    rows = []
-    for r in first.join(steps, on="step").sort("step", "device").iter_rows(named=True):
-        begin = max(r["start"], r["_prev_end"] or r["start"])
-        dur = (r["end"] - r["start"]) / NS_PER_US
-        idle = (r["_first"] - begin) / NS_PER_US
-        if idle >= min(cfg["min_us"], wait_cfg["min_us"] if wait_cfg else cfg["min_us"]) and dur > 0:
-            launch = r.get("_launch")
-            launched = r["_first"] if launch is None else min(max(launch, begin), r["_first"])
-            rows.append((r, begin, launched, dur))
+    rows = _idle_starts(_step_firsts(g).join(trace.steps.select("step", "start", "end"), on="step").sort("step", "device"),
+                        min(cfg["min_us"], wait_cfg["min_us"] if wait_cfg else cfg["min_us"]))
     several = wait_cfg is not None and g["device"].n_unique() > 1
-    waited = _waited_for(gpu, [(r["_first"], launched) for r, _, launched, _ in rows]) if several and rows else {}
+    waited = _waited_for(gpu, [(r.first, r.launched) for r in rows]) if several and rows else {}
     # each row's idle (to its first work's launch where another GPU's work held that work back: the rest is a wait)
-    cuts = [(launched if waited.get(i) is not None else r["_first"]) for i, (r, _, launched, _) in enumerate(rows)]
-    idles = [(cut - begin) / NS_PER_US for (_, begin, _, _), cut in zip(rows, cuts)]
-    flags = [idle >= cfg["min_us"] and 100.0 * idle / dur >= cfg["min_share_pct"]
-             for (_, _, _, dur), idle in zip(rows, idles)]
-    host = _host_in_gaps(trace, gpu, [(r["step"], begin, cut) for (r, begin, _, _), cut, f in zip(rows, cuts, flags) if f])
+    cuts = [(r.launched if waited.get(i) is not None else r.first) for i, r in enumerate(rows)]
+    idles = [(cut - r.begin) / NS_PER_US for r, cut in zip(rows, cuts)]
+    flags = [idle >= cfg["min_us"] and 100.0 * idle / r.dur >= cfg["min_share_pct"] for r, idle in zip(rows, idles)]
+    host = _host_in_gaps(trace, gpu, [(r.step, r.begin, cut) for r, cut, f in zip(rows, cuts, flags) if f])
     out = []
-    for i, ((r, begin, launched, dur), cut, idle, flag) in enumerate(zip(rows, cuts, idles, flags)):
+    for i, (r, cut, idle, flag) in enumerate(zip(rows, cuts, idles, flags)):
         src = waited.get(i)
-        wait = (r["_first"] - cut) / NS_PER_US
+        wait = (r.first - cut) / NS_PER_US
+        dur = r.dur
         if flag:
-            ev = {"step": r["step"], "device": r["device"], "idle_us": idle, "share_pct": 100.0 * idle / dur, "step_us": dur}
+            ev: dict[str, Any] = {"step": r.step, "device": r.device, "idle_us": idle, "share_pct": 100.0 * idle / dur, "step_us": dur}
             until = "to its first GPU work" if src is None else "until its first GPU work was launched"
-            op, op_ns = host.get((r["step"], begin, cut), (None, 0))
+            op, op_ns = host.get((r.step, r.begin, cut), (None, 0))
             host_words = ""
             if op is not None and op_ns / NS_PER_US >= HOST_OP_SHARE * idle:
                 ev.update(host_op=op, host_op_us=op_ns / NS_PER_US)
@@ -256,12 +247,46 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
                     " (waiting for the input pipeline: more DataLoader workers, or a cheaper dataset and transforms)"
                     if re.search(DATA_LOADING, op) else "")
             out.append(_row(cfg, "step_start_idle", idle, ev, words={"until": until, "host": host_words},
-                            step=r["step"], device=r["device"]))
+                            step=r.step, device=r.device))
         if src is not None and wait_cfg is not None and wait >= wait_cfg["min_us"] and 100.0 * wait / dur >= wait_cfg["min_share_pct"]:
-            ev = {"step": r["step"], "device": r["device"], "wait_us": wait, "share_pct": 100.0 * wait / dur, "step_us": dur,
-                  "launched_us": (launched - r["start"]) / NS_PER_US, "waited_for": src}
-            out.append(_row(wait_cfg, "step_start_wait", wait, ev, step=r["step"], device=r["device"]))
+            ev = {"step": r.step, "device": r.device, "wait_us": wait, "share_pct": 100.0 * wait / dur, "step_us": dur,
+                  "launched_us": (r.launched - r.start) / NS_PER_US, "waited_for": src}
+            out.append(_row(wait_cfg, "step_start_wait", wait, ev, step=r.step, device=r.device))
     return out
+
+
+class _IdleStart(NamedTuple):
+    """A (step, device) whose GPU was idle at the step's start (:func:`step_start_idle`; times in ns, ``dur`` µs)."""
+
+    step: int
+    device: int
+    start: int  #: the step's start
+    first: int  #: its first GPU record's start
+    begin: int  #: the idle's start: the step's, or the end of the device's work still running then
+    launched: int  #: when that first record was launched (within [begin, first]; ``first`` where unknown)
+    dur: float  #: the step's length (µs)
+
+
+def _idle_starts(t: pl.DataFrame, min_us: float) -> list[_IdleStart]:
+    """The rows of ``t`` (per step and device, in order: ``step``, ``device``, ``start``, ``end``, ``_first``,
+    ``_prev_end`` and ``_launch`` of :func:`_step_firsts` with the step's window) whose idle from their begin to their
+    first work is at least ``min_us`` µs, in a step of positive length. In numpy (a 3,300-step JAX profile's rows were
+    read one dict at a time): the same values, ns / :data:`NS_PER_US` as Python divides them."""
+    start, end, first = (t[c].to_numpy().astype(np.int64, copy=False) for c in ("start", "end", "_first"))
+    prev = t["_prev_end"]
+    after = (prev.is_not_null() & (prev != 0)).to_numpy()  # (a null or 0 end: no work before, as ``or`` reads it)
+    begin = np.where(after, np.maximum(start, prev.fill_null(0).to_numpy()), start)
+    dur = (end - start) / NS_PER_US
+    keep = np.flatnonzero(((first - begin) / NS_PER_US >= min_us) & (dur > 0))
+    launched = first
+    if "_launch" in t.columns:
+        launch = t["_launch"]
+        launched = np.where(launch.is_not_null().to_numpy(),
+                            np.minimum(np.maximum(launch.fill_null(0).to_numpy(), begin), first), first)
+    picked = pl.Series(keep)
+    return [_IdleStart(*r) for r in zip(t["step"].gather(picked).to_list(), t["device"].gather(picked).to_list(),
+                                         start[keep].tolist(), first[keep].tolist(), begin[keep].tolist(),
+                                         launched[keep].tolist(), dur[keep].tolist())]
 
 
 #: the share of a step's idle start one host event must hold to be named as what the host did meanwhile
@@ -285,8 +310,10 @@ def _host_in_gaps(trace: Trace, gpu: pl.DataFrame, gaps: list[tuple[int, int, in
              .filter(pl.col("launch_ts").is_not_null() & pl.col("step").is_not_null())
              .group_by("step").agg(pl.col("launch_pid", "launch_tid").get(pl.col("launch_ts").arg_min())).collect())
     wanted = {g[0] for g in gaps}
-    thread = {r["step"]: (r["launch_pid"], r["launch_tid"]) for r in first.iter_rows(named=True) if r["step"] in wanted}
-    windows = {r["step"]: (r["start"], r["end"]) for r in trace.steps.select("step", "start", "end").iter_rows(named=True)}
+    thread = {s: t for s, t in zip(first["step"].to_list(), zip(first["launch_pid"].to_list(), first["launch_tid"].to_list()))
+              if s in wanted}
+    st = trace.steps
+    windows = dict(zip(st["step"].to_list(), zip(st["start"].to_list(), st["end"].to_list())))
     lo, hi = min(g[1] for g in gaps), max(g[2] for g in gaps)
     threads = pl.DataFrame(list(set(thread.values())), schema={"pid": trace.events.schema["pid"],
                                                                "tid": trace.events.schema["tid"]}, orient="row")
