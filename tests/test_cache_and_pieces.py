@@ -1211,3 +1211,23 @@ def test_cli_analyze_after_a_whole_load_reads_its_entry_and_stores_its_output_th
         assert main(["analyze", str(p), "--format", "json"]) == 0
         assert capsys.readouterr().out == cold
     assert loads == [True]  # (read from the whole load's entry once; then the stored output)
+
+
+def test_file_digest_is_the_bytes_xxh3_mapped_or_read(tmp_path, monkeypatch):
+    """The content digest (the caches' key) is xxh3-128 of the file's bytes, through memory maps of 16 MB windows or,
+    where the file cannot be mapped, read into a buffer; the parse cache's checksums read the same way."""
+    import mmap
+
+    import xxhash
+
+    p = tmp_path / "t.bin"
+    data = os.urandom((16 << 20) + 12345)  # (a window and a part of one)
+    p.write_bytes(data)
+    want = xxhash.xxh3_128(data).hexdigest()
+    assert kcache.file_digest(p) == want and kcache._checksum_file(p) == want
+
+    def unmappable(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("not mappable")
+
+    monkeypatch.setattr(mmap, "mmap", unmappable)
+    assert kcache.file_digest(p) == want

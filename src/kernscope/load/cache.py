@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import mmap
 import os
@@ -180,16 +181,21 @@ def file_digest(path: str | os.PathLike[str]) -> str:
                 return h.hexdigest()
         except (OSError, ValueError, OverflowError):
             pass
-        h = xxhash.xxh3_128()  # not mappable (a special file), or it grew meanwhile: read it
-        if f.seekable():
+        if f.seekable():  # not mappable (a special file), or it grew meanwhile: read it
             f.seek(0)
-        buf = bytearray(_READ)
-        view = memoryview(buf)
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
+        return _read_digest(f)
+
+
+def _read_digest(f: io.RawIOBase) -> str:
+    """xxh3-128 of what ``f`` reads from where it is, in :data:`_READ`-byte reads into one buffer."""
+    h = xxhash.xxh3_128()
+    buf = bytearray(_READ)
+    view = memoryview(buf)
+    while True:
+        n = f.readinto(buf)
+        if not n:
+            break
+        h.update(view[:n])
     return h.hexdigest()
 
 
@@ -335,16 +341,8 @@ def _version_dir(root: Path) -> Path:
 
 
 def _checksum_file(p: Path) -> str:
-    h = xxhash.xxh3_128()
     with open(p, "rb", buffering=0) as f:
-        buf = bytearray(_READ)
-        view = memoryview(buf)
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
-    return h.hexdigest()
+        return _read_digest(f)
 
 
 # -- manifest ---------------------------------------------------------------------------------------
