@@ -42,11 +42,8 @@ def lookup(path: str, load_keys: list[dict[str, Any]], key: dict[str, Any],
     if pending is not None:
         return pending, None
     known = _cache.KnownDigest.of(path)
-    for k in load_keys:
-        entry = _cache.open_entry(known.hexdigest, k, notify=notify)
-        if entry is not None:
-            return known, _cache.read_result(entry, key)
-    return known, None
+    entry = _first_entry(known.hexdigest, load_keys, notify)
+    return known, (_cache.read_result(entry, key) if entry is not None else None)
 
 
 def store(digest: _cache.KnownDigest | _cache.PendingDigest, load_keys: list[dict[str, Any]],
@@ -55,13 +52,18 @@ def store(digest: _cache.KnownDigest | _cache.PendingDigest, load_keys: list[dic
     wrote, or the whole load's it read."""
     # (a pending digest not hashed yet: its load wrote no entry, so there is nowhere to store the output)
     hexdigest = digest.hexdigest if isinstance(digest, _cache.KnownDigest) else digest.known()
-    if hexdigest is None:
-        return
+    entry = _first_entry(hexdigest, load_keys, notify) if hexdigest is not None else None
+    if entry is not None:  # (the entry marked its file's size when it was written: :func:`kernscope.load.cache.mark_size`)
+        _cache.write_result(entry, key, body)
+
+
+def _first_entry(hexdigest: str, load_keys: list[dict[str, Any]], notify: Notify | None) -> _cache.Entry | None:
+    """The parse-cache entry of the first of ``load_keys`` stored for the file of ``hexdigest``, or None."""
     for k in load_keys:
         entry = _cache.open_entry(hexdigest, k, notify=notify)
-        if entry is not None:  # (the entry marked its file's size when it was written: :func:`kernscope.load.cache.mark_size`)
-            _cache.write_result(entry, key, body)
-            return
+        if entry is not None:
+            return entry
+    return None
 
 
 def may_be_stored(path: str) -> bool:

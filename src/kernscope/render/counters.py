@@ -55,7 +55,7 @@ def _console_head(s: Section, out: Console) -> None:
 
 @view("table", "counters.kernels")
 def _console_kernels(s: Section, out: Console) -> None:
-    d = s.df.head(s.top) if s.top is not None else s.df
+    d = s.shown
     derived = s.facts["derived"]
     metrics = [c for c in s.df.columns if c not in ("name", "op", "count") and c not in derived]
     shown = metrics[:TERMINAL_METRICS] if derived else metrics[:TERMINAL_METRICS * 2]

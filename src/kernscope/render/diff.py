@@ -184,7 +184,7 @@ def _console_sources(s: Section, out: Console) -> None:
     if not s.df.height:
         return
     loose = s.facts["match"] == "loose"
-    part = s.df.head(s.top) if s.top is not None else s.df
+    part = s.shown
     cols = [Col("file" if loose else "source line", weight=3, min_width=16, tail=True),
             Col("function", weight=2, min_width=8, tail=True), Col("A count", True), Col("B count", True),
             Col("A", True), Col("B", True), Col("B - A", True), Col("only", True)]

@@ -57,7 +57,7 @@ def _console_devices(s: Section, out: Console) -> None:
 def _console_steps(s: Section, out: Console) -> None:
     if s.df.height:
         # (the first ``top`` rows, as every long table: a 3,300-step profile's were all printed, 1 s of rendering)
-        d = s.df.head(s.top) if s.top is not None else s.df
+        d = s.shown
         rows = [[_device(r), str(r["step"]), size(r["allocated_at_start"]), size(r["allocated_at_end"]),
                  size(r["growth"]), size(r["peak_allocated"]), size(r["peak_reserved"])] for r in d.iter_rows(named=True)]
         out.print(fit_table("Per step (growth = held at the step's end minus at its start)",
@@ -69,8 +69,7 @@ def _console_steps(s: Section, out: Console) -> None:
 
 @view("table", "memory.ops")
 def _console_ops(s: Section, out: Console) -> None:
-    top = s.top
-    d = s.df.head(top) if top is not None else s.df
+    d = s.shown
     rows = [[r["op"] or "(outside any op)", _device(r), count(r["allocations"]), size(r["allocated_bytes"]),
              "-" if r["mean_lifetime_us"] is None else f"{r['mean_lifetime_us']:,.1f} µs", count(r["held_blocks"]),
              size(r["held_bytes"]), count(r["frees"])] for r in d.iter_rows(named=True)]

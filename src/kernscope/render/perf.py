@@ -145,7 +145,7 @@ def _ran(r: dict, params: dict[str, Any]) -> str:
 @view("table", "perf.missing")
 def _console_missing(s: Section, out: Console) -> None:
     if s.df.height:
-        d = s.df.head(s.top) if s.top is not None else s.df  # (the longest first)
+        d = s.shown  # (the longest first)
         rows = [[r["name"], r["reason"], count(r["count"]), us(r["kernel_time_us"])] for r in d.iter_rows(named=True)]
         out.print(fit_table("Ops the model could not use", [Col("op", weight=2), Col("why"), Col("calls", True),
                                                              Col("time", True)], rows, s.options.width,

@@ -100,7 +100,7 @@ def _console_heat(s: Section, out: Console) -> None:
 @view("table", "job.stragglers")
 def _console_stragglers(s: Section, out: Console) -> None:
     if s.df.height:
-        d = s.df.head(s.top) if s.top is not None else s.df  # (a row per step: a long job's, the first --top)
+        d = s.shown  # (a row per step: a long job's, the first --top)
         rows = [[r["step"], str(r["rank"]), us(r["wait_us"]), us(r["max_wait_us"]), f"{r['last_in']}/{r['collectives']}"]
                 for r in d.iter_rows(named=True)]
         out.print(fit_table("Stragglers: the rank the others waited for most, per step", [

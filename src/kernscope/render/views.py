@@ -92,6 +92,12 @@ class Section:
     def top(self) -> int | None:
         return self.options.top
 
+    @property
+    def shown(self) -> pl.DataFrame:
+        """This part's table as a terminal table shows it: its first ``top`` rows, all without a ``top`` (the rows
+        left out, ``df.height - shown.height``, are the table's "… N more")."""
+        return self.df if self.top is None else self.df.head(self.top)
+
 
 View = Callable[..., Any]
 #: a layout: part names in order, or a function of the result giving them (parts that vary: one sheet per op class)

@@ -10,8 +10,7 @@ from ..views import OMIT, Options, Section, Walk
 
 
 def default(s: Section) -> str:
-    df = s.df
-    return csv_text(df.head(s.top) if s.top is not None else df)
+    return csv_text(s.shown)
 
 
 class Csv:

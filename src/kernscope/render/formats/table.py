@@ -27,7 +27,7 @@ def cell(v: Any) -> str:
 def table(s: Section, out: RichConsole, title: str | None = None) -> None:
     """A table part: every column, the first ``top`` rows, numbers never cut."""
     df = s.df
-    shown = df.head(s.top) if s.top is not None else df
+    shown = s.shown
     cols = [Col(c, numeric=t.is_numeric()) for c, t in df.schema.items()]
     rows = [[cell(v) for v in r] for r in shown.iter_rows()]
     name = title if title is not None else s.name.replace("_", " ")
