@@ -783,7 +783,8 @@ def test_a_file_of_an_unseen_size_is_parsed_first_and_hashed_beside_the_link(tmp
     copy = tmp_path / "copy.json"
     copy.write_bytes(trace.read_bytes())
     assert kernscope.load(copy, projection=proj).from_cache and hashed[-1] == "MainThread"
-    assert _entry_dir().name == kcache.entry_key(real(trace), pipeline.LoadOptions(projection=proj).key())
+    # (a Kineto trace's entry: under the projection without the XSpace stats, which this format reads none of)
+    assert _entry_dir().name == kcache.entry_key(real(trace), pipeline.LoadOptions(projection=proj.without_stats()).key())
     for name in ("events", "gpu", "steps"):
         assert getattr(fresh, name).equals(getattr(again, name)), name
 
@@ -1211,6 +1212,64 @@ def test_cli_analyze_after_a_whole_load_reads_its_entry_and_stores_its_output_th
         assert main(["analyze", str(p), "--format", "json"]) == 0
         assert capsys.readouterr().out == cold
     assert loads == [True]  # (read from the whole load's entry once; then the stored output)
+
+
+def test_perf_after_analyze_of_a_pytorch_trace_reads_analyzes_entry_and_of_a_jax_profile_parses(tmp_path, capsys,
+                                                                                                  monkeypatch):
+    """``analyze``, ``analyze --roofline`` and ``perf`` load a PyTorch trace alike: their projections differ only in the
+    XSpace stats they would read, which a Kineto trace has none of. The first stores its entry under the projection
+    without them, and the others read it instead of parsing the file again; each prints what a cold run prints. Of a JAX
+    profile, ``perf`` reads the HLO cost model's stats that ``analyze``'s entry lacks: it parses."""
+    import shutil
+
+    from kernscope import commands
+
+    monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    loads: list[bool] = []
+    real = commands.Session.load
+
+    def counted(self, path, **kw):
+        trace = real(self, path, **kw)
+        loads.append(trace.from_cache)
+        return trace
+
+    kineto = tmp_path / "t.json.gz"
+    shutil.copy(ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz", kineto)
+    jax = tmp_path / "vm.xplane.pb.gz"
+    shutil.copy(ROOT / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz", jax)
+    commands_run = [["analyze", "--format", "json"], ["perf", "--format", "json"],
+                    ["analyze", "--roofline", "--format", "json"]]
+    cold = {}
+    for p in (kineto, jax):
+        for args in commands_run:
+            assert main([args[0], str(p), *args[1:], "--no-cache"]) == 0
+            cold[p, tuple(args)] = capsys.readouterr().out
+    monkeypatch.setattr(commands.Session, "load", counted)
+    for p, want in ((kineto, [False, True, True]), (jax, [False, False, True])):
+        loads.clear()
+        for args in commands_run:
+            assert main([args[0], str(p), *args[1:]]) == 0
+            assert capsys.readouterr().out == cold[p, tuple(args)]
+        assert loads == want, (p.name, loads)
+    entries = [d for d in (tmp_path / "cache").glob("v*/*") if (d / "manifest.json").exists()]
+    assert len(entries) == 3  # (the PyTorch trace's one; the JAX profile's analyze and perf loads)
+
+
+def test_load_keys_are_the_loads_own_then_without_stats_then_whole():
+    from kernscope.analyze.needs import analyze_projection
+    from kernscope.load.projection import Projection, load_key, load_keys
+
+    proj = analyze_projection()
+    assert proj is not None and proj.stats
+    assert load_keys(False, None, proj) == [load_key(False, None, proj), load_key(False, None, proj.without_stats()),
+                                            load_key(False, None, None)]
+    assert "stats" in load_keys(False, None, proj)[0]["projection"]
+    assert "stats" not in load_keys(False, None, proj)[1]["projection"]
+    assert load_keys(False, None, None) == [load_key(False, None, None)]
+    assert load_keys(True, None, proj) == [load_key(True, None, None)]  # (a salvaged load: one key, the whole one's)
+    plain = Projection(keep="x")
+    assert plain.without_stats() is plain and load_keys(False, "m", plain) == [load_key(False, "m", plain),
+                                                                              load_key(False, "m", None)]
 
 
 def test_file_digest_is_the_bytes_xxh3_mapped_or_read(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import Any, Generic, NoReturn, TypeVar
 
 from . import outputs
-from .load.projection import Projection, load_key
+from .load.projection import Projection, load_keys
 
 T = TypeVar("T")
 
@@ -167,15 +167,10 @@ class Request:
     keep: Callable[[bytes], object] | None = None
 
     @cached_property
-    def load_key(self) -> dict[str, Any]:
-        return load_key(self.salvage, self.step_marker, self.projection)
-
-    @cached_property
     def load_keys(self) -> list[dict[str, Any]]:
-        """The entries whose stored output may answer, in order: this load's, and a projected load's whole one (which
-        the load reads where its own is not stored: ``pipeline.load``)."""
-        whole = load_key(self.salvage, self.step_marker, None)
-        return [self.load_key] if whole == self.load_key else [self.load_key, whole]
+        """The entries whose stored output may answer, in order: this load's, and those of the wider loads that
+        ``pipeline.load`` reads where its own is not stored (:func:`kernscope.load.projection.load_keys`)."""
+        return load_keys(self.salvage, self.step_marker, self.projection)
 
     @cached_property
     def key(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from .link.tree import call_tree
 from .load import cache as _cache
 from .load.formats import ParseOptions, detect
 from .load.native import trim_heap
-from .load.projection import Projection, load_key
+from .load.projection import Projection, load_key, load_keys
 from .load.source import FileIdentity, Limits, open_trace
 from .model import Lazy, Trace, TraceStats
 
@@ -184,15 +184,18 @@ def load(
                     digest = _cache.KnownDigest.of(p)
                 digest_hex = digest.hexdigest if digest.identity == before else _cache.file_digest(p)
                 lap("content hash (the cache key)")
-                entry = _cache.open_entry(digest_hex, opts.key(), notify=notify)
                 unread: frozenset[str] | None = frozenset()
-                if entry is None and projection is not None and not salvage:
-                    # a whole load's entry holds every table a projected load makes (its analyses answer the same:
-                    # the tests compare them on every real trace): read, not parsed again (of a JAX profile, without
-                    # the XLA stats the projection leaves null)
-                    entry = _cache.open_entry(digest_hex, LoadOptions(salvage, opts.steps).key(), notify=notify)
-                    unread = _unread_stats(entry, projection) if entry is not None else None
-                    entry = entry if unread is not None else None
+                for i, key in enumerate(load_keys(salvage, opts.steps.marker, projection)):
+                    entry = _cache.open_entry(digest_hex, key, notify=notify)
+                    if entry is not None and i and projection is not None:
+                        # a wider load's entry (of the same projection reading every stat, or the whole load's)
+                        # holds every table this load makes (its analyses answer the same: the tests compare them on
+                        # every real trace): read, not parsed again (of a JAX profile, without the XLA stats the
+                        # projection leaves null)
+                        unread = _unread_stats(entry, projection)
+                        entry = entry if unread is not None else None
+                    if entry is not None:
+                        break
             if entry is not None:
                 try:
                     return _from_entry(entry, p, lambda: load(p, cache=False, salvage=salvage, workers=workers,
@@ -218,7 +221,9 @@ def load(
     trim_heap()  # the parse's freed buffers back to the system before linking allocates (peak RSS)
     # (stored under the load it was: a projection this format does not take, as the XSpace-only one of a report of a
     # PyTorch trace, made a whole load, which a projected load may read)
-    written = LoadOptions(salvage, opts.steps, projection).key()
+    # (and a projection as the format applies it: of a Kineto trace, without the XSpace stats it reads none of)
+    written = LoadOptions(salvage, opts.steps,
+                          projection if projection is None or fmt.reads_stats else projection.without_stats()).key()
     staged = _StagedWrite(_cache.EntryWriter(digest_hex, written, notify=notify, size=before.size) if cache else None)
     try:
         with _gc_paused():
@@ -266,8 +271,14 @@ def stored(path: str | os.PathLike[str], options: LoadOptions,
     digest = _cache.KnownDigest.of(p)
     if digest.identity != before:  # (changed while it was hashed: a load decides)
         return None
-    entry = _cache.open_entry(digest.hexdigest, options.key(), notify=notify)
-    return None if entry is None else (entry, digest)
+    keys = [options.key()]
+    if options.projection is not None:  # (the entry of a format that reads no stats, as :func:`load` stores it)
+        keys.append(LoadOptions(options.salvage, options.steps, options.projection.without_stats()).key())
+    for key in keys:
+        entry = _cache.open_entry(digest.hexdigest, key, notify=notify)
+        if entry is not None:
+            return entry, digest
+    return None
 
 
 def projection_unread(projection: Projection) -> frozenset[str]:

@@ -112,12 +112,15 @@ class Format:
     parse: Callable[[TraceSource, ParseOptions], RawTrace]
     #: whether a load projection applies (Kineto: unread JSON events and args skipped; XSpace: unread columns null)
     projects: bool = False
+    #: whether its projected load reads the projection's ``stats`` (an XSpace profile's own columns); a format that
+    #: reads none stores its entry under the projection without them (``Projection.without_stats``)
+    reads_stats: bool = False
 
 
 #: in the order they are tried
 FORMATS: tuple[Format, ...] = (
     Format("kineto", _is_json, _parse_kineto, projects=True),
-    Format("xplane", _looks_xspace, _parse_xplane, projects=True),
+    Format("xplane", _looks_xspace, _parse_xplane, projects=True, reads_stats=True),
 )
 
 

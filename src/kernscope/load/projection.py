@@ -5,7 +5,7 @@ How a projection is applied: :mod:`.project` (cut events out of the JSON text) a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -44,6 +44,12 @@ class Projection:
             key["formats"] = sorted(self.formats)
         return key
 
+    def without_stats(self) -> Projection:
+        """This projection as a format that reads no XSpace stats applies it (a Kineto trace's: ``stats`` None). Its
+        load stores its entry under this one's key, so that loads differing only in the stats they would read
+        (``analyze``'s and ``perf``'s of a PyTorch trace) find the same entry."""
+        return self if self.stats is None else replace(self, stats=None)
+
     def compiled(self) -> NameTest:
         """The ``keep`` test on names (one per document: it remembers the names it has judged)."""
         return NameTest(self.keep)
@@ -70,3 +76,14 @@ def load_key(salvage: bool, step_marker: str | None, projection: Projection | No
     if projection is not None and not salvage:
         key["projection"] = projection.key()
     return key
+
+
+def load_keys(salvage: bool, step_marker: str | None, projection: Projection | None) -> list[dict[str, Any]]:
+    """The parse-cache keys whose entries may serve a load with these options, in the order a load tries them: its
+    own; for a projection with ``stats``, the same one without them (the entry of a format that reads no stats, as a
+    Kineto trace's: :meth:`Projection.without_stats`); the whole load's. A caller checks that an entry of the second
+    or third stands for its load (``pipeline.load``: of an XSpace profile, the stats it leaves null)."""
+    keys = [load_key(salvage, step_marker, projection)]
+    if projection is not None:
+        keys += [load_key(salvage, step_marker, projection.without_stats()), load_key(salvage, step_marker, None)]
+    return [k for i, k in enumerate(keys) if k not in keys[:i]]
