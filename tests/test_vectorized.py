@@ -116,6 +116,29 @@ def test_integer_codes_equal_the_struct_rank(keys: list[str]) -> None:
     assert got is not None and np.array_equal(got, want)
 
 
+def test_partition_equals_polars_and_reads_one_group_in_place() -> None:
+    """``intervals.partition`` gives what ``partition_by(as_dict=True, include_key=False)`` gives (Categorical keys as
+    text, null keys as None, several groups or one); rows of one (pid, tid) come back as the table's own columns."""
+    from kernscope.intervals import partition
+
+    pid = pl.Series(["7", "7", "9", "7"], dtype=pl.Categorical)
+    tid = pl.Series(["a", "b", "a", "a"], dtype=pl.Categorical)
+    table = pl.DataFrame({"pid": pid, "tid": tid, "ts": [1, 2, 3, 4], "n": [None, 1, 2, 3]})
+    one = table.filter((pl.col("pid") == "7") & (pl.col("tid") == "a"))
+    nulls = table.with_columns(pl.lit(None, dtype=pl.Int64).alias("n"), pl.Series("m", [None, 5, None, 5]))
+    for t, keys in ((table, ("pid", "tid")), (one, ("pid", "tid")), (table.head(0), ("pid",)), (nulls, ("n",)),
+                    (nulls, ("m",)), (nulls, ("n", "pid")), (table.with_columns(pl.col("pid").cast(pl.String)), ("pid",)),
+                    (one.with_columns(pl.col("tid").cast(pl.String)), ("pid", "tid"))):
+        want = t.partition_by(*keys, as_dict=True, include_key=False)
+        got = partition(t, keys)
+        assert list(got) == list(want), keys
+        for k in want:
+            assert got[k].equals(want[k]), (keys, k)
+    got = partition(one, ("pid", "tid"))
+    assert list(got) == [("7", "a")]
+    assert got["7", "a"]["ts"].to_numpy().ctypes.data == one["ts"].to_numpy().ctypes.data  # not copied
+
+
 def test_integer_codes_decline_nulls_and_text() -> None:
     table = _random_gpu(4, nulls=True).with_columns(pl.col("step").cast(pl.String).alias("name"))
     assert integer_codes(table, ["device"]) is None  # nulls: polars ranks them

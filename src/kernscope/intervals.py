@@ -7,6 +7,7 @@ Shared by the trace timeline, multi-rank overlap and intra-kernel statistics. Im
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -111,6 +112,26 @@ def first_positions(codes: np.ndarray, size: int) -> np.ndarray:
     first = np.full(size, -1, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
     return first
+
+
+def partition(table: pl.DataFrame, keys: Sequence[str]) -> dict[tuple[Any, ...], pl.DataFrame]:
+    """``table.partition_by(*keys, as_dict=True, include_key=False)``: its rows by their ``keys`` (as Python values:
+    a Categorical's as text, a null as None), each part without the key columns. Where every row has the same keys, the
+    one part is ``table`` itself less them: no copy (a JAX profile's launching thread holds 0.3 M CPU events, which a
+    partition copied in 8-14 ms, once in the findings and once in the critical path)."""
+    if table.height and all(_one_value(table[k]) for k in keys):
+        return {tuple(table[k][0] for k in keys): table.drop(keys)}
+    return table.partition_by(*keys, as_dict=True, include_key=False)
+
+
+def _one_value(s: pl.Series) -> bool:
+    """Whether every value of ``s`` is the same (all null, or no null and one value), judged on its integers (a
+    Categorical's codes); False where ``s`` has none (text: a partition decides)."""
+    nulls = s.null_count()
+    if nulls:
+        return nulls == s.len()
+    p = s.to_physical()
+    return p.dtype.is_integer() and p.min() == p.max()
 
 
 def stable_order(key: np.ndarray) -> np.ndarray | None:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..intervals import RANK_TABLE, dense_codes, first_positions, group_by_keys, ranks, running_max, stable_order, text_ranks
+from ..intervals import RANK_TABLE, dense_codes, first_positions, group_by_keys, partition, ranks, running_max, stable_order, text_ranks
 from ..link.kinds import OP_KINDS, named
 from ..load.native import group_last_max, node_windows, search_right
 from ..model import Trace
@@ -947,7 +947,7 @@ def _host_by_op(trace: Trace, host: pl.DataFrame) -> pl.DataFrame:
             .select((pl.col("kind") == "user_annotation").alias("_ann"), "name", "pid", "tid", "ts", "end")
             .collect())
     # (keyed by the pid and tid as text, as the stretches name them)
-    by_thread = mine.partition_by("pid", "tid", as_dict=True, include_key=False) if mine.height else {}
+    by_thread = partition(mine, ("pid", "tid")) if mine.height else {}
     parts: list[pl.DataFrame] = []
     for (pid, tid), segs in host.group_by("pid", "tid"):  # one pass per thread, not per stretch
         # (a stretch of a thread without a pid or tid, a JAX export's host rows, matches no op, as a join would)

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import KernscopeError
-from ..intervals import first_positions, group_by_keys, key_ranges, ranks, row_keys, running_max, stable_order, text_ranks
+from ..intervals import first_positions, group_by_keys, key_ranges, partition, ranks, row_keys, running_max, stable_order, text_ranks
 from ..link.captures import INSTANTIATE, capture_windows
 from ..link.kinds import OP_KINDS, named
 from ..model import Trace
@@ -329,7 +329,7 @@ def _host_in_gaps(trace: Trace, gpu: pl.DataFrame, gaps: list[tuple[int, int, in
         if thread.get(g[0]) is not None:
             by_gap_thread.setdefault(thread[g[0]], []).append(g)
     out: dict[tuple[int, int, int], tuple[str, int]] = {}
-    for key, part in ev.partition_by("pid", "tid", as_dict=True, include_key=False).items():
+    for key, part in partition(ev, ("pid", "tid")).items():
         mine = by_gap_thread.get(key)
         if not mine:
             continue
