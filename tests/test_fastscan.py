@@ -345,7 +345,7 @@ def test_events_the_scanner_drops_itself_give_the_tables_of_dropping_them_after(
 _PY = ('{{\n    "ph": "X", "cat": "python_function", "name": "{name}", "pid": 449, "tid": {tid},\n    "ts": {ts}, '
        '"dur": {dur},\n    "args": {{\n      "Python parent id": {parent}, "Python id": {id}, "Ev Idx": {id}\n    }}\n  }}')
 _INSTANT = ('{{"ph": "i", "cat": "cpu_instant_event", "name": "{name}", "pid": 449, "tid": {tid}, "ts": {ts}, "s": "t", '
-            '"args": {{"Total Reserved": {id}, "Device Type": "{name}"}}}}')
+            '"args": {{"Total Reserved": {id}, "Device Name": "{name}"}}}}')
 _OP = ('{{\n    "ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 449, "tid": {tid},\n    "ts": {ts}, "dur": {dur},\n'
        '    "args": {{\n      "External id": {id}, "Record function id": 0, "Input Dims": [[8, 8], [8, 8]]\n    }}\n  }}')
 # Kineto's "Record Window End": the name before the phase, read before the event is known to be dropped
@@ -433,8 +433,8 @@ def test_dropped_events_matched_to_a_layout_read_as_when_parsed():
      '"name": "model.py(12): forwar\\u0064", "pid": 449, "tid": 449,\n    "ts": 1090.000', 43),  # escaped: parsed
     ('"name": "model.py(12): forward", "pid": 449, "tid": 449,\n    "ts": 1090.000',
      '"name": "model.py(12): forw\x01rd", "pid": 449, "tid": 449,\n    "ts": 1090.000', "declined"),
-    ('"Device Type": "ProfilerStep#4"', '"Device Type": "Profiler\\q"', "declined"),  # a bad escape in a string hole
-    ('"Device Type": "ProfilerStep#4"', '"Device Type": "Profiler\\u00e9"', 43),
+    ('"Device Name": "ProfilerStep#4"', '"Device Name": "Profiler\\q"', "declined"),  # a bad escape in a string hole
+    ('"Device Name": "ProfilerStep#4"', '"Device Name": "Profiler\\u00e9"', 43),
     ('"tid": 449,\n    "ts": 1090.000', '"ts": 449,\n    "ts": 1090.000', "declined"),  # a tracked key twice
 ])
 def test_a_changed_event_after_its_layout_reads_as_when_parsed(old, new, outcome):

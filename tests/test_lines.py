@@ -230,12 +230,12 @@ def test_unread_args_are_null_and_unchecked():
 
 
 def test_unread_and_empty_args_columns_take_no_memory():
-    # a null column materialized is 8 bytes a row (4 MB of a 200 MB trace's table, 16 of them unread by
+    # a null column materialized is 8 bytes a row (4 MB of a 200 MB trace's table, 22 of them unread by
     # analyze); they are one literal each, typed as the schema says, null everywhere
     example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     t = load(example, cache=False, projection=PROJ)
     unread = [f.column for f in ARG_FIELDS if f.column in t.events.columns and f.column not in ANALYZE_ARGS]
-    assert len(unread) == 16 and t.events.height > 5000
+    assert len(unread) == 22 and t.events.height > 5000
     assert t.events.select(pl.col(unread).is_null().all()).row(0) == (True,) * len(unread)
     assert dict(t.events.select(unread).schema) == {c: EVENT_SCHEMA[c] for c in unread}
     assert t.events.select(unread).estimated_size() < 1000

@@ -6,6 +6,7 @@ Real files: a GPT training step recorded on an H100 with ``profile_memory=True``
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections import defaultdict
@@ -68,6 +69,40 @@ def test_public_traces_peak_equals_the_largest_total_allocated(path):
     codes = {"cpu": 0, "cuda": 1, "hip": 6}
     got = {(codes[r["device_type"]], r["device"]): r["peak_allocated"] for r in m.devices.iter_rows(named=True)}
     assert got == _raw_peaks(_raw(path))
+
+
+@pytest.mark.parametrize("path", [H100, *PUBLIC], ids=["h100", "hta_v100", "tracelens_mi300"])
+def test_a_whole_load_holds_the_memory_args_and_a_projected_one_reads_them_again_alike(path, monkeypatch):
+    """A whole load reads the ``[memory]`` events' args into the event table (``mem_*``): the memory events come from
+    it, the file is not read again. A projected load that skips them (analyze's args) has them read from the file: the same
+    events, sizes, devices and addresses, row for row; the raw JSON's count of ``[memory]`` events with args."""
+    from kernscope.analyze.memory import memory_events
+    from kernscope.analyze.needs import analyze_projection
+    from kernscope.load import opargs
+
+    if not path.is_file():
+        pytest.skip("../shared/traces not present")
+    whole = kernscope.load(path, cache=False)
+    real = opargs.read_memory_args
+    reads: list[int] = []
+
+    def counted(p, wanted):
+        reads.append(1)
+        return real(p, wanted)
+
+    monkeypatch.setattr(opargs, "read_memory_args", counted)
+    got = memory_events(whole)
+    assert reads == []
+    proj = analyze_projection()
+    assert proj is not None
+    # (analyze's, keeping instant events: the memory events without their args)
+    narrow = kernscope.load(path, cache=False, projection=dataclasses.replace(proj, drop_phases=()))
+    assert narrow.events["mem_bytes"].null_count() == narrow.events.height  # (skipped: a null literal)
+    again = memory_events(narrow)
+    assert reads == [1]
+    assert got.equals(again)
+    assert got.height == sum(1 for e in _raw(path) if e.get("name") == "[memory]" and e.get("args"))
+    assert got["bytes"].null_count() == 0 and got["allocated"].null_count() == 0
 
 
 def _synthetic(path: Path) -> None:

@@ -4,8 +4,9 @@ allocator's bytes in use after it, its name ``GPU_0_bfc`` saying the device).
 
 Each ``[memory]`` event is one allocation (``Bytes`` > 0) or free (< 0) by the caching allocator, with the
 device's ``Total Allocated`` and ``Total Reserved`` bytes after it, the block's address and the thread that
-asked. The main parse keeps these events (their time, thread) but not their args; they are read on first use
-(:func:`~kernscope.load.opargs.read_memory_args`). Everything here is vectorized over events:
+asked. A whole load reads their args into the event table (``mem_*`` columns); a load that skipped them (a projection
+not naming them) has them read from the file on first use (:func:`~kernscope.load.opargs.read_memory_args`). Everything
+here is vectorized over events:
 
 * **per device**: allocated and reserved bytes over time, the peak (equal to the largest ``Total Allocated``
   in the file) with the CPU op and step that reached it;
@@ -85,13 +86,26 @@ XLA_MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 
 
 def _kineto_memory(trace: Trace) -> pl.DataFrame | None:
-    """Kineto's ``[memory]`` events: idx, pid, tid, ts, device_type, device, bytes, total_allocated, total_reserved, addr."""
-    from ..load.opargs import read_memory_args
+    """Kineto's ``[memory]`` events: idx, pid, tid, ts, device_type, device, bytes, total_allocated, total_reserved, addr.
+    Their args as a whole load reads them (:data:`~kernscope.load.argspec.MEMORY_ARGS`); where the load skipped them
+    (a projection that does not name them), read from the file again (:func:`~kernscope.load.opargs.read_memory_args`)."""
+    from ..load.argspec import MEMORY_ARGS
+    from ..load.opargs import MEMORY_SCHEMA, read_memory_args
 
-    ev = trace.events.filter(pl.col("name") == "[memory]").select("idx", "pid", "tid", "ts")
-    if ev.height == 0 or not str(trace.path).endswith((".json", ".json.gz", ".gz")):
+    mem = trace.events.filter(pl.col("name") == "[memory]")
+    ev = mem.select("idx", "pid", "tid", "ts")
+    if ev.height == 0:
         return None
-    args = read_memory_args(trace.path, ev["idx"].to_list())
+    if all(c in mem.columns for c in MEMORY_ARGS) and any(mem[c].null_count() < mem.height for c in MEMORY_ARGS):
+        # (an event with none of them: no row, as the file's second read gives none for an event without args)
+        named = {"mem_allocated": "total_allocated", "mem_reserved": "total_reserved", "mem_bytes": "bytes",
+                 "mem_device": "device", "mem_device_type": "device_type", "mem_addr": "addr"}
+        args = mem.select("idx", *[pl.col(c).alias(named[c]) for c in MEMORY_ARGS]).select(list(MEMORY_SCHEMA)).filter(
+            pl.any_horizontal(pl.col(list(named.values())).is_not_null()))
+    elif str(trace.path).endswith((".json", ".json.gz", ".gz")):
+        args = read_memory_args(trace.path, ev["idx"].to_list())
+    else:
+        return None
     ev = (ev.join(args, on="idx", how="inner")
           .with_columns(pl.col("device_type").replace_strict(DEVICE_TYPES, default=None, return_dtype=pl.String)
                         .fill_null(pl.col("device_type").cast(pl.String)).alias("device_type")))

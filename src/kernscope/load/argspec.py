@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Bump when the table below changes; it is part of the parse-cache key.
-ARG_SPEC_VERSION = 5
+ARG_SPEC_VERSION = 6
 #: Bump when the XSpace stat table or its mapping to the event table (:mod:`.xplane`) changes; part of the key.
 XPLANE_SPEC_VERSION = 5
 
@@ -51,6 +51,15 @@ ARG_FIELDS: tuple[ArgField, ...] = (
     # and, on a backward op, the forward's thread (0 on forward ops)
     ArgField("Sequence number", "seq_num", "int", since=5),
     ArgField("Fwd thread id", "fwd_tid", "int", since=5),
+    # ``[memory]`` instant events (``profile_memory=True``): the allocation (+) or free (-) in bytes, the allocator's
+    # totals after it, its device (Device Type 0: CPU, 1: CUDA) and the block's address. A whole load reads them for
+    # the memory timeline (the file was read a second time for them); a projection that does not name them skips them
+    ArgField("Bytes", "mem_bytes", "int", since=6),
+    ArgField("Total Allocated", "mem_allocated", "int", since=6),
+    ArgField("Total Reserved", "mem_reserved", "int", since=6),
+    ArgField("Device Id", "mem_device", "int", since=6),
+    ArgField("Device Type", "mem_device_type", "int", since=6),
+    ArgField("Addr", "mem_addr", "int", since=6),
     ArgField("name", "meta_name", "text"),
     ArgField("sort_index", "sort_index", "text", since=2),
 )
@@ -65,5 +74,7 @@ LINK_ARGS = ("correlation", "external_id", "device", "stream")
 KERNEL_ARGS = ("occupancy_pct", "registers")
 #: autograd args ``--sources`` reads (a backward kernel's forward op: :mod:`kernscope.analyze.sources`)
 AUTOGRAD_ARGS = ("seq_num", "fwd_tid")
+#: the ``[memory]`` events' args (:mod:`kernscope.analyze.memory`)
+MEMORY_ARGS = ("mem_bytes", "mem_allocated", "mem_reserved", "mem_device", "mem_device_type", "mem_addr")
 #: args the loader itself reads (process and thread names from metadata events)
 LOADER_ARGS = ("meta_name", "sort_index")
