@@ -461,7 +461,7 @@ s and 286–301 MB (`docs/performance.md`, session 59).
 
 | table | one row per | columns |
 |---|---|---|
-| `events` | event (not metadata, not flow) | idx, ph, cat, name, pid, tid, **ts, dur, end (int64 ns)**, flow_id, correlation, external_id, device, stream, python_id, python_parent_id, bytes, in_msg_nelems, out_msg_nelems, group_size, comm_rank, comm_seq, occupancy_pct, registers, seq_num, fwd_tid, collective, comm_dtype, pg_name, pg_desc, pg_ranks, gpu_kind, kind |
+| `events` | event (not metadata, not flow) | idx, ph, cat, name, pid, tid, **ts, dur, end (int64 ns)**, flow_id, correlation, external_id, device, stream, python_id, python_parent_id, bytes, in_msg_nelems, out_msg_nelems, group_size, comm_rank, comm_seq, occupancy_pct, registers, seq_num, fwd_tid, mem_bytes, mem_allocated, mem_reserved, mem_device, mem_device_type, mem_addr (a `[memory]` event's args, bytes), collective, comm_dtype, pg_name, pg_desc, pg_ranks, gpu_kind, kind |
 | `gpu` | GPU record (kernel, memcpy, memset) | the `events` columns (no ph/flow/python ids) plus launch_idx, launch_name, launch_ts, launch_dur, launch_pid, launch_tid, launch_external_id, graph_launch, op_idx, op_name, launcher, step |
 | `kernels` | kernel | as `gpu`, `kind = 'kernel'` only |
 | `cpu_ops` | CPU op (`kind = 'cpu_op'`) | as `events` |
