@@ -660,8 +660,87 @@ def test_op_args_read_again_leave_the_files_pages_behind_as_they_go(tmp_path, mo
         real(self, upto)
 
     monkeypatch.setattr(TraceSource, "release", release)
+    # in pieces of 64 KB: the compiled scanner's (kineto.piece_bytes) and msgspec's where it is not built
+    kineto = importlib.import_module("kernscope.load.kineto")
+    fastscan = importlib.import_module("kernscope.load.fastscan")
+    monkeypatch.setattr(kineto, "piece_bytes", lambda: 64 << 10)
     monkeypatch.setattr(opargs, "reader_chunk_bytes", lambda: 64 << 10)
-    small = opargs.read_op_args(plain, wanted)
-    assert small.equals(whole) and small["input_dims"].null_count() < small.height
     size = plain.stat().st_size
-    assert len(released) > 10 and released == sorted(released) and released[-1] > size // 2  # (to the last op wanted)
+    for native in (True, False):
+        monkeypatch.setattr(fastscan, "available", lambda native=native: native)
+        released.clear()
+        small = opargs.read_op_args(plain, wanted)
+        assert small.equals(whole) and small["input_dims"].null_count() < small.height
+        assert len(released) > 10 and released == sorted(released) and released[-1] > size // 2  # (to the last op wanted)
+
+
+def _op_args_both_ways(path: Path | str, wanted: list[int]) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+    """``read_op_args``' two readers: the compiled scanner's table (None: declined) and msgspec's."""
+    import importlib
+
+    import numpy as np
+
+    opargs = importlib.import_module("kernscope.load.opargs")
+    want = np.unique(np.array(wanted, dtype=np.int64))
+    scanned = opargs._scanned_texts(path, want, opargs.OP_TEXTS)
+    rows = opargs._read_args(path, want.tolist(), opargs._Event, lambda i, a: (
+        i, opargs._text(a.input_dims), opargs._text(a.input_type), opargs._text(a.concrete), opargs._text(a.input_strides)))
+    plain = pl.DataFrame(rows, schema=opargs.SCHEMA, orient="row")
+    return scanned, plain.filter(pl.any_horizontal(pl.exclude("idx").is_not_null()))
+
+
+@pytest.mark.parametrize("path", [
+    Path(__file__).parent / "data" / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz",
+    Path(__file__).parent.parent / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz",
+    TRACES / "hta" / "a100_8rank_rank3_control.json.gz",
+    TRACES / "tracelens" / "mi300_google_owlv2-large-patch14-ensemble__1016001.json.gz",
+], ids=["h100_gpt_stack_shapes", "bundled_h200", "hta_a100", "tracelens_mi300_owlv2"])
+def test_op_shapes_read_by_the_compiled_scanner_equal_msgspecs(path):
+    """The perf model's op shapes, read as their JSON text by the compiled scanner, are msgspec's raw values: every CPU
+    op of real traces recorded with shapes, text for text (and the count of ops with shapes in the raw JSON)."""
+    import gzip
+
+    from kernscope.load.fastscan import available
+
+    if not path.is_file():
+        pytest.skip("../shared/traces not present")
+    if not available():
+        pytest.skip("the compiled scanner is not built")
+    ops = load(path, cache=False, projection="analyze").events.filter(pl.col("kind") == "cpu_op")["idx"].to_list()
+    scanned, plain = _op_args_both_ways(path, ops)
+    assert scanned is not None and scanned.equals(plain)
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    shaped = [e for e in raw if e.get("cat") == "cpu_op" and "Input Dims" in (e.get("args") or {})]
+    assert scanned.height == len(shaped) > 1000
+
+
+def test_op_shapes_as_written_escapes_nulls_and_a_long_value(tmp_path):
+    """Values as the file writes them (escapes, spaces, ``null``, nested arrays), an op without args or without shapes
+    (no row), the document's keys after the events; a value over 4 KB: the scanner declines its piece and msgspec reads
+    the file, the same table."""
+    evs = [
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"Input Dims": '
+        '[[8, 8], [8, 8]], "Input type": ["float", "c10::Half"], "Concrete Inputs": ["", "a\\"b\\u00e9"]}}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 3, "dur": 1}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 4, "dur": 1, "args": {"External id": 9}}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::view", "pid": 1, "tid": 1, "ts": 5, "dur": 1, "args": {"Input Dims": null,'
+        ' "Input Strides": [ [1] ,[]], "Input type": []}}',
+    ]
+    from kernscope.load.fastscan import available
+
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [\n' + ",\n".join(evs) + '\n], "displayTimeUnit": "ms"}')
+    scanned, plain = _op_args_both_ways(p, [0, 1, 2, 3])
+    assert (scanned is not None and scanned.equals(plain)) if available() else scanned is None
+    assert plain.to_dicts() == [
+        {"idx": 0, "input_dims": "[[8, 8], [8, 8]]", "input_type": '["float", "c10::Half"]',
+         "concrete_inputs": '["", "a\\"b\\u00e9"]', "input_strides": None},
+        {"idx": 3, "input_dims": "null", "input_type": "[]", "concrete_inputs": None, "input_strides": "[ [1] ,[]]"}]
+    long = evs[0].replace('"Input Dims": [[8, 8], [8, 8]]', '"Input Dims": [' + ", ".join(["[8, 8]"] * 800) + "]")
+    q = tmp_path / "long.json"
+    q.write_text('{"traceEvents": [\n' + ",\n".join([long, *evs[1:]]) + "\n]}")
+    scanned, plain = _op_args_both_ways(q, [0, 3])
+    assert scanned is None and plain["input_dims"][0].startswith("[[8, 8], ") and plain.height == 2
+    from kernscope.load.opargs import read_op_args
+
+    assert read_op_args(q, [0, 3]).equals(plain)

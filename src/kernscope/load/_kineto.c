@@ -34,6 +34,8 @@ enum { KS_NO_LAYOUTS = 1 }; /* options */
 #define MAX_STR 4096
 #define MAX_DEPTH 1000
 #define MAX_ARGS 64
+/* an arg read as its JSON text (aslot: the string slot + RAW_SLOT) */
+#define RAW_SLOT ((int64_t)1 << 40)
 
 /* Layouts. Kineto writes every event of a kind with one format string, so an event's text is, byte for byte,
  * the text of an earlier one of its kind except for its numbers and string values. The scanner remembers the
@@ -110,7 +112,8 @@ typedef struct {
     int64_t nargs;
     const uint8_t *akeys;
     const int64_t *aoff;
-    const int64_t *aslot; /* >= 0: string slot; < 0: int slot -(k+1) */
+    const int64_t *aslot; /* >= 0: string slot; < 0: int slot -(k+1); >= RAW_SLOT: string slot k + RAW_SLOT, the
+                           * value's JSON text as written (any value: an array of shapes), see parse_args */
     /* events dropped unparsed (a projection): phases dropped whatever their name; categories of "X" events dropped
      * when their name is one of the drop names (all as runs of strings: bytes, offsets[k..k+1]) */
     const uint8_t *dph, *dcat, *dname;
@@ -679,9 +682,17 @@ static int parse_args(S *s, int64_t row, int depth) {
             if (seen & (1ull << hit)) return KS_DECLINE;
             seen |= 1ull << hit;
             int64_t slot = s->aslot[hit], at = s->p;
-            int rc = slot >= 0 ? string_slot(s, (int)slot, row) : int_slot(s, (int)(-slot - 1), row);
-            if (rc) return rc;
-            hole(s, at, s->p, slot >= 0 ? H_SSLOT : H_ISLOT, (int)(slot >= 0 ? slot : -slot - 1));
+            if (slot >= RAW_SLOT) { /* the value's text, escapes as written (msgspec.Raw's): a string, an array, null */
+                if (skip_value(s, depth + 1)) return KS_DECLINE;
+                int32_t code = intern(s, s->b + at, s->p - at);
+                if (code < 0) return (int)code;
+                s->codes[slot - RAW_SLOT][row] = (uint32_t)(code + 1);
+                s->rec_over = 1; /* no layout of this event: such a value is no hole a layout could read */
+            } else {
+                int rc = slot >= 0 ? string_slot(s, (int)slot, row) : int_slot(s, (int)(-slot - 1), row);
+                if (rc) return rc;
+                hole(s, at, s->p, slot >= 0 ? H_SSLOT : H_ISLOT, (int)(slot >= 0 ? slot : -slot - 1));
+            }
         } else if (skip_value(s, depth + 1)) {
             return KS_DECLINE;
         }

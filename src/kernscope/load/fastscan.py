@@ -63,8 +63,14 @@ class _Layout:
     columns: tuple[str, ...]  #: the piece table's columns, in EVENT_SCHEMA order
 
 
+#: ``_kineto.c``'s mark of a string slot that takes its arg's JSON text as written (``RAW_SLOT``)
+RAW_SLOT = 1 << 40
+#: (args key, column) pairs read as their JSON text (:func:`scan`'s ``texts``)
+Texts = tuple[tuple[str, str], ...]
+
+
 @lru_cache(maxsize=16)
-def _layout(args: Args_) -> _Layout:
+def _layout(args: Args_, texts: Texts = ()) -> _Layout:
     wanted = [f for f in ARG_FIELDS if args is None or f.column in args or f.column in LOADER_ARGS]
     strings, ints = list(FIXED_STRINGS), list(FIXED_INTS)
     slots = []
@@ -75,12 +81,15 @@ def _layout(args: Args_) -> _Layout:
         else:
             slots.append(len(strings))
             strings.append(f.column)
-    raw = [f.raw.encode() for f in wanted]
+    for _, column in texts:
+        slots.append(len(strings) + RAW_SLOT)
+        strings.append(column)
+    raw = [f.raw.encode() for f in wanted] + [key.encode() for key, _ in texts]
     offsets = np.zeros(len(raw) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(k) for k in raw])
     have = {*strings, *ints, "ts_missing", "dur_missing"}
     return _Layout(b"".join(raw), offsets, np.array(slots, dtype=np.int64), tuple(strings), tuple(ints),
-                   tuple(c for c in EVENT_SCHEMA if c in have))
+                   tuple(c for c in EVENT_SCHEMA if c in have) + tuple(column for _, column in texts))
 
 
 @dataclass
@@ -173,23 +182,30 @@ class ScanHints:
 
 
 def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | None = None,
-         keep: NameTest | None = None, hints: ScanHints | None = None, layouts: bool = True) -> Scanned | None:
+         keep: NameTest | None = None, hints: ScanHints | None = None, layouts: bool = True,
+         texts: Texts = (), only_texts: bool = False) -> Scanned | None:
     """The event table of ``text`` (a run of events, no brackets), or None when the compiled scanner is not
     available or declines the text (then parse it with the other readers). ``args``: the args columns read
     (None: all); ``projection``/``keep``: the events to drop (see the module) and its name test; ``layouts``
     False: every event is tokenized in full, none matched to the layout of an earlier one (the same result,
-    slower: a test's reference)."""
+    slower: a test's reference). ``texts``: (args key, column) pairs read as the value's JSON text, as written (an
+    op's ``Input Dims``: :mod:`.opargs`), String columns after the event table's; an event with one is read in full
+    (no layout), and a piece where one is over :data:`~.chunk.MAX_NAME_BYTES` is declined. ``only_texts``: the table
+    is those columns alone, a row per event (none of its strings made a category: polars keeps those for the
+    process's life)."""
     lib = scanner()  # (of ABI 7 or later: it has ks_kineto_scan)
     if lib is None:
         return None
     buf = np.frombuffer(text, dtype=np.uint8)
-    lay = _layout(args)
+    lay = _layout(args, texts)
     cap = int(buf.size / (hints.bytes_per_event if hints else BYTES_PER_EVENT) * 1.25) + 64
     keep = keep or (projection.compiled() if projection is not None else None)
     # the events of names judged unwanted in earlier pieces are dropped by the scanner itself, unparsed (a Python
     # function's event cost 0.6 of a parsed one when it was parsed and then filtered here); new names are judged below
     drops = _Drops.of(projection, keep)
-    rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, cap, drops=drops, layouts=layouts)
+    # (texts fill the dictionary with values as long as the text's: room for them at once, not a second scan)
+    rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, cap, roomy=bool(texts), drops=drops,
+                                                                 layouts=layouts)
     if rows == KS_ROWS:
         rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, buf.size // 2 + 2, roomy=True,
                                                                      drops=drops, layouts=layouts)
@@ -211,7 +227,8 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     if ndict and int(lens.max()) > MAX_NAME_BYTES:
         # names over 4 KB keep their head and a hash (chunk.cap_names), as the other readers do; flow ids are
         # never capped there: a long one is theirs to read
-        if np.isin(codes[FIXED_STRINGS.index("flow_id")], np.flatnonzero(lens > MAX_NAME_BYTES)).any():
+        long = np.flatnonzero(lens > MAX_NAME_BYTES)
+        if any(np.isin(codes[lay.strings.index(c)], long).any() for c in ("flow_id", *(c for _, c in texts))):
             return None
         words = cap_names(pl.DataFrame({"s": words}), ("s",))["s"]
 
@@ -230,7 +247,11 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
         # the columns keep their arrays (polars keeps a numpy array it is given): right-sized copies, not views
         # that would hold every piece's whole outputs, sized for the first guess, until the pieces are joined
         ints = [a.copy() for a in ints]
-    return Scanned(_table(lay, words, codes, ints, present), dropped, ordinals, first_ts, int(counts[6]), int(counts[7]))
+    if only_texts:
+        table = pl.DataFrame([words.gather(pl.Series(codes[lay.strings.index(c)])).alias(c) for _, c in texts])
+    else:
+        table = _table(lay, words, codes, ints, present)
+    return Scanned(table, dropped, ordinals, first_ts, int(counts[6]), int(counts[7]))
 
 
 def dictionary_series(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
@@ -288,7 +309,7 @@ def _table(lay: _Layout, words: pl.Series, codes: list[np.ndarray], ints: list[n
     # piece's rows, and one null literal where no piece has a value): materialized, such columns were ~20 MB of the
     # pieces a 200 MB trace holds until they are joined (ns-resolution: Python ids, communicator ranks)
     strings = {name: c for k, (name, c) in enumerate(zip(lay.strings, codes)) if k < len(FIXED_STRINGS) or c.any()}
-    is_cat = {name: EVENT_SCHEMA[name] == pl.Categorical for name in strings}
+    is_cat = {name: EVENT_SCHEMA.get(name) == pl.Categorical for name in strings}  # (a text arg: String)
     used = np.zeros(len(words), dtype=bool)
     for name, c in strings.items():
         if is_cat[name]:

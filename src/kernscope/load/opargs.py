@@ -2,17 +2,21 @@
 sizes of ``[memory]`` events, kernels' grids and the hardware counters of CUPTI's profiler ranges.
 
 The main parse skips these (they are large and most analyses never read them). The perf model asks for
-the ops it needs by event index; the file is read again, each piece is cut into its events by
-structure (no full decode), and only the wanted events' args are decoded.
+the ops it needs by event index, and the file is read again: the op shapes by the compiled scanner, each value
+kept as its JSON text (:func:`read_op_args`); the others, and the shapes where the scanner is not built or
+declines, by msgspec, each piece decoded into structs that build only the args wanted.
 """
 
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import msgspec
+import numpy as np
 import polars as pl
 
 from ..errors import TraceError
@@ -67,16 +71,81 @@ MEMORY_SCHEMA = {"idx": pl.Int64, "total_allocated": pl.Int64, "total_reserved":
 _MAX_MERGES = 8
 
 
-def read_op_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.DataFrame:
-    """``idx, input_dims, input_type, concrete_inputs, input_strides`` (JSON text) of the events at ``wanted`` indices.
+#: the op args :func:`read_op_args` reads, as (args key, column of :data:`SCHEMA`)
+OP_TEXTS = (("Input Dims", "input_dims"), ("Input type", "input_type"), ("Concrete Inputs", "concrete_inputs"),
+            ("Input Strides", "input_strides"))
 
-    Each piece of the event array is decoded by msgspec into structs that keep only these four raw
-    values (everything else is skipped unbuilt, at several hundred MB/s); only wanted events' values
-    are turned into strings.
+
+def read_op_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.DataFrame:
+    """``idx, input_dims, input_type, concrete_inputs, input_strides`` (JSON text, as the file writes it) of the
+    events at ``wanted`` indices that have any of them.
+
+    The compiled scanner reads the pieces of the event array on two threads, the four values as their text
+    (:func:`.fastscan.scan`'s ``texts``: 4-5x msgspec's rate on a 206 MB trace with shapes). Where it is not built, or
+    declines a piece, msgspec decodes every piece into structs that keep only these four raw values (everything else
+    is skipped unbuilt, at several hundred MB/s), and only wanted events' values are turned into strings: the same
+    table.
     """
-    rows = _read_args(path, wanted, _Event, lambda i, a: (i, _text(a.input_dims), _text(a.input_type), _text(a.concrete),
-                                                          _text(a.input_strides)))
-    return pl.DataFrame(rows, schema=SCHEMA, orient="row")
+    want = np.unique(np.fromiter((int(i) for i in wanted), dtype=np.int64))
+    scanned = _scanned_texts(path, want, OP_TEXTS) if len(want) else None
+    if scanned is not None:
+        return scanned
+    rows = _read_args(path, want.tolist(), _Event, lambda i, a: (i, _text(a.input_dims), _text(a.input_type),
+                                                                 _text(a.concrete), _text(a.input_strides)))
+    df = pl.DataFrame(rows, schema=SCHEMA, orient="row")
+    return df.filter(pl.any_horizontal(pl.exclude("idx").is_not_null())) if df.height else df
+
+
+def _scanned_texts(path: str | os.PathLike[str], want: np.ndarray, texts: tuple[tuple[str, str], ...]) -> pl.DataFrame | None:
+    """``idx`` and the ``texts`` columns of the events at indices ``want`` (sorted, distinct) with any of them, read by
+    the compiled scanner; None where it is not built or declines a piece (then :func:`_read_args` reads the file)."""
+    from .fastscan import available, scan
+    from .kineto import piece_bytes
+
+    if not available():
+        return None
+    columns = [c for _, c in texts]
+    schema = {"idx": pl.Int64, **{c: pl.String for c in columns}}
+    source = open_trace(path)
+    parts: list[pl.DataFrame] = []
+    try:
+        splitter = Splitter(source, Limits(), chunk_bytes=piece_bytes())
+        bare = splitter.doc.bare_array
+
+        def one(piece: Piece) -> pl.DataFrame | None:  # (the scanner releases the GIL: two pieces at once)
+            if not piece.final:
+                got = scan(piece.text, (), texts=texts, only_texts=True)
+                return None if got is None else got.table
+            for pos, _tail in tail_candidates(piece.text, bare, str(path)):
+                head = bytes(piece.text[:pos]).rstrip()
+                if not head.strip():
+                    return pl.DataFrame(schema=schema)
+                got = scan(head, (), texts=texts, only_texts=True)
+                if got is not None:
+                    return got.table
+            return None
+
+        before = 0
+        with ThreadPoolExecutor(2, thread_name_prefix="kernscope-opargs") as pool:
+            window: deque[tuple[Piece, Future[pl.DataFrame | None]]] = deque()
+            pieces = splitter.pieces()
+            for piece in pieces:
+                window.append((piece, pool.submit(one, piece)))
+                if len(window) < 3:
+                    continue
+                before = _take(window.popleft(), before, want, columns, parts, splitter, source)
+                if before < 0:
+                    return None
+            while window:
+                before = _take(window.popleft(), before, want, columns, parts, splitter, source)
+                if before < 0:
+                    return None
+    except NeedsWholeDocument:
+        return None
+    finally:
+        source.close()
+    out = pl.concat(parts, how="vertical") if parts else pl.DataFrame(schema=schema)
+    return out.filter(pl.any_horizontal(pl.col(columns).is_not_null())) if out.height else out
 
 
 def read_memory_args(path: str | os.PathLike[str], wanted: Iterable[int]) -> pl.DataFrame:
@@ -192,6 +261,25 @@ def _decode_piece(piece: Piece, rest: Iterator[Piece], bare: bool, path: str, de
         except (msgspec.DecodeError, msgspec.ValidationError):
             out.append(event())
     return out, piece
+
+
+def _take(item: tuple[Piece, Future[pl.DataFrame | None]], before: int, want: np.ndarray, columns: list[str],
+          parts: list[pl.DataFrame], splitter: Splitter, source: Any) -> int:
+    """The wanted rows of one scanned piece (its events ``before``.. in the file) into ``parts``; the index of the
+    next piece's first event, or -1 where the scanner declined the piece."""
+    piece, fut = item
+    table = fut.result()
+    if table is None:
+        return -1
+    n = table.height
+    lo, hi = np.searchsorted(want, [before, before + n])
+    if hi > lo:
+        rows = pl.Series(want[lo:hi] - before)
+        parts.append(pl.DataFrame([pl.Series("idx", want[lo:hi]), *[table[c].gather(rows) for c in columns]]))
+    read_to = piece.offset + len(piece.text)
+    splitter.recycle(piece)  # (its events are read: a streamed piece's buffer serves the next)
+    source.release(read_to)
+    return before + n
 
 
 def _text(raw: Any) -> str | None:
