@@ -672,6 +672,9 @@ def test_op_args_read_again_leave_the_files_pages_behind_as_they_go(tmp_path, mo
         small = opargs.read_op_args(plain, wanted)
         assert small.equals(whole) and small["input_dims"].null_count() < small.height
         assert len(released) > 10 and released == sorted(released) and released[-1] > size // 2  # (to the last op wanted)
+        released.clear()  # ops of the file's first pieces: the rest is not read
+        assert opargs.read_op_args(plain, wanted[:3]).equals(whole.filter(pl.col("idx").is_in(wanted[:3])))
+        assert released and max(released) < size // 4
 
 
 def _op_args_both_ways(path: Path | str, wanted: list[int]) -> tuple[pl.DataFrame | None, pl.DataFrame]:

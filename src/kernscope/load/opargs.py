@@ -136,7 +136,9 @@ def _scanned_texts(path: str | os.PathLike[str], want: np.ndarray, texts: tuple[
                 before = _take(window.popleft(), before, want, columns, parts, splitter, source)
                 if before < 0:
                     return None
-            while window:
+                if before > want[-1]:  # every event wanted is read: not the rest of the file
+                    break
+            while window and before <= want[-1]:
                 before = _take(window.popleft(), before, want, columns, parts, splitter, source)
                 if before < 0:
                     return None
