@@ -1185,12 +1185,27 @@ def test_a_projected_load_of_a_jax_profile_reads_its_whole_entry_without_the_sta
     assert rank is not None and not kernscope.load(path, projection=rank).from_cache
 
 
+def _loads_counted(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each load of a command (``Session.load``) from now on was read from the cache, in order."""
+    from kernscope import commands
+
+    loads: list[bool] = []
+    real = commands.Session.load
+
+    def counted(self: Any, path: str, **kw: Any) -> Any:
+        trace = real(self, path, **kw)
+        loads.append(trace.from_cache)
+        return trace
+
+    monkeypatch.setattr(commands.Session, "load", counted)
+    return loads
+
+
 def test_cli_analyze_after_a_whole_load_reads_its_entry_and_stores_its_output_there(tmp_path, capsys, monkeypatch):
     """``analyze`` of a trace whose whole load is stored (and not its own narrower one) reads that entry, prints what a
     cold run prints, and stores its output there: the next identical command loads nothing."""
     import shutil
 
-    from kernscope import commands
     from kernscope.cli import main
 
     monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
@@ -1199,15 +1214,7 @@ def test_cli_analyze_after_a_whole_load_reads_its_entry_and_stores_its_output_th
     assert main(["analyze", str(p), "--format", "json", "--no-cache"]) == 0
     cold = capsys.readouterr().out
     kernscope.load(p)  # the whole load's entry
-    loads: list[object] = []
-    real = commands.Session.load
-
-    def counted(self, path, **kw):
-        trace = real(self, path, **kw)
-        loads.append(trace.from_cache)
-        return trace
-
-    monkeypatch.setattr(commands.Session, "load", counted)
+    loads = _loads_counted(monkeypatch)
     for _ in range(2):
         assert main(["analyze", str(p), "--format", "json"]) == 0
         assert capsys.readouterr().out == cold
@@ -1222,17 +1229,8 @@ def test_perf_after_analyze_of_a_pytorch_trace_reads_analyzes_entry_and_of_a_jax
     profile, ``perf`` reads the HLO cost model's stats that ``analyze``'s entry lacks: it parses."""
     import shutil
 
-    from kernscope import commands
 
     monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-    loads: list[bool] = []
-    real = commands.Session.load
-
-    def counted(self, path, **kw):
-        trace = real(self, path, **kw)
-        loads.append(trace.from_cache)
-        return trace
-
     kineto = tmp_path / "t.json.gz"
     shutil.copy(ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz", kineto)
     jax = tmp_path / "vm.xplane.pb.gz"
@@ -1244,7 +1242,7 @@ def test_perf_after_analyze_of_a_pytorch_trace_reads_analyzes_entry_and_of_a_jax
         for args in commands_run:
             assert main([args[0], str(p), *args[1:], "--no-cache"]) == 0
             cold[p, tuple(args)] = capsys.readouterr().out
-    monkeypatch.setattr(commands.Session, "load", counted)
+    loads = _loads_counted(monkeypatch)
     for p, want in ((kineto, [False, True, True]), (jax, [False, False, True])):
         loads.clear()
         for args in commands_run:
