@@ -458,3 +458,29 @@ def test_load_phases_script_times_both_formats(tmp_path, trace):
     assert f"parse ({fmt}" in p.stdout and "default summary (analyze)" in p.stdout
     events = kernscope.load(str(root / trace), projection=analyze_projection(None), cache=False).stats.events
     assert f"{events:,} events" in p.stdout
+
+
+def test_bench_commands_times_each_command_cold_and_after_analyze_against_another_tree(tmp_path):
+    """``benchmarks/bench_commands.py`` runs a command cold and after ``analyze``, here against this same tree: a row
+    each, the ratio of the medians, the outputs alike; a command that answers nothing (``memory`` of a trace without
+    memory events) shows its exit code."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_commands.py"),
+                        str(root / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"),
+                        "--repeat", "1", "--commands", "perf,memory", "--against", str(root / "src")],
+                       capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    import re
+
+    rows = {ln[:24].strip(): ln[24:] for ln in p.stdout.splitlines() if ln.startswith(("perf ", "memory "))}
+    assert set(rows) == {"perf cold", "perf after analyze", "memory cold", "memory after analyze"}
+    for label in ("perf cold", "perf after analyze"):
+        m = re.fullmatch(r"\s*([\d.]+) s \((\d+) MB\)\s+([\d.]+) s \((\d+) MB\)\s+([\d.]+)", rows[label])
+        assert m is not None, rows[label]
+        assert all(float(v) > 0 for v in m.groups())
+    assert rows["memory cold"].split() == ["-", "(exit", "3)", "-", "(exit", "3)"]
+    assert "outputs differ" not in p.stdout
