@@ -453,6 +453,9 @@ def test_analyses_run_beside_each_other_give_what_each_gives_alone(trace, step, 
     assert a.steps.equals(steps)
     assert a.step_categories.equals(step_category_summary(t, all_gpu))
     assert a.findings.equals(find(t, g, steps, by_step, step=step))
+    # (the idle-start rule runs before the rows are categorized, on the uncategorized rows: the JAX profile has its
+    # findings, so the comparison above covers them)
+    assert trace.startswith("h200") or "step_start_idle" in a.findings["rule"].to_list()
     assert a.facts == trace_facts(t)
     assert threads == ([2] if side else [])
 

@@ -622,3 +622,31 @@ def test_far_from_roofline_counts_the_shortest_a_kernel_runs():
     assert ev["target_us"] == pytest.approx(per_step * 1.0) and ev["target_us"] > ev["time_us"] * ev["pct_of_peak"] / 70
     assert anyop["win_back_us"] == pytest.approx(ev["time_us"] - per_step)
     assert anyop["text"].endswith("(1 µs a kernel at least)")
+
+
+def test_rules_already_started_are_used_in_place_of_running_them_again():
+    """``find(started=...)``: a rule's rows computed beforehand (``analyze`` starts ``step_start_idle`` before it
+    categorizes the rows) stand in for running it, in the rules' order, with a pool or without."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from kernscope.analyze.categories import Categorizer
+    from kernscope.analyze.findings import find, idle_findings
+    from kernscope.analyze.kernels import gpu_table, step_summary
+    from kernscope.analyze.timeline import gpu_timeline
+
+    t = kernscope.load(Path(__file__).parent / "data" / "jax" / "mlp" / "vm.xplane.pb", cache=False)
+    g = gpu_table(t, Categorizer.builtin(), text_names=False, text_keys=False)
+    steps, by_step = step_summary(t, g), gpu_timeline(g.filter(pl.col("step").is_not_null()), by="step")
+    want = find(t, g, steps, by_step)
+    assert "step_start_idle" in want["rule"].to_list()
+    rules = FindingRules.builtin()
+    early: Future[list[dict]] = Future()
+    early.set_result(idle_findings(t, gpu_table(t, text_names=False, text_keys=False), rules))  # (uncategorized rows)
+    assert find(t, g, steps, by_step, rules=rules, started={"step_start_idle": early}).equals(want)
+    with ThreadPoolExecutor(2) as pool:
+        assert find(t, g, steps, by_step, rules=rules, pool=pool, started={"step_start_idle": early}).equals(want)
+    # what stands in is what is used: no rows of that rule where the stand-in has none
+    none: Future[list[dict]] = Future()
+    none.set_result([])
+    got = find(t, g, steps, by_step, rules=rules, started={"step_start_idle": none})
+    assert got.equals(want.filter(pl.col("rule") != "step_start_idle")) and got.height < want.height

@@ -22,8 +22,8 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -775,30 +775,47 @@ def _table(rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataFrame, *, step: int | None = None,
          rules: FindingRules | None = None, pool: Executor | None = None,
-         all_gpu: pl.DataFrame | None = None, by_step_device: pl.DataFrame | None = None) -> pl.DataFrame:
+         all_gpu: pl.DataFrame | None = None, by_step_device: pl.DataFrame | None = None,
+         started: Mapping[str, Future[list[dict[str, Any]]]] | None = None) -> pl.DataFrame:
     """The findings of one trace, ranked by ``win_back_us``: ``gpu`` the categorized GPU rows analyzed (with
     ``step``, ``launch_ts``, ``category``, ``launcher``), ``steps`` the step summary (``cpu_duration_us``),
     ``by_step`` the GPU timeline per step; ``step`` keeps the findings of that step only. ``all_gpu``: every GPU row
     of the trace where ``gpu`` holds one step's (default ``gpu``): whether the GPU was idle at a step's start depends
     on the work before it (with ``--step 2`` alone, step 1's work still running read as 7 ms idle). ``pool``: an
     executor the rules run on side by side (:func:`kernscope.analyze.analyze` hands its own); the same table.
-    ``by_step_device``: with several GPUs, the timeline per step and GPU (exposed communication is each GPU's)."""
+    ``by_step_device``: with several GPUs, the timeline per step and GPU (exposed communication is each GPU's).
+    ``started``: rules already running, by name (``"step_start_idle"``: :func:`idle_findings` with the same rules),
+    whose rows are used in place of running them again."""
     given = rules or FindingRules.builtin()
     r = given.rules
     every = gpu if all_gpu is None else all_gpu
-    calls: list[Callable[[], list[dict[str, Any]]]] = [
-        partial(launch_bound, gpu, r["launch_bound"]), partial(step_start_idle, trace, every, r["step_start_idle"], r["step_start_wait"]),
-        partial(blocking_sync, trace, r["blocking_sync"], step),
-        partial(exposed_comm, by_step, r["exposed_comm"], by_step_device, trace.world_size),
-        partial(tiny_gemm, gpu, r["tiny_gemm"]), partial(step_variance, steps, r["step_variance"]),
-        partial(recompile, trace, r["recompile"], step), partial(graph_capture, trace, r["graph_capture"], step),
-        partial(host_callback, trace, r["host_callback"], step), partial(autotune, trace, gpu, r["autotune"]),
-        partial(low_occupancy, gpu, r["low_occupancy"])]
+    calls: dict[str, Callable[[], list[dict[str, Any]]]] = {
+        "launch_bound": partial(launch_bound, gpu, r["launch_bound"]), "step_start_idle": partial(idle_findings, trace, every, given),
+        "blocking_sync": partial(blocking_sync, trace, r["blocking_sync"], step),
+        "exposed_comm": partial(exposed_comm, by_step, r["exposed_comm"], by_step_device, trace.world_size),
+        "tiny_gemm": partial(tiny_gemm, gpu, r["tiny_gemm"]), "step_variance": partial(step_variance, steps, r["step_variance"]),
+        "recompile": partial(recompile, trace, r["recompile"], step),
+        "graph_capture": partial(graph_capture, trace, r["graph_capture"], step),
+        "host_callback": partial(host_callback, trace, r["host_callback"], step),
+        "autotune": partial(autotune, trace, gpu, r["autotune"]),
+        "low_occupancy": partial(low_occupancy, gpu, r["low_occupancy"])}
+    ready = started or {}
     # (rows in the rules' order, wherever they ran: the ranking's ties keep one order)
     with given.writing():
-        made = [f.result() for f in [pool.submit(c) for c in calls]] if pool is not None else [c() for c in calls]
+        if pool is not None:
+            made = [f.result() for f in [ready[n] if n in ready else pool.submit(c) for n, c in calls.items()]]
+        else:
+            made = [ready[n].result() if n in ready else c() for n, c in calls.items()]
     t = _table([row for part in made for row in part])
     return t.filter(pl.col("step") == step) if step is not None else t
+
+
+def idle_findings(trace: Trace, gpu: pl.DataFrame, rules: FindingRules) -> list[dict[str, Any]]:
+    """The rows of ``step_start_idle`` and ``step_start_wait`` (:func:`step_start_idle`) of ``rules``, their texts
+    written as :func:`find` writes them. ``gpu``: every GPU row of the trace; no category is read, so
+    :func:`kernscope.analyze.analyze` starts it before the rows are categorized."""
+    with rules.writing():
+        return step_start_idle(trace, gpu, rules.rules["step_start_idle"], rules.rules["step_start_wait"])
 
 
 def find_stragglers(stragglers: pl.DataFrame, *, rules: FindingRules | None = None) -> pl.DataFrame:
