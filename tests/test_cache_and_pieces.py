@@ -1221,46 +1221,57 @@ def test_cli_analyze_after_a_whole_load_reads_its_entry_and_stores_its_output_th
     assert loads == [True]  # (read from the whole load's entry once; then the stored output)
 
 
-def test_perf_after_analyze_of_a_pytorch_trace_reads_analyzes_entry_and_of_a_jax_profile_parses(tmp_path, capsys,
-                                                                                                  monkeypatch):
+def test_perf_after_analyze_reads_analyzes_entry_with_a_jax_profiles_costs_read_from_its_hlo(tmp_path, capsys,
+                                                                                              monkeypatch):
     """``analyze``, ``analyze --roofline`` and ``perf`` load a PyTorch trace alike: their projections differ only in the
     XSpace stats they would read, which a Kineto trace has none of. The first stores its entry under the projection
     without them, and the others read it instead of parsing the file again; each prints what a cold run prints. Of a JAX
-    profile, ``perf`` reads the HLO cost model's stats that ``analyze``'s entry lacks: it parses."""
+    profile, ``perf`` and ``--roofline`` read the HLO cost model's stats, which ``analyze``'s entry lacks: they read
+    that entry and the costs from the profile's HLO (its metadata, not its events), where the costs can be told so
+    (``xplane.cost_rows``); where not (a function compiled for two shapes: two programs of one name), they parse."""
     import shutil
-
 
     monkeypatch.setenv("KERNSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     kineto = tmp_path / "t.json.gz"
     shutil.copy(ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz", kineto)
     jax = tmp_path / "vm.xplane.pb.gz"
     shutil.copy(ROOT / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz", jax)
+    two = tmp_path / "partial.xplane.pb.gz"  # (its kernels ran in programs that share their module's name)
+    shutil.copy(ROOT / "tests" / "data" / "jax_kernels_h200" / "partial" / "vm.xplane.pb.gz", two)
     commands_run = [["analyze", "--format", "json"], ["perf", "--format", "json"],
                     ["analyze", "--roofline", "--format", "json"]]
     cold = {}
-    for p in (kineto, jax):
+    for p in (kineto, jax, two):
         for args in commands_run:
             assert main([args[0], str(p), *args[1:], "--no-cache"]) == 0
             cold[p, tuple(args)] = capsys.readouterr().out
     loads = _loads_counted(monkeypatch)
-    for p, want in ((kineto, [False, True, True]), (jax, [False, False, True])):
+    for p, want in ((kineto, [False, True, True]), (jax, [False, True, True]), (two, [False, False, True])):
         loads.clear()
         for args in commands_run:
             assert main([args[0], str(p), *args[1:]]) == 0
             assert capsys.readouterr().out == cold[p, tuple(args)]
         assert loads == want, (p.name, loads)
     entries = [d for d in (tmp_path / "cache").glob("v*/*") if (d / "manifest.json").exists()]
-    assert len(entries) == 3  # (the PyTorch trace's one; the JAX profile's analyze and perf loads)
+    # (the PyTorch trace's one; each JAX profile's analyze load; the second profile's perf load, which --roofline read)
+    assert len(entries) == 4
 
 
 def test_load_keys_are_the_loads_own_then_without_stats_then_whole():
     from kernscope.analyze.needs import analyze_projection
-    from kernscope.load.projection import Projection, load_key, load_keys
+    from kernscope.load.projection import Projection, costs_key, load_key, load_keys
 
     proj = analyze_projection()
     assert proj is not None and proj.stats
     assert load_keys(False, None, proj) == [load_key(False, None, proj), load_key(False, None, proj.without_stats()),
                                             load_key(False, None, None)]
+    # a load reading the HLO costs: last, the same load without them (its entry, the costs read from the profile's HLO)
+    roof = analyze_projection(roofline=True)
+    assert roof is not None and roof.without_costs() == proj and proj.without_costs() is proj
+    assert load_keys(False, None, roof) == [load_key(False, None, roof), load_key(False, None, roof.without_stats()),
+                                            load_key(False, None, None), load_key(False, None, proj)]
+    assert costs_key(False, None, roof) == load_key(False, None, proj) and costs_key(False, None, proj) is None
+    assert costs_key(True, None, roof) is None and costs_key(False, None, None) is None
     assert "stats" in load_keys(False, None, proj)[0]["projection"]
     assert "stats" not in load_keys(False, None, proj)[1]["projection"]
     assert load_keys(False, None, None) == [load_key(False, None, None)]

@@ -1409,3 +1409,53 @@ def test_diff_reads_jax_profiles_without_the_columns_it_never_reads():
     got = diff(Side(t, 2), Side(t, 3))
     for name, table in whole.tables().items():
         assert got.tables()[name].equals(table), name
+
+
+# -- the HLO costs added to a load that skipped them (``perf`` after ``analyze``) ------------------------------------
+_PROFILES = sorted(p for p in (Path(__file__).parent / "data").rglob("*.xplane.pb*"))
+
+
+def test_costs_read_from_the_hlo_equal_a_load_reading_them_on_every_profile():
+    """``xplane.with_costs`` on ``analyze``'s load gives the event and GPU tables of ``perf``'s load, cell for cell, on
+    every JAX profile here where it can tell the costs (it declines where a kernel ran in a program that shares its
+    module's name with an earlier one: three of them)."""
+    from kernscope.analyze.needs import analyze_projection
+    from kernscope.load.xplane import HLO_COST_COLUMNS, with_costs
+
+    declined = []
+    for p in _PROFILES:
+        narrow = kernscope.load(p, cache=False, projection=analyze_projection())
+        wide = kernscope.load(p, cache=False, projection=analyze_projection(roofline=True))
+        assert all(narrow.gpu[c].null_count() == narrow.gpu.height for c in HLO_COST_COLUMNS)
+        data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+        got = with_costs(narrow.events, narrow.gpu, data, str(p))
+        if got is None:
+            declined.append(p.parent.name if p.name.startswith("vm.") else p.name)
+            continue
+        events, g = got
+        assert events.equals(wide.events) and g.equals(wide.gpu), p
+        assert g["hlo_flops"].null_count() < g.height, p  # (costs were read: the comparison is not of nulls)
+    assert sorted(declined) == ["jax_precision.xplane.pb.gz", "jax_recompile.xplane.pb.gz", "partial"]
+    assert len(_PROFILES) - len(declined) >= 14
+
+
+def test_cost_rows_find_each_kernels_instruction_and_decline_a_second_program_of_a_name():
+    """``cost_rows``: a GPU row's instruction row by its module and name (of each instruction one row, whatever its
+    kernels), null without an instruction; None where a row with an instruction ran in a program that is not the first
+    of its module's name (a library kernel there took the first program's call: only a parse tells)."""
+    from kernscope.load.xplane import cost_rows
+
+    hlo = pl.DataFrame({"hlo_module": ["jit_f", "jit_f", "jit_f", "jit_g", "jit_f"],
+                        "program": [7, 7, 7, 9, 8],
+                        "instruction": ["dot.1", "sort.2", "sort.2", "dot.1", "dot.1"],
+                        "row": [0, 1, 1, 2, 3]})
+    cat = pl.Categorical()
+    gpu = pl.DataFrame({"hlo_module": ["jit_f", "jit_g", "jit_f", None, "jit_f", "jit_x"],
+                        "program_id": [7, 9, None, None, 7, 1],
+                        "hlo_instruction": ["sort.2", "dot.1", "dot.1", None, None, "add.3"]},
+                       schema={"hlo_module": cat, "program_id": pl.Int64, "hlo_instruction": cat})
+    assert cost_rows(gpu, hlo).to_list() == [1, 2, 0, None, None, None]
+    second = gpu.with_columns(pl.Series("program_id", [7, 9, 8, None, 7, 1]))  # (jit_f's program 8: not its first)
+    assert cost_rows(second, hlo) is None
+    unknown = gpu.with_columns(pl.Series("program_id", [7, 9, 42, None, 8, 1]))  # (42: no program: the first, 7)
+    assert cost_rows(unknown, hlo).to_list() == [1, 2, 0, None, None, None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import threading
@@ -20,8 +21,8 @@ from .link.tree import call_tree
 from .load import cache as _cache
 from .load.formats import ParseOptions, detect
 from .load.native import trim_heap
-from .load.projection import Projection, load_key, load_keys
-from .load.source import FileIdentity, Limits, open_trace
+from .load.projection import Projection, costs_key, load_key, load_keys
+from .load.source import FileIdentity, Limits, TraceSource, open_trace
 from .model import Lazy, Trace, TraceStats
 
 __all__ = ["load", "LoadOptions"]
@@ -114,6 +115,25 @@ def _unread_stats(entry: _cache.Entry, projection: Projection) -> frozenset[str]
     return frozenset(XLA_COLUMNS) - stats
 
 
+def _costs_added(entry: _cache.Entry, source: TraceSource, path: str, limits: Limits | None,
+                 reload: Callable[[], Trace]) -> Trace | None:
+    """The trace of ``entry`` (an XSpace profile's load that read everything a load reading the HLO costs reads, but
+    them) with the costs read from the profile's HLO (:func:`kernscope.load.xplane.with_costs`); None where they cannot
+    be told without a parse, or the entry is another format's."""
+    if "xplane" not in entry.info.get("metadata", {}):
+        return None
+    from .load.xplane import with_costs
+
+    trace = _from_entry(entry, path, reload)
+    data = source.read_all(limits or Limits())
+    done = with_costs(trace.events, trace.gpu, data, path)
+    source.release(len(data))  # (only the metadata's pages were read)
+    if done is None:
+        return None
+    events, gpu = done
+    return dataclasses.replace(trace, events_table=Lazy.of(events), gpu=gpu, tree_table=Lazy(lambda: call_tree(events)))
+
+
 def _readers(counts: dict[str, int]) -> str:
     """``, compiled scanner 50 of 52 pieces, line reader 2``: which readers read the pieces (for ``--timings``)."""
     total = sum(counts.values())
@@ -185,8 +205,23 @@ def load(
                 digest_hex = digest.hexdigest if digest.identity == before else _cache.file_digest(p)
                 lap("content hash (the cache key)")
                 unread: frozenset[str] | None = frozenset()
+                costs = costs_key(salvage, opts.steps.marker, projection)
                 for i, key in enumerate(load_keys(salvage, opts.steps.marker, projection)):
                     entry = _cache.open_entry(digest_hex, key, notify=notify)
+                    if entry is not None and key == costs:
+                        # a load reading all but the HLO costs (``analyze``'s, for ``perf``): its entry, and the costs
+                        # read from the profile's HLO, where they can be told exactly (else the file is parsed)
+                        try:
+                            added = _costs_added(entry, source, p, limits, lambda: load(
+                                p, cache=False, salvage=salvage, workers=workers, steps=steps, limits=limits,
+                                projection=projection))
+                        except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError) as e:
+                            _cache._discard(entry.path, str(e) or type(e).__name__, notify)
+                            added = None
+                        if added is not None:
+                            return added
+                        entry = None
+                        continue
                     if entry is not None and i and projection is not None:
                         # a wider load's entry (of the same projection reading every stat, or the whole load's)
                         # holds every table this load makes (its analyses answer the same: the tests compare them on

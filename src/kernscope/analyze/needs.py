@@ -12,7 +12,7 @@ import re
 
 from ..link.markers import marker_names
 from ..load.argspec import AUTOGRAD_ARGS, KERNEL_ARGS, LINK_ARGS
-from ..load.projection import Projection
+from ..load.projection import COST_STATS, Projection
 
 #: the ``args`` columns the default analysis reads (through the link stage, and the findings' kernel args)
 ANALYZE_ARGS = LINK_ARGS + KERNEL_ARGS
@@ -20,11 +20,13 @@ ANALYZE_ARGS = LINK_ARGS + KERNEL_ARGS
 
 #: the XSpace (JAX) profile's own columns the default analysis reads: the HLO op and module (link, steps), the step
 #: number, the kernel's occupancy and registers (findings), its HLO instruction and description (categories), the line
-#: of the program's source it was traced from and its function (GPU time by source line)
+#: of the program's source it was traced from and its function (GPU time by source line); and the program id (two
+#: programs may share a module's name), which the decode reads anyway: kept, so that the HLO costs can be added to
+#: this load's cache entry (``perf`` after ``analyze``: :func:`kernscope.load.xplane.with_costs`)
 ANALYZE_XLA_STATS = ("hlo_op", "hlo_module", "step_num", "occupancy_pct", "registers", "hlo_instruction", "hlo_desc",
-                     "hlo_source", "hlo_function")
-#: and those ``--roofline`` reads besides (the HLO cost model's; ``program_id``: two programs may share a module's name)
-ROOFLINE_XLA_STATS = ("hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params", "program_id")
+                     "hlo_source", "hlo_function", "program_id")
+#: and those ``--roofline`` reads besides (the HLO cost model's)
+ROOFLINE_XLA_STATS = COST_STATS
 
 
 def analyze_projection(step_marker: str | None = None, *, roofline: bool = False,

@@ -8,6 +8,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+#: an XSpace (JAX) profile's columns of the HLO cost model (``perf``, ``analyze --roofline``): the instructions' FLOPs,
+#: bytes, type, class and parameters, read from the profile's HLO (its metadata), not from its events
+COST_STATS = ("hlo_flops", "hlo_bytes", "hlo_dtype", "hlo_op_class", "hlo_params")
+
 
 @dataclass(frozen=True)
 class Projection:
@@ -50,6 +54,14 @@ class Projection:
         (``analyze``'s and ``perf``'s of a PyTorch trace) find the same entry."""
         return self if self.stats is None else replace(self, stats=None)
 
+    def without_costs(self) -> Projection:
+        """This projection without the HLO cost model's columns (:data:`COST_STATS`), where it reads them: the load whose
+        cache entry, with the costs read from the profile's HLO (:func:`kernscope.load.xplane.with_costs`), stands for
+        this one's (``perf`` after ``analyze`` of a JAX profile). Itself where it reads none of them (or all stats)."""
+        if self.stats is None or not set(self.stats) & set(COST_STATS):
+            return self
+        return replace(self, stats=tuple(s for s in self.stats if s not in COST_STATS))
+
     def compiled(self) -> NameTest:
         """The ``keep`` test on names (one per document: it remembers the names it has judged)."""
         return NameTest(self.keep)
@@ -81,9 +93,21 @@ def load_key(salvage: bool, step_marker: str | None, projection: Projection | No
 def load_keys(salvage: bool, step_marker: str | None, projection: Projection | None) -> list[dict[str, Any]]:
     """The parse-cache keys whose entries may serve a load with these options, in the order a load tries them: its
     own; for a projection with ``stats``, the same one without them (the entry of a format that reads no stats, as a
-    Kineto trace's: :meth:`Projection.without_stats`); the whole load's. A caller checks that an entry of the second
-    or third stands for its load (``pipeline.load``: of an XSpace profile, the stats it leaves null)."""
+    Kineto trace's: :meth:`Projection.without_stats`); the whole load's; for one reading HLO costs, the same one without
+    them (:func:`costs_key`). A caller checks that an entry of the second or third stands for its load
+    (``pipeline.load``: of an XSpace profile, the stats it leaves null), and adds the costs to one of the fourth."""
     keys = [load_key(salvage, step_marker, projection)]
     if projection is not None:
         keys += [load_key(salvage, step_marker, projection.without_stats()), load_key(salvage, step_marker, None)]
+    costs = costs_key(salvage, step_marker, projection)
+    if costs is not None:
+        keys.append(costs)
     return [k for i, k in enumerate(keys) if k not in keys[:i]]
+
+
+def costs_key(salvage: bool, step_marker: str | None, projection: Projection | None) -> dict[str, Any] | None:
+    """The key of the load that reads what ``projection`` reads but the HLO costs (:meth:`Projection.without_costs`),
+    whose entry serves this load once the costs are added to it; None where ``projection`` reads no costs."""
+    if projection is None or salvage or projection.without_costs() is projection:
+        return None
+    return load_key(salvage, step_marker, projection.without_costs())

@@ -460,6 +460,83 @@ def _costs(works: Works, rows: list[int]) -> pl.DataFrame:
                                  *(pl.col(c).cast(pl.Categorical).alias(f"hlo_{c}") for c in ("dtype", "op_class", "params")))
 
 
+def profile_hlo(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> tuple[pl.DataFrame, Works]:
+    """The HLO instructions of the profile's modules and their work model (:func:`_hlo`), read from its metadata alone
+    (the events' bytes are not read: 0.02 s of a 207 MB profile)."""
+    buf = as_array(data)
+    try:
+        planes, _ = _planes(buf, len(data), path)
+        smd = _stat_metadata(buf, planes)
+        _, md_stat_rows = _event_metadata(buf, planes)
+        return _hlo(buf, md_stat_rows, Lookup(smd["plane"].to_numpy(), smd["id"].to_numpy()), smd["stat"])
+    except WireError as e:
+        raise TraceError(path, f"not a valid XSpace protobuf: {e}; the file is truncated or damaged") from None
+
+
+def cost_rows(gpu: pl.DataFrame, hlo: pl.DataFrame) -> pl.Series | None:
+    """Of each GPU row, by its ``hlo_module``, ``program_id`` and ``hlo_instruction``, the row of ``hlo``
+    (:meth:`~kernscope.load.hlo.Works.of`) whose costs a load reading them gives it (null: none), found as
+    :func:`_with_hlo` finds it: the instruction of that name in the row's program (its ``program_id`` where a module of
+    its name has that program, else the first module of its name; an instruction's name is its module's alone). None
+    where a row with an instruction ran in a program that is not the first of its module's name: a command buffer's
+    library kernel there takes the first program's custom call (:func:`_with_library_calls`), which only a parse of
+    the events tells apart from an instruction of its own program."""
+    named = pl.col("hlo_instruction").is_not_null()
+    programs = hlo.select(pl.col("hlo_module").alias("_m"), "program").unique(maintain_order=True)
+    firsts = programs.unique("_m", keep="first", maintain_order=True).rename({"program": "_first"})
+    ran = (gpu.lazy().filter(named).select("hlo_module", "program_id").unique().collect()
+           .with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"))
+           .join(firsts, on="_m", how="left")
+           .join(programs.with_columns(pl.lit(True).alias("_known")), left_on=["_m", "program_id"],
+                 right_on=["_m", "program"], how="left"))
+    pg = pl.when(pl.col("_known")).then(pl.col("program_id")).otherwise(pl.col("_first"))
+    if not ran.select(pg.eq_missing(pl.col("_first")).all()).item():
+        return None
+    # every row's program is then its module's first: the instruction is found by module and name alone, as one
+    # integer key of the two interned columns (a join of 1.4 M rows on three columns took 0.08 s)
+    key = pl.col("hlo_module").to_physical().cast(pl.UInt64) * (1 << 32) + pl.col("hlo_instruction").to_physical().cast(pl.UInt64)
+    keys = gpu.select(key.alias("_key"))["_key"]
+    distinct = gpu.lazy().filter(named).select(key.alias("_key"), "hlo_module", "hlo_instruction").unique("_key").collect()
+    by_name = (hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_first"), pl.col("instruction").alias("_i"),
+                          "row").unique(["_m", "_first", "_i"], keep="first"))  # (a row per kernel of an instruction)
+    found = (distinct.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"), pl.col("hlo_instruction").cast(pl.String).alias("_i"))
+             .join(firsts, on="_m", how="left").join(by_name, on=["_m", "_first", "_i"], how="left"))
+    return keys.replace_strict(found["_key"], found["row"], default=None, return_dtype=pl.Int64).alias("row")
+
+
+def with_costs(events: pl.DataFrame, gpu: pl.DataFrame, data: bytes | bytearray | memoryview | mmap.mmap,
+               path: str) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """The event and GPU tables of a load that left the HLO costs (:data:`HLO_COST_COLUMNS`) null, with them read from
+    the profile's HLO (``data``: the profile's bytes): equal to a load reading them (``perf`` after ``analyze`` reads
+    ``analyze``'s cache entry and this, not the events again). The tables must hold ``hlo_module``, ``program_id`` and
+    ``hlo_instruction`` as such a load reads them (command buffers' library kernels matched), and the GPU rows be a run
+    of the events' (a JAX profile's are). None where that does not hold, or :func:`cost_rows` cannot tell (a parse
+    then decides)."""
+    n = gpu.height
+    if "idx" not in gpu.columns or any(c not in gpu.columns or c not in events.columns
+                                       for c in ("hlo_module", "program_id", "hlo_instruction", *HLO_COST_COLUMNS)):
+        return None
+    start = int(events["idx"].search_sorted(gpu["idx"][0], side="left")) if n else 0
+    if n and (start + n > events.height or not events["idx"].slice(start, n).equals(gpu["idx"])):
+        return None
+    hlo, works = profile_hlo(data, path)
+    rows = cost_rows(gpu, hlo) if hlo.height else pl.Series("row", [None] * n, dtype=pl.Int64)
+    if rows is None:
+        return None
+    wanted = rows.drop_nulls().unique().sort().to_list()
+    costs = (_costs(works, wanted) if wanted else pl.DataFrame(schema={"row": pl.Int64, **HLO_COST_COLUMNS}))
+    got = rows.to_frame("row").join(costs, on="row", how="left", maintain_order="left")
+    filled = {c: got[c].cast(HLO_COST_COLUMNS[c]).alias(c) for c in HLO_COST_COLUMNS}
+    after = events.height - start - n
+
+    def whole(c: str) -> pl.Series:  # the event table's column: null but over the GPU rows
+        t = HLO_COST_COLUMNS[c]
+        parts = [nulls(start, t).alias(c), filled[c], nulls(after, t).alias(c)]
+        return pl.concat([x for x in parts if x.len()]) if n else nulls(events.height, t).alias(c)
+
+    return events.with_columns(whole(c) for c in HLO_COST_COLUMNS), gpu.with_columns(filled.values())
+
+
 #: a load that reads ``hlo_instruction`` and one of these matches command buffers' library kernels to the custom calls
 #: they ran (:func:`_with_library_calls`); one that does not leaves those kernels' HLO columns unset
 LIBRARY_MATCH_COLUMNS = (*HLO_COST_COLUMNS, "hlo_source", "hlo_function")
