@@ -159,6 +159,14 @@ def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
     return pl.Series("kind", list(KINDS), dtype=KindEnum).gather(pl.Series(lut[idx], dtype=pl.UInt32))
 
 
+def matching(names: pl.Series, pattern: str) -> pl.Series:
+    """The distinct values of ``names`` (a column of names, interned or not) whose text matches the regex ``pattern``
+    (``str.contains``): for ``is_in`` on the rows, so that the regex runs once per distinct name, not once per row
+    (the 924 k rated kernels of a 207 MB JAX profile's perf model: 0.05 s)."""
+    distinct = names.unique().drop_nulls()
+    return distinct.filter(distinct.cast(pl.String).str.contains(pattern))
+
+
 def named(table: pl.DataFrame, pattern: str) -> pl.DataFrame:
     """The rows of ``table`` whose ``name`` matches the regex ``pattern`` (``str.contains``), in their order. The
     regex runs once per distinct name and rows are matched on the name as stored (interned): no row's name is

@@ -19,6 +19,7 @@ import msgspec
 import polars as pl
 
 from ...errors import TraceError
+from ...link.kinds import matching
 from ...load.opargs import read_op_args
 from ...model import Trace
 from ..attribute import op_gpu_pairs
@@ -184,11 +185,11 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     ops = ev.filter(is_op & pl.col("name").is_in(names)).select(
         "idx", pl.col("name").cast(pl.String), "pid", "tid", "ts", "end")
     pairs = op_gpu_pairs(ops, gpu)
-    # the GPU records' names read as text once: TF32 GEMM kernels, and copies between two GPUs or with the host (they
-    # run at the link's bandwidth, NVLink or PCIe, not the memory's)
-    name = pl.col("name").cast(pl.String)
-    flags = gpu.select("_g", name.str.contains(TF32_KERNELS).fill_null(False).alias("_tf32"),
-                       name.str.contains(LINK_COPY).fill_null(False).alias("_link"))
+    # the GPU records' names read as text once per distinct name: TF32 GEMM kernels, and copies between two GPUs or
+    # with the host (they run at the link's bandwidth, NVLink or PCIe, not the memory's)
+    name = pl.col("name")
+    flags = gpu.select("_g", name.is_in(matching(gpu["name"], TF32_KERNELS).implode()).fill_null(False).alias("_tf32"),
+                       name.is_in(matching(gpu["name"], LINK_COPY).implode()).fill_null(False).alias("_link"))
     tf32, link = flags.select("_g", "_tf32"), flags.select("_g", "_link")
     per_op = pairs.join(link, on="_g", how="left").group_by("op_idx").agg(
         pl.col("dur").sum().alias("gpu_ns"),

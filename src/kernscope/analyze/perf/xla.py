@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from ...link.kinds import matching
 from ...model import Trace
 from .devices import DevicePeaks
 from .dtypes import TF32_KERNELS, precision
@@ -41,9 +42,9 @@ def xla_rows(gpu: pl.DataFrame, dev: DevicePeaks | None, rates: Any) -> tuple[pl
     read = [c for c in ("hlo_module", "program_id", "hlo_instruction", "hlo_op_class", "hlo_dtype", "hlo_params", "hlo_flops",
                         "hlo_bytes", "hlo_source", "name", "dur", "_g") if c in gpu.columns]
     rated = pl.col("hlo_flops").is_not_null() & pl.col("hlo_instruction").is_not_null()
-    modeled = gpu.lazy().select(read).filter(rated).collect().with_columns(
-        pl.col("name").cast(pl.String).str.contains(TF32_KERNELS).fill_null(False).any()
-        .over(*program, "hlo_instruction").alias("_tf32"))
+    modeled = gpu.lazy().select(read).filter(rated).collect()
+    modeled = modeled.with_columns(pl.col("name").is_in(matching(modeled["name"], TF32_KERNELS).implode()).fill_null(False)
+                                   .any().over(*program, "hlo_instruction").alias("_tf32"))
     # a program's own row where programs share its module's name (a function compiled for two shapes): its id in the
     # row's params, so that two rows of one instruction name say which program each is
     if "program_id" in gpu.columns:
