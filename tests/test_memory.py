@@ -21,8 +21,6 @@ from kernscope.analyze.memory import memory_timeline
 from kernscope.cli import main
 
 H100 = Path(__file__).parent / "data" / "memory_h100" / "h100_gpt_memory.pt.trace.json.gz"
-#: an H100 GPT step recorded with stacks, shapes and memory (Python events: 3,699)
-STACKS = Path(__file__).parent / "data" / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz"
 PUBLIC = [TRACES / "hta" / "v100_2rank_nccl_rank1.json.gz",
           TRACES / "tracelens" / "mi300_google_owlv2-large-patch14-ensemble__1016001.json.gz"]
 
@@ -267,30 +265,3 @@ def test_a_step_starting_with_a_free_peaks_at_its_start_and_cpu_has_no_reserve(t
     assert cpu["peak_allocated"] == 64 and cpu["peak_reserved"] is None
     assert m.steps.filter(pl.col("device_type") == "cpu")["peak_reserved"].to_list() == [None, None]
     assert m.devices.filter(pl.col("device_type") == "cuda")["peak_reserved"].to_list() == [32 << 20]
-
-
-@pytest.mark.parametrize("path", [H100, STACKS, *PUBLIC], ids=["h100", "h100_stacks", "hta_v100", "tracelens_mi300"])
-def test_the_memory_commands_load_skips_python_events_and_unread_args_with_the_same_timeline(path, monkeypatch):
-    """``kernscope memory`` loads a PyTorch trace with :func:`memory_projection`: no Python events (but step markers),
-    of the args the link's and the memory events' (read with the load: the file is not read a second time). The
-    timeline (events, devices, ops, steps) equals a whole load's; the projection did skip events where the trace has
-    Python events."""
-    from kernscope.analyze.needs import memory_projection
-    from kernscope.load import opargs
-    from kernscope.pipeline import load
-
-    if not path.is_file():
-        pytest.skip("../shared/traces not present")
-    whole = kernscope.load(path, cache=False)
-    want = memory_timeline(whole)
-    assert want is not None and want.events.height
-    monkeypatch.setattr(opargs, "read_memory_args", lambda *a: pytest.fail("the file was read again"))
-    t = load(path, cache=False, projection=memory_projection())
-    got = memory_timeline(t)
-    assert got is not None
-    for name in ("events", "devices", "ops", "steps"):
-        assert getattr(got, name).equals(getattr(want, name)), name
-    python, kept = (int((x.events["kind"] == "python_function").sum()) for x in (whole, t))
-    assert t.stats.projected_out == python - kept and kept <= whole.steps.height  # (step markers at most)
-    assert python == 0 or t.stats.projected_out > 0
-    assert t.events["mem_bytes"].null_count() < t.events.height

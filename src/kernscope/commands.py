@@ -349,7 +349,7 @@ class Session:
         from .analyze.needs import memory_projection
 
         path = self.one_file(path)
-        t = self.load(path, projection=memory_projection(self.step_marker))
+        t = self.load(path, projection=memory_projection())
         m = memory_timeline(t)
         if m is None:
             if "xplane" in t.metadata:  # (a JAX profile: XLA's allocator events are recorded by default)

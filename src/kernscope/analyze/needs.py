@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..link.markers import marker_names
-from ..load.argspec import AUTOGRAD_ARGS, KERNEL_ARGS, LINK_ARGS, MEMORY_ARGS
+from ..load.argspec import AUTOGRAD_ARGS, KERNEL_ARGS, LINK_ARGS
 from ..load.projection import COST_STATS, Projection
 
 #: the ``args`` columns the default analysis reads (through the link stage, and the findings' kernel args)
@@ -70,20 +70,9 @@ def perf_projection(step_marker: str | None = None) -> Projection | None:
     return analyze_projection(step_marker, roofline=True)
 
 
-def memory_projection(step_marker: str | None = None) -> Projection:
-    """``kernscope memory``: of a PyTorch trace, no Python events (but those steps may come from, as
-    :func:`analyze_projection` keeps them) and of the args the link's and the memory events' (:data:`MEMORY_ARGS`:
-    the timeline reads the ``[memory]`` events, the CPU ops they happened in and the steps; a Kineto trace recorded with
-    stacks and shapes is read at about the speed of ``analyze``'s load, where it was read whole); of a JAX profile, the
-    allocator events' columns and the steps'. A ``step_marker`` that is not a valid regex: the PyTorch trace read
-    whole (linking reports it)."""
-    keep = marker_names(step_marker)
-    try:
-        re.compile(keep)
-    except re.error:
-        return xla_projection(ANALYZE_XLA_STATS, MEMORY_XLA_STATS)
-    return Projection(keep=keep, drop_cats=("python_function",), drop_phases=(), args=LINK_ARGS + MEMORY_ARGS,
-                      stats=ANALYZE_XLA_STATS + MEMORY_XLA_STATS)
+def memory_projection() -> Projection:
+    """``kernscope memory``: of a JAX profile, the allocator events' columns and the steps'."""
+    return xla_projection(ANALYZE_XLA_STATS, MEMORY_XLA_STATS)
 
 
 def report_projection() -> Projection:
