@@ -169,24 +169,25 @@ def analyze(
     """
     check_step(trace, step)
     rules = finding_rules or FindingRules.builtin()
-    # every GPU row as the analyses read it, not yet categorized (a selection of the trace's columns: no copy), for
-    # the analyses that read no category: they start while this thread categorizes
-    plain = gpu_table(trace, text_names=False, text_keys=False)
-    plain_g = plain if step is None else plain.filter(pl.col("step") == step)
-    beside = plain.height <= SIDE_BY_SIDE_MAX_ROWS or trace.events.height <= SIDE_BY_SIDE_MAX_EVENTS
+    beside = trace.gpu.height <= SIDE_BY_SIDE_MAX_ROWS or trace.events.height <= SIDE_BY_SIDE_MAX_EVENTS
+    from .sources import source_table
+
     with ThreadPoolExecutor(2, thread_name_prefix="kernscope-analysis") if beside else _InOrder() as pool:
         # the analyses run on two threads, each taking the next one when it is done (polars and numpy release the
         # GIL in their work, and the analyses read the same tables and write nothing shared); the largest first, so
         # that the small ones fill in at the end. One fixed split (the critical path beside everything else) left a
         # thread idle for a third of the time on a 1 GB JAX profile. This thread hands the work out, categorizes the
-        # rows (0.13 s of a 200 MB JAX profile's cold run, where the other core idled while the rules that follow
-        # waited for it) and rolls up the small summaries
-        idle_f = pool.submit(idle_findings, trace, plain, rules)
-        steps_f = pool.submit(step_summary, trace, plain)
-        facts_f = pool.submit(trace_facts, trace)
-        from .sources import source_table
-
-        sources_f = pool.submit(lambda: source_table(trace, step, python_sources, wall_time_ns(plain_g)))
+        # rows and rolls up the small summaries. Side by side, the analyses that read no category start first, on the
+        # rows not yet categorized (a selection of the trace's columns: no copy): the categorization took 0.13 s of a
+        # 200 MB JAX profile's cold run, and the other core idled meanwhile. In order (above the bounds) they keep
+        # their places, which set the 10 GB replica's peak (below)
+        early: dict[str, Future[Any]] = {}
+        if beside:
+            plain = gpu_table(trace, text_names=False, text_keys=False)
+            plain_g = plain if step is None else plain.filter(pl.col("step") == step)
+            early = {"idle": pool.submit(idle_findings, trace, plain, rules), "steps": pool.submit(step_summary, trace, plain),
+                     "facts": pool.submit(trace_facts, trace),
+                     "sources": pool.submit(lambda: source_table(trace, step, python_sources, wall_time_ns(plain_g)))}
         # kernel names stay interned, as the trace holds them (as text they were the largest column: 0.66 GB of a
         # 10 GB trace's, held through the critical path and the output); the summaries give them as text
         if use_kernel_name_categories:
@@ -194,7 +195,9 @@ def analyze(
             all_gpu = gpu_table(trace, cat, text_names=False, text_keys=False)
         else:
             cat = None
-            all_gpu = mark_communication(plain, otherwise=UNCATEGORIZED).with_columns(pl.lit(UNCATEGORIZED).alias("library"))
+            all_gpu = mark_communication(gpu_table(trace, text_names=False, text_keys=False), otherwise=UNCATEGORIZED).with_columns(
+                pl.lit(UNCATEGORIZED).alias("library")
+            )
         g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
         decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
         path_f = (pool.submit(critical_path, trace, all_gpu, step=step, untraced_waits=untraced_waits)
@@ -211,15 +214,19 @@ def analyze(
             dev_rows = partial(timeline_rows, g, linked_only=linked_only)
         # by step, and with several GPUs each one's per step (the findings read which GPU left communication exposed)
         by_step_f = pool.submit(lambda: step_timelines(rows_f.result()))
+        steps_f = early["steps"] if beside else pool.submit(step_summary, trace, all_gpu)
         timelines_f = pool.submit(lambda: device_timelines(dev_rows()))
         # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows;
         # in order, after the critical path: the grouping's freed memory, still held by polars' allocator, sat under
         # the critical path's (numpy's) peak when it ran first: 1 GB JAX class 2.99-3.08 GB against 2.90-2.95 GB)
         grouped_f = pool.submit(rows_by, g, SUMMARY_KEYS + decided)
         step_cats_f = pool.submit(step_category_summary, trace, all_gpu)
+        facts_f = early["facts"] if beside else pool.submit(trace_facts, trace)
+        sources_f = (early["sources"] if beside
+                     else pool.submit(lambda: source_table(trace, step, python_sources, wall_time_ns(g))))
         by_step, by_step_device = by_step_f.result()
-        findings = find(trace, g, steps_f.result(), by_step, step=step, rules=rules, pool=pool,
-                        all_gpu=all_gpu, by_step_device=by_step_device, started={"step_start_idle": idle_f})
+        findings = find(trace, g, steps_f.result(), by_step, step=step, rules=rules, pool=pool, all_gpu=all_gpu,
+                        by_step_device=by_step_device, started={"step_start_idle": early["idle"]} if beside else None)
         grouped, wall = grouped_f.result(), wall_time_ns(g)
         rest = _summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
         rest["sources"] = sources_f.result()
