@@ -1420,8 +1420,10 @@ def test_costs_read_from_the_hlo_equal_a_load_reading_them_on_every_profile():
     every JAX profile here where it can tell the costs (it declines where a kernel ran in a program that shares its
     module's name with an earlier one: three of them)."""
     from kernscope.analyze.needs import analyze_projection
+    from kernscope.load.projection import COST_STATS
     from kernscope.load.xplane import HLO_COST_COLUMNS, with_costs
 
+    assert set(COST_STATS) == set(HLO_COST_COLUMNS)  # (the projections' names of the columns with_costs fills)
     declined = []
     for p in _PROFILES:
         narrow = kernscope.load(p, cache=False, projection=analyze_projection())

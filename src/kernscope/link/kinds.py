@@ -162,7 +162,7 @@ def classify(ph: pl.Series, cat: pl.Series) -> pl.Series:
 def matching(names: pl.Series, pattern: str) -> pl.Series:
     """The distinct values of ``names`` (a column of names, interned or not) whose text matches the regex ``pattern``
     (``str.contains``): for ``is_in`` on the rows, so that the regex runs once per distinct name, not once per row
-    (the 924 k rated kernels of a 207 MB JAX profile's perf model: 0.05 s)."""
+    (the 924 k rated kernels of a 207 MB JAX profile's perf model: 0.12 -> 0.10 s)."""
     distinct = names.unique().drop_nulls()
     return distinct.filter(distinct.cast(pl.String).str.contains(pattern))
 
