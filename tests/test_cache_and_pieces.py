@@ -1238,15 +1238,18 @@ def test_perf_after_analyze_reads_analyzes_entry_with_a_jax_profiles_costs_read_
     shutil.copy(ROOT / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz", jax)
     two = tmp_path / "partial.xplane.pb.gz"  # (its kernels ran in programs that share their module's name)
     shutil.copy(ROOT / "tests" / "data" / "jax_kernels_h200" / "partial" / "vm.xplane.pb.gz", two)
+    plain = tmp_path / "mlp.xplane.pb"  # (not compressed: its HLO read where the file is mapped)
+    shutil.copy(ROOT / "tests" / "data" / "jax" / "mlp" / "vm.xplane.pb", plain)
     commands_run = [["analyze", "--format", "json"], ["perf", "--format", "json"],
                     ["analyze", "--roofline", "--format", "json"]]
     cold = {}
-    for p in (kineto, jax, two):
+    for p in (kineto, jax, two, plain):
         for args in commands_run:
             assert main([args[0], str(p), *args[1:], "--no-cache"]) == 0
             cold[p, tuple(args)] = capsys.readouterr().out
     loads = _loads_counted(monkeypatch)
-    for p, want in ((kineto, [False, True, True]), (jax, [False, True, True]), (two, [False, False, True])):
+    for p, want in ((kineto, [False, True, True]), (jax, [False, True, True]), (two, [False, False, True]),
+                    (plain, [False, True, True])):
         loads.clear()
         for args in commands_run:
             assert main([args[0], str(p), *args[1:]]) == 0
@@ -1254,7 +1257,7 @@ def test_perf_after_analyze_reads_analyzes_entry_with_a_jax_profiles_costs_read_
         assert loads == want, (p.name, loads)
     entries = [d for d in (tmp_path / "cache").glob("v*/*") if (d / "manifest.json").exists()]
     # (the PyTorch trace's one; each JAX profile's analyze load; the second profile's perf load, which --roofline read)
-    assert len(entries) == 4
+    assert len(entries) == 5
 
 
 def test_load_keys_are_the_loads_own_then_without_stats_then_whole():
