@@ -225,6 +225,22 @@ class Trace:
         )
 
 
+def row_run(events: pl.DataFrame, table: pl.DataFrame) -> int | None:
+    """Where ``table``'s rows are one run of consecutive rows of ``events`` (by ``idx``; ``events``' idx increases, in
+    file order), as a JAX profile's GPU rows are: the run's first row in ``events``; None where they are not (or either
+    has no ``idx``, or a null one)."""
+    n = table.height
+    if n == 0 or "idx" not in table.columns or "idx" not in events.columns:
+        return None
+    ev_idx, idx = events["idx"], table["idx"]
+    if idx.null_count() or ev_idx.null_count() or ev_idx.dtype != idx.dtype:
+        return None
+    start = int(ev_idx.search_sorted(idx[0], side="left"))
+    if start + n > events.height or not ev_idx.slice(start, n).equals(idx):
+        return None
+    return start
+
+
 def literal_nulls(table: pl.DataFrame) -> pl.DataFrame:
     """``table`` with each column that holds only nulls as one null literal of its type (polars keeps it as a scalar
     column: no buffer, and a filter, sort or gather of the table does not copy it). The same columns, types and

@@ -195,9 +195,8 @@ def analyze(
             all_gpu = gpu_table(trace, cat, text_names=False, text_keys=False)
         else:
             cat = None
-            all_gpu = mark_communication(gpu_table(trace, text_names=False, text_keys=False), otherwise=UNCATEGORIZED).with_columns(
-                pl.lit(UNCATEGORIZED).alias("library")
-            )
+            uncategorized = plain if beside else gpu_table(trace, text_names=False, text_keys=False)
+            all_gpu = mark_communication(uncategorized, otherwise=UNCATEGORIZED).with_columns(pl.lit(UNCATEGORIZED).alias("library"))
         g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
         decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
         path_f = (pool.submit(critical_path, trace, all_gpu, step=step, untraced_waits=untraced_waits)

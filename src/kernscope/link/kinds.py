@@ -171,6 +171,4 @@ def named(table: pl.DataFrame, pattern: str) -> pl.DataFrame:
     """The rows of ``table`` whose ``name`` matches the regex ``pattern`` (``str.contains``), in their order. The
     regex runs once per distinct name and rows are matched on the name as stored (interned): no row's name is
     cast to text (ten million CPU ops' names were a few hundred MB of strings)."""
-    names = table.select(pl.col("name").unique())
-    hits = names.filter(pl.col("name").cast(pl.String).str.contains(pattern))
-    return table.filter(pl.col("name").is_in(hits["name"].implode()))
+    return table.filter(pl.col("name").is_in(matching(table["name"], pattern).implode()))

@@ -42,7 +42,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..intervals import combine_codes, ranks
-from ..model import RawTrace, literal_nulls
+from ..model import RawTrace, literal_nulls, row_run
 from . import hlo_align
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
 from .chunk import EVENT_SCHEMA, nulls
@@ -401,14 +401,7 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
     d = d.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"),
                        pl.col("name").cast(pl.String).str.replace(r"\.kd$", "").alias("_k"),
                        pl.col("hlo_op").cast(pl.String).alias("_o"))
-    # the program each kernel ran: its event's program id where a module of its name has it (two programs may share a
-    # name: a function compiled for two shapes), else the first module of its name
-    programs = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg")).unique(maintain_order=True)
-    firsts = programs.unique("_m", keep="first", maintain_order=True)  # (the first program of each name)
-    d = (d.join(firsts.rename({"_pg": "_first"}), on="_m", how="left", maintain_order="left")
-         .join(programs.with_columns(pl.lit(True).alias("_known")), left_on=["_m", "program_id"], right_on=["_m", "_pg"],
-               how="left", maintain_order="left")
-         .with_columns(pl.when(pl.col("_known")).then(pl.col("program_id")).otherwise(pl.col("_first")).alias("_pg")))
+    d, firsts = _with_programs(d, hlo)
     by_kernel = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg"), pl.col("kernel").alias("_k"),
                            pl.col("instruction").alias("_i"), pl.col("desc").alias("_d"), pl.col("op_path").alias("_p"),
                            pl.col("source").alias("_s"), pl.col("function").alias("_f"), pl.col("row").alias("_r"))
@@ -473,35 +466,41 @@ def profile_hlo(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> 
         raise TraceError(path, f"not a valid XSpace protobuf: {e}; the file is truncated or damaged") from None
 
 
+def _with_programs(d: pl.DataFrame, hlo: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``d`` (a module name ``_m`` and a ``program_id`` a row) with the program each row ran, ``_pg``: its program id
+    where a module of its name has it (two programs may share a name: a function compiled for two shapes), else the
+    first module of its name (``_first``); and that first program of each name (``_m``, ``_pg``)."""
+    programs = hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg")).unique(maintain_order=True)
+    firsts = programs.unique("_m", keep="first", maintain_order=True)
+    d = (d.join(firsts.rename({"_pg": "_first"}), on="_m", how="left", maintain_order="left")
+         .join(programs.with_columns(pl.lit(True).alias("_known")), left_on=["_m", "program_id"], right_on=["_m", "_pg"],
+               how="left", maintain_order="left")
+         .with_columns(pl.when(pl.col("_known")).then(pl.col("program_id")).otherwise(pl.col("_first")).alias("_pg")))
+    return d, firsts
+
+
 def cost_rows(gpu: pl.DataFrame, hlo: pl.DataFrame) -> pl.Series | None:
     """Of each GPU row, by its ``hlo_module``, ``program_id`` and ``hlo_instruction``, the row of ``hlo``
     (:meth:`~kernscope.load.hlo.Works.of`) whose costs a load reading them gives it (null: none), found as
-    :func:`_with_hlo` finds it: the instruction of that name in the row's program (its ``program_id`` where a module of
-    its name has that program, else the first module of its name; an instruction's name is its module's alone). None
-    where a row with an instruction ran in a program that is not the first of its module's name: a command buffer's
-    library kernel there takes the first program's custom call (:func:`_with_library_calls`), which only a parse of
-    the events tells apart from an instruction of its own program."""
-    named = pl.col("hlo_instruction").is_not_null()
-    programs = hlo.select(pl.col("hlo_module").alias("_m"), "program").unique(maintain_order=True)
-    firsts = programs.unique("_m", keep="first", maintain_order=True).rename({"program": "_first"})
-    ran = (gpu.lazy().filter(named).select("hlo_module", "program_id").unique().collect()
-           .with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"))
-           .join(firsts, on="_m", how="left")
-           .join(programs.with_columns(pl.lit(True).alias("_known")), left_on=["_m", "program_id"],
-                 right_on=["_m", "program"], how="left"))
-    pg = pl.when(pl.col("_known")).then(pl.col("program_id")).otherwise(pl.col("_first"))
-    if not ran.select(pg.eq_missing(pl.col("_first")).all()).item():
-        return None
-    # every row's program is then its module's first: the instruction is found by module and name alone, as one
-    # integer key of the two interned columns (a join of 1.4 M rows on three columns took 0.08 s)
+    :func:`_with_hlo` finds it: the instruction of that name in the row's program (:func:`_with_programs`; an
+    instruction's name is its module's alone). None where a row with an instruction ran in a program that is not the
+    first of its module's name: a command buffer's library kernel there takes the first program's custom call
+    (:func:`_with_library_calls`), which only a parse of the events tells apart from an instruction of its own
+    program."""
+    # (module and instruction as one integer key of the two interned columns: a join of 1.4 M rows on three columns
+    # took 0.08 s; the distinct keys and programs read in one pass)
     key = pl.col("hlo_module").to_physical().cast(pl.UInt64) * (1 << 32) + pl.col("hlo_instruction").to_physical().cast(pl.UInt64)
-    keys = gpu.select(key.alias("_key"))["_key"]
-    distinct = gpu.lazy().filter(named).select(key.alias("_key"), "hlo_module", "hlo_instruction").unique("_key").collect()
-    by_name = (hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_first"), pl.col("instruction").alias("_i"),
-                          "row").unique(["_m", "_first", "_i"], keep="first"))  # (a row per kernel of an instruction)
-    found = (distinct.with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"), pl.col("hlo_instruction").cast(pl.String).alias("_i"))
-             .join(firsts, on="_m", how="left").join(by_name, on=["_m", "_first", "_i"], how="left"))
-    return keys.replace_strict(found["_key"], found["row"], default=None, return_dtype=pl.Int64).alias("row")
+    ran = (gpu.lazy().filter(pl.col("hlo_instruction").is_not_null())
+           .select(key.alias("_key"), "hlo_module", "program_id", "hlo_instruction").unique(["_key", "program_id"]).collect()
+           .with_columns(pl.col("hlo_module").cast(pl.String).alias("_m"), pl.col("hlo_instruction").cast(pl.String).alias("_i")))
+    ran, _ = _with_programs(ran, hlo)
+    if not ran["_pg"].eq_missing(ran["_first"]).all():
+        return None
+    by_name = (hlo.select(pl.col("hlo_module").alias("_m"), pl.col("program").alias("_pg"), pl.col("instruction").alias("_i"),
+                          "row").unique(["_m", "_pg", "_i"], keep="first"))  # (a row per kernel of an instruction)
+    found = ran.unique("_key").join(by_name, on=["_m", "_pg", "_i"], how="left")
+    return gpu.select(key.alias("_key"))["_key"].replace_strict(found["_key"], found["row"], default=None,
+                                                                return_dtype=pl.Int64).alias("row")
 
 
 def with_costs(events: pl.DataFrame, gpu: pl.DataFrame, data: bytes | bytearray | memoryview | mmap.mmap,
@@ -513,11 +512,11 @@ def with_costs(events: pl.DataFrame, gpu: pl.DataFrame, data: bytes | bytearray 
     of the events' (a JAX profile's are). None where that does not hold, or :func:`cost_rows` cannot tell (a parse
     then decides)."""
     n = gpu.height
-    if "idx" not in gpu.columns or any(c not in gpu.columns or c not in events.columns
-                                       for c in ("hlo_module", "program_id", "hlo_instruction", *HLO_COST_COLUMNS)):
+    if any(c not in gpu.columns or c not in events.columns
+           for c in ("hlo_module", "program_id", "hlo_instruction", *HLO_COST_COLUMNS)):
         return None
-    start = int(events["idx"].search_sorted(gpu["idx"][0], side="left")) if n else 0
-    if n and (start + n > events.height or not events["idx"].slice(start, n).equals(gpu["idx"])):
+    start = row_run(events, gpu) if n else 0
+    if start is None:
         return None
     hlo, works = profile_hlo(data, path)
     rows = cost_rows(gpu, hlo) if hlo.height else pl.Series("row", [None] * n, dtype=pl.Int64)
