@@ -242,6 +242,76 @@ def test_args_a_piece_has_no_value_of_are_left_out_and_joined_as_nulls(tmp_path,
     assert ev["python_id"].null_count() == ev.height
 
 
+def _mixed_phases(n: int) -> list[dict]:
+    """Events of every phase a piece may split off (flow arrows, metadata, counters) among kernels, launches and Python
+    events (those a projection drops)."""
+    evs: list[dict] = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "host"}},
+                       {"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": 7, "args": {"sort_index": 3}}]
+    for i in range(n):
+        t = 10.0 * i
+        evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 7, "ts": t, "dur": 2.0,
+                    "args": {"correlation": i, "external id": i}})
+        evs.append({"ph": "s", "id": i, "pid": 0, "tid": 7, "ts": t, "cat": "ac2g", "name": "ac2g"})
+        evs.append({"ph": "X", "cat": "python_function", "name": f"f{i % 7}", "pid": 0, "tid": 7, "ts": t, "dur": 1.0})
+        evs.append({"ph": "X", "cat": "kernel", "name": f"k{i % 9}", "pid": 1, "tid": 3, "ts": t + 3, "dur": 4.0,
+                    "args": {"correlation": i, "stream": 3, "device": 0}})
+        evs.append({"ph": "f", "id": i, "pid": 1, "tid": 3, "ts": t + 3, "cat": "ac2g", "name": "ac2g", "bp": "e"})
+        if i % 50 == 0:
+            evs.append({"ph": "C", "name": "mem", "pid": 0, "ts": t, "args": {"bytes": i}})
+            evs.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": 3, "args": {"name": f"stream {i}"}})
+    return evs
+
+
+@pytest.mark.parametrize("projected", [False, True], ids=["whole", "projected"])
+def test_a_split_scan_holds_every_row_of_a_whole_one_in_its_place(projected):
+    """``scan(..., split=True)``: the events, flow arrows and metadata events are the rows of an unsplit scan of those
+    phases (their columns, in order), each with its ordinal among the piece's events; counters are counted."""
+    text = json.dumps(_mixed_phases(600))[1:-1].encode()
+    proj = analyze_projection() if projected else None
+    whole, split = (fastscan.scan(text, proj.args if proj else None, proj, split=s) for s in (False, True))
+    assert whole is not None and split is not None and split.split is not None and whole.split is None
+    w = whole.table.with_columns(pl.Series("idx", whole.ordinals if whole.ordinals is not None
+                                           else np.arange(whole.table.height)))
+    ph = w["ph"].cast(pl.String)
+    events, flows, metas = split.table.with_columns(pl.Series("idx", split.ordinals)), split.split.flows_at(0), split.split.metas_at(0)
+    assert events is not None and flows is not None and metas is not None
+    assert_frame_equal(events, w.filter(~ph.is_in(["s", "f", "t", "M", "C"])).select(events.columns))
+    assert_frame_equal(flows, w.filter(ph.is_in(["s", "f"])).select(flows.columns))
+    assert_frame_equal(metas, w.filter(ph == "M").select(metas.columns))
+    assert flows.height == 1200 and metas.height == 14 and split.split.counters == (ph == "C").sum() == 12
+    assert split.split.rows + split.table.height == w.height and split.dropped == whole.dropped == (600 if projected else 0)
+    assert "meta_name" in metas.columns and "correlation" not in flows.columns and "flow_id" not in metas.columns
+
+
+@pytest.mark.parametrize("projected", [False, True], ids=["whole", "projected"])
+def test_pieces_split_as_scanned_give_the_tables_of_pieces_split_after(projected, tmp_path, monkeypatch):
+    """Counters, metadata and flow arrows split off in every piece by the scanner (in some pieces only, and one piece
+    declined to the other readers in between): the tables, event positions and projected-out counts equal those of
+    the same pieces scanned whole and split as they are taken (:func:`kineto.split_phases`), and without a projection
+    the other readers'."""
+    evs = _mixed_phases(3_000)
+    mid = next(e for e in evs[len(evs) // 2:] if e["name"] == "cudaLaunchKernel")
+    mid["args"]["correlation"] = float(mid["args"]["correlation"])  # (a float: a middle piece goes to the other readers)
+    p = write_trace(tmp_path / "t.json", evs)
+    monkeypatch.setattr(document, "CHUNK_BYTES", p.stat().st_size // 6)
+    proj = analyze_projection() if projected else None
+    scanned = _parse(p, monkeypatch, True, proj)
+    real = fastscan.scan
+    monkeypatch.setattr(kineto, "fastscan", lambda *a, **kw: real(*a, **{**kw, "split": False}))
+    references = [_parse(p, monkeypatch, True, proj)] + ([] if projected else [_parse(p, monkeypatch, False)])
+    for ref in references:
+        assert_frame_equal(scanned.events, ref.events)
+        assert_frame_equal(scanned.flows, ref.flows)
+        assert_frame_equal(scanned.meta_events, ref.meta_events)
+        assert scanned.projected_out == ref.projected_out
+    assert scanned.readers == references[0].readers and scanned.readers.get("compiled scanner", 0) >= 4
+    assert len(scanned.readers) == 2 and scanned.flows.height == 6_000 and scanned.meta_events.height == 62
+    assert (scanned.projected_out > 2_000) if projected else scanned.projected_out == 0
+    # (positions in the file's event array: counters and metadata counted)
+    k = scanned.events.filter(pl.col("cat").cast(pl.String) == "kernel")
+    assert k["idx"].head(3).to_list() == [5, 12, 17] and k["idx"][-1] == len(evs) - 2
+
+
 @needs_traces
 def test_mutants_read_alike(tmp_path, monkeypatch):
     """Mutants of real traces: the scanner-first load and the other readers give the same table, or the same

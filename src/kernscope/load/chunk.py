@@ -43,6 +43,11 @@ EXACT_FLOAT_US = float(2**43)
 #: the largest µs value whose ns fit int64
 MAX_US = (2**63 - 1) // 1000
 STRING_COLUMNS = ("ph", "cat", "name", "pid", "tid")
+#: the rows that are not events: flow arrows and metadata events (a table of their own each, these columns), and
+#: counters (counted only)
+FLOW_PHASES = ("s", "f", "t")
+FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
+META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
 #: longest name (or other string) kept whole; longer ones keep their head and a hash of the whole
 MAX_NAME_BYTES = 4096
 
@@ -348,7 +353,7 @@ def finish(df: pl.DataFrame, text: bytes, numbers: bool | None = None, args: Arg
            exact: dict[str, tuple[pl.Series, pl.Series]] | None = None) -> tuple[pl.DataFrame, list[Bad]]:
     """From the reader's columns (strings, float times) to the event table schema. Args columns not in
     ``args`` (when given) are left out, whichever reader ran: an unread column is neither kept nor checked
-    (the load adds it as one null literal, :func:`kernscope.load.kineto._concat_split`); so are those a
+    (the load adds it as one null literal, :func:`kernscope.load.kineto._join_pieces`); so are those a
     reader was not asked for (the metadata args of text without metadata events).
 
     ``longest``: the longest event's text (bytes) when the caller knows it; no string of a shorter event

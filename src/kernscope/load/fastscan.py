@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from .argspec import ARG_FIELDS, LOADER_ARGS
-from .chunk import EVENT_SCHEMA, MAX_NAME_BYTES, Args_, cap_names
+from .chunk import EVENT_SCHEMA, FLOW_COLUMNS, FLOW_PHASES, MAX_NAME_BYTES, META_COLUMNS, Args_, cap_names
 from .native import scanner
 from .projection import NameTest, Projection
 from .strings import strings_of
@@ -92,6 +92,42 @@ def _layout(args: Args_, texts: Texts = ()) -> _Layout:
                    tuple(c for c in EVENT_SCHEMA if c in have) + tuple(column for _, column in texts))
 
 
+@dataclass(frozen=True)
+class Split:
+    """The rows of a piece that are not events (``scan(..., split=True)``): its flow arrows and metadata events, each
+    in their columns (:data:`~.chunk.FLOW_COLUMNS`, :data:`~.chunk.META_COLUMNS`; ``idx`` added by
+    :meth:`flows_at`/:meth:`metas_at`; None: the piece has none), and its count of counters (dropped)."""
+
+    flows: pl.DataFrame | None
+    flow_ordinals: np.ndarray  #: each flow row's ordinal among the piece's events
+    metas: pl.DataFrame | None
+    meta_ordinals: np.ndarray
+    counters: int
+
+    @property
+    def rows(self) -> int:
+        """The piece's events split off (flow arrows, metadata events and counters)."""
+        return len(self.flow_ordinals) + len(self.meta_ordinals) + self.counters
+
+    def flows_at(self, first: int) -> pl.DataFrame | None:
+        """The flow arrows with ``idx``, the piece's first event being event ``first`` of the file."""
+        return _at(self.flows, self.flow_ordinals, first, FLOW_COLUMNS)
+
+    def metas_at(self, first: int) -> pl.DataFrame | None:
+        """The metadata events with ``idx`` (see :meth:`flows_at`)."""
+        return _at(self.metas, self.meta_ordinals, first, META_COLUMNS)
+
+
+def _at(table: pl.DataFrame | None, ordinals: np.ndarray, first: int, columns: list[str]) -> pl.DataFrame | None:
+    if table is None:
+        return None
+    with_idx = table.with_columns(pl.Series("idx", first + ordinals.astype(np.int64)))
+    return with_idx.select(c for c in columns if c in with_idx.columns)
+
+
+_NOTHING_SPLIT = Split(None, np.zeros(0, np.int64), None, np.zeros(0, np.int64), 0)
+
+
 @dataclass
 class Scanned:
     """One piece's table and what a projection removed (as :class:`kernscope.load.kineto.Parsed` wants)."""
@@ -102,6 +138,7 @@ class Scanned:
     dropped_first_ts: float = float("inf")  #: earliest ts (µs) of the ``ph: X`` events dropped
     via_layouts: int = 0  #: of the events dropped, those the scanner matched to a learned layout (not tokenized)
     rows_via_layouts: int = 0  #: of the rows, those read through a learned layout (their values read at its holes)
+    split: Split | None = None  #: with ``scan(..., split=True)``: the rows split off (``table`` holds the events)
 
 
 def available() -> bool:
@@ -183,7 +220,7 @@ class ScanHints:
 
 def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | None = None,
          keep: NameTest | None = None, hints: ScanHints | None = None, layouts: bool = True,
-         texts: Texts = (), only_texts: bool = False) -> Scanned | None:
+         texts: Texts = (), only_texts: bool = False, split: bool = False) -> Scanned | None:
     """The event table of ``text`` (a run of events, no brackets), or None when the compiled scanner is not
     available or declines the text (then parse it with the other readers). ``args``: the args columns read
     (None: all); ``projection``/``keep``: the events to drop (see the module) and its name test; ``layouts``
@@ -192,7 +229,9 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     op's ``Input Dims``: :mod:`.opargs`), String columns after the event table's; an event with one is read in full
     (no layout), and a piece where one is over :data:`~.chunk.MAX_NAME_BYTES` is declined. ``only_texts``: the table
     is those columns alone, a row per event (none of its strings made a category: polars keeps those for the
-    process's life)."""
+    process's life). ``split``: the flow arrows, metadata events and counters are split off (:class:`Split`), each
+    table right-sized from the scanner's outputs (split later, as a filter of a piece's table, they were copied
+    into polars' allocator, whose freed pages stay mapped a while, where the pieces' own arrays go back at the join)."""
     lib = scanner()  # (of ABI 7 or later: it has ks_kineto_scan)
     if lib is None:
         return None
@@ -239,6 +278,26 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
         first_ts = min(first_ts, first_ts_rows)
     if keep_rows is not None:
         dropped += rows - len(keep_rows)
+    phases = _phase_rows(offsets, lens, dbytes, codes[0], keep_rows) if split and not only_texts and rows else None
+    if phases is not None:
+        events, flow, meta, n_counters = phases
+
+        def part(at: np.ndarray, only: list[str] | None = None) -> pl.DataFrame:
+            def pick(k: int, names: tuple[str, ...]) -> bool:
+                return only is None or names[k] in only
+            # (take: twice the rate of an index)
+            return _table(lay, words, [c.take(at) if pick(k, lay.strings) else c[:0] for k, c in enumerate(codes)],
+                          [a.take(at) if pick(k, lay.ints) else a[:0] for k, a in enumerate(ints)],
+                          [v.take(at) if pick(k, lay.ints) else v[:0] for k, v in enumerate(present)], only)
+
+        def ords(at: np.ndarray) -> np.ndarray:
+            return c_ord[at] if c_dropped else at
+
+        flows = part(flow, FLOW_COLUMNS) if len(flow) else None
+        metas = part(meta, META_COLUMNS) if len(meta) else None
+        return Scanned(part(events), dropped, ords(events), first_ts, int(counts[6]), int(counts[7]),
+                       Split(flows, ords(flow), metas, ords(meta), n_counters))
+    if keep_rows is not None:
         ordinals = c_ord[:rows][keep_rows] if c_dropped else keep_rows
         codes = [c[keep_rows] for c in codes]
         ints = [a[keep_rows] for a in ints]
@@ -251,7 +310,8 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
         table = pl.DataFrame([words.gather(pl.Series(codes[lay.strings.index(c)])).alias(c) for _, c in texts])
     else:
         table = _table(lay, words, codes, ints, present)
-    return Scanned(table, dropped, ordinals, first_ts, int(counts[6]), int(counts[7]))
+    return Scanned(table, dropped, ordinals, first_ts, int(counts[6]), int(counts[7]),
+                   _NOTHING_SPLIT if split and not only_texts else None)
 
 
 def dictionary_series(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
@@ -272,6 +332,24 @@ def _codes_of(offsets: np.ndarray, lens: np.ndarray, data: np.ndarray, wanted: t
             cand = cand[(data[offsets[cand][:, None] + np.arange(len(wb))] == wb).all(axis=1)]
         found.append(cand)
     return np.concatenate(found).astype(np.uint32) if found else np.zeros(0, dtype=np.uint32)
+
+
+def _phase_rows(offsets: np.ndarray, lens: np.ndarray, data: np.ndarray, ph: np.ndarray, keep_rows: np.ndarray | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """The scanned rows (``ph``: their phase codes; of ``keep_rows`` only, where given) that are events, flow arrows
+    and metadata events, and the count of counters; None where every row is an event."""
+    kind = np.zeros(len(offsets), dtype=np.uint8)  # per dictionary code: 0 event, 1 flow arrow, 2 metadata, 3 counter
+    for k, phases in ((1, FLOW_PHASES), (2, ("M",)), (3, ("C",))):
+        kind[_codes_of(offsets, lens, data, phases)] = k
+    if not kind.any():
+        return None
+    of_row = kind[ph] if keep_rows is None else kind[ph[keep_rows]]
+    if not of_row.any():
+        return None
+    if keep_rows is None:
+        return (np.flatnonzero(of_row == 0), np.flatnonzero(of_row == 1), np.flatnonzero(of_row == 2),
+                int(np.count_nonzero(of_row == 3)))
+    return keep_rows[of_row == 0], keep_rows[of_row == 1], keep_rows[of_row == 2], int(np.count_nonzero(of_row == 3))
 
 
 def _kept(words: pl.Series, offsets: np.ndarray, lens: np.ndarray, data: np.ndarray, codes: list[np.ndarray], ts: np.ndarray,
@@ -302,13 +380,15 @@ def _kept(words: pl.Series, offsets: np.ndarray, lens: np.ndarray, data: np.ndar
 
 
 def _table(lay: _Layout, words: pl.Series, codes: list[np.ndarray], ints: list[np.ndarray],
-           present: list[np.ndarray]) -> pl.DataFrame:
+           present: list[np.ndarray], only: list[str] | None = None) -> pl.DataFrame:
     # only the strings of categorical columns become categories (polars' categories are global and kept for the
     # process's life: flow ids, or the names of dropped Python events, have no place there); codes renumbered
     # an args column without a value in the piece is left out of its table (the pieces' join makes it null in the
     # piece's rows, and one null literal where no piece has a value): materialized, such columns were ~20 MB of the
     # pieces a 200 MB trace holds until they are joined (ns-resolution: Python ids, communicator ranks)
-    strings = {name: c for k, (name, c) in enumerate(zip(lay.strings, codes)) if k < len(FIXED_STRINGS) or c.any()}
+    # (``only``: these columns alone, where they have a value)
+    strings = {name: c for k, (name, c) in enumerate(zip(lay.strings, codes))
+               if (only is None or name in only) and (k < len(FIXED_STRINGS) or c.any())}
     is_cat = {name: EVENT_SCHEMA.get(name) == pl.Categorical for name in strings}  # (a text arg: String)
     used = np.zeros(len(words), dtype=bool)
     for name, c in strings.items():
@@ -316,11 +396,13 @@ def _table(lay: _Layout, words: pl.Series, codes: list[np.ndarray], ints: list[n
             used[c] = True
     used[0] = True  # the null
     renum = (np.cumsum(used) - 1).astype(np.uint32)
-    idx = pl.DataFrame({name: renum[c] if is_cat[name] else c for name, c in strings.items()})
+    idx = pl.DataFrame({name: renum.take(c) if is_cat[name] else c for name, c in strings.items()})
     cats, text = pl.lit(words.filter(pl.Series(used)).cast(pl.Categorical)), pl.lit(words)
     cols = {c.name: c for c in idx.select((cats if is_cat[name] else text).gather(pl.col(name)).alias(name)
                                           for name in strings).get_columns()}
     for k, (name, v, ok) in enumerate(zip(lay.ints, ints, present)):
+        if only is not None and name not in only:
+            continue
         if k < len(FIXED_INTS):  # times: 0 where missing, and the missing mask
             cols[name] = pl.Series(name, v)
             cols[f"{name}_missing"] = pl.Series(f"{name}_missing", ~ok)
@@ -328,4 +410,4 @@ def _table(lay: _Layout, words: pl.Series, codes: list[np.ndarray], ints: list[n
             cols[name] = pl.Series(name, v)
         elif ok.any():
             cols[name] = pl.Series(name, v).set(pl.Series(~ok), None)
-    return pl.DataFrame([cols[c] for c in lay.columns if c in cols])
+    return pl.DataFrame([cols[c] for c in (lay.columns if only is None else only) if c in cols])

@@ -26,9 +26,21 @@ from ..errors import TraceError
 from ..model import RawTrace
 from . import document
 from .argspec import ARG_FIELDS, LOADER_ARGS
-from .chunk import EVENT_SCHEMA, Bad, ChunkError, ReadHints, empty_table, nulls, parse_chunk, parse_lines
+from .chunk import (
+    EVENT_SCHEMA,
+    FLOW_COLUMNS,
+    FLOW_PHASES,
+    META_COLUMNS,
+    Bad,
+    ChunkError,
+    ReadHints,
+    empty_table,
+    nulls,
+    parse_chunk,
+    parse_lines,
+)
 from .document import UTF8_BOM, NeedsWholeDocument, Piece, Splitter, decode_metadata, tail_candidates
-from .fastscan import ScanHints
+from .fastscan import ScanHints, Split
 from .fastscan import available as fastscan_available
 from .fastscan import scan as fastscan
 from .lines import to_lines
@@ -60,6 +72,8 @@ class Parsed:
     dropped_first_ts: float = float("inf")  #: earliest ts (µs) of the ``ph: X`` events cut out
     #: which reader made the table: "compiled scanner", "line reader", "array reader", "salvage" or "" (no events)
     reader: str = "array reader"
+    #: the rows the reader split off already (the compiled scanner: :attr:`.fastscan.Scanned.split`)
+    split: Split | None = None
 
 
 def _bracket(text: bytes | memoryview) -> bytes:
@@ -134,7 +148,12 @@ class _Pipeline:
         self.salvage = salvage
         self.limits = limits
         self.workers = max(1, workers)
+        #: the pieces' event rows (every column), and their flow arrows and metadata events (their own columns), split
+        #: as each piece is parsed (``fastscan.Split``, :func:`split_phases`); counters are counted
         self.tables: list[pl.DataFrame] = []
+        self.flow_tables: list[pl.DataFrame] = []
+        self.meta_tables: list[pl.DataFrame] = []
+        self.counters = 0
         #: the pieces' tables not yet merged into a block (``tables[first_loose:]``) and the bytes of their JSON
         self.first_loose = 0
         self.loose_bytes = 0
@@ -197,10 +216,10 @@ class _Pipeline:
         through the JSON-array reader (errors and their locations come from there). The compiled scanner
         goes first; what it declines takes those readers."""
         if self.native:
-            scanned = fastscan(text, self.args, self.projection, self.keep_rx, self.scan_hints)
+            scanned = fastscan(text, self.args, self.projection, self.keep_rx, self.scan_hints, split=True)
             if scanned is not None:
                 return Parsed(scanned.table, [], dropped=scanned.dropped, ordinals=scanned.ordinals,
-                              dropped_first_ts=scanned.dropped_first_ts, reader="compiled scanner")
+                              dropped_first_ts=scanned.dropped_first_ts, reader="compiled scanner", split=scanned.split)
         if self.refused < MAX_REFUSED:
             got = self._lines(text)
             if got is not None:
@@ -329,10 +348,21 @@ class _Pipeline:
         self.skipped_count += parsed.skipped_count
         if parsed.tail is not None:
             self.tail = parsed.tail
-        table = _with_idx(table, parsed, self.events_before)
-        self.events_before += parsed.table.height + parsed.skipped_count + parsed.dropped
+        first = self.events_before
+        table = _with_idx(table, parsed, first)
+        split = parsed.split
+        self.events_before += parsed.table.height + parsed.skipped_count + parsed.dropped + (split.rows if split else 0)
         self.dropped += parsed.dropped
         self.dropped_first_ts = min(self.dropped_first_ts, parsed.dropped_first_ts)
+        if split is not None:  # (by the scanner)
+            flows, metas, counters = split.flows_at(first), split.metas_at(first), split.counters
+        else:
+            table, flows, metas, counters = split_phases(table)
+        self.counters += counters
+        for part, kept in ((flows, self.flow_tables), (metas, self.meta_tables)):
+            if part is not None:
+                kept.append(part)
+                self.memory += part.estimated_size()
         self.memory += table.estimated_size()
         if self.memory > self.budget:
             raise TraceError(
@@ -350,13 +380,44 @@ class _Pipeline:
         if self.loose_bytes >= BLOCK_BYTES and len(self.tables) > self.first_loose:
             self.tables[self.first_loose:] = [merge_pieces(self.tables[self.first_loose:])]
             self.first_loose = len(self.tables)
+            for kept, columns in ((self.flow_tables, FLOW_COLUMNS), (self.meta_tables, META_COLUMNS)):
+                if len(kept) > 1:
+                    kept[:] = [stacked(kept, columns)]
             self.loose_bytes = 0
             trim_heap()  # the pieces' numpy buffers (C heap) back to the system
 
 
 _ARG_COLUMNS = frozenset(f.column for f in ARG_FIELDS)
-FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
-META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
+
+
+def split_phases(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None, int]:
+    """A piece's table (with ``idx``) as (its event rows, its flow arrows ("s", "f", "t") in :data:`FLOW_COLUMNS`,
+    its metadata events ("M") in :data:`META_COLUMNS`, its count of counters ("C"), which are dropped); None where a
+    piece has no such row. Split as each piece arrives, the arrows (a third of a Kineto trace's rows: two per kernel
+    launch) hold their own eight columns until the pieces are joined, not a row of every column."""
+    if not table.height or "ph" not in table.columns:
+        return table, None, None, 0
+    ph = table.get_column("ph")
+    is_flow = ph.is_in(FLOW_PHASES).fill_null(False)
+    is_meta = (ph == "M").fill_null(False)
+    is_counter = (ph == "C").fill_null(False)
+    n_flow, n_meta, n_counter = int(is_flow.sum()), int(is_meta.sum()), int(is_counter.sum())
+    if not (n_flow or n_meta or n_counter):
+        return table, None, None, 0
+    flows = table.filter(is_flow).select(c for c in FLOW_COLUMNS if c in table.columns) if n_flow else None
+    metas = table.filter(is_meta).select(c for c in META_COLUMNS if c in table.columns) if n_meta else None
+    rest = table.filter(~(is_flow | is_meta | is_counter))
+    return rest, flows, metas, n_counter
+
+
+def stacked(tables: list[pl.DataFrame], columns: list[str]) -> pl.DataFrame:
+    """``columns`` of ``tables`` one under the other, each contiguous (a column a table lacks: null in its rows; see
+    :func:`_joined`); an empty table of the event schema's types when there is none."""
+    if not tables:
+        return empty_table().with_columns(pl.lit(0, dtype=pl.Int64).alias("idx")).select(columns)
+    heights = [t.height for t in tables]
+    return pl.DataFrame([_joined(c, [t.get_column(c) if c in t.columns else None for t in tables], heights, rechunk=True)
+                         for c in columns])
 
 
 def _with_idx(table: pl.DataFrame, parsed: Parsed, first: int) -> pl.DataFrame:
@@ -384,7 +445,7 @@ TRIM_BYTES = 16 << 20
 #: replicas 3-10% of their time and 2-15% of their peak (a100: 1.08-1.16x -> 1.01-1.04x its JSON) and the 10 GB replica
 #: 3.99-4.16 GB against 3.76-3.81. So a trace of up to 2 GB is joined once, at the end
 BLOCK_BYTES = 2 << 30
-#: from this many rows on, the pieces' columns are joined one at a time (see ``_concat_split``): two columns in
+#: from this many rows on, the pieces' columns are joined one at a time (see ``_join_pieces``): two columns in
 #: flight held 0.13 GB more at the peak of a 1.1 GB trace's cold analyze (4.8 M events: 1.07 -> 0.94x the JSON, the
 #: same time); below it, two at a time save ~13 ms on a 200 MB trace
 SERIAL_JOIN_ROWS = 2_000_000
@@ -418,72 +479,55 @@ class _Split:
     counters: int
 
 
-def _concat_split(tables: list[pl.DataFrame], columns: list[str], unread: frozenset[str] = frozenset()) -> _Split:
-    """One contiguous table from per-piece tables, column by column, two columns at a time on two threads
-    (the pieces' buffers are freed as each column is built, so this never holds two copies of the table;
-    polars copies without the GIL: 43 -> 30 ms for a 206 MB trace), split by phase into events, flow
-    arrows ("s", "f", "t") and metadata ("M"); counters ("C") are counted. Contiguous columns keep the
-    joins and ``with_columns`` of linking from copying the whole table again. Args columns in ``unread``
-    (a projection does not read them: null in every piece) or with no value at all become one null literal
-    each, which takes no memory however long the table (a materialized null Int64 column of a 200 MB
-    trace is 4 MB). A piece may leave out a column it did not read (the metadata args of a piece without
-    metadata events): its rows are null there."""
+def _join_pieces(tables: list[pl.DataFrame], columns: list[str], unread: frozenset[str] = frozenset(),
+                 flow_tables: list[pl.DataFrame] | None = None, meta_tables: list[pl.DataFrame] | None = None,
+                 counters: int = 0) -> _Split:
+    """One contiguous table from the pieces' event rows (their flow arrows, metadata and counters were split off as
+    they came: by the compiled scanner, else :func:`split_phases`), column by column, two columns at a time on two
+    threads (the pieces' buffers are freed as each column is built, so this never holds two copies of the table;
+    polars copies without the GIL: 43 -> 30 ms for a 206 MB trace); the flow arrows and metadata events stacked
+    likewise. Contiguous columns keep the joins and ``with_columns`` of linking from copying the whole table again.
+    Args columns in ``unread`` (a projection does not read them: null in every piece) or with no value at all become
+    one null literal each, which takes no memory however long the table (a materialized null Int64 column of a 200
+    MB trace is 4 MB). A piece may leave out a column it did not read (the metadata args of a piece without metadata
+    events): its rows are null there."""
     per_piece = [dict(zip(t.columns, t.get_columns())) for t in tables]
     heights = [t.height for t in tables]
     tables.clear()
     for d in per_piece:
         for c in unread:
             d.pop(c, None)
-    # the phases as stored (interned): as text they were 16 bytes a row more, held through the whole join
-    ph = pl.concat([d["ph"] for d in per_piece], rechunk=True)
-    is_flow = ph.is_in(["s", "f", "t"]).fill_null(False)
-    is_meta = (ph == "M").fill_null(False)
-    is_counter = (ph == "C").fill_null(False)
-    del ph
-    rest = ~(is_flow | is_meta | is_counter)
-    split = not bool(rest.all())
     out: dict[str, pl.Series] = {}
-    flows: dict[str, pl.Series] = {}
-    metas: dict[str, pl.Series] = {}
     literal = [c for c in columns if c in unread]  # event columns made one null literal each
     # (the compiled scanner leaves an args column out of a piece where it has no value)
-    literal_if_absent = frozenset(c for c in columns if c in _ARG_COLUMNS and c not in FLOW_COLUMNS and c not in META_COLUMNS)
+    literal_if_absent = frozenset(c for c in columns if c in _ARG_COLUMNS)
 
     def build(c: str) -> None:
-        # with rows to split off, each filter makes its own contiguous copy (a rechunk first would be another)
         parts = [d.pop(c, None) for d in per_piece]
         if c in literal_if_absent and all(p is None for p in parts):  # no piece has a value: nothing to join
             literal.append(c)
             return
-        col = _joined(c, parts, heights, rechunk=not split)
-        if c in FLOW_COLUMNS:
-            flows[c] = col.filter(is_flow).rechunk() if split else col.clear()
-        if c in META_COLUMNS:
-            metas[c] = col.filter(is_meta).rechunk() if split else col.clear()
-        if c in columns:
-            # (nulls in every event row, e.g. no communication in this trace: values only in the flow or metadata rows
-            # split off count too; such columns were 235 MB of the 10 GB replica's table at the end of its parse)
-            if c in _ARG_COLUMNS and col.null_count() == col.len():
-                literal.append(c)
-            else:
-                kept = col.filter(rest).rechunk() if split else col
-                if c in _ARG_COLUMNS and kept.null_count() == kept.len():
-                    literal.append(c)
-                else:
-                    out[c] = kept
-        del parts, col
+        col = _joined(c, parts, heights, rechunk=True)
+        del parts
+        # (nulls in every event row, e.g. no communication in this trace: values only in the flow or metadata rows
+        # split off count too; such columns were 235 MB of the 10 GB replica's table at the end of its parse)
+        if c in _ARG_COLUMNS and col.null_count() == col.len():
+            literal.append(c)
+        else:
+            out[c] = col
+        del col
         trim_heap()
 
-    todo = [c for c in dict.fromkeys([*columns, *FLOW_COLUMNS, *META_COLUMNS]) if c not in unread]
+    todo = [c for c in columns if c not in unread]
     # columns are independent and polars releases the GIL while it copies: two at a time, but one at a time on
     # a large trace (each column in flight holds its parts and its copy: 0.5 GB a column at 10 GB)
-    with ThreadPoolExecutor(2 if len(rest) < SERIAL_JOIN_ROWS else 1) as pool:
+    with ThreadPoolExecutor(2 if sum(heights) < SERIAL_JOIN_ROWS else 1) as pool:
         list(pool.map(build, todo))
+    per_piece.clear()
     events = pl.DataFrame({c: out[c] for c in columns if c in out})
     if literal:
         events = events.with_columns(pl.lit(None, dtype=EVENT_SCHEMA[c]).alias(c) for c in literal).select(columns)
-    return _Split(events, pl.DataFrame({c: flows[c] for c in FLOW_COLUMNS}),
-                  pl.DataFrame({c: metas[c] for c in META_COLUMNS}), int(is_counter.sum()))
+    return _Split(events, stacked(flow_tables or [], FLOW_COLUMNS), stacked(meta_tables or [], META_COLUMNS), counters)
 
 
 def _trace_error(path: str, e: ChunkError, where: str) -> TraceError:
@@ -602,8 +646,8 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     empty = empty_table().with_columns(pl.lit(0, dtype=pl.Int64).alias("idx"))
     unread = frozenset(f.column for f in ARG_FIELDS if pipe.args is not None and f.column not in pipe.args
                        and f.column not in LOADER_ARGS)
-    parts = (_concat_split(pipe.tables, event_cols, unread) if pipe.tables
-             else _Split(empty.select(event_cols), empty.select(FLOW_COLUMNS), empty.select(META_COLUMNS), 0))
+    parts = (_join_pieces(pipe.tables, event_cols, unread, pipe.flow_tables, pipe.meta_tables, pipe.counters)
+             if pipe.tables else _Split(empty.select(event_cols), empty.select(FLOW_COLUMNS), empty.select(META_COLUMNS), 0))
     table, flows, metas = parts.events, parts.flows, parts.metas
     table, more, n_over = _check_ranges(table, source.path, salvage)
     skipped = pipe.skipped + more

@@ -45,7 +45,7 @@ from ..intervals import combine_codes, ranks
 from ..model import RawTrace, literal_nulls, row_run
 from . import hlo_align
 from .argspec import ARG_FIELDS, KERNEL_ARGS, XPLANE_SPEC_VERSION
-from .chunk import EVENT_SCHEMA, nulls
+from .chunk import EVENT_SCHEMA, FLOW_COLUMNS, META_COLUMNS, nulls
 from .hlo import Works
 from .native import distinct_rows as native_distinct_rows
 from .protowire import Fields, WireError, as_array, fields_of, walk
@@ -85,8 +85,6 @@ HLO_COST_COLUMNS: dict[str, Any] = {"hlo_flops": pl.Float64, "hlo_bytes": pl.Flo
                                     "hlo_op_class": pl.Categorical, "hlo_params": pl.Categorical}
 HLO_COLUMNS: dict[str, Any] = {"hlo_instruction": pl.Categorical, "hlo_desc": pl.Categorical, **HLO_COST_COLUMNS,
                                "hlo_source": pl.Categorical, "hlo_function": pl.Categorical, "op_path": pl.Categorical}
-_META_COLUMNS = ["idx", "name", "pid", "tid", "meta_name", "sort_index"]
-_FLOW_COLUMNS = ["idx", "ph", "cat", "name", "pid", "tid", "ts", "flow_id"]
 #: plane stats copied into ``metadata`` (host metadata plane, device planes, task environment)
 _DEVICE_STATS = {"gpu_device_name": "name", "device_vendor": "vendor", "clock_rate": "clockRateKHz",
                  "core_count": "numSms", "memory_size": "totalGlobalMem", "memory_bandwidth": "memoryBandwidth",
@@ -782,7 +780,7 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     # up to 80 MB higher in seven interleaved pairs)
     table = literal_nulls(table)
     metas = _meta_rows(planes, line_plane, tid_values, line_names, pid_values, plane_stats)
-    flows = pl.DataFrame(schema={c: (EVENT_SCHEMA.get(c, pl.Int64) if c != "idx" else pl.Int64) for c in _FLOW_COLUMNS})
+    flows = pl.DataFrame(schema={c: (EVENT_SCHEMA.get(c, pl.Int64) if c != "idx" else pl.Int64) for c in FLOW_COLUMNS})
     metadata = _metadata(planes, plane_stats, hosts, unknown, int(occurrences.sum()), [p.name for p in planes])
     return RawTrace(table, metadata, flows=flows, meta_events=metas)
 
@@ -828,7 +826,7 @@ def _hlo_numbers(strings: dict[str, Strings], name_row: np.ndarray, is_gpu: np.n
 def _meta_rows(planes: list[_Plane], line_plane: np.ndarray, tids: list[str], line_names: list[str], pids: list[str],
                plane_stats: dict[int, dict[str, Any]]) -> pl.DataFrame:
     """Process and thread names as metadata rows, as Kineto writes them (a plane is a process, a line a thread)."""
-    rows: dict[str, list[Any]] = {c: [] for c in _META_COLUMNS}
+    rows: dict[str, list[Any]] = {c: [] for c in META_COLUMNS}
 
     def add(name: str, pid: str, tid: str, value: str) -> None:
         for k, v in (("idx", -1), ("name", name), ("pid", pid), ("tid", tid), ("meta_name", value), ("sort_index", None)):
