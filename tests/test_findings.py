@@ -342,10 +342,12 @@ def test_low_occupancy_flags_non_gemm_kernels_only(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_low_occupancy_finds_what_it_found_without_its_numpy_prefilter(seed, monkeypatch):
+def test_low_occupancy_finds_what_it_found_without_its_prefilters(seed, monkeypatch):
     """The groups that cannot hold ``min_share_pct`` of their step are dropped before the grouping
-    (``_may_hold_share``): the findings are those of the grouping of every rated kernel, on random steps, names, nulls
-    and categories, and for a kernel at exactly the share bound (kept: the bound is ``>=``)."""
+    (``_may_hold_share``), and only the groups with a kernel at most the occupancy bound are read (``_groups_at_most``):
+    the findings are those of the grouping of every rated kernel, on random steps, names, nulls and categories, for a
+    kernel at exactly the share bound (kept: the bound is ``>=``), and for a group with one kernel under the occupancy
+    bound whose duration-weighted occupancy is over it (not flagged)."""
     from kernscope.analyze import findings
 
     rng = np.random.default_rng(seed)
@@ -356,15 +358,21 @@ def test_low_occupancy_finds_what_it_found_without_its_numpy_prefilter(seed, mon
         "dur": rng.integers(1, 2000, n), "occupancy_pct": rng.uniform(0, 32, n), "registers": rng.integers(16, 128, n),
     }).with_columns(pl.when(pl.lit(pl.Series(rng.random(n) < 0.1))).then(None).otherwise(pl.col("occupancy_pct"))
                     .alias("occupancy_pct"))
-    edge = pl.DataFrame({"step": [99, 99], "kind": ["kernel"] * 2, "name": ["at_the_bound", "k0"],
-                         "category": ["Elementwise", "GEMM"], "dur": [50, 950], "occupancy_pct": [10.0, 10.0],
-                         "registers": [32, 32]})
+    edge = pl.DataFrame({"step": [99, 99, 98, 98, 98], "kind": ["kernel"] * 5,
+                         "name": ["at_the_bound", "k0", "one_low_row", "one_low_row", "k1"],
+                         "category": ["Elementwise", "GEMM", "Elementwise", "Elementwise", "GEMM"],
+                         "dur": [50, 950, 10, 500, 490], "occupancy_pct": [10.0, 10.0, 1.0, 31.0, 10.0],
+                         "registers": [32] * 5})
     gpu = pl.concat([gpu, edge])
     cfg = FindingRules.builtin().rules["low_occupancy"] | {"min_share_pct": 5.0}
     got = findings.low_occupancy(gpu, cfg)
     monkeypatch.setattr(findings, "_may_hold_share", lambda rated, *_: rated)
     assert got == findings.low_occupancy(gpu, cfg)
-    assert "at_the_bound" in [r["kernel"] for r in got] and len(got) > 5
+    # (nor without the groups with a kernel at most the bound found first: every group read)
+    monkeypatch.setattr(findings, "_groups_at_most", lambda rated, _bound: rated.select("step", "name").unique().collect())
+    assert got == findings.low_occupancy(gpu, cfg)
+    kernels = [r["kernel"] for r in got]
+    assert "at_the_bound" in kernels and "one_low_row" not in kernels and len(got) > 5
 
 
 def test_far_from_roofline_in_perf_and_report(tmp_path, capsys):
