@@ -282,13 +282,17 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     if phases is not None:
         events, flow, meta, n_counters = phases
 
+        # (a column without a value in the piece is left out of every part: not gathered)
+        has_s = [k < len(FIXED_STRINGS) or bool(c.any()) for k, c in enumerate(codes)]
+        has_i = [k < len(FIXED_INTS) or bool(v.any()) for k, v in enumerate(present)]
+
         def part(at: np.ndarray, only: list[str] | None = None) -> pl.DataFrame:
-            def pick(k: int, names: tuple[str, ...]) -> bool:
-                return only is None or names[k] in only
+            s_ok = [h and (only is None or n in only) for h, n in zip(has_s, lay.strings)]
+            i_ok = [h and (only is None or n in only) for h, n in zip(has_i, lay.ints)]
             # (take: twice the rate of an index)
-            return _table(lay, words, [c.take(at) if pick(k, lay.strings) else c[:0] for k, c in enumerate(codes)],
-                          [a.take(at) if pick(k, lay.ints) else a[:0] for k, a in enumerate(ints)],
-                          [v.take(at) if pick(k, lay.ints) else v[:0] for k, v in enumerate(present)], only)
+            return _table(lay, words, [c.take(at) if ok else c[:0] for ok, c in zip(s_ok, codes)],
+                          [a.take(at) if ok else a[:0] for ok, a in zip(i_ok, ints)],
+                          [v.take(at) if ok else np.zeros(len(at), np.bool_) for ok, v in zip(i_ok, present)], only)
 
         def ords(at: np.ndarray) -> np.ndarray:
             return c_ord[at] if c_dropped else at
