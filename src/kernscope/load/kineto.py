@@ -455,12 +455,9 @@ def merge_pieces(tables: list[pl.DataFrame]) -> pl.DataFrame:
     """One table (contiguous columns) from consecutive pieces' tables. A column some pieces leave out (an args
     column they had no value of) is null in their rows; one all of them leave out stays out (the final
     concatenation makes it one null literal, as it does for a piece)."""
-    columns = list(dict.fromkeys(c for t in tables for c in t.columns))
-    heights = [t.height for t in tables]
-    out = [_joined(c, [t.get_column(c) if c in t.columns else None for t in tables], heights, rechunk=True)
-           for c in columns]
+    out = stacked(tables, list(dict.fromkeys(c for t in tables for c in t.columns)))
     tables.clear()
-    return pl.DataFrame(out)
+    return out
 
 
 def _joined(name: str, parts: list[pl.Series | None], heights: list[int], *, rechunk: bool) -> pl.Series:

@@ -187,9 +187,9 @@ def perf_model(trace: Trace, *, step: int | None = None, peaks: DevicePeaks | No
     pairs = op_gpu_pairs(ops, gpu)
     # the GPU records' names read as text once per distinct name: TF32 GEMM kernels, and copies between two GPUs or
     # with the host (they run at the link's bandwidth, NVLink or PCIe, not the memory's)
-    name = pl.col("name")
-    flags = gpu.select("_g", name.is_in(matching(gpu["name"], TF32_KERNELS).implode()).fill_null(False).alias("_tf32"),
-                       name.is_in(matching(gpu["name"], LINK_COPY).implode()).fill_null(False).alias("_link"))
+    name, distinct = pl.col("name"), gpu["name"].unique()  # (the distinct names once, for both tests)
+    flags = gpu.select("_g", name.is_in(matching(distinct, TF32_KERNELS).implode()).fill_null(False).alias("_tf32"),
+                       name.is_in(matching(distinct, LINK_COPY).implode()).fill_null(False).alias("_link"))
     tf32, link = flags.select("_g", "_tf32"), flags.select("_g", "_link")
     per_op = pairs.join(link, on="_g", how="left").group_by("op_idx").agg(
         pl.col("dur").sum().alias("gpu_ns"),
