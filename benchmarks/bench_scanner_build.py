@@ -1,6 +1,8 @@
 """The compiled scanners built with two sets of compiler flags, side by side (#25: which flags the install uses).
 
-    python benchmarks/bench_scanner_build.py TRACE [TRACE ...] [--a "-O2"] [--b "-O3"] [--rounds 3]
+    python benchmarks/bench_scanner_build.py TRACE [TRACE ...] [--a=-O2] [--b=-O3] [--rounds 3]
+
+(flags that begin with a dash are given with "=": ``"--b=-O3 -funroll-loops"``)
 
 Each side's library is compiled here from ``src/kernscope/load/*.c`` as ``pip install`` compiles it (the
 interpreter's ``CFLAGS``, e.g. ``-DNDEBUG -g -fwrapv -O3 -Wall``, then the side's flags, which come last and win).
