@@ -11,7 +11,7 @@ seven passes, one thread:
 
 - a Kineto JSON: ``ks_kineto_scan`` on the document's first 16 pieces (cut as a load cuts them, analyze's projection
   applied, each piece's names judged once before, as in a load's later pieces);
-- an XSpace profile (``.xplane.pb``): the line scan of analyze's load (``xscan.scan_lines``, one worker).
+- an XSpace profile (``.xplane.pb``, ``.xplane.pb.gz``): the line scan of analyze's load (``xscan.scan_lines``, one worker).
 
 It prints MB/s of the trace's text per side and B / A. What the rest of a load does with the scanner's outputs
 (tables, the join) is not timed: ``load_phases.py`` and ``bench_load.py`` time the whole.
@@ -46,7 +46,7 @@ native._library.cache_clear()
 assert native.scanner() is not None, "the library did not load"
 from kernscope.analyze.needs import analyze_projection
 proj = analyze_projection(None)
-if path.endswith(".pb"):
+if path.endswith((".pb", ".pb.gz")):
     from kernscope.pipeline import load
     xscan = importlib.import_module("kernscope.load.xscan")
     xplane = importlib.import_module("kernscope.load.xplane")
@@ -64,24 +64,35 @@ if path.endswith(".pb"):
         real(*a, **k)
 else:
     from kernscope.load import fastscan
-    from kernscope.load.document import Splitter
+    from kernscope.load.document import Splitter, tail_candidates
     from kernscope.load.source import Limits, open_trace
     keep = proj.compiled()
-    texts = [bytes(p.text) for p, _ in zip(Splitter(open_trace(path), Limits()).pieces(), range(16))]
+    splitter, texts = Splitter(open_trace(path), Limits()), []
+    for piece, _ in zip(splitter.pieces(), range(16)):
+        text = bytes(piece.text)
+        if piece.final:  # (the array's end and what follows it cut off, as a load cuts them)
+            at = next(iter(tail_candidates(piece.text, splitter.doc.bare_array, path, None)))[0]
+            text = text[:at].rstrip()
+        if text.strip():
+            texts.append(text)
     for t in texts:
         fastscan.scan(t, proj.args, proj, keep)  # the names judged, as in a load's later pieces
     drops, lay, lib = fastscan._Drops.of(proj, keep), fastscan._layout(proj.args), fastscan.scanner()
     bufs = [np.frombuffer(t, dtype=np.uint8) for t in texts]
     size = sum(len(t) for t in texts)
+    caps = []  # (each piece's outputs sized as a load sizes them, or for any count where that is too few)
+    for b in bufs:
+        cap = int(b.size / fastscan.BYTES_PER_EVENT * 1.25) + 64
+        caps.append(cap if fastscan._run(lib, b, lay, cap, drops=drops)[0] != fastscan.KS_ROWS else b.size // 2 + 2)
     def once():
-        for b in bufs:
-            assert fastscan._run(lib, b, lay, b.size // 100 + 64, drops=drops)[0] >= 0
+        for b, cap in zip(bufs, caps):
+            assert fastscan._run(lib, b, lay, cap, drops=drops)[0] >= 0, "the scanner declined a piece"
 best = float("inf")
 for _ in range(7):
     t0 = time.perf_counter()
     once()
     best = min(best, time.perf_counter() - t0)
-print(size / best / 1e6)
+print(size / best / 1e6, native.scanner()._name)  # (and the library that ran: this side's)
 """
 
 
@@ -91,8 +102,10 @@ def build(flags: str, into: Path) -> Path:
     out = into / f"_xspace{suffix}"
     cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
     cflags = shlex.split(sysconfig.get_config_var("CFLAGS") or "") + shlex.split(sysconfig.get_config_var("CCSHARED") or "-fPIC")
-    subprocess.run([*cc, *cflags, *shlex.split(flags), "-shared", "-I", sysconfig.get_paths()["include"],
-                    *map(str, SOURCES), "-o", str(out)], check=True)
+    p = subprocess.run([*cc, *cflags, *shlex.split(flags), "-shared", "-I", sysconfig.get_paths()["include"],
+                        *map(str, SOURCES), "-o", str(out)], capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"the library did not build with {flags!r}: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
     return out
 
 
@@ -118,7 +131,10 @@ def main() -> None:
                     p = subprocess.run([sys.executable, "-c", PROBE, str(sides[label]), trace], capture_output=True, text=True)
                     if p.returncode:
                         sys.exit(f"{trace}: side {label} failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
-                    got[label].append(float(p.stdout.split()[-1]))
+                    rate, lib = p.stdout.split()[-2:]
+                    if Path(lib).parent != sides[label]:  # (the installed library ran, not this side's)
+                        sys.exit(f"{trace}: side {label} ran {lib}, not its own build")
+                    got[label].append(float(rate))
             a, b = statistics.median(got["A"]), statistics.median(got["B"])
             print(f"{Path(trace).name:40s} A {a:7.0f} MB/s ({' '.join(f'{x:.0f}' for x in got['A'])})   "
                   f"B {b:7.0f} MB/s ({' '.join(f'{x:.0f}' for x in got['B'])})   B / A {b / a:.3f}")

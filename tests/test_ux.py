@@ -484,3 +484,38 @@ def test_bench_commands_times_each_command_cold_and_after_analyze_against_anothe
         assert all(float(v) > 0 for v in m.groups())
     assert rows["memory cold"].split() == ["-", "(exit", "3)", "-", "(exit", "3)"]
     assert "outputs differ" not in p.stdout
+
+
+def test_bench_scanner_build_compares_two_builds_of_the_library(tmp_path):
+    """``benchmarks/bench_scanner_build.py`` (which flags the install compiles the scanners with) builds the library
+    twice, runs each side's own build on a Kineto trace and a JAX profile (a side that ran the installed library
+    instead stops the script) and prints a row per trace; flags the compiler refuses are said in one line, exit 1."""
+    import os
+    import re
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+
+    if shutil.which(shlex.split(sysconfig.get_config_var("CC") or "cc")[0]) is None:
+        pytest.skip("no C compiler")
+    root = Path(__file__).resolve().parents[1]
+    script = str(root / "benchmarks" / "bench_scanner_build.py")
+    traces = [str(root / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"),
+              str(root / "tests" / "data" / "recompile_h100" / "jax_recompile.xplane.pb.gz")]
+    env = dict(os.environ, KERNSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, script, *traces, "--a=-O1", "--b=-O3", "--rounds", "1"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith("A: -O1   B: -O3")
+    for name in ("h200_gpt_train_step.pt.trace.json.gz", "jax_recompile.xplane.pb.gz"):
+        row = next(ln for ln in p.stdout.splitlines() if ln.startswith(name))
+        m = re.search(r"A +([\d.]+) MB/s \(([\d.]+)\) +B +([\d.]+) MB/s \(([\d.]+)\) +B / A ([\d.]+)$", row)
+        assert m is not None, row
+        a, _, b, _, ratio = map(float, m.groups())
+        assert a > 0 and b > 0 and abs(ratio - b / a) < 0.002
+    bad = subprocess.run([sys.executable, script, traces[0], "--b=-Onot-a-level", "--rounds", "1"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().startswith("the library did not build with '-Onot-a-level'")
