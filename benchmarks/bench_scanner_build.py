@@ -13,7 +13,8 @@ seven passes, one thread:
   applied, each piece's names judged once before, as in a load's later pieces);
 - an XSpace profile (``.xplane.pb``, ``.xplane.pb.gz``): the line scan of analyze's load (``xscan.scan_lines``, one worker).
 
-It prints MB/s of the trace's text per side and B / A. What the rest of a load does with the scanner's outputs
+It prints MB/s of the trace's text per side and B / A (a side whose process ran a library other than its own
+build, e.g. the installed one, stops the script). What the rest of a load does with the scanner's outputs
 (tables, the join) is not timed: ``load_phases.py`` and ``bench_load.py`` time the whole.
 """
 
@@ -32,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "src" / "kernscope" / "load" / f for f in ("_xspace.c", "_kineto.c", "_sweep.c")]
 
-#: run in a fresh process: ``argv``: library folder, trace; prints MB/s
+#: run in a fresh process: ``argv``: library folder, trace; prints MB/s and the path of the library that ran
 PROBE = r"""
 import sys, time
 lib_dir, path = sys.argv[1], sys.argv[2]
