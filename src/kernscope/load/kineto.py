@@ -469,7 +469,10 @@ def _joined(name: str, parts: list[pl.Series | None], heights: list[int], *, rec
 
 
 @dataclass
-class _Split:
+class _Joined:
+    """The pieces joined (:func:`_join_pieces`): the event rows, the flow arrows and metadata events, and the count of
+    counters (each piece's split as it was parsed: :class:`.fastscan.Split`, :func:`split_phases`)."""
+
     events: pl.DataFrame  #: everything but flow arrows, metadata and counters
     flows: pl.DataFrame
     metas: pl.DataFrame
@@ -478,7 +481,7 @@ class _Split:
 
 def _join_pieces(tables: list[pl.DataFrame], columns: list[str], unread: frozenset[str] = frozenset(),
                  flow_tables: list[pl.DataFrame] | None = None, meta_tables: list[pl.DataFrame] | None = None,
-                 counters: int = 0) -> _Split:
+                 counters: int = 0) -> _Joined:
     """One contiguous table from the pieces' event rows (their flow arrows, metadata and counters were split off as
     they came: by the compiled scanner, else :func:`split_phases`), column by column, two columns at a time on two
     threads (the pieces' buffers are freed as each column is built, so this never holds two copies of the table;
@@ -524,7 +527,7 @@ def _join_pieces(tables: list[pl.DataFrame], columns: list[str], unread: frozens
     events = pl.DataFrame({c: out[c] for c in columns if c in out})
     if literal:
         events = events.with_columns(pl.lit(None, dtype=EVENT_SCHEMA[c]).alias(c) for c in literal).select(columns)
-    return _Split(events, stacked(flow_tables or [], FLOW_COLUMNS), stacked(meta_tables or [], META_COLUMNS), counters)
+    return _Joined(events, stacked(flow_tables or [], FLOW_COLUMNS), stacked(meta_tables or [], META_COLUMNS), counters)
 
 
 def _trace_error(path: str, e: ChunkError, where: str) -> TraceError:
@@ -644,7 +647,7 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     unread = frozenset(f.column for f in ARG_FIELDS if pipe.args is not None and f.column not in pipe.args
                        and f.column not in LOADER_ARGS)
     parts = (_join_pieces(pipe.tables, event_cols, unread, pipe.flow_tables, pipe.meta_tables, pipe.counters)
-             if pipe.tables else _Split(empty.select(event_cols), empty.select(FLOW_COLUMNS), empty.select(META_COLUMNS), 0))
+             if pipe.tables else _Joined(empty.select(event_cols), empty.select(FLOW_COLUMNS), empty.select(META_COLUMNS), 0))
     table, flows, metas = parts.events, parts.flows, parts.metas
     table, more, n_over = _check_ranges(table, source.path, salvage)
     skipped = pipe.skipped + more
