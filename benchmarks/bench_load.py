@@ -104,7 +104,9 @@ def run_contender(name: str, path: str, tmp: str, env: dict[str, str]) -> dict:
         out = os.path.join(tmp, "analyze.json")
         r = timed([sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out], env)
         if "error" not in r:
-            r["n"] = json.loads(Path(out).read_text())["trace"]["kernels"]
+            trace = json.loads(Path(out).read_text())["trace"]
+            # (the analyses scale with the GPU rows: a JAX profile holds 16-75x a Kineto replica's per MB, session 66)
+            r.update(n=trace["kernels"], events=trace["events"], gpu_rows=trace["gpu_events"])
         return r
     code = RUNNER.format(path=path, tmp=tmp, body=textwrap.dedent(PY_TASKS[name]))
     r = timed([sys.executable, "-c", code], env)
@@ -205,13 +207,16 @@ def main() -> int:
         r = {"seconds": statistics.median(secs), "seconds_all": secs, "seconds_by_round": [x["seconds"] for x in runs[name]],
              "rss": max(x["rss"] for x in runs[name]), "rss_by_round": [x["rss"] for x in runs[name]],
              "n": runs[name][0]["n"]}
+        r.update({k: runs[name][0][k] for k in ("events", "gpu_rows") if k in runs[name][0]})
         res[name] = r
         spread = f" ({secs[0]:.2f}-{secs[-1]:.2f}, {len(secs)} runs)" if len(secs) > 1 else ""
         if name in ("kernscope_floor", "imports"):  # they do not read the trace
             print(f"{name:20s} {r['seconds']:8.2f} s{spread}  peak RSS {r['rss'] / 1e9:6.2f} GB")
             continue
         print(f"{name:20s} {r['seconds']:8.2f} s{spread}  {mb / r['seconds']:8.1f} MB/s  peak RSS {r['rss'] / 1e9:6.2f} GB "
-              f"({r['rss'] / jb:4.2f}x JSON)  kernels={r['n']:,}")
+              f"({r['rss'] / jb:4.2f}x JSON)  kernels={r['n']:,}"
+              + (f"  events={r['events']:,} ({r['events'] / 1e6 / r['seconds']:.2f} M/s)  GPU rows={r['gpu_rows']:,}"
+                 if "events" in r else ""))
     print()
     ratios = {}
     cold = res.get("kernscope_cold", {}).get("seconds")
