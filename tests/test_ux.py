@@ -303,6 +303,25 @@ def test_analyze_timings_prints_the_phases_of_a_cold_run(tmp_path, capsys):
     assert all(p in lines for p in phases) and "total" in lines and "MB on disk, read cold" in err
     secs = [float(lines[p].split()[-2]) for p in phases]
     assert abs(sum(secs) - float(lines["total"].split()[-2])) <= 0.005 and all(s >= 0 for s in secs)
+    # the trace's events and GPU rows as the output counts them, and its events per second through the phases
+    events, gpu_rows = b["trace"]["events"], b["trace"]["gpu_events"]
+    rate = f"{events / 1e6 / float(lines['total'].split()[-2]):,.2f}"
+    assert f"{events:,} events: " in err and f"M events/s, {gpu_rows:,} of them GPU rows" in err
+    assert abs(float(err.split(f"{events:,} events: ")[1].split(" M events/s")[0]) - float(rate)) <= 0.011
+
+
+def test_analyze_timings_counts_a_jax_profiles_events_and_gpu_rows(tmp_path, capsys):
+    """A JAX profile's phase table says how many events it held and how many were GPU rows (most of them, where a
+    Kineto trace's are a few percent: session 66), as the JSON output counts them."""
+    from kernscope.cli import main
+
+    profile = Path(__file__).resolve().parent / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"
+    assert main(["analyze", str(profile), "--format", "json", "-o", str(tmp_path / "a.json"), "--timings"]) == 0
+    err = capsys.readouterr().err
+    trace = json.loads((tmp_path / "a.json").read_text())["trace"]
+    assert 0 < trace["gpu_events"] < trace["events"]
+    assert f"{trace['events']:,} events: " in err and f" M events/s, {trace['gpu_events']:,} of them GPU rows" in err
+    assert "parse (xplane" in err
 
 
 def test_analyze_timings_names_the_readers(tmp_path, capsys, monkeypatch):

@@ -58,7 +58,12 @@ def renderer_and_sink(fmt: str, options: Options, output: str | None, path: str,
     with ``timings``, the phase table of the cold run of ``path`` on stderr)."""
     from .formats import text
 
+    counts: dict[str, int] = {}  # the trace's events and GPU rows, for the phase table
+
     def render(result: Result) -> bytes:
+        if timings is not None:
+            facts = result.facts_dict().get("trace") or {}
+            counts.update((k, facts[k]) for k in ("events", "gpu_events") if isinstance(facts.get(k), int))
         return text(result, fmt, options).encode()
 
     def emit(body: bytes) -> None:
@@ -68,6 +73,7 @@ def renderer_and_sink(fmt: str, options: Options, output: str | None, path: str,
 
             from .timings import render_timings
 
-            render_timings(Console(stderr=True, width=console_width()), path, os.path.getsize(path), timings)
+            render_timings(Console(stderr=True, width=console_width()), path, os.path.getsize(path), timings,
+                           events=counts.get("events"), gpu_rows=counts.get("gpu_events"))
 
     return render, emit
