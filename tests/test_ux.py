@@ -533,7 +533,9 @@ def test_bench_scanner_build_compares_two_builds_of_the_library(tmp_path):
         m = re.search(r"A +([\d.]+) MB/s \(([\d.]+)\) +B +([\d.]+) MB/s \(([\d.]+)\) +B / A ([\d.]+)$", row)
         assert m is not None, row
         a, _, b, _, ratio = map(float, m.groups())
-        assert a > 0 and b > 0 and abs(ratio - b / a) < 0.002
+        # (the ratio is of the unrounded rates; a and b are printed to the MB/s: on a slow hour, 150 MB/s against 140,
+        # that rounding alone moves b / a by 0.006)
+        assert a > 0 and b > 0 and abs(ratio - b / a) <= 0.0005 + (b / a) * (0.5 / a + 0.5 / b)
     bad = subprocess.run([sys.executable, script, traces[0], "--b=-Onot-a-level", "--rounds", "1"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
