@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import needs_traces, real_traces, trace_id
+from conftest import TRACES, needs_traces, real_traces, trace_id
 
 import kernscope
 import kernscope.analyze.categories
@@ -39,6 +39,11 @@ PINNED = [
     ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "kernel", "", "Communication", "NCCL"),
     ("Memcpy DtoD (Device -> Device)", "memcpy", "cudaMemcpyAsync", "Memory", "CUDA Runtime"),
     ("Memset (Device)", "memset", "cudaMemsetAsync", "Memory", "CUDA Runtime"),
+    # ROCm's copies and fills are HIP's: by the hip* call that launched them, or the runtime's blit kernel's name
+    ("Memcpy DtoD (Device -> Device)", "memcpy", "hipMemcpyAsync", "Memory", "ROCm runtime"),
+    ("Memset (Device)", "memset", "hipMemsetAsync", "Memory", "ROCm runtime"),
+    ("__amd_rocclr_fillBufferAligned.kd", "memset", "", "Memory", "ROCm runtime"),
+    ("__amd_rocclr_copyBuffer.kd", "memcpy", "", "Memory", "ROCm runtime"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", "kernel", "", "Memory", "ATen"),
     ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 2, 128, 1>(float*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<float, unsigned int, 128, 1>, at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)", "kernel", "", "Memory", "ATen"),
     ("void tensorrt_llm::common::scaleMatrix<__nv_bfloat16>(__nv_bfloat16*, float const*, long, long)", "kernel", "", "Memory", "TensorRT-LLM"),
@@ -177,6 +182,27 @@ def test_coverage_goal_on_real_traces(path):
     # (OpenAI's triton_kernels), 55% of its MI210 trace (MIOpen's), 4-9% of HTA's (Apex's Adam, FBGEMM, cuDNN's wgrad)
     unknown = g.filter(pl.col("library") == "Unknown")["dur"].sum()
     assert unknown <= 0.01 * total, f"{unknown / total:.1%} of GPU time is library Unknown"
+    # a copy or fill is the runtime's that launched it: CUDA Runtime named ROCm's too (HIP's) until session 67
+    launch = pl.col("launch_name").cast(pl.String)
+    assert g.filter(launch.str.starts_with("hip") & (pl.col("library") == "CUDA Runtime")).height == 0
+    assert g.filter(launch.str.starts_with("cu") & (pl.col("library") == "ROCm runtime")).height == 0
+
+
+@needs_traces
+def test_a_rocm_profiles_copies_and_fills_are_rocm_runtimes():
+    """TraceLens's two MI300 JAX profiles: their memcpy and memset records are HIP's (hipMemcpyDtoDAsync,
+    hipMemsetAsync; the runtime's blit kernels ``__amd_rocclr_*``), not CUDA Runtime's as they read until session 67;
+    the same in the JAX report's GPU time by library."""
+    from kernscope.analyze.summary import analyze
+
+    for name, n in (("mi300_jax_conv_minimal_tw003.xplane.pb", 35), ("jax_te_fused_attn_934987a2fc2f.xplane.pb", 20)):
+        t = kernscope.load(TRACES / "tracelens" / "jax" / name, cache=False)
+        g = C.categorize(t.gpu).filter(pl.col("kind").is_in(["memcpy", "memset"]))
+        assert g.height == n and set(g["library"].cast(pl.String)) == {"ROCm runtime"}, name
+        libs = analyze(t).libraries
+        assert "CUDA Runtime" not in libs["library"].to_list()
+        row = libs.filter(pl.col("library") == "ROCm runtime").row(0, named=True)
+        assert row["count"] >= n and row["total_us"] > 0
 
 
 def test_user_rules_override_and_priority(tmp_path):
