@@ -122,11 +122,32 @@ class _Throttled:
         return GpuState(self.mhz, 2619.0, 600.0, 50.0)
 
 
-def test_samples_carry_their_clock_and_the_normalized_median_removes_it():
+class _Clock:
+    """The host clock the CPU timer reads (``time.perf_counter_ns``), advanced by the work itself: samples that do
+    not depend on how busy the machine is (a ``time.sleep`` of 1 ms overslept to 1.5 ms under the suite's load)."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def perf_counter_ns(self) -> int:
+        return self.ns
+
+    def perf_counter(self) -> float:
+        return self.ns / 1e9
+
+
+def test_samples_carry_their_clock_and_the_normalized_median_removes_it(monkeypatch):
+    from kernscope.bench import timing
     from kernscope.bench.timing import summarize
 
     gpu = _Throttled()
-    work = {"a": lambda: time.sleep(0.001 * 1980.0 / gpu.mhz)}
+    clock = _Clock()
+    monkeypatch.setattr(timing, "time", clock)
+
+    def call() -> None:  # 1 ms at 1980 MHz, 2 ms at 990 MHz
+        clock.ns += round(1e6 * 1980.0 / gpu.mhz)
+
+    work = {"a": call}
     items = {k: Prepared(f, None, 1.0, 0) for k, f in work.items()}
     clocks: dict[str, list[float]] = {}
     out = measure_batches(items, {"a": 12}, device="cpu", flusher=None, batch_ms=3.0, read=gpu.read, sm_mhz=clocks)
@@ -135,7 +156,7 @@ def test_samples_carry_their_clock_and_the_normalized_median_removes_it():
     slow = [x for x, f in zip(out["a"], clocks["a"]) if f == 990.0]
     assert min(slow) > 1.8  # the raw samples: half of them take twice as long
     assert t.at_ref_clock_ms == pytest.approx(1.0, rel=0.3) and t.ref_sm_mhz == 1980.0
-    # normalized, the samples are ~1 ms (the median: a sleep on a busy 2-core machine may overshoot once)
+    # normalized, the samples are 1 ms
     norm = sorted(x * f / 1980.0 for x, f in zip(out["a"], clocks["a"]))
     assert norm[len(norm) // 2] < 1.5 and norm[len(norm) // 2] < 0.75 * min(slow)
     assert t.sm_mhz_median in (990.0, 1485.0, 1980.0)
