@@ -20,6 +20,7 @@ from kernscope.analyze.findings import FindingRules, find_roofline, find_straggl
 from kernscope.analyze.summary import analyze
 from kernscope.cli import main
 from kernscope.errors import KernscopeError
+from kernscope.testing.synth import queued_start_trace
 
 EXAMPLE = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
 DDP = sorted((TRACES / "multirank").glob("ddp4_rank*.json.gz")) if (TRACES / "multirank").is_dir() else []
@@ -147,7 +148,8 @@ def test_a_split_k_gemms_reduce_kernel_is_not_a_tiny_gemm_of_its_own(tmp_path):
 def test_a_gpu_busy_with_work_in_no_step_is_not_idle_at_the_step_start(tmp_path):
     """The GPU runs a record that is in no step (no launch in the trace: unlinked) from the step's start, and the
     step's first kernel queues behind it: no ``step_start_idle`` (a real ROCm trace's first step read 30,082 µs "idle",
-    179% of the step, behind 968 such records). Without that record the same step is idle at its start."""
+    179% of the step, behind 968 such records). Without that record the same step's kernel is queued behind nothing
+    the trace holds."""
     def trace(with_busy: bool) -> Path:
         ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 3000.0},
               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0,
@@ -159,11 +161,75 @@ def test_a_gpu_busy_with_work_in_no_step_is_not_idle_at_the_step_start(tmp_path)
                        "args": {"correlation": 99, "device": 0, "stream": 7}})
         return write_trace(tmp_path / f"busy{with_busy}.json", ev)
 
-    idle = analyze(kernscope.load(trace(False), cache=False)).findings.filter(pl.col("rule") == "step_start_idle")
-    assert idle["win_back_us"].to_list() == pytest.approx([2000.0])
+    # (without it the kernel, launched at 10 µs, waits from its launch's return at 15 µs with nothing before it:
+    # step_start_queued, the host's 15 µs no finding; since session 67, step_start_idle of 2,000 µs before)
+    idle = analyze(kernscope.load(trace(False), cache=False)).findings.filter(pl.col("rule").str.starts_with("step_start"))
+    assert idle["rule"].to_list() == ["step_start_queued"] and idle["win_back_us"].to_list() == pytest.approx([1985.0])
     t = kernscope.load(trace(True), cache=False)
     assert t.gpu.filter(pl.col("name") == "earlier")["step"].to_list() == [None]
-    assert analyze(t).findings.filter(pl.col("rule") == "step_start_idle").height == 0
+    assert analyze(t).findings.filter(pl.col("rule").str.starts_with("step_start")).height == 0
+
+
+def _queued_step(tmp_path, launch_dur: float, start: float, name: str) -> pl.DataFrame:
+    """The idle-start findings of a step (0-3,000 µs) on one GPU whose one kernel, launched at 200 µs by a call of
+    ``launch_dur`` µs, starts at ``start`` µs: nothing else in the trace."""
+    queued_start_trace(tmp_path / name, launch_us=200.0, launch_dur_us=launch_dur, start_us=start)
+    f = analyze(kernscope.load(tmp_path / name, cache=False)).findings
+    return f.filter(pl.col("rule").str.starts_with("step_start")).sort("rule")
+
+
+def test_a_first_kernel_queued_behind_nothing_the_trace_holds_is_not_the_hosts_idle(tmp_path):
+    """The step's first kernel was launched at 200 µs (a 5 µs call) and ran at 2,000 µs, with nothing in the trace on
+    any GPU before it: ``step_start_idle`` is the host's 205 µs to the call's return, and the 1,795 µs after it are
+    ``step_start_queued`` (work from before the trace, or clocks apart), not "CPU work or data loading before the
+    first launch" (TraceLens's ROCm vLLM decode trace read 8,371 µs, 348% of its step, so)."""
+    f = _queued_step(tmp_path, 5.0, 2000.0, "queued.json")
+    assert f["rule"].to_list() == ["step_start_idle", "step_start_queued"]
+    idle, queued = (json.loads(e) for e in f["evidence"])
+    assert idle["idle_us"] == pytest.approx(205.0) and f["win_back_us"][0] == pytest.approx(205.0)
+    assert "until the call that launched its first GPU work returned" in f["text"][0]
+    assert (queued["wait_us"], queued["launched_us"], queued["returned_us"]) == pytest.approx((1795.0, 200.0, 205.0))
+    assert queued["share_pct"] == pytest.approx(100 * 1795 / 3000) and f["win_back_us"][1] == pytest.approx(1795.0)
+    assert "clocks are apart" in f["text"][1] and f["title"][1] != f["title"][0]
+
+
+@pytest.mark.parametrize("launch_dur,start,idle_us", [(1795.0, 2000.0, 2000.0), (5.0, 290.0, 290.0), (5.0, 120.0, None)])
+def test_a_launch_that_ran_as_its_call_returned_or_soon_after_stays_the_hosts_idle(tmp_path, launch_dur, start, idle_us):
+    """A first kernel that starts as its launch call returns (a slow call: a JAX step's first cuGraphLaunch took
+    100-190 µs on an H200), or under 100 µs after, is ``step_start_idle`` to its start, as before session 67; no
+    ``step_start_queued``. A step whose kernel starts at 120 µs has no idle-start finding (4% of the step, under 5%)."""
+    f = _queued_step(tmp_path, launch_dur, start, f"slow{start}.json")
+    assert "step_start_queued" not in f["rule"].to_list()
+    if idle_us is None:
+        assert f.height == 0
+    else:
+        assert f["rule"].to_list() == ["step_start_idle"] and json.loads(f["evidence"][0])["idle_us"] == pytest.approx(idle_us)
+        assert "to its first GPU work" in f["text"][0]
+
+
+@pytest.mark.skipif(not (TRACES / "tracelens" / "rocm_vllm_decode_full_hipgraph.json.gz").exists(),
+                    reason="../shared/traces/tracelens not present")
+def test_rocm_vllm_decodes_first_copy_queued_behind_nothing_against_the_raw_json():
+    """TraceLens's ROCm vLLM decode trace (one step: the 2.41 ms ``execute_...`` annotation) ran its first record, a
+    copy launched 534 µs into the step, 8,371 µs after the step's start with no GPU record before it: the finding's
+    times, from the raw JSON, are the host's to the launch call's return and the queue after it."""
+    import gzip
+
+    path = TRACES / "tracelens" / "rocm_vllm_decode_full_hipgraph.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    step = next(e for e in raw if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("execute_"))
+    gpu = sorted((e for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")), key=lambda e: e["ts"])
+    first = gpu[0]
+    call = next(e for e in raw if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"
+                and e.get("args", {}).get("correlation") == first["args"]["correlation"])
+    f = analyze(kernscope.load(path, cache=False)).findings.filter(pl.col("rule").str.starts_with("step_start")).sort("rule")
+    assert f["rule"].to_list() == ["step_start_idle", "step_start_queued"]
+    idle, queued = (json.loads(e) for e in f["evidence"])
+    returned = call["ts"] + call["dur"]
+    assert idle["idle_us"] == pytest.approx(returned - step["ts"], abs=1e-3)
+    assert queued["wait_us"] == pytest.approx(first["ts"] - returned, abs=1e-3)
+    assert queued["launched_us"] == pytest.approx(call["ts"] - step["ts"], abs=1e-3)
+    assert 500 < idle["idle_us"] < 600 and 7800 < queued["wait_us"] < 7900
 
 
 def _idle_start_host(tmp_path, host: list[dict], name: str) -> dict:

@@ -8,7 +8,9 @@ device); only the findings themselves (a few rows) are built in Python.
 
 Rules (``findings.toml``): ``launch_bound`` (GPU idle because launches came late), ``step_start_idle`` (GPU idle
 from the step's start to its first work: CPU or data loading first), ``step_start_wait`` (with several GPUs: the
-first work launched, then waiting on another GPU's work; step_start_idle then ends at the launch), ``blocking_sync`` (synchronizing
+first work launched, then waiting on another GPU's work; step_start_idle then ends at the launch), ``step_start_queued``
+(the first work launched, then waiting with nothing in the trace running: work from before the trace, or clocks apart),
+``blocking_sync`` (synchronizing
 runtime calls), ``exposed_comm`` (communication not overlapped by compute), ``tiny_gemm`` (many GEMM kernels
 of a few µs), ``step_variance`` (a step far slower than the median), ``recompile`` (torch.compile / XLA
 compiling inside a step), ``low_occupancy`` (kernels that leave most of the GPU idle), and where the perf model
@@ -208,17 +210,23 @@ def _rows_of(g: pl.DataFrame, keys: list[str], groups: pl.DataFrame) -> pl.DataF
 
 
 def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
-                    wait_cfg: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                    wait_cfg: dict[str, Any] | None = None,
+                    queued_cfg: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """``step_start_idle`` (``cfg``): per step and device, the GPU idle from the step's start (or the end of the work
     still running then) until its first work ran; and ``step_start_wait`` (``wait_cfg``): where that work was launched
     during the idle and another GPU's record ended between its launch and its start, the part after the launch is a
     wait on that GPU (one process driving two as a pipeline: the second stage's first kernel of a step, launched at
     1.2 ms, ran at 4.7 ms, after the first stage's copy), and ``step_start_idle`` keeps the part before the launch.
-    No record of the idle device can end in its idle, so a wait is only ever explained by another device's work:
-    one device's findings are what they were before waits were read."""
+    No record of the idle device can end in its idle, so a wait is only ever explained by another device's work.
+    ``step_start_queued`` (``queued_cfg``): where no record explains it and the part from the launch call's return to
+    the start is itself a finding (its ``min_us`` and ``min_share_pct``), that part is queued behind nothing the trace
+    holds (work launched before the trace began, or host and GPU clocks apart: TraceLens's ROCm vLLM decode trace ran
+    every record 6.9-17 ms after its launch), and ``step_start_idle`` keeps the part until that return: the host's, as
+    its title says (it read 8,371 µs, 348% of that trace's step, for a first copy launched 534 µs in). A launch's
+    usual few µs to its start stay in ``step_start_idle``."""
     # every record of the device, in a step or not: work launched before the steps or unlinked (no launch, so in no
     # step) still kept the GPU busy (a ROCm trace's first step read 30 ms "idle" behind 968 such records)
-    cols = ["step", pl.col("device").fill_null(-1), "ts", "end"] + (["launch_ts"] if "launch_ts" in gpu.columns else [])
+    cols = ["step", pl.col("device").fill_null(-1), "ts", "end"] + [c for c in ("launch_ts", "launch_dur") if c in gpu.columns]
     g = gpu.select(cols)  # (eager: the columns as polars holds them; a lazy query copied each into chunks)
     if g.height == g["step"].null_count() or trace.steps.height == 0:
         return []
@@ -226,10 +234,14 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
                         min(cfg["min_us"], wait_cfg["min_us"] if wait_cfg else cfg["min_us"]))
     several = wait_cfg is not None and g["device"].n_unique() > 1
     waited = _waited_for(gpu, [(r.first, r.launched) for r in rows]) if several and rows else {}
-    # each row's idle (to its first work's launch where another GPU's work held that work back: the rest is a wait)
-    cuts = [(r.launched if waited.get(i) is not None else r.first) for i, r in enumerate(rows)]
+    queued = {i for i, r in enumerate(rows) if i not in waited and queued_cfg is not None
+              and _reported((r.first - r.returned) / NS_PER_US, r.dur, queued_cfg)}
+    # each row's idle: to its first work's launch where another GPU's work held that work back, to the launch call's
+    # return where nothing the trace holds did (the call itself is the host's: a first cuGraphLaunch of a JAX step
+    # returned after 100-190 µs, its first kernel starting as it did); the rest is a wait
+    cuts = [r.launched if waited.get(i) is not None else r.returned if i in queued else r.first for i, r in enumerate(rows)]
     idles = [(cut - r.begin) / NS_PER_US for r, cut in zip(rows, cuts)]
-    flags = [idle >= cfg["min_us"] and 100.0 * idle / r.dur >= cfg["min_share_pct"] for r, idle in zip(rows, idles)]
+    flags = [_reported(idle, r.dur, cfg) for r, idle in zip(rows, idles)]
     host = _host_in_gaps(trace, gpu, [(r.step, r.begin, cut) for r, cut, f in zip(rows, cuts, flags) if f])
     out = []
     for i, (r, cut, idle, flag) in enumerate(zip(rows, cuts, idles, flags)):
@@ -238,7 +250,8 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
         dur = r.dur
         if flag:
             ev: dict[str, Any] = {"step": r.step, "device": r.device, "idle_us": idle, "share_pct": 100.0 * idle / dur, "step_us": dur}
-            until = "to its first GPU work" if src is None else "until its first GPU work was launched"
+            until = ("to its first GPU work" if cut == r.first else "until its first GPU work was launched" if i in waited
+                     else "until the call that launched its first GPU work returned")
             op, op_ns = host.get((r.step, r.begin, cut), (None, 0))
             host_words = ""
             if op is not None and op_ns / NS_PER_US >= HOST_OP_SHARE * idle:
@@ -248,11 +261,19 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
                     if re.search(DATA_LOADING, op) else "")
             out.append(_row(cfg, "step_start_idle", idle, ev, words={"until": until, "host": host_words},
                             step=r.step, device=r.device))
-        if src is not None and wait_cfg is not None and wait >= wait_cfg["min_us"] and 100.0 * wait / dur >= wait_cfg["min_share_pct"]:
-            ev = {"step": r.step, "device": r.device, "wait_us": wait, "share_pct": 100.0 * wait / dur, "step_us": dur,
-                  "launched_us": (r.launched - r.start) / NS_PER_US, "waited_for": src}
-            out.append(_row(wait_cfg, "step_start_wait", wait, ev, step=r.step, device=r.device))
+        ev = {"step": r.step, "device": r.device, "wait_us": wait, "share_pct": 100.0 * wait / dur, "step_us": dur,
+              "launched_us": (r.launched - r.start) / NS_PER_US}
+        if src is not None and wait_cfg is not None and _reported(wait, dur, wait_cfg):
+            out.append(_row(wait_cfg, "step_start_wait", wait, {**ev, "waited_for": src}, step=r.step, device=r.device))
+        elif i in queued and queued_cfg is not None:
+            out.append(_row(queued_cfg, "step_start_queued", wait, {**ev, "returned_us": (r.returned - r.start) / NS_PER_US},
+                            step=r.step, device=r.device))
     return out
+
+
+def _reported(us: float, step_us: float, cfg: dict[str, Any]) -> bool:
+    """Whether ``us`` of a step of ``step_us`` µs is a finding by ``cfg``'s ``min_us`` and ``min_share_pct``."""
+    return bool(us >= cfg["min_us"] and 100.0 * us / step_us >= cfg["min_share_pct"])
 
 
 class _IdleStart(NamedTuple):
@@ -264,12 +285,14 @@ class _IdleStart(NamedTuple):
     first: int  #: its first GPU record's start
     begin: int  #: the idle's start: the step's, or the end of the device's work still running then
     launched: int  #: when that first record was launched (within [begin, first]; ``first`` where unknown)
+    returned: int  #: when the call that launched it returned (within [launched, first]; ``launched`` where unknown)
     dur: float  #: the step's length (µs)
 
 
 def _idle_starts(t: pl.DataFrame, min_us: float) -> list[_IdleStart]:
     """The rows of ``t`` (per step and device, in order: ``step``, ``device``, ``start``, ``end``, ``_first``,
-    ``_prev_end`` and ``_launch`` of :func:`_step_firsts` with the step's window) whose idle from their begin to their
+    ``_prev_end``, ``_launch`` and ``_returned`` of :func:`_step_firsts` with the step's window) whose idle from their
+    begin to their
     first work is at least ``min_us`` µs, in a step of positive length. In numpy (a 3,300-step JAX profile's rows were
     read one dict at a time): the same values, ns / :data:`NS_PER_US` as Python divides them."""
     start, end, first = (t[c].to_numpy().astype(np.int64, copy=False) for c in ("start", "end", "_first"))
@@ -283,10 +306,15 @@ def _idle_starts(t: pl.DataFrame, min_us: float) -> list[_IdleStart]:
         launch = t["_launch"]
         launched = np.where(launch.is_not_null().to_numpy(),
                             np.minimum(np.maximum(launch.fill_null(0).to_numpy(), begin), first), first)
+    returned = launched
+    if "_returned" in t.columns:
+        back = t["_returned"]
+        returned = np.where(back.is_not_null().to_numpy(),
+                            np.minimum(np.maximum(back.fill_null(0).to_numpy(), launched), first), launched)
     picked = pl.Series(keep)
     return [_IdleStart(*r) for r in zip(t["step"].gather(picked).to_list(), t["device"].gather(picked).to_list(),
                                          start[keep].tolist(), first[keep].tolist(), begin[keep].tolist(),
-                                         launched[keep].tolist(), dur[keep].tolist())]
+                                         launched[keep].tolist(), returned[keep].tolist(), dur[keep].tolist())]
 
 
 #: the share of a step's idle start one host event must hold to be named as what the host did meanwhile
@@ -374,7 +402,8 @@ def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
     """Per (step, device) of the GPU rows ``g`` (``step``: null for a record in no step; ``device``, ``ts``, ``end``:
     int64 ns, never null): the start of its first record (``_first``) and the latest end of the device's records
     before that one, in a step or not (``_prev_end``, null for the device's first record): the GPU was busy until
-    then; with a ``launch_ts`` column, the first record's launch (``_launch``). "Before" is the order of a stable
+    then; with a ``launch_ts`` column, the first record's launch (``_launch``), and with ``launch_dur`` when its launch
+    call returned (``_returned``). "Before" is the order of a stable
     sort by (device, start), ties in row order. In numpy: one sort (none where the rows come sorted, as a JAX
     profile's do), a running maximum per device and each group's first position (the sorted table, a shifted
     cumulative maximum per device and a grouped first took 0.37 s of a 1 GB JAX profile's findings)."""
@@ -412,7 +441,11 @@ def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
     rows = pos if order is None else order[pos]
     out = pl.DataFrame({"step": g["step"].gather(rows), "device": g["device"].gather(rows),
                         "_first": ts[pos], "_prev_end": prev.set(pl.Series(~prev_ok), None)})
-    return out.with_columns(g["launch_ts"].gather(rows).alias("_launch")) if "launch_ts" in g.columns else out
+    if "launch_ts" not in g.columns:
+        return out
+    launch = g["launch_ts"].gather(rows)
+    out = out.with_columns(launch.alias("_launch"))
+    return out.with_columns((launch + g["launch_dur"].gather(rows)).alias("_returned")) if "launch_dur" in g.columns else out
 
 
 def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[dict[str, Any]]:
@@ -823,11 +856,13 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
 
 
 def idle_findings(trace: Trace, gpu: pl.DataFrame, rules: FindingRules) -> list[dict[str, Any]]:
-    """The rows of ``step_start_idle`` and ``step_start_wait`` (:func:`step_start_idle`) of ``rules``, their texts
+    """The rows of ``step_start_idle``, ``step_start_wait`` and ``step_start_queued`` (:func:`step_start_idle`) of
+    ``rules``, their texts
     written as :func:`find` writes them. ``gpu``: every GPU row of the trace; no category is read, so
     :func:`kernscope.analyze.analyze` starts it before the rows are categorized."""
     with rules.writing():
-        return step_start_idle(trace, gpu, rules.rules["step_start_idle"], rules.rules["step_start_wait"])
+        return step_start_idle(trace, gpu, rules.rules["step_start_idle"], rules.rules["step_start_wait"],
+                               rules.rules["step_start_queued"])
 
 
 def find_stragglers(stragglers: pl.DataFrame, *, rules: FindingRules | None = None) -> pl.DataFrame:

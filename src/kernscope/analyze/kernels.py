@@ -30,7 +30,7 @@ def gpu_table(
     """GPU activity rows (optionally one step, optionally categorized) with string columns.
 
     Columns: name, kind, device, stream, ts, dur, end (ns), launcher, op_name, launch_name,
-    graph_launch, step, correlation, launch_ts/pid/tid, occupancy_pct and registers (the profiler's estimate and
+    graph_launch, step, correlation, launch_ts/dur/pid/tid, occupancy_pct and registers (the profiler's estimate and
     the kernel's registers per thread, null where the trace has none), and category/library/decided_by/decided_op when a
     categorizer is given (the category uses the launching op, or for JAX the HLO instruction, as a second
     signal: see ``launcher_categories``). ``text_names=False`` keeps ``name`` interned (Categorical), as the trace
@@ -62,6 +62,7 @@ def gpu_table(
         "step",
         "correlation",
         "launch_ts",
+        "launch_dur",
         "launch_pid",
         "launch_tid",
     ]

@@ -203,6 +203,13 @@ def samples(root: Path) -> dict[str, list[dict[str, Any]]]:
             c = kernel_counters(load(p, cache=False))
             assert c is not None
             out["counters"].append(as_json(c))
+    # a step whose first kernel queued behind nothing the trace holds (TraceLens's ROCm vLLM traces have it; no trace
+    # of tests/data does): step_start_queued's evidence
+    from ..testing.synth import queued_start_trace
+
+    with tempfile.TemporaryDirectory() as tmp:
+        queued_start_trace(Path(tmp) / "queued.json")
+        out["analyze"].append(as_json(analyze(load(Path(tmp) / "queued.json", cache=False))))
     # a real job: two ranks of DDP on two H200s, rank 1 late to every all-reduce (stragglers, collectives, queues),
     # and a rank file that could not be read (failures)
     ddp = sorted((root / "tests" / "data" / "ddp2_h200").glob("rank*.pt.trace.json.gz"))
