@@ -207,6 +207,19 @@ def test_a_launch_that_ran_as_its_call_returned_or_soon_after_stays_the_hosts_id
         assert "to its first GPU work" in f["text"][0]
 
 
+def test_a_queued_threshold_below_the_idle_ones_is_read(tmp_path):
+    """``step_start_queued``'s own ``min_us`` decides, even below ``step_start_idle``'s and ``step_start_wait``'s: a
+    kernel launched at 20 µs (a 5 µs call) that starts at 90 µs waited 65 µs, a finding at ``min_us = 50``, though
+    the step's whole idle start (90 µs) is under the other rules' 100 µs, which alone chose the steps read."""
+    (tmp_path / "low.toml").write_text("[step_start_queued]\nmin_us = 50.0\nmin_share_pct = 1.0\n")
+    queued_start_trace(tmp_path / "low.json", launch_us=20.0, launch_dur_us=5.0, start_us=90.0)
+    t = kernscope.load(tmp_path / "low.json", cache=False)
+    f = analyze(t, finding_rules=FindingRules.load(tmp_path / "low.toml")).findings
+    assert f.filter(pl.col("rule").str.starts_with("step_start"))["rule"].to_list() == ["step_start_queued"]
+    assert json.loads(f.filter(pl.col("rule") == "step_start_queued")["evidence"][0])["wait_us"] == pytest.approx(65.0)
+    assert analyze(t).findings.filter(pl.col("rule").str.starts_with("step_start")).height == 0  # (the defaults: none)
+
+
 @pytest.mark.skipif(not (TRACES / "tracelens" / "rocm_vllm_decode_full_hipgraph.json.gz").exists(),
                     reason="../shared/traces/tracelens not present")
 def test_rocm_vllm_decodes_first_copy_queued_behind_nothing_against_the_raw_json():

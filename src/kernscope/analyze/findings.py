@@ -10,9 +10,8 @@ Rules (``findings.toml``): ``launch_bound`` (GPU idle because launches came late
 from the step's start to its first work: CPU or data loading first), ``step_start_wait`` (with several GPUs: the
 first work launched, then waiting on another GPU's work; step_start_idle then ends at the launch), ``step_start_queued``
 (the first work launched, then waiting with nothing in the trace running: work from before the trace, or clocks apart),
-``blocking_sync`` (synchronizing
-runtime calls), ``exposed_comm`` (communication not overlapped by compute), ``tiny_gemm`` (many GEMM kernels
-of a few µs), ``step_variance`` (a step far slower than the median), ``recompile`` (torch.compile / XLA
+``blocking_sync`` (synchronizing runtime calls), ``exposed_comm`` (communication not overlapped by compute),
+``tiny_gemm`` (many GEMM kernels of a few µs), ``step_variance`` (a step far slower than the median), ``recompile`` (torch.compile / XLA
 compiling inside a step), ``low_occupancy`` (kernels that leave most of the GPU idle), and where the perf model
 runs (``perf``, ``report``) ``far_from_roofline``; across ranks, ``straggler``.
 """
@@ -231,7 +230,7 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
     if g.height == g["step"].null_count() or trace.steps.height == 0:
         return []
     rows = _idle_starts(_step_firsts(g).join(trace.steps.select("step", "start", "end"), on="step").sort("step", "device"),
-                        min(cfg["min_us"], wait_cfg["min_us"] if wait_cfg else cfg["min_us"]))
+                        min(c["min_us"] for c in (cfg, wait_cfg, queued_cfg) if c is not None))
     several = wait_cfg is not None and g["device"].n_unique() > 1
     waited = _waited_for(gpu, [(r.first, r.launched) for r in rows]) if several and rows else {}
     queued = {i for i, r in enumerate(rows) if i not in waited and queued_cfg is not None
@@ -292,9 +291,8 @@ class _IdleStart(NamedTuple):
 def _idle_starts(t: pl.DataFrame, min_us: float) -> list[_IdleStart]:
     """The rows of ``t`` (per step and device, in order: ``step``, ``device``, ``start``, ``end``, ``_first``,
     ``_prev_end``, ``_launch`` and ``_returned`` of :func:`_step_firsts` with the step's window) whose idle from their
-    begin to their
-    first work is at least ``min_us`` µs, in a step of positive length. In numpy (a 3,300-step JAX profile's rows were
-    read one dict at a time): the same values, ns / :data:`NS_PER_US` as Python divides them."""
+    begin to their first work is at least ``min_us`` µs, in a step of positive length. In numpy (a 3,300-step JAX
+    profile's rows were read one dict at a time): the same values, ns / :data:`NS_PER_US` as Python divides them."""
     start, end, first = (t[c].to_numpy().astype(np.int64, copy=False) for c in ("start", "end", "_first"))
     prev = t["_prev_end"]
     after = (prev.is_not_null() & (prev != 0)).to_numpy()  # (a null or 0 end: no work before, as ``or`` reads it)
@@ -403,10 +401,10 @@ def _step_firsts(g: pl.DataFrame) -> pl.DataFrame:
     int64 ns, never null): the start of its first record (``_first``) and the latest end of the device's records
     before that one, in a step or not (``_prev_end``, null for the device's first record): the GPU was busy until
     then; with a ``launch_ts`` column, the first record's launch (``_launch``), and with ``launch_dur`` when its launch
-    call returned (``_returned``). "Before" is the order of a stable
-    sort by (device, start), ties in row order. In numpy: one sort (none where the rows come sorted, as a JAX
-    profile's do), a running maximum per device and each group's first position (the sorted table, a shifted
-    cumulative maximum per device and a grouped first took 0.37 s of a 1 GB JAX profile's findings)."""
+    call returned (``_returned``). "Before" is the order of a stable sort by (device, start), ties in row order. In
+    numpy: one sort (none where the rows come sorted, as a JAX profile's do), a running maximum per device and each
+    group's first position (the sorted table, a shifted cumulative maximum per device and a grouped first took 0.37 s
+    of a 1 GB JAX profile's findings)."""
     # (each array freed once used: at 2 M rows and more they are 17 MB each, in the C heap that a command never trims)
     dev_code, n_dev = ranks(g["device"].to_numpy())
     ts, end = g["ts"].to_numpy(), g["end"].to_numpy()
@@ -857,9 +855,8 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
 
 def idle_findings(trace: Trace, gpu: pl.DataFrame, rules: FindingRules) -> list[dict[str, Any]]:
     """The rows of ``step_start_idle``, ``step_start_wait`` and ``step_start_queued`` (:func:`step_start_idle`) of
-    ``rules``, their texts
-    written as :func:`find` writes them. ``gpu``: every GPU row of the trace; no category is read, so
-    :func:`kernscope.analyze.analyze` starts it before the rows are categorized."""
+    ``rules``, their texts written as :func:`find` writes them. ``gpu``: every GPU row of the trace; no category is
+    read, so :func:`kernscope.analyze.analyze` starts it before the rows are categorized."""
     with rules.writing():
         return step_start_idle(trace, gpu, rules.rules["step_start_idle"], rules.rules["step_start_wait"],
                                rules.rules["step_start_queued"])
