@@ -207,6 +207,21 @@ def test_a_launch_that_ran_as_its_call_returned_or_soon_after_stays_the_hosts_id
         assert "to its first GPU work" in f["text"][0]
 
 
+def test_the_critical_path_says_its_launch_time_holds_the_queued_wait(tmp_path):
+    """A queued kernel (1,500 µs) that ends after its step: the step's path is its call (200 µs of host), ``launch``
+    from the call's start to the kernel's (1,800 µs) and the kernel; the path's note says 1,795 µs of that launch time
+    is the wait ``step_start_queued`` names, not the launch's cost. Where the kernel ran as its call returned, no note."""
+    queued_start_trace(tmp_path / "q.json", kernel_us=1500.0)
+    a = analyze(kernscope.load(tmp_path / "q.json", cache=False))
+    assert a.critical_path is not None
+    assert a.critical_path.steps.select("cpu_us", "launch_us", "gpu_us").row(0) == pytest.approx((200.0, 1800.0, 1500.0))
+    (note,) = [n for n in a.critical_path.notes if "step_start_queued" in n]
+    assert note.startswith("1,795 µs of the launch time of step(s) 1 ")
+    queued_start_trace(tmp_path / "slow.json", launch_dur_us=1795.0, kernel_us=1500.0)
+    b = analyze(kernscope.load(tmp_path / "slow.json", cache=False))
+    assert b.critical_path is not None and not [n for n in b.critical_path.notes if "step_start_queued" in n]
+
+
 def test_a_queued_threshold_below_the_idle_ones_is_read(tmp_path):
     """``step_start_queued``'s own ``min_us`` decides, even below ``step_start_idle``'s and ``step_start_wait``'s: a
     kernel launched at 20 µs (a 5 µs call) that starts at 90 µs waited 65 µs, a finding at ``min_us = 50``, though
@@ -235,7 +250,8 @@ def test_rocm_vllm_decodes_first_copy_queued_behind_nothing_against_the_raw_json
     first = gpu[0]
     call = next(e for e in raw if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"
                 and e.get("args", {}).get("correlation") == first["args"]["correlation"])
-    f = analyze(kernscope.load(path, cache=False)).findings.filter(pl.col("rule").str.starts_with("step_start")).sort("rule")
+    a = analyze(kernscope.load(path, cache=False))
+    f = a.findings.filter(pl.col("rule").str.starts_with("step_start")).sort("rule")
     assert f["rule"].to_list() == ["step_start_idle", "step_start_queued"]
     idle, queued = (json.loads(e) for e in f["evidence"])
     returned = call["ts"] + call["dur"]
@@ -243,6 +259,8 @@ def test_rocm_vllm_decodes_first_copy_queued_behind_nothing_against_the_raw_json
     assert queued["wait_us"] == pytest.approx(first["ts"] - returned, abs=1e-3)
     assert queued["launched_us"] == pytest.approx(call["ts"] - step["ts"], abs=1e-3)
     assert 500 < idle["idle_us"] < 600 and 7800 < queued["wait_us"] < 7900
+    cp = a.critical_path
+    assert cp is not None and any(n.startswith(f"{queued['wait_us']:,.0f} µs of the launch time of step(s) 0 ") for n in cp.notes)
 
 
 def _idle_start_host(tmp_path, host: list[dict], name: str) -> dict:

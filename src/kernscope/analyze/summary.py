@@ -16,7 +16,7 @@ from .annotations import AnnotationBreakdown
 from .annotations import by_annotation as by_annotation_
 from .bench_trace import BenchmarkView, analyze_benchmark, looks_like_benchmark
 from .categories import OTHER, UNKNOWN_LIBRARY, Categorizer
-from .critical_path import CriticalPath, critical_path
+from .critical_path import CriticalPath, critical_path, with_queued_note
 from .facts import TraceFacts, trace_facts
 from .findings import SCHEMA as FINDINGS_SCHEMA
 from .findings import FindingRules, by_kind, find, idle_findings
@@ -229,7 +229,7 @@ def analyze(
         grouped, wall = grouped_f.result(), wall_time_ns(g)
         rest = _summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
         rest["sources"] = sources_f.result()
-        path = path_f.result() if path_f is not None else None
+        path = with_queued_note(path_f.result(), findings) if path_f is not None else None
         timeline, by_dev = timelines_f.result()
         rest.update(facts=facts_f.result(), steps=steps_f.result(), timeline_by_step=by_step,
                     step_categories=step_cats_f.result(), findings=findings)

@@ -159,8 +159,8 @@ def counters_trace(path: str | os.PathLike[str], kernels: list[tuple[str, str, d
 
 
 def queued_start_trace(path: str | os.PathLike[str], *, launch_us: float = 200.0, launch_dur_us: float = 5.0,
-                       start_us: float = 2000.0) -> None:
-    """A Kineto trace of one 3,000 µs step (``ProfilerStep#1`` from 0 µs) on one GPU: its one kernel (500 µs) is
+                       start_us: float = 2000.0, kernel_us: float = 500.0) -> None:
+    """A Kineto trace of one 3,000 µs step (``ProfilerStep#1`` from 0 µs) on one GPU: its one kernel (``kernel_us``) is
     launched at ``launch_us`` by a ``cudaLaunchKernel`` of ``launch_dur_us`` and starts at ``start_us``, nothing else
     on the GPU. At the defaults the kernel waits 1,795 µs after its launch returned, behind nothing the trace holds:
     ``step_start_queued`` (:func:`kernscope.analyze.findings.step_start_idle`)."""
@@ -168,7 +168,7 @@ def queued_start_trace(path: str | os.PathLike[str], *, launch_us: float = 200.0
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 3000.0},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": launch_us,
          "dur": launch_dur_us, "args": {"correlation": 1}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": start_us, "dur": 500.0,
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": start_us, "dur": kernel_us,
          "args": {"correlation": 1, "device": 0, "stream": 7}},
     ]
     with open(path, "w", encoding="utf-8") as f:
