@@ -26,6 +26,9 @@ PINNED = [
     ("_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", "kernel", "hipModuleLaunchKernel", "GEMM", "Triton"),
     ("attn_fwd", "kernel", "hipModuleLaunchKernel", "Attention Forward", "Triton"),
     ("kernel_unified_attention_2d", "kernel", "cuLaunchKernel", "Attention Forward", "Triton"),
+    # aiter's group norm (xDiT's SD3.5 on MI300X): two kernels in an anonymous namespace, library Unknown until session 67
+    ("void (anonymous namespace)::groupnorm_kernel_dispatch_down<__hip_bfloat16, 1024u>(unsigned int, unsigned int, long, float, bool, __hip_bfloat16 const*, __hip_bfloat16 const*, __hip_bfloat16 const*, float const*, float const*, __hip_bfloat16*)", "kernel", "hipLaunchKernel", "Normalization", "aiter"),
+    ("void (anonymous namespace)::groupnorm_kernel_dispatch_up<__hip_bfloat16, 1024u>(unsigned int, unsigned int, long, bool, __hip_bfloat16 const*, float*, float*)", "kernel", "hipLaunchKernel", "Normalization", "aiter"),
     ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)", "kernel", "", "Attention Forward", "FlashAttention"),
     ("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", "kernel", "cuLaunchKernel", "Attention Forward", "TensorRT-LLM"),
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1_cga1x1x1_kernel0_0", "kernel", "", "Attention Forward", "cuDNN"),
