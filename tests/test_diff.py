@@ -78,6 +78,21 @@ def test_loose_matching(tmp_path):
     assert gemm["delta_us"] == -20 and gemm["variants"] == 1
 
 
+def test_step_given_twice_is_a_steps_and_bs(tmp_path, capsys):
+    """``A A --step 0 --step 2`` compares step 0 with step 2, as ``--step 0 --step-b 2`` does (it kept the last
+    ``--step`` alone and compared step 2 with itself); a third ``--step``, or two beside ``--step-b``, is refused."""
+    a = _trace(tmp_path / "a.json", [("aten::mm", GEMM_A, 100)], steps=3)
+    assert main(["diff", str(a), str(a), "--step", "0", "--step", "2", "--no-cache", "--format", "json"]) == 0
+    twice = json.loads(capsys.readouterr().out)
+    assert (twice["a"]["step"], twice["b"]["step"]) == (0, 2)
+    assert main(["diff", str(a), str(a), "--step", "0", "--step-b", "2", "--no-cache", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == twice
+    for extra in (["--step", "1"], ["--step-b", "1"]):
+        assert main(["diff", str(a), str(a), "--step", "0", "--step", "2", *extra, "--no-cache"]) == 2
+        err = capsys.readouterr().err
+        assert "--step" in err and "give A's step and B's" in err and "Traceback" not in err
+
+
 def test_cli_two_steps_of_one_trace_json_and_devices(tmp_path, capsys):
     a = _trace(tmp_path / "a.json", [("aten::mm", GEMM_A, 100)], steps=3)
     assert main(["diff", str(a), str(a), "--step", "0", "--step-b", "2", "--no-cache", "--format", "json"]) == 0

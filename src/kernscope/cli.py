@@ -352,7 +352,8 @@ def sql_cmd(s: Session, query: str, traces: tuple[str, ...], step: str | None, t
 @cli.command("diff")
 @click.argument("a")
 @click.argument("b")
-@click.option("--step", default=None, help="Step of A to compare (and of B, unless --step-b is given).")
+@click.option("--step", multiple=True, help="Step of A to compare (and of B, unless --step-b is given); given twice, A's "
+                                            "step and B's (A A --step 3 --step 5).")
 @click.option("--step-b", default=None, help="Step of B to compare.")
 @click.option("--match", type=click.Choice(["exact", "loose"]), default="exact", show_default=True,
               help="loose: kernel names that differ only in template arguments, tile sizes or tuning numbers match, "
@@ -360,12 +361,18 @@ def sql_cmd(s: Session, query: str, traces: tuple[str, ...], step: str | None, t
 @sources_option
 @output_options(output_help="Write to FILE instead of stdout; a .xlsx name writes a workbook.")
 @trace_options
-def diff_cmd(s: Session, a: str, b: str, step: str | None, step_b: str | None, match: str, python_sources: bool,
+def diff_cmd(s: Session, a: str, b: str, step: tuple[str, ...], step_b: str | None, match: str, python_sources: bool,
              top: int | None, fmt: str, output: str | None) -> None:
     """Compare two traces, two steps of one trace (A A --step 3 --step-b 5) or two ranks: where B spends more or less
     (by category, library, line of your code where both sides have lines, kernel and CPU op)."""
-    n = _parse_step(step)
-    ans = s.diff(a, b, n, _parse_step(step_b, "--step-b") if step_b is not None else n, match, python_sources)
+    # (--step twice is A's step and B's: it had kept the last one alone, and A A --step 1 --step 2 compared step 2
+    # with itself)
+    if len(step) > 2 or (len(step) == 2 and step_b is not None):
+        raise click.BadParameter(f"given {len(step)} times" + (" beside --step-b" if step_b is not None else "")
+                                 + ": give A's step and B's (--step 3 --step 5, or --step 3 --step-b 5)", param_hint="--step")
+    n = _parse_step(step[0] if step else None)
+    m = _parse_step(step[1]) if len(step) == 2 else _parse_step(step_b, "--step-b") if step_b is not None else n
+    ans = s.diff(a, b, n, m, match, python_sources)
     if output and output.lower().endswith(".xlsx"):
         write_result(ans.result, "xlsx", output, say=s.say)
     else:
