@@ -26,6 +26,11 @@ PINNED = [
     ("_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", "kernel", "hipModuleLaunchKernel", "GEMM", "Triton"),
     ("attn_fwd", "kernel", "hipModuleLaunchKernel", "Attention Forward", "Triton"),
     ("kernel_unified_attention_2d", "kernel", "cuLaunchKernel", "Attention Forward", "Triton"),
+    # TensorRT-LLM's generated GEMM cubins, launched through the driver API (vLLM's FP4 MoE on a B200): they read Triton,
+    # by the structural rule, until session 67
+    ("bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f", "kernel", "cuLaunchKernelEx", "GEMM", "TensorRT-LLM"),
+    ("Gemm_Bfloat16_E2m1E2m1_Fp32_t128x128x128_s3_et128x128_m128x128x64_cga1x1x1_16dp256b_TN_transOut_schedS_sm100f", "kernel", "cuLaunchKernelEx", "GEMM", "TensorRT-LLM"),
+    ("bmm_kernel", "kernel", "cuLaunchKernelEx", "GEMM", "Triton"),  # (a user's Triton kernel named bmm stays Triton's)
     # aiter's group norm (xDiT's SD3.5 on MI300X): two kernels in an anonymous namespace, library Unknown until session 67
     ("void (anonymous namespace)::groupnorm_kernel_dispatch_down<__hip_bfloat16, 1024u>(unsigned int, unsigned int, long, float, bool, __hip_bfloat16 const*, __hip_bfloat16 const*, __hip_bfloat16 const*, float const*, float const*, __hip_bfloat16*)", "kernel", "hipLaunchKernel", "Normalization", "aiter"),
     ("void (anonymous namespace)::groupnorm_kernel_dispatch_up<__hip_bfloat16, 1024u>(unsigned int, unsigned int, long, bool, __hip_bfloat16 const*, float*, float*)", "kernel", "hipLaunchKernel", "Normalization", "aiter"),
