@@ -260,13 +260,17 @@ def step_start_idle(trace: Trace, gpu: pl.DataFrame, cfg: dict[str, Any],
                     if re.search(DATA_LOADING, op) else "")
             out.append(_row(cfg, "step_start_idle", idle, ev, words={"until": until, "host": host_words},
                             step=r.step, device=r.device))
-        ev = {"step": r.step, "device": r.device, "wait_us": wait, "share_pct": 100.0 * wait / dur, "step_us": dur,
-              "launched_us": (r.launched - r.start) / NS_PER_US}
+        # (the evidence made only for a row that is a finding: most are not, a JAX profile's one a step)
+        extra: dict[str, Any]
         if src is not None and wait_cfg is not None and _reported(wait, dur, wait_cfg):
-            out.append(_row(wait_cfg, "step_start_wait", wait, {**ev, "waited_for": src}, step=r.step, device=r.device))
+            rule, rule_cfg, extra = "step_start_wait", wait_cfg, {"waited_for": src}
         elif i in queued and queued_cfg is not None:
-            out.append(_row(queued_cfg, "step_start_queued", wait, {**ev, "returned_us": (r.returned - r.start) / NS_PER_US},
-                            step=r.step, device=r.device))
+            rule, rule_cfg, extra = "step_start_queued", queued_cfg, {"returned_us": (r.returned - r.start) / NS_PER_US}
+        else:
+            continue
+        ev = {"step": r.step, "device": r.device, "wait_us": wait, "share_pct": 100.0 * wait / dur, "step_us": dur,
+              "launched_us": (r.launched - r.start) / NS_PER_US, **extra}
+        out.append(_row(rule_cfg, rule, wait, ev, step=r.step, device=r.device))
     return out
 
 
