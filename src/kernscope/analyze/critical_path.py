@@ -19,10 +19,11 @@ time, never more) and every kernel on the path counts in full:
 Segments are classified: ``cpu`` (host time), ``launch`` (launch call to kernel start), ``gpu`` (kernel time,
 by category), ``queue`` (a short gap behind the previous record of the stream), ``stream_wait`` (waiting for
 another stream), ``sync_return`` (a synchronizing call returning after its GPU work ended) and ``carryover``
-(GPU work launched before the step). Predecessors are found for all nodes at once: the records sorted once by
-(device, stream, start), then in numpy a running maximum per stream and an as-of ``searchsorted`` per device (the CPU
-points' synchronizing calls by an as-of join); the chain of each step's end is read with binary lifting (numpy,
-``O(n log d)``, d the longest chain), no loop per event.
+(GPU work launched before the step: the wait for it to start and its kernel time; ``gpu`` is the step's own).
+Predecessors are found for all nodes at once: the records sorted once by (device, stream, start), then in numpy a
+running maximum per stream and an as-of ``searchsorted`` per device (the CPU points' synchronizing calls by an as-of
+join); the chain of each step's end is read with binary lifting (numpy, ``O(n log d)``, d the longest chain), no
+loop per event.
 
 What-ifs are first order, on the path as it is (valid while it stays critical): a category's kernels 2x
 faster save half their time on the path; removing a synchronizing call lets the host work after it
@@ -75,7 +76,8 @@ class CriticalPath:
     kernels: pl.DataFrame
     whatif: pl.DataFrame
     notes: list[str] = field(default_factory=list)
-    #: the GPU records on the path: step, name, ts, end (ns), on_path_us (their time on it)
+    #: the GPU records on the path: step, name, ts, end (ns), on_path_us (their time on it), carried (launched before the
+    #: step: their time is the step's ``carryover``, not its ``gpu``)
     records: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: the path's host time by top-level CPU op or user annotation of its thread: step, op, host_us ("(between ops)": in
     #: none)
@@ -93,7 +95,7 @@ _EMPTY = ({"step": pl.Int64, "step_us": _US, "length_us": _US, **{f"{s}_us": _US
           {"step": pl.Int64, "category": _TEXT, "time_us": _US},
           {"step": pl.Int64, "name": _TEXT, "category": _TEXT, "launcher": _TEXT, "count": pl.UInt32, "time_us": _US},
           {"step": pl.Int64, "change": _TEXT, "saves_us": _US},
-          {"step": pl.Int64, "name": _TEXT, "ts": pl.Int64, "end": pl.Int64, "on_path_us": _US},
+          {"step": pl.Int64, "name": _TEXT, "ts": pl.Int64, "end": pl.Int64, "on_path_us": _US, "carried": pl.Boolean},
           {"step": pl.Int64, "op": _TEXT, "host_us": _US})
 
 
@@ -543,7 +545,8 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
         # the path's nodes as arrays (a polars row per node, with its labels and its CPU point's text, held 0.4 GB on
         # a JAX profile's 1.4 M-node path)
         path = PathNodes(owner, on_path, time[on_path], time_ok[on_path], how[on_path], _record_starts(g_ts, on_path),
-                         root_pred[on_path] != root, pt[on_path], pt_ok[on_path])
+                         root_pred[on_path] != root, pt[on_path], pt_ok[on_path],
+                         _record_origins(gpu, on_path, n_g, order, by_gpu_time=trace.step_source == "auto"))
         del owner, on_path
         part, stretch = _summarize(path, ends_tbl.slice(lo, hi - lo), labels, order, cpu, n_g)
         parts.append(part)
@@ -582,6 +585,22 @@ def _record_starts(g_ts: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     out = np.zeros(len(nodes), dtype=np.int64)
     records = nodes < len(g_ts)
     out[records] = g_ts[nodes[records]]
+    return out
+
+
+def _record_origins(gpu: pl.DataFrame, nodes: np.ndarray, n_g: int, order: np.ndarray | None, *,
+                    by_gpu_time: bool) -> np.ndarray:
+    """What places each of ``nodes`` that is a GPU record in a step (``link.steps.assign_steps``): its launch, else
+    its start; its start where the steps are GPU time ranges (``by_gpu_time``). A CPU point's is 0 (no summary reads
+    it). Gathered for the path's records only (an array of every record's was 11 MB more at the path's peak on a
+    207 MB JAX profile)."""
+    out = np.zeros(len(nodes), dtype=np.int64)
+    records = nodes < n_g
+    rows = nodes[records] if order is None else order[nodes[records]]
+    cols = [pl.col("ts").gather(pl.Series(rows, dtype=pl.Int64))]
+    if not by_gpu_time:
+        cols.insert(0, pl.col("launch_ts").gather(pl.Series(rows, dtype=pl.Int64)))
+    out[records] = gpu.select(pl.coalesce(cols).cast(pl.Int64)).to_series().to_numpy()
     return out
 
 
@@ -819,7 +838,8 @@ def _blocking_syncs(trace: Trace, by_end: pl.DataFrame) -> pl.DataFrame:
 class PathNodes:
     """Every node on a step's path, as arrays a node each: ``owner`` (its row of the steps' ends), ``node`` (its id),
     its ``time`` (and whether it has one), how it was reached (``how``: ``_HOW_QUEUE`` ... ``_HOW_CPU``), its start ``ts`` (a
-    record's), whether it has a predecessor on the path (``linked``) and that predecessor's time ``pt``."""
+    record's), whether it has a predecessor on the path (``linked``), that predecessor's time ``pt``, and a record's
+    ``origin`` (its launch, else its start; 0 for a CPU point)."""
 
     owner: np.ndarray
     node: np.ndarray
@@ -830,6 +850,7 @@ class PathNodes:
     linked: np.ndarray
     pt: np.ndarray
     pt_ok: np.ndarray
+    origin: np.ndarray
 
 
 def _per_step(owner: np.ndarray, n_k: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -862,7 +883,11 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
     # records: their kernel time from when they could start, and the gap before it by how they were reached
     g_from, g_ts, g_linked, g_how = frm[r_at], path.ts[r_at], path.linked[r_at], path.how[r_at]
     gap = np.maximum(g_ts - g_from, 0)
-    seg = {"gpu": path.time[r_at] - np.maximum(g_ts, g_from), "carryover": np.where(~g_linked, gap, 0)}
+    # kernel time on the path: the step's own is ``gpu``; a record launched before the step (GPU work the step's start
+    # found still queued or running) is ``carryover``, as is the wait before such a record began
+    k_time = path.time[r_at] - np.maximum(g_ts, g_from)
+    carried = path.origin[r_at] < start[r_at]
+    seg = {"gpu": np.where(carried, 0, k_time), "carryover": np.where(~g_linked, gap, 0) + np.where(carried, k_time, 0)}
     for name, code in (("launch", _HOW_LAUNCH), ("queue", _HOW_QUEUE), ("stream_wait", _HOW_WAIT)):
         seg[name] = np.where(g_linked & (g_how == code), gap, 0)
     # CPU points: a synchronizing call's return after the GPU work it waited for, then host time to the point
@@ -892,8 +917,8 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
     # the records: their labels gathered by id (a record's id is its place in ``order``), grouped on one integer a row
     rows = path.node[r_at] if order is None else order[path.node[r_at]]
     kern = labels.gather(pl.Series(rows, dtype=pl.Int64)).with_columns(
-        pl.Series("step", k_step[path.owner[r_at]]), pl.Series("gpu", seg["gpu"]), pl.Series("ts", path.ts[r_at]),
-        pl.Series("time", path.time[r_at]))
+        pl.Series("step", k_step[path.owner[r_at]]), pl.Series("gpu", k_time), pl.Series("ts", path.ts[r_at]),
+        pl.Series("time", path.time[r_at]), pl.Series("carried", carried))
     categories = (group_by_keys(kern, ["step", "category"], [(pl.col("gpu").sum() / NS_PER_US).alias("time_us")])
                   .with_columns(pl.col("category").cast(pl.String)).sort("step", "time_us", "category", descending=[False, True, False]))
     kernels = _bounded(group_by_keys(kern, ["step", "name", "category", "launcher"],
@@ -909,7 +934,8 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
         (pl.min_horizontal(pl.col("_s_end") - pl.col("_s_ts"), pl.col("cpu")) / NS_PER_US).alias("saves_us"))
     whatif = (pl.concat([faster, after]).filter(pl.col("saves_us") > 0)
               .sort("step", "saves_us", "change", descending=[False, True, False]))
-    records = kern.select("step", "name", "ts", pl.col("time").alias("end"), (pl.col("gpu") / NS_PER_US).alias("on_path_us"))
+    records = kern.select("step", "name", "ts", pl.col("time").alias("end"), (pl.col("gpu") / NS_PER_US).alias("on_path_us"),
+                          "carried")
     stretches = points.filter(pl.col("_time_ok") & (pl.col("cpu") > 0)).select(
         "step", "pid", "tid", (pl.col("time") - pl.col("cpu")).alias("a"), pl.col("time").alias("b"))
     return CriticalPath(steps, categories, kernels, whatif, records=records), stretches

@@ -138,12 +138,13 @@ def _console_critical_path(s: Section, out: Console) -> None:
     if cp.height and "length_us" in cp.columns:
         d = cp.head(top) if top is not None else cp
         rows = [[str(r["rank"]), str(r["step"]), us(r["length_us"]), us(r["cpu_us"]), us(r["gpu_us"]),
-                 us(r["last_arriver_wait_us"])] for r in d.iter_rows(named=True)]
+                 us(r.get("carryover_us")), us(r["last_arriver_wait_us"])] for r in d.iter_rows(named=True)]
         out.print()
-        out.print(fit_table("Critical path per rank and step (last arriver: path time waiting for the slowest rank)",
+        out.print(fit_table("Critical path per rank and step (carryover: earlier steps' GPU work; last arriver: waiting "
+                            "for the slowest rank)",
                             [Col("rank", True), Col("step", True), Col("length", True), Col("cpu", True),
-                             Col("gpu", True), Col("last arriver", True)], rows, s.options.width,
-                            more=cp.height - d.height))
+                             Col("gpu", True), Col("carryover", True, optional=True), Col("last arriver", True)], rows,
+                            s.options.width, more=cp.height - d.height))
 
 
 @view("table", "job.findings")
