@@ -594,6 +594,13 @@ def test_findings_gather_by_kind_over_steps(tmp_path, capsys):
     assert f"Findings, by time to win back ({a.findings.height} in {k.height} kinds" in out
     assert "in 4 steps: 1.200 ms in all, median 300.00 µs" in out
     assert by_kind(a.findings.clear()).columns == k.columns
+    # one kind recurring: "(4 in 1 kind", not "1 kinds" (the DDP job's straggler over its 4 steps read so)
+    from rich.console import Console
+
+    from kernscope.render.console import render_findings
+    one = Console(width=150, record=True)
+    render_findings(k.filter(pl.col("rule") == "blocking_sync"), one)
+    assert "Findings, by time to win back (4 in 1 kind)" in one.export_text()
 
 
 @pytest.mark.parametrize("rel, step", [("src/kernscope/examples/h200_gpt_train_step.pt.trace.json.gz", 2),

@@ -168,6 +168,9 @@ def test_cli_memory_outputs_and_report(tmp_path, capsys):
     assert main(["memory", str(H100)]) == 0
     out = capsys.readouterr().out
     assert "1.09 GiB" in out and "aten::_log_softmax_backward_data" in out
+    # lifetimes in the unit that reads best, as every other time in the terminal (it read "3,816.5 µs")
+    empty_strided = next(line for line in out.splitlines() if line.startswith("aten::empty_strided "))
+    assert "3.817 ms" in empty_strided, empty_strided
     plain = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     assert main(["memory", str(plain)]) == 3
     err = capsys.readouterr().err.strip().splitlines()

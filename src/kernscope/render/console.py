@@ -263,7 +263,7 @@ def render_findings(kinds: pl.DataFrame, console: Console, top: int | None = 5) 
         return
     shown = kinds.head(top) if top is not None else kinds
     n = int(kinds["occurrences"].sum())
-    counted = f"{n:,}" if n == kinds.height else f"{n:,} in {kinds.height:,} kinds"
+    counted = (f"{n:,}" if n == kinds.height else f"{n:,} in {kinds.height:,} kind{'' if kinds.height == 1 else 's'}")
     console.print(term(f"Findings, by time to win back ({counted}"
                        + (f"; top {shown.height}, all in --format json" if shown.height < kinds.height else "") + ")",
                        "bold"), overflow="fold")

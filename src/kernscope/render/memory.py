@@ -14,7 +14,7 @@ from ..scalars import as_int
 from .formats.json import whole
 from .html import b64
 from .names import term
-from .terminal import Col, count, fit_table, size
+from .terminal import Col, count, fit_table, size, us
 from .views import Section, layout, view
 
 
@@ -71,7 +71,7 @@ def _console_steps(s: Section, out: Console) -> None:
 def _console_ops(s: Section, out: Console) -> None:
     d = s.shown
     rows = [[r["op"] or "(outside any op)", _device(r), count(r["allocations"]), size(r["allocated_bytes"]),
-             "-" if r["mean_lifetime_us"] is None else f"{r['mean_lifetime_us']:,.1f} µs", count(r["held_blocks"]),
+             us(r["mean_lifetime_us"]), count(r["held_blocks"]),
              size(r["held_bytes"]), count(r["frees"])] for r in d.iter_rows(named=True)]
     out.print(fit_table("Allocations by CPU op (lifetime: to the free of the same block; held: not freed in the trace)",
                         [Col("op", weight=2, min_width=12), Col("device", enum=True), Col("allocs", True), Col("bytes", True),
