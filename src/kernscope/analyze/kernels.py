@@ -46,7 +46,7 @@ def gpu_table(
     if categorizer is not None:
         from .launcher_categories import refine_by_launcher
 
-        g = refine_by_launcher(trace, categorizer.categorize(g), categorizer)
+        g = refine_by_launcher(trace, categorizer.categorize(g, platform=trace.platform), categorizer)
     cols = [
         pl.col("name").cast(pl.String) if text_names else pl.col("name"),
         "kind",
