@@ -23,7 +23,8 @@ TITLES = {
     "queues": "GPU queue length per rank and stream",
     "findings": "Findings, by time to win back",
     "findings_by_kind": "Findings by kind (the same rule in the same place, over steps)",
-    "critical_path": "Critical path per rank and step (last arriver: path time waiting for the slowest rank)",
+    "critical_path": ("Critical path per rank and step (carryover: earlier steps' GPU work; last arriver: waiting for the "
+                      "slowest rank)"),
     "unified_perf_summary": "Perf model: every op with shapes (FLOPs, bytes, roofline)",
     "diff_summary": "Diff: totals",
     "diff_categories": "Diff: GPU time by category (B − A)",
