@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from conftest import write_trace
@@ -85,5 +86,32 @@ def test_bench_dir_bad_input(tmp_path, capsys):
     root = tmp_path / "b"
     for impl in ("aten", "triton"):
         bench_trace(root / "gemm" / impl / "input_0.json.gz", 256, 10.0, impl)
-    assert main(["analyze", str(root), "--no-cache", "--workers", "1"]) == 2  # forgot --bench
+    assert main(["analyze", str(root), "--no-cache", "--no-bench"]) == 2  # taken for a job's ranks, on request
     assert "add --bench" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("layout", ["kernscope", "tritonbench"])
+def test_a_folder_of_benchmark_traces_only_is_found_without_bench(tmp_path, capsys, layout):
+    """``kernscope analyze kernscope-bench`` (the folder ``kernscope bench`` just wrote) was refused as a job without
+    ranks until session 68, "add --bench"; a folder that holds benchmark traces only is now one by default, in either
+    layout (TritonBench's with an earlier run's trace beside a cell's newest); a folder with any other trace is not."""
+    root = tmp_path / "out"
+    for (impl, i), us in TIMES.items():
+        if layout == "kernscope":
+            p = root / "gemm" / impl / f"input_{i}.json.gz"
+        else:
+            p = root / "gemm" / "kineto_traces" / f"{impl}_{i}" / f"host_123.{1700000000 + i}.pt.trace.json.gz"
+        bench_trace(p, SIZES[i], us, impl)
+    if layout == "tritonbench":  # an earlier run's trace of a cell, older than its newest
+        old = bench_trace(root / "gemm" / "kineto_traces" / "aten_0" / "host_123.1600000000.pt.trace.json.gz", 64, 1.0, "aten")
+        os.utime(old, (1, 1))
+    assert main(["analyze", "--bench", str(root), "--format", "json", "--no-cache"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert main(["analyze", str(root), "--format", "json", "--no-cache"]) == 0
+    assert json.loads(capsys.readouterr().out) == said and len(said["cells"]) == len(TIMES)
+    assert main(["analyze", str(root), "--no-cache", "--workers", "1"]) == 2  # a job's option, for a benchmark folder
+    assert "not of a folder of benchmark traces" in capsys.readouterr().err
+    bench_trace(root / "rank0.json.gz", 256, 10.0, "aten")  # another trace in the folder: not a benchmark folder
+    assert main(["analyze", str(root), "--no-cache", "-q"]) == 2  # (taken for a job, refused as one in one line)
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and ("add --bench" in err if layout == "kernscope" else "traces of one process" in err)

@@ -227,6 +227,12 @@ class Session:
             refuse_job_options("a folder of benchmark traces")
             return self.bench_dir(inputs[0])
         paths = self.expand(inputs)
+        if bench is None and len(inputs) == 1 and os.path.isdir(inputs[0]) and len(paths) > 1 and _bench_folder(inputs[0], paths):
+            # (auto: a folder that holds benchmark traces only, in kernscope bench's or TritonBench's layout; it was taken
+            # for the ranks of a job and refused for want of ranks)
+            refuse("a folder of benchmark traces")
+            refuse_job_options("a folder of benchmark traces")
+            return self.bench_dir(inputs[0])
         if len(paths) == 1:
             refuse_job_options("one trace's analysis")
             return paths[0]
@@ -586,3 +592,11 @@ def report_target(output: str) -> tuple[str, bool]:
     if output.endswith(("/", os.sep)) or os.path.isdir(output) or not os.path.splitext(output)[1]:
         return "csv", True
     raise KernscopeError(f"{output}: use a .xlsx or .html file, or a directory (for CSVs)")
+
+
+def _bench_folder(root: str, traces: list[str]) -> bool:
+    """Whether ``root`` holds benchmark traces only (:func:`kernscope.analyze.bench_dir.is_bench_dir`; imported here:
+    the module imports polars, which a command that reads one trace's stored answer never does)."""
+    from .analyze.bench_dir import is_bench_dir
+
+    return is_bench_dir(root, traces)

@@ -103,6 +103,18 @@ def discover(root: str | os.PathLike[str]) -> list[CellPath]:
     return cells
 
 
+def is_bench_dir(root: str | os.PathLike[str], traces: list[str]) -> bool:
+    """Whether the folder ``root``, whose trace files are ``traces``, holds benchmark traces only: every one of them
+    lies in a cell's folder of either layout (:func:`discover`; TritonBench keeps earlier runs' traces beside the newest
+    one, which is the cell's)."""
+    try:
+        cells = discover(root)
+    except KernscopeError:
+        return False
+    folders = {os.path.realpath(c.path.parent) for c in cells}
+    return all(os.path.realpath(os.path.dirname(t)) in folders for t in traces)
+
+
 def _work(trace: Trace, step: int | None) -> dict[str, Any]:
     """FLOPs and bytes of the step's modeled ops (the flush excluded), the bound and peak of the main op."""
     pm = perf_model(trace, step=step)
