@@ -37,6 +37,18 @@ def _host_wait_us(gpu: pl.DataFrame) -> float:
     return wait / 1000.0
 
 
+def _longest_host_wait(gpu: pl.DataFrame) -> tuple[float, float, str | None]:
+    """The longest of those gaps by the same loop: (its µs, its start from the first record's start in µs, the op that
+    launched the record after it)."""
+    rows = sorted(gpu.select("ts", "end", "launch_ts", pl.col("launcher").cast(pl.String)).iter_rows(), key=lambda r: r[0])
+    busy_until, best = rows[0][1], (0, 0, None)
+    for ts, end, launch, op in rows[1:]:
+        if ts > busy_until and launch is not None and launch > busy_until and ts - busy_until > best[0]:
+            best = (ts - busy_until, busy_until - rows[0][0], op)
+        busy_until = max(busy_until, end)
+    return best[0] / 1000.0, best[1] / 1000.0, best[2]
+
+
 def test_bundled_trace_is_launch_bound_with_the_measured_wait():
     a = analyze(kernscope.load(EXAMPLE, cache=False))
     f = a.findings
@@ -52,9 +64,26 @@ def test_bundled_trace_is_launch_bound_with_the_measured_wait():
         assert ev["median_kernel_us"] == pytest.approx(float(np.median(durs)) / 1000)
         assert ev["median_lead_us"] == pytest.approx(float(np.median(leads)) / 1000) and ev["median_lead_us"] > 0
         assert f"step {r['step']}, GPU {r['device']}" in r["text"]
+        # where the host was the longest behind: that gap, where it began and the op after it
+        gap_us, at_us, op = _longest_host_wait(g)
+        assert ev["longest_gap_us"] == pytest.approx(gap_us) and ev["longest_gap_at_us"] == pytest.approx(at_us)
+        assert ev["longest_gap_op"] == op and f"the longest gap {gap_us:,.0f} µs" in r["text"]
     sync = f.filter(pl.col("rule") == "blocking_sync")
     assert sync.height and set(sync["op"]) == {"aten::_local_scalar_dense"}  # loss.item() in each step
     assert all("call(s) from aten::_local_scalar_dense blocked" in t for t in sync["text"])
+
+
+@pytest.mark.skipif(len(DDP) != 4, reason="../shared/traces/multirank not present")
+def test_launch_bound_names_the_injected_sleep_as_its_longest_gap():
+    """DDP rank 2 sleeps 8 ms on the host before its backward in every step: its launch_bound findings say so, the
+    longest gap 8.2-8.3 ms before the backward's first kernel (aten::fill_ of the loss's gradient), where they only
+    counted the step's 65-75 gaps."""
+    f = analyze(kernscope.load(DDP[2], cache=False)).findings.filter(pl.col("rule") == "launch_bound")
+    assert f["step"].sort().to_list() == [2, 3, 4, 5]
+    for r in f.iter_rows(named=True):
+        ev = json.loads(r["evidence"])
+        assert 8_000 < ev["longest_gap_us"] < 8_500 and ev["longest_gap_op"] == "aten::fill_"
+        assert "before aten::fill_'s kernel" in r["text"]
 
 
 def test_a_sync_outside_every_op_has_no_op_and_says_so():

@@ -34,7 +34,18 @@ import numpy as np
 import polars as pl
 
 from ..errors import KernscopeError
-from ..intervals import first_positions, group_by_keys, key_ranges, partition, ranks, row_keys, running_max, stable_order, text_ranks
+from ..intervals import (
+    dense_codes,
+    first_positions,
+    group_by_keys,
+    key_ranges,
+    partition,
+    ranks,
+    row_keys,
+    running_max,
+    stable_order,
+    text_ranks,
+)
 from ..link.captures import INSTANTIATE, capture_windows
 from ..link.kinds import OP_KINDS, named
 from ..model import Trace
@@ -179,17 +190,61 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
     # (ns to µs as Series: polars divides a one-row column exactly and a longer one by the reciprocal, so the whole
     # trace and a step analyzed alone differed in the last digit)
     medians = medians.with_columns(medians["median_kernel_us"] / NS_PER_US, medians["median_lead_us"] / NS_PER_US)
+    longest = _longest_late_gaps(gpu, hit)
     out = []
-    for r in hit.join(medians, on=["step", "device"], how="left").sort("step", "device").iter_rows(named=True):
+    for r in (hit.join(medians, on=["step", "device"], how="left").join(longest, on=["step", "device"], how="left")
+              .sort("step", "device").iter_rows(named=True)):
         ev = {"step": r["step"], "device": r["device"], "wait_us": r["host_wait_us"], "share_pct": r["_share"],
               "gaps": r["host_wait_gaps"], "kernels": r["kernels"], "median_kernel_us": r["median_kernel_us"] or 0.0,
-              "span_us": r["span_us"], "median_lead_us": r["median_lead_us"] or 0.0}
+              "span_us": r["span_us"], "median_lead_us": r["median_lead_us"] or 0.0,
+              "longest_gap_us": r["longest_gap_us"] or 0.0, "longest_gap_at_us": r["longest_gap_at_us"] or 0.0,
+              "longest_gap_kernel": r["longest_gap_kernel"], "longest_gap_op": r["longest_gap_op"]}
         # (a long median lead with idle gaps: launches come in bursts, as from DataParallel's replica threads)
         queue = ("a short launch queue" if ev["median_lead_us"] < cfg["short_lead_us"]
                  else "the queue ran dry between bursts of launches")
-        out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev, words={"queue": queue}, step=r["step"],
-                        device=r["device"]))
+        op = ev["longest_gap_op"] or "no CPU op"
+        out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev,
+                        words={"queue": queue, "longest_gap_op": op, "longest_gap_kernel": ev["longest_gap_kernel"] or "-"},
+                        step=r["step"], device=r["device"]))
     return out
+
+
+def _longest_late_gaps(gpu: pl.DataFrame, hit: pl.DataFrame) -> pl.DataFrame:
+    """Per (step, device) of ``hit``: the longest of its gaps in which the GPU waited for a launch (the record after
+    the gap launched after the work before it had ended, as :func:`~kernscope.analyze.idle.idle_breakdown` counts
+    them): ``longest_gap_us``, ``longest_gap_at_us`` (its start from the first start of the group's work),
+    ``longest_gap_kernel`` and ``longest_gap_op`` (the record after it and its launching op). One sort of the found
+    groups' rows, their running end and the gaps in numpy; a table of one row a group."""
+    keys = ["step", "device"]
+    rows = _rows_of(_device_work(gpu, "launch_ts", "name", "launcher"), keys, hit)
+    schema = pl.Schema({"step": rows.schema["step"], "device": rows.schema["device"], "longest_gap_us": pl.Float64(),
+                        "longest_gap_at_us": pl.Float64(), "longest_gap_kernel": pl.String(), "longest_gap_op": pl.String()})
+    if rows.height < 2:
+        return pl.DataFrame(schema=schema)
+    code = dense_codes(rows, keys)
+    ts = rows["ts"].to_numpy().astype(np.int64)
+    order = np.lexsort((ts, code))
+    code, ts = code[order], ts[order]
+    end = rows["end"].to_numpy().astype(np.int64)[order]
+    launch = rows["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)[order]
+    first = np.ones(len(code), dtype=bool)
+    first[1:] = code[1:] != code[:-1]
+    before = running_max(end, first)  # each row's group's latest end up to it
+    # the gap before row i (i not a group's first): from the latest end before it to its start, where it was launched
+    # after that end
+    gap = np.zeros(len(code), dtype=np.int64)
+    np.subtract(ts[1:], before[:-1], out=gap[1:])
+    late = ~first & (gap > 0)
+    late[1:] &= launch[1:] > before[:-1]
+    gap[~late] = -1
+    starts = ts[first][np.cumsum(first) - 1]  # each row's group's first start
+    best = (pl.DataFrame({"_c": code, "_g": gap, "_r": order, "_at": ts - gap - starts})
+            .filter(pl.col("_g") > 0).sort("_c", "_g", "_r", descending=[False, True, False]).unique("_c", keep="first"))
+    found = rows.select(*keys, pl.col("name").cast(pl.String).alias("longest_gap_kernel"),
+                        pl.col("launcher").cast(pl.String).alias("longest_gap_op")).gather(best["_r"])
+    return found.with_columns(pl.Series("longest_gap_us", best["_g"], dtype=pl.Int64) / NS_PER_US,
+                              pl.Series("longest_gap_at_us", best["_at"], dtype=pl.Int64) / NS_PER_US).select(
+        *keys, "longest_gap_us", "longest_gap_at_us", "longest_gap_kernel", "longest_gap_op")
 
 
 def _rows_of(g: pl.DataFrame, keys: list[str], groups: pl.DataFrame) -> pl.DataFrame:
