@@ -86,6 +86,33 @@ def test_launch_bound_names_the_injected_sleep_as_its_longest_gap():
         assert "before aten::fill_'s kernel" in r["text"]
 
 
+def test_launch_bound_counts_the_gpus_idle_not_the_steps(tmp_path):
+    """Step 2's two kernels lie 790 µs apart, the second launched after the first ended, but step 1's long kernel ran
+    on another stream until 490 µs before the second began: the GPU waited 310 µs for the launch, not 790 µs (HTA's
+    A100 Triton rank read 157 ms of idle in steps whose gaps ran the step before's work, its V100 pair 19-24 ms)."""
+    def k(name, corr, launch, ts, dur, stream):
+        return [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": launch, "dur": 3.0,
+                 "args": {"correlation": corr}},
+                {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                 "args": {"correlation": corr, "device": 0, "stream": stream}}]
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1000.0},
+          {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 1000.0, "dur": 1000.0},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5.0, "dur": 10.0},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1001.0, "dur": 10.0},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 1795.0, "dur": 10.0},
+          *k("long_kernel", 1, 10.0, 20.0, 1480.0, 7), *k("add_kernel", 2, 1005.0, 1010.0, 10.0, 8),
+          *k("relu_kernel", 3, 1800.0, 1810.0, 10.0, 8)]
+    p = tmp_path / "behind.json"
+    write_trace(p, ev)
+    f = analyze(kernscope.load(p, cache=False)).findings.filter(pl.col("rule") == "launch_bound")
+    assert f.height == 1 and f["step"][0] == 2
+    r = f.row(0, named=True)
+    ev_ = json.loads(r["evidence"])
+    assert r["win_back_us"] == pytest.approx(310.0) and ev_["gaps"] == 1
+    assert ev_["longest_gap_us"] == pytest.approx(310.0) and ev_["longest_gap_op"] == "aten::relu"
+    assert ev_["longest_gap_at_us"] == pytest.approx(490.0)  # from step 2's first kernel's start (1010 µs) to 1500 µs
+
+
 def test_a_sync_outside_every_op_has_no_op_and_says_so():
     """The recorded DDP rank's torch.cuda.synchronize() runs outside every CPU op: the finding's op and its evidence's
     are null, as every table's op where there is none (they were the text '(no CPU op)', its text read

@@ -35,7 +35,6 @@ import polars as pl
 
 from ..errors import KernscopeError
 from ..intervals import (
-    dense_codes,
     first_positions,
     group_by_keys,
     key_ranges,
@@ -45,6 +44,9 @@ from ..intervals import (
     running_max,
     stable_order,
     text_ranks,
+)
+from ..intervals import (
+    merged as interval_union,
 )
 from ..link.captures import INSTANTIATE, capture_windows
 from ..link.kinds import OP_KINDS, named
@@ -175,25 +177,40 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
     g = _device_work(gpu, "dur", "launch_ts", "kind")
     if g.height == 0:
         return []
-    # the idle gaps, each (step, device)'s span and kernels, from one sort of the rows
-    per = idle_breakdown(g, ["step", "device"], extent=True, counts={"kernels": pl.col("kind") == "kernel"})
+    keys = ["step", "device"]
+    # each (step, device)'s span and kernels, and the gaps between its own records that a late launch ended, from one
+    # sort of the rows: an upper bound of its GPU's idle that late launches ended (each such gap of the device's work
+    # lies in one of the step's), which the steps over the thresholds have measured on the device's work
+    per = idle_breakdown(g, keys, extent=True, counts={"kernels": pl.col("kind") == "kernel"})
     share = pl.when(pl.col("span_us") != 0).then(100.0 * pl.col("host_wait_us") / pl.col("span_us")).otherwise(0.0)
-    hit = per.with_columns(share.alias("_share")).filter(
-        (pl.col("host_wait_us") >= cfg["min_us"]) & (pl.col("_share") >= cfg["min_share_pct"]))
+
+    def over(t: pl.DataFrame) -> pl.DataFrame:
+        return t.with_columns(share.alias("_share")).filter(
+            (pl.col("host_wait_us") >= cfg["min_us"]) & (pl.col("_share") >= cfg["min_share_pct"]))
+
+    maybe = over(per)
+    if maybe.height == 0:
+        return []
+    late = _late_gaps(gpu, group_by_keys(_rows_of(g, keys, maybe), keys,
+                                         (pl.col("ts").min().alias("_f"), pl.col("end").max().alias("_l"))))
+    waits = group_by_keys(late, keys, (pl.col("_gap").sum().alias("_wait"), pl.len().alias("_gaps")))
+    per = maybe.drop("_share").join(waits, on=keys, how="left")
+    # (ns to µs in numpy, as the idle breakdown divides: polars divides a one-row column exactly and a longer one by the
+    # reciprocal, so the whole trace and a step analyzed alone differed in the last digit)
+    hit = over(per.with_columns(pl.Series("host_wait_us", per["_wait"].fill_null(0).to_numpy().astype(np.float64) / NS_PER_US),
+                                pl.col("_gaps").fill_null(0).cast(pl.Int64).alias("host_wait_gaps")))
     if hit.height == 0:
         return []
     # the medians of the evidence, for the (step, device) found only (each is a sort of its rows)
-    medians = group_by_keys(_rows_of(g, ["step", "device"], hit), ["step", "device"], (
+    medians = group_by_keys(_rows_of(g, keys, hit), keys, (
         pl.col("dur").filter(pl.col("kind") == "kernel").median().alias("median_kernel_us"),
         # launch lead: how long before it started a record was launched (a short one: an empty launch queue)
         (pl.col("ts") - pl.col("launch_ts")).median().alias("median_lead_us")))
-    # (ns to µs as Series: polars divides a one-row column exactly and a longer one by the reciprocal, so the whole
-    # trace and a step analyzed alone differed in the last digit)
     medians = medians.with_columns(medians["median_kernel_us"] / NS_PER_US, medians["median_lead_us"] / NS_PER_US)
-    longest = _longest_late_gaps(gpu, hit)
+    longest = _longest(gpu, late.join(hit.select(keys), on=keys, how="semi"), g)
     out = []
-    for r in (hit.join(medians, on=["step", "device"], how="left").join(longest, on=["step", "device"], how="left")
-              .sort("step", "device").iter_rows(named=True)):
+    for r in (hit.join(medians, on=keys, how="left").join(longest, on=keys, how="left")
+              .sort(keys).iter_rows(named=True)):
         ev = {"step": r["step"], "device": r["device"], "wait_us": r["host_wait_us"], "share_pct": r["_share"],
               "gaps": r["host_wait_gaps"], "kernels": r["kernels"], "median_kernel_us": r["median_kernel_us"] or 0.0,
               "span_us": r["span_us"], "median_lead_us": r["median_lead_us"] or 0.0,
@@ -209,41 +226,79 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
     return out
 
 
-def _longest_late_gaps(gpu: pl.DataFrame, hit: pl.DataFrame) -> pl.DataFrame:
-    """Per (step, device) of ``hit``: the longest of its gaps in which the GPU waited for a launch (the record after
-    the gap launched after the work before it had ended, as :func:`~kernscope.analyze.idle.idle_breakdown` counts
-    them): ``longest_gap_us``, ``longest_gap_at_us`` (its start from the first start of the group's work),
-    ``longest_gap_kernel`` and ``longest_gap_op`` (the record after it and its launching op). One sort of the found
-    groups' rows, their running end and the gaps in numpy; a table of one row a group."""
+#: rows of the GPU table read at once where :func:`_late_gaps` finds a device's records in its steps' spans
+SCAN_BLOCK = 1 << 18
+
+
+def _late_gaps(gpu: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """The idle gaps of a GPU that a late launch ended inside the ``steps`` (step, device, ``_f`` and ``_l``: the first
+    start and last end of the step's records on the device, ns): gaps of the device's work (every record of it, of any
+    step or none) before a record of the step, not its first, launched after that work had ended. One row a gap:
+    ``step``, ``device`` (-1: none), ``_gap`` and ``_start`` (ns), ``_r`` (the record's row of ``gpu``).
+
+    The device's work, not the step's: where a step's records wait behind an earlier step's (a GPU running behind its
+    host), the time between them is not idle (HTA's A100 Triton rank: 60 ms of the 155 ms between two records of step
+    551 ran step 550's work, read as idle). Only the device's records in the steps' spans are read (their union per
+    device, each stretch on its own): a JAX profile's few such steps, not its 1.4 M records."""
     keys = ["step", "device"]
-    rows = _rows_of(_device_work(gpu, "launch_ts", "name", "launcher"), keys, hit)
-    schema = pl.Schema({"step": rows.schema["step"], "device": rows.schema["device"], "longest_gap_us": pl.Float64(),
-                        "longest_gap_at_us": pl.Float64(), "longest_gap_kernel": pl.String(), "longest_gap_op": pl.String()})
-    if rows.height < 2:
-        return pl.DataFrame(schema=schema)
-    code = dense_codes(rows, keys)
-    ts = rows["ts"].to_numpy().astype(np.int64)
-    order = np.lexsort((ts, code))
-    code, ts = code[order], ts[order]
-    end = rows["end"].to_numpy().astype(np.int64)[order]
-    launch = rows["launch_ts"].fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)[order]
-    first = np.ones(len(code), dtype=bool)
-    first[1:] = code[1:] != code[:-1]
-    before = running_max(end, first)  # each row's group's latest end up to it
-    # the gap before row i (i not a group's first): from the latest end before it to its start, where it was launched
-    # after that end
-    gap = np.zeros(len(code), dtype=np.int64)
-    np.subtract(ts[1:], before[:-1], out=gap[1:])
-    late = ~first & (gap > 0)
-    late[1:] &= launch[1:] > before[:-1]
-    gap[~late] = -1
-    starts = ts[first][np.cumsum(first) - 1]  # each row's group's first start
-    best = (pl.DataFrame({"_c": code, "_g": gap, "_r": order, "_at": ts - gap - starts})
-            .filter(pl.col("_g") > 0).sort("_c", "_g", "_r", descending=[False, True, False]).unique("_c", keep="first"))
-    found = rows.select(*keys, pl.col("name").cast(pl.String).alias("longest_gap_kernel"),
-                        pl.col("launcher").cast(pl.String).alias("longest_gap_op")).gather(best["_r"])
-    return found.with_columns(pl.Series("longest_gap_us", best["_g"], dtype=pl.Int64) / NS_PER_US,
-                              pl.Series("longest_gap_at_us", best["_at"], dtype=pl.Int64) / NS_PER_US).select(
+    out = pl.DataFrame(schema={"step": steps.schema["step"], "device": steps.schema["device"], "_gap": pl.Int64,
+                               "_start": pl.Int64, "_r": pl.Int64})
+    ts, end = gpu["ts"].to_numpy(), gpu["end"].to_numpy()  # (never null: read where polars holds them)
+    parts = []
+    for dev in steps["device"].unique().to_list():
+        iv = steps.filter(pl.col("device") == dev)
+        s_m, e_m = interval_union(iv["_f"].to_numpy(), iv["_l"].to_numpy())
+        # the device's records that overlap a stretch, and the stretch each is in, a block of rows at a time (arrays of
+        # every row were 40-70 MB more at a 207 MB JAX profile's peak)
+        found_rows, found_at = [], []
+        for lo in range(0, gpu.height, SCAN_BLOCK):
+            hi = min(lo + SCAN_BLOCK, gpu.height)
+            at = np.searchsorted(s_m, end[lo:hi], side="left") - 1
+            inside = (at >= 0) & (e_m[np.maximum(at, 0)] > ts[lo:hi])
+            inside &= (gpu["device"].slice(lo, hi - lo).fill_null(-1) == dev).to_numpy()
+            k = np.flatnonzero(inside)
+            found_rows.append(k + lo)
+            found_at.append(at[k])
+        rows = np.concatenate(found_rows)
+        if len(rows) < 2:
+            continue
+        stretch, r_ts, r_end = np.concatenate(found_at), ts[rows], end[rows]
+        launch = gpu["launch_ts"].gather(pl.Series(rows, dtype=pl.Int64))
+        order = np.lexsort((r_ts, stretch))
+        stretch, r_ts, r_end, rows = stretch[order], r_ts[order], r_end[order], rows[order]
+        r_launch = launch.fill_null(np.iinfo(np.int64).min).to_numpy().astype(np.int64)[order]
+        first = np.ones(len(rows), dtype=bool)
+        first[1:] = stretch[1:] != stretch[:-1]
+        before = running_max(r_end.astype(np.int64), first)  # the stretch's latest end up to each record
+        gap = np.zeros(len(rows), dtype=np.int64)
+        np.subtract(r_ts[1:], before[:-1], out=gap[1:])
+        late = ~first & (gap > 0)
+        late[1:] &= r_launch[1:] > before[:-1]
+        k = np.flatnonzero(late)
+        parts.append(pl.DataFrame({"_gap": gap[k], "_start": before[k - 1], "_r": rows[k]}))
+    if not parts:
+        return out
+    gaps = pl.concat(parts)
+    found = gpu.select("step", pl.col("device").fill_null(-1)).gather(gaps["_r"]).hstack(gaps)
+    # (of the steps asked, and not before a step's first record on its device: its start, not a late launch inside it)
+    return (found.join(steps, on=keys, how="inner").filter(pl.col("_start") >= pl.col("_f"))
+            .select(out.columns).cast(dict(out.schema)))  # type: ignore[arg-type]
+
+
+def _longest(gpu: pl.DataFrame, late: pl.DataFrame, g: pl.DataFrame) -> pl.DataFrame:
+    """Per (step, device) of the gaps ``late`` (:func:`_late_gaps`): the longest (of equal ones the first): its
+    ``longest_gap_us``, ``longest_gap_at_us`` (its start from the first start of the step's work on the device, of
+    its rows ``g``), the record after it (``longest_gap_kernel``) and that record's launching op (``longest_gap_op``)."""
+    keys = ["step", "device"]
+    best = late.sort(*keys, "_gap", "_start", descending=[False, False, True, False]).unique(keys, keep="first")
+    firsts = group_by_keys(_rows_of(g, keys, best), keys, (pl.col("ts").min().alias("_first"),))
+    best = best.join(firsts, on=keys, how="left")
+    # (the records gathered, then made text: the whole name column as text was 77 MB of a 207 MB JAX profile)
+    rec = gpu.select("name", "launcher").gather(best["_r"]).select(pl.col("name").cast(pl.String).alias("longest_gap_kernel"),
+                                                                   pl.col("launcher").cast(pl.String).alias("longest_gap_op"))
+    return best.hstack(rec).with_columns(
+        pl.Series("longest_gap_us", best["_gap"], dtype=pl.Int64) / NS_PER_US,
+        pl.Series("longest_gap_at_us", best["_start"] - best["_first"], dtype=pl.Int64) / NS_PER_US).select(
         *keys, "longest_gap_us", "longest_gap_at_us", "longest_gap_kernel", "longest_gap_op")
 
 
