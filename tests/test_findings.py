@@ -83,7 +83,7 @@ def test_launch_bound_names_the_injected_sleep_as_its_longest_gap():
     for r in f.iter_rows(named=True):
         ev = json.loads(r["evidence"])
         assert 8_000 < ev["longest_gap_us"] < 8_500 and ev["longest_gap_op"] == "aten::fill_"
-        assert "before aten::fill_'s kernel" in r["text"]
+        assert "before GPU work launched by aten::fill_" in r["text"]
 
 
 def test_launch_bound_counts_the_gpus_idle_not_the_steps(tmp_path):
@@ -111,6 +111,12 @@ def test_launch_bound_counts_the_gpus_idle_not_the_steps(tmp_path):
     assert r["win_back_us"] == pytest.approx(310.0) and ev_["gaps"] == 1
     assert ev_["longest_gap_us"] == pytest.approx(310.0) and ev_["longest_gap_op"] == "aten::relu"
     assert ev_["longest_gap_at_us"] == pytest.approx(490.0)  # from step 2's first kernel's start (1010 µs) to 1500 µs
+    assert r["text"].endswith("before GPU work launched by aten::relu")
+    # launched outside every CPU op: the launch call is the launcher, as in every table
+    write_trace(p, [e for e in ev if e["name"] != "aten::relu"])
+    r = analyze(kernscope.load(p, cache=False)).findings.filter(pl.col("rule") == "launch_bound").row(0, named=True)
+    assert json.loads(r["evidence"])["longest_gap_op"] == "cudaLaunchKernel"
+    assert r["text"].endswith("before GPU work launched by cudaLaunchKernel")
 
 
 def test_a_sync_outside_every_op_has_no_op_and_says_so():

@@ -219,9 +219,11 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
         # (a long median lead with idle gaps: launches come in bursts, as from DataParallel's replica threads)
         queue = ("a short launch queue" if ev["median_lead_us"] < cfg["short_lead_us"]
                  else "the queue ran dry between bursts of launches")
-        op = ev["longest_gap_op"] or "no CPU op"
+        op = ev["longest_gap_op"]
+        launched = f"launched by {op}" if op else "launched outside any CPU op"
         out.append(_row(cfg, "launch_bound", r["host_wait_us"], ev,
-                        words={"queue": queue, "longest_gap_op": op, "longest_gap_kernel": ev["longest_gap_kernel"] or "-"},
+                        words={"queue": queue, "longest_gap_launched": launched, "longest_gap_op": op or "no CPU op",
+                               "longest_gap_kernel": ev["longest_gap_kernel"] or "-"},
                         step=r["step"], device=r["device"]))
     return out
 

@@ -303,7 +303,7 @@ _P = [
     Term("analyze.findings.evidence.longest_gap_us", "µs", "launch_bound: the longest of the step's idle gaps that a late launch ended (where the host was the longest behind).", "analyze"),
     Term("analyze.findings.evidence.longest_gap_at_us", "µs", "launch_bound: where that gap began, from the start of the step's first GPU work on the device.", "analyze"),
     Term("analyze.findings.evidence.longest_gap_kernel", "", "launch_bound: the GPU record that ended that gap (the first work after it).", "analyze"),
-    Term("analyze.findings.evidence.longest_gap_op", "", "launch_bound: the CPU op that launched that record (null: none); the host's work before it is what to look at.", "analyze"),
+    Term("analyze.findings.evidence.longest_gap_op", "", "launch_bound: the CPU op that launched that record (its launch call where no op encloses it, as every table's launcher); the host's work before it is what to look at.", "analyze"),
     Term("analyze.findings.evidence.call", "", "blocking_sync: the synchronizing runtime call (cudaDeviceSynchronize, cudaStreamSynchronize, ...).", "analyze"),
     Term("analyze.findings.evidence.count", "count", "The calls (blocking_sync) or kernels (tiny_gemm, low_occupancy) behind the finding in the step.", "analyze"),
     Term("analyze.findings.evidence.total_us", "µs", "blocking_sync: the calls' total time in the step.", "analyze"),
