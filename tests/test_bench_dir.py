@@ -43,15 +43,20 @@ TIMES = {("aten", 0): 40.0, ("triton", 0): 50.0, ("aten", 1): 300.0, ("triton", 
 SIZES = {0: 1024, 1: 2048}
 
 
-@pytest.mark.parametrize("layout", ["kernscope", "tritonbench"])
-def test_bench_dir_both_layouts(tmp_path, capsys, layout):
-    root = tmp_path / "out"
+def _bench_folder(root, layout: str):
+    """The cells of :data:`TIMES` under ``root`` in ``layout`` (kernscope bench's or TritonBench's)."""
     for (impl, i), us in TIMES.items():
         if layout == "kernscope":
             p = root / "gemm" / impl / f"input_{i}.json.gz"
         else:
             p = root / "gemm" / "kineto_traces" / f"{impl}_{i}" / f"host_123.{1700000000 + i}.pt.trace.json.gz"
         bench_trace(p, SIZES[i], us, impl)
+    return root
+
+
+@pytest.mark.parametrize("layout", ["kernscope", "tritonbench"])
+def test_bench_dir_both_layouts(tmp_path, capsys, layout):
+    root = _bench_folder(tmp_path / "out", layout)
     assert main(["analyze", "--bench", str(root), "--format", "json", "--no-cache"]) == 0
     doc = json.loads(capsys.readouterr().out)
     cells = {(c["impl"], c["input"]): c for c in doc["cells"]}
@@ -95,13 +100,7 @@ def test_a_folder_of_benchmark_traces_only_is_found_without_bench(tmp_path, caps
     """``kernscope analyze kernscope-bench`` (the folder ``kernscope bench`` just wrote) was refused as a job without
     ranks until session 68, "add --bench"; a folder that holds benchmark traces only is now one by default, in either
     layout (TritonBench's with an earlier run's trace beside a cell's newest); a folder with any other trace is not."""
-    root = tmp_path / "out"
-    for (impl, i), us in TIMES.items():
-        if layout == "kernscope":
-            p = root / "gemm" / impl / f"input_{i}.json.gz"
-        else:
-            p = root / "gemm" / "kineto_traces" / f"{impl}_{i}" / f"host_123.{1700000000 + i}.pt.trace.json.gz"
-        bench_trace(p, SIZES[i], us, impl)
+    root = _bench_folder(tmp_path / "out", layout)
     if layout == "tritonbench":  # an earlier run's trace of a cell, older than its newest
         old = bench_trace(root / "gemm" / "kineto_traces" / "aten_0" / "host_123.1600000000.pt.trace.json.gz", 64, 1.0, "aten")
         os.utime(old, (1, 1))
