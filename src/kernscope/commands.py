@@ -222,17 +222,23 @@ class Session:
                 raise KernscopeError(f"{', '.join(per_job)}: {'an option' if one else 'options'} of several traces (the "
                                      f"ranks of one job), not of {what}: give the job's traces, or leave "
                                      f"{'it' if one else 'them'} out")
-        if len(inputs) == 1 and os.path.isdir(inputs[0]) and bench:
+        def bench_folder() -> BenchDir:
             refuse("a folder of benchmark traces")
             refuse_job_options("a folder of benchmark traces")
             return self.bench_dir(inputs[0])
+
+        folder = len(inputs) == 1 and os.path.isdir(inputs[0])
+        if folder and bench:
+            return bench_folder()
         paths = self.expand(inputs)
-        if bench is None and len(inputs) == 1 and os.path.isdir(inputs[0]) and len(paths) > 1 and _bench_folder(inputs[0], paths):
+        if folder and bench is None and len(paths) > 1:
             # (auto: a folder that holds benchmark traces only, in kernscope bench's or TritonBench's layout; it was taken
-            # for the ranks of a job and refused for want of ranks)
-            refuse("a folder of benchmark traces")
-            refuse_job_options("a folder of benchmark traces")
-            return self.bench_dir(inputs[0])
+            # for the ranks of a job and refused for want of ranks. Imported here: the module imports polars, which a
+            # stored answer never needs)
+            from .analyze.bench_dir import is_bench_dir
+
+            if is_bench_dir(inputs[0], paths):
+                return bench_folder()
         if len(paths) == 1:
             refuse_job_options("one trace's analysis")
             return paths[0]
@@ -593,10 +599,3 @@ def report_target(output: str) -> tuple[str, bool]:
         return "csv", True
     raise KernscopeError(f"{output}: use a .xlsx or .html file, or a directory (for CSVs)")
 
-
-def _bench_folder(root: str, traces: list[str]) -> bool:
-    """Whether ``root`` holds benchmark traces only (:func:`kernscope.analyze.bench_dir.is_bench_dir`; imported here:
-    the module imports polars, which a command that reads one trace's stored answer never does)."""
-    from .analyze.bench_dir import is_bench_dir
-
-    return is_bench_dir(root, traces)

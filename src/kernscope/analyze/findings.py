@@ -191,8 +191,8 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
     maybe = over(per)
     if maybe.height == 0:
         return []
-    late = _late_gaps(gpu, group_by_keys(_rows_of(g, keys, maybe), keys,
-                                         (pl.col("ts").min().alias("_f"), pl.col("end").max().alias("_l"))))
+    spans = group_by_keys(_rows_of(g, keys, maybe), keys, (pl.col("ts").min().alias("_f"), pl.col("end").max().alias("_l")))
+    late = _late_gaps(gpu, spans)
     waits = group_by_keys(late, keys, (pl.col("_gap").sum().alias("_wait"), pl.len().alias("_gaps")))
     per = maybe.drop("_share").join(waits, on=keys, how="left")
     # (ns to µs in numpy, as the idle breakdown divides: polars divides a one-row column exactly and a longer one by the
@@ -207,7 +207,7 @@ def launch_bound(gpu: pl.DataFrame, cfg: dict[str, Any]) -> list[dict[str, Any]]
         # launch lead: how long before it started a record was launched (a short one: an empty launch queue)
         (pl.col("ts") - pl.col("launch_ts")).median().alias("median_lead_us")))
     medians = medians.with_columns(medians["median_kernel_us"] / NS_PER_US, medians["median_lead_us"] / NS_PER_US)
-    longest = _longest(gpu, late.join(hit.select(keys), on=keys, how="semi"), g)
+    longest = _longest(gpu, late.join(hit.select(keys), on=keys, how="semi"), spans)
     out = []
     for r in (hit.join(medians, on=keys, how="left").join(longest, on=keys, how="left")
               .sort(keys).iter_rows(named=True)):
@@ -287,14 +287,14 @@ def _late_gaps(gpu: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
             .select(out.columns).cast(dict(out.schema)))  # type: ignore[arg-type]
 
 
-def _longest(gpu: pl.DataFrame, late: pl.DataFrame, g: pl.DataFrame) -> pl.DataFrame:
+def _longest(gpu: pl.DataFrame, late: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     """Per (step, device) of the gaps ``late`` (:func:`_late_gaps`): the longest (of equal ones the first): its
-    ``longest_gap_us``, ``longest_gap_at_us`` (its start from the first start of the step's work on the device, of
-    its rows ``g``), the record after it (``longest_gap_kernel``) and that record's launching op (``longest_gap_op``)."""
+    ``longest_gap_us``, ``longest_gap_at_us`` (its start from the first start of the step's work on the device:
+    ``spans``' ``_f``, as :func:`_late_gaps` read it), the record after it (``longest_gap_kernel``) and that record's
+    launching op (``longest_gap_op``)."""
     keys = ["step", "device"]
     best = late.sort(*keys, "_gap", "_start", descending=[False, False, True, False]).unique(keys, keep="first")
-    firsts = group_by_keys(_rows_of(g, keys, best), keys, (pl.col("ts").min().alias("_first"),))
-    best = best.join(firsts, on=keys, how="left")
+    best = best.join(spans.select(*keys, pl.col("_f").alias("_first")), on=keys, how="left")
     # (the records gathered, then made text: the whole name column as text was 77 MB of a 207 MB JAX profile)
     rec = gpu.select("name", "launcher").gather(best["_r"]).select(pl.col("name").cast(pl.String).alias("longest_gap_kernel"),
                                                                    pl.col("launcher").cast(pl.String).alias("longest_gap_op"))
