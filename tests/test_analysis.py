@@ -16,7 +16,7 @@ import kernscope
 from kernscope.analyze.categories import Categorizer
 from kernscope.analyze.kernels import gpu_table
 from kernscope.analyze.summary import analyze
-from kernscope.analyze.timeline import gpu_timeline
+from kernscope.analyze.timeline import gpu_timeline, step_timelines, timeline_rows
 from kernscope.cli import main
 from kernscope.intervals import union_ns
 from kernscope.testing.synth import make_trace
@@ -54,7 +54,98 @@ def test_timeline_definitions(tmp_path):
     t = kernscope.load(write_trace(tmp_path / "tl.json", ev), cache=False)
     tl = {r["type"]: r["time_us"] for r in gpu_timeline(gpu_table(t, C), by=None).iter_rows(named=True)}
     assert tl == {"computation_time": 20, "exposed_comm_time": 5, "exposed_memcpy_time": 5, "busy_time": 30,
-                  "idle_time": 10, "total_time": 40, "total_comm_time": 10, "total_memcpy_time": 6}
+                  "other_work_time": 0, "idle_time": 10, "total_time": 40, "total_comm_time": 10, "total_memcpy_time": 6}
+
+
+def _behind_host(tmp_path, devices=(0, 0, 0, 0)):
+    """Two profiler steps on a GPU behind its host (µs): step 1 launches K1 [100, 150) and K1b [200, 210) on stream
+    7; step 2 launches K2 [160, 180) and K2b [215, 225) on stream 8, K2b at 190, after step 2's GPU work went idle at
+    180. Each step's span holds the other's work."""
+    step = lambda n, ts, dur: {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
+                               "ts": ts, "dur": dur, "args": {}}
+    ev = [step(1, 0, 50), step(2, 50, 200),
+          _l(1, 1), _k(100, 50, 1, device=devices[0]), _l(2, 2), _k(200, 10, 2, device=devices[1]),
+          _l(60, 3), _k(160, 20, 3, stream=8, device=devices[2]), _l(190, 4), _k(215, 10, 4, stream=8, device=devices[3])]
+    return write_trace(tmp_path / "behind.json", ev)
+
+
+def test_a_steps_span_holding_another_steps_work_is_not_idle(tmp_path, capsys):
+    """A GPU behind its host runs one step's work inside another's span: that time is ``other_work_time``, not idle,
+    in the timeline by step, in ``analyze --step N`` and in a job's rank steps (whose gaps count only their idle
+    rest: step 2's gap before K2b, launched late, is 35 µs of which 10 µs ran step 1's K1b). The whole trace's
+    timeline has no other work."""
+    from kernscope.analyze.ranks import summarize_rank
+
+    path = _behind_host(tmp_path)
+    t = kernscope.load(path, cache=False)
+    a = analyze(t)
+    by_step = {(r["step"], r["type"]): r["time_us"] for r in a.timeline_by_step.iter_rows(named=True)}
+    # step 1: span 100-210, own busy 60, step 2's K2 20; step 2: span 160-225, own busy 30, step 1's K1b 10
+    for n, (total, busy, other) in {1: (110, 60, 20), 2: (65, 30, 10)}.items():
+        assert (by_step[n, "total_time"], by_step[n, "busy_time"], by_step[n, "other_work_time"],
+                by_step[n, "idle_time"]) == (total, busy, other, total - busy - other)
+        one = {r["type"]: r["time_us"] for r in analyze(t, step=n).timeline.iter_rows(named=True)}
+        assert (one["total_time"], one["busy_time"], one["other_work_time"], one["idle_time"]) == (
+            total, busy, other, total - busy - other)
+    whole = {r["type"]: r["time_us"] for r in a.timeline.iter_rows(named=True)}
+    assert (whole["total_time"], whole["busy_time"], whole["other_work_time"], whole["idle_time"]) == (125, 90, 0, 35)
+    steps = {r["step"]: r for r in summarize_rank(t, "behind.json").steps.iter_rows(named=True)}
+    assert {n: (r["span_us"], r["busy_us"], r["other_work_us"], r["idle_us"]) for n, r in steps.items()} == {
+        1: (110, 60, 20, 30), 2: (65, 30, 10, 25)}
+    # step 1's gap 150-200 (K1b launched long before it: other idle), step 2's 180-215 (K2b launched at 190: host)
+    assert {n: (r["host_wait_us"], r["kernel_wait_us"], r["other_idle_us"]) for n, r in steps.items()} == {
+        1: (0, 0, 30), 2: (25, 0, 0)}
+    # the terminal shows the line where there is other work: with --step, not for the whole trace
+    for args, shown in ((["--step", "1"], True), ([], False)):
+        assert main(["analyze", str(path), "--no-cache", *args]) == 0
+        assert ("other work time" in capsys.readouterr().out) is shown
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_other_work_and_idle_by_step_match_a_per_microsecond_count(tmp_path, seed):
+    """Random GPU work of three steps on two devices and three streams, each step's work anywhere in time: per step,
+    busy, other work and idle equal a count of microseconds over each device (each device over the step's span on
+    all devices; a device without the step's work idle or running others' all along), in the timeline by step, by
+    (step, device) and in the rank summary's steps."""
+    from kernscope.analyze.ranks import summarize_rank
+
+    rng = np.random.default_rng(seed)
+    ev, corr, kernels = [], 0, []
+    for n in range(3):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
+                   "ts": 1000 * n, "dur": 1000, "args": {}})
+    for device in (0, 1):
+        for stream in (7, 8, 9):
+            at = int(rng.integers(0, 40))
+            for _ in range(int(rng.integers(2, 9))):
+                corr += 1
+                dur, n = int(rng.integers(1, 30)), int(rng.integers(0, 3))
+                ev += [_l(1000 * n + corr, corr), _k(3000 + at, dur, corr, stream=stream, device=device)]
+                kernels.append((n, device, 3000 + at, 3000 + at + dur))
+                at += dur + int(rng.integers(0, 40))
+    t = kernscope.load(write_trace(tmp_path / "r.json", ev), cache=False)
+    a = analyze(t)
+    by_step = {(r["step"], r["type"]): r["time_us"] for r in a.timeline_by_step.iter_rows(named=True)}
+    rows = timeline_rows(gpu_table(t, C), keys=("device", "step"))
+    per_dev = {(r["step"], r["device"], r["type"]): r["time_us"] for r in step_timelines(rows, rows)[1].iter_rows(named=True)}
+    rank = {r["step"]: r for r in summarize_rank(t, "r.json").steps.iter_rows(named=True)}
+    mask = lambda rows: np.isin(np.arange(3000, 3400), [u for _, _, s, e in rows for u in range(s, e)])
+    for n in sorted({k[0] for k in kernels}):
+        mine = [k for k in kernels if k[0] == n]
+        lo, hi = min(k[2] for k in mine), max(k[3] for k in mine)
+        window = (np.arange(3000, 3400) >= lo) & (np.arange(3000, 3400) < hi)
+        busy = other = 0
+        for d in (0, 1):
+            own = mask([k for k in mine if k[1] == d]) & window
+            others = mask([k for k in kernels if k[1] == d and k[0] != n]) & window & ~own
+            busy, other = busy + int(own.sum()), other + int(others.sum())
+            assert (per_dev[n, d, "busy_time"], per_dev[n, d, "other_work_time"]) == (own.sum(), others.sum())
+        total = 2 * (hi - lo)
+        assert (by_step[n, "total_time"], by_step[n, "busy_time"], by_step[n, "other_work_time"],
+                by_step[n, "idle_time"]) == (total, busy, other, total - busy - other)
+        r = rank[n]
+        assert (r["span_us"], r["busy_us"], r["other_work_us"], r["idle_us"]) == (total, busy, other, total - busy - other)
+        assert r["host_wait_us"] + r["kernel_wait_us"] + r["other_idle_us"] == pytest.approx(r["idle_us"])
 
 
 def test_same_stream_overrun_is_clipped_and_counted(tmp_path):

@@ -396,6 +396,25 @@ def running_max(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     return out
 
 
+def covered_within(seg_s: np.ndarray, seg_e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each window ``[lo, hi)``: how much of it the segments cover (int64 ns). The segments are disjoint and
+    sorted (:func:`merged`'s); one search of their starts per window end, on the running sum of their lengths."""
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
+    if len(seg_s) == 0:
+        return np.zeros(len(lo), dtype=np.int64)
+    before = np.concatenate(([0], np.cumsum(seg_e - seg_s)))  # the segments' length before each one
+
+    def upto(x: np.ndarray) -> np.ndarray:  # covered length in (-inf, x)
+        k = np.searchsorted(seg_s, x, side="right") - 1  # the last segment starting at or before x (-1: none)
+        at = np.maximum(k, 0)
+        part = np.minimum(x, seg_e[at]) - seg_s[at]
+        return np.where(k >= 0, before[at] + part, 0)
+
+    out: np.ndarray = upto(hi) - upto(lo)
+    return out
+
+
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     """Total length (ns) of the union of half-open intervals ``[start, end)``."""
     if len(starts) == 0:

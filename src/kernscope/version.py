@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover - an interpreter built without it
 __version__ = "0.2.0"
 #: version of the JSON outputs' contract (``docs/schema/*.schema.json``): the minor part grows when fields are
 #: added, the major part when a field is removed or changes meaning or unit
-SCHEMA_VERSION = "4.0"
+SCHEMA_VERSION = "5.0"
 
 #: files whose change changes what kernscope computes or renders
 _CODE_SUFFIXES = (".py", ".toml", ".c", ".so", ".js", ".css", ".html")

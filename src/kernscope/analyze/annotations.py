@@ -156,7 +156,7 @@ def by_annotation(trace: Trace, gpu: pl.DataFrame, pattern: str = "") -> Annotat
             .sort(["path", "total_us", "category"], descending=[False, True, False]))
     if pairs.height:
         # (each set's rows in timeline_of's order of types, kept through the joins and the stable sort by path)
-        tl = (timeline_of(pairs, by="_s").join(by_set, on="_s", maintain_order="left")
+        tl = (timeline_of(pairs, by="_s", ref=g).join(by_set, on="_s", maintain_order="left")
               .join(names, on="_p", maintain_order="left").sort("path", maintain_order=True)
               .select("path", "type", "time_us", "percent"))
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import cached_property
 from typing import Any, ClassVar, TypeVar
 
 import polars as pl
@@ -201,20 +201,15 @@ def analyze(
         decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
         path_f = (pool.submit(critical_path, trace, all_gpu, step=step, untraced_waits=untraced_waits)
                   if trace.steps.height else None)
-        dev_rows: Callable[[], pl.DataFrame]
-        if g is all_gpu and not all_gpu["step"].null_count():
-            # every row is in a step (a JAX profile's are): the timelines by step and by device read the same rows,
-            # clipped once (0.1 s of a 1 GB JAX profile's 6.7 M rows, each time)
-            rows_f = pool.submit(timeline_rows, g, keys=("device", "step"), linked_only=linked_only)
-            dev_rows = rows_f.result
-        else:
-            rows_f = pool.submit(timeline_rows, all_gpu.filter(pl.col("step").is_not_null()), keys=("device", "step"),
-                                 linked_only=linked_only)
-            dev_rows = partial(timeline_rows, g, linked_only=linked_only)
+        # every GPU row clipped once (0.1 s of a 1 GB JAX profile's 6.7 M rows, each time): the timeline by step reads
+        # those in a step, `--step N`'s those of step N, and both every row, since a GPU behind its host runs other
+        # steps' work in a step's span (other_work_time, not idle)
+        rows_f = pool.submit(timeline_rows, all_gpu, keys=("device", "step"), linked_only=linked_only)
         # by step, and with several GPUs each one's per step (the findings read which GPU left communication exposed)
-        by_step_f = pool.submit(lambda: step_timelines(rows_f.result()))
+        by_step_f = pool.submit(lambda: step_timelines(rows_f.result(), rows_f.result()))
         steps_f = early["steps"] if beside else pool.submit(step_summary, trace, all_gpu)
-        timelines_f = pool.submit(lambda: device_timelines(dev_rows()))
+        timelines_f = pool.submit(lambda: device_timelines(rows_f.result()) if step is None else
+                                  device_timelines(rows_f.result().filter(pl.col("step") == step), rows_f.result()))
         # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows;
         # in order, after the critical path: the grouping's freed memory, still held by polars' allocator, sat under
         # the critical path's (numpy's) peak when it ran first: 1 GB JAX class 2.99-3.08 GB against 2.90-2.95 GB)

@@ -6,7 +6,11 @@ Definitions (the same as TraceLens's ``gpu_timeline``):
   as a kernel on the SMs, so it counts as computation, as in TraceLens);
 - exposed communication: communication not overlapped by computation;
 - exposed memcpy: memcpy not overlapped by computation or communication;
-- busy: union of everything; total: first start to last end; idle = total - busy.
+- busy: union of everything; total: first start to last end;
+- other work: of a part of the GPU work (a step, or the work of ``analyze --step N``), the time in its span when a
+  device ran other GPU work (another step's, or work in no step) and none of the part's: a GPU that runs behind its
+  host runs the step before's work inside a step's span, which is not idle. 0 for the whole trace's timeline;
+- idle = total - busy - other work.
 A kernel whose reported end runs past the start of the next kernel on the same stream is clipped
 to it (a ROCm timestamp artifact) and counted in ``clipped_kernels``.
 """
@@ -18,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from ..intervals import union_many
+from ..intervals import covered_within, merged, union_many
 from ..load.native import clip_ends, union_lengths
 
 TIMELINE_ROWS = (
@@ -26,6 +30,7 @@ TIMELINE_ROWS = (
     "exposed_comm_time",
     "exposed_memcpy_time",
     "busy_time",
+    "other_work_time",
     "idle_time",
     "total_time",
     "total_comm_time",
@@ -136,7 +141,51 @@ def _sum_devices(per: pl.DataFrame, groups: list[str], devices: int) -> pl.DataF
         *(pl.col(c).sum() for c in TIMELINE_ROWS if c not in ("total_time", "idle_time")),
         pl.col("clipped_kernels").sum().cast(pl.Int64), pl.col("total_time").first().alias("_span"))
     return summed.with_columns((devices * pl.col("_span")).alias("total_time")).with_columns(
-        (pl.col("total_time") - pl.col("busy_time")).alias("idle_time")).drop("_span")
+        (pl.col("total_time") - pl.col("busy_time") - pl.col("other_work_time")).alias("idle_time")).drop("_span")
+
+
+def span_cover(rows: pl.DataFrame, groups: list[str], ref: pl.DataFrame, *, by_device: bool) -> pl.DataFrame | None:
+    """Per group of ``groups`` of ``rows`` (and per device of ``rows`` with ``by_device``; otherwise summed over them):
+    ``_cov``, how much of the group's span (first start to last end of its rows over every device) ``ref``'s rows (a
+    superset of ``rows``, ``ts``/``end`` ns) on each device covered, ns. None where nothing but the groups' own work
+    can lie in their spans: every row of ``ref`` is one of ``rows`` and no group's span overlaps another's (a JAX
+    profile's steps: no search)."""
+    if groups == ["_all"] and "_all" not in rows.columns:
+        rows = rows.with_columns(pl.lit(0).alias("_all"))
+    spans = rows.group_by(groups).agg(pl.col("ts").min().alias("_lo"), pl.col("end").max().alias("_hi"))
+    lo = spans["_lo"].to_numpy().astype(np.int64, copy=False)
+    hi = spans["_hi"].to_numpy().astype(np.int64, copy=False)
+    by_lo = np.argsort(lo, kind="stable")
+    if ref.height == rows.height and bool((lo[by_lo][1:] >= hi[by_lo][:-1]).all()):
+        return None
+    ref = one_device_filled(ref.filter(pl.col("ts").is_not_null() & pl.col("end").is_not_null()))[0]
+    parts = []
+    have_dev = "device" in rows.columns and "device" in ref.columns
+    for dev in (rows["device"].unique().to_list() if have_dev else [None]):  # (a few devices: one search each)
+        on = ref if not have_dev else ref.filter(pl.col("device").is_null() if dev is None else pl.col("device") == dev)
+        seg_s, seg_e = merged(on["ts"].to_numpy(), on["end"].to_numpy())
+        parts.append(spans.select(groups).with_columns(pl.Series("_cov", covered_within(seg_s, seg_e, lo, hi)),
+                                                       pl.lit(dev, dtype=rows.schema["device"] if have_dev else pl.Int64)
+                                                       .alias("device")))
+    cover = pl.concat(parts)
+    return cover if by_device else cover.group_by(groups).agg(pl.col("_cov").sum())
+
+
+def _other_work(wide: pl.DataFrame, rows: pl.DataFrame, groups: list[str], ref: pl.DataFrame, *,
+                by_device: bool) -> pl.DataFrame:
+    """``wide`` (a row per group of ``groups`` of ``rows``, and per device with ``by_device``; otherwise the devices
+    summed) with ``other_work_time``: what :func:`span_cover` finds in each group's span beyond the group's own busy
+    time; and ``idle_time`` what is left of the span."""
+    if rows.height == 0 or wide.height == 0:
+        return wide
+    cover = span_cover(rows, groups, ref, by_device=by_device)
+    if cover is None:
+        return wide
+    wide = wide.join(cover, on=[*groups, "device"] if by_device else groups, how="left", nulls_equal=True,
+                     maintain_order="left")
+    other = pl.max_horizontal(pl.col("_cov").fill_null(0) - pl.col("busy_time"), pl.lit(0))
+    return wide.with_columns(other.alias("other_work_time")).with_columns(
+        (pl.col("total_time") - pl.col("busy_time") - pl.col("other_work_time")).alias("idle_time")).drop("_cov")
 
 
 def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -160,6 +209,7 @@ def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         (pl.col("u_comp_comm") - pl.col("u_comp")).alias("exposed_comm_time"),
         (pl.col("u_all") - pl.col("u_comp_comm")).alias("exposed_memcpy_time"),
         pl.col("u_all").alias("busy_time"),
+        pl.lit(0, dtype=pl.Int64).alias("other_work_time"),
         (pl.col("total_time") - pl.col("u_all")).alias("idle_time"),
         "total_time",
         pl.col("u_comm").alias("total_comm_time"),
@@ -201,13 +251,17 @@ def timeline_rows(table: pl.DataFrame, *, keys: Sequence[str] = ("device",), cli
     return table.with_columns(pl.lit(False).alias("clipped"))
 
 
-def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFrame:
+def timeline_of(rows: pl.DataFrame, *, by: str | None = "device", ref: pl.DataFrame | None = None) -> pl.DataFrame:
     """:func:`gpu_timeline` of rows made by :func:`timeline_rows` (with ``by`` among its keys).
 
     With several devices the timeline is one of device time: each device's unions are its own (work on one GPU never
     hides or fills another's), each device's ``total_time`` is the whole group's span (first start to last end over
     every device: a GPU that waits while another works is idle), and ``by=None`` or ``"step"`` sums the devices (a
-    device without work in a step counts the step's span as idle), so ``percent`` is the devices' mean share."""
+    device without work in a step counts the step's span as idle), so ``percent`` is the devices' mean share.
+
+    ``ref``: where ``rows`` are a part of the GPU work (a step's), every GPU row they were taken from (made by
+    :func:`timeline_rows` with the same arguments, ``rows`` a subset of its rows): the time in a group's span when a
+    device ran only ``ref``'s other rows is ``other_work_time``, not idle. Without it, ``other_work_time`` is 0."""
     keys = [by] if by else ["_all"]
     if not by:
         rows = rows.with_columns(pl.lit(0).alias("_all"))
@@ -215,36 +269,51 @@ def timeline_of(rows: pl.DataFrame, *, by: str | None = "device") -> pl.DataFram
     if devices > 1 and by in (None, "device", "step"):  # (an annotation's rows stay one union: analyze.annotations)
         groups = [k for k in keys if k != "device"] or ["_all"]
         per = _per_device(rows, groups)
+        if ref is not None and by == "device":
+            per = _other_work(per, rows, groups, ref, by_device=True)
         wide = per.drop("_all") if by == "device" else _sum_devices(per, groups, devices)
+        if ref is not None and by != "device":
+            wide = _other_work(wide, rows, groups, ref, by_device=False)
     else:
         wide = _breakdown(rows, keys)
+        if ref is not None:
+            wide = _other_work(wide, rows, keys, ref, by_device=False)
     if wide.height == 0 and not by:
         wide = pl.DataFrame({"_all": [0], **{k: [0] for k in TIMELINE_ROWS}, "clipped_kernels": [0]})
     long = _long(wide, keys)
     return long.drop("_all") if not by else long
 
 
-def device_timelines(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def device_timelines(rows: pl.DataFrame, ref: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The timeline overall and by device (:func:`timeline_of` by None and ``"device"``) of rows made by
     :func:`timeline_rows`, each device's unions made once: one device's is the overall one; several devices' are
-    summed into it."""
+    summed into it. ``ref``: as :func:`timeline_of`'s (where ``rows`` are one step's work)."""
     rows, devices = one_device_filled(rows)
     if devices <= 1:
-        by_dev = timeline_of(rows, by="device")
-        return (by_dev.drop("device") if by_dev.height else timeline_of(rows, by=None)), by_dev
+        by_dev = timeline_of(rows, by="device", ref=ref)
+        return (by_dev.drop("device") if by_dev.height else timeline_of(rows, by=None, ref=ref)), by_dev
     per = _per_device(rows, ["_all"])
-    return _long(_sum_devices(per, ["_all"], devices), ["_all"]).drop("_all"), _long(per.drop("_all"), ["device"])
+    if ref is None:
+        return _long(_sum_devices(per, ["_all"], devices), ["_all"]).drop("_all"), _long(per.drop("_all"), ["device"])
+    summed = _other_work(_sum_devices(per, ["_all"], devices), rows, ["_all"], ref, by_device=False)
+    per = _other_work(per, rows, ["_all"], ref, by_device=True)
+    return _long(summed, ["_all"]).drop("_all"), _long(per.drop("_all"), ["device"])
 
 
-def step_timelines(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+def step_timelines(rows: pl.DataFrame, ref: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """The timeline by step (:func:`timeline_of` by ``"step"``) of rows made by :func:`timeline_rows` (rows in no step
     left out) and, with several devices, the per (step, device) parts it sums (each over the step's span of all
-    devices; None with one device), each device's unions made once."""
+    devices; None with one device), each device's unions made once. ``ref``: as :func:`timeline_of`'s (every GPU row
+    of the timeline, in a step or not: where steps overlap on the GPU, one step's span holds another's work)."""
     rows, devices = one_device_filled(rows.filter(pl.col("step").is_not_null()))
     if devices <= 1:
-        return timeline_of(rows, by="step"), None
+        return timeline_of(rows, by="step", ref=ref), None
     per = _per_device(rows, ["step"])
-    return _long(_sum_devices(per, ["step"], devices), ["step"]), _long(per, ["step", "device"])
+    summed = _sum_devices(per, ["step"], devices)
+    if ref is not None:
+        summed = _other_work(summed, rows, ["step"], ref, by_device=False)
+        per = _other_work(per, rows, ["step"], ref, by_device=True)
+    return _long(summed, ["step"]), _long(per, ["step", "device"])
 
 
 def _long(wide: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -62,7 +62,8 @@ def _steps(s: Section, out: Console) -> None:
 
 
 #: the by-device table's columns: (timeline type, header, optional)
-_DEVICE_COLUMNS = (("busy_time", "busy", False), ("idle_time", "idle", False), ("computation_time", "computation", False),
+_DEVICE_COLUMNS = (("busy_time", "busy", False), ("other_work_time", "other work", False), ("idle_time", "idle", False),
+                   ("computation_time", "computation", False),
                    ("exposed_comm_time", "exposed comm", False), ("exposed_memcpy_time", "exposed memcpy", False),
                    ("total_comm_time", "total comm", True), ("total_memcpy_time", "total memcpy", True))
 
@@ -75,7 +76,9 @@ def _timeline(s: Section, out: Console) -> None:
         return
     tl = {r["type"]: r for r in s.df.iter_rows(named=True)}
     if tl and tl["total_time"]["time_us"] > 0:
-        rows = [[k.replace("_", " "), us(v["time_us"]), pct(v["percent"])] for k, v in tl.items()]
+        # (other steps' work in the span: only where a part of the work is shown, `--step N`)
+        rows = [[k.replace("_", " "), us(v["time_us"]), pct(v["percent"])] for k, v in tl.items()
+                if k != "other_work_time" or v["time_us"]]
         out.print(fit_table("GPU timeline", [Col(""), Col("time", True), Col("% of span", True)], rows, s.options.width))
         out.print()
 
@@ -87,15 +90,16 @@ def _device_timeline(s: Section, by_dev: pl.DataFrame, out: Console) -> None:
     devices = list(dict.fromkeys(by_dev["device"].to_list()))
     span = cells[devices[0], "total_time"]["time_us"]
 
+    shown = [c for c in _DEVICE_COLUMNS if c[0] != "other_work_time" or overall["other_work_time"]["time_us"]]
+
     def row(label: str, get: dict[str, dict[str, float]]) -> list[str]:
         busy = get["busy_time"]
-        return [label, us(busy["time_us"]), pct(busy["percent"]),
-                *(us(get[t]["time_us"]) for t, _, _ in _DEVICE_COLUMNS[1:])]
+        return [label, us(busy["time_us"]), pct(busy["percent"]), *(us(get[t]["time_us"]) for t, _, _ in shown[1:])]
 
     rows = [row("-" if d is None else str(d), {t: cells[d, t] for t, _, _ in _DEVICE_COLUMNS}) for d in devices]
     rows.append(row(f"all {len(devices)}", overall))
     cols = [Col("device", enum=True), Col("busy", True), Col("% busy", True),
-            *(Col(h, True, optional=o) for _, h, o in _DEVICE_COLUMNS[1:])]
+            *(Col(h, True, optional=o) for _, h, o in shown[1:])]
     out.print(fit_table(f"GPU timeline by device (each over the span of all GPU work: {us(span)})", cols,
                         rows, s.options.width))
     out.print()

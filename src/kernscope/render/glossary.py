@@ -71,7 +71,8 @@ _T = [
     Term("exposed_comm_time", "µs", "Communication kernels not overlapped by any computation.", "timeline"),
     Term("exposed_memcpy_time", "µs", "Memcpy not overlapped by computation or communication.", "timeline"),
     Term("busy_time", "µs", "Union of all GPU activity (of each device, summed over several).", "timeline"),
-    Term("idle_time", "µs", "total_time − busy_time.", "timeline"),
+    Term("other_work_time", "µs", "Of the timeline of a part of the GPU work (each step's, `analyze --step N`'s, an annotation's): the time in the part's span when a device ran other GPU work (another step's or annotation's, or work in none) and none of the part's. A GPU behind its host runs the step before's work inside a step's span; that is not idle. 0 in the whole trace's timeline.", "timeline"),
+    Term("idle_time", "µs", "total_time − busy_time − other_work_time: no GPU work at all.", "timeline"),
     Term("total_time", "µs", "First GPU start to last GPU end; with several devices, that span over all of them, counted once per device (a GPU waiting while another works is idle). By default all GPU work is counted, also work queued before the profiling window (its launch is not in the trace); --linked-only counts only work launched inside the trace, as TraceLens does.", "timeline"),
     Term("total_comm_time", "µs", "Union of communication kernels.", "timeline"),
     Term("total_memcpy_time", "µs", "Union of memcpy activity.", "timeline"),
@@ -141,12 +142,13 @@ _T = [
     Term("exposed_comm_us", "µs", "Communication not overlapped by compute.", "ranks"),
     Term("overlap_pct", "%", "100 x |comm ∩ compute| / |comm|: the share of communication hidden under compute (HTA's definition).", "ranks"),
     Term("span_us", "µs", "First GPU start to last GPU end (in queues: of the stream); a rank with several devices counts it once per device (device time, its unions each device's own).", "ranks"),
-    Term("idle_us", "µs", "span_us − busy_us: no GPU activity at all (in queues: none on the stream, HTA's idle time "
+    Term("other_work_us", "µs", "Of a rank's step (rank_steps): the time in the step's span when the GPU ran only other steps' work, or work in no step (a GPU behind its host runs the step before's work there; not idle). 0 for the rank overall and per stream.", "ranks"),
+    Term("idle_us", "µs", "span_us − busy_us − other_work_us: no GPU activity at all (in queues: none on the stream, HTA's idle time "
          "breakdown per stream). kernscope counts every profiled step and all GPU work; HTA's temporal and idle "
          "breakdowns leave out the last ProfilerStep and kernels launched before the trace, so they report less: on "
          "the FSDP job's straggler (fsdp4_rank2) HTA says 88.3 ms idle over steps 2-4, kernscope 109.8 ms over "
          "steps 2-5 (rank_steps: 84.1 ms in steps 2-4, 23.2 ms in step 5).", "ranks"),
-    Term("host_wait_us", "µs", "Idle gaps ended by a record launched after the GPU went idle (the CPU was late).", "ranks"),
+    Term("host_wait_us", "µs", "Idle gaps ended by a record launched after the GPU went idle (the CPU was late). A step's gaps count only their idle part: the other work in them is other_work_us.", "ranks"),
     Term("kernel_wait_us", "µs", "Idle gaps under 10 µs before a record launched in time (back-to-back launch overhead).", "ranks"),
     Term("other_idle_us", "µs", "The other idle gaps (waits on events, other streams, syncs).", "ranks"),
     Term("wall_us", "µs", "The step's CPU window (ProfilerStep annotation).", "ranks"),

@@ -9,7 +9,9 @@ Definitions (per rank, over all its GPU activity, and per step over the GPU work
 - ``compute_us``: union of kernels that are not communication (memcpy and memset records excluded);
 - ``comm_us``: union of communication kernels (NCCL, RCCL, ...); ``exposed_comm_us``: communication not
   overlapped by compute; ``overlap_pct`` = 100 x |comm ∩ compute| / |comm| (HTA's comm/comp overlap);
-- ``busy_us``: union of all GPU records; ``span_us``: first start to last end; ``idle_us`` = span − busy;
+- ``busy_us``: union of all GPU records; ``span_us``: first start to last end; ``other_work_us``: of a step, the time
+  in its span when the GPU ran only other steps' work (or work in no step: a GPU behind its host runs the step
+  before's work there); ``idle_us`` = span − busy − other work;
 - a rank with several devices (a JAX host's GPUs): each of these per device, summed, the span counted once per
   device (device time, as the trace's timeline: :func:`kernscope.analyze.timeline.timeline_of`);
 - idle breakdown of each gap in the busy union, by the record that ends it: ``host_wait_us`` when its launch
@@ -36,7 +38,7 @@ from ..facts import trace_facts
 from ..idle import idle_breakdown
 from ..kernels import COMM_PATTERN, NS_PER_US, gpu_table, mark_communication
 from ..summary import empty_reason
-from ..timeline import one_device_filled
+from ..timeline import one_device_filled, span_cover
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 _TYPES = (("allreduce", "allreduce"), ("all_reduce", "allreduce"), ("allgather", "allgather"), ("all_gather", "allgather"),
@@ -49,8 +51,8 @@ DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "
                "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2, "char": 1, "int8": 1, "byte": 1, "uint8": 1,
                "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1}
 
-METRICS = ("kernel_time_us", "compute_us", "comm_us", "exposed_comm_us", "overlap_pct", "busy_us", "span_us", "idle_us",
-           "host_wait_us", "kernel_wait_us", "other_idle_us")
+METRICS = ("kernel_time_us", "compute_us", "comm_us", "exposed_comm_us", "overlap_pct", "busy_us", "span_us",
+           "other_work_us", "idle_us", "host_wait_us", "kernel_wait_us", "other_idle_us")
 
 
 @dataclass(frozen=True)
@@ -160,9 +162,10 @@ def _union(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return union_by(df, keys, sweep=union_lengths)
 
 
-def _sums(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def _sums(g: pl.DataFrame, keys: list[str], ref: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per group of ``keys`` over GPU rows ``g``: kernel time and the compute, communication, both and busy unions
-    (``_k``, ``_comp``, ``_comm``, ``_cc``, ``_busy``, ns), the span (``_span``, ns) and the idle gaps (µs)."""
+    (``_k``, ``_comp``, ``_comm``, ``_cc``, ``_busy``, ns), the span (``_span``, ns) and the idle gaps (µs); with
+    ``ref`` (the rows ``g``'s were taken from), the other work in the gaps (``other_work_us``)."""
     is_k = pl.col("kind") == "kernel"
     comp = g.filter(is_k & ~pl.col("is_comm"))
     comm = g.filter(is_k & pl.col("is_comm"))
@@ -173,27 +176,42 @@ def _sums(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     for name, part in (("_comp", comp), ("_comm", comm), ("_cc", both)):
         base = base.join(_union(part, keys).rename({"len": name}), on=keys, how="left")
     base = base.fill_null(0)
-    idle = idle_breakdown(g, keys)  # also the busy union (_busy): the gaps are what the merged segments leave
+    idle = idle_breakdown(g, keys, ref=ref)  # also the busy union (_busy): the gaps are what the merged segments leave
     return base.join(idle, on=keys, how="left").fill_null(0)
 
 
-def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def _metrics(g: pl.DataFrame, keys: list[str], ref: pl.DataFrame | None = None) -> pl.DataFrame:
     """METRICS per group of ``keys`` over GPU rows ``g`` (kind, is_comm, ts, end, dur, launch_ts, device). With
     several devices (one process driving several GPUs, a JAX host's), as the trace's timeline: each device's unions
     its own, summed, and the span the group's over all of them once per device; a device's idle before its first
-    and after its last record in the group is ``other_idle_us`` (it waited on other GPUs' work, not on the host)."""
+    and after its last record in the group is ``other_idle_us`` (it waited on other GPUs' work, not on the host).
+
+    ``ref``: where ``g`` is a part of the rank's GPU rows (its steps'), all of them: a group's span can hold other
+    work (the step before's, on a GPU behind its host), which is ``other_work_us`` and not idle (as the timeline's
+    ``other_work_time``: :func:`kernscope.analyze.timeline.span_cover`); its gaps are classified by their idle rest."""
     rows, devices = one_device_filled(g) if "device" in g.columns and "stream" not in keys else (g, 1)
+    cover = span_cover(rows, keys, ref, by_device=False) if ref is not None and rows.height else None
+    inner = ref if cover is not None else None
     if devices > 1:
-        per = _sums(rows, [*keys, "device"])
+        per = _sums(rows, [*keys, "device"], inner)
         span = rows.group_by(keys).agg((pl.col("end").max() - pl.col("ts").min()).alias("_group_span"))
         summed = per.group_by(keys).agg(pl.col("_k", "_comp", "_comm", "_cc", "_busy", "host_wait_us", "kernel_wait_us",
-                                                "other_idle_us").sum())
+                                                "other_idle_us", *(["other_work_us"] if inner is not None else [])).sum())
         base = summed.join(span, on=keys, nulls_equal=True).with_columns((devices * pl.col("_group_span")).alias("_span"))
         gaps = pl.col("host_wait_us") + pl.col("kernel_wait_us") + pl.col("other_idle_us")
+        if inner is not None:  # (the gaps' other work: taken out below, with the rest of the span's)
+            gaps = gaps + pl.col("other_work_us")
         base = base.with_columns(
             (pl.col("other_idle_us") + (pl.col("_span") - pl.col("_busy")) / NS_PER_US - gaps).alias("other_idle_us"))
     else:
-        base = _sums(g, keys)
+        base = _sums(g, keys, inner)
+    if cover is None:
+        base = base.with_columns(pl.lit(0.0).alias("other_work_us"))
+    else:  # (the span's other work beyond the gaps' lies before or after a device's own records: out of other_idle)
+        base = base.join(cover, on=keys, how="left", nulls_equal=True).with_columns(
+            (pl.max_horizontal(pl.col("_cov").fill_null(0) - pl.col("_busy"), pl.lit(0)) / NS_PER_US).alias("_ow"))
+        base = base.with_columns((pl.col("other_idle_us") - (pl.col("_ow") - pl.col("other_work_us"))).alias("other_idle_us"),
+                                 pl.col("_ow").alias("other_work_us")).drop("_cov", "_ow")
     ovl = pl.col("_comp") + pl.col("_comm") - pl.col("_cc")
     return base.select(
         *keys,
@@ -204,7 +222,8 @@ def _metrics(g: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         pl.when(pl.col("_comm") > 0).then(100.0 * ovl / pl.col("_comm")).otherwise(None).alias("overlap_pct"),
         (pl.col("_busy") / NS_PER_US).alias("busy_us"),
         (pl.col("_span") / NS_PER_US).alias("span_us"),
-        ((pl.col("_span") - pl.col("_busy")) / NS_PER_US).alias("idle_us"),
+        "other_work_us",
+        ((pl.col("_span") - pl.col("_busy")) / NS_PER_US - pl.col("other_work_us")).alias("idle_us"),
         "host_wait_us", "kernel_wait_us", "other_idle_us",
     )
 
@@ -418,7 +437,7 @@ def summarize_rank(trace: Trace, path: str, load_s: float = 0.0) -> RankResult:
     info = trace.distributed_info
     overall = (_metrics(g.with_columns(pl.lit(0).alias("_all")), ["_all"]).drop("_all").to_dicts() or [{}])[0]
     in_steps = g.filter(pl.col("step").is_not_null())
-    per_step = _metrics(in_steps, ["step"]) if in_steps.height else pl.DataFrame(schema={"step": pl.Int64})
+    per_step = _metrics(in_steps, ["step"], g) if in_steps.height else pl.DataFrame(schema={"step": pl.Int64})
     steps = (trace.steps.select("step", "name", ((pl.col("end") - pl.col("start")) / NS_PER_US).alias("wall_us"))
              .join(per_step, on="step", how="left").sort("step"))
     t0 = g["ts"].min()
