@@ -103,9 +103,10 @@ def test_a_steps_span_holding_another_steps_work_is_not_idle(tmp_path, capsys):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_other_work_and_idle_by_step_match_a_per_microsecond_count(tmp_path, seed):
-    """Random GPU work of three steps on two devices and three streams, each step's work anywhere in time: per step,
-    busy, other work and idle equal a count of microseconds over each device (each device over the step's span on
-    all devices; a device without the step's work idle or running others' all along), in the timeline by step, by
+    """Random GPU work of three steps on two devices and three streams (one of them NCCL's), each step's work anywhere
+    in time: per step, busy, other work, idle and exposed communication (not hidden by any computation on its GPU,
+    the step's or another's) equal a count of microseconds over each device (each device over the step's span on all
+    devices; a device without the step's work idle or running others' all along), in the timeline by step, by
     (step, device) and in the rank summary's steps."""
     from kernscope.analyze.ranks import summarize_rank
 
@@ -120,8 +121,9 @@ def test_other_work_and_idle_by_step_match_a_per_microsecond_count(tmp_path, see
             for _ in range(int(rng.integers(2, 9))):
                 corr += 1
                 dur, n = int(rng.integers(1, 30)), int(rng.integers(0, 3))
-                ev += [_l(1000 * n + corr, corr), _k(3000 + at, dur, corr, stream=stream, device=device)]
-                kernels.append((n, device, 3000 + at, 3000 + at + dur))
+                name = "ncclKernel_AllReduce_RING_LL_Sum_float" if stream == 9 else "gemm_kernel"
+                ev += [_l(1000 * n + corr, corr), _k(3000 + at, dur, corr, name=name, stream=stream, device=device)]
+                kernels.append((n, device, 3000 + at, 3000 + at + dur, stream == 9))
                 at += dur + int(rng.integers(0, 40))
     t = kernscope.load(write_trace(tmp_path / "r.json", ev), cache=False)
     a = analyze(t)
@@ -129,21 +131,29 @@ def test_other_work_and_idle_by_step_match_a_per_microsecond_count(tmp_path, see
     rows = timeline_rows(gpu_table(t, C), keys=("device", "step"))
     per_dev = {(r["step"], r["device"], r["type"]): r["time_us"] for r in step_timelines(rows, rows)[1].iter_rows(named=True)}
     rank = {r["step"]: r for r in summarize_rank(t, "r.json").steps.iter_rows(named=True)}
-    mask = lambda rows: np.isin(np.arange(3000, 3400), [u for _, _, s, e in rows for u in range(s, e)])
+    mask = lambda rows: np.isin(np.arange(3000, 3400), [u for _, _, s, e, _ in rows for u in range(s, e)])
     for n in sorted({k[0] for k in kernels}):
         mine = [k for k in kernels if k[0] == n]
         lo, hi = min(k[2] for k in mine), max(k[3] for k in mine)
         window = (np.arange(3000, 3400) >= lo) & (np.arange(3000, 3400) < hi)
-        busy = other = 0
+        busy = other = exposed = 0
         for d in (0, 1):
             own = mask([k for k in mine if k[1] == d]) & window
             others = mask([k for k in kernels if k[1] == d and k[0] != n]) & window & ~own
-            busy, other = busy + int(own.sum()), other + int(others.sum())
-            assert (per_dev[n, d, "busy_time"], per_dev[n, d, "other_work_time"]) == (own.sum(), others.sum())
+            unhidden = mask([k for k in mine if k[1] == d and k[4]]) & ~mask([k for k in kernels if k[1] == d and not k[4]])
+            busy, other, exposed = busy + int(own.sum()), other + int(others.sum()), exposed + int(unhidden.sum())
+            if (n, d, "busy_time") in per_dev:
+                assert (per_dev[n, d, "busy_time"], per_dev[n, d, "other_work_time"],
+                        per_dev[n, d, "exposed_comm_time"]) == (own.sum(), others.sum(), unhidden.sum())
         total = 2 * (hi - lo)
         assert (by_step[n, "total_time"], by_step[n, "busy_time"], by_step[n, "other_work_time"],
-                by_step[n, "idle_time"]) == (total, busy, other, total - busy - other)
+                by_step[n, "idle_time"], by_step[n, "exposed_comm_time"]) == (total, busy, other, total - busy - other,
+                                                                             exposed)
+        alone = {r["type"]: r["time_us"] for r in analyze(t, step=n).timeline.iter_rows(named=True)}
+        assert {k: alone[k] for k in ("busy_time", "other_work_time", "exposed_comm_time")} == {
+            "busy_time": busy, "other_work_time": other, "exposed_comm_time": exposed}
         r = rank[n]
+        assert r["exposed_comm_us"] == exposed
         assert (r["span_us"], r["busy_us"], r["other_work_us"], r["idle_us"]) == (total, busy, other, total - busy - other)
         assert r["host_wait_us"] + r["kernel_wait_us"] + r["other_idle_us"] == pytest.approx(r["idle_us"])
 

@@ -4,8 +4,9 @@ Definitions (the same as TraceLens's ``gpu_timeline``):
 - computation: union of kernels that are neither communication nor memory copies;
 - communication / memcpy: union of Communication-category kernels / memcpy activity (a memset runs
   as a kernel on the SMs, so it counts as computation, as in TraceLens);
-- exposed communication: communication not overlapped by computation;
-- exposed memcpy: memcpy not overlapped by computation or communication;
+- exposed communication: communication not overlapped by computation (of a part of the work, a step's: by any
+  computation on its device, the step's own or another's);
+- exposed memcpy: memcpy not overlapped by computation or communication (of a part: by any on its device);
 - busy: union of everything; total: first start to last end;
 - other work: of a part of the GPU work (a step, or the work of ``analyze --step N``), the time in its span when a
   device ran other GPU work (another step's, or work in no step) and none of the part's: a GPU that runs behind its
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from ..intervals import covered_within, merged, union_many
+from ..intervals import covered_within, dense_codes, first_positions, merged, union_many
 from ..load.native import clip_ends, union_lengths
 
 TIMELINE_ROWS = (
@@ -171,6 +172,39 @@ def span_cover(rows: pl.DataFrame, groups: list[str], ref: pl.DataFrame, *, by_d
     return cover if by_device else cover.group_by(groups).agg(pl.col("_cov").sum())
 
 
+def hidden_ns(rows: pl.DataFrame, keys: list[str], ref: pl.DataFrame, part: pl.Expr, hiding: pl.Expr) -> pl.DataFrame:
+    """Per group of ``keys`` of ``rows`` (with ``device`` among them where the rows have one): how much of the union of
+    its rows for which ``part`` holds ``ref``'s rows on the group's device for which ``hiding`` holds cover, ns
+    (``_hid``). A step's communication hidden by any computation on its GPU, the step's own or another's: the group's
+    part merged per group on one shifted axis (one sort), each device's hiding rows merged once, a search per
+    segment."""
+    t = rows.filter(part.fill_null(False))
+    schema = {**{k: rows.schema[k] for k in keys}, "_hid": pl.Int64()}
+    if t.height == 0:
+        return pl.DataFrame(schema=schema)
+    code = dense_codes(t, keys)
+    n = int(code.max()) + 1
+    ts = t["ts"].to_numpy().astype(np.int64, copy=False)
+    en = np.maximum(t["end"].to_numpy().astype(np.int64, copy=False), ts)
+    t0, span = int(ts.min()), int(en.max() - ts.min()) + 1
+    off = code * span - t0
+    seg_s, seg_e = merged(ts + off, en + off)
+    seg_code = seg_s // span
+    back = seg_code * span - t0  # the shifted axis back to the trace's clock
+    seg_s, seg_e = seg_s - back, seg_e - back
+    first = first_positions(code, n)
+    dev_of = t["device"].gather(first) if "device" in keys else None
+    hid = np.zeros(len(seg_s), dtype=np.int64)
+    hide = ref.filter(hiding.fill_null(False) & pl.col("ts").is_not_null() & pl.col("end").is_not_null())
+    for dev in (dev_of.unique().to_list() if dev_of is not None else [None]):  # (a few devices)
+        on = hide if dev_of is None else hide.filter(pl.col("device").is_null() if dev is None else pl.col("device") == dev)
+        mine = slice(None) if dev_of is None else (dev_of.is_null() if dev is None else dev_of == dev).to_numpy()[seg_code]
+        h_s, h_e = merged(on["ts"].to_numpy(), on["end"].to_numpy())
+        hid[mine] = covered_within(h_s, h_e, seg_s[mine], seg_e[mine])
+    sums = np.bincount(seg_code, weights=hid.astype(np.float64), minlength=n).astype(np.int64)
+    return t.select(keys)[first].with_columns(pl.Series("_hid", sums, dtype=pl.Int64))
+
+
 def _other_work(wide: pl.DataFrame, rows: pl.DataFrame, groups: list[str], ref: pl.DataFrame, *,
                 by_device: bool) -> pl.DataFrame:
     """``wide`` (a row per group of ``groups`` of ``rows``, and per device with ``by_device``; otherwise the devices
@@ -181,11 +215,26 @@ def _other_work(wide: pl.DataFrame, rows: pl.DataFrame, groups: list[str], ref: 
     cover = span_cover(rows, groups, ref, by_device=by_device)
     if cover is None:
         return wide
-    wide = wide.join(cover, on=[*groups, "device"] if by_device else groups, how="left", nulls_equal=True,
-                     maintain_order="left")
+    on = [*groups, "device"] if by_device else groups
+    wide = wide.join(cover, on=on, how="left", nulls_equal=True, maintain_order="left")
     other = pl.max_horizontal(pl.col("_cov").fill_null(0) - pl.col("busy_time"), pl.lit(0))
-    return wide.with_columns(other.alias("other_work_time")).with_columns(
+    wide = wide.with_columns(other.alias("other_work_time")).with_columns(
         (pl.col("total_time") - pl.col("busy_time") - pl.col("other_work_time")).alias("idle_time")).drop("_cov")
+    # exposed: the group's communication (memcpy) that no computation (nor communication) on its device hid, the
+    # group's own or another's (other steps' compute running beside a step's all-reduce hides it as well)
+    if groups == ["_all"] and "_all" not in rows.columns:
+        rows = rows.with_columns(pl.lit(0).alias("_all"))
+    keys = [*groups, "device"] if "device" in rows.columns and "device" not in groups else groups
+    is_mem = pl.col("kind") == "memcpy"
+    is_comm = (pl.col("category") == "Communication") & ~is_mem
+    for col, total, part, hiding in (("exposed_comm_time", "total_comm_time", is_comm, ~is_mem & ~is_comm),
+                                     ("exposed_memcpy_time", "total_memcpy_time", is_mem, ~is_mem)):
+        hid = hidden_ns(rows, keys, ref, part, hiding)
+        if not by_device:
+            hid = hid.group_by(groups).agg(pl.col("_hid").sum())
+        wide = (wide.join(hid, on=on, how="left", nulls_equal=True, maintain_order="left")
+                .with_columns((pl.col(total) - pl.col("_hid").fill_null(0)).alias(col)).drop("_hid"))
+    return wide
 
 
 def _breakdown(t: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

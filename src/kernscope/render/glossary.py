@@ -68,8 +68,8 @@ _T = [
     Term("pct_of_launcher", "%", "Share of the launcher's GPU time (what dominates a graph launch).", "summaries"),
     # -- timeline
     Term("computation_time", "µs", "Union of kernels that are neither communication nor memcpy (memsets count here: they run as kernels). Every union is a device's own; with several devices the trace's and each step's timeline sum the devices' (device time).", "timeline"),
-    Term("exposed_comm_time", "µs", "Communication kernels not overlapped by any computation.", "timeline"),
-    Term("exposed_memcpy_time", "µs", "Memcpy not overlapped by computation or communication.", "timeline"),
+    Term("exposed_comm_time", "µs", "Communication kernels not overlapped by any computation (of a step's timeline: by any computation on its device, the step's own or another step's, as the whole trace's counts it).", "timeline"),
+    Term("exposed_memcpy_time", "µs", "Memcpy not overlapped by computation or communication (of a step's timeline: by any on its device). computation + exposed comm + exposed memcpy = busy, but for a step's communication or memcpy that other steps' work hid.", "timeline"),
     Term("busy_time", "µs", "Union of all GPU activity (of each device, summed over several).", "timeline"),
     Term("other_work_time", "µs", "Of the timeline of a part of the GPU work (each step's, `analyze --step N`'s, an annotation's): the time in the part's span when a device ran other GPU work (another step's or annotation's, or work in none) and none of the part's. A GPU behind its host runs the step before's work inside a step's span; that is not idle. 0 in the whole trace's timeline.", "timeline"),
     Term("idle_time", "µs", "total_time − busy_time − other_work_time: no GPU work at all.", "timeline"),
@@ -139,7 +139,7 @@ _T = [
     # -- many ranks
     Term("compute_us", "µs", "Union of kernels that are not communication (memcpy/memset records excluded).", "ranks"),
     Term("comm_us", "µs", "Union of communication kernels (NCCL, RCCL, ...).", "ranks"),
-    Term("exposed_comm_us", "µs", "Communication not overlapped by compute.", "ranks"),
+    Term("exposed_comm_us", "µs", "Communication not overlapped by compute (a step's: by any compute on its GPU, another step's too).", "ranks"),
     Term("overlap_pct", "%", "100 x |comm ∩ compute| / |comm|: the share of communication hidden under compute (HTA's definition).", "ranks"),
     Term("span_us", "µs", "First GPU start to last GPU end (in queues: of the stream); a rank with several devices counts it once per device (device time, its unions each device's own).", "ranks"),
     Term("other_work_us", "µs", "Of a rank's step (rank_steps): the time in the step's span when the GPU ran only other steps' work, or work in no step (a GPU behind its host runs the step before's work there; not idle). 0 for the rank overall and per stream.", "ranks"),

@@ -38,7 +38,7 @@ from ..facts import trace_facts
 from ..idle import idle_breakdown
 from ..kernels import COMM_PATTERN, NS_PER_US, gpu_table, mark_communication
 from ..summary import empty_reason
-from ..timeline import one_device_filled, span_cover
+from ..timeline import hidden_ns, one_device_filled, span_cover
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 _TYPES = (("allreduce", "allreduce"), ("all_reduce", "allreduce"), ("allgather", "allgather"), ("all_gather", "allgather"),
@@ -213,6 +213,12 @@ def _metrics(g: pl.DataFrame, keys: list[str], ref: pl.DataFrame | None = None) 
         base = base.with_columns((pl.col("other_idle_us") - (pl.col("_ow") - pl.col("other_work_us"))).alias("other_idle_us"),
                                  pl.col("_ow").alias("other_work_us")).drop("_cov", "_ow")
     ovl = pl.col("_comp") + pl.col("_comm") - pl.col("_cc")
+    if cover is not None and ref is not None:  # (a step's communication hidden by any compute on its GPU, another step's too)
+        is_k = pl.col("kind") == "kernel"
+        hid = hidden_ns(rows, [*keys, "device"] if devices > 1 else keys, ref, is_k & pl.col("is_comm"),
+                        is_k & ~pl.col("is_comm")).group_by(keys).agg(pl.col("_hid").sum())
+        base = base.join(hid, on=keys, how="left", nulls_equal=True).with_columns(pl.col("_hid").fill_null(0))
+        ovl = pl.col("_hid")
     return base.select(
         *keys,
         (pl.col("_k") / NS_PER_US).alias("kernel_time_us"),
