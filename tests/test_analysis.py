@@ -158,6 +158,27 @@ def test_other_work_and_idle_by_step_match_a_per_microsecond_count(tmp_path, see
         assert r["host_wait_us"] + r["kernel_wait_us"] + r["other_idle_us"] == pytest.approx(r["idle_us"])
 
 
+@needs_traces
+@pytest.mark.parametrize("name, other_ms, exposed_ms", [("a100_16rank_rank0_triton.json.gz", 316.4, 160.718),
+                                                        ("v100_2rank_rank1_test.json.gz", 175.5, 70.011)])
+def test_public_traces_behind_their_host_have_other_steps_work_in_their_steps(name, other_ms, exposed_ms):
+    """HTA's A100 Triton and V100 test ranks run their GPUs behind the host: every step's span holds another step's
+    work (its sum as trace-engine.md gives it), every step's types add up to its span, and so do every annotation's
+    (each over the span of all its instances); a step's exposed communication (summed as trace-engine.md gives it)
+    is what no computation hid, another step's included."""
+    path = TRACES / "hta" / name
+    if not path.exists():
+        pytest.skip(f"{name} not present")
+    a = analyze(kernscope.load(path), by_annotation="")
+    steps = a.timeline_by_step.pivot(on="type", index="step", values="time_us")
+    assert (steps["other_work_time"] > 0).all() and steps["other_work_time"].sum() / 1e3 == pytest.approx(other_ms, abs=0.05)
+    assert steps["exposed_comm_time"].sum() / 1e3 == pytest.approx(exposed_ms, abs=0.0005)
+    ann = a.annotations.timeline.pivot(on="type", index="path", values="time_us")
+    for t in (steps, ann):
+        assert (t["other_work_time"] >= 0).all() and (t["idle_time"] >= 0).all()
+        assert (t["busy_time"] + t["other_work_time"] + t["idle_time"] - t["total_time"]).abs().max() < 1e-6
+
+
 def test_same_stream_overrun_is_clipped_and_counted(tmp_path):
     ev = [_l(0, 1), _k(0, 15, 1), _l(0, 2), _k(10, 10, 2)]  # first reports end 15 > next start 10
     t = kernscope.load(write_trace(tmp_path / "c.json", ev), cache=False)
