@@ -13,9 +13,10 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from ..intervals import covered_within, dense_codes, first_positions, merged, merged_at, stable_order
+from ..intervals import covered_within, dense_codes, first_positions, merged_at, stable_order
 from ..load.native import idle_gaps
 from .kernels import NS_PER_US
+from .timeline import device_segments, one_device_filled
 
 #: gaps shorter than this, before a kernel launched in time, count as launch overhead (µs)
 KERNEL_WAIT_US = 10.0
@@ -97,19 +98,16 @@ Cover = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 def _cover(t: pl.DataFrame, keys: list[str], code: np.ndarray, n: int, span: int, t0: int, ref: pl.DataFrame) -> Cover:
     """How much of each gap of a group (on :func:`idle_breakdown`'s shifted axis) ``ref``'s rows on the group's device
     (all of them where ``keys`` hold no ``device``) cover, ns: each device's rows merged once, a search per gap."""
-    ref = ref.filter(pl.col("ts").is_not_null() & pl.col("end").is_not_null())
     by_dev = "device" in keys and "device" in ref.columns
     dev_of = t["device"].gather(first_positions(code, n)) if by_dev else None
-    segments = {}
-    for dev in (dev_of.unique().to_list() if dev_of is not None else [None]):  # (a few devices)
-        on = ref if dev_of is None else ref.filter(pl.col("device").is_null() if dev is None else pl.col("device") == dev)
-        segments[dev] = (merged(on["ts"].to_numpy(), on["end"].to_numpy()),
-                         None if dev_of is None else (dev_of.is_null() if dev is None else dev_of == dev).to_numpy())
+    devices = dev_of.unique().to_list() if dev_of is not None else None
+    segments = [(seg_s, seg_e, None if dev_of is None else (dev_of.is_null() if dev is None else dev_of == dev).to_numpy())
+                for dev, seg_s, seg_e in device_segments(one_device_filled(ref)[0], devices)]
 
     def covered(gc: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         shift = gc * span - t0  # the shifted axis back to the trace's clock
         out = np.zeros(len(gc), dtype=np.int64)
-        for (seg_s, seg_e), mine in segments.values():
+        for seg_s, seg_e, mine in segments:
             at = slice(None) if mine is None else mine[gc]
             out[at] = covered_within(seg_s, seg_e, lo[at] - shift[at], hi[at] - shift[at])
         return out

@@ -19,6 +19,7 @@ to it (a ROCm timestamp artifact) and counted in ``clipped_kernels``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -145,6 +146,18 @@ def _sum_devices(per: pl.DataFrame, groups: list[str], devices: int) -> pl.DataF
         (pl.col("total_time") - pl.col("busy_time") - pl.col("other_work_time")).alias("idle_time")).drop("_span")
 
 
+def device_segments(rows: pl.DataFrame, devices: list[Any] | None) -> list[tuple[Any, np.ndarray, np.ndarray]]:
+    """Each device's rows of ``rows`` (``ts``/``end`` ns; the device None: the rows without one) merged into sorted,
+    disjoint segments, as (device, starts, ends); ``devices`` None: every row as one (device None). Rows without a
+    start or end are left out."""
+    rows = rows.filter(pl.col("ts").is_not_null() & pl.col("end").is_not_null())
+    out = []
+    for dev in [None] if devices is None else devices:  # (a few devices: one merge each)
+        on = rows if devices is None else rows.filter(pl.col("device").is_null() if dev is None else pl.col("device") == dev)
+        out.append((dev, *merged(on["ts"].to_numpy(), on["end"].to_numpy())))
+    return out
+
+
 def span_cover(rows: pl.DataFrame, groups: list[str], ref: pl.DataFrame, *, by_device: bool) -> pl.DataFrame | None:
     """Per group of ``groups`` of ``rows`` (and per device of ``rows`` with ``by_device``; otherwise summed over them):
     ``_cov``, how much of the group's span (first start to last end of its rows over every device) ``ref``'s rows (a
@@ -159,16 +172,11 @@ def span_cover(rows: pl.DataFrame, groups: list[str], ref: pl.DataFrame, *, by_d
     by_lo = np.argsort(lo, kind="stable")
     if ref.height == rows.height and bool((lo[by_lo][1:] >= hi[by_lo][:-1]).all()):
         return None
-    ref = one_device_filled(ref.filter(pl.col("ts").is_not_null() & pl.col("end").is_not_null()))[0]
-    parts = []
     have_dev = "device" in rows.columns and "device" in ref.columns
-    for dev in (rows["device"].unique().to_list() if have_dev else [None]):  # (a few devices: one search each)
-        on = ref if not have_dev else ref.filter(pl.col("device").is_null() if dev is None else pl.col("device") == dev)
-        seg_s, seg_e = merged(on["ts"].to_numpy(), on["end"].to_numpy())
-        parts.append(spans.select(groups).with_columns(pl.Series("_cov", covered_within(seg_s, seg_e, lo, hi)),
-                                                       pl.lit(dev, dtype=rows.schema["device"] if have_dev else pl.Int64)
-                                                       .alias("device")))
-    cover = pl.concat(parts)
+    segments = device_segments(one_device_filled(ref)[0], rows["device"].unique().to_list() if have_dev else None)
+    cover = pl.concat(spans.select(groups).with_columns(
+        pl.Series("_cov", covered_within(seg_s, seg_e, lo, hi)),
+        pl.lit(dev, dtype=rows.schema["device"] if have_dev else pl.Int64).alias("device")) for dev, seg_s, seg_e in segments)
     return cover if by_device else cover.group_by(groups).agg(pl.col("_cov").sum())
 
 
@@ -195,11 +203,9 @@ def hidden_ns(rows: pl.DataFrame, keys: list[str], ref: pl.DataFrame, part: pl.E
     first = first_positions(code, n)
     dev_of = t["device"].gather(first) if "device" in keys else None
     hid = np.zeros(len(seg_s), dtype=np.int64)
-    hide = ref.filter(hiding.fill_null(False) & pl.col("ts").is_not_null() & pl.col("end").is_not_null())
-    for dev in (dev_of.unique().to_list() if dev_of is not None else [None]):  # (a few devices)
-        on = hide if dev_of is None else hide.filter(pl.col("device").is_null() if dev is None else pl.col("device") == dev)
+    for dev, h_s, h_e in device_segments(one_device_filled(ref)[0].filter(hiding.fill_null(False)),
+                                         dev_of.unique().to_list() if dev_of is not None else None):
         mine = slice(None) if dev_of is None else (dev_of.is_null() if dev is None else dev_of == dev).to_numpy()[seg_code]
-        h_s, h_e = merged(on["ts"].to_numpy(), on["end"].to_numpy())
         hid[mine] = covered_within(h_s, h_e, seg_s[mine], seg_e[mine])
     sums = np.bincount(seg_code, weights=hid.astype(np.float64), minlength=n).astype(np.int64)
     return t.select(keys)[first].with_columns(pl.Series("_hid", sums, dtype=pl.Int64))
@@ -209,7 +215,9 @@ def _other_work(wide: pl.DataFrame, rows: pl.DataFrame, groups: list[str], ref: 
                 by_device: bool) -> pl.DataFrame:
     """``wide`` (a row per group of ``groups`` of ``rows``, and per device with ``by_device``; otherwise the devices
     summed) with ``other_work_time``: what :func:`span_cover` finds in each group's span beyond the group's own busy
-    time; and ``idle_time`` what is left of the span."""
+    time; ``idle_time`` what is left of the span; and ``exposed_comm_time`` (``exposed_memcpy_time``) the group's
+    communication (memcpy) that no computation (nor communication) of ``ref`` on its device hid
+    (:func:`hidden_ns`)."""
     if rows.height == 0 or wide.height == 0:
         return wide
     cover = span_cover(rows, groups, ref, by_device=by_device)
