@@ -156,6 +156,40 @@ def test_unreachable_scheduler_is_one_line():
         summarize_ranks(["x.json"], RankTask(), EngineSpec("dask", "tcp://127.0.0.1:9", connect_timeout_s=1))
 
 
+def test_a_small_job_runs_in_this_process_unless_workers_are_asked_for(tmp_path, monkeypatch):
+    """Worker processes start in ~1 s each: a job one process summarizes in about SERIAL_JOB_S (estimated from the
+    files' sizes) runs here, the same tables; given workers, or estimated longer, it gets its pool."""
+    from kernscope import engine
+
+    paths = [str(synth_rank(tmp_path / f"r{r}.json", r)) for r in range(2)]
+    size = sum(os.path.getsize(p) for p in paths) / 1e6
+    assert engine.serial_estimate_s(paths) == pytest.approx(0.4 + size * 0.0035)
+    gz = synth_rank(tmp_path / "z.json.gz", 0)
+    assert engine.serial_estimate_s([str(gz)]) == pytest.approx(0.2 + os.path.getsize(gz) / 1e6 * 15 * 0.0035)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "a.xplane.pb").write_bytes(b"x" * 2_000_000)  # a folder: the bytes of its files
+    assert engine.serial_estimate_s([str(tmp_path / "run")]) == pytest.approx(0.2 + 2 * 0.0035)
+    assert engine.serial_estimate_s([str(tmp_path / "missing.json")]) is None
+    in_pool: list[int] = []
+    real = engine._local
+
+    def pool(paths, task, workers, progress):
+        in_pool.append(workers)
+        return real(paths, task, workers, progress)
+
+    monkeypatch.setattr(engine, "_local", pool)
+    monkeypatch.setattr(engine.os, "cpu_count", lambda: 2)
+    here = analyze_job(paths, RankTask(cache=False))
+    assert in_pool == []
+    asked = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=2))
+    assert in_pool == [2]
+    monkeypatch.setattr(engine, "SERIAL_JOB_S", 0.1)  # estimated longer than one process should take
+    longer = analyze_job(paths, RankTask(cache=False))
+    assert in_pool == [2, 2]
+    for name in ("ranks", "rank_steps", "stragglers", "collectives"):
+        assert getattr(here, name).equals(getattr(asked, name)) and getattr(here, name).equals(getattr(longer, name)), name
+
+
 def test_local_processes_and_dask_local_cluster_agree(tmp_path):
     """The same job on the local process pool (2 processes) and on a real Dask LocalCluster (2 worker processes)."""
     pytest.importorskip("distributed")

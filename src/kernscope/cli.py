@@ -110,7 +110,8 @@ _rank_opts = [
                  help="Several traces (ranks): analyze them in local processes, or on Dask (kernscope[dask])."),
     click.option("--scheduler", metavar="ADDRESS", help="With --engine dask: an existing scheduler (tcp://host:8786); "
                                                         "default: start a LocalCluster."),
-    click.option("--workers", type=click.IntRange(min=1), help="Processes / LocalCluster workers (default: CPU count)."),
+    click.option("--workers", type=click.IntRange(min=1),
+                 help="Processes / LocalCluster workers (default: CPU count; a small local job runs in this process)."),
     click.option("--strict", is_flag=True, help="Several traces: stop at the first one that fails to load."),
     click.option("--read-all", "read_all", is_flag=True,
                  help="Parse every event and arg (by default what the analysis never reads is skipped unparsed: "
