@@ -448,14 +448,57 @@ def test_categories_by_compiled_numbering_equal_polars_unique_and_join(monkeypat
     assert fast.filter(pl.col("name").is_not_null())["category"].n_unique() >= 4
 
 
+def test_codes_spread_by_the_process_are_numbered_densely_in_their_order():
+    """A categorical column's codes are the process's: where it interned other strings between a trace's names (other
+    traces read before), the codes' range is far wider than the names. They are renumbered 0..k-1 in their order and
+    numbered by the compiled library as a narrow range would be: the same numbers, one row of each combination."""
+    import numpy as np
+
+    from kernscope.link.kinds import DENSE_RANGE, dense_codes, numbered
+    from kernscope.load.native import scanner
+
+    codes = np.array([7, 3_000_007, 7, 12_000_000, 3_000_007, 0], dtype=np.int32)
+    missing = np.array([False, False, False, False, False, True])
+    assert dense_codes(codes, missing).tolist()[:5] == [0, 1, 0, 2, 1]  # (the null row reads any number)
+    assert dense_codes(codes, None).tolist() == [1, 2, 1, 3, 2, 0]
+    assert dense_codes(np.array([0, DENSE_RANGE], dtype=np.int64), None) is None
+    assert dense_codes(codes, np.ones(6, dtype=bool)).tolist() == [0] * 6
+    if scanner() is None:
+        pytest.skip("the compiled library is not built")
+    old = [pl.Series([f"early_{i}" for i in range(3)], dtype=pl.Categorical)]  # interned first: low codes
+    spread = pl.Series([f"between_{i}" for i in range(300_000)], dtype=pl.Categorical)  # the process's other strings
+    names = pl.Series(["early_1", "late_a", "early_1", None, "late_b", "late_a", "early_0"], dtype=pl.Categorical)
+    kinds = pl.Series(["kernel", "memcpy", "kernel", "kernel", "kernel", "memcpy", "late_kind"], dtype=pl.Categorical)
+    phys = names.to_physical().drop_nulls().to_numpy()
+    assert int(phys.max()) - int(phys.min()) > 300_000 and spread.len() and old  # (the range is wide...)
+    got = numbered([names, kinds], max_space=1000)  # (...a narrow one fits this space)
+    assert got is not None
+    number, first, missing_rows = got
+    want = pl.DataFrame({"n": names, "k": kinds}).with_columns(pl.struct("n", "k").rank("dense").alias("g"))["g"]
+    assert pl.Series(number).rank("dense").cast(pl.UInt32).to_list() == want.cast(pl.UInt32).to_list()
+    assert len(first) == 5 and missing_rows[0] is not None and missing_rows[0].tolist() == [False] * 3 + [True] + [False] * 3
+
+
 @needs_traces
 @pytest.mark.parametrize("path", real_traces() + sorted(Path(__file__).parent.glob("data/jax/*/*.xplane.pb*")), ids=trace_id)
 def test_categories_by_compiled_numbering_on_real_traces(path, monkeypatch):
-    """Every real trace's categorized GPU table (launch and HLO refinements included) is the same by either path."""
+    """Every real trace's categorized GPU table (launch and HLO refinements included) is the same by either path, the
+    compiled numbering taken on the first (a range of codes too wide, as where a process holds many traces' names at
+    once, would compare the polars path with itself)."""
     from kernscope.analyze import categories as mod
     from kernscope.analyze.summary import gpu_table
 
     t = kernscope.load(path, cache=False)
+    numbered: list[bool] = []
+    real = mod._numbered_keys
+
+    def seen(*a, **k):
+        got = real(*a, **k)
+        numbered.append(got is not None)
+        return got
+
+    monkeypatch.setattr(mod, "_numbered_keys", seen)
     fast = gpu_table(t, C, text_names=False, text_keys=False)
+    assert (numbered and all(numbered)) if t.gpu.height else not any(numbered), numbered
     monkeypatch.setattr(mod, "_numbered_keys", lambda *a, **k: None)
     assert fast.equals(gpu_table(t, C, text_names=False, text_keys=False))

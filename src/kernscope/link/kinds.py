@@ -112,17 +112,53 @@ def interned_codes(s: pl.Series) -> tuple[np.ndarray, np.ndarray | None]:
     return (v.view(np.int32) if v.dtype == np.uint32 else v.astype(np.int32)), (codes.is_null().to_numpy() if nulls else None)
 
 
+#: the widest range of one column's codes :func:`dense_codes` renumbers (its table: 4 bytes a code of the range)
+DENSE_RANGE = 1 << 24
+
+
+def dense_codes(codes: np.ndarray, missing: np.ndarray | None) -> np.ndarray | None:
+    """``codes`` (int32 or int64 per row) renumbered 0..k-1 in their order, k the distinct codes of the rows not
+    ``missing`` (those read any number: their mask says they are null), through a table over the codes' range: one
+    pass over the rows and one over the range, no sort. None where the range is over :data:`DENSE_RANGE`.
+
+    A categorical column's codes are the process's: polars numbers every string the process has interned, so where it
+    has read other traces (a notebook, a test session) one trace's names hold codes from old ones (low) to its own new
+    ones (high), a range far wider than its distinct names."""
+    v = codes if missing is None else codes[~missing]
+    if not v.size:
+        return np.zeros(len(codes), dtype=np.int32)
+    lo, hi = int(v.min()), int(v.max())
+    if hi - lo >= DENSE_RANGE:
+        return None
+    seen = np.zeros(hi - lo + 1, dtype=np.bool_)
+    seen[v - lo] = True
+    rank: np.ndarray = np.cumsum(seen, dtype=np.int32) - 1
+    out: np.ndarray = rank[np.clip(codes - lo, 0, hi - lo)]
+    return out
+
+
 def numbered(columns: list[pl.Series], max_space: float = FLAT_KEYS) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]] | None:
     """The distinct combinations of the interned ``columns`` (categorical or Enum, equal lengths), numbered by the
     compiled library (:func:`kernscope.load.native.distinct_rows`): (each row's number, int32; one row of each
     combination; each column's null rows or None), or None where a column is not interned, the library is not there
-    or the codes' ranges multiply past ``max_space``."""
+    or the codes' ranges multiply past ``max_space`` even renumbered densely (:func:`dense_codes`: the same numbers,
+    in the same order, as the codes themselves give where their ranges fit)."""
     if not columns or not len(columns[0]) or any(not isinstance(c.dtype, (pl.Enum, pl.Categorical)) for c in columns):
         return None
-    from ..load.native import distinct_rows
+    from ..load.native import distinct_rows, scanner
 
     cols, missing = zip(*(interned_codes(c) for c in columns))
     got = distinct_rows(list(cols), list(missing), None, max_space)
+    if got is None and scanner() is not None:
+        dense: list[np.ndarray] = []
+        space = 1
+        for c, m in zip(cols, missing):  # (renumbered one column at a time: none more once the space is too wide)
+            d = dense_codes(c, m)
+            space *= 0 if d is None else int(d.max()) + 1
+            if d is None or space > max_space:
+                return None
+            dense.append(d)
+        got = distinct_rows(dense, list(missing), None, max_space)
     return None if got is None else (got[0], got[1], list(missing))
 
 
