@@ -168,7 +168,8 @@ def test_a_small_job_runs_in_this_process_unless_workers_are_asked_for(tmp_path,
     assert engine.serial_estimate_s([str(gz)]) == pytest.approx(0.2 + os.path.getsize(gz) / 1e6 * 15 * 0.0035)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "a.xplane.pb").write_bytes(b"x" * 2_000_000)  # a folder: the bytes of its files
-    assert engine.serial_estimate_s([str(tmp_path / "run")]) == pytest.approx(0.2 + 2 * 0.0035)
+    (tmp_path / "run" / "b.xplane.pb.gz").write_bytes(b"x" * 1_000_000)
+    assert engine.serial_estimate_s([str(tmp_path / "run")]) == pytest.approx(0.2 + 2 * 0.010 + 1 * 0.050)
     assert engine.serial_estimate_s([str(tmp_path / "missing.json")]) is None
     in_pool: list[int] = []
     real = engine._local

@@ -30,7 +30,7 @@ from .load.source import available_memory
 RETRIES = 2
 #: a job whose ranks one process would summarize in about this long (:func:`serial_estimate_s`) runs in this process
 #: unless workers are asked for: a worker process starts in ~1 s (Python, polars and kernscope imported), more than it
-#: saves on a small job (DDP's 4 ranks of 0.6 MB, 2 cores: 2.00-2.11 s in two workers, 1.75-1.79 s in one process)
+#: saves on a small job (DDP's 4 ranks of 0.6 MB, 2 cores: 1.86-2.00 s in two workers, 1.65-1.90 s in one process)
 SERIAL_JOB_S = 1.2
 
 
@@ -153,18 +153,24 @@ def _dask(paths: Sequence[str], task: RankTask, spec: EngineSpec, progress: Call
             cluster.close()
 
 
+#: seconds one process takes per MB of a rank's file, by its ending: JSON ~3.5 ms (a 54-62 MB rank 0.37-0.40 s with
+#: its 0.2 s), a gzip file of it ~15 times its size; an XSpace protobuf ~10 ms (a 209 MB H200 JAX profile analyzed in
+#: 1.8-2.6 s past the command's start), gzipped ~5 times its size (the bundled profiles: 2.1-6.6)
+SECONDS_PER_MB = {".pb": 0.010, ".pb.gz": 0.050, ".gz": 0.0525, "": 0.0035}
+
+
 def serial_estimate_s(paths: Sequence[str]) -> float | None:
-    """Seconds one process would take to summarize the ranks ``paths``, from their sizes: 0.2 s a rank, and the bytes
-    at ~3.5 ms per MB of JSON (a gzip file read as 15 times its size). Measured on this project's 2-core machine: the
-    four ranks of DDP and FSDP2 jobs (9.5-10.5 MB of JSON each) 0.22-0.25 s each, a 54-62 MB rank 0.37-0.40 s.
-    None where a size cannot be read (then the job gets its worker processes)."""
+    """Seconds one process would take to summarize the ranks ``paths``, from their sizes: 0.2 s a rank and
+    :data:`SECONDS_PER_MB` of its bytes (measured on this project's 2-core machine: the four ranks of DDP and FSDP2
+    jobs, 9.5-10.5 MB of JSON each, 0.22-0.25 s each). None where a size cannot be read (then the job gets its worker
+    processes)."""
     total = 0.0
     try:
         for p in paths:
             files = [f for f in Path(p).rglob("*") if f.is_file()] if os.path.isdir(p) else [Path(p)]
             for f in files:
-                mb = f.stat().st_size / 1e6
-                total += mb * (15 if f.name.endswith(".gz") else 1) * 0.0035
+                end = next(e for e in SECONDS_PER_MB if f.name.endswith(e))
+                total += f.stat().st_size / 1e6 * SECONDS_PER_MB[end]
     except OSError:
         return None
     return 0.2 * len(paths) + total
