@@ -18,12 +18,14 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from .analyze.ranks import Failure, JobAnalysis, RankResult, RankTask, combine, summarize_file
 from .errors import KernscopeError
-from .files import expand_inputs  # noqa: F401 - re-exported: the CLI reads it from files (no polars import)
+from .files import (
+    expand_inputs,  # noqa: F401 - re-exported: the CLI reads it from files (no polars import)
+    resolve_run_dir,
+)
 from .load.source import available_memory
 
 #: retries of a task whose worker was lost
@@ -163,15 +165,17 @@ def serial_estimate_s(paths: Sequence[str]) -> float | None:
     """Seconds one process would take to summarize the ranks ``paths``, from their sizes: 0.2 s a rank and
     :data:`SECONDS_PER_MB` of its bytes (measured on this project's 2-core machine: the four ranks of DDP and FSDP2
     jobs, 9.5-10.5 MB of JSON each, 0.22-0.25 s each). None where a size cannot be read (then the job gets its worker
-    processes)."""
+    processes). A folder counts the files a load of it reads (:func:`kernscope.files.resolve_run_dir`)."""
     total = 0.0
     try:
         for p in paths:
-            files = [f for f in Path(p).rglob("*") if f.is_file()] if os.path.isdir(p) else [Path(p)]
-            for f in files:
-                end = next(e for e in SECONDS_PER_MB if f.name.endswith(e))
-                total += f.stat().st_size / 1e6 * SECONDS_PER_MB[end]
-    except OSError:
+            run = resolve_run_dir(p) if os.path.isdir(p) else None
+            if run is None and os.path.isdir(p):
+                return None
+            for f in (run[0] if run is not None else [p]):
+                end = next(e for e in SECONDS_PER_MB if f.endswith(e))
+                total += os.path.getsize(f) / 1e6 * SECONDS_PER_MB[end]
+    except (OSError, KernscopeError):
         return None
     return 0.2 * len(paths) + total
 
