@@ -649,6 +649,43 @@ def test_a_gzip_traces_heap_is_trimmed_as_its_pieces_are_parsed(tmp_path, monkey
         assert getattr(a, name).equals(getattr(b, name)), name
 
 
+def test_the_join_trims_the_heap_per_16_mb_of_parts_freed(monkeypatch):
+    """The join of the pieces trims the C heap as their parts are freed, once per ``TRIM_MIN_BYTES`` of them: a small
+    trace's join trims nothing (each trim's pages are faulted in again by the next allocations), a large one's as it
+    goes (here the bound set to 0: once per column); the same table either way."""
+    import importlib
+
+    kineto = importlib.import_module("kernscope.load.kineto")
+    example = ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    trims: list[int] = []
+    monkeypatch.setattr(kineto, "trim_heap", lambda freed=None: trims.append(1))
+    built: list[str] = []  # the event columns the join built (not the flow arrows' and metadata's, stacked after)
+    joined, stacked, stacking = kineto._joined, kineto.stacked, [False]
+
+    def joined_counted(c, *a, **k):
+        if not stacking[0]:
+            built.append(c)
+        return joined(c, *a, **k)
+
+    monkeypatch.setattr(kineto, "_joined", joined_counted)
+
+    def stacked_apart(*a, **k):
+        stacking[0] = True
+        try:
+            return stacked(*a, **k)
+        finally:
+            stacking[0] = False
+
+    monkeypatch.setattr(kineto, "stacked", stacked_apart)
+    small = kernscope.load(example, cache=False, projection="analyze")
+    assert trims == [] and len(built) > 10
+    built.clear()
+    monkeypatch.setattr(kineto, "TRIM_MIN_BYTES", 0)
+    large = kernscope.load(example, cache=False, projection="analyze")
+    assert len(trims) == len(built) > 10
+    assert small.events.equals(large.events) and small.gpu.equals(large.gpu)
+
+
 @pytest.mark.parametrize("trace", [
     ROOT / "tests" / "data" / "kineto" / "h100_gpt_stack_shapes.pt.trace.json.gz",  # stacks, shapes, flows
     ROOT / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz",

@@ -3,6 +3,7 @@ computes, writes the parse cache on a thread, emits and stores; an empty answer 
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import threading
@@ -124,23 +125,40 @@ def test_notices_are_said_once_from_any_thread():
 
 
 def test_load_gives_the_parse_buffers_back_before_linking_and_analysis(monkeypatch):
-    """#25 (peak RSS): pipeline.load returns the C heap's free pages after the parse and after linking; the call is
-    glibc's malloc_trim where there is one, nothing elsewhere."""
+    """#25 (peak RSS): pipeline.load returns the C heap's free pages after the parse and after linking, handing the
+    trace's size as what its work freed; the call is glibc's malloc_trim where there is one, nothing elsewhere, and
+    nothing under ``TRIM_MIN_BYTES`` (a small trace's pages would only be faulted in again)."""
     from pathlib import Path
 
     from kernscope import pipeline
     from kernscope.load import native
 
-    calls: list[str] = []
+    calls: list[int | None] = []
 
-    def counted() -> None:
-        calls.append("trim")
-        native.trim_heap()
+    def counted(freed: int | None = None) -> None:
+        calls.append(freed)
+        native.trim_heap(freed)
 
     monkeypatch.setattr(pipeline, "trim_heap", counted)
     example = Path(__file__).resolve().parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
     t = pipeline.load(str(example), cache=False)
-    assert calls == ["trim", "trim"] and t.gpu.height == 808
+    inflated = len(gzip.decompress(example.read_bytes()))
+    assert calls == [inflated, inflated] and t.gpu.height == 808
+
+    trims: list[int] = []
+
+    class Libc:
+        def malloc_trim(self, pad: int) -> int:
+            trims.append(pad)
+            return 1
+
+    monkeypatch.setattr(native, "_libc", lambda: Libc())
+    native.trim_heap(inflated)  # 2.5 MB: left alone
+    native.trim_heap(native.TRIM_MIN_BYTES - 1)
+    assert trims == []
+    native.trim_heap(native.TRIM_MIN_BYTES)
+    native.trim_heap()  # (size unknown: trimmed)
+    assert trims == [0, 0]
 
 
 @pytest.mark.parametrize(("args", "decay"), [

@@ -253,7 +253,9 @@ def load(
                             "with more memory") from None
     finally:
         source.close()
-    trim_heap()  # the parse's freed buffers back to the system before linking allocates (peak RSS)
+    # the parse's freed buffers back to the system before linking allocates (peak RSS; a small trace's are left: they
+    # are about its text's size, and a trim is paid again in faults)
+    trim_heap(source.json_bytes)
     # (stored under the load it was: a projection this format does not take, as the XSpace-only one of a report of a
     # PyTorch trace, made a whole load, which a projected load may read)
     # (and a projection as the format applies it: of a Kineto trace, without the XSpace stats it reads none of)
@@ -263,7 +265,7 @@ def load(
     try:
         with _gc_paused():
             trace = link(raw, p, steps=opts.steps, events_ready=staged.events)
-        trim_heap()  # and linking's numpy temporaries, before the analysis (the run's peak) allocates
+        trim_heap(source.json_bytes)  # and linking's numpy temporaries, before the analysis (the run's peak) allocates
         lap("link (correlation, call tree, steps)")
     except (NeedsFullRead, TraceError) as e:
         staged.abandon()

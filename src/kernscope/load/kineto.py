@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,7 +45,7 @@ from .fastscan import ScanHints, Split
 from .fastscan import available as fastscan_available
 from .fastscan import scan as fastscan
 from .lines import to_lines
-from .native import trim_heap
+from .native import TRIM_MIN_BYTES, trim_heap
 from .project import Projection, project
 from .source import Limits, TraceSource
 from .structure import top_level_objects
@@ -515,8 +516,16 @@ def _join_pieces(tables: list[pl.DataFrame], columns: list[str], unread: frozens
             literal.append(c)
         else:
             out[c] = col
+        size = int(col.estimated_size())  # (about what its parts held in the heap)
         del col
+        with freed_lock:  # a trim per 16 MB of parts freed (TRIM_MIN_BYTES: none for a small trace)
+            freed[0] += size
+            if freed[0] < TRIM_MIN_BYTES:
+                return
+            freed[0] = 0
         trim_heap()
+
+    freed, freed_lock = [0], threading.Lock()
 
     todo = [c for c in columns if c not in unread]
     # columns are independent and polars releases the GIL while it copies: two at a time, but one at a time on
