@@ -360,8 +360,8 @@ def trim_heap(freed: int | None = None) -> None:
     ``freed``: about how many bytes the caller's work left free in the heap (None: unknown, trim). Under
     :data:`TRIM_MIN_BYTES` nothing is done: a trim hands back every free page of the heap, which the next
     allocations fault in again, so a process that loads many small traces paid for it at every load (25 trims a
-    load; the 36 public traces loaded and analyzed twice in one process: 14.2-14.7 s with them, 6.3-6.4 s of it
-    system time)."""
+    load; the 36 public traces loaded and analyzed twice in one process: 14.2-15.0 s, 6.2-6.9 s of it system time,
+    against 13.9-14.0 s and 5.3-5.5 s with this bound)."""
     if freed is not None and freed < TRIM_MIN_BYTES:
         return
     libc = _libc()
