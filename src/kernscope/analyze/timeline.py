@@ -19,6 +19,7 @@ to it (a ROCm timestamp artifact) and counted in ``clipped_kernels``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -211,33 +212,53 @@ def hidden_ns(rows: pl.DataFrame, keys: list[str], ref: pl.DataFrame, part: pl.E
     return t.select(keys)[first].with_columns(pl.Series("_hid", sums, dtype=pl.Int64))
 
 
-def _other_work(wide: pl.DataFrame, rows: pl.DataFrame, groups: list[str], ref: pl.DataFrame, *,
-                by_device: bool) -> pl.DataFrame:
-    """``wide`` (a row per group of ``groups`` of ``rows``, and per device with ``by_device``; otherwise the devices
-    summed) with ``other_work_time``: what :func:`span_cover` finds in each group's span beyond the group's own busy
-    time; ``idle_time`` what is left of the span; and ``exposed_comm_time`` (``exposed_memcpy_time``) the group's
-    communication (memcpy) that no computation (nor communication) of ``ref`` on its device hid
-    (:func:`hidden_ns`)."""
-    if rows.height == 0 or wide.height == 0:
-        return wide
-    cover = span_cover(rows, groups, ref, by_device=by_device)
+@dataclass(frozen=True)
+class _Found:
+    """What :func:`_other_work` adds, per group and device: ``cover`` (:func:`span_cover`'s ``_cov``) and ``hidden``
+    (the communication's, then the memcpy's, :func:`hidden_ns`'s ``_hid``). Found once where both a sum over the devices
+    and each device's are wanted: the sum's are these summed."""
+
+    cover: pl.DataFrame
+    hidden: tuple[pl.DataFrame, pl.DataFrame]
+
+
+#: the columns :func:`_other_work` writes from :attr:`_Found.hidden`: (column, the total it is taken from)
+_EXPOSED = (("exposed_comm_time", "total_comm_time"), ("exposed_memcpy_time", "total_memcpy_time"))
+
+
+def _find_other_work(rows: pl.DataFrame, groups: list[str], ref: pl.DataFrame) -> _Found | None:
+    """:class:`_Found` of the groups of ``groups`` of ``rows`` (by device too) against ``ref``'s rows; None where
+    nothing but the groups' own work lies in their spans (:func:`span_cover`). A group's exposed communication (memcpy)
+    is what no computation (nor communication) on its device hid, the group's own or another's (other steps' compute
+    running beside a step's all-reduce hides it as well)."""
+    if rows.height == 0:
+        return None
+    cover = span_cover(rows, groups, ref, by_device=True)
     if cover is None:
-        return wide
-    on = [*groups, "device"] if by_device else groups
-    wide = wide.join(cover, on=on, how="left", nulls_equal=True, maintain_order="left")
-    other = pl.max_horizontal(pl.col("_cov").fill_null(0) - pl.col("busy_time"), pl.lit(0))
-    wide = wide.with_columns(other.alias("other_work_time")).with_columns(
-        (pl.col("total_time") - pl.col("busy_time") - pl.col("other_work_time")).alias("idle_time")).drop("_cov")
-    # exposed: the group's communication (memcpy) that no computation (nor communication) on its device hid, the
-    # group's own or another's (other steps' compute running beside a step's all-reduce hides it as well)
+        return None
     if groups == ["_all"] and "_all" not in rows.columns:
         rows = rows.with_columns(pl.lit(0).alias("_all"))
     keys = [*groups, "device"] if "device" in rows.columns and "device" not in groups else groups
     is_mem = pl.col("kind") == "memcpy"
     is_comm = (pl.col("category") == "Communication") & ~is_mem
-    for col, total, part, hiding in (("exposed_comm_time", "total_comm_time", is_comm, ~is_mem & ~is_comm),
-                                     ("exposed_memcpy_time", "total_memcpy_time", is_mem, ~is_mem)):
-        hid = hidden_ns(rows, keys, ref, part, hiding)
+    return _Found(cover, (hidden_ns(rows, keys, ref, is_comm, ~is_mem & ~is_comm), hidden_ns(rows, keys, ref, is_mem, ~is_mem)))
+
+
+def _other_work(wide: pl.DataFrame, groups: list[str], found: _Found | None, *, by_device: bool) -> pl.DataFrame:
+    """``wide`` (a row per group of ``groups``, and per device with ``by_device``; otherwise the devices summed) with
+    ``other_work_time``: what :func:`span_cover` found in each group's span beyond the group's own busy time;
+    ``idle_time`` what is left of the span; and ``exposed_comm_time`` (``exposed_memcpy_time``) the group's
+    communication (memcpy) that nothing on its device hid (``found``: :func:`_find_other_work` of the same groups;
+    None: ``wide`` as it is)."""
+    if found is None or wide.height == 0:
+        return wide
+    on = [*groups, "device"] if by_device else groups
+    cover = found.cover if by_device else found.cover.group_by(groups).agg(pl.col("_cov").sum())
+    wide = wide.join(cover, on=on, how="left", nulls_equal=True, maintain_order="left")
+    other = pl.max_horizontal(pl.col("_cov").fill_null(0) - pl.col("busy_time"), pl.lit(0))
+    wide = wide.with_columns(other.alias("other_work_time")).with_columns(
+        (pl.col("total_time") - pl.col("busy_time") - pl.col("other_work_time")).alias("idle_time")).drop("_cov")
+    for (col, total), hid in zip(_EXPOSED, found.hidden):
         if not by_device:
             hid = hid.group_by(groups).agg(pl.col("_hid").sum())
         wide = (wide.join(hid, on=on, how="left", nulls_equal=True, maintain_order="left")
@@ -327,14 +348,14 @@ def timeline_of(rows: pl.DataFrame, *, by: str | None = "device", ref: pl.DataFr
         groups = [k for k in keys if k != "device"] or ["_all"]
         per = _per_device(rows, groups)
         if ref is not None and by == "device":
-            per = _other_work(per, rows, groups, ref, by_device=True)
+            per = _other_work(per, groups, _find_other_work(rows, groups, ref), by_device=True)
         wide = per.drop("_all") if by == "device" else _sum_devices(per, groups, devices)
         if ref is not None and by != "device":
-            wide = _other_work(wide, rows, groups, ref, by_device=False)
+            wide = _other_work(wide, groups, _find_other_work(rows, groups, ref), by_device=False)
     else:
         wide = _breakdown(rows, keys)
         if ref is not None:
-            wide = _other_work(wide, rows, keys, ref, by_device=False)
+            wide = _other_work(wide, keys, _find_other_work(rows, keys, ref), by_device=False)
     if wide.height == 0 and not by:
         wide = pl.DataFrame({"_all": [0], **{k: [0] for k in TIMELINE_ROWS}, "clipped_kernels": [0]})
     long = _long(wide, keys)
@@ -352,8 +373,9 @@ def device_timelines(rows: pl.DataFrame, ref: pl.DataFrame | None = None) -> tup
     per = _per_device(rows, ["_all"])
     if ref is None:
         return _long(_sum_devices(per, ["_all"], devices), ["_all"]).drop("_all"), _long(per.drop("_all"), ["device"])
-    summed = _other_work(_sum_devices(per, ["_all"], devices), rows, ["_all"], ref, by_device=False)
-    per = _other_work(per, rows, ["_all"], ref, by_device=True)
+    found = _find_other_work(rows, ["_all"], ref)  # (once: the sum's are each device's summed)
+    summed = _other_work(_sum_devices(per, ["_all"], devices), ["_all"], found, by_device=False)
+    per = _other_work(per, ["_all"], found, by_device=True)
     return _long(summed, ["_all"]).drop("_all"), _long(per.drop("_all"), ["device"])
 
 
@@ -368,8 +390,9 @@ def step_timelines(rows: pl.DataFrame, ref: pl.DataFrame | None = None) -> tuple
     per = _per_device(rows, ["step"])
     summed = _sum_devices(per, ["step"], devices)
     if ref is not None:
-        summed = _other_work(summed, rows, ["step"], ref, by_device=False)
-        per = _other_work(per, rows, ["step"], ref, by_device=True)
+        found = _find_other_work(rows, ["step"], ref)  # (once: the sum's are each device's summed)
+        summed = _other_work(summed, ["step"], found, by_device=False)
+        per = _other_work(per, ["step"], found, by_device=True)
     return _long(summed, ["step"]), _long(per, ["step", "device"])
 
 
