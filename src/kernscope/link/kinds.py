@@ -8,6 +8,8 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from ..intervals import RANK_TABLE, dense_ranks
+
 KINDS = (
     "cpu_op",
     "user_annotation",
@@ -112,14 +114,15 @@ def interned_codes(s: pl.Series) -> tuple[np.ndarray, np.ndarray | None]:
     return (v.view(np.int32) if v.dtype == np.uint32 else v.astype(np.int32)), (codes.is_null().to_numpy() if nulls else None)
 
 
-#: the widest range of one column's codes :func:`dense_codes` renumbers (its table: 4 bytes a code of the range)
-DENSE_RANGE = 1 << 24
+#: the widest range of one column's codes :func:`dense_codes` renumbers (:data:`kernscope.intervals.RANK_TABLE`)
+DENSE_RANGE = RANK_TABLE
 
 
 def dense_codes(codes: np.ndarray, missing: np.ndarray | None) -> np.ndarray | None:
     """``codes`` (int32 or int64 per row) renumbered 0..k-1 in their order, k the distinct codes of the rows not
-    ``missing`` (those read any number: their mask says they are null), through a table over the codes' range: one
-    pass over the rows and one over the range, no sort. None where the range is over :data:`DENSE_RANGE`.
+    ``missing`` (those read any number: their mask says they are null), as int32: their ranks by
+    :func:`kernscope.intervals.dense_ranks` (a table over the codes' range, no sort). None where the range is over
+    :data:`DENSE_RANGE`.
 
     A categorical column's codes are the process's: polars numbers every string the process has interned, so where it
     has read other traces (a notebook, a test session) one trace's names hold codes from old ones (low) to its own new
@@ -127,14 +130,11 @@ def dense_codes(codes: np.ndarray, missing: np.ndarray | None) -> np.ndarray | N
     v = codes if missing is None else codes[~missing]
     if not v.size:
         return np.zeros(len(codes), dtype=np.int32)
-    lo, hi = int(v.min()), int(v.max())
-    if hi - lo >= DENSE_RANGE:
-        return None
-    seen = np.zeros(hi - lo + 1, dtype=np.bool_)
-    seen[v - lo] = True
-    rank: np.ndarray = np.cumsum(seen, dtype=np.int32) - 1
-    out: np.ndarray = rank[np.clip(codes - lo, 0, hi - lo)]
-    return out
+    filled = codes.astype(np.int64)
+    if missing is not None:
+        filled[missing] = v[0]  # (a code of the rows kept: the null rows add no rank)
+    ranked = dense_ranks(filled)
+    return None if ranked is None else ranked[0].astype(np.int32)
 
 
 def numbered(columns: list[pl.Series], max_space: float = FLAT_KEYS) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]] | None:
