@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import kernscope
-from kernscope.load.protowire import fields_of, padded, walk
+from kernscope.load.protowire import Fields, fields_of, padded, walk
 from kernscope.load.protowire import varint_bytes as _varint
 
 
@@ -27,32 +27,39 @@ def _field(num: int, payload: bytes) -> bytes:
     return _varint(num << 3 | 2) + _varint(len(payload)) + payload
 
 
+def _rows(f: Fields) -> zip:
+    return zip(f.field.tolist(), f.wire.tolist(), f.value.tolist(), f.off.tolist(), f.size.tolist())
+
+
+def _copy(data: bytes, num: int, wire: int, value: int, off: int, size: int) -> bytes:
+    """A field as it was: its tag and its varint value or length-prefixed payload."""
+    return _varint(num << 3 | wire) + (_varint(size) + data[off:off + size] if wire == 2 else _varint(int(value)))
+
+
+def _to_all(outs: list[bytearray], field: bytes) -> None:
+    for out in outs:
+        out += field
+
+
 def split(data: bytes, cuts_ps: list[int]) -> list[bytes]:
-    """The profile cut at the times ``cuts_ps`` (ps since the epoch, ascending): len(cuts_ps) + 1 profiles."""
+    """The profile cut at the times ``cuts_ps`` (ascending; ps as the decode reads an event's start: its line's
+    timestamp_ns * 1000 + its offset_ps): len(cuts_ps) + 1 profiles."""
     buf = padded(data)
     space = walk(buf, 0, len(data))
     k = len(cuts_ps) + 1
     outs = [bytearray() for _ in range(k)]
-    for f, w, v, o, s in zip(space.field.tolist(), space.wire.tolist(), space.value.tolist(), space.off.tolist(),
-                             space.size.tolist()):
-        if f != 1:
-            for out in outs:
-                out += _varint(f << 3 | w) + (_varint(s) + data[o:o + s] if w == 2 else _varint(int(v)))
+    for f, w, v, o, s in _rows(space):
+        if f != 1:  # (the space's own fields: into every part)
+            _to_all(outs, _copy(data, f, w, v, o, s))
             continue
         pf = walk(buf, o, o + s, runs=(4, 5, 6))
         planes = [bytearray() for _ in range(k)]
-        for pfn, pw, pv, po, ps in zip(pf.field.tolist(), pf.wire.tolist(), pf.value.tolist(), pf.off.tolist(),
-                                       pf.size.tolist()):
-            if pfn != 3:
-                for plane in planes:
-                    plane += _varint(pfn << 3 | pw) + (_varint(ps) + data[po:po + ps] if pw == 2 else _varint(int(pv)))
+        for pfn, pw, pv, po, ps in _rows(pf):
+            if pfn != 3:  # (a plane's fields but its lines: its metadata, into every part)
+                _to_all(planes, _copy(data, pfn, pw, pv, po, ps))
                 continue
             lf = walk(buf, po, po + ps, runs=(4,))
-            head = bytearray()
-            for fn, fw, fv, fo, fs in zip(lf.field.tolist(), lf.wire.tolist(), lf.value.tolist(), lf.off.tolist(),
-                                          lf.size.tolist()):
-                if fn != 4:
-                    head += _varint(fn << 3 | fw) + (_varint(fs) + data[fo:fo + fs] if fw == 2 else _varint(int(fv)))
+            head = b"".join(_copy(data, *r) for r in _rows(lf) if r[0] != 4)
             ts_ns = int(lf.value[lf.field == 3][0]) if (lf.field == 3).any() else 0
             ev = lf.select(lf.field == 4)
             part = np.zeros(len(ev.off), dtype=np.int64)
@@ -65,7 +72,7 @@ def split(data: bytes, cuts_ps: list[int]) -> list[bytes]:
             starts = (ev.off - 1 - np.array([len(_varint(int(x))) for x in ev.size.tolist()], dtype=np.int64)
                       if len(ev.off) else ev.off)
             for p in range(k):
-                line = bytearray(head)
+                line = bytearray(head)  # (the line's header fields before its events)
                 for a, b in zip(starts[part == p].tolist(), (ev.off + ev.size)[part == p].tolist()):
                     line += data[a:b]
                 planes[p] += _field(3, bytes(line))
