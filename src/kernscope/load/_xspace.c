@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 18; }
+int64_t ks_abi_version(void) { return 19; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -232,6 +232,82 @@ int64_t ks_cut_lines(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
     return nc;
 }
 
+/* floor((a + 500) / 1000) for a picosecond count read as int64 (two's complement wrap like numpy's) */
+static inline int64_t ps_to_ns(int64_t a) {
+    int64_t x = (int64_t)((uint64_t)a + 500u);
+    int64_t q = x / 1000;
+    return (x % 1000 != 0 && x < 0) ? q - 1 : q;
+}
+
+/* Where each line's events cross its times cuts[li * ncuts + 0 .. ncuts) (ns, ascending: each line may have its
+ * own), so that the events of a window [cuts[k-1], cuts[k]) are one run of bytes per line (kernscope.load.xplane's
+ * windows). For line li, with row r = li * (ncuts + 1):
+ * - at[r + k], k < ncuts: the offset of the first event (field 4) that starts (timestamp_ns + offset_ps, rounded as
+ *   ks_scan_events rounds it) at or after the line's cut k, or the line's end where none does; at[r + ncuts]: the
+ *   line's end;
+ * - before[r + k]: the events (every field 4, aggregated ones too) before at[r + k]; before[r + ncuts]: all of the line's;
+ * - hdr[4 li ..]: the line's id, timestamp_ns and name span as ks_scan_events reports them;
+ * - order[li]: 1 when the line's timed events start in time order (each at or after the one before; an aggregated
+ *   event, num_occurrences instead of an offset, has no time and is not compared), else 0, and then its at and
+ *   before are not to be used (its windows are not runs).
+ * The header is read first (a line's timestamp may follow its events). 0, or -1 on bad data (before[0]: the
+ * offset). */
+int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
+                     const int64_t *cuts, int64_t ncuts, int64_t *at, int64_t *before, int64_t *hdr, uint8_t *order) {
+    for (int64_t li = 0; li < nlines; li++) {
+        int64_t p = line_off[li], end = line_off[li] + line_len[li], r = li * (ncuts + 1);
+        int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
+        if (end > nbuf) { before[0] = p; return -1; }
+        while (p < end) { /* the header */
+            int64_t at0 = p, off = 0, len = 0;
+            uint64_t tag, val = 0;
+            if (rd_varint(b, &p, end, &tag)) { before[0] = at0; return -1; }
+            int field = (int)(tag >> 3), wire = (int)(tag & 7);
+            if (field == 0 || skip_value(b, &p, end, wire, &val, &off, &len)) { before[0] = at0; return -1; }
+            if (field == 1 && wire == 0) id = (int64_t)val;
+            else if (field == 3 && wire == 0) ts = (int64_t)val;
+            else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
+            else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
+        }
+        hdr[4 * li] = id;
+        hdr[4 * li + 1] = ts;
+        if (name_len > 0 || disp_off < 0) { hdr[4 * li + 2] = name_off; hdr[4 * li + 3] = name_len; }
+        else { hdr[4 * li + 2] = disp_off; hdr[4 * li + 3] = disp_len; }
+        int64_t k = 0, n = 0, last = INT64_MIN;
+        const int64_t *cut = cuts + li * ncuts;
+        uint8_t sorted = 1;
+        p = line_off[li];
+        while (p < end) {
+            int64_t at0 = p, off = 0, len = 0;
+            uint64_t tag, val = 0;
+            rd_varint(b, &p, end, &tag); /* (checked by the walk above) */
+            skip_value(b, &p, end, (int)(tag & 7), &val, &off, &len);
+            if (tag != ((4 << 3) | 2)) continue;
+            int64_t q = off, qend = off + len, offset = 0;
+            int timed = 1;
+            while (q < qend) {
+                int64_t eat = q, eoff = 0, elen = 0;
+                uint64_t etag, ev_val = 0;
+                if (rd_varint(b, &q, qend, &etag)) { before[0] = eat; return -1; }
+                int ef = (int)(etag >> 3), ew = (int)(etag & 7);
+                if (ef == 0 || skip_value(b, &q, qend, ew, &ev_val, &eoff, &elen)) { before[0] = eat; return -1; }
+                if (ew == 0 && ef == 2) offset = (int64_t)ev_val;
+                else if (ew == 0 && ef == 5) timed = 0;
+            }
+            if (timed) {
+                int64_t start = (int64_t)((uint64_t)ts + (uint64_t)ps_to_ns(offset));
+                if (start < last) sorted = 0;
+                last = start;
+                while (k < ncuts && start >= cut[k]) { at[r + k] = at0; before[r + k] = n; k++; }
+            }
+            n++;
+        }
+        for (; k <= ncuts; k++) { at[r + k] = end; before[r + k] = n; }
+        order[li] = sorted;
+    }
+    return 0;
+}
+
 /* ---- the events of XLine messages, with their stats as typed columns (kernscope.load.xscan) -------------- */
 
 enum { F_INT = 0, F_FLOAT = 1, F_STR = 2 };
@@ -279,13 +355,6 @@ static inline int stat_fast(const uint8_t *b, int64_t r, int64_t rend, int64_t *
     }
     *smd = (int64_t)md;
     return 1;
-}
-
-/* floor((a + 500) / 1000) for a picosecond count read as int64 (two's complement wrap like numpy's) */
-static inline int64_t ps_to_ns(int64_t a) {
-    int64_t x = (int64_t)((uint64_t)a + 500u);
-    int64_t q = x / 1000;
-    return (x % 1000 != 0 && x < 0) ? q - 1 : q;
 }
 
 /* Walk lines line_off[i], line_len[i] (in planes line_plane[i]), every event and stat in them:

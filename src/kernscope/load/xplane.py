@@ -49,7 +49,8 @@ from .chunk import EVENT_SCHEMA, FLOW_COLUMNS, META_COLUMNS, nulls
 from .hlo import Works
 from .native import distinct_rows as native_distinct_rows
 from .protowire import Fields, WireError, as_array, fields_of, walk
-from .xscan import FieldSpec, decode_stats, last_value, scan_lines
+from .xscan import FieldSpec, TimeCuts, decode_stats, last_value, scan_lines
+from .xscan import time_cuts as _time_cuts
 from .xstats import (
     FIELD_KINDS,
     KERNEL_DETAIL_COLUMNS,
@@ -577,20 +578,75 @@ def _with_library_calls(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, re
 XLA_COLUMNS = frozenset(JAX_COLUMNS) | frozenset(HLO_COLUMNS)
 
 
+def _line_spans(planes: list[_Plane]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every plane's lines in file order: (plane, offset, length), int64 each."""
+    empty = np.zeros(0, np.int64)
+    if not planes:
+        return empty, empty, empty
+    return (np.concatenate([np.full(len(p.lines), p.index, dtype=np.int64) for p in planes]),
+            np.concatenate([p.lines.off for p in planes]).astype(np.int64),
+            np.concatenate([p.lines.size for p in planes]).astype(np.int64))
+
+
+@dataclass(frozen=True)
+class Window:
+    """Window ``index`` of a profile's lines cut at ``cuts.times`` (:func:`time_cuts`): of each line the events that
+    start in ``[times[line, index - 1], times[line, index])`` (ns; the first window from the profile's beginning, the
+    last to its end)."""
+
+    cuts: TimeCuts
+    index: int
+
+
+def lines_of(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each line of an XSpace, in the order :func:`time_cuts` takes their cut times: (its plane's index, its id),
+    int64; a decoded event's ``tid`` is its line's id, and a GPU plane's ``device`` its ordinal."""
+    buf = as_array(data)
+    try:
+        planes, _ = _planes(buf, len(data), path)
+        plane, off, size = _line_spans(planes)
+        heads = _time_cuts(buf, off, size, np.zeros((off.size, 0), np.int64))
+    except WireError as e:
+        raise TraceError(path, f"not a valid XSpace protobuf: {e}; the file is truncated or damaged") from None
+    if heads is None:
+        raise RuntimeError("the compiled XSpace scanner is not available, or a line's events are not in time order")
+    return plane, np.ascontiguousarray(heads.hdr[:, 0])
+
+
+def time_cuts(data: bytes | bytearray | memoryview | mmap.mmap, path: str, times: Iterable[int] | np.ndarray) -> TimeCuts | None:
+    """An XSpace's lines cut at ``times`` (ns, as the decoded ``ts``: one list for every line, or a ``(lines, cuts)``
+    array of each line's, the lines in :func:`lines_of`'s order), so that :func:`decode` can read each of the ``cuts +
+    1`` windows alone (``window=Window(cuts, k)``: of each line the events that start in it, one run of them, no other
+    event's bytes read). None where a window cannot be read alone: without the compiled scanner, or where a line's
+    events are not in time order (XLA writes them in order)."""
+    buf = as_array(data)
+    try:
+        planes, _ = _planes(buf, len(data), path)
+        _, line_off, line_len = _line_spans(planes)
+        t = times if isinstance(times, np.ndarray) else np.fromiter((int(x) for x in times), dtype=np.int64)
+        return _time_cuts(buf, line_off, line_len, t)
+    except WireError as e:
+        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
+        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+
+
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None,
            stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
-           progress: Callable[[int, int], None] | None = None) -> RawTrace:
+           progress: Callable[[int, int], None] | None = None, window: Window | None = None) -> RawTrace:
     """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table (``workers``: the
     scanner's threads at most; None: one per usable core). ``stats``: of :data:`XLA_COLUMNS`, those read; the
     others are null (one literal each: no memory; None: all read but :data:`~.xstats.OPT_IN_STATS`).
     ``scanned``: called once the events' bytes are read (the caller may drop a mapped file's pages from the
     process then: the rest of the decode reads only the metadata, whose pages come back as they are read).
     ``progress``: called with (bytes of event lines scanned, bytes of all) as the events are read, from the
-    scanning threads (:func:`~kernscope.load.xscan.scan_lines`)."""
+    scanning threads (:func:`~kernscope.load.xscan.scan_lines`). ``window``: decode only the events that start in
+    it (:func:`time_cuts`): every plane, line and metadata entry as for the whole profile, each line's events of the
+    window; ``idx`` numbers the events as in the whole profile's table. The windows' tables, put together, are the
+    whole profile's table (``tests/test_jax_windows.py``); a window's ``metadata`` counts its own aggregated events."""
     n = len(data)
     buf = as_array(data)
     try:
-        raw = _decode(buf, n, path, workers, stats, scanned, progress)
+        raw = _decode(buf, n, path, workers, stats, scanned, progress, window)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
@@ -604,7 +660,7 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
 
 def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
             stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
-            progress: Callable[[int, int], None] | None = None) -> RawTrace:
+            progress: Callable[[int, int], None] | None = None, window: Window | None = None) -> RawTrace:
     def wanted(column: str) -> bool:  # (an XLA column that ``stats`` leaves out is null: not worth building)
         if stats is None:
             return column not in OPT_IN_STATS
@@ -612,9 +668,14 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
 
     planes, hosts = _planes(buf, n, path)
     empty = np.zeros(0, np.int64)
-    line_plane = np.concatenate([np.full(len(p.lines), p.index, dtype=np.int64) for p in planes]) if planes else empty
-    line_off = np.concatenate([p.lines.off for p in planes]) if planes else empty
-    line_len = np.concatenate([p.lines.size for p in planes]) if planes else empty
+    line_plane, line_off, line_len = _line_spans(planes)
+    header = None
+    if window is not None:  # each line's run of the window's events, timed by the line's header
+        if window.cuts.hdr.shape[0] != line_off.size:
+            raise ValueError(f"{path}: the time cuts were made for another profile ({window.cuts.hdr.shape[0]:,} lines, "
+                             f"this one has {line_off.size:,})")
+        line_off, line_len = window.cuts.window(window.index, line_off)
+        header = window.cuts.hdr
     smd = _stat_metadata(buf, planes)
     stat_lookup = Lookup(smd["plane"].to_numpy(), smd["id"].to_numpy())
     stat_names = smd["stat"]
@@ -647,7 +708,8 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
         hlo_parsed = early.submit(hlo_early)
     finally:
         early.shutdown(wait=False)  # (its thread ends with the parse)
-    scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup, workers=workers, progress=progress)
+    scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup, workers=workers, progress=progress,
+                      header=header)
     ne = scan.ev_md.size
     # (no array of every event's plane: an event's is its line's, and what needs it gathers by line; at 975 MB that
     # array was 70 MB and 0.1 s of one core)
@@ -655,7 +717,7 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     per_plane = np.bincount(line_plane, weights=line_events, minlength=len(planes)).astype(np.int64) if line_plane.size \
         else np.zeros(len(planes), np.int64)
     device = np.array([-1 if _device_of(p.name) is None else _device_of(p.name) for p in planes], dtype=np.int64)
-    if not any(device[p.index] >= 0 and per_plane[p.index] for p in planes):
+    if window is None and not any(device[p.index] >= 0 and per_plane[p.index] for p in planes):
         names = ", ".join(p.name for p in planes[:8]) or "none"
         raise TraceError(path, f"this JAX/XLA profile has no GPU plane with events (planes: {names}); it was recorded "
                                "without a GPU (CPU or TPU only), or before any GPU work ran")
@@ -739,7 +801,8 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
             *(pl.lit(s).gather(pl.col("tid")).alias(c) for c, s in per_line.items()),
         )
         table = pl.DataFrame({
-            "idx": pl.int_range(ne, dtype=pl.Int64, eager=True),  # (polars' buffer: numpy's arange was 0.05-0.13 s at 975 MB)
+            "idx": (pl.int_range(ne, dtype=pl.Int64, eager=True)  # (polars' buffer: numpy's arange was 0.05-0.13 s at 975 MB)
+                    if window is None else _window_idx(window, line_events, scan.ev_line)),
             **{c: gathered[c] for c in interned},
             "ts": start_ns, "dur": dur_ns,
             "ts_missing": np.zeros(ne, dtype=bool), "dur_missing": np.zeros(ne, dtype=bool),
@@ -783,6 +846,19 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     flows = pl.DataFrame(schema={c: (EVENT_SCHEMA.get(c, pl.Int64) if c != "idx" else pl.Int64) for c in FLOW_COLUMNS})
     metadata = _metadata(planes, plane_stats, hosts, unknown, int(occurrences.sum()), [p.name for p in planes])
     return RawTrace(table, metadata, flows=flows, meta_events=metas)
+
+
+def _window_idx(window: Window, line_events: np.ndarray, ev_line: np.ndarray) -> pl.Series:
+    """The ``idx`` of a window's events (in line order, ``line_events`` of each line) as the whole profile numbers
+    them: the line's first event in the whole profile, plus the line's events before the window, plus the event's
+    place in the window's run."""
+    total = window.cuts.before[:, -1]
+    whole_first = np.concatenate([[0], np.cumsum(total)[:-1]]) if total.size else total
+    k = window.index
+    before = window.cuts.before[:, k - 1] if k > 0 else np.zeros_like(total)
+    here_first = np.concatenate([[0], np.cumsum(line_events)[:-1]]) if line_events.size else line_events
+    shift = (whole_first + before - here_first).astype(np.int64)
+    return pl.Series("idx", np.arange(ev_line.size, dtype=np.int64) + shift[ev_line])
 
 
 def _shared_names(hlo: pl.DataFrame) -> list[str]:

@@ -9,6 +9,7 @@ their fields with :func:`.protowire.fields_of`, then places the stats.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -91,16 +92,19 @@ class LineScan:
 
 def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray, spec: FieldSpec,
                refs: Lookup, names: Lookup, *, native: bool | None = None, workers: int | None = None,
-               progress: Callable[[int, int], None] | None = None) -> LineScan:
+               progress: Callable[[int, int], None] | None = None, header: np.ndarray | None = None) -> LineScan:
     """Scan the lines at ``line_off``/``line_len`` (int64) of ``buf``, in planes ``line_plane``; keep the stats
     ``spec`` maps to a field, typed by the field's kind (refs resolved to rows of ``refs``, the stat metadata);
     name each event by its row in ``names`` (the event metadata). ``native``: force a reader (None: the compiled
     one when available and ``spec`` has its flat table). ``workers``: the compiled scanner's threads at most
     (None: one per usable core; the parse's ``workers`` option, as for Kineto traces). ``progress``: called with
     (bytes of lines scanned, bytes of all lines) as the scan goes (every :data:`PROGRESS_BYTES` on each thread of
-    the compiled scanner; once, at its end, for the other), from the scanning threads."""
+    the compiled scanner; once, at its end, for the other), from the scanning threads. ``header``: each line's id,
+    timestamp_ns and name span ((lines, 4) int64, :class:`TimeCuts`'s ``hdr``) where the spans are runs of the lines'
+    events, not whole lines (a time window's): the events are timed by it, and it is each line's header in the
+    output (the compiled scanner only)."""
     lib = scanner() if native in (None, True) and spec.lut is not None else None
-    if native and lib is None:
+    if (native or header is not None) and lib is None:
         raise RuntimeError("the compiled XSpace scanner is not available")
     line_off = np.ascontiguousarray(line_off, dtype=np.int64)
     line_len = np.ascontiguousarray(line_len, dtype=np.int64)
@@ -111,7 +115,54 @@ def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line
             total = int(line_len.sum())
             progress(total, total)
         return out
-    return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names, workers, progress)
+    return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names, workers, progress, header)
+
+
+@dataclass(frozen=True)
+class TimeCuts:
+    """Where each line's events cross some times (``ks_time_cuts``), so that the events of a time window are one run
+    of bytes per line. ``times``: each line's cuts (``(lines, cuts)`` int64 ns, ascending along a line; the lines may
+    be cut at different times); window k of a line is ``[times[line, k - 1], times[line, k])``, the first from the
+    beginning and the last to the end (``cuts + 1`` windows). Per line and cut (``(lines, cuts + 1)`` int64; the last
+    column: the line's end): ``at``, the offset of the line's first event that starts at or after the cut;
+    ``before``, the line's events before ``at`` (aggregated ones too). ``hdr``: each line's id, timestamp_ns and
+    name span."""
+
+    times: np.ndarray
+    at: np.ndarray
+    before: np.ndarray
+    hdr: np.ndarray
+
+    def window(self, k: int, line_off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Window ``k``'s run of each line: (offsets, lengths), int64 (``line_off``: the lines' own offsets)."""
+        lo = np.ascontiguousarray(line_off if k == 0 else self.at[:, k - 1], dtype=np.int64)
+        return lo, np.ascontiguousarray(self.at[:, k] - lo)
+
+
+def time_cuts(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, times: np.ndarray) -> TimeCuts | None:
+    """The lines' events cut at ``times`` (ns: one list for every line, or a ``(lines, cuts)`` array of each line's;
+    sorted along a line here): None where the compiled scanner is missing, or where a line's events do not start in
+    time order (then a window is not a run of bytes; XLA writes them in order)."""
+    lib = scanner()
+    if lib is None:
+        return None
+    n = line_off.size
+    t = np.asarray(times, dtype=np.int64)
+    if t.ndim == 1:
+        t = np.broadcast_to(t, (n, t.size))
+    if t.shape[0] != n:
+        raise ValueError(f"cut times for {t.shape[0]:,} lines, the profile has {n:,}")
+    t = np.ascontiguousarray(np.sort(t, axis=1))
+    w = t.shape[1] + 1
+    offs, lens = np.ascontiguousarray(line_off, dtype=np.int64), np.ascontiguousarray(line_len, dtype=np.int64)
+    at, before = np.zeros(n * w, np.int64), np.zeros(max(n * w, 1), np.int64)
+    hdr, order = np.zeros(4 * n, np.int64), np.zeros(n, np.uint8)
+    if n and lib.ks_time_cuts(_ptr(buf), ctypes.c_int64(buf.size), _ptr(offs), _ptr(lens), ctypes.c_int64(n), _ptr(t),
+                              ctypes.c_int64(w - 1), _ptr(at), _ptr(before), _ptr(hdr), _ptr(order)) < 0:
+        raise WireError("a field of an event line does not fit in it", int(before[0]))
+    if not order.all():
+        return None
+    return TimeCuts(t, at.reshape(n, w), before[: n * w].reshape(n, w), hdr.reshape(n, 4))
 
 
 class _Tally:
@@ -167,11 +218,14 @@ def _parts(line_len: np.ndarray, workers: int | None = None) -> list[int]:
 
 def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
                  spec: FieldSpec, refs: Lookup, names: Lookup, workers: int | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> LineScan:
+                 progress: Callable[[int, int], None] | None = None, header: np.ndarray | None = None) -> LineScan:
     """The compiled scanner: the lines' events counted first (their outputs then have their exact size), the
-    lines scanned in parts on threads (the scanner runs without the GIL), each part's events written in place."""
+    lines scanned in parts on threads (the scanner runs without the GIL), each part's events written in place.
+    ``header``: see :func:`scan_lines`."""
     assert spec.lut is not None
     cut = _cut_long_lines(lib, buf, line_off, line_len)
+    if header is not None:  # every line (or run of one) timed by its line's given header, which the output reports
+        cut = _with_header(cut, np.ascontiguousarray(header, dtype=np.int64), line_off, line_len)
     plane_of_line = line_plane
     if cut is not None:  # the long lines' runs of fields scanned as lines of their own, put back together below
         line_off, line_len, line_plane = cut.off, cut.len, line_plane[cut.parent]
@@ -240,6 +294,19 @@ class _Cut:
         for k in range(4):
             whole[k][self.cut] = self.hdr[self.cut, k]
         return whole
+
+
+def _with_header(cut: _Cut | None, header: np.ndarray, line_off: np.ndarray, line_len: np.ndarray) -> _Cut:
+    """``cut`` (None: each line one run of its own) with every line's header given: its runs timed by the header's
+    timestamp, and the header each line's output."""
+    n = line_off.size
+    if cut is None:
+        parent = np.arange(n, dtype=np.int64)
+        return _Cut(line_off, line_len, parent, np.ones(n, dtype=bool), header, np.full(n, -1, np.int64),
+                    np.ascontiguousarray(header[:, 1]), np.ones(n, np.uint8))
+    return dataclasses.replace(cut, cut=np.ones(n, dtype=bool), hdr=header,
+                               run_ts=np.ascontiguousarray(header[cut.parent, 1]),
+                               run_fixed=np.ones(cut.parent.size, np.uint8))
 
 
 def _count_events(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray,

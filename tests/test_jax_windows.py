@@ -1,0 +1,155 @@
+"""Time windows of a JAX profile decoded alone (``xplane.time_cuts`` + ``decode(window=...)``): the first stage of a
+streamed analysis. Each window reads only its events' bytes; put together, the windows give the whole profile's table
+(the same rows, ``idx`` and values), but for the two things of a row that other rows decide (below)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from test_jax import MLP, TRACELENS_JAX, TRANSFORMER, _event, _field, _odd_profile, _varint, xspace_bytes
+
+from kernscope.errors import TraceError
+from kernscope.load.native import scanner
+
+xplane = importlib.import_module("kernscope.load.xplane")
+pytestmark = pytest.mark.skipif(scanner() is None, reason="time windows need the compiled XSpace scanner")
+
+
+def _files() -> list:
+    kernels = Path(__file__).parent / "data" / "jax_kernels_h200"  # Pallas, Mosaic, library calls, control flow
+    files = [MLP, TRANSFORMER, *sorted(kernels.glob("*/vm.xplane.pb.gz"))]
+    if TRACELENS_JAX.is_dir():
+        files += sorted(TRACELENS_JAX.glob("*.xplane.pb"))
+    return files
+
+
+def _text(d: pl.DataFrame) -> pl.DataFrame:
+    return d.with_columns(pl.col(c).cast(pl.String) for c, t in d.schema.items() if t == pl.Categorical)
+
+
+def _windows(data: bytes, cuts) -> list[pl.DataFrame]:
+    return [xplane.decode(data, "p", window=xplane.Window(cuts, k)).events for k in range(cuts.times.shape[1] + 1)]
+
+
+def _differing(whole: pl.DataFrame, parts: list[pl.DataFrame]) -> dict[str, pl.Series]:
+    """The rows (as a mask) of each column where the windows put together differ from the whole profile's table."""
+    joined = _text(pl.concat(parts, how="vertical_relaxed").sort("idx"))
+    w = _text(whole)
+    assert joined.columns == w.columns
+    assert joined["idx"].to_list() == w["idx"].to_list()  # every event once, numbered as in the whole profile
+    return {c: ~w[c].eq_missing(joined[c]) for c in w.columns if not w[c].eq_missing(joined[c]).all()}
+
+
+def _explained(whole: pl.DataFrame, diff: dict[str, pl.Series]) -> None:
+    """What may differ, and only where it may: a host event's category where its name is an HLO op or module that
+    GPU rows of another window name (the decode makes such host events ops); the HLO columns of a command buffer's
+    library kernels whose run a cut splits (they are matched to the buffer's custom calls by the whole run)."""
+    w = _text(whole)
+    hlo_names = set(w["hlo_op"].drop_nulls().to_list()) | set(w["hlo_module"].drop_nulls().to_list())
+    for c, mask in diff.items():
+        rows = w.filter(mask)
+        if c == "cat":
+            assert rows["device"].is_null().all() and set(rows["name"].to_list()) <= hlo_names, rows
+        else:
+            assert c in xplane.HLO_COLUMNS, (c, rows)
+            assert rows["device"].is_not_null().all() and rows["hlo_op"].str.starts_with("command_buffer").all(), rows
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_windows_put_together_are_the_whole_profile(path):
+    data = xspace_bytes(path)
+    whole = xplane.decode(data, "p").events
+    gpu_ts = whole.filter(pl.col("device").is_not_null())["ts"].to_numpy()
+    # cuts inside the GPU work, one exactly at an event's start (it starts the later window), one before everything
+    # and one after everything (empty windows)
+    times = [*np.quantile(gpu_ts, [0.2, 0.5, 0.8]).astype(np.int64).tolist(), int(gpu_ts[len(gpu_ts) // 3]),
+             int(whole["ts"].min()) - 1, int(whole["ts"].max()) + 10]
+    cuts = xplane.time_cuts(data, "p", times)
+    assert cuts is not None
+    parts = _windows(data, cuts)
+    edges = [None, *sorted(times), None]
+    for k, part in enumerate(parts):  # each window holds the events that start in it
+        lo, hi = edges[k], edges[k + 1]
+        assert lo is None or (part["ts"] >= lo).all()
+        assert hi is None or (part["ts"] < hi).all()
+    assert parts[0].height == 0 and parts[-1].height == 0
+    assert sum(p.height for p in parts) == whole.height
+    _explained(whole, _differing(whole, parts))
+
+
+def test_each_line_cut_at_its_own_times():
+    """Each GPU stream cut where the work launched after the host's cut starts: a window then holds its kernels with
+    their launches, and a command buffer's library kernels whole."""
+    data = xspace_bytes(TRANSFORMER)
+    whole = xplane.decode(data, "p").events
+    plane, ids = xplane.lines_of(data, "p")
+    assert ids.size == plane.size and set(whole["tid"].unique().to_list()) <= {str(i) for i in ids.tolist()}
+    gpu = whole.filter(pl.col("device").is_not_null())
+    host = whole.filter(pl.col("device").is_null() & pl.col("correlation").is_not_null())
+    linked = gpu.join(host.select(pl.col("ts").alias("launch_ts"), "correlation"), on="correlation", how="inner")
+    cut_at = np.quantile(host["ts"].to_numpy(), [0.25, 0.5, 0.75]).astype(np.int64)
+    times = np.broadcast_to(cut_at, (ids.size, cut_at.size)).copy()
+    gpu_tids = set(gpu["tid"].cast(pl.String).unique().to_list())
+    assert not gpu_tids & set(whole.filter(pl.col("device").is_null())["tid"].cast(pl.String).unique().to_list())
+    per_line = 0
+    for li, line_id in enumerate(ids.tolist()):
+        rows = linked.filter(pl.col("tid").cast(pl.String) == str(line_id)).sort("ts")
+        if rows.height == 0:
+            continue
+        per_line += 1
+        for k, t in enumerate(cut_at.tolist()):
+            after = rows.filter(pl.col("launch_ts") >= t)
+            times[li, k] = after["ts"][0] if after.height else np.iinfo(np.int64).max
+    assert per_line >= 1
+    cuts = xplane.time_cuts(data, "p", times)
+    assert cuts is not None
+    parts = _windows(data, cuts)
+    diff = _differing(whole, parts)
+    assert not any(c in xplane.HLO_COLUMNS for c in diff)  # no command buffer's run split
+    _explained(whole, diff)
+    for part in parts:  # every kernel's launch in its window
+        g = part.filter(pl.col("device").is_not_null() & pl.col("correlation").is_not_null())
+        h = part.filter(pl.col("device").is_null() & pl.col("correlation").is_not_null())
+        assert g.join(h, on="correlation", how="anti").height == 0
+
+
+def _ordered_profile(timestamp_last: bool) -> bytes:
+    """A GPU line of three events in time order; its timestamp_ns written after the events or before them."""
+    names = {1: "correlation_id"}
+    smd = b"".join(_field(5, _varint(1 << 3) + _varint(i) + _field(2, _varint(1 << 3) + _varint(i) + _field(2, n.encode())))
+                   for i, n in names.items())
+    emd = _field(4, _varint(1 << 3) + _varint(1) + _field(2, _varint(1 << 3) + _varint(1) + _field(2, b"kern_a")))
+    events = b"".join(_event(1, off, 1000) for off in (1_000_000, 2_000_000, 3_000_000))
+    ts = _varint(3 << 3) + _varint(5000)
+    line = _varint(1 << 3) + _varint(5) + _field(2, b"stream 5") + (events + ts if timestamp_last else ts + events)
+    return _field(1, _varint(1 << 3) + _varint(1) + _field(2, b"/device:GPU:0") + _field(3, line) + emd + smd)
+
+
+@pytest.mark.parametrize("timestamp_last", [False, True])
+def test_a_window_is_timed_by_its_line_header(timestamp_last):
+    data = _ordered_profile(timestamp_last)
+    cuts = xplane.time_cuts(data, "p", [5000 + 2000])  # line start 5000 ns + 2,000,000 ps = 7000 ns: the 2nd event
+    assert cuts is not None
+    first, second = _windows(data, cuts)
+    assert first["ts"].to_list() == [6000]
+    assert second["ts"].to_list() == [7000, 8000]
+    assert second["idx"].to_list() == [1, 2] and second["tid"].to_list() == ["5", "5"]
+
+
+def test_a_line_out_of_time_order_cannot_be_cut():
+    assert xplane.time_cuts(_odd_profile(), "p", [10_000]) is None  # its events start at 1.5, 1, 11 and 21 ns
+
+
+def test_without_the_compiled_scanner_there_are_no_windows(monkeypatch):
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+    assert xplane.time_cuts(xspace_bytes(MLP), "p", [0]) is None
+
+
+def test_damaged_profile_is_named(tmp_path):
+    data = xspace_bytes(MLP)
+    with pytest.raises(TraceError, match="damaged"):
+        xplane.time_cuts(data[: len(data) // 2], "cut.xplane.pb", [0])
