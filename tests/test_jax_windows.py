@@ -64,10 +64,10 @@ def test_windows_put_together_are_the_whole_profile(path):
     data = xspace_bytes(path)
     whole = xplane.decode(data, "p").events
     gpu_ts = whole.filter(pl.col("device").is_not_null())["ts"].to_numpy()
-    # cuts inside the GPU work, one exactly at an event's start (it starts the later window), one before everything
-    # and one after everything (empty windows)
+    # cuts inside the GPU work, one exactly at an event's start (it starts the later window), one at the first GPU
+    # row (the window before holds host events only), one before everything and one after everything (empty windows)
     times = [*np.quantile(gpu_ts, [0.2, 0.5, 0.8]).astype(np.int64).tolist(), int(gpu_ts[len(gpu_ts) // 3]),
-             int(whole["ts"].min()) - 1, int(whole["ts"].max()) + 10]
+             int(gpu_ts.min()), int(whole["ts"].min()) - 1, int(whole["ts"].max()) + 10]
     cuts = xplane.time_cuts(data, "p", times)
     assert cuts is not None
     parts = _windows(data, cuts)
@@ -77,6 +77,8 @@ def test_windows_put_together_are_the_whole_profile(path):
         assert lo is None or (part["ts"] >= lo).all()
         assert hi is None or (part["ts"] < hi).all()
     assert parts[0].height == 0 and parts[-1].height == 0
+    host_only = parts[1]  # before the first GPU row
+    assert host_only.height > 0 and host_only["device"].is_null().all()
     assert sum(p.height for p in parts) == whole.height
     _explained(whole, _differing(whole, parts))
 

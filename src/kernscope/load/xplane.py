@@ -430,7 +430,9 @@ def _with_hlo(table: pl.DataFrame, hlo: pl.DataFrame, works: Works, number: np.n
     d = d.sort("_key").rename({"_p": "op_path"})
     at = pl.Series(number).set(pl.Series(number < 0), None)
     read = [c for c in HLO_COLUMNS if wanted(c) and c in d.columns]
-    found = d.select(read)[at]  # one gather of every column read (in parallel)
+    # one gather of every column read (in parallel; a null index gives nulls, all-null ones too: a time window may
+    # hold host events only)
+    found = d.select(pl.col(read).gather(at))
     table = table.with_columns(*(found[c] if c in read else nothing[c] for c in HLO_COLUMNS if c != "op_path"),
                                *([pl.coalesce(pl.col("op_path"), pl.lit(found["op_path"])).alias("op_path")] if "op_path" in read else []))
     # (the schedule's matches read the first program of each name, as every kernel did before programs were told apart)
