@@ -155,3 +155,50 @@ def test_damaged_profile_is_named(tmp_path):
     data = xspace_bytes(MLP)
     with pytest.raises(TraceError, match="damaged"):
         xplane.time_cuts(data[: len(data) // 2], "cut.xplane.pb", [0])
+
+
+# -- the plan: windows cut at quiet points, equal to the whole profile in every column ---------------------------------
+xplan = importlib.import_module("kernscope.load.xplan")
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_planned_windows_are_the_whole_profile_in_every_column(path):
+    data = xspace_bytes(path)
+    whole = xplane.decode(data, "p").events
+    plan = xplan.plan(data, "p", 3)
+    assert plan is not None and plan.windows >= 2  # every real profile here has quiet points
+    assert plan.shared.hlo_names is not None
+    parts = [xplane.decode(data, "p", window=xplane.Window(plan.cuts, k), shared=plan.shared).events
+             for k in range(plan.windows)]
+    assert all(p.height for p in parts)
+    assert _differing(whole, parts) == {}
+    # the profile's parts read once are what each window reads alone
+    alone = xplane.decode(data, "p", window=xplane.Window(plan.cuts, 1)).events
+    shared = parts[1]
+    assert _text(alone).drop("cat").equals(_text(shared).drop("cat"))
+
+
+def test_quiet_points_are_where_nothing_runs_and_nothing_is_pending():
+    # line 0: a host thread; line 1: a GPU stream. Host events [0, 10) [10, 20) [20, 40) [25, 30) [40, 50), launches at
+    # 12 (correlation 1) and 41 (correlation 2); the GPU rows of 1 at [15, 18), of 2 at [44, 46)
+    line = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1])
+    ts = np.array([0, 10, 12, 20, 25, 40, 41, 15, 44])
+    dur = np.array([10, 10, 1, 20, 5, 10, 1, 3, 2])
+    corr = pl.Series([None, None, 1, None, None, None, 2, 1, 2], dtype=pl.Int64)
+    got = xplan.quiet_points(line, ts, dur, corr, np.array([False, True]))
+    # 10: nothing runs (the first event ends at 10), nothing launched; 12: inside [10, 20); 20: row 1 ended at 18;
+    # 25 and 41: inside [20, 40) and [40, 50); 40: nothing runs, nothing pending; 0 is the first event's start
+    assert got.tolist() == [10, 20, 40]
+    # a GPU row launched at 12 that starts only at 21: 20 is no longer quiet (its work is pending)
+    late = ts.copy()
+    late[7] = 21
+    assert xplan.quiet_points(line, late, dur, corr, np.array([False, True])).tolist() == [10, 40]
+    # a line out of time order: no answer
+    assert xplan.quiet_points(line, ts[[1, 0, 2, 3, 4, 5, 6, 7, 8]], dur, corr, np.array([False, True])) is None
+
+
+def test_no_plan_for_one_window_or_without_the_compiled_scanner(monkeypatch):
+    data = xspace_bytes(MLP)
+    assert xplan.plan(data, "p", 1) is None
+    monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+    assert xplan.plan(data, "p", 3) is None

@@ -343,6 +343,7 @@ class Works:
     def __init__(self, model: Callable[[], tuple[Any, ...]] | None = None) -> None:
         self._build = model  #: builds the model on first use (None: no instruction)
         self._model: tuple[Any, ...] | None = None
+        self._done: dict[int, dict[str, Any]] = {}  #: each instruction's work, once computed (the windows of a profile share it)
 
     def of(self, rows: list[int]) -> pl.DataFrame:
         """``row`` and the :data:`WORK_SCHEMA` columns of the instructions ``rows`` (rows of :func:`instructions`)."""
@@ -350,7 +351,8 @@ class Works:
             return pl.DataFrame(schema={"row": pl.Int64, **WORK_SCHEMA})
         if self._model is None:
             self._model = self._build()
-        works = [_work(self._model, r) for r in rows]
+        model, done = self._model, self._done
+        works = [done[r] if r in done else done.setdefault(r, _work(model, r)) for r in rows]
         return pl.DataFrame({"row": rows, **{k: [w[k] for w in works] for k in WORK_SCHEMA}},
                             schema={"row": pl.Int64, **WORK_SCHEMA})
 

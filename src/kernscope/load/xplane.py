@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import mmap
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ from .chunk import EVENT_SCHEMA, FLOW_COLUMNS, META_COLUMNS, nulls
 from .hlo import Works
 from .native import distinct_rows as native_distinct_rows
 from .protowire import Fields, WireError, as_array, fields_of, walk
-from .xscan import FieldSpec, TimeCuts, decode_stats, last_value, scan_lines
+from .xscan import FieldSpec, LineScan, TimeCuts, decode_stats, last_value, scan_lines
 from .xscan import time_cuts as _time_cuts
 from .xstats import (
     FIELD_KINDS,
@@ -591,6 +591,61 @@ def _line_spans(planes: list[_Plane]) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 @dataclass(frozen=True)
+class _Base:
+    """What a decode reads of a profile before its events: the planes and their lines, the stat and event metadata."""
+
+    planes: list[_Plane]
+    hosts: list[str]
+    line_plane: np.ndarray
+    line_off: np.ndarray
+    line_len: np.ndarray
+    smd: pl.DataFrame
+    stat_lookup: Lookup
+    emd: pl.DataFrame
+    md_stat_rows: list[tuple[int, int, int, int]]
+    md_lookup: Lookup
+
+    @property
+    def stat_names(self) -> pl.Series:
+        return self.smd["stat"]
+
+
+def _base(buf: np.ndarray, n: int, path: str) -> _Base:
+    planes, hosts = _planes(buf, n, path)
+    line_plane, line_off, line_len = _line_spans(planes)
+    smd = _stat_metadata(buf, planes)
+    emd, md_stat_rows = _event_metadata(buf, planes)
+    return _Base(planes, hosts, line_plane, line_off, line_len, smd, Lookup(smd["plane"].to_numpy(), smd["id"].to_numpy()),
+                 emd, md_stat_rows, Lookup(emd["plane"].to_numpy(), emd["md"].to_numpy()))
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What every time window of one profile reads alike, read once (:func:`prepare`): the planes, their lines and
+    metadata, the modules' HLO programs with their work model, and the planes' own stats. A window's decode given it
+    reads only its events' bytes."""
+
+    base: _Base
+    hlo: tuple[pl.DataFrame, Works]
+    shared_names: list[str]  #: module names two programs share (:func:`_shared_names`)
+    plane_stats: dict[int, dict[str, Any]]
+    #: the HLO op and module names the whole profile's events name (:func:`plan` finds them; None: each window's own)
+    hlo_names: frozenset[str] | None = None
+
+
+def prepare(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> Shared:
+    """The parts of an XSpace every window's :func:`decode` reads alike (``decode(..., shared=prepare(data, path))``)."""
+    buf = as_array(data)
+    try:
+        base = _base(buf, len(data), path)
+        hlo = _hlo(buf, base.md_stat_rows, base.stat_lookup, base.stat_names)
+        return Shared(base, hlo, _shared_names(hlo[0]), {p.index: _plane_stats(buf, p, base.smd) for p in base.planes})
+    except WireError as e:
+        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
+        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+
+
+@dataclass(frozen=True)
 class Window:
     """Window ``index`` of a profile's lines cut at ``cuts.times`` (:func:`time_cuts`): of each line the events that
     start in ``[times[line, index - 1], times[line, index])`` (ns; the first window from the profile's beginning, the
@@ -634,7 +689,8 @@ def time_cuts(data: bytes | bytearray | memoryview | mmap.mmap, path: str, times
 
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None,
            stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
-           progress: Callable[[int, int], None] | None = None, window: Window | None = None) -> RawTrace:
+           progress: Callable[[int, int], None] | None = None, window: Window | None = None,
+           shared: Shared | None = None) -> RawTrace:
     """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table (``workers``: the
     scanner's threads at most; None: one per usable core). ``stats``: of :data:`XLA_COLUMNS`, those read; the
     others are null (one literal each: no memory; None: all read but :data:`~.xstats.OPT_IN_STATS`).
@@ -644,11 +700,12 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
     scanning threads (:func:`~kernscope.load.xscan.scan_lines`). ``window``: decode only the events that start in
     it (:func:`time_cuts`): every plane, line and metadata entry as for the whole profile, each line's events of the
     window; ``idx`` numbers the events as in the whole profile's table. The windows' tables, put together, are the
-    whole profile's table (``tests/test_jax_windows.py``); a window's ``metadata`` counts its own aggregated events."""
+    whole profile's table (``tests/test_jax_windows.py``); a window's ``metadata`` counts its own aggregated events.
+    ``shared``: the profile's parts every window reads alike (:func:`prepare`), read once for all windows."""
     n = len(data)
     buf = as_array(data)
     try:
-        raw = _decode(buf, n, path, workers, stats, scanned, progress, window)
+        raw = _decode(buf, n, path, workers, stats, scanned, progress, window, shared)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
@@ -662,15 +719,18 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
 
 def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
             stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
-            progress: Callable[[int, int], None] | None = None, window: Window | None = None) -> RawTrace:
+            progress: Callable[[int, int], None] | None = None, window: Window | None = None,
+            shared: Shared | None = None) -> RawTrace:
     def wanted(column: str) -> bool:  # (an XLA column that ``stats`` leaves out is null: not worth building)
         if stats is None:
             return column not in OPT_IN_STATS
         return column not in XLA_COLUMNS or column in stats
 
-    planes, hosts = _planes(buf, n, path)
+    base = shared.base if shared is not None else _base(buf, n, path)
+    planes, hosts, line_plane, line_off, line_len = base.planes, base.hosts, base.line_plane, base.line_off, base.line_len
+    smd, stat_lookup, stat_names = base.smd, base.stat_lookup, base.stat_names
+    emd, md_stat_rows, md_lookup = base.emd, base.md_stat_rows, base.md_lookup
     empty = np.zeros(0, np.int64)
-    line_plane, line_off, line_len = _line_spans(planes)
     header = None
     if window is not None:  # each line's run of the window's events, timed by the line's header
         if window.cuts.hdr.shape[0] != line_off.size:
@@ -678,9 +738,6 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
                              f"this one has {line_off.size:,})")
         line_off, line_len = window.cuts.window(window.index, line_off)
         header = window.cuts.hdr
-    smd = _stat_metadata(buf, planes)
-    stat_lookup = Lookup(smd["plane"].to_numpy(), smd["id"].to_numpy())
-    stat_names = smd["stat"]
     # the stats' columns: those read, and those the decode itself needs (the HLO op and module name the kernels'
     # instructions, the kernel details give the registers); the scanner gives the others no cells
     # (and the program id, which tells apart the programs of one module name, where the HLO columns are read)
@@ -697,19 +754,22 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
 
     flat = field_lut(smd["plane"].to_numpy(), smd["id"].to_numpy(), stat_names, unread)
     spec = FieldSpec(field_of, flat[0] if flat else None, flat[1] if flat else 0, FIELD_KINDS, unread)
-    emd, md_stat_rows = _event_metadata(buf, planes)
-    md_lookup = Lookup(emd["plane"].to_numpy(), emd["md"].to_numpy())
     # the modules' HLO (their HloProto metadata stats) parsed on a thread while the events are scanned: it reads the
     # metadata only, and the decode's side thread waited for it after the scan (0.05 s of a 207 MB profile)
     def hlo_early() -> tuple[tuple[pl.DataFrame, Works], list[str]]:
         hlo = _hlo(buf, md_stat_rows, stat_lookup, stat_names)
         return hlo, _shared_names(hlo[0])
 
-    early = ThreadPoolExecutor(1, thread_name_prefix="kernscope-hlo")
-    try:
-        hlo_parsed = early.submit(hlo_early)
-    finally:
-        early.shutdown(wait=False)  # (its thread ends with the parse)
+    hlo_parsed: Future[tuple[tuple[pl.DataFrame, Works], list[str]]]
+    if shared is not None:
+        hlo_parsed = Future()
+        hlo_parsed.set_result((shared.hlo, shared.shared_names))
+    else:
+        early = ThreadPoolExecutor(1, thread_name_prefix="kernscope-hlo")
+        try:
+            hlo_parsed = early.submit(hlo_early)
+        finally:
+            early.shutdown(wait=False)  # (its thread ends with the parse)
     scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup, workers=workers, progress=progress,
                       header=header)
     ne = scan.ev_md.size
@@ -723,19 +783,7 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
         names = ", ".join(p.name for p in planes[:8]) or "none"
         raise TraceError(path, f"this JAX/XLA profile has no GPU plane with events (planes: {names}); it was recorded "
                                "without a GPU (CPU or TPU only), or before any GPU work ran")
-    # stats -> columns: the events' own, and where an event has none of a field, its metadata's
-    unknown = scan.unknown
-    if md_stat_rows:
-        mp, mid, mo, ms = (np.array(c, dtype=np.int64) for c in zip(*md_stat_rows))
-        s_md, s_kind, s_val = decode_stats(buf, mo, ms)
-        s_field = fields[stat_lookup.rows(mp, s_md)]
-        sel = np.flatnonzero(s_field >= 0)
-        unknown += int(np.count_nonzero(s_field == -1))  # (a field left unread: not counted)
-        if sel.size:  # owner: a metadata entry -> every event of it (the event's name row is its entry)
-            e, i = _owned(md_lookup.rows(mp[sel], mid[sel]), sel, scan.ev_name, len(emd))
-            place(e, s_field[i], s_kind[i], s_val[i], mp[i], scan, stat_lookup)
-    cols, strings = columns(buf, scan, line_plane, stat_names, stat_lookup, skip=skip,
-                            codes_only={c for c in needed if not wanted(c)})
+    cols, strings, unknown = _stat_cells(buf, base, scan, fields, skip, {c for c in needed if not wanted(c)})
     # (the lines' names lie beside their events, all over the file: read before its pages go)
     line_names = [buf[o : o + k].tobytes().decode("utf-8", "replace") if o >= 0 else ""
                   for o, k in zip(scan.ln_name_off.tolist(), scan.ln_name_len.tolist())]
@@ -758,17 +806,20 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
         details_f = side.submit(kernel_details, strings["kernel_details"],
                                 [c for c in KERNEL_DETAIL_COLUMNS if wanted(c)]) if "kernel_details" in strings else None
         def hlo_side() -> tuple[tuple[np.ndarray, np.ndarray], tuple[pl.DataFrame, Works]]:
-            hlo, shared = hlo_parsed.result()
-            programs = cols.get("program_id") if shared else None
-            return _hlo_numbers(strings, name_row, is_gpu, occurrences, programs, shared), hlo
+            hlo, two_programs = hlo_parsed.result()
+            programs = cols.get("program_id") if two_programs else None
+            return _hlo_numbers(strings, name_row, is_gpu, occurrences, programs, two_programs), hlo
 
         hlo_f = side.submit(hlo_side)
-        plane_stats = {p.index: _plane_stats(buf, p, smd) for p in planes}
+        plane_stats = shared.plane_stats if shared is not None else {p.index: _plane_stats(buf, p, smd) for p in planes}
         vendor = next((str(s.get("device_vendor", "")) for s in plane_stats.values() if s.get("device_vendor")), "")
         amd = vendor.upper().startswith("AMD")
         host_pid = [str(plane_stats[p.index].get("process_id", p.name)) for p in planes]
         # the category of each event: from its name (decided once per distinct name) and where it is
-        hlo_names = {x for c in ("hlo_op", "hlo_module") for x in strings[c].used_texts()}
+        # (the HLO names of the whole profile where this is a window of it: those of the window's rows alone would make
+        # a host event an annotation where only another window's GPU rows name it)
+        hlo_names = (shared.hlo_names if shared is not None and shared.hlo_names is not None
+                     else _hlo_names(strings))
         nm = pl.Series(md_names, dtype=pl.String)
         low = nm.str.to_lowercase()
         gpu_cat = np.where(low.str.contains("memcpy|memorycopy|copybuffer").to_numpy(), 1,
@@ -848,6 +899,29 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     flows = pl.DataFrame(schema={c: (EVENT_SCHEMA.get(c, pl.Int64) if c != "idx" else pl.Int64) for c in FLOW_COLUMNS})
     metadata = _metadata(planes, plane_stats, hosts, unknown, int(occurrences.sum()), [p.name for p in planes])
     return RawTrace(table, metadata, flows=flows, meta_events=metas)
+
+
+def _stat_cells(buf: np.ndarray, base: _Base, scan: LineScan, fields: np.ndarray, skip: set[str],
+                codes_only: set[str]) -> tuple[dict[str, pl.Series], dict[str, Strings], int]:
+    """The scan's stats as columns (:func:`~kernscope.load.xstats.columns`): the events' own, and where an event has
+    none of a field, its metadata's; and the stats not known (counted)."""
+    unknown = scan.unknown
+    if base.md_stat_rows:
+        mp, mid, mo, ms = (np.array(c, dtype=np.int64) for c in zip(*base.md_stat_rows))
+        s_md, s_kind, s_val = decode_stats(buf, mo, ms)
+        s_field = fields[base.stat_lookup.rows(mp, s_md)]
+        sel = np.flatnonzero(s_field >= 0)
+        unknown += int(np.count_nonzero(s_field == -1))  # (a field left unread: not counted)
+        if sel.size:  # owner: a metadata entry -> every event of it (the event's name row is its entry)
+            e, i = _owned(base.md_lookup.rows(mp[sel], mid[sel]), sel, scan.ev_name, len(base.emd))
+            place(e, s_field[i], s_kind[i], s_val[i], mp[i], scan, base.stat_lookup)
+    cols, strings = columns(buf, scan, base.line_plane, base.stat_names, base.stat_lookup, skip=skip, codes_only=codes_only)
+    return cols, strings, unknown
+
+
+def _hlo_names(strings: dict[str, Strings]) -> frozenset[str]:
+    """The HLO op and module names the events name (a host event so named is an op)."""
+    return frozenset(x for c in ("hlo_op", "hlo_module") for x in strings[c].used_texts())
 
 
 def _window_idx(window: Window, line_events: np.ndarray, ev_line: np.ndarray) -> pl.Series:
