@@ -202,3 +202,33 @@ def test_no_plan_for_one_window_or_without_the_compiled_scanner(monkeypatch):
     assert xplan.plan(data, "p", 1) is None
     monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
     assert xplan.plan(data, "p", 3) is None
+
+
+@pytest.mark.parametrize("path", [MLP, TRANSFORMER], ids=lambda p: p.parent.name)
+def test_quiet_points_found_chunk_by_chunk_are_those_of_the_whole(path, monkeypatch):
+    whole = xplane.decode(xspace_bytes(path), "p").events
+    lines = whole.select("pid", "tid").unique(maintain_order=True).with_row_index("line")
+    ev = whole.join(lines, on=["pid", "tid"]).select("line", "ts", "dur", "correlation", "device")
+    gpu_line = lines.join(ev.group_by("line").agg(pl.col("device").is_not_null().any().alias("g")), on="line")["g"].to_numpy()
+    ev = ev.sort("line", "ts", maintain_order=True)
+
+    def found(parts: int) -> np.ndarray:
+        q = xplan._Quiet(gpu_line, int(ev["ts"].min()))
+        edges = np.linspace(int(ev["ts"].min()), int(ev["ts"].max()) + 1, parts + 1)
+        for a, b in zip(edges[:-1], edges[1:]):
+            c = ev.filter((pl.col("ts") >= a) & (pl.col("ts") < b))
+            q.add(c["line"].cast(pl.Int64).to_numpy(), c["ts"].to_numpy(), c["dur"].to_numpy(), c["correlation"])
+        points, before = q.result()
+        assert before.tolist() == [int((ev["ts"] < t).sum()) for t in points.tolist()]  # the events before each
+        return points
+
+    one = found(1)
+    assert one.size >= 3
+    assert found(7).tolist() == one.tolist() == found(40).tolist()
+    # the plan in many small chunks cuts where it cuts in one
+    data = xspace_bytes(path)
+    in_one = xplan.plan(data, "p", 3)
+    monkeypatch.setattr(xplan, "CHUNK_BYTES", 2048)
+    in_many = xplan.plan(data, "p", 3)
+    assert in_one is not None and in_many is not None
+    assert in_many.cuts.times.tolist() == in_one.cuts.times.tolist()

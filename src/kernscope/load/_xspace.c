@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 19; }
+int64_t ks_abi_version(void) { return 20; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -249,11 +249,13 @@ static inline int64_t ps_to_ns(int64_t a) {
  * - hdr[4 li ..]: the line's id, timestamp_ns and name span as ks_scan_events reports them;
  * - order[li]: 1 when the line's timed events start in time order (each at or after the one before; an aggregated
  *   event, num_occurrences instead of an offset, has no time and is not compared), else 0, and then its at and
- *   before are not to be used (its windows are not runs).
+ *   before are not to be used (its windows are not runs);
+ * - span[2 li ..]: the first and the last start of the line's timed events (INT64_MAX, INT64_MIN where it has none).
  * The header is read first (a line's timestamp may follow its events). 0, or -1 on bad data (before[0]: the
  * offset). */
 int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
-                     const int64_t *cuts, int64_t ncuts, int64_t *at, int64_t *before, int64_t *hdr, uint8_t *order) {
+                     const int64_t *cuts, int64_t ncuts, int64_t *at, int64_t *before, int64_t *hdr, uint8_t *order,
+                     int64_t *span) {
     for (int64_t li = 0; li < nlines; li++) {
         int64_t p = line_off[li], end = line_off[li] + line_len[li], r = li * (ncuts + 1);
         int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
@@ -273,7 +275,7 @@ int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
         hdr[4 * li + 1] = ts;
         if (name_len > 0 || disp_off < 0) { hdr[4 * li + 2] = name_off; hdr[4 * li + 3] = name_len; }
         else { hdr[4 * li + 2] = disp_off; hdr[4 * li + 3] = disp_len; }
-        int64_t k = 0, n = 0, last = INT64_MIN;
+        int64_t k = 0, n = 0, last = INT64_MIN, first = INT64_MAX;
         const int64_t *cut = cuts + li * ncuts;
         uint8_t sorted = 1;
         p = line_off[li];
@@ -297,6 +299,7 @@ int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
             if (timed) {
                 int64_t start = (int64_t)((uint64_t)ts + (uint64_t)ps_to_ns(offset));
                 if (start < last) sorted = 0;
+                if (first == INT64_MAX) first = start;
                 last = start;
                 while (k < ncuts && start >= cut[k]) { at[r + k] = at0; before[r + k] = n; k++; }
             }
@@ -304,6 +307,8 @@ int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
         }
         for (; k <= ncuts; k++) { at[r + k] = end; before[r + k] = n; }
         order[li] = sorted;
+        span[2 * li] = first;
+        span[2 * li + 1] = last;
     }
     return 0;
 }

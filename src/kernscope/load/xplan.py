@@ -65,13 +65,18 @@ def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: i
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
 
 
+#: the plan reads the events in time chunks of about this many bytes each (its memory is one chunk's)
+CHUNK_BYTES = 32 << 20
+
+
 def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) -> Plan | None:
     base = shared.base
     skip = {f.column for f in STAT_FIELDS if f.column not in _READ}
     unread = frozenset(i for i, f in enumerate(STAT_FIELDS) if f.column in skip)
     fields = field_table(base.stat_names, unread)
     flat = field_lut(base.smd["plane"].to_numpy(), base.smd["id"].to_numpy(), base.stat_names, unread)
-    if flat is None:
+    whole = time_cuts(buf, base.line_off, base.line_len, np.zeros(0, np.int64))  # headers, spans, time order
+    if flat is None or whole is None:
         return None
 
     def field_of(plane: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -79,92 +84,113 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) ->
         return out
 
     spec = FieldSpec(field_of, flat[0], flat[1], FIELD_KINDS, unread)
-    scan = scan_lines(buf, base.line_off, base.line_len, base.line_plane, spec, base.stat_lookup, base.md_lookup,
-                      workers=workers)
-    cols, strings, _ = _stat_cells(buf, base, scan, fields, skip, {"hlo_op", "hlo_module"})
-    names = _hlo_names(strings)
-    timed = ~scan.ev_flags.view(np.bool_)  # (aggregated events have no time)
-    device = np.array([-1 if _device_of(p.name) is None else _device_of(p.name) for p in base.planes], dtype=np.int64)
-    gpu_line = device[base.line_plane] >= 0 if base.line_plane.size else np.zeros(0, dtype=bool)
-    quiet = _Quiet(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed], cols["correlation"].filter(pl.Series(timed)),
-                   gpu_line)
-    if not quiet.ordered:
+    timed_lines = whole.span[:, 0] <= whole.span[:, 1]
+    if not timed_lines.any():
         return None
-    targets = np.quantile(scan.ev_ts[timed], np.arange(1, windows) / windows)
-    del scan, cols, strings
-    found = [quiet.nearest(float(t)) for t in targets]
-    times = np.unique(np.array([t for t in found if t is not None], dtype=np.int64))
-    if times.size == 0:
-        return None
-    cuts = time_cuts(buf, base.line_off, base.line_len, times)
+    lo, hi = int(whole.span[timed_lines, 0].min()), int(whole.span[timed_lines, 1].max())
+    chunks = max(1, min(64, int(base.line_len.sum()) // CHUNK_BYTES))
+    edges = np.unique(np.linspace(lo, hi + 1, chunks + 1)[1:-1].astype(np.int64))
+    cuts = time_cuts(buf, base.line_off, base.line_len, edges)
     if cuts is None:
         return None
-    return Plan(cuts, dataclasses.replace(shared, hlo_names=names))
+    device = np.array([-1 if _device_of(p.name) is None else _device_of(p.name) for p in base.planes], dtype=np.int64)
+    finder = _Quiet(device[base.line_plane] >= 0 if base.line_plane.size else np.zeros(0, dtype=bool), lo)
+    names: set[str] = set()
+    for k in range(edges.size + 1):  # each chunk's events scanned, its quiet candidates found, then dropped
+        off, size = cuts.window(k, base.line_off)
+        scan = scan_lines(buf, off, size, base.line_plane, spec, base.stat_lookup, base.md_lookup, workers=workers,
+                          header=cuts.hdr)
+        cols, strings, _ = _stat_cells(buf, base, scan, fields, skip, {"hlo_op", "hlo_module"})
+        names |= _hlo_names(strings)
+        timed = ~scan.ev_flags.view(np.bool_)  # (aggregated events have no time)
+        if timed.all():  # (no copies where every event is timed)
+            finder.add(scan.ev_line, scan.ev_ts, scan.ev_dur, cols["correlation"])
+        else:
+            finder.add(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed],
+                       cols["correlation"].filter(pl.Series(timed)))
+        del scan, cols, strings
+    quiet, before = finder.result()
+    if quiet.size == 0:
+        return None
+    # the quiet points nearest the events' quantiles, by the events before each
+    targets = finder.events * np.arange(1, windows) / windows
+    at = np.clip(np.searchsorted(before, targets), 1, max(quiet.size - 1, 1))
+    lower = np.minimum(at - 1, quiet.size - 1)
+    upper = np.minimum(at, quiet.size - 1)
+    near = np.where(np.abs(before[lower] - targets) <= np.abs(before[upper] - targets), lower, upper)
+    planned = time_cuts(buf, base.line_off, base.line_len, np.unique(quiet[near]))
+    if planned is None:
+        return None
+    return Plan(planned, dataclasses.replace(shared, hlo_names=frozenset(names)))
 
 
 class _Quiet:
-    """Tests moments for quietness (module docstring) over the events given by their line (non-decreasing), start and
-    duration (ns) and correlation id (null: none); ``gpu_line``: per line, whether it is a GPU stream."""
+    """Finds the quiet points (module docstring) of events given chunk by chunk in time order (:meth:`add`): a chunk's
+    events all start after the previous chunk's, by line (non-decreasing) and start within a line. ``gpu_line``: per
+    line, whether it is a GPU stream; ``first``: the first event's start (a cut there or before leaves a window
+    empty)."""
 
-    def __init__(self, line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation: pl.Series,
-                 gpu_line: np.ndarray) -> None:
-        is_gpu = gpu_line[line] if line.size else np.zeros(0, dtype=bool)
-        #: the first event's start: a cut there or before it would leave a window empty
-        self.first = int(ts.min()) if ts.size else 0
-        # (kind="stable": a merge of sorted runs, each line's; the default sort took 3x as long)
-        self.host_starts = np.sort(ts[~is_gpu], kind="stable")  #: the candidates: host events' starts
-        bounds = np.flatnonzero(np.diff(line)) + 1
-        #: per line: its events' starts and the latest end so far (its events start in time order)
-        self.lines: list[tuple[np.ndarray, np.ndarray]] = []
+    def __init__(self, gpu_line: np.ndarray, first: int) -> None:
+        self.gpu_line = gpu_line
+        self.first = first
         self.ordered = True
+        self.events = 0  #: the events given so far
+        self.running = np.full(gpu_line.size, np.iinfo(np.int64).min, dtype=np.int64)  #: each line's latest end so far
+        self.idle: list[np.ndarray] = []  #: host starts at which nothing runs, chunk by chunk
+        self.idle_before: list[np.ndarray] = []  #: the events that start before each
+        self.launches: list[pl.DataFrame] = []  #: (correlation, the earliest launch)
+        self.rows: list[pl.DataFrame] = []  #: (correlation, the latest GPU row start)
+
+    def add(self, line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation: pl.Series) -> None:
+        is_gpu = self.gpu_line[line] if line.size else np.zeros(0, dtype=bool)
+        cand = np.unique(ts[~is_gpu])
+        cand = cand[cand > self.first]
+        ok = np.ones(cand.size, dtype=bool)
+        bounds = np.flatnonzero(np.diff(line)) + 1
+        seen = np.zeros(self.running.size, dtype=bool)
         for a, b in zip(np.concatenate([[0], bounds]).tolist(), np.concatenate([bounds, [line.size]]).tolist()):
-            s = ts[a:b]
+            if a == b:
+                continue
+            li, s = int(line[a]), ts[a:b]
             if s.size > 1 and (np.diff(s) < 0).any():
                 self.ordered = False
-            self.lines.append((s, np.maximum.accumulate(s + dur[a:b])))
-        # each GPU row's launch (the earliest host event of its correlation id): pending over (launch, start]
+            running = np.maximum(np.maximum.accumulate(s + dur[a:b]), self.running[li])
+            i = np.searchsorted(s, cand, side="left")  # the line's events that start before each candidate
+            ok &= np.where(i > 0, running[np.maximum(i - 1, 0)], self.running[li]) <= cand
+            self.running[li] = running[-1]
+            seen[li] = True
+        if (~seen).any():  # the lines without an event in this chunk: what still runs from before
+            ok &= self.running[~seen].max() <= cand
+        starts = np.sort(ts, kind="stable")
+        self.idle.append(cand[ok])
+        self.idle_before.append(self.events + np.searchsorted(starts, cand[ok], side="left"))
+        self.events += int(ts.size)
         has = correlation.is_not_null().to_numpy()
-        corr = correlation.fill_null(-1).to_numpy()
-        launches = (pl.DataFrame({"c": corr[has & ~is_gpu], "launch": ts[has & ~is_gpu]})
-                    .group_by("c").agg(pl.col("launch").min()))
-        rows = (pl.DataFrame({"c": corr[has & is_gpu], "start": ts[has & is_gpu]}).join(launches, on="c", how="inner")
-                .filter(pl.col("launch") < pl.col("start")))
-        self.launch = np.sort(rows["launch"].to_numpy(), kind="stable")
-        self.start = np.sort(rows["start"].to_numpy(), kind="stable")
+        if has.any():
+            corr = correlation.fill_null(-1).to_numpy()
+            host, gpu = has & ~is_gpu, has & is_gpu
+            self.launches.append(pl.DataFrame({"c": corr[host], "t": ts[host]}).group_by("c").agg(pl.col("t").min()))
+            self.rows.append(pl.DataFrame({"c": corr[gpu], "t": ts[gpu]}).group_by("c").agg(pl.col("t").max()))
 
-    def test(self, t: np.ndarray) -> np.ndarray:
-        """Whether each moment of ``t`` (ns, sorted) is quiet."""
-        ok = np.ones(t.size, dtype=bool)
-        for s, running in self.lines:
-            i = np.searchsorted(s, t, side="left")  # the line's events that start before each moment
-            ok &= (i == 0) | (running[np.maximum(i - 1, 0)] <= t)
-        # pending rows: launched before t, starting at or after it (launch < t <= start)
-        pending = np.searchsorted(self.launch, t, side="left") - np.searchsorted(self.start, t, side="left")
-        out: np.ndarray = ok & (pending == 0)
-        return out
-
-    def all(self) -> np.ndarray:
-        """Every quiet point (ns, sorted, distinct)."""
-        t = np.unique(self.host_starts)
-        t = t[t > self.first]
-        out: np.ndarray = t[self.test(t)]
-        return out
-
-    def nearest(self, target: float, reach: int = 1024) -> int | None:
-        """The quiet point nearest ``target`` (ns), searched among the host starts around it, ``reach`` of them on each
-        side and twice as many each time none is quiet; None where no host start is."""
-        hs = self.host_starts
-        at = int(np.searchsorted(hs, target))
-        while True:
-            lo, hi = max(at - reach, 0), min(at + reach, hs.size)
-            t = np.unique(hs[lo:hi])
-            t = t[t > self.first]
-            q = t[self.test(t)]
-            if q.size:
-                return int(q[np.argmin(np.abs(q - target))])
-            if lo == 0 and hi == hs.size:
-                return None
-            reach *= 2
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """The quiet points (ns, sorted, distinct) and the events that start before each; empty where a line's events
+        are out of time order."""
+        empty = np.zeros(0, np.int64)
+        if not self.ordered or not self.idle:
+            return empty, empty
+        idle, before = np.concatenate(self.idle), np.concatenate(self.idle_before)
+        if self.launches and self.rows:
+            # pending: a GPU row launched before the moment that starts at or after it; per correlation id, the
+            # moments in (its launch, its latest row's start]
+            launch = pl.concat(self.launches).group_by("c").agg(pl.col("t").min())
+            latest = pl.concat(self.rows).group_by("c").agg(pl.col("t").max().alias("end"))
+            spans = launch.join(latest, on="c", how="inner").filter(pl.col("t") < pl.col("end"))
+            lo = np.sort(spans["t"].to_numpy())
+            hi = np.sort(spans["end"].to_numpy())
+            pending = np.searchsorted(lo, idle, side="left") - np.searchsorted(hi, idle, side="left")
+            keep = pending == 0
+            idle, before = idle[keep], before[keep]
+        return idle, before
 
 
 def quiet_points(line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation: pl.Series,
@@ -173,5 +199,6 @@ def quiet_points(line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation:
     launched GPU row is pending (module docstring), of the events given by their line (non-decreasing), start and
     duration (ns) and correlation id (null: none); ``gpu_line``: per line, whether it is a GPU stream. None where a
     line's events are out of time order."""
-    q = _Quiet(line, ts, dur, correlation, gpu_line)
-    return q.all() if q.ordered else None
+    q = _Quiet(gpu_line, int(ts.min()) if ts.size else 0)
+    q.add(line, ts, dur, correlation)
+    return q.result()[0] if q.ordered else None

@@ -126,12 +126,14 @@ class TimeCuts:
     beginning and the last to the end (``cuts + 1`` windows). Per line and cut (``(lines, cuts + 1)`` int64; the last
     column: the line's end): ``at``, the offset of the line's first event that starts at or after the cut;
     ``before``, the line's events before ``at`` (aggregated ones too). ``hdr``: each line's id, timestamp_ns and
-    name span."""
+    name span. ``span``: each line's first and last event start (ns; ``(lines, 2)``; int64's max and min for a line
+    without a timed event)."""
 
     times: np.ndarray
     at: np.ndarray
     before: np.ndarray
     hdr: np.ndarray
+    span: np.ndarray
 
     def window(self, k: int, line_off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Window ``k``'s run of each line: (offsets, lengths), int64 (``line_off``: the lines' own offsets)."""
@@ -156,13 +158,13 @@ def time_cuts(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, times
     w = t.shape[1] + 1
     offs, lens = np.ascontiguousarray(line_off, dtype=np.int64), np.ascontiguousarray(line_len, dtype=np.int64)
     at, before = np.zeros(n * w, np.int64), np.zeros(max(n * w, 1), np.int64)
-    hdr, order = np.zeros(4 * n, np.int64), np.zeros(n, np.uint8)
+    hdr, order, span = np.zeros(4 * n, np.int64), np.zeros(n, np.uint8), np.zeros(2 * n, np.int64)
     if n and lib.ks_time_cuts(_ptr(buf), ctypes.c_int64(buf.size), _ptr(offs), _ptr(lens), ctypes.c_int64(n), _ptr(t),
-                              ctypes.c_int64(w - 1), _ptr(at), _ptr(before), _ptr(hdr), _ptr(order)) < 0:
+                              ctypes.c_int64(w - 1), _ptr(at), _ptr(before), _ptr(hdr), _ptr(order), _ptr(span)) < 0:
         raise WireError("a field of an event line does not fit in it", int(before[0]))
     if not order.all():
         return None
-    return TimeCuts(t, at.reshape(n, w), before[: n * w].reshape(n, w), hdr.reshape(n, 4))
+    return TimeCuts(t, at.reshape(n, w), before[: n * w].reshape(n, w), hdr.reshape(n, 4), span.reshape(n, 2))
 
 
 class _Tally:
