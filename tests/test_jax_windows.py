@@ -209,7 +209,8 @@ def test_quiet_points_found_chunk_by_chunk_are_those_of_the_whole(path, monkeypa
     whole = xplane.decode(xspace_bytes(path), "p").events
     lines = whole.select("pid", "tid").unique(maintain_order=True).with_row_index("line")
     ev = whole.join(lines, on=["pid", "tid"]).select("line", "ts", "dur", "correlation", "device")
-    gpu_line = lines.join(ev.group_by("line").agg(pl.col("device").is_not_null().any().alias("g")), on="line")["g"].to_numpy()
+    gpu = ev.group_by("line").agg(pl.col("device").is_not_null().any().alias("g"))
+    gpu_line = lines.join(gpu, on="line", how="left", maintain_order="left")["g"].to_numpy()
     ev = ev.sort("line", "ts", maintain_order=True)
 
     def found(parts: int) -> np.ndarray:
