@@ -1,5 +1,6 @@
-"""Session 74: a JAX profile decoded a time window at a time (``xplane.time_cuts`` + ``decode(window=...)``) against
-the whole decode, each in a fresh process: wall time and peak RSS. Usage: python s74_windows.py PROFILE [WINDOWS]."""
+"""Session 74: a JAX profile decoded a time window at a time (``xplane.time_cuts`` + ``decode(window=...)``; "planned":
+``xplan.plan``'s windows at quiet points, the shared parts read once, the plan's time as ``cuts_s``) against the whole
+decode, each in a fresh process: wall time and peak RSS. Usage: python s74_windows.py PROFILE [WINDOWS]."""
 
 from __future__ import annotations
 
@@ -26,6 +27,20 @@ if mode == "whole":
     ev = xp.decode(data, path).events
     rows, gpu = ev.height, int(ev["device"].is_not_null().sum())
     del ev
+elif mode == "planned":  # xplan.plan: k windows cut at quiet points, the profile's shared parts read once
+    xpl = importlib.import_module("kernscope.load.xplan")
+    t1 = time.perf_counter()
+    plan = xpl.plan(data, path, k)
+    cut_s = time.perf_counter() - t1
+    rows = gpu = 0
+    for w in range(plan.windows):
+        tw = time.perf_counter()
+        ev = xp.decode(data, path, window=xp.Window(plan.cuts, w), shared=plan.shared).events
+        rows += ev.height
+        gpu += int(ev["device"].is_not_null().sum())
+        per.append((round(time.perf_counter() - tw, 3), ev.height))
+        del ev
+        gc.collect()
 else:  # k windows of equal time over the GPU rows' span, one after another, each freed before the next
     span = json.loads(sys.argv[4])
     t1 = time.perf_counter()
@@ -53,7 +68,7 @@ def main() -> None:
                           check=True).stdout.strip()
     print(f"profile {path}; the GPU rows' span (ns) {span}")
     for rnd in range(3):
-        for mode, k in [("whole", 1), *(("windows", k) for k in ks)]:
+        for mode, k in [("whole", 1), *(("windows", k) for k in ks), *(("planned", k) for k in ks)]:
             out = subprocess.run([sys.executable, "-c", CHILD, path, mode, str(k), span], capture_output=True, text=True,
                                  check=True)
             print(f"round {rnd}: {out.stdout.strip()}")
