@@ -233,3 +233,24 @@ def test_quiet_points_found_chunk_by_chunk_are_those_of_the_whole(path, monkeypa
     in_many = xplan.plan(data, "p", 3)
     assert in_one is not None and in_many is not None
     assert in_many.cuts.times.tolist() == in_one.cuts.times.tolist()
+
+
+@pytest.mark.parametrize("path", [MLP, TRANSFORMER, *sorted(TRACELENS_JAX.glob("*.xplane.pb"))], ids=lambda p: p.name)
+def test_cuts_from_the_sparse_index_are_those_of_a_whole_walk(path):
+    xscan = importlib.import_module("kernscope.load.xscan")
+    from kernscope.load.protowire import as_array
+
+    data = xspace_bytes(path)
+    buf = as_array(data)
+    _, off, size = xplane._line_spans(xplane._planes(buf, len(data), "p")[0])
+    for stride in (1, 3, 64, 512):
+        index = xscan.line_index(buf, off, size, stride)
+        timed = index.span[:, 0] <= index.span[:, 1]
+        lo, hi = int(index.span[timed, 0].min()), int(index.span[timed, 1].max())
+        rng = np.random.default_rng(stride)
+        # random times, every kind of edge: an indexed event's start, the first and last starts, before and after all
+        times = np.unique(np.concatenate([rng.integers(lo - 10, hi + 10, 40), index.start[rng.integers(0, index.start.size, 10)],
+                                          [lo, hi, lo - 1, hi + 1]]))
+        got, want = index.cuts(times), xscan.time_cuts(buf, off, size, times)
+        for field in ("times", "at", "before", "hdr", "span"):
+            assert np.array_equal(getattr(got, field), getattr(want, field)), (stride, field)

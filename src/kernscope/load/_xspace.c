@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 20; }
+int64_t ks_abi_version(void) { return 21; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -251,15 +251,17 @@ static inline int64_t ps_to_ns(int64_t a) {
  *   event, num_occurrences instead of an offset, has no time and is not compared), else 0, and then its at and
  *   before are not to be used (its windows are not runs);
  * - span[2 li ..]: the first and the last start of the line's timed events (INT64_MAX, INT64_MIN where it has none).
- * The header is read first (a line's timestamp may follow its events). 0, or -1 on bad data (before[0]: the
- * offset). */
+ * The header is read first (a line's timestamp may follow its events). Where ts_given is not NULL, the spans are
+ * runs of events of lines whose timestamps it gives (no header is read; hdr is not written). 0, or -1 on bad data
+ * (before[0]: the offset). */
 int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
-                     const int64_t *cuts, int64_t ncuts, int64_t *at, int64_t *before, int64_t *hdr, uint8_t *order,
-                     int64_t *span) {
+                     const int64_t *cuts, int64_t ncuts, const int64_t *ts_given, int64_t *at, int64_t *before,
+                     int64_t *hdr, uint8_t *order, int64_t *span) {
     for (int64_t li = 0; li < nlines; li++) {
         int64_t p = line_off[li], end = line_off[li] + line_len[li], r = li * (ncuts + 1);
         int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
         if (end > nbuf) { before[0] = p; return -1; }
+        if (ts_given) { ts = ts_given[li]; p = end; }
         while (p < end) { /* the header */
             int64_t at0 = p, off = 0, len = 0;
             uint64_t tag, val = 0;
@@ -271,10 +273,12 @@ int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
             else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
             else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
         }
-        hdr[4 * li] = id;
-        hdr[4 * li + 1] = ts;
-        if (name_len > 0 || disp_off < 0) { hdr[4 * li + 2] = name_off; hdr[4 * li + 3] = name_len; }
-        else { hdr[4 * li + 2] = disp_off; hdr[4 * li + 3] = disp_len; }
+        if (!ts_given) {
+            hdr[4 * li] = id;
+            hdr[4 * li + 1] = ts;
+            if (name_len > 0 || disp_off < 0) { hdr[4 * li + 2] = name_off; hdr[4 * li + 3] = name_len; }
+            else { hdr[4 * li + 2] = disp_off; hdr[4 * li + 3] = disp_len; }
+        }
         int64_t k = 0, n = 0, last = INT64_MIN, first = INT64_MAX;
         const int64_t *cut = cuts + li * ncuts;
         uint8_t sorted = 1;
@@ -282,8 +286,10 @@ int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
         while (p < end) {
             int64_t at0 = p, off = 0, len = 0;
             uint64_t tag, val = 0;
-            rd_varint(b, &p, end, &tag); /* (checked by the walk above) */
-            skip_value(b, &p, end, (int)(tag & 7), &val, &off, &len);
+            if (rd_varint(b, &p, end, &tag) || (tag >> 3) == 0 || skip_value(b, &p, end, (int)(tag & 7), &val, &off, &len)) {
+                before[0] = at0; /* (only where the header walk above did not check it) */
+                return -1;
+            }
             if (tag != ((4 << 3) | 2)) continue;
             int64_t q = off, qend = off + len, offset = 0;
             int timed = 1;
@@ -311,6 +317,78 @@ int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
         span[2 * li + 1] = last;
     }
     return 0;
+}
+
+/* A sparse index of each line's events in time: every `stride`-th timed event of a line (its first included) as a
+ * row (ix_line, ix_off: the offset of its field, ix_start: its start in ns as ks_time_cuts times it, ix_count: the
+ * line's events before it, aggregated ones too), with the header, time order and span of each line as ks_time_cuts
+ * gives them (hdr, order, span) and its events (total). The first event at or after a time then lies between two
+ * rows of its line (kernscope.load.xscan.TimeIndex), and ks_time_cuts finds it walking those rows' bytes only.
+ * Returns the rows, -1 on bad data (total[0]: the offset), -2 when more than cap rows were found. */
+int64_t ks_line_index(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
+                      int64_t stride, int64_t cap, int64_t *ix_line, int64_t *ix_off, int64_t *ix_start,
+                      int64_t *ix_count, int64_t *hdr, uint8_t *order, int64_t *span, int64_t *total) {
+    int64_t nix = 0;
+    if (stride < 1) return -2;
+    for (int64_t li = 0; li < nlines; li++) {
+        int64_t p = line_off[li], end = line_off[li] + line_len[li];
+        int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
+        if (end > nbuf) { total[0] = p; return -1; }
+        while (p < end) { /* the header */
+            int64_t at0 = p, off = 0, len = 0;
+            uint64_t tag, val = 0;
+            if (rd_varint(b, &p, end, &tag)) { total[0] = at0; return -1; }
+            int field = (int)(tag >> 3), wire = (int)(tag & 7);
+            if (field == 0 || skip_value(b, &p, end, wire, &val, &off, &len)) { total[0] = at0; return -1; }
+            if (field == 1 && wire == 0) id = (int64_t)val;
+            else if (field == 3 && wire == 0) ts = (int64_t)val;
+            else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
+            else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
+        }
+        hdr[4 * li] = id;
+        hdr[4 * li + 1] = ts;
+        if (name_len > 0 || disp_off < 0) { hdr[4 * li + 2] = name_off; hdr[4 * li + 3] = name_len; }
+        else { hdr[4 * li + 2] = disp_off; hdr[4 * li + 3] = disp_len; }
+        int64_t n = 0, timed_n = 0, last = INT64_MIN, first = INT64_MAX;
+        uint8_t sorted = 1;
+        p = line_off[li];
+        while (p < end) {
+            int64_t at0 = p, off = 0, len = 0;
+            uint64_t tag, val = 0;
+            rd_varint(b, &p, end, &tag); /* (checked by the walk above) */
+            skip_value(b, &p, end, (int)(tag & 7), &val, &off, &len);
+            if (tag != ((4 << 3) | 2)) continue;
+            int64_t q = off, qend = off + len, offset = 0;
+            int timed = 1;
+            while (q < qend) {
+                int64_t eat = q, eoff = 0, elen = 0;
+                uint64_t etag, ev_val = 0;
+                if (rd_varint(b, &q, qend, &etag)) { total[0] = eat; return -1; }
+                int ef = (int)(etag >> 3), ew = (int)(etag & 7);
+                if (ef == 0 || skip_value(b, &q, qend, ew, &ev_val, &eoff, &elen)) { total[0] = eat; return -1; }
+                if (ew == 0 && ef == 2) offset = (int64_t)ev_val;
+                else if (ew == 0 && ef == 5) timed = 0;
+            }
+            if (timed) {
+                int64_t start = (int64_t)((uint64_t)ts + (uint64_t)ps_to_ns(offset));
+                if (start < last) sorted = 0;
+                if (first == INT64_MAX) first = start;
+                last = start;
+                if (timed_n % stride == 0) {
+                    if (nix >= cap) return -2;
+                    ix_line[nix] = li; ix_off[nix] = at0; ix_start[nix] = start; ix_count[nix] = n;
+                    nix++;
+                }
+                timed_n++;
+            }
+            n++;
+        }
+        order[li] = sorted;
+        span[2 * li] = first;
+        span[2 * li + 1] = last;
+        total[li] = n;
+    }
+    return nix;
 }
 
 /* ---- the events of XLine messages, with their stats as typed columns (kernscope.load.xscan) -------------- */

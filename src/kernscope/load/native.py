@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 20
+ABI_VERSION = 21
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,8 +34,8 @@ def _library() -> Any:
                 lib.ks_abi_version.restype = ctypes.c_int64
                 if lib.ks_abi_version() != ABI_VERSION:
                     return None
-                for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_time_cuts", "ks_count_fields", "ks_fields",
-                           "ks_innermost", "ks_nest",
+                for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_time_cuts", "ks_line_index",
+                           "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest",
                            "ks_search_right", "ks_union_lengths", "ks_idle_gaps", "ks_clip", "ks_code_range",
                            "ks_distinct_keys", "ks_distinct_number", "ks_mark_used", "ks_window_of", "ks_node_windows",
                            "ks_group_last_max"):

@@ -30,7 +30,7 @@ from ..errors import TraceError
 from .native import scanner
 from .protowire import WireError, as_array
 from .xplane import Shared, _device_of, _hlo_names, _stat_cells, prepare
-from .xscan import FieldSpec, TimeCuts, scan_lines, time_cuts
+from .xscan import FieldSpec, TimeCuts, line_index, scan_lines
 from .xstats import FIELD_KINDS, STAT_FIELDS, field_lut, field_table
 
 #: the stats a plan reads (the correlation id: the pending launches; the HLO op and module: the names)
@@ -75,8 +75,10 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) ->
     unread = frozenset(i for i, f in enumerate(STAT_FIELDS) if f.column in skip)
     fields = field_table(base.stat_names, unread)
     flat = field_lut(base.smd["plane"].to_numpy(), base.smd["id"].to_numpy(), base.stat_names, unread)
-    whole = time_cuts(buf, base.line_off, base.line_len, np.zeros(0, np.int64))  # headers, spans, time order
-    if flat is None or whole is None:
+    # one walk of the lines' bytes: where their events lie in time (the chunks' and the windows' cuts are found from
+    # it walking a few hundred events a line each), their headers, spans and time order
+    index = line_index(buf, base.line_off, base.line_len)
+    if flat is None or index is None:
         return None
 
     def field_of(plane: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -84,19 +86,16 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) ->
         return out
 
     spec = FieldSpec(field_of, flat[0], flat[1], FIELD_KINDS, unread)
-    timed_lines = whole.span[:, 0] <= whole.span[:, 1]
+    timed_lines = index.span[:, 0] <= index.span[:, 1]
     if not timed_lines.any():
         return None
-    lo, hi = int(whole.span[timed_lines, 0].min()), int(whole.span[timed_lines, 1].max())
+    lo, hi = int(index.span[timed_lines, 0].min()), int(index.span[timed_lines, 1].max())
     chunks = max(1, min(64, int(base.line_len.sum()) // CHUNK_BYTES))
-    edges = np.unique(np.linspace(lo, hi + 1, chunks + 1)[1:-1].astype(np.int64))
-    cuts = time_cuts(buf, base.line_off, base.line_len, edges)
-    if cuts is None:
-        return None
+    cuts = index.cuts(np.unique(np.linspace(lo, hi + 1, chunks + 1)[1:-1].astype(np.int64)))
     device = np.array([-1 if _device_of(p.name) is None else _device_of(p.name) for p in base.planes], dtype=np.int64)
     finder = _Quiet(device[base.line_plane] >= 0 if base.line_plane.size else np.zeros(0, dtype=bool), lo)
     names: set[str] = set()
-    for k in range(edges.size + 1):  # each chunk's events scanned, its quiet candidates found, then dropped
+    for k in range(cuts.times.shape[1] + 1):  # each chunk's events scanned, its quiet candidates found, then dropped
         off, size = cuts.window(k, base.line_off)
         scan = scan_lines(buf, off, size, base.line_plane, spec, base.stat_lookup, base.md_lookup, workers=workers,
                           header=cuts.hdr)
@@ -118,10 +117,7 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) ->
     lower = np.minimum(at - 1, quiet.size - 1)
     upper = np.minimum(at, quiet.size - 1)
     near = np.where(np.abs(before[lower] - targets) <= np.abs(before[upper] - targets), lower, upper)
-    planned = time_cuts(buf, base.line_off, base.line_len, np.unique(quiet[near]))
-    if planned is None:
-        return None
-    return Plan(planned, dataclasses.replace(shared, hlo_names=frozenset(names)))
+    return Plan(index.cuts(np.unique(quiet[near])), dataclasses.replace(shared, hlo_names=frozenset(names)))
 
 
 class _Quiet:
