@@ -172,6 +172,13 @@ def test_planned_windows_are_the_whole_profile_in_every_column(path):
              for k in range(plan.windows)]
     assert all(p.height for p in parts)
     assert _differing(whole, parts) == {}
+    # each cut's next step: the first step annotation's start at or after it (where the last step before it ends)
+    steps = np.unique(whole.filter(pl.col("step_num").is_not_null() & pl.col("device").is_null())["ts"].to_numpy())
+    for t, after in zip(plan.cuts.times[0].tolist(), plan.step_after.tolist()):
+        later = steps[steps >= t]
+        assert after == (int(later[0]) if later.size else -1)
+    if path in (MLP, TRANSFORMER):  # (3 steps each, recorded with StepTraceAnnotation)
+        assert (plan.step_after > 0).all()
     # the profile's parts read once are what each window reads alone
     alone = xplane.decode(data, "p", window=xplane.Window(plan.cuts, 1)).events
     shared = parts[1]

@@ -8,13 +8,16 @@ another, the windows of a :func:`plan` put together are the whole profile's tabl
 - no launched GPU work is pending: every GPU row whose launch (the host event of its correlation id) is before the
   moment also starts before it.
 
-Then no event, launch, call-tree branch or command buffer's run of kernels spans two windows. The plan also reads the
-one thing of a row that the whole profile decides, the HLO op and module names the events name (a host event so
-named is an op), and gives it to every window's decode (:attr:`~kernscope.load.xplane.Shared.hlo_names`).
+Then no event, launch, call-tree branch or command buffer's run of kernels spans two windows; where the profile has
+step annotations (``StepTraceAnnotation``: events with a ``step_num``), no step does either, since an annotation runs
+through its step. The plan also reads the one thing of a row that the whole profile decides, the HLO op and module
+names the events name (a host event so named is an op), and gives it to every window's decode
+(:attr:`~kernscope.load.xplane.Shared.hlo_names`); and the start of the first step after each cut
+(:attr:`Plan.step_after`: the end of the span of a window's last step, as the whole profile's analysis takes it).
 
-Finding the quiet points reads every event's time, duration, correlation id and HLO names: a scan of the events'
-bytes that keeps 4 columns of the decode's ~30. A profile without a quiet point (a range open across the whole run, a
-GPU always behind its host) has no plan and is read whole.
+Finding the quiet points reads every event's time, duration, correlation id, step number and HLO names: a scan of the
+events' bytes that keeps 5 columns of the decode's ~30, a time chunk at a time. A profile without a quiet point (a
+range open across the whole run, a GPU always behind its host) has no plan and is read whole.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from .xscan import FieldSpec, TimeCuts, line_index, scan_lines
 from .xstats import FIELD_KINDS, STAT_FIELDS, field_lut, field_table
 
 #: the stats a plan reads (the correlation id: the pending launches; the HLO op and module: the names)
-_READ = ("correlation", "hlo_op", "hlo_module")
+_READ = ("correlation", "hlo_op", "hlo_module", "step_num")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class Plan:
 
     cuts: TimeCuts
     shared: Shared
+    #: per cut, the start of the first step annotation at or after it (ns; -1: none, or the profile has no step
+    #: annotations): where the span of the last step before the cut ends
+    step_after: np.ndarray
 
     @property
     def windows(self) -> int:
@@ -102,11 +108,12 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) ->
         cols, strings, _ = _stat_cells(buf, base, scan, fields, skip, {"hlo_op", "hlo_module"})
         names |= _hlo_names(strings)
         timed = ~scan.ev_flags.view(np.bool_)  # (aggregated events have no time)
+        step = cols["step_num"].is_not_null().to_numpy()  # (a StepTraceAnnotation)
         if timed.all():  # (no copies where every event is timed)
-            finder.add(scan.ev_line, scan.ev_ts, scan.ev_dur, cols["correlation"])
+            finder.add(scan.ev_line, scan.ev_ts, scan.ev_dur, cols["correlation"], step)
         else:
             finder.add(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed],
-                       cols["correlation"].filter(pl.Series(timed)))
+                       cols["correlation"].filter(pl.Series(timed)), step[timed])
         del scan, cols, strings
     quiet, before = finder.result()
     if quiet.size == 0:
@@ -117,7 +124,13 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) ->
     lower = np.minimum(at - 1, quiet.size - 1)
     upper = np.minimum(at, quiet.size - 1)
     near = np.where(np.abs(before[lower] - targets) <= np.abs(before[upper] - targets), lower, upper)
-    return Plan(index.cuts(np.unique(quiet[near])), dataclasses.replace(shared, hlo_names=frozenset(names)))
+    times = np.unique(quiet[near])
+    steps = np.unique(np.concatenate(finder.step_starts)) if finder.step_starts else np.zeros(0, np.int64)
+    step_after = np.full(times.size, -1, np.int64)
+    if steps.size:
+        at = np.searchsorted(steps, times, side="left")
+        step_after = np.where(at < steps.size, steps[np.minimum(at, steps.size - 1)], -1)
+    return Plan(index.cuts(times), dataclasses.replace(shared, hlo_names=frozenset(names)), step_after.astype(np.int64))
 
 
 class _Quiet:
@@ -134,10 +147,14 @@ class _Quiet:
         self.running = np.full(gpu_line.size, np.iinfo(np.int64).min, dtype=np.int64)  #: each line's latest end so far
         self.idle: list[np.ndarray] = []  #: host starts at which nothing runs, chunk by chunk
         self.idle_before: list[np.ndarray] = []  #: the events that start before each
+        self.step_starts: list[np.ndarray] = []  #: the step annotations' starts, chunk by chunk
         self.launches: list[pl.DataFrame] = []  #: (correlation, the earliest launch)
         self.rows: list[pl.DataFrame] = []  #: (correlation, the latest GPU row start)
 
-    def add(self, line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation: pl.Series) -> None:
+    def add(self, line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation: pl.Series,
+            step: np.ndarray | None = None) -> None:
+        """A chunk's events: line, start and duration (ns), correlation id (null: none), and whether each is a step
+        annotation (``step``, a ``StepTraceAnnotation``: None, none is)."""
         is_gpu = self.gpu_line[line] if line.size else np.zeros(0, dtype=bool)
         cand = np.unique(ts[~is_gpu])
         cand = cand[cand > self.first]
@@ -158,6 +175,8 @@ class _Quiet:
         if (~seen).any():  # the lines without an event in this chunk: what still runs from before
             ok &= self.running[~seen].max() <= cand
         starts = np.sort(ts, kind="stable")
+        if step is not None:
+            self.step_starts.append(np.unique(ts[step & ~is_gpu]))
         self.idle.append(cand[ok])
         self.idle_before.append(self.events + np.searchsorted(starts, cand[ok], side="left"))
         self.events += int(ts.size)
