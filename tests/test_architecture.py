@@ -47,7 +47,7 @@ MODULES: dict[str, int] = {
     "kernscope.analyze.ranks": 4, "kernscope.analyze.ranks.job": 4, "kernscope.analyze.ranks.summary": 4,
     "kernscope.analyze.ranks.worker": 4, "kernscope.analyze.report": 4, "kernscope.analyze.sources": 4, "kernscope.analyze.sql": 4,
     "kernscope.analyze.summary": 4,
-    "kernscope.analyze.timeline": 4, "kernscope.intra": 4, "kernscope.intra.align": 4, "kernscope.intra.decode": 4,
+    "kernscope.analyze.timeline": 4, "kernscope.analyze.windows": 4, "kernscope.intra": 4, "kernscope.intra.align": 4, "kernscope.intra.decode": 4,
     "kernscope.intra.device": 4, "kernscope.intra.export": 4, "kernscope.intra.hatchet": 4, "kernscope.intra.host": 4,
     "kernscope.intra.io": 4, "kernscope.intra.layout": 4, "kernscope.intra.override": 4,
     "kernscope.intra.protobuf": 4, "kernscope.intra.proton_session": 4, "kernscope.intra.rewrite": 4,

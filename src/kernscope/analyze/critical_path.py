@@ -99,13 +99,15 @@ _EMPTY = ({"step": pl.Int64, "step_us": _US, "length_us": _US, **{f"{s}_us": _US
           {"step": pl.Int64, "op": _TEXT, "host_us": _US})
 
 
-def _windows(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
+def _windows(trace: Trace, gpu: pl.DataFrame, next_start: int | None = None) -> pl.DataFrame:
     """step, start (S), T, _last: a step's time runs to the next step's start; the last one to its end or the end of
-    its GPU work, whichever is later (``_gpu_end``: the end of the GPU work launched in the step)."""
+    its GPU work, whichever is later (``_gpu_end``: the end of the GPU work launched in the step), or to
+    ``next_start`` where given (the trace is a time window of a profile whose next step starts there)."""
     st = trace.steps.select("step", "start", "end").sort("start")
     last_gpu = (gpu.lazy().filter(pl.col("step").is_not_null()).group_by("step").agg(pl.col("end").max().alias("_gpu_end"))
                 .collect())  # (lazy: two columns read, not a copy of every column of the rows in steps)
-    st = st.join(last_gpu, on="step", how="left").sort("start").with_columns(pl.col("start").shift(-1).alias("_next"))
+    st = st.join(last_gpu, on="step", how="left").sort("start").with_columns(
+        pl.col("start").shift(-1, fill_value=next_start).alias("_next"))
     # (automatic windows are GPU time ranges, the last one ending 1 ns after the last record: that record is its end)
     last_end = (pl.coalesce("_gpu_end", "end") if trace.step_source == "auto"
                 else pl.max_horizontal("end", "_gpu_end"))
@@ -396,15 +398,21 @@ def empty_path(notes: list[str]) -> CriticalPath:
 
 
 def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
-                  untraced_waits: bool = False) -> CriticalPath:
+                  untraced_waits: bool = False, next_start: int | None = None,
+                  launch_thread: tuple[str, str] | None = None) -> CriticalPath:
     """The critical path of every step of ``trace`` (or of ``step``). ``gpu``: the categorized GPU rows of the
     whole trace (``category``, ``launcher``, ``step``, ``launch_ts``, ``launch_pid``, ``launch_tid``).
 
     ``untraced_waits`` (JAX/XLA profiles): take a step's untraced tail on the host as a wait for the GPU work that
     ended in it (:func:`_untraced_waits`; XLA records no event for ``block_until_ready``), so that the path follows
     that work back through the GPU. Off by default: a heuristic, and the path then holds every kernel of such a step
-    (on a 975 MB profile 6.7 M nodes: the command +1.0-1.4 s, +0.1-0.4 GB of peak)."""
-    all_windows = _windows(trace, gpu)
+    (on a 975 MB profile 6.7 M nodes: the command +1.0-1.4 s, +0.1-0.4 GB of peak).
+
+    Where ``trace`` is a time window of a profile (:mod:`kernscope.analyze.windows`): ``next_start`` (ns), the start
+    of the profile's next step after the window's last one, where that step's time ends (None: the trace's last step
+    is the profile's); ``launch_thread`` (pid, tid as text), the profile's :func:`busiest_launcher`, the thread of a
+    step without an annotation of its own (None: the trace's)."""
+    all_windows = _windows(trace, gpu, next_start)
     windows = all_windows if step is None else all_windows.filter(pl.col("step") == step)
     if windows.height == 0 or gpu.height == 0:
         return empty_path(["no steps with GPU work: the critical path is per step"])
@@ -466,7 +474,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     launches = gpu.select("launch_pid", "launch_tid", "launch_ts").gather(pl.Series(launched if order is None else order[launched])).select(
         pl.Series("_for", launched, dtype=pl.Int64), pl.col("launch_pid").cast(pl.String).alias("pid"),
         pl.col("launch_tid").cast(pl.String).alias("tid"), pl.col("launch_ts").alias("t"), pl.lit(None, pl.Int64).alias("_end_of"))
-    ends = windows.join(_step_threads(trace, windows), on="step", how="left").select(
+    ends = windows.join(_step_threads(trace, windows, launch_thread), on="step", how="left").select(
         pl.lit(None, pl.Int64).alias("_for"), "pid", "tid", pl.col("T").alias("t"), pl.col("step").alias("_end_of"))
     cpu = pl.concat([launches, ends]).with_row_index("_c").with_columns((pl.col("_c").cast(pl.Int64) + n_g).alias("_c"))
     ended = pl.DataFrame({"_w_end": by_end[0], "_w": by_end[1]})
@@ -559,11 +567,16 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
         # kernels also wait for the other ranks, which a faster collective would not make arrive sooner
         whatif = whatif.with_columns(pl.when(pl.col("change") == COMM_FASTER).then(pl.lit(COMM_FASTER + COMM_WAIT_NOTE))
                                      .otherwise(pl.col("change")).alias("change"))
-        notes = notes + [f"this trace is one rank of a job of {trace.world_size}: its communication kernels run while it "
-                         "waits for the other ranks, so halving them wins less than the what-if says; analyze the ranks' "
-                         "traces together (a folder) to tell the wait from the transfer"]
+        notes = notes + [rank_note(trace.world_size)]
     return dataclasses.replace(summary, whatif=whatif, ops=_host_by_op(trace, pl.concat(stretches)),
                                notes=notes + _unseen_waits(trace, gpu, summary.steps, untraced_waits))
+
+
+def rank_note(world_size: int) -> str:
+    """The path's note on one rank of a job of ``world_size`` whose what-if halves its communication kernels."""
+    return (f"this trace is one rank of a job of {world_size}: its communication kernels run while it waits for the "
+            "other ranks, so halving them wins less than the what-if says; analyze the ranks' traces together (a "
+            "folder) to tell the wait from the transfer")
 
 
 #: the what-if of the communication kernels, and what it says on one rank of a job: halving a collective's kernel time
@@ -767,11 +780,22 @@ def _unseen_waits(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, untraced
     share is not on it (docs/diagnose.md: a remedy measured and not shipped)."""
     if "xplane" not in trace.metadata or steps.height == 0:
         return []
+    return unseen_note(steps, kernel_time_by_step(gpu), untraced_waits)
+
+
+def kernel_time_by_step(gpu: pl.DataFrame) -> pl.DataFrame:
+    """Per step, the kernel time of its busiest GPU (``_k_us``) and its GPUs (``_gpus``): what :func:`unseen_note`
+    reads of the GPU rows (a step's rows are all in one time window of a profile: the windows' tables concatenate)."""
     # (three columns of the GPU rows, not all of them copied by a filter: +90 MB of peak on a 207 MB JAX profile)
     # (per GPU, the busiest one's: two GPUs' kernels summed ran "125%" of a step)
-    ran = (gpu.lazy().select("kind", "step", "device", "dur").filter(pl.col("kind") == "kernel")
-           .group_by("step", "device").agg(pl.col("dur").sum()).group_by("step")
-           .agg((pl.col("dur").max() / NS_PER_US).alias("_k_us"), pl.len().alias("_gpus")).collect())
+    return (gpu.lazy().select("kind", "step", "device", "dur").filter(pl.col("kind") == "kernel")
+            .group_by("step", "device").agg(pl.col("dur").sum()).group_by("step")
+            .agg((pl.col("dur").max() / NS_PER_US).alias("_k_us"), pl.len().alias("_gpus")).collect())
+
+
+def unseen_note(steps: pl.DataFrame, ran: pl.DataFrame, untraced_waits: bool) -> list[str]:
+    """:func:`_unseen_waits`' note of a JAX profile's path ``steps`` (``CriticalPath.steps``) and its
+    :func:`kernel_time_by_step`."""
     # (steps whose kernels ran at least a tenth of them: a host-bound step's path is host time, rightly)
     blind = steps.join(ran, on="step", how="inner").filter(
         (pl.col("gpu_us") == 0) & (pl.col("_k_us") >= UNSEEN_SHARE * pl.col("step_us")))
@@ -805,19 +829,36 @@ def with_queued_note(path: CriticalPath, findings: pl.DataFrame) -> CriticalPath
     return dataclasses.replace(path, notes=[*path.notes, note])
 
 
-def _step_threads(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
-    """The thread each step runs on (its ProfilerStep annotation's), else the thread that launched most work."""
+def launch_counts(gpu: pl.DataFrame) -> pl.DataFrame:
+    """The GPU records by the thread that launched them: ``pid``, ``tid`` (as text) and ``len``; the time windows of a
+    profile give tables that add up (:func:`busiest_launcher` of them concatenated)."""
+    # grouped on the interned values, text only for the few threads (casting every GPU row's pid and tid to text
+    # first took 0.3 s of a JAX profile's 1.4 M rows)
+    return (gpu.group_by("launch_pid", "launch_tid").len()
+            .select(pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String).alias("tid"),
+                    pl.col("len").cast(pl.Int64)))
+
+
+def busiest_launcher(counts: pl.DataFrame) -> tuple[str | None, str | None] | None:
+    """The thread that launched most GPU records (pid, tid), of :func:`launch_counts`' rows (several tables of them
+    summed); of threads that launched as much, the first by text. None where there are none."""
+    top = (counts.group_by("pid", "tid").agg(pl.col("len").sum())
+           .sort("len", "pid", "tid", descending=[True, False, False], nulls_last=True).head(1))
+    return (top["pid"][0], top["tid"][0]) if top.height else None
+
+
+def _step_threads(trace: Trace, windows: pl.DataFrame, launch_thread: tuple[str, str] | None = None) -> pl.DataFrame:
+    """The thread each step runs on (its ProfilerStep annotation's), else the thread that launched most work
+    (``launch_thread`` where given: of the profile a time window ``trace`` is of)."""
     names = trace.steps.select("step", "name")
     ev = (trace.events.select("name", "kind", "pid", "tid", "ts")
           .filter(pl.col("name").is_in(names["name"].implode()) & (pl.col("kind") != "gpu"))
           .select(pl.col("name").cast(pl.String), pl.col("pid").cast(pl.String), pl.col("tid").cast(pl.String), "ts"))
     marks = names.join(ev, on="name", how="inner").sort("ts").unique("step", keep="first").select("step", "pid", "tid")
-    # grouped on the interned values, text only for the few threads (casting every GPU row's pid and tid to text
-    # first took 0.3 s of a JAX profile's 1.4 M rows); of threads that launched as much, the first by text
-    busiest = (trace.gpu.group_by("launch_pid", "launch_tid").len()
-               .select(pl.col("launch_pid").cast(pl.String).alias("pid"), pl.col("launch_tid").cast(pl.String).alias("tid"), "len")
-               .sort("len", "pid", "tid", descending=[True, False, False], nulls_last=True).head(1))
-    fallback = windows.select("step").join(busiest.drop("len"), how="cross")
+    top = launch_thread if launch_thread is not None else busiest_launcher(launch_counts(trace.gpu))
+    busiest = pl.DataFrame({"pid": [top[0]] if top else [], "tid": [top[1]] if top else []},
+                           schema={"pid": pl.String, "tid": pl.String})
+    fallback = windows.select("step").join(busiest, how="cross")
     return fallback.join(marks, on="step", how="left", suffix="_m").select(
         "step", pl.coalesce("pid_m", "pid").alias("pid"), pl.coalesce("tid_m", "tid").alias("tid"))
 

@@ -872,7 +872,7 @@ def find_roofline(ops: pl.DataFrame, steps: int, *, rules: FindingRules | None =
     time; the win back is per step (the model's target efficiency, ``findings.toml``)."""
     given = rules or FindingRules.builtin()
     with given.writing():
-        return _table(_roofline_rows(ops, steps, given.rules["far_from_roofline"]))
+        return ranked(_roofline_rows(ops, steps, given.rules["far_from_roofline"]))
 
 
 def _roofline_rows(ops: pl.DataFrame, steps: int, cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -922,10 +922,11 @@ def _source_of(params: str | None) -> str | None:
 def merged(*tables: pl.DataFrame) -> pl.DataFrame:
     """Several findings tables as one, ranked."""
     rows = [r for t in tables for r in t.iter_rows(named=True)]
-    return _table(rows)
+    return ranked(rows)
 
 
-def _table(rows: list[dict[str, Any]]) -> pl.DataFrame:
+def ranked(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Findings rows (dicts of :data:`SCHEMA`'s keys) as a findings table, ranked by ``win_back_us``."""
     t = pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
     # a total order: findings that tie on time keep one order whatever the grouping's order was
     keys = ["win_back_us", "rule", "step", "device", "rank", "op", "kernel", "text"]
@@ -965,7 +966,7 @@ def find(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, by_step: pl.DataF
             made = [f.result() for f in [ready[n] if n in ready else pool.submit(c) for n, c in calls.items()]]
         else:
             made = [ready[n].result() if n in ready else c() for n, c in calls.items()]
-    t = _table([row for part in made for row in part])
+    t = ranked([row for part in made for row in part])
     return t.filter(pl.col("step") == step) if step is not None else t
 
 
@@ -994,4 +995,4 @@ def find_stragglers(stragglers: pl.DataFrame, *, rules: FindingRules | None = No
                 what = str(cfg.get(which, "collectives")).format(p2p=p2p)
                 rows.append(_row(cfg, "straggler", r["wait_us"], ev, words={"what": what}, step=r["step_number"],
                                  rank=r["rank"]))
-    return _table(rows)
+    return ranked(rows)

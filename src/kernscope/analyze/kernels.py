@@ -211,21 +211,29 @@ SOURCE_SCHEMA = {"source": pl.String, "function": pl.String, "kernels": pl.Int64
                  "max_us": pl.Float64, "pct": pl.Float64, "pct_wall": pl.Float64}
 
 
-def source_summary(table: pl.DataFrame, *, wall_ns: int | None = None) -> pl.DataFrame:
+def source_summary(table: pl.DataFrame | None, *, wall_ns: int | None = None,
+                   grouped: pl.DataFrame | None = None) -> pl.DataFrame:
     """GPU time by the line of the user's code each GPU row's work came from: ``table`` is
     :func:`kernscope.analyze.sources.source_rows`' (``source`` as ``path:line``, ``function``: a JAX/XLA profile's
     from its HLO, the innermost frame of the user's code as JAX records it, or a PyTorch trace's from its Python
     stacks). ``source``, ``function``, ``kernels`` (distinct kernel names), ``top_kernel`` (the kernel of most time
     there), then :func:`summarize`'s columns (% of all GPU time: rows with no line, XLA's copies and memsets, the
     instructions XLA added, PyTorch launches under no frame of the user's, are one row with a null ``source``). Empty
-    (with :data:`SOURCE_SCHEMA`) where no row has a line."""
-    if "source" not in table.columns or table["source"].null_count() == table.height:
+    (with :data:`SOURCE_SCHEMA`) where no row has a line. ``grouped``: ``table``'s rows grouped by
+    :data:`SOURCE_KEYS` (:func:`rows_by`; ``table`` is then not read, and ``wall_ns`` must be given): the same
+    result, as the parts of a profile analyzed a time window at a time give it."""
+    if grouped is None:
+        if table is None or "source" not in table.columns or table["source"].null_count() == table.height:
+            return pl.DataFrame(schema=SOURCE_SCHEMA)
+        grouped = rows_by(table, SOURCE_KEYS)
+        wall_ns = _wall(table, wall_ns)
+    if grouped["source"].null_count() == grouped.height:
         return pl.DataFrame(schema=SOURCE_SCHEMA)
     by = ["source", "function"]
-    per = summarize(table, by, wall_ns=_wall(table, wall_ns))
+    per = summarize(None, by, wall_ns=wall_ns, grouped=grouped)
     # each line's kernels: how many names, and the one of most time (ties: the first name in text order)
-    kernels = (table.lazy().filter(pl.col("kind") == "kernel")
-               .group_by(*by, pl.col("name")).agg(pl.col("dur").sum().alias("_t"))
+    kernels = (grouped.lazy().filter(pl.col("kind") == "kernel")
+               .group_by(*by, pl.col("name")).agg(pl.col("_sum").sum().alias("_t"))
                .with_columns(pl.col("name").cast(pl.String))
                .sort("_t", "name", descending=[True, False], nulls_last=True)
                .group_by(by).agg(pl.len().cast(pl.Int64).alias("kernels"), pl.col("name").first().alias("top_kernel"))
@@ -233,6 +241,10 @@ def source_summary(table: pl.DataFrame, *, wall_ns: int | None = None) -> pl.Dat
     out = (per.join(kernels, on=by, how="left", maintain_order="left", nulls_equal=True)
            .with_columns(pl.col("kernels").fill_null(0)))
     return out.select(list(SOURCE_SCHEMA)).cast(SOURCE_SCHEMA)  # type: ignore[arg-type]
+
+
+#: what :func:`source_summary` groups its rows by (:func:`rows_by`)
+SOURCE_KEYS = ("source", "function", "name", "kind")
 
 
 def op_summary(table: pl.DataFrame, *, grouped: pl.DataFrame | None = None, wall_ns: int | None = None) -> pl.DataFrame:
@@ -285,11 +297,12 @@ def step_summary(trace: Trace, table: pl.DataFrame | None = None) -> pl.DataFram
         (pl.col("dur").sum() / NS_PER_US).alias("gpu_time_us"),
         ((pl.col("end").max() - pl.col("ts").min()) / NS_PER_US).alias("gpu_span_us"),
     )
-    s = trace.steps.join(per, on="step", how="left").with_columns(
-        ((pl.col("start") - t0) / NS_PER_US).alias("start_us"),
-        ((pl.col("end") - t0) / NS_PER_US).alias("end_us"),
-        ((pl.col("end") - pl.col("start")) / NS_PER_US).alias("cpu_duration_us"),
-    )
+    s = trace.steps.join(per, on="step", how="left")
+    # (ns to µs in numpy: polars divides a short column exactly and a longer one by the reciprocal, so a step's time
+    # took another last digit in a profile's time window than in the whole profile)
+    ns = s.select((pl.col("start") - t0).alias("start_us"), (pl.col("end") - t0).alias("end_us"),
+                  (pl.col("end") - pl.col("start")).alias("cpu_duration_us"))
+    s = s.with_columns(pl.Series(c, ns[c].cast(pl.Float64).to_numpy() / NS_PER_US).fill_nan(None) for c in ns.columns)
     return s.select(
         "step",
         "name",

@@ -58,8 +58,15 @@ def source_rows(trace: Trace, step: int | None = None, python: bool = False) -> 
     trace's from its Python stacks (:func:`python_sources`). ``source`` is null where a record has no line. None
     where no record has one (a Kineto trace without ``python``, or recorded without Python stacks). Read from the
     trace's GPU table, whose columns the selection shares."""
+    out = _line_rows(trace, step, python)
+    return out if out is not None and out.height and out["source"].null_count() < out.height else None
+
+
+def _line_rows(trace: Trace, step: int | None, python: bool, *, any_hlo: bool = False) -> pl.DataFrame | None:
+    """:func:`source_rows`, with those that have no line; None where the trace has no lines to give (``any_hlo``: a
+    JAX profile's rows, whether any of them has a line or not)."""
     gpu = trace.gpu
-    jax = "hlo_source" in gpu.columns and gpu["hlo_source"].null_count() < gpu.height
+    jax = "hlo_source" in gpu.columns and (any_hlo or gpu["hlo_source"].null_count() < gpu.height)
     if not jax and not python:
         return None
     wanted = ["name", "kind", "dur", *(("hlo_source", "hlo_function") if jax else ("launch_idx",))]
@@ -73,7 +80,18 @@ def source_rows(trace: Trace, step: int | None = None, python: bool = False) -> 
         out = got.rename({"hlo_source": "source", "hlo_function": "function"})
     else:
         out = python_sources(trace, got).drop("launch_idx").rename(dict(zip(SOURCE_COLUMNS, ("source", "function"))))
-    return out if out.height and out["source"].null_count() < out.height else None
+    return out
+
+
+def source_groups(trace: Trace) -> pl.DataFrame | None:
+    """A JAX profile's GPU rows that a source table sums, grouped by
+    :data:`~kernscope.analyze.kernels.SOURCE_KEYS` (:func:`~kernscope.analyze.kernels.rows_by`; durations ns), with
+    the rows that have no line: what :func:`~kernscope.analyze.kernels.source_summary` reads of one time window of
+    a profile, to be put together with the other windows'. None for a trace without HLO lines (a Kineto trace)."""
+    from .kernels import SOURCE_KEYS, rows_by
+
+    rows = _line_rows(trace, None, False, any_hlo=True)
+    return None if rows is None else rows_by(rows, SOURCE_KEYS)
 
 
 def source_table(trace: Trace, step: int | None = None, python: bool = False, wall_ns: int | None = None) -> pl.DataFrame:

@@ -16,7 +16,7 @@ from .annotations import AnnotationBreakdown
 from .annotations import by_annotation as by_annotation_
 from .bench_trace import BenchmarkView, analyze_benchmark, looks_like_benchmark
 from .categories import OTHER, UNKNOWN_LIBRARY, Categorizer
-from .critical_path import CriticalPath, critical_path, with_queued_note
+from .critical_path import CriticalPath, critical_path, kernel_time_by_step, with_queued_note
 from .facts import TraceFacts, trace_facts
 from .findings import SCHEMA as FINDINGS_SCHEMA
 from .findings import FindingRules, by_kind, find, idle_findings
@@ -31,15 +31,34 @@ from .kernels import (
     op_category_summary,
     op_summary,
     rows_by,
+    source_summary,
     step_category_summary,
     step_summary,
     wall_time_ns,
     with_text_keys,
 )
-from .timeline import device_timelines, step_timelines, timeline_rows
+from .timeline import device_parts, device_timelines, device_timelines_of, step_timelines, timeline_rows
 
 #: category/library given to every row when categories are off
 UNCATEGORIZED = "Uncategorized"
+@dataclass(frozen=True)
+class WindowSums:
+    """What :func:`kernscope.analyze.windows.merge` adds up of a time window's analysis (:func:`analyze` with
+    ``keep_sums``; durations and times ns)."""
+
+    #: the window's GPU rows grouped by :data:`SUMMARY_KEYS` (:func:`rows_by`; keys as text)
+    grouped: pl.DataFrame
+    first: int | None  #: the window's first GPU start (ns; None: no GPU rows)
+    last: int | None  #: the window's last GPU end (ns)
+    #: each device's unions (:func:`~kernscope.analyze.timeline.device_parts`)
+    devices: pl.DataFrame
+    #: a JAX profile's source rows grouped (:func:`~kernscope.analyze.sources.source_groups`); None for another trace
+    sources: pl.DataFrame | None
+    #: per step, its busiest GPU's kernel time (:func:`~kernscope.analyze.critical_path.kernel_time_by_step`)
+    kernel_time_by_step: pl.DataFrame
+    next_step_start: int | None  #: as given to :func:`analyze`
+
+
 @dataclass(frozen=True)
 class Analysis:
     """Results of :func:`analyze`. DataFrames use µs floats (columns ending in ``_us``)."""
@@ -73,6 +92,9 @@ class Analysis:
     findings: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FINDINGS_SCHEMA))
     #: the critical path of each step (:mod:`kernscope.analyze.critical_path`); None when the trace has no steps
     critical_path: CriticalPath | None = None
+    #: with ``analyze(..., keep_sums=True)``: what the analyses of a profile's time windows add up
+    #: (:mod:`kernscope.analyze.windows`); else None
+    sums: WindowSums | None = field(default=None, repr=False)
 
     kind: ClassVar[str] = "analysis"
 
@@ -148,6 +170,9 @@ def analyze(
     finding_rules: FindingRules | None = None,
     untraced_waits: bool = False,
     python_sources: bool = False,
+    next_step_start: int | None = None,
+    launch_thread: tuple[str, str] | None = None,
+    keep_sums: bool = False,
 ) -> Analysis:
     """Run the default analysis of a trace.
 
@@ -166,12 +191,19 @@ def analyze(
         python_sources: PyTorch traces recorded with ``with_stack=True``: ``sources``, GPU time by the line of the
             user's code, from the Python stack events around each launch (:mod:`kernscope.analyze.sources`; a load
             that kept them: not ``projection="analyze"``). A JAX profile's lines come from its HLO: always there.
+        next_step_start: where ``trace`` is a time window of a profile (:mod:`kernscope.analyze.windows`), the start
+            of the profile's next step after the window's last one (ns; the critical path's time of that step ends
+            there); None: the trace's last step is the profile's. ``launch_thread``: there, the profile's busiest
+            launching thread (pid, tid as text; :func:`~kernscope.analyze.critical_path.busiest_launcher`), the
+            critical path's thread of a step without an annotation of its own.
+        keep_sums: keep in :attr:`Analysis.sums` what :func:`kernscope.analyze.windows.merge` adds up over time
+            windows (all steps only: not with ``step``).
     """
     check_step(trace, step)
+    if keep_sums and step is not None:
+        raise ValueError("analyze: keep_sums is for an analysis of all steps")
     rules = finding_rules or FindingRules.builtin()
     beside = trace.gpu.height <= SIDE_BY_SIDE_MAX_ROWS or trace.events.height <= SIDE_BY_SIDE_MAX_EVENTS
-    from .sources import source_table
-
     with ThreadPoolExecutor(2, thread_name_prefix="kernscope-analysis") if beside else _InOrder() as pool:
         # the analyses run on two threads, each taking the next one when it is done (polars and numpy release the
         # GIL in their work, and the analyses read the same tables and write nothing shared); the largest first, so
@@ -187,7 +219,7 @@ def analyze(
             plain_g = plain if step is None else plain.filter(pl.col("step") == step)
             early = {"idle": pool.submit(idle_findings, trace, plain, rules), "steps": pool.submit(step_summary, trace, plain),
                      "facts": pool.submit(trace_facts, trace),
-                     "sources": pool.submit(lambda: source_table(trace, step, python_sources, wall_time_ns(plain_g)))}
+                     "sources": pool.submit(lambda: sources_of(trace, step, python_sources, wall_time_ns(plain_g)))}
         # kernel names stay interned, as the trace holds them (as text they were the largest column: 0.66 GB of a
         # 10 GB trace's, held through the critical path and the output); the summaries give them as text
         if use_kernel_name_categories:
@@ -199,8 +231,8 @@ def analyze(
             all_gpu = mark_communication(uncategorized, otherwise=UNCATEGORIZED).with_columns(pl.lit(UNCATEGORIZED).alias("library"))
         g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
         decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
-        path_f = (pool.submit(critical_path, trace, all_gpu, step=step, untraced_waits=untraced_waits)
-                  if trace.steps.height else None)
+        path_f = (pool.submit(critical_path, trace, all_gpu, step=step, untraced_waits=untraced_waits,
+                              next_start=next_step_start, launch_thread=launch_thread) if trace.steps.height else None)
         # every GPU row clipped once (0.1 s of a 1 GB JAX profile's 6.7 M rows, each time): the timeline by step reads
         # those in a step, `--step N`'s those of step N, and both every row, since a GPU behind its host runs other
         # steps' work in a step's span (other_work_time, not idle)
@@ -208,7 +240,9 @@ def analyze(
         # by step, and with several GPUs each one's per step (the findings read which GPU left communication exposed)
         by_step_f = pool.submit(lambda: step_timelines(rows_f.result(), rows_f.result()))
         steps_f = early["steps"] if beside else pool.submit(step_summary, trace, all_gpu)
-        timelines_f = pool.submit(lambda: device_timelines(rows_f.result()) if step is None else
+        # (all steps: from each device's unions, which time windows of a profile add up: ``keep_sums``)
+        parts_f = pool.submit(lambda: device_parts(rows_f.result())) if step is None else None
+        timelines_f = pool.submit(lambda: device_timelines_of(parts_f.result()) if parts_f is not None else
                                   device_timelines(rows_f.result().filter(pl.col("step") == step), rows_f.result()))
         # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows;
         # in order, after the critical path: the grouping's freed memory, still held by polars' allocator, sat under
@@ -217,18 +251,44 @@ def analyze(
         step_cats_f = pool.submit(step_category_summary, trace, all_gpu)
         facts_f = early["facts"] if beside else pool.submit(trace_facts, trace)
         sources_f = (early["sources"] if beside
-                     else pool.submit(lambda: source_table(trace, step, python_sources, wall_time_ns(g))))
+                     else pool.submit(lambda: sources_of(trace, step, python_sources, wall_time_ns(g))))
         by_step, by_step_device = by_step_f.result()
         findings = find(trace, g, steps_f.result(), by_step, step=step, rules=rules, pool=pool, all_gpu=all_gpu,
                         by_step_device=by_step_device, started={"step_start_idle": early["idle"]} if beside else None)
         grouped, wall = grouped_f.result(), wall_time_ns(g)
-        rest = _summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
-        rest["sources"] = sources_f.result()
+        rest = summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
+        rest["sources"], source_sums = sources_f.result()
         path = with_queued_note(path_f.result(), findings) if path_f is not None else None
         timeline, by_dev = timelines_f.result()
         rest.update(facts=facts_f.result(), steps=steps_f.result(), timeline_by_step=by_step,
                     step_categories=step_cats_f.result(), findings=findings)
+        if keep_sums:
+            assert parts_f is not None
+            span = g.select(pl.col("ts").min(), pl.col("end").max()).row(0) if g.height else (None, None)
+            rest["sums"] = WindowSums(_text_keys(grouped), span[0], span[1], parts_f.result(), source_sums,
+                                      kernel_time_by_step(all_gpu), next_step_start)
     return Analysis(trace=trace, step=step, critical_path=path, timeline=timeline, timeline_by_device=by_dev, **rest)
+
+
+def sources_of(trace: Trace, step: int | None, python: bool, wall: int) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """:attr:`Analysis.sources`, and with it, for a JAX profile's analysis of all steps, the rows it sums grouped
+    (:func:`~kernscope.analyze.sources.source_groups`, which time windows add up; else None)."""
+    from .sources import source_groups, source_table
+
+    if step is None and not python:
+        groups = source_groups(trace)
+        if groups is not None:
+            return source_summary(None, grouped=groups, wall_ns=wall), groups
+    return source_table(trace, step, python, wall), None
+
+
+def _text_keys(grouped: pl.DataFrame) -> pl.DataFrame:
+    """``grouped`` (:func:`rows_by`) with its interned keys as text: the groups of several time windows, each interning
+    its own names, concatenate."""
+    return grouped.with_columns(pl.col(c).cast(pl.String) for c, t in grouped.schema.items()
+                                if isinstance(t, (pl.Categorical, pl.Enum)))
+
+
 
 
 #: what :func:`analyze` groups the GPU rows by once, for all its summaries (with ``decided_by`` and ``decided_op``
@@ -260,7 +320,7 @@ class _InOrder(Executor):
         return done
 
 
-def _summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Categorizer | None, benchmark: bool | None,
+def summaries(trace: Trace, g: pl.DataFrame, all_gpu: pl.DataFrame, cat: Categorizer | None, benchmark: bool | None,
                by_annotation: str | None, decided: tuple[str, ...], grouped: pl.DataFrame, wall: int) -> dict[str, Any]:
     """The :class:`Analysis` fields rolled up from ``grouped`` (``g``'s rows by :data:`SUMMARY_KEYS`; ``wall``:
     ``g``'s wall time, ns), and the optional views."""

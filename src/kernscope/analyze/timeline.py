@@ -366,17 +366,59 @@ def device_timelines(rows: pl.DataFrame, ref: pl.DataFrame | None = None) -> tup
     """The timeline overall and by device (:func:`timeline_of` by None and ``"device"``) of rows made by
     :func:`timeline_rows`, each device's unions made once: one device's is the overall one; several devices' are
     summed into it. ``ref``: as :func:`timeline_of`'s (where ``rows`` are one step's work)."""
+    if ref is None:
+        return device_timelines_of(device_parts(rows))
     rows, devices = one_device_filled(rows)
     if devices <= 1:
         by_dev = timeline_of(rows, by="device", ref=ref)
         return (by_dev.drop("device") if by_dev.height else timeline_of(rows, by=None, ref=ref)), by_dev
     per = _per_device(rows, ["_all"])
-    if ref is None:
-        return _long(_sum_devices(per, ["_all"], devices), ["_all"]).drop("_all"), _long(per.drop("_all"), ["device"])
     found = _find_other_work(rows, ["_all"], ref)  # (once: the sum's are each device's summed)
     summed = _other_work(_sum_devices(per, ["_all"], devices), ["_all"], found, by_device=False)
     per = _other_work(per, ["_all"], found, by_device=True)
     return _long(summed, ["_all"]).drop("_all"), _long(per.drop("_all"), ["device"])
+
+
+#: the columns of :func:`device_parts` that the parts of a timeline add up
+PART_SUMS = ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "busy_time", "total_comm_time",
+             "total_memcpy_time", "clipped_kernels")
+
+
+def device_parts(rows: pl.DataFrame) -> pl.DataFrame:
+    """What :func:`device_timelines` (without ``ref``) reads of rows made by :func:`timeline_rows`, a row per device
+    (ns): the unions of :data:`PART_SUMS`, and ``first`` and ``last``, its work's first start and last end. Time
+    windows of a profile whose cuts no GPU record spans give parts that add up (:func:`device_timelines_of` of their
+    rows concatenated) to the whole profile's. The rows' device is taken as it is: with several devices, a record
+    without one is a device of its own (:func:`one_device_filled`, which a caller of a window must check: a window
+    whose rows all ran on one device fills its nulls with it)."""
+    rows, _ = one_device_filled(rows)
+    if "device" not in rows.columns:
+        rows = rows.with_columns(pl.lit(None, pl.Int64).alias("device"))
+    span = rows.group_by("device").agg(pl.col("ts").min().alias("first"), pl.col("end").max().alias("last"))
+    return (_breakdown(rows, ["device"]).select("device", *PART_SUMS)
+            .join(span, on="device", how="left", nulls_equal=True, maintain_order="left"))
+
+
+def device_timelines_of(parts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`device_timelines` (without ``ref``) of :func:`device_parts`' rows, one part's or several time windows'
+    concatenated: the timeline overall and by device (each device's ``total_time`` its own span with one device, the
+    span over every device with several)."""
+    per = parts.group_by("device").agg(*(pl.col(c).sum() for c in PART_SUMS), pl.col("first").min(), pl.col("last").max())
+    per = per.sort("device", nulls_last=True).with_columns(pl.col("clipped_kernels").cast(pl.Int64))
+    devices = per.height
+    if devices == 0:
+        empty = pl.DataFrame({"device": pl.Series([], dtype=parts.schema["device"]), **{
+            c: pl.Series([], dtype=pl.Int64) for c in (*TIMELINE_ROWS, "clipped_kernels")}})
+        zero = pl.DataFrame({"_all": [0], **{k: [0] for k in TIMELINE_ROWS}, "clipped_kernels": [0]})
+        return _long(zero, ["_all"]).drop("_all"), _long(empty, ["device"])
+    span = (pl.col("last") - pl.col("first")) if devices == 1 else (pl.col("last").max() - pl.col("first").min())
+    wide = per.with_columns(span.alias("total_time"), pl.lit(0, dtype=pl.Int64).alias("other_work_time")).with_columns(
+        (pl.col("total_time") - pl.col("busy_time")).alias("idle_time")).select("device", *TIMELINE_ROWS, "clipped_kernels")
+    by_dev = _long(wide, ["device"])
+    if devices == 1:
+        return by_dev.drop("device"), by_dev
+    summed = _sum_devices(wide.with_columns(pl.lit(0).alias("_all")), ["_all"], devices)
+    return _long(summed, ["_all"]).drop("_all"), by_dev
 
 
 def step_timelines(rows: pl.DataFrame, ref: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None]:

@@ -43,6 +43,11 @@ MARKER_KINDS = ("user_annotation", "cpu_op", "python_function")
 PERIOD_MATCH = 0.9
 
 
+#: the marker of JAX/TensorFlow ``StepTraceAnnotation`` ranges only (``step_num``): where none is, no steps (the time
+#: windows of a profile whose steps are these, a window holding none: :mod:`kernscope.analyze.windows`)
+ANNOTATED = "StepTraceAnnotation"
+
+
 @dataclass(frozen=True)
 class StepSpec:
     """How to find steps: ``marker=None`` is ProfilerStep, then presets, then automatic windows."""
@@ -337,12 +342,26 @@ def mark_phases(steps: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     (as a multiset of names), warmup before the first such step, irregular after it."""
     if steps.height < 2 or steps["phase"].null_count() == 0:
         return steps
+    return phases_of(steps, step_signatures(gpu))
+
+
+def step_signatures(gpu: pl.DataFrame) -> pl.DataFrame:
+    """Per step, the multiset of its kernels' names as one number (``sig``: each name's hash, of its text, times its
+    count, summed): two steps that launch the same kernels the same number of times have the same. Of the text, not
+    of the interned code, so that the time windows of a profile, each interning its own names, give a step the
+    number the whole profile gives it (:func:`phases_of` of their tables concatenated)."""
     k = gpu.select("kind", "step", "name").filter((pl.col("kind") == "kernel") & pl.col("step").is_not_null())
-    if k.height == 0:
+    # (the names counted per step first, each distinct (step, name) then made text: not a string per kernel)
+    per = k.group_by("step", "name").agg(pl.len().cast(pl.UInt64).alias("_n"))
+    return per.group_by("step").agg(
+        (pl.col("name").cast(pl.String).hash() * pl.col("_n")).sum().alias("sig"))
+
+
+def phases_of(steps: pl.DataFrame, sigs: pl.DataFrame) -> pl.DataFrame:
+    """:func:`mark_phases` of ``steps`` from their :func:`step_signatures`."""
+    if steps.height < 2 or steps["phase"].null_count() == 0 or sigs.height == 0:
         return steps
-    # a step's kernel multiset: the sum of its names' hashes (order-free; interned codes, no string per row)
-    sig = k.group_by("step").agg(pl.col("name").cast(pl.Categorical).to_physical().hash().sum().alias("sig"), pl.len().alias("n"))
-    joined = steps.join(sig, on="step", how="left")
+    joined = steps.join(sigs, on="step", how="left")
     common = Counter(joined["sig"].drop_nulls().to_list()).most_common(1)
     if not common or common[0][1] < 2:
         return steps
@@ -364,7 +383,7 @@ def find_steps(events: pl.DataFrame, gpu: pl.DataFrame, spec: StepSpec) -> Found
             return FoundSteps(t, "ProfilerStep")
         t = annotated_steps(events)
         if t.height:
-            return FoundSteps(t, "StepTraceAnnotation")
+            return FoundSteps(t, ANNOTATED)
         t = module_steps(events)
         if t.height:
             return FoundSteps(t, "XLA module")
@@ -376,6 +395,8 @@ def find_steps(events: pl.DataFrame, gpu: pl.DataFrame, spec: StepSpec) -> Found
     if marker == "auto":
         t, by_gpu = auto_steps(gpu, drain_ends(events))
         return FoundSteps(t, "auto" if t.height else "none", by_gpu)
+    if marker == ANNOTATED:
+        return FoundSteps(annotated_steps(events), ANNOTATED)
     if marker in ("ProfilerStep", "profilerstep"):
         t = profiler_steps(events)
         return FoundSteps(t, "ProfilerStep")

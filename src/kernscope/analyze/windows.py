@@ -1,0 +1,303 @@
+"""A JAX profile analyzed a time window at a time: the same answer as the whole profile's, in a fraction of its memory.
+
+:func:`kernscope.load.xplan.plan` cuts the profile at quiet points (no event of any line running, no launched GPU
+record still to start) between steps. Each window is decoded alone (``xplane.decode(window=...)``), linked (its steps
+from the profile's ``StepTraceAnnotation`` ranges only), and analyzed with the sums kept
+(``analyze(..., keep_sums=True)``); only the small results are held (:class:`Part`) while the next window is read.
+:func:`merge` then makes the whole profile's :class:`~kernscope.analyze.summary.Analysis` of them:
+
+- **rolled up again**: the summaries (kernels, categories, libraries, ops, sources) from the windows' groups of rows
+  (integer ns sums, counts, minima and maxima); the timeline from each device's unions and first and last times (no
+  GPU record spans a cut); the trace facts and unlinked counts, summed;
+- **concatenated**: what is per step (steps, step categories, timeline by step, the critical path's tables, the
+  findings of a step): a step and its GPU work lie in one window, and the critical path of a window's last step runs
+  to the next step's start (``next_step_start``), which the plan gives;
+- **recomputed over the merged rows**: the steps' phases (from each step's kernel multiset), the step-variance
+  findings (the median over every step), the findings' ranking and kinds, and the critical path's notes.
+
+Where a profile cannot be cut so (no compiled scanner, no quiet point, no step annotations, a step number in two
+windows, GPU records without a device), :func:`analyze_windows` returns None and the caller reads it whole. The
+tests check on every real JAX profile here that the merged analysis's JSON equals the whole profile's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import mmap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..errors import TraceError
+from ..link.build import link
+from ..link.steps import ANNOTATED, StepSpec, phases_of, step_signatures
+from ..model import Lazy, Trace, TraceStats
+from .critical_path import (
+    COMM_FASTER,
+    CriticalPath,
+    busiest_launcher,
+    empty_path,
+    launch_counts,
+    rank_note,
+    unseen_note,
+    with_queued_note,
+)
+from .facts import TraceFacts
+from .findings import FindingRules, ranked, step_variance
+from .kernels import source_summary
+from .summary import Analysis, WindowSums, analyze, summaries
+from .timeline import device_timelines_of
+
+#: the analyses' keyword arguments a windowed analysis takes (others: the whole profile is read)
+WINDOWED_OPTIONS = frozenset({"categorizer", "use_kernel_name_categories", "linked_only", "finding_rules", "benchmark"})
+#: a profile of at most this many GPU records may look like a benchmark trace
+#: (:func:`~kernscope.analyze.bench_trace.looks_like_benchmark`), which the windows do not tell
+BENCHMARK_MAX_GPU = 20000
+
+
+@dataclass(frozen=True)
+class Part:
+    """What is kept of one window's analysis while the next is read: the analysis without its rows (its trace holds
+    the window's steps and facts only), and what the link counted per window."""
+
+    analysis: Analysis
+    sums: WindowSums
+    step_sigs: pl.DataFrame  #: :func:`~kernscope.link.steps.step_signatures` of the window's GPU rows
+    outside_steps: int  #: the window's GPU rows in no step
+    launches: pl.DataFrame  #: the window's GPU rows by launching thread (:func:`~.critical_path.launch_counts`)
+    window: int = 0  #: which window of the plan
+
+
+def keep(a: Analysis, window: int = 0) -> Part:
+    """``a`` (window ``window``'s, ``analyze(..., keep_sums=True)``) without its event and GPU tables, nor its
+    critical path's records (``CriticalPath.records``: the merged analysis has none; ``analyze`` renders none)."""
+    if a.sums is None:
+        raise ValueError("windows.keep: the analysis was made without keep_sums")
+    t = a.trace
+    header = Trace(path=t.path, events_table=Lazy.of(pl.DataFrame()), gpu=t.gpu.clear(), flows_table=Lazy.of(pl.DataFrame()),
+                   steps=t.steps, tree_table=Lazy.of(pl.DataFrame()), stats=t.stats, metadata=t.metadata,
+                   process_names=t.process_names, thread_names=t.thread_names, unlinked=t.unlinked,
+                   step_source=t.step_source)
+    # (the path's records, a row per GPU record on it, every kernel of a JAX step's: no output of ``analyze`` reads
+    # them, and kept they would add up to the whole profile's)
+    path = a.critical_path
+    if path is not None:
+        path = dataclasses.replace(path, records=path.records.clear())
+    return Part(dataclasses.replace(a, trace=header, gpu_interned=a.gpu_interned.clear(), critical_path=path,
+                                    sums=None), a.sums,
+                step_signatures(t.gpu), int(t.gpu["step"].null_count()), launch_counts(t.gpu), window)
+
+
+def _stack(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The windows' tables of one kind as one (in window order; an empty window's adds nothing)."""
+    return pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
+
+
+def _rolled(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The windows' groups of GPU rows (:func:`~kernscope.analyze.kernels.rows_by`'s, keys as text) rolled up by their
+    keys: counts and ns sums summed, minima and maxima of the minima and maxima."""
+    g = _stack([f.with_columns(pl.col(c).cast(pl.String) for c, t in f.schema.items()
+                               if isinstance(t, (pl.Categorical, pl.Enum))) for f in frames])
+    keys = [c for c in g.columns if not c.startswith("_")]
+    return g.group_by(keys).agg(pl.col("_rows").sum(), pl.col("_n").sum(), pl.col("_sum").sum(), pl.col("_min").min(),
+                                pl.col("_max").max())
+
+
+def _facts(parts: list[Part], trace: Trace) -> TraceFacts:
+    f = [p.analysis.facts for p in parts]
+    kernel_ns = sum(int(p.sums.grouped.filter(pl.col("kind") == "kernel")["_sum"].sum() or 0) for p in parts)
+    return dataclasses.replace(
+        f[0], events=sum(x.events for x in f), event_counts=trace.stats.event_counts,
+        gpu_events=sum(x.gpu_events for x in f), kernels=sum(x.kernels for x in f), kernel_time_us=kernel_ns / 1000.0,
+        devices=sorted({d for x in f for d in x.devices}), device_names=sorted({n for x in f for n in x.device_names}),
+        steps=trace.steps.height, step_source=trace.step_source, graph_launches=sum(x.graph_launches for x in f))
+
+
+def _unlinked(parts: list[Part], has_steps: bool) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.analysis.unlinked.items():
+            out[k] = out.get(k, 0) + v
+    # (a window without steps counts none of its rows as outside them)
+    out["gpu_outside_steps"] = sum(p.outside_steps for p in parts) if has_steps else 0
+    return out
+
+
+def _path(parts: list[Part], trace: Trace, findings: pl.DataFrame, untraced_waits: bool) -> CriticalPath | None:
+    paths = [p.analysis.critical_path for p in parts if p.analysis.critical_path is not None]
+    if not paths:
+        return None
+    have = [c for c in paths if c.steps.height]
+    if not have:
+        return empty_path(["no steps with GPU work: the critical path is per step"])
+
+    def cat(name: str) -> pl.DataFrame:
+        return _stack([getattr(c, name) for c in have])
+
+    path = CriticalPath(cat("steps"), cat("categories"), cat("kernels"), cat("whatif"), records=cat("records"),
+                        ops=cat("ops"))
+    notes = []
+    if (trace.world_size or 1) > 1 and path.whatif["change"].str.starts_with(COMM_FASTER).any():
+        notes.append(rank_note(trace.world_size or 1))
+    if "xplane" in trace.metadata:
+        notes += unseen_note(path.steps, _stack([p.sums.kernel_time_by_step for p in parts]), untraced_waits)
+    return with_queued_note(dataclasses.replace(path, notes=notes), findings)
+
+
+def merge(parts: list[Part], *, finding_rules: FindingRules | None = None) -> Analysis:
+    """The analysis of a whole profile from its time windows' (:func:`keep` of ``analyze(..., keep_sums=True)`` of
+    each, in time order; see the module's docstring). ``finding_rules``: as given to each window's analysis."""
+    if not parts:
+        raise ValueError("windows.merge: no windows")
+    first = parts[0].analysis.trace
+    sigs = _stack([p.step_sigs for p in parts])
+    steps = phases_of(_stack([p.analysis.trace.steps for p in parts]), sigs)
+    events = sum(p.analysis.trace.stats.events for p in parts)
+    counts: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.analysis.trace.stats.event_counts.items():
+            counts[k] = counts.get(k, 0) + v
+    stats = TraceStats(events, counts, first.stats.platform, first.stats.t0,
+                       sum(p.analysis.trace.stats.projected_out for p in parts))
+    sources = [p.analysis.trace.step_source for p in parts if p.analysis.trace.steps.height]
+    trace = dataclasses.replace(first, steps=steps, stats=stats, step_source=sources[0] if sources else first.step_source)
+    trace = dataclasses.replace(trace, unlinked=_unlinked(parts, steps.height > 0))
+    # the summaries, from the windows' groups of rows
+    grouped = _rolled([p.sums.grouped for p in parts])
+    spans = [(p.sums.first, p.sums.last) for p in parts if p.sums.first is not None]
+    wall = max(s[1] for s in spans) - min(s[0] for s in spans) if spans else 0  # type: ignore[operator]
+    decided = tuple(c for c in ("decided_by", "decided_op") if c in grouped.columns)
+    rest = summaries(trace, parts[0].analysis.gpu_interned, parts[0].analysis.gpu_interned, None, False, None, decided,
+                      grouped, wall)
+    src = [p.sums.sources for p in parts if p.sums.sources is not None]
+    rest["sources"] = (source_summary(None, grouped=_rolled(src), wall_ns=wall) if src
+                       else parts[0].analysis.sources)
+    # per step, concatenated; the step phases as the whole profile's
+    step_rows = _stack([p.analysis.steps for p in parts]).drop("phase").join(
+        steps.select("step", "phase"), on="step", how="left", maintain_order="left")
+    step_rows = step_rows.select(parts[0].analysis.steps.columns)
+    rules = finding_rules or FindingRules.builtin()
+    kept = _stack([p.analysis.findings for p in parts]).filter(pl.col("rule") != "step_variance")
+    with rules.writing():
+        variance = step_variance(step_rows, rules.rules["step_variance"])
+    findings = ranked([*kept.iter_rows(named=True), *variance])
+    timeline, by_dev = device_timelines_of(_stack([p.sums.devices for p in parts]))
+    facts = _facts(parts, trace)
+    rest.update(
+        facts=facts, steps=step_rows, findings=findings,
+        timeline_by_step=_stack([p.analysis.timeline_by_step for p in parts]),
+        step_categories=_stack([p.analysis.step_categories for p in parts]),
+        unlinked=dict(trace.unlinked))
+    return Analysis(trace=trace, step=None, critical_path=_path(parts, trace, findings, False), timeline=timeline,
+                    timeline_by_device=by_dev, **rest)
+
+
+def _release(data: mmap.mmap) -> None:
+    """The mapped file's pages out of the process (read again from the page cache where touched again)."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # (no madvise: the pages stay)
+        data.madvise(mmap.MADV_DONTNEED)
+
+
+class NotWindowed(Exception):
+    """The profile cannot be analyzed a window at a time (the reason); it is read whole."""
+
+
+def analyze_windows(path: str | Path, windows: int, *, stats: tuple[str, ...] | None = None,
+                    progress: Callable[[int, int], None] | None = None,
+                    timings: list[tuple[str, float]] | None = None, **options: Any) -> Analysis:
+    """The analysis of the JAX profile at ``path`` (a plain ``.xplane.pb``), read ``windows`` time windows at a time
+    (:func:`merge`; ``options``: :func:`~kernscope.analyze.summary.analyze`'s, of :data:`WINDOWED_OPTIONS`;
+    ``stats``: the XLA stats read, as a load projection's). ``progress``: called with (windows read, windows) in
+    bytes of the file; ``timings``: receives (phase, seconds) of the plan, each window and the merge. Raises
+    :class:`NotWindowed` where the profile cannot be cut so, :class:`~kernscope.errors.TraceError` where it cannot
+    be read."""
+    if set(options) - WINDOWED_OPTIONS:
+        raise NotWindowed(f"options {sorted(set(options) - WINDOWED_OPTIONS)}")
+    bench = options.pop("benchmark", False)
+    if bench:
+        raise NotWindowed("the benchmark view")
+    lap = time.perf_counter()
+
+    def laps(phase: str) -> None:
+        nonlocal lap
+        if timings is not None:
+            now = time.perf_counter()
+            timings.append((phase, now - lap))
+            lap = now
+    xplane = importlib.import_module("kernscope.load.xplane")
+    xplan = importlib.import_module("kernscope.load.xplan")
+    p = str(path)
+    try:
+        with open(p, "rb") as f:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as e:
+        raise TraceError(p, f"cannot read it ({e})") from None
+    try:
+        plan = xplan.plan(data, p, windows)
+        if plan is None:
+            raise NotWindowed("no plan (no quiet point, or no compiled scanner)")
+        if not (plan.step_after >= 0).any():
+            raise NotWindowed("no step annotations")
+        size = len(data)
+        _release(data)  # (the plan read every event: the file's pages leave the process, the page cache keeps them)
+        laps(f"plan ({plan.windows} windows at quiet points)")
+        t0: list[int] = []  # (every window's relative times from the profile's first event, the first window's)
+        seen: set[int] = set()
+
+        def window(k: int, thread: tuple[str, str] | None = None) -> Part | None:
+            raw = xplane.decode(data, p, window=xplane.Window(plan.cuts, k), shared=plan.shared, stats=stats)
+            _release(data)
+            if raw.events.height == 0 and raw.flows.height == 0:
+                return None
+            trace = link(raw, p, steps=StepSpec(ANNOTATED))
+            del raw
+            if trace.gpu["device"].null_count():
+                raise NotWindowed("GPU records without a device")
+            if not t0:
+                t0.append(trace.t0)
+            trace = dataclasses.replace(trace, stats=dataclasses.replace(trace.stats, t0=t0[0]))
+            if thread is None:
+                numbers = set(trace.steps["step"].to_list())
+                if numbers & seen:
+                    raise NotWindowed("a step number in two windows")
+                seen.update(numbers)
+            after = int(plan.step_after[k]) if k < len(plan.step_after) else -1
+            a = analyze(trace, keep_sums=True, next_step_start=after if after >= 0 else None, launch_thread=thread,
+                        **options)
+            del trace
+            return keep(a, k)
+
+        parts: list[Part] = []
+        for k in range(plan.windows):
+            part = window(k)
+            if part is not None:
+                parts.append(part)
+            laps(f"window {k + 1} of {plan.windows} (decode, link, analysis)")
+            if progress is not None:
+                progress(size * (k + 1) // plan.windows, size)
+        # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's
+        # end point), which a window's own may not be (a window that compiles): such windows are analyzed again
+        busiest = busiest_launcher(_stack([q.launches for q in parts])) if parts else None
+        again = [i for i, q in enumerate(parts) if q.analysis.trace.steps.height and busiest is not None
+                 and busiest_launcher(q.launches) != busiest]
+        for i in again:
+            parts[i] = window(parts[i].window, busiest)  # type: ignore[arg-type,assignment]
+        if again:
+            laps(f"{len(again)} window(s) again, on the profile's busiest launching thread")
+        gpu = sum(q.analysis.facts.gpu_events for q in parts)
+        if gpu == 0:
+            raise NotWindowed("no GPU records")  # (the whole load tells why)
+        if bench is None and gpu <= BENCHMARK_MAX_GPU:
+            raise NotWindowed("a small profile, which may be a benchmark trace")
+        merged = merge(parts, finding_rules=options.get("finding_rules"))
+        laps("merge")
+        return merged
+    finally:
+        with contextlib.suppress(BufferError):  # (a view of the shared parts still reads it: closed when the last one goes)
+            data.close()
