@@ -127,3 +127,74 @@ def test_findings_over_every_step_are_ranked_over_the_whole_profile(tmp_path):
         parts = _json(analyze_windows(p, k, finding_rules=rules))
         assert parts["findings"] == whole["findings"] and parts["findings_by_kind"] == whole["findings_by_kind"]
 
+
+def test_analyze_windows_gives_the_same_output_and_stores_it(tmp_path, monkeypatch):
+    """``kernscope analyze PROFILE --windows N``: the output of the whole profile's analysis, in every format that
+    renders the analysis (JSON, the terminal's table, CSV), the phases with ``--timings``; its output is stored and
+    answers the next run, which reads no window."""
+    from conftest import cli
+
+    from kernscope.analyze import windows
+
+    p = _plain(TRANSFORMER, tmp_path)
+    base = ["analyze", str(p), "--no-bench"]
+    for fmt in ("json", "table", "csv"):
+        whole = cli(*base, "--windows", "0", "--format", fmt, "--no-cache")
+        win = cli(*base, "--windows", "3", "--format", fmt, "--no-cache")
+        assert whole.returncode == win.returncode == 0 and whole.stdout == win.stdout
+    timed = cli(*base, "--windows", "3", "--format", "json", "--timings")
+    assert timed.returncode == 0 and "plan (3 windows at quiet points)" in timed.stderr
+    assert "window 3 of 3 (decode, link, analysis)" in timed.stderr and "parse (" not in timed.stderr
+    first = cli(*base, "--windows", "3", "--format", "json")
+    monkeypatch.setattr(windows, "analyze_windows", lambda *a, **k: pytest.fail("the stored output answers"))
+    again = cli(*base, "--windows", "3", "--format", "json", "-o", str(tmp_path / "again.json"))
+    assert again.returncode == 0 and (tmp_path / "again.json").read_text().strip() == first.stdout.strip()
+
+
+def test_analyze_reads_whole_what_windows_cannot_tell(tmp_path):
+    """A small profile with the benchmark view left to detect (it may be a benchmark trace), an option the windows do
+    not give (``--step``), or a profile without steps: read whole, the same output, ``--timings`` the whole load's."""
+    from conftest import cli
+
+    p = _plain(TRANSFORMER, tmp_path)
+    whole = cli("analyze", str(p), "--windows", "0", "--format", "json", "--no-cache")
+    auto = cli("analyze", str(p), "--windows", "3", "--format", "json", "--timings")
+    assert auto.returncode == 0 and auto.stdout == whole.stdout
+    assert "parse (xplane" in auto.stderr and "window 1" not in auto.stderr
+    one = cli("analyze", str(p), "--windows", "3", "--step", "1", "--format", "json", "--no-cache")
+    assert one.returncode == 0 and json.loads(one.stdout)["step"] == 1
+    if TRACELENS_JAX.is_dir():
+        q = sorted(TRACELENS_JAX.glob("*.xplane.pb"))[0]
+        a = cli("analyze", str(q), "--windows", "3", "--no-bench", "--format", "json", "--no-cache")
+        b = cli("analyze", str(q), "--windows", "0", "--no-bench", "--format", "json", "--no-cache")
+        assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+
+
+def test_how_many_windows_by_default(tmp_path):
+    """A plain XSpace profile of 128 MB or more: one window per 40 MB; smaller, gzipped or another format: whole."""
+    from kernscope.files import WINDOW_BYTES, WINDOWED_FROM, windows_for
+
+    big = tmp_path / "big.xplane.pb"
+    with open(big, "wb") as f:
+        f.truncate(WINDOWED_FROM + 1)
+    assert windows_for(str(big)) == -(-(WINDOWED_FROM + 1) // WINDOW_BYTES) >= 4
+    assert windows_for(str(MLP)) == 0 and windows_for(str(big), 0) == 0 and windows_for(str(MLP), 5) == 5
+    gz = tmp_path / "big2.xplane.pb"
+    with open(gz, "wb") as f:
+        f.write(b"\x1f\x8b")
+        f.truncate(WINDOWED_FROM + 1)
+    assert windows_for(str(gz)) == 0
+    assert windows_for(str(tmp_path / "missing.xplane.pb")) == 0
+
+
+def test_windows_is_an_option_of_one_profile():
+    from conftest import cli
+
+    job = DATA / "jax_job_h200"
+    got = cli("analyze", str(job), "--windows", "2", "--no-cache")
+    # (a note on what the job's folder holds may come first; the refusal is one line, the last, and no traceback)
+    lines = got.stderr.strip().splitlines()
+    assert got.returncode == 2 and "--windows: an option of one trace" in lines[-1] and "Traceback" not in got.stderr
+    assert sum("error" in line for line in lines) == 1 and not got.stdout
+    bad = cli("analyze", str(MLP), "--windows", "-1", "--no-cache")
+    assert bad.returncode == 2 and "--windows" in bad.stderr

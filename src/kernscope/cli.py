@@ -161,12 +161,16 @@ def rank_options(f: F) -> F:
 @click.option("--timings", is_flag=True,
               help="After the output, print to stderr where the time went (parse, link, analysis, render), reading "
                    "the file cold (the cache is neither read nor written).")
+@click.option("--windows", type=click.IntRange(min=0), default=None, metavar="N",
+              help="A JAX profile (.xplane.pb): read and analyze it N time windows at a time, cut between steps, for "
+                   "the same output in a fraction of the memory (0: whole) [default: one window per 40 MB of a plain "
+                   "profile of 128 MB or more].")
 @trace_options
 @rank_options
 def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
             no_categories: bool, linked_only: bool, bench: bool | None, by_annotation: str | None, roofline: bool,
-            untraced_waits: bool, python_sources: bool, timings: bool, engine: str, scheduler: str | None,
-            workers: int | None, strict: bool, read_all: bool) -> None:
+            untraced_waits: bool, python_sources: bool, timings: bool, windows: int | None, engine: str,
+            scheduler: str | None, workers: int | None, strict: bool, read_all: bool) -> None:
     """Summarize a PyTorch profiler (Kineto) trace or a JAX profile (.xplane.pb, or its run directory): steps,
     kernels, launching ops, categories, the GPU timeline, the critical path and ranked findings.
 
@@ -177,7 +181,7 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     s = dataclasses.replace(s, cache=False) if timings else s  # the phases of a cold run
     given = {"--step": step is not None, "--no-categories": no_categories, "--linked-only": linked_only,
              "--by-annotation": by_annotation is not None, "--roofline": roofline, "--untraced-waits": untraced_waits,
-             "--sources": python_sources, "--timings": timings}
+             "--sources": python_sources, "--timings": timings, "--windows": windows is not None}
     got = s.several(traces, bench, engine, scheduler, workers, strict, read_all,
                     per_trace=[name for name, on in given.items() if on])
     if not isinstance(got, str):  # a folder of benchmark traces, or a job
@@ -187,7 +191,7 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     laps: list[tuple[str, float]] | None = [] if timings else None
     o = options_for(fmt, output, top)
     req = commands.AnalyzeRequest(got, _parse_step(step), fmt, o.top, o.width, o.color, not no_categories, linked_only,
-                                  bench, by_annotation, roofline, read_all, untraced_waits, python_sources)
+                                  bench, by_annotation, roofline, read_all, untraced_waits, python_sources, windows)
     render, emit = renderer_and_sink(fmt, o, output, req.path, laps)
     keep = None
     if s.keep is not None and traces == (got,):  # a file named as such (a directory or glob may resolve elsewhere)

@@ -267,6 +267,32 @@ class Session:
                     finding_rules=self.finding_rules(), untraced_waits=untraced_waits, python_sources=python_sources)
         return self.with_roofline(a, self.perf_model(trace, step)) if roofline else a
 
+    def windowed(self, r: AnalyzeRequest, windows: int, categorizer: Categorizer, projection: Any, digest: Any,
+                 key: dict[str, Any], timings: list[tuple[str, float]] | None = None) -> Analysis | None:
+        """``analyze`` of the JAX profile ``r.path`` read ``windows`` time windows at a time
+        (:func:`kernscope.analyze.windows.analyze_windows`: the same answer in a fraction of the memory), with a
+        progress display; None where it cannot be cut so (it is then read whole). With the cache, an entry without
+        tables is written under ``key`` (:func:`kernscope.pipeline.results_entry`), where the output is stored."""
+        from .analyze.windows import NotWindowed, analyze_windows
+        from .pipeline import results_entry
+
+        bar = self.progress(f"reading {os.path.basename(r.path)} in {windows} windows", "bytes")
+        had = len(timings) if timings is not None else 0
+        try:
+            a = analyze_windows(r.path, windows, stats=projection.stats if projection is not None else None,
+                                progress=bar, timings=timings, categorizer=categorizer,
+                                use_kernel_name_categories=r.categories, linked_only=r.linked_only,
+                                finding_rules=self.finding_rules(), benchmark=r.bench)
+        except NotWindowed:
+            if timings is not None:
+                del timings[had:]  # (the whole load's phases are the run's)
+            return None
+        finally:
+            bar.close()
+        if self.cache:
+            results_entry(r.path, digest, key, self.notify)
+        return a
+
     def no_sources(self, a: Analysis, path: str) -> None:
         """Say why ``--sources`` found no function of the user's code where it found none (the output then has no
         table)."""
@@ -482,6 +508,9 @@ class AnalyzeRequest:
     read_all: bool = False
     untraced_waits: bool = False
     python_sources: bool = False  #: ``--sources``: a PyTorch trace's GPU time by the user's function (Python events read)
+    #: ``--windows``: a JAX profile analyzed this many time windows at a time (0: whole; None: by its size,
+    #: :func:`kernscope.analyze.windows.windows_for`)
+    windows: int | None = None
 
 
 def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], bytes], emit: Callable[[bytes], None],
@@ -498,19 +527,33 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
                "color": r.color, "by_annotation": r.by_annotation, "findings": outputs.rules_digest(s.findings),
                # (the output prints the path: a copy is another output)
                "roofline": r.roofline, "untraced_waits": r.untraced_waits, "sources": r.python_sources, "path": r.path}
+    from .files import windows_for
+
+    projection = None if r.read_all else analyze_projection(s.step_marker, roofline=r.roofline, python=r.python_sources)
+    # a large JAX profile a time window at a time, where the options are those the windows' merge gives exactly
+    plain = (r.step is None and r.by_annotation is None and not r.roofline and not r.untraced_waits
+             and not r.python_sources and not r.read_all and r.bench is not True and not s.salvage
+             and s.step_marker is None)
+    windows = windows_for(r.path, r.windows) if plain else 0
+    windowed = _windowed_key(s, projection) if windows else None
+    more = (windowed,) if windowed is not None else ()
     req = oneshot.Request("analyze", r.path, options, s.rules, salvage=s.salvage, step_marker=s.step_marker,
-                          projection=None if r.read_all else analyze_projection(s.step_marker, roofline=r.roofline,
-                                                                                python=r.python_sources),
-                          no_cache=not s.cache,
-                          notify=s.notify, keep=keep)
+                          projection=projection, no_cache=not s.cache, notify=s.notify, keep=keep, more_keys=more)
     prefetch = oneshot.Prefetch(lambda: _prefetched(s, warm))
     done: dict[str, Any] = {}
 
-    def load(digest: Any, defer: Any) -> Trace:
+    def load(digest: Any, defer: Any) -> Trace | _Windowed:
+        if windowed is not None:
+            a = s.windowed(r, windows, prefetch.result(), projection, digest, windowed, timings)
+            if a is not None:
+                return _Windowed(a)
         return s.load(r.path, projection=req.projection, digest=digest, defer_cache_write=defer, timings=timings)
 
-    def compute(t: Trace) -> bytes:
+    def compute(t: Trace | _Windowed) -> bytes:
         lap = time.perf_counter()
+        if isinstance(t, _Windowed):  # (analyzed a window at a time, as it was read)
+            done["analysis"] = t.analysis
+            return _rendered(t.analysis, render, timings)
         a = done["analysis"] = s.analysis(t, r.step, categorizer=prefetch.result(), categories=r.categories,
                                           linked_only=r.linked_only, bench=r.bench, by_annotation=r.by_annotation,
                                           roofline=r.roofline, untraced_waits=r.untraced_waits,
@@ -529,7 +572,33 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
             timings.append((f"render ({r.fmt})", time.perf_counter() - lap2))
         return body
 
-    oneshot.answer(req, prefetch, load, compute, emit, check=lambda t: check_answer((t, r.step), analysis=done["analysis"]))
+    def check(t: Trace | _Windowed) -> None:
+        if not isinstance(t, _Windowed):  # (a windowed analysis has GPU work: analyze_windows reads others whole)
+            check_answer((t, r.step), analysis=done["analysis"])
+
+    oneshot.answer(req, prefetch, load, compute, emit, check=check)
+
+
+@dataclass(frozen=True)
+class _Windowed:
+    """An analysis made a time window at a time (``analyze_one``'s load gives it in place of a trace)."""
+
+    analysis: Analysis
+
+
+def _windowed_key(s: Session, projection: Any) -> dict[str, Any]:
+    from .pipeline import windowed_key
+
+    return windowed_key(s.salvage, s.step_marker, projection)
+
+
+def _rendered(a: Analysis, render: Callable[[Analysis], bytes], timings: list[tuple[str, float]] | None) -> bytes:
+    """``render(a)``, timed into ``timings``."""
+    lap = time.perf_counter()
+    body = render(a)
+    if timings is not None:
+        timings.append(("render", time.perf_counter() - lap))
+    return body
 
 
 def _prefetched(s: Session, warm: Callable[[], object]) -> Categorizer:

@@ -231,3 +231,29 @@ def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[
             seen.add(key)
             unique.append(p)
     return unique
+
+
+#: a plain XSpace profile (``*.xplane.pb``) of at least this many bytes is analyzed a time window at a time by
+#: default (:mod:`kernscope.analyze.windows`: the same output, a fraction of the memory; docs/performance.md)
+WINDOWED_FROM = 128 << 20
+#: bytes of profile per time window of such an analysis
+WINDOW_BYTES = 40 << 20
+
+
+def windows_for(path: str, asked: int | None = None) -> int:
+    """How many time windows ``analyze`` reads the profile at ``path`` in: ``asked`` where given (0 or 1: whole),
+    else one per :data:`WINDOW_BYTES` for a plain (not gzipped) XSpace profile of :data:`WINDOWED_FROM` bytes or
+    more; 0 (whole) for anything else. Reads the file's first bytes only."""
+    if asked is not None:
+        return asked if asked >= 2 else 0
+    if not path.lower().endswith(".pb"):
+        return 0
+    try:
+        size = os.stat(path).st_size
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError:
+        return 0
+    if size < WINDOWED_FROM or head == b"\x1f\x8b":  # (a gzipped profile is inflated whole: read whole)
+        return 0
+    return -(-size // WINDOW_BYTES)

@@ -165,12 +165,17 @@ class Request:
     #: given the output when it is stored or found stored (:mod:`kernscope.replay` keeps it for the next identical
     #: command line)
     keep: Callable[[bytes], object] | None = None
+    #: more entries whose stored output may answer, after the loads' (an analysis by time windows':
+    #: :func:`kernscope.pipeline.windowed_key`)
+    more_keys: tuple[dict[str, Any], ...] = ()
 
     @cached_property
     def load_keys(self) -> list[dict[str, Any]]:
-        """The entries whose stored output may answer, in order: this load's, and those of the wider loads that
-        ``pipeline.load`` reads where its own is not stored (:func:`kernscope.load.projection.load_keys`)."""
-        return load_keys(self.salvage, self.step_marker, self.projection)
+        """The entries whose stored output may answer, in order: this load's, those of the wider loads that
+        ``pipeline.load`` reads where its own is not stored (:func:`kernscope.load.projection.load_keys`), and
+        :attr:`more_keys`."""
+        keys = load_keys(self.salvage, self.step_marker, self.projection)
+        return keys + [k for k in self.more_keys if k not in keys]
 
     @cached_property
     def key(self) -> dict[str, Any]:

@@ -495,3 +495,27 @@ class _Laps:
             now = time.perf_counter()
             self.timings.append((phase, now - self.t))
             self.t = now
+
+
+def windowed_key(salvage: bool, step_marker: str | None, projection: Projection | None) -> dict[str, Any]:
+    """The parse-cache key of an analysis made a time window at a time (:mod:`kernscope.analyze.windows`): its entry
+    (:func:`results_entry`) holds the outputs of such analyses and no table; no load reads it."""
+    return {**load_key(salvage, step_marker, projection), "windowed": True}
+
+
+def results_entry(path: str, digest: _cache.KnownDigest | _cache.PendingDigest | None, key: dict[str, Any],
+                  notify: Notify | None = None) -> None:
+    """Write a parse-cache entry for ``path`` under ``key`` (:func:`windowed_key`) whose tables are empty: an
+    analysis made without the trace's tables has nowhere else to store its outputs (``outputs.store``, found again by
+    ``outputs.lookup``). ``digest``: the lookup's (None: hashed here). Nothing where the cache is not writable."""
+    ident = FileIdentity.of(path)
+    if isinstance(digest, _cache.KnownDigest) and digest.identity == ident:
+        given: str | _cache.PendingDigest = digest.hexdigest
+    elif isinstance(digest, _cache.PendingDigest) and digest.identity == ident:
+        given = digest
+    else:
+        given = _cache.KnownDigest.of(path).hexdigest
+    writer = _cache.EntryWriter(given, key, notify=notify, size=ident.size)
+    for name in _cache.TABLES:
+        writer.add(name, pl.DataFrame({"idx": pl.Series([], dtype=pl.Int64)}))
+    writer.commit({"windowed": True})

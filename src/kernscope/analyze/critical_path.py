@@ -567,7 +567,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
         # kernels also wait for the other ranks, which a faster collective would not make arrive sooner
         whatif = whatif.with_columns(pl.when(pl.col("change") == COMM_FASTER).then(pl.lit(COMM_FASTER + COMM_WAIT_NOTE))
                                      .otherwise(pl.col("change")).alias("change"))
-        notes = notes + [rank_note(trace.world_size)]
+        notes = notes + [rank_note(trace.world_size or 1)]
     return dataclasses.replace(summary, whatif=whatif, ops=_host_by_op(trace, pl.concat(stretches)),
                                notes=notes + _unseen_waits(trace, gpu, summary.steps, untraced_waits))
 

@@ -170,8 +170,8 @@ def merge(parts: list[Part], *, finding_rules: FindingRules | None = None) -> An
     trace = dataclasses.replace(trace, unlinked=_unlinked(parts, steps.height > 0))
     # the summaries, from the windows' groups of rows
     grouped = _rolled([p.sums.grouped for p in parts])
-    spans = [(p.sums.first, p.sums.last) for p in parts if p.sums.first is not None]
-    wall = max(s[1] for s in spans) - min(s[0] for s in spans) if spans else 0  # type: ignore[operator]
+    spans = [(p.sums.first, p.sums.last) for p in parts if p.sums.first is not None and p.sums.last is not None]
+    wall = max(int(s[1]) for s in spans) - min(int(s[0]) for s in spans) if spans else 0
     decided = tuple(c for c in ("decided_by", "decided_op") if c in grouped.columns)
     rest = summaries(trace, parts[0].analysis.gpu_interned, parts[0].analysis.gpu_interned, None, False, None, decided,
                       grouped, wall)
