@@ -23,13 +23,14 @@ from kernscope.render.formats import text
 xplan = importlib.import_module("kernscope.load.xplan")
 pytestmark = pytest.mark.skipif(scanner() is None, reason="time windows need the compiled XSpace scanner")
 DATA = Path(__file__).parent / "data"
+LONG = DATA / "jax_long_h200" / "vm.xplane.pb.gz"  # (40 steps, one H200)
 
 
 def _stepped() -> list[Path]:
     """The real JAX profiles here with StepTraceAnnotation steps (one to eleven steps, one or two GPUs)."""
     return [MLP, TRANSFORMER, *sorted((DATA / "jax_kernels_h200").glob("*/vm.xplane.pb.gz")),
             DATA / "multigpu_h200" / "jax_dp.xplane.pb.gz", DATA / "recompile_h100" / "jax_recompile.xplane.pb.gz",
-            *sorted(DATA.glob("jax_job_h200*/process0/plugins/profile/*/vm.xplane.pb.gz"))]
+            *sorted(DATA.glob("jax_job_h200*/process0/plugins/profile/*/vm.xplane.pb.gz")), LONG]
 
 
 def _plain(path: Path, tmp_path: Path) -> Path:
@@ -198,3 +199,22 @@ def test_windows_is_an_option_of_one_profile():
     assert sum("error" in line for line in lines) == 1 and not got.stdout
     bad = cli("analyze", str(MLP), "--windows", "-1", "--no-cache")
     assert bad.returncode == 2 and "--windows" in bad.stderr
+
+
+def test_forty_steps_in_many_windows_merge_to_the_whole(tmp_path):
+    """The 40-step recording cut where a large profile is cut (a window every few steps), through the command."""
+    from conftest import cli
+
+    p = _plain(LONG, tmp_path)
+    data = p.read_bytes()
+    plan = xplan.plan(data, str(p), 16)
+    assert plan is not None and plan.windows >= 12  # (about one quiet point a step)
+    steps = json.loads(cli("analyze", str(p), "--format", "json", "--windows", "0", "--no-cache").stdout)
+    assert len(steps["steps"]) == 40 and [s["step"] for s in steps["steps"]] == list(range(40))
+    whole = cli("analyze", str(p), "--format", "json", "--windows", "0", "--no-cache").stdout
+    # (17,560 GPU rows: a profile this small may be a benchmark trace, which is read whole unless --no-bench says not)
+    assert "window 1 of" not in cli("analyze", str(p), "--format", "json", "--windows", "8", "--timings").stderr
+    for k in (8, 16):
+        got = cli("analyze", str(p), "--format", "json", "--windows", str(k), "--no-bench", "--timings")
+        assert got.returncode == 0 and got.stdout == whole, k
+        assert f"window {min(k, plan.windows)} of {min(k, plan.windows)} (decode" in got.stderr, got.stderr

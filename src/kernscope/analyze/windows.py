@@ -239,7 +239,7 @@ def analyze_windows(path: str | Path, windows: int, *, stats: tuple[str, ...] | 
     except (OSError, ValueError) as e:
         raise TraceError(p, f"cannot read it ({e})") from None
     try:
-        plan = xplan.plan(data, p, windows)
+        plan = xplan.plan(data, p, windows, release_pages=True)  # (data: a read-only mapping)
         if plan is None:
             raise NotWindowed("no plan (no quiet point, or no compiled scanner)")
         if not (plan.step_after >= 0).any():

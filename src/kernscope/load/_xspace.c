@@ -14,9 +14,13 @@
  */
 #include <stdint.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 21; }
+int64_t ks_abi_version(void) { return 22; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -319,22 +323,46 @@ int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
     return 0;
 }
 
+/* The pages of [from, to) of a buffer `b` that is a read-only mapping of a file, given back (MADV_DONTNEED: read
+ * again from the page cache where touched again); the whole pages inside the range only. Returns `to`. Never for
+ * memory of another kind, whose pages this would zero. */
+static int64_t drop_pages(const uint8_t *b, int64_t from, int64_t to) {
+#if defined(__unix__) || defined(__APPLE__)
+    static long page = 0;
+    if (page <= 0) page = sysconf(_SC_PAGESIZE);
+    if (page > 0) {
+        uintptr_t lo = ((uintptr_t)(b + from) + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+        uintptr_t hi = (uintptr_t)(b + to) & ~((uintptr_t)page - 1);
+        if (hi > lo) madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
+    }
+#else
+    (void)b; (void)from;
+#endif
+    return to;
+}
+
 /* A sparse index of each line's events in time: every `stride`-th timed event of a line (its first included) as a
  * row (ix_line, ix_off: the offset of its field, ix_start: its start in ns as ks_time_cuts times it, ix_count: the
  * line's events before it, aggregated ones too), with the header, time order and span of each line as ks_time_cuts
  * gives them (hdr, order, span) and its events (total). The first event at or after a time then lies between two
  * rows of its line (kernscope.load.xscan.TimeIndex), and ks_time_cuts finds it walking those rows' bytes only.
+ * One walk of each line's fields, its header's among its events (the time order is that of the events' offsets from
+ * the line's timestamp). `release` > 0: `b` is a read-only mapping of the file, and the pages walked are given back
+ * every `release` bytes (the walk's memory is then that much of the file, not all of it); 0: never.
  * Returns the rows, -1 on bad data (total[0]: the offset), -2 when more than cap rows were found. */
 int64_t ks_line_index(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
-                      int64_t stride, int64_t cap, int64_t *ix_line, int64_t *ix_off, int64_t *ix_start,
-                      int64_t *ix_count, int64_t *hdr, uint8_t *order, int64_t *span, int64_t *total) {
+                      int64_t stride, int64_t cap, int64_t release, int64_t *ix_line, int64_t *ix_off,
+                      int64_t *ix_start, int64_t *ix_count, int64_t *hdr, uint8_t *order, int64_t *span,
+                      int64_t *total) {
     int64_t nix = 0;
     if (stride < 1) return -2;
     for (int64_t li = 0; li < nlines; li++) {
-        int64_t p = line_off[li], end = line_off[li] + line_len[li];
+        int64_t p = line_off[li], end = line_off[li] + line_len[li], released = line_off[li];
         int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
+        int64_t n = 0, timed_n = 0, last = INT64_MIN, first = INT64_MAX, first_row = nix;
+        uint8_t sorted = 1;
         if (end > nbuf) { total[0] = p; return -1; }
-        while (p < end) { /* the header */
+        while (p < end) {
             int64_t at0 = p, off = 0, len = 0;
             uint64_t tag, val = 0;
             if (rd_varint(b, &p, end, &tag)) { total[0] = at0; return -1; }
@@ -344,19 +372,6 @@ int64_t ks_line_index(const uint8_t *b, int64_t nbuf, const int64_t *line_off, c
             else if (field == 3 && wire == 0) ts = (int64_t)val;
             else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
             else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
-        }
-        hdr[4 * li] = id;
-        hdr[4 * li + 1] = ts;
-        if (name_len > 0 || disp_off < 0) { hdr[4 * li + 2] = name_off; hdr[4 * li + 3] = name_len; }
-        else { hdr[4 * li + 2] = disp_off; hdr[4 * li + 3] = disp_len; }
-        int64_t n = 0, timed_n = 0, last = INT64_MIN, first = INT64_MAX;
-        uint8_t sorted = 1;
-        p = line_off[li];
-        while (p < end) {
-            int64_t at0 = p, off = 0, len = 0;
-            uint64_t tag, val = 0;
-            rd_varint(b, &p, end, &tag); /* (checked by the walk above) */
-            skip_value(b, &p, end, (int)(tag & 7), &val, &off, &len);
             if (tag != ((4 << 3) | 2)) continue;
             int64_t q = off, qend = off + len, offset = 0;
             int timed = 1;
@@ -370,19 +385,31 @@ int64_t ks_line_index(const uint8_t *b, int64_t nbuf, const int64_t *line_off, c
                 else if (ew == 0 && ef == 5) timed = 0;
             }
             if (timed) {
-                int64_t start = (int64_t)((uint64_t)ts + (uint64_t)ps_to_ns(offset));
-                if (start < last) sorted = 0;
-                if (first == INT64_MAX) first = start;
-                last = start;
+                int64_t rel = ps_to_ns(offset); /* (the line's timestamp added once it is read) */
+                if (rel < last) sorted = 0;
+                if (first == INT64_MAX) first = rel;
+                last = rel;
                 if (timed_n % stride == 0) {
                     if (nix >= cap) return -2;
-                    ix_line[nix] = li; ix_off[nix] = at0; ix_start[nix] = start; ix_count[nix] = n;
+                    ix_line[nix] = li; ix_off[nix] = at0; ix_start[nix] = rel; ix_count[nix] = n;
                     nix++;
                 }
                 timed_n++;
             }
             n++;
+            if (release > 0 && p - released >= release) released = drop_pages(b, released, p);
         }
+        if (release > 0) drop_pages(b, released, end);
+        for (int64_t r = first_row; r < nix; r++)
+            ix_start[r] = (int64_t)((uint64_t)ts + (uint64_t)ix_start[r]);
+        if (first != INT64_MAX) {
+            first = (int64_t)((uint64_t)ts + (uint64_t)first);
+            last = (int64_t)((uint64_t)ts + (uint64_t)last);
+        }
+        hdr[4 * li] = id;
+        hdr[4 * li + 1] = ts;
+        if (name_len > 0 || disp_off < 0) { hdr[4 * li + 2] = name_off; hdr[4 * li + 3] = name_len; }
+        else { hdr[4 * li + 2] = disp_off; hdr[4 * li + 3] = disp_len; }
         order[li] = sorted;
         span[2 * li] = first;
         span[2 * li + 1] = last;

@@ -22,6 +22,7 @@ range open across the whole run, a GPU always behind its host) has no plan and i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import mmap
 from dataclasses import dataclass
@@ -57,15 +58,20 @@ class Plan:
 
 
 def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int, *,
-         workers: int | None = None) -> Plan | None:
+         workers: int | None = None, release_pages: bool = False) -> Plan | None:
     """Up to ``windows`` windows of about equal events, cut at the quiet points nearest the events' quantiles (two
     targets that find the same point make one window fewer). None where the profile cannot be read so: fewer than two
-    windows asked, no compiled scanner, no quiet point inside the profile, or a line's events out of time order."""
+    windows asked, no compiled scanner, no quiet point inside the profile, or a line's events out of time order.
+
+    ``release_pages``: ``data`` is a read-only mapping of the file (``mmap.ACCESS_READ``), whose pages the plan gives
+    back as it walks them (the page cache keeps them), so that it holds a chunk of the file at a time rather than all
+    of it; on memory of another kind that would zero them."""
     if windows < 2 or scanner() is None:
         return None
     buf = as_array(data)
+    release = _Release(data) if release_pages and isinstance(data, mmap.mmap) else None
     try:
-        return _plan(buf, windows, workers, prepare(data, path))
+        return _plan(buf, windows, workers, prepare(data, path), release)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
@@ -73,9 +79,29 @@ def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: i
 
 #: the plan reads the events in time chunks of about this many bytes each (its memory is one chunk's)
 CHUNK_BYTES = 32 << 20
+#: with ``release_pages``, the walk of the lines gives back the pages behind it every this many bytes
+RELEASE_BYTES = 8 << 20
 
 
-def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) -> Plan | None:
+class _Release:
+    """Gives back the pages of byte ranges of a read-only file mapping (``MADV_DONTNEED``), whole pages inside each
+    range, ranges of under 64 KB left (their pages go with the mapping's at the end)."""
+
+    def __init__(self, data: mmap.mmap) -> None:
+        self.data = data
+
+    def __call__(self, off: np.ndarray, size: np.ndarray) -> None:
+        page = mmap.PAGESIZE
+        lo = -(-off // page) * page
+        hi = (off + size) // page * page
+        big = hi - lo >= 1 << 16
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # (no madvise: the pages stay)
+            for a, b in zip(lo[big].tolist(), hi[big].tolist()):
+                self.data.madvise(mmap.MADV_DONTNEED, a, b - a)
+
+
+def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
+          release: _Release | None = None) -> Plan | None:
     base = shared.base
     skip = {f.column for f in STAT_FIELDS if f.column not in _READ}
     unread = frozenset(i for i, f in enumerate(STAT_FIELDS) if f.column in skip)
@@ -83,7 +109,7 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) ->
     flat = field_lut(base.smd["plane"].to_numpy(), base.smd["id"].to_numpy(), base.stat_names, unread)
     # one walk of the lines' bytes: where their events lie in time (the chunks' and the windows' cuts are found from
     # it walking a few hundred events a line each), their headers, spans and time order
-    index = line_index(buf, base.line_off, base.line_len)
+    index = line_index(buf, base.line_off, base.line_len, release=RELEASE_BYTES if release is not None else 0)
     if flat is None or index is None:
         return None
 
@@ -115,6 +141,8 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared) ->
             finder.add(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed],
                        cols["correlation"].filter(pl.Series(timed)), step[timed])
         del scan, cols, strings
+        if release is not None:
+            release(off, size)
     quiet, before = finder.result()
     if quiet.size == 0:
         return None

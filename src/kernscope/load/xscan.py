@@ -362,9 +362,12 @@ class TimeIndex:
 INDEX_STRIDE = 512
 
 
-def line_index(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, stride: int = INDEX_STRIDE) -> TimeIndex | None:
+def line_index(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, stride: int = INDEX_STRIDE, *,
+               release: int = 0) -> TimeIndex | None:
     """The lines' :class:`TimeIndex` (one walk of their bytes): None where the compiled scanner is missing, or where a
-    line's events do not start in time order."""
+    line's events do not start in time order. ``release`` > 0 only where ``buf`` is a read-only mapping of the file
+    (``mmap.ACCESS_READ``): the pages walked are given back every ``release`` bytes (``MADV_DONTNEED``: on other
+    memory that would zero them), so that the walk holds that much of the file at a time."""
     lib = scanner()
     if lib is None:
         return None
@@ -374,7 +377,8 @@ def line_index(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, stri
     rows = [np.empty(cap, np.int64) for _ in range(4)]
     hdr, order, span, total = np.zeros(4 * n, np.int64), np.zeros(n, np.uint8), np.zeros(2 * n, np.int64), np.zeros(max(n, 1), np.int64)
     k = lib.ks_line_index(_ptr(buf), ctypes.c_int64(buf.size), _ptr(offs), _ptr(lens), ctypes.c_int64(n),
-                          ctypes.c_int64(stride), ctypes.c_int64(cap), *(_ptr(r) for r in rows), _ptr(hdr), _ptr(order),
+                          ctypes.c_int64(stride), ctypes.c_int64(cap), ctypes.c_int64(max(release, 0)),
+                          *(_ptr(r) for r in rows), _ptr(hdr), _ptr(order),
                           _ptr(span), _ptr(total))
     if k == -1:
         raise WireError("a field of an event line does not fit in it", int(total[0]))
