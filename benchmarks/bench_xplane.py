@@ -18,7 +18,9 @@ of ~5 ms).
 
 Contenders, each in a fresh process on the same file, in turn ``--repeat`` times (median reported):
 ``kernscope_cold`` (``kernscope analyze FILE --format json`` with an empty cache: decode, link, the analysis, and
-the parse cache written, as ``bench_load.py``'s cold run), ``kernscope_cached`` (the same command again, on that
+the parse cache written, as ``bench_load.py``'s cold run; a plain profile of 128 MB or more is read a time window at
+a time), with ``--windows 0,4,8`` the same cold command with ``--windows N`` (``kernscope_whole``: 0, read whole;
+``kernscope_wN``; each output compared with the whole one's), ``kernscope_cached`` (the same command again, on that
 cache), ``kernscope_decode`` (``kernscope.load.parse`` only), ``kernscope_load`` (decode + link:
 ``kernscope.pipeline.load(path, cache=False)``; it also reports its own decode + link time, without the interpreter's
 start and the imports, as ``inproc_*``), with ``--base-src DIR`` the same decode and load of another source
@@ -73,14 +75,19 @@ def _read_through(path: str) -> None:
             pass
 
 
-def contenders(path: str, tmp: str, xprof_python: str | None, base_src: str | None = None) -> dict[str, list[str]]:
+def contenders(path: str, tmp: str, xprof_python: str | None, base_src: str | None = None,
+               windows: list[int] | None = None) -> dict[str, list[str]]:
     out = os.path.join(tmp, "a.json")
+    analyze = [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json"]
     c = {
-        "kernscope_cold": [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out],
-        "kernscope_cached": [sys.executable, "-m", "kernscope", "analyze", path, "--format", "json", "-o", out],
+        "kernscope_cold": [*analyze, "-o", out],
+        "kernscope_cached": [*analyze, "-o", out],
         "kernscope_decode": [sys.executable, "-c", f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"],
         "kernscope_load": [sys.executable, "-c", _LOAD.format(boot="", path=path)],
     }
+    for n in windows or []:  # the same cold command read whole (0) or n time windows at a time, each its own output
+        c["kernscope_whole" if n == 0 else f"kernscope_w{n}"] = [*analyze, "--windows", str(n), "-o",
+                                                                 os.path.join(tmp, f"w{n}.json")]
     if base_src:  # another kernscope source tree (an earlier commit's src/), the same decode + link, in the same run
         boot = f"import sys; sys.path.insert(0, {base_src!r}); "
         c["base_decode"] = [sys.executable, "-c", boot + f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"]
@@ -102,6 +109,9 @@ def main() -> int:
     ap.add_argument("--xprof-python")
     ap.add_argument("--out")
     ap.add_argument("--base-src", help="an earlier kernscope src/ folder: its decode and load run in the same rounds")
+    ap.add_argument("--windows", default="",
+                    help="comma-separated window counts (0: whole) of `analyze --windows N`, each a cold contender")
+    ap.add_argument("--only", default="", help="comma-separated contenders to run (default: all)")
     a = ap.parse_args()
     # kernscope as installed: its modules compiled to bytecode, as pip does at install time. A checkout run with
     # PYTHONDONTWRITEBYTECODE=1 would otherwise compile its changed modules (the base tree: every module) each run
@@ -125,11 +135,15 @@ def main() -> int:
             size = os.path.getsize(path)
             print(f"replica: {copies} copies of {a.src} = {size / 1e6:.1f} MB ({time.perf_counter() - t:.1f} s to build)", flush=True)
         runs: dict[str, list[dict]] = {}
-        cmds = contenders(path, tmp, a.xprof_python, a.base_src)
+        cmds = contenders(path, tmp, a.xprof_python, a.base_src, [int(n) for n in a.windows.split(",") if n.strip()])
+        if a.only:
+            cmds = {k: v for k, v in cmds.items() if k in a.only.split(",")}
         for i in range(a.repeat):
             cache = tempfile.mkdtemp(dir=tmp)  # empty for the cold run, then the cached run's
             for name, cmd in cmds.items():
                 env = dict(os.environ, KERNSCOPE_CACHE_DIR=cache) if name in ("kernscope_cold", "kernscope_cached") else None
+                if name == "kernscope_whole" or name.startswith("kernscope_w"):  # (cold: a cache of its own)
+                    env = dict(os.environ, KERNSCOPE_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
                 _read_through(path)  # every contender finds the file in the page cache
                 r = timed(cmd, env)
                 runs.setdefault(name, []).append(r)
@@ -137,6 +151,12 @@ def main() -> int:
                 print(f"  round {i + 1} {name}: " + (r["error"] if "error" in r else f"{r['seconds']:.2f} s, {r['rss'] / 1e6:.0f} MB"
                                                      + (f" (decode + link in process {float(inproc[0]):.2f} s)" if inproc else "")),
                       flush=True)
+        # the windowed outputs against the whole profile's (the same bytes: the windows' merge is exact)
+        whole_json = Path(tmp, "w0.json").read_bytes() if Path(tmp, "w0.json").exists() else None
+        same = {f"w{n}": Path(tmp, f"w{n}.json").read_bytes() == whole_json for n in
+                (int(x) for x in a.windows.split(",") if x.strip()) if n and whole_json is not None}
+        if whole_json is not None and Path(tmp, "a.json").exists():  # (the default: windowed from 128 MB)
+            same["default"] = Path(tmp, "a.json").read_bytes() == whole_json
     summary = {}
     for name, rs in runs.items():
         ok = [r for r in rs if "error" in r] == []
@@ -146,7 +166,8 @@ def main() -> int:
         secs = [r["seconds"] for r in rs]
         med = statistics.median(secs)
         summary[name] = {"median_s": round(med, 3), "min_s": round(min(secs), 3), "max_s": round(max(secs), 3),
-                         "mb_per_s": round(size / 1e6 / med, 1), "peak_rss_x": round(max(r["rss"] for r in rs) / size, 2)}
+                         "mb_per_s": round(size / 1e6 / med, 1), "peak_rss_x": round(max(r["rss"] for r in rs) / size, 2),
+                         "peak_rss_mib": [round(min(r["rss"] for r in rs) / 2**20), round(max(r["rss"] for r in rs) / 2**20)]}
         inproc = [float(line[7:]) for r in rs for line in r.get("stdout", "").splitlines() if line.startswith("inproc=")]
         if len(inproc) == len(rs):  # the load's own decode + link, without the interpreter's start and imports
             summary[name].update(inproc_median_s=round(statistics.median(inproc), 3), inproc_min_s=round(min(inproc), 3),
@@ -161,7 +182,8 @@ def main() -> int:
     xprof = summary.get("xprof_trace_viewer", {}).get("median_s")
     if cold and xprof:
         ratios["xprof trace_viewer / kernscope cold"] = round(xprof / cold, 1)
-    result = {"file_mb": round(size / 1e6, 1), "source": source, "copies": copies, "ratios": ratios, "machine": platform.platform(),
+    result = {"file_mb": round(size / 1e6, 1), "source": source, "copies": copies, "ratios": ratios,
+              "windowed_output_equals_whole": same, "machine": platform.platform(),
               "cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)), "base_src": a.base_src, "summary": summary}
     print(json.dumps(result, indent=1))
     if a.out:

@@ -172,13 +172,17 @@ def test_analyze_reads_whole_what_windows_cannot_tell(tmp_path):
 
 
 def test_how_many_windows_by_default(tmp_path):
-    """A plain XSpace profile of 128 MB or more: one window per 40 MB; smaller, gzipped or another format: whole."""
-    from kernscope.files import WINDOW_BYTES, WINDOWED_FROM, windows_for
+    """A plain XSpace profile of 128 MB or more: one window per 32 MB, eight at most; smaller, gzipped or another
+    format: whole."""
+    from kernscope.files import MOST_WINDOWS, WINDOW_BYTES, WINDOWED_FROM, windows_for
 
     big = tmp_path / "big.xplane.pb"
     with open(big, "wb") as f:
         f.truncate(WINDOWED_FROM + 1)
-    assert windows_for(str(big)) == -(-(WINDOWED_FROM + 1) // WINDOW_BYTES) >= 4
+    assert windows_for(str(big)) == -(-(WINDOWED_FROM + 1) // WINDOW_BYTES) == 5  # (128 MB and a byte: 5 of 32 MB)
+    with open(big, "r+b") as f:
+        f.truncate(40 * WINDOW_BYTES)
+    assert windows_for(str(big)) == MOST_WINDOWS == 8  # (1.3 GB: 8 windows of 160 MB)
     assert windows_for(str(MLP)) == 0 and windows_for(str(big), 0) == 0 and windows_for(str(MLP), 5) == 5
     gz = tmp_path / "big2.xplane.pb"
     with open(gz, "wb") as f:

@@ -236,14 +236,18 @@ def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[
 #: a plain XSpace profile (``*.xplane.pb``) of at least this many bytes is analyzed a time window at a time by
 #: default (:mod:`kernscope.analyze.windows`: the same output, a fraction of the memory; docs/performance.md)
 WINDOWED_FROM = 128 << 20
-#: bytes of profile per time window of such an analysis
-WINDOW_BYTES = 40 << 20
+#: bytes of profile per time window of such an analysis, at least (up to :data:`MOST_WINDOWS` windows)
+WINDOW_BYTES = 32 << 20
+#: windows of such an analysis, at most: each costs its fixed share of an analysis (~0.1 s on 2 cores), and beyond
+#: eight the peak is the command's floor and the plan's, not the window's (docs/performance.md, session 75)
+MOST_WINDOWS = 8
 
 
 def windows_for(path: str, asked: int | None = None) -> int:
     """How many time windows ``analyze`` reads the profile at ``path`` in: ``asked`` where given (0 or 1: whole),
-    else one per :data:`WINDOW_BYTES` for a plain (not gzipped) XSpace profile of :data:`WINDOWED_FROM` bytes or
-    more; 0 (whole) for anything else. Reads the file's first bytes only."""
+    else, for a plain (not gzipped) XSpace profile of :data:`WINDOWED_FROM` bytes or more, one per
+    :data:`WINDOW_BYTES` up to :data:`MOST_WINDOWS`; 0 (whole) for anything else. Reads the file's first bytes
+    only."""
     if asked is not None:
         return asked if asked >= 2 else 0
     if not path.lower().endswith(".pb"):
@@ -256,4 +260,4 @@ def windows_for(path: str, asked: int | None = None) -> int:
         return 0
     if size < WINDOWED_FROM or head == b"\x1f\x8b":  # (a gzipped profile is inflated whole: read whole)
         return 0
-    return -(-size // WINDOW_BYTES)
+    return min(MOST_WINDOWS, -(-size // WINDOW_BYTES))
