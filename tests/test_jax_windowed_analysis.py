@@ -188,7 +188,8 @@ def test_how_many_windows_by_default(tmp_path):
     with open(gz, "wb") as f:
         f.write(b"\x1f\x8b")
         f.truncate(WINDOWED_FROM + 1)
-    assert windows_for(str(gz)) == 0
+    assert windows_for(str(gz)) == 0 and windows_for(str(gz), 4) == 0  # (asked for, too: it is read whole)
+    assert windows_for(str(TRANSFORMER), 3) == 0  # (gzipped, small)
     assert windows_for(str(tmp_path / "missing.xplane.pb")) == 0
 
 
@@ -222,3 +223,15 @@ def test_forty_steps_in_many_windows_merge_to_the_whole(tmp_path):
         got = cli("analyze", str(p), "--format", "json", "--windows", str(k), "--no-bench", "--timings")
         assert got.returncode == 0 and got.stdout == whole, k
         assert f"window {min(k, plan.windows)} of {min(k, plan.windows)} (decode" in got.stderr, got.stderr
+
+
+def test_windows_asked_of_a_gzipped_profile_or_a_kineto_trace_read_them_whole(tmp_path):
+    from conftest import cli
+
+    kineto = Path(__file__).parents[1] / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    assert kineto.exists()
+    for path in (TRANSFORMER, kineto):
+        a = cli("analyze", str(path), "--windows", "3", "--no-bench", "--format", "json", "--no-cache", "--timings")
+        b = cli("analyze", str(path), "--windows", "0", "--no-bench", "--format", "json", "--no-cache")
+        assert a.returncode == b.returncode == 0 and a.stdout == b.stdout, (path, a.stderr[-300:])
+        assert "window 1 of" not in a.stderr

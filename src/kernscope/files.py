@@ -244,13 +244,11 @@ MOST_WINDOWS = 8
 
 
 def windows_for(path: str, asked: int | None = None) -> int:
-    """How many time windows ``analyze`` reads the profile at ``path`` in: ``asked`` where given (0 or 1: whole),
-    else, for a plain (not gzipped) XSpace profile of :data:`WINDOWED_FROM` bytes or more, one per
-    :data:`WINDOW_BYTES` up to :data:`MOST_WINDOWS`; 0 (whole) for anything else. Reads the file's first bytes
-    only."""
-    if asked is not None:
-        return asked if asked >= 2 else 0
-    if not path.lower().endswith(".pb"):
+    """How many time windows ``analyze`` reads the profile at ``path`` in, 0 for whole: for a plain (not gzipped)
+    XSpace profile, ``asked`` where given (0 or 1: whole), else one per :data:`WINDOW_BYTES` up to
+    :data:`MOST_WINDOWS` from :data:`WINDOWED_FROM` bytes on; 0 for anything else (a gzipped profile is inflated
+    whole before its decode; a Kineto trace has no windows). Reads the file's first bytes only."""
+    if not path.lower().endswith(".pb") or asked in (0, 1):
         return 0
     try:
         size = os.stat(path).st_size
@@ -258,6 +256,8 @@ def windows_for(path: str, asked: int | None = None) -> int:
             head = f.read(2)
     except OSError:
         return 0
-    if size < WINDOWED_FROM or head == b"\x1f\x8b":  # (a gzipped profile is inflated whole: read whole)
+    if head == b"\x1f\x8b":
         return 0
-    return min(MOST_WINDOWS, -(-size // WINDOW_BYTES))
+    if asked is not None:
+        return asked
+    return min(MOST_WINDOWS, -(-size // WINDOW_BYTES)) if size >= WINDOWED_FROM else 0
