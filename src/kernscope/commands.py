@@ -535,7 +535,11 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
              and not r.python_sources and not r.read_all and r.bench is not True and not s.salvage
              and s.step_marker is None)
     windows = windows_for(r.path, r.windows) if plain else 0
-    windowed = _windowed_key(s, projection) if windows else None
+    windowed = None
+    if windows:  # (pipeline imports polars, which a stored answer does without)
+        from .pipeline import windowed_key
+
+        windowed = windowed_key(s.salvage, s.step_marker, projection)
     more = (windowed,) if windowed is not None else ()
     req = oneshot.Request("analyze", r.path, options, s.rules, salvage=s.salvage, step_marker=s.step_marker,
                           projection=projection, no_cache=not s.cache, notify=s.notify, keep=keep, more_keys=more)
@@ -551,25 +555,26 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
 
     def compute(t: Trace | _Windowed) -> bytes:
         lap = time.perf_counter()
-        if isinstance(t, _Windowed):  # (analyzed a window at a time, as it was read)
-            done["analysis"] = t.analysis
-            return _rendered(t.analysis, render, timings)
-        a = done["analysis"] = s.analysis(t, r.step, categorizer=prefetch.result(), categories=r.categories,
-                                          linked_only=r.linked_only, bench=r.bench, by_annotation=r.by_annotation,
-                                          roofline=r.roofline, untraced_waits=r.untraced_waits,
-                                          python_sources=r.python_sources)
-        if r.python_sources:
-            s.no_sources(a, r.path)
-        if t.salvaged is not None:
-            s.say(f"kernscope: salvaged {t.salvaged:,} complete events from {r.path}")
-            for line in t.salvage_skipped:
-                s.say(f"kernscope: {line}")
-        lap2 = time.perf_counter()
+        if isinstance(t, _Windowed):  # (analyzed a window at a time, as it was read: its phases are timed)
+            a = done["analysis"] = t.analysis
+        else:
+            a = done["analysis"] = s.analysis(t, r.step, categorizer=prefetch.result(), categories=r.categories,
+                                              linked_only=r.linked_only, bench=r.bench, by_annotation=r.by_annotation,
+                                              roofline=r.roofline, untraced_waits=r.untraced_waits,
+                                              python_sources=r.python_sources)
+            if r.python_sources:
+                s.no_sources(a, r.path)
+            if t.salvaged is not None:
+                s.say(f"kernscope: salvaged {t.salvaged:,} complete events from {r.path}")
+                for line in t.salvage_skipped:
+                    s.say(f"kernscope: {line}")
+            if timings is not None:
+                timings.append(("analysis (summaries, categories, findings" + (", roofline)" if r.roofline else ")"),
+                                time.perf_counter() - lap))
+        lap = time.perf_counter()
         body = render(a)
         if timings is not None:
-            timings.append(("analysis (summaries, categories, findings" + (", roofline)" if r.roofline else ")"),
-                            lap2 - lap))
-            timings.append((f"render ({r.fmt})", time.perf_counter() - lap2))
+            timings.append((f"render ({r.fmt})", time.perf_counter() - lap))
         return body
 
     def check(t: Trace | _Windowed) -> None:
@@ -584,21 +589,6 @@ class _Windowed:
     """An analysis made a time window at a time (``analyze_one``'s load gives it in place of a trace)."""
 
     analysis: Analysis
-
-
-def _windowed_key(s: Session, projection: Any) -> dict[str, Any]:
-    from .pipeline import windowed_key
-
-    return windowed_key(s.salvage, s.step_marker, projection)
-
-
-def _rendered(a: Analysis, render: Callable[[Analysis], bytes], timings: list[tuple[str, float]] | None) -> bytes:
-    """``render(a)``, timed into ``timings``."""
-    lap = time.perf_counter()
-    body = render(a)
-    if timings is not None:
-        timings.append(("render", time.perf_counter() - lap))
-    return body
 
 
 def _prefetched(s: Session, warm: Callable[[], object]) -> Categorizer:
