@@ -204,6 +204,40 @@ def test_quiet_points_are_where_nothing_runs_and_nothing_is_pending():
     assert xplan.quiet_points(line, ts[[1, 0, 2, 3, 4, 5, 6, 7, 8]], dur, corr, np.array([False, True])) is None
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_quiet_points_equal_their_definition_on_random_lines(seed):
+    # the definition checked point by point: a host start after the first event's at which no event of any line started
+    # before it ends after it, and no correlation's host launch lies before it with one of its GPU rows at or after it
+    rng = np.random.default_rng(seed)
+    lines, gpu_line = 5, np.array([False, False, False, True, True])
+    line, ts, dur = [], [], []
+    for li in range(lines):
+        n = int(rng.integers(5, 40))
+        s = np.sort(rng.integers(0, 400, n))
+        line += [li] * n
+        ts += s.tolist()
+        dur += rng.integers(0, 12 if li < 3 else 6, n).tolist()
+    line_a, ts_a, dur_a = np.array(line), np.array(ts, dtype=np.int64), np.array(dur, dtype=np.int64)
+    corr = np.where(rng.random(ts_a.size) < 0.3, rng.integers(0, 15, ts_a.size), -1)
+    corr_s = pl.Series([None if c < 0 else int(c) for c in corr], dtype=pl.Int64)
+    got = xplan.quiet_points(line_a, ts_a, dur_a, corr_s, gpu_line)
+    first = int(ts_a.min())
+    host = ~gpu_line[line_a]
+    want = []
+    for t in sorted(set(ts_a[host].tolist())):
+        if t <= first or ((ts_a < t) & (ts_a + dur_a > t)).any():
+            continue
+        pending = False
+        for c in set(corr[corr >= 0].tolist()):
+            launch = ts_a[(corr == c) & host]
+            rows = ts_a[(corr == c) & ~host]
+            if launch.size and rows.size and launch.min() < t <= rows.max():
+                pending = True
+        if not pending:
+            want.append(t)
+    assert got is not None and got.tolist() == want
+
+
 def test_no_plan_for_one_window_or_without_the_compiled_scanner(monkeypatch):
     data = xspace_bytes(MLP)
     assert xplan.plan(data, "p", 1) is None

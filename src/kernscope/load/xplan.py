@@ -172,7 +172,7 @@ class _Quiet:
         self.first = first
         self.ordered = True
         self.events = 0  #: the events given so far
-        self.running = np.full(gpu_line.size, np.iinfo(np.int64).min, dtype=np.int64)  #: each line's latest end so far
+        self.running = int(np.iinfo(np.int64).min)  #: the latest end of the events given so far (ns)
         self.idle: list[np.ndarray] = []  #: host starts at which nothing runs, chunk by chunk
         self.idle_before: list[np.ndarray] = []  #: the events that start before each
         self.step_starts: list[np.ndarray] = []  #: the step annotations' starts, chunk by chunk
@@ -184,36 +184,33 @@ class _Quiet:
         """A chunk's events: line, start and duration (ns), correlation id (null: none), and whether each is a step
         annotation (``step``, a ``StepTraceAnnotation``: None, none is)."""
         is_gpu = self.gpu_line[line] if line.size else np.zeros(0, dtype=bool)
-        cand = np.unique(ts[~is_gpu])
-        cand = cand[cand > self.first]
-        ok = np.ones(cand.size, dtype=bool)
-        bounds = np.flatnonzero(np.diff(line)) + 1
-        seen = np.zeros(self.running.size, dtype=bool)
-        for a, b in zip(np.concatenate([[0], bounds]).tolist(), np.concatenate([bounds, [line.size]]).tolist()):
-            if a == b:
-                continue
-            li, s = int(line[a]), ts[a:b]
-            if s.size > 1 and (np.diff(s) < 0).any():
+        if ts.size > 1:  # (each line's events in time order: the quiet points need it)
+            back = np.diff(ts) < 0
+            if (back & (line[1:] == line[:-1])).any():
                 self.ordered = False
-            running = np.maximum(np.maximum.accumulate(s + dur[a:b]), self.running[li])
-            i = np.searchsorted(s, cand, side="left")  # the line's events that start before each candidate
-            ok &= np.where(i > 0, running[np.maximum(i - 1, 0)], self.running[li]) <= cand
-            self.running[li] = running[-1]
-            seen[li] = True
-        if (~seen).any():  # the lines without an event in this chunk: what still runs from before
-            ok &= self.running[~seen].max() <= cand
-        starts = np.sort(ts, kind="stable")
+        # something runs at a moment where an event that started before it (on any line, in this chunk or one before)
+        # ends after it: the events in time order (each line's are: a merge of sorted runs), the latest end so far
+        order = np.argsort(ts, kind="stable")
+        starts = ts[order]
+        latest = np.maximum.accumulate((ts + dur)[order]) if ts.size else np.zeros(0, np.int64)
+        host = starts[~is_gpu[order]]
+        cand = host[np.append(True, host[1:] != host[:-1])] if host.size else host
+        cand = cand[cand > self.first]
+        before = np.searchsorted(starts, cand, side="left")  # the events of the chunk that start before each
+        ok = np.where(before > 0, np.maximum(latest[np.maximum(before - 1, 0)], self.running), self.running) <= cand
+        if latest.size:
+            self.running = max(self.running, int(latest[-1]))
         if step is not None:
             self.step_starts.append(np.unique(ts[step & ~is_gpu]))
         self.idle.append(cand[ok])
-        self.idle_before.append(self.events + np.searchsorted(starts, cand[ok], side="left"))
+        self.idle_before.append(self.events + before[ok])
         self.events += int(ts.size)
         has = correlation.is_not_null().to_numpy()
         if has.any():
             corr = correlation.fill_null(-1).to_numpy()
-            host, gpu = has & ~is_gpu, has & is_gpu
-            self.launches.append(pl.DataFrame({"c": corr[host], "t": ts[host]}).group_by("c").agg(pl.col("t").min()))
-            self.rows.append(pl.DataFrame({"c": corr[gpu], "t": ts[gpu]}).group_by("c").agg(pl.col("t").max()))
+            host_c, gpu_c = has & ~is_gpu, has & is_gpu
+            self.launches.append(pl.DataFrame({"c": corr[host_c], "t": ts[host_c]}).group_by("c").agg(pl.col("t").min()))
+            self.rows.append(pl.DataFrame({"c": corr[gpu_c], "t": ts[gpu_c]}).group_by("c").agg(pl.col("t").max()))
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         """The quiet points (ns, sorted, distinct) and the events that start before each; empty where a line's events
