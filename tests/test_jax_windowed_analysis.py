@@ -172,17 +172,20 @@ def test_analyze_reads_whole_what_windows_cannot_tell(tmp_path):
 
 
 def test_how_many_windows_by_default(tmp_path):
-    """A plain XSpace profile of 128 MB or more: one window per 32 MB, eight at most; smaller, gzipped or another
+    """A plain XSpace profile of 128 MB or more: one window per 26 MB, twelve at most; smaller, gzipped or another
     format: whole."""
     from kernscope.files import MOST_WINDOWS, WINDOW_BYTES, WINDOWED_FROM, windows_for
 
     big = tmp_path / "big.xplane.pb"
     with open(big, "wb") as f:
         f.truncate(WINDOWED_FROM + 1)
-    assert windows_for(str(big)) == -(-(WINDOWED_FROM + 1) // WINDOW_BYTES) == 5  # (128 MB and a byte: 5 of 32 MB)
+    assert windows_for(str(big)) == -(-(WINDOWED_FROM + 1) // WINDOW_BYTES) == 5  # (128 MB and a byte: 5 of 26 MB)
     with open(big, "r+b") as f:
         f.truncate(40 * WINDOW_BYTES)
-    assert windows_for(str(big)) == MOST_WINDOWS == 8  # (1.3 GB: 8 windows of 160 MB)
+    assert windows_for(str(big)) == MOST_WINDOWS == 12  # (1.04 GB: 12 windows of 87 MB)
+    with open(big, "r+b") as f:
+        f.truncate(8 * WINDOW_BYTES)
+    assert windows_for(str(big)) == 8  # (208 MB: 8 windows of 26 MB)
     assert windows_for(str(MLP)) == 0 and windows_for(str(big), 0) == 0 and windows_for(str(MLP), 5) == 5
     gz = tmp_path / "big2.xplane.pb"
     with open(gz, "wb") as f:

@@ -236,11 +236,14 @@ def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[
 #: a plain XSpace profile (``*.xplane.pb``) of at least this many bytes is analyzed a time window at a time by
 #: default (:mod:`kernscope.analyze.windows`: the same output, a fraction of the memory; docs/performance.md)
 WINDOWED_FROM = 128 << 20
-#: bytes of profile per time window of such an analysis, at least (up to :data:`MOST_WINDOWS` windows)
-WINDOW_BYTES = 32 << 20
-#: windows of such an analysis, at most: each costs its fixed share of an analysis (~0.1 s on 2 cores), and beyond
-#: eight the peak is the command's floor and the plan's, not the window's (docs/performance.md, session 75)
-MOST_WINDOWS = 8
+#: bytes of profile per time window of such an analysis, at least (up to :data:`MOST_WINDOWS` windows): two windows'
+#: tables are held at a time (the next one is decoded while this one is analyzed); a real 207 MB profile in 8 windows
+#: peaks at 1.43x the file, in 7 at 1.55x (docs/performance.md, session 76)
+WINDOW_BYTES = 26 << 20
+#: windows of such an analysis, at most: each costs its fixed share of an analysis (~0.1 s on 2 cores); a real 982 MB
+#: profile peaks at 0.88x the file in 8 windows and 0.67x in 12, a 633 MB one at 0.96x in 8 and 0.75x in 12, for
+#: 6-8% more time than in 8 (session 76)
+MOST_WINDOWS = 12
 
 
 def windows_for(path: str, asked: int | None = None) -> int:
