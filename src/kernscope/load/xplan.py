@@ -25,9 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import mmap
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -36,7 +34,7 @@ from ..errors import TraceError
 from .native import scanner
 from .protowire import WireError, as_array
 from .xplane import Shared, _device_of, _hlo_names, _stat_cells, prepare
-from .xscan import FieldSpec, LineScan, TimeCuts, line_index, scan_lines
+from .xscan import FieldSpec, TimeCuts, line_index, scan_lines
 from .xstats import FIELD_KINDS, STAT_FIELDS, field_lut, field_table
 
 #: the stats a plan reads (the correlation id: the pending launches; the HLO op and module: the names)
@@ -129,25 +127,22 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
     device = np.array([-1 if _device_of(p.name) is None else _device_of(p.name) for p in base.planes], dtype=np.int64)
     finder = _Quiet(device[base.line_plane] >= 0 if base.line_plane.size else np.zeros(0, dtype=bool), lo)
     names: set[str] = set()
-    n_chunks = cuts.times.shape[1] + 1
-
-    def scanned(k: int) -> tuple[np.ndarray, np.ndarray, LineScan]:
+    for k in range(cuts.times.shape[1] + 1):  # each chunk's events scanned, its quiet candidates found, then dropped
         off, size = cuts.window(k, base.line_off)
-        return off, size, scan_lines(buf, off, size, base.line_plane, spec, base.stat_lookup, base.md_lookup,
-                                     workers=workers, header=cuts.hdr)
-
-    # each chunk's events scanned, its quiet candidates found, then dropped; the next chunk scanned on a thread
-    # meanwhile (the scan runs without the GIL; the candidates are numpy and polars work on this one)
-    with ThreadPoolExecutor(1, thread_name_prefix="kernscope-plan") as pool:
-        ahead = pool.submit(scanned, 0)
-        for k in range(n_chunks):
-            off, size, scan = ahead.result()
-            if k + 1 < n_chunks:
-                ahead = pool.submit(scanned, k + 1)
-            _candidates(buf, base, scan, fields, skip, finder, names)
-            del scan
-            if release is not None:
-                release(off, size)
+        scan = scan_lines(buf, off, size, base.line_plane, spec, base.stat_lookup, base.md_lookup, workers=workers,
+                          header=cuts.hdr)
+        cols, strings, _ = _stat_cells(buf, base, scan, fields, skip, {"hlo_op", "hlo_module"})
+        names |= _hlo_names(strings)
+        timed = ~scan.ev_flags.view(np.bool_)  # (aggregated events have no time)
+        step = cols["step_num"].is_not_null().to_numpy()  # (a StepTraceAnnotation)
+        if timed.all():  # (no copies where every event is timed)
+            finder.add(scan.ev_line, scan.ev_ts, scan.ev_dur, cols["correlation"], step)
+        else:
+            finder.add(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed],
+                       cols["correlation"].filter(pl.Series(timed)), step[timed])
+        del scan, cols, strings
+        if release is not None:
+            release(off, size)
     quiet, before = finder.result()
     if quiet.size == 0:
         return None
@@ -164,20 +159,6 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
         at = np.searchsorted(steps, times, side="left")
         step_after = np.where(at < steps.size, steps[np.minimum(at, steps.size - 1)], -1)
     return Plan(index.cuts(times), dataclasses.replace(shared, hlo_names=frozenset(names)), step_after.astype(np.int64))
-
-
-def _candidates(buf: np.ndarray, base: Any, scan: LineScan, fields: np.ndarray, skip: set[str], finder: _Quiet,
-                names: set[str]) -> None:
-    """A chunk's scanned events given to ``finder`` (their quiet candidates) and their HLO names added to ``names``."""
-    cols, strings, _ = _stat_cells(buf, base, scan, fields, skip, {"hlo_op", "hlo_module"})
-    names |= _hlo_names(strings)
-    timed = ~scan.ev_flags.view(np.bool_)  # (aggregated events have no time)
-    step = cols["step_num"].is_not_null().to_numpy()  # (a StepTraceAnnotation)
-    if timed.all():  # (no copies where every event is timed)
-        finder.add(scan.ev_line, scan.ev_ts, scan.ev_dur, cols["correlation"], step)
-    else:
-        finder.add(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed],
-                   cols["correlation"].filter(pl.Series(timed)), step[timed])
 
 
 class _Quiet:
