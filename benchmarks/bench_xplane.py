@@ -23,8 +23,9 @@ a time), with ``--windows 0,4,8`` the same cold command with ``--windows N`` (``
 ``kernscope_wN``; each output compared with the whole one's), ``kernscope_cached`` (the same command again, on that
 cache), ``kernscope_decode`` (``kernscope.load.parse`` only), ``kernscope_load`` (decode + link:
 ``kernscope.pipeline.load(path, cache=False)``; it also reports its own decode + link time, without the interpreter's
-start and the imports, as ``inproc_*``), with ``--base-src DIR`` the same decode and load of another source
-tree (``base_decode``, ``base_load``: an earlier commit, for a before/after in one run), and with ``--xprof-python`` (a Python
+start and the imports, as ``inproc_*``), with ``--base-src DIR`` the same decode, load and cold analyze of another
+source tree (``base_decode``, ``base_load``, ``base_cold``: an earlier commit, for a before/after in one run; its
+compiled library must be built in that tree), and with ``--xprof-python`` (a Python
 with ``pip install xprof``): ``xprof_trace_viewer`` (xprof's XSpace -> trace JSON, what JAX runs for
 ``create_perfetto_trace``) and ``xprof_op_stats`` (xprof's ``framework_op_stats`` tool).
 """
@@ -92,6 +93,10 @@ def contenders(path: str, tmp: str, xprof_python: str | None, base_src: str | No
         boot = f"import sys; sys.path.insert(0, {base_src!r}); "
         c["base_decode"] = [sys.executable, "-c", boot + f"from kernscope.load import parse; r = parse({path!r}); print(r.events.height)"]
         c["base_load"] = [sys.executable, "-c", _LOAD.format(boot=boot, path=path)]
+        # and its cold `analyze` with its own defaults (a windowed one where that tree reads the profile by windows)
+        c["base_cold"] = [sys.executable, "-c", boot + "import runpy; sys.argv = ['kernscope', 'analyze', "
+                          f"{path!r}, '--format', 'json', '-o', {os.path.join(tmp, 'base.json')!r}]; "
+                          "runpy.run_module('kernscope', run_name='__main__')"]
     if xprof_python:
         for name, tool in (("xprof_trace_viewer", "trace_viewer"), ("xprof_op_stats", "framework_op_stats")):
             c[name] = [xprof_python, "-c", "import logging, os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
@@ -108,7 +113,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--xprof-python")
     ap.add_argument("--out")
-    ap.add_argument("--base-src", help="an earlier kernscope src/ folder: its decode and load run in the same rounds")
+    ap.add_argument("--base-src", help="an earlier kernscope src/ folder: its decode, load and cold analyze run in the same rounds")
     ap.add_argument("--windows", default="",
                     help="comma-separated window counts (0: whole) of `analyze --windows N`, each a cold contender")
     ap.add_argument("--only", default="", help="comma-separated contenders to run (default: all)")
@@ -142,7 +147,7 @@ def main() -> int:
             cache = tempfile.mkdtemp(dir=tmp)  # empty for the cold run, then the cached run's
             for name, cmd in cmds.items():
                 env = dict(os.environ, KERNSCOPE_CACHE_DIR=cache) if name in ("kernscope_cold", "kernscope_cached") else None
-                if name == "kernscope_whole" or name.startswith("kernscope_w"):  # (cold: a cache of its own)
+                if name in ("kernscope_whole", "base_cold") or name.startswith("kernscope_w"):  # (cold: a cache of its own)
                     env = dict(os.environ, KERNSCOPE_CACHE_DIR=tempfile.mkdtemp(dir=tmp))
                 _read_through(path)  # every contender finds the file in the page cache
                 r = timed(cmd, env)
@@ -157,6 +162,8 @@ def main() -> int:
                 (int(x) for x in a.windows.split(",") if x.strip()) if n and whole_json is not None}
         if whole_json is not None and Path(tmp, "a.json").exists():  # (the default: windowed from 128 MB)
             same["default"] = Path(tmp, "a.json").read_bytes() == whole_json
+        if whole_json is not None and Path(tmp, "base.json").exists():  # (the base tree's cold analyze)
+            same["base"] = Path(tmp, "base.json").read_bytes() == whole_json
     summary = {}
     for name, rs in runs.items():
         ok = [r for r in rs if "error" in r] == []
