@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# the terminal tables' width the tests read them at (`make test` sets it too): a plain `pytest` in a pipe would
+# otherwise render them at rich's 80 columns, where two tests that read table rows see them wrapped
+os.environ.setdefault("COLUMNS", "150")
 TRACES = Path(os.environ.get("KERNSCOPE_TRACES", ROOT.parent / "shared" / "traces"))
 
 

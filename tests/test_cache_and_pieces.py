@@ -931,28 +931,33 @@ def test_cache_clear_removes_the_digest_index(tmp_path, monkeypatch):
     assert not (tmp_path / "c" / "digests").exists()
 
 
-def test_cache_entries_are_keyed_on_the_code_not_only_the_version(tmp_path):
+def test_cache_entries_are_keyed_on_the_code_not_only_the_version(tmp_path, monkeypatch):
     """An edited checkout (same version number) never reads what older code stored: touching one module of the
-    package changes the fingerprint and with it every entry key."""
-    import os
+    package changes the fingerprint and with it every entry key. (On a copy of the package: touching the real one
+    changed the key that other test processes, running meanwhile, computed.)"""
+    import shutil
 
-    import kernscope.render.console as mod
+    import kernscope
+    from kernscope import version
     from kernscope.load import cache
-    from kernscope.version import code_fingerprint
 
-    code_fingerprint.cache_clear()  # what the files say now, not what this process saw first
-    before_fp, before_key = code_fingerprint(), cache.entry_key("d" * 32, {"a": 1})
-    st = os.stat(mod.__file__)
-    try:
-        os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-        after_fp = code_fingerprint.__wrapped__()
-        assert after_fp != before_fp
-        code_fingerprint.cache_clear()
-        assert cache.entry_key("d" * 32, {"a": 1}) != before_key
-    finally:
-        os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns))
-        code_fingerprint.cache_clear()
-    assert code_fingerprint() == before_fp and cache.entry_key("d" * 32, {"a": 1}) == before_key
+    tree = tmp_path / "kernscope"
+    shutil.copytree(Path(kernscope.__file__).parent, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    assert version.fingerprint_of(str(tree)) == version.fingerprint_of(str(tree))
+    before_fp = version.fingerprint_of(str(tree))
+    console = tree / "render" / "console.py"
+    st = os.stat(console)
+    os.utime(console, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    after_fp = version.fingerprint_of(str(tree))
+    assert after_fp != before_fp
+    (tree / "render" / "__pycache__").mkdir()
+    (tree / "render" / "__pycache__" / "console.cpython-311.pyc").write_bytes(b"x")  # (bytecode is not code)
+    assert version.fingerprint_of(str(tree)) == after_fp
+    # the entry key follows the fingerprint
+    key = cache.entry_key("d" * 32, {"a": 1})
+    monkeypatch.setattr(cache, "code_fingerprint", lambda: after_fp)
+    assert cache.entry_key("d" * 32, {"a": 1}) != key
+    assert version.code_fingerprint() == version.fingerprint_of(str(Path(kernscope.__file__).parent))
 
 
 # -- another local user (#31: security) ------------------------------------------------------------------

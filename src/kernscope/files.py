@@ -240,7 +240,7 @@ WINDOWED_FROM = 128 << 20
 #: tables are held at a time (the next one is decoded while this one is analyzed); a real 207 MB profile in 8 windows
 #: peaks at 1.43x the file, in 7 at 1.55x (docs/performance.md, session 76)
 WINDOW_BYTES = 26 << 20
-#: windows of such an analysis, at most: each costs its fixed share of an analysis (~0.1 s on 2 cores); a real 982 MB
+#: windows of such an analysis, at most: each costs its fixed share of an analysis (~0.05 s on 2 cores); a real 982 MB
 #: profile peaks at 0.88x the file in 8 windows and 0.67x in 12, a 633 MB one at 0.96x in 8 and 0.75x in 12, for
 #: 6-8% more time than in 8 (session 76)
 MOST_WINDOWS = 12

@@ -25,7 +25,11 @@ def code_fingerprint() -> str:
     """A digest of the package's code files (relative path, size, modification time): cache entries and stored
     outputs made by other code (an edited checkout, a reinstall under the same version number) are never read.
     One ``stat`` per file (about 150), once per process."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    return fingerprint_of(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fingerprint_of(root: str) -> str:
+    """:func:`code_fingerprint` of the package tree at ``root`` (its code files, ``__pycache__`` folders left out)."""
     h = blake2b(digest_size=8)
     todo = [""]  # folders relative to root, walked in name order (os.walk's bookkeeping was half of the 3-5 ms)
     while todo:
