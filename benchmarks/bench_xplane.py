@@ -4,7 +4,10 @@
     python benchmarks/bench_xplane.py --size-mb 200 [--from tests/data/jax/transformer/vm.xplane.pb.gz]
         [--xprof-python /path/to/venv/bin/python] [--repeat 3] [--out results.json]
 
-``--trace`` measures a profile as it is: a real recording of the size wanted is the measure to trust
+``--extend`` grows ``--from`` as a longer recording of the same loop would be (``kernscope.testing.xspace.extend_xspace``:
+each line's events repeated after themselves, correlation ids and step numbers continued), which the windowed
+analysis can read (the replica's repeated step numbers make it read whole); a real recording is still the better
+measure. ``--trace`` measures a profile as it is: a real recording of the size wanted is the measure to trust
 (``examples/record_jax_profiles.py OUT --which long --long-steps 3300 --no-perfetto --no-reference`` records a
 207 MB one on one GPU, ``--long-steps 15500 --max-gpu-events 16000000`` a 975 MB one). Without it the benchmark
 replicates ``--from`` to ``--size-mb``: every line repeated ``k`` times, each copy shifted in time by the profile's span
@@ -48,6 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from kernscope.testing.xspace import extend_xspace as extend  # noqa: E402
 from kernscope.testing.xspace import replicate_xspace as replicate  # noqa: E402
 
 
@@ -110,6 +114,9 @@ def main() -> int:
     ap.add_argument("--trace", help="measure this profile as it is (no replica)")
     ap.add_argument("--from", dest="src", default=str(ROOT / "tests" / "data" / "jax" / "transformer" / "vm.xplane.pb.gz"))
     ap.add_argument("--size-mb", type=float, default=200)
+    ap.add_argument("--extend", action="store_true",
+                    help="grow --from by running it longer (extend_xspace: its lines' events repeated after themselves, "
+                         "ids and step numbers continued) rather than by copies of its lines")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--xprof-python")
     ap.add_argument("--out")
@@ -132,11 +139,12 @@ def main() -> int:
         else:
             raw = Path(a.src).read_bytes()
             raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-            one, two = len(replicate(raw, 1)), len(replicate(raw, 2))  # the metadata (HLO programs) is not repeated
+            grow = extend if a.extend else replicate
+            one, two = len(grow(raw, 1)), len(grow(raw, 2))  # the metadata (HLO programs) is not repeated
             copies = max(1, round((a.size_mb * 1e6 - one) / (two - one)) + 1)
             path, source = os.path.join(tmp, "replica.xplane.pb"), a.src
             t = time.perf_counter()
-            Path(path).write_bytes(replicate(raw, copies))
+            Path(path).write_bytes(grow(raw, copies))
             size = os.path.getsize(path)
             print(f"replica: {copies} copies of {a.src} = {size / 1e6:.1f} MB ({time.perf_counter() - t:.1f} s to build)", flush=True)
         runs: dict[str, list[dict]] = {}

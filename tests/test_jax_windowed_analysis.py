@@ -46,14 +46,22 @@ def _json(a) -> dict:
     return json.loads(text(a, "json"))
 
 
+@pytest.mark.parametrize("route", ["near", "full"])
 @pytest.mark.parametrize("path", _stepped(), ids=lambda p: "/".join(p.parts[-3:]))
-def test_the_windows_merged_are_the_whole_profiles_analysis(path, tmp_path):
+def test_the_windows_merged_are_the_whole_profiles_analysis(path, route, tmp_path, monkeypatch):
+    """By either plan: ``near`` (``xplan.plan_near``, here on profiles small enough that it would otherwise give up
+    for the full plan) and ``full`` (``xplan.plan``)."""
     p = _plain(path, tmp_path)
     whole = text(analyze(load(p, cache=False)), "json")
     data = p.read_bytes()
+    if route == "near":
+        monkeypatch.setattr(xplan, "NEAR_MOST_SHARE", 10.0)
+    else:
+        monkeypatch.setattr(xplan, "plan_near", lambda *a, **kw: None)
     for k in (2, 3, 5):
-        plan = xplan.plan(data, str(p), k)
+        plan = (xplan.plan_near if route == "near" else xplan.plan)(data, str(p), k)
         assert plan is not None and plan.windows >= 2  # (cut for real: two windows at least)
+        assert plan.checked == (route == "full")
         merged = text(analyze_windows(p, k), "json")
         if merged != whole:  # (the first section that differs, for the message)
             w, m = json.loads(whole), json.loads(merged)
@@ -144,7 +152,7 @@ def test_analyze_windows_gives_the_same_output_and_stores_it(tmp_path, monkeypat
         win = cli(*base, "--windows", "3", "--format", fmt, "--no-cache")
         assert whole.returncode == win.returncode == 0 and whole.stdout == win.stdout
     timed = cli(*base, "--windows", "3", "--format", "json", "--timings")
-    assert timed.returncode == 0 and "plan (3 windows at quiet points)" in timed.stderr
+    assert timed.returncode == 0 and "plan (3 windows at quiet points" in timed.stderr
     assert "window 3 of 3 (decode, link, analysis)" in timed.stderr and "parse (" not in timed.stderr
     first = cli(*base, "--windows", "3", "--format", "json")
     monkeypatch.setattr(windows, "analyze_windows", lambda *a, **k: pytest.fail("the stored output answers"))

@@ -210,6 +210,87 @@ class NotWindowed(Exception):
     """The profile cannot be analyzed a window at a time (the reason); it is read whole."""
 
 
+def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, ...] | None,
+             options: dict[str, Any], size: int, progress: Callable[[int, int], None] | None,
+             laps: Callable[[str], None]) -> list[Part] | None:
+    """Each window of ``plan`` decoded, linked and analyzed (:func:`analyze_windows`); None where a plan that is not
+    ``checked`` split a correlation id between windows (:meth:`~kernscope.load.xplan.Ledger.split`)."""
+    xplan = importlib.import_module("kernscope.load.xplan")
+    t0: list[int] = []  # (every window's relative times from the profile's first event, the first window's)
+    seen: set[int] = set()
+    ledger = None if plan.checked else xplan.Ledger()
+    shared = plan.shared
+
+    def decoded(k: int) -> Any:
+        own: list[frozenset[str]] = []
+        raw = xplane.decode(data, p, window=xplane.Window(plan.cuts, k), shared=shared, stats=stats,
+                            named=own.append if ledger is not None else None)
+        _release(data)
+        if ledger is not None:
+            ledger.add(k, raw.events, own[0] if own else frozenset())
+        return raw
+
+    def window(k: int, thread: tuple[str, str] | None = None, raw: Any = None, again: bool = False) -> Part | None:
+        if raw is None:
+            raw = decoded(k)
+        if raw.events.height == 0 and raw.flows.height == 0:
+            return None
+        trace = link(raw, p, steps=StepSpec(ANNOTATED))
+        del raw
+        if trace.gpu["device"].null_count():
+            raise NotWindowed("GPU records without a device")
+        if not t0:
+            t0.append(trace.t0)
+        trace = dataclasses.replace(trace, stats=dataclasses.replace(trace.stats, t0=t0[0]))
+        if not again:
+            numbers = set(trace.steps["step"].to_list())
+            if numbers & seen:
+                raise NotWindowed("a step number in two windows")
+            seen.update(numbers)
+        after = int(plan.step_after[k]) if k < len(plan.step_after) else -1
+        a = analyze(trace, keep_sums=True, next_step_start=after if after >= 0 else None, launch_thread=thread,
+                    **options)
+        del trace
+        return keep(a, k)
+
+    parts: list[Part] = []
+    # the next window decoded on a thread while this one is linked and analyzed (the decode's scan runs without the
+    # GIL; one window's work alone keeps ~1.2 of two cores busy): two windows' tables are held at a time
+    with ThreadPoolExecutor(1, thread_name_prefix="kernscope-window") as pool:
+        ahead = pool.submit(decoded, 0)
+        for k in range(plan.windows):
+            raw = ahead.result()
+            if k + 1 < plan.windows:
+                ahead = pool.submit(decoded, k + 1)
+            part = window(k, raw=raw)
+            del raw
+            if part is not None:
+                parts.append(part)
+            laps(f"window {k + 1} of {plan.windows} (decode, link, analysis)")
+            if progress is not None:
+                progress(size * (k + 1) // plan.windows, size)
+    if ledger is not None:
+        if ledger.split():
+            return None
+        # a window whose annotation another window's HLO names make an op: decoded again with the whole profile's
+        shared = dataclasses.replace(shared, hlo_names=ledger.names())
+        stale = set(ledger.stale())
+        ledger = None
+        parts = [window(q.window, again=True) or q if q.window in stale else q for q in parts]
+        if stale:
+            laps(f"{len(stale)} window(s) again, with the whole profile's HLO names")
+    # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's end
+    # point), which a window's own may not be (a window that compiles): such windows are analyzed again
+    busiest = busiest_launcher(_stack([q.launches for q in parts])) if parts else None
+    again = [i for i, q in enumerate(parts) if q.analysis.trace.steps.height and busiest is not None
+             and busiest_launcher(q.launches) != busiest]
+    for i in again:
+        parts[i] = window(parts[i].window, busiest, again=True)  # type: ignore[arg-type,assignment]
+    if again:
+        laps(f"{len(again)} window(s) again, on the profile's busiest launching thread")
+    return parts
+
+
 def analyze_windows(path: str | Path, windows: int, *, stats: tuple[str, ...] | None = None,
                     progress: Callable[[int, int], None] | None = None,
                     timings: list[tuple[str, float]] | None = None, **options: Any) -> Analysis:
@@ -241,70 +322,28 @@ def analyze_windows(path: str | Path, windows: int, *, stats: tuple[str, ...] | 
     except (OSError, ValueError) as e:
         raise TraceError(p, f"cannot read it ({e})") from None
     try:
-        plan = xplan.plan(data, p, windows, release_pages=True)  # (data: a read-only mapping)
+        # the plan from the events near each target (a few thousand a target); where it finds none, or its windows
+        # turn out to split what the whole profile's keeps together, the plan from every event's stats
+        plan = xplan.plan_near(data, p, windows, release_pages=True)  # (data: a read-only mapping)
+        near = plan is not None
+        if plan is None:
+            plan = xplan.plan(data, p, windows, release_pages=True)
         if plan is None:
             raise NotWindowed("no plan (no quiet point, or no compiled scanner)")
         if not (plan.step_after >= 0).any():
             raise NotWindowed("no step annotations")
         size = len(data)
-        _release(data)  # (the plan read every event: the file's pages leave the process, the page cache keeps them)
-        laps(f"plan ({plan.windows} windows at quiet points)")
-        t0: list[int] = []  # (every window's relative times from the profile's first event, the first window's)
-        seen: set[int] = set()
-
-        def decoded(k: int) -> Any:
-            raw = xplane.decode(data, p, window=xplane.Window(plan.cuts, k), shared=plan.shared, stats=stats)
+        _release(data)  # (the plan read the lines' events: the file's pages leave the process, the page cache keeps them)
+        laps(f"plan ({plan.windows} windows at quiet points{' near the targets' if near else ''})")
+        parts = _windows(data, p, plan, xplane, stats, options, size, progress, laps)
+        if parts is None:  # (the near plan's windows split a launch from its rows: every event's stats read)
+            plan = xplan.plan(data, p, windows, release_pages=True)
             _release(data)
-            return raw
-
-        def window(k: int, thread: tuple[str, str] | None = None, raw: Any = None) -> Part | None:
-            if raw is None:
-                raw = decoded(k)
-            if raw.events.height == 0 and raw.flows.height == 0:
-                return None
-            trace = link(raw, p, steps=StepSpec(ANNOTATED))
-            del raw
-            if trace.gpu["device"].null_count():
-                raise NotWindowed("GPU records without a device")
-            if not t0:
-                t0.append(trace.t0)
-            trace = dataclasses.replace(trace, stats=dataclasses.replace(trace.stats, t0=t0[0]))
-            if thread is None:
-                numbers = set(trace.steps["step"].to_list())
-                if numbers & seen:
-                    raise NotWindowed("a step number in two windows")
-                seen.update(numbers)
-            after = int(plan.step_after[k]) if k < len(plan.step_after) else -1
-            a = analyze(trace, keep_sums=True, next_step_start=after if after >= 0 else None, launch_thread=thread,
-                        **options)
-            del trace
-            return keep(a, k)
-
-        parts: list[Part] = []
-        # the next window decoded on a thread while this one is linked and analyzed (the decode's scan runs without
-        # the GIL; one window's work alone keeps ~1.2 of two cores busy): two windows' tables are held at a time
-        with ThreadPoolExecutor(1, thread_name_prefix="kernscope-window") as pool:
-            ahead = pool.submit(decoded, 0)
-            for k in range(plan.windows):
-                raw = ahead.result()
-                if k + 1 < plan.windows:
-                    ahead = pool.submit(decoded, k + 1)
-                part = window(k, raw=raw)
-                del raw
-                if part is not None:
-                    parts.append(part)
-                laps(f"window {k + 1} of {plan.windows} (decode, link, analysis)")
-                if progress is not None:
-                    progress(size * (k + 1) // plan.windows, size)
-        # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's
-        # end point), which a window's own may not be (a window that compiles): such windows are analyzed again
-        busiest = busiest_launcher(_stack([q.launches for q in parts])) if parts else None
-        again = [i for i, q in enumerate(parts) if q.analysis.trace.steps.height and busiest is not None
-                 and busiest_launcher(q.launches) != busiest]
-        for i in again:
-            parts[i] = window(parts[i].window, busiest)  # type: ignore[arg-type,assignment]
-        if again:
-            laps(f"{len(again)} window(s) again, on the profile's busiest launching thread")
+            if plan is None or not (plan.step_after >= 0).any():
+                raise NotWindowed("no plan from every event (the near plan's windows split a launch from its rows)")
+            laps(f"plan again, from every event ({plan.windows} windows)")
+            parts = _windows(data, p, plan, xplane, stats, options, size, progress, laps)
+            assert parts is not None
         gpu = sum(q.analysis.facts.gpu_events for q in parts)
         if gpu == 0:
             raise NotWindowed("no GPU records")  # (the whole load tells why)

@@ -20,7 +20,7 @@
 #endif
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 22; }
+int64_t ks_abi_version(void) { return 23; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -343,7 +343,9 @@ static int64_t drop_pages(const uint8_t *b, int64_t from, int64_t to) {
 
 /* A sparse index of each line's events in time: every `stride`-th timed event of a line (its first included) as a
  * row (ix_line, ix_off: the offset of its field, ix_start: its start in ns as ks_time_cuts times it, ix_count: the
- * line's events before it, aggregated ones too), with the header, time order and span of each line as ks_time_cuts
+ * line's events before it, aggregated ones too; ix_reach: the latest end, in ns rounded as ks_scan_events rounds it,
+ * of the line's timed events before it, INT64_MIN where none), with the header, time order and span of each line as
+ * ks_time_cuts
  * gives them (hdr, order, span) and its events (total). The first event at or after a time then lies between two
  * rows of its line (kernscope.load.xscan.TimeIndex), and ks_time_cuts finds it walking those rows' bytes only.
  * One walk of each line's fields, its header's among its events (the time order is that of the events' offsets from
@@ -352,14 +354,14 @@ static int64_t drop_pages(const uint8_t *b, int64_t from, int64_t to) {
  * Returns the rows, -1 on bad data (total[0]: the offset), -2 when more than cap rows were found. */
 int64_t ks_line_index(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
                       int64_t stride, int64_t cap, int64_t release, int64_t *ix_line, int64_t *ix_off,
-                      int64_t *ix_start, int64_t *ix_count, int64_t *hdr, uint8_t *order, int64_t *span,
-                      int64_t *total) {
+                      int64_t *ix_start, int64_t *ix_count, int64_t *ix_reach, int64_t *hdr, uint8_t *order,
+                      int64_t *span, int64_t *total) {
     int64_t nix = 0;
     if (stride < 1) return -2;
     for (int64_t li = 0; li < nlines; li++) {
         int64_t p = line_off[li], end = line_off[li] + line_len[li], released = line_off[li];
         int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
-        int64_t n = 0, timed_n = 0, last = INT64_MIN, first = INT64_MAX, first_row = nix;
+        int64_t n = 0, timed_n = 0, last = INT64_MIN, first = INT64_MAX, first_row = nix, reach = INT64_MIN;
         uint8_t sorted = 1;
         if (end > nbuf) { total[0] = p; return -1; }
         while (p < end) {
@@ -373,7 +375,7 @@ int64_t ks_line_index(const uint8_t *b, int64_t nbuf, const int64_t *line_off, c
             else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
             else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
             if (tag != ((4 << 3) | 2)) continue;
-            int64_t q = off, qend = off + len, offset = 0;
+            int64_t q = off, qend = off + len, offset = 0, dur = 0;
             int timed = 1;
             while (q < qend) {
                 int64_t eat = q, eoff = 0, elen = 0;
@@ -382,26 +384,33 @@ int64_t ks_line_index(const uint8_t *b, int64_t nbuf, const int64_t *line_off, c
                 int ef = (int)(etag >> 3), ew = (int)(etag & 7);
                 if (ef == 0 || skip_value(b, &q, qend, ew, &ev_val, &eoff, &elen)) { total[0] = eat; return -1; }
                 if (ew == 0 && ef == 2) offset = (int64_t)ev_val;
+                else if (ew == 0 && ef == 3) dur = (int64_t)ev_val;
                 else if (ew == 0 && ef == 5) timed = 0;
             }
             if (timed) {
                 int64_t rel = ps_to_ns(offset); /* (the line's timestamp added once it is read) */
+                /* its end, rounded as ks_scan_events rounds it */
+                int64_t rel_end = ps_to_ns((int64_t)((uint64_t)offset + (uint64_t)dur));
                 if (rel < last) sorted = 0;
                 if (first == INT64_MAX) first = rel;
                 last = rel;
                 if (timed_n % stride == 0) {
                     if (nix >= cap) return -2;
                     ix_line[nix] = li; ix_off[nix] = at0; ix_start[nix] = rel; ix_count[nix] = n;
+                    ix_reach[nix] = reach;
                     nix++;
                 }
+                if (rel_end > reach) reach = rel_end;
                 timed_n++;
             }
             n++;
             if (release > 0 && p - released >= release) released = drop_pages(b, released, p);
         }
         if (release > 0) drop_pages(b, released, end);
-        for (int64_t r = first_row; r < nix; r++)
+        for (int64_t r = first_row; r < nix; r++) {
             ix_start[r] = (int64_t)((uint64_t)ts + (uint64_t)ix_start[r]);
+            if (ix_reach[r] != INT64_MIN) ix_reach[r] = (int64_t)((uint64_t)ts + (uint64_t)ix_reach[r]);
+        }
         if (first != INT64_MAX) {
             first = (int64_t)((uint64_t)ts + (uint64_t)first);
             last = (int64_t)((uint64_t)ts + (uint64_t)last);

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 22
+ABI_VERSION = 23
 
 
 @functools.lru_cache(maxsize=1)

@@ -34,7 +34,7 @@ from ..errors import TraceError
 from .native import scanner
 from .protowire import WireError, as_array
 from .xplane import Shared, _device_of, _hlo_names, _stat_cells, prepare
-from .xscan import FieldSpec, TimeCuts, line_index, scan_lines
+from .xscan import FieldSpec, TimeCuts, TimeIndex, line_index, scan_lines
 from .xstats import FIELD_KINDS, STAT_FIELDS, field_lut, field_table
 
 #: the stats a plan reads (the correlation id: the pending launches; the HLO op and module: the names)
@@ -51,6 +51,11 @@ class Plan:
     #: per cut, the start of the first step annotation at or after it (ns; -1: none, or the profile has no step
     #: annotations): where the span of the last step before the cut ends
     step_after: np.ndarray
+    #: True (:func:`plan`): every cut is a quiet point and ``shared`` holds the whole profile's HLO names. False
+    #: (:func:`plan_near`): no event runs across a cut, but a GPU row launched in one window may start in another,
+    #: and each window's decode takes its own HLO names: the caller checks both once the windows are decoded
+    #: (:class:`Ledger`), and decodes again where they differ from the whole profile's
+    checked: bool = True
 
     @property
     def windows(self) -> int:
@@ -77,6 +82,155 @@ def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: i
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
 
 
+def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int, *,
+              workers: int | None = None, release_pages: bool = False) -> Plan | None:
+    """:func:`plan`'s windows, found from the line index and the events near each target alone (a few thousand
+    events a target, where :func:`plan` reads every event's stats): each cut is the quiet point nearest one of the
+    events' quantiles (by the index) among the host starts near it at which
+
+    - no event of any line runs (exactly: the index gives each line's latest end before the events read);
+    - no GPU row launched before it starts after it, of the events read; a row whose launch was not read counts as
+      pending (its launch is before them all);
+    - a step annotation starts after it, among the events read (the plan's :attr:`Plan.step_after`).
+
+    A launch read whose row starts after every event read is not seen (the cut is nearest the middle of the events
+    read, hundreds of steps of a GPU's lag from their end), nor is a launch before them all whose row starts after them
+    all; and each window's HLO names are its own: the plan is not ``checked``, and its caller checks both once the
+    windows are decoded (:class:`Ledger`).
+    None where :func:`plan` returns None, where no target finds such a point near it (:func:`plan` may still
+    find one far from the targets), and where it would read more than :data:`NEAR_MOST_SHARE` of the events' bytes.
+    ``release_pages``: as :func:`plan`'s."""
+    if windows < 2 or scanner() is None:
+        return None
+    buf = as_array(data)
+    release = _Release(data) if release_pages and isinstance(data, mmap.mmap) else None
+    try:
+        return _near(buf, windows, workers, prepare(data, path), release)
+    except WireError as e:
+        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
+        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+
+
+#: :func:`plan_near` first reads the events between the index rows (of every line, in time order) this many rows each
+#: side of a target; four times as many where no quiet point is found there, up to :data:`NEAR_MOST_ROWS`
+NEAR_ROWS = 32
+NEAR_MOST_ROWS = 512
+#: :func:`plan_near`'s index: a row every this many timed events of a line (a line's events read beyond a
+#: neighborhood's are two rows' at most)
+NEAR_STRIDE = 128
+#: :func:`plan_near` gives up (None) once it has read this share of the lines' bytes (a profile of many lines, each
+#: read a few rows beyond the neighborhood, or one whose quiet points are far apart): :func:`plan` reads them all once
+NEAR_MOST_SHARE = 0.25
+
+
+def _near(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
+          release: _Release | None = None) -> Plan | None:
+    base = shared.base
+    reader = _reader(shared)
+    index = line_index(buf, base.line_off, base.line_len, NEAR_STRIDE,
+                       release=RELEASE_BYTES if release is not None else 0)
+    if reader is None or index is None or index.line.size == 0:
+        return None
+    timed_lines = index.span[:, 0] <= index.span[:, 1]
+    if not timed_lines.any():
+        return None
+    n = base.line_off.size
+    first_row = np.searchsorted(index.line, np.arange(n + 1))  # each line's first index row (and the end)
+    # each row stands for its line's events up to the next row: the targets are the quantiles of their sum in time
+    last = np.append(index.line[1:] != index.line[:-1], True)
+    weight = np.where(last, index.total[index.line] - index.count, np.append(index.count[1:], 0) - index.count)
+    order = np.argsort(index.start, kind="stable")
+    starts = index.start[order]
+    done = np.cumsum(weight[order])
+    at = np.unique(np.searchsorted(done, done[-1] * np.arange(1, windows) / windows))
+    device = np.array([-1 if _device_of(p.name) is None else _device_of(p.name) for p in base.planes], dtype=np.int64)
+    gpu_line = device[base.line_plane] >= 0 if base.line_plane.size else np.zeros(0, dtype=bool)
+    first = int(index.span[timed_lines, 0].min())
+    near = _Near(buf, shared, reader, index, first_row, gpu_line, first, workers, release,
+                 int(NEAR_MOST_SHARE * base.line_len.sum()), [0])
+    found: dict[int, int] = {}
+    for q in at.tolist():
+        rows = NEAR_ROWS
+        while True:
+            if near.read[0] > near.most:
+                return None
+            point = near.point(int(starts[min(q, starts.size - 1)]), int(starts[max(q - rows, 0)]),
+                               int(starts[min(q + rows, starts.size - 1)]))
+            whole = q - rows <= 0 and q + rows >= starts.size - 1
+            if point is not None or whole or rows >= NEAR_MOST_ROWS:
+                break
+            rows *= 4
+        if point is not None:
+            found[point[0]] = point[1]
+    if not found:
+        return None
+    times = np.array(sorted(found), dtype=np.int64)
+    after = np.array([found[t] for t in times.tolist()], dtype=np.int64)
+    return Plan(index.cuts(times), shared, after, checked=False)
+
+
+@dataclass(frozen=True)
+class _Near:
+    """The quiet points near a time (:func:`plan_near`), from the events between some index rows of every line."""
+
+    buf: np.ndarray
+    shared: Shared
+    reader: _Reader
+    index: TimeIndex
+    first_row: np.ndarray
+    gpu_line: np.ndarray
+    first: int
+    workers: int | None
+    release: _Release | None
+    most: int  #: the bytes of events to read at most
+    read: list[int]  #: the bytes of events read so far
+
+    def point(self, target: int, lo: int, hi: int) -> tuple[int, int] | None:
+        """The quiet point in ``(lo, hi]`` (ns) nearest ``target`` (the earlier of two as near) with a step annotation
+        starting at or after it by ``hi``, and that start; None where there is none. Reads, of each line, the events
+        from its last index row at or before ``lo`` to its first after ``hi``: every event that starts in ``[lo,
+        hi]``, and the line's latest end before them from the index."""
+        ix, base = self.index, self.shared.base
+        n = base.line_off.size
+        own = self.first_row[:-1]
+        rows = np.diff(self.first_row)
+        up_lo = np.minimum(np.bincount(ix.line[ix.start <= lo], minlength=n)[:n], rows)  # rows at or before lo, a line
+        up_hi = np.minimum(np.bincount(ix.line[ix.start <= hi], minlength=n)[:n], rows)
+        has_lo = up_lo > 0
+        row_lo = np.where(has_lo, own + up_lo - 1, 0)
+        row_hi = own + up_hi
+        off = np.where(has_lo, ix.off[row_lo] if ix.off.size else 0, base.line_off)
+        end = np.where(up_hi < rows, ix.off[np.minimum(row_hi, ix.off.size - 1)], base.line_off + base.line_len)
+        seed = int(ix.reach[row_lo[has_lo]].max()) if has_lo.any() else int(np.iinfo(np.int64).min)
+        off = np.ascontiguousarray(off, dtype=np.int64)
+        size = np.ascontiguousarray(end - off, dtype=np.int64)
+        self.read[0] += int(size.sum())
+        r = self.reader
+        scan = scan_lines(self.buf, off, size, base.line_plane, r.spec, base.stat_lookup, base.md_lookup,
+                          workers=self.workers, header=ix.hdr)
+        cols, _, _ = _stat_cells(self.buf, base, scan, r.fields, r.skip, {"hlo_op", "hlo_module"})
+        timed = ~scan.ev_flags.view(np.bool_)
+        step = cols["step_num"].is_not_null().to_numpy()
+        quiet = _Quiet(self.gpu_line, self.first, open_ended=True)
+        quiet.running = seed
+        quiet.add(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed],
+                  cols["correlation"].filter(pl.Series(timed)), step[timed])
+        del scan, cols
+        if self.release is not None:
+            self.release(off, size)
+        points, _ = quiet.result()
+        points = points[(points > lo) & (points <= hi)]
+        steps = np.unique(np.concatenate(quiet.step_starts)) if quiet.step_starts else np.zeros(0, np.int64)
+        steps = steps[steps <= hi]
+        nxt = np.searchsorted(steps, points, side="left")
+        ok = nxt < steps.size
+        points, nxt = points[ok], nxt[ok]
+        if points.size == 0:
+            return None
+        best = int(np.argmin(np.abs(points - target)))  # (the first of the nearest: the earlier)
+        return int(points[best]), int(steps[nxt[best]])
+
+
 #: the plan reads the events in time chunks of about this many bytes each (its memory is one chunk's)
 CHUNK_BYTES = 32 << 20
 #: with ``release_pages``, the walk of the lines gives back the pages behind it every this many bytes
@@ -100,24 +254,41 @@ class _Release:
                 self.data.madvise(mmap.MADV_DONTNEED, a, b - a)
 
 
-def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
-          release: _Release | None = None) -> Plan | None:
+@dataclass(frozen=True)
+class _Reader:
+    """How a plan scans events: the stats of :data:`_READ` only."""
+
+    spec: FieldSpec
+    fields: np.ndarray
+    skip: set[str]
+
+
+def _reader(shared: Shared) -> _Reader | None:
     base = shared.base
     skip = {f.column for f in STAT_FIELDS if f.column not in _READ}
     unread = frozenset(i for i, f in enumerate(STAT_FIELDS) if f.column in skip)
     fields = field_table(base.stat_names, unread)
     flat = field_lut(base.smd["plane"].to_numpy(), base.smd["id"].to_numpy(), base.stat_names, unread)
-    # one walk of the lines' bytes: where their events lie in time (the chunks' and the windows' cuts are found from
-    # it walking a few hundred events a line each), their headers, spans and time order
-    index = line_index(buf, base.line_off, base.line_len, release=RELEASE_BYTES if release is not None else 0)
-    if flat is None or index is None:
+    if flat is None:
         return None
 
     def field_of(plane: np.ndarray, ids: np.ndarray) -> np.ndarray:
         out: np.ndarray = fields[base.stat_lookup.rows(plane, ids)]
         return out
 
-    spec = FieldSpec(field_of, flat[0], flat[1], FIELD_KINDS, unread)
+    return _Reader(FieldSpec(field_of, flat[0], flat[1], FIELD_KINDS, unread), fields, skip)
+
+
+def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
+          release: _Release | None = None) -> Plan | None:
+    base = shared.base
+    reader = _reader(shared)
+    # one walk of the lines' bytes: where their events lie in time (the chunks' and the windows' cuts are found from
+    # it walking a few hundred events a line each), their headers, spans and time order
+    index = line_index(buf, base.line_off, base.line_len, release=RELEASE_BYTES if release is not None else 0)
+    if reader is None or index is None:
+        return None
+    spec, fields, skip = reader.spec, reader.fields, reader.skip
     timed_lines = index.span[:, 0] <= index.span[:, 1]
     if not timed_lines.any():
         return None
@@ -167,9 +338,12 @@ class _Quiet:
     line, whether it is a GPU stream; ``first``: the first event's start (a cut there or before leaves a window
     empty)."""
 
-    def __init__(self, gpu_line: np.ndarray, first: int) -> None:
+    def __init__(self, gpu_line: np.ndarray, first: int, *, open_ended: bool = False) -> None:
         self.gpu_line = gpu_line
         self.first = first
+        #: the events given are some of the profile's (:func:`plan_near`): a GPU row without a launch among them is
+        #: pending up to its start (its launch is before them all)
+        self.open_ended = open_ended
         self.ordered = True
         self.events = 0  #: the events given so far
         self.running = int(np.iinfo(np.int64).min)  #: the latest end of the events given so far (ns)
@@ -207,7 +381,7 @@ class _Quiet:
         self.events += int(ts.size)
         has = correlation.is_not_null().to_numpy()
         if has.any():
-            corr = correlation.fill_null(-1).to_numpy()
+            corr = correlation.fill_null(-1).cast(pl.Int64).to_numpy()
             host_c, gpu_c = has & ~is_gpu, has & is_gpu
             self.launches.append(pl.DataFrame({"c": corr[host_c], "t": ts[host_c]}).group_by("c").agg(pl.col("t").min()))
             self.rows.append(pl.DataFrame({"c": corr[gpu_c], "t": ts[gpu_c]}).group_by("c").agg(pl.col("t").max()))
@@ -219,12 +393,17 @@ class _Quiet:
         if not self.ordered or not self.idle:
             return empty, empty
         idle, before = np.concatenate(self.idle), np.concatenate(self.idle_before)
-        if self.launches and self.rows:
+        if self.rows and (self.launches or self.open_ended):
             # pending: a GPU row launched before the moment that starts at or after it; per correlation id, the
             # moments in (its launch, its latest row's start]
-            launch = pl.concat(self.launches).group_by("c").agg(pl.col("t").min())
-            latest = pl.concat(self.rows).group_by("c").agg(pl.col("t").max().alias("end"))
-            spans = launch.join(latest, on="c", how="inner").filter(pl.col("t") < pl.col("end"))
+            schema = {"c": pl.Int64, "t": pl.Int64}
+            launch = pl.concat(self.launches or [pl.DataFrame(schema=schema)]).group_by("c").agg(pl.col("t").min())
+            latest = pl.concat(self.rows or [pl.DataFrame(schema=schema)]).group_by("c").agg(pl.col("t").max().alias("end"))
+            if self.open_ended:
+                spans = latest.join(launch, on="c", how="left").with_columns(pl.col("t").fill_null(np.iinfo(np.int64).min))
+            else:
+                spans = launch.join(latest, on="c", how="inner")
+            spans = spans.filter(pl.col("t") < pl.col("end"))
             lo = np.sort(spans["t"].to_numpy())
             hi = np.sort(spans["end"].to_numpy())
             pending = np.searchsorted(lo, idle, side="left") - np.searchsorted(hi, idle, side="left")
@@ -242,3 +421,55 @@ def quiet_points(line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation:
     q = _Quiet(gpu_line, int(ts.min()) if ts.size else 0)
     q.add(line, ts, dur, correlation)
     return q.result()[0] if q.ordered else None
+
+
+class Ledger:
+    """What a plan that is not ``checked`` (:func:`plan_near`) leaves to check once its windows are decoded
+    (:meth:`add` each window's table and HLO names, from any thread, each window once):
+
+    - :meth:`split`: a correlation id in two windows (a launch in one, a GPU row in another, as a launch before every
+      event the plan read whose row starts after them all would be; or an id used twice). The windows then differ
+      from the whole profile's: the caller reads the profile by :func:`plan`'s windows, or whole.
+    - :meth:`stale`: the windows to decode again with the whole profile's HLO names (:meth:`names`): those with a host
+      event named by another window's HLO names only, which their own decode made an annotation, not an op.
+
+    It keeps, a window, its correlation ids as runs of consecutive ids (XLA numbers its launches in turn: a window's
+    ids are a run or a few) and the distinct names of its annotations."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._names: dict[int, frozenset[str]] = {}
+        self._annotations: dict[int, frozenset[str]] = {}
+
+    def add(self, window: int, events: pl.DataFrame, hlo_names: frozenset[str]) -> None:
+        """Window ``window``'s decoded event table (``correlation``, ``cat`` and ``name`` read) and its own HLO op and
+        module names (``decode(..., named=...)``)."""
+        ids = events.get_column("correlation").drop_nulls().unique().sort().cast(pl.Int64).to_numpy()
+        brk = np.flatnonzero(np.diff(ids) != 1) if ids.size else np.zeros(0, np.int64)
+        starts = ids[np.concatenate(([0], brk + 1))] if ids.size else ids
+        ends = ids[np.concatenate((brk, [ids.size - 1]))] if ids.size else ids
+        notes = events.lazy().filter(pl.col("cat") == "user_annotation").select(pl.col("name").cast(pl.String).unique())
+        self._runs[window] = (starts, ends)
+        self._names[window] = hlo_names
+        self._annotations[window] = frozenset(notes.collect().to_series().to_list())
+
+    def split(self) -> bool:
+        """Whether a correlation id is in two windows (or twice in the ledger)."""
+        if not self._runs:
+            return False
+        starts = np.concatenate([r[0] for r in self._runs.values()])
+        ends = np.concatenate([r[1] for r in self._runs.values()])
+        if starts.size < 2:
+            return False
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+        return bool((starts[1:] <= np.maximum.accumulate(ends)[:-1]).any())
+
+    def names(self) -> frozenset[str]:
+        """The HLO op and module names of every window added (the whole profile's, once all are)."""
+        return frozenset().union(*self._names.values())
+
+    def stale(self) -> list[int]:
+        """The windows whose annotations a name of :meth:`names` makes ops (in window order)."""
+        every = self.names()
+        return sorted(k for k, notes in self._annotations.items() if notes & (every - self._names[k]))

@@ -690,7 +690,7 @@ def time_cuts(data: bytes | bytearray | memoryview | mmap.mmap, path: str, times
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None,
            stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
            progress: Callable[[int, int], None] | None = None, window: Window | None = None,
-           shared: Shared | None = None) -> RawTrace:
+           shared: Shared | None = None, named: Callable[[frozenset[str]], None] | None = None) -> RawTrace:
     """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table (``workers``: the
     scanner's threads at most; None: one per usable core). ``stats``: of :data:`XLA_COLUMNS`, those read; the
     others are null (one literal each: no memory; None: all read but :data:`~.xstats.OPT_IN_STATS`).
@@ -701,11 +701,13 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
     it (:func:`time_cuts`): every plane, line and metadata entry as for the whole profile, each line's events of the
     window; ``idx`` numbers the events as in the whole profile's table. The windows' tables, put together, are the
     whole profile's table (``tests/test_jax_windows.py``); a window's ``metadata`` counts its own aggregated events.
-    ``shared``: the profile's parts every window reads alike (:func:`prepare`), read once for all windows."""
+    ``shared``: the profile's parts every window reads alike (:func:`prepare`), read once for all windows.
+    ``named``: called with the HLO op and module names the decoded events name (their own, whatever ``shared`` holds;
+    a window's, where a plan left each window its own: :class:`~kernscope.load.xplan.Ledger`)."""
     n = len(data)
     buf = as_array(data)
     try:
-        raw = _decode(buf, n, path, workers, stats, scanned, progress, window, shared)
+        raw = _decode(buf, n, path, workers, stats, scanned, progress, window, shared, named)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
@@ -720,7 +722,7 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
 def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
             stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
             progress: Callable[[int, int], None] | None = None, window: Window | None = None,
-            shared: Shared | None = None) -> RawTrace:
+            shared: Shared | None = None, named: Callable[[frozenset[str]], None] | None = None) -> RawTrace:
     def wanted(column: str) -> bool:  # (an XLA column that ``stats`` leaves out is null: not worth building)
         if stats is None:
             return column not in OPT_IN_STATS
@@ -818,8 +820,11 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
         # the category of each event: from its name (decided once per distinct name) and where it is
         # (the HLO names of the whole profile where this is a window of it: those of the window's rows alone would make
         # a host event an annotation where only another window's GPU rows name it)
-        hlo_names = (shared.hlo_names if shared is not None and shared.hlo_names is not None
-                     else _hlo_names(strings))
+        own_names = _hlo_names(strings) if named is not None or shared is None or shared.hlo_names is None else None
+        if named is not None and own_names is not None:
+            named(own_names)
+        hlo_names = shared.hlo_names if shared is not None and shared.hlo_names is not None else own_names
+        assert hlo_names is not None
         nm = pl.Series(md_names, dtype=pl.String)
         low = nm.str.to_lowercase()
         gpu_cat = np.where(low.str.contains("memcpy|memorycopy|copybuffer").to_numpy(), 1,

@@ -302,8 +302,9 @@ class _Cut:
 @dataclass(frozen=True)
 class TimeIndex:
     """A sparse index of each line's events in time (``ks_line_index``): every ``stride``-th timed event of a line as a
-    row (``line``, ``off``: its field's offset, ``start``: ns, ``count``: the line's events before it), ordered by line
-    and start; and each line's header, span and events (``hdr``, ``span``, ``total``). :meth:`cuts` finds where the
+    row (``line``, ``off``: its field's offset, ``start``: ns, ``count``: the line's events before it, ``reach``: the
+    latest end of the line's timed events before it, ns, int64 min where none), ordered by line and start; and each
+    line's header, span and events (``hdr``, ``span``, ``total``). :meth:`cuts` finds where the
     lines cross some times walking only the bytes between two rows of each line, and gives what :func:`time_cuts`
     gives."""
 
@@ -314,6 +315,7 @@ class TimeIndex:
     off: np.ndarray
     start: np.ndarray
     count: np.ndarray
+    reach: np.ndarray
     hdr: np.ndarray
     span: np.ndarray
     total: np.ndarray
@@ -374,7 +376,7 @@ def line_index(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, stri
     n = line_off.size
     offs, lens = np.ascontiguousarray(line_off, dtype=np.int64), np.ascontiguousarray(line_len, dtype=np.int64)
     cap = int(lens.sum()) // (2 * stride) + n + 1  # (an event takes at least 2 bytes)
-    rows = [np.empty(cap, np.int64) for _ in range(4)]
+    rows = [np.empty(cap, np.int64) for _ in range(5)]
     hdr, order, span, total = np.zeros(4 * n, np.int64), np.zeros(n, np.uint8), np.zeros(2 * n, np.int64), np.zeros(max(n, 1), np.int64)
     k = lib.ks_line_index(_ptr(buf), ctypes.c_int64(buf.size), _ptr(offs), _ptr(lens), ctypes.c_int64(n),
                           ctypes.c_int64(stride), ctypes.c_int64(cap), ctypes.c_int64(max(release, 0)),
@@ -386,8 +388,8 @@ def line_index(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, stri
         raise RuntimeError("the XSpace scanner found more index rows than a line's bytes allow")
     if not order.all():
         return None
-    line, off, start, count = (r[:k] for r in rows)
-    return TimeIndex(buf, offs, lens, line, off, start, count, hdr.reshape(n, 4), span.reshape(n, 2), total[:n])
+    line, off, start, count, reach = (r[:k] for r in rows)
+    return TimeIndex(buf, offs, lens, line, off, start, count, reach, hdr.reshape(n, 4), span.reshape(n, 2), total[:n])
 
 
 def _with_header(cut: _Cut | None, header: np.ndarray, line_off: np.ndarray, line_len: np.ndarray) -> _Cut:
