@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import mmap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,12 +72,19 @@ def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: i
     ``release_pages``: ``data`` is a read-only mapping of the file (``mmap.ACCESS_READ``), whose pages the plan gives
     back as it walks them (the page cache keeps them), so that it holds a chunk of the file at a time rather than all
     of it; on memory of another kind that would zero them."""
+    return _planned(_plan, data, path, windows, workers, release_pages)
+
+
+def _planned(how: Callable[[np.ndarray, int, int | None, Shared, _Release | None], Plan | None],
+             data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int, workers: int | None,
+             release_pages: bool) -> Plan | None:
+    """``how``'s plan of the profile (:func:`_plan`, :func:`_near`), bad bytes said as a :class:`TraceError`."""
     if windows < 2 or scanner() is None:
         return None
     buf = as_array(data)
     release = _Release(data) if release_pages and isinstance(data, mmap.mmap) else None
     try:
-        return _plan(buf, windows, workers, prepare(data, path), release)
+        return how(buf, windows, workers, prepare(data, path), release)
     except WireError as e:
         where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
         raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
@@ -100,15 +108,7 @@ def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windo
     None where :func:`plan` returns None, where no target finds such a point near it (:func:`plan` may still
     find one far from the targets), and where it would read more than :data:`NEAR_MOST_SHARE` of the events' bytes.
     ``release_pages``: as :func:`plan`'s."""
-    if windows < 2 or scanner() is None:
-        return None
-    buf = as_array(data)
-    release = _Release(data) if release_pages and isinstance(data, mmap.mmap) else None
-    try:
-        return _near(buf, windows, workers, prepare(data, path), release)
-    except WireError as e:
-        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
-        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+    return _planned(_near, data, path, windows, workers, release_pages)
 
 
 #: :func:`plan_near` first reads the events between the index rows (of every line, in time order) this many rows each

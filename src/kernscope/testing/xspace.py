@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..load.protowire import fields_of, padded, walk
+from ..load.protowire import _py_varint, fields_of, padded, walk
 from ..load.protowire import varint_bytes as _varint
 
 
@@ -114,14 +114,7 @@ def _msg(data: bytes, start: int = 0, end: int | None = None) -> list[tuple[int,
 
 
 def _read_varint(data: bytes, p: int) -> tuple[int, int]:
-    v = shift = 0
-    while True:
-        b = data[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        if b < 0x80:
-            return v, p
-        shift += 7
+    return _py_varint(memoryview(data), p, len(data), "a varint runs past the end", p)
 
 
 def _enc(fields: list[tuple[int, int, Any]]) -> bytes:
