@@ -276,7 +276,9 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
         shared = dataclasses.replace(shared, hlo_names=ledger.names())
         stale = set(ledger.stale())
         ledger = None
-        parts = [window(q.window, again=True) or q if q.window in stale else q for q in parts]
+        for i, q in enumerate(parts):
+            if q.window in stale:
+                parts[i] = window(q.window, again=True) or q  # (a window with events: never None again)
         if stale:
             laps(f"{len(stale)} window(s) again, with the whole profile's HLO names")
     # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's end

@@ -34,12 +34,14 @@ import polars as pl
 from ..errors import TraceError
 from .native import scanner
 from .protowire import WireError, as_array
-from .xplane import Shared, _device_of, _hlo_names, _stat_cells, prepare
+from .xplane import Shared, _Base, _hlo_names, _stat_cells, plane_devices, prepare
 from .xscan import FieldSpec, TimeCuts, TimeIndex, line_index, scan_lines
 from .xstats import FIELD_KINDS, STAT_FIELDS, field_lut, field_table
 
 #: the stats a plan reads (the correlation id: the pending launches; the HLO op and module: the names)
 _READ = ("correlation", "hlo_op", "hlo_module", "step_num")
+#: the stats :func:`plan_near` reads (the HLO names are each window's own)
+_NEAR_READ = ("correlation", "step_num")
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ NEAR_MOST_SHARE = 0.25
 def _near(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
           release: _Release | None = None) -> Plan | None:
     base = shared.base
-    reader = _reader(shared)
+    reader = _reader(shared, _NEAR_READ)
     index = line_index(buf, base.line_off, base.line_len, NEAR_STRIDE,
                        release=RELEASE_BYTES if release is not None else 0)
     if reader is None or index is None or index.line.size == 0:
@@ -143,16 +145,14 @@ def _near(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
     starts = index.start[order]
     done = np.cumsum(weight[order])
     at = np.unique(np.searchsorted(done, done[-1] * np.arange(1, windows) / windows))
-    device = np.array([-1 if _device_of(p.name) is None else _device_of(p.name) for p in base.planes], dtype=np.int64)
-    gpu_line = device[base.line_plane] >= 0 if base.line_plane.size else np.zeros(0, dtype=bool)
     first = int(index.span[timed_lines, 0].min())
-    near = _Near(buf, shared, reader, index, first_row, gpu_line, first, workers, release,
-                 int(NEAR_MOST_SHARE * base.line_len.sum()), [0])
+    near = _Near(buf, shared, reader, index, first_row, _gpu_lines(base), first, workers, release,
+                 int(NEAR_MOST_SHARE * base.line_len.sum()))
     found: dict[int, int] = {}
     for q in at.tolist():
         rows = NEAR_ROWS
         while True:
-            if near.read[0] > near.most:
+            if near.read > near.most:
                 return None
             point = near.point(int(starts[min(q, starts.size - 1)]), int(starts[max(q - rows, 0)]),
                                int(starts[min(q + rows, starts.size - 1)]))
@@ -169,7 +169,7 @@ def _near(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
     return Plan(index.cuts(times), shared, after, checked=False)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Near:
     """The quiet points near a time (:func:`plan_near`), from the events between some index rows of every line."""
 
@@ -183,7 +183,7 @@ class _Near:
     workers: int | None
     release: _Release | None
     most: int  #: the bytes of events to read at most
-    read: list[int]  #: the bytes of events read so far
+    read: int = 0  #: the bytes of events read so far
 
     def point(self, target: int, lo: int, hi: int) -> tuple[int, int] | None:
         """The quiet point in ``(lo, hi]`` (ns) nearest ``target`` (the earlier of two as near) with a step annotation
@@ -199,16 +199,16 @@ class _Near:
         has_lo = up_lo > 0
         row_lo = np.where(has_lo, own + up_lo - 1, 0)
         row_hi = own + up_hi
-        off = np.where(has_lo, ix.off[row_lo] if ix.off.size else 0, base.line_off)
+        off = np.where(has_lo, ix.off[row_lo], base.line_off)
         end = np.where(up_hi < rows, ix.off[np.minimum(row_hi, ix.off.size - 1)], base.line_off + base.line_len)
         seed = int(ix.reach[row_lo[has_lo]].max()) if has_lo.any() else int(np.iinfo(np.int64).min)
         off = np.ascontiguousarray(off, dtype=np.int64)
         size = np.ascontiguousarray(end - off, dtype=np.int64)
-        self.read[0] += int(size.sum())
+        self.read += int(size.sum())
         r = self.reader
         scan = scan_lines(self.buf, off, size, base.line_plane, r.spec, base.stat_lookup, base.md_lookup,
                           workers=self.workers, header=ix.hdr)
-        cols, _, _ = _stat_cells(self.buf, base, scan, r.fields, r.skip, {"hlo_op", "hlo_module"})
+        cols, _, _ = _stat_cells(self.buf, base, scan, r.fields, r.skip, set())
         timed = ~scan.ev_flags.view(np.bool_)
         step = cols["step_num"].is_not_null().to_numpy()
         quiet = _Quiet(self.gpu_line, self.first, open_ended=True)
@@ -254,18 +254,26 @@ class _Release:
                 self.data.madvise(mmap.MADV_DONTNEED, a, b - a)
 
 
+def _gpu_lines(base: _Base) -> np.ndarray:
+    """Per line, whether it is a GPU stream (its plane a GPU's)."""
+    if not base.line_plane.size:
+        return np.zeros(0, dtype=bool)
+    out: np.ndarray = plane_devices(base.planes)[base.line_plane] >= 0
+    return out
+
+
 @dataclass(frozen=True)
 class _Reader:
-    """How a plan scans events: the stats of :data:`_READ` only."""
+    """How a plan scans events: some stats only (:data:`_READ`, :data:`_NEAR_READ`)."""
 
     spec: FieldSpec
     fields: np.ndarray
     skip: set[str]
 
 
-def _reader(shared: Shared) -> _Reader | None:
+def _reader(shared: Shared, read: tuple[str, ...] = _READ) -> _Reader | None:
     base = shared.base
-    skip = {f.column for f in STAT_FIELDS if f.column not in _READ}
+    skip = {f.column for f in STAT_FIELDS if f.column not in read}
     unread = frozenset(i for i, f in enumerate(STAT_FIELDS) if f.column in skip)
     fields = field_table(base.stat_names, unread)
     flat = field_lut(base.smd["plane"].to_numpy(), base.smd["id"].to_numpy(), base.stat_names, unread)
@@ -295,8 +303,7 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, shared: Shared,
     lo, hi = int(index.span[timed_lines, 0].min()), int(index.span[timed_lines, 1].max())
     chunks = max(1, min(64, int(base.line_len.sum()) // CHUNK_BYTES))
     cuts = index.cuts(np.unique(np.linspace(lo, hi + 1, chunks + 1)[1:-1].astype(np.int64)))
-    device = np.array([-1 if _device_of(p.name) is None else _device_of(p.name) for p in base.planes], dtype=np.int64)
-    finder = _Quiet(device[base.line_plane] >= 0 if base.line_plane.size else np.zeros(0, dtype=bool), lo)
+    finder = _Quiet(_gpu_lines(base), lo)
     names: set[str] = set()
     for k in range(cuts.times.shape[1] + 1):  # each chunk's events scanned, its quiet candidates found, then dropped
         off, size = cuts.window(k, base.line_off)

@@ -780,7 +780,7 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
     line_events = np.bincount(scan.ev_line, minlength=len(line_plane)) if ne else np.zeros(len(line_plane), np.int64)
     per_plane = np.bincount(line_plane, weights=line_events, minlength=len(planes)).astype(np.int64) if line_plane.size \
         else np.zeros(len(planes), np.int64)
-    device = np.array([-1 if _device_of(p.name) is None else _device_of(p.name) for p in planes], dtype=np.int64)
+    device = plane_devices(planes)
     if window is None and not any(device[p.index] >= 0 and per_plane[p.index] for p in planes):
         names = ", ".join(p.name for p in planes[:8]) or "none"
         raise TraceError(path, f"this JAX/XLA profile has no GPU plane with events (planes: {names}); it was recorded "
@@ -922,6 +922,11 @@ def _stat_cells(buf: np.ndarray, base: _Base, scan: LineScan, fields: np.ndarray
             place(e, s_field[i], s_kind[i], s_val[i], mp[i], scan, base.stat_lookup)
     cols, strings = columns(buf, scan, base.line_plane, base.stat_names, base.stat_lookup, skip=skip, codes_only=codes_only)
     return cols, strings, unknown
+
+
+def plane_devices(planes: list[Any]) -> np.ndarray:
+    """Each plane's GPU ordinal (``/device:GPU:N``), -1 for a host plane; int64."""
+    return np.array([-1 if (d := _device_of(p.name)) is None else d for p in planes], dtype=np.int64)
 
 
 def _hlo_names(strings: dict[str, Strings]) -> frozenset[str]:
