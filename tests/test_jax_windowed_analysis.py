@@ -114,9 +114,15 @@ def test_a_step_in_two_windows_is_not_merged(tmp_path, monkeypatch):
 
 
 def test_merge_needs_each_windows_sums():
-    a = analyze(load(MLP, cache=False))
+    t = load(MLP, cache=False)
+    a = analyze(t)
     with pytest.raises(ValueError, match="keep_sums"):
         keep(a)
+    # a window's analysis leaves out what merge makes again from the sums, so it takes no option whose view the
+    # merge would not have
+    for opts in ({"step": int(t.steps["step"][0])}, {"benchmark": True}, {"by_annotation": ""}):
+        with pytest.raises(ValueError, match="keep_sums"):
+            analyze(t, keep_sums=True, **opts)
     with pytest.raises(ValueError, match="no windows"):
         merge([])
 

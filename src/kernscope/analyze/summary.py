@@ -197,11 +197,14 @@ def analyze(
             launching thread (pid, tid as text; :func:`~kernscope.analyze.critical_path.busiest_launcher`), the
             critical path's thread of a step without an annotation of its own.
         keep_sums: keep in :attr:`Analysis.sums` what :func:`kernscope.analyze.windows.merge` adds up over time
-            windows (all steps only: not with ``step``).
+            windows (all steps only: not with ``step``). Such an analysis is a time window's, one part of a whole:
+            what ``merge`` rolls up again from the sums of every window (:data:`ROLLED_UP`: the kernel, category,
+            library, op and launcher summaries, the timeline and the timeline by device) is left empty in it.
     """
     check_step(trace, step)
-    if keep_sums and step is not None:
-        raise ValueError("analyze: keep_sums is for an analysis of all steps")
+    if keep_sums and (step is not None or benchmark or by_annotation is not None):
+        raise ValueError("analyze: keep_sums is for a time window's analysis of all steps (no benchmark view, no "
+                         "annotations)")
     rules = finding_rules or FindingRules.builtin()
     beside = trace.gpu.height <= SIDE_BY_SIDE_MAX_ROWS or trace.events.height <= SIDE_BY_SIDE_MAX_EVENTS
     with ThreadPoolExecutor(2, thread_name_prefix="kernscope-analysis") if beside else _InOrder() as pool:
@@ -242,8 +245,9 @@ def analyze(
         steps_f = early["steps"] if beside else pool.submit(step_summary, trace, all_gpu)
         # (all steps: from each device's unions, which time windows of a profile add up: ``keep_sums``)
         parts_f = pool.submit(lambda: device_parts(rows_f.result())) if step is None else None
-        timelines_f = pool.submit(lambda: device_timelines_of(parts_f.result()) if parts_f is not None else
-                                  device_timelines(rows_f.result().filter(pl.col("step") == step), rows_f.result()))
+        timelines_f = (None if keep_sums else
+                       pool.submit(lambda: device_timelines_of(parts_f.result()) if parts_f is not None else
+                                   device_timelines(rows_f.result().filter(pl.col("step") == step), rows_f.result())))
         # the rows grouped once by every key of the summaries, which roll these groups up (one pass over the rows;
         # in order, after the critical path: the grouping's freed memory, still held by polars' allocator, sat under
         # the critical path's (numpy's) peak when it ran first: 1 GB JAX class 2.99-3.08 GB against 2.90-2.95 GB)
@@ -256,10 +260,13 @@ def analyze(
         findings = find(trace, g, steps_f.result(), by_step, step=step, rules=rules, pool=pool, all_gpu=all_gpu,
                         by_step_device=by_step_device, started={"step_start_idle": early["idle"]} if beside else None)
         grouped, wall = grouped_f.result(), wall_time_ns(g)
-        rest = summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall)
+        # (a time window's: its part of these is in its sums, which merge rolls up over every window: ~10% of a
+        # window's analysis, each window, of a 200 MB JAX profile's, were computed and thrown away)
+        rest = ({f: pl.DataFrame() for f in ROLLED_UP} | {"gpu_interned": g, "unlinked": dict(trace.unlinked)}
+                if keep_sums else summaries(trace, g, all_gpu, cat, benchmark, by_annotation, decided, grouped, wall))
         rest["sources"], source_sums = sources_f.result()
         path = with_queued_note(path_f.result(), findings) if path_f is not None else None
-        timeline, by_dev = timelines_f.result()
+        timeline, by_dev = timelines_f.result() if timelines_f is not None else (pl.DataFrame(), pl.DataFrame())
         rest.update(facts=facts_f.result(), steps=steps_f.result(), timeline_by_step=by_step,
                     step_categories=step_cats_f.result(), findings=findings)
         if keep_sums:
@@ -291,6 +298,9 @@ def _text_keys(grouped: pl.DataFrame) -> pl.DataFrame:
 
 
 
+#: the :class:`Analysis` fields :func:`kernscope.analyze.windows.merge` makes again from the time windows' sums, which
+#: ``analyze(..., keep_sums=True)`` leaves empty (``timeline`` and ``timeline_by_device`` too)
+ROLLED_UP = ("kernels", "kernels_by_stream", "categories", "libraries", "ops", "ops_by_category", "launcher_categories")
 #: what :func:`analyze` groups the GPU rows by once, for all its summaries (with ``decided_by`` and ``decided_op``
 #: where the categories were decided)
 SUMMARY_KEYS = ("name", "launcher", "category", "library", "kind", "device", "stream")
