@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -686,3 +687,45 @@ def test_a_step_alone_has_the_path_row_of_the_whole_trace_to_the_last_digit(rel,
     whole, alone = analyze(t).critical_path, analyze(t, step=step).critical_path
     assert whole is not None and alone is not None
     assert alone.steps.rows() == whole.steps.filter(pl.col("step") == step).rows()
+
+
+@pytest.mark.parametrize("p", [EXAMPLE, DATA / "jax" / "transformer" / "vm.xplane.pb.gz"], ids=lambda p: p.name[:30])
+def test_a_path_started_before_the_categories_equals_the_categorized_ones(p):
+    """``analyze`` starts the critical path on the rows not yet categorized and hands it their categories later: the
+    path is the one the categorized rows give, table for table."""
+    t, cp = _path(p)
+    categorized = gpu_table(t, Categorizer.builtin(), text_names=False, text_keys=False)
+    late = critical_path(t, gpu_table(t, text_names=False, text_keys=False), categories=lambda: categorized["category"])
+    assert cp.steps.height == t.steps.height > 0
+    for name in ("steps", "categories", "kernels", "whatif", "records", "ops"):
+        assert_frame_equal(getattr(late, name), getattr(cp, name)), name
+    assert late.notes == cp.notes
+    with pytest.raises(ValueError, match="categories for"):
+        critical_path(t, gpu_table(t), categories=lambda: categorized["category"].head(3))
+
+
+def test_a_categorization_that_fails_fails_the_analysis_and_the_path_waiting_for_it(monkeypatch):
+    """The critical path, started first, waits for the categories: where the categorization raises, ``analyze``
+    raises that error (it does not wait for ever on the path's thread)."""
+    t = kernscope.load(EXAMPLE, cache=False)
+
+    class Broken(Exception):
+        pass
+
+    def broken(self, gpu, **kw):
+        raise Broken("no categories")
+
+    monkeypatch.setattr(Categorizer, "categorize", broken)
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            analyze(t)
+        except Broken as e:
+            raised.append(e)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(60)
+    assert not th.is_alive(), "analyze waits for ever for the path's thread"
+    assert len(raised) == 1

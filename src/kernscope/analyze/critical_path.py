@@ -399,9 +399,13 @@ def empty_path(notes: list[str]) -> CriticalPath:
 
 def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
                   untraced_waits: bool = False, next_start: int | None = None,
-                  launch_thread: tuple[str, str] | None = None) -> CriticalPath:
+                  launch_thread: tuple[str, str] | None = None,
+                  categories: Callable[[], pl.Series] | None = None) -> CriticalPath:
     """The critical path of every step of ``trace`` (or of ``step``). ``gpu``: the categorized GPU rows of the
-    whole trace (``category``, ``launcher``, ``step``, ``launch_ts``, ``launch_pid``, ``launch_tid``).
+    whole trace (``category``, ``launcher``, ``step``, ``launch_ts``, ``launch_pid``, ``launch_tid``); or its rows not
+    yet categorized (:func:`~kernscope.analyze.kernels.gpu_table` without a categorizer), with ``categories`` a call
+    that gives each row's category, in ``gpu``'s order, once the path needs them (at its summary: ``analyze`` makes
+    them meanwhile).
 
     ``untraced_waits`` (JAX/XLA profiles): take a step's untraced tail on the host as a wait for the GPU work that
     ended in it (:func:`_untraced_waits`; XLA records no event for ``block_until_ready``), so that the path follows
@@ -541,7 +545,11 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
                 .with_columns(pl.when(pl.col("_last") & pl.col("_lr").is_not_null() & (pl.col("_le") >= pl.col("T")))
                               .then(pl.col("_lr")).otherwise(pl.col("_ec")).alias("_end")))
     starts = ends_tbl["_end"].to_numpy().astype(np.int64)
-    labels = gpu.select(pl.col("category", "name", "launcher").cast(pl.Categorical))
+    category = gpu["category"] if categories is None else categories()
+    if category.len() != gpu.height:
+        raise ValueError(f"critical_path: {category.len()} categories for {gpu.height} GPU rows")
+    labels = gpu.select(category.alias("category"), "name", "launcher").select(
+        pl.col("category", "name", "launcher").cast(pl.Categorical))
     parts, stretches = [], []
     # the steps' paths in batches of about PATH_BATCH nodes, each summarized before the next is walked: a JAX
     # profile's path is every kernel of every step (1.4 M nodes at 207 MB, 6.7 M at 975 MB), a few hundred bytes a

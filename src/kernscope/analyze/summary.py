@@ -217,25 +217,43 @@ def analyze(
         # 200 MB JAX profile's cold run, and the other core idled meanwhile. In order (above the bounds) they keep
         # their places, which set the 10 GB replica's peak (below)
         early: dict[str, Future[Any]] = {}
+        # the rows' categories as this thread makes them, for the critical path that started before them
+        categorized: Future[pl.Series] = Future()
+        path_f: Future[CriticalPath] | None = None
         if beside:
             plain = gpu_table(trace, text_names=False, text_keys=False)
             plain_g = plain if step is None else plain.filter(pl.col("step") == step)
-            early = {"idle": pool.submit(idle_findings, trace, plain, rules), "steps": pool.submit(step_summary, trace, plain),
-                     "facts": pool.submit(trace_facts, trace),
-                     "sources": pool.submit(lambda: sources_of(trace, step, python_sources, wall_time_ns(plain_g)))}
+            # the critical path, the longest analysis, reads the categories only at its end: it starts first, on the
+            # rows not yet categorized, and takes their categories when it needs them (it waited for the
+            # categorization, one core busy, the other idle: 0.03-0.06 s of a 200 MB v100 Kineto trace's analysis,
+            # and of each JAX window's). Not over SIDE_BY_SIDE_MAX_ROWS GPU rows (a 1 GB JAX profile read whole):
+            # there the two, beside each other, slowed each other more than they gained (session 37)
+            if trace.steps.height and trace.gpu.height <= SIDE_BY_SIDE_MAX_ROWS:
+                path_f = pool.submit(critical_path, trace, plain, step=step, untraced_waits=untraced_waits,
+                                     next_start=next_step_start, launch_thread=launch_thread, categories=categorized.result)
         # kernel names stay interned, as the trace holds them (as text they were the largest column: 0.66 GB of a
         # 10 GB trace's, held through the critical path and the output); the summaries give them as text
-        if use_kernel_name_categories:
-            cat = categorizer or Categorizer.builtin()
-            all_gpu = gpu_table(trace, cat, text_names=False, text_keys=False)
-        else:
-            cat = None
-            uncategorized = plain if beside else gpu_table(trace, text_names=False, text_keys=False)
-            all_gpu = mark_communication(uncategorized, otherwise=UNCATEGORIZED).with_columns(pl.lit(UNCATEGORIZED).alias("library"))
+        try:
+            if beside:
+                early = {"idle": pool.submit(idle_findings, trace, plain, rules),
+                         "steps": pool.submit(step_summary, trace, plain), "facts": pool.submit(trace_facts, trace),
+                         "sources": pool.submit(lambda: sources_of(trace, step, python_sources, wall_time_ns(plain_g)))}
+            if use_kernel_name_categories:
+                cat = categorizer or Categorizer.builtin()
+                all_gpu = gpu_table(trace, cat, text_names=False, text_keys=False)
+            else:
+                cat = None
+                uncategorized = plain if beside else gpu_table(trace, text_names=False, text_keys=False)
+                all_gpu = mark_communication(uncategorized, otherwise=UNCATEGORIZED).with_columns(pl.lit(UNCATEGORIZED).alias("library"))
+        except BaseException as e:
+            categorized.set_exception(e)  # (the path's thread, waiting for them, raises it too, and the pool can close)
+            raise
+        categorized.set_result(all_gpu["category"])
         g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
         decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
-        path_f = (pool.submit(critical_path, trace, all_gpu, step=step, untraced_waits=untraced_waits,
-                              next_start=next_step_start, launch_thread=launch_thread) if trace.steps.height else None)
+        if path_f is None and trace.steps.height:
+            path_f = pool.submit(critical_path, trace, all_gpu, step=step, untraced_waits=untraced_waits,
+                                 next_start=next_step_start, launch_thread=launch_thread)
         # every GPU row clipped once (0.1 s of a 1 GB JAX profile's 6.7 M rows, each time): the timeline by step reads
         # those in a step, `--step N`'s those of step N, and both every row, since a GPU behind its host runs other
         # steps' work in a step's span (other_work_time, not idle)
