@@ -252,3 +252,33 @@ def test_windows_asked_of_a_gzipped_profile_or_a_kineto_trace_read_them_whole(tm
         b = cli("analyze", str(path), "--windows", "0", "--no-bench", "--format", "json", "--no-cache")
         assert a.returncode == b.returncode == 0 and a.stdout == b.stdout, (path, a.stderr[-300:])
         assert "window 1 of" not in a.stderr
+
+
+def test_step_phases_are_marked_over_every_windows_steps(tmp_path, monkeypatch):
+    """A step's phase (steady: the profile's most common kernel multiset; warmup before the first such step) is the
+    whole profile's, not its window's: here the first window's steps launch kernels of other names (renamed as it is
+    linked), so within that window they are the common multiset, but in the profile they come before its first steady
+    step."""
+    from kernscope.analyze import windows
+    from kernscope.link import build
+
+    p = _plain(LONG, tmp_path)
+    plain = analyze_windows(p, 4, benchmark=False)
+    assert plain.steps.height == 40 and plain.steps["phase"].to_list()[1:] == ["steady"] * 39
+    real, seen = build.link, []
+
+    def renamed_first(raw, path, **kw):
+        t = real(raw, path, **kw)
+        seen.append(t.steps["step"].to_list())
+        if len(seen) > 1:
+            return t
+        gpu = t.gpu.with_columns((pl.col("name").cast(pl.String) + "_other").cast(pl.Categorical))
+        return dataclasses.replace(t, gpu=gpu)
+
+    monkeypatch.setattr(windows, "link", renamed_first)
+    got = analyze_windows(p, 4, benchmark=False).steps
+    first = seen[0]
+    assert len(seen) >= 3 and len(first) >= 3  # (the first window holds several steps)
+    phase = dict(zip(got["step"].to_list(), got["phase"].to_list()))
+    assert [phase[s] for s in first] == ["warmup"] * len(first)
+    assert [phase[s] for s in range(first[-1] + 1, 40)] == ["steady"] * (39 - first[-1])

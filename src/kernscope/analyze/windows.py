@@ -235,7 +235,9 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
             raw = decoded(k)
         if raw.events.height == 0 and raw.flows.height == 0:
             return None
-        trace = link(raw, p, steps=StepSpec(ANNOTATED))
+        # (the steps' phases are the whole profile's: merge marks them over every window's steps, which a window's
+        # own, marked over its steps alone, would have stood in for)
+        trace = link(raw, p, steps=StepSpec(ANNOTATED), phases=False)
         del raw
         if trace.gpu["device"].null_count():
             raise NotWindowed("GPU records without a device")

@@ -127,7 +127,7 @@ def link_gpu_table(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None,
-         events_ready: Callable[[pl.DataFrame], None] | None = None) -> Trace:
+         events_ready: Callable[[pl.DataFrame], None] | None = None, phases: bool = True) -> Trace:
     """Link a decoded trace: GPU <-> launch <-> CPU op, python parents, steps, unlinked counts.
 
     Args:
@@ -135,6 +135,10 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None,
         steps: how to find step windows (default: ``ProfilerStep#N``, else automatic windows).
         events_ready: called with the trace's event table as soon as it is final, before the rest is linked (the
             load starts writing it to the parse cache then). The link may still raise after it.
+        phases: mark each step's phase (steady, warmup, irregular: :func:`~kernscope.link.steps.mark_phases`, from
+            the steps' kernel multisets). False: the phases the steps were found with (null for annotated steps),
+            as for a time window of a profile, whose steps' phases are the whole profile's
+            (:func:`kernscope.analyze.windows.merge` marks them over every window's steps).
     """
     decoded, raw.events = raw.events, pl.DataFrame()  # do not keep the decoded table alive while linking
     if decoded.height == 0 and raw.meta_events.height == 0 and raw.flows.height == 0:
@@ -173,7 +177,7 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None,
     if events_ready is not None and raw.salvaged is not None:
         events_ready(events)
     gpu = assign_steps(gpu, found.table, by_gpu_time=found.by_gpu_time)
-    step_table = mark_phases(found.table, gpu)
+    step_table = mark_phases(found.table, gpu) if phases else found.table
     gpu = gpu.drop([c for c in _HOST_ONLY if c in gpu.columns]).with_columns(
         pl.col("launch_name", "op_name", "launcher").cast(pl.Categorical)
     )
