@@ -41,7 +41,7 @@ def _near_on_small_profiles(monkeypatch):
 def _whole_lines(data: bytes):
     """Every line's events as the plan's scan reads them (the shared parts, and the scan of whole lines)."""
     shared = xplane.prepare(data, "p")
-    base, reader = shared.base, xplan._reader(shared)
+    base, reader = shared.base, xplan._reader(shared.base)
     scan = xscan.scan_lines(as_array(data), base.line_off, base.line_len, base.line_plane, reader.spec,
                             base.stat_lookup, base.md_lookup)
     return shared, scan

@@ -633,11 +633,22 @@ class Shared:
     hlo_names: frozenset[str] | None = None
 
 
-def prepare(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> Shared:
-    """The parts of an XSpace every window's :func:`decode` reads alike (``decode(..., shared=prepare(data, path))``)."""
+def lines_and_metadata(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> _Base:
+    """An XSpace's planes, where their lines lie, and their stat and event metadata: the first part of :func:`prepare`
+    (the plans walk the lines from it while the rest is read)."""
+    try:
+        return _base(as_array(data), len(data), path)
+    except WireError as e:
+        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
+        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+
+
+def prepare(data: bytes | bytearray | memoryview | mmap.mmap, path: str, base: _Base | None = None) -> Shared:
+    """The parts of an XSpace every window's :func:`decode` reads alike (``decode(..., shared=prepare(data, path))``);
+    ``base``: its :func:`lines_and_metadata`, where read already."""
     buf = as_array(data)
     try:
-        base = _base(buf, len(data), path)
+        base = base if base is not None else _base(buf, len(data), path)
         hlo = _hlo(buf, base.md_stat_rows, base.stat_lookup, base.stat_names)
         return Shared(base, hlo, _shared_names(hlo[0]), {p.index: _plane_stats(buf, p, base.smd) for p in base.planes})
     except WireError as e:
