@@ -226,9 +226,9 @@ def analyze(
             # the critical path, the longest analysis, reads the categories only at its end: it starts first, on the
             # rows not yet categorized, and takes their categories when it needs them (it waited for the
             # categorization, one core busy, the other idle: 0.03-0.06 s of a 200 MB v100 Kineto trace's analysis,
-            # and of each JAX window's). Not over SIDE_BY_SIDE_MAX_ROWS GPU rows (a 1 GB JAX profile read whole):
-            # there the two, beside each other, slowed each other more than they gained (session 37)
-            if trace.steps.height and trace.gpu.height <= SIDE_BY_SIDE_MAX_ROWS:
+            # and of each JAX window's). Not over EARLY_PATH_MAX_ROWS GPU rows: there the two beside each other hold
+            # their intermediates at once and share the cores' memory bandwidth (see the constant)
+            if trace.steps.height and trace.gpu.height <= EARLY_PATH_MAX_ROWS:
                 path_f = pool.submit(critical_path, trace, plain, step=step, untraced_waits=untraced_waits,
                                      next_start=next_step_start, launch_thread=launch_thread, categories=categorized.result)
         # kernel names stay interned, as the trace holds them (as text they were the largest column: 0.66 GB of a
@@ -330,6 +330,12 @@ SUMMARY_KEYS = ("name", "launcher", "category", "library", "kind", "device", "st
 #: against 2.9-4.0 s; a real 975 MB JAX profile (6.7 M GPU rows, 8.8 M events) cold in 7.5-8.2 s against 8.3-9.7 s,
 #: for 0.1-0.25 GB more at its peak (2.45-2.51 GB against 2.20-2.39 GB)
 SIDE_BY_SIDE_MAX_ROWS = 1_500_000
+#: ``analyze`` starts the critical path before the categorization for GPU tables of at most this many rows. Measured
+#: (session 78, medians of 5-7 interleaved rounds): a 210 MB JAX profile's windows (181 k rows each) 2.35 -> 2.30 s; a
+#: 200 MB v100 Kineto trace (89 k) 0.85 -> 0.84 s. A 975 MB JAX profile's windows (557 k rows) peaked 25 MB higher
+#: with it and took 8.6-8.9 s against 8.0-8.8 s (two rounds on the device's CPU), and session 37 measured the two
+#: slowing each other 1.3-2x at 6.7 M rows
+EARLY_PATH_MAX_ROWS = 400_000
 #: see :data:`SIDE_BY_SIDE_MAX_ROWS` (about a 5 GB Kineto trace, or a 1.8 GB XSpace)
 SIDE_BY_SIDE_MAX_EVENTS = 16_000_000
 T = TypeVar("T")
