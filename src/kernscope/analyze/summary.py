@@ -332,9 +332,10 @@ SUMMARY_KEYS = ("name", "launcher", "category", "library", "kind", "device", "st
 SIDE_BY_SIDE_MAX_ROWS = 1_500_000
 #: ``analyze`` starts the critical path before the categorization for GPU tables of at most this many rows. Measured
 #: (session 78, medians of 5-7 interleaved rounds): a 210 MB JAX profile's windows (181 k rows each) 2.35 -> 2.30 s; a
-#: 200 MB v100 Kineto trace (89 k) 0.85 -> 0.84 s. A 975 MB JAX profile's windows (557 k rows) peaked 25 MB higher
-#: with it and took 8.6-8.9 s against 8.0-8.8 s (two rounds on the device's CPU), and session 37 measured the two
-#: slowing each other 1.3-2x at 6.7 M rows
+#: 200 MB v100 Kineto trace (89 k) 0.85 -> 0.84 s; its 3 windows (480 k rows) 1.83 -> 1.75 s at the same peak. Larger
+#: tables are left in the order they had: no gain was shown there (a 975 MB JAX profile's 12 windows, 557 k rows each,
+#: took 8.6-8.9 s with it against session 77's 8.0-8.8 s in two rounds on the device's CPU), and session 37 measured
+#: the two slowing each other 1.3-2x at 6.7 M rows
 EARLY_PATH_MAX_ROWS = 400_000
 #: see :data:`SIDE_BY_SIDE_MAX_ROWS` (about a 5 GB Kineto trace, or a 1.8 GB XSpace)
 SIDE_BY_SIDE_MAX_EVENTS = 16_000_000
