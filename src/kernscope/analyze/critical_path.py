@@ -548,8 +548,8 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     category = gpu["category"] if categories is None else categories()
     if category.len() != gpu.height:
         raise ValueError(f"critical_path: {category.len()} categories for {gpu.height} GPU rows")
-    labels = gpu.select(category.alias("category"), "name", "launcher").select(
-        pl.col("category", "name", "launcher").cast(pl.Categorical))
+    labels = gpu.select(pl.lit(category).cast(pl.Categorical).alias("category"),
+                        pl.col("name", "launcher").cast(pl.Categorical))
     parts, stretches = [], []
     # the steps' paths in batches of about PATH_BATCH nodes, each summarized before the next is walked: a JAX
     # profile's path is every kernel of every step (1.4 M nodes at 207 MB, 6.7 M at 975 MB), a few hundred bytes a

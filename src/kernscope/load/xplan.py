@@ -32,10 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ..errors import TraceError
 from .native import scanner
 from .protowire import WireError, as_array
-from .xplane import Shared, _Base, _hlo_names, _stat_cells, lines_and_metadata, plane_devices, prepare
+from .xplane import Shared, _Base, _hlo_names, _stat_cells, damaged, lines_and_metadata, plane_devices, prepare
 from .xscan import FieldSpec, TimeCuts, TimeIndex, line_index, scan_lines
 from .xstats import FIELD_KINDS, STAT_FIELDS, field_lut, field_table
 
@@ -98,8 +97,7 @@ def _planned(how: _How, data: bytes | bytearray | memoryview | mmap.mmap, path: 
             shared = pool.submit(prepare, data, path, base)
             return how(buf, windows, workers, base, shared.result, release)
     except WireError as e:
-        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
-        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+        raise damaged(path, e) from None
 
 
 def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int, *,

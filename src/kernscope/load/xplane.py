@@ -633,14 +633,19 @@ class Shared:
     hlo_names: frozenset[str] | None = None
 
 
+def damaged(path: str, e: WireError) -> TraceError:
+    """The error said of an XSpace whose bytes ``e`` found invalid (with the byte where its message has none)."""
+    where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
+    return TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged")
+
+
 def lines_and_metadata(data: bytes | bytearray | memoryview | mmap.mmap, path: str) -> _Base:
     """An XSpace's planes, where their lines lie, and their stat and event metadata: the first part of :func:`prepare`
     (the plans walk the lines from it while the rest is read)."""
     try:
         return _base(as_array(data), len(data), path)
     except WireError as e:
-        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
-        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+        raise damaged(path, e) from None
 
 
 def prepare(data: bytes | bytearray | memoryview | mmap.mmap, path: str, base: _Base | None = None) -> Shared:
@@ -652,8 +657,7 @@ def prepare(data: bytes | bytearray | memoryview | mmap.mmap, path: str, base: _
         hlo = _hlo(buf, base.md_stat_rows, base.stat_lookup, base.stat_names)
         return Shared(base, hlo, _shared_names(hlo[0]), {p.index: _plane_stats(buf, p, base.smd) for p in base.planes})
     except WireError as e:
-        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
-        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+        raise damaged(path, e) from None
 
 
 @dataclass(frozen=True)
@@ -694,8 +698,7 @@ def time_cuts(data: bytes | bytearray | memoryview | mmap.mmap, path: str, times
         t = times if isinstance(times, np.ndarray) else np.fromiter((int(x) for x in times), dtype=np.int64)
         return _time_cuts(buf, line_off, line_len, t)
     except WireError as e:
-        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
-        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+        raise damaged(path, e) from None
 
 
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None,
@@ -720,8 +723,7 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
     try:
         raw = _decode(buf, n, path, workers, stats, scanned, progress, window, shared, named)
     except WireError as e:
-        where = "" if "at byte" in str(e) else f" (at byte {e.offset:,})"
-        raise TraceError(path, f"not a valid XSpace protobuf: {e}{where}; the file is truncated or damaged") from None
+        raise damaged(path, e) from None
     if stats is not None:
         ev = raw.events
         unread = [c for c in ev.columns if c in XLA_COLUMNS and c not in stats]
