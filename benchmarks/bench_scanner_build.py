@@ -42,8 +42,9 @@ tune_allocators([path])
 import importlib
 import numpy as np
 native = importlib.import_module("kernscope.load.native")
-native.__file__ = lib_dir + "/native.py"  # (the library is looked for beside this file)
-native._library.cache_clear()
+nativelib = importlib.import_module("kernscope.load.nativelib")
+nativelib.__file__ = lib_dir + "/nativelib.py"  # (the library is looked for beside this file)
+nativelib._library.cache_clear()
 assert native.scanner() is not None, "the library did not load"
 from kernscope.analyze.needs import analyze_projection
 proj = analyze_projection(None)

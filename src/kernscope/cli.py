@@ -97,7 +97,8 @@ def trace_options(f: F) -> F:
         s = Session(cache=not no_cache, salvage=salvage, max_memory=_parse_size(max_memory), step_marker=step_marker,
                     rules=rules, findings=kwargs.pop("findings_rules", None), quiet=quiet, notice=_notice,
                     progress=lambda label, unit: Progress(label, quiet, unit=unit),
-                    keep=invocation.record if invocation is not None else None)
+                    keep=invocation.record if invocation is not None else None,
+                    head=invocation.head if invocation is not None else None)
         return f(*args, s=s, **kwargs)
 
     for opt in reversed(_trace_opts):

@@ -96,6 +96,9 @@ class Session:
     #: ``keep(files, output, body)``: keeps the output ``body`` a command wrote to ``output`` (None: stdout) after
     #: reading ``files``, for the next identical command line (:meth:`kernscope.replay.Invocation.record`)
     keep: Callable[[list[str], str | None, bytes], object] | None = None
+    #: the trace's first pieces scanned while the command imported (:class:`kernscope.load.headstart.HeadStart`),
+    #: for the load that parses it (a load of another file, or another reading, leaves them)
+    head: Any = None
 
     # -- inputs ---------------------------------------------------------------------------------------------
     @property
@@ -148,7 +151,8 @@ class Session:
         try:
             return load(path, cache=self.cache, salvage=self.salvage, notify=self.notify,
                         progress=bar, limits=Limits(max_memory=self.max_memory), steps=StepSpec(self.step_marker),
-                        projection=projection, digest=digest, defer_cache_write=defer_cache_write, timings=timings)
+                        projection=projection, digest=digest, defer_cache_write=defer_cache_write, timings=timings,
+                        head=self.head)
         finally:
             bar.close()
 

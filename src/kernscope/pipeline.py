@@ -20,6 +20,7 @@ from .link import StepSpec, link
 from .link.tree import call_tree
 from .load import cache as _cache
 from .load.formats import ParseOptions, detect
+from .load.headstart import AHEAD, HeadStart
 from .load.native import trim_heap
 from .load.projection import Projection, costs_key, load_key, load_keys
 from .load.source import FileIdentity, Limits, TraceSource, open_trace
@@ -135,11 +136,14 @@ def _costs_added(entry: _cache.Entry, source: TraceSource, path: str, limits: Li
 
 
 def _readers(counts: dict[str, int]) -> str:
-    """``, compiled scanner 50 of 52 pieces, line reader 2``: which readers read the pieces (for ``--timings``)."""
+    """``, compiled scanner 50 of 52 pieces, line reader 2``: which readers read the pieces (for ``--timings``); and
+    ``(11 scanned ahead)``: of them, those a head start scanned (:mod:`kernscope.load.headstart`)."""
+    ahead = counts.get(AHEAD, 0)
+    counts = {k: v for k, v in counts.items() if k != AHEAD}
     total = sum(counts.values())
     parts = [f"{name} {n}" + (f" of {total} pieces" if i == 0 else "")
              for i, (name, n) in enumerate(sorted(counts.items(), key=lambda kv: -kv[1]))]
-    return ", " + ", ".join(parts) if parts else ""
+    return (", " + ", ".join(parts) if parts else "") + (f" ({ahead} scanned ahead)" if ahead else "")
 
 
 def load(
@@ -156,6 +160,7 @@ def load(
     digest: _cache.KnownDigest | _cache.PendingDigest | None = None,
     defer_cache_write: Callable[[Callable[[], None]], None] | None = None,
     timings: list[tuple[str, float]] | None = None,
+    head: HeadStart | None = None,
 ) -> Trace:
     """Load and link a PyTorch profiler (Kineto) trace: ``.json``, ``.json.gz``, ``*.pt.trace.json(.gz)``.
 
@@ -180,11 +185,25 @@ def load(
             have run it before it stores outputs in that cache entry).
         timings: receives (phase, seconds) of this load's phases: the content hash, the parse (with the format's
             name), the link and the cache write (``analyze --timings``).
+        head: the file's first pieces scanned ahead (:mod:`kernscope.load.headstart`), which a parse of a Kineto trace
+            takes where the scans are its own; closed before this returns, taken or not.
 
     Raises:
         kernscope.errors.TraceError: with one message naming the file and the problem.
     """
-    p = str(path)
+    try:
+        return _load(str(path), cache, salvage, workers, steps, limits, notify, progress, projection, digest,
+                     defer_cache_write, timings, head)
+    finally:
+        if head is not None:
+            head.close()
+
+
+def _load(p: str, cache: bool, salvage: bool, workers: int | None, steps: StepSpec | None, limits: Limits | None,
+          notify: Notify | None, progress: Callable[[int, int], None] | None, projection: Projection | None,
+          digest: _cache.KnownDigest | _cache.PendingDigest | None,
+          defer_cache_write: Callable[[Callable[[], None]], None] | None, timings: list[tuple[str, float]] | None,
+          head: HeadStart | None) -> Trace:
     opts = LoadOptions(salvage, steps or StepSpec(), projection)
     lap = _Laps(timings)
     source = open_trace(p)
@@ -244,7 +263,7 @@ def load(
             projection = None
         with _gc_paused():
             raw = fmt.parse(source, ParseOptions(salvage=salvage, limits=limits, workers=workers, progress=progress,
-                                                 projection=projection))
+                                                 projection=projection, head=head))
         # (a gzip file's rate on disk says little of the parse: the label gives the JSON it inflated to)
         inflated = f", from gzip: {source.json_bytes / 1e6:,.1f} MB inflated" if source.gz else ""
         lap(f"parse ({fmt.name}{inflated}{', projected' if projection is not None else ''}{_readers(raw.readers)})")

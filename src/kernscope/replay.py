@@ -30,12 +30,18 @@ from __future__ import annotations
 
 import gc
 import os
+import stat
 import sys
 import time
 
 from .load.cachedir import is_private_dir, preferred_root, read_private, secret
 from .sink import discard
 from .version import __version__, code_fingerprint
+
+#: not ``typing.TYPE_CHECKING``: ``typing``'s import would cost a cached answer (see :mod:`kernscope`)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .load.headstart import HeadStart
 
 try:  # the builtin module: ``hashlib`` would load OpenSSL
     from _blake2 import blake2b
@@ -87,6 +93,8 @@ class Invocation:
             except OSError:
                 self._size = None
         self._context: bytes | None = None
+        #: the trace's first pieces scanned ahead (:func:`_head_start`), for the command's load
+        self.head: HeadStart | None = None
 
     def context(self) -> bytes:
         """Everything besides the files read that the output may depend on (see the module's text), as the
@@ -233,15 +241,54 @@ def _exit_code(error: BaseException) -> int:
     return guarded(fail, lambda msg: None)
 
 
-def _import_early(args: list[str]) -> None:
+#: ``analyze`` options that change what the parse of a Kineto trace reads: with one, no head start (its scans would
+#: not be the parse's, which checks that before it takes them)
+_OWN_READ = frozenset({"--read-all", "--roofline", "--python-sources", "--salvage"})
+
+
+def _head_start(args: list[str]) -> HeadStart | None:
+    """For ``analyze`` of one large plain Kineto trace: its first pieces scanned on a thread while the command imports
+    (:class:`kernscope.load.headstart.HeadStart`), else None. The trace is the one argument that is a file of at
+    least :data:`~kernscope.load.headstart.HEAD_MIN_BYTES` (an option's value that is a smaller file, an output
+    written before, is not taken for it)."""
+    if (any(a.split("=", 1)[0] in _OWN_READ for a in args) or os.environ.get("KERNSCOPE_NO_NATIVE") == "1"
+            or os.environ.get("KERNSCOPE_NO_HEADSTART") == "1"):
+        return None
+    from .load.headstart import HEAD_MIN_BYTES, HeadStart
+
+    files = []
+    for a in args[1:]:
+        if not a.startswith("-"):
+            try:
+                st = os.stat(a)
+            except (OSError, ValueError):
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_size >= HEAD_MIN_BYTES:
+                files.append(a)
+    if len(files) != 1 or files[0].lower().endswith((".gz", ".pb")):
+        return None
+    from .analyze.needs import analyze_projection
+    from .load.scanslots import CHUNK_BYTES, slots_of
+
+    p = analyze_projection(None)
+    if p is None:
+        return None
+    drops = p.drops_events
+    return HeadStart.begin(files[0], slots_of(p.args), p.drop_phases if drops else (), p.drop_cats if drops else (),
+                           CHUNK_BYTES)
+
+
+def _import_early(invocation: Invocation) -> None:
     """An ``analyze`` that was not answered will need polars (0.15-0.3 s to import): it is imported on a thread while
-    the command line is imported and parsed, after the allocator settings that must come first."""
+    the command line is imported and parsed, after the allocator settings that must come first; and a large trace's
+    first pieces are scanned meanwhile (:func:`_head_start`)."""
     import contextlib
     import threading
 
     from .oneshot import tune_allocators
 
-    tune_allocators(args)
+    tune_allocators(invocation.argv)
+    invocation.head = _head_start(invocation.argv)
 
     def work() -> None:
         with contextlib.suppress(ImportError):  # said where the command needs it
@@ -264,7 +311,7 @@ def run() -> None:  # pragma: no cover - exits the process
     # those objects, 40-50 ms of a cold analyze; young objects are now collected every 100,000 allocations
     gc.set_threshold(GC_YOUNG, 50, 100)
     if invocation.argv[:1] == ["analyze"]:
-        _import_early(invocation.argv)
+        _import_early(invocation)
     from .cli import run as run_cli
 
     run_cli(invocation)

@@ -25,6 +25,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -1133,3 +1137,120 @@ int64_t ks_kineto_scan(const uint8_t *b, int64_t n, int64_t cap_rows, uint32_t *
     free(s);
     return rc ? rc : row;
 }
+
+/* A head start: ks_kineto_scan over a mapped file's first pieces, on a thread that runs while the process imports
+ * what it needs (kernscope.load.headstart). The pieces are cut as the Python side cuts a mapped file
+ * (kernscope.load.document.Splitter): from ``start``, each ends at the first boundary between events (a '}', blanks,
+ * a ',', blanks, a '{'; blanks as Python's bytes regex \s) at or after ``chunk`` bytes; the last piece (after the
+ * last such cut) is not scanned. Each piece's outputs are one block (KsPiece.arena, freed by ks_free_arena),
+ * sized as kernscope.load.fastscan.scan sizes them: for the events of the bytes per event seen so far (96 at first),
+ * a quarter more. progress[0] != 0 asks the scan to stop before its next piece; progress[1] is the number of pieces
+ * whose KsPiece is complete (stored with release order: read it with ks_load_acquire). Returns that number. */
+typedef struct {
+    int64_t off, len;   /* the piece: b[off:off + len) */
+    int64_t rc;         /* ks_kineto_scan's return, or KS_NOMEM when no arena could be allocated */
+    int64_t cap, cap_dict, cap_bytes;
+    int64_t size;       /* the arena's bytes */
+    uint8_t *arena;     /* ints (nints * cap int64), ordinals (cap int64), doff (cap_dict + 1 int64), counts (8
+                         * int64), codes (nscodes * cap uint32), valid (nints * cap uint8), dbytes (cap_bytes) */
+} KsPiece;
+
+/* a piece's outputs: mapped pages of their own where the system has mmap (given back whole when freed: from the C
+ * heap, which a one-shot command never trims below 1 GB (kernscope.oneshot.tune_allocators), the pages each piece
+ * wrote stayed resident after it was taken, ~50 MB more at a 200 MB trace's peak), else the C heap */
+static void *arena_alloc(int64_t size) {
+#if defined(MAP_ANONYMOUS)
+    void *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+#else
+    return malloc((size_t)size);
+#endif
+}
+
+void ks_free_arena(void *p, int64_t size) {
+#if defined(MAP_ANONYMOUS)
+    if (p) munmap(p, (size_t)size);
+#else
+    (void)size;
+    free(p);
+#endif
+}
+
+static inline int is_py_space(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* the first boundary between events at or after ``from``: its '}' (and its '{' in *brace), or -1 */
+static int64_t boundary(const uint8_t *b, int64_t n, int64_t from, int64_t *brace) {
+    for (int64_t p = from; p < n; p++) {
+        const uint8_t *hit = (const uint8_t *)memchr(b + p, '}', (size_t)(n - p));
+        if (!hit) return -1;
+        p = hit - b;
+        int64_t q = p + 1;
+        while (q < n && is_py_space(b[q])) q++;
+        if (q >= n || b[q] != ',') continue;
+        q++;
+        while (q < n && is_py_space(b[q])) q++;
+        if (q < n && b[q] == '{') {
+            *brace = q;
+            return p;
+        }
+    }
+    return -1;
+}
+
+int64_t ks_kineto_head(const uint8_t *b, int64_t n, int64_t start, int64_t chunk, KsPiece *pieces, int64_t max_pieces,
+                       int64_t nscodes, int64_t nints, const uint8_t *akeys, const int64_t *aoff, const int64_t *aslot,
+                       int64_t nargs, const uint8_t *dph, const int64_t *dph_off, int64_t ndph, const uint8_t *dcat,
+                       const int64_t *dcat_off, int64_t ndcat, int64_t *progress) {
+    uint32_t *codes[MAX_ARGS + S_FIXED];
+    int64_t *ints[MAX_ARGS + I_FIXED];
+    uint8_t *valid[MAX_ARGS + I_FIXED];
+    if (nscodes > MAX_ARGS + S_FIXED || nints > MAX_ARGS + I_FIXED) return 0;
+    double per_event = 96.0; /* kernscope.load.fastscan.BYTES_PER_EVENT, then as seen */
+    int64_t pos = start, done = 0;
+    while (done < max_pieces && pos < n && !__atomic_load_n(&progress[0], __ATOMIC_ACQUIRE)) {
+        int64_t cut = pos + chunk, brace = -1;
+        if (cut >= n) break;
+        int64_t close = boundary(b, n, cut, &brace);
+        if (close < 0) break;
+        KsPiece *k = &pieces[done];
+        int64_t len = close + 1 - pos;
+        int64_t cap = (int64_t)((double)len / per_event * 1.25) + 64;
+        int64_t cap_dict = 2 * cap + 1024 < len + 1 ? 2 * cap + 1024 : len + 1;
+        int64_t cap_bytes = len / 8 + 4096;
+        int64_t size = (nints * cap + cap + cap_dict + 2 + 8) * 8 + nscodes * cap * 4 + nints * cap + cap_bytes;
+        k->off = pos, k->len = len, k->cap = cap, k->cap_dict = cap_dict, k->cap_bytes = cap_bytes, k->size = size;
+        k->arena = (uint8_t *)arena_alloc(size);
+        if (!k->arena) {
+            k->rc = KS_NOMEM;
+        } else {
+            int64_t *i64 = (int64_t *)k->arena;
+            for (int64_t j = 0; j < nints; j++) ints[j] = i64 + j * cap;
+            int64_t *ordinals = i64 + nints * cap, *doff = ordinals + cap, *counts = doff + cap_dict + 2;
+            uint32_t *u32 = (uint32_t *)(counts + 8);
+            for (int64_t j = 0; j < nscodes; j++) codes[j] = u32 + j * cap;
+            uint8_t *u8 = (uint8_t *)(u32 + nscodes * cap);
+            for (int64_t j = 0; j < nints; j++) valid[j] = u8 + j * cap;
+            memset(counts, 0, 8 * sizeof(int64_t));
+            k->rc = ks_kineto_scan(b + pos, len, cap, codes, nscodes, ints, valid, nints, doff, u8 + nints * cap,
+                                   cap_dict + 1, cap_bytes, akeys, aoff, aslot, nargs, dph, dph_off, ndph, dcat, dcat_off,
+                                   ndcat, (const uint8_t *)"", dph_off, 0, ordinals, counts, 0);
+            if (k->rc >= 0 && k->rc + counts[3] > 0) {
+                double seen = (double)len / (double)(k->rc + counts[3]);
+                per_event = seen < 96.0 ? seen : 96.0;
+            }
+        }
+#if defined(MADV_DONTNEED)
+        { /* the piece's text out of this mapping (a private one, never written: the page cache keeps it) */
+            int64_t page = (int64_t)sysconf(_SC_PAGESIZE), lo = (pos + page - 1) / page * page, hi = (close + 1) / page * page;
+            if (page > 0 && hi > lo) madvise((void *)(b + lo), (size_t)(hi - lo), MADV_DONTNEED);
+        }
+#endif
+        pos = brace;
+        done++;
+        __atomic_store_n(&progress[1], done, __ATOMIC_RELEASE);
+    }
+    return done;
+}
+
+int64_t ks_load_acquire(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+void ks_store_release(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from ..errors import TraceError
+from .scanslots import CHUNK_BYTES as CHUNK_BYTES  # (re-exported: the parse's piece size, monkeypatched in tests)
 from .source import BLOCK_BYTES, Limits, TraceSource
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -28,10 +29,6 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 #: the array must start within this many bytes of the document start
 HEAD_LIMIT = 64 << 20
-#: target size of one chunk of events (JSON text) for the compiled scanner. Its per-piece cost is mostly fixed (the
-#: piece's table, dictionary and outputs): cold ``analyze`` of 200 MB replicas 4-12% faster than in 4 MB pieces on five
-#: classes of six (owlv2 the same), the same peak RSS (docs/performance.md, session 21; 16 MB: +70 MB peak)
-CHUNK_BYTES = 8 << 20
 #: the other readers' pieces (polars' JSON reader, the line reader): at most this (their peak grows with the piece)
 READER_CHUNK_BYTES = 4 << 20
 

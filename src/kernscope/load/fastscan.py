@@ -30,17 +30,14 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .argspec import ARG_FIELDS, LOADER_ARGS
 from .chunk import EVENT_SCHEMA, FLOW_COLUMNS, FLOW_PHASES, MAX_NAME_BYTES, META_COLUMNS, Args_, cap_names
 from .native import scanner
 from .projection import NameTest, Projection
+from .scanslots import FIXED_INTS, FIXED_STRINGS, Texts, slots_of
 from .strings import strings_of
 
 __all__ = ["ScanHints", "Scanned", "available", "scan"]
 
-#: the scanner's fixed string slots and time slots (the order of the enums in _kineto.c)
-FIXED_STRINGS = ("ph", "cat", "name", "pid", "tid", "flow_id")
-FIXED_INTS = ("ts", "dur")
 KS_DECLINE, KS_ROWS, KS_NOMEM = -1, -2, -3
 #: scanner options: every event through the whole parse, none through a learned layout (a test's reference)
 KS_NO_LAYOUTS = 1
@@ -63,32 +60,13 @@ class _Layout:
     columns: tuple[str, ...]  #: the piece table's columns, in EVENT_SCHEMA order
 
 
-#: ``_kineto.c``'s mark of a string slot that takes its arg's JSON text as written (``RAW_SLOT``)
-RAW_SLOT = 1 << 40
-#: (args key, column) pairs read as their JSON text (:func:`scan`'s ``texts``)
-Texts = tuple[tuple[str, str], ...]
-
-
 @lru_cache(maxsize=16)
 def _layout(args: Args_, texts: Texts = ()) -> _Layout:
-    wanted = [f for f in ARG_FIELDS if args is None or f.column in args or f.column in LOADER_ARGS]
-    strings, ints = list(FIXED_STRINGS), list(FIXED_INTS)
-    slots = []
-    for f in wanted:
-        if f.kind == "int":
-            slots.append(-(len(ints) + 1))
-            ints.append(f.column)
-        else:
-            slots.append(len(strings))
-            strings.append(f.column)
-    for _, column in texts:
-        slots.append(len(strings) + RAW_SLOT)
-        strings.append(column)
-    raw = [f.raw.encode() for f in wanted] + [key.encode() for key, _ in texts]
-    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(k) for k in raw])
-    have = {*strings, *ints, "ts_missing", "dur_missing"}
-    return _Layout(b"".join(raw), offsets, np.array(slots, dtype=np.int64), tuple(strings), tuple(ints),
+    sl = slots_of(args, texts)
+    offsets = np.zeros(len(sl.keys) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(k) for k in sl.keys])
+    have = {*sl.strings, *sl.ints, "ts_missing", "dur_missing"}
+    return _Layout(b"".join(sl.keys), offsets, np.array(sl.slots, dtype=np.int64), sl.strings, sl.ints,
                    tuple(c for c in EVENT_SCHEMA if c in have) + tuple(column for _, column in texts))
 
 
@@ -220,7 +198,8 @@ class ScanHints:
 
 def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | None = None,
          keep: NameTest | None = None, hints: ScanHints | None = None, layouts: bool = True,
-         texts: Texts = (), only_texts: bool = False, split: bool = False) -> Scanned | None:
+         texts: Texts = (), only_texts: bool = False, split: bool = False,
+         scanned: tuple[Any, ...] | None = None) -> Scanned | None:
     """The event table of ``text`` (a run of events, no brackets), or None when the compiled scanner is not
     available or declines the text (then parse it with the other readers). ``args``: the args columns read
     (None: all); ``projection``/``keep``: the events to drop (see the module) and its name test; ``layouts``
@@ -231,7 +210,9 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     is those columns alone, a row per event (none of its strings made a category: polars keeps those for the
     process's life). ``split``: the flow arrows, metadata events and counters are split off (:class:`Split`), each
     table right-sized from the scanner's outputs (split later, as a filter of a piece's table, they were copied
-    into polars' allocator, whose freed pages stay mapped a while, where the pieces' own arrays go back at the join)."""
+    into polars' allocator, whose freed pages stay mapped a while, where the pieces' own arrays go back at the join).
+    ``scanned``: the scanner's outputs for ``text``, made ahead of time with this call's slots and without dropping
+    any event by its name (:meth:`kernscope.load.headstart.Claim.take`), in place of a scan now."""
     lib = scanner()  # (of ABI 7 or later: it has ks_kineto_scan)
     if lib is None:
         return None
@@ -243,8 +224,11 @@ def scan(text: bytes | memoryview, args: Args_ = None, projection: Projection | 
     # function's event cost 0.6 of a parsed one when it was parsed and then filtered here); new names are judged below
     drops = _Drops.of(projection, keep)
     # (texts fill the dictionary with values as long as the text's: room for them at once, not a second scan)
-    rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, cap, roomy=bool(texts), drops=drops,
-                                                                 layouts=layouts)
+    if scanned is not None:
+        rows, codes, ints, valid, doff, dbytes, counts, c_ord = scanned
+    else:
+        rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, cap, roomy=bool(texts), drops=drops,
+                                                                     layouts=layouts)
     if rows == KS_ROWS:
         rows, codes, ints, valid, doff, dbytes, counts, c_ord = _run(lib, buf, lay, buf.size // 2 + 2, roomy=True,
                                                                      drops=drops, layouts=layouts)

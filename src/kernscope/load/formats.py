@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..errors import TraceError
 from ..model import RawTrace
+from .headstart import HeadStart
 from .project import Projection
 from .source import Limits, TraceSource
 
@@ -37,6 +38,8 @@ class ParseOptions:
     workers: int | None = None
     progress: Progress | None = None
     projection: Projection | None = None
+    #: a Kineto trace's first pieces scanned ahead (:mod:`.headstart`): taken where the scans are the parse's
+    head: HeadStart | None = None
 
 
 def _is_json(head: bytes) -> bool:
@@ -49,7 +52,7 @@ def _parse_kineto(source: TraceSource, opts: ParseOptions) -> RawTrace:
     from .kineto import parse_source
 
     raw = parse_source(source, salvage=opts.salvage, limits=opts.limits, workers=opts.workers,
-                       progress=opts.progress, projection=opts.projection)
+                       progress=opts.progress, projection=opts.projection, head=opts.head)
     if is_jax_json(raw):
         return adapt(raw)
     if _is_proton_trace(raw):

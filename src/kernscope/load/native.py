@@ -1,5 +1,5 @@
 """The compiled scanners (``_xspace.c``: XSpace lines; ``_kineto.c``: Kineto events) and interval sweep
-(``_sweep.c``), loaded with ctypes when the install could build them.
+(``_sweep.c``), loaded with ctypes when the install could build them (:mod:`.nativelib`), wrapped here for numpy arrays.
 
 ``pip install`` compiles ``kernscope/load/_xspace.c``, ``_kineto.c`` and ``_sweep.c`` (one library) with the machine's C
 compiler (an optional extension: without a compiler the install goes on). :func:`scanner` returns it, or None when it is
@@ -12,46 +12,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import importlib.machinery
 import os
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-#: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 23
-
-
-@functools.lru_cache(maxsize=1)
-def _library() -> Any:
-    here = Path(__file__).parent
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        f = here / f"_xspace{suffix}"
-        if f.exists():
-            try:
-                lib = ctypes.CDLL(str(f))
-                lib.ks_abi_version.restype = ctypes.c_int64
-                if lib.ks_abi_version() != ABI_VERSION:
-                    return None
-                for fn in ("ks_scan_events", "ks_count_events", "ks_cut_lines", "ks_time_cuts", "ks_line_index",
-                           "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest",
-                           "ks_search_right", "ks_union_lengths", "ks_idle_gaps", "ks_clip", "ks_code_range",
-                           "ks_distinct_keys", "ks_distinct_number", "ks_mark_used", "ks_window_of", "ks_node_windows",
-                           "ks_group_last_max"):
-                    getattr(lib, fn).restype = ctypes.c_int64
-                lib.ks_kineto_scan.restype = ctypes.c_int64
-                return lib
-            except (OSError, AttributeError):
-                return None
-    return None
-
-
-def scanner() -> Any:
-    """The compiled library, or None (then the numpy readers run)."""
-    if os.environ.get("KERNSCOPE_NO_NATIVE") == "1":
-        return None
-    return _library()
+from .nativelib import scanner as scanner  # (re-exported: the wrappers' callers ask for it here)
 
 
 def innermost(group: np.ndarray, start: np.ndarray, end: np.ndarray, qgroup: np.ndarray, qt: np.ndarray) -> np.ndarray | None:
