@@ -22,13 +22,13 @@ import msgspec
 
 from ..errors import TraceError
 from .scanslots import CHUNK_BYTES as CHUNK_BYTES  # (re-exported: the parse's piece size, monkeypatched in tests)
+from .scanslots import EVENTS_KEY as _EVENTS_KEY
+from .scanslots import HEAD_LIMIT as HEAD_LIMIT
+from .scanslots import UTF8_BOM as UTF8_BOM
 from .source import BLOCK_BYTES, Limits, TraceSource
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-#: the array must start within this many bytes of the document start
-HEAD_LIMIT = 64 << 20
 #: the other readers' pieces (polars' JSON reader, the line reader): at most this (their peak grows with the piece)
 READER_CHUNK_BYTES = 4 << 20
 
@@ -146,8 +146,6 @@ def _metadata_before(text: bytes, events_at: int, path: str) -> tuple[dict[str, 
 
 
 _BLANK = b" \t\r\n"
-#: the UTF-8 byte order mark
-UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def _last_nonblank(b: bytes, end: int) -> int:

@@ -24,14 +24,13 @@ import contextlib
 import ctypes
 import mmap
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from .nativelib import scanner
-from .scanslots import Slots
+from .scanslots import EVENTS_KEY, HEAD_LIMIT, UTF8_BOM, Slots
 
 #: a file of fewer bytes gets no head start (a few pieces: the thread's start costs more than it saves)
 HEAD_MIN_BYTES = 24 << 20
@@ -40,10 +39,6 @@ HEAD_MIN_BYTES = 24 << 20
 RACY_NS = 2_000_000_000
 #: the key of a parse's ``readers`` (``RawTrace.readers``) that counts the pieces it took from a head start
 AHEAD = "scanned ahead"
-#: where the event array may start (as :class:`kernscope.load.document.Splitter` finds it)
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_HEAD_LIMIT = 64 << 20
-_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class _Piece(ctypes.Structure):
@@ -79,7 +74,7 @@ def _events_start(data: mmap.mmap) -> int | None:
     """Where the event array's first event may begin (after its ``[``), as the parse's splitter finds it; None where
     the text does not begin as a trace (the parse says what is wrong)."""
     head = data[: min(len(data), 1 << 16)]
-    bom = len(_UTF8_BOM) if head.startswith(_UTF8_BOM) else 0
+    bom = len(UTF8_BOM) if head.startswith(UTF8_BOM) else 0
     rest = head[bom:].lstrip()
     if not rest:
         return None
@@ -88,7 +83,7 @@ def _events_start(data: mmap.mmap) -> int | None:
         return first + 1
     if rest[:1] != b"{":
         return None
-    k = _EVENTS_KEY.search(data, first, min(len(data), _HEAD_LIMIT))
+    k = EVENTS_KEY.search(data, first, min(len(data), HEAD_LIMIT))
     return k.end() if k is not None else None
 
 

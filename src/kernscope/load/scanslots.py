@@ -4,6 +4,7 @@ it reads into them. Without numpy or polars: the parse's head start (:mod:`.head
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -16,6 +17,12 @@ FIXED_INTS = ("ts", "dur")
 #: piece's table, dictionary and outputs): cold ``analyze`` of 200 MB replicas 4-12% faster than in 4 MB pieces on five
 #: classes of six (owlv2 the same), the same peak RSS (docs/performance.md, session 21; 16 MB: +70 MB peak)
 CHUNK_BYTES = 8 << 20
+#: where a document's event array begins (after its ``[``), within :data:`HEAD_LIMIT` bytes of its start; a UTF-8 byte
+#: order mark first is read as a blank. The splitter (:mod:`.document`) and the head start (:mod:`.headstart`) both
+#: find the array so
+EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+HEAD_LIMIT = 64 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
 #: ``_kineto.c``'s mark of a string slot that takes its arg's JSON text as written (``RAW_SLOT``)
 RAW_SLOT = 1 << 40
 #: (args key, column) pairs read as their JSON text (:func:`kernscope.load.fastscan.scan`'s ``texts``)
