@@ -251,6 +251,8 @@ def _load(p: str, cache: bool, salvage: bool, workers: int | None, steps: StepSp
                     if entry is not None:
                         break
             if entry is not None:
+                if head is not None:  # (its scans are not needed: stopped now, not after the tables are read)
+                    head.close()
                 try:
                     return _from_entry(entry, p, lambda: load(p, cache=False, salvage=salvage, workers=workers,
                                                               steps=steps, limits=limits, projection=projection),

@@ -246,11 +246,17 @@ def _exit_code(error: BaseException) -> int:
 _OWN_READ = frozenset({"--read-all", "--roofline", "--python-sources", "--salvage"})
 
 
+#: a gzipped trace of fewer bytes on disk gets no head start (its gzip trailer then says whether it inflates to
+#: :data:`~kernscope.load.headstart.HEAD_MIN_BYTES`)
+GZ_MIN_STORED = 1 << 20
+
+
 def _head_start(args: list[str]) -> HeadStart | None:
-    """For ``analyze`` of one large plain Kineto trace: its first pieces scanned on a thread while the command imports
-    (:class:`kernscope.load.headstart.HeadStart`), else None. The trace is the one argument that is a file of at
-    least :data:`~kernscope.load.headstart.HEAD_MIN_BYTES` (an option's value that is a smaller file, an output
-    written before, is not taken for it)."""
+    """For ``analyze`` of one large Kineto trace: its first pieces scanned on a thread while the command imports
+    (:class:`kernscope.load.headstart.HeadStart`), or, gzipped, all of it inflated and scanned on a thread
+    (:class:`kernscope.load.gzhead.GzHeadStart`); else None. The trace is the one argument that is a file of at
+    least :data:`~kernscope.load.headstart.HEAD_MIN_BYTES` (gzipped: :data:`GZ_MIN_STORED`; an option's value that is
+    a smaller file, an output written before, is not taken for it)."""
     if (any(a.split("=", 1)[0] in _OWN_READ for a in args) or os.environ.get("KERNSCOPE_NO_NATIVE") == "1"
             or os.environ.get("KERNSCOPE_NO_HEADSTART") == "1"):
         return None
@@ -263,9 +269,10 @@ def _head_start(args: list[str]) -> HeadStart | None:
                 st = os.stat(a)
             except (OSError, ValueError):
                 continue
-            if stat.S_ISREG(st.st_mode) and st.st_size >= HEAD_MIN_BYTES:
+            gz = a.lower().endswith(".gz")
+            if stat.S_ISREG(st.st_mode) and st.st_size >= (GZ_MIN_STORED if gz else HEAD_MIN_BYTES):
                 files.append(a)
-    if len(files) != 1 or files[0].lower().endswith((".gz", ".pb")):
+    if len(files) != 1 or files[0].lower().endswith((".pb", ".pb.gz")):
         return None
     from .analyze.needs import analyze_projection
     from .load.scanslots import CHUNK_BYTES, slots_of
@@ -273,9 +280,13 @@ def _head_start(args: list[str]) -> HeadStart | None:
     p = analyze_projection(None)
     if p is None:
         return None
-    drops = p.drops_events
-    return HeadStart.begin(files[0], slots_of(p.args), p.drop_phases if drops else (), p.drop_cats if drops else (),
-                           CHUNK_BYTES)
+    how = (files[0], slots_of(p.args), p.drop_phases if p.drops_events else (), p.drop_cats if p.drops_events else (),
+           CHUNK_BYTES)
+    if files[0].lower().endswith(".gz"):
+        from .load.gzhead import GzHeadStart
+
+        return GzHeadStart.begin(*how)
+    return HeadStart.begin(*how)
 
 
 def _import_early(invocation: Invocation) -> None:

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/mman.h>
 #include <unistd.h>
@@ -1197,14 +1198,60 @@ static int64_t boundary(const uint8_t *b, int64_t n, int64_t from, int64_t *brac
     return -1;
 }
 
+/* the scanner's fixed arguments of a head start's pieces: the slots read and the events dropped */
+typedef struct {
+    int64_t nscodes, nints;
+    const uint8_t *akeys;
+    const int64_t *aoff, *aslot;
+    int64_t nargs;
+    const uint8_t *dph;
+    const int64_t *dph_off;
+    int64_t ndph;
+    const uint8_t *dcat;
+    const int64_t *dcat_off;
+    int64_t ndcat;
+} HeadSlots;
+
+/* ks_kineto_scan of the piece text[0:len) (the document's bytes from ``off``) into an arena of its own, sized for the
+ * events of the bytes per event seen so far (*per_event, updated) */
+static void scan_piece(const uint8_t *text, int64_t off, int64_t len, KsPiece *k, const HeadSlots *h, double *per_event) {
+    uint32_t *codes[MAX_ARGS + S_FIXED];
+    int64_t *ints[MAX_ARGS + I_FIXED];
+    uint8_t *valid[MAX_ARGS + I_FIXED];
+    int64_t nscodes = h->nscodes, nints = h->nints;
+    int64_t cap = (int64_t)((double)len / *per_event * 1.25) + 64;
+    int64_t cap_dict = 2 * cap + 1024 < len + 1 ? 2 * cap + 1024 : len + 1;
+    int64_t cap_bytes = len / 8 + 4096;
+    int64_t size = (nints * cap + cap + cap_dict + 2 + 8) * 8 + nscodes * cap * 4 + nints * cap + cap_bytes;
+    k->off = off, k->len = len, k->cap = cap, k->cap_dict = cap_dict, k->cap_bytes = cap_bytes, k->size = size;
+    k->arena = (uint8_t *)arena_alloc(size);
+    if (!k->arena) {
+        k->rc = KS_NOMEM;
+        return;
+    }
+    int64_t *i64 = (int64_t *)k->arena;
+    for (int64_t j = 0; j < nints; j++) ints[j] = i64 + j * cap;
+    int64_t *ordinals = i64 + nints * cap, *doff = ordinals + cap, *counts = doff + cap_dict + 2;
+    uint32_t *u32 = (uint32_t *)(counts + 8);
+    for (int64_t j = 0; j < nscodes; j++) codes[j] = u32 + j * cap;
+    uint8_t *u8 = (uint8_t *)(u32 + nscodes * cap);
+    for (int64_t j = 0; j < nints; j++) valid[j] = u8 + j * cap;
+    memset(counts, 0, 8 * sizeof(int64_t));
+    k->rc = ks_kineto_scan(text, len, cap, codes, nscodes, ints, valid, nints, doff, u8 + nints * cap, cap_dict + 1,
+                           cap_bytes, h->akeys, h->aoff, h->aslot, h->nargs, h->dph, h->dph_off, h->ndph, h->dcat,
+                           h->dcat_off, h->ndcat, (const uint8_t *)"", h->dph_off, 0, ordinals, counts, 0);
+    if (k->rc >= 0 && k->rc + counts[3] > 0) {
+        double seen = (double)len / (double)(k->rc + counts[3]);
+        *per_event = seen < 96.0 ? seen : 96.0;
+    }
+}
+
 int64_t ks_kineto_head(const uint8_t *b, int64_t n, int64_t start, int64_t chunk, KsPiece *pieces, int64_t max_pieces,
                        int64_t nscodes, int64_t nints, const uint8_t *akeys, const int64_t *aoff, const int64_t *aslot,
                        int64_t nargs, const uint8_t *dph, const int64_t *dph_off, int64_t ndph, const uint8_t *dcat,
                        const int64_t *dcat_off, int64_t ndcat, int64_t *progress) {
-    uint32_t *codes[MAX_ARGS + S_FIXED];
-    int64_t *ints[MAX_ARGS + I_FIXED];
-    uint8_t *valid[MAX_ARGS + I_FIXED];
     if (nscodes > MAX_ARGS + S_FIXED || nints > MAX_ARGS + I_FIXED) return 0;
+    HeadSlots h = {nscodes, nints, akeys, aoff, aslot, nargs, dph, dph_off, ndph, dcat, dcat_off, ndcat};
     double per_event = 96.0; /* kernscope.load.fastscan.BYTES_PER_EVENT, then as seen */
     int64_t pos = start, done = 0;
     while (done < max_pieces && pos < n && !__atomic_load_n(&progress[0], __ATOMIC_ACQUIRE)) {
@@ -1212,33 +1259,7 @@ int64_t ks_kineto_head(const uint8_t *b, int64_t n, int64_t start, int64_t chunk
         if (cut >= n) break;
         int64_t close = boundary(b, n, cut, &brace);
         if (close < 0) break;
-        KsPiece *k = &pieces[done];
-        int64_t len = close + 1 - pos;
-        int64_t cap = (int64_t)((double)len / per_event * 1.25) + 64;
-        int64_t cap_dict = 2 * cap + 1024 < len + 1 ? 2 * cap + 1024 : len + 1;
-        int64_t cap_bytes = len / 8 + 4096;
-        int64_t size = (nints * cap + cap + cap_dict + 2 + 8) * 8 + nscodes * cap * 4 + nints * cap + cap_bytes;
-        k->off = pos, k->len = len, k->cap = cap, k->cap_dict = cap_dict, k->cap_bytes = cap_bytes, k->size = size;
-        k->arena = (uint8_t *)arena_alloc(size);
-        if (!k->arena) {
-            k->rc = KS_NOMEM;
-        } else {
-            int64_t *i64 = (int64_t *)k->arena;
-            for (int64_t j = 0; j < nints; j++) ints[j] = i64 + j * cap;
-            int64_t *ordinals = i64 + nints * cap, *doff = ordinals + cap, *counts = doff + cap_dict + 2;
-            uint32_t *u32 = (uint32_t *)(counts + 8);
-            for (int64_t j = 0; j < nscodes; j++) codes[j] = u32 + j * cap;
-            uint8_t *u8 = (uint8_t *)(u32 + nscodes * cap);
-            for (int64_t j = 0; j < nints; j++) valid[j] = u8 + j * cap;
-            memset(counts, 0, 8 * sizeof(int64_t));
-            k->rc = ks_kineto_scan(b + pos, len, cap, codes, nscodes, ints, valid, nints, doff, u8 + nints * cap,
-                                   cap_dict + 1, cap_bytes, akeys, aoff, aslot, nargs, dph, dph_off, ndph, dcat, dcat_off,
-                                   ndcat, (const uint8_t *)"", dph_off, 0, ordinals, counts, 0);
-            if (k->rc >= 0 && k->rc + counts[3] > 0) {
-                double seen = (double)len / (double)(k->rc + counts[3]);
-                per_event = seen < 96.0 ? seen : 96.0;
-            }
-        }
+        scan_piece(b + pos, pos, close + 1 - pos, &pieces[done], &h, &per_event);
 #if defined(MADV_DONTNEED)
         { /* the piece's text out of this mapping (a private one, never written: the page cache keeps it) */
             int64_t page = (int64_t)sysconf(_SC_PAGESIZE), lo = (pos + page - 1) / page * page, hi = (close + 1) / page * page;
@@ -1249,6 +1270,156 @@ int64_t ks_kineto_head(const uint8_t *b, int64_t n, int64_t start, int64_t chunk
         done++;
         __atomic_store_n(&progress[1], done, __ATOMIC_RELEASE);
     }
+    return done;
+}
+
+/* zlib-ng's stream (zng_stream, its native API; the layout of zlib's z_stream on LP64 systems) and the three functions
+ * of it a gzip head start calls, passed in as pointers (taken from the zlib_ng module kernscope imports anyway: no
+ * zlib header or library at build time) */
+typedef struct {
+    const uint8_t *next_in;
+    uint32_t avail_in;
+    size_t total_in;
+    uint8_t *next_out;
+    uint32_t avail_out;
+    size_t total_out;
+    const char *msg;
+    void *state;
+    void *zalloc, *zfree, *opaque;
+    int data_type;
+    uint32_t adler;
+    unsigned long reserved;
+} KsZStream;
+typedef int32_t (*ks_zinit2_fn)(KsZStream *, int32_t);
+typedef int32_t (*ks_zinflate_fn)(KsZStream *, int32_t);
+typedef int32_t (*ks_zend_fn)(KsZStream *);
+
+/* a gzip head start's state, in progress[2] */
+#define GZ_RUNNING 0
+#define GZ_DONE 1      /* every piece is there: the last (KsPiece.rc == GZ_FINAL) holds its text, not outputs */
+#define GZ_FAILED (-1) /* stopped where the Python parse would do something else (decline a piece, report an error) */
+#define GZ_STOPPED (-2)
+#define GZ_FINAL (-100)
+/* decompressed bytes asked of one inflate call */
+#define GZ_STEP ((int64_t)1 << 20)
+
+/* A head start for a gzipped trace: its first gzip member inflated (zlib-ng, through the pointers given) and cut into
+ * the pieces kernscope.load.document.Splitter cuts a stream into (from ``start``, the first event's offset in the
+ * inflated text, each at the first boundary at or after ``chunk`` bytes), each scanned as ks_kineto_head scans one.
+ * Unlike ks_kineto_head it reads the whole stream: the parse takes every piece from it, the last one (after the last
+ * cut: the array's end and what follows) as text in an arena (KsPiece.rc == GZ_FINAL, its bytes at ``arena``). It
+ * stops with GZ_FAILED where the Python parse would not take its pieces as they are: a piece the scanner declines or
+ * outgrows, an event over ``max_event`` bytes, a damaged or truncated stream, a second gzip member, more pieces than
+ * ``max_pieces``; the parse then reads the file itself (and says what is wrong). It stays at most ``ahead`` pieces
+ * ahead of the parse (progress[3]: pieces taken so far, written by the parse), so that the outputs of a long
+ * stream wait no more than that many at a time. progress: [0] != 0 asks it to stop; [1] pieces complete (release
+ * order); [2] the state (GZ_*); [3] pieces taken; [4] compressed bytes read. Returns the pieces complete. */
+int64_t ks_kineto_head_gz(const uint8_t *gz, int64_t gz_n, void *zinit2, void *zinflate, void *zend, int64_t start,
+                          int64_t chunk, int64_t max_event, int64_t ahead, KsPiece *pieces, int64_t max_pieces,
+                          int64_t nscodes, int64_t nints, const uint8_t *akeys, const int64_t *aoff,
+                          const int64_t *aslot, int64_t nargs, const uint8_t *dph, const int64_t *dph_off, int64_t ndph,
+                          const uint8_t *dcat, const int64_t *dcat_off, int64_t ndcat, int64_t *progress) {
+    int64_t done = 0, state = GZ_FAILED;
+    if (nscodes > MAX_ARGS + S_FIXED || nints > MAX_ARGS + I_FIXED || chunk <= 0 || start < 0 || max_pieces < 1) {
+        __atomic_store_n(&progress[2], state, __ATOMIC_RELEASE);
+        return 0;
+    }
+    HeadSlots h = {nscodes, nints, akeys, aoff, aslot, nargs, dph, dph_off, ndph, dcat, dcat_off, ndcat};
+    ks_zinflate_fn inflate_ = (ks_zinflate_fn)zinflate;
+    KsZStream z;
+    memset(&z, 0, sizeof z);
+    int64_t cap = chunk + max_event + 2 * GZ_STEP;
+    uint8_t *buf = (uint8_t *)malloc((size_t)cap);
+    if (!buf || ((ks_zinit2_fn)zinit2)(&z, 31) != 0) {
+        free(buf);
+        __atomic_store_n(&progress[2], state, __ATOMIC_RELEASE);
+        return 0;
+    }
+    int64_t in = 0;             /* compressed bytes given to inflate */
+    int64_t base = 0, have = 0; /* buf holds the inflated text's bytes [base, base + have) */
+    int64_t pos = start;        /* the next piece's first byte */
+    int64_t from = pos + chunk; /* no boundary of this piece begins before this (each byte looked at about once) */
+    int eof = 0;
+    double per_event = 96.0;
+    for (;;) {
+        if (__atomic_load_n(&progress[0], __ATOMIC_ACQUIRE)) {
+            state = GZ_STOPPED;
+            break;
+        }
+        int64_t end = base + have, brace = -1, close = -1;
+        if (pos < base || (eof && pos > end)) break; /* (a stream that ends before its first event: the parse says) */
+        if (from < end) { /* the first boundary at or after ``chunk`` bytes of the piece, as the Python splitter cuts */
+            close = boundary(buf, have, from - base, &brace);
+            if (close >= 0) {
+                close += base, brace += base;
+            } else { /* none yet: the text may end inside one, which begins at its last '}' */
+                int64_t last = end - 1;
+                while (last >= from && buf[last - base] != '}') last--;
+                from = last >= from ? last : end;
+            }
+        }
+        if (close >= 0 || eof) {
+            if (close >= 0 && close - pos > chunk + max_event) break; /* an event too large: the parse says */
+            if (done >= max_pieces) break;
+            while (done - __atomic_load_n(&progress[3], __ATOMIC_ACQUIRE) >= ahead
+                   && !__atomic_load_n(&progress[0], __ATOMIC_ACQUIRE)) {
+                struct timespec pause = {0, 500000};
+                nanosleep(&pause, NULL);
+            }
+            KsPiece *k = &pieces[done];
+            if (close < 0) { /* the last piece: its text, as it is */
+                int64_t len = end - pos;
+                memset(k, 0, sizeof *k);
+                k->off = pos, k->len = len, k->rc = GZ_FINAL, k->size = len > 0 ? len : 1;
+                k->arena = (uint8_t *)arena_alloc(k->size);
+                if (!k->arena) break;
+                if (len > 0) memcpy(k->arena, buf + (pos - base), (size_t)len);
+                done++;
+                __atomic_store_n(&progress[1], done, __ATOMIC_RELEASE);
+                state = GZ_DONE;
+                break;
+            }
+            scan_piece(buf + (pos - base), pos, close + 1 - pos, k, &h, &per_event);
+            if (k->rc < 0) { /* declined or outgrown: the parse reads the file itself */
+                ks_free_arena(k->arena, k->size);
+                k->arena = NULL;
+                break;
+            }
+            done++;
+            __atomic_store_n(&progress[1], done, __ATOMIC_RELEASE);
+            pos = brace, from = pos + chunk;
+            continue;
+        }
+        if (end - pos > chunk + max_event) break; /* no boundary in chunk + max_event bytes: an event too large */
+        /* more text, after the text before ``pos`` is dropped (none is, before the first event is inflated) */
+        int64_t drop = pos - base < have ? pos - base : have;
+        if (drop > 0) {
+            memmove(buf, buf + drop, (size_t)(have - drop));
+            have -= drop, base += drop;
+        }
+        int64_t room = cap - have < GZ_STEP ? cap - have : GZ_STEP;
+        if (z.avail_in == 0 && in < gz_n) {
+            int64_t give = gz_n - in < ((int64_t)1 << 30) ? gz_n - in : ((int64_t)1 << 30);
+            z.next_in = gz + in, z.avail_in = (uint32_t)give;
+            in += give;
+        }
+        z.next_out = buf + have, z.avail_out = (uint32_t)room;
+        int32_t rc = inflate_(&z, 0);
+        int64_t got = room - (int64_t)z.avail_out;
+        have += got;
+        __atomic_store_n(&progress[4], in - (int64_t)z.avail_in, __ATOMIC_RELEASE);
+        if (rc == 1) { /* Z_STREAM_END: the member's end; a second member is the Python reader's to read */
+            const uint8_t *after = z.avail_in ? z.next_in : gz + in;
+            int64_t rest = (int64_t)z.avail_in + (gz_n - in);
+            if (rest >= 2 && after[0] == 0x1f && after[1] == 0x8b) break;
+            eof = 1;
+        } else if (rc != 0 || (got == 0 && z.avail_in == 0 && in >= gz_n)) {
+            break; /* damaged, or truncated (no more input, no end): the parse says which */
+        }
+    }
+    ((ks_zend_fn)zend)(&z);
+    free(buf);
+    __atomic_store_n(&progress[2], state, __ATOMIC_RELEASE);
     return done;
 }
 

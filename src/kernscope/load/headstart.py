@@ -100,14 +100,16 @@ class _Arena:
 class HeadStart:
     """The first pieces of one file scanned on a thread (see the module). Make one with :meth:`begin`."""
 
-    def __init__(self, lib: Any, path: str, data: mmap.mmap, start: int, spec: Spec) -> None:
+    def __init__(self, lib: Any, path: str, data: mmap.mmap, start: int, spec: Spec, text_bytes: int | None = None,
+                 progress: int = 2) -> None:
         self.lib, self.path, self.spec = lib, path, spec
         self._data = data
         self._start = start
-        n = len(data)
+        n = len(data) if text_bytes is None else text_bytes
         self._pieces = (_Piece * (max(n - start, 0) // spec.chunk + 2))()
-        #: [0]: nonzero asks the scan to stop; [1]: the pieces scanned (written by C with release order)
-        self._progress = (ctypes.c_int64 * 2)()
+        #: [0]: nonzero asks the scan to stop; [1]: the pieces scanned (written by C with release order); more for a
+        #: gzip head start (:class:`kernscope.load.gzhead.GzHeadStart`)
+        self._progress = (ctypes.c_int64 * progress)()
         self._taken: set[int] = set()
         self._lock = threading.Lock()
         self._index: dict[int, int] = {}  #: piece offset -> its place
@@ -144,19 +146,11 @@ class HeadStart:
         return cls(lib, path, data, start, Spec(ident, slots, drop_phases, drop_cats, chunk))
 
     def _run(self) -> None:
-        sl, lib, i64 = self.spec.slots, self.lib, ctypes.c_int64
-        keys = b"".join(sl.keys)
-        aoff = (i64 * (len(sl.keys) + 1))(0, *_cumsum([len(k) for k in sl.keys]))
-        aslot = (i64 * max(len(sl.slots), 1))(*sl.slots)
-        ph, ph_off = _joined(self.spec.drop_phases)
-        cat, cat_off = _joined(self.spec.drop_cats)
+        i64 = ctypes.c_int64
         text = ctypes.c_char.from_buffer(self._data)
         try:
-            lib.ks_kineto_head(
-                ctypes.byref(text), i64(len(self._data)), i64(self._start), i64(self.spec.chunk), self._pieces,
-                i64(len(self._pieces)), i64(len(sl.strings)), i64(len(sl.ints)), ctypes.c_char_p(keys), aoff, aslot,
-                i64(len(sl.slots)), ctypes.c_char_p(ph), ph_off, i64(len(self.spec.drop_phases)), ctypes.c_char_p(cat),
-                cat_off, i64(len(self.spec.drop_cats)), self._progress)
+            self.lib.ks_kineto_head(ctypes.byref(text), i64(len(self._data)), i64(self._start), i64(self.spec.chunk),
+                                    self._pieces, i64(len(self._pieces)), *scan_arguments(self.spec), self._progress)
         finally:
             del text  # (the mapping's buffer released: it can be closed)
             self.ended = time.perf_counter()
@@ -231,6 +225,20 @@ class Claim:
 
     def close(self) -> None:
         self._head.close()
+
+
+def scan_arguments(spec: Spec) -> tuple[Any, ...]:
+    """The scanner's arguments after a head start's pieces (``ks_kineto_head``'s ``nscodes`` to ``ndcat``): the slots
+    read and the phases and categories dropped of ``spec``."""
+    sl, i64 = spec.slots, ctypes.c_int64
+    keys = b"".join(sl.keys)
+    aoff = (i64 * (len(sl.keys) + 1))(0, *_cumsum([len(k) for k in sl.keys]))
+    aslot = (i64 * max(len(sl.slots), 1))(*sl.slots)
+    ph, ph_off = _joined(spec.drop_phases)
+    cat, cat_off = _joined(spec.drop_cats)
+    return (i64(len(sl.strings)), i64(len(sl.ints)), ctypes.c_char_p(keys), aoff, aslot, i64(len(sl.slots)),
+            ctypes.c_char_p(ph), ph_off, i64(len(spec.drop_phases)), ctypes.c_char_p(cat), cat_off,
+            i64(len(spec.drop_cats)))
 
 
 def _cumsum(xs: list[int]) -> list[int]:

@@ -44,6 +44,7 @@ from .document import UTF8_BOM, NeedsWholeDocument, Piece, Splitter, decode_meta
 from .fastscan import ScanHints, Split
 from .fastscan import available as fastscan_available
 from .fastscan import scan as fastscan
+from .gzhead import GzClaim, HeadStartFailed
 from .headstart import AHEAD, HeadStart, Spec
 from .headstart import identity as head_identity
 from .lines import to_lines
@@ -666,7 +667,16 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
                      projection=projection, head=head)
     try:
-        pipe.run(splitter.pieces())
+        if isinstance(pipe.head, GzClaim):  # (a gzipped trace inflated and scanned ahead: every piece comes from it)
+            try:
+                pipe.run(pipe.head.pieces(splitter))
+            except HeadStartFailed:  # it stopped where this parse reads otherwise: the file is read again, whole
+                splitter = Splitter(source, limits, salvage=salvage, chunk_bytes=chunk_bytes)
+                pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
+                                 projection=projection)
+                pipe.run(splitter.pieces())
+        else:
+            pipe.run(splitter.pieces())
         meta = {**splitter.doc.metadata, **pipe.tail}
     except NeedsWholeDocument:
         meta, events_text = _whole_document(source, limits)
