@@ -540,3 +540,24 @@ def test_bench_scanner_build_compares_two_builds_of_the_library(tmp_path):
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().startswith("the library did not build with '-Onot-a-level'")
+
+
+def test_bench_headstart_runs_both_sides_and_compares_their_output(tmp_path):
+    """``benchmarks/bench_headstart.py`` runs a cold analyze with the head starts on and off in alternating pairs, each
+    in its own process, and says whether both printed the same JSON; its JSON file has every run."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    trace = str(root / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz")
+    out = tmp_path / "ab.json"
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_headstart.py"), trace, "--pairs", "1",
+                        "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for side in ("on", "off"):
+        assert re.search(rf"head start {side} *: median [\d.]+ s \(range [\d.]+-[\d.]+\), peak \d+-\d+ MiB", p.stdout)
+    assert "the same JSON on both sides: True" in p.stdout
+    runs = json.loads(out.read_text())[trace]["runs"]
+    assert len(runs["on"]) == len(runs["off"]) == 1 and all(s > 0 and m > 0 for s, m in runs["on"] + runs["off"])
