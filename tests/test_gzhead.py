@@ -166,6 +166,8 @@ def test_no_gzip_head_start_for_small_fresh_or_plain_files(tmp_path: Path, monke
     monkeypatch.setattr(gzhead, "RACY_NS", 0)
     head = gzhead.GzHeadStart.begin(str(gz), slots, (), (), CHUNK)
     assert head is not None
+    # room for the pieces of MAX_RATIO times the file at least (a trace over 4 GiB: its trailer's size wraps)
+    assert len(head._pieces) >= gzhead.MAX_RATIO * gz.stat().st_size // CHUNK > len(text) // CHUNK
     head.close()  # (stopped and freed without a parse)
     assert head._closed and head.state in (gzhead.GZ_DONE, gzhead.GZ_STOPPED)
 

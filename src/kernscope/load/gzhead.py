@@ -41,6 +41,9 @@ HEAD_TEXT = 1 << 16
 GZ_RUNNING, GZ_DONE, GZ_FAILED, GZ_STOPPED = 0, 1, -1, -2
 GZ_FINAL = -100
 GZIP_MAGIC = b"\x1f\x8b"
+#: the most text a byte of gzip is taken to inflate to, where the trailer's size may have wrapped (Kineto traces:
+#: 8-20x; a piece slot costs 64 bytes)
+MAX_RATIO = 128
 
 
 class HeadStartFailed(Exception):
@@ -97,12 +100,14 @@ class GzHeadStart(HeadStart):
         except (OSError, ValueError):
             return None
         # the inflated size, modulo 4 GiB (the gzip trailer's ISIZE): a larger trace that reads as small gets no head
-        # start, one whose count of pieces outgrows the estimate is read by the parse alone
+        # start. The pieces are counted for at least MAX_RATIO times the file (a trace over 4 GiB, whose ISIZE wrapped:
+        # where its pieces outgrew the count, the parse would read it again from its start)
         inflated = int.from_bytes(data[-4:], "little")
         if data[:2] != GZIP_MAGIC or identity(path) != ident or inflated < max(HEAD_MIN_BYTES, 1):
             data.close()
             return None
-        return cls(lib, path, data, Spec(ident, slots, drop_phases, drop_cats, chunk), inflated + chunk, functions)
+        text_bytes = max(inflated, MAX_RATIO * len(data)) + chunk
+        return cls(lib, path, data, Spec(ident, slots, drop_phases, drop_cats, chunk), text_bytes, functions)
 
     def _run(self) -> None:
         i64 = ctypes.c_int64
