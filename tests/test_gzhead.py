@@ -210,3 +210,38 @@ def test_it_needs_neither_numpy_nor_polars() -> None:
             "print(sorted(m for m in ('numpy', 'polars') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
+
+
+def test_pieces_cut_at_json_blanks_and_across_inflate_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # boundaries with every blank JSON takes; and one whose 300 KB of blanks span the 1 MB of text the thread inflates
+    # first (it inflates 1 MB at a time): it sees that boundary begin, keeps its '}', and finds its '{' after the next
+    # step. A 20 KB event before it puts a piece's cut there. The cuts must be the splitter's all the same
+    monkeypatch.setattr(document, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(gzhead, "AHEAD_PIECES", 1 << 20)  # (it runs ahead of a parse that has not begun)
+    seps = [b",", b" ,\n", b"\t,\r\n  ", b"\r,\t"]
+
+    def run(first: int, n: int) -> bytes:
+        return b"".join((b"," if i == first else seps[i % len(seps)])
+                        + b'{"ph": "X", "cat": "kernel", "name": "k%d", "pid": 0, "tid": 7, "ts": %d, "dur": 1}'
+                        % (i % 7, i) for i in range(first, first + n))[1:]
+
+    head_text = b'{"traceEvents": [' + run(0, 10_000)
+    assert 800_000 < len(head_text) < 1_000_000 - 20_000
+    long_event = b',{"ph": "X", "cat": "kernel", "name": "long", "pid": 0, "tid": 7, "ts": 10000, "dur": 1, ' \
+                 b'"args": {"note": "' + b"x" * 20_000 + b'"}}'
+    text = head_text + long_event + b" " * 300_000 + b",\n" + run(10_001, 5000) + b"]}"
+    assert len(head_text) + len(long_event) < 1 << 20 < len(head_text) + len(long_event) + 300_000
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(text, 1))
+    want = load(path, cache=False)
+    head = _begin(path, chunk=4096)
+    assert head is not None
+    head._thread.join()
+    assert head.state == gzhead.GZ_DONE
+    pieces = list(document.Splitter(open_trace(str(path)), Limits(), chunk_bytes=4096).pieces())
+    assert len(pieces) > 200 and any(p.offset + len(p.text) == len(head_text) + len(long_event) for p in pieces)
+    assert [(p.offset, len(p.text)) for p in pieces] == [(head._pieces[i].off, head._pieces[i].len)
+                                                         for i in range(head.scanned)]
+    got, ahead = _ahead(path, head=head)
+    _same(got, want)
+    assert ahead == len(pieces) - 1
