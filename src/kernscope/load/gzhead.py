@@ -28,8 +28,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .headstart import HEAD_MIN_BYTES, RACY_NS, Claim, HeadStart, Spec, _Arena, identity, scan_arguments
-from .nativelib import scanner
+from .headstart import HEAD_MIN_BYTES, RACY_NS, Claim, HeadStart, Spec, _Arena, mapped_file, scan_arguments
 from .scanslots import Slots
 
 #: the pieces the head start may run ahead of the parse (their outputs wait in memory: ~2 MB a piece of 8 MB)
@@ -85,25 +84,16 @@ class GzHeadStart(HeadStart):
         """A head start for the gzipped trace ``path`` (see :meth:`HeadStart.begin`), or None where it would not pay
         or could not be trusted: no compiled library or zlib-ng functions, not gzip, under :data:`HEAD_MIN_BYTES`
         inflated (as its gzip trailer says), or changed within :data:`RACY_NS`."""
-        lib = scanner()
-        ident = identity(path)
-        if lib is None or ident is None or ident[2] < 32:
-            return None
-        if max(ident[3], ident[4]) > time.time_ns() - RACY_NS:
-            return None
         functions = _zlib_functions()
-        if functions is None:
+        mapped = mapped_file(path, 32, RACY_NS) if functions is not None else None
+        if functions is None or mapped is None:
             return None
-        try:
-            with open(path, "rb") as f:
-                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # (private: ctypes wants a writable buffer)
-        except (OSError, ValueError):
-            return None
+        lib, ident, data = mapped
         # the inflated size, modulo 4 GiB (the gzip trailer's ISIZE): a larger trace that reads as small gets no head
         # start. The pieces are counted for at least MAX_RATIO times the file (a trace over 4 GiB, whose ISIZE wrapped:
         # where its pieces outgrew the count, the parse would read it again from its start)
         inflated = int.from_bytes(data[-4:], "little")
-        if data[:2] != GZIP_MAGIC or identity(path) != ident or inflated < max(HEAD_MIN_BYTES, 1):
+        if data[:2] != GZIP_MAGIC or inflated < max(HEAD_MIN_BYTES, 1):
             data.close()
             return None
         text_bytes = max(inflated, MAX_RATIO * len(data)) + chunk

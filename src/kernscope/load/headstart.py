@@ -70,6 +70,28 @@ class Spec:
     chunk: int  #: the pieces' size (bytes of text before the cut)
 
 
+def mapped_file(path: str, min_bytes: int, racy_ns: int) -> tuple[Any, tuple[int, ...], mmap.mmap] | None:
+    """(the compiled library, the file's :func:`identity`, a private mapping of it) for a head start, or None where
+    there is no library, the file is under ``min_bytes``, changed within ``racy_ns`` of now, cannot be mapped, or
+    changed while it was being mapped."""
+    lib = scanner()
+    ident = identity(path)
+    if lib is None or ident is None or ident[2] < min_bytes:
+        return None
+    if max(ident[3], ident[4]) > time.time_ns() - racy_ns:
+        return None
+    try:
+        with open(path, "rb") as f:
+            # (a private mapping: ctypes takes the address of a writable buffer only; nothing is written)
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError):
+        return None
+    if identity(path) != ident:
+        data.close()
+        return None
+    return lib, ident, data
+
+
 def _events_start(data: mmap.mmap) -> int | None:
     """Where the event array's first event may begin (after its ``[``), as the parse's splitter finds it; None where
     the text does not begin as a trace (the parse says what is wrong)."""
@@ -124,21 +146,10 @@ class HeadStart:
         """A head start for ``path`` (scans with ``slots``, events of ``drop_phases`` dropped, pieces of ``chunk``
         bytes), or None where it would not pay or could not be trusted: no compiled library, a file under
         :data:`HEAD_MIN_BYTES`, gzipped or not beginning as a trace, or changed within :data:`RACY_NS`."""
-        lib = scanner()
-        ident = identity(path)
-        if lib is None or ident is None or ident[2] < HEAD_MIN_BYTES:
+        mapped = mapped_file(path, HEAD_MIN_BYTES, RACY_NS)
+        if mapped is None:
             return None
-        if max(ident[3], ident[4]) > time.time_ns() - RACY_NS:
-            return None
-        try:
-            with open(path, "rb") as f:
-                # (a private mapping: ctypes takes the address of a writable buffer only; nothing is written)
-                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        except (OSError, ValueError):
-            return None
-        if identity(path) != ident:
-            data.close()
-            return None
+        lib, ident, data = mapped
         start = _events_start(data)
         if start is None:
             data.close()

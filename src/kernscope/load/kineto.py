@@ -663,17 +663,19 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     # and the spare threads keep the cores busy meanwhile (2 cores: 1.5 -> 1.7 cores used, parse ~10% faster)
     workers = workers if workers is not None else min((os.cpu_count() or 1) + 2, 8)
     chunk_bytes = piece_bytes(salvage)
-    splitter = Splitter(source, limits, salvage=salvage, chunk_bytes=chunk_bytes)
-    pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
-                     projection=projection, head=head)
+
+    def pipeline(head: HeadStart | None) -> tuple[Splitter, _Pipeline]:
+        splitter = Splitter(source, limits, salvage=salvage, chunk_bytes=chunk_bytes)
+        return splitter, _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
+                                   projection=projection, head=head)
+
+    splitter, pipe = pipeline(head)
     try:
         if isinstance(pipe.head, GzClaim):  # (a gzipped trace inflated and scanned ahead: every piece comes from it)
             try:
                 pipe.run(pipe.head.pieces(splitter))
             except HeadStartFailed:  # it stopped where this parse reads otherwise: the file is read again, whole
-                splitter = Splitter(source, limits, salvage=salvage, chunk_bytes=chunk_bytes)
-                pipe = _Pipeline(splitter, salvage=salvage, limits=limits, workers=workers, progress=progress,
-                                 projection=projection)
+                splitter, pipe = pipeline(None)
                 pipe.run(splitter.pieces())
         else:
             pipe.run(splitter.pieces())
