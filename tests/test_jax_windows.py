@@ -365,3 +365,35 @@ def test_the_plan_gives_back_the_pages_it_walked_and_plans_alike(path, tmp_path,
         # where it reads ahead, so that a few hundred kB stay; the two smaller profiles' lines are a few such reads)
         assert gave < 0.75 * held and plan_gave < 0.75 * plan_held, (gave, held, plan_gave, plan_held)
     del buf, given, kept
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="the resident pages are read from /proc (Linux)")
+@pytest.mark.parametrize("path", [*_files(), LONG], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_window_scan_gives_back_the_pages_it_walked_and_decodes_alike(path, tmp_path, monkeypatch):
+    """Each time window decoded from the file's mapping with ``release_pages`` (every walk of the scan gives back the
+    pages behind it: the cut of long lines, the count, the scan) is the window decoded holding them, in every column;
+    the pages of the larger profile's events are given back as they are walked (here every 16 kB)."""
+    import mmap
+
+    xscan = importlib.import_module("kernscope.load.xscan")
+    monkeypatch.setattr(xplane, "RELEASE_BYTES", 1 << 14)
+    monkeypatch.setattr(xscan, "SEGMENT_BYTES", 1 << 18)  # (long lines cut, as a real profile's GPU stream is)
+    file, data, buf, off, size = _mapped(path, tmp_path)
+    plan = xplan.plan(data, str(file), 3)
+    assert plan is not None
+    for k in range(plan.windows):
+        data.madvise(mmap.MADV_DONTNEED)
+        held = xplane.decode(data, str(file), window=xplane.Window(plan.cuts, k), shared=plan.shared)
+        held_kb = _resident_kb(file)
+        data.madvise(mmap.MADV_DONTNEED)
+        given = xplane.decode(data, str(file), window=xplane.Window(plan.cuts, k), shared=plan.shared, release_pages=True)
+        given_kb = _resident_kb(file)
+        assert given.events.equals(held.events) and given.flows.equals(held.flows), k
+        assert given.meta_events.equals(held.meta_events) and given.metadata == held.metadata, k
+        if path == LONG:  # (as in the plan's test: a few hundred kB around the pages read again stay)
+            assert given_kb < 0.75 * held_kb, (k, given_kb, held_kb)
+    # a decode of bytes (no mapping) gives nothing back, and reads alike
+    whole = xplane.decode(xspace_bytes(path), str(file), release_pages=True)
+    assert whole.events.height == sum(xplane.decode(data, str(file), window=xplane.Window(plan.cuts, k),
+                                                    shared=plan.shared).events.height for k in range(plan.windows))
+    del buf

@@ -238,7 +238,9 @@ def expand_inputs(items: Iterable[str], notes: list[str] | None = None) -> list[
 WINDOWED_FROM = 128 << 20
 #: bytes of profile per time window of such an analysis, at least (up to :data:`MOST_WINDOWS` windows): two windows'
 #: tables are held at a time (the next one is decoded while this one is analyzed); a real 207 MB profile in 8 windows
-#: peaks at 1.43x the file, in 7 at 1.55x (docs/performance.md, session 76)
+#: peaks at 1.43x the file, in 7 at 1.55x (docs/performance.md, session 76); since each window's scan gives back the
+#: file's pages as it walks them (session 81), a 210 MB one in 8 at 1.33x, 1.45-1.47x on a fresh install (polars'
+#: whole binary in the page cache), in 7 at 1.39x and 1.51-1.53x
 WINDOW_BYTES = 26 << 20
 #: windows of such an analysis, at most: each costs its fixed share of an analysis (~0.05 s on 2 cores); a real 982 MB
 #: profile peaks at 0.88x the file in 8 windows and 0.67x in 12, a 633 MB one at 0.96x in 8 and 0.75x in 12, for

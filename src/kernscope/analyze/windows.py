@@ -223,9 +223,11 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
 
     def decoded(k: int) -> Any:
         own: list[frozenset[str]] = []
+        # (the scan gives back the window's pages as it walks them: all of them were in the process at the scan's end,
+        # beside the previous window's analysis, at the windowed run's peak)
         raw = xplane.decode(data, p, window=xplane.Window(plan.cuts, k), shared=shared, stats=stats,
-                            named=own.append if ledger is not None else None)
-        _release(data)
+                            named=own.append if ledger is not None else None, release_pages=True)
+        _release(data)  # (and what the decode read again after: the lines' names, the stats' texts)
         if ledger is not None:
             ledger.add(k, raw.events, own[0] if own else frozenset())
         return raw

@@ -20,7 +20,7 @@
 #endif
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 25; }
+int64_t ks_abi_version(void) { return 26; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 
@@ -164,12 +164,31 @@ int64_t ks_fields(const uint8_t *b, int64_t nbuf, const int64_t *start, const in
     return n;
 }
 
+/* The pages of [from, to) of a buffer `b` that is a read-only mapping of a file, given back (MADV_DONTNEED: read
+ * again from the page cache where touched again); the whole pages inside the range only. Returns `to`. Never for
+ * memory of another kind, whose pages this would zero. */
+static int64_t drop_pages(const uint8_t *b, int64_t from, int64_t to) {
+#if defined(__unix__) || defined(__APPLE__)
+    static long page = 0;
+    if (page <= 0) page = sysconf(_SC_PAGESIZE);
+    if (page > 0) {
+        uintptr_t lo = ((uintptr_t)(b + from) + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+        uintptr_t hi = (uintptr_t)(b + to) & ~((uintptr_t)page - 1);
+        if (hi > lo) madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
+    }
+#else
+    (void)b; (void)from;
+#endif
+    return to;
+}
+
 /* The number of events (field 4, length-prefixed) of each line: 0, or -1 on bad data (counts[nlines]: the
- * offset). Reads the lines' own fields only (an event is skipped by its length): a small part of a scan. */
+ * offset). Reads the lines' own fields only (an event is skipped by its length): a small part of a scan.
+ * `release`: as ks_line_index's. */
 int64_t ks_count_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
-                        int64_t *counts) {
+                        int64_t *counts, int64_t release) {
     for (int64_t li = 0; li < nlines; li++) {
-        int64_t p = line_off[li], end = line_off[li] + line_len[li], n = 0;
+        int64_t p = line_off[li], end = line_off[li] + line_len[li], n = 0, released = p;
         if (end > nbuf) { counts[nlines] = p; return -1; }
         while (p < end) {
             int64_t at = p, off = 0, len = 0;
@@ -179,7 +198,9 @@ int64_t ks_count_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off,
                 return -1;
             }
             n += tag == ((4 << 3) | 2);
+            if (release > 0 && p - released >= release) released = drop_pages(b, released, p);
         }
+        if (release > 0) drop_pages(b, released, end);
         counts[li] = n;
     }
     return 0;
@@ -194,15 +215,15 @@ int64_t ks_count_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off,
  * way: head_events[li] those before the line's first cut (of the whole line where none), cut_events[k] those from
  * cut k to the next (the scan needs them to place each run's events; a second walk of the same bytes took a third of
  * this one's time). Returns the number of cuts, -1 on bad data (cut_at[0]: its offset), -2 when more than cap cuts
- * were found (cap >= the long lines' bytes / seg is always enough). */
+ * were found (cap >= the long lines' bytes / seg is always enough). `release`: as ks_line_index's. */
 int64_t ks_cut_lines(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len, int64_t nlines,
                      int64_t seg, int64_t cap, int64_t *cut_line, int64_t *cut_at, int64_t *hdr, int64_t *head_events,
-                     int64_t *cut_events) {
+                     int64_t *cut_events, int64_t release) {
     int64_t nc = 0;
     if (seg < 1) return -2;
     for (int64_t li = 0; li < nlines; li++) {
         if (line_len[li] <= seg) continue;
-        int64_t p = line_off[li], end = line_off[li] + line_len[li], next = line_off[li] + seg;
+        int64_t p = line_off[li], end = line_off[li] + line_len[li], next = line_off[li] + seg, released = p;
         int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
         int64_t *counted = &head_events[li];
         *counted = 0;
@@ -227,7 +248,9 @@ int64_t ks_cut_lines(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
             else if (field == 3 && wire == 0) ts = (int64_t)val;
             else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
             else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
+            if (release > 0 && p - released >= release) released = drop_pages(b, released, p);
         }
+        if (release > 0) drop_pages(b, released, end);
         hdr[4 * li] = id;
         hdr[4 * li + 1] = ts;
         if (name_len > 0 || disp_off < 0) { hdr[4 * li + 2] = name_off; hdr[4 * li + 3] = name_len; }
@@ -323,23 +346,6 @@ int64_t ks_time_cuts(const uint8_t *b, int64_t nbuf, const int64_t *line_off, co
     return 0;
 }
 
-/* The pages of [from, to) of a buffer `b` that is a read-only mapping of a file, given back (MADV_DONTNEED: read
- * again from the page cache where touched again); the whole pages inside the range only. Returns `to`. Never for
- * memory of another kind, whose pages this would zero. */
-static int64_t drop_pages(const uint8_t *b, int64_t from, int64_t to) {
-#if defined(__unix__) || defined(__APPLE__)
-    static long page = 0;
-    if (page <= 0) page = sysconf(_SC_PAGESIZE);
-    if (page > 0) {
-        uintptr_t lo = ((uintptr_t)(b + from) + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-        uintptr_t hi = (uintptr_t)(b + to) & ~((uintptr_t)page - 1);
-        if (hi > lo) madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
-    }
-#else
-    (void)b; (void)from;
-#endif
-    return to;
-}
 
 /* A sparse index of each line's events in time: every `stride`-th timed event of a line (its first included) as a
  * row (ix_line, ix_off: the offset of its field, ix_start: its start in ns as ks_time_cuts times it, ix_count: the
@@ -491,7 +497,8 @@ static inline int stat_fast(const uint8_t *b, int64_t r, int64_t rend, int64_t *
  *   field, value kind, raw value or string offset). The last stat of a field wins.
  * Outputs hold cap_ev events and cap_odd odd stats: when a line would overflow them the call returns 1 with
  * the counts of the lines before it (the caller grows them and goes on from that line). -1: bad data.
- * counts: [lines done, events, stats kept, error offset (-1: none), stats not read, odd stats] */
+ * counts: [lines done, events, stats kept, error offset (-1: none), stats not read, odd stats]
+ * `release`: as ks_line_index's (a line that did not fit is read again from the page cache). */
 int64_t ks_scan_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off, const int64_t *line_len,
                        const int64_t *line_plane, int64_t nlines, int64_t line_base, int64_t ev_base,
                        const int8_t *lut, int64_t lut_width, int64_t lut_size,
@@ -503,12 +510,12 @@ int64_t ks_scan_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off, 
                        int64_t *ev_line, int64_t *ev_md, int64_t *ev_name, int64_t *ev_ts, int64_t *ev_dur, uint8_t *ev_flags,
                        void **fval, uint8_t **fstate,
                        int64_t *odd_ev, int8_t *odd_field, uint8_t *odd_kind, uint64_t *odd_val,
-                       int64_t *counts) {
+                       int64_t *counts, int64_t release) {
     int64_t ne = 0, ns = 0, skipped = 0, no = 0;
     counts[3] = -1;
     for (int64_t li = 0; li < nlines; li++) {
         int64_t ne0 = ne, ns0 = ns, sk0 = skipped, no0 = no;
-        int64_t p = line_off[li], end = line_off[li] + line_len[li], plane = line_plane[li];
+        int64_t p = line_off[li], end = line_off[li] + line_len[li], plane = line_plane[li], released = p;
         int64_t out_line = line_map ? line_map[li] : line_base + li;
         int64_t id = 0, ts = 0, name_off = -1, name_len = 0, disp_off = -1, disp_len = 0;
         if (end > nbuf) { counts[3] = line_off[li]; return -1; }
@@ -604,7 +611,9 @@ int64_t ks_scan_events(const uint8_t *b, int64_t nbuf, const int64_t *line_off, 
             else if (field == 3 && wire == 0) ts = (int64_t)val;
             else if (field == 2 && wire == 2) { name_off = off; name_len = len; }
             else if (field == 11 && wire == 2) { disp_off = off; disp_len = len; }
+            if (release > 0 && p - released >= release) released = drop_pages(b, released, p);
         }
+        if (release > 0) drop_pages(b, released, end);
         uint64_t base = (run_fixed && run_fixed[li]) ? (uint64_t)run_ts[li] : (uint64_t)ts;
         for (int64_t e = ne0; e < ne; e++) { /* times: ns, rounded from ps, the end rounded the same way */
             uint64_t start = base + (uint64_t)ps_to_ns(ev_ts[e]);

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 25
+ABI_VERSION = 26
 
 
 @functools.lru_cache(maxsize=1)

@@ -49,7 +49,7 @@ from .chunk import EVENT_SCHEMA, FLOW_COLUMNS, META_COLUMNS, nulls
 from .hlo import Works
 from .native import distinct_rows as native_distinct_rows
 from .protowire import Fields, WireError, as_array, fields_of, walk
-from .xscan import FieldSpec, LineScan, TimeCuts, decode_stats, last_value, scan_lines
+from .xscan import RELEASE_BYTES, FieldSpec, LineScan, TimeCuts, decode_stats, last_value, scan_lines
 from .xscan import time_cuts as _time_cuts
 from .xstats import (
     FIELD_KINDS,
@@ -704,7 +704,8 @@ def time_cuts(data: bytes | bytearray | memoryview | mmap.mmap, path: str, times
 def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, workers: int | None = None,
            stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
            progress: Callable[[int, int], None] | None = None, window: Window | None = None,
-           shared: Shared | None = None, named: Callable[[frozenset[str]], None] | None = None) -> RawTrace:
+           shared: Shared | None = None, named: Callable[[frozenset[str]], None] | None = None,
+           release_pages: bool = False) -> RawTrace:
     """Decode an XSpace (the bytes of a ``.xplane.pb``, decompressed) into an unlinked event table (``workers``: the
     scanner's threads at most; None: one per usable core). ``stats``: of :data:`XLA_COLUMNS`, those read; the
     others are null (one literal each: no memory; None: all read but :data:`~.xstats.OPT_IN_STATS`).
@@ -717,11 +718,15 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
     whole profile's table (``tests/test_jax_windows.py``); a window's ``metadata`` counts its own aggregated events.
     ``shared``: the profile's parts every window reads alike (:func:`prepare`), read once for all windows.
     ``named``: called with the HLO op and module names the decoded events name (their own, whatever ``shared`` holds;
-    a window's, where a plan left each window its own: :class:`~kernscope.load.xplan.Ledger`)."""
+    a window's, where a plan left each window its own: :class:`~kernscope.load.xplan.Ledger`).
+    ``release_pages``: ``data`` is a read-only mapping of the file (``mmap.ACCESS_READ``), whose pages the scan of the
+    events gives back as it walks them (every :data:`~.xscan.RELEASE_BYTES` of a line: the events' pages were all
+    in the process at the end of the scan, a time window's ~30 MB of a 207 MB profile's windowed peak)."""
     n = len(data)
     buf = as_array(data)
     try:
-        raw = _decode(buf, n, path, workers, stats, scanned, progress, window, shared, named)
+        release = RELEASE_BYTES if release_pages and isinstance(data, mmap.mmap) else 0
+        raw = _decode(buf, n, path, workers, stats, scanned, progress, window, shared, named, release)
     except WireError as e:
         raise damaged(path, e) from None
     if stats is not None:
@@ -735,7 +740,8 @@ def decode(data: bytes | bytearray | memoryview | mmap.mmap, path: str, *, worke
 def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
             stats: tuple[str, ...] | None = None, scanned: Callable[[], None] | None = None,
             progress: Callable[[int, int], None] | None = None, window: Window | None = None,
-            shared: Shared | None = None, named: Callable[[frozenset[str]], None] | None = None) -> RawTrace:
+            shared: Shared | None = None, named: Callable[[frozenset[str]], None] | None = None,
+            release: int = 0) -> RawTrace:
     def wanted(column: str) -> bool:  # (an XLA column that ``stats`` leaves out is null: not worth building)
         if stats is None:
             return column not in OPT_IN_STATS
@@ -786,7 +792,7 @@ def _decode(buf: np.ndarray, n: int, path: str, workers: int | None = None,
         finally:
             early.shutdown(wait=False)  # (its thread ends with the parse)
     scan = scan_lines(buf, line_off, line_len, line_plane, spec, stat_lookup, md_lookup, workers=workers, progress=progress,
-                      header=header)
+                      header=header, release=release)
     ne = scan.ev_md.size
     # (no array of every event's plane: an event's is its line's, and what needs it gathers by line; at 975 MB that
     # array was 70 MB and 0.1 s of one core)

@@ -92,7 +92,8 @@ class LineScan:
 
 def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray, spec: FieldSpec,
                refs: Lookup, names: Lookup, *, native: bool | None = None, workers: int | None = None,
-               progress: Callable[[int, int], None] | None = None, header: np.ndarray | None = None) -> LineScan:
+               progress: Callable[[int, int], None] | None = None, header: np.ndarray | None = None,
+               release: int = 0) -> LineScan:
     """Scan the lines at ``line_off``/``line_len`` (int64) of ``buf``, in planes ``line_plane``; keep the stats
     ``spec`` maps to a field, typed by the field's kind (refs resolved to rows of ``refs``, the stat metadata);
     name each event by its row in ``names`` (the event metadata). ``native``: force a reader (None: the compiled
@@ -102,7 +103,10 @@ def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line
     the compiled scanner; once, at its end, for the other), from the scanning threads. ``header``: each line's id,
     timestamp_ns and name span ((lines, 4) int64, :class:`TimeCuts`'s ``hdr``) where the spans are runs of the lines'
     events, not whole lines (a time window's): the events are timed by it, and it is each line's header in the
-    output (the compiled scanner only)."""
+    output (the compiled scanner only). ``release`` > 0 only where ``buf`` is a read-only mapping of the file: the
+    compiled scanner gives back the pages it has walked every ``release`` bytes of a line, and at each line's end, in
+    each of its walks (as :func:`line_index` does; read again from the page cache where touched again: a line's name,
+    an odd stat's text)."""
     lib = scanner() if native in (None, True) and spec.lut is not None else None
     if (native or header is not None) and lib is None:
         raise RuntimeError("the compiled XSpace scanner is not available")
@@ -115,7 +119,7 @@ def scan_lines(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line
             total = int(line_len.sum())
             progress(total, total)
         return out
-    return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names, workers, progress, header)
+    return _scan_native(lib, buf, line_off, line_len, line_plane, spec, refs, names, workers, progress, header, release)
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,9 @@ PART_BYTES = 8 << 20
 MAX_PARTS = 8
 #: a part's thread says how far it got about every this many bytes of lines (a call of the scanner each)
 PROGRESS_BYTES = 32 << 20
+#: a scan of a file's mapping (:func:`scan_lines`'s ``release``, ``xplane.decode(..., release_pages=True)``) gives back
+#: the pages behind it every this many bytes of a line
+RELEASE_BYTES = 4 << 20
 
 
 def _fields_of(cap: int, kinds: np.ndarray, unread: frozenset[int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -221,19 +228,21 @@ def _parts(line_len: np.ndarray, workers: int | None = None) -> list[int]:
 
 def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, line_plane: np.ndarray,
                  spec: FieldSpec, refs: Lookup, names: Lookup, workers: int | None = None,
-                 progress: Callable[[int, int], None] | None = None, header: np.ndarray | None = None) -> LineScan:
+                 progress: Callable[[int, int], None] | None = None, header: np.ndarray | None = None,
+                 release: int = 0) -> LineScan:
     """The compiled scanner: the lines' events counted first (their outputs then have their exact size), the
     lines scanned in parts on threads (the scanner runs without the GIL), each part's events written in place.
     ``header``: see :func:`scan_lines`."""
     assert spec.lut is not None
-    cut = _cut_long_lines(lib, buf, line_off, line_len)
+    release = max(release, 0)
+    cut = _cut_long_lines(lib, buf, line_off, line_len, release)
     if header is not None:  # every line (or run of one) timed by its line's given header, which the output reports
         cut = _with_header(cut, np.ascontiguousarray(header, dtype=np.int64), line_off, line_len)
     plane_of_line = line_plane
     if cut is not None:  # the long lines' runs of fields scanned as lines of their own, put back together below
         line_off, line_len, line_plane = cut.off, cut.len, line_plane[cut.parent]
     n = line_off.size
-    per_line = _count_events(lib, buf, line_off, line_len, None if cut is None else cut.events)
+    per_line = _count_events(lib, buf, line_off, line_len, None if cut is None else cut.events, release)
     first = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(per_line[:n], out=first[1:])
     ne = int(first[n])
@@ -244,7 +253,7 @@ def _scan_native(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.n
     np.cumsum(line_len, out=ends[1:])
     scan = _Scan(lib, buf, line_off, line_len, line_plane, first, np.ascontiguousarray(spec.lut, dtype=np.int8), spec.width,
                  refs.flat_table(), names.flat_table(), kinds, out, ends, _Tally(int(ends[n]), progress),
-                 None if cut is None else (cut.parent, cut.run_ts, cut.run_fixed))
+                 None if cut is None else (cut.parent, cut.run_ts, cut.run_fixed), release)
     bounds = _parts(line_len, workers)
     pairs = list(zip(bounds[:-1], bounds[1:]))
     if len(pairs) == 1:
@@ -406,7 +415,7 @@ def _with_header(cut: _Cut | None, header: np.ndarray, line_off: np.ndarray, lin
 
 
 def _count_events(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray,
-                  known: np.ndarray | None) -> np.ndarray:
+                  known: np.ndarray | None, release: int = 0) -> np.ndarray:
     """Each line's events (``ks_count_events``; and a last 0), but for those ``known`` (>= 0: the cut lines' runs,
     counted as they were cut)."""
     n = line_off.size
@@ -416,7 +425,7 @@ def _count_events(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.
     m = line_off.size
     counts = np.zeros(m + 1, dtype=np.int64)
     if m and lib.ks_count_events(_ptr(buf), ctypes.c_int64(buf.size), _ptr(line_off), _ptr(line_len),
-                                 ctypes.c_int64(m), _ptr(counts)) < 0:
+                                 ctypes.c_int64(m), _ptr(counts), ctypes.c_int64(release)) < 0:
         raise WireError("a field of an event line does not fit in it", int(counts[m]))
     if m == n:
         return counts
@@ -426,7 +435,8 @@ def _count_events(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.
     return out
 
 
-def _cut_long_lines(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray) -> _Cut | None:
+def _cut_long_lines(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, release: int = 0
+                    ) -> _Cut | None:
     """The lines of more than :data:`SEGMENT_BYTES` cut at field boundaries (``ks_cut_lines``), or None when no line
     is that long."""
     seg = SEGMENT_BYTES
@@ -440,7 +450,7 @@ def _cut_long_lines(lib: Any, buf: np.ndarray, line_off: np.ndarray, line_len: n
     offs, lens = np.ascontiguousarray(line_off, dtype=np.int64), np.ascontiguousarray(line_len, dtype=np.int64)
     nc = int(lib.ks_cut_lines(_ptr(buf), ctypes.c_int64(buf.size), _ptr(offs), _ptr(lens), ctypes.c_int64(n),
                               ctypes.c_int64(seg), ctypes.c_int64(cap), _ptr(cut_line), _ptr(cut_at), _ptr(hdr),
-                              _ptr(head_events), _ptr(cut_events)))
+                              _ptr(head_events), _ptr(cut_events), ctypes.c_int64(release)))
     if nc == -1:
         raise WireError("a field of an event line does not fit in it", int(cut_at[0]))
     if nc < 0:
@@ -490,6 +500,7 @@ class _Scan:
     tally: _Tally
     #: a cut's runs (:class:`_Cut`): each run's line, its line's timestamp, whether that timestamp is used
     runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    release: int = 0  #: see :func:`scan_lines`
 
     def part(self, l0: int, l1: int) -> tuple[list[np.ndarray], int, int]:
         """Lines ``l0`` to ``l1`` (their events' outputs are exactly theirs): (odd list, stats kept, stats not read).
@@ -521,7 +532,7 @@ class _Scan:
                 _ptr(self.kinds), ctypes.c_int64(nf), ctypes.c_int64(int(self.first[stop]) - ne), ctypes.c_int64(cap_odd - no),
                 *((_ptr(None),) * 3 if self.runs is None else (_ptr(a[line:]) for a in self.runs)),
                 *(_ptr(a[line:]) for a in o.ln), *(_ptr(a[ne:]) for a in o.ev), vp, sp, *(_ptr(a[no:]) for a in odd),
-                _ptr(counts))
+                _ptr(counts), ctypes.c_int64(self.release))
             if rc < 0:
                 raise WireError("a field of an event line does not fit in it", int(counts[3]))
             line, no = line + int(counts[0]), no + int(counts[5])
