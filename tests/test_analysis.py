@@ -380,8 +380,35 @@ def test_the_sweep_finds_the_innermost_op_the_range_join_finds():
         text = [t.with_columns(pl.col("_lp", "_lt").cast(pl.String)) for t in (launches, ops)]
         by_text = swept_innermost(*text)
         assert by_text is not None and by_text.sort("launch_idx").equals(swept.sort("launch_idx"))
+        # the ops and launches in a file's order (each thread's in time order, the threads interleaved): taken as
+        # they come, not sorted, the same ops
+        in_file = swept_innermost(launches.sort("_ls", "launch_idx"), ops.sort("_os", pl.col("_oe"), "_fb",
+                                                                                descending=[False, True, False]))
+        assert in_file is not None and in_file.sort("launch_idx").equals(swept.sort("launch_idx"))
         found += swept.height
     assert 3000 < found < 40 * 300  # most launches have an enclosing op, not all
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_rows_in_thread_order_are_those_of_a_sort(shuffled):
+    """link.ops: the sweep's rows by thread, then time (the latest end first), then event: grouped by thread where each
+    thread's rows are in that order already, sorted by numpy otherwise; the order of polars' sort of the same keys,
+    int64's extremes included."""
+    from kernscope.link.ops import _thread_ordered
+
+    rng = np.random.default_rng(7)
+    n = 5000
+    big = np.iinfo(np.int64)
+    starts = rng.integers(0, 50, n) * 10
+    ends = np.where(rng.random(n) < 0.01, big.min, np.where(rng.random(n) < 0.01, big.max, starts + rng.integers(0, 40, n)))
+    table = pl.DataFrame({"_g": rng.integers(0, 4, n), "_os": starts, "_oe": ends, "_fb": rng.permutation(n)},
+                         schema=dict.fromkeys(("_g", "_os", "_oe", "_fb"), pl.Int64))
+    by = ["_os", "_oe", "_fb"]
+    table = table.sample(fraction=1.0, shuffle=True, seed=1) if shuffled else table.sort(by, descending=[False, True, False])
+    got = _thread_ordered(table, [False, False, True, False])
+    want = table.sort(["_g", *by], descending=[False, False, True, False])
+    for c in table.columns:
+        assert np.array_equal(got[c], want[c].to_numpy()), c
 
 
 def test_launch_rows_are_found_in_file_order_or_joined():
