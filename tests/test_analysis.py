@@ -389,11 +389,11 @@ def test_the_sweep_finds_the_innermost_op_the_range_join_finds():
     assert 3000 < found < 40 * 300  # most launches have an enclosing op, not all
 
 
-@pytest.mark.parametrize("shuffled", [False, True])
-def test_rows_in_thread_order_are_those_of_a_sort(shuffled):
+@pytest.mark.parametrize("order", ["sorted", "ties", "shuffled"])
+def test_rows_in_thread_order_are_those_of_a_sort(order):
     """link.ops: the sweep's rows by thread, then time (the latest end first), then event: grouped by thread where each
-    thread's rows are in that order already, sorted by numpy otherwise; the order of polars' sort of the same keys,
-    int64's extremes included."""
+    thread's rows are in that order already, only the runs that start together sorted where just those are not, sorted
+    by numpy otherwise; the order of polars' sort of the same keys, int64's extremes included."""
     from kernscope.link.ops import _thread_ordered
 
     rng = np.random.default_rng(7)
@@ -404,7 +404,11 @@ def test_rows_in_thread_order_are_those_of_a_sort(shuffled):
     table = pl.DataFrame({"_g": rng.integers(0, 4, n), "_os": starts, "_oe": ends, "_fb": rng.permutation(n)},
                          schema=dict.fromkeys(("_g", "_os", "_oe", "_fb"), pl.Int64))
     by = ["_os", "_oe", "_fb"]
-    table = table.sample(fraction=1.0, shuffle=True, seed=1) if shuffled else table.sort(by, descending=[False, True, False])
+    shuffled = table.sample(fraction=1.0, shuffle=True, seed=1)
+    # sorted: in the sweep's order (taken as grouped); ties: by start only, the ops that start together in any order
+    # (only those runs sorted); shuffled: sorted whole
+    table = {"sorted": table.sort(by, descending=[False, True, False]), "ties": shuffled.sort("_os", maintain_order=True),
+             "shuffled": shuffled}[order]
     got = _thread_ordered(table, [False, False, True, False])
     want = table.sort(["_g", *by], descending=[False, False, True, False])
     for c in table.columns:
