@@ -700,3 +700,24 @@ def test_report_step_bars_hold_each_steps_category_totals():
                            "total_us": [1.0, 2.0, 3.0, 4.0]})
     assert grid(shared) == (["a", "b"], ["GEMM", "Other"], [[4.0, 2.0], [3.0, 0.0]])
     assert grid(shared.clear()) == ([], [], [])
+
+
+@pytest.mark.parametrize("ids", ["growing", "reused", "out of order"])
+def test_each_correlation_is_launched_by_its_earliest_call(ids):
+    """link.correlation.launches: one launch per correlation id, the earliest call that carries it; ids that grow with
+    time (as profilers number them) are taken as they are, ids reused or numbered out of time order are made unique."""
+    from kernscope.link.correlation import launches
+
+    corr = {"growing": [1, 2, 3, 4], "reused": [1, 2, 1, 3], "out of order": [4, 2, 3, 1]}[ids]
+    n = len(corr)
+    table = pl.DataFrame({"idx": list(range(n)), "kind": ["runtime"] * n, "correlation": corr,
+                          "ts": [100 * i + 10 for i in range(n)], "name": [f"cudaLaunchKernel_{i}" for i in range(n)],
+                          "dur": [5] * n, "pid": ["1"] * n, "tid": ["2"] * n, "external_id": [None] * n},
+                         schema_overrides={"external_id": pl.Int64, "correlation": pl.Int64})
+    got = launches(table)
+    first: dict[int, int] = {}
+    for i, c in enumerate(corr):
+        first.setdefault(c, i)
+    want = sorted(first.values())
+    assert got["launch_idx"].to_list() == want
+    assert got["correlation"].to_list() == [corr[i] for i in want]
