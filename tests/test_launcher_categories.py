@@ -124,3 +124,21 @@ def test_expert_families_on_real_traces():
                 break
     assert checked >= 500
     assert len(wrong) <= 0.03 * checked, wrong[:20]
+
+
+def test_op_categories_asked_again_are_those_of_the_rules():
+    """An op name's [[op_category]] category, asked again (a JAX profile's time windows ask for the same names), is
+    the one the rules give it, none included, in the order asked, repeats and all; a new categorizer (user rules)
+    does not take the built-in one's answers."""
+    names = ["aten::embedding_dense_backward", "aten::add", "hlo:reduce:reduce", "aten::embedding_dense_backward",
+             "no such op", "aten::_softmax"]
+    builtin = Categorizer.builtin()
+    fresh = Categorizer.builtin().with_rules({"op_category": []})  # (the same rules, nothing remembered)
+    first = builtin.op_categories(names[:3])
+    again = builtin.op_categories(names)
+    want = fresh.op_categories(names)
+    assert again.equals(want) and first.equals(want.head(3))
+    assert want["category"][0] is not None and want["category"][4] is None  # (a rule names the first, none the fifth)
+    assert again["name"].to_list() == names
+    mine = builtin.with_rules({"op_category": [{"pattern": "^aten::add$", "value": "Elementwise-mine"}]})
+    assert mine.op_categories(["aten::add"])["category"].to_list() == ["Elementwise-mine"]

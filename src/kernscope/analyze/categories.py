@@ -75,6 +75,17 @@ _DEFAULT_USER_PRIORITY = 10_000
 MATCH_CHARS = 512
 #: Most answers a categorizer remembers (distinct (name, kind, launch) keys).
 MEMO_MAX = 200_000
+#: an op name the categorizer has not seen (its category may be None)
+_UNSEEN = object()
+
+
+def _bounded_update(memo: dict[Any, Any], answers: dict[Any, Any]) -> None:
+    """``memo`` updated with ``answers``, at most :data:`MEMO_MAX` entries (the oldest dropped: insertion order)."""
+    if len(memo) + len(answers) > MEMO_MAX:
+        drop = len(memo) + len(answers) - MEMO_MAX
+        for k in list(itertools.islice(memo, max(drop, MEMO_MAX // 2))):
+            memo.pop(k, None)  # (another thread may have dropped it)
+    memo.update(itertools.islice(answers.items(), MEMO_MAX))
 
 
 def _lower_pattern(pattern: str) -> str:
@@ -265,6 +276,9 @@ class Categorizer:
     #: and copies are not the work of the op around them)
     keep: str = ""
     _memo: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict, repr=False, compare=False)
+    #: op names (or HLO descriptions) -> their [[op_category]] category, None where no rule names them: a JAX profile's
+    #: time windows ask again for the same names, 8-13 ms a window
+    _op_memo: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def builtin(cls) -> "Categorizer":
@@ -402,11 +416,7 @@ class Categorizer:
         )
 
     def _remember(self, answers: dict[tuple[str, str, str], tuple[str, str]]) -> None:
-        if len(self._memo) + len(answers) > MEMO_MAX:  # bounded: drop the oldest entries (insertion order)
-            drop = len(self._memo) + len(answers) - MEMO_MAX
-            for k in list(itertools.islice(self._memo, max(drop, MEMO_MAX // 2))):
-                del self._memo[k]
-        self._memo.update(itertools.islice(answers.items(), MEMO_MAX))
+        _bounded_update(self._memo, answers)
 
     def _lookup_fresh(self, rows: list[tuple[str, str, str]]) -> pl.DataFrame:
         names = [r[0] for r in rows]
@@ -423,11 +433,18 @@ class Categorizer:
         return df.select("name", "kind", "launch_name", cat.alias("category"), lib.alias("library"))
 
     def op_categories(self, names: list[str]) -> pl.DataFrame:
-        """``name, category`` of CPU op names by the [[op_category]] rules (null when no rule names the op)."""
-        df = pl.DataFrame({"name": names}, schema={"name": pl.String}).with_columns(
-            pl.col("name").alias("head"), pl.col("name").str.to_lowercase().alias("low"), pl.lit("").alias("kind"),
-            pl.lit("").alias("launch_name"))
-        return df.select("name", self._first_expr(self.op_rules, df).alias("category"))
+        """``name, category`` of CPU op names by the [[op_category]] rules (null when no rule names the op); the
+        rules run once per name this categorizer has not seen."""
+        known = [self._op_memo.get(n, _UNSEEN) for n in names]
+        todo = list(dict.fromkeys(n for n, v in zip(names, known) if v is _UNSEEN))
+        if todo:
+            df = pl.DataFrame({"name": todo}, schema={"name": pl.String}).with_columns(
+                pl.col("name").alias("head"), pl.col("name").str.to_lowercase().alias("low"), pl.lit("").alias("kind"),
+                pl.lit("").alias("launch_name"))
+            answers = dict(zip(todo, df.select(self._first_expr(self.op_rules, df).alias("c"))["c"].to_list()))
+            _bounded_update(self._op_memo, answers)
+            known = [answers[n] if v is _UNSEEN else v for n, v in zip(names, known)]
+        return pl.DataFrame({"name": names, "category": known}, schema={"name": pl.String, "category": pl.String})
 
     def _first_expr(self, rules: list[Rule], df: pl.DataFrame) -> pl.Expr:
         """The value of the first (highest-priority) matching rule, or null."""
