@@ -721,3 +721,17 @@ def test_each_correlation_is_launched_by_its_earliest_call(ids):
     want = sorted(first.values())
     assert got["launch_idx"].to_list() == want
     assert got["correlation"].to_list() == [corr[i] for i in want]
+
+
+def test_a_launch_whose_external_id_two_ops_carry_takes_the_one_around_it(tmp_path):
+    """link.correlation.launcher_ops: where two CPU ops of the launch's process carry its External id, the op whose
+    window holds the launch is its op (then the latest start, the shorter, the later event); where one does, that one."""
+    def op(name, ts, dur, ext):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"External id": ext}}
+
+    events = [op("aten::before", 0, 10, 7), op("aten::around", 100, 50, 7), op("aten::later", 200, 10, 7),
+              _l(120, 11, ext=7), _k(130, 4, 11),
+              op("aten::only", 300, 50, 8), _l(320, 12, ext=8), _k(330, 4, 12)]
+    t = kernscope.load(write_trace(tmp_path / "t.json", events), cache=False)
+    assert t.gpu.sort("ts")["op_name"].cast(pl.String).to_list() == ["aten::around", "aten::only"]
