@@ -17,28 +17,39 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str, str]:
+    """(seconds, the child's own peak RSS in MiB (``os.wait4``), stdout, stderr) of ``cmd`` run in its own process
+    (its outputs through files: the process is reaped by ``wait4`` alone); exits where it fails."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} exited with {proc.returncode}: {stderr.strip()[-300:]}")
+    return seconds, usage.ru_maxrss / 1024, stdout, stderr
+
+
 def run(trace: str, on: bool) -> tuple[float, float, str]:
-    """(seconds, the child's own peak RSS in MiB (``os.wait4``), stdout) of one cold analyze in its own process."""
+    """(seconds, the child's own peak RSS in MiB, stdout) of one cold analyze in its own process."""
     env = dict(os.environ)
     env.pop("KERNSCOPE_NO_HEADSTART", None)
     if not on:
         env["KERNSCOPE_NO_HEADSTART"] = "1"
-    cmd = [sys.executable, "-m", "kernscope", "analyze", trace, "--no-cache", "--format", "json", "-q"]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    out = proc.stdout.read() if proc.stdout is not None else ""
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(cmd)} exited with {proc.returncode}")
-    return seconds, usage.ru_maxrss / 1024, out
+    seconds, peak, out, _ = child([sys.executable, "-m", "kernscope", "analyze", trace, "--no-cache", "--format", "json",
+                                   "-q"], env)
+    return seconds, peak, out
 
 
 def main() -> int:

@@ -561,3 +561,35 @@ def test_bench_headstart_runs_both_sides_and_compares_their_output(tmp_path):
     assert "the same JSON on both sides: True" in p.stdout
     runs = json.loads(out.read_text())[trace]["runs"]
     assert len(runs["on"]) == len(runs["off"]) == 1 and all(s > 0 and m > 0 for s, m in runs["on"] + runs["off"])
+
+
+def test_bench_phases_compares_two_trees_phase_by_phase(tmp_path):
+    """``benchmarks/bench_phases.py`` runs a cold analyze with this tree and another in alternating pairs and prints
+    each ``--timings`` phase, the wall time and the peaks of both, and whether both printed the same JSON (here the
+    other tree is this one); its phase reader sums a JAX profile's windows."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        from bench_phases import phases
+    finally:
+        sys.path.pop(0)
+    table = ("phase   seconds   share\nplan (8 windows)   0.250   10.0%\nwindow 1 of 2 (decode, link, analysis)   0.500   "
+             "20.0%\nwindow 2 of 2 (decode, link, analysis)   0.250   10.0%\nmerge   0.100    4.0%\ntotal   2.500  100.0%\n")
+    assert phases(table) == {"plan": 0.25, "window": 0.75, "merge": 0.1, "total": 2.5}
+    trace = str(root / "src" / "kernscope" / "examples" / "h200_gpt_train_step.pt.trace.json.gz")
+    out = tmp_path / "ab.json"
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_phases.py"), trace, "--against", str(root / "src"),
+                        "--pairs", "1", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for side in ("this", "against"):
+        assert re.search(rf"{side} *: parse [\d.]+ \([\d.]+-[\d.]+\), link [\d.]+ .*wall [\d.]+ .* s; peak \d+-\d+ MiB",
+                         p.stdout), p.stdout
+    assert "the same JSON on both sides: True" in p.stdout
+    runs = json.loads(out.read_text())[trace]["runs"]
+    assert all(times["link"] > 0 and times["wall"] > times["total"] > 0 and peak > 0
+               for times, peak in runs["this"] + runs["against"])
