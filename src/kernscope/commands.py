@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .analyze.report import Report
     from .analyze.sql import QueryResult
     from .analyze.summary import Analysis
+    from .load.xhead import XHeadStart
     from .model import Trace
 
 
@@ -97,7 +98,8 @@ class Session:
     #: reading ``files``, for the next identical command line (:meth:`kernscope.replay.Invocation.record`)
     keep: Callable[[list[str], str | None, bytes], object] | None = None
     #: the trace's first pieces scanned while the command imported (:class:`kernscope.load.headstart.HeadStart`),
-    #: for the load that parses it (a load of another file, or another reading, leaves them)
+    #: for the load that parses it (a load of another file, or another reading, leaves them); or a large JAX
+    #: profile's lines indexed meanwhile (:class:`kernscope.load.xhead.XHeadStart`), for its windows' plan
     head: Any = None
 
     # -- inputs ---------------------------------------------------------------------------------------------
@@ -152,9 +154,15 @@ class Session:
             return load(path, cache=self.cache, salvage=self.salvage, notify=self.notify,
                         progress=bar, limits=Limits(max_memory=self.max_memory), steps=StepSpec(self.step_marker),
                         projection=projection, digest=digest, defer_cache_write=defer_cache_write, timings=timings,
-                        head=self.head)
+                        head=None if self._jax_head() is not None else self.head)
         finally:
             bar.close()
+
+    def _jax_head(self) -> XHeadStart | None:
+        """:attr:`head` where it is a JAX profile's (:class:`kernscope.load.xhead.XHeadStart`), else None."""
+        from .load.xhead import XHeadStart
+
+        return self.head if isinstance(self.head, XHeadStart) else None
 
     def load_step(self, path: str, step: int | None, projection: Any = None) -> Trace:
         """:meth:`load`, refusing a ``step`` the trace does not have (one line naming the steps there are)."""
@@ -284,7 +292,7 @@ class Session:
         had = len(timings) if timings is not None else 0
         try:
             a = analyze_windows(r.path, windows, stats=projection.stats if projection is not None else None,
-                                progress=bar, timings=timings, categorizer=categorizer,
+                                progress=bar, timings=timings, head=self._jax_head(), categorizer=categorizer,
                                 use_kernel_name_categories=r.categories, linked_only=r.linked_only,
                                 finding_rules=self.finding_rules(), benchmark=r.bench)
         except NotWindowed:

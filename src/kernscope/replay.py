@@ -41,7 +41,11 @@ from .version import __version__, code_fingerprint
 #: not ``typing.TYPE_CHECKING``: ``typing``'s import would cost a cached answer (see :mod:`kernscope`)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .load.gzhead import GzHeadStart
     from .load.headstart import HeadStart
+    from .load.xhead import XHeadStart
 
 try:  # the builtin module: ``hashlib`` would load OpenSSL
     from _blake2 import blake2b
@@ -93,8 +97,9 @@ class Invocation:
             except OSError:
                 self._size = None
         self._context: bytes | None = None
-        #: the trace's first pieces scanned ahead (:func:`_head_start`), for the command's load
-        self.head: HeadStart | None = None
+        #: the trace's first pieces scanned ahead (:func:`_head_start`), for the command's load; or a large JAX
+        #: profile's lines indexed ahead (:func:`_xhead_start`), for its windows' plan
+        self.head: HeadStart | GzHeadStart | XHeadStart | None = None
 
     def context(self) -> bytes:
         """Everything besides the files read that the output may depend on (see the module's text), as the
@@ -243,7 +248,9 @@ def _exit_code(error: BaseException) -> int:
 
 #: ``analyze`` options that change what the parse of a Kineto trace reads: with one, no head start (its scans would
 #: not be the parse's, which checks that before it takes them)
-_OWN_READ = frozenset({"--read-all", "--roofline", "--python-sources", "--salvage"})
+_OWN_READ = frozenset({"--read-all", "--roofline", "--sources", "--salvage"})
+#: ``analyze`` options with which a JAX profile is read whole, not a time window at a time (no plan to start ahead)
+_WHOLE_READ = _OWN_READ | {"--step", "--by-annotation", "--untraced-waits", "--step-marker", "--bench"}
 
 
 #: a gzipped trace of fewer bytes on disk gets no head start (its gzip trailer then says whether it inflates to
@@ -257,21 +264,11 @@ def _head_start(args: list[str]) -> HeadStart | None:
     (:class:`kernscope.load.gzhead.GzHeadStart`); else None. The trace is the one argument that is a file of at
     least :data:`~kernscope.load.headstart.HEAD_MIN_BYTES` (gzipped: :data:`GZ_MIN_STORED`; an option's value that is
     a smaller file, an output written before, is not taken for it)."""
-    if (any(a.split("=", 1)[0] in _OWN_READ for a in args) or os.environ.get("KERNSCOPE_NO_NATIVE") == "1"
-            or os.environ.get("KERNSCOPE_NO_HEADSTART") == "1"):
+    if any(a.split("=", 1)[0] in _OWN_READ for a in args) or not _ahead_allowed():
         return None
     from .load.headstart import HEAD_MIN_BYTES, HeadStart
 
-    files = []
-    for a in args[1:]:
-        if not a.startswith("-"):
-            try:
-                st = os.stat(a)
-            except (OSError, ValueError):
-                continue
-            gz = a.lower().endswith(".gz")
-            if stat.S_ISREG(st.st_mode) and st.st_size >= (GZ_MIN_STORED if gz else HEAD_MIN_BYTES):
-                files.append(a)
+    files = _large_files(args, lambda a: GZ_MIN_STORED if a.lower().endswith(".gz") else HEAD_MIN_BYTES)
     if len(files) != 1 or files[0].lower().endswith((".pb", ".pb.gz")):
         return None
     from .analyze.needs import analyze_projection
@@ -289,6 +286,53 @@ def _head_start(args: list[str]) -> HeadStart | None:
     return HeadStart.begin(*how)
 
 
+def _ahead_allowed() -> bool:
+    return os.environ.get("KERNSCOPE_NO_NATIVE") != "1" and os.environ.get("KERNSCOPE_NO_HEADSTART") != "1"
+
+
+def _large_files(args: list[str], least: Callable[[str], int]) -> list[str]:
+    """The arguments after the command's name that are regular files of at least ``least(arg)`` bytes (an option's
+    value that is a smaller file, an output written before, is not taken for the trace)."""
+    files = []
+    for a in args[1:]:
+        if not a.startswith("-"):
+            try:
+                st = os.stat(a)
+            except (OSError, ValueError):
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_size >= least(a):
+                files.append(a)
+    return files
+
+
+def _windows_asked(args: list[str]) -> str | None:
+    """The value of ``--windows`` on the command line (its last), or None."""
+    asked = None
+    for i, a in enumerate(args):
+        if a == "--windows" and i + 1 < len(args):
+            asked = args[i + 1]
+        elif a.startswith("--windows="):
+            asked = a.split("=", 1)[1]
+    return asked
+
+
+def _xhead_start(args: list[str]) -> XHeadStart | None:
+    """For ``analyze`` of one large plain JAX profile, read a time window at a time (:func:`kernscope.files.windows_for`):
+    its lines' time index made on a thread while the command imports (:class:`kernscope.load.xhead.XHeadStart`), for
+    the windows' plan; else None."""
+    if (sum(not a.startswith("-") and a.lower().endswith(".pb") for a in args[1:]) != 1  # (nothing imported else)
+            or any(a.split("=", 1)[0] in _WHOLE_READ for a in args) or _windows_asked(args) in ("0", "1")
+            or not _ahead_allowed()):
+        return None
+    from .files import WINDOWED_FROM
+    from .load.xhead import XHeadStart
+
+    files = _large_files(args, lambda a: WINDOWED_FROM)
+    if len(files) != 1 or not files[0].lower().endswith(".pb"):
+        return None
+    return XHeadStart.begin(files[0], WINDOWED_FROM)
+
+
 def _import_early(invocation: Invocation) -> None:
     """An ``analyze`` that was not answered will need polars (0.15-0.3 s to import): it is imported on a thread while
     the command line is imported and parsed, after the allocator settings that must come first; and a large trace's
@@ -299,7 +343,7 @@ def _import_early(invocation: Invocation) -> None:
     from .oneshot import tune_allocators
 
     tune_allocators(invocation.argv)
-    invocation.head = _head_start(invocation.argv)
+    invocation.head = _head_start(invocation.argv) or _xhead_start(invocation.argv)
 
     def work() -> None:
         with contextlib.suppress(ImportError):  # said where the command needs it

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -55,6 +55,9 @@ from .findings import FindingRules, ranked, step_variance
 from .kernels import source_summary
 from .summary import Analysis, WindowSums, analyze, summaries
 from .timeline import device_timelines_of
+
+if TYPE_CHECKING:
+    from ..load.xhead import XHeadStart
 
 #: the analyses' keyword arguments a windowed analysis takes (others: the whole profile is read)
 WINDOWED_OPTIONS = frozenset({"categorizer", "use_kernel_name_categories", "linked_only", "finding_rules", "benchmark"})
@@ -299,13 +302,25 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
 
 def analyze_windows(path: str | Path, windows: int, *, stats: tuple[str, ...] | None = None,
                     progress: Callable[[int, int], None] | None = None,
-                    timings: list[tuple[str, float]] | None = None, **options: Any) -> Analysis:
+                    timings: list[tuple[str, float]] | None = None, head: XHeadStart | None = None,
+                    **options: Any) -> Analysis:
     """The analysis of the JAX profile at ``path`` (a plain ``.xplane.pb``), read ``windows`` time windows at a time
     (:func:`merge`; ``options``: :func:`~kernscope.analyze.summary.analyze`'s, of :data:`WINDOWED_OPTIONS`;
     ``stats``: the XLA stats read, as a load projection's). ``progress``: called with (windows read, windows) in
-    bytes of the file; ``timings``: receives (phase, seconds) of the plan, each window and the merge. Raises
+    bytes of the file; ``timings``: receives (phase, seconds) of the plan, each window and the merge; ``head``: the
+    lines' index made while the command imported (:mod:`kernscope.load.xhead`), for the plan (closed in any case). Raises
     :class:`NotWindowed` where the profile cannot be cut so, :class:`~kernscope.errors.TraceError` where it cannot
     be read."""
+    try:
+        return _analyze_windows(str(path), windows, stats, progress, timings, head, options)
+    finally:
+        if head is not None:
+            head.close()
+
+
+def _analyze_windows(p: str, windows: int, stats: tuple[str, ...] | None, progress: Callable[[int, int], None] | None,
+                     timings: list[tuple[str, float]] | None, head: XHeadStart | None, options: dict[str, Any]
+                     ) -> Analysis:
     if set(options) - WINDOWED_OPTIONS:
         raise NotWindowed(f"options {sorted(set(options) - WINDOWED_OPTIONS)}")
     bench = options.pop("benchmark", False)
@@ -321,7 +336,6 @@ def analyze_windows(path: str | Path, windows: int, *, stats: tuple[str, ...] | 
             lap = now
     xplane = importlib.import_module("kernscope.load.xplane")
     xplan = importlib.import_module("kernscope.load.xplan")
-    p = str(path)
     try:
         with open(p, "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -330,7 +344,7 @@ def analyze_windows(path: str | Path, windows: int, *, stats: tuple[str, ...] | 
     try:
         # the plan from the events near each target (a few thousand a target); where it finds none, or its windows
         # turn out to split what the whole profile's keeps together, the plan from every event's stats
-        plan = xplan.plan_near(data, p, windows, release_pages=True)  # (data: a read-only mapping)
+        plan = xplan.plan_near(data, p, windows, release_pages=True, head=head)  # (data: a read-only mapping)
         near = plan is not None
         if plan is None:
             plan = xplan.plan(data, p, windows, release_pages=True)

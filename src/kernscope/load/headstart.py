@@ -70,10 +70,12 @@ class Spec:
     chunk: int  #: the pieces' size (bytes of text before the cut)
 
 
-def mapped_file(path: str, min_bytes: int, racy_ns: int) -> tuple[Any, tuple[int, ...], mmap.mmap] | None:
-    """(the compiled library, the file's :func:`identity`, a private mapping of it) for a head start, or None where
-    there is no library, the file is under ``min_bytes``, changed within ``racy_ns`` of now, cannot be mapped, or
-    changed while it was being mapped."""
+def mapped_file(path: str, min_bytes: int, racy_ns: int, access: int = mmap.ACCESS_COPY
+                ) -> tuple[Any, tuple[int, ...], mmap.mmap] | None:
+    """(the compiled library, the file's :func:`identity`, a mapping of it) for a head start, or None where there is
+    no library, the file is under ``min_bytes``, changed within ``racy_ns`` of now, cannot be mapped, or changed while
+    it was being mapped. ``access``: the mapping's (a private one by default: ctypes takes the address of a writable
+    buffer only; ``mmap.ACCESS_READ`` where the pages walked are given back, which on a private one would zero them)."""
     lib = scanner()
     ident = identity(path)
     if lib is None or ident is None or ident[2] < min_bytes:
@@ -82,8 +84,7 @@ def mapped_file(path: str, min_bytes: int, racy_ns: int) -> tuple[Any, tuple[int
         return None
     try:
         with open(path, "rb") as f:
-            # (a private mapping: ctypes takes the address of a writable buffer only; nothing is written)
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+            data = mmap.mmap(f.fileno(), 0, access=access)  # (nothing is written)
     except (OSError, ValueError):
         return None
     if identity(path) != ident:

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import mmap
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -35,8 +37,11 @@ import polars as pl
 from .native import scanner
 from .protowire import WireError, as_array
 from .xplane import Shared, _Base, _hlo_names, _stat_cells, damaged, lines_and_metadata, plane_devices, prepare
-from .xscan import FieldSpec, TimeCuts, TimeIndex, line_index, scan_lines
+from .xscan import NEAR_STRIDE, FieldSpec, TimeCuts, TimeIndex, line_index, scan_lines
 from .xstats import FIELD_KINDS, STAT_FIELDS, field_lut, field_table
+
+if TYPE_CHECKING:
+    from .xhead import XHeadStart
 
 #: the stats a plan reads (the correlation id: the pending launches; the HLO op and module: the names)
 _READ = ("correlation", "hlo_op", "hlo_module", "step_num")
@@ -101,7 +106,7 @@ def _planned(how: _How, data: bytes | bytearray | memoryview | mmap.mmap, path: 
 
 
 def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int, *,
-              workers: int | None = None, release_pages: bool = False) -> Plan | None:
+              workers: int | None = None, release_pages: bool = False, head: XHeadStart | None = None) -> Plan | None:
     """:func:`plan`'s windows, found from the line index and the events near each target alone (a few thousand
     events a target, where :func:`plan` reads every event's stats): each cut is the quiet point nearest one of the
     events' quantiles (by the index) among the host starts near it at which
@@ -117,27 +122,34 @@ def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windo
     windows are decoded (:class:`Ledger`).
     None where :func:`plan` returns None, where no target finds such a point near it (:func:`plan` may still
     find one far from the targets), and where it would read more than :data:`NEAR_MOST_SHARE` of the events' bytes.
-    ``release_pages``: as :func:`plan`'s."""
-    return _planned(_near, data, path, windows, workers, release_pages)
+    ``release_pages``: as :func:`plan`'s. ``head``: the lines' index made on a thread while the command imported
+    (:mod:`.xhead`), taken where it is this file's (closed in any case)."""
+    try:
+        taken = None if head is None else functools.partial(head.take, path)
+        return _planned(functools.partial(_near, head=taken), data, path, windows, workers, release_pages)
+    finally:
+        if head is not None:
+            head.close()
 
 
 #: :func:`plan_near` first reads the events between the index rows (of every line, in time order) this many rows each
 #: side of a target; four times as many where no quiet point is found there, up to :data:`NEAR_MOST_ROWS`
 NEAR_ROWS = 32
 NEAR_MOST_ROWS = 512
-#: :func:`plan_near`'s index: a row every this many timed events of a line (a line's events read beyond a
-#: neighborhood's are two rows' at most)
-NEAR_STRIDE = 128
 #: :func:`plan_near` gives up (None) once it has read this share of the lines' bytes (a profile of many lines, each
 #: read a few rows beyond the neighborhood, or one whose quiet points are far apart): :func:`plan` reads them all once
 NEAR_MOST_SHARE = 0.25
 
 
 def _near(buf: np.ndarray, windows: int, workers: int | None, base: _Base, shared: Callable[[], Shared],
-          release: _Release | None = None) -> Plan | None:
+          release: _Release | None = None, *,
+          head: Callable[[np.ndarray, np.ndarray, np.ndarray, int], TimeIndex | None] | None = None) -> Plan | None:
     reader = _reader(base, _NEAR_READ)
-    index = line_index(buf, base.line_off, base.line_len, NEAR_STRIDE,
-                       release=RELEASE_BYTES if release is not None else 0)
+    # (the index a head start made while the command imported, where it is of these lines: :mod:`.xhead`)
+    index = head(buf, base.line_off, base.line_len, NEAR_STRIDE) if head is not None else None
+    if index is None:
+        index = line_index(buf, base.line_off, base.line_len, NEAR_STRIDE,
+                           release=RELEASE_BYTES if release is not None else 0)
     if reader is None or index is None or index.line.size == 0:
         return None
     timed_lines = index.span[:, 0] <= index.span[:, 1]

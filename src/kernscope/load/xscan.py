@@ -371,6 +371,12 @@ class TimeIndex:
 
 #: a line's every this many timed events is a row of its :class:`TimeIndex`
 INDEX_STRIDE = 512
+#: :func:`kernscope.load.xplan.plan_near`'s index: a row every this many timed events of a line (a line's events read
+#: beyond a neighborhood's are two rows' at most); here, where a head start (:mod:`.xhead`) makes it too
+NEAR_STRIDE = 128
+#: an XSpace's planes (field 1), an XPlane's lines (field 3), and the XPlane fields read a run at a time
+#: (``xplane.proto``; :func:`kernscope.load.xplane.lines_and_metadata` reads the planes whole)
+SPACE_PLANES, PLANE_LINES, PLANE_RUNS = 1, 3, (4, 5, 6)
 
 
 def line_index(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, stride: int = INDEX_STRIDE, *,
@@ -399,6 +405,20 @@ def line_index(buf: np.ndarray, line_off: np.ndarray, line_len: np.ndarray, stri
         return None
     line, off, start, count, reach = (r[:k] for r in rows)
     return TimeIndex(buf, offs, lens, line, off, start, count, reach, hdr.reshape(n, 4), span.reshape(n, 2), total[:n])
+
+
+def xspace_lines(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where every plane's lines lie in the XSpace ``buf`` (offset, length; int64, planes and lines in file order):
+    the lines :func:`line_index` walks, found without the planes' metadata (and without polars). Raises
+    :class:`~kernscope.load.protowire.WireError` where a message does not fit in its bytes."""
+    space = walk(buf, 0, buf.size, what="XSpace")
+    planes = space.of(SPACE_PLANES, 2)
+    off, size = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for o, s in zip(planes.off.tolist(), planes.size.tolist()):
+        lines = walk(buf, o, o + s, runs=PLANE_RUNS, what="XPlane").of(PLANE_LINES, 2)
+        off.append(lines.off)
+        size.append(lines.size)
+    return np.concatenate(off).astype(np.int64), np.concatenate(size).astype(np.int64)
 
 
 def _with_header(cut: _Cut | None, header: np.ndarray, line_off: np.ndarray, line_len: np.ndarray) -> _Cut:
