@@ -28,7 +28,7 @@ MODULES: dict[str, int] = {
     "kernscope.load.hlo_work": 1, "kernscope.load.jax_json": 1, "kernscope.load.kineto": 1, "kernscope.load.lines": 1,
     "kernscope.load.native": 1, "kernscope.load.nativelib": 1, "kernscope.load.headstart": 1, "kernscope.load.gzhead": 1, "kernscope.load.scanslots": 1, "kernscope.load.opargs": 1, "kernscope.load.project": 1,
     "kernscope.load.projection": 1, "kernscope.load.protowire": 1, "kernscope.testing.xspace": 1, "kernscope.load.scan": 1,
-    "kernscope.load.source": 1, "kernscope.load.strings": 1, "kernscope.load.structure": 1, "kernscope.load.xplane": 1, "kernscope.load.xplan": 1, "kernscope.load.xscan": 1,
+    "kernscope.load.source": 1, "kernscope.load.strings": 1, "kernscope.load.structure": 1, "kernscope.load.xplane": 1, "kernscope.load.xplan": 1, "kernscope.load.xscan": 1, "kernscope.load.xhead": 1,
     "kernscope.load.xstats": 1,
     # 2: link
     "kernscope.link": 2, "kernscope.link.build": 2, "kernscope.link.correlation": 2, "kernscope.link.kinds": 2,
