@@ -169,6 +169,19 @@ def test_the_command_starts_one_only_where_analyze_reads_windows(tmp_path: Path,
                   ["--roofline"], ["--sources"], ["--untraced-waits"], ["--salvage"], ["--step-marker=x"], ["--bench"]):
         assert not started("analyze", p, *whole), whole
     assert not started("analyze", p, p)  # (two profiles: the ranks of a job)
+    # a JAX run directory: its one host's profile
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_12_06_12_00_00"
+    run.mkdir(parents=True)
+    one = run / "host0.xplane.pb"
+    one.write_bytes(b"")
+    made.clear()
+    assert replay._xhead_start(["analyze", str(tmp_path / "logs")]) == "head" and made == [str(one)]
+    (run / "host1.xplane.pb").write_bytes(b"")  # (two hosts: the ranks of a job, not windowed)
+    assert replay._xhead_start(["analyze", str(tmp_path / "logs")]) is None
+    kineto = tmp_path / "kineto"
+    kineto.mkdir()
+    (kineto / "rank0.pt.trace.json").write_text('{"traceEvents": []}')
+    assert replay._xhead_start(["analyze", str(kineto)]) is None  # (not a JAX run directory)
     assert not started("analyze", str(TRANSFORMER))  # (gzipped)
     monkeypatch.setenv("KERNSCOPE_NO_HEADSTART", "1")
     assert not started("analyze", p)

@@ -41,8 +41,6 @@ from .version import __version__, code_fingerprint
 #: not ``typing.TYPE_CHECKING``: ``typing``'s import would cost a cached answer (see :mod:`kernscope`)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from .load.gzhead import GzHeadStart
     from .load.headstart import HeadStart
     from .load.xhead import XHeadStart
@@ -268,7 +266,16 @@ def _head_start(args: list[str]) -> HeadStart | None:
         return None
     from .load.headstart import HEAD_MIN_BYTES, HeadStart
 
-    files = _large_files(args, lambda a: GZ_MIN_STORED if a.lower().endswith(".gz") else HEAD_MIN_BYTES)
+    files = []
+    for a in args[1:]:
+        if not a.startswith("-"):
+            try:
+                st = os.stat(a)
+            except (OSError, ValueError):
+                continue
+            gz = a.lower().endswith(".gz")
+            if stat.S_ISREG(st.st_mode) and st.st_size >= (GZ_MIN_STORED if gz else HEAD_MIN_BYTES):
+                files.append(a)
     if len(files) != 1 or files[0].lower().endswith((".pb", ".pb.gz")):
         return None
     from .analyze.needs import analyze_projection
@@ -290,21 +297,6 @@ def _ahead_allowed() -> bool:
     return os.environ.get("KERNSCOPE_NO_NATIVE") != "1" and os.environ.get("KERNSCOPE_NO_HEADSTART") != "1"
 
 
-def _large_files(args: list[str], least: Callable[[str], int]) -> list[str]:
-    """The arguments after the command's name that are regular files of at least ``least(arg)`` bytes (an option's
-    value that is a smaller file, an output written before, is not taken for the trace)."""
-    files = []
-    for a in args[1:]:
-        if not a.startswith("-"):
-            try:
-                st = os.stat(a)
-            except (OSError, ValueError):
-                continue
-            if stat.S_ISREG(st.st_mode) and st.st_size >= least(a):
-                files.append(a)
-    return files
-
-
 def _windows_asked(args: list[str]) -> str | None:
     """The value of ``--windows`` on the command line (its last), or None."""
     asked = None
@@ -317,20 +309,31 @@ def _windows_asked(args: list[str]) -> str | None:
 
 
 def _xhead_start(args: list[str]) -> XHeadStart | None:
-    """For ``analyze`` of one large plain JAX profile, read a time window at a time (:func:`kernscope.files.windows_for`):
-    its lines' time index made on a thread while the command imports (:class:`kernscope.load.xhead.XHeadStart`), for
-    the windows' plan; else None."""
-    if (sum(not a.startswith("-") and a.lower().endswith(".pb") for a in args[1:]) != 1  # (nothing imported else)
-            or any(a.split("=", 1)[0] in _WHOLE_READ for a in args) or _windows_asked(args) in ("0", "1")
-            or not _ahead_allowed()):
+    """For ``analyze`` of one large plain JAX profile (or the run directory of one), read a time window at a time
+    (:func:`kernscope.files.windows_for`): its lines' time index made on a thread while the command imports
+    (:class:`kernscope.load.xhead.XHeadStart`), for the windows' plan; else None."""
+    if any(a.split("=", 1)[0] in _WHOLE_READ for a in args) or _windows_asked(args) in ("0", "1") or not _ahead_allowed():
         return None
-    from .files import WINDOWED_FROM
+    named = [a for a in args[1:] if not a.startswith("-")]
+    pbs = [a for a in named if a.lower().endswith(".pb")]
+    dirs = [a for a in named if not a.lower().endswith(".pb") and os.path.isdir(a)]
+    if len(pbs) + len(dirs) != 1:  # (nothing imported else: a Kineto trace's command pays a stat per argument)
+        return None
+    from .errors import KernscopeError
+    from .files import WINDOWED_FROM, resolve_run_dir
     from .load.xhead import XHeadStart
 
-    files = _large_files(args, lambda a: WINDOWED_FROM)
-    if len(files) != 1 or not files[0].lower().endswith(".pb"):
-        return None
-    return XHeadStart.begin(files[0], WINDOWED_FROM)
+    if pbs:
+        path = pbs[0]
+    else:
+        try:
+            run = resolve_run_dir(dirs[0])
+        except (KernscopeError, OSError):  # (said by the command itself)
+            return None
+        if run is None or len(run[0]) != 1 or not run[0][0].lower().endswith(".pb"):
+            return None
+        path = run[0][0]
+    return XHeadStart.begin(path, WINDOWED_FROM)  # (None for a smaller file, or what is not a regular file)
 
 
 def _import_early(invocation: Invocation) -> None:
