@@ -142,9 +142,11 @@ def test_the_windowed_analysis_with_a_head_start_is_the_same(tmp_path: Path, mon
     assert walked == [xscan.NEAR_STRIDE]
     walked.clear()
     head = xhead.XHeadStart.begin(str(p), 0)
-    got = json.loads(text(analyze_windows(p, 4, head=head), "json"))
+    timings: list[tuple[str, float]] = []
+    got = json.loads(text(analyze_windows(p, 4, head=head, timings=timings), "json"))
     assert walked == []  # (the plan took the head start's index: it walked no line itself)
     assert got == want
+    assert head.taken and timings[0][0].startswith("plan (") and timings[0][0].endswith(", the lines indexed ahead)")
 
 
 def test_the_command_starts_one_only_where_analyze_reads_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

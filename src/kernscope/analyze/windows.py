@@ -354,7 +354,8 @@ def _analyze_windows(p: str, windows: int, stats: tuple[str, ...] | None, progre
             raise NotWindowed("no step annotations")
         size = len(data)
         _release(data)  # (the plan read the lines' events: the file's pages leave the process, the page cache keeps them)
-        laps(f"plan ({plan.windows} windows at quiet points{' near the targets' if near else ''})")
+        ahead = ", the lines indexed ahead" if head is not None and head.taken else ""
+        laps(f"plan ({plan.windows} windows at quiet points{' near the targets' if near else ''}{ahead})")
         parts = _windows(data, p, plan, xplane, stats, options, size, progress, laps)
         if parts is None:  # (the near plan's windows split a launch from its rows: every event's stats read)
             plan = xplan.plan(data, p, windows, release_pages=True)

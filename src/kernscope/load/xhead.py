@@ -43,6 +43,8 @@ class XHeadStart:
         self._stride = 0
         #: why the thread made no index (an exception's text), for tests
         self.failed: str | None = None
+        #: whether a plan took the index (``--timings`` says so)
+        self.taken = False
         self._thread = threading.Thread(target=self._run, name="kernscope-xhead", daemon=True)
         self._thread.start()
 
@@ -92,6 +94,7 @@ class XHeadStart:
                     or buf.size != self.identity[2] or not np.array_equal(index.line_off, line_off)
                     or not np.array_equal(index.line_len, line_len)):
                 return None
+            self.taken = True
             return dataclasses.replace(index, buf=buf)
         finally:
             del index
