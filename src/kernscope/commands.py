@@ -160,6 +160,8 @@ class Session:
 
     def _jax_head(self) -> XHeadStart | None:
         """:attr:`head` where it is a JAX profile's (:class:`kernscope.load.xhead.XHeadStart`), else None."""
+        if self.head is None:  # (nothing imported: most commands have none)
+            return None
         from .load.xhead import XHeadStart
 
         return self.head if isinstance(self.head, XHeadStart) else None
