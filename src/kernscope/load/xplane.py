@@ -49,7 +49,7 @@ from .chunk import EVENT_SCHEMA, FLOW_COLUMNS, META_COLUMNS, nulls
 from .hlo import Works
 from .native import distinct_rows as native_distinct_rows
 from .protowire import Fields, WireError, as_array, fields_of, walk
-from .xscan import RELEASE_BYTES, FieldSpec, LineScan, TimeCuts, decode_stats, last_value, scan_lines
+from .xscan import PLANE_LINES, PLANE_RUNS, RELEASE_BYTES, SPACE_PLANES, FieldSpec, LineScan, TimeCuts, decode_stats, last_value, scan_lines
 from .xscan import time_cuts as _time_cuts
 from .xstats import (
     FIELD_KINDS,
@@ -67,8 +67,11 @@ from .xstats import (
 )
 
 # XSpace / XPlane / XLine / XEvent / XStat / metadata field numbers (xplane.proto)
-_SPACE_PLANES, _SPACE_HOSTNAMES = 1, 4
-_PLANE_ID, _PLANE_NAME, _PLANE_LINES, _PLANE_EVENT_MD, _PLANE_STAT_MD, _PLANE_STATS = 1, 2, 3, 4, 5, 6
+# (the planes' and lines' field numbers, and the fields read a run at a time, are xscan's: its walk of the lines
+# without the metadata finds the same lines)
+_SPACE_PLANES, _SPACE_HOSTNAMES = SPACE_PLANES, 4
+_PLANE_ID, _PLANE_NAME, _PLANE_LINES = 1, 2, PLANE_LINES
+_PLANE_EVENT_MD, _PLANE_STAT_MD, _PLANE_STATS = PLANE_RUNS
 # (XLine and XEvent fields are read by the line scanner: xscan.py and _xspace.c)
 _ST_MD, _ST_DOUBLE, _ST_U64, _ST_I64, _ST_STR, _ST_BYTES, _ST_REF = 1, 2, 3, 4, 5, 6, 7
 _MD_ID, _MD_NAME, _MD_DISPLAY, _MD_STATS = 1, 2, 4, 5
@@ -144,7 +147,7 @@ def _planes(buf: np.ndarray, n: int, path: str) -> tuple[list[_Plane], list[str]
     planes: list[_Plane] = []
     pf = space.of(_SPACE_PLANES, 2)
     for i, (o, s) in enumerate(zip(pf.off.tolist(), pf.size.tolist())):
-        f = walk(buf, o, o + s, runs=(_PLANE_EVENT_MD, _PLANE_STAT_MD, _PLANE_STATS), what="XPlane")
+        f = walk(buf, o, o + s, runs=PLANE_RUNS, what="XPlane")
         planes.append(_Plane(i, _one_text(buf, f, _PLANE_NAME), _one(f, _PLANE_ID, 0), f.of(_PLANE_LINES, 2),
                              f.of(_PLANE_EVENT_MD, 2), f.of(_PLANE_STAT_MD, 2), f.of(_PLANE_STATS, 2)))
     hosts = [buf[o : o + s].tobytes().decode("utf-8", "replace")

@@ -374,8 +374,8 @@ INDEX_STRIDE = 512
 #: :func:`kernscope.load.xplan.plan_near`'s index: a row every this many timed events of a line (a line's events read
 #: beyond a neighborhood's are two rows' at most); here, where a head start (:mod:`.xhead`) makes it too
 NEAR_STRIDE = 128
-#: an XSpace's planes (field 1), an XPlane's lines (field 3), and the XPlane fields read a run at a time
-#: (``xplane.proto``; :func:`kernscope.load.xplane.lines_and_metadata` reads the planes whole)
+#: an XSpace's planes (field 1), an XPlane's lines (field 3), and the XPlane fields read a run at a time: its event
+#: metadata, stat metadata and stats (``xplane.proto``; :mod:`kernscope.load.xplane` reads the planes whole by them)
 SPACE_PLANES, PLANE_LINES, PLANE_RUNS = 1, 3, (4, 5, 6)
 
 
