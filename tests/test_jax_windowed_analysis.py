@@ -46,13 +46,23 @@ def _json(a) -> dict:
     return json.loads(text(a, "json"))
 
 
+#: each profile's plain copy and its whole analysis (JSON), made once a test process for both plans' tests of it
+_WHOLE: dict[str, tuple[Path, str]] = {}
+
+
+def _plain_and_whole(path: Path, tmp_path_factory) -> tuple[Path, str]:
+    if str(path) not in _WHOLE:
+        p = _plain(path, tmp_path_factory.mktemp("plain"))
+        _WHOLE[str(path)] = (p, text(analyze(load(p, cache=False)), "json"))
+    return _WHOLE[str(path)]
+
+
 @pytest.mark.parametrize("route", ["near", "full"])
 @pytest.mark.parametrize("path", _stepped(), ids=lambda p: "/".join(p.parts[-3:]))
-def test_the_windows_merged_are_the_whole_profiles_analysis(path, route, tmp_path, monkeypatch):
+def test_the_windows_merged_are_the_whole_profiles_analysis(path, route, tmp_path_factory, monkeypatch):
     """By either plan: ``near`` (``xplan.plan_near``, here on profiles small enough that it would otherwise give up
     for the full plan) and ``full`` (``xplan.plan``)."""
-    p = _plain(path, tmp_path)
-    whole = text(analyze(load(p, cache=False)), "json")
+    p, whole = _plain_and_whole(path, tmp_path_factory)
     data = p.read_bytes()
     if route == "near":
         monkeypatch.setattr(xplan, "NEAR_MOST_SHARE", 10.0)
@@ -231,9 +241,9 @@ def test_forty_steps_in_many_windows_merge_to_the_whole(tmp_path):
     data = p.read_bytes()
     plan = xplan.plan(data, str(p), 16)
     assert plan is not None and plan.windows >= 12  # (about one quiet point a step)
-    steps = json.loads(cli("analyze", str(p), "--format", "json", "--windows", "0", "--no-cache").stdout)
-    assert len(steps["steps"]) == 40 and [s["step"] for s in steps["steps"]] == list(range(40))
     whole = cli("analyze", str(p), "--format", "json", "--windows", "0", "--no-cache").stdout
+    steps = json.loads(whole)
+    assert len(steps["steps"]) == 40 and [s["step"] for s in steps["steps"]] == list(range(40))
     # (17,560 GPU rows: a profile this small may be a benchmark trace, which is read whole unless --no-bench says not)
     assert "window 1 of" not in cli("analyze", str(p), "--format", "json", "--windows", "8", "--timings").stderr
     for k in (8, 16):
