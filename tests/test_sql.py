@@ -85,6 +85,21 @@ def test_bad_queries_are_one_line(capsys):
         kernscope.load(EXAMPLE, cache=False).sql("SELECT FROM")
 
 
+def test_the_trace_given_before_the_query_is_said_so(capsys, tmp_path):
+    """``kernscope sql TRACE QUERY`` (the arguments swapped) names the mistake, not a file pattern that matches
+    nothing; a query that names a file nobody wrote, or a second trace that is missing, keeps its own message."""
+    for args in ([str(EXAMPLE), "SELECT count(*) AS n FROM kernels"], [str(EXAMPLE), "  with k AS (SELECT 1) SELECT 2"]):
+        assert main(["sql", *args, "--no-cache"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "the query comes first (kernscope sql QUERY TRACE...)" in err[0], err
+    assert main(["sql", "SELECT count(*) AS n FROM kernels", str(tmp_path / "nope.json"), "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nope.json" in err[0] and "comes first" not in err[0], err
+    assert main(["sql", "SELECT count(*) AS n FROM kernels", str(EXAMPLE), "--no-cache", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["n"] == sum(1 for e in json.loads(gzip.decompress(
+        EXAMPLE.read_bytes()))["traceEvents"] if e.get("cat") == "kernel")
+
+
 def test_a_kernels_category_asked_of_the_trace_points_to_the_analysis(capsys, raw):
     """``SELECT category ... FROM kernels`` is the first query a user tries: the trace's kernels table holds what was
     recorded, the category is the analysis's; the one line says where it is, and that query answers."""

@@ -340,6 +340,7 @@ def sql_cmd(s: Session, query: str, traces: tuple[str, ...], step: str | None, t
     from . import commands
     from .errors import KernscopeError
 
+    _check_sql_order(query, traces)
     paths = s.expand(traces)
     if len(paths) == 1:
         show(s.query(query, paths[0], _parse_step(step)), fmt, output, top, default_top=50)
@@ -353,6 +354,20 @@ def sql_cmd(s: Session, query: str, traces: tuple[str, ...], step: str | None, t
     job = s.job(paths, engine, scheduler, workers, strict, read_all)
     show(s.job_query(query, job), fmt, output, top, default_top=50)
     commands.check_job(job)
+
+
+def _check_sql_order(query: str, traces: tuple[str, ...]) -> None:
+    """One clear line where the trace came first and the query after it (``kernscope sql TRACE QUERY``), which would
+    otherwise read the query as a file pattern that matches nothing."""
+    import re
+
+    from .errors import KernscopeError
+
+    sql = re.compile(r"\s*(select|with|from)\b", re.IGNORECASE)
+    late = next((t for t in traces if sql.match(t) and not os.path.exists(t)), None)
+    if late is not None and not sql.match(query) and os.path.exists(query):
+        raise KernscopeError(f"{late!r} is a query and {query} a file: the query comes first "
+                             f"(kernscope sql QUERY TRACE...)")
 
 
 @cli.command("diff")
