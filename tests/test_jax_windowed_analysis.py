@@ -105,6 +105,29 @@ def test_profiles_without_steps_or_with_other_options_are_read_whole(tmp_path):
         analyze_windows(MLP, 1)
 
 
+def test_a_step_num_on_no_host_range_is_read_whole(tmp_path):
+    """A profile whose ``step_num`` stat name moved to another stat's id (its metadata's own id changed, one bit:
+    ``benchmarks/fuzz_long.py --jax`` seed 87 found it): events carry a ``step_num`` (memory events here), so the plan
+    cuts windows, but no host range does, and the whole load's steps are the XLA module's runs. The windows found no
+    step and printed an analysis without steps; now the profile is read whole: the same output."""
+    from conftest import cli
+
+    data = gzip.decompress((DATA / "jax_kernels_h200" / "partial" / "vm.xplane.pb.gz").read_bytes())
+    entry = b"\x08\n\x12\x0c\x08\n\x12\x08step_num"  # (map key 10: XStatMetadata {id 10, name "step_num"})
+    assert data.count(entry) == 1
+    p = tmp_path / "moved.xplane.pb"
+    p.write_bytes(data.replace(entry, entry[:5] + b"\x0e" + entry[6:]))  # (its id 14, the key still 10)
+    whole = load(p, cache=False)
+    assert whole.step_source == "XLA module" and whole.steps.height == 9
+    assert whole.events["step_num"].null_count() < whole.events.height  # (the plan sees step numbers)
+    with pytest.raises(NotWindowed, match="no step annotation is a host range"):
+        analyze_windows(p, 3)
+    base = ["analyze", str(p), "--no-bench", "--format", "json", "--no-cache"]
+    a, b = cli(*base, "--windows", "0"), cli(*base, "--windows", "3")
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+    assert [s["step"] for s in json.loads(b.stdout)["steps"]] == list(range(9))
+
+
 def test_a_step_in_two_windows_is_not_merged(tmp_path, monkeypatch):
     """Windows whose steps are not each whole in one (here: a window's steps renumbered to the next one's) are not
     merged into an answer that would count a step twice."""

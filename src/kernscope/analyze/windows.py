@@ -370,6 +370,12 @@ def _analyze_windows(p: str, windows: int, stats: tuple[str, ...] | None, progre
         gpu = sum(q.analysis.facts.gpu_events for q in parts)
         if gpu == 0:
             raise NotWindowed("no GPU records")  # (the whole load tells why)
+        # the plan takes any event with a ``step_num`` for a step annotation; the load's steps are the host ranges
+        # (:func:`~kernscope.link.steps.annotated_steps`) among them. Where none is, the whole profile's steps are found
+        # another way (its XLA module's runs): a mutant whose ``step_num`` name moved to a memory stat was analyzed
+        # with no steps at all by windows, and by its module's 9 runs whole (benchmarks/fuzz_long.py --jax, seed 87)
+        if not any(q.analysis.trace.steps.height for q in parts):
+            raise NotWindowed("no step annotation is a host range")
         if bench is None and gpu <= BENCHMARK_MAX_GPU:
             raise NotWindowed("a small profile, which may be a benchmark trace")
         merged = merge(parts, finding_rules=options.get("finding_rules"))
