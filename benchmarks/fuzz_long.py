@@ -1,6 +1,11 @@
 """Long mutation-fuzzing run for before releases: many mutants of every small real trace, per-class figures.
 
     python benchmarks/fuzz_long.py [--n 20000] [--seed 1] [--out docs/results/fuzz_long_seedN.json]
+    python benchmarks/fuzz_long.py --jax [--n 1000] [--seed 1] [--out docs/results/fuzz_jax_seedN.json]
+
+``--jax``: mutants of every JAX profile (XSpace protobuf) in ``tests/data`` and ``../shared/traces``, each analyzed by
+the compiled scanner and the numpy reader whole and by the compiled scanner three time windows at a time
+(``kernscope.testing.fuzz.check_binary``: the same exit code and the same JSON, never a traceback).
 
 Failing mutants are kept in the work directory and listed. Record the figures in docs/reliability.md.
 """
@@ -28,11 +33,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-mb", type=float, default=2.0, help="use real traces up to this size (gz)")
     ap.add_argument("--out")
+    ap.add_argument("--jax", action="store_true", help="mutants of the JAX profiles (XSpace protobufs) instead")
     args = ap.parse_args()
-    sources = [p for p in sorted(TRACES.rglob("*.json.gz")) if p.stat().st_size <= args.max_mb * 1e6]
+    if args.jax:
+        sources = sorted([*(ROOT / "tests" / "data").rglob("*.xplane.pb*"), *TRACES.rglob("*.xplane.pb*")])
+        sources = [p for p in sources if p.stat().st_size <= args.max_mb * 1e6]
+    else:
+        sources = [p for p in sorted(TRACES.rglob("*.json.gz")) if p.stat().st_size <= args.max_mb * 1e6]
     work = Path(tempfile.mkdtemp(prefix="ks-fuzz-"))
     t0 = time.perf_counter()
-    rep = fuzz.run(sources, work, args.n, seed=args.seed)
+    rep = fuzz.run_binary(sources, work, args.n, seed=args.seed) if args.jax else fuzz.run(sources, work, args.n, seed=args.seed)
     dt = time.perf_counter() - t0
     by = {k: dict(v) for k, v in rep.by_class().items()}
     print(f"{args.n:,} mutants of {len(sources)} real traces in {dt:.0f} s; failures: {len(rep.failures)}")
@@ -43,7 +53,8 @@ def main() -> int:
         print(f"FAIL {f.mutator}: {f.problem}: {f.message}")
     if args.out:
         Path(args.out).write_text(json.dumps({"n": args.n, "seed": args.seed, "seconds": dt,
-                                              "sources": [str(p.relative_to(TRACES)) for p in sources],
+                                              "sources": [str(p.relative_to(TRACES if p.is_relative_to(TRACES) else ROOT)) for p in sources],
+                                              "reads": [r[0] for r in fuzz.BINARY_READS] if args.jax else None,
                                               "by_class": by, "failures": len(rep.failures)}, indent=2))
     return 1 if rep.failures else 0
 

@@ -144,3 +144,30 @@ def test_mutants_of_a_many_line_profile_scan_alike_a_run_of_lines_at_a_time(monk
                 assert whole[1] == other[1]
         read_n += whole[0] == "read"
     assert read_n >= 5, read_n
+
+
+def test_check_binary_reads_a_profile_three_ways_and_names_each_broken_promise(tmp_path, monkeypatch):
+    """``fuzz.check_binary`` (``benchmarks/fuzz_long.py --jax``): the transformer profile, read whole by both readers
+    and in three time windows, is one result; a cut one is rejected in one line by all three; a read that prints other
+    JSON, exits otherwise or does not name the file is reported as the broken promise it is."""
+    p = tmp_path / "t.xplane.pb"
+    data = gzip.decompress(XSPACE[1].read_bytes())
+    p.write_bytes(data)
+    good = fuzz.check_binary(p, "none")
+    assert good.ok and good.problem is None
+    assert not list(tmp_path.glob("*.json"))  # (each read's output is removed)
+    cut = tmp_path / "cut.xplane.pb"
+    cut.write_bytes(data[: len(data) // 2])
+    bad = fuzz.check_binary(cut, "truncate")
+    assert not bad.ok and bad.problem is None and str(cut) in bad.message
+    # a read whose JSON differs (another option), one that exits 2 where the others read (a file that is not there)
+    reads = list(fuzz.BINARY_READS)
+    monkeypatch.setattr(fuzz, "BINARY_READS", (*reads, ("fewer rows", "0", ("--windows", "0", "--no-bench", "--top", "1"))))
+    assert fuzz.check_binary(p, "none").problem == "compiled scanner and fewer rows printed different JSON"
+    monkeypatch.setattr(fuzz, "BINARY_READS", (*reads, ("step", "0", ("--windows", "0", "--no-bench", "--step", "999"))))
+    out = fuzz.check_binary(p, "none")
+    assert out.problem is not None and out.problem.startswith("compiled scanner exit 0, step exit 2"), out
+    monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e: (2, "kernscope: error: something\nmore\n"))
+    assert fuzz.check_binary(p, "none").problem == "error not one line naming the file (compiled scanner)"
+    monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e: (1, "Traceback (most recent call last):\n"))
+    assert fuzz.check_binary(p, "none").problem == "exit 1 (compiled scanner)"

@@ -263,3 +263,88 @@ def run(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, gzip_every
         else:
             p.unlink()
     return rep
+
+
+#: how :func:`check_binary` reads each mutant: (label, ``KERNSCOPE_NO_NATIVE``, extra ``analyze`` options). Each
+#: with ``--no-bench``: the windows decline a profile that may be a benchmark trace (20,000 GPU records or fewer: every
+#: profile here), and the benchmark view is not what a reader's fuzzing checks
+BINARY_READS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("compiled scanner", "0", ("--windows", "0", "--no-bench")),
+    ("numpy reader", "1", ("--windows", "0", "--no-bench")),
+    ("compiled scanner, 3 time windows", "0", ("--windows", "3", "--no-bench")),
+)
+
+
+def _cli(path: Path, out: Path, no_native: str, extra: tuple[str, ...]) -> tuple[int, str]:
+    """``kernscope analyze PATH --no-cache --format json -o OUT EXTRA...`` in this process, with
+    ``KERNSCOPE_NO_NATIVE=no_native``: (exit code, stderr)."""
+    import io
+    import os
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from ..cli import main
+
+    before = os.environ.get("KERNSCOPE_NO_NATIVE")
+    os.environ["KERNSCOPE_NO_NATIVE"] = no_native
+    err = io.StringIO()
+    try:
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            rc = main(["analyze", str(path), "--no-cache", "--format", "json", "-o", str(out), *extra])
+    finally:
+        if before is None:
+            os.environ.pop("KERNSCOPE_NO_NATIVE", None)
+        else:
+            os.environ["KERNSCOPE_NO_NATIVE"] = before
+    return rc, err.getvalue()
+
+
+def check_binary(path: Path, mutator: str) -> Outcome:
+    """A mutated XSpace profile through ``kernscope analyze`` each way of :data:`BINARY_READS` (the compiled scanner
+    and the numpy reader, each whole, and the compiled scanner three time windows at a time). The promise: each exits
+    0 (a result), 2 (one line naming the file) or 3 (a result empty for a reason said), never with a traceback or an
+    internal error; all ways give the same exit code, and on a result the same JSON, byte for byte. ``ok``: the
+    compiled scanner's whole read gave a result."""
+    got = []
+    for i, (label, no_native, extra) in enumerate(BINARY_READS):
+        out = path.with_name(f"{path.name}.{i}.json")
+        rc, err = _cli(path, out, no_native, extra)
+        lines = [x for x in err.splitlines() if x.strip()]
+        if rc not in (0, 2, 3):
+            return Outcome(mutator, False, f"exit {rc} ({label})", err[-300:])
+        if "Traceback" in err or "internal error" in err:
+            return Outcome(mutator, rc == 0, f"traceback or internal error ({label})", err[-300:])
+        if rc == 2 and (len(lines) != 1 or str(path) not in err):
+            return Outcome(mutator, False, f"error not one line naming the file ({label})", err[-300:])
+        got.append((label, rc, out.read_bytes() if rc == 0 and out.exists() else b"", lines[-1] if lines else ""))
+        out.unlink(missing_ok=True)
+    first = got[0]
+    for other in got[1:]:
+        if other[1] != first[1]:
+            return Outcome(mutator, first[1] == 0, f"{first[0]} exit {first[1]}, {other[0]} exit {other[1]}",
+                           f"{first[3][:140]} | {other[3][:140]}")
+        if first[1] == 0 and other[2] != first[2]:
+            return Outcome(mutator, True, f"{first[0]} and {other[0]} printed different JSON", "")
+    return Outcome(mutator, first[1] == 0, None, first[3][:200])
+
+
+def run_binary(sources: list[Path], workdir: Path, n: int, seed: int = 0) -> Report:
+    """``n`` mutants of the XSpace profiles ``sources`` (plain or gzipped; round robin over profiles and
+    :data:`BINARY_MUTATORS`), each written as a plain ``.xplane.pb`` and checked with :func:`check_binary`. A mutant
+    that breaks the promise is kept in ``workdir`` as ``failed_*``."""
+    r = random.Random(seed)
+    originals = [gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes() for p in sources]
+    names = sorted(BINARY_MUTATORS)
+    rep = Report()
+    for i in range(n):
+        name = names[i % len(names)]
+        mutant = BINARY_MUTATORS[name](r, originals[i % len(originals)])
+        p = workdir / f"m{i}.xplane.pb"
+        p.write_bytes(mutant)
+        out = check_binary(p, name)
+        rep.outcomes.append(out)
+        if out.problem:
+            out.message += f" [kept as {p.with_name('failed_' + p.name)}, from {sources[i % len(sources)]}]"
+            p.rename(p.with_name("failed_" + p.name))
+        else:
+            p.unlink()
+    return rep
