@@ -128,6 +128,28 @@ def test_a_step_num_on_no_host_range_is_read_whole(tmp_path):
     assert [s["step"] for s in json.loads(b.stdout)["steps"]] == list(range(9))
 
 
+def test_a_gpu_row_before_its_launch_stays_in_its_launchs_window(tmp_path):
+    """A profile whose Memset took a later launch's correlation id (736 -> 864, one byte: ``benchmarks/fuzz_long.py
+    --jax`` seed 88 found it): the whole profile's link pairs the row with that launch, 25 ms after it. The plan cut
+    between them (a row was pending only from its launch on), and the windows left the row unlinked and outside any
+    step; now no cut falls between a row and its launch, whichever comes first: the same output as a whole read."""
+    from conftest import cli
+
+    ring = sorted(DATA.glob("jax_job_h200_ring/process0/plugins/profile/*/vm.xplane.pb.gz"))[0]
+    data = gzip.decompress(ring.read_bytes())
+    stat = b'\x18\x80\xe4\xaf\x01"\x05\x08\t\x18\xe0\x05'  # (XStat {metadata 9: correlation_id, uint64 736})
+    assert data.count(stat) == 1
+    p = tmp_path / "later.xplane.pb"
+    p.write_bytes(data.replace(stat, stat[:-1] + b"\x06"))  # (864)
+    g = load(p, cache=False).gpu
+    row = g.filter((pl.col("correlation") == 864) & (pl.col("ts") < pl.col("launch_ts")))
+    assert row.height == 1 and row["name"].cast(pl.String).to_list() == ["Memset 3"]
+    base = ["analyze", str(p), "--no-bench", "--format", "json", "--no-cache"]
+    a, b = cli(*base, "--windows", "0"), cli(*base, "--windows", "3")
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+    assert json.loads(b.stdout)["unlinked"]["gpu_without_launch"] == 0
+
+
 def test_a_step_in_two_windows_is_not_merged(tmp_path, monkeypatch):
     """Windows whose steps are not each whole in one (here: a window's steps renumbered to the next one's) are not
     merged into an answer that would count a step twice."""

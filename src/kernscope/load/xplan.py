@@ -375,7 +375,7 @@ class _Quiet:
         self.idle_before: list[np.ndarray] = []  #: the events that start before each
         self.step_starts: list[np.ndarray] = []  #: the step annotations' starts, chunk by chunk
         self.launches: list[pl.DataFrame] = []  #: (correlation, the earliest launch)
-        self.rows: list[pl.DataFrame] = []  #: (correlation, the latest GPU row start)
+        self.rows: list[pl.DataFrame] = []  #: (correlation, the earliest and the latest GPU row start)
 
     def add(self, line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation: pl.Series,
             step: np.ndarray | None = None) -> None:
@@ -408,7 +408,8 @@ class _Quiet:
             corr = correlation.fill_null(-1).cast(pl.Int64).to_numpy()
             host_c, gpu_c = has & ~is_gpu, has & is_gpu
             self.launches.append(pl.DataFrame({"c": corr[host_c], "t": ts[host_c]}).group_by("c").agg(pl.col("t").min()))
-            self.rows.append(pl.DataFrame({"c": corr[gpu_c], "t": ts[gpu_c]}).group_by("c").agg(pl.col("t").max()))
+            self.rows.append(pl.DataFrame({"c": corr[gpu_c], "t": ts[gpu_c]}).group_by("c").agg(
+                pl.col("t").min().alias("first"), pl.col("t").max().alias("end")))
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         """The quiet points (ns, sorted, distinct) and the events that start before each; empty where a line's events
@@ -419,17 +420,22 @@ class _Quiet:
         idle, before = np.concatenate(self.idle), np.concatenate(self.idle_before)
         if self.rows and (self.launches or self.open_ended):
             # pending: a GPU row launched before the moment that starts at or after it; per correlation id, the
-            # moments in (its launch, its latest row's start]
+            # moments in (its launch, its latest row's start]. And a row that starts before its launch (a damaged or
+            # reused id: the whole profile's link still pairs them) keeps the moments in (its start, the launch's]:
+            # a cut there left the row without its launch in its window (a fuzzed profile whose Memset took a later
+            # launch's id, benchmarks/fuzz_long.py --jax seed 88)
             schema = {"c": pl.Int64, "t": pl.Int64}
             launch = pl.concat(self.launches or [pl.DataFrame(schema=schema)]).group_by("c").agg(pl.col("t").min())
-            latest = pl.concat(self.rows or [pl.DataFrame(schema=schema)]).group_by("c").agg(pl.col("t").max().alias("end"))
+            rows = (pl.concat(self.rows) if self.rows else pl.DataFrame(schema={"c": pl.Int64, "first": pl.Int64, "end": pl.Int64})
+                    ).group_by("c").agg(pl.col("first").min(), pl.col("end").max())
             if self.open_ended:
-                spans = latest.join(launch, on="c", how="left").with_columns(pl.col("t").fill_null(np.iinfo(np.int64).min))
+                spans = rows.join(launch, on="c", how="left").with_columns(pl.col("t").fill_null(np.iinfo(np.int64).min))
             else:
-                spans = launch.join(latest, on="c", how="inner")
-            spans = spans.filter(pl.col("t") < pl.col("end"))
-            lo = np.sort(spans["t"].to_numpy())
-            hi = np.sort(spans["end"].to_numpy())
+                spans = launch.join(rows, on="c", how="inner")
+            spans = spans.select(pl.min_horizontal("t", "first").alias("lo"), pl.max_horizontal("t", "end").alias("hi"))
+            spans = spans.filter(pl.col("lo") < pl.col("hi"))
+            lo = np.sort(spans["lo"].to_numpy())
+            hi = np.sort(spans["hi"].to_numpy())
             pending = np.searchsorted(lo, idle, side="left") - np.searchsorted(hi, idle, side="left")
             keep = pending == 0
             idle, before = idle[keep], before[keep]
