@@ -7,6 +7,12 @@
 the compiled scanner and the numpy reader whole and by the compiled scanner three time windows at a time
 (``kernscope.testing.fuzz.check_binary``: the same exit code and the same JSON, never a traceback).
 
+    python benchmarks/fuzz_long.py --head-start [--n 1000] [--seed 1] [--out docs/results/fuzz_head_seedN.json]
+
+``--head-start``: mutants of the small real Kineto traces (every other one gzipped) loaded as ``analyze`` loads them,
+with a head start scanning their pieces on a thread and without (``kernscope.testing.fuzz.check_head_start``, in
+256 KB pieces: the same tables or the same one-line error).
+
 Failing mutants are kept in the work directory and listed. Record the figures in docs/reliability.md.
 """
 
@@ -34,6 +40,7 @@ def main() -> int:
     ap.add_argument("--max-mb", type=float, default=2.0, help="use real traces up to this size (gz)")
     ap.add_argument("--out")
     ap.add_argument("--jax", action="store_true", help="mutants of the JAX profiles (XSpace protobufs) instead")
+    ap.add_argument("--head-start", action="store_true", help="mutants loaded with a head start and without instead")
     args = ap.parse_args()
     if args.jax:
         sources = sorted([*(ROOT / "tests" / "data").rglob("*.xplane.pb*"), *TRACES.rglob("*.xplane.pb*")])
@@ -42,19 +49,25 @@ def main() -> int:
         sources = [p for p in sorted(TRACES.rglob("*.json.gz")) if p.stat().st_size <= args.max_mb * 1e6]
     work = Path(tempfile.mkdtemp(prefix="ks-fuzz-"))
     t0 = time.perf_counter()
-    rep = fuzz.run_binary(sources, work, args.n, seed=args.seed) if args.jax else fuzz.run(sources, work, args.n, seed=args.seed)
+    if args.jax:
+        rep = fuzz.run_binary(sources, work, args.n, seed=args.seed)
+    elif args.head_start:
+        rep = fuzz.run_head_start(sources, work, args.n, seed=args.seed)
+    else:
+        rep = fuzz.run(sources, work, args.n, seed=args.seed)
     dt = time.perf_counter() - t0
     by = {k: dict(v) for k, v in rep.by_class().items()}
     print(f"{args.n:,} mutants of {len(sources)} real traces in {dt:.0f} s; failures: {len(rep.failures)}")
     for k, v in sorted(by.items()):
         print(f"  {k:16s} tried {v.get('tried', 0):6,}  accepted {v.get('accepted', 0):6,}  rejected {v.get('rejected', 0):6,}"
-              f"  failures {v.get('failures', 0)}")
+              f"  failures {v.get('failures', 0)}" + (f"  taken ahead {v.get('taken_ahead', 0):6,}" if args.head_start else ""))
     for f in rep.failures[:50]:
         print(f"FAIL {f.mutator}: {f.problem}: {f.message}")
     if args.out:
         Path(args.out).write_text(json.dumps({"n": args.n, "seed": args.seed, "seconds": dt,
                                               "sources": [str(p.relative_to(TRACES if p.is_relative_to(TRACES) else ROOT)) for p in sources],
-                                              "reads": [r[0] for r in fuzz.BINARY_READS] if args.jax else None,
+                                              "reads": [r[0] for r in fuzz.BINARY_READS] if args.jax else
+                                              ["analyze projection, a head start", "analyze projection"] if args.head_start else None,
                                               "by_class": by, "failures": len(rep.failures)}, indent=2))
     return 1 if rep.failures else 0
 

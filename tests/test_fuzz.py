@@ -171,3 +171,42 @@ def test_check_binary_reads_a_profile_three_ways_and_names_each_broken_promise(t
     assert fuzz.check_binary(p, "none").problem == "error not one line naming the file (compiled scanner)"
     monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e: (1, "Traceback (most recent call last):\n"))
     assert fuzz.check_binary(p, "none").problem == "exit 1 (compiled scanner)"
+
+
+@needs_traces
+def test_check_head_start_reads_a_trace_with_a_head_start_and_without_and_names_a_broken_promise(tmp_path, monkeypatch):
+    """``fuzz.check_head_start`` (``benchmarks/fuzz_long.py --head-start``): a real trace, plain and gzipped, in 64 KB
+    pieces: the same tables with the parse taking pieces from the head start as without; a cut one: the same error;
+    a load that answers otherwise with a head start is the broken promise named. ``small_pieces`` puts every setting
+    back."""
+    from kernscope import pipeline
+    from kernscope.errors import TraceError
+    from kernscope.load import document, gzhead, headstart
+
+    data = gzip.decompress((TRACES / "tracelens/h100_gaunernst_bert-small-uncased__1016001.json.gz").read_bytes())
+    plain, gz, cut = tmp_path / "t.json", tmp_path / "t.json.gz", tmp_path / "cut.json"
+    plain.write_bytes(data)
+    gz.write_bytes(gzip.compress(data, 1))
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    before = (document.CHUNK_BYTES, headstart.HEAD_MIN_BYTES, gzhead.AHEAD_PIECES)
+    with fuzz.small_pieces(1 << 16):
+        for p in (plain, gz):
+            for wait in (True, False):
+                got = fuzz.check_head_start(p, "none", wait=wait)
+                assert got.ok and got.problem is None, got
+                if wait:  # (every piece but the last scanned ahead: 1 MB in 64 KB pieces)
+                    assert got.ahead is not None and got.ahead >= len(data) // (1 << 16) - 2, got
+        bad = fuzz.check_head_start(cut, "truncate", wait=True)
+        assert not bad.ok and bad.problem is None and str(cut) in bad.message
+        real = pipeline.load
+
+        def other(path, **kw):  # (a load that fails where a head start is given)
+            if kw.get("head") is not None:
+                kw["head"].close()
+                raise TraceError(str(path), "scanned ahead wrongly")
+            return real(path, **kw)
+
+        monkeypatch.setattr(pipeline, "load", other)
+        assert fuzz.check_head_start(plain, "none", wait=True).problem == \
+            "read with the head start and without: one result, one error"
+    assert (document.CHUNK_BYTES, headstart.HEAD_MIN_BYTES, gzhead.AHEAD_PIECES) == before

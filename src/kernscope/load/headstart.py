@@ -203,6 +203,11 @@ class HeadStart:
         """The pieces scanned so far."""
         return int(self.lib.ks_load_acquire(ctypes.byref(self._progress, ctypes.sizeof(ctypes.c_int64))))
 
+    def wait(self) -> None:
+        """Wait until the thread has scanned every piece it will (all of a trace it reads to its end; for tests and
+        ``kernscope.testing.fuzz``: a command's parse takes the pieces as they come)."""
+        self._thread.join()
+
     def close(self) -> None:
         """Stop the scan, and free the outputs of the pieces not taken (taken ones are freed with their arrays)."""
         self.lib.ks_store_release(self._progress, ctypes.c_int64(1))

@@ -14,7 +14,8 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -186,6 +187,7 @@ class Outcome:
     ok: bool  #: kernscope accepted it
     problem: str | None = None  #: a failure of the promise, None when the promise held
     message: str = ""
+    ahead: int | None = None  #: :func:`check_head_start`: the pieces the parse took from the head start
 
 
 @dataclass
@@ -198,6 +200,8 @@ class Report:
             c = out.setdefault(o.mutator, Counter())
             c["tried"] += 1
             c["accepted" if o.ok else "rejected"] += 1
+            if o.ahead:
+                c["taken_ahead"] += 1
             if o.problem:
                 c["failures"] += 1
         return out
@@ -347,4 +351,110 @@ def run_binary(sources: list[Path], workdir: Path, n: int, seed: int = 0) -> Rep
             p.rename(p.with_name("failed_" + p.name))
         else:
             p.unlink()
+    return rep
+
+
+@contextmanager
+def small_pieces(chunk: int = 1 << 18) -> Iterator[None]:
+    """Within it, the parse cuts a trace into pieces of ``chunk`` bytes and a head start begins for a trace of any
+    size or age (the commands begin one for a trace of 24 MB or more not changed in the last 2 s): so that
+    :func:`check_head_start` reads a small real trace's mutants as a large trace's are read, many pieces ahead. A gzip
+    head start may run ahead of the parse by any number of pieces."""
+    from ..load import document, gzhead, headstart
+
+    # (a gzip head start stays a bounded number of pieces ahead of the parse: unbounded, it can scan every piece
+    # before the load begins, ``check_head_start(wait=True)``)
+    values = [(document, "CHUNK_BYTES", chunk), (headstart, "HEAD_MIN_BYTES", 0), (headstart, "RACY_NS", 0),
+              (gzhead, "HEAD_MIN_BYTES", 0), (gzhead, "RACY_NS", 0), (gzhead, "AHEAD_PIECES", 1 << 20)]
+    saved = [(m, name, getattr(m, name)) for m, name, _ in values]
+    try:
+        for m, name, v in values:
+            setattr(m, name, v)
+        yield
+    finally:
+        for m, name, v in saved:
+            setattr(m, name, v)
+
+
+def check_head_start(path: Path, mutator: str, *, wait: bool = False) -> Outcome:
+    """A mutated Kineto trace (plain or gzipped) loaded with ``analyze``'s projection twice: with a head start begun
+    before the load (:mod:`kernscope.load.headstart`, :mod:`kernscope.load.gzhead`: its pieces scanned on a thread,
+    as the command does while it imports) and without. The promise: the same tables (events, GPU rows, flows, steps,
+    metadata, the events projected out) or the same one-line error naming the file; never another exception. Run it
+    within :func:`small_pieces`. ``wait``: the head start scans every piece it will before the load begins (else the
+    load takes its pieces as they come, as a command's does). ``ahead``: the pieces the parse took from the head start
+    (0: it began and gave none; None: none began, which a file that does not begin as a trace or as gzip may get)."""
+    from ..analyze.needs import analyze_projection
+    from ..errors import KernscopeError
+    from ..load import document, gzhead, headstart
+    from ..load.scanslots import slots_of
+    from ..pipeline import load
+
+    p = analyze_projection(None)
+    assert p is not None
+
+    def attempt(head: Any) -> tuple[Any, int]:
+        timings: list[tuple[str, float]] = []
+        try:
+            t = load(path, cache=False, projection=p, head=head, timings=timings, workers=1)
+        except KernscopeError as e:
+            return str(e), 0
+        finally:
+            if head is not None:
+                head.close()
+        found = [re.search(r"\((\d+) scanned ahead\)", phase) for phase, _ in timings]
+        return t, next((int(m.group(1)) for m in found if m), 0)
+
+    try:
+        want, _ = attempt(None)
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        kind = gzhead.GzHeadStart if gz else headstart.HeadStart
+        head = kind.begin(str(path), slots_of(p.args), p.drop_phases if p.drops_events else (),
+                          p.drop_cats if p.drops_events else (), document.CHUNK_BYTES)
+        if head is not None and wait:
+            head.wait()
+        got, ahead = attempt(head) if head is not None else (want, None)
+    except Exception as e:  # noqa: BLE001 - any other exception is a bug the fuzzer reports
+        return Outcome(mutator, False, f"unexpected {type(e).__name__}", str(e)[:300])
+    if isinstance(want, str) or isinstance(got, str):
+        ok = not isinstance(want, str)
+        if not (isinstance(want, str) and isinstance(got, str)):
+            return Outcome(mutator, ok, "read with the head start and without: one result, one error",
+                           str(want if isinstance(want, str) else got)[:300], ahead)
+        if want != got:
+            return Outcome(mutator, False, "the errors with the head start and without differ", f"{want[:140]} | {got[:140]}",
+                           ahead)
+        if "\n" in want.strip() or str(path) not in want:
+            return Outcome(mutator, False, "error not one line naming the file", want[:300], ahead)
+        return Outcome(mutator, False, None, want[:200], ahead)
+    for table in ("events", "gpu", "flows", "steps"):
+        if not getattr(got, table).equals(getattr(want, table)):
+            return Outcome(mutator, True, f"the {table} with the head start and without differ", "", ahead)
+    if got.metadata != want.metadata or got.stats.projected_out != want.stats.projected_out:
+        return Outcome(mutator, True, "the metadata or the events projected out differ", "", ahead)
+    return Outcome(mutator, True, None, "", ahead)
+
+
+def run_head_start(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, chunk: int = 1 << 18) -> Report:
+    """``n`` mutants of the Kineto traces ``sources`` (round robin over :data:`MUTATORS`; every other one gzipped),
+    each checked with :func:`check_head_start` in pieces of ``chunk`` bytes; for every other pair the head start scans
+    all it will before the load (plain and gzipped alike)."""
+    r = random.Random(seed)
+    originals = [gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes() for p in sources]
+    names = sorted(MUTATORS)
+    rep = Report()
+    with small_pieces(chunk):
+        for i in range(n):
+            name = names[i % len(names)]
+            mutant = MUTATORS[name](r, originals[i % len(originals)])
+            p = workdir / f"m{i}.json{'.gz' if i % 2 else ''}"
+            p.write_bytes(gzip.compress(mutant, 1) if i % 2 else mutant)
+            out = check_head_start(p, name, wait=i % 4 < 2)
+            rep.outcomes.append(out)
+            if out.problem:
+                out.message += f" [kept as {p.with_name('failed_' + p.name)}, from {sources[i % len(sources)]}]"
+                p.rename(p.with_name("failed_" + p.name))
+            else:
+                p.unlink()
     return rep
