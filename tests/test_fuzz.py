@@ -162,14 +162,14 @@ def test_check_binary_reads_a_profile_three_ways_and_names_each_broken_promise(t
     assert not bad.ok and bad.problem is None and str(cut) in bad.message
     # a read whose JSON differs (another option), one that exits 2 where the others read (a file that is not there)
     reads = list(fuzz.BINARY_READS)
-    monkeypatch.setattr(fuzz, "BINARY_READS", (*reads, ("fewer rows", "0", ("--windows", "0", "--no-bench", "--top", "1"))))
+    monkeypatch.setattr(fuzz, "BINARY_READS", (*reads, ("fewer rows", "0", ("--windows", "0", "--no-bench", "--top", "1"), {})))
     assert fuzz.check_binary(p, "none").problem == "compiled scanner and fewer rows printed different JSON"
-    monkeypatch.setattr(fuzz, "BINARY_READS", (*reads, ("step", "0", ("--windows", "0", "--no-bench", "--step", "999"))))
+    monkeypatch.setattr(fuzz, "BINARY_READS", (*reads, ("step", "0", ("--windows", "0", "--no-bench", "--step", "999"), {})))
     out = fuzz.check_binary(p, "none")
     assert out.problem is not None and out.problem.startswith("compiled scanner exit 0, step exit 2"), out
-    monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e: (2, "kernscope: error: something\nmore\n"))
+    monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e, s: (2, "kernscope: error: something\nmore\n"))
     assert fuzz.check_binary(p, "none").problem == "error not one line naming the file (compiled scanner)"
-    monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e: (1, "Traceback (most recent call last):\n"))
+    monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e, s: (1, "Traceback (most recent call last):\n"))
     assert fuzz.check_binary(p, "none").problem == "exit 1 (compiled scanner)"
 
 

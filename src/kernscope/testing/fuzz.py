@@ -269,19 +269,25 @@ def run(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, gzip_every
     return rep
 
 
-#: how :func:`check_binary` reads each mutant: (label, ``KERNSCOPE_NO_NATIVE``, extra ``analyze`` options). Each
-#: with ``--no-bench``: the windows decline a profile that may be a benchmark trace (20,000 GPU records or fewer: every
-#: profile here), and the benchmark view is not what a reader's fuzzing checks
-BINARY_READS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("compiled scanner", "0", ("--windows", "0", "--no-bench")),
-    ("numpy reader", "1", ("--windows", "0", "--no-bench")),
-    ("compiled scanner, 3 time windows", "0", ("--windows", "3", "--no-bench")),
+#: how :func:`check_binary` reads each mutant: (label, ``KERNSCOPE_NO_NATIVE``, extra ``analyze`` options, settings
+#: of kernscope's modules for the read). Each with ``--no-bench``: the windows decline a profile that may be a
+#: benchmark trace (20,000 GPU records or fewer: every profile here), and the benchmark view is not what a reader's
+#: fuzzing checks. The near plan (:func:`kernscope.load.xplan.plan_near`, the windows' plan of a large profile) gives
+#: way on a profile this small unless it may read all of it (``NEAR_MOST_SHARE``)
+BINARY_READS: tuple[tuple[str, str, tuple[str, ...], dict[str, float]], ...] = (
+    ("compiled scanner", "0", ("--windows", "0", "--no-bench"), {}),
+    ("numpy reader", "1", ("--windows", "0", "--no-bench"), {}),
+    ("compiled scanner, 3 time windows", "0", ("--windows", "3", "--no-bench"), {}),
+    ("compiled scanner, 3 time windows by the near plan", "0", ("--windows", "3", "--no-bench"),
+     {"kernscope.load.xplan.NEAR_MOST_SHARE": 10.0}),
 )
 
 
-def _cli(path: Path, out: Path, no_native: str, extra: tuple[str, ...]) -> tuple[int, str]:
+def _cli(path: Path, out: Path, no_native: str, extra: tuple[str, ...], settings: dict[str, float] | None = None
+         ) -> tuple[int, str]:
     """``kernscope analyze PATH --no-cache --format json -o OUT EXTRA...`` in this process, with
-    ``KERNSCOPE_NO_NATIVE=no_native``: (exit code, stderr)."""
+    ``KERNSCOPE_NO_NATIVE=no_native`` and ``settings`` (``module.NAME``: value) set for the run: (exit code, stderr)."""
+    import importlib
     import io
     import os
     from contextlib import redirect_stderr, redirect_stdout
@@ -290,11 +296,19 @@ def _cli(path: Path, out: Path, no_native: str, extra: tuple[str, ...]) -> tuple
 
     before = os.environ.get("KERNSCOPE_NO_NATIVE")
     os.environ["KERNSCOPE_NO_NATIVE"] = no_native
+    saved = []
+    for key, value in (settings or {}).items():
+        module, name = key.rsplit(".", 1)
+        m = importlib.import_module(module)
+        saved.append((m, name, getattr(m, name)))
+        setattr(m, name, value)
     err = io.StringIO()
     try:
         with redirect_stdout(io.StringIO()), redirect_stderr(err):
             rc = main(["analyze", str(path), "--no-cache", "--format", "json", "-o", str(out), *extra])
     finally:
+        for m, name, value in saved:
+            setattr(m, name, value)
         if before is None:
             os.environ.pop("KERNSCOPE_NO_NATIVE", None)
         else:
@@ -304,14 +318,15 @@ def _cli(path: Path, out: Path, no_native: str, extra: tuple[str, ...]) -> tuple
 
 def check_binary(path: Path, mutator: str) -> Outcome:
     """A mutated XSpace profile through ``kernscope analyze`` each way of :data:`BINARY_READS` (the compiled scanner
-    and the numpy reader, each whole, and the compiled scanner three time windows at a time). The promise: each exits
+    and the numpy reader, each whole, and the compiled scanner three time windows at a time, by either plan). The
+    promise: each exits
     0 (a result), 2 (one line naming the file) or 3 (a result empty for a reason said), never with a traceback or an
     internal error; all ways give the same exit code, and on a result the same JSON, byte for byte. ``ok``: the
     compiled scanner's whole read gave a result."""
     got = []
-    for i, (label, no_native, extra) in enumerate(BINARY_READS):
+    for i, (label, no_native, extra, settings) in enumerate(BINARY_READS):
         out = path.with_name(f"{path.name}.{i}.json")
-        rc, err = _cli(path, out, no_native, extra)
+        rc, err = _cli(path, out, no_native, extra, settings)
         lines = [x for x in err.splitlines() if x.strip()]
         if rc not in (0, 2, 3):
             return Outcome(mutator, False, f"exit {rc} ({label})", err[-300:])
