@@ -160,6 +160,10 @@ def test_check_binary_reads_a_profile_three_ways_and_names_each_broken_promise(t
     cut.write_bytes(data[: len(data) // 2])
     bad = fuzz.check_binary(cut, "truncate")
     assert not bad.ok and bad.problem is None and str(cut) in bad.message
+    # the reads include the windows by the near plan from the lines indexed ahead, as the command reads a large profile
+    label, no_native, extra, settings = fuzz.BINARY_READS[-1]
+    rc, err = fuzz._cli(p, tmp_path / "o.json", no_native, (*extra, "--timings"), settings)
+    assert rc == 0 and "3 windows at quiet points near the targets, the lines indexed ahead" in err, err
     # a read whose JSON differs (another option), one that exits 2 where the others read (a file that is not there)
     reads = list(fuzz.BINARY_READS)
     monkeypatch.setattr(fuzz, "BINARY_READS", (*reads, ("fewer rows", "0", ("--windows", "0", "--no-bench", "--top", "1"), {})))

@@ -269,6 +269,9 @@ def run(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, gzip_every
     return rep
 
 
+#: a setting of :data:`BINARY_READS`: the command's line index made ahead (:class:`kernscope.load.xhead.XHeadStart`,
+#: which the command begins for a profile of 128 MB or more), begun before the read
+XHEAD = "@xhead"
 #: how :func:`check_binary` reads each mutant: (label, ``KERNSCOPE_NO_NATIVE``, extra ``analyze`` options, settings
 #: of kernscope's modules for the read). Each with ``--no-bench``: the windows decline a profile that may be a
 #: benchmark trace (20,000 GPU records or fewer: every profile here), and the benchmark view is not what a reader's
@@ -280,6 +283,9 @@ BINARY_READS: tuple[tuple[str, str, tuple[str, ...], dict[str, float]], ...] = (
     ("compiled scanner, 3 time windows", "0", ("--windows", "3", "--no-bench"), {}),
     ("compiled scanner, 3 time windows by the near plan", "0", ("--windows", "3", "--no-bench"),
      {"kernscope.load.xplan.NEAR_MOST_SHARE": 10.0}),
+    # (the command's own way for a large profile: its lines indexed on a thread before the plan, ``load.xhead``)
+    ("compiled scanner, 3 time windows by the near plan, the lines indexed ahead", "0", ("--windows", "3", "--no-bench"),
+     {"kernscope.load.xplan.NEAR_MOST_SHARE": 10.0, "kernscope.load.xhead.RACY_NS": 0, XHEAD: 1}),
 )
 
 
@@ -297,16 +303,28 @@ def _cli(path: Path, out: Path, no_native: str, extra: tuple[str, ...], settings
     before = os.environ.get("KERNSCOPE_NO_NATIVE")
     os.environ["KERNSCOPE_NO_NATIVE"] = no_native
     saved = []
-    for key, value in (settings or {}).items():
+    settings = dict(settings or {})
+    ahead = bool(settings.pop(XHEAD, 0))
+    for key, value in settings.items():
         module, name = key.rsplit(".", 1)
         m = importlib.import_module(module)
         saved.append((m, name, getattr(m, name)))
         setattr(m, name, value)
     err = io.StringIO()
+    argv = ["analyze", str(path), "--no-cache", "--format", "json", "-o", str(out), *extra]
+    invocation = None
     try:
+        if ahead:
+            from ..load.xhead import XHeadStart
+            from ..replay import Invocation
+
+            invocation = Invocation(argv)  # (a mutant just written: its output is never kept for replay)
+            invocation.head = XHeadStart.begin(str(path), 0)
         with redirect_stdout(io.StringIO()), redirect_stderr(err):
-            rc = main(["analyze", str(path), "--no-cache", "--format", "json", "-o", str(out), *extra])
+            rc = main(argv, invocation)
     finally:
+        if invocation is not None and invocation.head is not None:
+            invocation.head.close()
         for m, name, value in saved:
             setattr(m, name, value)
         if before is None:
