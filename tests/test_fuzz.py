@@ -146,12 +146,13 @@ def test_mutants_of_a_many_line_profile_scan_alike_a_run_of_lines_at_a_time(monk
     assert read_n >= 5, read_n
 
 
-def test_check_binary_reads_a_profile_three_ways_and_names_each_broken_promise(tmp_path, monkeypatch):
-    """``fuzz.check_binary`` (``benchmarks/fuzz_long.py --jax``): the transformer profile, read whole by both readers
-    and in three time windows, is one result; a cut one is rejected in one line by all three; a read that prints other
-    JSON, exits otherwise or does not name the file is reported as the broken promise it is."""
+def test_check_binary_reads_a_profile_every_way_and_names_each_broken_promise(tmp_path, monkeypatch):
+    """``fuzz.check_binary`` (``benchmarks/fuzz_long.py --jax``): the MLP profile, read whole by both readers and in
+    three time windows by either plan (the near one from the lines indexed ahead too, as the command reads a large
+    profile), is one result; a cut one is rejected in one line every way; a read that prints other JSON, exits
+    otherwise or does not name the file is reported as the broken promise it is."""
     p = tmp_path / "t.xplane.pb"
-    data = gzip.decompress(XSPACE[1].read_bytes())
+    data = XSPACE[0].read_bytes()
     p.write_bytes(data)
     good = fuzz.check_binary(p, "none")
     assert good.ok and good.problem is None
@@ -160,15 +161,19 @@ def test_check_binary_reads_a_profile_three_ways_and_names_each_broken_promise(t
     cut.write_bytes(data[: len(data) // 2])
     bad = fuzz.check_binary(cut, "truncate")
     assert not bad.ok and bad.problem is None and str(cut) in bad.message
-    # the reads include the windows by the near plan from the lines indexed ahead, as the command reads a large profile
-    label, no_native, extra, settings = fuzz.BINARY_READS[-1]
-    rc, err = fuzz._cli(p, tmp_path / "o.json", no_native, (*extra, "--timings"), settings)
-    assert rc == 0 and "3 windows at quiet points near the targets, the lines indexed ahead" in err, err
-    # a read whose JSON differs (another option), one that exits 2 where the others read (a file that is not there)
-    reads = list(fuzz.BINARY_READS)
-    monkeypatch.setattr(fuzz, "BINARY_READS", (*reads, ("fewer rows", "0", ("--windows", "0", "--no-bench", "--top", "1"), {})))
+    labels = {"plan (3 windows at quiet points)", "plan (3 windows at quiet points near the targets)",
+              "plan (3 windows at quiet points near the targets, the lines indexed ahead)"}
+    for label, no_native, extra, settings in fuzz.BINARY_READS[2:]:  # (the windowed reads: planned as they say)
+        rc, err = fuzz._cli(p, tmp_path / "o.json", no_native, (*extra, "--timings"), settings)
+        plan = next(x for x in err.splitlines() if x.startswith("plan ("))
+        assert rc == 0 and plan[:plan.index(")") + 1] in labels, (label, err)
+        labels.discard(plan[:plan.index(")") + 1])
+    assert not labels
+    # a read whose JSON differs (another option), one that exits 2 where the other reads (a step that is not there)
+    first = fuzz.BINARY_READS[0]
+    monkeypatch.setattr(fuzz, "BINARY_READS", (first, ("fewer rows", "0", ("--windows", "0", "--no-bench", "--top", "1"), {})))
     assert fuzz.check_binary(p, "none").problem == "compiled scanner and fewer rows printed different JSON"
-    monkeypatch.setattr(fuzz, "BINARY_READS", (*reads, ("step", "0", ("--windows", "0", "--no-bench", "--step", "999"), {})))
+    monkeypatch.setattr(fuzz, "BINARY_READS", (first, ("step", "0", ("--windows", "0", "--no-bench", "--step", "999"), {})))
     out = fuzz.check_binary(p, "none")
     assert out.problem is not None and out.problem.startswith("compiled scanner exit 0, step exit 2"), out
     monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e, s: (2, "kernscope: error: something\nmore\n"))
