@@ -41,6 +41,7 @@ def main() -> int:
     ap.add_argument("--out")
     ap.add_argument("--jax", action="store_true", help="mutants of the JAX profiles (XSpace protobufs) instead")
     ap.add_argument("--head-start", action="store_true", help="mutants loaded with a head start and without instead")
+    ap.add_argument("--mutator", action="append", help="only this mutation (repeatable; default: every one of the kind)")
     args = ap.parse_args()
     if args.jax:
         sources = sorted([*(ROOT / "tests" / "data").rglob("*.xplane.pb*"), *TRACES.rglob("*.xplane.pb*")])
@@ -50,11 +51,11 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="ks-fuzz-"))
     t0 = time.perf_counter()
     if args.jax:
-        rep = fuzz.run_binary(sources, work, args.n, seed=args.seed)
+        rep = fuzz.run_binary(sources, work, args.n, seed=args.seed, only=args.mutator)
     elif args.head_start:
-        rep = fuzz.run_head_start(sources, work, args.n, seed=args.seed)
+        rep = fuzz.run_head_start(sources, work, args.n, seed=args.seed, only=args.mutator)
     else:
-        rep = fuzz.run(sources, work, args.n, seed=args.seed)
+        rep = fuzz.run(sources, work, args.n, seed=args.seed, only=args.mutator)
     dt = time.perf_counter() - t0
     by = {k: dict(v) for k, v in rep.by_class().items()}
     print(f"{args.n:,} mutants of {len(sources)} real traces in {dt:.0f} s; failures: {len(rep.failures)}")
@@ -64,7 +65,7 @@ def main() -> int:
     for f in rep.failures[:50]:
         print(f"FAIL {f.mutator}: {f.problem}: {f.message}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"n": args.n, "seed": args.seed, "seconds": dt,
+        Path(args.out).write_text(json.dumps({"n": args.n, "seed": args.seed, "seconds": dt, "mutators": args.mutator,
                                               "sources": [str(p.relative_to(TRACES if p.is_relative_to(TRACES) else ROOT)) for p in sources],
                                               "reads": [r[0] for r in fuzz.BINARY_READS] if args.jax else
                                               ["analyze projection, a head start", "analyze projection"] if args.head_start else None,

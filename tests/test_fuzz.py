@@ -219,3 +219,30 @@ def test_check_head_start_reads_a_trace_with_a_head_start_and_without_and_names_
         assert fuzz.check_head_start(plain, "none", wait=True).problem == \
             "read with the head start and without: one result, one error"
     assert (document.CHUNK_BYTES, headstart.HEAD_MIN_BYTES, gzhead.AHEAD_PIECES) == before
+
+
+def test_event_value_changes_one_number_of_one_event_and_keeps_the_structure():
+    """``event_value`` (one of ``fuzz.BINARY_MUTATORS``): the mutant is an XSpace of the same planes, lines and events
+    (every enclosing length re-encoded), with one event's bytes changed; bytes that are no XSpace come back as they are."""
+    from kernscope.testing.xspace import _msg
+
+    def shape(b: bytes) -> list[list[int]]:
+        planes = [_msg(v) for f, _, v in _msg(b) if f == 1]
+        return [[len([1 for f, _, _ in _msg(line) if f == 4]) for f, _, line in plane if f == 3] for plane in planes]
+
+    def events(b: bytes) -> list[bytes]:
+        return [ev for f, _, v in _msg(b) if f == 1 for pf, _, line in _msg(v) if pf == 3
+                for ef, _, ev in _msg(line) if ef == 4]
+
+    data = XSPACE[0].read_bytes()
+    want, before = shape(data), events(data)
+    r = random.Random(7)
+    moved = 0
+    for _ in range(12):
+        m = fuzz.BINARY_MUTATORS["event_value"](r, data)
+        assert shape(m) == want
+        changed = [i for i, (a, b) in enumerate(zip(before, events(m))) if a != b]
+        assert len(changed) <= 1  # (none where the number drawn was the one there)
+        moved += len(changed)
+    assert moved >= 9
+    assert fuzz.BINARY_MUTATORS["event_value"](r, b"\xff\xff not a message") == b"\xff\xff not a message"

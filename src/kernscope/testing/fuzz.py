@@ -120,10 +120,65 @@ def _insert(r: random.Random, b: bytes) -> bytes:
     return b[:i] + bytes(r.randrange(256) for _ in range(r.randint(1, 16))) + b[i:]
 
 
-#: mutations of a binary profile (an XSpace protobuf): the byte-level ones above, and ones aimed at the wire format
+def _pick(r: random.Random, fields: list[tuple[int, int, Any]], field: int) -> int | None:
+    """The index in ``fields`` of a random length-delimited field ``field``, None where there is none."""
+    at = [i for i, (f, w, _) in enumerate(fields) if f == field and w == 2]
+    return r.choice(at) if at else None
+
+
+def _event_value(r: random.Random, b: bytes) -> bytes:
+    """One number inside one event of an XSpace, every enclosing message's length kept right: the event's metadata
+    id, start offset or duration, or one of its stats' metadata id or integer value (a correlation id, a step number, a
+    size), moved a little or set to an edge (0, the largest). What the wire format cannot tell wrong: a kernel moved in
+    time or renamed, a launch paired with another's rows, a step renumbered. The input as it is where it has no event
+    (or is no XSpace)."""
+    from .xspace import _enc, _msg
+
+    try:
+        space = _msg(b)
+        # (a plane with lines, a line with events: many planes hold metadata only)
+        planes = [(i, _msg(v)) for i, (f, w, v) in enumerate(space) if f == 1 and w == 2]
+        planes = [(i, p) for i, p in planes if any(f == 3 for f, _, _ in p)]
+        for _ in range(20):
+            if not planes:
+                return b
+            pi, plane = r.choice(planes)
+            li = _pick(r, plane, 3)  # XPlane.lines
+            assert li is not None
+            line = _msg(plane[li][2])
+            ei = _pick(r, line, 4)  # XLine.events
+            if ei is not None:
+                break
+        else:
+            return b
+        event = _msg(line[ei][2])
+    except ValueError:  # (not a message: the bytes of a damaged or other file)
+        return b
+    # (the numbers of the event, and of each stat: ``None`` for the event's own)
+    targets: list[tuple[int | None, int]] = [(None, i) for i, (f, w, _) in enumerate(event) if w == 0 and f in (1, 2, 3)]
+    stats = {i: _msg(v) for i, (f, w, v) in enumerate(event) if f == 4 and w == 2}
+    targets += [(si, j) for si, st in stats.items() for j, (f, w, _) in enumerate(st) if w == 0 and f in (1, 3, 4)]
+    if not targets:
+        return b
+    si, j = r.choice(targets)
+    held = event if si is None else stats[si]
+    f, w, v = held[j]
+    new = r.choice([v + 1, max(v - 1, 0), v + r.randint(2, 1000), v * 2, v // 2, 0, (1 << 63) - 1, (1 << 64) - 1,
+                    r.getrandbits(32)])
+    held[j] = (f, w, new)
+    if si is not None:
+        event[si] = (4, 2, _enc(stats[si]))
+    line[ei] = (4, 2, _enc(event))
+    plane[li] = (3, 2, _enc(line))
+    space[pi] = (1, 2, _enc(plane))
+    return _enc(space)
+
+
+#: mutations of a binary profile (an XSpace protobuf): the byte-level ones above, ones aimed at the wire format, and
+#: one number of an event changed with the lengths kept right (``event_value``)
 BINARY_MUTATORS: dict[str, Mutator] = {
     "truncate": _truncate, "flip": _flip, "delete_range": _delete_range, "duplicate_range": _duplicate_range,
-    "long_varint": _long_varint, "length": _length, "insert": _insert,
+    "long_varint": _long_varint, "length": _length, "insert": _insert, "event_value": _event_value,
 }
 
 
@@ -246,11 +301,13 @@ def check_one(path: Path, json_bytes: bytes, mutator: str, *, salvage: bool = Fa
     return Outcome(mutator, True)
 
 
-def run(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, gzip_every: int = 5) -> Report:
-    """``n`` mutants of ``sources`` (round robin over mutators), each checked with :func:`check_one`."""
+def run(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, gzip_every: int = 5,
+        only: list[str] | None = None) -> Report:
+    """``n`` mutants of ``sources`` (round robin over mutators: ``only`` those named, where given), each checked with
+    :func:`check_one`."""
     r = random.Random(seed)
     originals = [(p, gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes()) for p in sources]
-    names = sorted(MUTATORS)
+    names = sorted(only or MUTATORS)
     rep = Report()
     for i in range(n):
         src, data = originals[i % len(originals)]
@@ -364,13 +421,13 @@ def check_binary(path: Path, mutator: str) -> Outcome:
     return Outcome(mutator, first[1] == 0, None, first[3][:200])
 
 
-def run_binary(sources: list[Path], workdir: Path, n: int, seed: int = 0) -> Report:
+def run_binary(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, only: list[str] | None = None) -> Report:
     """``n`` mutants of the XSpace profiles ``sources`` (plain or gzipped; round robin over profiles and
-    :data:`BINARY_MUTATORS`), each written as a plain ``.xplane.pb`` and checked with :func:`check_binary`. A mutant
+    :data:`BINARY_MUTATORS`, ``only`` those named where given), each written as a plain ``.xplane.pb`` and checked with :func:`check_binary`. A mutant
     that breaks the promise is kept in ``workdir`` as ``failed_*``."""
     r = random.Random(seed)
     originals = [gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes() for p in sources]
-    names = sorted(BINARY_MUTATORS)
+    names = sorted(only or BINARY_MUTATORS)
     rep = Report()
     for i in range(n):
         name = names[i % len(names)]
@@ -469,13 +526,15 @@ def check_head_start(path: Path, mutator: str, *, wait: bool = False) -> Outcome
     return Outcome(mutator, True, None, "", ahead)
 
 
-def run_head_start(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, chunk: int = 1 << 18) -> Report:
-    """``n`` mutants of the Kineto traces ``sources`` (round robin over :data:`MUTATORS`; every other one gzipped),
+def run_head_start(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, chunk: int = 1 << 18,
+                   only: list[str] | None = None) -> Report:
+    """``n`` mutants of the Kineto traces ``sources`` (round robin over :data:`MUTATORS`, ``only`` those named where
+    given; every other one gzipped),
     each checked with :func:`check_head_start` in pieces of ``chunk`` bytes; for every other pair the head start scans
     all it will before the load (plain and gzipped alike)."""
     r = random.Random(seed)
     originals = [gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes() for p in sources]
-    names = sorted(MUTATORS)
+    names = sorted(only or MUTATORS)
     rep = Report()
     with small_pieces(chunk):
         for i in range(n):
