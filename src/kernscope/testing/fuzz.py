@@ -301,28 +301,42 @@ def check_one(path: Path, json_bytes: bytes, mutator: str, *, salvage: bool = Fa
     return Outcome(mutator, True)
 
 
+def _originals(sources: list[Path]) -> list[bytes]:
+    """Each source's bytes, inflated where it is gzipped."""
+    out = []
+    for p in sources:
+        raw = p.read_bytes()
+        out.append(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    return out
+
+
+def _record(rep: Report, out: Outcome, mutant: Path, source: Path) -> None:
+    """``out`` added to ``rep``; the mutant kept as ``failed_*`` beside itself where it broke the promise (named in
+    the outcome's message, with its source), else removed."""
+    rep.outcomes.append(out)
+    if out.problem:
+        kept = mutant.with_name("failed_" + mutant.name)
+        out.message += f" [kept as {kept}, from {source}]"
+        mutant.rename(kept)
+    else:
+        mutant.unlink()
+
+
 def run(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, gzip_every: int = 5,
         only: list[str] | None = None) -> Report:
     """``n`` mutants of ``sources`` (round robin over mutators: ``only`` those named, where given), each checked with
     :func:`check_one`."""
     r = random.Random(seed)
-    originals = [(p, gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes()) for p in sources]
+    originals = _originals(sources)
     names = sorted(only or MUTATORS)
     rep = Report()
     for i in range(n):
-        src, data = originals[i % len(originals)]
         name = names[i % len(names)]
-        mutant = MUTATORS[name](r, data)
+        mutant = MUTATORS[name](r, originals[i % len(originals)])
         gz = gzip_every and i % gzip_every == 0
         p = workdir / f"m{i}.json{'.gz' if gz else ''}"
         p.write_bytes(gzip.compress(mutant, 1) if gz else mutant)
-        out = check_one(p, mutant, name, salvage=(i % 7 == 3))
-        rep.outcomes.append(out)
-        if out.problem:
-            out.message += f" [kept as {p.with_name('failed_' + p.name)}]"
-            p.rename(p.with_name("failed_" + p.name))
-        else:
-            p.unlink()
+        _record(rep, check_one(p, mutant, name, salvage=(i % 7 == 3)), p, sources[i % len(sources)])
     return rep
 
 
@@ -426,21 +440,14 @@ def run_binary(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, onl
     :data:`BINARY_MUTATORS`, ``only`` those named where given), each written as a plain ``.xplane.pb`` and checked with :func:`check_binary`. A mutant
     that breaks the promise is kept in ``workdir`` as ``failed_*``."""
     r = random.Random(seed)
-    originals = [gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes() for p in sources]
+    originals = _originals(sources)
     names = sorted(only or BINARY_MUTATORS)
     rep = Report()
     for i in range(n):
         name = names[i % len(names)]
-        mutant = BINARY_MUTATORS[name](r, originals[i % len(originals)])
         p = workdir / f"m{i}.xplane.pb"
-        p.write_bytes(mutant)
-        out = check_binary(p, name)
-        rep.outcomes.append(out)
-        if out.problem:
-            out.message += f" [kept as {p.with_name('failed_' + p.name)}, from {sources[i % len(sources)]}]"
-            p.rename(p.with_name("failed_" + p.name))
-        else:
-            p.unlink()
+        p.write_bytes(BINARY_MUTATORS[name](r, originals[i % len(originals)]))
+        _record(rep, check_binary(p, name), p, sources[i % len(sources)])
     return rep
 
 
@@ -533,7 +540,7 @@ def run_head_start(sources: list[Path], workdir: Path, n: int, seed: int = 0, *,
     each checked with :func:`check_head_start` in pieces of ``chunk`` bytes; for every other pair the head start scans
     all it will before the load (plain and gzipped alike)."""
     r = random.Random(seed)
-    originals = [gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes() for p in sources]
+    originals = _originals(sources)
     names = sorted(only or MUTATORS)
     rep = Report()
     with small_pieces(chunk):
@@ -542,11 +549,5 @@ def run_head_start(sources: list[Path], workdir: Path, n: int, seed: int = 0, *,
             mutant = MUTATORS[name](r, originals[i % len(originals)])
             p = workdir / f"m{i}.json{'.gz' if i % 2 else ''}"
             p.write_bytes(gzip.compress(mutant, 1) if i % 2 else mutant)
-            out = check_head_start(p, name, wait=i % 4 < 2)
-            rep.outcomes.append(out)
-            if out.problem:
-                out.message += f" [kept as {p.with_name('failed_' + p.name)}, from {sources[i % len(sources)]}]"
-                p.rename(p.with_name("failed_" + p.name))
-            else:
-                p.unlink()
+            _record(rep, check_head_start(p, name, wait=i % 4 < 2), p, sources[i % len(sources)])
     return rep
