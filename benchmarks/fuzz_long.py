@@ -67,7 +67,7 @@ def main() -> int:
     if args.out:
         Path(args.out).write_text(json.dumps({"n": args.n, "seed": args.seed, "seconds": dt, "mutators": args.mutator,
                                               "sources": [str(p.relative_to(TRACES if p.is_relative_to(TRACES) else ROOT)) for p in sources],
-                                              "reads": [r[0] for r in fuzz.BINARY_READS] if args.jax else
+                                              "reads": [r.label for r in fuzz.BINARY_READS] if args.jax else
                                               ["analyze projection, a head start", "analyze projection"] if args.head_start else None,
                                               "by_class": by, "failures": len(rep.failures)}, indent=2))
     return 1 if rep.failures else 0

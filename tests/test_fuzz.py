@@ -163,22 +163,22 @@ def test_check_binary_reads_a_profile_every_way_and_names_each_broken_promise(tm
     assert not bad.ok and bad.problem is None and str(cut) in bad.message
     labels = {"plan (3 windows at quiet points)", "plan (3 windows at quiet points near the targets)",
               "plan (3 windows at quiet points near the targets, the lines indexed ahead)"}
-    for label, no_native, extra, settings in fuzz.BINARY_READS[2:]:  # (the windowed reads: planned as they say)
-        rc, err = fuzz._cli(p, tmp_path / "o.json", no_native, (*extra, "--timings"), settings)
+    for read in fuzz.BINARY_READS[2:]:  # (the windowed reads: planned as they say)
+        rc, err = fuzz._cli(p, tmp_path / "o.json", read._replace(options=(*read.options, "--timings")))
         plan = next(x for x in err.splitlines() if x.startswith("plan ("))
-        assert rc == 0 and plan[:plan.index(")") + 1] in labels, (label, err)
+        assert rc == 0 and plan[:plan.index(")") + 1] in labels, (read.label, err)
         labels.discard(plan[:plan.index(")") + 1])
     assert not labels
     # a read whose JSON differs (another option), one that exits 2 where the other reads (a step that is not there)
     first = fuzz.BINARY_READS[0]
-    monkeypatch.setattr(fuzz, "BINARY_READS", (first, ("fewer rows", "0", ("--windows", "0", "--no-bench", "--top", "1"), {})))
+    monkeypatch.setattr(fuzz, "BINARY_READS", (first, fuzz.Read("fewer rows", "0", ("--windows", "0", "--no-bench", "--top", "1"), {})))
     assert fuzz.check_binary(p, "none").problem == "compiled scanner and fewer rows printed different JSON"
-    monkeypatch.setattr(fuzz, "BINARY_READS", (first, ("step", "0", ("--windows", "0", "--no-bench", "--step", "999"), {})))
+    monkeypatch.setattr(fuzz, "BINARY_READS", (first, fuzz.Read("step", "0", ("--windows", "0", "--no-bench", "--step", "999"), {})))
     out = fuzz.check_binary(p, "none")
     assert out.problem is not None and out.problem.startswith("compiled scanner exit 0, step exit 2"), out
-    monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e, s: (2, "kernscope: error: something\nmore\n"))
+    monkeypatch.setattr(fuzz, "_cli", lambda path, o, read: (2, "kernscope: error: something\nmore\n"))
     assert fuzz.check_binary(p, "none").problem == "error not one line naming the file (compiled scanner)"
-    monkeypatch.setattr(fuzz, "_cli", lambda path, o, n, e, s: (1, "Traceback (most recent call last):\n"))
+    monkeypatch.setattr(fuzz, "_cli", lambda path, o, read: (1, "Traceback (most recent call last):\n"))
     assert fuzz.check_binary(p, "none").problem == "exit 1 (compiled scanner)"
 
 

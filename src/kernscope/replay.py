@@ -264,7 +264,7 @@ def _head_start(args: list[str]) -> HeadStart | None:
     a smaller file, an output written before, is not taken for it)."""
     if any(a.split("=", 1)[0] in _OWN_READ for a in args) or not _ahead_allowed():
         return None
-    from .load.headstart import HEAD_MIN_BYTES, HeadStart
+    from .load.headstart import HEAD_MIN_BYTES
 
     files = []
     for a in args[1:]:
@@ -278,15 +278,24 @@ def _head_start(args: list[str]) -> HeadStart | None:
                 files.append(a)
     if len(files) != 1 or files[0].lower().endswith((".pb", ".pb.gz")):
         return None
+    from .load.scanslots import CHUNK_BYTES
+
+    return analyze_head_start(files[0], CHUNK_BYTES)
+
+
+def analyze_head_start(path: str, chunk: int) -> HeadStart | None:
+    """A head start for ``analyze``'s load of the Kineto trace at ``path`` (its projection's slots and drops, pieces
+    of ``chunk`` bytes): :class:`~kernscope.load.gzhead.GzHeadStart` where the name ends in ``.gz``, else
+    :class:`~kernscope.load.headstart.HeadStart`; None where it would not begin (see their ``begin``)."""
     from .analyze.needs import analyze_projection
-    from .load.scanslots import CHUNK_BYTES, slots_of
+    from .load.headstart import HeadStart
+    from .load.scanslots import slots_of
 
     p = analyze_projection(None)
     if p is None:
         return None
-    how = (files[0], slots_of(p.args), p.drop_phases if p.drops_events else (), p.drop_cats if p.drops_events else (),
-           CHUNK_BYTES)
-    if files[0].lower().endswith(".gz"):
+    how = (path, slots_of(p.args), p.drop_phases if p.drops_events else (), p.drop_cats if p.drops_events else (), chunk)
+    if path.lower().endswith(".gz"):
         from .load.gzhead import GzHeadStart
 
         return GzHeadStart.begin(*how)

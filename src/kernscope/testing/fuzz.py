@@ -14,12 +14,12 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 Mutator = Callable[[random.Random, bytes], bytes]
 
@@ -340,31 +340,56 @@ def run(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, gzip_every
     return rep
 
 
-#: a setting of :data:`BINARY_READS`: the command's line index made ahead (:class:`kernscope.load.xhead.XHeadStart`,
-#: which the command begins for a profile of 128 MB or more), begun before the read
-XHEAD = "@xhead"
-#: how :func:`check_binary` reads each mutant: (label, ``KERNSCOPE_NO_NATIVE``, extra ``analyze`` options, settings
-#: of kernscope's modules for the read). Each with ``--no-bench``: the windows decline a profile that may be a
+class Read(NamedTuple):
+    """One way :func:`check_binary` reads a mutant: ``kernscope analyze`` with ``options``, ``KERNSCOPE_NO_NATIVE`` set
+    to ``no_native`` and kernscope's module attributes ``settings`` (``package.module.NAME``: value) for the read;
+    ``ahead``: with the line index made ahead (:class:`kernscope.load.xhead.XHeadStart`, which the command begins for a
+    profile of 128 MB or more) begun before it."""
+
+    label: str
+    no_native: str
+    options: tuple[str, ...]
+    settings: Mapping[str, float]
+    ahead: bool = False
+
+
+#: how :func:`check_binary` reads each mutant. Each with ``--no-bench``: the windows decline a profile that may be a
 #: benchmark trace (20,000 GPU records or fewer: every profile here), and the benchmark view is not what a reader's
 #: fuzzing checks. The near plan (:func:`kernscope.load.xplan.plan_near`, the windows' plan of a large profile) gives
 #: way on a profile this small unless it may read all of it (``NEAR_MOST_SHARE``)
-BINARY_READS: tuple[tuple[str, str, tuple[str, ...], dict[str, float]], ...] = (
-    ("compiled scanner", "0", ("--windows", "0", "--no-bench"), {}),
-    ("numpy reader", "1", ("--windows", "0", "--no-bench"), {}),
-    ("compiled scanner, 3 time windows", "0", ("--windows", "3", "--no-bench"), {}),
-    ("compiled scanner, 3 time windows by the near plan", "0", ("--windows", "3", "--no-bench"),
-     {"kernscope.load.xplan.NEAR_MOST_SHARE": 10.0}),
+BINARY_READS: tuple[Read, ...] = (
+    Read("compiled scanner", "0", ("--windows", "0", "--no-bench"), {}),
+    Read("numpy reader", "1", ("--windows", "0", "--no-bench"), {}),
+    Read("compiled scanner, 3 time windows", "0", ("--windows", "3", "--no-bench"), {}),
+    Read("compiled scanner, 3 time windows by the near plan", "0", ("--windows", "3", "--no-bench"),
+         {"kernscope.load.xplan.NEAR_MOST_SHARE": 10.0}),
     # (the command's own way for a large profile: its lines indexed on a thread before the plan, ``load.xhead``)
-    ("compiled scanner, 3 time windows by the near plan, the lines indexed ahead", "0", ("--windows", "3", "--no-bench"),
-     {"kernscope.load.xplan.NEAR_MOST_SHARE": 10.0, "kernscope.load.xhead.RACY_NS": 0, XHEAD: 1}),
+    Read("compiled scanner, 3 time windows by the near plan, the lines indexed ahead", "0", ("--windows", "3", "--no-bench"),
+         {"kernscope.load.xplan.NEAR_MOST_SHARE": 10.0, "kernscope.load.xhead.RACY_NS": 0}, ahead=True),
 )
 
 
-def _cli(path: Path, out: Path, no_native: str, extra: tuple[str, ...], settings: dict[str, float] | None = None
-         ) -> tuple[int, str]:
-    """``kernscope analyze PATH --no-cache --format json -o OUT EXTRA...`` in this process, with
-    ``KERNSCOPE_NO_NATIVE=no_native`` and ``settings`` (``module.NAME``: value) set for the run: (exit code, stderr)."""
+@contextmanager
+def _settings(values: Mapping[str, Any]) -> Iterator[None]:
+    """Module attributes (``package.module.NAME``: value) set within, put back after."""
     import importlib
+
+    saved = []
+    try:
+        for key, value in values.items():
+            module, name = key.rsplit(".", 1)
+            m = importlib.import_module(module)
+            saved.append((m, name, getattr(m, name)))
+            setattr(m, name, value)
+        yield
+    finally:
+        for m, name, value in reversed(saved):
+            setattr(m, name, value)
+
+
+def _cli(path: Path, out: Path, read: Read) -> tuple[int, str]:
+    """``kernscope analyze PATH --no-cache --format json -o OUT`` and the read's options, in this process, as
+    ``read`` says (:class:`Read`): (exit code, stderr)."""
     import io
     import os
     from contextlib import redirect_stderr, redirect_stdout
@@ -372,32 +397,23 @@ def _cli(path: Path, out: Path, no_native: str, extra: tuple[str, ...], settings
     from ..cli import main
 
     before = os.environ.get("KERNSCOPE_NO_NATIVE")
-    os.environ["KERNSCOPE_NO_NATIVE"] = no_native
-    saved = []
-    settings = dict(settings or {})
-    ahead = bool(settings.pop(XHEAD, 0))
-    for key, value in settings.items():
-        module, name = key.rsplit(".", 1)
-        m = importlib.import_module(module)
-        saved.append((m, name, getattr(m, name)))
-        setattr(m, name, value)
+    os.environ["KERNSCOPE_NO_NATIVE"] = read.no_native
     err = io.StringIO()
-    argv = ["analyze", str(path), "--no-cache", "--format", "json", "-o", str(out), *extra]
+    argv = ["analyze", str(path), "--no-cache", "--format", "json", "-o", str(out), *read.options]
     invocation = None
     try:
-        if ahead:
-            from ..load.xhead import XHeadStart
-            from ..replay import Invocation
+        with _settings(read.settings):
+            if read.ahead:
+                from ..load.xhead import XHeadStart
+                from ..replay import Invocation
 
-            invocation = Invocation(argv)  # (a mutant just written: its output is never kept for replay)
-            invocation.head = XHeadStart.begin(str(path), 0)
-        with redirect_stdout(io.StringIO()), redirect_stderr(err):
-            rc = main(argv, invocation)
+                invocation = Invocation(argv)  # (a mutant just written: its output is never kept for replay)
+                invocation.head = XHeadStart.begin(str(path), 0)
+            with redirect_stdout(io.StringIO()), redirect_stderr(err):
+                rc = main(argv, invocation)
     finally:
         if invocation is not None and invocation.head is not None:
             invocation.head.close()
-        for m, name, value in saved:
-            setattr(m, name, value)
         if before is None:
             os.environ.pop("KERNSCOPE_NO_NATIVE", None)
         else:
@@ -413,9 +429,10 @@ def check_binary(path: Path, mutator: str) -> Outcome:
     internal error; all ways give the same exit code, and on a result the same JSON, byte for byte. ``ok``: the
     compiled scanner's whole read gave a result."""
     got = []
-    for i, (label, no_native, extra, settings) in enumerate(BINARY_READS):
+    for i, read in enumerate(BINARY_READS):
+        label = read.label
         out = path.with_name(f"{path.name}.{i}.json")
-        rc, err = _cli(path, out, no_native, extra, settings)
+        rc, err = _cli(path, out, read)
         lines = [x for x in err.splitlines() if x.strip()]
         if rc not in (0, 2, 3):
             return Outcome(mutator, False, f"exit {rc} ({label})", err[-300:])
@@ -457,20 +474,13 @@ def small_pieces(chunk: int = 1 << 18) -> Iterator[None]:
     size or age (the commands begin one for a trace of 24 MB or more not changed in the last 2 s): so that
     :func:`check_head_start` reads a small real trace's mutants as a large trace's are read, many pieces ahead. A gzip
     head start may run ahead of the parse by any number of pieces."""
-    from ..load import document, gzhead, headstart
-
     # (a gzip head start stays a bounded number of pieces ahead of the parse: unbounded, it can scan every piece
     # before the load begins, ``check_head_start(wait=True)``)
-    values = [(document, "CHUNK_BYTES", chunk), (headstart, "HEAD_MIN_BYTES", 0), (headstart, "RACY_NS", 0),
-              (gzhead, "HEAD_MIN_BYTES", 0), (gzhead, "RACY_NS", 0), (gzhead, "AHEAD_PIECES", 1 << 20)]
-    saved = [(m, name, getattr(m, name)) for m, name, _ in values]
-    try:
-        for m, name, v in values:
-            setattr(m, name, v)
+    load = "kernscope.load."
+    with _settings({load + "document.CHUNK_BYTES": chunk, load + "headstart.HEAD_MIN_BYTES": 0,
+                    load + "headstart.RACY_NS": 0, load + "gzhead.HEAD_MIN_BYTES": 0, load + "gzhead.RACY_NS": 0,
+                    load + "gzhead.AHEAD_PIECES": 1 << 20}):
         yield
-    finally:
-        for m, name, v in saved:
-            setattr(m, name, v)
 
 
 def check_head_start(path: Path, mutator: str, *, wait: bool = False) -> Outcome:
@@ -483,9 +493,9 @@ def check_head_start(path: Path, mutator: str, *, wait: bool = False) -> Outcome
     (0: it began and gave none; None: none began, which a file that does not begin as a trace or as gzip may get)."""
     from ..analyze.needs import analyze_projection
     from ..errors import KernscopeError
-    from ..load import document, gzhead, headstart
-    from ..load.scanslots import slots_of
+    from ..load import document
     from ..pipeline import load
+    from ..replay import analyze_head_start
 
     p = analyze_projection(None)
     assert p is not None
@@ -504,11 +514,7 @@ def check_head_start(path: Path, mutator: str, *, wait: bool = False) -> Outcome
 
     try:
         want, _ = attempt(None)
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-        kind = gzhead.GzHeadStart if gz else headstart.HeadStart
-        head = kind.begin(str(path), slots_of(p.args), p.drop_phases if p.drops_events else (),
-                          p.drop_cats if p.drops_events else (), document.CHUNK_BYTES)
+        head = analyze_head_start(str(path), document.CHUNK_BYTES)  # (as the command begins it: gzipped by the name)
         if head is not None and wait:
             head.wait()
         got, ahead = attempt(head) if head is not None else (want, None)
