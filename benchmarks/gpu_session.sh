@@ -1,18 +1,13 @@
 #!/usr/bin/env bash
 # One device-machine session: record the example trace, run GPU tests, intra-kernel overhead benchmark,
 # and the benchmark harness on every built-in operator. Writes everything under $OUT.
-# Usage (on the device machine, from the repo root): bash benchmarks/gpu_session.sh [part]
+# Usage (on the device machine, from the repo root, .carry/ carried): bash benchmarks/gpu_session.sh [part]
 set -uo pipefail
-OUT=${OUT:-/tmp/kernscope-out}
-mkdir -p "$OUT"
 PART=${1:-all}
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} KERNSCOPE_CACHE_DIR=/tmp/kcache
-if [ -d .carry/wheels ]; then python3 -m pip install -q --no-deps --no-index .carry/wheels/*.whl >"$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"; fi
+# .carry/ from benchmarks/device_carry.sh: polars, msgspec, zlib-ng, xlsxwriter into /tmp/site, the C library built for
+# the device's Python, PYTHONPATH, OUT, $OUT/env.txt
+source benchmarks/device_env.sh || exit 1
 ks() { python3 -m kernscope "$@"; }
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c 'import torch, triton, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, "python", sys.version.split()[0])'
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
 
 if [ "$PART" = all ] || [ "$PART" = 1 ]; then
   echo "== example trace"
@@ -96,12 +91,11 @@ if [ "$PART" = newops ]; then
   done
 fi
 if [ "$PART" = round4 ] || [ "$PART" = round4xplane ]; then
-  # the compiled XSpace scanner for this Python (what pip install builds), for this tree and the base one
+  # the base tree's own C library for this Python (device_env.sh built this tree's; the base's ABI may differ)
   inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
   suf=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-  gcc -O2 -shared -fPIC -I"$inc" src/kernscope/load/_xspace.c src/kernscope/load/_kineto.c -o "src/kernscope/load/_xspace$suf"
-  b=.carry/base_src/kernscope/load  # the base tree's own scanner (its ABI may differ from this tree's)
-  [ -d $b ] && gcc -O2 -shared -fPIC -I"$inc" $b/_xspace.c $b/_kineto.c -o "$b/_xspace$suf"
+  b=.carry/base_src/kernscope/load
+  [ -d $b ] && gcc -O3 -shared -fPIC -I"$inc" $b/_xspace.c $b/_kineto.c $(ls $b/_sweep.c 2>/dev/null) -o "$b/_xspace$suf"
 fi
 if [ "$PART" = round4 ]; then
   echo "== GPU tests: the new operators (fwd) and the Triton backward passes"
