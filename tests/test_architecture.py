@@ -204,3 +204,34 @@ def test_readme_layout_matches_the_tree():
            or (p.is_dir() and (p / "__init__.py").exists())}
     shown = {t for t in top if (t if t.endswith(".py") else f"{t}/") in block}
     assert shown == top, f"README's layout leaves out {sorted(top - shown)}"
+
+
+def test_device_scripts_parse_and_build_the_library_the_package_builds():
+    """The device machine's set-up (``benchmarks/device_env.sh``, which every device script sources) compiles the C
+    sources that ``pyproject.toml``'s build compiles, with its flags, so that a device run measures the library users
+    install; and every shell script in ``benchmarks/`` parses (``bash -n``: none of them runs in CI)."""
+    import shutil
+    import subprocess
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+
+    root = PKG.parents[1]
+    ext = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"]
+    assert len(ext) == 1
+    env = (root / "benchmarks" / "device_env.sh").read_text()
+    built = re.findall(r"^\s*gcc ((?:-\S+ )*)(?:-I\S+ )?((?:src/kernscope/load/\S+\.c\s+(?:\\\s*)?)+)-o ", env, re.M)
+    assert len(built) == 1, built
+    flags, sources = built[0]
+    assert sorted(sources.replace("\\", " ").split()) == sorted(ext[0]["sources"])
+    assert set(ext[0]["extra-compile-args"]) <= set(flags.split())
+    for script in ("gpu_session.sh", "device_jax_1g.sh"):
+        assert "source benchmarks/device_env.sh" in (root / "benchmarks" / script).read_text(), script
+    bash = shutil.which("bash")
+    assert bash is not None
+    for sh in sorted((root / "benchmarks").glob("*.sh")):
+        r = subprocess.run([bash, "-n", str(sh)], capture_output=True, text=True)
+        assert r.returncode == 0, f"{sh.name}: {r.stderr}"
