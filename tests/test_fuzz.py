@@ -246,3 +246,48 @@ def test_event_value_changes_one_number_of_one_event_and_keeps_the_structure():
         moved += len(changed)
     assert moved >= 9
     assert fuzz.BINARY_MUTATORS["event_value"](r, b"\xff\xff not a message") == b"\xff\xff not a message"
+
+
+def test_event_structure_drops_repeats_or_moves_one_event_or_stat_and_keeps_the_rest():
+    """``event_structure``: the mutant is an XSpace whose one line differs from the original's by one event dropped,
+    repeated or moved, or by one stat of one event dropped or repeated (every enclosing length re-encoded); every
+    other line is the same; bytes that are no XSpace come back as they are."""
+    from collections import Counter
+
+    from kernscope.testing.xspace import _msg
+
+    def lines(b: bytes) -> list[list[bytes]]:
+        return [[ev for ef, _, ev in _msg(line) if ef == 4] for f, _, v in _msg(b) if f == 1
+                for pf, _, line in _msg(v) if pf == 3]
+
+    def stats(ev: bytes) -> Counter:
+        return Counter(v for f, _, v in _msg(ev) if f == 4)
+
+    data = XSPACE[0].read_bytes()
+    before = lines(data)
+    r = random.Random(11)
+    kinds: Counter = Counter()
+    for _ in range(40):
+        after = lines(fuzz.BINARY_MUTATORS["event_structure"](r, data))
+        assert len(after) == len(before)
+        differ = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
+        assert len(differ) <= 1  # (a move to its own place, or a repeat of a stat in a repeated run, changes nothing)
+        if not differ:
+            kinds["same"] += 1
+            continue
+        a, b = before[differ[0]], after[differ[0]]
+        if len(b) == len(a) - 1:
+            assert (Counter(a) - Counter(b)).total() == 1 and not Counter(b) - Counter(a)
+            kinds["drop"] += 1
+        elif len(b) == len(a) + 1:
+            assert (Counter(b) - Counter(a)).total() == 1 and not Counter(a) - Counter(b)
+            kinds["repeat"] += 1
+        elif Counter(a) == Counter(b):
+            kinds["move"] += 1
+        else:  # (one event's stats: one dropped or one repeated, the event's other fields as they were)
+            (x,), (y,) = [e for e in a if e not in b], [e for e in b if e not in a]
+            sx, sy = stats(x), stats(y)
+            assert (sx - sy).total() + (sy - sx).total() == 1
+            kinds["stat"] += 1
+    assert all(kinds[k] >= 3 for k in ("drop", "repeat", "move", "stat")), kinds
+    assert fuzz.BINARY_MUTATORS["event_structure"](r, b"\xff\xff not a message") == b"\xff\xff not a message"

@@ -126,13 +126,30 @@ def _pick(r: random.Random, fields: list[tuple[int, int, Any]], field: int) -> i
     return r.choice(at) if at else None
 
 
-def _event_value(r: random.Random, b: bytes) -> bytes:
-    """One number inside one event of an XSpace, every enclosing message's length kept right: the event's metadata
-    id, start offset or duration, or one of its stats' metadata id or integer value (a correlation id, a step number, a
-    size), moved a little or set to an edge (0, the largest). What the wire format cannot tell wrong: a kernel moved in
-    time or renamed, a launch paired with another's rows, a step renumbered. The input as it is where it has no event
-    (or is no XSpace)."""
-    from .xspace import _enc, _msg
+@dataclass
+class _Event:
+    """One event of an XSpace as fields (:func:`kernscope.testing.xspace._msg`), with the messages around it, for a
+    mutation that re-encodes them (:meth:`bytes`): every length prefix stays right."""
+
+    space: list[tuple[int, int, Any]]
+    pi: int  #: the plane's index in ``space``
+    plane: list[tuple[int, int, Any]]
+    li: int  #: the line's index in ``plane``
+    line: list[tuple[int, int, Any]]
+    ei: int  #: the event's index in ``line``
+
+    def bytes(self) -> bytes:
+        from .xspace import _enc
+
+        self.plane[self.li] = (3, 2, _enc(self.line))
+        self.space[self.pi] = (1, 2, _enc(self.plane))
+        return _enc(self.space)
+
+
+def _some_event(r: random.Random, b: bytes) -> _Event | None:
+    """A random event of the XSpace ``b`` (of a plane with lines, a line with events), None where it has none or is
+    no XSpace."""
+    from .xspace import _msg
 
     try:
         space = _msg(b)
@@ -141,18 +158,33 @@ def _event_value(r: random.Random, b: bytes) -> bytes:
         planes = [(i, p) for i, p in planes if any(f == 3 for f, _, _ in p)]
         for _ in range(20):
             if not planes:
-                return b
+                return None
             pi, plane = r.choice(planes)
             li = _pick(r, plane, 3)  # XPlane.lines
             assert li is not None
             line = _msg(plane[li][2])
             ei = _pick(r, line, 4)  # XLine.events
             if ei is not None:
-                break
-        else:
-            return b
-        event = _msg(line[ei][2])
+                return _Event(space, pi, plane, li, line, ei)
+        return None
     except ValueError:  # (not a message: the bytes of a damaged or other file)
+        return None
+
+
+def _event_value(r: random.Random, b: bytes) -> bytes:
+    """One number inside one event of an XSpace, every enclosing message's length kept right: the event's metadata
+    id, start offset or duration, or one of its stats' metadata id or integer value (a correlation id, a step number, a
+    size), moved a little or set to an edge (0, the largest). What the wire format cannot tell wrong: a kernel moved in
+    time or renamed, a launch paired with another's rows, a step renumbered. The input as it is where it has no event
+    (or is no XSpace)."""
+    from .xspace import _enc, _msg
+
+    at = _some_event(r, b)
+    if at is None:
+        return b
+    try:
+        event = _msg(at.line[at.ei][2])
+    except ValueError:
         return b
     # (the numbers of the event, and of each stat: ``None`` for the event's own)
     targets: list[tuple[int | None, int]] = [(None, i) for i, (f, w, _) in enumerate(event) if w == 0 and f in (1, 2, 3)]
@@ -168,17 +200,55 @@ def _event_value(r: random.Random, b: bytes) -> bytes:
     held[j] = (f, w, new)
     if si is not None:
         event[si] = (4, 2, _enc(stats[si]))
-    line[ei] = (4, 2, _enc(event))
-    plane[li] = (3, 2, _enc(line))
-    space[pi] = (1, 2, _enc(plane))
-    return _enc(space)
+    at.line[at.ei] = (4, 2, _enc(event))
+    return at.bytes()
 
 
-#: mutations of a binary profile (an XSpace protobuf): the byte-level ones above, ones aimed at the wire format, and
-#: one number of an event changed with the lengths kept right (``event_value``)
+def _event_structure(r: random.Random, b: bytes) -> bytes:
+    """One event of an XSpace line dropped, repeated, or moved elsewhere in its line (out of time order), or one of its
+    stats dropped or repeated, every enclosing message's length kept right. What the wire format cannot tell wrong: a
+    launch without its kernel or a kernel without its launch, a correlation id or step number on two events, a line
+    whose events are out of order, an event without its correlation id. The input as it is where it has no event (or
+    is no XSpace)."""
+    from .xspace import _enc, _msg
+
+    at = _some_event(r, b)
+    if at is None:
+        return b
+    line, ei = at.line, at.ei
+    how = r.choice(["drop", "repeat", "move", "drop_stat", "repeat_stat"])
+    if how in ("drop_stat", "repeat_stat"):
+        try:
+            event = _msg(line[ei][2])
+        except ValueError:
+            return b
+        si = _pick(r, event, 4)  # XEvent.stats
+        if si is None:
+            how = "drop"
+        else:
+            if how == "drop_stat":
+                del event[si]
+            else:
+                event.insert(si + 1, event[si])
+            line[ei] = (4, 2, _enc(event))
+    if how == "drop":
+        del line[ei]
+    elif how == "repeat":
+        line.insert(ei + 1, line[ei])
+    elif how == "move":
+        events = [i for i, (f, w, _) in enumerate(line) if f == 4 and w == 2]
+        to = r.choice(events)
+        line.insert(to, line.pop(ei))
+    return at.bytes()
+
+
+#: mutations of a binary profile (an XSpace protobuf): the byte-level ones above, ones aimed at the wire format, and two
+#: that keep the lengths right: one number of an event changed (``event_value``), and an event or a stat dropped,
+#: repeated or moved (``event_structure``)
 BINARY_MUTATORS: dict[str, Mutator] = {
     "truncate": _truncate, "flip": _flip, "delete_range": _delete_range, "duplicate_range": _duplicate_range,
     "long_varint": _long_varint, "length": _length, "insert": _insert, "event_value": _event_value,
+    "event_structure": _event_structure,
 }
 
 
