@@ -129,7 +129,7 @@ def _pick(r: random.Random, fields: list[tuple[int, int, Any]], field: int) -> i
 @dataclass
 class _Event:
     """One event of an XSpace as fields (:func:`kernscope.testing.xspace._msg`), with the messages around it, for a
-    mutation that re-encodes them (:meth:`bytes`): every length prefix stays right."""
+    mutation that re-encodes them (:meth:`encoded`): every length prefix stays right."""
 
     space: list[tuple[int, int, Any]]
     pi: int  #: the plane's index in ``space``
@@ -138,7 +138,7 @@ class _Event:
     line: list[tuple[int, int, Any]]
     ei: int  #: the event's index in ``line``
 
-    def bytes(self) -> bytes:
+    def encoded(self) -> bytes:
         from .xspace import _enc
 
         self.plane[self.li] = (3, 2, _enc(self.line))
@@ -201,7 +201,7 @@ def _event_value(r: random.Random, b: bytes) -> bytes:
     if si is not None:
         event[si] = (4, 2, _enc(stats[si]))
     at.line[at.ei] = (4, 2, _enc(event))
-    return at.bytes()
+    return at.encoded()
 
 
 def _event_structure(r: random.Random, b: bytes) -> bytes:
@@ -239,7 +239,7 @@ def _event_structure(r: random.Random, b: bytes) -> bytes:
         events = [i for i, (f, w, _) in enumerate(line) if f == 4 and w == 2]
         to = r.choice(events)
         line.insert(to, line.pop(ei))
-    return at.bytes()
+    return at.encoded()
 
 
 #: mutations of a binary profile (an XSpace protobuf): the byte-level ones above, ones aimed at the wire format, and two
