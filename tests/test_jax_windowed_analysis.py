@@ -128,6 +128,44 @@ def test_a_step_num_on_no_host_range_is_read_whole(tmp_path):
     assert [s["step"] for s in json.loads(b.stdout)["steps"]] == list(range(9))
 
 
+def test_a_step_without_its_annotation_is_read_whole(tmp_path):
+    """A profile with one ``train`` step annotation dropped (``benchmarks/fuzz_long.py --jax`` seed 98, the
+    ``event_structure`` mutation): the whole profile's step before it spans up to the next annotation's start, over
+    the dropped step's host ops and kernels. A cut in that stretch left them to the next window, and the windows'
+    critical path of the step before took 606 µs of the step's host time where the whole read takes 830. Such a profile
+    is now read whole: the same output."""
+    from conftest import cli
+
+    from kernscope.testing.xspace import _enc, _msg
+
+    space = _msg(gzip.decompress((DATA / "jax_kernels_h200" / "mosaic" / "vm.xplane.pb.gz").read_bytes()))
+    host = next(i for i, (f, _, v) in enumerate(space) if f == 1 and any(pf == 2 and pv == b"/host:CPU"
+                                                                         for pf, _, pv in _msg(v)))
+    plane = _msg(space[host][2])
+    names = {}
+    for f, _, v in plane:
+        if f == 4:  # (event metadata: key 1, value 2 (XEventMetadata: name 2))
+            entry = dict((ef, ev) for ef, _, ev in _msg(v))
+            names[entry[1]] = dict((mf, mv) for mf, _, mv in _msg(entry[2])).get(2)
+    train = [(li, ei) for li, (f, _, v) in enumerate(plane) if f == 3
+             for ei, (ef, _, ev) in enumerate(_msg(v)) if ef == 4 and names.get(dict((x, y) for x, _, y in _msg(ev))[1]) == b"train"]
+    assert len(train) == 3  # (three steps, each one annotation on the Python thread)
+    li, ei = train[1]
+    line = _msg(plane[li][2])
+    del line[ei]
+    plane[li] = (3, 2, _enc(line))
+    space[host] = (1, 2, _enc(plane))
+    p = tmp_path / "two_of_three.xplane.pb"
+    p.write_bytes(_enc(space))
+    with pytest.raises(NotWindowed, match="events between a cut and the next step's start"):
+        analyze_windows(p, 3)
+    base = ["analyze", str(p), "--no-bench", "--format", "json", "--no-cache"]
+    a, b = cli(*base, "--windows", "0"), cli(*base, "--windows", "3")
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+    steps = json.loads(b.stdout)["critical_path"]["steps"]
+    assert [s["step"] for s in steps] == [0, 2]
+
+
 def test_a_gpu_row_before_its_launch_stays_in_its_launchs_window(tmp_path):
     """A profile whose Memset took a later launch's correlation id (736 -> 864, one byte: ``benchmarks/fuzz_long.py
     --jax`` seed 88 found it): the whole profile's link pairs the row with that launch, 25 ms after it. The plan cut
