@@ -253,8 +253,8 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
         # (benchmarks/fuzz_long.py --jax, seed 98: the mosaic profile with one `train` annotation dropped). Only after
         # a window with steps: before the first step nothing spans a cut
         before = int(plan.step_after[k - 1]) if 0 < k <= len(plan.step_after) else -1
-        if before >= 0 and seen and (trace.gpu.height and int(trace.gpu["ts"].min()) < before or trace.events.height and
-                            trace.events.filter((pl.col("ts") < before) & pl.col("cat").ne_missing("python_function")).height):
+        if before >= 0 and seen and (trace.gpu.filter(pl.col("ts") < before).height or trace.events.filter(
+                (pl.col("ts") < before) & pl.col("cat").ne_missing("python_function")).height):
             raise NotWindowed("events between a cut and the next step's start (a step without its annotation)")
         if not t0:
             t0.append(trace.t0)
