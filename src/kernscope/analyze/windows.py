@@ -17,8 +17,9 @@ small results are held (:class:`Part`).
   findings (the median over every step), the findings' ranking and kinds, and the critical path's notes.
 
 Where a profile cannot be cut so (no compiled scanner, no quiet point, no step annotations, a step number in two
-windows, GPU records without a device), :func:`analyze_windows` returns None and the caller reads it whole. The
-tests check on every real JAX profile here that the merged analysis's JSON equals the whole profile's.
+windows, GPU records without a device, events between a cut and the next step's start that belong to the step before
+the cut), :func:`analyze_windows` returns None and the caller reads it whole. The tests check on every real JAX profile
+here that the merged analysis's JSON equals the whole profile's.
 """
 
 from __future__ import annotations
