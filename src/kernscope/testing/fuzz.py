@@ -138,6 +138,15 @@ class _Event:
     line: list[tuple[int, int, Any]]
     ei: int  #: the event's index in ``line``
 
+    def fields(self) -> list[tuple[int, int, Any]] | None:
+        """The event's own fields, None where its bytes are no message."""
+        from .xspace import _msg
+
+        try:
+            return _msg(self.line[self.ei][2])
+        except ValueError:
+            return None
+
     def encoded(self) -> bytes:
         from .xspace import _enc
 
@@ -180,11 +189,8 @@ def _event_value(r: random.Random, b: bytes) -> bytes:
     from .xspace import _enc, _msg
 
     at = _some_event(r, b)
-    if at is None:
-        return b
-    try:
-        event = _msg(at.line[at.ei][2])
-    except ValueError:
+    event = at.fields() if at is not None else None
+    if at is None or event is None:
         return b
     # (the numbers of the event, and of each stat: ``None`` for the event's own)
     targets: list[tuple[int | None, int]] = [(None, i) for i, (f, w, _) in enumerate(event) if w == 0 and f in (1, 2, 3)]
@@ -210,7 +216,7 @@ def _event_structure(r: random.Random, b: bytes) -> bytes:
     launch without its kernel or a kernel without its launch, a correlation id or step number on two events, a line
     whose events are out of order, an event without its correlation id. The input as it is where it has no event (or
     is no XSpace)."""
-    from .xspace import _enc, _msg
+    from .xspace import _enc
 
     at = _some_event(r, b)
     if at is None:
@@ -218,9 +224,8 @@ def _event_structure(r: random.Random, b: bytes) -> bytes:
     line, ei = at.line, at.ei
     how = r.choice(["drop", "repeat", "move", "drop_stat", "repeat_stat"])
     if how in ("drop_stat", "repeat_stat"):
-        try:
-            event = _msg(line[ei][2])
-        except ValueError:
+        event = at.fields()
+        if event is None:
             return b
         si = _pick(r, event, 4)  # XEvent.stats
         if si is None:
@@ -494,10 +499,9 @@ def _cli(path: Path, out: Path, read: Read) -> tuple[int, str]:
 def check_binary(path: Path, mutator: str) -> Outcome:
     """A mutated XSpace profile through ``kernscope analyze`` each way of :data:`BINARY_READS` (the compiled scanner
     and the numpy reader, each whole, and the compiled scanner three time windows at a time, by either plan). The
-    promise: each exits
-    0 (a result), 2 (one line naming the file) or 3 (a result empty for a reason said), never with a traceback or an
-    internal error; all ways give the same exit code, and on a result the same JSON, byte for byte. ``ok``: the
-    compiled scanner's whole read gave a result."""
+    promise: each exits 0 (a result), 2 (one line naming the file) or 3 (a result empty for a reason said), never with
+    a traceback or an internal error; all ways give the same exit code, and on a result the same JSON, byte for byte.
+    ``ok``: the compiled scanner's whole read gave a result."""
     got = []
     for i, read in enumerate(BINARY_READS):
         label = read.label
@@ -524,8 +528,8 @@ def check_binary(path: Path, mutator: str) -> Outcome:
 
 def run_binary(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, only: list[str] | None = None) -> Report:
     """``n`` mutants of the XSpace profiles ``sources`` (plain or gzipped; round robin over profiles and
-    :data:`BINARY_MUTATORS`, ``only`` those named where given), each written as a plain ``.xplane.pb`` and checked with :func:`check_binary`. A mutant
-    that breaks the promise is kept in ``workdir`` as ``failed_*``."""
+    :data:`BINARY_MUTATORS`, ``only`` those named where given), each written as a plain ``.xplane.pb`` and checked
+    with :func:`check_binary`. A mutant that breaks the promise is kept in ``workdir`` as ``failed_*``."""
     r = random.Random(seed)
     originals = _originals(sources)
     names = sorted(only or BINARY_MUTATORS)
@@ -612,9 +616,8 @@ def check_head_start(path: Path, mutator: str, *, wait: bool = False) -> Outcome
 def run_head_start(sources: list[Path], workdir: Path, n: int, seed: int = 0, *, chunk: int = 1 << 18,
                    only: list[str] | None = None) -> Report:
     """``n`` mutants of the Kineto traces ``sources`` (round robin over :data:`MUTATORS`, ``only`` those named where
-    given; every other one gzipped),
-    each checked with :func:`check_head_start` in pieces of ``chunk`` bytes; for every other pair the head start scans
-    all it will before the load (plain and gzipped alike)."""
+    given; every other one gzipped), each checked with :func:`check_head_start` in pieces of ``chunk`` bytes; for every
+    other pair the head start scans all it will before the load (plain and gzipped alike)."""
     r = random.Random(seed)
     originals = _originals(sources)
     names = sorted(only or MUTATORS)
