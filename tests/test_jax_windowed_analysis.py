@@ -10,6 +10,7 @@ import importlib
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from test_jax import MLP, TRACELENS_JAX, TRANSFORMER
@@ -164,6 +165,52 @@ def test_a_step_without_its_annotation_is_read_whole(tmp_path):
     assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
     steps = json.loads(b.stdout)["critical_path"]["steps"]
     assert [s["step"] for s in steps] == [0, 2]
+
+
+def _with_loader(tmp_path: Path, tid: int | None) -> Path:
+    """The 40-step profile with a data loader's thread (``tid``; None: a new one) running a 1 µs range every 4 µs,
+    written to ``tmp_path``. Its ranges lie between at least two of a 5-window plan's cuts and the next step's start
+    (else the tests would prove nothing)."""
+    from kernscope.testing.xspace import with_host_thread
+
+    data = gzip.decompress(LONG.read_bytes())
+    if tid is None:
+        tid = 777_777
+    p = tmp_path / "loader.xplane.pb"
+    p.write_bytes(with_host_thread(data, tid, 4_000, 1_000))
+    plan = xplan.plan(p.read_bytes(), str(p), 5)
+    assert plan is not None and plan.windows == 5
+    ts = np.sort(load(p, cache=False).events.filter(pl.col("name").cast(pl.String) == "Iterator::Prefetch")["ts"].to_numpy())
+    held = np.searchsorted(ts, plan.step_after) - np.searchsorted(ts, plan.cuts.times.min(axis=0))
+    assert (held > 0).sum() >= 2, held
+    return p
+
+
+def test_a_data_loaders_ranges_between_steps_leave_the_profile_windowed(tmp_path):
+    """A thread of ranges that neither launches GPU work nor holds a step's annotation (a data loader's: tf.data writes
+    such ranges on its own threads) has ranges between each cut and the next step's start. No analysis of a step reads
+    them: the windows give the whole read's output (until session 87 any such range sent the profile to a whole read, at
+    3.3x its size in memory)."""
+    p = _with_loader(tmp_path, None)
+    whole = text(analyze(load(p, cache=False)), "json")
+    for k in (3, 5):
+        assert text(analyze_windows(p, k), "json") == whole
+
+
+def test_ranges_on_the_launching_thread_between_steps_are_read_whole(tmp_path):
+    """The same ranges on the thread that launches the GPU work (a second line of its id): the critical path of the
+    step before a cut takes them as its host time up to the next step's start (windowed, 4-7 µs of a step's 466-1,435
+    went missing), so the profile is read whole, with the whole read's output."""
+    from conftest import cli
+
+    launcher = load(LONG, cache=False).gpu["launch_tid"].drop_nulls().unique()
+    assert launcher.len() == 1
+    p = _with_loader(tmp_path, int(launcher.cast(pl.String)[0]))
+    with pytest.raises(NotWindowed, match="events between a cut and the next step's start"):
+        analyze_windows(p, 5)
+    base = ["analyze", str(p), "--no-bench", "--format", "json", "--no-cache"]
+    a, b = cli(*base, "--windows", "0"), cli(*base, "--windows", "5")
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
 
 
 def test_a_gpu_row_before_its_launch_stays_in_its_launchs_window(tmp_path):

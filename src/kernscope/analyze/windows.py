@@ -43,6 +43,7 @@ from ..link.steps import ANNOTATED, StepSpec, phases_of, step_signatures
 from ..model import Lazy, Trace, TraceStats
 from .critical_path import (
     COMM_FASTER,
+    SYNC_KINDS,
     CriticalPath,
     busiest_launcher,
     empty_path,
@@ -214,6 +215,22 @@ class NotWindowed(Exception):
     """The profile cannot be analyzed a window at a time (the reason); it is read whole."""
 
 
+def _threads(rows: pl.DataFrame) -> set[tuple[str | None, str | None]]:
+    """The distinct (pid, tid) of ``rows`` (two columns, in that order), as text."""
+    return set(rows.select(pl.all().cast(pl.String)).unique().iter_rows())
+
+
+def _step_threads_of(trace: Trace) -> set[tuple[str | None, str | None]]:
+    """The threads whose host events an analysis of a step of ``trace`` reads (pid, tid as text): those that launched
+    GPU work (the critical path's end point is the busiest of them, and it follows the launches of a step's rows),
+    those of the steps' annotations, and those with runtime calls (a launch's, a synchronization's)."""
+    ev = trace.events
+    marks = ev.filter(pl.col("step_num").is_not_null()) if "step_num" in ev.columns else ev.clear()
+    return (_threads(trace.gpu.select("launch_pid", "launch_tid").drop_nulls())
+            | _threads(marks.select("pid", "tid"))
+            | _threads(ev.filter(pl.col("kind").is_in(SYNC_KINDS)).select("pid", "tid")))
+
+
 def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, ...] | None,
              options: dict[str, Any], size: int, progress: Callable[[int, int], None] | None,
              laps: Callable[[str], None]) -> list[Part] | None:
@@ -222,6 +239,10 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
     xplan = importlib.import_module("kernscope.load.xplan")
     t0: list[int] = []  # (every window's relative times from the profile's first event, the first window's)
     seen: set[int] = set()
+    # the threads a step's analysis reads the host events of (:func:`_step_threads_of`, every window's), and per window
+    # those of its events between its cut and the next step's start (checked against the former once all are read)
+    step_threads: set[tuple[str | None, str | None]] = set()
+    early: dict[int, set[tuple[str | None, str | None]]] = {}
     ledger = None if plan.checked else xplan.Ledger()
     shared = plan.shared
 
@@ -248,15 +269,20 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
         if trace.gpu["device"].null_count():
             raise NotWindowed("GPU records without a device")
         # the whole profile's last step before a cut spans up to the next step's start (``step_after``), beyond the cut:
-        # what starts between the two is that step's there and this window's here. On real profiles that is at most the
-        # Python frame of the next annotation's constructor (a ``python_function`` event, which no analysis of a step
-        # reads); anything else, as where a step has no annotation of its own, is read whole
-        # (benchmarks/fuzz_long.py --jax, seed 98: the mosaic profile with one `train` annotation dropped). Only after
-        # a window with steps: before the first step nothing spans a cut
+        # what starts between the two is that step's there and this window's here. A step's analysis reads there the
+        # GPU rows, the runtime calls of any thread (synchronizations) and the host events of the step's threads (its
+        # launching ones, :func:`_step_threads_of`), never a Python frame (on real profiles the next annotation's
+        # constructor) nor another thread's ranges (a data loader's): a profile with any of the first three there, as
+        # where a step has no annotation of its own, is read whole (benchmarks/fuzz_long.py --jax, seed 98: the mosaic
+        # profile with one `train` annotation dropped). Only after a window with steps: before the first step nothing
+        # spans a cut. The threads are checked once every window is read: a step's thread may launch in a later one
         before = int(plan.step_after[k - 1]) if 0 < k <= len(plan.step_after) else -1
-        if before >= 0 and seen and (trace.gpu.filter(pl.col("ts") < before).height or trace.events.filter(
-                (pl.col("ts") < before) & pl.col("cat").ne_missing("python_function")).height):
-            raise NotWindowed("events between a cut and the next step's start (a step without its annotation)")
+        if before >= 0 and seen:
+            stretch = trace.events.filter((pl.col("ts") < before) & pl.col("cat").ne_missing("python_function"))
+            if trace.gpu.filter(pl.col("ts") < before).height or stretch.filter(pl.col("kind").is_in(SYNC_KINDS)).height:
+                raise NotWindowed("events between a cut and the next step's start (a step without its annotation)")
+            early[k] = _threads(stretch.select("pid", "tid"))
+        step_threads.update(_step_threads_of(trace))
         if not t0:
             t0.append(trace.t0)
         trace = dataclasses.replace(trace, stats=dataclasses.replace(trace.stats, t0=t0[0]))
@@ -299,6 +325,8 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
                 parts[i] = window(q.window, again=True) or q  # (a window with events: never None again)
         if stale:
             laps(f"{len(stale)} window(s) again, with the whole profile's HLO names")
+    if any(threads & step_threads for threads in early.values()):
+        raise NotWindowed("events between a cut and the next step's start (a step without its annotation)")
     # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's end
     # point), which a window's own may not be (a window that compiles): such windows are analyzed again
     busiest = busiest_launcher(_stack([q.launches for q in parts])) if parts else None

@@ -209,3 +209,39 @@ def extend_xspace(data: bytes, copies: int) -> bytes:
             new_plane.append((3, 2, _enc(head) + bytes(body)))
         out.append((1, 2, _enc(new_plane)))
     return _enc(out)
+
+
+def with_host_thread(data: bytes, tid: int, every_ns: int, dur_ns: int, name: str = "Iterator::Prefetch") -> bytes:
+    """The profile with one more line on its host plane (``/host:CPU``): thread ``tid`` running a range named ``name``
+    of ``dur_ns`` every ``every_ns`` from the profile's first event to its last end, as a data loader's thread does
+    (tf.data's iterators write such ranges). ``tid`` may be an existing line's id: a second line of that thread. The
+    name is a new event metadata entry of the plane."""
+    space = _msg(data)
+    host = next(i for i, (f, w, v) in enumerate(space) if f == 1 and w == 2
+                and any(pf == 2 and pv == b"/host:CPU" for pf, _, pv in _msg(v)))
+    first_ps, last_ps = None, 0
+    for f, w, v in space:
+        for pf, _, pv in _msg(v) if f == 1 and w == 2 else []:
+            if pf != 3:
+                continue
+            line = _msg(pv)
+            ts_ps = next((int(x) for lf, _, x in line if lf == 3), 0) * 1000
+            for lf, _, ev in line:
+                e = dict((ef, int(x)) for ef, ew, x in _msg(ev) if ew == 0) if lf == 4 else None
+                if e is not None and 2 in e:  # (a timed event: an aggregated one has no offset)
+                    first_ps = ts_ps + e[2] if first_ps is None else min(first_ps, ts_ps + e[2])
+                    last_ps = max(last_ps, ts_ps + e[2] + e.get(3, 0))
+    if first_ps is None:
+        raise ValueError("the profile has no timed event")
+    plane = _msg(space[host][2])
+    md = 1 + max((int(dict((ef, x) for ef, _, x in _msg(v))[1]) for f, _, v in plane if f == 4), default=0)
+    start_ns = first_ps // 1000
+    events = [(4, 2, _enc([(1, 0, md), (2, 0, t), (3, 0, dur_ns * 1000)]))
+              for t in range(0, last_ps - start_ns * 1000, every_ns * 1000)]
+    line = [(1, 0, tid), (10, 0, tid), (2, 2, name.encode() + b" thread"), (3, 0, start_ns),
+            (9, 0, last_ps - start_ns * 1000), *events]
+    at = 1 + max(i for i, (f, _, _) in enumerate(plane) if f == 3)
+    plane.insert(at, (3, 2, _enc(line)))
+    plane.append((4, 2, _enc([(1, 0, md), (2, 2, _enc([(1, 0, md), (2, 2, name.encode())]))])))
+    space[host] = (1, 2, _enc(plane))
+    return _enc(space)
