@@ -216,19 +216,19 @@ class NotWindowed(Exception):
 
 
 def _threads(rows: pl.DataFrame) -> set[tuple[str | None, str | None]]:
-    """The distinct (pid, tid) of ``rows`` (two columns, in that order), as text."""
-    return set(rows.select(pl.all().cast(pl.String)).unique().iter_rows())
+    """The distinct (pid, tid) of ``rows`` (two columns, in that order), as text (made distinct first: a window's GPU
+    rows are ~170 k of a 200 MB profile, their launching threads one or two)."""
+    return set(rows.unique().select(pl.all().cast(pl.String)).iter_rows())
 
 
 def _step_threads_of(trace: Trace) -> set[tuple[str | None, str | None]]:
-    """The threads whose host events an analysis of a step of ``trace`` reads (pid, tid as text): those that launched
-    GPU work (the critical path's end point is the busiest of them, and it follows the launches of a step's rows),
-    those of the steps' annotations, and those with runtime calls (a launch's, a synchronization's)."""
+    """The threads (pid, tid as text) of ``trace`` whose host events an analysis of a step reads, but for those that
+    launched its GPU work (:class:`Part`'s ``launches``; the critical path's end point is the busiest of them, and it
+    follows the launches of a step's rows): those of the steps' annotations and of runtime calls (a launch's, a
+    synchronization's)."""
     ev = trace.events
-    marks = ev.filter(pl.col("step_num").is_not_null()) if "step_num" in ev.columns else ev.clear()
-    return (_threads(trace.gpu.select("launch_pid", "launch_tid").drop_nulls())
-            | _threads(marks.select("pid", "tid"))
-            | _threads(ev.filter(pl.col("kind").is_in(SYNC_KINDS)).select("pid", "tid")))
+    host = pl.col("kind").is_in(SYNC_KINDS) | (pl.col("step_num").is_not_null() if "step_num" in ev.columns else False)
+    return _threads(ev.lazy().filter(host).select("pid", "tid").collect())
 
 
 def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, ...] | None,
@@ -239,8 +239,9 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
     xplan = importlib.import_module("kernscope.load.xplan")
     t0: list[int] = []  # (every window's relative times from the profile's first event, the first window's)
     seen: set[int] = set()
-    # the threads a step's analysis reads the host events of (:func:`_step_threads_of`, every window's), and per window
-    # those of its events between its cut and the next step's start (checked against the former once all are read)
+    # the threads a step's analysis reads the host events of (:func:`_step_threads_of` and the launching ones, every
+    # window's), and per window those of its events between its cut and the next step's start (checked against the
+    # former once all are read)
     step_threads: set[tuple[str | None, str | None]] = set()
     early: dict[int, set[tuple[str | None, str | None]]] = {}
     ledger = None if plan.checked else xplan.Ledger()
@@ -325,6 +326,7 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
                 parts[i] = window(q.window, again=True) or q  # (a window with events: never None again)
         if stale:
             laps(f"{len(stale)} window(s) again, with the whole profile's HLO names")
+    step_threads.update(t for q in parts for t in q.launches.select("pid", "tid").iter_rows() if None not in t)
     if any(threads & step_threads for threads in early.values()):
         raise NotWindowed("events between a cut and the next step's start (a step without its annotation)")
     # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's end
