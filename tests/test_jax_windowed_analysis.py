@@ -350,6 +350,30 @@ def test_how_many_windows_by_default(tmp_path):
     assert windows_for(str(tmp_path / "missing.xplane.pb")) == 0
 
 
+def test_the_default_adds_windows_where_a_profile_has_many_events_a_byte(tmp_path, monkeypatch):
+    """By default (no ``--windows``) the plan makes one window per ``WINDOW_EVENTS`` events where the bytes would make
+    fewer, up to ``MOST_WINDOWS``: a window's tables grow with its events. Here 2 windows by the bytes, 5 by the 23 k
+    events (one per 5,000); ``--windows 2`` keeps 2. The same output as the whole read either way."""
+    from conftest import cli
+
+    from kernscope import files
+    from kernscope.analyze import windows
+
+    count = xplan.Count(2, 5_000, 12)
+    assert [count.of(n) for n in (0, 9_999, 10_001, 23_000, 10**9)] == [2, 2, 3, 5, 12]
+    assert xplan.Count(2).of(10**9) == 2
+    p = _plain(LONG, tmp_path)
+    monkeypatch.setattr(files, "WINDOWED_FROM", 0)
+    monkeypatch.setattr(files, "WINDOW_BYTES", p.stat().st_size // 2 + 1)
+    monkeypatch.setattr(windows, "WINDOW_EVENTS", 5_000)
+    base = ["analyze", str(p), "--no-bench", "--format", "json", "--no-cache"]  # (small: else it may be a benchmark)
+    whole = cli(*base, "--windows", "0")
+    by_default, asked = cli(*base, "--timings"), cli(*base, "--timings", "--windows", "2")
+    assert whole.returncode == by_default.returncode == asked.returncode == 0
+    assert by_default.stdout == asked.stdout == whole.stdout
+    assert "plan (5 windows at quiet points" in by_default.stderr and "plan (2 windows at quiet points" in asked.stderr
+
+
 def test_windows_is_an_option_of_one_profile():
     from conftest import cli
 

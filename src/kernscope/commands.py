@@ -290,10 +290,13 @@ class Session:
         from .analyze.windows import NotWindowed, analyze_windows
         from .pipeline import results_entry
 
-        bar = self.progress(f"reading {os.path.basename(r.path)} in {windows} windows", "bytes")
+        # (by default the plan may add windows where the profile has many events a byte: :data:`~.files.WINDOW_EVENTS`)
+        by_events = r.windows is None
+        bar = self.progress(f"reading {os.path.basename(r.path)} in {windows}{'+' if by_events else ''} windows", "bytes")
         had = len(timings) if timings is not None else 0
         try:
-            a = analyze_windows(r.path, windows, stats=projection.stats if projection is not None else None,
+            a = analyze_windows(r.path, windows, by_events=by_events,
+                                stats=projection.stats if projection is not None else None,
                                 progress=bar, timings=timings, head=self._jax_head(), categorizer=categorizer,
                                 use_kernel_name_categories=r.categories, linked_only=r.linked_only,
                                 finding_rules=self.finding_rules(), benchmark=r.bench)

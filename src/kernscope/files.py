@@ -242,6 +242,12 @@ WINDOWED_FROM = 128 << 20
 #: file's pages as it walks them (session 81), a 210 MB one in 8 at 1.33x, 1.45-1.47x on a fresh install (polars'
 #: whole binary in the page cache), in 7 at 1.39x and 1.51-1.53x
 WINDOW_BYTES = 26 << 20
+#: events per time window of such an analysis, at most, where the profile's bytes would make fewer windows (up to
+#: :data:`MOST_WINDOWS`): a window's tables grow with its events. A real 40-step profile run 80 times as long (202.6
+#: MB, 1.84 M events) is 8 windows either way; with a data loader's thread of 1 µs ranges every 10 µs beside it
+#: (200.8 MB, 3.27 M events) 8 windows peaked at 1.60-1.71x the file, the 12 this makes at 1.44-1.49x, in 1.24x the
+#: time (docs/performance.md, session 87)
+WINDOW_EVENTS = 240_000
 #: windows of such an analysis, at most: each costs its fixed share of an analysis (~0.05 s on 2 cores); a real 982 MB
 #: profile peaks at 0.88x the file in 8 windows and 0.67x in 12, a 633 MB one at 0.96x in 8 and 0.75x in 12, for
 #: 6-8% more time than in 8 (session 76)
@@ -251,7 +257,8 @@ MOST_WINDOWS = 12
 def windows_for(path: str, asked: int | None = None) -> int:
     """How many time windows ``analyze`` reads the profile at ``path`` in, 0 for whole: for a plain (not gzipped)
     XSpace profile, ``asked`` where given (0 or 1: whole), else one per :data:`WINDOW_BYTES` up to
-    :data:`MOST_WINDOWS` from :data:`WINDOWED_FROM` bytes on; 0 for anything else (a gzipped profile is inflated
+    :data:`MOST_WINDOWS` from :data:`WINDOWED_FROM` bytes on (at least: the plan adds windows where the profile has
+    more than :data:`WINDOW_EVENTS` events a window); 0 for anything else (a gzipped profile is inflated
     whole before its decode; a Kineto trace has no windows). Reads the file's first bytes only."""
     if not path.lower().endswith(".pb") or asked in (0, 1):
         return 0

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..errors import TraceError
+from ..files import MOST_WINDOWS, WINDOW_EVENTS
 from ..link.build import link
 from ..link.steps import ANNOTATED, StepSpec, phases_of, step_signatures
 from ..model import Lazy, Trace, TraceStats
@@ -60,6 +61,7 @@ from .timeline import device_timelines_of
 
 if TYPE_CHECKING:
     from ..load.xhead import XHeadStart
+    from ..load.xplan import Count
 
 #: the analyses' keyword arguments a windowed analysis takes (others: the whole profile is read)
 WINDOWED_OPTIONS = frozenset({"categorizer", "use_kernel_name_categories", "linked_only", "finding_rules", "benchmark"})
@@ -341,11 +343,13 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
     return parts
 
 
-def analyze_windows(path: str | Path, windows: int, *, stats: tuple[str, ...] | None = None,
+def analyze_windows(path: str | Path, windows: int, *, by_events: bool = False, stats: tuple[str, ...] | None = None,
                     progress: Callable[[int, int], None] | None = None,
                     timings: list[tuple[str, float]] | None = None, head: XHeadStart | None = None,
                     **options: Any) -> Analysis:
     """The analysis of the JAX profile at ``path`` (a plain ``.xplane.pb``), read ``windows`` time windows at a time
+    (``by_events``: or more, one per :data:`~kernscope.files.WINDOW_EVENTS` of its events up to
+    :data:`~kernscope.files.MOST_WINDOWS`, as ``analyze`` counts them by default)
     (:func:`merge`; ``options``: :func:`~kernscope.analyze.summary.analyze`'s, of :data:`WINDOWED_OPTIONS`;
     ``stats``: the XLA stats read, as a load projection's). ``progress``: called with (windows read, windows) in
     bytes of the file; ``timings``: receives (phase, seconds) of the plan, each window and the merge; ``head``: the
@@ -353,13 +357,15 @@ def analyze_windows(path: str | Path, windows: int, *, stats: tuple[str, ...] | 
     :class:`NotWindowed` where the profile cannot be cut so, :class:`~kernscope.errors.TraceError` where it cannot
     be read."""
     try:
-        return _analyze_windows(str(path), windows, stats, progress, timings, head, options)
+        xplan = importlib.import_module("kernscope.load.xplan")
+        count = xplan.Count(windows, WINDOW_EVENTS if by_events else 0, MOST_WINDOWS)
+        return _analyze_windows(str(path), count, stats, progress, timings, head, options)
     finally:
         if head is not None:
             head.close()
 
 
-def _analyze_windows(p: str, windows: int, stats: tuple[str, ...] | None, progress: Callable[[int, int], None] | None,
+def _analyze_windows(p: str, count: Count, stats: tuple[str, ...] | None, progress: Callable[[int, int], None] | None,
                      timings: list[tuple[str, float]] | None, head: XHeadStart | None, options: dict[str, Any]
                      ) -> Analysis:
     if set(options) - WINDOWED_OPTIONS:
@@ -387,10 +393,10 @@ def _analyze_windows(p: str, windows: int, stats: tuple[str, ...] | None, progre
     try:
         # the plan from the events near each target (a few thousand a target); where it finds none, or its windows
         # turn out to split what the whole profile's keeps together, the plan from every event's stats
-        plan = xplan.plan_near(data, p, windows, release_pages=True, head=head)  # (data: a read-only mapping)
+        plan = xplan.plan_near(data, p, count, release_pages=True, head=head)  # (data: a read-only mapping)
         near = plan is not None
         if plan is None:
-            plan = xplan.plan(data, p, windows, release_pages=True)
+            plan = xplan.plan(data, p, count, release_pages=True)
         if plan is None:
             raise NotWindowed("no plan (no quiet point, or no compiled scanner)")
         if not (plan.step_after >= 0).any():
@@ -401,7 +407,7 @@ def _analyze_windows(p: str, windows: int, stats: tuple[str, ...] | None, progre
         laps(f"plan ({plan.windows} windows at quiet points{' near the targets' if near else ''}{ahead})")
         parts = _windows(data, p, plan, xplane, stats, options, size, progress, laps)
         if parts is None:  # (the near plan's windows split a launch from its rows: every event's stats read)
-            plan = xplan.plan(data, p, windows, release_pages=True)
+            plan = xplan.plan(data, p, count, release_pages=True)
             _release(data)
             if plan is None or not (plan.step_after >= 0).any():
                 raise NotWindowed("no plan from every event (the near plan's windows split a launch from its rows)")

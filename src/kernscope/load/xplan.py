@@ -70,11 +70,29 @@ class Plan:
         return int(self.cuts.times.shape[1]) + 1
 
 
-def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int, *,
+@dataclass(frozen=True)
+class Count:
+    """How many windows a plan cuts the profile into: ``windows``, or more where it has over ``events`` events a window
+    (then one window per ``events`` events, up to ``most``; ``events`` 0: ``windows``). A window's tables and their
+    analysis grow with its events, not its bytes: a profile of short host ranges holds more of them a byte."""
+
+    windows: int
+    events: int = 0
+    most: int = 0
+
+    def of(self, events: int) -> int:
+        """The windows for a profile of ``events`` events."""
+        if self.events <= 0:
+            return self.windows
+        return max(self.windows, min(self.most, -(-events // self.events)))
+
+
+def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int | Count, *,
          workers: int | None = None, release_pages: bool = False) -> Plan | None:
-    """Up to ``windows`` windows of about equal events, cut at the quiet points nearest the events' quantiles (two
-    targets that find the same point make one window fewer). None where the profile cannot be read so: fewer than two
-    windows asked, no compiled scanner, no quiet point inside the profile, or a line's events out of time order.
+    """Up to ``windows`` windows (a :class:`Count`: as many as it gives for the profile's events) of about equal
+    events, cut at the quiet points nearest the events' quantiles (two targets that find the same point make one
+    window fewer). None where the profile cannot be read so: fewer than two windows asked, no compiled scanner, no
+    quiet point inside the profile, or a line's events out of time order.
 
     ``release_pages``: ``data`` is a read-only mapping of the file (``mmap.ACCESS_READ``), whose pages the plan gives
     back as it walks them (the page cache keeps them), so that it holds a chunk of the file at a time rather than all
@@ -84,13 +102,14 @@ def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: i
 
 #: a plan's way (:func:`_plan`, :func:`_near`): of the lines and metadata, and the rest of what every window reads
 #: alike (given when the plan is made: read meanwhile)
-_How = Callable[[np.ndarray, int, int | None, _Base, Callable[[], Shared], "_Release | None"], "Plan | None"]
+_How = Callable[[np.ndarray, Count, int | None, _Base, Callable[[], Shared], "_Release | None"], "Plan | None"]
 
 
-def _planned(how: _How, data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int, workers: int | None,
-             release_pages: bool) -> Plan | None:
+def _planned(how: _How, data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int | Count,
+             workers: int | None, release_pages: bool) -> Plan | None:
     """``how``'s plan of the profile (:func:`_plan`, :func:`_near`), bad bytes said as a :class:`TraceError`."""
-    if windows < 2 or scanner() is None:
+    count = windows if isinstance(windows, Count) else Count(windows)
+    if count.windows < 2 or scanner() is None:
         return None
     buf = as_array(data)
     release = _Release(data) if release_pages and isinstance(data, mmap.mmap) else None
@@ -100,12 +119,12 @@ def _planned(how: _How, data: bytes | bytearray | memoryview | mmap.mmap, path: 
         # while the plan walks the lines (in C, without the GIL: 0.1 s there), not before it
         with ThreadPoolExecutor(1, thread_name_prefix="kernscope-plan") as pool:
             shared = pool.submit(prepare, data, path, base)
-            return how(buf, windows, workers, base, shared.result, release)
+            return how(buf, count, workers, base, shared.result, release)
     except WireError as e:
         raise damaged(path, e) from None
 
 
-def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int, *,
+def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int | Count, *,
               workers: int | None = None, release_pages: bool = False, head: XHeadStart | None = None) -> Plan | None:
     """:func:`plan`'s windows, found from the line index and the events near each target alone (a few thousand
     events a target, where :func:`plan` reads every event's stats): each cut is the quiet point nearest one of the
@@ -141,7 +160,7 @@ NEAR_MOST_ROWS = 512
 NEAR_MOST_SHARE = 0.25
 
 
-def _near(buf: np.ndarray, windows: int, workers: int | None, base: _Base, shared: Callable[[], Shared],
+def _near(buf: np.ndarray, count: Count, workers: int | None, base: _Base, shared: Callable[[], Shared],
           release: _Release | None = None, *,
           head: Callable[[np.ndarray, np.ndarray, np.ndarray, int], TimeIndex | None] | None = None) -> Plan | None:
     reader = _reader(base, _NEAR_READ)
@@ -155,6 +174,7 @@ def _near(buf: np.ndarray, windows: int, workers: int | None, base: _Base, share
     timed_lines = index.span[:, 0] <= index.span[:, 1]
     if not timed_lines.any():
         return None
+    windows = count.of(int(index.total.sum()))
     n = base.line_off.size
     first_row = np.searchsorted(index.line, np.arange(n + 1))  # each line's first index row (and the end)
     # each row stands for its line's events up to the next row: the targets are the quantiles of their sum in time
@@ -305,7 +325,7 @@ def _reader(base: _Base, read: tuple[str, ...] = _READ) -> _Reader | None:
     return _Reader(FieldSpec(field_of, flat[0], flat[1], FIELD_KINDS, unread), fields, skip)
 
 
-def _plan(buf: np.ndarray, windows: int, workers: int | None, base: _Base, shared: Callable[[], Shared],
+def _plan(buf: np.ndarray, count: Count, workers: int | None, base: _Base, shared: Callable[[], Shared],
           release: _Release | None = None) -> Plan | None:
     reader = _reader(base)
     # one walk of the lines' bytes: where their events lie in time (the chunks' and the windows' cuts are found from
@@ -317,6 +337,7 @@ def _plan(buf: np.ndarray, windows: int, workers: int | None, base: _Base, share
     timed_lines = index.span[:, 0] <= index.span[:, 1]
     if not timed_lines.any():
         return None
+    windows = count.of(int(index.total.sum()))
     lo, hi = int(index.span[timed_lines, 0].min()), int(index.span[timed_lines, 1].max())
     chunks = max(1, min(64, int(base.line_len.sum()) // CHUNK_BYTES))
     cuts = index.cuts(np.unique(np.linspace(lo, hi + 1, chunks + 1)[1:-1].astype(np.int64)))
