@@ -1,7 +1,7 @@
 """Record real JAX profiles on a GPU machine: the JAX test data of kernscope's JAX reader.
 
     python examples/record_jax_profiles.py OUT_DIR [--which mlp,transformer,long] [--steps 3] [--long-steps 40]
-        [--no-perfetto] [--no-reference] [--max-gpu-events N]
+        [--no-perfetto] [--no-reference] [--max-gpu-events N] [--loader]
 
 Each run is ``jax.profiler.trace(dir, create_perfetto_trace=True)`` around ``--steps`` jit-compiled
 training steps (compiled and warmed up before the trace starts), each step inside
@@ -19,6 +19,11 @@ training steps (compiled and warmed up before the trace starts), each step insid
   15,500-step run then gives a 365 MB profile whose last ~70% of steps have no kernels. ``--max-gpu-events``
   raises that cap (and the callback events') so that such a run is recorded whole (~1 GB).
 
+``--loader``: each step's batch comes from a data loader's thread (two batches ahead), which makes each row of a
+batch inside a ``TraceAnnotation`` (``loader.sample``, ~20-60 µs of numpy each, in ``loader.batch``), as tf.data and
+grain write their own: a host thread that neither launches GPU work nor holds a step, busy around the steps' starts.
+The step then copies its batch to the GPU (``jnp.asarray``), as a training loop does.
+
 Needs only ``jax`` with its CUDA plugin (no flax/optax); one GPU.
 """
 
@@ -27,12 +32,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 Params = Any
 
@@ -99,8 +107,28 @@ def transformer_setup(key: jax.Array) -> tuple[Params, tuple[jax.Array, jax.Arra
     return params, (data[:, :-1], data[:, 1:]), loss_fn
 
 
+#: the data loader's work per sample (``--loader``): a sort of this many floats, ~20-60 µs of one core
+LOADER_SAMPLE_FLOATS = 2048
+
+
+def _loader(shape: tuple[int, ...], vocab: int, batches: int, out: queue.Queue[Any]) -> None:
+    """A data loader's thread (``--loader``): each batch's rows made one at a time, each row's work inside a
+    ``TraceAnnotation`` as tf.data and grain write theirs, the batch put on ``out`` (two ahead at most: the thread
+    waits on a full queue, as a prefetching loader does)."""
+    rng = np.random.default_rng(0)
+    for _ in range(batches):
+        with jax.profiler.TraceAnnotation("loader.batch"):
+            rows = []
+            for _ in range(shape[0]):
+                with jax.profiler.TraceAnnotation("loader.sample"):
+                    np.sort(rng.standard_normal(LOADER_SAMPLE_FLOATS))  # (decoding and augmenting a sample)
+                    rows.append(rng.integers(0, vocab, shape[1] + 1, dtype=np.int32))
+            batch = np.stack(rows)
+        out.put(batch)
+
+
 def record(name: str, setup: Callable[..., Any], steps: int, out: str, perfetto: bool = True,
-           max_gpu_events: int | None = None) -> dict[str, Any]:
+           max_gpu_events: int | None = None, loader: bool = False) -> dict[str, Any]:
     params, (x, y), loss_fn = setup(jax.random.PRNGKey(0))
 
     @jax.jit
@@ -117,9 +145,18 @@ def record(name: str, setup: Callable[..., Any], steps: int, out: str, perfetto:
     if max_gpu_events:  # assigned whole: the property gives a copy, so an item set on it would be lost
         options.advanced_configuration = {"gpu_max_activity_api_events": max_gpu_events,
                                           "gpu_max_callback_api_events": max_gpu_events}
+    batches: queue.Queue[Any] = queue.Queue(maxsize=2)
+    if loader:  # (the batches' tokens from a thread of its own, as a training loop's data loader gives them)
+        vocab = int(jnp.max(jnp.concatenate([x, y], axis=1))) + 1
+        thread = threading.Thread(target=_loader, args=(x.shape, vocab, steps, batches), daemon=True)
     with jax.profiler.trace(log_dir, create_perfetto_trace=perfetto, profiler_options=options):
+        if loader:
+            thread.start()
         for i in range(steps):
+            batch = batches.get() if loader else None  # (outside the step, as `for batch in loader:` takes it)
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                if batch is not None:
+                    x, y = jnp.asarray(batch[:, :-1]), jnp.asarray(batch[:, 1:])
                 params, loss = train_step(params, x, y)
                 loss.block_until_ready()
     wall = time.perf_counter() - t
@@ -127,7 +164,7 @@ def record(name: str, setup: Callable[..., Any], steps: int, out: str, perfetto:
     for root, _, names in os.walk(log_dir):
         for n in names:
             files[os.path.relpath(os.path.join(root, n), out)] = os.path.getsize(os.path.join(root, n))
-    return {"name": name, "steps": steps, "loss": float(loss), "wall_s": round(wall, 3), "files": files}
+    return {"name": name, "steps": steps, "loss": float(loss), "wall_s": round(wall, 3), "files": files, "loader": loader}
 
 
 def main() -> None:
@@ -139,6 +176,8 @@ def main() -> None:
     ap.add_argument("--no-perfetto", dest="perfetto", action="store_false", help="no perfetto_trace.json.gz")
     ap.add_argument("--no-reference", dest="reference", action="store_false",
                     help="skip JAX's own read of each profile (record_info.json's 'reference')")
+    ap.add_argument("--loader", action="store_true",
+                    help="each step's batch from a data loader's thread, whose rows are TraceAnnotation ranges")
     ap.add_argument("--max-gpu-events", type=int, default=None,
                     help="the GPU tracer's cap on activity and callback events (JAX's default: ~2 M)")
     a = ap.parse_args()
@@ -146,9 +185,11 @@ def main() -> None:
             "long": (transformer_setup, a.long_steps)}
     info: dict[str, Any] = {"jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
                             "device_kind": jax.devices()[0].device_kind, "runs": []}
+    if a.loader and set(a.which.split(",")) - {"transformer", "long"}:
+        ap.error("--loader gives token batches: the transformer's runs only (--which transformer,long)")
     for name in a.which.split(","):
         setup, steps = runs[name]
-        info["runs"].append(record(name, setup, steps, a.out, a.perfetto, a.max_gpu_events))
+        info["runs"].append(record(name, setup, steps, a.out, a.perfetto, a.max_gpu_events, a.loader))
     if a.reference:
         info["reference"] = reference(a.out)
     print(json.dumps({k: v for k, v in info.items() if k != "reference"}, indent=1))
