@@ -245,7 +245,7 @@ WINDOW_BYTES = 26 << 20
 #: events per time window of such an analysis, at most, where the profile's bytes would make fewer windows (up to
 #: :data:`MOST_WINDOWS`): a window's tables grow with its events. A real 40-step profile run 80 times as long (202.6
 #: MB, 1.84 M events) is 8 windows either way; with a data loader's thread of 1 µs ranges every 10 µs beside it
-#: (200.8 MB, 3.27 M events) 8 windows peaked at 1.60-1.71x the file, the 12 this makes at 1.44-1.49x, in 1.24x the
+#: (200.8 MB, 3.27 M events) 8 windows peaked at 1.66-1.72x the file, the 12 this makes at 1.32-1.41x, in ~1.2x the
 #: time (docs/performance.md, session 87)
 WINDOW_EVENTS = 240_000
 #: windows of such an analysis, at most: each costs its fixed share of an analysis (~0.05 s on 2 cores); a real 982 MB
