@@ -147,8 +147,7 @@ def record(name: str, setup: Callable[..., Any], steps: int, out: str, perfetto:
                                           "gpu_max_callback_api_events": max_gpu_events}
     batches: queue.Queue[Any] = queue.Queue(maxsize=2)
     if loader:  # (the batches' tokens from a thread of its own, as a training loop's data loader gives them)
-        vocab = int(jnp.max(jnp.concatenate([x, y], axis=1))) + 1
-        thread = threading.Thread(target=_loader, args=(x.shape, vocab, steps, batches), daemon=True)
+        thread = threading.Thread(target=_loader, args=(x.shape, params["tok"].shape[0], steps, batches), daemon=True)
     with jax.profiler.trace(log_dir, create_perfetto_trace=perfetto, profiler_options=options):
         if loader:
             thread.start()

@@ -137,11 +137,10 @@ def test_a_step_without_its_annotation_is_read_whole(tmp_path):
     is now read whole: the same output."""
     from conftest import cli
 
-    from kernscope.testing.xspace import _enc, _msg
+    from kernscope.testing.xspace import _enc, _msg, host_plane
 
     space = _msg(gzip.decompress((DATA / "jax_kernels_h200" / "mosaic" / "vm.xplane.pb.gz").read_bytes()))
-    host = next(i for i, (f, _, v) in enumerate(space) if f == 1 and any(pf == 2 and pv == b"/host:CPU"
-                                                                         for pf, _, pv in _msg(v)))
+    host = host_plane(space)
     plane = _msg(space[host][2])
     names = {}
     for f, _, v in plane:

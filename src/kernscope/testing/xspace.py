@@ -211,14 +211,19 @@ def extend_xspace(data: bytes, copies: int) -> bytes:
     return _enc(out)
 
 
+def host_plane(space: list[tuple[int, int, Any]]) -> int:
+    """The index in ``space`` (an XSpace's fields, :func:`_msg`) of its host plane (``/host:CPU``)."""
+    return next(i for i, (f, w, v) in enumerate(space) if f == 1 and w == 2
+                and any(pf == 2 and pv == b"/host:CPU" for pf, _, pv in _msg(v)))
+
+
 def with_host_thread(data: bytes, tid: int, every_ns: int, dur_ns: int, name: str = "Iterator::Prefetch") -> bytes:
     """The profile with one more line on its host plane (``/host:CPU``): thread ``tid`` running a range named ``name``
     of ``dur_ns`` every ``every_ns`` from the profile's first event to its last end, as a data loader's thread does
     (tf.data's iterators write such ranges). ``tid`` may be an existing line's id: a second line of that thread. The
     name is a new event metadata entry of the plane."""
     space = _msg(data)
-    host = next(i for i, (f, w, v) in enumerate(space) if f == 1 and w == 2
-                and any(pf == 2 and pv == b"/host:CPU" for pf, _, pv in _msg(v)))
+    host = host_plane(space)
     first_ps, last_ps = None, 0
     for f, w, v in space:
         for pf, _, pv in _msg(v) if f == 1 and w == 2 else []:
