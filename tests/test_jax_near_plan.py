@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 from test_jax import MLP, TRANSFORMER, xspace_bytes
-from test_jax_windowed_analysis import LONG, _plain
+from test_jax_windowed_analysis import LONG, _plain, _run_ns
 
 from kernscope.analyze.summary import analyze
 from kernscope.analyze.windows import analyze_windows
@@ -249,3 +249,86 @@ def test_a_profile_run_longer_is_windowed_by_the_near_plan(tmp_path):
     timings: list = []
     assert text(analyze_windows(longer, 5, timings=timings), "json") == whole
     assert timings[0][0] == "plan (5 windows at quiet points near the targets)"
+
+
+def test_a_range_holding_whole_steps_runs_only_up_to_its_first_steps_start():
+    """Line 0: a range at 10-1000 (an epoch's); line 1: step annotations at 100-200, 300-400, 500-600 and short host
+    events at 50, 250, 450 and 700. The range holds its first step whole: a cut may fall inside it once that step has
+    started (at 100 the step would go to the next window without the range): 250 on. As a step annotation, or where a
+    GPU row runs across them all, nothing is quiet; a range ending before its first step does is an event like any, and
+    one starting later holds the first step starting after it."""
+    gpu_line = np.array([False, False, True])
+
+    def points(first: tuple[int, int, bool], *more: tuple[int, int, int]) -> list[int]:
+        line = [0, 1, 1, 1, 1, 1, 1, 1] + [m[0] for m in more]
+        ts = [first[0], 100, 300, 500, 50, 250, 450, 700] + [m[1] for m in more]
+        dur = [first[1], 100, 100, 100, 5, 5, 5, 5] + [m[2] for m in more]
+        step = np.array([first[2], True, True, True, False, False, False, False] + [False] * len(more))
+        order = np.lexsort((ts, line))
+        q = xplan._Quiet(gpu_line, 10)
+        q.add(np.array(line)[order], np.array(ts)[order], np.array(dur)[order],
+              pl.Series([None] * len(line), dtype=pl.Int64).gather(order), step[order])
+        return q.result()[0].tolist()
+
+    assert points((10, 990, False)) == [250, 300, 450, 500, 700]
+    assert points((10, 990, True)) == []
+    assert points((10, 990, False), (2, 20, 800)) == []
+    assert points((10, 150, False)) == [250, 300, 450, 500, 700]  # (runs to 150, before its first step's end)
+    assert points((60, 940, False)) == [50, 60, 250, 300, 450, 500, 700]  # (nothing runs at 50, nor at its start)
+    assert points((120, 880, False)) == [50, 100, 450, 500, 700]  # (its first step: 300-400)
+    assert points((10, 990, False), (0, 20, 2)) == [250, 300, 450, 500, 700]  # (a short range inside it)
+
+
+@pytest.mark.parametrize("loader", [False, True])
+def test_the_near_plan_cuts_inside_a_range_holding_whole_steps(loader, tmp_path):
+    """The 40-step profile with an epoch's range around the run: on the launching thread, where the near plan reads it
+    among the events near a target (the range is its line's first event, and the first index row); or around a data
+    loader's ranges on a thread of its own, where the index's latest end before the rows read gives it (the loader's
+    ranges are the line's later rows). Either way the near plan cuts inside it, and the windows give the whole
+    profile's output."""
+    from kernscope.testing.xspace import with_host_thread
+
+    data = xspace_bytes(LONG)
+    ev = load(LONG, cache=False).events
+    span = _run_ns(ev)
+    p = tmp_path / "epoch.xplane.pb"
+    if loader:
+        p.write_bytes(with_host_thread(data, 777_777, 4_000, 1_000, around="epoch"))
+    else:
+        launcher = int(load(LONG, cache=False).gpu["launch_tid"].drop_nulls().unique().cast(pl.String)[0])
+        p.write_bytes(with_host_thread(data, launcher, span + 10, span + 10, "epoch"))
+    epoch = load(p, cache=False).events.filter(pl.col("name").cast(pl.String) == "epoch")
+    assert epoch.height == 1
+    plan = xplan.plan_near(p.read_bytes(), str(p), 5)
+    assert plan is not None and plan.windows == 5
+    assert ((plan.cuts.times > epoch["ts"][0]) & (plan.cuts.times < epoch["end"][0])).all()
+    whole = _whole_json(p)
+    timings: list = []
+    assert text(analyze_windows(p, 5, timings=timings), "json") == whole
+    assert timings[0][0] == "plan (5 windows at quiet points near the targets)"
+
+
+def test_a_near_plans_cut_inside_a_range_holding_no_whole_step_sends_it_to_the_full_plan(tmp_path, monkeypatch):
+    """The near plan takes a host line that runs past the events it reads for a range holding whole steps; the
+    windows' decodes check each event across a cut. Where one fails (here forced once), every event's plan is made,
+    with the whole profile's answer; where the full plan's cuts fail it too, the profile is read whole."""
+    from kernscope.analyze import windows
+
+    p = _plain(LONG, tmp_path)
+    whole = _whole_json(p)
+    real = windows._held_across
+    calls: list[bool] = []
+
+    def once(trace, cut):
+        calls.append(real(trace, cut))
+        return len(calls) > 1 and calls[-1]
+
+    monkeypatch.setattr(windows, "_held_across", once)
+    timings: list = []
+    assert text(analyze_windows(p, 3, timings=timings), "json") == whole
+    phases = [t[0] for t in timings]
+    assert phases[0] == "plan (3 windows at quiet points near the targets)"
+    assert "plan again, from every event (3 windows)" in phases
+    monkeypatch.setattr(windows, "_held_across", lambda trace, cut: False)
+    with pytest.raises(windows.NotWindowed, match="an event across a cut that holds no whole step"):
+        analyze_windows(p, 3)

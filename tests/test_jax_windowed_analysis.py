@@ -202,10 +202,81 @@ def test_ranges_on_the_launching_thread_between_steps_are_read_whole(tmp_path):
     step by op differed by 4-7 µs), so the profile is read whole, with the whole read's output."""
     from conftest import cli
 
+    p = _with_loader(tmp_path, _launching_tid())
+    with pytest.raises(NotWindowed, match="events between a cut and the next step's start"):
+        analyze_windows(p, 5)
+    base = ["analyze", str(p), "--no-bench", "--format", "json", "--no-cache"]
+    a, b = cli(*base, "--windows", "0"), cli(*base, "--windows", "5")
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+
+
+def _run_ns(events: pl.DataFrame) -> int:
+    """The time from the first event's start to the last end (ns)."""
+    return int(events.select(pl.col("end").max() - pl.col("ts").min()).item())
+
+
+def _launching_tid() -> int:
+    """The thread id that launches the 40-step profile's GPU work (one)."""
     launcher = load(LONG, cache=False).gpu["launch_tid"].drop_nulls().unique()
     assert launcher.len() == 1
-    p = _with_loader(tmp_path, int(launcher.cast(pl.String)[0]))
-    with pytest.raises(NotWindowed, match="events between a cut and the next step's start"):
+    return int(launcher.cast(pl.String)[0])
+
+
+def _with_ranges(tmp_path: Path, tid: int | None, name: str, parts: int = 1) -> Path:
+    """The 40-step profile with ``parts`` ranges named ``name`` one after another over the whole run (one: from its
+    first event to its last end) on thread ``tid`` (None: a new one; else a second line of that thread's id)."""
+    from kernscope.testing.xspace import with_host_thread
+
+    data = gzip.decompress(LONG.read_bytes())
+    ev = load(LONG, cache=False).events
+    span = _run_ns(ev)
+    every = span + 10 if parts == 1 else -(-span // parts)
+    p = tmp_path / "ranges.xplane.pb"
+    p.write_bytes(with_host_thread(data, 777_777 if tid is None else tid, every, every - 1_000 * (parts > 1), name))
+    return p
+
+
+def _cut_inside(p: Path, name: str, windows: int) -> None:
+    """Asserts the full plan cuts ``p`` into ``windows`` windows, each cut inside a range named ``name``."""
+    plan = xplan.plan(p.read_bytes(), str(p), windows)
+    assert plan is not None and plan.windows == windows
+    ranges = load(p, cache=False).events.filter(pl.col("name").cast(pl.String) == name)
+    for cut in plan.cuts.times.min(axis=0).tolist():
+        assert ranges.filter((pl.col("ts") < cut) & (pl.col("end") > cut)).height == 1, cut
+
+
+@pytest.mark.parametrize(("thread", "name", "parts"), [("launching", "epoch", 1), ("own", "epoch", 1),
+                                                        ("launching", "$train.py:12 main", 1), ("own", "epoch", 3),
+                                                        ("launching", "epoch", 2)])
+def test_a_range_holding_whole_steps_leaves_the_profile_windowed(thread, name, parts, tmp_path):
+    """An annotation around the training loop (an epoch's; or the Python tracer's frame of the function that runs it)
+    is open across any moment between two steps: until session 88 such a profile had no quiet point and was read whole
+    (4.4x a 200 MB profile's size in memory). A cut may fall inside a user's range or a Python frame that holds whole
+    steps, after its first step's start: no analysis of a step reads it (the critical path takes no such range for an
+    op), and the window of its first step holds it. One range around the run or a few in turn, on the launching thread
+    or another: each cut falls inside one, and the windows give the whole read's output."""
+    p = _with_ranges(tmp_path, _launching_tid() if thread == "launching" else None, name, parts)
+    _cut_inside(p, name, 5)
+    whole = text(analyze(load(p, cache=False)), "json")
+    assert json.loads(whole)["trace"]["events"] == load(LONG, cache=False).events.height + parts
+    for k in (3, 5):
+        assert text(analyze_windows(p, k), "json") == whole
+
+
+def test_a_cpu_op_around_the_steps_is_read_whole(tmp_path):
+    """A CPU op (a host event an HLO module names) around the run: the critical path takes it for the op of every
+    step's host time, so a window without it would tell other ops (measured: the critical path's host time by op of
+    the steps after the first cut differed). The plan does not tell the kinds of events apart, the windows' decodes
+    check them: the profile is read whole, with the whole read's output."""
+    from conftest import cli
+
+    events = load(LONG, cache=False).events
+    op = events.filter(pl.col("kind") == "cpu_op")["name"].cast(pl.String).mode().sort()[0]
+    p = _with_ranges(tmp_path, _launching_tid(), op)
+    big = load(p, cache=False).events.filter(pl.col("dur") > _run_ns(events))
+    assert big["kind"].cast(pl.String).to_list() == ["cpu_op"]
+    _cut_inside(p, op, 5)
+    with pytest.raises(NotWindowed, match="an event across a cut that holds no whole step"):
         analyze_windows(p, 5)
     base = ["analyze", str(p), "--no-bench", "--format", "json", "--no-cache"]
     a, b = cli(*base, "--windows", "0"), cli(*base, "--windows", "5")

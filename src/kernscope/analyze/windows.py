@@ -18,7 +18,8 @@ small results are held (:class:`Part`).
 
 Where a profile cannot be cut so (no compiled scanner, no quiet point, no step annotations, a step number in two
 windows, GPU records without a device, events between a cut and the next step's start that belong to the step before
-the cut), :func:`analyze_windows` returns None and the caller reads it whole. The tests check on every real JAX profile
+the cut, an event across a cut but for a user's range or Python frame holding whole steps), :func:`analyze_windows`
+raises :class:`NotWindowed` and the caller reads it whole. The tests check on every real JAX profile
 here that the merged analysis's JSON equals the whole profile's.
 """
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from ..errors import TraceError
@@ -233,6 +235,38 @@ def _step_threads_of(trace: Trace) -> set[tuple[str | None, str | None]]:
     return _threads(ev.lazy().filter(host).select("pid", "tid").collect())
 
 
+#: the kinds of event a cut may fall inside (:func:`_held_across`), where one holds whole steps
+HELD_KINDS = ("user_annotation", "python_function")
+
+
+class _Replan(Exception):
+    """A near plan's windows differ from the whole profile's (:func:`_windows`): every event's plan is made instead."""
+
+
+def _held_across(trace: Trace, cut: int) -> bool:
+    """Whether each event of ``trace`` (a window's, its events starting before ``cut``, ns) that runs across ``cut``
+    is a host range holding whole steps: the first step starting at or after it ends within it (the rule by which the
+    critical path takes no such range for an op), and is no step annotation. A plan cuts inside such a range only
+    (:meth:`~kernscope.load.xplan._Quiet._running_long`); a near plan guesses it from its index, and this checks."""
+    if trace.gpu.filter(pl.col("end") > cut).height:
+        return False
+    ev = trace.events
+    # (a step annotation, or any event but a user's range or a Python frame: a CPU op is the innermost op of the
+    # launches inside it, which only the window holding it would have)
+    other = ~pl.col("kind").is_in(HELD_KINDS) | (pl.col("step_num").is_not_null() if "step_num" in ev.columns else False)
+    across = ev.lazy().filter(pl.col("end") > cut).select("ts", "end", other.alias("_other")).collect()
+    if not across.height:
+        return True
+    steps = trace.steps.select("start", "end").sort("start")
+    if across["_other"].any() or not steps.height:
+        return False
+    s_start, s_end = steps["start"].to_numpy(), steps["end"].to_numpy()
+    ts, end = across["ts"].to_numpy(), across["end"].to_numpy()
+    k = np.searchsorted(s_start, ts, side="left")
+    first = np.minimum(k, s_start.size - 1)
+    return bool(((k < s_start.size) & (s_start[first] < cut) & (s_end[first] <= end)).all())
+
+
 def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, ...] | None,
              options: dict[str, Any], size: int, progress: Callable[[int, int], None] | None,
              laps: Callable[[str], None]) -> list[Part] | None:
@@ -271,6 +305,10 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
         del raw
         if trace.gpu["device"].null_count():
             raise NotWindowed("GPU records without a device")
+        if k + 1 < plan.windows and not _held_across(trace, int(plan.cuts.times[:, k].min())):
+            if not plan.checked:  # (a near plan's guess of a range holding whole steps: every event's plan instead)
+                raise _Replan
+            raise NotWindowed("an event across a cut that holds no whole step")
         # the whole profile's last step before a cut spans up to the next step's start (``step_after``), beyond the cut:
         # what starts between the two is that step's there and this window's here. A step's analysis reads there the
         # GPU rows, the runtime calls of any thread (synchronizations) and the host events of the step's threads (its
@@ -301,46 +339,49 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
         return keep(a, k)
 
     parts: list[Part] = []
-    # the next window decoded on a thread while this one is linked and analyzed (the decode's scan runs without the
-    # GIL; one window's work alone keeps ~1.2 of two cores busy): two windows' tables are held at a time
-    with ThreadPoolExecutor(1, thread_name_prefix="kernscope-window") as pool:
-        ahead = pool.submit(decoded, 0)
-        for k in range(plan.windows):
-            raw = ahead.result()
-            if k + 1 < plan.windows:
-                ahead = pool.submit(decoded, k + 1)
-            part = window(k, raw=raw)
-            del raw
-            if part is not None:
-                parts.append(part)
-            laps(f"window {k + 1} of {plan.windows} (decode, link, analysis)")
-            if progress is not None:
-                progress(size * (k + 1) // plan.windows, size)
-    if ledger is not None:
-        if ledger.split():
-            return None
-        # a window whose annotation another window's HLO names make an op: decoded again with the whole profile's
-        shared = dataclasses.replace(shared, hlo_names=ledger.names())
-        stale = set(ledger.stale())
-        ledger = None
-        for i, q in enumerate(parts):
-            if q.window in stale:
-                parts[i] = window(q.window, again=True) or q  # (a window with events: never None again)
-        if stale:
-            laps(f"{len(stale)} window(s) again, with the whole profile's HLO names")
-    step_threads.update(t for q in parts for t in q.launches.select("pid", "tid").iter_rows() if None not in t)
-    if any(threads & step_threads for threads in early.values()):
-        raise NotWindowed("events between a cut and the next step's start (a step without its annotation)")
-    # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's end
-    # point), which a window's own may not be (a window that compiles): such windows are analyzed again
-    busiest = busiest_launcher(_stack([q.launches for q in parts])) if parts else None
-    again = [i for i, q in enumerate(parts) if q.analysis.trace.steps.height and busiest is not None
-             and busiest_launcher(q.launches) != busiest]
-    for i in again:
-        parts[i] = window(parts[i].window, busiest, again=True)  # type: ignore[arg-type,assignment]
-    if again:
-        laps(f"{len(again)} window(s) again, on the profile's busiest launching thread")
-    return parts
+    try:
+        # the next window decoded on a thread while this one is linked and analyzed (the decode's scan runs without the
+        # GIL; one window's work alone keeps ~1.2 of two cores busy): two windows' tables are held at a time
+        with ThreadPoolExecutor(1, thread_name_prefix="kernscope-window") as pool:
+            ahead = pool.submit(decoded, 0)
+            for k in range(plan.windows):
+                raw = ahead.result()
+                if k + 1 < plan.windows:
+                    ahead = pool.submit(decoded, k + 1)
+                part = window(k, raw=raw)
+                del raw
+                if part is not None:
+                    parts.append(part)
+                laps(f"window {k + 1} of {plan.windows} (decode, link, analysis)")
+                if progress is not None:
+                    progress(size * (k + 1) // plan.windows, size)
+        if ledger is not None:
+            if ledger.split():
+                raise _Replan
+            # a window whose annotation another window's HLO names make an op: decoded again with the whole profile's
+            shared = dataclasses.replace(shared, hlo_names=ledger.names())
+            stale = set(ledger.stale())
+            ledger = None
+            for i, q in enumerate(parts):
+                if q.window in stale:
+                    parts[i] = window(q.window, again=True) or q  # (a window with events: never None again)
+            if stale:
+                laps(f"{len(stale)} window(s) again, with the whole profile's HLO names")
+        step_threads.update(t for q in parts for t in q.launches.select("pid", "tid").iter_rows() if None not in t)
+        if any(threads & step_threads for threads in early.values()):
+            raise NotWindowed("events between a cut and the next step's start (a step without its annotation)")
+        # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's end
+        # point), which a window's own may not be (a window that compiles): such windows are analyzed again
+        busiest = busiest_launcher(_stack([q.launches for q in parts])) if parts else None
+        again = [i for i, q in enumerate(parts) if q.analysis.trace.steps.height and busiest is not None
+                 and busiest_launcher(q.launches) != busiest]
+        for i in again:
+            parts[i] = window(parts[i].window, busiest, again=True)  # type: ignore[arg-type,assignment]
+        if again:
+            laps(f"{len(again)} window(s) again, on the profile's busiest launching thread")
+        return parts
+    except _Replan:  # (a near plan's windows differ from the whole profile's: every event's plan instead)
+        return None
 
 
 def analyze_windows(path: str | Path, windows: int, *, by_events: bool = False, stats: tuple[str, ...] | None = None,

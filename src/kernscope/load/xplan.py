@@ -4,20 +4,23 @@ A window (:class:`~kernscope.load.xplane.Window`) holds, of each line, the event
 another, the windows of a :func:`plan` put together are the whole profile's table in every column
 (``tests/test_jax_windows.py``), because the plan cuts only at **quiet points**: a moment at which
 
-- no event of any line (host thread or GPU stream) is running: it started before and ends after;
+- no event of any line (host thread or GPU stream) is running: it started before and ends after; but for a host
+  range that holds whole steps (an epoch's annotation, the Python tracer's frame of the training loop: the first step
+  annotation starting at or after it ends within it), which counts as running up to its first step's start only
+  (:meth:`_Quiet._running_long`; its window is its first step's, and no analysis of a step reads it);
 - no launched GPU work is pending: every GPU row whose launch (the host event of its correlation id) is before the
   moment also starts before it.
 
-Then no event, launch, call-tree branch or command buffer's run of kernels spans two windows; where the profile has
-step annotations (``StepTraceAnnotation``: events with a ``step_num``), no step does either, since an annotation runs
-through its step. The plan also reads the one thing of a row that the whole profile decides, the HLO op and module
+Then no event (but such a range), launch, call-tree branch or command buffer's run of kernels spans two windows;
+where the profile has step annotations (``StepTraceAnnotation``: events with a ``step_num``), no step does either,
+since an annotation runs through its step. The plan also reads the one thing of a row that the whole profile decides, the HLO op and module
 names the events name (a host event so named is an op), and gives it to every window's decode
 (:attr:`~kernscope.load.xplane.Shared.hlo_names`); and the start of the first step after each cut
 (:attr:`Plan.step_after`: the end of the span of a window's last step, as the whole profile's analysis takes it).
 
 Finding the quiet points reads every event's time, duration, correlation id, step number and HLO names: a scan of the
 events' bytes that keeps 5 columns of the decode's ~30, a time chunk at a time. A profile without a quiet point (a
-range open across the whole run, a GPU always behind its host) has no plan and is read whole.
+range open across the whole run that holds no whole step, a GPU always behind its host) has no plan and is read whole.
 """
 
 from __future__ import annotations
@@ -240,7 +243,13 @@ class _Near:
         row_hi = own + up_hi
         off = np.where(has_lo, ix.off[row_lo], base.line_off)
         end = np.where(up_hi < rows, ix.off[np.minimum(row_hi, ix.off.size - 1)], base.line_off + base.line_len)
-        seed = int(ix.reach[row_lo[has_lo]].max()) if has_lo.any() else int(np.iinfo(np.int64).min)
+        # each line's latest end before the events read; a host line's that runs past them all is taken for a range
+        # holding whole steps (:meth:`_Quiet._running_long`: it started before them, so the first step after its
+        # start is at the latest the first read after ``lo``), whose windows' decodes check it (an event across a cut
+        # that holds no step or is one sends the windows to :func:`plan`)
+        reach = np.where(has_lo, ix.reach[row_lo], np.iinfo(np.int64).min)
+        holder = has_lo & ~self.gpu_line & (reach > hi)
+        seed = int(reach[~holder].max()) if (~holder).any() else int(np.iinfo(np.int64).min)
         off = np.ascontiguousarray(off, dtype=np.int64)
         size = np.ascontiguousarray(end - off, dtype=np.int64)
         self.read += int(size.sum())
@@ -261,6 +270,9 @@ class _Near:
         points = points[(points > lo) & (points <= hi)]
         steps = np.unique(np.concatenate(quiet.step_starts)) if quiet.step_starts else np.zeros(0, np.int64)
         steps = steps[steps <= hi]
+        if holder.any():  # (after the first step read that starts after lo: the held step's start or later)
+            later = steps[steps > lo]
+            points = points[points > later[0]] if later.size else points[:0]
         nxt = np.searchsorted(steps, points, side="left")
         ok = nxt < steps.size
         points, nxt = points[ok], nxt[ok]
@@ -395,6 +407,11 @@ class _Quiet:
         self.idle: list[np.ndarray] = []  #: host starts at which nothing runs, chunk by chunk
         self.idle_before: list[np.ndarray] = []  #: the events that start before each
         self.step_starts: list[np.ndarray] = []  #: the step annotations' starts, chunk by chunk
+        self.step_ends: list[np.ndarray] = []  #: and their ends, in the same order
+        #: the long events (over a quarter of their chunk's time: an epoch's range, the Python tracer's frame of the
+        #: training loop, a step), chunk by chunk: start, end, whether a step annotation or a GPU row. The candidates
+        #: are found without them, then kept where none runs (:meth:`result`, a range holding whole steps aside)
+        self.long: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.launches: list[pl.DataFrame] = []  #: (correlation, the earliest launch)
         self.rows: list[pl.DataFrame] = []  #: (correlation, the earliest and the latest GPU row start)
 
@@ -411,7 +428,14 @@ class _Quiet:
         # ends after it: the events in time order (each line's are: a merge of sorted runs), the latest end so far
         order = np.argsort(ts, kind="stable")
         starts = ts[order]
-        latest = np.maximum.accumulate((ts + dur)[order]) if ts.size else np.zeros(0, np.int64)
+        ends = ts + dur
+        if ts.size > 1:  # (the long events end where they start here: :meth:`result` keeps them)
+            long = dur > max((int(starts[-1]) - int(starts[0])) // 4, 1)
+            if long.any():
+                fixed = is_gpu[long] | (step[long] if step is not None else False)
+                self.long.append((ts[long], ends[long], fixed))
+                ends = np.where(long, ts, ends)
+        latest = np.maximum.accumulate(ends[order]) if ts.size else np.zeros(0, np.int64)
         host = starts[~is_gpu[order]]
         cand = host[np.append(True, host[1:] != host[:-1])] if host.size else host
         cand = cand[cand > self.first]
@@ -420,7 +444,9 @@ class _Quiet:
         if latest.size:
             self.running = max(self.running, int(latest[-1]))
         if step is not None:
-            self.step_starts.append(np.unique(ts[step & ~is_gpu]))
+            host_step = step & ~is_gpu
+            self.step_starts.append(ts[host_step])
+            self.step_ends.append((ts + dur)[host_step])
         self.idle.append(cand[ok])
         self.idle_before.append(self.events + before[ok])
         self.events += int(ts.size)
@@ -439,6 +465,9 @@ class _Quiet:
         if not self.ordered or not self.idle:
             return empty, empty
         idle, before = np.concatenate(self.idle), np.concatenate(self.idle_before)
+        if self.long:
+            keep = ~self._running_long(idle)
+            idle, before = idle[keep], before[keep]
         if self.rows and (self.launches or self.open_ended):
             # pending: a GPU row launched before the moment that starts at or after it; per correlation id, the
             # moments in (its launch, its latest row's start]. And a row that starts before its launch (a damaged or
@@ -461,6 +490,32 @@ class _Quiet:
             keep = pending == 0
             idle, before = idle[keep], before[keep]
         return idle, before
+
+
+    def _running_long(self, at: np.ndarray) -> np.ndarray:
+        """Per moment of ``at`` (ns), whether a long event runs at it: starts before it and ends after it. But for a
+        range that holds whole steps (a host event, not a step annotation, that holds the first step annotation
+        starting at or after it, start to end: an epoch's range, the Python tracer's frame of the training loop):
+        that one runs from its start up to its first step's start only, since a cut after it leaves the range in the
+        window of that step. No analysis of a step takes such a range for one of its ops
+        (:func:`~kernscope.analyze.critical_path._top_level`, its rule), nor reads it after its first step: the
+        windows' analyses are the whole profile's (``tests/test_jax_windowed_analysis.py``, which checks it, and
+        :mod:`kernscope.analyze.windows`, which checks the ranges across its cuts when it reads them)."""
+        ts = np.concatenate([x[0] for x in self.long])
+        end = np.concatenate([x[1] for x in self.long])
+        fixed = np.concatenate([x[2] for x in self.long])  # (a step annotation or a GPU row: runs start to end)
+        s_start = np.concatenate(self.step_starts) if self.step_starts else np.zeros(0, np.int64)
+        s_end = np.concatenate(self.step_ends) if self.step_ends else np.zeros(0, np.int64)
+        last = end - 1  # (the last moment it runs at: one that ends at a moment runs no longer)
+        if s_start.size:
+            order = np.argsort(s_start, kind="stable")
+            s_start, s_end = s_start[order], s_end[order]
+            k = np.minimum(np.searchsorted(s_start, ts, side="left"), s_start.size - 1)
+            holds = ~fixed & (s_start[k] >= ts) & (s_end[k] <= end)
+            last = np.where(holds, s_start[k], last)  # (up to and at its first step's start)
+        runs = last > ts
+        ts, last = np.sort(ts[runs]), np.sort(last[runs])
+        return (np.searchsorted(ts, at, side="left") - np.searchsorted(last, at, side="left")) > 0
 
 
 def quiet_points(line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation: pl.Series,

@@ -217,11 +217,13 @@ def host_plane(space: list[tuple[int, int, Any]]) -> int:
                 and any(pf == 2 and pv == b"/host:CPU" for pf, _, pv in _msg(v)))
 
 
-def with_host_thread(data: bytes, tid: int, every_ns: int, dur_ns: int, name: str = "Iterator::Prefetch") -> bytes:
+def with_host_thread(data: bytes, tid: int, every_ns: int, dur_ns: int, name: str = "Iterator::Prefetch", *,
+                     around: str | None = None) -> bytes:
     """The profile with one more line on its host plane (``/host:CPU``): thread ``tid`` running a range named ``name``
     of ``dur_ns`` every ``every_ns`` from the profile's first event to its last end, as a data loader's thread does
     (tf.data's iterators write such ranges). ``tid`` may be an existing line's id: a second line of that thread. The
-    name is a new event metadata entry of the plane."""
+    name is a new event metadata entry of the plane. ``around``: the name of one more range, the line's first event,
+    from the first event to the last end, around the others (an epoch's range, a loop's Python frame)."""
     space = _msg(data)
     host = host_plane(space)
     first_ps, last_ps = None, 0
@@ -243,10 +245,14 @@ def with_host_thread(data: bytes, tid: int, every_ns: int, dur_ns: int, name: st
     start_ns = first_ps // 1000
     events = [(4, 2, _enc([(1, 0, md), (2, 0, t), (3, 0, dur_ns * 1000)]))
               for t in range(0, last_ps - start_ns * 1000, every_ns * 1000)]
+    if around is not None:
+        events.insert(0, (4, 2, _enc([(1, 0, md + 1), (2, 0, 0), (3, 0, last_ps - start_ns * 1000)])))
     line = [(1, 0, tid), (10, 0, tid), (2, 2, name.encode() + b" thread"), (3, 0, start_ns),
             (9, 0, last_ps - start_ns * 1000), *events]
     at = 1 + max(i for i, (f, _, _) in enumerate(plane) if f == 3)
     plane.insert(at, (3, 2, _enc(line)))
     plane.append((4, 2, _enc([(1, 0, md), (2, 2, _enc([(1, 0, md), (2, 2, name.encode())]))])))
+    if around is not None:
+        plane.append((4, 2, _enc([(1, 0, md + 1), (2, 2, _enc([(1, 0, md + 1), (2, 2, around.encode())]))])))
     space[host] = (1, 2, _enc(plane))
     return _enc(space)
