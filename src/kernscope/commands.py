@@ -282,10 +282,10 @@ class Session:
         return self.with_roofline(a, self.perf_model(trace, step)) if roofline else a
 
     def windowed(self, r: AnalyzeRequest, windows: int, categorizer: Categorizer, projection: Any, digest: Any,
-                 key: dict[str, Any], timings: list[tuple[str, float]] | None = None) -> Analysis | None:
+                 key: dict[str, Any], timings: list[tuple[str, float]] | None = None) -> Analysis | str:
         """``analyze`` of the JAX profile ``r.path`` read ``windows`` time windows at a time
         (:func:`kernscope.analyze.windows.analyze_windows`: the same answer in a fraction of the memory), with a
-        progress display; None where it cannot be cut so (it is then read whole). With the cache, an entry without
+        progress display; where it cannot be cut so, why (it is then read whole). With the cache, an entry without
         tables is written under ``key`` (:func:`kernscope.pipeline.results_entry`), where the output is stored."""
         from .analyze.windows import NotWindowed, analyze_windows
         from .pipeline import results_entry
@@ -300,10 +300,10 @@ class Session:
                                 progress=bar, timings=timings, head=self._jax_head(), categorizer=categorizer,
                                 use_kernel_name_categories=r.categories, linked_only=r.linked_only,
                                 finding_rules=self.finding_rules(), benchmark=r.bench)
-        except NotWindowed:
+        except NotWindowed as e:
             if timings is not None:
                 del timings[had:]  # (the whole load's phases are the run's)
-            return None
+            return str(e)
         finally:
             bar.close()
         if self.cache:
@@ -566,8 +566,9 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
     def load(digest: Any, defer: Any) -> Trace | _Windowed:
         if windowed is not None:
             a = s.windowed(r, windows, prefetch.result(), projection, digest, windowed, timings)
-            if a is not None:
+            if not isinstance(a, str):
                 return _Windowed(a)
+            done["whole"] = a  # (said once the whole read has given an answer)
         return s.load(r.path, projection=req.projection, digest=digest, defer_cache_write=defer, timings=timings)
 
     def compute(t: Trace | _Windowed) -> bytes:
@@ -597,6 +598,8 @@ def analyze_one(s: Session, r: AnalyzeRequest, render: Callable[[Analysis], byte
     def check(t: Trace | _Windowed) -> None:
         if not isinstance(t, _Windowed):  # (a windowed analysis has GPU work: analyze_windows reads others whole)
             check_answer((t, r.step), analysis=done["analysis"])
+            if "whole" in done:  # (a large profile's memory: several times its size; the reason may be mended)
+                s.say(f"kernscope: {r.path} was read whole, not a time window at a time: {done['whole']}")
 
     oneshot.answer(req, prefetch, load, compute, emit, check=check)
 
