@@ -434,10 +434,13 @@ def _analyze_windows(p: str, count: Count, stats: tuple[str, ...] | None, progre
     try:
         # the plan from the events near each target (a few thousand a target); where it finds none, or its windows
         # turn out to split what the whole profile's keeps together, the plan from every event's stats
-        plan = xplan.plan_near(data, p, count, release_pages=True, head=head)  # (data: a read-only mapping)
+        base = xplane.lines_and_metadata(data, p)
+        if not xplan.names_steps(base):
+            raise NotWindowed("no step annotations")
+        plan = xplan.plan_near(data, p, count, release_pages=True, head=head, base=base)  # (data: a read-only mapping)
         near = plan is not None
         if plan is None:
-            plan = xplan.plan(data, p, count, release_pages=True)
+            plan = xplan.plan(data, p, count, release_pages=True, base=base)
         if plan is None:
             raise NotWindowed("no plan (no quiet point, or no compiled scanner)")
         if not (plan.step_after >= 0).any():
@@ -448,7 +451,7 @@ def _analyze_windows(p: str, count: Count, stats: tuple[str, ...] | None, progre
         laps(f"plan ({plan.windows} windows at quiet points{' near the targets' if near else ''}{ahead})")
         parts = _windows(data, p, plan, xplane, stats, options, size, progress, laps)
         if parts is None:  # (the near plan's windows split a launch from its rows: every event's stats read)
-            plan = xplan.plan(data, p, count, release_pages=True)
+            plan = xplan.plan(data, p, count, release_pages=True, base=base)
             _release(data)
             if plan is None or not (plan.step_after >= 0).any():
                 raise NotWindowed("no plan from every event (the near plan's windows split a launch from its rows)")

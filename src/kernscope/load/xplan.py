@@ -91,7 +91,7 @@ class Count:
 
 
 def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int | Count, *,
-         workers: int | None = None, release_pages: bool = False) -> Plan | None:
+         workers: int | None = None, release_pages: bool = False, base: _Base | None = None) -> Plan | None:
     """Up to ``windows`` windows (a :class:`Count`: as many as it gives for the profile's events) of about equal
     events, cut at the quiet points nearest the events' quantiles (two targets that find the same point make one
     window fewer). None where the profile cannot be read so: fewer than two windows asked, no compiled scanner, no
@@ -99,8 +99,9 @@ def plan(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: i
 
     ``release_pages``: ``data`` is a read-only mapping of the file (``mmap.ACCESS_READ``), whose pages the plan gives
     back as it walks them (the page cache keeps them), so that it holds a chunk of the file at a time rather than all
-    of it; on memory of another kind that would zero them."""
-    return _planned(_plan, data, path, windows, workers, release_pages)
+    of it; on memory of another kind that would zero them. ``base``: the profile's :func:`lines_and_metadata`, where
+    read already (:func:`names_steps`)."""
+    return _planned(_plan, data, path, windows, workers, release_pages, base)
 
 
 #: a plan's way (:func:`_plan`, :func:`_near`): of the lines and metadata, and the rest of what every window reads
@@ -109,14 +110,14 @@ _How = Callable[[np.ndarray, Count, int | None, _Base, Callable[[], Shared], "_R
 
 
 def _planned(how: _How, data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int | Count,
-             workers: int | None, release_pages: bool) -> Plan | None:
+             workers: int | None, release_pages: bool, base: _Base | None = None) -> Plan | None:
     """``how``'s plan of the profile (:func:`_plan`, :func:`_near`), bad bytes said as a :class:`TraceError`."""
     count = windows if isinstance(windows, Count) else Count(windows)
     if count.windows < 2 or scanner() is None:
         return None
     buf = as_array(data)
     release = _Release(data) if release_pages and isinstance(data, mmap.mmap) else None
-    base = lines_and_metadata(data, path)
+    base = base if base is not None else lines_and_metadata(data, path)
     try:
         # the modules' HLO programs and the planes' stats (Python: 0.08 s of a 210 MB profile) are read on a thread
         # while the plan walks the lines (in C, without the GIL: 0.1 s there), not before it
@@ -128,7 +129,8 @@ def _planned(how: _How, data: bytes | bytearray | memoryview | mmap.mmap, path: 
 
 
 def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windows: int | Count, *,
-              workers: int | None = None, release_pages: bool = False, head: XHeadStart | None = None) -> Plan | None:
+              workers: int | None = None, release_pages: bool = False, head: XHeadStart | None = None,
+              base: _Base | None = None) -> Plan | None:
     """:func:`plan`'s windows, found from the line index and the events near each target alone (a few thousand
     events a target, where :func:`plan` reads every event's stats): each cut is the quiet point nearest one of the
     events' quantiles (by the index) among the host starts near it at which
@@ -145,10 +147,10 @@ def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windo
     None where :func:`plan` returns None, where no target finds such a point near it (:func:`plan` may still
     find one far from the targets), and where it would read more than :data:`NEAR_MOST_SHARE` of the events' bytes.
     ``release_pages``: as :func:`plan`'s. ``head``: the lines' index made on a thread while the command imported
-    (:mod:`.xhead`), taken where it is this file's (closed in any case)."""
+    (:mod:`.xhead`), taken where it is this file's (closed in any case). ``base``: as :func:`plan`'s."""
     try:
         taken = None if head is None else functools.partial(head.take, path)
-        return _planned(functools.partial(_near, head=taken), data, path, windows, workers, release_pages)
+        return _planned(functools.partial(_near, head=taken), data, path, windows, workers, release_pages, base)
     finally:
         if head is not None:
             head.close()
@@ -280,6 +282,13 @@ class _Near:
             return None
         best = int(np.argmin(np.abs(points - target)))  # (the first of the nearest: the earlier)
         return int(points[best]), int(steps[nxt[best]])
+
+
+def names_steps(base: _Base) -> bool:
+    """Whether a plane of the profile (its :func:`lines_and_metadata`) names a ``step_num`` stat: the one a
+    ``StepTraceAnnotation`` writes, without which a profile has no step annotations to cut between (found before a
+    plan's walk of the lines: a plan of a 202.6 MB profile without them read its bytes twice, ~0.8 s, to find none)."""
+    return "step_num" in set(base.stat_names.to_list())
 
 
 #: the plan reads the events in time chunks of about this many bytes each (its memory is one chunk's)
