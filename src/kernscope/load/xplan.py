@@ -13,9 +13,9 @@ another, the windows of a :func:`plan` put together are the whole profile's tabl
 
 Then no event (but such a range), launch, call-tree branch or command buffer's run of kernels spans two windows;
 where the profile has step annotations (``StepTraceAnnotation``: events with a ``step_num``), no step does either,
-since an annotation runs through its step. The plan also reads the one thing of a row that the whole profile decides, the HLO op and module
-names the events name (a host event so named is an op), and gives it to every window's decode
-(:attr:`~kernscope.load.xplane.Shared.hlo_names`); and the start of the first step after each cut
+since an annotation runs through its step. The plan also reads the one thing of a row that the whole profile
+decides, the HLO op and module names the events name (a host event so named is an op), and gives it to every window's
+decode (:attr:`~kernscope.load.xplane.Shared.hlo_names`); and the start of the first step after each cut
 (:attr:`Plan.step_after`: the end of the span of a window's last step, as the whole profile's analysis takes it).
 
 Finding the quiet points reads every event's time, duration, correlation id, step number and HLO names: a scan of the
