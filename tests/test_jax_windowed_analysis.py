@@ -400,7 +400,8 @@ def test_analyze_windows_gives_the_same_output_and_stores_it(tmp_path, monkeypat
 def test_analyze_reads_whole_what_windows_cannot_tell(tmp_path):
     """A small profile with the benchmark view left to detect (it may be a benchmark trace), an option the windows do
     not give (``--step``), or a profile without steps: read whole, the same output, ``--timings`` the whole load's;
-    the command says why it read the profile whole where windows were asked or the default (not for ``--step``)."""
+    the command says why it read the profile whole where windows were asked or the default (not for ``--step``), and
+    ``--timings`` shows what the windows took before as a phase."""
     from conftest import cli
 
     p = _plain(TRANSFORMER, tmp_path)
@@ -410,6 +411,9 @@ def test_analyze_reads_whole_what_windows_cannot_tell(tmp_path):
     assert "parse (xplane" in auto.stderr and "window 1" not in auto.stderr
     assert (f"kernscope: {p} was read whole, not a time window at a time: a small profile, which may be a benchmark "
             "trace") in auto.stderr.splitlines()
+    # (what the windows took before is a phase of the run's: the rate is through every phase)
+    tried = [line for line in auto.stderr.splitlines() if line.startswith("time windows tried (a small profile")]
+    assert len(tried) == 1 and float(tried[0].split()[-2]) > 0
     one = cli("analyze", str(p), "--windows", "3", "--step", "1", "--format", "json", "--no-cache")
     assert one.returncode == 0 and json.loads(one.stdout)["step"] == 1
     if TRACELENS_JAX.is_dir():

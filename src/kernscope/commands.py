@@ -294,6 +294,7 @@ class Session:
         by_events = r.windows is None
         bar = self.progress(f"reading {os.path.basename(r.path)} in {windows}{'+' if by_events else ''} windows", "bytes")
         had = len(timings) if timings is not None else 0
+        began = time.perf_counter()
         try:
             a = analyze_windows(r.path, windows, by_events=by_events,
                                 stats=projection.stats if projection is not None else None,
@@ -301,8 +302,9 @@ class Session:
                                 use_kernel_name_categories=r.categories, linked_only=r.linked_only,
                                 finding_rules=self.finding_rules(), benchmark=r.bench)
         except NotWindowed as e:
-            if timings is not None:
-                del timings[had:]  # (the whole load's phases are the run's)
+            if timings is not None:  # (the whole load's phases follow; what the windows took before is one row)
+                del timings[had:]
+                timings.append((f"time windows tried ({e})", time.perf_counter() - began))
             return str(e)
         finally:
             bar.close()
