@@ -5,7 +5,8 @@
 
 ``--jax``: mutants of every JAX profile (XSpace protobuf) in ``tests/data`` and ``../shared/traces``, each analyzed by
 the compiled scanner and the numpy reader whole and by the compiled scanner three time windows at a time
-(``kernscope.testing.fuzz.check_binary``: the same exit code and the same JSON, never a traceback).
+(``kernscope.testing.fuzz.check_binary``: the same exit code and the same JSON, never a traceback). ``--jax --ranges``:
+of the 40-step profile with ranges around its steps instead (:func:`ranges_profiles`).
 
     python benchmarks/fuzz_long.py --head-start [--n 1000] [--seed 1] [--out docs/results/fuzz_head_seedN.json]
 
@@ -33,6 +34,36 @@ from kernscope.testing import fuzz  # noqa: E402
 TRACES = ROOT.parent / "shared" / "traces"
 
 
+def ranges_profiles(work: Path) -> list[Path]:
+    """The 40-step ``jax_long_h200`` profile with ranges around its steps, on its launching thread or a new one
+    (``testing.xspace.with_host_thread``), written to ``work``: one ``epoch`` over the run, a Python frame over it, three
+    and two epochs in turn, and one over the first half. The windows cut inside them (the plan's rule of session 88)."""
+    import gzip
+
+    import polars as pl
+
+    from kernscope import load
+    from kernscope.testing.xspace import with_host_thread
+
+    long = ROOT / "tests" / "data" / "jax_long_h200" / "vm.xplane.pb.gz"
+    data = gzip.decompress(long.read_bytes())
+    t = load(long, cache=False)
+    run = int(t.events.select(pl.col("end").max() - pl.col("ts").min()).item())
+    launching = int(t.gpu["launch_tid"].drop_nulls().unique().cast(pl.String)[0])
+    cases = {"epoch_launching": (launching, run + 10, run + 10, "epoch"),
+             "frame_own": (777_777, run + 10, run + 10, "$train.py:12 main"),
+             "frame_launching": (launching, run + 10, run + 10, "$train.py:12 main"),
+             "three_epochs_own": (777_777, -(-run // 3), -(-run // 3) - 1000, "epoch"),
+             "two_epochs_launching": (launching, -(-run // 2), -(-run // 2) - 1000, "epoch"),
+             "first_half_launching": (launching, 10**15, run // 2, "epoch")}
+    out = []
+    for name, (tid, every, dur, label) in cases.items():
+        p = work / f"{name}.xplane.pb"
+        p.write_bytes(with_host_thread(data, tid, every, dur, label))
+        out.append(p)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20000)
@@ -42,13 +73,18 @@ def main() -> int:
     ap.add_argument("--jax", action="store_true", help="mutants of the JAX profiles (XSpace protobufs) instead")
     ap.add_argument("--head-start", action="store_true", help="mutants loaded with a head start and without instead")
     ap.add_argument("--mutator", action="append", help="only this mutation (repeatable; default: every one of the kind)")
+    ap.add_argument("--ranges", action="store_true",
+                    help="with --jax: mutants of the 40-step jax_long_h200 profile with ranges around its steps "
+                         "(an epoch's, a loop's Python frame; session 88) instead of every profile here")
     args = ap.parse_args()
-    if args.jax:
+    work = Path(tempfile.mkdtemp(prefix="ks-fuzz-"))
+    if args.jax and args.ranges:
+        sources = ranges_profiles(work)
+    elif args.jax:
         sources = sorted([*(ROOT / "tests" / "data").rglob("*.xplane.pb*"), *TRACES.rglob("*.xplane.pb*")])
         sources = [p for p in sources if p.stat().st_size <= args.max_mb * 1e6]
     else:
         sources = [p for p in sorted(TRACES.rglob("*.json.gz")) if p.stat().st_size <= args.max_mb * 1e6]
-    work = Path(tempfile.mkdtemp(prefix="ks-fuzz-"))
     t0 = time.perf_counter()
     if args.jax:
         rep = fuzz.run_binary(sources, work, args.n, seed=args.seed, only=args.mutator)
@@ -58,7 +94,8 @@ def main() -> int:
         rep = fuzz.run(sources, work, args.n, seed=args.seed, only=args.mutator)
     dt = time.perf_counter() - t0
     by = {k: dict(v) for k, v in rep.by_class().items()}
-    print(f"{args.n:,} mutants of {len(sources)} real traces in {dt:.0f} s; failures: {len(rep.failures)}")
+    what = "profiles (a real one, ranges added)" if args.ranges else "real traces"
+    print(f"{args.n:,} mutants of {len(sources)} {what} in {dt:.0f} s; failures: {len(rep.failures)}")
     for k, v in sorted(by.items()):
         print(f"  {k:16s} tried {v.get('tried', 0):6,}  accepted {v.get('accepted', 0):6,}  rejected {v.get('rejected', 0):6,}"
               f"  failures {v.get('failures', 0)}" + (f"  taken ahead {v.get('taken_ahead', 0):6,}" if args.head_start else ""))
@@ -66,7 +103,8 @@ def main() -> int:
         print(f"FAIL {f.mutator}: {f.problem}: {f.message}")
     if args.out:
         Path(args.out).write_text(json.dumps({"n": args.n, "seed": args.seed, "seconds": dt, "mutators": args.mutator,
-                                              "sources": [str(p.relative_to(TRACES if p.is_relative_to(TRACES) else ROOT)) for p in sources],
+                                              "sources": [p.name if args.ranges else str(p.relative_to(TRACES if p.is_relative_to(TRACES) else ROOT))
+                                                          for p in sources],
                                               "reads": [r.label for r in fuzz.BINARY_READS] if args.jax else
                                               ["analyze projection, a head start", "analyze projection"] if args.head_start else None,
                                               "by_class": by, "failures": len(rep.failures)}, indent=2))
