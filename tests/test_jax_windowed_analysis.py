@@ -304,6 +304,29 @@ def test_a_cpu_op_around_the_steps_is_read_whole(tmp_path):
     assert a.stderr == cli(*base, "--windows", "5", "--quiet").stderr == ""
 
 
+def test_a_gpu_behind_its_host_all_along_is_read_whole_where_large(tmp_path, monkeypatch):
+    """The 40-step profile with its GPU lines 1.5 steps later (a host whose dispatch never waits for its GPU): every
+    launch's rows start after the next step's start, so the only quiet point is before the first step, and the plan's
+    second window holds 99.9% of the events. The windows give the whole read's answer, but save no memory: a large
+    profile (here: the bound lowered to this one's size) is read whole, and the command says why."""
+    from kernscope.analyze import windows
+    from kernscope.testing.xspace import with_gpu_lag
+
+    steps = _long_trace().steps.sort("start")["start"]
+    step_ns = int(np.median(np.diff(steps.to_numpy())))
+    p = tmp_path / "lag.xplane.pb"
+    p.write_bytes(with_gpu_lag(gzip.decompress(LONG.read_bytes()), 3 * step_ns // 2))
+    whole = load(p, cache=False)
+    assert whole.gpu.filter(pl.col("ts") - pl.col("launch_ts") <= step_ns).height == 0
+    plan = xplan.plan(p.read_bytes(), str(p), 5)
+    assert plan is not None and plan.windows == 2 and plan.cuts.times.max() < steps.to_numpy().min()
+    assert windows._largest_share(plan) > 0.99
+    assert text(analyze_windows(p, 5), "json") == text(analyze(whole), "json")
+    monkeypatch.setattr(windows, "WINDOWED_FROM", 0)
+    with pytest.raises(NotWindowed, match=r"one window would hold 100% of its events \(no quiet point between"):
+        analyze_windows(p, 5)
+
+
 def test_a_gpu_row_before_its_launch_stays_in_its_launchs_window(tmp_path):
     """A profile whose Memset took a later launch's correlation id (736 -> 864, one byte: ``benchmarks/fuzz_long.py
     --jax`` seed 88 found it): the whole profile's link pairs the row with that launch, 25 ms after it. The plan cut

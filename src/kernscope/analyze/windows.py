@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import TraceError
-from ..files import MOST_WINDOWS, WINDOW_EVENTS
+from ..files import MOST_WINDOWS, WINDOW_EVENTS, WINDOWED_FROM
 from ..link.build import link
 from ..link.steps import ANNOTATED, StepSpec, phases_of, step_signatures
 from ..model import Lazy, Trace, TraceStats
@@ -237,6 +237,22 @@ def _step_threads_of(trace: Trace) -> set[tuple[str | None, str | None]]:
 
 #: the kinds of event a cut may fall inside (:func:`_held_across`), where one holds whole steps
 HELD_KINDS = ("user_annotation", "python_function")
+
+
+#: a large profile (:data:`~kernscope.files.WINDOWED_FROM` bytes or more) whose plan puts this share of its events or
+#: more in one window is read whole: the windows would save little memory, and cost their time. A GPU behind its host
+#: through the whole profile (dispatch that never waits for it) leaves a quiet point before the first step only: the
+#: 40-step profile with its GPU lines 1.5 steps later is planned as two windows, the second with 99.9% of the events
+LOPSIDED = 0.95
+
+
+def _largest_share(plan: Any) -> float:
+    """The share of the profile's events in ``plan``'s largest window (from its cuts' counts, every line's)."""
+    before = plan.cuts.before.sum(axis=0)
+    total = int(before[-1]) if before.size else 0
+    if total <= 0:
+        return 0.0
+    return float(np.diff(before, prepend=0).max() / total)
 
 
 class _Replan(Exception):
@@ -446,6 +462,10 @@ def _analyze_windows(p: str, count: Count, stats: tuple[str, ...] | None, progre
         if not (plan.step_after >= 0).any():
             raise NotWindowed("no step annotations")
         size = len(data)
+        held = _largest_share(plan)
+        if size >= WINDOWED_FROM and held >= LOPSIDED:
+            raise NotWindowed(f"one window would hold {held:.0%} of its events (no quiet point between most of its "
+                              "steps: a GPU behind its host all along?)")
         _release(data)  # (the plan read the lines' events: the file's pages leave the process, the page cache keeps them)
         ahead = ", the lines indexed ahead" if head is not None and head.taken else ""
         laps(f"plan ({plan.windows} windows at quiet points{' near the targets' if near else ''}{ahead})")

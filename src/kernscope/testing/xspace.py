@@ -217,6 +217,20 @@ def host_plane(space: list[tuple[int, int, Any]]) -> int:
                 and any(pf == 2 and pv == b"/host:CPU" for pf, _, pv in _msg(v)))
 
 
+def with_gpu_lag(data: bytes, lag_ns: int) -> bytes:
+    """The profile with every GPU plane's lines (``/device:GPU:*``) ``lag_ns`` later: each launch's GPU rows start that
+    much later, as where the host's dispatch runs ahead of its GPU and never waits for it."""
+    out = []
+    for f, w, v in _msg(data):
+        if f == 1 and w == 2:
+            plane = _msg(v)
+            if next((pv for pf, _, pv in plane if pf == 2), b"").startswith(b"/device:GPU"):
+                v = _enc([(pf, pw, _enc([(lf, lw, lv + lag_ns if lf == 3 and lw == 0 else lv) for lf, lw, lv in _msg(pv)]))
+                          if pf == 3 and pw == 2 else (pf, pw, pv) for pf, pw, pv in plane])
+        out.append((f, w, v))
+    return _enc(out)
+
+
 def with_host_thread(data: bytes, tid: int, every_ns: int, dur_ns: int, name: str = "Iterator::Prefetch", *,
                      around: str | None = None) -> bytes:
     """The profile with one more line on its host plane (``/host:CPU``): thread ``tid`` running a range named ``name``
