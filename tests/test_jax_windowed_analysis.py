@@ -308,7 +308,8 @@ def test_a_gpu_behind_its_host_all_along_is_read_whole_where_large(tmp_path, mon
     """The 40-step profile with its GPU lines 1.5 steps later (a host whose dispatch never waits for its GPU): every
     launch's rows start after the next step's start, so the only quiet point is before the first step, and the plan's
     second window holds 99.9% of the events. The windows give the whole read's answer, but save no memory: a large
-    profile (here: the bound lowered to this one's size) is read whole, and the command says why."""
+    profile (here: the bound lowered to this one's size) is read whole, and the command says why; a near plan so cut
+    gives way to the full plan first."""
     from kernscope.analyze import windows
     from kernscope.testing.xspace import with_gpu_lag
 
@@ -325,6 +326,15 @@ def test_a_gpu_behind_its_host_all_along_is_read_whole_where_large(tmp_path, mon
     monkeypatch.setattr(windows, "WINDOWED_FROM", 0)
     with pytest.raises(NotWindowed, match=r"one window would hold 100% of its events \(no quiet point between"):
         analyze_windows(p, 5)
+    # a near plan that puts most events in one window gives way to the full plan, which may cut nearer the targets:
+    # the mosaic profile's near plan of 2 windows holds 98% in one, the full plan's 66%
+    monkeypatch.setattr(xplan, "NEAR_MOST_SHARE", 10.0)
+    q = _plain(DATA / "jax_kernels_h200" / "mosaic" / "vm.xplane.pb.gz", tmp_path)
+    near = xplan.plan_near(q.read_bytes(), str(q), 2)
+    assert near is not None and windows._largest_share(near) >= windows.LOPSIDED
+    timings: list = []
+    assert text(analyze_windows(q, 2, timings=timings), "json") == text(analyze(load(q, cache=False)), "json")
+    assert timings[0][0] == "plan (2 windows at quiet points)"
 
 
 def test_a_gpu_row_before_its_launch_stays_in_its_launchs_window(tmp_path):

@@ -453,7 +453,10 @@ def _analyze_windows(p: str, count: Count, stats: tuple[str, ...] | None, progre
         base = xplane.lines_and_metadata(data, p)
         if not xplan.names_steps(base):
             raise NotWindowed("no step annotations")
+        size = len(data)
         plan = xplan.plan_near(data, p, count, release_pages=True, head=head, base=base)  # (data: a read-only mapping)
+        if plan is not None and size >= WINDOWED_FROM and _largest_share(plan) >= LOPSIDED:
+            plan = None  # (the quiet points near the targets only: every event's plan may find nearer ones)
         near = plan is not None
         if plan is None:
             plan = xplan.plan(data, p, count, release_pages=True, base=base)
@@ -461,7 +464,6 @@ def _analyze_windows(p: str, count: Count, stats: tuple[str, ...] | None, progre
             raise NotWindowed("no plan (no quiet point, or no compiled scanner)")
         if not (plan.step_after >= 0).any():
             raise NotWindowed("no step annotations")
-        size = len(data)
         held = _largest_share(plan)
         if size >= WINDOWED_FROM and held >= LOPSIDED:
             raise NotWindowed(f"one window would hold {held:.0%} of its events (no quiet point between most of its "
