@@ -415,6 +415,19 @@ def covered_within(seg_s: np.ndarray, seg_e: np.ndarray, lo: np.ndarray, hi: np.
     return out
 
 
+def first_held(ts: np.ndarray, end: np.ndarray, s_start: np.ndarray, s_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ranges ``[ts, end]`` and intervals sorted by start (``s_start``, ``s_end``; a profile's steps): each range's
+    first interval, the first starting at or after it (its index, the last where none does), and whether the range
+    holds it, start to end (False where none starts after it). A range that holds its first step holds whole steps:
+    an epoch's annotation, the Python tracer's frame of the training loop."""
+    ts, end = np.asarray(ts, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    if not len(s_start):
+        return np.zeros(len(ts), dtype=np.int64), np.zeros(len(ts), dtype=bool)
+    k = np.searchsorted(s_start, ts, side="left")
+    first = np.minimum(k, len(s_start) - 1)
+    return first, (k < len(s_start)) & (s_end[first] <= end)
+
+
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     """Total length (ns) of the union of half-open intervals ``[start, end)``."""
     if len(starts) == 0:

@@ -39,7 +39,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..intervals import RANK_TABLE, dense_codes, first_positions, group_by_keys, partition, ranks, running_max, stable_order, text_ranks
+from ..intervals import (
+    RANK_TABLE,
+    dense_codes,
+    first_held,
+    first_positions,
+    group_by_keys,
+    partition,
+    ranks,
+    running_max,
+    stable_order,
+    text_ranks,
+)
 from ..link.kinds import OP_KINDS, named
 from ..load.native import group_last_max, node_windows, search_right
 from ..model import Trace
@@ -999,8 +1010,7 @@ def _top_level(rows: pl.DataFrame, s_start: np.ndarray, s_end: np.ndarray) -> pl
     rows came in. numpy's sort of integer keys, the names ranked by their distinct texts."""
     ts, end, ann = rows["ts"].to_numpy().astype(np.int64), rows["end"].to_numpy().astype(np.int64), rows["_ann"].to_numpy()
     if len(s_start) and ann.any():
-        k = np.searchsorted(s_start, ts, side="left")
-        keep = ~(ann & (k < len(s_start)) & (s_end[np.minimum(k, len(s_start) - 1)] <= end))
+        keep = ~(ann & first_held(ts, end, s_start, s_end)[1])
         if not keep.all():
             rows, ts, end, ann = rows.filter(pl.Series(keep)), ts[keep], end[keep], ann[keep]
     if not len(ts):

@@ -41,6 +41,7 @@ import polars as pl
 
 from ..errors import TraceError
 from ..files import MOST_WINDOWS, WINDOW_EVENTS, WINDOWED_FROM
+from ..intervals import first_held
 from ..link.build import link
 from ..link.steps import ANNOTATED, StepSpec, phases_of, step_signatures
 from ..model import Lazy, Trace, TraceStats
@@ -264,11 +265,9 @@ def _held_across(trace: Trace, cut: int) -> bool:
     is a host range holding whole steps: the first step starting at or after it ends within it (the rule by which the
     critical path takes no such range for an op), and is no step annotation. A plan cuts inside such a range only
     (:meth:`~kernscope.load.xplan._Quiet._running_long`); a near plan guesses it from its index, and this checks."""
-    if trace.gpu.filter(pl.col("end") > cut).height:
-        return False
     ev = trace.events
-    # (a step annotation, or any event but a user's range or a Python frame: a CPU op is the innermost op of the
-    # launches inside it, which only the window holding it would have)
+    # (a step annotation, or any event but a user's range or a Python frame: a GPU row, or a CPU op, the innermost op
+    # of the launches inside it, which only the window holding it would have)
     other = ~pl.col("kind").is_in(HELD_KINDS) | (pl.col("step_num").is_not_null() if "step_num" in ev.columns else False)
     across = ev.lazy().filter(pl.col("end") > cut).select("ts", "end", other.alias("_other")).collect()
     if not across.height:
@@ -276,11 +275,9 @@ def _held_across(trace: Trace, cut: int) -> bool:
     steps = trace.steps.select("start", "end").sort("start")
     if across["_other"].any() or not steps.height:
         return False
-    s_start, s_end = steps["start"].to_numpy(), steps["end"].to_numpy()
-    ts, end = across["ts"].to_numpy(), across["end"].to_numpy()
-    k = np.searchsorted(s_start, ts, side="left")
-    first = np.minimum(k, s_start.size - 1)
-    return bool(((k < s_start.size) & (s_start[first] < cut) & (s_end[first] <= end)).all())
+    s_start = steps["start"].to_numpy()
+    first, holds = first_held(across["ts"].to_numpy(), across["end"].to_numpy(), s_start, steps["end"].to_numpy())
+    return bool((holds & (s_start[first] < cut)).all())
 
 
 def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, ...] | None,

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ..intervals import first_held
 from .native import scanner
 from .protowire import WireError, as_array
 from .xplane import Shared, _Base, _hlo_names, _stat_cells, damaged, lines_and_metadata, plane_devices, prepare
@@ -519,9 +520,8 @@ class _Quiet:
         if s_start.size:
             order = np.argsort(s_start, kind="stable")
             s_start, s_end = s_start[order], s_end[order]
-            k = np.minimum(np.searchsorted(s_start, ts, side="left"), s_start.size - 1)
-            holds = ~fixed & (s_start[k] >= ts) & (s_end[k] <= end)
-            last = np.where(holds, s_start[k], last)  # (up to and at its first step's start)
+            first, holds = first_held(ts, end, s_start, s_end)
+            last = np.where(holds & ~fixed, s_start[first], last)  # (up to and at its first step's start)
         runs = last > ts
         ts, last = np.sort(ts[runs]), np.sort(last[runs])
         return (np.searchsorted(ts, at, side="left") - np.searchsorted(last, at, side="left")) > 0
