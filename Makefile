@@ -92,6 +92,7 @@ lint: install-test
 # that test runs on the other worker. Session 71: 518-527 s -> 451-471 s on a slow hour (small jobs in one process:
 # their spawned workers' imports were 85 s of the run's CPU); the run keeps 184% of 2 cores busy (a third worker: no gain).
 # Session 72: 292 -> 254 s on a fast hour (the C heap trimmed only where a load freed 16 MB: 108 -> 72 s of system time)
+# Session 89: one polars thread a worker (POLARS_MAX_THREADS=1) measured, no gain (382.5 s against 379.6 s, interleaved)
 PYTEST_ARGS = -q -p no:cacheprovider -n 2 --dist worksteal
 # the suite's environment (make test, make test-oldest). PYTHONDONTWRITEBYTECODE emptied: pytest keeps its
 # assertion-rewritten test modules as bytecode (tests/__pycache__), where with the shell's =1 each worker rewrote all
