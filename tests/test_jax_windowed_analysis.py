@@ -9,6 +9,7 @@ import functools
 import gzip
 import importlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import polars as pl
 import pytest
 from test_jax import MLP, TRACELENS_JAX, TRANSFORMER
 
-from kernscope import load
+from kernscope import commands, load
 from kernscope.analyze.summary import analyze
 from kernscope.analyze.windows import NotWindowed, analyze_windows, keep, merge
 from kernscope.load.native import scanner
@@ -285,7 +286,7 @@ def test_a_range_holding_whole_steps_leaves_the_profile_windowed(thread, name, p
     assert text(analyze_windows(p, 5), "json") == whole
 
 
-def test_a_cpu_op_around_the_steps_is_read_whole(tmp_path):
+def test_a_cpu_op_around_the_steps_is_read_whole(tmp_path, monkeypatch):
     """A CPU op (a host event an HLO module names) around the run: the critical path takes it for the op of every
     step's host time, so a window without it would tell other ops (measured: the critical path's host time by op of
     the steps after the first cut differed). The plan does not tell the kinds of events apart, the windows' decodes
@@ -303,9 +304,16 @@ def test_a_cpu_op_around_the_steps_is_read_whole(tmp_path):
     base = ["analyze", str(p), "--no-bench", "--format", "json", "--no-cache"]
     a, b = cli(*base, "--windows", "0"), cli(*base, "--windows", "5")
     assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
-    # (said, since the whole read takes several times the file's size in memory; not where asked, nor when quiet)
-    assert b.stderr.splitlines() == [f"kernscope: {p} was read whole, not a time window at a time: an event across a cut "
-                                     "that holds no whole step"]
+    # (said, since the whole read takes several times the file's size in memory; not where asked, nor when quiet;
+    # and what trying the windows took, where it took long enough to matter: every time, here)
+    monkeypatch.setattr(commands, "TRIED_SAY_S", 0.0)
+    said = cli(*base, "--windows", "5").stderr.splitlines()
+    assert len(said) == 1 and re.fullmatch(
+        re.escape(f"kernscope: {p} was read whole, not a time window at a time: an event across a cut that holds no "
+                  "whole step (trying the windows took ") + r"\d+\.\d s: --windows 0 reads it whole without trying\)", said[0]), said
+    monkeypatch.setattr(commands, "TRIED_SAY_S", float("inf"))
+    assert cli(*base, "--windows", "5").stderr.splitlines() == [
+        f"kernscope: {p} was read whole, not a time window at a time: an event across a cut that holds no whole step"]
     assert a.stderr == cli(*base, "--windows", "5", "--quiet").stderr == ""
 
 
@@ -447,8 +455,10 @@ def test_analyze_reads_whole_what_windows_cannot_tell(tmp_path):
     auto = cli("analyze", str(p), "--windows", "3", "--format", "json", "--timings")
     assert auto.returncode == 0 and auto.stdout == whole.stdout
     assert "parse (xplane" in auto.stderr and "window 1" not in auto.stderr
-    assert (f"kernscope: {p} was read whole, not a time window at a time: a small profile, which may be a benchmark "
-            "trace") in auto.stderr.splitlines()
+    said = f"kernscope: {p} was read whole, not a time window at a time: a small profile, which may be a benchmark trace"
+    lines = [line for line in auto.stderr.splitlines() if line.startswith(said)]  # (and what trying took, if long)
+    assert len(lines) == 1 and re.fullmatch(
+        re.escape(said) + r"( \(trying the windows took \d+\.\d s: --windows 0 reads it whole without trying\))?", lines[0])
     # (what the windows took before is a phase of the run's: the rate is through every phase)
     tried = [line for line in auto.stderr.splitlines() if line.startswith("time windows tried (a small profile")]
     assert len(tried) == 1 and float(tried[0].split()[-2]) > 0
