@@ -1327,14 +1327,15 @@ def test_load_keys_are_the_loads_own_then_without_stats_then_whole():
 
 
 def test_file_digest_is_the_bytes_xxh3_mapped_or_read(tmp_path, monkeypatch):
-    """The content digest (the caches' key) is xxh3-128 of the file's bytes, through memory maps of 16 MB windows or,
-    where the file cannot be mapped, read into a buffer; the parse cache's checksums read the same way."""
+    """The content digest (the caches' key) is xxh3-128 of the file's bytes, through memory maps of ``_READ``-byte
+    windows (4 MiB) or, where the file cannot be mapped, read into a buffer of that size; the parse cache's checksums
+    read the same way."""
     import mmap
 
     import xxhash
 
     p = tmp_path / "t.bin"
-    data = os.urandom((16 << 20) + 12345)  # (a window and a part of one)
+    data = os.urandom(2 * kcache._READ + 12345)  # (two windows and a part of one)
     p.write_bytes(data)
     want = xxhash.xxh3_128(data).hexdigest()
     assert kcache.file_digest(p) == want and kcache._checksum_file(p) == want

@@ -77,7 +77,13 @@ BATCH_ROWS = 1 << 22
 #: the tables of the v100, ns-resolution, a100 and GPT-with-stacks classes), so the entries compressed are those of
 #: about :data:`COMPRESS_ABOVE` of tables, as when all the tables decided
 COMPRESS_EVENTS_ABOVE = COMPRESS_ABOVE * 2 // 3
-_READ = 16 << 20
+#: the bytes of a file mapped at a time to hash it (:func:`file_digest`), or read at a time into one buffer
+#: (:func:`_read_digest`: a file that cannot be mapped, the parse cache's checksums). Mapped pages are in the process's
+#: resident memory, and a windowed JAX analysis hashes its file at its end, at its peak: 16 MiB gave the 202.6 MB
+#: profile's cold run (cache written) 271-278 MiB, 4 MiB 259-265 MiB, and the 216 MB v100 replica's 256-264 -> 240-245
+#: MiB (session 90). As fast: 202.6 MB mapped in 29-31 ms either way (1 MiB maps: 21 -> 27 ms at 216 MB), and read
+#: in 33-36 ms against 38-45 ms with 16 MiB reads
+_READ = 4 << 20
 
 
 class CacheNotice(UserWarning):
