@@ -317,11 +317,11 @@ def test_a_near_plans_cut_inside_a_range_holding_no_whole_step_sends_it_to_the_f
     p = _plain(LONG, tmp_path)
     whole = _whole_json(p)
     real = windows._held_across
-    calls: list[bool] = []
+    calls: list[set | None] = []
 
-    def once(trace, cut):
+    def once(trace, cut):  # (None: an event across the cut that holds no whole step)
         calls.append(real(trace, cut))
-        return len(calls) > 1 and calls[-1]
+        return calls[-1] if len(calls) > 1 else None
 
     monkeypatch.setattr(windows, "_held_across", once)
     timings: list = []
@@ -329,6 +329,6 @@ def test_a_near_plans_cut_inside_a_range_holding_no_whole_step_sends_it_to_the_f
     phases = [t[0] for t in timings]
     assert phases[0] == "plan (3 windows at quiet points near the targets)"
     assert "plan again, from every event (3 windows)" in phases
-    monkeypatch.setattr(windows, "_held_across", lambda trace, cut: False)
+    monkeypatch.setattr(windows, "_held_across", lambda trace, cut: None)
     with pytest.raises(windows.NotWindowed, match="an event across a cut that holds no whole step"):
         analyze_windows(p, 3)

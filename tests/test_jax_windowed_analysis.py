@@ -28,13 +28,15 @@ xplan = importlib.import_module("kernscope.load.xplan")
 pytestmark = pytest.mark.skipif(scanner() is None, reason="time windows need the compiled XSpace scanner")
 DATA = Path(__file__).parent / "data"
 LONG = DATA / "jax_long_h200" / "vm.xplane.pb.gz"  # (40 steps, one H200)
+#: 40 steps on an H100, each batch from a data loader's thread, the Python tracer on (its record_info.json)
+LOADER = DATA / "jax_loader_h100" / "vm.xplane.pb.gz"
 
 
 def _stepped() -> list[Path]:
     """The real JAX profiles here with StepTraceAnnotation steps (one to eleven steps, one or two GPUs)."""
     return [MLP, TRANSFORMER, *sorted((DATA / "jax_kernels_h200").glob("*/vm.xplane.pb.gz")),
             DATA / "multigpu_h200" / "jax_dp.xplane.pb.gz", DATA / "recompile_h100" / "jax_recompile.xplane.pb.gz",
-            *sorted(DATA.glob("jax_job_h200*/process0/plugins/profile/*/vm.xplane.pb.gz")), LONG]
+            *sorted(DATA.glob("jax_job_h200*/process0/plugins/profile/*/vm.xplane.pb.gz")), LONG, LOADER]
 
 
 def _plain(path: Path, tmp_path: Path) -> Path:
@@ -592,3 +594,44 @@ def test_step_phases_are_marked_over_every_windows_steps(tmp_path, monkeypatch):
     phase = dict(zip(got["step"].to_list(), got["phase"].to_list()))
     assert [phase[s] for s in first] == ["warmup"] * len(first)
     assert [phase[s] for s in range(first[-1] + 1, 40)] == ["steady"] * (39 - first[-1])
+
+
+def test_a_data_loader_waiting_across_every_steps_end_leaves_a_real_profile_windowed(tmp_path):
+    """A real recording (``jax_loader_h100``: 40 steps, each batch from a data loader's thread two batches ahead, JAX's
+    Python tracer on as by default). The loader's thread waits in ``queue.put`` (Python frames) across every step's
+    end, so until session 90 the profile had no quiet point between its steps: planned as one window of every event
+    (at 238.5 MB, 3,300 steps: read whole at 4.1x its size). That thread launches nothing and holds no step: no analysis
+    of a step reads its frames, and the plan now cuts inside them. The windows give the whole read's output."""
+    p = _plain(LOADER, tmp_path)
+    data = p.read_bytes()
+    t = load(p, cache=False)
+    plan = xplan.plan(data, str(p), 5)
+    assert plan is not None and plan.windows == 5
+    cuts = plan.cuts.times.min(axis=0)
+    steps = t.steps.sort("start")
+    assert (cuts > steps["end"][0]).all() and (cuts < steps["start"][-1]).all()  # (between the steps)
+    ev = t.events.with_columns(pl.col("tid").cast(pl.String))
+    step_tids = set(ev.filter(pl.col("step_num").is_not_null())["tid"].to_list())
+    launching = set(t.gpu["launch_tid"].cast(pl.String).unique().to_list())
+    frames = ev.filter(pl.col("kind") == "python_function")
+    for cut in cuts.tolist():  # (each cut inside a frame of the loader's thread: what the plan took for a wait)
+        across = frames.filter((pl.col("ts") < cut) & (pl.col("end") > cut))
+        loose = set(across["tid"].to_list()) - step_tids - launching
+        assert loose and "$queue.py:122 put" in across["name"].cast(pl.String).to_list(), cut
+    assert text(analyze_windows(p, 5), "json") == text(analyze(t), "json")
+
+
+def test_a_python_frame_across_a_cut_on_a_thread_that_holds_steps_is_read_whole(tmp_path, monkeypatch):
+    """The same profile planned as if no line held steps or launches (every Python frame free to be cut): the cuts
+    fall inside frames of the thread that holds the steps (the training loop's ``queue.get`` between steps), which
+    a step's analysis reads, so the windows' check across cuts sends the profile to a whole read."""
+    p = _plain(LOADER, tmp_path)
+    add = xplan._Quiet.add
+
+    def unread(self, *args, **kwargs):
+        add(self, *args, **kwargs)
+        self.busy[:] = False
+
+    monkeypatch.setattr(xplan._Quiet, "add", unread)
+    with pytest.raises(NotWindowed, match="a Python frame across a cut"):
+        analyze_windows(p, 5)

@@ -260,24 +260,34 @@ class _Replan(Exception):
     """A near plan's windows differ from the whole profile's (:func:`_windows`): every event's plan is made instead."""
 
 
-def _held_across(trace: Trace, cut: int) -> bool:
+def _held_across(trace: Trace, cut: int) -> set[tuple[str | None, str | None]] | None:
     """Whether each event of ``trace`` (a window's, its events starting before ``cut``, ns) that runs across ``cut``
-    is a host range holding whole steps: the first step starting at or after it ends within it (the rule by which the
-    critical path takes no such range for an op), and is no step annotation. A plan cuts inside such a range only
-    (:meth:`~kernscope.load.xplan._Quiet._running_long`); a near plan guesses it from its index, and this checks."""
+    is a host range holding whole steps (the first step starting at or after it ends within it: the rule by which the
+    critical path takes no such range for an op) and no step annotation, or else a Python frame: the threads (pid, tid
+    as text) of those frames, which must be no thread a step's analysis reads, in any window (:func:`_windows` checks
+    once all are read: a data loader's thread, waiting on its full queue across every step's end); None where another
+    event runs across. A plan cuts inside such events only (:meth:`~kernscope.load.xplan._Quiet._running_long`, and a
+    frame of a line without step annotations or launches); a near plan guesses from its index, and this checks."""
     ev = trace.events
     # (a step annotation, or any event but a user's range or a Python frame: a GPU row, or a CPU op, the innermost op
     # of the launches inside it, which only the window holding it would have)
     other = ~pl.col("kind").is_in(HELD_KINDS) | (pl.col("step_num").is_not_null() if "step_num" in ev.columns else False)
-    across = ev.lazy().filter(pl.col("end") > cut).select("ts", "end", other.alias("_other")).collect()
+    across = ev.lazy().filter(pl.col("end") > cut).select(
+        "ts", "end", "pid", "tid", other.alias("_other"), (pl.col("kind") == "python_function").alias("_frame")).collect()
     if not across.height:
-        return True
+        return set()
     steps = trace.steps.select("start", "end").sort("start")
-    if across["_other"].any() or not steps.height:
-        return False
-    s_start = steps["start"].to_numpy()
-    first, holds = first_held(across["ts"].to_numpy(), across["end"].to_numpy(), s_start, steps["end"].to_numpy())
-    return bool((holds & (s_start[first] < cut)).all())
+    if across["_other"].any():
+        return None
+    held = np.zeros(across.height, dtype=bool)
+    if steps.height:
+        s_start = steps["start"].to_numpy()
+        first, holds = first_held(across["ts"].to_numpy(), across["end"].to_numpy(), s_start, steps["end"].to_numpy())
+        held = holds & (s_start[first] < cut)
+    loose = across.filter(pl.Series(~held))
+    if not loose["_frame"].all():
+        return None
+    return _threads(loose.select("pid", "tid"))
 
 
 def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, ...] | None,
@@ -293,6 +303,7 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
     # former once all are read)
     step_threads: set[tuple[str | None, str | None]] = set()
     early: dict[int, set[tuple[str | None, str | None]]] = {}
+    across: set[tuple[str | None, str | None]] = set()  # (the threads of Python frames across a cut: :func:`_held_across`)
     ledger = None if plan.checked else xplan.Ledger()
     shared = plan.shared
 
@@ -318,10 +329,13 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
         del raw
         if trace.gpu["device"].null_count():
             raise NotWindowed("GPU records without a device")
-        if k + 1 < plan.windows and not _held_across(trace, int(plan.cuts.times[:, k].min())):
-            if not plan.checked:  # (a near plan's guess of a range holding whole steps: every event's plan instead)
-                raise _Replan
-            raise NotWindowed("an event across a cut that holds no whole step")
+        if k + 1 < plan.windows:
+            frames = _held_across(trace, int(plan.cuts.times[:, k].min()))
+            if frames is None:
+                if not plan.checked:  # (a near plan's guess of a range holding whole steps: every event's plan instead)
+                    raise _Replan
+                raise NotWindowed("an event across a cut that holds no whole step")
+            across.update(frames)
         # the whole profile's last step before a cut spans up to the next step's start (``step_after``), beyond the cut:
         # what starts between the two is that step's there and this window's here. A step's analysis reads there the
         # GPU rows, the runtime calls of any thread (synchronizations) and the host events of the step's threads (its
@@ -383,6 +397,10 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
         step_threads.update(t for q in parts for t in q.launches.select("pid", "tid").iter_rows() if None not in t)
         if any(threads & step_threads for threads in early.values()):
             raise NotWindowed("events between a cut and the next step's start (a step without its annotation)")
+        if across & step_threads:  # (a frame across a cut, of a thread a step's analysis reads)
+            if not plan.checked:
+                raise _Replan
+            raise NotWindowed("a Python frame across a cut, of a thread that launches or holds steps")
         # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's end
         # point), which a window's own may not be (a window that compiles): such windows are analyzed again
         busiest = busiest_launcher(_stack([q.launches for q in parts])) if parts else None

@@ -265,7 +265,7 @@ class _Near:
         quiet = _Quiet(self.gpu_line, self.first, open_ended=True)
         quiet.running = seed
         quiet.add(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed],
-                  cols["correlation"].filter(pl.Series(timed)), step[timed])
+                  cols["correlation"].filter(pl.Series(timed)), step[timed], frames_of(base)[scan.ev_name[timed]])
         del scan, cols
         if self.release is not None:
             self.release(off, size)
@@ -373,11 +373,12 @@ def _plan(buf: np.ndarray, count: Count, workers: int | None, base: _Base, share
         names |= _hlo_names(strings)
         timed = ~scan.ev_flags.view(np.bool_)  # (aggregated events have no time)
         step = cols["step_num"].is_not_null().to_numpy()  # (a StepTraceAnnotation)
+        frame = frames_of(base)[scan.ev_name]  # (a Python frame)
         if timed.all():  # (no copies where every event is timed)
-            finder.add(scan.ev_line, scan.ev_ts, scan.ev_dur, cols["correlation"], step)
+            finder.add(scan.ev_line, scan.ev_ts, scan.ev_dur, cols["correlation"], step, frame)
         else:
             finder.add(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed],
-                       cols["correlation"].filter(pl.Series(timed)), step[timed])
+                       cols["correlation"].filter(pl.Series(timed)), step[timed], frame[timed])
         del scan, cols, strings
         if release is not None:
             release(off, size)
@@ -397,6 +398,13 @@ def _plan(buf: np.ndarray, count: Count, workers: int | None, base: _Base, share
         at = np.searchsorted(steps, times, side="left")
         step_after = np.where(at < steps.size, steps[np.minimum(at, steps.size - 1)], -1)
     return Plan(index.cuts(times), dataclasses.replace(shared(), hlo_names=frozenset(names)), step_after.astype(np.int64))
+
+
+def frames_of(base: _Base) -> np.ndarray:
+    """Per row of the profile's event metadata, and one more (False: an event without metadata, row -1), whether its
+    events are the Python tracer's frames (names starting ``$``, as the decode reads them: ``python_function``)."""
+    names = base.emd["name"]
+    return np.append(names.str.starts_with("$").fill_null(False).to_numpy(), False)
 
 
 class _Quiet:
@@ -424,11 +432,19 @@ class _Quiet:
         self.long: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.launches: list[pl.DataFrame] = []  #: (correlation, the earliest launch)
         self.rows: list[pl.DataFrame] = []  #: (correlation, the earliest and the latest GPU row start)
+        #: the Python tracer's frames (host events), chunk by chunk: line, start, end. The candidates are found without
+        #: them; :meth:`result` then keeps those where none runs of a line that a step's analysis reads (:attr:`busy`)
+        self.frames: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        #: per line, whether it holds a step annotation or an event with a correlation id (a launch, a runtime call):
+        #: a line a step's analysis reads. Another line's frames (a data loader's thread waiting on its full queue,
+        #: across every step's end) are read by no analysis (:func:`kernscope.analyze.windows._held_across`)
+        self.busy = np.zeros(len(gpu_line), dtype=bool)
 
     def add(self, line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation: pl.Series,
-            step: np.ndarray | None = None) -> None:
+            step: np.ndarray | None = None, frame: np.ndarray | None = None) -> None:
         """A chunk's events: line, start and duration (ns), correlation id (null: none), and whether each is a step
-        annotation (``step``, a ``StepTraceAnnotation``: None, none is)."""
+        annotation (``step``, a ``StepTraceAnnotation``: None, none is) or a Python frame (``frame``: None, none
+        is)."""
         is_gpu = self.gpu_line[line] if line.size else np.zeros(0, dtype=bool)
         if ts.size > 1:  # (each line's events in time order: the quiet points need it)
             back = np.diff(ts) < 0
@@ -439,8 +455,15 @@ class _Quiet:
         order = np.argsort(ts, kind="stable")
         starts = ts[order]
         ends = ts + dur
+        py = frame & ~is_gpu if frame is not None and frame.any() else None
+        if py is not None:  # (as the long ones: they end where they start here, and :meth:`result` keeps them)
+            held = py & (dur > 0)
+            self.frames.append((line[held], ts[held], ends[held]))
+            ends = np.where(py, ts, ends)
         if ts.size > 1:  # (the long events end where they start here: :meth:`result` keeps them)
             long = dur > max((int(starts[-1]) - int(starts[0])) // 4, 1)
+            if py is not None:
+                long &= ~py
             if long.any():
                 fixed = is_gpu[long] | (step[long] if step is not None else False)
                 self.long.append((ts[long], ends[long], fixed))
@@ -457,6 +480,7 @@ class _Quiet:
             host_step = step & ~is_gpu
             self.step_starts.append(ts[host_step])
             self.step_ends.append((ts + dur)[host_step])
+            self.busy[line[host_step]] = True
         self.idle.append(cand[ok])
         self.idle_before.append(self.events + before[ok])
         self.events += int(ts.size)
@@ -464,6 +488,7 @@ class _Quiet:
         if has.any():
             corr = correlation.fill_null(-1).cast(pl.Int64).to_numpy()
             host_c, gpu_c = has & ~is_gpu, has & is_gpu
+            self.busy[line[host_c]] = True
             self.launches.append(pl.DataFrame({"c": corr[host_c], "t": ts[host_c]}).group_by("c").agg(pl.col("t").min()))
             self.rows.append(pl.DataFrame({"c": corr[gpu_c], "t": ts[gpu_c]}).group_by("c").agg(
                 pl.col("t").min().alias("first"), pl.col("t").max().alias("end")))
@@ -475,6 +500,12 @@ class _Quiet:
         if not self.ordered or not self.idle:
             return empty, empty
         idle, before = np.concatenate(self.idle), np.concatenate(self.idle_before)
+        if self.frames:  # (the frames of a line a step's analysis reads run as any event there, or hold whole steps)
+            line, ts, end = (np.concatenate(x) for x in zip(*self.frames))
+            read = self.busy[line]
+            self.frames = []
+            if read.any():
+                self.long.append((ts[read], end[read], np.zeros(int(read.sum()), dtype=bool)))
         if self.long:
             keep = ~self._running_long(idle)
             idle, before = idle[keep], before[keep]
