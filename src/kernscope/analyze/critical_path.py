@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from ..errors import TraceError
 from ..intervals import (
     RANK_TABLE,
     dense_codes,
@@ -272,6 +273,11 @@ def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int,
     return owner, node
 
 
+class LinkCycle(Exception):
+    """A start's chain of predecessors never reaches the root: the links go round a cycle, which only a trace whose
+    times contradict each other makes (a record that waits for one that waits for it)."""
+
+
 def _ancestors_lifted(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray]:
     """(owner, node): every node on the chain of each start (``pred`` up to ``root``, root excluded; ``pred[root]``
     is ``root``), by binary lifting: log d vectorized jumps (d: the longest chain), no loop per node. The jump
@@ -279,8 +285,12 @@ def _ancestors_lifted(pred: np.ndarray, starts: np.ndarray, root: int) -> tuple[
     10 GB trace has millions), in int32 where the ids fit: 23 -> 12 tables of 4 instead of 8 bytes per node."""
     dtype = np.int32 if len(pred) < 2**31 else np.int64
     up = [pred.astype(dtype)]
-    # up[k] jumps 2**k links; stop once 2**len(up) links take every start to the root (chains are shorter)
+    # up[k] jumps 2**k links; stop once 2**len(up) links take every start to the root (chains are shorter). A chain
+    # of more links than there are nodes goes round a cycle: the tables grew until memory ran out (a fuzzed JAX profile,
+    # benchmarks/fuzz_long.py --jax --seed 111: 4 GB within seconds, the process killed)
     while (up[-1][up[-1][starts]] != root).any():
+        if (1 << len(up)) > len(pred):
+            raise LinkCycle
         up.append(up[-1][up[-1]])
     levels = len(up)
     depth = np.zeros(len(starts), dtype=np.int64)  # nodes before the root on each chain
@@ -567,8 +577,12 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     # node while summarized
     depths = _depths(root_pred, starts, root)
     for lo, hi in _batches(depths, len(starts), PATH_BATCH):
-        owner, on_path = (_ancestors_lifted(root_pred, starts, root) if depths is None  # (chains past WALK_LINKS)
-                          else _ancestors(root_pred, starts[lo:hi], root, depths[lo:hi]))
+        try:
+            owner, on_path = (_ancestors_lifted(root_pred, starts, root) if depths is None  # (chains past WALK_LINKS)
+                              else _ancestors(root_pred, starts[lo:hi], root, depths[lo:hi]))
+        except LinkCycle:
+            raise TraceError(trace.path, "its critical path's links go round a cycle: times that contradict each other "
+                                         "(a record that waits for one that waits for it; a damaged file?)") from None
         # the path's nodes as arrays (a polars row per node, with its labels and its CPU point's text, held 0.4 GB on
         # a JAX profile's 1.4 M-node path)
         path = PathNodes(owner, on_path, time[on_path], time_ok[on_path], how[on_path], _record_starts(g_ts, on_path),
