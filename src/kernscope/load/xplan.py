@@ -7,11 +7,14 @@ another, the windows of a :func:`plan` put together are the whole profile's tabl
 - no event of any line (host thread or GPU stream) is running: it started before and ends after; but for a host
   range that holds whole steps (an epoch's annotation, the Python tracer's frame of the training loop: the first step
   annotation starting at or after it ends within it), which counts as running up to its first step's start only
-  (:meth:`_Quiet._running_long`; its window is its first step's, and no analysis of a step reads it);
+  (:meth:`_Quiet._running_long`; its window is its first step's, and no analysis of a step reads it), and for the
+  Python tracer's frames of a line that holds no step annotation and no event with a correlation id (a data loader's
+  thread, waiting on its full queue across every step's end), which no analysis of a step reads either (the windows
+  check that their threads launch nothing in any window: :func:`kernscope.analyze.windows._held_across`);
 - no launched GPU work is pending: every GPU row whose launch (the host event of its correlation id) is before the
   moment also starts before it.
 
-Then no event (but such a range), launch, call-tree branch or command buffer's run of kernels spans two windows;
+Then no event (but such a range or frame), launch, call-tree branch or command buffer's run of kernels spans two windows;
 where the profile has step annotations (``StepTraceAnnotation``: events with a ``step_num``), no step does either,
 since an annotation runs through its step. The plan also reads the one thing of a row that the whole profile
 decides, the HLO op and module names the events name (a host event so named is an op), and gives it to every window's
