@@ -232,6 +232,10 @@ class _Near:
     release: _Release | None
     most: int  #: the bytes of events to read at most
     read: int = 0  #: the bytes of events read so far
+    frame_md: np.ndarray = dataclasses.field(init=False)  #: :func:`frames_of` the profile's metadata
+
+    def __post_init__(self) -> None:
+        self.frame_md = frames_of(self.base)
 
     def point(self, target: int, lo: int, hi: int) -> tuple[int, int] | None:
         """The quiet point in ``(lo, hi]`` (ns) nearest ``target`` (the earlier of two as near) with a step annotation
@@ -268,7 +272,7 @@ class _Near:
         quiet = _Quiet(self.gpu_line, self.first, open_ended=True)
         quiet.running = seed
         quiet.add(scan.ev_line[timed], scan.ev_ts[timed], scan.ev_dur[timed],
-                  cols["correlation"].filter(pl.Series(timed)), step[timed], frames_of(base)[scan.ev_name[timed]])
+                  cols["correlation"].filter(pl.Series(timed)), step[timed], self.frame_md[scan.ev_name[timed]])
         del scan, cols
         if self.release is not None:
             self.release(off, size)
@@ -367,6 +371,7 @@ def _plan(buf: np.ndarray, count: Count, workers: int | None, base: _Base, share
     chunks = max(1, min(64, int(base.line_len.sum()) // CHUNK_BYTES))
     cuts = index.cuts(np.unique(np.linspace(lo, hi + 1, chunks + 1)[1:-1].astype(np.int64)))
     finder = _Quiet(_gpu_lines(base), lo)
+    frame_md = frames_of(base)
     names: set[str] = set()
     for k in range(cuts.times.shape[1] + 1):  # each chunk's events scanned, its quiet candidates found, then dropped
         off, size = cuts.window(k, base.line_off)
@@ -376,7 +381,7 @@ def _plan(buf: np.ndarray, count: Count, workers: int | None, base: _Base, share
         names |= _hlo_names(strings)
         timed = ~scan.ev_flags.view(np.bool_)  # (aggregated events have no time)
         step = cols["step_num"].is_not_null().to_numpy()  # (a StepTraceAnnotation)
-        frame = frames_of(base)[scan.ev_name]  # (a Python frame)
+        frame = frame_md[scan.ev_name]  # (a Python frame)
         if timed.all():  # (no copies where every event is timed)
             finder.add(scan.ev_line, scan.ev_ts, scan.ev_dur, cols["correlation"], step, frame)
         else:
