@@ -14,9 +14,9 @@ another, the windows of a :func:`plan` put together are the whole profile's tabl
 - no launched GPU work is pending: every GPU row whose launch (the host event of its correlation id) is before the
   moment also starts before it.
 
-Then no event (but such a range or frame), launch, call-tree branch or command buffer's run of kernels spans two windows;
-where the profile has step annotations (``StepTraceAnnotation``: events with a ``step_num``), no step does either,
-since an annotation runs through its step. The plan also reads the one thing of a row that the whole profile
+Then no event (but such a range or frame), launch, call-tree branch or command buffer's run of kernels spans two
+windows; where the profile has step annotations (``StepTraceAnnotation``: events with a ``step_num``), no step does
+either, since an annotation runs through its step. The plan also reads the one thing of a row that the whole profile
 decides, the HLO op and module names the events name (a host event so named is an op), and gives it to every window's
 decode (:attr:`~kernscope.load.xplane.Shared.hlo_names`); and the start of the first step after each cut
 (:attr:`Plan.step_after`: the end of the span of a window's last step, as the whole profile's analysis takes it).
@@ -508,14 +508,14 @@ class _Quiet:
         if not self.ordered or not self.idle:
             return empty, empty
         idle, before = np.concatenate(self.idle), np.concatenate(self.idle_before)
+        long = list(self.long)
         if self.frames:  # (the frames of a line a step's analysis reads run as any event there, or hold whole steps)
             line, ts, end = (np.concatenate(x) for x in zip(*self.frames))
             read = self.busy[line]
-            self.frames = []
             if read.any():
-                self.long.append((ts[read], end[read], np.zeros(int(read.sum()), dtype=bool)))
-        if self.long:
-            keep = ~self._running_long(idle)
+                long.append((ts[read], end[read], np.zeros(int(read.sum()), dtype=bool)))
+        if long:
+            keep = ~self._running_long(idle, long)
             idle, before = idle[keep], before[keep]
         if self.rows and (self.launches or self.open_ended):
             # pending: a GPU row launched before the moment that starts at or after it; per correlation id, the
@@ -541,18 +541,19 @@ class _Quiet:
         return idle, before
 
 
-    def _running_long(self, at: np.ndarray) -> np.ndarray:
-        """Per moment of ``at`` (ns), whether a long event runs at it: starts before it and ends after it. But for a
-        range that holds whole steps (a host event, not a step annotation, that holds the first step annotation
-        starting at or after it, start to end: an epoch's range, the Python tracer's frame of the training loop):
-        that one runs from its start up to its first step's start only, since a cut after it leaves the range in the
-        window of that step. No analysis of a step takes such a range for one of its ops
+    def _running_long(self, at: np.ndarray, long: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+        """Per moment of ``at`` (ns), whether an event of ``long`` (start, end, whether a step annotation or a GPU row,
+        chunk by chunk: :attr:`long` and the frames :meth:`result` adds) runs at it: starts before it and ends after
+        it. But for a range that holds whole steps (a host event, not a step annotation, that holds the first step
+        annotation starting at or after it, start to end: an epoch's range, the Python tracer's frame of the training
+        loop): that one runs from its start up to its first step's start only, since a cut after it leaves the range
+        in the window of that step. No analysis of a step takes such a range for one of its ops
         (:func:`~kernscope.analyze.critical_path._top_level`, its rule), nor reads it after its first step: the
         windows' analyses are the whole profile's (``tests/test_jax_windowed_analysis.py``, which checks it, and
         :mod:`kernscope.analyze.windows`, which checks the ranges across its cuts when it reads them)."""
-        ts = np.concatenate([x[0] for x in self.long])
-        end = np.concatenate([x[1] for x in self.long])
-        fixed = np.concatenate([x[2] for x in self.long])  # (a step annotation or a GPU row: runs start to end)
+        ts = np.concatenate([x[0] for x in long])
+        end = np.concatenate([x[1] for x in long])
+        fixed = np.concatenate([x[2] for x in long])  # (a step annotation or a GPU row: runs start to end)
         s_start = np.concatenate(self.step_starts) if self.step_starts else np.zeros(0, np.int64)
         s_end = np.concatenate(self.step_ends) if self.step_ends else np.zeros(0, np.int64)
         last = end - 1  # (the last moment it runs at: one that ends at a moment runs no longer)
