@@ -28,7 +28,8 @@ xplan = importlib.import_module("kernscope.load.xplan")
 xscan = importlib.import_module("kernscope.load.xscan")
 pytestmark = pytest.mark.skipif(scanner() is None, reason="the near plan needs the compiled XSpace scanner")
 DATA = Path(__file__).parent / "data"
-PROFILES = [MLP, TRANSFORMER, DATA / "multigpu_h200" / "jax_dp.xplane.pb.gz", LONG]
+LOADER = DATA / "jax_loader_h100" / "vm.xplane.pb.gz"
+PROFILES = [MLP, TRANSFORMER, DATA / "multigpu_h200" / "jax_dp.xplane.pb.gz", LONG, LOADER]
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +77,8 @@ def _quiet_and_steps(path: Path) -> tuple[set[int], np.ndarray]:
     gpu = ev.group_by("line").agg(pl.col("device").is_not_null().any().alias("g"))
     gpu_line = lines.join(gpu, on="line", how="left", maintain_order="left")["g"].to_numpy()
     points = xplan.quiet_points(ev["line"].cast(pl.Int64).to_numpy(), ev["ts"].to_numpy(), ev["dur"].to_numpy(),
-                                ev["correlation"], gpu_line)
+                                ev["correlation"], gpu_line, ev["step_num"].is_not_null().to_numpy(),
+                                (ev["cat"] == "python_function").to_numpy())
     assert points is not None
     steps = np.unique(ev.filter(pl.col("step_num").is_not_null() & pl.col("device").is_null())["ts"].to_numpy())
     return set(points.tolist()), steps
@@ -210,15 +212,18 @@ def test_a_window_that_another_windows_hlo_names_make_ops_is_decoded_again(tmp_p
     assert left["cpu_op"] < counts["cpu_op"] and left["user_annotation"] > counts["user_annotation"]
 
 
-def test_a_row_whose_launch_was_not_read_is_pending_up_to_its_start():
+@pytest.mark.parametrize("unread", [5, 9])
+def test_a_row_whose_launch_was_not_read_is_pending_from_the_launch_of_the_id_before(unread):
     """Line 0 a host thread, line 1 a GPU stream. Host events at 0-5, 20-25 (launch id 7), 40-45 and 60-65; GPU rows
-    at 30-35 (id 9, whose launch is not among the events read) and 50-55 (id 7). By the whole profile's rule, 40 is not
-    quiet (launch 7 pending); read near a target, 20 is not either (row 9's launch lies before the events read)."""
+    at 30-35 (an id whose launch is not among the events read) and 50-55 (id 7). By the whole profile's rule, 40 is
+    not quiet (launch 7 pending). Read near a target, the row's launch was made after the launch read of the next lower
+    id (the runtime numbers its calls in order): id 5 has none lower, so its launch lies before the events read and
+    20 is not quiet either; id 9 was launched after launch 7 (at 20 or later), so 20 is."""
     gpu_line = np.array([False, True])
     line = np.array([0, 0, 0, 0, 1, 1])
     ts = np.array([0, 20, 40, 60, 30, 50])
     dur = np.array([5, 5, 5, 5, 5, 5])
-    corr = pl.Series([None, 7, None, None, 9, 7], dtype=pl.Int64)
+    corr = pl.Series([None, 7, None, None, unread, 7], dtype=pl.Int64)
 
     def points(open_ended: bool) -> list[int]:
         q = xplan._Quiet(gpu_line, 0, open_ended=open_ended)
@@ -226,7 +231,29 @@ def test_a_row_whose_launch_was_not_read_is_pending_up_to_its_start():
         return q.result()[0].tolist()
 
     assert points(False) == [20, 60]
-    assert points(True) == [60]
+    assert points(True) == ([60] if unread == 5 else [20, 60])
+
+
+def test_a_sparse_copy_streams_rows_launched_after_the_events_read_leave_the_near_cuts_where_they_are(tmp_path,
+                                                                                                       monkeypatch):
+    """The data loader's real recording (``jax_loader_h100``): its host-to-device copies run on a stream of their own,
+    80 rows in all, fewer than an index row's stride, so a neighborhood reads that whole line, rows to the run's end
+    whose launches (later, on other threads) it does not read. Until session 91 each counted as pending from before
+    every event read up to its start: no neighborhood had a quiet point, and the near plan gave way to the full one
+    (0.9-1.7 s of a 161-239 MB profile's run). Now each is pending from the launch of the id before it: every target's
+    first neighborhood has its cut (no wider one is read), each a quiet point of the whole profile, and the windows
+    give the whole read's output."""
+    monkeypatch.setattr(xplan, "NEAR_MOST_ROWS", xplan.NEAR_ROWS)  # (no wider neighborhood)
+    p = _plain(LOADER, tmp_path)
+    data = p.read_bytes()
+    plan = xplan.plan_near(data, str(p), 5)
+    assert plan is not None and plan.windows == 5
+    quiet, _ = _quiet_and_steps(LOADER)
+    assert set(plan.cuts.times[0].tolist()) <= quiet
+    timings: list = []
+    assert text(analyze_windows(p, 5, timings=timings), "json") == _whole_json(p)
+    assert timings[0][0] == "plan (5 windows at quiet points near the targets)"
+    assert not any(t[0].startswith("plan again") for t in timings)
 
 
 def test_a_profile_run_longer_is_windowed_by_the_near_plan(tmp_path):

@@ -141,7 +141,8 @@ def plan_near(data: bytes | bytearray | memoryview | mmap.mmap, path: str, windo
 
     - no event of any line runs (exactly: the index gives each line's latest end before the events read);
     - no GPU row launched before it starts after it, of the events read; a row whose launch was not read counts as
-      pending (its launch is before them all);
+      pending from the launch read of the next lower correlation id (the runtime numbers its calls in order), or from
+      before them all where none lower was read;
     - a step annotation starts after it, among the events read (the plan's :attr:`Plan.step_after`).
 
     A launch read whose row starts after every event read is not seen (the cut is nearest the middle of the events
@@ -528,7 +529,16 @@ class _Quiet:
             rows = (pl.concat(self.rows) if self.rows else pl.DataFrame(schema={"c": pl.Int64, "first": pl.Int64, "end": pl.Int64})
                     ).group_by("c").agg(pl.col("first").min(), pl.col("end").max())
             if self.open_ended:
-                spans = rows.join(launch, on="c", how="left").with_columns(pl.col("t").fill_null(np.iinfo(np.int64).min))
+                # a row whose launch was not read: launched after the launch read of the next lower id (the runtime
+                # numbers its calls in the order they are made, CUPTI's correlation ids), so pending from there up to
+                # its start; from before them all where none lower was read. (A row of a GPU line read far past the
+                # target, its launch after the host's events read, is then pending after them, not across the
+                # neighborhood: the data loader's profile of tests/data/jax_loader_h100, whose GPU lines' index rows
+                # are far apart. Where the ids are not in that order, the windows' :class:`Ledger` finds the split.)
+                launch = launch.sort("c")
+                known = rows.join(launch, on="c", how="inner")
+                unread = rows.join(launch, on="c", how="anti").sort("c").join_asof(launch, on="c", strategy="backward")
+                spans = pl.concat([known, unread.with_columns(pl.col("t").fill_null(np.iinfo(np.int64).min))])
             else:
                 spans = launch.join(rows, on="c", how="inner")
             spans = spans.select(pl.min_horizontal("t", "first").alias("lo"), pl.max_horizontal("t", "end").alias("hi"))
@@ -568,13 +578,15 @@ class _Quiet:
 
 
 def quiet_points(line: np.ndarray, ts: np.ndarray, dur: np.ndarray, correlation: pl.Series,
-                 gpu_line: np.ndarray) -> np.ndarray | None:
+                 gpu_line: np.ndarray, step: np.ndarray | None = None,
+                 frame: np.ndarray | None = None) -> np.ndarray | None:
     """The host events' starts (ns, sorted, distinct; after the first event's) at which no event is running and no
     launched GPU row is pending (module docstring), of the events given by their line (non-decreasing), start and
-    duration (ns) and correlation id (null: none); ``gpu_line``: per line, whether it is a GPU stream. None where a
-    line's events are out of time order."""
+    duration (ns) and correlation id (null: none); ``gpu_line``: per line, whether it is a GPU stream; ``step`` and
+    ``frame``: per event, whether it is a step annotation, a Python frame (None: none is). None where a line's
+    events are out of time order."""
     q = _Quiet(gpu_line, int(ts.min()) if ts.size else 0)
-    q.add(line, ts, dur, correlation)
+    q.add(line, ts, dur, correlation, step, frame)
     return q.result()[0] if q.ordered else None
 
 
