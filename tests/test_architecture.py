@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "kernscope"
 #: placed on purpose, never by a default).
 MODULES: dict[str, int] = {
     # 0: model and helpers
-    "kernscope.errors": 0, "kernscope.examples": 0, "kernscope.files": 0, "kernscope.flops": 0, "kernscope.sink": 0, "kernscope.intervals": 0,
+    "kernscope.cores": 0, "kernscope.errors": 0, "kernscope.examples": 0, "kernscope.files": 0, "kernscope.flops": 0, "kernscope.sink": 0, "kernscope.intervals": 0,
     "kernscope.model": 0, "kernscope.result": 0, "kernscope.scalars": 0, "kernscope.testing": 0, "kernscope.testing.replicate": 0,
     "kernscope.testing.synth": 0, "kernscope.version": 0,
     # 1: load

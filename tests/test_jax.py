@@ -149,7 +149,7 @@ def test_compiled_scanner_equals_the_numpy_reader(path, monkeypatch):
     monkeypatch.setattr(xscan, "PART_BYTES", 1)
     monkeypatch.setattr(xscan, "MAX_PARTS", 64)
     monkeypatch.setattr(xscan, "MIN_ODD", 1)
-    monkeypatch.setattr(xscan.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(xscan, "usable_cores", lambda: 64)
     c = scan_lines(buf, lo, ll, lp, spec, lookup, names, native=True)
     monkeypatch.undo()
     assert a.native and not b.native
@@ -965,7 +965,7 @@ def test_scanner_parts_follow_the_workers_option(monkeypatch):
     multi-rank job passes its share of the cores), and never into parts smaller than PART_BYTES."""
     from kernscope.load import xscan
 
-    monkeypatch.setattr(xscan.os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(xscan, "usable_cores", lambda: 8)
     lines = np.full(64, xscan.PART_BYTES // 4, dtype=np.int64)  # 16 parts' worth of bytes
     assert len(xscan._parts(lines)) - 1 == 8
     assert len(xscan._parts(lines, workers=2)) - 1 == 2

@@ -179,7 +179,7 @@ def test_a_small_job_runs_in_this_process_unless_workers_are_asked_for(tmp_path,
         return real(paths, task, workers, progress)
 
     monkeypatch.setattr(engine, "_local", pool)
-    monkeypatch.setattr(engine.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(engine, "usable_cores", lambda: 2)
     here = analyze_job(paths, RankTask(cache=False))
     assert in_pool == []
     asked = analyze_job(paths, RankTask(cache=False), EngineSpec(workers=2))

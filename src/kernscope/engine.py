@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .analyze.ranks import Failure, JobAnalysis, RankResult, RankTask, combine, summarize_file
+from .cores import usable_cores
 from .errors import KernscopeError
 from .files import (
     expand_inputs,  # noqa: F401 - re-exported: the CLI reads it from files (no polars import)
@@ -80,7 +81,7 @@ def _main_not_imported() -> Iterator[None]:
 
 
 def _local(paths: Sequence[str], task: RankTask, workers: int, progress: Callable[[int, int], None] | None) -> list[Any]:
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = max(1, usable_cores() // workers)
     task = shared_budget(replace(task, threads=task.threads or threads), min(workers, len(paths)))
     results: dict[str, Any] = {}
     tries = {p: 0 for p in paths}
@@ -130,11 +131,11 @@ def _dask(paths: Sequence[str], task: RankTask, spec: EngineSpec, progress: Call
             except (OSError, TimeoutError, ValueError) as e:
                 raise KernscopeError(f"cannot reach the Dask scheduler at {spec.scheduler} ({e})") from None
         else:
-            n = spec.workers or min(os.cpu_count() or 1, len(paths))
+            n = spec.workers or min(usable_cores(), len(paths))
             cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True, dashboard_address=None,
-                                   env={"POLARS_MAX_THREADS": str(max(1, (os.cpu_count() or 1) // n))})
+                                   env={"POLARS_MAX_THREADS": str(max(1, usable_cores() // n))})
             client = Client(cluster)
-            task = shared_budget(replace(task, threads=task.threads or max(1, (os.cpu_count() or 1) // n)), max(1, n))
+            task = shared_budget(replace(task, threads=task.threads or max(1, usable_cores() // n)), max(1, n))
         try:
             futures = client.map(summarize_file, list(paths), task=task, retries=RETRIES, pure=False)
             index = {f.key: p for f, p in zip(futures, paths)}
@@ -190,7 +191,7 @@ def summarize_ranks(paths: Sequence[str], task: RankTask | None = None, spec: En
             return _dask(paths, task, spec, progress)
     if spec.kind != "local":
         raise KernscopeError(f"unknown engine {spec.kind!r}; expected local or dask")
-    workers = spec.workers or min(os.cpu_count() or 1, len(paths))
+    workers = spec.workers or min(usable_cores(), len(paths))
     if spec.workers is None and workers > 1:
         est = serial_estimate_s(paths)
         workers = 1 if est is not None and est <= SERIAL_JOB_S else workers

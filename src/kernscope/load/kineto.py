@@ -11,7 +11,6 @@ a string, or it holds the end of the array); one that is still invalid gives a p
 from __future__ import annotations
 
 import mmap
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ import msgspec
 import numpy as np
 import polars as pl
 
+from ..cores import usable_cores
 from ..errors import TraceError
 from ..model import RawTrace
 from . import document
@@ -661,7 +661,7 @@ def parse_source(source: TraceSource, *, salvage: bool = False, limits: Limits |
     limits = limits or Limits()
     # two more threads than cores: a worker's Python steps hold the GIL between its numpy and polars calls,
     # and the spare threads keep the cores busy meanwhile (2 cores: 1.5 -> 1.7 cores used, parse ~10% faster)
-    workers = workers if workers is not None else min((os.cpu_count() or 1) + 2, 8)
+    workers = workers if workers is not None else min(usable_cores() + 2, 8)
     chunk_bytes = piece_bytes(salvage)
 
     def pipeline(head: HeadStart | None) -> tuple[Splitter, _Pipeline]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..cores import usable_cores
 from .native import ptr as _ptr
 from .native import scanner
 from .protowire import WireError, fields_of, walk
@@ -217,7 +217,7 @@ def _grown(a: np.ndarray, n: int, cap: int) -> np.ndarray:
 def _parts(line_len: np.ndarray, workers: int | None = None) -> list[int]:
     """Line numbers that split the lines into parts of about equal bytes, one per usable core (at most ``workers``)."""
     size = int(line_len.sum())
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     cores = min(cores, workers) if workers else cores
     k = max(1, min(MAX_PARTS, cores, size // PART_BYTES, line_len.size))
     if k == 1:
