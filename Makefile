@@ -93,6 +93,8 @@ lint: install-test
 # their spawned workers' imports were 85 s of the run's CPU); the run keeps 184% of 2 cores busy (a third worker: no gain).
 # Session 72: 292 -> 254 s on a fast hour (the C heap trimmed only where a load freed 16 MB: 108 -> 72 s of system time)
 # Session 89: one polars thread a worker (POLARS_MAX_THREADS=1) measured, no gain (382.5 s against 379.6 s, interleaved)
+# Session 91: each worker pinned to a core of its own (tests/conftest.py; kernscope sizes its pools by the affinity mask):
+# 370 s -> 294-304 s, system time 100 -> 60 s (KERNSCOPE_PIN_WORKERS=0 runs them unpinned)
 PYTEST_ARGS = -q -p no:cacheprovider -n 2 --dist worksteal
 # the suite's environment (make test, make test-oldest). PYTHONDONTWRITEBYTECODE emptied: pytest keeps its
 # assertion-rewritten test modules as bytecode (tests/__pycache__), where with the shell's =1 each worker rewrote all
