@@ -228,7 +228,7 @@ def test_device_scripts_parse_and_build_the_library_the_package_builds():
     flags, sources = built[0]
     assert sorted(sources.replace("\\", " ").split()) == sorted(ext[0]["sources"])
     assert set(ext[0]["extra-compile-args"]) <= set(flags.split())
-    for script in ("gpu_session.sh", "device_jax_1g.sh", "device_jax_loader.sh"):
+    for script in ("gpu_session.sh", "device_jax_1g.sh", "device_jax_loader.sh", "device_cores.sh"):
         assert "source benchmarks/device_env.sh" in (root / "benchmarks" / script).read_text(), script
     bash = shutil.which("bash")
     assert bash is not None
