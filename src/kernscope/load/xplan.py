@@ -535,10 +535,9 @@ class _Quiet:
                 # target, its launch after the host's events read, is then pending after them, not across the
                 # neighborhood: the data loader's profile of tests/data/jax_loader_h100, whose GPU lines' index rows
                 # are far apart. Where the ids are not in that order, the windows' :class:`Ledger` finds the split.)
-                launch = launch.sort("c")
-                known = rows.join(launch, on="c", how="inner")
-                unread = rows.join(launch, on="c", how="anti").sort("c").join_asof(launch, on="c", strategy="backward")
-                spans = pl.concat([known, unread.with_columns(pl.col("t").fill_null(np.iinfo(np.int64).min))])
+                # (as of each row's id, backward: its own launch where read, one id per launch)
+                spans = rows.sort("c").join_asof(launch.sort("c"), on="c", strategy="backward").with_columns(
+                    pl.col("t").fill_null(np.iinfo(np.int64).min))
             else:
                 spans = launch.join(rows, on="c", how="inner")
             spans = spans.select(pl.min_horizontal("t", "first").alias("lo"), pl.max_horizontal("t", "end").alias("hi"))
