@@ -260,6 +260,12 @@ class _Replan(Exception):
     """A near plan's windows differ from the whole profile's (:func:`_windows`): every event's plan is made instead."""
 
 
+def _refused(plan: Any, why: str) -> Exception:
+    """What a cut that the windows' checks refuse raises: a near plan's (not ``checked``) makes every event's plan
+    instead (:class:`_Replan`); the plan from every event's, a whole read (:class:`NotWindowed`, saying ``why``)."""
+    return NotWindowed(why) if plan.checked else _Replan()
+
+
 def _held_across(trace: Trace, cut: int) -> set[tuple[str | None, str | None]] | None:
     """Whether each event of ``trace`` (a window's, its events starting before ``cut``, ns) that runs across ``cut``
     is a host range holding whole steps (the first step starting at or after it ends within it: the rule by which the
@@ -331,10 +337,8 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
             raise NotWindowed("GPU records without a device")
         if k + 1 < plan.windows:
             frames = _held_across(trace, int(plan.cuts.times[:, k].min()))
-            if frames is None:
-                if not plan.checked:  # (a near plan's guess of a range holding whole steps: every event's plan instead)
-                    raise _Replan
-                raise NotWindowed("an event across a cut that holds no whole step")
+            if frames is None:  # (a near plan's guess of a range holding whole steps: every event's plan instead)
+                raise _refused(plan, "an event across a cut that holds no whole step")
             across.update(frames)
         # the whole profile's last step before a cut spans up to the next step's start (``step_after``), beyond the cut:
         # what starts between the two is that step's there and this window's here. A step's analysis reads there the
@@ -398,9 +402,7 @@ def _windows(data: mmap.mmap, p: str, plan: Any, xplane: Any, stats: tuple[str, 
         if any(threads & step_threads for threads in early.values()):
             raise NotWindowed("events between a cut and the next step's start (a step without its annotation)")
         if across & step_threads:  # (a frame across a cut, of a thread a step's analysis reads)
-            if not plan.checked:
-                raise _Replan
-            raise NotWindowed("a Python frame across a cut, of a thread that launches or holds steps")
+            raise _refused(plan, "a Python frame across a cut, of a thread that launches or holds steps")
         # a step without an annotation of its own runs on the profile's busiest launching thread (the critical path's end
         # point), which a window's own may not be (a window that compiles): such windows are analyzed again
         busiest = busiest_launcher(_stack([q.launches for q in parts])) if parts else None

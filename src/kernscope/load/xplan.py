@@ -529,13 +529,12 @@ class _Quiet:
             rows = (pl.concat(self.rows) if self.rows else pl.DataFrame(schema={"c": pl.Int64, "first": pl.Int64, "end": pl.Int64})
                     ).group_by("c").agg(pl.col("first").min(), pl.col("end").max())
             if self.open_ended:
-                # a row whose launch was not read: launched after the launch read of the next lower id (the runtime
-                # numbers its calls in the order they are made, CUPTI's correlation ids), so pending from there up to
-                # its start; from before them all where none lower was read. (A row of a GPU line read far past the
-                # target, its launch after the host's events read, is then pending after them, not across the
-                # neighborhood: the data loader's profile of tests/data/jax_loader_h100, whose GPU lines' index rows
+                # each row's launch as of its id, backward: its own where read; else the launch read of the next lower
+                # id, since the runtime numbers its calls in the order they are made (CUPTI's correlation ids), so the
+                # row is pending from there up to its start, and from before them all where none lower was read. (A
+                # row of a GPU line read far past the target, launched after the host's events read, is then pending
+                # after them, not across the neighborhood: tests/data/jax_loader_h100's copy stream, whose index rows
                 # are far apart. Where the ids are not in that order, the windows' :class:`Ledger` finds the split.)
-                # (as of each row's id, backward: its own launch where read, one id per launch)
                 spans = rows.sort("c").join_asof(launch.sort("c"), on="c", strategy="backward").with_columns(
                     pl.col("t").fill_null(np.iinfo(np.int64).min))
             else:
