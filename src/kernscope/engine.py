@@ -131,11 +131,13 @@ def _dask(paths: Sequence[str], task: RankTask, spec: EngineSpec, progress: Call
             except (OSError, TimeoutError, ValueError) as e:
                 raise KernscopeError(f"cannot reach the Dask scheduler at {spec.scheduler} ({e})") from None
         else:
-            n = spec.workers or min(usable_cores(), len(paths))
+            cores = usable_cores()
+            n = spec.workers or min(cores, len(paths))
+            threads = max(1, cores // n)  # (each worker's share of the cores: its polars pool and its parse)
             cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True, dashboard_address=None,
-                                   env={"POLARS_MAX_THREADS": str(max(1, usable_cores() // n))})
+                                   env={"POLARS_MAX_THREADS": str(threads)})
             client = Client(cluster)
-            task = shared_budget(replace(task, threads=task.threads or max(1, usable_cores() // n)), max(1, n))
+            task = shared_budget(replace(task, threads=task.threads or threads), max(1, n))
         try:
             futures = client.map(summarize_file, list(paths), task=task, retries=RETRIES, pure=False)
             index = {f.key: p for f, p in zip(futures, paths)}
