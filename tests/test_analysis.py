@@ -723,6 +723,35 @@ def test_each_correlation_is_launched_by_its_earliest_call(ids):
     assert got["correlation"].to_list() == [corr[i] for i in want]
 
 
+@pytest.mark.parametrize("kinds, rows", [
+    (["cpu_op", "kernel", "memcpy", "memset", "runtime"], [1, 2, 3]),  # one run: a slice of the event table
+    (["kernel", "kernel", "cpu_op"], [0, 1]),
+    (["cpu_op", "kernel", "kernel"], [1, 2]),
+    (["kernel", "runtime", "kernel", "memcpy"], [0, 2, 3]),  # not a run: filtered
+    ([None, "kernel", None], [1]),
+    (["cpu_op", None], []),
+    ([], []),
+])
+def test_gpu_rows_that_are_one_run_of_the_events_are_its_slice(kinds, rows):
+    """link.correlation.gpu_events: the GPU rows (kernel, memcpy, memset; a null kind is none), in the event table's
+    order; where they are one run of its rows (a JAX profile's), that run's columns are the event table's buffers (one
+    copy in memory, which the parse cache's shared GPU columns rely on), in one chunk."""
+    import numpy as np
+
+    from kernscope.link.correlation import gpu_events
+
+    n = len(kinds)
+    events = pl.DataFrame({"kind": pl.Series(kinds, dtype=pl.String), "ts": np.arange(n, dtype=np.int64) * 10,
+                           "idx": np.arange(n, dtype=np.int64)})
+    got = gpu_events(events)
+    assert got["idx"].to_list() == rows
+    assert got["ts"].to_list() == [10 * r for r in rows]
+    contiguous = bool(rows) and rows == list(range(rows[0], rows[0] + len(rows)))
+    if contiguous:
+        assert got["ts"].n_chunks() == 1
+        assert np.shares_memory(got["ts"].to_numpy(), events["ts"].to_numpy())
+
+
 def test_a_launch_whose_external_id_two_ops_carry_takes_the_one_around_it(tmp_path):
     """link.correlation.launcher_ops: where two CPU ops of the launch's process carry its External id, the op whose
     window holds the launch is its op (then the latest start, the shorter, the later event); where one does, that one."""

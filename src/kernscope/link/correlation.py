@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..model import row_run
 from .kinds import GPU_KINDS
 
 GRAPH_LAUNCH_PATTERN = r"(?i)graphlaunch"
@@ -75,8 +76,18 @@ def launcher_ops(launch: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 
 def gpu_events(events: pl.DataFrame) -> pl.DataFrame:
-    """GPU activity rows (kernels, memcpy, memset)."""
-    return events.filter(pl.col("kind").is_in(GPU_KINDS))
+    """GPU activity rows (kernels, memcpy, memset), in the event table's order. Where they are one run of its rows (a
+    JAX profile's: its GPU planes' events lie together), that run as a slice: its columns are the event table's
+    buffers, one copy in memory, which the parse cache relies on (a GPU table stored by reference to the events',
+    ``load.cache._shared_run``)."""
+    g = events.filter(pl.col("kind").is_in(GPU_KINDS))
+    idx = g["idx"] if "idx" in g.columns and g.height else None
+    # (a run: its idx span is its count. Most traces' GPU rows are not one: told from two values, nothing scanned)
+    if idx is not None and idx.null_count() == 0 and idx[-1] - idx[0] + 1 == g.height:
+        start = row_run(events, g)
+        if start is not None:  # (not left to polars' filter, whose plan may cut the run in chunks or copy it)
+            return events.slice(start, g.height)
+    return g
 
 
 def link_gpu(events: pl.DataFrame) -> pl.DataFrame:
