@@ -752,6 +752,17 @@ def test_gpu_rows_that_are_one_run_of_the_events_are_its_slice(kinds, rows):
         assert np.shares_memory(got["ts"].to_numpy(), events["ts"].to_numpy())
 
 
+def test_gpu_rows_whose_idx_look_like_a_run_but_are_not_one_are_filtered():
+    """link.correlation.gpu_events reads ``idx`` only to find a candidate run: where the ids repeat (as no loader
+    writes them, but a table may hold), GPU rows whose ids count up by one are not taken for the rows between them."""
+    from kernscope.link.correlation import gpu_events
+
+    events = pl.DataFrame({"kind": ["kernel", "cpu_op", "kernel", "cpu_op"], "idx": [0, 1, 1, 2], "ts": [10, 20, 30, 40]})
+    got = gpu_events(events)
+    assert got["ts"].to_list() == [10, 30]
+    assert got["kind"].to_list() == ["kernel", "kernel"]
+
+
 def test_a_launch_whose_external_id_two_ops_carry_takes_the_one_around_it(tmp_path):
     """link.correlation.launcher_ops: where two CPU ops of the launch's process carry its External id, the op whose
     window holds the launch is its op (then the latest start, the shorter, the later event); where one does, that one."""

@@ -85,8 +85,11 @@ def gpu_events(events: pl.DataFrame) -> pl.DataFrame:
     # (a run: its idx span is its count. Most traces' GPU rows are not one: told from two values, nothing scanned)
     if idx is not None and idx.null_count() == 0 and idx[-1] - idx[0] + 1 == g.height:
         start = row_run(events, g)
-        if start is not None:  # (not left to polars' filter, whose plan may cut the run in chunks or copy it)
-            return events.slice(start, g.height)
+        run = events.slice(start, g.height) if start is not None else None
+        # (exact whatever the idx: n rows of GPU kinds among the n the trace has are its GPU rows, in order; not left
+        # to polars' filter, whose plan may cut the run in chunks or copy it)
+        if run is not None and bool(run["kind"].is_in(GPU_KINDS).fill_null(False).all()):
+            return run
     return g
 
 
