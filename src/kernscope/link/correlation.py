@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..model import row_run
 from .kinds import GPU_KINDS
 
 GRAPH_LAUNCH_PATTERN = r"(?i)graphlaunch"
@@ -81,14 +80,15 @@ def gpu_events(events: pl.DataFrame) -> pl.DataFrame:
     buffers, one copy in memory, which the parse cache relies on (a GPU table stored by reference to the events',
     ``load.cache._shared_run``)."""
     g = events.filter(pl.col("kind").is_in(GPU_KINDS))
-    idx = g["idx"] if "idx" in g.columns and g.height else None
+    n = g.height
+    idx = g["idx"] if "idx" in g.columns and n else None
     # (a run: its idx span is its count. Most traces' GPU rows are not one: told from two values, nothing scanned)
-    if idx is not None and idx.null_count() == 0 and idx[-1] - idx[0] + 1 == g.height:
-        start = row_run(events, g)
-        run = events.slice(start, g.height) if start is not None else None
-        # (exact whatever the idx: n rows of GPU kinds among the n the trace has are its GPU rows, in order; not left
+    if idx is not None and idx.null_count() == 0 and events["idx"].null_count() == 0 and idx[-1] - idx[0] + 1 == n:
+        start = int(events["idx"].search_sorted(idx[0], side="left"))  # (where the run starts, if the ids say right)
+        run = events.slice(start, n)
+        # exact whatever the ids: n rows of GPU kinds among the n the trace has are its GPU rows, in order (not left
         # to polars' filter, whose plan may cut the run in chunks or copy it)
-        if run is not None and bool(run["kind"].is_in(GPU_KINDS).fill_null(False).all()):
+        if run.height == n and bool(run["kind"].is_in(GPU_KINDS).fill_null(False).all()):
             return run
     return g
 
