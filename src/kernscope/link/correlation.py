@@ -87,7 +87,7 @@ def gpu_events(events: pl.DataFrame) -> pl.DataFrame:
         start = int(events["idx"].search_sorted(idx[0], side="left"))  # (where the run starts, if the ids say right)
         run = events.slice(start, n)
         # exact whatever the ids: n rows of GPU kinds among the n the trace has are its GPU rows, in order (not left
-        # to polars' filter, whose plan may cut the run in chunks or copy it)
+        # to polars' filter: 2.2.0's copies a run under half of the rows, as a JAX profile's GPU rows often are)
         if run.height == n and bool(run["kind"].is_in(GPU_KINDS).fill_null(False).all()):
             return run
     return g
