@@ -755,8 +755,9 @@ def test_gpu_rows_that_are_one_run_of_the_events_are_its_slice(kinds, rows):
 
 
 def test_gpu_rows_whose_idx_look_like_a_run_but_are_not_one_are_filtered():
-    """link.correlation.gpu_events reads ``idx`` only to find a candidate run: where the ids repeat (as no loader
-    writes them, but a table may hold), GPU rows whose ids count up by one are not taken for the rows between them."""
+    """link.correlation.gpu_events decides the run by the rows' kinds, not their ids: where the ids repeat (as no
+    loader writes them, but a table may hold), GPU rows whose ids count up by one are not taken for the rows between
+    them."""
     from kernscope.link.correlation import gpu_events
 
     events = pl.DataFrame({"kind": ["kernel", "cpu_op", "kernel", "cpu_op"], "idx": [0, 1, 1, 2], "ts": [10, 20, 30, 40]})
