@@ -474,7 +474,7 @@ def test_analyze_reads_whole_what_windows_cannot_tell(tmp_path):
 
 
 def test_how_many_windows_by_default(tmp_path):
-    """A plain XSpace profile of 128 MB or more: one window per 26 MB, twelve at most; smaller, gzipped or another
+    """A plain XSpace profile of 128 MB or more: one window per 26 MB, fourteen at most; smaller, gzipped or another
     format: whole."""
     from kernscope.files import MOST_WINDOWS, WINDOW_BYTES, WINDOWED_FROM, windows_for
 
@@ -484,7 +484,7 @@ def test_how_many_windows_by_default(tmp_path):
     assert windows_for(str(big)) == -(-(WINDOWED_FROM + 1) // WINDOW_BYTES) == 5  # (128 MB and a byte: 5 of 26 MB)
     with open(big, "r+b") as f:
         f.truncate(40 * WINDOW_BYTES)
-    assert windows_for(str(big)) == MOST_WINDOWS == 12  # (1.04 GB: 12 windows of 87 MB)
+    assert windows_for(str(big)) == MOST_WINDOWS == 14  # (1.04 GB: 14 windows of 74 MB)
     with open(big, "r+b") as f:
         f.truncate(8 * WINDOW_BYTES)
     assert windows_for(str(big)) == 8  # (208 MB: 8 windows of 26 MB)
@@ -510,6 +510,12 @@ def test_the_default_adds_windows_where_a_profile_has_many_events_a_byte(tmp_pat
     count = xplan.Count(2, 5_000, 12)
     assert [count.of(n) for n in (0, 9_999, 10_001, 23_000, 10**9)] == [2, 2, 3, 5, 12]
     assert xplan.Count(2).of(10**9) == 2
+    # the two 200 MB classes measured in docs/performance.md (session 94): the data loader's (199.0 MB, 2.79 M events)
+    # is 14 windows by its events, the 40-step profile run 80 times as long (202.6 MB, 1.84 M events) 10, not its 8 by bytes
+    by_bytes = {n: min(files.MOST_WINDOWS, -(-n // files.WINDOW_BYTES)) for n in (199_048_856, 202_638_000)}
+    by_events = {n: xplan.Count(by_bytes[n], files.WINDOW_EVENTS, files.MOST_WINDOWS) for n in by_bytes}
+    assert [by_bytes[n] for n in by_bytes] == [8, 8]
+    assert by_events[199_048_856].of(2_792_896) == 14 and by_events[202_638_000].of(1_835_440) == 10
     p = _plain(LONG, tmp_path)
     monkeypatch.setattr(files, "WINDOWED_FROM", 0)
     monkeypatch.setattr(files, "WINDOW_BYTES", p.stat().st_size // 2 + 1)

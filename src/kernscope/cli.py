@@ -165,7 +165,7 @@ def rank_options(f: F) -> F:
 @click.option("--windows", type=click.IntRange(min=0), default=None, metavar="N",
               help="A JAX profile (.xplane.pb): read and analyze it N time windows at a time, cut between steps, for "
                    "the same output in a fraction of the memory, in more time (0: whole) [default: one window per 26 MB "
-                   "or per 240,000 events, whichever makes more, twelve at most, for a plain profile of 128 MB or more].")
+                   "or per 200,000 events, whichever makes more, fourteen at most, for a plain profile of 128 MB or more].")
 @trace_options
 @rank_options
 def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | None, fmt: str, output: str | None,
