@@ -512,10 +512,12 @@ def test_the_default_adds_windows_where_a_profile_has_many_events_a_byte(tmp_pat
     assert xplan.Count(2).of(10**9) == 2
     # the two 200 MB classes measured in docs/performance.md (session 94): the data loader's (199.0 MB, 2.79 M events)
     # is 14 windows by its events, the 40-step profile run 80 times as long (202.6 MB, 1.84 M events) 10, not its 8 by bytes
-    by_bytes = {n: min(files.MOST_WINDOWS, -(-n // files.WINDOW_BYTES)) for n in (199_048_856, 202_638_000)}
-    by_events = {n: xplan.Count(by_bytes[n], files.WINDOW_EVENTS, files.MOST_WINDOWS) for n in by_bytes}
-    assert [by_bytes[n] for n in by_bytes] == [8, 8]
-    assert by_events[199_048_856].of(2_792_896) == 14 and by_events[202_638_000].of(1_835_440) == 10
+    for size, events, expected in ((199_048_856, 2_792_896, 14), (202_638_000, 1_835_440, 10)):
+        sized = tmp_path / f"{size}.xplane.pb"
+        with open(sized, "wb") as f:
+            f.truncate(size)
+        assert files.windows_for(str(sized)) == 8  # (by its bytes)
+        assert xplan.Count(8, files.WINDOW_EVENTS, files.MOST_WINDOWS).of(events) == expected
     p = _plain(LONG, tmp_path)
     monkeypatch.setattr(files, "WINDOWED_FROM", 0)
     monkeypatch.setattr(files, "WINDOW_BYTES", p.stat().st_size // 2 + 1)

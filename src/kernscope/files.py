@@ -247,10 +247,11 @@ WINDOW_BYTES = 26 << 20
 #: MB, 1.84 M events) is 8 windows by its bytes; with a data loader's thread of 1 µs ranges every 10 µs beside it
 #: (200.8 MB, 3.27 M events) 8 windows peaked at 1.66-1.72x the file, 12 at 1.32-1.41x (session 87). On polars 2.2.0
 #: the data loader's class (199.0 MB, 2.79 M events) peaked at 1.47-1.55x in the 12 windows that 240 k made, and at
-#: 1.42x in the 14 this makes, no slower; the 202.6 MB profile at 1.39-1.42x in 8 and 1.29x in the 10 this makes,
-#: +6% time (docs/performance.md, session 94)
+#: 1.38-1.44x in the 14 this makes, +4-5% time; the 202.6 MB profile at 1.39-1.41x in 8 and 1.29-1.30x in the 10 this
+#: makes, +2-11% time (docs/performance.md, session 94)
 WINDOW_EVENTS = 200_000
-#: windows of such an analysis, at most: each costs its fixed share of an analysis (~0.05 s on 2 cores); a real 982 MB
+#: windows of such an analysis, at most: each costs a fixed share whatever its size (~0.14 s on 2 cores, session 94:
+#: its analysis ~0.08 s, decode ~0.035 s, link ~0.02 s, part of it beside the next window's decode); a real 982 MB
 #: profile peaks at 0.88x the file in 8 windows and 0.67x in 12, a 633 MB one at 0.96x in 8 and 0.75x in 12, for
 #: 6-8% more time than in 8 (session 76); on polars 2.2.0 a 983 MB one at 0.59x in 12 windows and 0.53-0.56x in 14,
 #: in 7.3 and 6.9 s (session 94)
