@@ -516,8 +516,9 @@ def test_the_default_adds_windows_where_a_profile_has_many_events_a_byte(tmp_pat
         sized = tmp_path / f"{size}.xplane.pb"
         with open(sized, "wb") as f:
             f.truncate(size)
-        assert files.windows_for(str(sized)) == 8  # (by its bytes)
-        assert xplan.Count(8, files.WINDOW_EVENTS, files.MOST_WINDOWS).of(events) == expected
+        by_bytes = files.windows_for(str(sized))
+        assert by_bytes == 8
+        assert xplan.Count(by_bytes, files.WINDOW_EVENTS, files.MOST_WINDOWS).of(events) == expected
     p = _plain(LONG, tmp_path)
     monkeypatch.setattr(files, "WINDOWED_FROM", 0)
     monkeypatch.setattr(files, "WINDOW_BYTES", p.stat().st_size // 2 + 1)

@@ -81,12 +81,13 @@ def gpu_events(events: pl.DataFrame) -> pl.DataFrame:
     ``load.cache._shared_run``)."""
     mask = events["kind"].is_in(GPU_KINDS).fill_null(False)
     n = int(mask.sum())
-    first = int(mask.arg_max() or 0) if n else 0
     # the rows from the first GPU row on, as many as there are, all GPU rows: they are the trace's GPU rows, in order.
     # Decided on the mask, before any column is gathered (not left to polars' filter: 2.2.0's copies a run under half
     # of the rows, as a JAX profile's GPU rows often are, and a copy made to be dropped was 27-34 ms of a 199 MB one)
-    if n and bool(mask.slice(first, n).all()):
-        return events.slice(first, n)
+    if n:
+        first = int(mask.arg_max() or 0)
+        if mask.slice(first, n).all():
+            return events.slice(first, n)
     return events.filter(mask)
 
 
