@@ -1442,6 +1442,45 @@ def test_costs_read_from_the_hlo_equal_a_load_reading_them_on_every_profile():
     assert len(_PROFILES) - len(declined) >= 14
 
 
+def test_the_work_model_makes_each_instruction_as_read_and_keeps_every_modules_ids_and_computations():
+    """The HLO work model's modules make an instruction when it is first read (``Works.of`` reads the kernels'
+    instructions and what they name): on every profile here each module holds every id of its instructions (of an id
+    twice, the later instruction), each computation its ids in the instructions' order, as one pass over the
+    instructions in order gives them; an instruction read is its row's (name, opcode), made once; a fused
+    computation's instructions are marked fused."""
+    from kernscope.load.xplane import profile_hlo
+
+    checked = with_fusions = 0
+    for p in _PROFILES:
+        data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+        hlo, works = profile_hlo(data, str(p))
+        if works._build is None:
+            continue
+        modules, comps, fused, ids, ins_module, ins_comp, _ = works._build()
+        rows: dict[int, dict[int, int]] = {}
+        by_comp: dict[int, dict[int, list[int]]] = {}
+        for i, (m, c, x) in enumerate(zip(ins_module.tolist(), ins_comp.tolist(), ids.tolist())):
+            rows.setdefault(m, {})[x] = i
+            by_comp.setdefault(m, {}).setdefault(c, []).append(x)
+        assert {m: dict(ins._rows) for m, ins in modules.items()} == rows, p
+        assert comps == by_comp, p
+        assert {m: len(ins._made) for m, ins in modules.items()} == {m: 0 for m in modules}  # (nothing made yet)
+        named = dict(zip(hlo["row"].to_list(), hlo["instruction"].to_list()))
+        opcodes = dict(zip(hlo["row"].to_list(), hlo["opcode"].to_list()))
+        for m, x in list(((m, x) for m, r in rows.items() for x in r))[::97]:
+            ins = modules[m][x]
+            i = rows[m][x]
+            assert x in modules[m] and modules[m][x] is ins  # (made once)
+            if i in named:
+                assert (ins.name, ins.opcode) == (named[i], opcodes[i]), (p, i)
+        assert -12345 not in modules[next(iter(modules))]
+        calls = {(m, c) for m, r in rows.items() for x in r if modules[m][x].opcode == "fusion" for c in modules[m][x].called}
+        assert fused == calls, p
+        with_fusions += bool(fused)
+        checked += 1
+    assert checked >= 14 and with_fusions >= 10
+
+
 def test_cost_rows_find_each_kernels_instruction_and_decline_a_second_program_of_a_name():
     """``cost_rows``: a GPU row's instruction row by its module and name (of each instruction one row, whatever its
     kernels), null without an instruction; None where a row with an instruction ran in a program that is not the first

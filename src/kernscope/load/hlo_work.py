@@ -30,6 +30,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +60,7 @@ _REDUCING = frozenset({"reduce", "reduce-window"})
 _BODIES = frozenset({"fusion", "call"})
 
 
-def _arith_flops(module: dict[int, Instr], ins: Instr) -> float:
+def _arith_flops(module: Mapping[int, Instr], ins: Instr) -> float:
     """The elementwise FLOPs of one instruction: an arithmetic one's result elements, a reduction's input's."""
     if ins.opcode in _ARITH:
         return float(_elements(ins.shape.dims)) if ins.shape is not None and ins.shape.dtype else 0.0
@@ -273,7 +274,7 @@ def _read(data: bytes, p: int) -> tuple[int, int]:
     return v, p
 
 
-def work(module: dict[int, Instr], comps: dict[int, list[int]], instr_id: int,
+def work(module: Mapping[int, Instr], comps: dict[int, list[int]], instr_id: int,
          roots: dict[int, int] | None = None) -> dict[str, Any]:
     """FLOPs (None: a matrix product whose shapes are not usable), bytes, dtype, class and parameters of
     instruction ``instr_id`` of ``module`` (id -> Instr; ``comps``: computation id -> its instruction ids; ``roots``:
@@ -378,7 +379,7 @@ class _Needs:
     read: float  #: bytes it reads
 
 
-def _needs(module: dict[int, Instr], comps: dict[int, list[int]], roots: dict[int, int], instr_id: int) -> _Needs | None:
+def _needs(module: Mapping[int, Instr], comps: dict[int, list[int]], roots: dict[int, int], instr_id: int) -> _Needs | None:
     """The shares, reads and writes of :func:`partial_bytes` (None where the body or its root is unknown)."""
     ins = module[instr_id]
     if ins.opcode == "fusion":
@@ -463,7 +464,7 @@ def _needs(module: dict[int, Instr], comps: dict[int, list[int]], roots: dict[in
     return _Needs(share, written, read)
 
 
-def partial_bytes(module: dict[int, Instr], comps: dict[int, list[int]], roots: dict[int, int],
+def partial_bytes(module: Mapping[int, Instr], comps: dict[int, list[int]], roots: dict[int, int],
                   instr_id: int) -> float | None:
     """The bytes an instruction that reads or writes part of a buffer moves (a slice, dynamic slice or update, gather
     or scatter, alone or in a fusion): what it reads of each operand plus what it writes of each result.
