@@ -421,7 +421,8 @@ def empty_path(notes: list[str]) -> CriticalPath:
 def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
                   untraced_waits: bool = False, next_start: int | None = None,
                   launch_thread: tuple[str, str] | None = None,
-                  categories: Callable[[], pl.Series] | None = None) -> CriticalPath:
+                  categories: Callable[[], pl.Series] | None = None,
+                  kernel_time: Callable[[], pl.DataFrame] | None = None) -> CriticalPath:
     """The critical path of every step of ``trace`` (or of ``step``). ``gpu``: the categorized GPU rows of the
     whole trace (``category``, ``launcher``, ``step``, ``launch_ts``, ``launch_pid``, ``launch_tid``); or its rows not
     yet categorized (:func:`~kernscope.analyze.kernels.gpu_table` without a categorizer), with ``categories`` a call
@@ -436,7 +437,8 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
     Where ``trace`` is a time window of a profile (:mod:`kernscope.analyze.windows`): ``next_start`` (ns), the start
     of the profile's next step after the window's last one, where that step's time ends (None: the trace's last step
     is the profile's); ``launch_thread`` (pid, tid as text), the profile's :func:`busiest_launcher`, the thread of a
-    step without an annotation of its own (None: the trace's)."""
+    step without an annotation of its own (None: the trace's). ``kernel_time``: where the caller makes the GPU rows'
+    :func:`kernel_time_by_step` too (a time window's analysis keeps it), a call that gives it (None: made here)."""
     all_windows = _windows(trace, gpu, next_start)
     windows = all_windows if step is None else all_windows.filter(pl.col("step") == step)
     if windows.height == 0 or gpu.height == 0:
@@ -602,7 +604,7 @@ def critical_path(trace: Trace, gpu: pl.DataFrame, *, step: int | None = None,
                                      .otherwise(pl.col("change")).alias("change"))
         notes = notes + [rank_note(trace.world_size or 1)]
     return dataclasses.replace(summary, whatif=whatif, ops=_host_by_op(trace, pl.concat(stretches)),
-                               notes=notes + _unseen_waits(trace, gpu, summary.steps, untraced_waits))
+                               notes=notes + _unseen_waits(trace, gpu, summary.steps, untraced_waits, kernel_time))
 
 
 def rank_note(world_size: int) -> str:
@@ -806,14 +808,16 @@ def _untraced_waits(trace: Trace, gpu: pl.DataFrame, ends: pl.DataFrame, by_end:
 UNSEEN_SHARE = 0.1
 
 
-def _unseen_waits(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, untraced_waits: bool = False) -> list[str]:
+def _unseen_waits(trace: Trace, gpu: pl.DataFrame, steps: pl.DataFrame, untraced_waits: bool = False,
+                  kernel_time: Callable[[], pl.DataFrame] | None = None) -> list[str]:
     """The note of a JAX profile whose path sees no GPU work in steps whose kernels ran :data:`UNSEEN_SHARE` of them or
     more: XLA records no event for the host
     waiting on the GPU (``block_until_ready``), so such a step's path is host time back to its start and its kernels'
-    share is not on it (docs/diagnose.md: a remedy measured and not shipped)."""
+    share is not on it (docs/diagnose.md: a remedy measured and not shipped). ``kernel_time``: see
+    :func:`critical_path`."""
     if "xplane" not in trace.metadata or steps.height == 0:
         return []
-    return unseen_note(steps, kernel_time_by_step(gpu), untraced_waits)
+    return unseen_note(steps, kernel_time() if kernel_time is not None else kernel_time_by_step(gpu), untraced_waits)
 
 
 def kernel_time_by_step(gpu: pl.DataFrame) -> pl.DataFrame:

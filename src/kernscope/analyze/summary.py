@@ -220,6 +220,9 @@ def analyze(
         # the rows' categories as this thread makes them, for the critical path that started before them
         categorized: Future[pl.Series] = Future()
         path_f: Future[CriticalPath] | None = None
+        # a time window's kernel time by step, which its sums keep and its critical path's note reads (made once: 5 ms
+        # of each window's analysis of a 200 MB JAX profile, twice)
+        ran_f: Future[pl.DataFrame] | None = None
         if beside:
             plain = gpu_table(trace, text_names=False, text_keys=False)
             plain_g = plain if step is None else plain.filter(pl.col("step") == step)
@@ -228,9 +231,12 @@ def analyze(
             # categorization, one core busy, the other idle: 0.03-0.06 s of a 200 MB v100 Kineto trace's analysis,
             # and of each JAX window's). Not over EARLY_PATH_MAX_ROWS GPU rows: there the two beside each other hold
             # their intermediates at once and share the cores' memory bandwidth (see the constant)
+            if keep_sums:
+                ran_f = pool.submit(kernel_time_by_step, plain)
             if trace.steps.height and trace.gpu.height <= EARLY_PATH_MAX_ROWS:
                 path_f = pool.submit(critical_path, trace, plain, step=step, untraced_waits=untraced_waits,
-                                     next_start=next_step_start, launch_thread=launch_thread, categories=categorized.result)
+                                     next_start=next_step_start, launch_thread=launch_thread, categories=categorized.result,
+                                     kernel_time=ran_f.result if ran_f is not None else None)
         # kernel names stay interned, as the trace holds them (as text they were the largest column: 0.66 GB of a
         # 10 GB trace's, held through the critical path and the output); the summaries give them as text
         try:
@@ -251,9 +257,12 @@ def analyze(
         categorized.set_result(all_gpu["category"])
         g = all_gpu if step is None else all_gpu.filter(pl.col("step") == step)
         decided = ("decided_by", "decided_op") if "decided_by" in g.columns else ()
+        if keep_sums and ran_f is None:
+            ran_f = pool.submit(kernel_time_by_step, all_gpu)
         if path_f is None and trace.steps.height:
             path_f = pool.submit(critical_path, trace, all_gpu, step=step, untraced_waits=untraced_waits,
-                                 next_start=next_step_start, launch_thread=launch_thread)
+                                 next_start=next_step_start, launch_thread=launch_thread,
+                                 kernel_time=ran_f.result if ran_f is not None else None)
         # every GPU row clipped once (0.1 s of a 1 GB JAX profile's 6.7 M rows, each time): the timeline by step reads
         # those in a step, `--step N`'s those of step N, and both every row, since a GPU behind its host runs other
         # steps' work in a step's span (other_work_time, not idle)
@@ -288,10 +297,10 @@ def analyze(
         rest.update(facts=facts_f.result(), steps=steps_f.result(), timeline_by_step=by_step,
                     step_categories=step_cats_f.result(), findings=findings)
         if keep_sums:
-            assert parts_f is not None
+            assert parts_f is not None and ran_f is not None
             span = g.select(pl.col("ts").min(), pl.col("end").max()).row(0) if g.height else (None, None)
             rest["sums"] = WindowSums(_text_keys(grouped), span[0], span[1], parts_f.result(), source_sums,
-                                      kernel_time_by_step(all_gpu), next_step_start)
+                                      ran_f.result(), next_step_start)
     return Analysis(trace=trace, step=step, critical_path=path, timeline=timeline, timeline_by_device=by_dev, **rest)
 
 
