@@ -220,8 +220,8 @@ def analyze(
         # the rows' categories as this thread makes them, for the critical path that started before them
         categorized: Future[pl.Series] = Future()
         path_f: Future[CriticalPath] | None = None
-        # a time window's kernel time by step, which its sums keep and its critical path's note reads (made once: 5 ms
-        # of each window's analysis of a 200 MB JAX profile, twice)
+        # a time window's kernel time by step, which its sums keep and its critical path's note reads (made once: 4-5 ms
+        # a time, each window of a 200 MB JAX profile, was made twice)
         ran_f: Future[pl.DataFrame] | None = None
         if beside:
             plain = gpu_table(trace, text_names=False, text_keys=False)

@@ -414,18 +414,18 @@ def _model(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode:
     m_of, c_of = ins_module.astype(np.int64), ins_comp.astype(np.int64)
     order = np.lexsort((c_of, m_of))
     m_sorted, c_sorted, id_sorted = m_of[order], c_of[order], ids[order]
-    new = np.flatnonzero(np.r_[True, (m_sorted[1:] != m_sorted[:-1]) | (c_sorted[1:] != c_sorted[:-1])]) if n else \
-        np.zeros(0, dtype=np.int64)
-    bounds = np.r_[new, n].tolist()
+    new_module = np.ones(n, dtype=bool)  # (where a module's rows begin, and where a computation's)
+    new_module[1:] = m_sorted[1:] != m_sorted[:-1]
+    new_comp = new_module.copy()
+    new_comp[1:] |= c_sorted[1:] != c_sorted[:-1]
     modules: dict[int, _Instrs] = {}
     comps: dict[int, dict[int, list[int]]] = {}
     id_list, row_list = id_sorted.tolist(), order.tolist()
+    bounds = [*np.flatnonzero(new_comp).tolist(), n]
     for a, b in zip(bounds[:-1], bounds[1:]):
-        m, c = int(m_sorted[a]), int(c_sorted[a])
-        comps.setdefault(m, {})[c] = id_list[a:b]
-    m_new = np.flatnonzero(np.r_[True, m_sorted[1:] != m_sorted[:-1]]) if n else np.zeros(0, dtype=np.int64)
-    m_bounds = np.r_[m_new, n].tolist()
-    for a, b in zip(m_bounds[:-1], m_bounds[1:]):
+        comps.setdefault(int(m_sorted[a]), {})[int(c_sorted[a])] = id_list[a:b]
+    bounds = [*np.flatnonzero(new_module).tolist(), n]
+    for a, b in zip(bounds[:-1], bounds[1:]):
         # (in each module the rows in the instructions' order, so that of an id twice the later row wins)
         rows = sorted(zip(row_list[a:b], id_list[a:b]))
         modules[int(m_sorted[a])] = _Instrs({x: r for r, x in rows}, make)
