@@ -408,27 +408,25 @@ def _model(buf: np.ndarray, inf: Fields, n: int, name: list[str | None], opcode:
                      (int(fft_type.get(i, 0)), tuple(fft_len[i])) if i in fft_len else None,
                      int(param_number.get(i, 0)) if opcode[i] == "parameter" else -1)
 
-    # the instructions by module, then computation, each group in the instructions' order (a stable sort): a module's
-    # ids (of an id twice in a module, the later instruction's, as one dict filled in order keeps), and each
-    # computation's ids in order
+    # each computation's ids in the instructions' order (a stable sort by module, then computation), and each module's
+    # ids -> rows (a stable sort by module: of an id twice in a module the later row, as a dict filled in order keeps)
     m_of, c_of = ins_module.astype(np.int64), ins_comp.astype(np.int64)
-    order = np.lexsort((c_of, m_of))
-    m_sorted, c_sorted, id_sorted = m_of[order], c_of[order], ids[order]
-    new_module = np.ones(n, dtype=bool)  # (where a module's rows begin, and where a computation's)
-    new_module[1:] = m_sorted[1:] != m_sorted[:-1]
-    new_comp = new_module.copy()
-    new_comp[1:] |= c_sorted[1:] != c_sorted[:-1]
-    modules: dict[int, _Instrs] = {}
     comps: dict[int, dict[int, list[int]]] = {}
-    id_list, row_list = id_sorted.tolist(), order.tolist()
-    bounds = [*np.flatnonzero(new_comp).tolist(), n]
+    order = np.lexsort((c_of, m_of))
+    m_sorted, c_sorted = m_of[order], c_of[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (m_sorted[1:] != m_sorted[:-1]) | (c_sorted[1:] != c_sorted[:-1])
+    id_list, bounds = ids[order].tolist(), [*np.flatnonzero(new).tolist(), n]
     for a, b in zip(bounds[:-1], bounds[1:]):
         comps.setdefault(int(m_sorted[a]), {})[int(c_sorted[a])] = id_list[a:b]
-    bounds = [*np.flatnonzero(new_module).tolist(), n]
+    modules: dict[int, _Instrs] = {}
+    order = np.argsort(m_of, kind="stable")
+    m_sorted = m_of[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = m_sorted[1:] != m_sorted[:-1]
+    id_list, row_list, bounds = ids[order].tolist(), order.tolist(), [*np.flatnonzero(new).tolist(), n]
     for a, b in zip(bounds[:-1], bounds[1:]):
-        # (in each module the rows in the instructions' order, so that of an id twice the later row wins)
-        rows = sorted(zip(row_list[a:b], id_list[a:b]))
-        modules[int(m_sorted[a])] = _Instrs({x: r for r, x in rows}, make)
+        modules[int(m_sorted[a])] = _Instrs(dict(zip(id_list[a:b], row_list[a:b])), make)
     # instructions inside a fused computation never run as a kernel of their own: no work of theirs is needed
     fused = {(int(ins_module[i]), c) for i, called in called_of.items() if opcode[i] == "fusion" for c in called}
     by_module: dict[int, dict[int, int]] = {}
