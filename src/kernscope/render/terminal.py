@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -131,16 +133,103 @@ def _header(header: str, width: int) -> str:
 
 class FittedTable(Table):
     """A table whose title and caption are lines of their own above and below it, as wide as the terminal: a table
-    narrower than its title (a one-column query's answer) wrapped the title inside its own width, a few letters a line."""
+    narrower than its title (a one-column query's answer) wrapped the title inside its own width, a few letters a line.
+
+    Its body is drawn by :func:`_plain_body` where it has :func:`fit_table`'s layout (every cell fits its column),
+    else by rich's own table."""
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.title:
             yield Text(str(self.title), style=self.title_style or "")
-        body = copy.copy(self)
-        body.title = body.caption = None
-        yield from Table.__rich_console__(body, console, options)
+        body = _plain_body(self, console, options)
+        if body is not None:
+            yield from body
+        else:
+            plain = copy.copy(self)
+            plain.title = plain.caption = None
+            yield from Table.__rich_console__(plain, console, options)
         if self.caption:
             yield Text(str(self.caption), style=self.caption_style or "")
+
+
+def _fits(t: Text, width: int) -> bool:
+    """``t`` is one line of one style that fits ``width`` terminal cells, each character one cell."""
+    plain = t.plain
+    return (not t.spans and t.justify is None and t.overflow is None and t.no_wrap is None and "\n" not in plain
+            and "\t" not in plain and len(plain) <= width and (plain.isascii() or cell_len(plain) == len(plain)))
+
+
+def _plain_body(table: Table, console: Console, options: ConsoleOptions) -> list[Segment] | None:
+    """The segments rich's :class:`~rich.table.Table` renders for a table of :func:`fit_table`'s layout (no box or
+    edge, one space of padding between columns, columns of fixed width, no-wrap and cropped, header cells bottom
+    aligned), made directly: rich measures and wraps every cell, ~0.1 ms each (20-50 ms of a 200 MB trace's cold
+    ``analyze``). The same segments: the same bytes with and without color (``tests/test_terminal_fast.py``
+    compares them on generated tables). None where the table is not of that layout or a cell does not fit its
+    column: rich then renders it."""
+    cols = table.columns
+    n = len(cols)
+    if (not cols or table.box is not None or table.show_edge or table.pad_edge or table.collapse_padding or table.expand
+            or not table.show_header or table.show_footer or table.show_lines or table.leading or table.row_styles
+            or table.padding != (0, 1, 0, 1) or (table.style or "none") != "none" or table.width is not None
+            or any(r.style is not None for r in table.rows)):
+        return None
+    widths: list[int] = []
+    headers: list[Text] = []
+    for c in cols:
+        w, h = c.width, c.header
+        if (w is None or c.min_width != w or c.max_width != w or not c.no_wrap or c.overflow != "crop" or c.ratio
+                or c.justify not in ("left", "right") or c.vertical != "top" or c.style or c.header_style
+                or not isinstance(h, Text) or h.spans or h.justify is not None or "\t" in h.plain):
+            return None
+        widths.append(w)
+        headers.append(h)
+    if sum(widths) + GAP * (n - 1) > options.max_width:
+        return None
+    heads = [h.plain.split("\n") for h in headers]
+    if any(not _fits(Text(line), w) for h, w in zip(heads, widths, strict=True) for line in h):
+        return None
+    rows: list[list[Text]] = []
+    for r in zip(*(c.cells for c in cols), strict=True) if table.rows else ():
+        texts = [t for t, w in zip(r, widths, strict=True) if isinstance(t, Text) and _fits(t, w)]
+        if len(texts) < n:
+            return None
+        rows.append(texts)
+    get = console.get_style
+    out: list[Segment] = []
+    add = out.append
+    line = Segment.line()
+    pads = [(i > 0, i < n - 1) for i in range(n)]
+    rights = [c.justify == "right" for c in cols]
+
+    def cell(text: str, w: int, right: bool) -> str:
+        return text.rjust(w) if right else text.ljust(w)
+
+    # the header: its cells' lines at the bottom, blank lines above as wide as the padded cell, all in its style
+    height = max(len(h) for h in heads)
+    styles = [get(table.header_style or "") + get(c.header_style) for c in cols]
+    for k in range(height):
+        for h, head, w, (lp, rp), right, hs in zip(headers, heads, widths, pads, rights, styles, strict=True):
+            j = k - (height - len(head))
+            if j < 0:
+                add(Segment(" " * (lp + w + rp), hs))
+                continue
+            if lp:
+                add(Segment(" ", hs))
+            add(Segment(cell(head[j], w, right), hs + get(h.style) if h.style else hs))
+            if rp:
+                add(Segment(" ", hs))
+        add(line)
+    # the rows: one line each; a cell's text in its own style (no style: none), its padding unstyled
+    pad = Segment(" ", get("none"))
+    for row in rows:
+        for t, w, (lp, rp), right in zip(row, widths, pads, rights, strict=True):
+            if lp:
+                add(pad)
+            add(Segment(cell(t.plain, w, right), get(t.style) if t.style else None))
+            if rp:
+                add(pad)
+        add(line)
+    return out
 
 
 def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], width: int, *, more: int = 0) -> FittedTable:
@@ -179,7 +268,7 @@ def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], wi
     t = FittedTable(title=shorten_middle(title, width), title_justify="left", title_style="bold", header_style="bold",
               box=None, pad_edge=False, padding=(0, 1), show_edge=False, expand=False, collapse_padding=False)
     for i, c in enumerate(cols):
-        t.add_column(_header(c.header, widths[i]), justify="right" if c.numeric else "left", width=widths[i],
+        t.add_column(Text(_header(c.header, widths[i])), justify="right" if c.numeric else "left", width=widths[i],
                      no_wrap=True, overflow="crop", min_width=widths[i], max_width=widths[i])
     for r in cells:
         t.add_row(*(Text(v if cols[i].whole else shorten_left(v, widths[i]) if cols[i].tail else shorten_middle(v, widths[i]))
