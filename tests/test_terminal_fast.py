@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kernscope.render import terminal
-from kernscope.render.terminal import Col, fit_table
+from kernscope.render.terminal import Col, FittedTable, fit_table
 
 WORDS = ["aten::mm", "volta_sgemm_64x64_nt", "void at::native::vectorized_elementwise_kernel<4, float>(int)",
          "ProfilerStep#12", "µs", "… tail", "[bold]markup[/bold]", ":smile:", "a b c", "", "x",
@@ -43,7 +43,7 @@ def _both(table: Table, width: int, color: bool, monkeypatch: pytest.MonkeyPatch
     return _text(fast), _text(slow)
 
 
-def _table(rng: random.Random, width: int) -> Table:
+def _table(rng: random.Random, width: int) -> FittedTable:
     n = rng.randint(1, 7)
     cols = [Col(rng.choice(HEADERS), numeric=(k := rng.random()) < 0.4, enum=0.4 <= k < 0.55,
                 kernel=0.55 <= k < 0.7, tail=0.7 <= k < 0.8, optional=rng.random() < 0.2,
@@ -113,3 +113,28 @@ def test_the_bundled_examples_analysis_prints_the_same_bytes(color, monkeypatch)
             slow = text(a, "table", Options(top=15, width=width, color=color))
         assert fast == slow
         assert "Kernels by name" in fast and Text.from_ansi(fast).plain.count("\n") > 40
+
+
+def test_a_sql_answer_of_every_kernel_prints_as_rich_prints_it(capsys, monkeypatch):
+    """Every kernel of the example (its names long C++ signatures) as ``kernscope sql`` prints them: the own drawing
+    and rich's, the same text; each row a kernel, in the raw trace's count."""
+    import gzip
+    import json
+
+    from kernscope.cli import main
+    from kernscope.examples import __path__ as examples
+
+    example = f"{examples[0]}/h200_gpt_train_step.pt.trace.json.gz"
+    raw = json.loads(gzip.open(example).read())["traceEvents"]
+    kernels = sum(1 for e in raw if e.get("ph") == "X" and e.get("cat") == "kernel")
+    q = "SELECT name, ts, dur, stream FROM kernels"
+    monkeypatch.setenv("COLUMNS", "130")
+    assert main(["sql", q, example, "--top", "100000", "--no-cache"]) == 0
+    fast = capsys.readouterr().out
+    monkeypatch.setattr(terminal, "_plain_body", lambda *a: None)
+    assert main(["sql", q, example, "--top", "100000", "--no-cache"]) == 0
+    slow = capsys.readouterr().out
+    assert fast == slow
+    lines = fast.splitlines()
+    assert lines[0] == f"{q} ({kernels:,} rows)" and len(lines) == kernels + 2
+    assert all(len(x) <= 130 for x in lines)

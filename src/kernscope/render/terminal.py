@@ -5,6 +5,7 @@ the middle. Cells are literal text (names cannot inject markup or escape sequenc
 from __future__ import annotations
 
 import copy
+import dataclasses
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -135,8 +136,29 @@ class FittedTable(Table):
     """A table whose title and caption are lines of their own above and below it, as wide as the terminal: a table
     narrower than its title (a one-column query's answer) wrapped the title inside its own width, a few letters a line.
 
-    Its body is drawn by :func:`_plain_body` where it has :func:`fit_table`'s layout (every cell fits its column),
-    else by rich's own table."""
+    Its rows are kept as text (:attr:`body`, added by :meth:`add_text_row`) and drawn by :func:`_plain_body` where
+    the table has :func:`fit_table`'s layout and every cell fits its column; else they become rich's cells and rich
+    draws the table (:meth:`rich_body`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: the rows: each cell's text as shown, and the style of the row's first cell ("" none)
+        self.body: list[tuple[list[str], str]] = []
+
+    def add_text_row(self, cells: list[str], first_style: str = "") -> None:
+        """A row of literal text (no markup), its first cell in ``first_style``."""
+        self.body.append((cells, first_style))
+
+    def rich_body(self) -> Table:
+        """This table without its title and caption, its text rows as rich's cells (literal :class:`~rich.text.Text`)
+        after any row added as rich's (``add_row``)."""
+        body = copy.copy(self)
+        body.title = body.caption = None
+        body.columns = [dataclasses.replace(c, _cells=list(c.cells)) for c in self.columns]
+        body.rows = list(self.rows)
+        for cells, first in self.body:
+            body.add_row(*(Text(v, style=first if i == 0 else "") for i, v in enumerate(cells)))
+        return body
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.title:
@@ -145,33 +167,32 @@ class FittedTable(Table):
         if body is not None:
             yield from body
         else:
-            plain = copy.copy(self)
-            plain.title = plain.caption = None
-            yield from Table.__rich_console__(plain, console, options)
+            yield from Table.__rich_console__(self.rich_body(), console, options)
         if self.caption:
             yield Text(str(self.caption), style=self.caption_style or "")
 
 
-def _fits(t: Text, width: int) -> bool:
-    """``t`` is one line of one style that fits ``width`` terminal cells, each character one cell."""
-    plain = t.plain
-    return (not t.spans and t.justify is None and t.overflow is None and t.no_wrap is None and "\n" not in plain
-            and "\t" not in plain and len(plain) <= width and (plain.isascii() or cell_len(plain) == len(plain)))
+def _fits(text: str, width: int) -> bool:
+    """``text`` is one line of printable characters that fits ``width`` terminal cells, each character one cell (rich
+    measures, strips or expands the others: a tab, a control character, a second line, a character two cells wide)."""
+    return len(text) <= width and text.isprintable() and (text.isascii() or cell_len(text) == len(text))
 
 
-def _plain_body(table: Table, console: Console, options: ConsoleOptions) -> list[Segment] | None:
+def _plain_body(table: FittedTable, console: Console, options: ConsoleOptions) -> list[Segment] | None:
     """The segments rich's :class:`~rich.table.Table` renders for a table of :func:`fit_table`'s layout (no box or
     edge, one space of padding between columns, columns of fixed width, no-wrap and cropped, header cells bottom
     aligned), made directly: rich measures and wraps every cell, ~0.1 ms each (20-50 ms of a 200 MB trace's cold
-    ``analyze``). The same segments: the same bytes with and without color (``tests/test_terminal_fast.py``
-    compares them on generated tables). None where the table is not of that layout or a cell does not fit its
-    column: rich then renders it."""
+    ``analyze``, 9 s of a 60,900-row SQL answer). The same bytes with and without color
+    (``tests/test_terminal_fast.py`` compares them with rich's on generated tables): the header's segments are
+    rich's, and a row without a styled cell is one unstyled segment (rich writes a row's unstyled segments one after
+    the other, with no escape codes). None where the table is not of that layout or a cell does not fit its column:
+    rich then renders it."""
     cols = table.columns
     n = len(cols)
-    if (not cols or table.box is not None or table.show_edge or table.pad_edge or table.collapse_padding or table.expand
-            or not table.show_header or table.show_footer or table.show_lines or table.leading or table.row_styles
-            or table.padding != (0, 1, 0, 1) or (table.style or "none") != "none" or table.width is not None
-            or any(r.style is not None for r in table.rows)):
+    if (not cols or table.rows or table.box is not None or table.show_edge or table.pad_edge or table.collapse_padding
+            or table.expand or not table.show_header or table.show_footer or table.show_lines or table.leading
+            or table.row_styles or table.padding != (0, 1, 0, 1) or (table.style or "none") != "none"
+            or table.width is not None):
         return None
     widths: list[int] = []
     headers: list[Text] = []
@@ -179,21 +200,18 @@ def _plain_body(table: Table, console: Console, options: ConsoleOptions) -> list
         w, h = c.width, c.header
         if (w is None or c.min_width != w or c.max_width != w or not c.no_wrap or c.overflow != "crop" or c.ratio
                 or c.justify not in ("left", "right") or c.vertical != "top" or c.style or c.header_style
-                or not isinstance(h, Text) or h.spans or h.justify is not None or "\t" in h.plain):
+                or not isinstance(h, Text) or h.spans or h.justify is not None):
             return None
         widths.append(w)
         headers.append(h)
     if sum(widths) + GAP * (n - 1) > options.max_width:
         return None
     heads = [h.plain.split("\n") for h in headers]
-    if any(not _fits(Text(line), w) for h, w in zip(heads, widths, strict=True) for line in h):
+    if any(not _fits(line, w) for h, w in zip(heads, widths, strict=True) for line in h):
         return None
-    rows: list[list[Text]] = []
-    for r in zip(*(c.cells for c in cols), strict=True) if table.rows else ():
-        texts = [t for t, w in zip(r, widths, strict=True) if isinstance(t, Text) and _fits(t, w)]
-        if len(texts) < n:
-            return None
-        rows.append(texts)
+    if any(len(cells) != n or not all(_fits(v, w) for v, w in zip(cells, widths, strict=True))
+           for cells, _ in table.body):
+        return None
     get = console.get_style
     out: list[Segment] = []
     add = out.append
@@ -219,15 +237,17 @@ def _plain_body(table: Table, console: Console, options: ConsoleOptions) -> list
             if rp:
                 add(Segment(" ", hs))
         add(line)
-    # the rows: one line each; a cell's text in its own style (no style: none), its padding unstyled
-    pad = Segment(" ", get("none"))
-    for row in rows:
-        for t, w, (lp, rp), right in zip(row, widths, pads, rights, strict=True):
-            if lp:
-                add(pad)
-            add(Segment(cell(t.plain, w, right), get(t.style) if t.style else None))
-            if rp:
-                add(pad)
+    # the rows: one line each; a styled first cell in its style (its padding unstyled, as rich's)
+    just = [str.rjust if right else str.ljust for right in rights]
+    gap = " " * GAP
+    for cells, first in table.body:
+        text = gap.join([j(v, w) for j, v, w in zip(just, cells, widths, strict=True)])
+        if first:
+            head_len = widths[0]
+            add(Segment(text[:head_len], get(first)))
+            add(Segment(text[head_len:]))
+        else:
+            add(Segment(text))
         add(line)
     return out
 
@@ -270,14 +290,14 @@ def fit_table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Any]], wi
     for i, c in enumerate(cols):
         t.add_column(Text(_header(c.header, widths[i])), justify="right" if c.numeric else "left", width=widths[i],
                      no_wrap=True, overflow="crop", min_width=widths[i], max_width=widths[i])
+    shown_as = [(lambda v, w: v) if c.whole else shorten_left if c.tail else shorten_middle for c in cols]
     for r in cells:
-        t.add_row(*(Text(v if cols[i].whole else shorten_left(v, widths[i]) if cols[i].tail else shorten_middle(v, widths[i]))
-                    for i, v in enumerate(r)))
+        t.add_text_row([f(v, w) for f, v, w in zip(shown_as, r, widths, strict=True)])
     notes = []
     if more > 0:  # a row under the first column where the words fit in it, else under the table (a steps table's
         # first column is a step's name: "… 3,…re" for 3,294 more steps)
         if len(f"… {more:,} more") <= widths[0]:
-            t.add_row(Text(f"… {more:,} more", style="dim"), *([Text("")] * (len(cols) - 1)))
+            t.add_text_row([f"… {more:,} more"] + [""] * (len(cols) - 1), "dim")
         else:
             notes.append(f"… {more:,} more")
     if dropped:
