@@ -138,3 +138,17 @@ def test_a_sql_answer_of_every_kernel_prints_as_rich_prints_it(capsys, monkeypat
     lines = fast.splitlines()
     assert lines[0] == f"{q} ({kernels:,} rows)" and len(lines) == kernels + 2
     assert all(len(x) <= 130 for x in lines)
+
+
+def test_a_fitted_table_inside_another_layout_measures_its_rows():
+    """Laid out inside another renderable (a panel, columns), the table measures as wide as its rows make it (its
+    columns' widths are fixed: its text rows, not yet rich's cells, change nothing) and draws them inside it."""
+    from rich.measure import Measurement
+    from rich.panel import Panel
+
+    table = fit_table("t", [Col("name"), Col("count", numeric=True)], [["a_long_kernel_name", 1_234_567]], 60)
+    con = _console(60, False)
+    assert Measurement.get(con, con.options, table) == Measurement.get(con, con.options, table.rich_body())
+    assert Measurement.get(con, con.options, table).maximum == len("a_long_kernel_name") + 2 + len("1234567")
+    con.print(Panel(table, expand=False))
+    assert "a_long_kernel_name  1234567" in _text(con)
