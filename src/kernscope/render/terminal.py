@@ -217,31 +217,27 @@ def _plain_body(table: FittedTable, console: Console, options: ConsoleOptions) -
     add = out.append
     line = Segment.line()
     pads = [(i > 0, i < n - 1) for i in range(n)]
-    rights = [c.justify == "right" for c in cols]
-
-    def cell(text: str, w: int, right: bool) -> str:
-        return text.rjust(w) if right else text.ljust(w)
+    just = [str.rjust if c.justify == "right" else str.ljust for c in cols]
 
     # the header: its cells' lines at the bottom, blank lines above as wide as the padded cell, all in its style
     height = max(len(h) for h in heads)
     styles = [get(table.header_style or "") + get(c.header_style) for c in cols]
     for k in range(height):
-        for h, head, w, (lp, rp), right, hs in zip(headers, heads, widths, pads, rights, styles, strict=True):
+        for h, head, w, (lp, rp), fill, hs in zip(headers, heads, widths, pads, just, styles, strict=True):
             j = k - (height - len(head))
             if j < 0:
                 add(Segment(" " * (lp + w + rp), hs))
                 continue
             if lp:
                 add(Segment(" ", hs))
-            add(Segment(cell(head[j], w, right), hs + get(h.style) if h.style else hs))
+            add(Segment(fill(head[j], w), hs + get(h.style) if h.style else hs))
             if rp:
                 add(Segment(" ", hs))
         add(line)
     # the rows: one line each; a styled first cell in its style (its padding unstyled, as rich's)
-    just = [str.rjust if right else str.ljust for right in rights]
     gap = " " * GAP
     for cells, first in table.body:
-        text = gap.join([j(v, w) for j, v, w in zip(just, cells, widths, strict=True)])
+        text = gap.join([fill(v, w) for fill, v, w in zip(just, cells, widths, strict=True)])
         if first:
             head_len = widths[0]
             add(Segment(text[:head_len], get(first)))
