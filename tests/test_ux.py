@@ -310,6 +310,38 @@ def test_analyze_timings_prints_the_phases_of_a_cold_run(tmp_path, capsys):
     assert abs(float(err.split(f"{events:,} events: ")[1].split(" M events/s")[0]) - float(rate)) <= 0.011
 
 
+def test_the_commands_timings_begin_with_its_start_and_add_up_to_its_time(tmp_path, capsys):
+    """Run as its own process, ``analyze --timings`` begins its table with the time no phase counted, from the
+    process's start (the interpreter, the imports, the command line) to the output written; its total is the
+    command's time, as the caller measures it from outside, not the phases' alone. Called in a running process
+    (``main()``, the test above) it has no such row."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from kernscope.oneshot import process_started
+    from kernscope.render.output import START_ROW
+
+    if process_started() is None:
+        pytest.skip("no kernel record of a process's start here (Linux's /proc)")
+    env = dict(os.environ, KERNSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "kernscope", "analyze", str(EXAMPLE), "--format", "json", "-o",
+                        str(tmp_path / "a.json"), "--timings"], capture_output=True, text=True, env=env, check=True)
+    wall = time.perf_counter() - t0
+    rows = [ln for ln in p.stderr.splitlines() if ln.strip().endswith("%")]
+    assert rows[0].startswith(START_ROW) and rows[-1].startswith("total")
+    secs = [float(ln.split()[-2]) for ln in rows]
+    assert abs(sum(secs[:-1]) - secs[-1]) <= 0.006 and secs[0] > 0
+    # the total: the command's time up to its output (its exit and this process's spawn left out), a clock tick of
+    # the kernel's record of its start either way
+    assert secs[-1] <= wall + 0.011
+    assert secs[0] >= 0.01  # (the interpreter alone starts in more than 10 ms)
+    assert main(["analyze", str(EXAMPLE), "--format", "json", "-o", str(tmp_path / "b.json"), "--timings"]) == 0
+    assert START_ROW not in capsys.readouterr().err
+
+
 def test_analyze_timings_counts_a_jax_profiles_events_and_gpu_rows(tmp_path, capsys):
     """A JAX profile's phase table says how many events it held and how many were GPU rows (most of them, where a
     Kineto trace's are a few percent: session 66), as the JSON output counts them."""

@@ -193,7 +193,9 @@ def analyze(s: Session, traces: tuple[str, ...], step: str | None, top: int | No
     o = options_for(fmt, output, top)
     req = commands.AnalyzeRequest(got, _parse_step(step), fmt, o.top, o.width, o.color, not no_categories, linked_only,
                                   bench, by_annotation, roofline, read_all, untraced_waits, python_sources, windows)
-    render, emit = renderer_and_sink(fmt, o, output, req.path, laps)
+    # (the ``kernscope`` process: its start-up is the command's; a call of main() in a running process has none)
+    started = oneshot.process_started() if timings and click.get_current_context().find_root().obj is not None else None
+    render, emit = renderer_and_sink(fmt, o, output, req.path, laps, started)
     keep = None
     if s.keep is not None and traces == (got,):  # a file named as such (a directory or glob may resolve elsewhere)
         keep = functools.partial(s.keep, [got, *(f for f in (s.rules, s.findings) if f)], output)

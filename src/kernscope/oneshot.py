@@ -13,6 +13,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -81,6 +82,21 @@ def tune_allocators(args: Sequence[str] = ()) -> None:
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
     except (OSError, AttributeError):
         pass
+
+
+def process_started() -> float | None:
+    """When this process started, on :func:`time.perf_counter`'s clock (seconds), from the kernel's record of it
+    (Linux: ``/proc/self/stat``, in steps of a clock tick, 10 ms); None where there is no such record. The time before
+    the command's first line of Python (the interpreter's own start and its ``site``) counts too."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        # (the fields after the command's name, which may hold spaces and parentheses: after its last ')')
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])  # field 22, starttime: clock ticks after boot
+        ago = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.perf_counter() - ago if ago >= 0 else None
 
 
 def quick_exit(rc: int) -> NoReturn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 
 from ..result import Result
@@ -52,10 +53,18 @@ def warm(fmt: str) -> None:
     load_views(fmt, "analysis")
 
 
+#: the phase table's first row, where the command knows when its process started: the time no phase timed
+START_ROW = "start (interpreter, imports, command line) and untimed"
+
+
 def renderer_and_sink(fmt: str, options: Options, output: str | None, path: str,
-                      timings: list[tuple[str, float]] | None) -> tuple[Callable[[Result], bytes], Callable[[bytes], None]]:
+                      timings: list[tuple[str, float]] | None, started: float | None = None
+                      ) -> tuple[Callable[[Result], bytes], Callable[[bytes], None]]:
     """For ``analyze`` of one trace: (render a result as ``fmt``, emit the bytes to ``output`` or stdout and then,
-    with ``timings``, the phase table of the cold run of ``path`` on stderr)."""
+    with ``timings``, the phase table of the cold run of ``path`` on stderr). ``started``: when the process started
+    (:func:`time.perf_counter`'s clock, :func:`kernscope.oneshot.process_started`); the table then begins with
+    :data:`START_ROW`, the time from then to the output written that no phase counted, and its total is the
+    command's time so far."""
     from .formats import text
 
     counts: dict[str, int] = {}  # the trace's events and GPU rows, for the phase table
@@ -73,7 +82,10 @@ def renderer_and_sink(fmt: str, options: Options, output: str | None, path: str,
 
             from .timings import render_timings
 
-            render_timings(Console(stderr=True, width=console_width()), path, os.path.getsize(path), timings,
+            rows = list(timings)
+            if started is not None:
+                rows.insert(0, (START_ROW, max(0.0, time.perf_counter() - started - sum(s for _, s in rows))))
+            render_timings(Console(stderr=True, width=console_width()), path, os.path.getsize(path), rows,
                            events=counts.get("events"), gpu_rows=counts.get("gpu_events"))
 
     return render, emit
