@@ -5,8 +5,9 @@ compileall``, as ``make install`` does for this tree), each its own process.
 
     python benchmarks/bench_phases.py TRACE [TRACE ...] --against SRC [--pairs 4] [--out results.json]
 
-Prints per trace and side the median and range of each phase of ``--timings`` (parse, link, analysis, render; a
-JAX profile's plan, windows summed, merge), of the whole process's wall time, the peaks (``os.wait4``), the ratio of
+Prints per trace and side the median and range of each phase of ``--timings`` (since session 96 the command's start
+first; parse, link, analysis, render; a JAX profile's plan, windows summed, merge; a phase one tree's table lacks
+reads 0 on its side), of the whole process's wall time, the peaks (``os.wait4``), the ratio of
 the medians (against / this) and whether both sides printed the same JSON (a change that is only faster must). A
 phase takes a few tens of ms where the wall time varies by ±0.1 s on a noisy machine: the phase shows what the wall
 time cannot.
