@@ -160,8 +160,8 @@ def rank_options(f: F) -> F:
 @untraced_waits_option
 @sources_option
 @click.option("--timings", is_flag=True,
-              help="After the output, print to stderr where the time went (parse, link, analysis, render), reading "
-                   "the file cold (the cache is neither read nor written).")
+              help="After the output, print to stderr where the time went (the command's start, parse, link, "
+                   "analysis, render), reading the file cold (the cache is neither read nor written).")
 @click.option("--windows", type=click.IntRange(min=0), default=None, metavar="N",
               help="A JAX profile (.xplane.pb): read and analyze it N time windows at a time, cut between steps, for "
                    "the same output in a fraction of the memory, in more time (0: whole) [default: one window per 26 MB "
