@@ -152,3 +152,35 @@ def test_a_fitted_table_inside_another_layout_measures_its_rows():
     assert Measurement.get(con, con.options, table).maximum == len("a_long_kernel_name") + 2 + len("1234567")
     con.print(Panel(table, expand=False))
     assert "a_long_kernel_name  1234567" in _text(con)
+
+
+@pytest.mark.parametrize("evil", ["[/]", "[link=https://x.example]click[/link]", "\\u001b[2J", "\\ud83d\\ude00", "x" * 5000,
+                                  "名前", "tab\\there", "nl\\nhere", "\\u200bzero width", "e\\u0301 combining",
+                                  "</script><img src=x onerror=alert(1)>"])
+def test_names_a_trace_should_not_hold_print_as_rich_prints_them(evil, tmp_path, monkeypatch):
+    """Kernel and op names with markup, escape sequences, an emoji, two-cell and combining characters, tabs,
+    newlines and 5,000 characters (the fuzzer's and more), put into the example's trace: its analysis prints the
+    same bytes by the own drawing and by rich's, with and without color."""
+    import gzip
+    import re
+
+    from kernscope.analyze.summary import analyze
+    from kernscope.examples import __path__ as examples
+    from kernscope.pipeline import load
+    from kernscope.render.formats import text
+    from kernscope.render.views import Options
+
+    raw = gzip.open(f"{examples[0]}/h200_gpt_train_step.pt.trace.json.gz").read()
+    # every tenth event's name begins with the text (kernels, ops and runtime calls among them)
+    k = iter(range(10**9))
+    mutated = re.sub(rb'"name": ?"', lambda m: m.group(0) + (evil.encode() if next(k) % 10 == 0 else b""), raw)
+    path = tmp_path / "evil.json"
+    path.write_bytes(mutated)
+    a = analyze(load(str(path), cache=False))
+    for width in (80, 160):
+        for color in (False, True):
+            fast = text(a, "table", Options(top=15, width=width, color=color))
+            with monkeypatch.context() as m:
+                m.setattr(terminal, "_plain_body", lambda *x: None)
+                slow = text(a, "table", Options(top=15, width=width, color=color))
+            assert fast == slow, (evil[:20], width, color)
