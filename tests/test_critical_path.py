@@ -536,6 +536,56 @@ def test_chains_walked_equal_chains_lifted(monkeypatch, walk_links):
     assert node.tolist() == list(range(99, -1, -1)) and owner.tolist() == [0] * 100
 
 
+@pytest.mark.parametrize("walk_links", [4096, 3])
+def test_chains_compiled_equal_chains_in_numpy(monkeypatch, walk_links):
+    """The chains' depths and nodes walked by the compiled library (``ks_chain_depths``, ``ks_chain_nodes``) equal
+    the numpy walk's (``KERNSCOPE_NO_NATIVE=1``) on random forests, a chain over the walk's limit (None: lifted) and a
+    cycle (``LinkCycle``); a link outside the table is left to numpy's walk, which says so."""
+    import numpy as np
+
+    from kernscope.analyze import critical_path as cpm
+    from kernscope.load.native import ChainLinks, chain_depths, chain_nodes, scanner
+
+    if scanner() is None:
+        pytest.skip("the compiled library is not built")
+    monkeypatch.setattr(cpm, "WALK_LINKS", walk_links)
+    rng = np.random.default_rng(11)
+
+    def both(fn, *args):
+        monkeypatch.delenv("KERNSCOPE_NO_NATIVE", raising=False)
+        compiled = fn(*args)
+        monkeypatch.setenv("KERNSCOPE_NO_NATIVE", "1")
+        numpy_form = fn(*args)
+        monkeypatch.delenv("KERNSCOPE_NO_NATIVE")
+        return compiled, numpy_form
+
+    deep = 0
+    for n in (1, 10, 500, 3000):
+        root = n
+        pred = np.array([rng.integers(max(-1, i - 3), i) if i else -1 for i in range(n)], dtype=np.int64)  # long chains
+        pred = np.append(np.where(pred >= 0, pred, root), root)
+        starts = np.append(rng.integers(0, n, size=40), root)  # (a start at the root: an empty chain)
+        (d_c, d_n) = both(cpm._depths, pred, starts, root)
+        assert (d_c is None) == (d_n is None)
+        if d_c is None:
+            deep += 1
+        else:
+            assert d_c.dtype == np.int64 and np.array_equal(d_c, d_n)
+        (a_c, a_n) = both(cpm._ancestors, pred, starts, root)
+        assert np.array_equal(a_c[0], a_n[0]) and np.array_equal(a_c[1], a_n[1])
+        lifted = cpm._ancestors_lifted(pred, starts, root)
+        assert np.array_equal(a_c[1], lifted[1])
+    assert deep == (3 if walk_links == 3 else 0)  # (the limit is met where it is low: every forest but the one node)
+    cycle = np.array([1, 0, 3, 3], dtype=np.int64)  # 0 <-> 1 go round; 2 -> root 3
+    assert chain_depths(ChainLinks(cycle, 3), np.array([2, 0]), 100) is False
+    assert chain_depths(ChainLinks(cycle, 3), np.array([2]), 100).tolist() == [1]
+    with pytest.raises(cpm.LinkCycle):
+        cpm._ancestors(cycle, np.array([2, 0]), 3)
+    outside = np.array([7, 2, 2], dtype=np.int64)
+    assert chain_depths(ChainLinks(outside, 2), np.array([0]), 100) is None
+    assert chain_nodes(ChainLinks(outside, 2), np.array([0]), np.array([2])) is None
+
+
 def test_untraced_waits_put_a_jax_steps_gpu_work_on_its_path(capsys):
     """--untraced-waits (off by default: a heuristic, and slower on large profiles): a JAX step's untraced host tail,
     while GPU work it launched ran, is a wait for that work, and the path follows it through the GPU. The transformer

@@ -53,7 +53,7 @@ from ..intervals import (
     text_ranks,
 )
 from ..link.kinds import OP_KINDS, named
-from ..load.native import group_last_max, node_windows, search_right
+from ..load.native import ChainLinks, chain_depths, chain_nodes, group_last_max, node_windows, search_right
 from ..model import Trace
 from .kernels import NS_PER_US
 
@@ -130,6 +130,8 @@ def _windows(trace: Trace, gpu: pl.DataFrame, next_start: int | None = None) -> 
 def _ints(s: pl.Series, *, copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """An integer column as (values, 0 where null; valid). ``copy`` False: an int64 column's values are read where
     polars holds them (read-only)."""
+    if s.null_count() == 0:  # (no fill and no mask made by polars' engine: ~90 µs a column, a dozen a path)
+        return s.to_numpy().astype(np.int64, copy=copy), np.ones(s.len(), dtype=bool)
     return s.fill_null(0).to_numpy().astype(np.int64, copy=copy), s.is_not_null().to_numpy()
 
 
@@ -261,6 +263,9 @@ def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int,
         if depth is None:
             return _ancestors_lifted(pred, starts, root)
     owner = np.repeat(np.arange(len(starts)), depth)
+    walked = chain_nodes(ChainLinks(np.ascontiguousarray(pred, dtype=np.int64), root), starts, depth)
+    if walked is not None:
+        return owner, walked
     node = np.empty(len(owner), dtype=np.int64)
     at = np.cumsum(depth) - depth  # each chain's first slot
     x = starts.astype(np.int64)
@@ -654,7 +659,13 @@ def _record_origins(gpu: pl.DataFrame, nodes: np.ndarray, n_g: int, order: np.nd
 
 def _depths(pred: np.ndarray, starts: np.ndarray, root: int) -> np.ndarray | None:
     """The number of nodes on each start's chain (:func:`_ancestors`), walked a link at a time; None past
-    :data:`WALK_LINKS` links."""
+    :data:`WALK_LINKS` links. Compiled where the library is (:func:`~kernscope.load.native.chain_depths`), else a
+    numpy call per link of all chains at once."""
+    found = chain_depths(ChainLinks(np.ascontiguousarray(pred, dtype=np.int64), root), starts, WALK_LINKS)
+    if found is False:  # (a chain past the limit)
+        return None
+    if found is not None:
+        return found
     x = starts.astype(np.int64)
     depth = np.zeros(len(x), dtype=np.int64)
     live = np.flatnonzero(x != root)

@@ -15,6 +15,9 @@
  * the innermost earlier event of its group still open when it starts. A stack of open events: one that ended at or
  * before the start, or that the new event outlasts by more than `bleed` (Kineto rounds each event's times on its
  * own, so a child may end a little after its parent), is popped for good; the top then is the parent. O(events).
+ *
+ * ks_chain_depths, ks_chain_nodes: the critical path's chains (kernscope.analyze.critical_path: _depths, _ancestors):
+ * each start's predecessors followed up to the root, a link at a time. O(nodes on the chains).
  */
 #include <stdint.h>
 
@@ -414,4 +417,38 @@ int64_t ks_group_last_max(const int64_t *key, const uint8_t *key_ok, int64_t lo,
         else if (value[i] >= best[g]) { best[g] = value[i]; arg[g] = i; }
     }
     return groups;
+}
+
+/* ks_chain_depths: per start i, the nodes on its chain (starts[i], pred[starts[i]], ... up to root, root excluded;
+ * pred[root] == root; pred has npred entries): depth[i]. Returns 0; -1 where a chain is longer than max_links (a
+ * cycle's is endless; depth is then not all written); -2 where a link leads outside pred (nothing is read there). */
+int64_t ks_chain_depths(const int64_t *pred, int64_t npred, const int64_t *starts, int64_t n, int64_t root,
+                        int64_t max_links, int64_t *depth) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t x = starts[i], d = 0;
+        while (x != root) {
+            if (x < 0 || x >= npred) return -2;
+            if (d >= max_links) return -1;
+            d++;
+            x = pred[x];
+        }
+        depth[i] = d;
+    }
+    return 0;
+}
+
+/* ks_chain_nodes: each start's chain written in order, the chains one after the other (depth[i] nodes each, as
+ * ks_chain_depths counted them) into node. Returns the nodes written; -2 where a link leads outside pred. */
+int64_t ks_chain_nodes(const int64_t *pred, int64_t npred, const int64_t *starts, const int64_t *depth, int64_t n,
+                       int64_t *node) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t x = starts[i];
+        for (int64_t j = 0; j < depth[i]; j++) {
+            if (x < 0 || x >= npred) return -2;
+            node[k++] = x;
+            x = pred[x];
+        }
+    }
+    return k;
 }

@@ -20,7 +20,7 @@
 #endif
 
 /* bumped whenever a signature or an output changes: kernscope.load.native refuses another version */
-int64_t ks_abi_version(void) { return 26; }
+int64_t ks_abi_version(void) { return 27; }
 
 enum { K_NONE = 0, K_DOUBLE = 1, K_U64 = 2, K_I64 = 3, K_STR = 4, K_BYTES = 5, K_REF = 6 };
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 #: the ABI this Python side speaks (``ks_abi_version()`` in _xspace.c)
-ABI_VERSION = 26
+ABI_VERSION = 27
 
 
 @functools.lru_cache(maxsize=1)
@@ -30,7 +30,7 @@ def _library() -> Any:
                            "ks_count_fields", "ks_fields", "ks_innermost", "ks_nest",
                            "ks_search_right", "ks_union_lengths", "ks_idle_gaps", "ks_clip", "ks_code_range",
                            "ks_distinct_keys", "ks_distinct_number", "ks_mark_used", "ks_window_of", "ks_node_windows",
-                           "ks_group_last_max", "ks_kineto_scan", "ks_kineto_head", "ks_load_acquire"):
+                           "ks_group_last_max", "ks_chain_depths", "ks_chain_nodes", "ks_kineto_scan", "ks_kineto_head", "ks_load_acquire"):
                     getattr(lib, fn).restype = ctypes.c_int64
                 lib.ks_store_release.restype = None
                 lib.ks_free_arena.restype = None
