@@ -167,6 +167,13 @@ def test_pinned_names(name, kind, launch, category, library):
     assert C.library(name, kind, launch) == library
 
 
+@pytest.mark.parametrize("python_max", [0, 10**9], ids=["polars query", "python"])
+def test_pinned_names_by_the_table_api_either_way(python_max):
+    """Every pinned name's category and library by :meth:`Categorizer.lookup`, in its polars query and in Python."""
+    got = _lookup_by([(n, k, ln) for n, k, ln, _, _ in PINNED], python_max)
+    assert list(zip(got["category"], got["library"])) == [(c, lib) for _, _, _, c, lib in PINNED]
+
+
 def test_every_builtin_category_is_pinned():
     assert {p[3] for p in PINNED} - {"Other"} == set(CATEGORIES) - {"Other"}  # (an Other may be pinned: XLA's runtime)
 
@@ -200,6 +207,26 @@ def test_coverage_goal_on_real_traces(path):
         assert g.filter(pl.col("library") == "CUDA Runtime").height == 0
     elif t.platform == "cuda":
         assert g.filter(pl.col("library") == "ROCm runtime").height == 0
+    # the rules in one polars query and in Python one name at a time (what up to PYTHON_LOOKUP_MAX names take) agree
+    # on every distinct kernel of the trace
+    keys = g.select(pl.col("name", "kind", "launch_name").cast(pl.String).fill_null("")).unique(maintain_order=True)
+    rows = list(keys.iter_rows())
+    by_query = _lookup_by(rows, 0)
+    assert by_query.equals(_lookup_by(rows, 10**9)), path.name
+    assert by_query.height == len(rows) and set(by_query["category"]) <= set(CATEGORIES) | {"Other"}
+
+
+def _lookup_by(rows: list[tuple[str, str, str]], python_max: int) -> pl.DataFrame:
+    """:meth:`Categorizer.lookup` of ``rows`` by a fresh categorizer (none of another's answers remembered), in Python
+    for up to ``python_max`` names, else by the polars query."""
+    import kernscope.analyze.categories as mod
+
+    before = mod.PYTHON_LOOKUP_MAX
+    mod.PYTHON_LOOKUP_MAX = python_max
+    try:
+        return Categorizer.builtin().with_rules({}).lookup(rows)  # (builtin() is one per process, its answers remembered)
+    finally:
+        mod.PYTHON_LOOKUP_MAX = before
 
 
 @needs_traces
@@ -368,7 +395,7 @@ def test_adversarial_inductor_names_analyze_in_bounded_time(tmp_path):
     assert a.kernels.height == 1000
 
 
-def test_regexes_polars_refuses_run_in_python_and_the_table_api_agrees():
+def test_regexes_polars_refuses_run_in_python_and_the_table_api_agrees(monkeypatch):
     """Lookaround and backreferences are refused by polars' (Rust) engine: such a rule's regex runs in Python. The
     table API (:meth:`Categorizer.lookup`, one polars query) gives what the one-name API (Python's ``re``) gives, for
     rules of both kinds, and the refused syntax is known without asking polars."""
@@ -384,6 +411,7 @@ def test_regexes_polars_refuses_run_in_python_and_the_table_api_agrees():
     names = ["fancy_fast", "fancy_slow", "abab_k", "ab_k", "plain_kernel_1", "other"]
     one = C.with_rules(rules)  # (each categorizer remembers its answers: two, so neither API reads the other's)
     want = [one.category(n) for n in names]
+    monkeypatch.setattr(kernscope.analyze.categories, "PYTHON_LOOKUP_MAX", 0)  # (the polars query even for a few)
     got = C.with_rules(rules).lookup([(n, "kernel", "") for n in names])["category"].to_list()
     assert got == want
     assert [want[0], want[2], want[4]] == ["Lookahead", "Backref", "Plain"]
