@@ -50,7 +50,7 @@ def _held(ops: pl.DataFrame, gpu: pl.DataFrame) -> np.ndarray | None:
         return None
     # each time laid out on its thread's own stretch of one axis: the launches sorted there, and an op holds one when
     # fewer launches lie before its start than at or before its end
-    marks = np.sort(at * span + (launch_ts - lo))
+    marks = np.sort(at * span + (launch_ts - lo), kind="stable")  # (launches come nearly in time order: timsort's runs)
     key = ops.select(thread_key("pid", "tid").fill_null(-1))["_g"].to_numpy()  # (-1: no launch's thread)
     row = np.searchsorted(threads, key)
     np.minimum(row, len(threads) - 1, out=row)
