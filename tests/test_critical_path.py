@@ -586,6 +586,37 @@ def test_chains_compiled_equal_chains_in_numpy(monkeypatch, walk_links):
     assert chain_nodes(ChainLinks(outside, 2), np.array([0]), np.array([2])) is None
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_top_level_ops_sort_only_their_ties_as_a_sort_of_every_row_would(seed):
+    """A thread's top-level ops (the host time by op): rows that start together are ordered by span, kind and name
+    (then row), and only the runs of ties are sorted by that key. The result equals a sort of every row by it, on
+    random ops with many ties, equal spans, annotations, names out of text order and null names."""
+    import numpy as np
+
+    from kernscope.analyze import critical_path as cpm
+
+    rng = np.random.default_rng(seed)
+    n = 3000
+    ts = np.sort(rng.integers(0, 4000, n)) + rng.integers(-3, 4, n) * (rng.random(n) < 0.05)  # nearly sorted, ties
+    end = ts + rng.integers(0, 50, n) * (rng.random(n) < 0.9)
+    ann = rng.random(n) < 0.2
+    pool = ["zeta", "alpha", "mid", "Alpha", "beta", None]
+    names = pl.Series("name", [pool[k] for k in rng.integers(0, len(pool), n)], dtype=pl.Categorical)
+    rows = pl.DataFrame({"ts": ts, "end": end, "_ann": ann, "name": names})
+    got = cpm._top_level(rows, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    # the reference: every row sorted by (ts, longer first, annotation first, name in text order, row)
+    text = rows["name"].cast(pl.String).to_list()
+    ref = sorted(range(n), key=lambda i: (ts[i], -end[i], not ann[i], text[i] is not None, text[i] or "", i))
+    r_ts, r_end = ts[ref], end[ref]
+    seen = np.maximum.accumulate(r_end)
+    top = np.ones(n, bool)
+    top[1:] = r_ts[1:] >= seen[:-1]
+    want = [ref[i] for i in np.flatnonzero(top)]
+    assert got["ts"].to_list() == ts[want].tolist() and got["end"].to_list() == end[want].tolist()
+    assert got["name"].to_list() == [text[i] for i in want]
+    assert int((ts[1:] == ts[:-1]).sum()) > 100  # (ties to order)
+
+
 def test_untraced_waits_put_a_jax_steps_gpu_work_on_its_path(capsys):
     """--untraced-waits (off by default: a heuristic, and slower on large profiles): a JAX step's untraced host tail,
     while GPU work it launched ran, is a wait for that work, and the path follows it through the GPU. The transformer

@@ -396,7 +396,7 @@ def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
             key = key[order]
         tie = np.flatnonzero(key[1:] == key[:-1])  # positions whose next node ties with them
         del key
-        pos = np.union1d(tie, tie + 1)  # every position of a run of ties
+        pos = _tie_positions(tie, len(order))  # every position of a run of ties
     else:  # (a range too wide to lay the streams end to end: all rows order by the whole key)
         order, natural = np.arange(len(ts), dtype=np.int64), True
         pos = order.copy()
@@ -1030,6 +1030,15 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
     return CriticalPath(steps, categories, kernels, whatif, records=records), stretches
 
 
+def _tie_positions(tie: np.ndarray, n: int) -> np.ndarray:
+    """Every position of a run of ties, in order, from the positions ``tie`` whose next one ties with them (of ``n``):
+    ``np.union1d(tie, tie + 1)`` by a mask, without its sort (1.4 ms of the a100 replica's ops)."""
+    mark = np.zeros(n, dtype=bool)
+    mark[tie] = True
+    mark[tie + 1] = True
+    return np.flatnonzero(mark)
+
+
 def _top_level(rows: pl.DataFrame, s_start: np.ndarray, s_end: np.ndarray) -> pl.DataFrame:
     """One thread's top-level ops (``ts``, ``end``, ``name`` as text), in time order, of its CPU ops and user
     annotations ``rows`` (``_ann``: an annotation; ``name`` interned): an op is top level when it starts at or after
@@ -1047,8 +1056,16 @@ def _top_level(rows: pl.DataFrame, s_start: np.ndarray, s_end: np.ndarray) -> pl
     order = stable_order(ts)
     order = np.arange(len(ts)) if order is None else order
     t_in = ts[order]
-    if bool((t_in[1:] == t_in[:-1]).any()):  # events starting together: ordered by span, kind and name
-        order = np.lexsort((text_ranks(rows["name"]), ~ann, -end, ts))
+    tie = np.flatnonzero(t_in[1:] == t_in[:-1])
+    if len(tie):  # events starting together: ordered by span, kind and name
+        # only the rows of a run of ties are sorted by the whole key (each run comes back to its own positions, the
+        # runs lying in time order), their names ranked among their own: a lexsort of every row took 5-6 ms of the
+        # a100 replica's analysis, whose launching thread holds 100,000 ops
+        pos = _tie_positions(tie, len(order))
+        rows_at = order[pos]
+        names = rows["name"].gather(pl.Series(rows_at, dtype=pl.Int64))
+        within = np.lexsort((text_ranks(names), ~ann[rows_at], -end[rows_at], ts[rows_at]))
+        order[pos] = rows_at[within]
     ts, end = ts[order], end[order]
     seen = np.maximum.accumulate(end)
     top = np.ones(len(ts), bool)
