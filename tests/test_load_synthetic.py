@@ -128,7 +128,8 @@ def test_unlinked_are_counted_not_dropped(tmp_path):
     assert t.unlinked["flows_without_end"] == 1
 
 
-def test_flows_without_end_count_each_started_flow_with_no_end_of_its_category_and_id(tmp_path):
+@pytest.mark.parametrize("on_a_thread", [False, True], ids=["inline", "on a thread"])
+def test_flows_without_end_count_each_started_flow_with_no_end_of_its_category_and_id(tmp_path, monkeypatch, on_a_thread):
     """A flow is its (category, id): counted once however often it starts, not when any of its ends ("f", or a step
     "t") is there, and an end of another category or id does not end it; a flow without an id is one flow too."""
     def flow(ph, fid, cat="ac2g", ts=70):
@@ -143,6 +144,10 @@ def test_flows_without_end_count_each_started_flow_with_no_end_of_its_category_a
     ev += [flow("s", None), flow("s", None, ts=72)]  # no id: one flow, no end
     ev += [flow("s", None, cat="fwdbwd"), flow("f", None, cat="fwdbwd")]  # no id, ended
     ev += [flow("f", 7)]  # an end with no start
+    # (a large trace's count runs on a thread of its own, beside the GPU rows' link: both ways here)
+    from kernscope.link import build
+
+    monkeypatch.setattr(build, "FLOWS_ON_A_THREAD", 0 if on_a_thread else 10**9)
     t = kernscope.load(write_trace(tmp_path / "f.json", ev), cache=False)
     assert t.unlinked["flows_without_end"] == 4  # ids 2, 4, 5 and the flow without an id
 

@@ -12,12 +12,25 @@ from .steps import earlier_step_runs
 LAUNCH_LIKE = r"(?i)(launchkernel|graphlaunch|modulelaunchkernel|extlaunchkernel|launchcooperativekernel|memcpy|memset)"
 
 
-def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame, has_steps: bool) -> dict[str, int]:
+def flows_without_end(flows: pl.DataFrame) -> int:
+    """The flows (by category and id) that start and never end: the distinct starts with no end of theirs, one lazy
+    query on the interned phase (a group-by of every flow on its text took a 207 MB trace's run to its peak: +73 MB and
+    0.1 s for 333 k flows; this takes +15 MB, 0.03 s). It reads the flow arrows alone: :func:`kernscope.link.build.link`
+    starts it on a thread of its own while the GPU rows are linked."""
+    by = ["cat", "flow_id"]
+    started = flows.lazy().filter(pl.col("ph") == "s").select(by).unique()
+    ended = flows.lazy().filter(pl.col("ph").is_in(["f", "t"])).select(by)
+    return int(started.join(ended, on=by, how="anti", nulls_equal=True).select(pl.len()).collect().item())
+
+
+def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame, has_steps: bool,
+                    without_end: int | None = None) -> dict[str, int]:
     """``gpu_without_launch``, ``gpu_without_correlation``, ``gpu_launched_before_window``,
     ``launches_without_gpu``, ``launches_in_graph_capture`` (of those, the ones made while their thread was capturing
     a CUDA/HIP graph: they have no GPU record of their own, the graph's replays run them), ``launches_without_op``,
     ``gpu_outside_steps``, ``gpu_in_earlier_step_runs`` (of those, the ones launched in an earlier run of a step's
-    annotation, which the step is not: PyTorch Lightning opens ``ProfilerStep#2`` twice), ``flows_without_end``."""
+    annotation, which the step is not: PyTorch Lightning opens ``ProfilerStep#2`` twice), ``flows_without_end``
+    (``without_end``: :func:`flows_without_end` of ``flows`` where the caller counted it)."""
     is_runtime = pl.col("kind").is_in(["runtime", "driver"])
     runtime = events.select("kind", "correlation", "name").filter(is_runtime)
     captures = named(runtime, CAPTURE_BEGIN).height > 0
@@ -28,13 +41,8 @@ def unlinked_counts(events: pl.DataFrame, gpu: pl.DataFrame, flows: pl.DataFrame
     launch_like = named(runtime.filter(pl.col("correlation").is_not_null()), LAUNCH_LIKE)
     no_gpu = launch_like.filter(~pl.col("correlation").is_in(gpu_corr))
     captured = int(in_windows(no_gpu, capture_windows(runtime)).sum()) if captures and no_gpu.height else 0
-    # flows (by category and id) that start and never end: the distinct starts with no end of theirs, one lazy query
-    # on the interned phase (a group-by of every flow on its text took a 207 MB trace's run to its peak: +73 MB and
-    # 0.1 s for 333 k flows; this takes +15 MB, 0.03 s)
-    by = ["cat", "flow_id"]
-    started = flows.lazy().filter(pl.col("ph") == "s").select(by).unique()
-    ended = flows.lazy().filter(pl.col("ph").is_in(["f", "t"])).select(by)
-    without_end = started.join(ended, on=by, how="anti", nulls_equal=True).select(pl.len()).collect().item()
+    if without_end is None:
+        without_end = flows_without_end(flows)
     before = (
         gpu.filter(pl.col("launch_idx").is_null() & (pl.col("correlation") < first_corr)).height
         if first_corr is not None
