@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -144,12 +145,28 @@ def test_flows_without_end_count_each_started_flow_with_no_end_of_its_category_a
     ev += [flow("s", None), flow("s", None, ts=72)]  # no id: one flow, no end
     ev += [flow("s", None, cat="fwdbwd"), flow("f", None, cat="fwdbwd")]  # no id, ended
     ev += [flow("f", 7)]  # an end with no start
-    # (a large trace's count runs on a thread of its own, beside the GPU rows' link: both ways here)
+    # (a large trace's count and facts are made on a thread of their own, beside the GPU rows' link: both ways here)
     from kernscope.link import build
 
-    monkeypatch.setattr(build, "FLOWS_ON_A_THREAD", 0 if on_a_thread else 10**9)
+    monkeypatch.setattr(build, "ON_A_THREAD", 0 if on_a_thread else 10**9)
     t = kernscope.load(write_trace(tmp_path / "f.json", ev), cache=False)
     assert t.unlinked["flows_without_end"] == 4  # ids 2, 4, 5 and the flow without an id
+    assert t.stats.event_counts == {"runtime": 1, "kernel": 1} and t.stats.platform == "cuda"
+
+
+def test_link_reads_the_flows_and_facts_on_a_thread_as_it_does_inline(monkeypatch):
+    """The bundled example linked with the flow arrows' count and the trace's facts made on a thread beside the GPU
+    rows' link (what a trace of 20,000 events or arrows gets) and inline: the same facts, counts and GPU table."""
+    from kernscope.link import build
+
+    example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
+    got = []
+    for threshold in (0, 10**9):
+        monkeypatch.setattr(build, "ON_A_THREAD", threshold)
+        got.append(kernscope.load(example, cache=False))
+    threaded, inline = got
+    assert threaded.stats == inline.stats and threaded.unlinked == inline.unlinked
+    assert threaded.gpu.equals(inline.gpu) and threaded.stats.event_counts["kernel"] == 728
 
 
 def test_launcher_falls_back_to_nesting_without_external_id(tmp_path):

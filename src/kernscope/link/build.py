@@ -141,21 +141,22 @@ def link(raw: RawTrace, path: str, *, steps: StepSpec | None = None,
             as for a time window of a profile, whose steps' phases are the whole profile's
             (:func:`kernscope.analyze.windows.merge` marks them over every window's steps).
     """
-    if raw.flows.height < FLOWS_ON_A_THREAD:
+    if raw.flows.height < ON_A_THREAD and raw.events.height < ON_A_THREAD:
         return _link(raw, path, steps, events_ready, phases, None)
-    # the flows that never end, counted from the flow arrows alone on a thread of their own while the GPU rows are
-    # linked (polars runs the query without the GIL): 12-14 ms of a 200 MB trace's link, on the command's thread
-    with ThreadPoolExecutor(1, thread_name_prefix="kernscope-flows") as pool:
-        counted = pool.submit(flows_without_end, raw.flows)
-        return _link(raw, path, steps, events_ready, phases, counted)
+    # what reads the flow arrows alone (the flows that never end) or the final event table alone (the trace's facts:
+    # its events by kind, its platform) on a thread of its own while the GPU rows are linked (polars runs the queries
+    # without the GIL): 12-14 and ~9 ms of a 200 MB trace's link, on the command's thread
+    with ThreadPoolExecutor(1, thread_name_prefix="kernscope-link") as pool:
+        return _link(raw, path, steps, events_ready, phases, pool)
 
 
-#: from this many flow arrows on, :func:`link` counts the flows that never end on a thread of its own
-FLOWS_ON_A_THREAD = 20_000
+#: from this many flow arrows or events on, :func:`link` reads the flow arrows and the trace's facts on a thread
+ON_A_THREAD = 20_000
 
 
 def _link(raw: RawTrace, path: str, steps: StepSpec | None, events_ready: Callable[[pl.DataFrame], None] | None,
-          phases: bool, without_end: Future[int] | None) -> Trace:
+          phases: bool, pool: ThreadPoolExecutor | None) -> Trace:
+    without_end: Future[int] | None = pool.submit(flows_without_end, raw.flows) if pool is not None else None
     decoded, raw.events = raw.events, pl.DataFrame()  # do not keep the decoded table alive while linking
     if decoded.height == 0 and raw.meta_events.height == 0 and raw.flows.height == 0:
         raise TraceError(path, "trace has no events ('traceEvents' is empty)")
@@ -177,6 +178,9 @@ def _link(raw: RawTrace, path: str, steps: StepSpec | None, events_ready: Callab
         raise TraceError(path, "trace has only metadata events, nothing to analyze")
     if events_ready is not None and raw.salvaged is None:
         events_ready(events)  # final: only a salvaged trace's steps may still filter it
+    stats: Future[TraceStats] | None = None
+    if pool is not None and raw.salvaged is None:
+        stats = pool.submit(_stats, events, flows.height, raw.metadata, raw.projected_out, t0)
     gpu = link_gpu_table(events)
     while True:
         try:
@@ -207,7 +211,7 @@ def _link(raw: RawTrace, path: str, steps: StepSpec | None, events_ready: Callab
         flows_table=Lazy.of(flows),
         steps=step_table,
         tree_table=Lazy(lambda: call_tree(events)),
-        stats=_stats(events, flows.height, raw.metadata, raw.projected_out, t0),
+        stats=stats.result() if stats is not None else _stats(events, flows.height, raw.metadata, raw.projected_out, t0),
         metadata=raw.metadata,
         process_names=process_names,
         thread_names=thread_names,
