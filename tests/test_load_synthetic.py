@@ -156,7 +156,7 @@ def test_flows_without_end_count_each_started_flow_with_no_end_of_its_category_a
 
 def test_link_reads_the_flows_and_facts_on_a_thread_as_it_does_inline(monkeypatch):
     """The bundled example linked with the flow arrows' count and the trace's facts made on a thread beside the GPU
-    rows' link (what a trace of 20,000 events or arrows gets) and inline: the same facts, counts and GPU table."""
+    rows' link (what a trace of 20,000 flow arrows gets) and inline: the same facts, counts and GPU table."""
     from kernscope.link import build
 
     example = Path(kernscope.__file__).parent / "examples" / "h200_gpt_train_step.pt.trace.json.gz"
