@@ -544,7 +544,7 @@ def test_chains_compiled_equal_chains_in_numpy(monkeypatch, walk_links):
     import numpy as np
 
     from kernscope.analyze import critical_path as cpm
-    from kernscope.load.native import ChainLinks, chain_depths, chain_nodes, scanner
+    from kernscope.load.native import chain_depths, chain_nodes, scanner
 
     if scanner() is None:
         pytest.skip("the compiled library is not built")
@@ -577,13 +577,13 @@ def test_chains_compiled_equal_chains_in_numpy(monkeypatch, walk_links):
         assert np.array_equal(a_c[1], lifted[1])
     assert deep == (3 if walk_links == 3 else 0)  # (the limit is met where it is low: every forest but the one node)
     cycle = np.array([1, 0, 3, 3], dtype=np.int64)  # 0 <-> 1 go round; 2 -> root 3
-    assert chain_depths(ChainLinks(cycle, 3), np.array([2, 0]), 100) is False
-    assert chain_depths(ChainLinks(cycle, 3), np.array([2]), 100).tolist() == [1]
+    assert chain_depths(cycle, 3, np.array([2, 0]), 100) is False
+    assert chain_depths(cycle, 3, np.array([2]), 100).tolist() == [1]
     with pytest.raises(cpm.LinkCycle):
         cpm._ancestors(cycle, np.array([2, 0]), 3)
     outside = np.array([7, 2, 2], dtype=np.int64)
-    assert chain_depths(ChainLinks(outside, 2), np.array([0]), 100) is None
-    assert chain_nodes(ChainLinks(outside, 2), np.array([0]), np.array([2])) is None
+    assert chain_depths(outside, 2, np.array([0]), 100) is None
+    assert chain_nodes(outside, np.array([0]), np.array([2])) is None
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

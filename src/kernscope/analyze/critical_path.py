@@ -53,7 +53,7 @@ from ..intervals import (
     text_ranks,
 )
 from ..link.kinds import OP_KINDS, named
-from ..load.native import ChainLinks, chain_depths, chain_nodes, group_last_max, node_windows, search_right
+from ..load.native import chain_depths, chain_nodes, group_last_max, node_windows, search_right
 from ..model import Trace
 from .kernels import NS_PER_US
 
@@ -263,7 +263,7 @@ def _ancestors(pred: np.ndarray, starts: np.ndarray, root: int,
         if depth is None:
             return _ancestors_lifted(pred, starts, root)
     owner = np.repeat(np.arange(len(starts)), depth)
-    walked = chain_nodes(ChainLinks(np.ascontiguousarray(pred, dtype=np.int64), root), starts, depth)
+    walked = chain_nodes(pred, starts, depth)
     if walked is not None:
         return owner, walked
     node = np.empty(len(owner), dtype=np.int64)
@@ -661,7 +661,7 @@ def _depths(pred: np.ndarray, starts: np.ndarray, root: int) -> np.ndarray | Non
     """The number of nodes on each start's chain (:func:`_ancestors`), walked a link at a time; None past
     :data:`WALK_LINKS` links. Compiled where the library is (:func:`~kernscope.load.native.chain_depths`), else a
     numpy call per link of all chains at once."""
-    found = chain_depths(ChainLinks(np.ascontiguousarray(pred, dtype=np.int64), root), starts, WALK_LINKS)
+    found = chain_depths(pred, root, starts, WALK_LINKS)
     if found is False:  # (a chain past the limit)
         return None
     if found is not None:

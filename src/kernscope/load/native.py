@@ -119,39 +119,33 @@ def node_windows(time: np.ndarray, time_ok: np.ndarray, end_of: np.ndarray, end_
     return pt, pt_ok
 
 
-class ChainLinks(NamedTuple):
-    """Predecessor links for :func:`chain_depths` and :func:`chain_nodes` (int64, contiguous)."""
-
-    pred: np.ndarray  #: each node's predecessor; ``pred[root] == root``
-    root: int
-
-
-def chain_depths(links: ChainLinks, starts: np.ndarray, max_links: int) -> np.ndarray | Literal[False] | None:
-    """The number of nodes on each start's chain (the start, its predecessor, ... up to the root, root excluded), in
-    one compiled pass (``ks_chain_depths``; :func:`kernscope.analyze.critical_path._depths` has the numpy form: a
-    numpy call per link of every chain, 5-8 ms of a 200 MB Kineto trace's 2,200-link chains). False where a chain
-    is longer than ``max_links`` (a cycle's has no end); None without the library, or where a link leads outside
-    ``pred`` (the numpy form says so)."""
+def chain_depths(pred: np.ndarray, root: int, starts: np.ndarray, max_links: int) -> np.ndarray | Literal[False] | None:
+    """The number of nodes on each start's chain (the start, its predecessor ``pred[start]``, ... up to ``root``, root
+    excluded; ``pred[root] == root``), in one compiled pass (``ks_chain_depths``;
+    :func:`kernscope.analyze.critical_path._depths` has the numpy form: a numpy call per link of every chain, 5-8 ms of
+    a 200 MB Kineto trace's 2,200-link chains). False where a chain is longer than ``max_links`` (a cycle's has no
+    end); None without the library, or where a link leads outside ``pred`` (the numpy form says so)."""
     lib = scanner()
     if lib is None:
         return None
-    pred, x = links.pred, np.ascontiguousarray(starts, dtype=np.int64)
+    p, x = np.ascontiguousarray(pred, dtype=np.int64), np.ascontiguousarray(starts, dtype=np.int64)
     depth = np.empty(len(x), dtype=np.int64)
-    rc = lib.ks_chain_depths(ptr(pred), ctypes.c_int64(len(pred)), ptr(x), ctypes.c_int64(len(x)),
-                             ctypes.c_int64(links.root), ctypes.c_int64(max_links), ptr(depth))
+    rc = lib.ks_chain_depths(ptr(p), ctypes.c_int64(len(p)), ptr(x), ctypes.c_int64(len(x)), ctypes.c_int64(root),
+                             ctypes.c_int64(max_links), ptr(depth))
     return depth if rc == 0 else (False if rc == -1 else None)
 
 
-def chain_nodes(links: ChainLinks, starts: np.ndarray, depth: np.ndarray) -> np.ndarray | None:
+def chain_nodes(pred: np.ndarray, starts: np.ndarray, depth: np.ndarray) -> np.ndarray | None:
     """Every node on each start's chain, the chains one after the other, each from its start back (``depth`` nodes
     each, as :func:`chain_depths` counts them), in one compiled pass (``ks_chain_nodes``); None without the library,
     or where a link leads outside ``pred``."""
     lib = scanner()
     if lib is None:
         return None
-    pred, x, d = links.pred, np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(depth, dtype=np.int64)
+    p, x = np.ascontiguousarray(pred, dtype=np.int64), np.ascontiguousarray(starts, dtype=np.int64)
+    d = np.ascontiguousarray(depth, dtype=np.int64)
     node = np.empty(int(d.sum()), dtype=np.int64)
-    rc = lib.ks_chain_nodes(ptr(pred), ctypes.c_int64(len(pred)), ptr(x), ptr(d), ctypes.c_int64(len(x)), ptr(node))
+    rc = lib.ks_chain_nodes(ptr(p), ctypes.c_int64(len(p)), ptr(x), ptr(d), ctypes.c_int64(len(x)), ptr(node))
     return node if rc == len(node) else None
 
 
