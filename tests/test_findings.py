@@ -632,6 +632,61 @@ def test_ops_holding_the_sync_calls_of_real_traces_pair_as_all_ops_do(name: str)
     assert fast.equals(whole) and whole.height > 0
 
 
+def _innermost_both_ways(ops: pl.DataFrame, probe: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(``innermost_op_pairs``, ``op_gpu_pairs`` filtered to its innermost pairs), each sorted by GPU row."""
+    from kernscope.analyze.attribute import innermost_op_pairs, op_gpu_pairs
+
+    return (innermost_op_pairs(ops, probe).sort("_g"),
+            op_gpu_pairs(ops, probe).filter(pl.col("innermost")).sort("_g"))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_innermost_pairs_by_level_in_numpy_equal_the_as_of_joins(seed: int) -> None:
+    """The launchers' categories, the blocking-sync finding and the memory timeline read each GPU row's innermost
+    enclosing op only: searched level by level in numpy, it equals what ``op_gpu_pairs``' as-of joins find, on random
+    ops of three threads nested up to 8 deep (zero-length ops, partial overlaps, launches on ops' edges, null
+    threads), and where the threads are not interned alike (the joins themselves answer)."""
+    rng = np.random.default_rng(seed)
+    n = 4000
+    ts = rng.integers(0, 20_000, n)
+    end = ts + rng.choice([0, 1, 5, 50, 500, 5000], n)
+    pid = pl.Series(rng.choice(["1", "2", ""], n, p=[0.49, 0.49, 0.02]).tolist()).replace("", None)  # (a few null)
+    ops = pl.DataFrame({"idx": np.arange(n) + 10, "pid": pid, "tid": rng.choice(["7", "9", "11"], n), "ts": ts,
+                        "end": end}).with_columns(pl.col("pid", "tid").cast(pl.Categorical))
+    m = 600
+    at = rng.integers(0, 20_000, m)
+    at[:50], at[50:100] = ts[:50], end[50:100]  # launches on ops' starts and ends
+    probe = pl.DataFrame({"_g": np.arange(m, dtype=np.uint32),
+                          "launch_pid": pl.Series(rng.choice(["1", "2", ""], m).tolist()).replace("", None),
+                          "launch_tid": rng.choice(["7", "9"], m), "launch_ts": at,
+                          "dur": rng.integers(1, 100, m)}).with_columns(pl.col("launch_pid", "launch_tid").cast(pl.Categorical))
+    fast, ref = _innermost_both_ways(ops, probe)
+    assert fast.equals(ref) and ref.height > 200 and ref["depth"].max() >= 3
+    text = probe.with_columns(pl.col("launch_pid", "launch_tid").cast(pl.String))  # (not interned: the joins answer)
+    fast, ref = _innermost_both_ways(ops.with_columns(pl.col("pid", "tid").cast(pl.String)), text)
+    assert fast.equals(ref) and ref.height > 200
+
+
+@pytest.mark.skipif(not TRACES.exists(), reason="real traces not available")
+@pytest.mark.parametrize("name", ["hta/a100_alexnet_cuda_sync.json.gz", "multirank/fsdp4_rank2.json.gz",
+                                  "hta/v100_2rank_nccl_rank1.json.gz", "tracelens/mi300x_xdit_sd35_rank0.json.gz"])
+def test_innermost_pairs_of_real_traces_equal_the_as_of_joins(name: str) -> None:
+    """Every GPU row's and every sync call's innermost CPU op, on real traces: the same by the levels in numpy as by
+    ``op_gpu_pairs``' as-of joins."""
+    from kernscope.link.kinds import named
+
+    t = kernscope.load(TRACES / name, cache=False)
+    cpu = t.events.filter(pl.col("kind") == "cpu_op").select("idx", "pid", "tid", "ts", "end")
+    rt = named(t.rows(("runtime", "driver"), ("idx", "pid", "tid", "ts", "dur", "name")), FindingRules.builtin().rules["blocking_sync"]["names"])
+    syncs = rt.with_row_index("_g").select("_g", pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"),
+                                          pl.col("ts").alias("launch_ts"), "dur")
+    launches = t.gpu.with_row_index("_g").select("_g", "launch_pid", "launch_tid", "launch_ts", "dur")
+    for probe in (syncs, launches):
+        fast, ref = _innermost_both_ways(cpu, probe)
+        assert fast.equals(ref)
+    assert ref.height > 0
+
+
 def test_findings_gather_by_kind_over_steps(tmp_path, capsys):
     """The same rule in the same place over steps is one kind: its worst instance's words, how many steps, their total
     and median (a 3,300-step JAX profile's terminal listed five steps of one rule; now each kind once). Kinds keep the

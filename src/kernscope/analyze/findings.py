@@ -51,7 +51,7 @@ from ..intervals import (
 from ..link.captures import INSTANTIATE, capture_windows
 from ..link.kinds import OP_KINDS, named
 from ..model import Trace
-from .attribute import op_gpu_pairs
+from .attribute import innermost_op_pairs
 from .idle import idle_breakdown
 from .kernels import NS_PER_US
 from .perf.devices import match_device
@@ -577,7 +577,7 @@ def blocking_sync(trace: Trace, cfg: dict[str, Any], step: int | None) -> list[d
     # lazy queries over the event table: the CPU ops are not first copied out on their own (large traces)
     cpu = trace.events.lazy().filter(pl.col("kind") == "cpu_op")
     cpu_ops = cpu.select("idx", "pid", "tid", "ts", "end").join(threads.lazy(), on=["pid", "tid"], how="semi").collect()
-    ops = op_gpu_pairs(cpu_ops, probe).filter(pl.col("innermost")).select("_g", "op_idx")
+    ops = innermost_op_pairs(cpu_ops, probe).select("_g", "op_idx")
     names = (cpu.select(pl.col("idx").alias("op_idx"), "name").join(ops.lazy().select("op_idx").unique(), on="op_idx")
              .select("op_idx", pl.col("name").cast(pl.String).alias("op")).collect())  # the names of the ops found only
     ops = ops.join(names, on="op_idx", how="left")

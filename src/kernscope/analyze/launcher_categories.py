@@ -23,7 +23,7 @@ import polars as pl
 
 from ..link.kinds import by_number, numbered
 from ..model import Trace
-from .attribute import op_gpu_pairs
+from .attribute import innermost_op_pairs
 from .categories import OTHER, Categorizer
 
 
@@ -60,10 +60,9 @@ def refine_by_launcher(trace: Trace, gpu: pl.DataFrame, categorizer: Categorizer
            .join(op_cat.lazy().select(pl.col("name").cast(name_type), pl.col("category").alias("_op_cat")),
                  on="name", how="inner", maintain_order="left")
            .select("idx", "pid", "tid", "ts", "end", "_op_cat").collect())
-    pairs = op_gpu_pairs(ops.drop("_op_cat"), cand.select("_g", "launch_pid", "launch_tid", "launch_ts", "dur"))
-    if pairs.height == 0:
+    inner = innermost_op_pairs(ops.drop("_op_cat"), cand.select("_g", "launch_pid", "launch_tid", "launch_ts", "dur"))
+    if inner.height == 0:
         return out
-    inner = pairs.filter(pl.col("innermost"))
     op_name = (cpu.select(pl.col("idx").alias("op_idx"), "name").join(inner.lazy().select("op_idx").unique(), on="op_idx")
                .select("op_idx", pl.col("name").cast(pl.String).alias("_op_name")).collect())  # the ops found only
     best = (inner.join(ops.select(pl.col("idx").alias("op_idx"), "_op_cat"), on="op_idx")

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from ..model import Trace
-from .attribute import op_gpu_pairs
+from .attribute import innermost_op_pairs
 
 #: Kineto's ``Device Type`` values (c10::DeviceType)
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 7: "fpga",
@@ -67,11 +67,11 @@ class MemoryTimeline:
 def _innermost_ops(host: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     """``ev`` (``_row``, pid, tid, ts) with ``op_idx``/``op``: the innermost of the ``host`` events (idx, name, pid,
     tid, ts, end) of the same thread whose [ts, end] holds the event
-    (:func:`~kernscope.analyze.attribute.op_gpu_pairs`, an event as a zero-length launch)."""
+    (:func:`~kernscope.analyze.attribute.innermost_op_pairs`, an event as a zero-length launch)."""
     ops = host.select("idx", "pid", "tid", "ts", "end")
     probe = ev.select(pl.col("_row").cast(pl.UInt32).alias("_g"), pl.col("pid").alias("launch_pid"),
                       pl.col("tid").alias("launch_tid"), pl.col("ts").alias("launch_ts"), pl.lit(0, pl.Int64).alias("dur"))
-    pairs = op_gpu_pairs(ops, probe).filter(pl.col("innermost"))
+    pairs = innermost_op_pairs(ops, probe)
     names = host.select(pl.col("idx").alias("op_idx"), pl.col("name").cast(pl.String).alias("op"))
     best = pairs.select(pl.col("_g").cast(pl.UInt32).alias("_row"), "op_idx").join(names, on="op_idx", how="left")
     return ev.with_columns(pl.col("_row").cast(pl.UInt32)).join(best, on="_row", how="left")
