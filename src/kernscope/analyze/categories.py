@@ -414,8 +414,7 @@ class Categorizer:
         known = [self._memo.get(r) for r in rows]
         todo = [r for r, v in zip(rows, known) if v is None]
         if todo:
-            fresh = self._lookup_fresh(todo)
-            answers = dict(zip(todo, zip(fresh["category"].to_list(), fresh["library"].to_list())))
+            answers = dict(zip(todo, self._lookup_fresh(todo)))
             self._remember(answers)
             known = [v if v is not None else answers[r] for r, v in zip(rows, known)]
         done = [v for v in known if v is not None]
@@ -426,13 +425,11 @@ class Categorizer:
     def _remember(self, answers: dict[tuple[str, str, str], tuple[str, str]]) -> None:
         _bounded_update(self._memo, answers)
 
-    def _lookup_fresh(self, rows: list[tuple[str, str, str]]) -> pl.DataFrame:
-        if len(rows) <= PYTHON_LOOKUP_MAX:  # (the same answers: tests compare both ways)
-            found = [self._classify_fresh(*r) for r in rows]
-            return pl.DataFrame({"name": [r[0] for r in rows], "kind": [r[1] for r in rows],
-                                 "launch_name": [r[2] for r in rows], "category": [c for c, _ in found],
-                                 "library": [lib for _, lib in found]}, schema=dict.fromkeys(
-                                     ("name", "kind", "launch_name", "category", "library"), pl.String))
+    def _lookup_fresh(self, rows: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+        """(category, library) of each (name, kind, launch_name) by the rules: in Python up to
+        :data:`PYTHON_LOOKUP_MAX` rows, else one polars query (the same answers: tests compare both ways)."""
+        if len(rows) <= PYTHON_LOOKUP_MAX:
+            return [self._classify_fresh(*r) for r in rows]
         names = [r[0] for r in rows]
         heads = [kernel_head(n)[:MATCH_CHARS] for n in names]
         df = pl.DataFrame({"name": names, "kind": [r[1] for r in rows], "launch_name": [r[2] for r in rows],
@@ -444,7 +441,8 @@ class Categorizer:
         df = df.with_columns(pl.Series("_ind", inductor, dtype=pl.String))
         cat = pl.coalesce(pl.col("_ind"), self._first_expr(self.categories, df), pl.lit(OTHER))
         lib = pl.coalesce(self._first_expr(self.libraries, df), pl.lit(UNKNOWN_LIBRARY))
-        return df.select("name", "kind", "launch_name", cat.alias("category"), lib.alias("library"))
+        out = df.select(cat.alias("category"), lib.alias("library"))
+        return list(zip(out["category"].to_list(), out["library"].to_list()))
 
     def op_categories(self, names: list[str]) -> pl.DataFrame:
         """``name, category`` of CPU op names by the [[op_category]] rules (null when no rule names the op); the
