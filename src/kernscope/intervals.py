@@ -144,6 +144,15 @@ def stable_order(key: np.ndarray) -> np.ndarray | None:
     return np.argsort(key, kind="stable")
 
 
+def tie_positions(tie: np.ndarray, n: int) -> np.ndarray:
+    """Every position of a run of ties among ``n`` sorted rows, in order, from the positions ``tie`` whose next row ties
+    with them: ``np.union1d(tie, tie + 1)`` by a mask, without its sort (1.4 ms of the a100 replica's ops)."""
+    mark = np.zeros(n, dtype=bool)
+    mark[tie] = True
+    mark[tie + 1] = True
+    return np.flatnonzero(mark)
+
+
 def _merged_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`merged` of intervals already sorted by start, with ends at or after their starts."""
     if len(s) == 0:

@@ -51,6 +51,7 @@ from ..intervals import (
     running_max,
     stable_order,
     text_ranks,
+    tie_positions,
 )
 from ..link.kinds import OP_KINDS, named
 from ..load.native import chain_depths, chain_nodes, group_last_max, node_windows, search_right
@@ -396,7 +397,7 @@ def _node_order(gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
             key = key[order]
         tie = np.flatnonzero(key[1:] == key[:-1])  # positions whose next node ties with them
         del key
-        pos = _tie_positions(tie, len(order))  # every position of a run of ties
+        pos = tie_positions(tie, len(order))  # every position of a run of ties
     else:  # (a range too wide to lay the streams end to end: all rows order by the whole key)
         order, natural = np.arange(len(ts), dtype=np.int64), True
         pos = order.copy()
@@ -1030,15 +1031,6 @@ def _summarize(path: PathNodes, ends: pl.DataFrame, labels: pl.DataFrame, order:
     return CriticalPath(steps, categories, kernels, whatif, records=records), stretches
 
 
-def _tie_positions(tie: np.ndarray, n: int) -> np.ndarray:
-    """Every position of a run of ties, in order, from the positions ``tie`` whose next one ties with them (of ``n``):
-    ``np.union1d(tie, tie + 1)`` by a mask, without its sort (1.4 ms of the a100 replica's ops)."""
-    mark = np.zeros(n, dtype=bool)
-    mark[tie] = True
-    mark[tie + 1] = True
-    return np.flatnonzero(mark)
-
-
 def _top_level(rows: pl.DataFrame, s_start: np.ndarray, s_end: np.ndarray) -> pl.DataFrame:
     """One thread's top-level ops (``ts``, ``end``, ``name`` as text), in time order, of its CPU ops and user
     annotations ``rows`` (``_ann``: an annotation; ``name`` interned): an op is top level when it starts at or after
@@ -1061,7 +1053,7 @@ def _top_level(rows: pl.DataFrame, s_start: np.ndarray, s_end: np.ndarray) -> pl
         # only the rows of a run of ties are sorted by the whole key (each run comes back to its own positions, the
         # runs lying in time order), their names ranked among their own: a lexsort of every row took 5-6 ms of the
         # a100 replica's analysis, whose launching thread holds 100,000 ops
-        pos = _tie_positions(tie, len(order))
+        pos = tie_positions(tie, len(order))
         rows_at = order[pos]
         names = rows["name"].gather(pl.Series(rows_at, dtype=pl.Int64))
         within = np.lexsort((text_ranks(names), ~ann[rows_at], -end[rows_at], ts[rows_at]))

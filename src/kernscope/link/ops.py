@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ..intervals import tie_positions
 from ..load import native
 
 
@@ -131,7 +132,7 @@ def _thread_ordered(table: pl.DataFrame, descending: list[bool]) -> dict[str, np
         # equal (thread, start) sorted by the other keys (the 201 k ops of a 207 MB a100 trace: 25 k such rows)
         tied = (thread[1:] == thread[:-1]) & (start[1:] == start[:-1])
         run = np.cumsum(np.concatenate([[True], ~tied]))  # each row's run of equal (thread, start)
-        at = np.flatnonzero(np.concatenate([[False], tied]) | np.concatenate([tied, [False]]))
+        at = tie_positions(np.flatnonzero(tied), len(thread))
         keys = [run[at], *(~grouped[c][at] if desc else grouped[c][at] for c, desc in zip(names[2:], descending[2:]))]
         moved = at[np.lexsort(keys[::-1])]
         for a in grouped.values():  # (in place: no second copy of every column)
